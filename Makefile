@@ -1,0 +1,40 @@
+# The two commands: `make run` and `make test`. Everything installs itself into .venv.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench lint format install clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Start the platform: Redis (embedded unless REDIS_URL is set), gunicorn, Celery worker and beat.
+run: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py seed_demo
+	$(PY) -m config.run
+
+## The whole test suite, against its own redis-server (and PostgreSQL when DATABASE_URL is set).
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## Benchmarks: prints a table and writes bench-results.json.
+bench: $(STAMP)
+	$(PY) -m bench $(BENCH_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+clean:
+	rm -rf run/ .pytest_cache .ruff_cache

@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from quotas.views import healthz
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/demo/", include("demo.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("healthz", healthz, name="healthz"),
+]

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class PlansConfig(AppConfig):
+    """Plans, subscriptions, API keys and endpoint limits, edited in admin."""
+
+    name = "plans"
+    verbose_name = "Plans and limits"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import signals
+
+        signals.connect()

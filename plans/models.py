@@ -1,0 +1,234 @@
+"""Plans, subscriptions, API keys and endpoint limits."""
+
+from __future__ import annotations
+
+import secrets
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from quotas.conf import ALGORITHMS
+from quotas.exceptions import InvalidRate
+from quotas.identity import hash_api_key
+from quotas.rates import parse_rates
+
+API_KEY_PREFIX = "qk_"
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def validate_rates(value: str) -> None:
+    """Model validator for a rate string such as '10/s; 100/min'."""
+    try:
+        parse_rates(value)
+    except InvalidRate as exc:
+        raise ValidationError(str(exc), code="invalid_rate") from exc
+
+
+def validate_methods(value: str) -> None:
+    """Model validator for a comma-separated list of HTTP methods."""
+    unknown = [m for m in _split_methods(value) if m not in HTTP_METHODS]
+    if unknown:
+        raise ValidationError(
+            f"Unknown HTTP method(s): {', '.join(unknown)}. Use any of {', '.join(HTTP_METHODS)}.",
+            code="invalid_method",
+        )
+
+
+def _split_methods(value: str) -> list[str]:
+    return [m.strip().upper() for m in value.replace(";", ",").split(",") if m.strip()]
+
+
+class Plan(models.Model):
+    """A commercial plan (free, pro, enterprise) that groups endpoint limits."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    monthly_price = models.DecimalField(
+        max_digits=10, decimal_places=2, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
+    description = models.TextField(blank=True)
+    priority = models.PositiveSmallIntegerField(
+        default=0, help_text="Higher is protected longer under load: the lowest priority is shed first."
+    )
+    is_default = models.BooleanField(
+        default=False, help_text="The plan of anonymous clients and of users without a subscription."
+    )
+
+    class Meta:
+        ordering = ["monthly_price", "priority", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True), name="one_default_plan"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def validate_constraints(self, exclude: object = None) -> None:
+        # A clearer message than the generic constraint violation.
+        if self.is_default and Plan.objects.filter(is_default=True).exclude(pk=self.pk).exists():
+            raise ValidationError({"is_default": "Another plan is already the default; untick it there first."})
+        super().validate_constraints(exclude=exclude)
+
+
+class Subscription(models.Model):
+    """A client bound to one plan: a Django user, or the holder of API keys.
+
+    A plan change takes effect on the client's next request.
+    """
+
+    name = models.CharField(max_length=200, help_text="Who this is, e.g. the customer's name.")
+    plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="subscriptions")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="quota_subscription"
+    )
+    started_on = models.DateField(default=timezone.localdate, help_text="Anchors billing periods.")
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.plan.slug})" if self.plan_id else self.name
+
+
+class APIKeyQuerySet(models.QuerySet):
+    def usable(self) -> APIKeyQuerySet:
+        return self.filter(revoked_at__isnull=True, subscription__is_active=True)
+
+
+class APIKey(models.Model):
+    """An API key, stored as a SHA-256 hash; the raw key is shown once at issue."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, editable=False, help_text="The first characters, to recognise a key.")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = APIKeyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or self.subscription.name})"
+
+    @classmethod
+    def issue(cls, subscription: Subscription, name: str = "", raw: str | None = None) -> tuple[APIKey, str]:
+        """Create a key for ``subscription``; returns the model and the raw key (shown once)."""
+        raw = raw or API_KEY_PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(subscription=subscription, name=name, prefix=raw[:10], key_hash=hash_api_key(raw))
+        return key, raw
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def revoke(self) -> None:
+        """Revoke the key; requests with it get 401 from the next rules refresh on."""
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+
+class EndpointLimit(models.Model):
+    """One limit of a plan: what it matches, how it counts, and its rates.
+
+    It matches a DRF view's ``quota_scope`` if ``scope`` is set, else requests
+    whose path starts with ``path_prefix``, else every request (a plan-wide
+    limit), optionally only for some HTTP methods.
+    """
+
+    class Algorithm(models.TextChoices):
+        FIXED_WINDOW = "fixed_window", "Fixed window"
+        SLIDING_WINDOW_LOG = "sliding_window_log", "Sliding window log (exact)"
+        SLIDING_WINDOW_COUNTER = "sliding_window_counter", "Sliding window counter (approximate)"
+        TOKEN_BUCKET = "token_bucket", "Token bucket"
+        LEAKY_BUCKET = "leaky_bucket", "Leaky bucket"
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="limits")
+    name = models.CharField(
+        max_length=60,
+        validators=[RegexValidator(r"^[A-Za-z0-9_.-]+$", "Use letters, digits, '.', '_' or '-'.")],
+        help_text="Shown to clients as the policy name in RateLimit headers.",
+    )
+    scope = models.CharField(max_length=100, blank=True, help_text="A view's quota_scope; empty to match by path.")
+    path_prefix = models.CharField(max_length=200, blank=True, help_text="Used when scope is empty, e.g. /api/.")
+    methods = models.CharField(
+        max_length=100, blank=True, validators=[validate_methods], help_text="Comma-separated; empty for all."
+    )
+    algorithm = models.CharField(max_length=32, choices=Algorithm.choices, default=Algorithm.TOKEN_BUCKET)
+    rates = models.CharField(max_length=200, validators=[validate_rates], help_text="e.g. 10/s; 100/min; 5000/day")
+    burst = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Bucket capacity for the bucket algorithms; default: each rate's count."
+    )
+    weight = models.PositiveIntegerField(default=1, help_text="Units a request spends unless its view says otherwise.")
+    max_delay = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="Leaky bucket only: seconds a request may be held to smooth bursts (0 refuses instead).",
+    )
+    shadow = models.BooleanField(default=False, help_text="Evaluate and record, never block.")
+    refund_on_error = models.BooleanField(default=False, help_text="Give the units back when the view fails (5xx).")
+
+    class Meta:
+        ordering = ["plan", "name"]
+        constraints = [models.UniqueConstraint(fields=["plan", "name"], name="unique_limit_name_per_plan")]
+
+    def __str__(self) -> str:
+        return f"{self.plan.slug}:{self.name} {self.rates}" if self.plan_id else self.name
+
+    def clean(self) -> None:
+        errors = {}
+        if self.algorithm not in ALGORITHMS:
+            errors["algorithm"] = f"Choose one of: {', '.join(ALGORITHMS)}."
+        if self.max_delay and self.algorithm != self.Algorithm.LEAKY_BUCKET:
+            errors["max_delay"] = "Only a leaky bucket can delay requests; set 0 or choose leaky_bucket."
+        if self.burst is not None and self.burst < 1:
+            errors["burst"] = "Burst must be at least 1."
+        if self.scope and self.path_prefix:
+            errors["path_prefix"] = "Set a scope or a path prefix, not both."
+        if self.path_prefix and not self.path_prefix.startswith("/"):
+            errors["path_prefix"] = "A path prefix starts with '/'."
+        try:
+            rates = parse_rates(self.rates)
+        except InvalidRate:
+            rates = ()  # reported by the field validator
+        if rates and self.weight > max(max(r.limit, self.burst or 0) for r in rates):
+            errors["weight"] = "The weight is larger than every rate's count: no request could ever pass."
+        self.methods = ", ".join(_split_methods(self.methods))
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def method_set(self) -> frozenset[str]:
+        return frozenset(_split_methods(self.methods))
+
+
+class LimitOverride(models.Model):
+    """A subscription's own rates for one of its plan's limits, or no limit at all."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="overrides")
+    limit = models.ForeignKey(EndpointLimit, on_delete=models.CASCADE, related_name="overrides")
+    rates = models.CharField(max_length=200, blank=True, validators=[validate_rates])
+    unlimited = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["subscription", "limit"], name="one_override_per_limit")]
+
+    def __str__(self) -> str:
+        return f"{self.subscription.name}: {self.limit.name} -> {'unlimited' if self.unlimited else self.rates}"
+
+    def clean(self) -> None:
+        if self.unlimited == bool(self.rates):
+            raise ValidationError("Either give rates or tick unlimited (exactly one).")
+        if self.limit_id and self.subscription_id and self.limit.plan_id != self.subscription.plan_id:
+            raise ValidationError({"limit": "That limit belongs to another plan than this subscription's."})

@@ -1,0 +1,21 @@
+from django.apps import AppConfig
+
+
+class QuotasConfig(AppConfig):
+    """The enforcement engine and DRF throttle."""
+
+    name = "quotas"
+    verbose_name = "Quotas"
+
+    def ready(self) -> None:
+        from django.core.signals import setting_changed
+
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .engine import reset_engine
+
+        def _on_setting_changed(*, setting: str, **kwargs: object) -> None:
+            # override_settings(QUOTAS=...) in tests must not see a stale engine.
+            if setting in ("QUOTAS", "REST_FRAMEWORK"):
+                reset_engine()
+
+        setting_changed.connect(_on_setting_changed, weak=False, dispatch_uid="quotas-settings")

@@ -1,0 +1,76 @@
+"""The engine's settings, read from the ``QUOTAS`` dict in Django settings.
+
+Read through :data:`quota_settings`; every attribute is looked up in
+``settings.QUOTAS`` on each access (so ``override_settings`` works and nothing
+is captured at import time), falling back to :data:`DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+#: Every setting with its default. The README's settings table mirrors this.
+DEFAULTS: dict[str, Any] = {
+    # Default: "redis://127.0.0.1:6379/0". One URL: redis://, rediss:// or unix://.
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    # Default: "quota:v1". Every Redis key starts with it; bump it to start afresh.
+    "KEY_PREFIX": "quota:v1",
+    # Default: None. Dotted path to a rules backend class (plans.rules.PlansRulesBackend).
+    # None means no database rules: DRF's own throttle rates apply (compat mode).
+    "RULES_BACKEND": None,
+    # Default: 1.0. Seconds between checks of the rules version in each process.
+    "RULES_CHECK_INTERVAL": 1.0,
+    # Default: []. CIDRs of reverse proxies whose X-Forwarded-For is believed.
+    "TRUSTED_PROXIES": [],
+    # Default: 64. IPv6 clients are grouped by this prefix length (one /64 is one client).
+    "IPV6_PREFIX_LENGTH": 64,
+    # Default: "X-API-Key". Header carrying the API key.
+    "API_KEY_HEADER": "X-API-Key",
+    # Default: "token_bucket". Algorithm for rates taken from DRF's configuration.
+    "DEFAULT_ALGORITHM": "token_bucket",
+    # Default: 0.25. Seconds before a Redis connect or read attempt is abandoned.
+    "SOCKET_TIMEOUT": 0.25,
+    # Default: "open". What a request gets when Redis is down: "open" admits it,
+    # "closed" refuses it with 503.
+    "FAILURE_MODE": "open",
+    # Default: 10000. Clients remembered as over-limit in each process.
+    "LOCAL_DENY_CACHE_SIZE": 10000,
+    # Default: 10000. API keys and users whose subscription is cached in each process.
+    "CLIENT_CACHE_SIZE": 10000,
+    # Default: True. Send X-RateLimit-Limit/Remaining/Reset besides the IETF headers.
+    "LEGACY_HEADERS": True,
+    # Default: 30.0. Longest delay a leaky bucket's max_delay may ask for, in seconds.
+    "MAX_DELAY_CAP": 30.0,
+}
+
+#: Settings whose value is a dotted import path.
+IMPORT_STRINGS = ("RULES_BACKEND",)
+
+ALGORITHMS = (
+    "fixed_window",
+    "sliding_window_log",
+    "sliding_window_counter",
+    "token_bucket",
+    "leaky_bucket",
+)
+FAILURE_MODES = ("open", "closed")
+
+
+class QuotaSettings:
+    """Attribute access to ``settings.QUOTAS`` with :data:`DEFAULTS` filled in."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid QUOTAS setting: {name!r}")
+        user = getattr(settings, "QUOTAS", None) or {}
+        return user.get(name, DEFAULTS[name])
+
+    def user_settings(self) -> dict[str, Any]:
+        """The raw ``QUOTAS`` dict from Django settings (for checks)."""
+        value = getattr(settings, "QUOTAS", None)
+        return value if value is not None else {}
+
+
+quota_settings = QuotaSettings()

@@ -1,0 +1,274 @@
+"""The decision engine: every window of a request decided in one Redis call.
+
+:meth:`Engine.decide` sends one EVALSHA of ``decide.lua`` carrying all the
+windows that apply to a request; the script checks them all and consumes
+from all of them only if none denies. Clients refused recently are
+remembered in-process until their retry time, so a flood past a limit is
+refused without touching Redis at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import redis
+from django.utils.module_loading import import_string
+from redis.exceptions import RedisError
+
+from .conf import quota_settings
+from .exceptions import StoreUnavailable
+from .keys import client_prefix, rules_version_key
+from .rules import RulesCache, Window
+from .scripts import script_source
+
+logger = logging.getLogger(__name__)
+
+NEVER = -1
+_US = 1_000_000
+
+
+@dataclass(slots=True)
+class WindowState:
+    """The outcome of one window: whether it allowed, and what is left.
+
+    ``retry_us`` is 0 when the window allowed, ``None`` when the request can
+    never fit it (its weight exceeds the window's capacity). ``remaining`` is
+    ``None`` when the state was not read from Redis (a locally remembered
+    denial).
+    """
+
+    window: Window
+    ok: bool
+    remaining: int | None
+    reset_us: int
+    retry_us: int | None
+    delay_us: int = 0
+
+
+@dataclass(slots=True)
+class Decision:
+    """The result of :meth:`Engine.decide` for one request."""
+
+    allowed: bool
+    states: list[WindowState]
+    now: float  # seconds since the epoch, from the Redis server's clock
+    weight: int | None = None
+    local: bool = False  # decided from the in-process memory of over-limit clients
+    tag: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def delay(self) -> float:
+        """Seconds a shaping leaky bucket asks the request to be held."""
+        return max((s.delay_us for s in self.states), default=0) / _US
+
+    def denying_states(self) -> list[WindowState]:
+        """Windows that refused the request (shadow windows never refuse)."""
+        return [s for s in self.states if not s.ok and not s.window.shadow]
+
+    def would_deny(self) -> list[WindowState]:
+        """Shadow windows that would have refused the request."""
+        return [s for s in self.states if not s.ok and s.window.shadow]
+
+    def denying_state(self) -> WindowState:
+        """The denying window with the longest wait (the one to report)."""
+        return max(self.denying_states(), key=lambda s: math.inf if s.retry_us is None else s.retry_us)
+
+    @property
+    def retry_after(self) -> int | None:
+        """Whole seconds until the same request would be admitted (None if allowed).
+
+        The smallest whole number of seconds covering the longest wait among
+        the denying windows, never 0. For a request that can never fit, the
+        longest denying window's length.
+        """
+        if self.allowed:
+            return None
+        waits = [
+            s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()
+        ]
+        return max(1, math.ceil(max(waits) / _US))
+
+    def most_restrictive(self) -> WindowState | None:
+        """The window to show in X-RateLimit-*: the denying one, else least remaining."""
+        if not self.allowed:
+            return self.denying_state()
+        enforced = [s for s in self.states if not s.window.shadow and s.remaining is not None]
+        if not enforced:
+            return None
+        return min(enforced, key=lambda s: (s.remaining / max(s.window.quota, 1), -s.reset_us))
+
+
+class DenyMemory:
+    """Clients refused recently, per window, until their retry time (monotonic).
+
+    Bounded (least recently refused are forgotten first) and cleared when the
+    rules change, so a raised limit applies at once.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, tag: str, state: WindowState, weight: int) -> None:
+        wait_us = state.window.window * _US if state.retry_us is None else state.retry_us
+        until = time.monotonic() + wait_us / _US
+        with self._lock:
+            self._entries[(tag, state.window.suffix)] = (until, weight)
+            self._entries.move_to_end((tag, state.window.suffix))
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def check(self, tag: str, windows: Sequence[Window], weight: int | None) -> list[WindowState]:
+        """States for the windows this client is known to be refused by, if any."""
+        if not self._entries:
+            return []
+        now = time.monotonic()
+        hits = []
+        for window in windows:
+            if window.shadow:
+                continue
+            entry = self._entries.get((tag, window.suffix))
+            if entry is None:
+                continue
+            until, min_weight = entry
+            if until <= now:
+                self._entries.pop((tag, window.suffix), None)
+            elif (window.weight if weight is None else weight) >= min_weight:
+                wait_us = math.ceil((until - now) * _US)
+                hits.append(WindowState(window, False, None, wait_us, wait_us))
+        return hits
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+class Engine:
+    """Decides requests against Redis. One per process: see :func:`get_engine`."""
+
+    def __init__(self, client: redis.Redis, prefix: str, rules: RulesCache, deny_memory_size: int) -> None:
+        self.redis = client
+        self.prefix = prefix
+        self.rules = rules
+        self.deny_memory = DenyMemory(deny_memory_size)
+        rules.on_reload = self.deny_memory.clear
+        self._decide = client.register_script(script_source("decide"))
+        self._refund = client.register_script(script_source("refund"))
+
+    def decide(
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None = None,
+        now: float | None = None,
+    ) -> Decision:
+        """Check and consume ``weight`` in every window for client ``tag``, atomically.
+
+        ``weight`` overrides each window's own weight; ``now`` (seconds since
+        the epoch) replaces the Redis server's clock, for tests. Raises
+        :class:`StoreUnavailable` when Redis fails.
+        """
+        if now is None:
+            remembered = self.deny_memory.check(tag, windows, weight)
+            if remembered:
+                return Decision(False, remembered, time.time(), weight, local=True, tag=tag)
+        base = client_prefix(self.prefix, tag)
+        keys = [base + w.suffix for w in windows]
+        args: list[object] = ["" if now is None else int(now * _US), len(windows)]
+        for w in windows:
+            args += (
+                w.code,
+                w.quota,
+                w.window * _US,
+                w.capacity,
+                w.weight if weight is None else weight,
+                int(w.max_delay * _US),
+                1 if w.shadow else 0,
+            )
+        try:
+            reply = self._decide(keys=keys, args=args)
+        except RedisError as exc:
+            raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
+        states = []
+        for i, w in enumerate(windows):
+            ok, remaining, reset, retry, delay = reply[2 + 5 * i : 7 + 5 * i]
+            states.append(WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay))
+        decision = Decision(reply[0] == 1, states, reply[1] / _US, weight, tag=tag)
+        if not decision.allowed and now is None:
+            for state in decision.denying_states():
+                self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
+        return decision
+
+    def refund(self, decision: Decision, only_refundable: bool = True) -> None:
+        """Give back what an admitted ``decision`` consumed (best effort)."""
+        states = [
+            s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)
+        ]
+        if not decision.allowed or decision.local or not states:
+            return
+        base = client_prefix(self.prefix, decision.tag)
+        args: list[object] = [int(decision.now * _US), len(states)]
+        for s in states:
+            w = s.window
+            args += (w.code, w.quota, w.window * _US, w.capacity, w.weight if decision.weight is None else decision.weight)
+        try:
+            self._refund(keys=[base + s.window.suffix for s in states], args=args)
+        except RedisError:
+            logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
+
+    def close(self) -> None:
+        """Stop background work and drop connections."""
+        self.rules.stop()
+        self.redis.close()
+
+
+_engine: Engine | None = None
+_engine_lock = threading.Lock()
+
+
+def build_engine() -> Engine:
+    """An engine configured from ``settings.QUOTAS``."""
+    timeout = float(quota_settings.SOCKET_TIMEOUT)
+    client = redis.Redis.from_url(
+        quota_settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    backend_path = quota_settings.RULES_BACKEND
+    backend = import_string(backend_path)() if backend_path else None
+    prefix = quota_settings.KEY_PREFIX
+    rules = RulesCache(
+        backend,
+        client,
+        rules_version_key(prefix),
+        float(quota_settings.RULES_CHECK_INTERVAL),
+        int(quota_settings.CLIENT_CACHE_SIZE),
+    )
+    return Engine(client, prefix, rules, int(quota_settings.LOCAL_DENY_CACHE_SIZE))
+
+
+def get_engine() -> Engine:
+    """This process's engine, built on first use."""
+    global _engine
+    engine = _engine
+    if engine is None:
+        with _engine_lock:
+            if _engine is None:
+                _engine = build_engine()
+            engine = _engine
+    return engine
+
+
+def reset_engine() -> None:
+    """Forget the engine (after a settings change); the next use builds a new one."""
+    global _engine
+    with _engine_lock:
+        if _engine is not None:
+            _engine.close()
+        _engine = None

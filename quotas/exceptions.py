@@ -1,0 +1,45 @@
+"""Exceptions raised by the quota engine; each carries the data a caller needs."""
+
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.exceptions import APIException
+
+
+class QuotaError(Exception):
+    """Base class of the engine's own errors."""
+
+
+class StoreUnavailable(QuotaError):
+    """Redis could not be reached or answered with an error.
+
+    Always raised ``from`` the underlying redis-py exception.
+    """
+
+
+class InvalidRate(ValueError):
+    """A rate string such as ``"10/s; 100/min"`` could not be parsed."""
+
+
+class ProblemException(APIException):
+    """An APIException that the middleware renders as ``application/problem+json``.
+
+    ``problem`` is the RFC 9457 body (type, title, status, detail, extras).
+    """
+
+    def __init__(self, problem: dict[str, object]) -> None:
+        self.problem = problem
+        self.status_code = int(problem["status"])  # type: ignore[arg-type]
+        super().__init__(detail=str(problem.get("detail", problem.get("title"))))
+
+
+class InvalidAPIKey(ProblemException):
+    """The request sent an API key that is unknown, malformed or revoked (401)."""
+
+    status_code = status.HTTP_401_UNAUTHORIZED
+
+
+class QuotaServiceUnavailable(ProblemException):
+    """The quota store is down and QUOTAS['FAILURE_MODE'] is ``closed`` (503)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE

@@ -1,0 +1,123 @@
+"""Who is calling: API key, then authenticated user, then client IP.
+
+The result is a :class:`Client` whose ``tag`` is the Redis hash tag of all
+its keys. An API key that is sent but unknown, malformed or revoked is an
+error (401), never silently treated as anonymous.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from django.http import HttpRequest
+
+from . import problems
+from .conf import quota_settings
+from .exceptions import InvalidAPIKey
+from .keys import client_tag
+from .rules import RulesCache, Subscriber
+
+MAX_API_KEY_LENGTH = 200
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """The identity a decision is made for."""
+
+    kind: str  # "subscription", "user" or "ip"
+    ident: str
+    tag: str
+    subscriber: Subscriber | None = None
+
+
+def hash_api_key(raw: str) -> str:
+    """How API keys are stored and looked up: hex SHA-256 of the raw key.
+
+    Keys are long random tokens, so a fast hash is enough; a slow password
+    hash would put milliseconds on every request.
+    """
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def identify(request: HttpRequest, user: Any, rules: RulesCache) -> Client:
+    """The client of ``request``; raises :class:`InvalidAPIKey` for a bad key."""
+    raw_key = request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
+    if raw_key is not None and rules.backend is not None:
+        return _client_for_key(raw_key, rules)
+    if user is not None and getattr(user, "is_authenticated", False):
+        subscriber = rules.subscriber_for_user(user.pk)
+        if subscriber is not None:
+            return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
+        return Client("user", str(user.pk), client_tag("u", str(user.pk)))
+    ip = client_ip(request)
+    group = _group_ip(ip)
+    return Client("ip", group, client_tag("ip", group))
+
+
+def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
+    raw_key = raw_key.strip()
+    if not raw_key or len(raw_key) > MAX_API_KEY_LENGTH or not raw_key.isascii() or not raw_key.isprintable():
+        raise InvalidAPIKey(problems.invalid_api_key("malformed"))
+    subscriber = rules.subscriber_for_key(hash_api_key(raw_key))
+    if subscriber is None:
+        raise InvalidAPIKey(problems.invalid_api_key("unknown"))
+    if subscriber.revoked:
+        raise InvalidAPIKey(problems.invalid_api_key("revoked"))
+    return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
+
+
+def client_ip(request: HttpRequest) -> IPAddress:
+    """The client address: REMOTE_ADDR, or X-Forwarded-For behind trusted proxies.
+
+    X-Forwarded-For is read only when the direct peer is a trusted proxy, and
+    then from the right: the right-most address that is not itself a trusted
+    proxy is the client (addresses further left were written by the client
+    and can be forged).
+    """
+    peer = _parse_ip(request.META.get("REMOTE_ADDR", "")) or ipaddress.IPv4Address("0.0.0.0")
+    trusted = _trusted_networks(tuple(quota_settings.TRUSTED_PROXIES))
+    if not trusted or not _in(peer, trusted):
+        return peer
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+    for hop in reversed(hops):
+        ip = _parse_ip(hop)
+        if ip is None:
+            break  # a trusted proxy would not write garbage; stop believing here
+        if not _in(ip, trusted):
+            return ip
+    return peer
+
+
+def _group_ip(ip: IPAddress) -> str:
+    # One IPv6 host usually owns a whole /64; per-address limits there are trivial to rotate.
+    if ip.version == 6 and ip.ipv4_mapped is None:
+        prefix = int(quota_settings.IPV6_PREFIX_LENGTH)
+        return str(ipaddress.IPv6Network((ip, prefix), strict=False).network_address) + f"/{prefix}"
+    return str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip)
+
+
+def _parse_ip(value: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(value.split("%", 1)[0]) if len(value) <= 64 else None
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=8)
+def _trusted_networks(cidrs: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+def _in(ip: IPAddress, networks: tuple) -> bool:
+    return any(ip in net for net in networks)
+
+
+@lru_cache(maxsize=8)
+def _meta_name(header: str) -> str:
+    return "HTTP_" + header.upper().replace("-", "_")

@@ -1,0 +1,29 @@
+-- Helpers shared by the decision and refund scripts.
+-- All times are integer microseconds; all counts are request units (weight).
+
+local NEVER = -1       -- retry value for a request that can never fit its limit
+local EPSILON = 1      -- microseconds of float slack when comparing schedules
+
+local function fmt(n)
+  -- tostring() would print large integers in exponent form and lose digits.
+  return string.format('%.17g', n)
+end
+
+local function server_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function ttl_ms(us)
+  -- A PX argument that outlives `us` microseconds, at least one millisecond.
+  local ms = math.ceil(us / 1000) + 1
+  if ms < 1 then ms = 1 end
+  return ms
+end
+
+-- ALGORITHMS[code](key, spec, now) -> result table:
+--   ok (boolean), remaining, reset (us until the full quota is back), retry
+--   (us until this request would fit, 0 when ok, NEVER if it never can), delay
+--   (us the request must be held before it is served), commit (function that
+--   consumes the request; only called when every limit of the request allows).
+local ALGORITHMS = {}

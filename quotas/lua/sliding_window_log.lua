@@ -1,0 +1,48 @@
+-- Sliding window log: exact; at most `limit` units in any interval (now - window, now].
+-- State: a sorted set of admitted units scored by time. Denied requests are
+-- never logged, so a flood cannot grow it past `limit` members.
+local function log_entry_time(key, index)
+  local e = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
+  return tonumber(e[2])
+end
+
+ALGORITHMS[2] = function(key, s, now)
+  -- Dropping entries that left the window consumes nothing: it is housekeeping.
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - s.window)
+  local count = redis.call('ZCARD', key)
+  local r = {delay = 0}
+  if count + s.weight <= s.limit then
+    r.ok, r.retry, r.remaining = true, 0, s.limit - count - s.weight
+    if s.weight > 0 then
+      r.reset = s.window
+    elseif count > 0 then
+      r.reset = log_entry_time(key, -1) + s.window - now
+    else
+      r.reset = 0
+    end
+    r.commit = function()
+      if s.weight <= 0 then return end
+      local args, stamp = {}, fmt(now)
+      for j = 1, s.weight do
+        -- Members must be unique: the count makes them so within one microsecond.
+        args[#args + 1] = now
+        args[#args + 1] = stamp .. '-' .. (count + j)
+        if #args >= 512 or j == s.weight then
+          redis.call('ZADD', key, unpack(args))
+          args = {}
+        end
+      end
+      redis.call('PEXPIRE', key, ttl_ms(s.window))
+    end
+  else
+    r.ok, r.remaining = false, s.limit - count
+    r.reset = log_entry_time(key, -1) + s.window - now
+    if s.weight > s.limit then
+      r.retry = NEVER
+    else
+      -- The request fits once the (count + weight - limit) oldest units have left.
+      r.retry = log_entry_time(key, count + s.weight - s.limit - 1) + s.window - now
+    end
+  end
+  return r
+end

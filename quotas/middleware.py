@@ -1,0 +1,49 @@
+"""Turns the throttle's decision into what the client sees.
+
+DRF throttles cannot touch the response, so :class:`QuotaThrottle` leaves
+its decision on the request and this middleware adds the rate-limit headers
+to every response of a throttled view, replaces the body of a refusal with
+``application/problem+json``, and refunds a decision whose view ended in a
+server error when a limit asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from . import problems
+from .engine import get_engine
+from .headers import rate_limit_headers
+
+
+class QuotaHeadersMiddleware:
+    """Adds rate-limit headers and problem+json bodies (see module docstring)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        problem = getattr(request, "quota_problem", None)
+        decision = getattr(request, "quota_decision", None)
+        if decision is not None:
+            engine = get_engine()
+            if decision.allowed and response.status_code >= 500:
+                engine.refund(decision)
+            for name, value in rate_limit_headers(decision).items():
+                response.headers[name] = value
+            if not decision.allowed and response.status_code == 429:
+                rules = engine.rules.current()
+                plan_id = decision.extra.get("plan_id")
+                plan = rules.plans.get(plan_id) if plan_id is not None else None
+                upgrade = rules.upgrade_for(plan_id, decision.denying_state().window)
+                problem = problems.rate_limited(decision, upgrade, plan.slug if plan else None)
+        if problem is not None and response.status_code == problem["status"]:
+            if "retry_after" in problem:
+                retry = max(int(problem["retry_after"]), int(response.headers.get("Retry-After", 0) or 0))
+                problem["retry_after"] = retry
+                response.headers["Retry-After"] = str(retry)
+            response = problems.render(problem, like=response)
+        return response

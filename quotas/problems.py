@@ -1,0 +1,100 @@
+"""RFC 9457 problem details: every error body the quota layer sends is built here."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from django.http import HttpResponse
+
+if TYPE_CHECKING:
+    from .engine import Decision
+    from .rules import PlanRules
+
+CONTENT_TYPE = "application/problem+json"
+# Problem types registered by draft-ietf-httpapi-ratelimit-headers.
+QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+TEMPORARY_REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+# Our own problem types are URNs: stable identifiers that need no web page.
+PROBLEM_BASE = "urn:quotas:problem:"
+
+_KEY_DETAIL = {
+    "malformed": "The API key in the request is malformed: send the key you were issued, "
+    "unchanged, in the X-API-Key header.",
+    "unknown": "The API key in the request is not known. Check it, or ask for a new one.",
+    "revoked": "The API key in the request has been revoked. Ask for a new one.",
+}
+
+
+def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
+    """The 429 body: which limit denied, its quota and window, and when to retry."""
+    state = decision.denying_state()
+    window = state.window
+    retry = decision.retry_after or 1
+    unit = "request" if window.quota == 1 else "requests"
+    body: dict[str, Any] = {
+        "type": QUOTA_EXCEEDED,
+        "title": "Quota exceeded",
+        "status": 429,
+        "detail": (
+            f"The limit '{window.policy}' allows {window.quota} {unit} per "
+            f"{window.window} seconds; retry in {retry} seconds."
+        ),
+        "reason": "rate_limited",
+        "limit": {
+            "name": window.policy,
+            "quota": window.quota,
+            "window": window.window,
+            "algorithm": window.algorithm,
+            "remaining": state.remaining,
+        },
+        "violated_policies": [s.window.policy for s in decision.denying_states()],
+        "retry_after": retry,
+    }
+    if state.retry_us is None:
+        body["detail"] = (
+            f"This request costs more than the limit '{window.policy}' can ever allow "
+            f"({window.quota} per {window.window} seconds)."
+        )
+    if plan_slug:
+        body["plan"] = plan_slug
+    if upgrade is not None:
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+    return body
+
+
+def invalid_api_key(reason: str) -> dict[str, Any]:
+    """The 401 body for a malformed, unknown or revoked API key."""
+    return {
+        "type": PROBLEM_BASE + "invalid-api-key",
+        "title": "Invalid API key",
+        "status": 401,
+        "detail": _KEY_DETAIL[reason],
+        "reason": f"api_key_{reason}",
+    }
+
+
+def store_unavailable() -> dict[str, Any]:
+    """The 503 body sent in ``closed`` failure mode while Redis is unreachable."""
+    return {
+        "type": TEMPORARY_REDUCED_CAPACITY,
+        "title": "Service temporarily unavailable",
+        "status": 503,
+        "detail": "Quotas cannot be checked right now, so requests are refused. Retry shortly.",
+        "reason": "quota_store_unavailable",
+        "retry_after": 1,
+    }
+
+
+def render(problem: dict[str, Any], like: HttpResponse | None = None) -> HttpResponse:
+    """An ``application/problem+json`` response, keeping ``like``'s other headers."""
+    response = HttpResponse(
+        json.dumps(problem, separators=(",", ":")),
+        status=int(problem["status"]),
+        content_type=CONTENT_TYPE,
+    )
+    if like is not None:
+        for name, value in like.headers.items():
+            if name.lower() not in ("content-type", "content-length"):
+                response.headers[name] = value
+    return response

@@ -1,0 +1,361 @@
+"""What limits apply to a request: the in-process rules snapshot.
+
+A :class:`RuleSet` is an immutable snapshot of every plan and its limits,
+built by a rules backend (``QUOTAS['RULES_BACKEND']``, for this project
+``plans.rules.PlansRulesBackend``). Requests read it without touching the
+database. When plans change, the backend bumps a version key in Redis; each
+process notices within ``RULES_CHECK_INTERVAL`` seconds (a light background
+poll, never on the request path) and reloads on its next request.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol
+
+from redis.exceptions import RedisError
+
+from .keys import window_suffix
+from .rates import Rate
+from .scripts import ALGORITHM_CODES
+
+logger = logging.getLogger(__name__)
+
+#: Marks a subscription override that lifts a limit entirely.
+UNLIMITED = None
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One rate of one limit, compiled into what the decision script needs."""
+
+    limit_id: str
+    policy: str  # the policy name clients see in RateLimit headers
+    algorithm: str
+    quota: int
+    window: int  # seconds
+    capacity: int
+    weight: int
+    max_delay: float  # seconds; > 0 only for a shaping leaky bucket
+    shadow: bool
+    refund_on_error: bool
+    suffix: str = field(compare=False)  # key after "<prefix>:<client tag>"
+
+    @property
+    def code(self) -> int:
+        return ALGORITHM_CODES[self.algorithm]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRule:
+    """A limit: what it matches, how it counts, and its rates (one window each)."""
+
+    id: str
+    name: str
+    rates: tuple[Rate, ...]
+    algorithm: str = "token_bucket"
+    scope: str = ""
+    path_prefix: str = ""
+    methods: frozenset[str] = frozenset()
+    burst: int | None = None
+    weight: int = 1
+    max_delay: float = 0.0
+    shadow: bool = False
+    refund_on_error: bool = False
+    windows: tuple[Window, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.windows:
+            object.__setattr__(self, "windows", tuple(self._compile()))
+
+    def _compile(self) -> Iterable[Window]:
+        many = len(self.rates) > 1
+        for rate in self.rates:
+            policy = f"{self.name}-{_window_label(rate.window)}" if many else self.name
+            yield Window(
+                limit_id=self.id,
+                policy=policy,
+                algorithm=self.algorithm,
+                quota=rate.limit,
+                window=rate.window,
+                capacity=max(rate.limit, self.burst or 0),
+                weight=self.weight,
+                max_delay=self.max_delay if self.algorithm == "leaky_bucket" else 0.0,
+                shadow=self.shadow,
+                refund_on_error=self.refund_on_error,
+                suffix=window_suffix(self.id, self.algorithm, rate.window),
+            )
+
+    def matches(self, scope: str, path: str, method: str) -> bool:
+        """Whether this limit applies to a request with that scope, path and method."""
+        if self.methods and method not in self.methods:
+            return False
+        if self.scope:
+            return self.scope == scope
+        if self.path_prefix:
+            return path.startswith(self.path_prefix)
+        return True
+
+    def same_target(self, other: LimitRule) -> bool:
+        """Whether ``other`` guards the same requests (used to compare plans)."""
+        return (self.scope, self.path_prefix, self.methods) == (
+            other.scope,
+            other.path_prefix,
+            other.methods,
+        )
+
+    def with_rates(self, rates: tuple[Rate, ...]) -> LimitRule:
+        """A copy with other rates (a subscription's override)."""
+        return LimitRule(
+            id=self.id, name=self.name, rates=rates, algorithm=self.algorithm,
+            scope=self.scope, path_prefix=self.path_prefix, methods=self.methods,
+            burst=self.burst, weight=self.weight, max_delay=self.max_delay,
+            shadow=self.shadow, refund_on_error=self.refund_on_error,
+        )  # fmt: skip
+
+
+def _window_label(seconds: int) -> str:
+    for unit, name in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds % unit == 0:
+            return f"{seconds // unit}{name}"
+    return f"{seconds}s"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRules:
+    """A plan as the engine sees it."""
+
+    id: int
+    slug: str
+    name: str
+    price: Decimal
+    priority: int
+    limits: tuple[LimitRule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    """A known client: a subscription reached by API key or user.
+
+    ``overrides`` maps a limit id to replacement rates, or to :data:`UNLIMITED`.
+    ``revoked`` is set for a revoked or expired API key.
+    """
+
+    id: int
+    plan_id: int
+    overrides: tuple[tuple[str, tuple[Rate, ...] | None], ...] = ()
+    revoked: bool = False
+
+
+class RuleSet:
+    """An immutable snapshot of all plans; cheap to query per request."""
+
+    def __init__(
+        self, plans: Iterable[PlanRules], default_plan_id: int | None, version: str = ""
+    ) -> None:
+        self.plans: Mapping[int, PlanRules] = {p.id: p for p in plans}
+        self.default_plan_id = default_plan_id
+        self.version = version
+        self._limits_cache: dict[tuple[int, tuple], tuple[LimitRule, ...]] = {}
+        self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}
+
+    @property
+    def empty(self) -> bool:
+        """No plans: the throttle falls back to DRF's own rate settings."""
+        return not self.plans
+
+    def limits_for(self, plan_id: int | None, overrides: tuple = ()) -> tuple[LimitRule, ...]:
+        """The limits of a plan with a subscription's overrides applied."""
+        if plan_id is None or plan_id not in self.plans:
+            return ()
+        cache_key = (plan_id, overrides)
+        cached = self._limits_cache.get(cache_key)
+        if cached is None:
+            by_id = dict(overrides)
+            out = []
+            for rule in self.plans[plan_id].limits:
+                if rule.id not in by_id:
+                    out.append(rule)
+                elif by_id[rule.id] is not UNLIMITED:
+                    out.append(rule.with_rates(by_id[rule.id]))
+            cached = self._limits_cache[cache_key] = tuple(out)
+        return cached
+
+    def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
+        """The cheapest higher plan whose matching limit is larger for ``window``.
+
+        "Larger" means its rate with the same window length has a higher quota,
+        or it has no such rate at all for that target.
+        """
+        if plan_id not in self.plans:
+            return None
+        key = (plan_id, window.limit_id, window.window)
+        if key in self._upgrade_cache:
+            return self._upgrade_cache[key]
+        current = self.plans[plan_id]
+        rule = next((r for r in current.limits if r.id == window.limit_id), None)
+        found = None
+        if rule is not None:
+            higher = sorted(
+                (p for p in self.plans.values() if (p.price, p.priority) > (current.price, current.priority)),
+                key=lambda p: (p.price, p.priority),
+            )
+            for plan in higher:
+                quotas = [
+                    w.quota
+                    for other in plan.limits
+                    if other.same_target(rule) and not other.shadow
+                    for w in other.windows
+                    if w.window == window.window
+                ]
+                if all(q > window.quota for q in quotas):
+                    found = plan
+                    break
+        self._upgrade_cache[key] = found
+        return found
+
+
+class RulesBackend(Protocol):
+    """Where rules come from. ``plans.rules.PlansRulesBackend`` is the database one."""
+
+    def load(self) -> RuleSet: ...
+
+    def subscriber_for_key(self, key_hash: str) -> Subscriber | None: ...
+
+    def subscriber_for_user(self, user_id: Any) -> Subscriber | None: ...
+
+
+class _LRU(OrderedDict):
+    """A small least-recently-used map (per process; the GIL keeps it consistent)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get_or_load(self, key: Any, load: Callable[[], Any]) -> Any:
+        try:
+            self.move_to_end(key)
+            return self[key]
+        except KeyError:
+            value = self[key] = load()
+            if len(self) > self.size:
+                self.popitem(last=False)
+            return value
+
+
+class RulesCache:
+    """Holds the current :class:`RuleSet` of this process and keeps it fresh.
+
+    ``current()`` is what a request calls: it returns the snapshot, reloading
+    it first only when the version in Redis moved (detected by a daemon thread
+    that polls one small key every ``interval`` seconds) or after
+    :meth:`invalidate` in this process.
+    """
+
+    def __init__(
+        self,
+        backend: RulesBackend | None,
+        redis_client: Any,
+        version_key: str,
+        interval: float,
+        cache_size: int,
+        on_reload: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.backend = backend
+        self.redis = redis_client
+        self.version_key = version_key
+        self.interval = interval
+        self.on_reload = on_reload
+        self._rules: RuleSet | None = None
+        self._stale = True
+        self._lock = threading.Lock()
+        self._poller_pid: int | None = None
+        self._stop = threading.Event()
+        self._by_key = _LRU(cache_size)
+        self._by_user = _LRU(cache_size)
+
+    def current(self) -> RuleSet:
+        """The snapshot to decide with (reloaded first if it is stale)."""
+        if self._poller_pid != os.getpid() and self.interval > 0:
+            self._start_poller()
+        rules = self._rules
+        if rules is None or self._stale:
+            rules = self.reload()
+        return rules
+
+    def reload(self) -> RuleSet:
+        """Build a fresh snapshot from the backend now."""
+        with self._lock:
+            version = self._read_version()
+            rules = self.backend.load() if self.backend is not None else RuleSet((), None)
+            rules.version = version
+            self._by_key.clear()
+            self._by_user.clear()
+            self._rules = rules
+            self._stale = False
+        self.on_reload()
+        return rules
+
+    def mark_stale(self) -> None:
+        """Reload this process's snapshot on its next use."""
+        self._stale = True
+
+    def invalidate(self) -> None:
+        """Tell every process that rules changed: bump the version, reload here."""
+        self._stale = True
+        try:
+            self.redis.incr(self.version_key)
+        except RedisError:
+            logger.warning("quotas: could not bump the rules version; other processes "
+                           "will see the change when Redis is back", exc_info=True)
+
+    def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
+        """The subscriber of an API key hash (cached; one query per key per reload)."""
+        if self.backend is None:
+            return None
+        return self._by_key.get_or_load(key_hash, lambda: self.backend.subscriber_for_key(key_hash))
+
+    def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
+        """The subscriber of a user (cached like :meth:`subscriber_for_key`)."""
+        if self.backend is None:
+            return None
+        return self._by_user.get_or_load(user_id, lambda: self.backend.subscriber_for_user(user_id))
+
+    def _read_version(self) -> str:
+        try:
+            raw = self.redis.get(self.version_key)
+        except RedisError:
+            logger.warning("quotas: rules version unreadable (Redis down?)", exc_info=True)
+            return "?"
+        return raw.decode() if raw else "0"
+
+    def _start_poller(self) -> None:
+        # Threads do not survive fork(): each gunicorn worker starts its own.
+        self._poller_pid = os.getpid()
+        self._stop = threading.Event()
+        thread = threading.Thread(
+            target=self._poll, args=(self._stop,), name="quota-rules-poller", daemon=True
+        )
+        thread.start()
+
+    def _poll(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            rules = self._rules
+            if rules is not None and not self._stale and self._read_version() != rules.version:
+                self._stale = True
+
+    def stop(self) -> None:
+        """Stop the poller thread (engines replaced in tests call this)."""
+        self._stop.set()
+
+
+def ceil_seconds(us: int) -> int:
+    """Whole seconds covering ``us`` microseconds."""
+    return max(0, math.ceil(us / 1_000_000))

@@ -1,0 +1,129 @@
+"""The DRF adapter: :class:`QuotaThrottle`, for ``throttle_classes``.
+
+It keeps DRF's hooks (``allow_request``, ``wait``) and delegates the rest:
+identity -> rules snapshot -> one engine call. The decision is attached to
+the request; :class:`quotas.middleware.QuotaHeadersMiddleware` turns it into
+headers and, on a refusal, a problem+json body.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import lru_cache
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+from rest_framework.throttling import BaseThrottle
+
+from . import problems
+from .conf import quota_settings
+from .engine import get_engine
+from .exceptions import InvalidAPIKey, QuotaServiceUnavailable, StoreUnavailable
+from .identity import Client, identify
+from .rates import parse_rates
+from .rules import LimitRule, RuleSet, Window
+
+logger = logging.getLogger(__name__)
+
+
+class QuotaThrottle(BaseThrottle):
+    """Enforces the caller's plan limits (or DRF's own rates) from Redis.
+
+    With plans in the database, a request is checked against its plan's
+    limits that match the view's ``quota_scope``, the path and the method.
+    With no plans, it honours DRF's configuration like DRF's throttles do:
+    a ``rate`` (or ``scope``) attribute on a subclass, else the view's
+    ``throttle_scope``, else the ``user``/``anon`` rates, all looked up in
+    ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``.
+
+    A view may set ``quota_weight`` (an int) or define
+    ``get_quota_weight(request)`` to spend more than one unit per request.
+    """
+
+    rate: str | None = None
+    scope: str | None = None
+
+    def __init__(self) -> None:
+        self._wait: int | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self._wait = None
+        http_request = request._request
+        engine = get_engine()
+        rules = engine.rules.current()
+        try:
+            client = identify(http_request, request.user, engine.rules)
+        except InvalidAPIKey as exc:
+            http_request.quota_problem = exc.problem
+            raise
+        plan_id, windows = self.get_windows(rules, client, request, view)
+        if not windows:
+            return True
+        try:
+            decision = engine.decide(client.tag, windows, self.get_weight(request, view))
+        except StoreUnavailable:
+            logger.warning("quotas: Redis unavailable, failure mode %s", quota_settings.FAILURE_MODE, exc_info=True)
+            if quota_settings.FAILURE_MODE == "closed":
+                http_request.quota_problem = problems.store_unavailable()
+                raise QuotaServiceUnavailable(http_request.quota_problem) from None
+            return True
+        decision.extra["plan_id"] = plan_id
+        http_request.quota_decision = decision
+        if decision.allowed:
+            if decision.delay > 0:
+                # A shaping leaky bucket: hold the request until its turn (<= max_delay).
+                time.sleep(decision.delay)
+            return True
+        self._wait = decision.retry_after
+        return False
+
+    def wait(self) -> int | None:
+        """Seconds until the refused request would be admitted (DRF's hook)."""
+        return self._wait
+
+    def get_windows(self, rules: RuleSet, client: Client, request: Request, view: Any) -> tuple[int | None, list[Window]]:
+        """The plan id and every window that applies to this request."""
+        if rules.empty:
+            plan_id = None
+            limits = self.get_drf_limits(request, view)
+        elif client.subscriber is not None:
+            plan_id = client.subscriber.plan_id
+            limits = rules.limits_for(plan_id, client.subscriber.overrides)
+        else:
+            plan_id = rules.default_plan_id
+            limits = rules.limits_for(plan_id)
+        scope = getattr(view, "quota_scope", None) or ""
+        path, method = request.path, request.method
+        return plan_id, [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
+
+    def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
+        """DRF-compatible limits, used while no plan exists in the database."""
+        rates = api_settings.DEFAULT_THROTTLE_RATES or {}
+        scope = self.scope or getattr(view, "throttle_scope", None)
+        if self.rate:
+            rate, scope = self.rate, scope or type(self).__name__.lower()
+        elif scope:
+            rate = rates.get(scope)
+        else:
+            scope = "user" if request.user and request.user.is_authenticated else "anon"
+            rate = rates.get(scope)
+        if not rate:
+            return ()
+        return (_drf_rule(scope, rate, quota_settings.DEFAULT_ALGORITHM),)
+
+    def get_weight(self, request: Request, view: Any) -> int | None:
+        """The view's weight for this request, or None for each limit's own weight."""
+        getter = getattr(view, "get_quota_weight", None)
+        weight = getter(request) if getter is not None else getattr(view, "quota_weight", None)
+        if weight is None:
+            return None
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
+            raise TypeError(f"{type(view).__name__} gave quota weight {weight!r}; it must be an int >= 0.")
+        return weight
+
+
+@lru_cache(maxsize=256)
+def _drf_rule(scope: str, rate: str, algorithm: str) -> LimitRule:
+    return LimitRule(id=f"drf.{scope}", name=scope, rates=parse_rates(rate), algorithm=algorithm)
