@@ -30,7 +30,12 @@ class SearchView(APIView):
         if len(q) > 200:
             raise serializers.ValidationError({"q": "At most 200 characters."})
         words = [w for w in q.lower().split() if w]
-        return Response({"q": q, "results": [{"id": i, "title": f"Result {i} for {' '.join(words) or 'nothing'}"} for i in range(3)]})
+        return Response(
+            {
+                "q": q,
+                "results": [{"id": i, "title": f"Result {i} for {' '.join(words) or 'nothing'}"} for i in range(3)],
+            }
+        )
 
 
 class GenerateSerializer(serializers.Serializer):
@@ -53,4 +58,6 @@ class GenerateView(APIView):
         serializer.is_valid(raise_exception=True)
         prompt = serializer.validated_data["prompt"]
         digest = hashlib.sha256(prompt.encode()).hexdigest()[:16]
-        return Response({"text": f"Generated {len(prompt.split())}-word answer #{digest}", "units": self.get_quota_weight(request)})
+        return Response(
+            {"text": f"Generated {len(prompt.split())}-word answer #{digest}", "units": self.get_quota_weight(request)}
+        )

@@ -64,8 +64,10 @@ class PlansRulesBackend:
 def _subscriber(sub: Subscription, revoked: bool = False) -> Subscriber:
     overrides = tuple(
         sorted(
-            ((str(o.limit_id), UNLIMITED if o.unlimited else parse_rates(o.rates))
-             for o in LimitOverride.objects.filter(subscription=sub)),
+            (
+                (str(o.limit_id), UNLIMITED if o.unlimited else parse_rates(o.rates))
+                for o in LimitOverride.objects.filter(subscription=sub)
+            ),
             key=lambda item: item[0],
         )
     )

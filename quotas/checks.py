@@ -16,8 +16,8 @@ from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
 from .conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
-from .rates import parse_rates
 from .exceptions import InvalidRate
+from .rates import parse_rates
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -42,64 +42,93 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
 
     url = s.REDIS_URL
     if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
-        errors.append(_error(
-            f"QUOTAS['REDIS_URL'] = {url!r} is not a Redis URL.",
-            "Use redis://host:port/db, rediss://... for TLS, or unix:///path/to/redis.sock.", 2,
-        ))
+        errors.append(
+            _error(
+                f"QUOTAS['REDIS_URL'] = {url!r} is not a Redis URL.",
+                "Use redis://host:port/db, rediss://... for TLS, or unix:///path/to/redis.sock.",
+                2,
+            )
+        )
     if not isinstance(s.KEY_PREFIX, str) or not s.KEY_PREFIX or any(c in s.KEY_PREFIX for c in "{} "):
-        errors.append(_error(
-            f"QUOTAS['KEY_PREFIX'] = {s.KEY_PREFIX!r} is not usable.",
-            "Use a short non-empty string without braces or spaces, e.g. 'quota:v1'.", 3,
-        ))
+        errors.append(
+            _error(
+                f"QUOTAS['KEY_PREFIX'] = {s.KEY_PREFIX!r} is not usable.",
+                "Use a short non-empty string without braces or spaces, e.g. 'quota:v1'.",
+                3,
+            )
+        )
     if s.RULES_BACKEND is not None:
         try:
             import_string(s.RULES_BACKEND)
         except ImportError as exc:
-            errors.append(_error(
-                f"QUOTAS['RULES_BACKEND'] = {s.RULES_BACKEND!r} cannot be imported: {exc}.",
-                "Use a dotted path such as 'plans.rules.PlansRulesBackend', or None for DRF's rates.", 4,
-            ))
+            errors.append(
+                _error(
+                    f"QUOTAS['RULES_BACKEND'] = {s.RULES_BACKEND!r} cannot be imported: {exc}.",
+                    "Use a dotted path such as 'plans.rules.PlansRulesBackend', or None for DRF's rates.",
+                    4,
+                )
+            )
     for name in ("RULES_CHECK_INTERVAL", "SOCKET_TIMEOUT", "MAX_DELAY_CAP"):
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            errors.append(_error(
-                f"QUOTAS[{name!r}] = {value!r} must be a number of seconds >= 0.",
-                f"Default: {DEFAULTS[name]}.", 5,
-            ))
+            errors.append(
+                _error(
+                    f"QUOTAS[{name!r}] = {value!r} must be a number of seconds >= 0.",
+                    f"Default: {DEFAULTS[name]}.",
+                    5,
+                )
+            )
     for name in ("LOCAL_DENY_CACHE_SIZE", "CLIENT_CACHE_SIZE"):
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            errors.append(_error(f"QUOTAS[{name!r}] = {value!r} must be an int >= 1.", f"Default: {DEFAULTS[name]}.", 6))
+            errors.append(
+                _error(f"QUOTAS[{name!r}] = {value!r} must be an int >= 1.", f"Default: {DEFAULTS[name]}.", 6)
+            )
     proxies = s.TRUSTED_PROXIES
     if isinstance(proxies, str) or not isinstance(proxies, list | tuple):
-        errors.append(_error(
-            "QUOTAS['TRUSTED_PROXIES'] must be a list of CIDRs.", "For example ['10.0.0.0/8', '::1/128'].", 7,
-        ))
+        errors.append(
+            _error(
+                "QUOTAS['TRUSTED_PROXIES'] must be a list of CIDRs.",
+                "For example ['10.0.0.0/8', '::1/128'].",
+                7,
+            )
+        )
     else:
         for cidr in proxies:
             try:
                 ipaddress.ip_network(cidr, strict=False)
             except (TypeError, ValueError):
-                errors.append(_error(
-                    f"QUOTAS['TRUSTED_PROXIES'] holds {cidr!r}, which is not an IP network.",
-                    "Write each proxy as an address or CIDR, e.g. '10.0.0.5' or '10.0.0.0/8'.", 7,
-                ))
+                errors.append(
+                    _error(
+                        f"QUOTAS['TRUSTED_PROXIES'] holds {cidr!r}, which is not an IP network.",
+                        "Write each proxy as an address or CIDR, e.g. '10.0.0.5' or '10.0.0.0/8'.",
+                        7,
+                    )
+                )
     prefix = s.IPV6_PREFIX_LENGTH
     if isinstance(prefix, bool) or not isinstance(prefix, int) or not 1 <= prefix <= 128:
         errors.append(_error(f"QUOTAS['IPV6_PREFIX_LENGTH'] = {prefix!r} must be 1..128.", "Default: 64.", 8))
     if s.DEFAULT_ALGORITHM not in ALGORITHMS:
-        errors.append(_error(
-            f"QUOTAS['DEFAULT_ALGORITHM'] = {s.DEFAULT_ALGORITHM!r} is not an algorithm.",
-            f"Choose one of: {', '.join(ALGORITHMS)}.", 9,
-        ))
+        errors.append(
+            _error(
+                f"QUOTAS['DEFAULT_ALGORITHM'] = {s.DEFAULT_ALGORITHM!r} is not an algorithm.",
+                f"Choose one of: {', '.join(ALGORITHMS)}.",
+                9,
+            )
+        )
     if s.FAILURE_MODE not in FAILURE_MODES:
-        errors.append(_error(
-            f"QUOTAS['FAILURE_MODE'] = {s.FAILURE_MODE!r} is not a failure mode.",
-            f"Choose one of: {', '.join(FAILURE_MODES)}.", 10,
-        ))
+        errors.append(
+            _error(
+                f"QUOTAS['FAILURE_MODE'] = {s.FAILURE_MODE!r} is not a failure mode.",
+                f"Choose one of: {', '.join(FAILURE_MODES)}.",
+                10,
+            )
+        )
     header = s.API_KEY_HEADER
     if not isinstance(header, str) or not header or not all(c.isalnum() or c == "-" for c in header):
-        errors.append(_error(f"QUOTAS['API_KEY_HEADER'] = {header!r} is not a header name.", "Default: 'X-API-Key'.", 11))
+        errors.append(
+            _error(f"QUOTAS['API_KEY_HEADER'] = {header!r} is not a header name.", "Default: 'X-API-Key'.", 11)
+        )
     return errors
 
 
@@ -114,10 +143,13 @@ def check_drf_rates(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
         try:
             parse_rates(rate)
         except InvalidRate as exc:
-            errors.append(_error(
-                f"REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'][{scope!r}]: {exc}",
-                "QuotaThrottle reads these rates when no plan exists.", 20,
-            ))
+            errors.append(
+                _error(
+                    f"REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'][{scope!r}]: {exc}",
+                    "QuotaThrottle reads these rates when no plan exists.",
+                    20,
+                )
+            )
     return errors
 
 
@@ -127,10 +159,12 @@ def check_middleware(app_configs: Iterable[Any] | None = None, **kwargs: Any) ->
     throttles = (getattr(settings, "REST_FRAMEWORK", {}) or {}).get("DEFAULT_THROTTLE_CLASSES") or []
     uses = any("quotas.throttling" in t for t in throttles)
     if uses and "quotas.middleware.QuotaHeadersMiddleware" not in settings.MIDDLEWARE:
-        return [Warning(
-            "QuotaThrottle is a default throttle but QuotaHeadersMiddleware is not installed: "
-            "responses will lack rate-limit headers and problem+json bodies.",
-            hint="Add 'quotas.middleware.QuotaHeadersMiddleware' to MIDDLEWARE.",
-            id="quotas.W002",
-        )]
+        return [
+            Warning(
+                "QuotaThrottle is a default throttle but QuotaHeadersMiddleware is not installed: "
+                "responses will lack rate-limit headers and problem+json bodies.",
+                hint="Add 'quotas.middleware.QuotaHeadersMiddleware' to MIDDLEWARE.",
+                id="quotas.W002",
+            )
+        ]
     return []

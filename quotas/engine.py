@@ -90,9 +90,7 @@ class Decision:
         """
         if self.allowed:
             return None
-        waits = [
-            s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()
-        ]
+        waits = [s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()]
         return max(1, math.ceil(max(waits) / _US))
 
     def most_restrictive(self) -> WindowState | None:
@@ -209,16 +207,20 @@ class Engine:
 
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (best effort)."""
-        states = [
-            s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)
-        ]
+        states = [s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)]
         if not decision.allowed or decision.local or not states:
             return
         base = client_prefix(self.prefix, decision.tag)
         args: list[object] = [int(decision.now * _US), len(states)]
         for s in states:
             w = s.window
-            args += (w.code, w.quota, w.window * _US, w.capacity, w.weight if decision.weight is None else decision.weight)
+            args += (
+                w.code,
+                w.quota,
+                w.window * _US,
+                w.capacity,
+                w.weight if decision.weight is None else decision.weight,
+            )
         try:
             self._refund(keys=[base + s.window.suffix for s in states], args=args)
         except RedisError:
@@ -237,9 +239,7 @@ _engine_lock = threading.Lock()
 def build_engine() -> Engine:
     """An engine configured from ``settings.QUOTAS``."""
     timeout = float(quota_settings.SOCKET_TIMEOUT)
-    client = redis.Redis.from_url(
-        quota_settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
-    )
+    client = redis.Redis.from_url(quota_settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
     backend_path = quota_settings.RULES_BACKEND
     backend = import_string(backend_path)() if backend_path else None
     prefix = quota_settings.KEY_PREFIX

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 
 from . import problems
+from .conf import quota_settings
 from .engine import get_engine
 from .headers import rate_limit_headers
 
@@ -46,4 +47,7 @@ class QuotaHeadersMiddleware:
                 problem["retry_after"] = retry
                 response.headers["Retry-After"] = str(retry)
             response = problems.render(problem, like=response)
+            if response.status_code == 401:
+                # RFC 9110 asks a 401 to say how to authenticate.
+                response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}"'
         return response

@@ -52,9 +52,7 @@ def parse_rate(text: str) -> Rate:
         )
     count_s, multiplier_s, unit = match.groups()
     if unit not in UNIT_SECONDS:
-        raise InvalidRate(
-            f"Unknown time unit {unit!r} in {text.strip()!r}: use s, min, hour, day or week."
-        )
+        raise InvalidRate(f"Unknown time unit {unit!r} in {text.strip()!r}: use s, min, hour, day or week.")
     count = int(count_s)
     multiplier = int(multiplier_s) if multiplier_s else 1
     if count <= 0:
@@ -82,10 +80,7 @@ def parse_rates(text: str) -> tuple[Rate, ...]:
     seen: set[int] = set()
     for rate in rates:
         if rate.window in seen:
-            raise InvalidRate(
-                f"Two rates in {text.strip()!r} share the window of {rate.window} seconds; "
-                "keep one."
-            )
+            raise InvalidRate(f"Two rates in {text.strip()!r} share the window of {rate.window} seconds; keep one.")
         seen.add(rate.window)
     return tuple(rates)
 

@@ -157,9 +157,7 @@ class Subscriber:
 class RuleSet:
     """An immutable snapshot of all plans; cheap to query per request."""
 
-    def __init__(
-        self, plans: Iterable[PlanRules], default_plan_id: int | None, version: str = ""
-    ) -> None:
+    def __init__(self, plans: Iterable[PlanRules], default_plan_id: int | None, version: str = "") -> None:
         self.plans: Mapping[int, PlanRules] = {p.id: p for p in plans}
         self.default_plan_id = default_plan_id
         self.version = version
@@ -313,8 +311,10 @@ class RulesCache:
         try:
             self.redis.incr(self.version_key)
         except RedisError:
-            logger.warning("quotas: could not bump the rules version; other processes "
-                           "will see the change when Redis is back", exc_info=True)
+            logger.warning(
+                "quotas: could not bump the rules version; other processes will see the change when Redis is back",
+                exc_info=True,
+            )
 
     def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
         """The subscriber of an API key hash (cached; one query per key per reload)."""
@@ -340,9 +340,7 @@ class RulesCache:
         # Threads do not survive fork(): each gunicorn worker starts its own.
         self._poller_pid = os.getpid()
         self._stop = threading.Event()
-        thread = threading.Thread(
-            target=self._poll, args=(self._stop,), name="quota-rules-poller", daemon=True
-        )
+        thread = threading.Thread(target=self._poll, args=(self._stop,), name="quota-rules-poller", daemon=True)
         thread.start()
 
     def _poll(self, stop: threading.Event) -> None:

@@ -83,7 +83,9 @@ class QuotaThrottle(BaseThrottle):
         """Seconds until the refused request would be admitted (DRF's hook)."""
         return self._wait
 
-    def get_windows(self, rules: RuleSet, client: Client, request: Request, view: Any) -> tuple[int | None, list[Window]]:
+    def get_windows(
+        self, rules: RuleSet, client: Client, request: Request, view: Any
+    ) -> tuple[int | None, list[Window]]:
         """The plan id and every window that applies to this request."""
         if rules.empty:
             plan_id = None

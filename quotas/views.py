@@ -23,8 +23,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
     body = {
         "status": "ok" if redis_ok else "degraded",
         "redis": {"reachable": redis_ok, "latency_ms": round((time.perf_counter() - started) * 1000, 2)},
-        "engine": {"mode": "normal" if redis_ok else f"redis-down ({quota_settings.FAILURE_MODE})",
-                   "failure_mode": quota_settings.FAILURE_MODE},
+        "engine": {
+            "mode": "normal" if redis_ok else f"redis-down ({quota_settings.FAILURE_MODE})",
+            "failure_mode": quota_settings.FAILURE_MODE,
+        },
     }
     if error:
         body["redis"]["error"] = error

@@ -29,7 +29,10 @@ def skip_or_fail(reason: str) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("postgres") and settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    if (
+        item.get_closest_marker("postgres")
+        and settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql"
+    ):
         skip_or_fail("needs PostgreSQL: set DATABASE_URL=postgres://...")
 
 

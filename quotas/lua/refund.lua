@@ -43,12 +43,8 @@ for i = 1, n do
     local tat = tonumber(redis.call('GET', key) or '0')
     if tat > 0 then
       local T = W / limit
-      local back = tat - weight * T
-      if back <= server_now() then
-        redis.call('DEL', key)
-      else
-        redis.call('SET', key, fmt(back), 'KEEPTTL')
-      end
+      -- A TAT in the past simply means a full bucket, so no clamping is needed.
+      redis.call('SET', key, fmt(tat - weight * T), 'KEEPTTL')
     end
   end
 end

@@ -22,21 +22,17 @@ ALGORITHMS[2] = function(key, s, now)
     end
     r.commit = function()
       if s.weight <= 0 then return end
-      local args, stamp = {}, fmt(now)
-      for j = 1, s.weight do
-        -- Members must be unique: the count makes them so within one microsecond.
-        args[#args + 1] = now
-        args[#args + 1] = stamp .. '-' .. (count + j)
-        if #args >= 512 or j == s.weight then
-          redis.call('ZADD', key, unpack(args))
-          args = {}
-        end
+      local stamp, n = fmt(now), count
+      for _ = 1, s.weight do
+        -- Members must be unique; after a refund a suffix may be taken, so skip ahead.
+        repeat n = n + 1 until redis.call('ZADD', key, 'NX', now, stamp .. '-' .. n) == 1
       end
       redis.call('PEXPIRE', key, ttl_ms(s.window))
     end
   else
     r.ok, r.remaining = false, s.limit - count
-    r.reset = log_entry_time(key, -1) + s.window - now
+    r.reset = 0
+    if count > 0 then r.reset = log_entry_time(key, -1) + s.window - now end
     if s.weight > s.limit then
       r.retry = NEVER
     else

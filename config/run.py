@@ -1,0 +1,120 @@
+"""``python -m config.run``: the whole platform in the foreground, supervised by honcho (``make run``).
+
+Redis is ``REDIS_URL`` when set. Otherwise a real redis-server is embedded: a free loopback port, AOF under
+``run/redis/``, and it is one of the Procfile's processes, so the Ctrl-C that stops gunicorn and Celery stops
+it too. After printing the URLs and demo keys this process *becomes* honcho (exec): Ctrl-C reaches honcho
+directly, and honcho stops every child's process group.
+
+Environment: ``PORT`` (default 8000), ``REDIS_URL`` (default: embedded), ``RUN_DIR`` (default ``run/``; the
+end-to-end test points it elsewhere so it never shares the developer's Redis data or beat schedule).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import django
+
+from config.embedded_redis import free_port, redis_server_binary
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_PORT = 8000
+
+
+def port_is_free(port: int) -> bool:
+    """Whether gunicorn will be able to bind 127.0.0.1:port (failing here beats a half-started honcho)."""
+    with socket.socket() as sock:
+        # Same option as gunicorn, so a port lingering in TIME_WAIT still counts as free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def redis_env(run_dir: Path) -> dict[str, str]:
+    """REDIS_URL for every process, plus what the Procfile's ``redis`` line needs when Redis is embedded."""
+    if url := os.environ.get("REDIS_URL"):
+        return {"REDIS_URL": url}
+    port = free_port()
+    (run_dir / "redis").mkdir(parents=True, exist_ok=True)
+    return {
+        "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+        "REDIS_SERVER": redis_server_binary(),
+        "REDIS_PORT": str(port),
+    }
+
+
+def banner(port: int, redis_url: str, embedded: bool) -> str:
+    """What to open and curl. The demo keys derive from SECRET_KEY, so printing them reads no database."""
+    from plans.management.commands.seed_demo import DEMO_PLANS, demo_key
+
+    base = f"http://127.0.0.1:{port}"
+    lines = [
+        f"Quota platform on {base}  (Redis {redis_url}, {'embedded' if embedded else 'from REDIS_URL'})",
+        f"  API     {base}/api/demo/ping",
+        f"  Admin   {base}/admin/   (create a login with: manage.py createsuperuser)",
+        f"  Health  {base}/healthz",
+        f"  Schema  {base}/api/schema/",
+        "",
+        "Demo API keys, one per plan:",
+    ]
+    for plan in DEMO_PLANS:
+        lines.append(f'  curl -H "X-API-Key: {demo_key(plan["slug"])}" {base}/api/demo/ping   # {plan["slug"]}')
+    lines += [
+        "",
+        "A burst past the free plan's limits (5/s overall, 10/min on search) gets 429 with Retry-After:",
+        f"  for i in $(seq 12); do curl -si -H \"X-API-Key: {demo_key('free')}\" '{base}/api/demo/search?q=x'"
+        " | grep -iE '^(HTTP|retry-after)'; done",
+        "",
+        "Ctrl-C stops everything.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    port = int(os.environ.get("PORT", DEFAULT_PORT))
+    if not port_is_free(port):
+        sys.exit(f"Port {port} is already in use on 127.0.0.1; choose another with PORT=...")
+
+    run_dir = Path(os.environ.get("RUN_DIR") or BASE_DIR / "run").resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    redis = redis_env(run_dir)
+    os.environ.update(
+        redis,
+        PORT=str(port),
+        RUN_DIR=str(run_dir),
+        # `make run` does not activate the venv; the Procfile's gunicorn and celery must still be ours.
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        PYTHONUNBUFFERED="1",  # log lines reach honcho's pipes as they happen
+    )
+    django.setup()
+    from django.conf import settings
+
+    # WhiteNoise warns at every worker boot when STATIC_ROOT is missing; the finders serve the files anyway.
+    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
+    embedded = "REDIS_SERVER" in redis
+    print(banner(port, redis["REDIS_URL"], embedded), flush=True)
+
+    # honcho gives each process type PORT = base + 100 * position, so "web" goes first to get PORT itself.
+    names = ["web", "worker", "beat", *(["redis"] if embedded else [])]
+    argv = [
+        sys.executable, "-m", "honcho", "start",
+        "--procfile", str(BASE_DIR / "Procfile"),
+        "--app-root", str(BASE_DIR),
+        "--env", os.devnull,  # the environment is decided above; a stray .env must not override REDIS_URL
+        "--port", str(port),
+        *names,
+    ]  # fmt: skip
+    os.chdir(BASE_DIR)  # gunicorn and celery import `config` from the working directory
+    os.execv(sys.executable, argv)
+
+
+if __name__ == "__main__":
+    main()

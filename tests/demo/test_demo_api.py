@@ -1,0 +1,85 @@
+"""The demo API with the seeded plans: what `make run` shows a newcomer."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from plans.management.commands.seed_demo import demo_key
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seeded():
+    call_command("seed_demo", stdout=io.StringIO())
+
+
+@pytest.fixture
+def client():
+    return APIClient()
+
+
+def test_free_key_gets_200_then_429_with_retry_after_on_a_burst(client, seeded):
+    key = demo_key("free")
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
+    codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(10)]
+    assert 429 in codes
+    refused = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    assert refused.status_code == 429
+    assert int(refused["Retry-After"]) >= 1
+
+
+def test_pro_key_has_more_room(client, seeded):
+    key = demo_key("pro")
+    assert {client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(20)} == {200}
+
+
+def test_search_is_scoped(client, seeded):
+    response = client.get("/api/demo/search?q=hello", HTTP_X_API_KEY=demo_key("free"))
+    assert response.status_code == 200
+    assert '"search";q=10;w=60' in response["RateLimit-Policy"]
+
+
+def test_generate_spends_more_for_bigger_prompts(client, seeded):
+    key = demo_key("free")
+    small = client.post("/api/demo/generate", {"prompt": "hi"}, format="json", HTTP_X_API_KEY=key)
+    assert small.status_code == 200
+    assert small.json()["units"] == 1
+    big = client.post("/api/demo/generate", {"prompt": "x" * 1200}, format="json", HTTP_X_API_KEY=key)
+    assert big.status_code == 200
+    assert big.json()["units"] == 3
+    assert big["RateLimit"].count("r=") == 5  # generate: 2 windows, global: 3
+
+
+def test_generate_rejects_bad_input_with_400(client, seeded):
+    key = demo_key("enterprise")
+    assert client.post("/api/demo/generate", {}, format="json", HTTP_X_API_KEY=key).status_code == 400
+    broken = client.post("/api/demo/generate", "{not json", content_type="application/json", HTTP_X_API_KEY=key)
+    assert broken.status_code == 400
+
+
+def test_healthz_reports_redis(client):
+    body = client.get("/healthz").json()
+    assert body["redis"]["reachable"] is True
+    assert body["status"] == "ok"
+
+
+def test_healthz_reports_redis_down(client, redis_server):
+    redis_server.stop()
+    try:
+        response = client.get("/healthz")
+    finally:
+        redis_server.start()
+    assert response.status_code == 503
+    assert json.loads(response.content)["redis"]["reachable"] is False
+
+
+def test_openapi_schema(client):
+    response = client.get("/api/schema/")
+    assert response.status_code == 200
+    assert b"/api/demo/ping" in response.content

@@ -1,0 +1,119 @@
+"""Model validation, admin and management commands of the plans app."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from plans.models import APIKey, EndpointLimit, Plan, Subscription
+from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"rates": "0/min"}, "rates", "at least 1"),
+        ({"rates": "10/fortnight"}, "rates", "Unknown time unit"),
+        ({"rates": "many"}, "rates", "is not a rate"),
+        ({"weight": -1}, "weight", "greater than or equal to 0"),
+        ({"rates": "5/min", "weight": 6}, "weight", "no request could ever pass"),
+        ({"algorithm": "magic"}, "algorithm", "not a valid choice"),
+        ({"max_delay": 1.0}, "max_delay", "Only a leaky bucket"),
+        ({"methods": "GET, FETCH"}, "methods", "Unknown HTTP method"),
+        ({"scope": "s", "path_prefix": "/api/"}, "path_prefix", "not both"),
+        ({"path_prefix": "api/"}, "path_prefix", "starts with '/'"),
+        ({"name": "has space"}, "name", "Use letters"),
+    ],
+)
+def test_invalid_limits_are_refused_with_a_clear_message(fields, field, message):
+    limit = EndpointLimit(plan=PlanFactory(), name=fields.pop("name", "ok"), rates=fields.pop("rates", "10/min"),
+                          **fields)  # fmt: skip
+    with pytest.raises(ValidationError) as info:
+        limit.full_clean()
+    assert field in info.value.message_dict
+    assert message in " ".join(info.value.message_dict[field])
+
+
+def test_valid_limit_normalises_methods():
+    limit = EndpointLimit(plan=PlanFactory(), name="ok", rates="10/s; 100/min", methods="get,post")
+    limit.full_clean()
+    assert limit.methods == "GET, POST"
+
+
+def test_only_one_default_plan():
+    PlanFactory(slug="a", is_default=True)
+    second = Plan(slug="b", name="B", is_default=True)
+    with pytest.raises(ValidationError, match="already the default"):
+        second.full_clean()
+
+
+def test_admin_shows_validation_message_for_a_bad_rate():
+    admin_user = UserFactory(username="admin", is_staff=True, is_superuser=True)
+    client = APIClient()
+    client.force_login(admin_user)
+    data = {
+        "slug": "x", "name": "X", "monthly_price": "0", "priority": "0", "description": "",
+        "limits-TOTAL_FORMS": "1", "limits-INITIAL_FORMS": "0", "limits-MIN_NUM_FORMS": "0",
+        "limits-MAX_NUM_FORMS": "1000", "limits-0-name": "global", "limits-0-rates": "0/min",
+        "limits-0-algorithm": "token_bucket", "limits-0-weight": "1", "limits-0-max_delay": "0",
+    }  # fmt: skip
+    response = client.post("/admin/plans/plan/add/", data)
+    assert response.status_code == 200  # the form is shown again, not saved
+    assert "must be at least 1" in response.content.decode()
+    assert not Plan.objects.filter(slug="x").exists()
+
+
+def test_admin_plan_page_renders():
+    admin_user = UserFactory(username="admin", is_staff=True, is_superuser=True)
+    plan = PlanFactory(slug="free")
+    EndpointLimitFactory(plan=plan)
+    client = APIClient()
+    client.force_login(admin_user)
+    assert client.get(f"/admin/plans/plan/{plan.pk}/change/").status_code == 200
+    assert client.get("/admin/plans/apikey/").status_code == 200
+
+
+def test_issue_key_prints_the_raw_key_once_on_its_last_line():
+    PlanFactory(slug="pro")
+    out = io.StringIO()
+    call_command("issue_key", "--plan", "pro", "--name", "ACME", stdout=out)
+    raw = out.getvalue().strip().splitlines()[-1]
+    key = APIKey.objects.get()
+    assert raw.startswith(key.prefix)
+    assert raw.startswith("qk_")
+    assert key.key_hash != raw
+    assert raw not in key.key_hash
+    assert key.subscription.plan.slug == "pro"
+    assert key.subscription.name == "ACME"
+    assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
+
+
+def test_issue_key_for_an_existing_subscription():
+    PlanFactory(slug="pro")
+    call_command("issue_key", "--plan", "pro", stdout=io.StringIO())
+    sub = Subscription.objects.get()
+    call_command("issue_key", "--subscription", str(sub.pk), stdout=io.StringIO())
+    assert sub.api_keys.count() == 2
+
+
+def test_issue_key_unknown_plan_is_a_clear_error():
+    PlanFactory(slug="pro")
+    with pytest.raises(CommandError, match=r"No plan 'gold'\. Known plans: pro"):
+        call_command("issue_key", "--plan", "gold")
+
+
+def test_seed_demo_is_idempotent():
+    first, second = io.StringIO(), io.StringIO()
+    call_command("seed_demo", stdout=first)
+    call_command("seed_demo", stdout=second)
+    assert first.getvalue() == second.getvalue()
+    assert set(Plan.objects.values_list("slug", flat=True)) == {"free", "pro", "enterprise"}
+    assert APIKey.objects.count() == 3
+    assert EndpointLimit.objects.count() == 9
+    assert Plan.objects.get(is_default=True).slug == "free"

@@ -1,0 +1,64 @@
+"""System checks name the bad setting and how to fix it."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from quotas.checks import check_drf_rates, check_middleware, check_settings
+
+
+def ids(messages):
+    return sorted(m.id for m in messages)
+
+
+def test_project_settings_pass():
+    assert check_settings() == []
+    assert check_drf_rates() == []
+    assert check_middleware() == []
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ({"REDIS_URL": "http://nope"}, "quotas.E002"),
+        ({"KEY_PREFIX": "{bad}"}, "quotas.E003"),
+        ({"RULES_BACKEND": "no.such.Backend"}, "quotas.E004"),
+        ({"SOCKET_TIMEOUT": -1}, "quotas.E005"),
+        ({"LOCAL_DENY_CACHE_SIZE": 0}, "quotas.E006"),
+        ({"TRUSTED_PROXIES": ["10.0.0.0/8", "not-an-ip"]}, "quotas.E007"),
+        ({"TRUSTED_PROXIES": "10.0.0.0/8"}, "quotas.E007"),
+        ({"IPV6_PREFIX_LENGTH": 200}, "quotas.E008"),
+        ({"DEFAULT_ALGORITHM": "magic"}, "quotas.E009"),
+        ({"FAILURE_MODE": "sometimes"}, "quotas.E010"),
+        ({"API_KEY_HEADER": "X API Key"}, "quotas.E011"),
+        ({"REDIS_ULR": "redis://x"}, "quotas.W001"),
+    ],
+)
+def test_bad_setting_is_reported(settings, override, expected):
+    settings.QUOTAS = {**settings.QUOTAS, **override}
+    messages = check_settings()
+    assert ids(messages) == [expected]
+    assert messages[0].hint
+
+
+def test_typo_gets_a_suggestion(settings):
+    settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXY": []}
+    assert "TRUSTED_PROXIES" in check_settings()[0].hint
+
+
+def test_bad_drf_rate_is_reported(settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"anon": "lots/day"}}
+    assert ids(check_drf_rates()) == ["quotas.E020"]
+
+
+def test_missing_middleware_is_reported(settings):
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if "quotas" not in m]
+    assert ids(check_middleware()) == ["quotas.W002"]
+
+
+def test_manage_py_check_fails_on_errors(settings):
+    settings.QUOTAS = {**settings.QUOTAS, "FAILURE_MODE": "sometimes"}
+    with pytest.raises(SystemCheckError, match="FAILURE_MODE"):
+        call_command("check")

@@ -1,0 +1,322 @@
+"""QuotaThrottle as a client sees it: statuses, headers and problem bodies over HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient, APIRequestFactory
+
+from plans.models import EndpointLimit, LimitOverride
+from quotas.throttling import QuotaThrottle
+from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+SF_ITEM = r'"[^"]+";q=\d+;w=\d+'
+SF_STATE = r'"[^"]+";r=\d+;t=\d+'
+
+
+@pytest.fixture
+def free(db):
+    plan = PlanFactory(slug="free", monthly_price=Decimal("0"), is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="3/min", algorithm="fixed_window")
+    EndpointLimitFactory(plan=plan, name="search", scope="search", rates="2/min", algorithm="sliding_window_log")
+    return plan
+
+
+@pytest.fixture
+def pro(db):
+    plan = PlanFactory(slug="pro", monthly_price=Decimal("49"), priority=5)
+    EndpointLimitFactory(plan=plan, name="global", rates="100/min", algorithm="fixed_window")
+    EndpointLimitFactory(plan=plan, name="search", scope="search", rates="50/min", algorithm="sliding_window_log")
+    return plan
+
+
+@pytest.fixture
+def client():
+    return APIClient(raise_request_exception=False)
+
+
+def get(client, path, key=None, **extra):
+    if key is not None:
+        extra["HTTP_X_API_KEY"] = key
+    return client.get(path, **extra)
+
+
+def test_admitted_response_carries_standard_headers(client, free):
+    """Every throttled response says how much is left, in both header styles."""
+    response = get(client, "/api/demo/ping", issue_key(plan=free))
+    assert response.status_code == 200
+    assert response["X-RateLimit-Limit"] == "3"
+    assert response["X-RateLimit-Remaining"] == "2"
+    assert int(response["X-RateLimit-Reset"]) >= int(time.time())
+    assert re.fullmatch(SF_ITEM, response["RateLimit-Policy"])
+    assert response["RateLimit-Policy"] == '"global";q=3;w=60'
+    assert re.fullmatch(SF_STATE, response["RateLimit"])
+
+
+def test_every_applicable_policy_is_listed(client, free):
+    """A scoped view lists the plan-wide and the scoped policy."""
+    response = get(client, "/api/demo/search?q=a", issue_key(plan=free))
+    assert response["RateLimit-Policy"] == '"global";q=3;w=60, "search";q=2;w=60'
+    assert re.fullmatch(f"{SF_STATE}, {SF_STATE}", response["RateLimit"])
+
+
+def test_refusal_is_429_problem_json_with_retry_after_and_upgrade(client, free, pro):
+    """Past the limit: 429, Retry-After, a problem body naming the limit and a bigger plan."""
+    key = issue_key(plan=free)
+    for _ in range(2):
+        assert get(client, "/api/demo/search?q=a", key).status_code == 200
+    response = get(client, "/api/demo/search?q=a", key)
+    assert response.status_code == 429
+    assert response["Content-Type"] == "application/problem+json"
+    retry = int(response["Retry-After"])
+    assert 1 <= retry <= 60
+    body = json.loads(response.content)
+    assert body["status"] == 429
+    assert body["type"].endswith("#quota-exceeded")
+    assert body["limit"] == {"name": "search", "quota": 2, "window": 60, "algorithm": "sliding_window_log",
+                             "remaining": 0}  # fmt: skip
+    assert body["retry_after"] == retry
+    assert body["upgrade"]["plan"] == "pro"
+    assert body["plan"] == "free"
+    assert response["X-RateLimit-Remaining"] == "0"
+
+
+def test_no_upgrade_offered_from_the_top_plan(client, free, pro):
+    key = issue_key(plan=pro)
+    for _ in range(50):
+        get(client, "/api/demo/search?q=a", key)
+    body = json.loads(get(client, "/api/demo/search?q=a", key).content)
+    assert "upgrade" not in body
+
+
+def test_wait_returns_the_same_retry_after(free):
+    """DRF's wait() hook agrees with the Retry-After header."""
+    factory = APIRequestFactory()
+    from demo.views import SearchView
+
+    view = SearchView()
+    throttle = QuotaThrottle()
+    key = issue_key(plan=free)
+    results = []
+    for _ in range(3):
+        request = view.initialize_request(factory.get("/api/demo/search", HTTP_X_API_KEY=key))
+        results.append(throttle.allow_request(request, view))
+    assert results == [True, True, False]
+    assert throttle.wait() == request._request.quota_decision.retry_after >= 1
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [("qk_not_a_real_key", "api_key_unknown"), ("x" * 5000, "api_key_malformed"), ("ключ", "api_key_malformed"),
+     ("\x00\x01binary", "api_key_malformed"), ("", "api_key_malformed")],
+)  # fmt: skip
+def test_bad_api_keys_get_401_problem(client, free, key, reason):
+    """Unknown, huge, non-ASCII, binary or empty keys: 401 with a clear body, never anonymous, never 500."""
+    response = get(client, "/api/demo/ping", key)
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/problem+json"
+    assert json.loads(response.content)["reason"] == reason
+    assert response["WWW-Authenticate"] == 'ApiKey header="X-API-Key"'
+
+
+def test_revoked_key_gets_401(client, free):
+    sub = SubscriptionFactory(plan=free)
+    from plans.models import APIKey
+
+    key_obj, raw = APIKey.issue(sub)
+    assert get(client, "/api/demo/ping", raw).status_code == 200
+    key_obj.revoke()
+    response = get(client, "/api/demo/ping", raw)
+    assert response.status_code == 401
+    assert json.loads(response.content)["reason"] == "api_key_revoked"
+
+
+def test_anonymous_clients_get_the_default_plan_by_ip(client, free):
+    """No key, no user: the default plan, counted per IP address."""
+    codes = [get(client, "/api/demo/ping", REMOTE_ADDR="203.0.113.7").status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    assert get(client, "/api/demo/ping", REMOTE_ADDR="203.0.113.8").status_code == 200
+
+
+def test_spoofed_forwarded_for_from_untrusted_peer_is_ignored(client, free):
+    """X-Forwarded-For is believed only from trusted proxies."""
+    codes = [
+        get(client, "/api/demo/ping", REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR=f"10.9.9.{i}").status_code
+        for i in range(4)
+    ]
+    assert codes == [200, 200, 200, 429]
+
+
+def test_forwarded_for_from_trusted_proxy_names_the_client(client, free, settings):
+    """Behind a trusted proxy the right-most untrusted address is the client."""
+    settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["10.0.0.0/8"]}
+    for client_ip in ("198.51.100.1", "198.51.100.2"):
+        codes = [
+            get(client, "/api/demo/ping", REMOTE_ADDR="10.0.0.5",
+                HTTP_X_FORWARDED_FOR=f"1.2.3.4, {client_ip}, 10.0.0.9").status_code
+            for _ in range(4)
+        ]  # fmt: skip
+        assert codes == [200, 200, 200, 429]
+
+
+def test_ipv6_clients_are_grouped_by_prefix(client, free):
+    """Rotating addresses inside one /64 does not escape the limit."""
+    codes = [get(client, "/api/demo/ping", REMOTE_ADDR=f"2001:db8::{i}").status_code for i in range(1, 5)]
+    assert codes == [200, 200, 200, 429]
+
+
+def test_authenticated_user_with_subscription_uses_its_plan(client, free, pro):
+    user = UserFactory()
+    SubscriptionFactory(plan=pro, user=user)
+    client.force_authenticate(user)
+    codes = {get(client, "/api/demo/ping").status_code for _ in range(10)}
+    assert codes == {200}
+
+
+def test_keys_of_one_subscription_share_its_limits(client, free):
+    """Rotating keys does not reset a customer's quota."""
+    sub = SubscriptionFactory(plan=free)
+    keys = [issue_key(sub) for _ in range(4)]
+    assert [get(client, "/api/demo/ping", k).status_code for k in keys] == [200, 200, 200, 429]
+
+
+def test_subscription_override_replaces_the_plan_limit(client, free):
+    sub = SubscriptionFactory(plan=free)
+    LimitOverride.objects.create(subscription=sub, limit=free.limits.get(name="global"), rates="5/min")
+    key = issue_key(sub)
+    assert [get(client, "/api/demo/ping", key).status_code for _ in range(6)] == [200] * 5 + [429]
+
+
+def test_subscription_override_can_lift_a_limit(client, free):
+    sub = SubscriptionFactory(plan=free)
+    LimitOverride.objects.create(subscription=sub, limit=free.limits.get(name="global"), unlimited=True)
+    key = issue_key(sub)
+    responses = [get(client, "/api/demo/ping", key) for _ in range(10)]
+    assert {r.status_code for r in responses} == {200}
+    assert "RateLimit-Policy" not in responses[0]
+
+
+def test_plan_change_applies_on_next_request(client, free, pro):
+    sub = SubscriptionFactory(plan=free)
+    key = issue_key(sub)
+    assert [get(client, "/api/demo/ping", key).status_code for _ in range(4)][-1] == 429
+    sub.plan = pro
+    sub.save()
+    response = get(client, "/api/demo/ping", key)
+    assert response.status_code == 200
+    assert response["X-RateLimit-Limit"] == "100"
+
+
+def test_raised_limit_applies_at_once_to_a_remembered_client(client, free):
+    """A client remembered as over-limit is forgotten when the rules change."""
+    key = issue_key(plan=free)
+    assert [get(client, "/api/demo/ping", key).status_code for _ in range(4)][-1] == 429
+    limit = free.limits.get(name="global")
+    limit.rates = "10/min"
+    limit.save()
+    assert get(client, "/api/demo/ping", key).status_code == 200
+
+
+@pytest.mark.slow
+def test_change_made_elsewhere_reaches_this_process_within_two_seconds(client, free, redis_client):
+    """Another process's change (a bumped version in Redis) is picked up without restart."""
+    key = issue_key(plan=free)
+    assert get(client, "/api/demo/ping", key)["X-RateLimit-Limit"] == "3"
+    # As another process would: change the row without signals, then bump the version.
+    EndpointLimit.objects.filter(plan=free, name="global").update(rates="7/min")
+    redis_client.incr("quota:v1:rules-version")
+    deadline = time.monotonic() + 2.0
+    seen = "3"
+    while time.monotonic() < deadline and seen != "7":
+        time.sleep(0.1)
+        seen = get(client, "/api/demo/ping", key)["X-RateLimit-Limit"]
+    assert seen == "7"
+
+
+def test_view_weight_spends_several_units(client, free):
+    EndpointLimit.objects.filter(plan=free, name="global").update(rates="100/min")
+    EndpointLimitFactory(plan=free, name="weighted", scope="weighted", rates="10/min", algorithm="fixed_window")
+    key = issue_key(plan=free)
+    assert get(client, "/t/weighted?w=6", key).status_code == 200
+    response = get(client, "/t/weighted?w=6", key)
+    assert response.status_code == 429
+    assert json.loads(response.content)["limit"]["name"] == "weighted"
+
+
+def test_refund_on_server_error(client, free):
+    """With refund_on_error, a request that ends in a 5xx does not count."""
+    EndpointLimitFactory(plan=free, name="failing", scope="failing", rates="1/min", refund_on_error=True)
+    key = issue_key(plan=free)
+    assert get(client, "/t/failing", key).status_code == 500
+    assert get(client, "/t/failing", key).status_code == 500  # not 429: the first was refunded
+
+
+def test_no_refund_by_default(client, free):
+    EndpointLimitFactory(plan=free, name="failing", scope="failing", rates="1/min")
+    key = issue_key(plan=free)
+    assert get(client, "/t/failing", key).status_code == 500
+    assert get(client, "/t/failing", key).status_code == 429
+
+
+def test_shadow_limit_never_blocks(client, free):
+    EndpointLimit.objects.filter(plan=free, name="global").update(shadow=True)
+    key = issue_key(plan=free)
+    assert {get(client, "/api/demo/ping", key).status_code for _ in range(6)} == {200}
+
+
+def test_mixed_with_drf_throttles(client, free, settings):
+    """A view listing DRF's own throttle beside QuotaThrottle keeps working."""
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"anon": "100/min"}}
+    assert [get(client, "/t/mixed").status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+class TestDRFCompatibility:
+    """With no plan in the database, QuotaThrottle reads DRF's own rate settings."""
+
+    def test_anon_and_user_rates(self, client, settings):
+        settings.REST_FRAMEWORK = {
+            **settings.REST_FRAMEWORK,
+            "DEFAULT_THROTTLE_RATES": {"anon": "2/min", "user": "3/min"},
+        }
+        assert [get(client, "/api/demo/ping").status_code for _ in range(3)] == [200, 200, 429]
+        client.force_authenticate(UserFactory())
+        assert [get(client, "/api/demo/ping").status_code for _ in range(4)] == [200, 200, 200, 429]
+
+    def test_throttle_scope_on_the_view(self, client, settings):
+        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"scoped": "1/min"}}
+        first, second = get(client, "/t/scoped"), get(client, "/t/scoped")
+        assert (first.status_code, second.status_code) == (200, 429)
+        assert first["RateLimit-Policy"] == '"scoped";q=1;w=60'
+        assert second["Content-Type"] == "application/problem+json"
+
+    def test_rate_attribute_on_a_subclass(self, client):
+        assert [get(client, "/t/rate-attr").status_code for _ in range(3)] == [200, 200, 429]
+
+    def test_no_rates_means_no_throttling(self, client):
+        assert {get(client, "/api/demo/ping").status_code for _ in range(20)} == {200}
+
+
+def test_redis_down_fails_open_by_default(client, free, redis_server):
+    redis_server.stop()
+    try:
+        assert get(client, "/api/demo/ping", REMOTE_ADDR="203.0.113.9").status_code == 200
+    finally:
+        redis_server.start()
+
+
+def test_redis_down_fails_closed_when_configured(client, free, redis_server, settings):
+    settings.QUOTAS = {**settings.QUOTAS, "FAILURE_MODE": "closed"}
+    get(client, "/api/demo/ping", REMOTE_ADDR="203.0.113.9")  # load rules while Redis is up
+    redis_server.stop()
+    try:
+        response = get(client, "/api/demo/ping", REMOTE_ADDR="203.0.113.9")
+        assert response.status_code == 503
+        assert response["Content-Type"] == "application/problem+json"
+    finally:
+        redis_server.start()
