@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 from .conf import quota_settings
 from .exceptions import StoreUnavailable
-from .keys import client_prefix, rules_version_key
+from .keys import client_key, log_key, rules_version_key
 from .rules import RulesCache, Window
 from .scripts import script_source
 
@@ -119,8 +119,8 @@ class DenyMemory:
         wait_us = state.window.window * _US if state.retry_us is None else state.retry_us
         until = time.monotonic() + wait_us / _US
         with self._lock:
-            self._entries[(tag, state.window.suffix)] = (until, weight)
-            self._entries.move_to_end((tag, state.window.suffix))
+            self._entries[(tag, state.window.state_field)] = (until, weight)
+            self._entries.move_to_end((tag, state.window.state_field))
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
@@ -133,12 +133,12 @@ class DenyMemory:
         for window in windows:
             if window.shadow:
                 continue
-            entry = self._entries.get((tag, window.suffix))
+            entry = self._entries.get((tag, window.state_field))
             if entry is None:
                 continue
             until, min_weight = entry
             if until <= now:
-                self._entries.pop((tag, window.suffix), None)
+                self._entries.pop((tag, window.state_field), None)
             elif (window.weight if weight is None else weight) >= min_weight:
                 wait_us = math.ceil((until - now) * _US)
                 hits.append(WindowState(window, False, None, wait_us, wait_us))
@@ -178,19 +178,9 @@ class Engine:
             remembered = self.deny_memory.check(tag, windows, weight)
             if remembered:
                 return Decision(False, remembered, time.time(), weight, local=True, tag=tag)
-        base = client_prefix(self.prefix, tag)
-        keys = [base + w.suffix for w in windows]
-        args: list[object] = ["" if now is None else int(now * _US), len(windows)]
-        for w in windows:
-            args += (
-                w.code,
-                w.quota,
-                w.window * _US,
-                w.capacity,
-                w.weight if weight is None else weight,
-                int(w.max_delay * _US),
-                1 if w.shadow else 0,
-            )
+        keys = self.keys_for(tag, windows)
+        args = ["" if now is None else int(now * _US), "" if weight is None else weight]
+        args += [w.spec for w in windows]
         try:
             reply = self._decide(keys=keys, args=args)
         except RedisError as exc:
@@ -205,24 +195,20 @@ class Engine:
                 self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
         return decision
 
+    def keys_for(self, tag: str, windows: Sequence[Window]) -> list[str]:
+        """KEYS for the scripts: the client's hash, then each sliding log's set."""
+        client = client_key(self.prefix, tag)
+        return [client] + [log_key(client, w.state_field) for w in windows if w.is_log]
+
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (best effort)."""
         states = [s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)]
         if not decision.allowed or decision.local or not states:
             return
-        base = client_prefix(self.prefix, decision.tag)
-        args: list[object] = [int(decision.now * _US), len(states)]
-        for s in states:
-            w = s.window
-            args += (
-                w.code,
-                w.quota,
-                w.window * _US,
-                w.capacity,
-                w.weight if decision.weight is None else decision.weight,
-            )
+        args = [int(decision.now * _US), "" if decision.weight is None else decision.weight]
+        args += [s.window.spec for s in states]
         try:
-            self._refund(keys=[base + s.window.suffix for s in states], args=args)
+            self._refund(keys=self.keys_for(decision.tag, [s.window for s in states]), args=args)
         except RedisError:
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
 

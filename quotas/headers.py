@@ -19,20 +19,14 @@ if TYPE_CHECKING:
     from .engine import Decision
 
 
-def _sf_string(value: str) -> str:
-    # Structured-field strings allow printable ASCII with \ and " escaped.
-    clean = "".join(c if " " <= c <= "~" else "?" for c in value)
-    return '"' + clean.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def rate_limit_headers(decision: Decision) -> dict[str, str]:
     """The headers for ``decision`` (empty when no window is enforced)."""
     states = [s for s in decision.states if not s.window.shadow]
     if not states:
         return {}
-    policy = ", ".join(f"{_sf_string(s.window.policy)};q={s.window.quota};w={s.window.window}" for s in states)
+    policy = ", ".join(f"{s.window.policy_sf};q={s.window.quota};w={s.window.window}" for s in states)
     current = ", ".join(
-        f"{_sf_string(s.window.policy)};r={max(0, s.remaining)};t={math.ceil(s.reset_us / 1e6)}"
+        f"{s.window.policy_sf};r={max(0, s.remaining)};t={math.ceil(s.reset_us / 1e6)}"
         for s in states
         if s.remaining is not None
     )

@@ -1,7 +1,9 @@
 """Every Redis key the engine uses is built here.
 
-Layout: ``<prefix>:{<client>}:<limit id>:<algorithm><window>``. The client
-part sits in a Redis Cluster hash tag, so all keys of one decision hash to
+Layout: one hash per client, ``<prefix>:{<client>}``, with one field per
+counter-style window (``<limit id>:<algorithm><window>``), and one sorted set
+per sliding-log window, ``<prefix>:{<client>}:<limit id>:sl<window>``. The
+client part is a Redis Cluster hash tag, so all keys of one decision hash to
 one slot and the decision script stays valid on a cluster. Client text is
 encoded so that it can never contain ``{``, ``}``, ``:`` or bytes that would
 break out of its place, and is bounded in length.
@@ -42,19 +44,27 @@ def client_tag(kind: str, value: str | bytes) -> str:
     return "{" + kind + "." + encode_part(value) + "}"
 
 
-def client_prefix(prefix: str, tag: str) -> str:
-    """The part of a client's keys before :func:`window_suffix`."""
-    return f"{prefix}:{tag}:"
+def client_key(prefix: str, tag: str) -> str:
+    """The client's hash; also the start of its other keys."""
+    return f"{prefix}:{tag}"
 
 
-def window_suffix(limit_id: str, algorithm: str, window: int) -> str:
-    """The client-independent end of a window's key (precomputed per window)."""
+def window_field(limit_id: str, algorithm: str, window: int) -> str:
+    """The client-independent name of a window (precomputed per window)."""
     return f"{encode_part(limit_id)}:{_ALGORITHM_TAGS[algorithm]}{window}"
 
 
+def log_key(client: str, field: str) -> str:
+    """The sorted set of a sliding-log window: ``client_key:field``."""
+    return f"{client}:{field}"
+
+
 def window_key(prefix: str, tag: str, limit_id: str, algorithm: str, window: int) -> str:
-    """The key of one rate window of one limit for one client."""
-    return client_prefix(prefix, tag) + window_suffix(limit_id, algorithm, window)
+    """Where one window of one client lives: a log key, or the client hash."""
+    client = client_key(prefix, tag)
+    if algorithm == "sliding_window_log":
+        return log_key(client, window_field(limit_id, algorithm, window))
+    return client
 
 
 def rules_version_key(prefix: str) -> str:

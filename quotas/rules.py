@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from redis.exceptions import RedisError
 
-from .keys import window_suffix
+from .keys import window_field
 from .rates import Rate
 from .scripts import ALGORITHM_CODES
 
@@ -46,11 +46,22 @@ class Window:
     max_delay: float  # seconds; > 0 only for a shaping leaky bucket
     shadow: bool
     refund_on_error: bool
-    suffix: str = field(compare=False)  # key after "<prefix>:<client tag>"
+    state_field: str = field(compare=False)  # the window's name in the client hash (or its log key)
+    spec: str = field(init=False, compare=False)  # this window as decide.lua reads it
+    policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
+
+    def __post_init__(self) -> None:
+        spec = (
+            f"{ALGORITHM_CODES[self.algorithm]} {self.quota} {self.window * 1_000_000} {self.capacity} "
+            f"{self.weight} {round(self.max_delay * 1_000_000)} {1 if self.shadow else 0} {self.state_field}"
+        )
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "policy_sf", sf_string(self.policy))
 
     @property
-    def code(self) -> int:
-        return ALGORITHM_CODES[self.algorithm]
+    def is_log(self) -> bool:
+        """Whether the window keeps a sorted set of its own (sliding window log)."""
+        return self.algorithm == "sliding_window_log"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +101,7 @@ class LimitRule:
                 max_delay=self.max_delay if self.algorithm == "leaky_bucket" else 0.0,
                 shadow=self.shadow,
                 refund_on_error=self.refund_on_error,
-                suffix=window_suffix(self.id, self.algorithm, rate.window),
+                state_field=window_field(self.id, self.algorithm, rate.window),
             )
 
     def matches(self, scope: str, path: str, method: str) -> bool:
@@ -119,6 +130,12 @@ class LimitRule:
             burst=self.burst, weight=self.weight, max_delay=self.max_delay,
             shadow=self.shadow, refund_on_error=self.refund_on_error,
         )  # fmt: skip
+
+
+def sf_string(value: str) -> str:
+    """``value`` as an RFC 8941 structured-field string (printable ASCII, escaped)."""
+    clean = "".join(c if " " <= c <= "~" else "?" for c in value)
+    return '"' + clean.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _window_label(seconds: int) -> str:

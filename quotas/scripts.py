@@ -25,9 +25,9 @@ _PARTS = {
     "decide": (
         "common.lua",
         "fixed_window.lua",
-        "sliding_window_log.lua",
         "sliding_window_counter.lua",
         "gcra.lua",
+        "sliding_window_log.lua",
         "decide.lua",
     ),
     "refund": ("common.lua", "refund.lua"),

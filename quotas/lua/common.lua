@@ -21,9 +21,23 @@ local function ttl_ms(us)
   return ms
 end
 
--- ALGORITHMS[code](key, spec, now) -> result table:
+-- Parse one window spec: "<code> <limit> <window us> <capacity> <weight>
+-- <max delay us> <shadow 0|1> <field>", the field naming the window's state.
+local function parse_spec(text, weight)
+  local code, limit, window, cap, w, max_delay, shadow, field =
+    string.match(text, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (.+)$')
+  return {
+    code = tonumber(code), limit = tonumber(limit), window = tonumber(window),
+    cap = tonumber(cap), weight = weight or tonumber(w), max_delay = tonumber(max_delay),
+    shadow = shadow == '1', field = field,
+  }
+end
+
+-- Counter-style algorithms keep their state as one field of the client's
+-- hash: ALGORITHMS[code](raw field value or false, spec, now) -> result with
 --   ok (boolean), remaining, reset (us until the full quota is back), retry
 --   (us until this request would fit, 0 when ok, NEVER if it never can), delay
---   (us the request must be held before it is served), commit (function that
---   consumes the request; only called when every limit of the request allows).
+--   (us the request must be held), and when ok: value (the field's new value)
+--   and ttl (us the value must live).
+-- The sliding log keeps a sorted set of its own (sliding_window_log.lua).
 local ALGORITHMS = {}

@@ -1,23 +1,18 @@
 -- Fixed window: at most `limit` units per window aligned to the epoch.
--- State: one string "<window index>:<count>", expiring with its window.
-ALGORITHMS[1] = function(key, s, now)
+-- State: "<window index>:<count>"; a value from an older window counts as 0.
+ALGORITHMS[1] = function(raw, s, now)
   local idx = math.floor(now / s.window)
   local count = 0
-  local raw = redis.call('GET', key)
   if raw then
     local i, c = string.match(raw, '^(%d+):(%d+)$')
     if i and tonumber(i) == idx then count = tonumber(c) end
   end
   local reset = (idx + 1) * s.window - now
-  local r = {reset = reset, delay = 0}
   if count + s.weight <= s.limit then
-    r.ok, r.retry, r.remaining = true, 0, s.limit - count - s.weight
-    r.commit = function()
-      redis.call('SET', key, fmt(idx) .. ':' .. fmt(count + s.weight), 'PX', ttl_ms(reset))
-    end
-  else
-    r.ok, r.remaining = false, s.limit - count
-    if s.weight > s.limit then r.retry = NEVER else r.retry = reset end
+    return {ok = true, remaining = s.limit - count - s.weight, reset = reset, retry = 0, delay = 0,
+            value = fmt(idx) .. ':' .. fmt(count + s.weight), ttl = reset}
   end
-  return r
+  local retry = reset
+  if s.weight > s.limit then retry = NEVER end
+  return {ok = false, remaining = s.limit - count, reset = reset, retry = retry, delay = 0}
 end

@@ -2,50 +2,39 @@
 -- server error and the limit asks for refunds). Best effort by design: a
 -- window that has moved on since the decision has nothing left to refund.
 --
--- KEYS[i]  the key of window i, as in decide.lua
--- ARGV[1]  the decision's time (us); ARGV[2] n, then 5 values per window:
---          algorithm code, limit, window (us), capacity, weight
+-- KEYS and ARGV as for decide.lua, but ARGV[1] is the decision's time.
 local dnow = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
-for i = 1, n do
-  local b = 2 + (i - 1) * 5
-  local code, limit, W = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-  local weight = tonumber(ARGV[b + 5])
-  local key = KEYS[i]
-  if code == 1 then
-    local raw = redis.call('GET', key)
-    if raw then
-      local idx, c = string.match(raw, '^(%d+):(%d+)$')
-      if idx and tonumber(idx) == math.floor(dnow / W) then
-        local left = math.max(0, tonumber(c) - weight)
-        redis.call('SET', key, idx .. ':' .. fmt(left), 'KEEPTTL')
-      end
-    end
-  elseif code == 2 then
-    local members = redis.call('ZRANGEBYSCORE', key, dnow, dnow, 'LIMIT', 0, weight)
+local weight = tonumber(ARGV[2])
+local next_key = 2
+for i = 1, #ARGV - 2 do
+  local s = parse_spec(ARGV[2 + i], weight)
+  if s.code == 2 then
+    local key = KEYS[next_key]
+    next_key = next_key + 1
+    local members = redis.call('ZRANGEBYSCORE', key, dnow, dnow, 'LIMIT', 0, s.weight)
     if #members > 0 then redis.call('ZREM', key, unpack(members)) end
-  elseif code == 3 then
-    local raw = redis.call('GET', key)
-    if raw then
+  else
+    local raw = redis.call('HGET', KEYS[1], s.field)
+    local value = nil
+    if raw and s.code == 1 then
+      local idx, c = string.match(raw, '^(%d+):(%d+)$')
+      if idx and tonumber(idx) == math.floor(dnow / s.window) then
+        value = idx .. ':' .. fmt(math.max(0, tonumber(c) - s.weight))
+      end
+    elseif raw and s.code == 3 then
       local idx, p, c = string.match(raw, '^(%d+):(%d+):(%d+)$')
       if idx then
-        local didx = math.floor(dnow / W)
+        local didx = math.floor(dnow / s.window)
         p, c = tonumber(p), tonumber(c)
-        if tonumber(idx) == didx then
-          c = math.max(0, c - weight)
-        elseif tonumber(idx) == didx + 1 then
-          p = math.max(0, p - weight)
-        end
-        redis.call('SET', key, idx .. ':' .. fmt(p) .. ':' .. fmt(c), 'KEEPTTL')
+        if tonumber(idx) == didx then c = math.max(0, c - s.weight) end
+        if tonumber(idx) == didx + 1 then p = math.max(0, p - s.weight) end
+        value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
       end
-    end
-  else
-    local tat = tonumber(redis.call('GET', key) or '0')
-    if tat > 0 then
-      local T = W / limit
+    elseif raw then
       -- A TAT in the past simply means a full bucket, so no clamping is needed.
-      redis.call('SET', key, fmt(tat - weight * T), 'KEEPTTL')
+      value = fmt(tonumber(raw) - s.weight * s.window / s.limit)
     end
+    if value then redis.call('HSET', KEYS[1], s.field, value) end
   end
 end
-return n
+return 1

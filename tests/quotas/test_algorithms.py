@@ -119,13 +119,24 @@ def test_token_bucket_burst_then_refill(engine):
     assert admitted(engine, windows, [T0 + 10] * 6) == [True] * 5 + [False]
 
 
-def test_token_bucket_keeps_one_value_per_key(engine, redis_client):
-    """GCRA: the state is a single timestamp."""
+def test_token_bucket_keeps_one_value_per_window(engine, redis_client):
+    """GCRA: the state is a single timestamp, one field of the client's hash."""
     windows = rule("token_bucket", "10/s").windows
     admitted(engine, windows, [T0] * 3)
     (key,) = redis_client.keys("*")
-    assert redis_client.type(key) == b"string"
-    assert float(redis_client.get(key)) == pytest.approx((T0 + 0.3) * 1e6)
+    assert redis_client.type(key) == b"hash"
+    assert redis_client.hkeys(key) == [windows[0].state_field.encode()]
+    assert float(redis_client.hget(key, windows[0].state_field)) == pytest.approx((T0 + 0.3) * 1e6)
+
+
+def test_client_hash_ttl_is_never_shortened(engine, redis_client):
+    """A short window's write keeps the TTL a day window of the same client needs."""
+    day = rule("fixed_window", "5/day", id="day").windows
+    second = rule("token_bucket", "5/s", id="sec").windows
+    engine.decide("{c}", day)
+    engine.decide("{c}", second)
+    (key,) = redis_client.keys("*")
+    assert redis_client.pttl(key) > 3_600_000
 
 
 def test_leaky_bucket_policing_refuses_excess(engine):
