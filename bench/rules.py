@@ -1,0 +1,68 @@
+"""The rules the benchmark runs with: one plan, no database.
+
+``QUOTAS['RULES_BACKEND'] = 'bench.rules.BenchBackend'`` makes every request
+use the default plan below. Its limits are told apart by ``quota_scope``, so
+one engine (one set of settings) serves every in-process variant and no
+setting has to change between rounds, which would rebuild the engine.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from quotas.rates import parse_rates
+from quotas.rules import LimitRule, PlanRules, RuleSet, Subscriber
+
+PLAN_ID = 1
+
+#: ``quota_scope`` of the views each group of limits applies to.
+ONE_LIMIT_SCOPE = "one"
+FIVE_LIMITS_SCOPE = "five"
+FLOOD_SCOPE = "flood"
+
+#: The limit a flooding client is held to (section 3).
+FLOOD_RATE = "5/min"
+
+
+def _rule(limit_id: str, scope: str, rates: str, algorithm: str) -> LimitRule:
+    return LimitRule(id=limit_id, name=limit_id, rates=parse_rates(rates), algorithm=algorithm, scope=scope)
+
+
+#: Rates are huge so that nothing is refused while timing. One limit per
+#: algorithm, so the five-limit decision exercises every Lua branch; the
+#: sliding log gets a one-second window because it stores one entry per
+#: admitted request, and a long window would let it grow through the run.
+FIVE_LIMITS: tuple[LimitRule, ...] = (
+    _rule("burst", FIVE_LIMITS_SCOPE, "1000000/s", "token_bucket"),
+    _rule("steady", FIVE_LIMITS_SCOPE, "1000000/min", "leaky_bucket"),
+    _rule("minute", FIVE_LIMITS_SCOPE, "1000000/min", "sliding_window_counter"),
+    _rule("hour", FIVE_LIMITS_SCOPE, "100000000/hour", "fixed_window"),
+    _rule("exact", FIVE_LIMITS_SCOPE, "1000000/s", "sliding_window_log"),
+)
+
+ONE_LIMIT: LimitRule = _rule("single", ONE_LIMIT_SCOPE, "1000000/min", "token_bucket")
+
+FLOOD_LIMIT: LimitRule = _rule("flood", FLOOD_SCOPE, FLOOD_RATE, "fixed_window")
+
+
+class BenchBackend:
+    """A rules backend with one default plan and no known subscribers."""
+
+    def load(self) -> RuleSet:
+        plan = PlanRules(
+            id=PLAN_ID,
+            slug="bench",
+            name="Bench",
+            price=Decimal(0),
+            priority=0,
+            limits=(ONE_LIMIT, *FIVE_LIMITS, FLOOD_LIMIT),
+        )
+        return RuleSet([plan], default_plan_id=PLAN_ID)
+
+    def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
+        return None
+
+    def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
+        # No subscription: every user falls back to the default plan.
+        return None

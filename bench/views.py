@@ -1,0 +1,84 @@
+"""The views, throttles and user the benchmark sends requests to.
+
+Every view returns the same tiny Response; they differ only in their
+throttles, so a variant's median minus the baseline's is the throttle's cost.
+Import this module only after Django is configured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.test import APIRequestFactory, force_authenticate
+from rest_framework.throttling import UserRateThrottle
+from rest_framework.views import APIView
+
+from quotas.throttling import QuotaThrottle
+
+from .rules import FIVE_LIMITS_SCOPE, FLOOD_SCOPE, ONE_LIMIT_SCOPE
+
+
+@dataclass(frozen=True, slots=True)
+class BenchUser:
+    """The least a throttle reads from ``request.user`` (no auth app, no database)."""
+
+    pk: int
+    is_authenticated: bool = True
+    is_active: bool = True
+
+
+class HugeUserRateThrottle(UserRateThrottle):
+    """DRF's per-user throttle with a rate no benchmark run can reach."""
+
+    rate = "1000000/min"
+
+
+class RaceUserRateThrottle(UserRateThrottle):
+    """DRF's per-user throttle at the limit the concurrency race targets."""
+
+    rate = "100/min"
+
+
+class TinyView(APIView):
+    """The baseline: no throttle at all."""
+
+    throttle_classes: tuple[type, ...] = ()
+
+    def get(self, request: Request) -> Response:
+        return Response({"ok": True})
+
+
+class DrfThrottledView(TinyView):
+    throttle_classes = (HugeUserRateThrottle,)
+
+
+class OneLimitView(TinyView):
+    throttle_classes = (QuotaThrottle,)
+    quota_scope = ONE_LIMIT_SCOPE
+
+
+class FiveLimitsView(TinyView):
+    throttle_classes = (QuotaThrottle,)
+    quota_scope = FIVE_LIMITS_SCOPE
+
+
+class FloodView(TinyView):
+    throttle_classes = (QuotaThrottle,)
+    quota_scope = FLOOD_SCOPE
+
+
+class DrfRaceView(TinyView):
+    throttle_classes = (RaceUserRateThrottle,)
+
+
+_factory = APIRequestFactory()
+
+
+def make_request(path: str, user: BenchUser) -> Any:
+    """A fresh GET request authenticated as ``user`` (built outside any timing)."""
+    request = _factory.get(path)
+    force_authenticate(request, user=user)
+    return request
