@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.conf import ALGORITHMS
+from quotas.conf import ALGORITHMS, quota_settings
 from quotas.exceptions import InvalidRate
 from quotas.identity import hash_api_key
 from quotas.rates import parse_rates
@@ -192,6 +192,11 @@ class EndpointLimit(models.Model):
             errors["algorithm"] = f"Choose one of: {', '.join(ALGORITHMS)}."
         if self.max_delay and self.algorithm != self.Algorithm.LEAKY_BUCKET:
             errors["max_delay"] = "Only a leaky bucket can delay requests; set 0 or choose leaky_bucket."
+        elif self.max_delay > quota_settings.MAX_DELAY_CAP:
+            errors["max_delay"] = (
+                f"At most {quota_settings.MAX_DELAY_CAP} seconds (QUOTAS['MAX_DELAY_CAP']): "
+                "a held request occupies a worker."
+            )
         if self.burst is not None and self.burst < 1:
             errors["burst"] = "Burst must be at least 1."
         if self.scope and self.path_prefix:

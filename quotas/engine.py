@@ -25,7 +25,7 @@ from .conf import quota_settings
 from .exceptions import StoreUnavailable
 from .keys import client_key, log_key, rules_version_key
 from .rules import RulesCache, Window
-from .scripts import script_source
+from .scripts import LuaScript, script_source
 
 logger = logging.getLogger(__name__)
 
@@ -158,8 +158,8 @@ class Engine:
         self.rules = rules
         self.deny_memory = DenyMemory(deny_memory_size)
         rules.on_reload = self.deny_memory.clear
-        self._decide = client.register_script(script_source("decide"))
-        self._refund = client.register_script(script_source("refund"))
+        self._decide = LuaScript(client, script_source("decide"))
+        self._refund = LuaScript(client, script_source("refund"))
 
     def decide(
         self,

@@ -54,8 +54,17 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache) -> Client:
         if subscriber is not None:
             return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
         return Client("user", str(user.pk), client_tag("u", str(user.pk)))
-    ip = client_ip(request)
-    group = _group_ip(ip)
+    peer = request.META.get("REMOTE_ADDR", "")
+    trusted = tuple(quota_settings.TRUSTED_PROXIES)
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if trusted else ""
+    resolve = _ip_client if len(forwarded) <= 512 else _ip_client.__wrapped__  # keep the cache small
+    return resolve(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
+
+
+@lru_cache(maxsize=8192)
+def _ip_client(peer: str, forwarded: str, trusted: tuple[str, ...], v6_prefix: int) -> Client:
+    # Parsing addresses costs more than the rest of identification; clients repeat.
+    group = _group_ip(_resolve_ip(peer, forwarded, trusted), v6_prefix)
     return Client("ip", group, client_tag("ip", group))
 
 
@@ -79,11 +88,18 @@ def client_ip(request: HttpRequest) -> IPAddress:
     proxy is the client (addresses further left were written by the client
     and can be forged).
     """
-    peer = _parse_ip(request.META.get("REMOTE_ADDR", "")) or ipaddress.IPv4Address("0.0.0.0")
-    trusted = _trusted_networks(tuple(quota_settings.TRUSTED_PROXIES))
+    return _resolve_ip(
+        request.META.get("REMOTE_ADDR", ""),
+        request.META.get("HTTP_X_FORWARDED_FOR", ""),
+        tuple(quota_settings.TRUSTED_PROXIES),
+    )
+
+
+def _resolve_ip(remote_addr: str, forwarded: str, trusted_cidrs: tuple[str, ...]) -> IPAddress:
+    peer = _parse_ip(remote_addr) or ipaddress.IPv4Address("0.0.0.0")
+    trusted = _trusted_networks(trusted_cidrs)
     if not trusted or not _in(peer, trusted):
         return peer
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
     hops = [h.strip() for h in forwarded.split(",") if h.strip()]
     for hop in reversed(hops):
         ip = _parse_ip(hop)
@@ -94,10 +110,9 @@ def client_ip(request: HttpRequest) -> IPAddress:
     return peer
 
 
-def _group_ip(ip: IPAddress) -> str:
+def _group_ip(ip: IPAddress, prefix: int) -> str:
     # One IPv6 host usually owns a whole /64; per-address limits there are trivial to rotate.
     if ip.version == 6 and ip.ipv4_mapped is None:
-        prefix = int(quota_settings.IPV6_PREFIX_LENGTH)
         return str(ipaddress.IPv6Network((ip, prefix), strict=False).network_address) + f"/{prefix}"
     return str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip)
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from redis.exceptions import RedisError
 
+from .conf import quota_settings
 from .keys import window_field
 from .rates import Rate
 from .scripts import ALGORITHM_CODES
@@ -98,7 +99,9 @@ class LimitRule:
                 window=rate.window,
                 capacity=max(rate.limit, self.burst or 0),
                 weight=self.weight,
-                max_delay=self.max_delay if self.algorithm == "leaky_bucket" else 0.0,
+                max_delay=min(self.max_delay, float(quota_settings.MAX_DELAY_CAP))
+                if self.algorithm == "leaky_bucket"
+                else 0.0,
                 shadow=self.shadow,
                 refund_on_error=self.refund_on_error,
                 state_field=window_field(self.id, self.algorithm, rate.window),
@@ -179,6 +182,8 @@ class RuleSet:
         self.default_plan_id = default_plan_id
         self.version = version
         self._limits_cache: dict[tuple[int, tuple], tuple[LimitRule, ...]] = {}
+        self._windows_cache: dict[tuple, list[Window]] = {}
+        self._path_plans = {p.id for p in self.plans.values() if any(r.path_prefix for r in p.limits)}
         self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}
 
     @property
@@ -202,6 +207,24 @@ class RuleSet:
                     out.append(rule.with_rates(by_id[rule.id]))
             cached = self._limits_cache[cache_key] = tuple(out)
         return cached
+
+    def windows_for(
+        self, plan_id: int | None, overrides: tuple, scope: str, path: str, method: str
+    ) -> list[Window]:
+        """Every window of the plan (with overrides) that applies to such a request.
+
+        Memoised per snapshot: the path is part of the key only for plans that
+        have path-prefix limits, and the memo is bounded.
+        """
+        key = (plan_id, overrides, scope, method, path if plan_id in self._path_plans else "")
+        windows = self._windows_cache.get(key)
+        if windows is None:
+            limits = self.limits_for(plan_id, overrides)
+            windows = [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
+            if len(self._windows_cache) >= 4096:
+                self._windows_cache.clear()
+            self._windows_cache[key] = windows
+        return windows
 
     def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
         """The cheapest higher plan whose matching limit is larger for ``window``.

@@ -71,6 +71,8 @@ class QuotaThrottle(BaseThrottle):
             return True
         decision.extra["plan_id"] = plan_id
         http_request.quota_decision = decision
+        for state in decision.would_deny():
+            logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
         if decision.allowed:
             if decision.delay > 0:
                 # A shaping leaky bucket: hold the request until its turn (<= max_delay).

@@ -1,8 +1,11 @@
 -- Helpers shared by the decision and refund scripts.
 -- All times are integer microseconds; all counts are request units (weight).
+-- Written for speed: no tables or closures per window on the hot path, the
+-- algorithms return several values instead.
 
 local NEVER = -1       -- retry value for a request that can never fit its limit
 local EPSILON = 1      -- microseconds of float slack when comparing schedules
+local SPEC = '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (.+)$'
 
 local function fmt(n)
   -- tostring() would print large integers in exponent form and lose digits.
@@ -21,23 +24,11 @@ local function ttl_ms(us)
   return ms
 end
 
--- Parse one window spec: "<code> <limit> <window us> <capacity> <weight>
--- <max delay us> <shadow 0|1> <field>", the field naming the window's state.
-local function parse_spec(text, weight)
-  local code, limit, window, cap, w, max_delay, shadow, field =
-    string.match(text, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (.+)$')
-  return {
-    code = tonumber(code), limit = tonumber(limit), window = tonumber(window),
-    cap = tonumber(cap), weight = weight or tonumber(w), max_delay = tonumber(max_delay),
-    shadow = shadow == '1', field = field,
-  }
-end
-
--- Counter-style algorithms keep their state as one field of the client's
--- hash: ALGORITHMS[code](raw field value or false, spec, now) -> result with
---   ok (boolean), remaining, reset (us until the full quota is back), retry
---   (us until this request would fit, 0 when ok, NEVER if it never can), delay
---   (us the request must be held), and when ok: value (the field's new value)
---   and ttl (us the value must live).
+-- Counter-style algorithms keep their state as one field of the client's hash:
+--   ALGORITHMS[code](raw field value or false, limit, window, cap, weight, max_delay, now)
+--   -> ok, remaining, reset, retry, delay, value, ttl
+-- reset: us until the full quota is back; retry: us until this request would
+-- fit (0 when ok, NEVER if it never can); delay: us the request must be held;
+-- value and ttl (only when ok): the field's new value and how long it must live.
 -- The sliding log keeps a sorted set of its own (sliding_window_log.lua).
 local ALGORITHMS = {}

@@ -7,63 +7,76 @@
 --          (every key carries the client's {hash tag}: one cluster slot)
 -- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
 -- ARGV[2]  the request's weight for every window, or '' for each window's own
--- ARGV[2+i] window i's spec (see parse_spec), precomputed once per window
+-- ARGV[2+i] window i: "<algorithm code> <limit> <window us> <capacity>
+--          <weight> <max delay us> <shadow 0|1> <field>", precomputed once
 -- Returns  {allowed, now, then per window: ok, remaining, reset, retry, delay}
 local now
 if ARGV[1] == '' then now = server_now() else now = tonumber(ARGV[1]) end
 local weight = tonumber(ARGV[2])
 local n = #ARGV - 2
-local specs, fields = {}, {}
+
+-- Parse every spec once into parallel arrays.
+local codes, limits, windows, caps, weights, delays, shadows, fields = {}, {}, {}, {}, {}, {}, {}, {}
+local hash_fields = {}
 for i = 1, n do
-  local s = parse_spec(ARGV[2 + i], weight)
-  specs[i] = s
-  if s.code ~= 2 then fields[#fields + 1] = s.field end
+  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[2 + i], SPEC)
+  code = tonumber(code)
+  codes[i], limits[i], windows[i], caps[i] = code, tonumber(limit), tonumber(window), tonumber(cap)
+  weights[i], delays[i], shadows[i], fields[i] = weight or tonumber(w), tonumber(max_delay), shadow == '1', field
+  if code ~= 2 then hash_fields[#hash_fields + 1] = field end
 end
 -- One read for every counter-style window of the request.
 local values = {}
-if #fields > 0 then values = redis.call('HMGET', KEYS[1], unpack(fields)) end
+if #hash_fields > 0 then values = redis.call('HMGET', KEYS[1], unpack(hash_fields)) end
 
-local results, log_keys = {}, {}
+local reply = {0, now}
+local oks, new_values, ttls, log_keys, log_counts = {}, {}, {}, {}, {}
 local allowed = true
 local next_value, next_key = 1, 2
 for i = 1, n do
-  local s, r = specs[i], nil
-  if s.code == 2 then
+  local ok, remaining, reset, retry, delay, value, ttl
+  if codes[i] == 2 then
     log_keys[i] = KEYS[next_key]
     next_key = next_key + 1
-    r = log_check(log_keys[i], s, now)
+    ok, remaining, reset, retry, delay, log_counts[i] =
+      log_check(log_keys[i], limits[i], windows[i], weights[i], now)
   else
-    r = ALGORITHMS[s.code](values[next_value], s, now)
+    ok, remaining, reset, retry, delay, value, ttl = ALGORITHMS[codes[i]](
+      values[next_value], limits[i], windows[i], caps[i], weights[i], delays[i], now)
     next_value = next_value + 1
+    new_values[i], ttls[i] = value, ttl
   end
-  results[i] = r
-  if not r.ok and not s.shadow then allowed = false end
+  oks[i] = ok
+  if not ok and not shadows[i] then allowed = false end
+  local base = 2 + (i - 1) * 5
+  reply[base + 1] = ok and 1 or 0
+  reply[base + 2] = math.floor(remaining)
+  reply[base + 3] = math.ceil(math.max(reset, 0))
+  reply[base + 4] = math.ceil(retry)
+  reply[base + 5] = math.ceil(delay)
 end
 
-local reply = {allowed and 1 or 0, now}
-local writes, ttl = {}, 0
-for i = 1, n do
-  local r, s = results[i], specs[i]
-  -- A shadow window that would deny is reported, not consumed.
-  if allowed and r.ok then
-    if s.code == 2 then
-      log_commit(log_keys[i], s, now, r.count)
-    else
-      writes[#writes + 1] = s.field
-      writes[#writes + 1] = r.value
-      if r.ttl > ttl then ttl = r.ttl end
+if allowed then
+  reply[1] = 1
+  local writes, ttl = {}, 0
+  for i = 1, n do
+    -- A shadow window that would deny is reported, not consumed.
+    if oks[i] then
+      if codes[i] == 2 then
+        log_commit(log_keys[i], windows[i], weights[i], now, log_counts[i])
+      else
+        writes[#writes + 1] = fields[i]
+        writes[#writes + 1] = new_values[i]
+        if ttls[i] > ttl then ttl = ttls[i] end
+      end
     end
   end
-  reply[#reply + 1] = r.ok and 1 or 0
-  reply[#reply + 1] = math.floor(r.remaining)
-  reply[#reply + 1] = math.ceil(math.max(r.reset, 0))
-  reply[#reply + 1] = math.ceil(r.retry)
-  reply[#reply + 1] = math.ceil(r.delay)
-end
-if #writes > 0 then
-  redis.call('HSET', KEYS[1], unpack(writes))
-  -- The hash lives as long as its longest-lived field needs; never shorten it.
-  local ms = ttl_ms(ttl)
-  if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ms) end
+  if #writes > 0 then
+    redis.call('HSET', KEYS[1], unpack(writes))
+    -- The hash must outlive its longest-lived field; never shorten it. A
+    -- quarter of headroom lets most decisions skip the PEXPIRE.
+    local need = ttl_ms(ttl)
+    if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need + math.floor(need / 4)) end
+  end
 end
 return reply

@@ -2,8 +2,7 @@
 -- how much of it still overlaps (now - window, now], plus the current count.
 -- An approximation (see the README for its bound).
 -- State: "<window index>:<previous count>:<current count>".
-ALGORITHMS[3] = function(raw, s, now)
-  local W = s.window
+ALGORITHMS[3] = function(raw, limit, W, cap, weight, max_delay, now)
   local idx = math.floor(now / W)
   local elapsed = now - idx * W
   local prev, cur = 0, 0
@@ -20,26 +19,26 @@ ALGORITHMS[3] = function(raw, s, now)
   end
   -- Compared multiplied through by W so that integers stay exact.
   local used_scaled = prev * (W - elapsed) + cur * W
-  if used_scaled + s.weight * W <= s.limit * W then
-    local new_cur = cur + s.weight
+  if used_scaled + weight * W <= limit * W then
+    local new_cur = cur + weight
     local reset = 0
     if new_cur > 0 then reset = 2 * W - elapsed elseif prev > 0 then reset = W - elapsed end
-    return {ok = true, retry = 0, delay = 0, reset = reset,
-            remaining = math.floor((s.limit * W - used_scaled - s.weight * W) / W),
-            value = fmt(idx) .. ':' .. fmt(prev) .. ':' .. fmt(new_cur), ttl = 2 * W - elapsed}
+    return true, math.floor((limit * W - used_scaled - weight * W) / W), reset, 0, 0,
+      string.format('%d:%d:%d', idx, prev, new_cur), 2 * W - elapsed
   end
-  local r = {ok = false, delay = 0, reset = W - elapsed,
-             remaining = math.max(0, math.floor((s.limit * W - used_scaled) / W))}
-  if cur > 0 then r.reset = 2 * W - elapsed end
-  if s.weight > s.limit then
-    r.retry = NEVER
-  elseif cur + s.weight <= s.limit then
+  local remaining = math.max(0, math.floor((limit * W - used_scaled) / W))
+  local reset = W - elapsed
+  if cur > 0 then reset = 2 * W - elapsed end
+  local retry
+  if weight > limit then
+    retry = NEVER
+  elseif cur + weight <= limit then
     -- Enough of the previous window's weight slides out within this window.
-    r.retry = math.max(1, math.ceil(W - elapsed - (s.limit - cur - s.weight) * W / prev))
+    retry = math.max(1, math.ceil(W - elapsed - (limit - cur - weight) * W / prev))
   else
     -- Wait for the next window, where this window's count becomes the weighted one.
-    local into_next = math.max(0, W * (1 - (s.limit - s.weight) / cur))
-    r.retry = math.max(1, math.ceil(W - elapsed + into_next))
+    local into_next = math.max(0, W * (1 - (limit - weight) / cur))
+    retry = math.max(1, math.ceil(W - elapsed + into_next))
   end
-  return r
+  return false, remaining, reset, retry, 0
 end

@@ -7,37 +7,34 @@ local function log_entry_time(key, index)
   return tonumber(e[2])
 end
 
-local function log_check(key, s, now)
+-- -> ok, remaining, reset, retry, delay, count (the units in the window now)
+local function log_check(key, limit, window, weight, now)
   -- Dropping entries that left the window consumes nothing: it is housekeeping.
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - s.window)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local count = redis.call('ZCARD', key)
-  local r = {delay = 0, count = count}
-  if count + s.weight <= s.limit then
-    r.ok, r.retry, r.remaining, r.reset = true, 0, s.limit - count - s.weight, 0
-    if s.weight > 0 then
-      r.reset = s.window
+  if count + weight <= limit then
+    local reset = 0
+    if weight > 0 then
+      reset = window
     elseif count > 0 then
-      r.reset = log_entry_time(key, -1) + s.window - now
+      reset = log_entry_time(key, -1) + window - now
     end
-  else
-    r.ok, r.remaining, r.reset = false, s.limit - count, 0
-    if count > 0 then r.reset = log_entry_time(key, -1) + s.window - now end
-    if s.weight > s.limit then
-      r.retry = NEVER
-    else
-      -- The request fits once the (count + weight - limit) oldest units have left.
-      r.retry = log_entry_time(key, count + s.weight - s.limit - 1) + s.window - now
-    end
+    return true, limit - count - weight, reset, 0, 0, count
   end
-  return r
+  local reset = 0
+  if count > 0 then reset = log_entry_time(key, -1) + window - now end
+  if weight > limit then return false, limit - count, reset, NEVER, 0, count end
+  -- The request fits once the (count + weight - limit) oldest units have left.
+  local retry = log_entry_time(key, count + weight - limit - 1) + window - now
+  return false, limit - count, reset, retry, 0, count
 end
 
-local function log_commit(key, s, now, count)
-  if s.weight <= 0 then return end
+local function log_commit(key, window, weight, now, count)
+  if weight <= 0 then return end
   local stamp, n = fmt(now), count
-  for _ = 1, s.weight do
+  for _ = 1, weight do
     -- Members must be unique; after a refund a suffix may be taken, so skip ahead.
     repeat n = n + 1 until redis.call('ZADD', key, 'NX', now, stamp .. '-' .. n) == 1
   end
-  redis.call('PEXPIRE', key, ttl_ms(s.window))
+  redis.call('PEXPIRE', key, ttl_ms(window))
 end

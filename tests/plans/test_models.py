@@ -25,6 +25,7 @@ pytestmark = pytest.mark.django_db
         ({"rates": "5/min", "weight": 6}, "weight", "no request could ever pass"),
         ({"algorithm": "magic"}, "algorithm", "not a valid choice"),
         ({"max_delay": 1.0}, "max_delay", "Only a leaky bucket"),
+        ({"max_delay": 99.0, "algorithm": "leaky_bucket"}, "max_delay", "MAX_DELAY_CAP"),
         ({"methods": "GET, FETCH"}, "methods", "Unknown HTTP method"),
         ({"scope": "s", "path_prefix": "/api/"}, "path_prefix", "not both"),
         ({"path_prefix": "api/"}, "path_prefix", "starts with '/'"),
@@ -44,6 +45,16 @@ def test_valid_limit_normalises_methods():
     limit = EndpointLimit(plan=PlanFactory(), name="ok", rates="10/s; 100/min", methods="get,post")
     limit.full_clean()
     assert limit.methods == "GET, POST"
+
+
+@pytest.mark.postgres
+def test_postgres_uses_djangos_native_connection_pool():
+    """With DATABASE_URL=postgres://..., connections come from psycopg's pool."""
+    from django.db import connection
+
+    assert connection.vendor == "postgresql"
+    assert connection.settings_dict["OPTIONS"]["pool"]
+    assert connection.pool is not None
 
 
 def test_only_one_default_plan():
