@@ -208,9 +208,7 @@ class RuleSet:
             cached = self._limits_cache[cache_key] = tuple(out)
         return cached
 
-    def windows_for(
-        self, plan_id: int | None, overrides: tuple, scope: str, path: str, method: str
-    ) -> list[Window]:
+    def windows_for(self, plan_id: int | None, overrides: tuple, scope: str, path: str, method: str) -> list[Window]:
         """Every window of the plan (with overrides) that applies to such a request.
 
         Memoised per snapshot: the path is part of the key only for plans that
