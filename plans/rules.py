@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotas.rates import parse_rates
+from quotas.money import to_micros
+from quotas.rates import Rate, parse_rates
 from quotas.rules import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber
 
-from .models import APIKey, EndpointLimit, LimitOverride, Plan, Subscription
+from .models import APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
+
+#: The window length RateLimit headers advertise for a calendar period.
+NOMINAL_SECONDS = {"day": 86400, "week": 7 * 86400, "month": 30 * 86400, "billing_month": 30 * 86400}
 
 
 def limit_rule(limit: EndpointLimit) -> LimitRule:
@@ -25,6 +29,31 @@ def limit_rule(limit: EndpointLimit) -> LimitRule:
         max_delay=limit.max_delay,
         shadow=limit.shadow,
         refund_on_error=limit.refund_on_error,
+        price_micros=to_micros(limit.price),
+    )
+
+
+def budget_rule(budget: CostBudget) -> LimitRule:
+    """The engine's view of a money budget: a period window counting micro-units."""
+    return LimitRule(
+        id=f"b{budget.pk}",
+        name=budget.name,
+        rates=(Rate(to_micros(budget.amount), NOMINAL_SECONDS[budget.period]),),
+        algorithm="budget",
+        period=budget.period,
+        currency=budget.currency,
+    )
+
+
+def period_quota_rule(quota: PeriodQuota) -> LimitRule:
+    """The engine's view of a period quota (requests or weight units per period)."""
+    return LimitRule(
+        id=f"q{quota.pk}",
+        name=quota.name,
+        rates=(Rate(quota.units, NOMINAL_SECONDS[quota.period]),),
+        algorithm="period_requests" if quota.unit == PeriodQuota.Unit.REQUESTS else "period_quota",
+        scope=quota.scope,
+        period=quota.period,
     )
 
 
@@ -34,7 +63,10 @@ class PlansRulesBackend:
     def load(self) -> RuleSet:
         plans = []
         default_id = None
-        for plan in Plan.objects.prefetch_related("limits"):
+        for plan in Plan.objects.prefetch_related("limits", "budgets", "period_quotas"):
+            limits = [limit_rule(limit) for limit in plan.limits.all()]
+            limits += [period_quota_rule(q) for q in plan.period_quotas.all()]
+            limits += [budget_rule(b) for b in plan.budgets.all()]
             plans.append(
                 PlanRules(
                     id=plan.pk,
@@ -42,7 +74,7 @@ class PlansRulesBackend:
                     name=plan.name,
                     price=plan.monthly_price,
                     priority=plan.priority,
-                    limits=tuple(limit_rule(limit) for limit in plan.limits.all()),
+                    limits=tuple(limits),
                 )
             )
             if plan.is_default:
@@ -71,4 +103,12 @@ def _subscriber(sub: Subscription, revoked: bool = False) -> Subscriber:
             key=lambda item: item[0],
         )
     )
-    return Subscriber(id=sub.pk, plan_id=sub.plan_id, overrides=overrides, revoked=revoked)
+    budgets = tuple(budget_rule(b) for b in CostBudget.objects.filter(subscription=sub).order_by("period"))
+    return Subscriber(
+        id=sub.pk,
+        plan_id=sub.plan_id,
+        overrides=overrides,
+        revoked=revoked,
+        budgets=budgets,
+        anchor_day=sub.started_on.day,
+    )

@@ -14,9 +14,9 @@ from django.db.models.signals import post_delete, post_save
 
 from quotas.engine import get_engine
 
-from .models import APIKey, EndpointLimit, LimitOverride, Plan, Subscription
+from .models import APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
 
-WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride)
+WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota)
 
 
 def rules_changed(**kwargs: Any) -> None:

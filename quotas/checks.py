@@ -10,6 +10,7 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
@@ -122,6 +123,16 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                 f"QUOTAS['FAILURE_MODE'] = {s.FAILURE_MODE!r} is not a failure mode.",
                 f"Choose one of: {', '.join(FAILURE_MODES)}.",
                 10,
+            )
+        )
+    try:
+        ZoneInfo(str(s.BUDGET_TIME_ZONE))
+    except (ZoneInfoNotFoundError, ValueError):
+        errors.append(
+            _error(
+                f"QUOTAS['BUDGET_TIME_ZONE'] = {s.BUDGET_TIME_ZONE!r} is not a time zone.",
+                "Use an IANA name such as 'UTC' or 'Europe/Berlin'.",
+                12,
             )
         )
     header = s.API_KEY_HEADER

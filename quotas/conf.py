@@ -41,6 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "CLIENT_CACHE_SIZE": 10000,
     # Default: True. Send X-RateLimit-Limit/Remaining/Reset besides the IETF headers.
     "LEGACY_HEADERS": True,
+    # Default: "UTC". Time zone in which budget and period-quota days, weeks and months begin.
+    "BUDGET_TIME_ZONE": "UTC",
     # Default: 30.0. Longest delay a leaky bucket's max_delay may ask for, in seconds.
     "MAX_DELAY_CAP": 30.0,
 }

@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 from .conf import quota_settings
 from .exceptions import StoreUnavailable
-from .keys import client_key, log_key, rules_version_key
+from .keys import client_key, log_key, rules_version_key, usage_key_base
 from .rules import RulesCache, Window
 from .scripts import LuaScript, script_source
 
@@ -49,6 +49,8 @@ class WindowState:
     reset_us: int
     retry_us: int | None
     delay_us: int = 0
+    used: int = 0  # periods and budgets: what the period has used (after this request)
+    alert: int = 0  # budgets: thresholds newly reached (1 = 80 %, 2 = 100 %)
 
 
 @dataclass(slots=True)
@@ -61,7 +63,16 @@ class Decision:
     weight: int | None = None
     local: bool = False  # decided from the in-process memory of over-limit clients
     tag: str = ""
+    cost_micros: int = 0  # the estimated cost the budgets were charged
+    usage: str | None = None  # the usage field prefix the request was counted under
+    specs: list[str] = field(default_factory=list)  # the window specs as sent (for reconciliation)
+    reconciled: bool = False
     extra: dict = field(default_factory=dict)
+
+    @property
+    def budget_denied(self) -> bool:
+        """Whether a money budget is among the windows that refused the request."""
+        return any(s.window.is_budget for s in self.denying_states())
 
     @property
     def delay(self) -> float:
@@ -77,8 +88,11 @@ class Decision:
         return [s for s in self.states if not s.ok and s.window.shadow]
 
     def denying_state(self) -> WindowState:
-        """The denying window with the longest wait (the one to report)."""
-        return max(self.denying_states(), key=lambda s: math.inf if s.retry_us is None else s.retry_us)
+        """The denying window to report: a budget first, else the one with the longest wait."""
+        return max(
+            self.denying_states(),
+            key=lambda s: (s.window.is_budget, math.inf if s.retry_us is None else s.retry_us),
+        )
 
     @property
     def retry_after(self) -> int | None:
@@ -97,7 +111,9 @@ class Decision:
         """The window to show in X-RateLimit-*: the denying one, else least remaining."""
         if not self.allowed:
             return self.denying_state()
-        enforced = [s for s in self.states if not s.window.shadow and s.remaining is not None]
+        enforced = [
+            s for s in self.states if not s.window.shadow and not s.window.is_budget and s.remaining is not None
+        ]
         if not enforced:
             return None
         return min(enforced, key=lambda s: (s.remaining / max(s.window.quota, 1), -s.reset_us))
@@ -160,6 +176,7 @@ class Engine:
         rules.on_reload = self.deny_memory.clear
         self._decide = LuaScript(client, script_source("decide"))
         self._refund = LuaScript(client, script_source("refund"))
+        self._adjust = LuaScript(client, script_source("adjust"))
 
     def decide(
         self,
@@ -167,38 +184,85 @@ class Engine:
         windows: Sequence[Window],
         weight: int | None = None,
         now: float | None = None,
+        cost_micros: int = 0,
+        usage: str | None = None,
+        peek: bool = False,
     ) -> Decision:
         """Check and consume ``weight`` in every window for client ``tag``, atomically.
 
-        ``weight`` overrides each window's own weight; ``now`` (seconds since
-        the epoch) replaces the Redis server's clock, for tests. Raises
-        :class:`StoreUnavailable` when Redis fails.
+        ``weight`` overrides each rate window's own weight; budgets spend
+        ``cost_micros``. ``usage`` ("<plan>|<scope>") counts the decision in
+        the client's usage of the day; ``peek`` consumes and counts nothing.
+        ``now`` (seconds since the epoch) replaces the Redis server's clock,
+        for tests. Raises :class:`StoreUnavailable` when Redis fails.
         """
-        if now is None:
+        if now is None and not peek:
             remembered = self.deny_memory.check(tag, windows, weight)
             if remembered:
                 return Decision(False, remembered, time.time(), weight, local=True, tag=tag)
-        keys = self.keys_for(tag, windows)
-        args = ["" if now is None else int(now * _US), "" if weight is None else weight]
-        args += [w.spec for w in windows]
+        at = time.time() if now is None else now
+        specs = [w.spec_at(at) for w in windows]
+        args = [
+            "" if now is None else int(now * _US),
+            "" if weight is None else weight,
+            cost_micros,
+            usage or "",
+            "peek" if peek else "",
+            *specs,
+        ]
         try:
-            reply = self._decide(keys=keys, args=args)
+            reply = self._decide(keys=self.keys_for(tag, windows), args=args)
         except RedisError as exc:
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
         states = []
         for i, w in enumerate(windows):
-            ok, remaining, reset, retry, delay = reply[2 + 5 * i : 7 + 5 * i]
-            states.append(WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay))
-        decision = Decision(reply[0] == 1, states, reply[1] / _US, weight, tag=tag)
-        if not decision.allowed and now is None:
+            ok, remaining, reset, retry, delay, used, alert = reply[2 + 7 * i : 9 + 7 * i]
+            states.append(
+                WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay, used, alert)
+            )
+        decision = Decision(
+            reply[0] == 1, states, reply[1] / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage, specs=specs
+        )
+        if not decision.allowed and now is None and not peek:
             for state in decision.denying_states():
-                self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
+                if not state.window.period:  # a period's refusal may end with a reconciliation
+                    self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
         return decision
+
+    def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
+        """The client's standing in ``windows`` without consuming or counting anything."""
+        return self.decide(tag, windows, weight=0, peek=True)
+
+    def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState]:
+        """Replace an admitted decision's estimated cost with the actual one, once.
+
+        Returns the budget states whose alert thresholds were newly reached.
+        """
+        if decision.reconciled or not decision.allowed or decision.local:
+            return []
+        decision.reconciled = True
+        delta = actual_micros - decision.cost_micros
+        budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
+        if delta == 0 or (not budgets and not decision.usage):
+            return []
+        args = [int(decision.now * _US), delta, decision.usage or "", *(spec for _, spec in budgets)]
+        try:
+            reply = self._adjust(keys=self.keys_for(decision.tag, ()), args=args)
+        except RedisError:
+            logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
+            return []
+        decision.cost_micros = actual_micros
+        alerted = []
+        for i, (state, _) in enumerate(budgets):
+            state.used, state.alert = reply[2 * i], reply[2 * i + 1]
+            if state.alert:
+                alerted.append(state)
+        return alerted
 
     def keys_for(self, tag: str, windows: Sequence[Window]) -> list[str]:
         """KEYS for the scripts: the client's hash, then each sliding log's set."""
         client = client_key(self.prefix, tag)
-        return [client] + [log_key(client, w.state_field) for w in windows if w.is_log]
+        return [client, usage_key_base(client)] + [log_key(client, w.state_field) for w in windows if w.is_log]
 
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (best effort)."""
@@ -206,7 +270,7 @@ class Engine:
         if not decision.allowed or decision.local or not states:
             return
         args = [int(decision.now * _US), "" if decision.weight is None else decision.weight]
-        args += [s.window.spec for s in states]
+        args += [s.window.spec_at(decision.now) for s in states]
         try:
             self._refund(keys=self.keys_for(decision.tag, [s.window for s in states]), args=args)
         except RedisError:

@@ -22,6 +22,9 @@ _ALGORITHM_TAGS = {
     "sliding_window_counter": "sc",
     "token_bucket": "tb",
     "leaky_bucket": "lb",
+    "period_quota": "pq",
+    "period_requests": "pr",
+    "budget": "bd",
 }
 
 
@@ -70,3 +73,8 @@ def window_key(prefix: str, tag: str, limit_id: str, algorithm: str, window: int
 def rules_version_key(prefix: str) -> str:
     """The key whose value changes whenever plans or limits change."""
     return f"{prefix}:rules-version"
+
+
+def usage_key_base(client: str) -> str:
+    """The start of a client's usage keys; the decision script appends ``:<YYYYMMDD>``."""
+    return f"{client}:u"

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 
 from . import problems
+from .alerts import fire_budget_alerts
 from .conf import quota_settings
-from .engine import get_engine
+from .cost import actual_cost
+from .engine import Decision, Engine, get_engine
 from .headers import rate_limit_headers
 
 
@@ -31,8 +33,8 @@ class QuotaHeadersMiddleware:
         decision = getattr(request, "quota_decision", None)
         if decision is not None:
             engine = get_engine()
-            if decision.allowed and response.status_code >= 500:
-                engine.refund(decision)
+            if decision.allowed:
+                self.settle(engine, decision, response)
             for name, value in rate_limit_headers(decision).items():
                 response.headers[name] = value
             if not decision.allowed and response.status_code == 429:
@@ -40,7 +42,10 @@ class QuotaHeadersMiddleware:
                 plan_id = decision.extra.get("plan_id")
                 plan = rules.plans.get(plan_id) if plan_id is not None else None
                 upgrade = rules.upgrade_for(plan_id, decision.denying_state().window)
-                problem = problems.rate_limited(decision, upgrade, plan.slug if plan else None)
+                if decision.budget_denied:
+                    problem = problems.budget_exceeded(decision, upgrade, plan.slug if plan else None)
+                else:
+                    problem = problems.rate_limited(decision, upgrade, plan.slug if plan else None)
         if problem is not None and response.status_code == problem["status"]:
             if "retry_after" in problem:
                 retry = max(int(problem["retry_after"]), int(response.headers.get("Retry-After", 0) or 0))
@@ -51,3 +56,17 @@ class QuotaHeadersMiddleware:
                 # RFC 9110 asks a 401 to say how to authenticate.
                 response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}"'
         return response
+
+    @staticmethod
+    def settle(engine: Engine, decision: Decision, response: HttpResponse) -> None:
+        """After the view: refund on a server error, else charge the actual cost (once)."""
+        if response.status_code >= 500:
+            engine.refund(decision)
+            actual = 0  # a failed view releases its estimate
+        else:
+            cost = actual_cost(decision.extra.get("request"))
+            if cost is None:
+                return
+            actual = cost
+        if actual != decision.cost_micros:
+            fire_budget_alerts(decision.extra["client"], engine.reconcile(decision, actual))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponse
+
+from .money import from_micros
 
 if TYPE_CHECKING:
     from .engine import Decision
@@ -56,6 +59,42 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
             f"This request costs more than the limit '{window.policy}' can ever allow "
             f"({window.quota} per {window.window} seconds)."
         )
+    if plan_slug:
+        body["plan"] = plan_slug
+    if upgrade is not None:
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+    return body
+
+
+def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
+    """The 429 body for a request its budget cannot pay for: which budget, spent, amount, reset."""
+    state = decision.denying_state()
+    window = state.window
+    retry = decision.retry_after or 1
+    spent = from_micros(window.quota - max(0, state.remaining or 0))
+    amount = from_micros(window.quota)
+    resets_at = datetime.fromtimestamp(decision.now + state.reset_us / 1e6, UTC).replace(microsecond=0)
+    body: dict[str, Any] = {
+        "type": QUOTA_EXCEEDED,
+        "title": "Budget exceeded",
+        "status": 429,
+        "detail": (
+            f"This request would exceed the {window.period.replace('_', ' ')} budget '{window.policy}' "
+            f"({spent} of {amount} {window.currency} spent); it resets at {resets_at.isoformat()}."
+        ),
+        "reason": "budget_exceeded",
+        "budget": {
+            "name": window.policy,
+            "period": window.period,
+            "currency": window.currency,
+            "amount": str(amount),
+            "spent": str(spent),
+            "requested": str(from_micros(decision.cost_micros)),
+            "resets_at": resets_at.isoformat(),
+        },
+        "violated_policies": [s.window.policy for s in decision.denying_states()],
+        "retry_after": retry,
+    }
     if plan_slug:
         body["plan"] = plan_slug
     if upgrade is not None:

@@ -18,12 +18,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Protocol
 
 from redis.exceptions import RedisError
 
 from .conf import quota_settings
 from .keys import window_field
+from .periods import Bounds, period_bounds
 from .rates import Rate
 from .scripts import ALGORITHM_CODES
 
@@ -48,7 +50,10 @@ class Window:
     shadow: bool
     refund_on_error: bool
     state_field: str = field(compare=False)  # the window's name in the client hash (or its log key)
-    spec: str = field(init=False, compare=False)  # this window as decide.lua reads it
+    period: str = ""  # a calendar period (quotas.periods.PERIODS) for period quotas and budgets
+    anchor_day: int = 1  # first day of a billing month
+    currency: str = ""  # budgets only: quota and state are micro-units of this currency
+    spec: str = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
 
     def __post_init__(self) -> None:
@@ -63,6 +68,18 @@ class Window:
     def is_log(self) -> bool:
         """Whether the window keeps a sorted set of its own (sliding window log)."""
         return self.algorithm == "sliding_window_log"
+
+    @property
+    def is_budget(self) -> bool:
+        """Whether the window counts money (micro-units) rather than requests."""
+        return self.algorithm == "budget"
+
+    def spec_at(self, now: float) -> str:
+        """The spec for a request at ``now``; periods carry their current boundaries."""
+        if not self.period:
+            return self.spec
+        bounds = period_bounds(self.period, now, quota_settings.BUDGET_TIME_ZONE, self.anchor_day)
+        return _period_spec(self, bounds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +98,10 @@ class LimitRule:
     max_delay: float = 0.0
     shadow: bool = False
     refund_on_error: bool = False
+    period: str = ""  # period quotas and budgets: their calendar period
+    anchor_day: int = 1
+    currency: str = ""
+    price_micros: int = 0  # what a matching request costs, in micro-units
     windows: tuple[Window, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -105,6 +126,9 @@ class LimitRule:
                 shadow=self.shadow,
                 refund_on_error=self.refund_on_error,
                 state_field=window_field(self.id, self.algorithm, rate.window),
+                period=self.period,
+                anchor_day=self.anchor_day,
+                currency=self.currency,
             )
 
     def matches(self, scope: str, path: str, method: str) -> bool:
@@ -119,10 +143,12 @@ class LimitRule:
 
     def same_target(self, other: LimitRule) -> bool:
         """Whether ``other`` guards the same requests (used to compare plans)."""
-        return (self.scope, self.path_prefix, self.methods) == (
+        return (self.scope, self.path_prefix, self.methods, self.algorithm == "budget", self.period) == (
             other.scope,
             other.path_prefix,
             other.methods,
+            other.algorithm == "budget",
+            other.period,
         )
 
     def with_rates(self, rates: tuple[Rate, ...]) -> LimitRule:
@@ -131,8 +157,25 @@ class LimitRule:
             id=self.id, name=self.name, rates=rates, algorithm=self.algorithm,
             scope=self.scope, path_prefix=self.path_prefix, methods=self.methods,
             burst=self.burst, weight=self.weight, max_delay=self.max_delay,
-            shadow=self.shadow, refund_on_error=self.refund_on_error,
+            shadow=self.shadow, refund_on_error=self.refund_on_error, period=self.period,
+            anchor_day=self.anchor_day, currency=self.currency, price_micros=self.price_micros,
         )  # fmt: skip
+
+    def anchored(self, day: int) -> LimitRule:
+        """A copy whose billing month starts on ``day`` (a subscription's anchor)."""
+        copy = self.with_rates(self.rates)
+        object.__setattr__(copy, "anchor_day", day)
+        object.__setattr__(copy, "windows", tuple(copy._compile()))
+        return copy
+
+
+@lru_cache(maxsize=4096)
+def _period_spec(window: Window, bounds: Bounds) -> str:
+    # Periods reuse the spec's numbers: window = start, capacity = end, max delay = next end.
+    return (
+        f"{ALGORITHM_CODES[window.algorithm]} {window.quota} {bounds.start * 1_000_000} {bounds.end * 1_000_000} "
+        f"{window.weight} {bounds.next_end * 1_000_000} {1 if window.shadow else 0} {window.state_field}"
+    )
 
 
 def sf_string(value: str) -> str:
@@ -172,6 +215,13 @@ class Subscriber:
     plan_id: int
     overrides: tuple[tuple[str, tuple[Rate, ...] | None], ...] = ()
     revoked: bool = False
+    budgets: tuple[LimitRule, ...] = ()  # the subscription's own budgets, replacing the plan's per period
+    anchor_day: int = 1  # billing months start on this day of the month
+
+    @property
+    def rules_key(self) -> tuple:
+        """What makes this subscriber's limits differ from its plan's."""
+        return (self.overrides, self.budgets, self.anchor_day)
 
 
 class RuleSet:
@@ -181,7 +231,7 @@ class RuleSet:
         self.plans: Mapping[int, PlanRules] = {p.id: p for p in plans}
         self.default_plan_id = default_plan_id
         self.version = version
-        self._limits_cache: dict[tuple[int, tuple], tuple[LimitRule, ...]] = {}
+        self._limits_cache: dict[tuple, tuple[LimitRule, ...]] = {}
         self._windows_cache: dict[tuple, list[Window]] = {}
         self._path_plans = {p.id for p in self.plans.values() if any(r.path_prefix for r in p.limits)}
         self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}
@@ -191,38 +241,65 @@ class RuleSet:
         """No plans: the throttle falls back to DRF's own rate settings."""
         return not self.plans
 
-    def limits_for(self, plan_id: int | None, overrides: tuple = ()) -> tuple[LimitRule, ...]:
-        """The limits of a plan with a subscription's overrides applied."""
+    def limits_for(self, plan_id: int | None, subscriber: Subscriber | None = None) -> tuple[LimitRule, ...]:
+        """The limits of a plan as they apply to ``subscriber`` (its overrides, budgets, anchor)."""
         if plan_id is None or plan_id not in self.plans:
             return ()
-        cache_key = (plan_id, overrides)
+        cache_key = (plan_id, subscriber.rules_key if subscriber else None)
         cached = self._limits_cache.get(cache_key)
         if cached is None:
-            by_id = dict(overrides)
-            out = []
-            for rule in self.plans[plan_id].limits:
-                if rule.id not in by_id:
-                    out.append(rule)
-                elif by_id[rule.id] is not UNLIMITED:
-                    out.append(rule.with_rates(by_id[rule.id]))
-            cached = self._limits_cache[cache_key] = tuple(out)
+            cached = self._limits_cache[cache_key] = self._apply(self.plans[plan_id].limits, subscriber)
         return cached
 
-    def windows_for(self, plan_id: int | None, overrides: tuple, scope: str, path: str, method: str) -> list[Window]:
-        """Every window of the plan (with overrides) that applies to such a request.
+    @staticmethod
+    def _apply(limits: tuple[LimitRule, ...], subscriber: Subscriber | None) -> tuple[LimitRule, ...]:
+        if subscriber is None:
+            return limits
+        by_id = dict(subscriber.overrides)
+        own_periods = {b.period for b in subscriber.budgets}
+        out = []
+        for rule in limits:
+            if rule.algorithm == "budget" and rule.period in own_periods:
+                continue  # the subscription's own budget for that period replaces the plan's
+            if rule.id in by_id:
+                if by_id[rule.id] is UNLIMITED:
+                    continue
+                rule = rule.with_rates(by_id[rule.id])
+            out.append(rule)
+        out.extend(subscriber.budgets)
+        if subscriber.anchor_day != 1:
+            out = [r.anchored(subscriber.anchor_day) if r.period == "billing_month" else r for r in out]
+        return tuple(out)
+
+    def windows_for(
+        self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
+    ) -> list[Window]:
+        """Every window of the plan (as it applies to ``subscriber``) that matches such a request.
 
         Memoised per snapshot: the path is part of the key only for plans that
         have path-prefix limits, and the memo is bounded.
         """
-        key = (plan_id, overrides, scope, method, path if plan_id in self._path_plans else "")
+        key = (
+            plan_id,
+            subscriber.rules_key if subscriber else None,
+            scope,
+            method,
+            path if plan_id in self._path_plans else "",
+        )
         windows = self._windows_cache.get(key)
         if windows is None:
-            limits = self.limits_for(plan_id, overrides)
+            limits = self.limits_for(plan_id, subscriber)
             windows = [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
             if len(self._windows_cache) >= 4096:
                 self._windows_cache.clear()
             self._windows_cache[key] = windows
         return windows
+
+    def price_micros(
+        self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
+    ) -> int:
+        """The list price of such a request: the sum of its matching limits' prices."""
+        return sum(r.price_micros for r in self.limits_for(plan_id, subscriber) if r.matches(scope, path, method))
 
     def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
         """The cheapest higher plan whose matching limit is larger for ``window``.

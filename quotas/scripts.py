@@ -26,6 +26,9 @@ ALGORITHM_CODES: dict[str, int] = {
     "sliding_window_counter": 3,
     "token_bucket": 4,
     "leaky_bucket": 5,
+    "period_quota": 6,
+    "budget": 7,
+    "period_requests": 8,
 }
 
 _PARTS = {
@@ -34,10 +37,13 @@ _PARTS = {
         "fixed_window.lua",
         "sliding_window_counter.lua",
         "gcra.lua",
+        "period.lua",
         "sliding_window_log.lua",
+        "usage.lua",
         "decide.lua",
     ),
-    "refund": ("common.lua", "refund.lua"),
+    "refund": ("common.lua", "period.lua", "refund.lua"),
+    "adjust": ("common.lua", "period.lua", "usage.lua", "adjust.lua"),
 }
 
 

@@ -18,10 +18,13 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
 from . import problems
+from .alerts import fire_budget_alerts
 from .conf import quota_settings
 from .engine import get_engine
 from .exceptions import InvalidAPIKey, QuotaServiceUnavailable, StoreUnavailable
 from .identity import Client, identify
+from .keys import encode_part
+from .money import to_micros
 from .rates import parse_rates
 from .rules import LimitRule, RuleSet, Window
 
@@ -61,8 +64,11 @@ class QuotaThrottle(BaseThrottle):
         plan_id, windows = self.get_windows(rules, client, request, view)
         if not windows:
             return True
+        scope = getattr(view, "quota_scope", None) or ""
+        cost = self.get_cost(rules, plan_id, client, request, view, scope)
+        usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
         try:
-            decision = engine.decide(client.tag, windows, self.get_weight(request, view))
+            decision = engine.decide(client.tag, windows, self.get_weight(request, view), cost_micros=cost, usage=usage)
         except StoreUnavailable:
             logger.warning("quotas: Redis unavailable, failure mode %s", quota_settings.FAILURE_MODE, exc_info=True)
             if quota_settings.FAILURE_MODE == "closed":
@@ -70,9 +76,12 @@ class QuotaThrottle(BaseThrottle):
                 raise QuotaServiceUnavailable(http_request.quota_problem) from None
             return True
         decision.extra["plan_id"] = plan_id
+        decision.extra["client"] = client
+        decision.extra["request"] = request  # where the view may set quota_cost
         http_request.quota_decision = decision
         for state in decision.would_deny():
             logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
+        fire_budget_alerts(client, decision.states)
         if decision.allowed:
             if decision.delay > 0:
                 # A shaping leaky bucket: hold the request until its turn (<= max_delay).
@@ -89,18 +98,32 @@ class QuotaThrottle(BaseThrottle):
         self, rules: RuleSet, client: Client, request: Request, view: Any
     ) -> tuple[int | None, list[Window]]:
         """The plan id and every window that applies to this request."""
-        if rules.empty:
-            plan_id = None
-            limits = self.get_drf_limits(request, view)
-        elif client.subscriber is not None:
-            plan_id = client.subscriber.plan_id
-            limits = rules.limits_for(plan_id, client.subscriber.overrides)
-        else:
-            plan_id = rules.default_plan_id
-            limits = rules.limits_for(plan_id)
+        http_request = request._request  # DRF proxies .path/.method through a slow __getattr__
         scope = getattr(view, "quota_scope", None) or ""
-        path, method = request.path, request.method
-        return plan_id, [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
+        path, method = http_request.path, http_request.method
+        if rules.empty:
+            limits = self.get_drf_limits(request, view)
+            return None, [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
+        plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
+        return plan_id, rules.windows_for(plan_id, client.subscriber, scope, path, method)
+
+    def get_cost(
+        self, rules: RuleSet, plan_id: int | None, client: Client, request: Request, view: Any, scope: str
+    ) -> int:
+        """The estimated cost of this request in micro-units.
+
+        The view's ``get_quota_cost(request)`` (a Decimal) when it has one,
+        else the sum of the prices of the limits the request matches.
+        """
+        http_request = request._request
+        estimate = getattr(view, "get_quota_cost", None)
+        amount = estimate(request) if estimate is not None else None
+        if amount is None:
+            return rules.price_micros(plan_id, client.subscriber, scope, http_request.path, http_request.method)
+        micros = to_micros(amount)
+        if micros < 0:
+            raise ValueError(f"{type(view).__name__}.get_quota_cost gave a negative cost: {amount!r}")
+        return micros
 
     def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
         """DRF-compatible limits, used while no plan exists in the database."""

@@ -1,28 +1,46 @@
 -- One decision for one request: every limit window is checked, and only if
 -- none denies (shadow windows never deny) are they all consumed. Lua scripts
--- run atomically, so this is all-or-nothing under any concurrency.
+-- run atomically, so this is all-or-nothing under any concurrency. The same
+-- call counts the request in the client's usage hash of the day.
 --
 -- KEYS[1]  the client's hash: one field per counter-style window
--- KEYS[2+] the client's sliding-log sorted sets, in the order of their specs
+-- KEYS[2]  the base of the client's usage keys (":<YYYYMMDD>" is appended)
+-- KEYS[3+] the client's sliding-log sorted sets, in the order of their specs
 --          (every key carries the client's {hash tag}: one cluster slot)
 -- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
--- ARGV[2]  the request's weight for every window, or '' for each window's own
--- ARGV[2+i] window i: "<algorithm code> <limit> <window us> <capacity>
---          <weight> <max delay us> <shadow 0|1> <field>", precomputed once
--- Returns  {allowed, now, then per window: ok, remaining, reset, retry, delay}
+-- ARGV[2]  the request's weight for every rate window, or '' for each window's own
+-- ARGV[3]  the request's estimated cost in micro-units (budget windows spend it)
+-- ARGV[4]  the usage field prefix "<plan>|<scope>"
+-- ARGV[5]  'peek' to consume and count nothing (a client reading its standing)
+-- ARGV[5+i] window i: "<algorithm code> <limit> <window us> <capacity>
+--          <weight> <max delay us> <shadow 0|1> <field>" (see period.lua for
+--          how periods reuse the numbers)
+-- Returns  {allowed, now, then per window: ok, remaining, reset, retry, delay,
+--          used (periods), alert mask (periods)}
 local now
 if ARGV[1] == '' then now = server_now() else now = tonumber(ARGV[1]) end
 local weight = tonumber(ARGV[2])
-local n = #ARGV - 2
+local cost = tonumber(ARGV[3]) or 0
+local peek = ARGV[5] == 'peek'
+local n = #ARGV - 5
 
 -- Parse every spec once into parallel arrays.
 local codes, limits, windows, caps, weights, delays, shadows, fields = {}, {}, {}, {}, {}, {}, {}, {}
 local hash_fields = {}
+local unit_weight = weight or 1
 for i = 1, n do
-  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[2 + i], SPEC)
+  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[5 + i], SPEC)
   code = tonumber(code)
   codes[i], limits[i], windows[i], caps[i] = code, tonumber(limit), tonumber(window), tonumber(cap)
-  weights[i], delays[i], shadows[i], fields[i] = weight or tonumber(w), tonumber(max_delay), shadow == '1', field
+  delays[i], shadows[i], fields[i] = tonumber(max_delay), shadow == '1', field
+  if code == 7 then
+    weights[i] = cost
+  elseif code == 8 then
+    weights[i] = 1  -- a period quota of requests counts each request once, whatever its weight
+  else
+    weights[i] = weight or tonumber(w)
+    if not weight and weights[i] > unit_weight then unit_weight = weights[i] end
+  end
   if code ~= 2 then hash_fields[#hash_fields + 1] = field end
 end
 -- One read for every counter-style window of the request.
@@ -31,52 +49,74 @@ if #hash_fields > 0 then values = redis.call('HMGET', KEYS[1], unpack(hash_field
 
 local reply = {0, now}
 local oks, new_values, ttls, log_keys, log_counts = {}, {}, {}, {}, {}
-local allowed = true
-local next_value, next_key = 1, 2
+local allowed, budget_denied, would_deny = true, false, false
+local next_value, next_key = 1, 3
 for i = 1, n do
-  local ok, remaining, reset, retry, delay, value, ttl
+  local ok, remaining, reset, retry, delay, value, ttl, used, alert
   if codes[i] == 2 then
     log_keys[i] = KEYS[next_key]
     next_key = next_key + 1
     ok, remaining, reset, retry, delay, log_counts[i] =
       log_check(log_keys[i], limits[i], windows[i], weights[i], now)
   else
-    ok, remaining, reset, retry, delay, value, ttl = ALGORITHMS[codes[i]](
+    ok, remaining, reset, retry, delay, value, ttl, used, alert = ALGORITHMS[codes[i]](
       values[next_value], limits[i], windows[i], caps[i], weights[i], delays[i], now)
     next_value = next_value + 1
     new_values[i], ttls[i] = value, ttl
   end
   oks[i] = ok
-  if not ok and not shadows[i] then allowed = false end
-  local base = 2 + (i - 1) * 5
+  if not ok then
+    if shadows[i] then
+      would_deny = true
+    else
+      allowed = false
+      if codes[i] == 7 then budget_denied = true end
+    end
+  end
+  local base = 2 + (i - 1) * 7
   reply[base + 1] = ok and 1 or 0
   reply[base + 2] = math.floor(remaining)
   reply[base + 3] = math.ceil(math.max(reset, 0))
   reply[base + 4] = math.ceil(retry)
   reply[base + 5] = math.ceil(delay)
+  reply[base + 6] = used or 0
+  reply[base + 7] = alert or 0
 end
+if allowed then reply[1] = 1 end
+if peek then return reply end
 
-if allowed then
-  reply[1] = 1
-  local writes, ttl = {}, 0
-  for i = 1, n do
-    -- A shadow window that would deny is reported, not consumed.
-    if oks[i] then
-      if codes[i] == 2 then
-        log_commit(log_keys[i], windows[i], weights[i], now, log_counts[i])
-      else
-        writes[#writes + 1] = fields[i]
-        writes[#writes + 1] = new_values[i]
-        if ttls[i] > ttl then ttl = ttls[i] end
-      end
+local writes, ttl = {}, 0
+for i = 1, n do
+  -- Consume when all allow; a refused budget still records its 100 % alert.
+  local write = (allowed and oks[i]) or (not oks[i] and codes[i] == 7 and new_values[i])
+  if write then
+    if codes[i] == 2 then
+      log_commit(log_keys[i], windows[i], weights[i], now, log_counts[i])
+    else
+      writes[#writes + 1] = fields[i]
+      writes[#writes + 1] = new_values[i]
+      if ttls[i] > ttl then ttl = ttls[i] end
     end
   end
-  if #writes > 0 then
-    redis.call('HSET', KEYS[1], unpack(writes))
-    -- The hash must outlive its longest-lived field; never shorten it. A
-    -- quarter of headroom lets most decisions skip the PEXPIRE.
-    local need = ttl_ms(ttl)
-    if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need + math.floor(need / 4)) end
+end
+if #writes > 0 then
+  redis.call('HSET', KEYS[1], unpack(writes))
+  -- The hash must outlive its longest-lived field; never shorten it. A
+  -- quarter of headroom lets most decisions skip the PEXPIRE.
+  local need = ttl_ms(ttl)
+  if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need + math.floor(need / 4)) end
+end
+
+if ARGV[4] ~= '' then
+  local counts = {}
+  if allowed then
+    counts.a, counts.w, counts.c = 1, unit_weight, cost
+  elseif budget_denied then
+    counts.db = 1
+  else
+    counts.dr = 1
   end
+  if would_deny then counts.sw = 1 end
+  count_usage(KEYS[2], ARGV[4], now, counts)
 end
 return reply

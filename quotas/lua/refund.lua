@@ -2,14 +2,17 @@
 -- server error and the limit asks for refunds). Best effort by design: a
 -- window that has moved on since the decision has nothing left to refund.
 --
--- KEYS and ARGV as for decide.lua, but ARGV[1] is the decision's time.
+-- KEYS[1] the client's hash, KEYS[2] unused (usage base), KEYS[3+] sliding logs
+-- ARGV[1] the decision's time (us), ARGV[2] its weight override or '', ARGV[2+i] specs.
+-- Budgets (code 7) are not refunded here: their estimate is released by adjust.lua.
 local dnow = tonumber(ARGV[1])
 local weight_override = tonumber(ARGV[2])
-local next_key = 2
+local next_key = 3
 for i = 1, #ARGV - 2 do
-  local code, limit, window, _, w, _, _, field = string.match(ARGV[2 + i], SPEC)
+  local code, limit, window, _cap, w, _next, _, field = string.match(ARGV[2 + i], SPEC)
   code, limit, window = tonumber(code), tonumber(limit), tonumber(window)
   local weight = weight_override or tonumber(w)
+  if code == 8 then weight = 1 end
   if code == 2 then
     local key = KEYS[next_key]
     next_key = next_key + 1
@@ -32,7 +35,11 @@ for i = 1, #ARGV - 2 do
         if tonumber(idx) == didx + 1 then p = math.max(0, p - weight) end
         value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
       end
-    elseif raw then
+    elseif raw and (code == 6 or code == 8) then
+      local pstart = period_of(window, tonumber(_cap), tonumber(_next), dnow)
+      local used, level = parse_period_state(raw, pstart)
+      if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
+    elseif raw and (code == 4 or code == 5) then
       -- A TAT in the past simply means a full bucket, so no clamping is needed.
       value = fmt(tonumber(raw) - weight * window / limit)
     end

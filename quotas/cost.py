@@ -1,0 +1,43 @@
+"""Priced requests: how a view reports what a request actually cost.
+
+A view may estimate a request's cost before it runs (``get_quota_cost``,
+see :class:`quotas.throttling.QuotaThrottle`) and report the actual cost
+after it ran, by setting ``request.quota_cost`` (a Decimal, on DRF's request)
+or calling :func:`set_cost`. The middleware then charges the difference to
+the client's budgets, exactly once; a view that fails is charged nothing.
+
+Between the decision and the reconciliation other requests of the client see
+only the estimate, so a budget can be overspent by at most the sum, over the
+client's requests in flight at once, of (actual - estimate). Estimate high,
+or cap the actual cost a view reports, to keep that window small.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from .money import to_micros
+
+
+def set_cost(request: Any, amount: Decimal | int | str) -> None:
+    """Record the actual cost of ``request`` (DRF or Django request)."""
+    target = getattr(request, "_request", request)
+    target.quota_cost = amount
+    if target is not request:
+        request.quota_cost = amount
+
+
+def actual_cost(request: Any) -> int | None:
+    """The actual cost a view reported, in micro-units, or None if it reported none."""
+    if request is None:
+        return None
+    amount = getattr(request, "quota_cost", None)
+    if amount is None:
+        amount = getattr(getattr(request, "_request", None), "quota_cost", None)
+    if amount is None:
+        return None
+    micros = to_micros(amount)
+    if micros < 0:
+        raise ValueError(f"request.quota_cost must not be negative, got {amount!r}")
+    return micros

@@ -1,0 +1,29 @@
+-- Reconcile a decision's estimated cost with the actual cost, after the view
+-- ran: add `delta` (actual - estimate, may be negative) to each budget the
+-- decision spent from, if that budget is still in the same period, and to
+-- the day's usage. Returns {used, alert mask} per budget window.
+--
+-- KEYS[1]  the client's hash; KEYS[2] the base of its usage keys
+-- ARGV[1]  the decision's time (us); ARGV[2] delta (micro-units)
+-- ARGV[3]  the usage field prefix, as for decide.lua
+-- ARGV[3+i] budget window i's spec, as sent with the decision
+local dnow = tonumber(ARGV[1])
+local delta = tonumber(ARGV[2])
+local reply = {}
+for i = 1, #ARGV - 3 do
+  local _, limit, start, stop, _, next_stop, _, field = string.match(ARGV[3 + i], SPEC)
+  limit = tonumber(limit)
+  local pstart = period_of(tonumber(start), tonumber(stop), tonumber(next_stop), dnow)
+  local used, level = parse_period_state(redis.call('HGET', KEYS[1], field), pstart)
+  local mask = 0
+  if used > 0 or delta > 0 then
+    used = math.max(0, used + delta)
+    local new_level = math.max(level, alert_level(used, limit))
+    mask = crossed(level, new_level)
+    redis.call('HSET', KEYS[1], field, string.format('%d:%d:%d', pstart, used, new_level))
+  end
+  reply[#reply + 1] = used
+  reply[#reply + 1] = mask
+end
+if ARGV[3] ~= '' and delta ~= 0 then count_usage(KEYS[2], ARGV[3], dnow, {c = delta}) end
+return reply

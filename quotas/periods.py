@@ -1,0 +1,76 @@
+"""Calendar periods for budgets and period quotas: day, week, month, billing month.
+
+Periods are calendar-aligned in ``QUOTAS['BUDGET_TIME_ZONE']``; a billing
+month starts on the subscription's anchor day (clamped to the month's last
+day, so an anchor of 31 renews on 30 April and 28/29 February).
+
+The application computes the current and the next boundaries from its own
+clock; the decision script then picks the period with the Redis server's
+clock (see ``period.lua``), so an application host whose clock is off by
+less than a period cannot move a reset.
+"""
+
+from __future__ import annotations
+
+import calendar
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from functools import lru_cache
+from zoneinfo import ZoneInfo
+
+PERIODS = ("day", "week", "month", "billing_month")
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """The current period ``[start, end)`` and the end of the one after, in epoch seconds."""
+
+    start: int
+    end: int
+    next_end: int
+
+
+def _month_start(year: int, month: int, anchor: int) -> date:
+    last = calendar.monthrange(year, month)[1]
+    return date(year, month, min(anchor, last))
+
+
+def _add_months(year: int, month: int, n: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + n
+    return index // 12, index % 12 + 1
+
+
+def _starts(kind: str, today: date, anchor: int) -> tuple[date, date, date]:
+    """Local dates starting the current, next and following periods."""
+    if kind == "day":
+        return today, today + timedelta(days=1), today + timedelta(days=2)
+    if kind == "week":
+        monday = today - timedelta(days=today.weekday())
+        return monday, monday + timedelta(days=7), monday + timedelta(days=14)
+    if kind == "month":
+        anchor = 1
+    elif kind != "billing_month":
+        raise ValueError(f"Unknown period {kind!r}; use one of {', '.join(PERIODS)}.")
+    year, month = today.year, today.month
+    start = _month_start(year, month, anchor)
+    if start > today:
+        year, month = _add_months(year, month, -1)
+        start = _month_start(year, month, anchor)
+    ny, nm = _add_months(year, month, 1)
+    fy, fm = _add_months(year, month, 2)
+    return start, _month_start(ny, nm, anchor), _month_start(fy, fm, anchor)
+
+
+@lru_cache(maxsize=4096)
+def _bounds_for_day(kind: str, today: date, anchor: int, tz_name: str) -> Bounds:
+    tz = ZoneInfo(tz_name)
+    start, end, next_end = (
+        int(datetime.combine(d, time.min, tzinfo=tz).timestamp()) for d in _starts(kind, today, anchor)
+    )
+    return Bounds(start, end, next_end)
+
+
+def period_bounds(kind: str, now: float, tz_name: str = "UTC", anchor: int = 1) -> Bounds:
+    """The period of ``kind`` containing ``now`` (epoch seconds) in time zone ``tz_name``."""
+    today = datetime.fromtimestamp(now, ZoneInfo(tz_name)).date()
+    return _bounds_for_day(kind, today, anchor, tz_name)

@@ -1,0 +1,10 @@
+"""Signals sent by the quota engine."""
+
+from django.dispatch import Signal
+
+#: Sent once per budget, period and threshold when a client's spending
+#: reaches 80 % or 100 % of a budget (100 % also when a request is refused by
+#: it). Keyword arguments: client_tag (str, e.g. "s.12"), subscription_id
+#: (int | None), budget (str, the budget's name), threshold (80 or 100),
+#: period_start (aware datetime), spent_micros (int), amount_micros (int).
+budget_threshold_crossed = Signal()
