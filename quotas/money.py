@@ -9,7 +9,7 @@ MICROS = 1_000_000
 
 def to_micros(amount: Decimal | int | str) -> int:
     """``amount`` in micro-units, rounded half up; floats are refused (they cannot hold cents exactly)."""
-    if isinstance(amount, bool) or isinstance(amount, float):
+    if isinstance(amount, bool | float):
         raise TypeError(f"Money must be a Decimal, an int or a str, not {type(amount).__name__} ({amount!r}).")
     value = Decimal(amount) * MICROS
     return int(value.to_integral_value(rounding=ROUND_HALF_UP))
