@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "dashboard",
     "demo",
 ]
+INSTALLED_APPS += ["usage"]  # usage accounting: Redis counters flushed to the database, usage-report API
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -145,6 +146,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+# Copy the decision script's usage counters from Redis to the database (idempotent, safe to overlap).
+CELERY_BEAT_SCHEDULE["usage-flush"] = {"task": "usage.flush", "schedule": 60.0, "options": {"expires": 55}}
+
+# usage/: keys per flush transaction, and a test hook sleeping inside each (widens the kill window).
+USAGE_FLUSH_BATCH_SIZE = env.int("USAGE_FLUSH_BATCH_SIZE", default=500)
+USAGE_FLUSH_BATCH_DELAY = env.float("USAGE_FLUSH_BATCH_DELAY", default=0.0)
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,1 @@
+"""Usage accounting: the decision script's Redis counters, flushed into the database and reported."""

@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+
+
+class UsageConfig(AppConfig):
+    """Usage records flushed from Redis, budget alerts, and the usage-report API."""
+
+    name = "usage"
+    verbose_name = "Usage"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from quotas.signals import budget_threshold_crossed
+
+        from . import receivers
+
+        budget_threshold_crossed.connect(
+            receivers.record_budget_alert, dispatch_uid="usage-record-budget-alert", weak=False
+        )

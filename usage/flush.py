@@ -1,0 +1,181 @@
+"""Copy the Redis usage counters into :class:`~usage.models.UsageRecord` rows, losing nothing.
+
+The counters in Redis are cumulative totals per client and day, so a flush
+copies absolute values; it never adds. Each batch of keys is read in one
+MULTI/EXEC together with the Redis time, and written in one transaction with
+one upsert per row that only moves a row forward:
+
+* a row is rewritten only by a newer snapshot (``observed_at``) that differs
+  from it, so concurrent flushes cannot put an older reading back;
+* request counters and weight never decrease (``GREATEST``/``MAX``), so even
+  a Redis that lost its data cannot erase what was already flushed;
+* cost is copied as read, because reconciling an estimated cost with the
+  actual one can lower it.
+
+Running a flush twice, concurrently, or again after it was killed at any
+point therefore converges on exactly the Redis totals. Redis data is never
+deleted here: the hashes expire on their own three days after their day.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from itertools import islice
+from typing import Any
+
+import redis
+from django.db import connection, transaction
+from django.utils import timezone
+
+from plans.models import Plan, Subscription
+from quotas.conf import quota_settings
+
+from .models import COUNTERS, UsageRecord
+from .store import RETENTION_DAYS, Counters, RowKey, read_snapshot, readable_days, scan_usage_keys, server_now
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 500
+#: Counters that only ever grow in Redis; cost may shrink when reconciled.
+MONOTONIC = tuple(c for c in COUNTERS if c != "cost_micros")
+_COLUMNS = ("client", "subscription_id", "plan_id", "plan_key", "scope", "day", *COUNTERS, "observed_at", "updated_at")
+_CONFLICT = ("client", "plan_key", "scope", "day")
+_GREATEST = {"postgresql": "GREATEST", "sqlite": "MAX"}
+
+
+@dataclass(slots=True)
+class FlushReport:
+    """What one flush did."""
+
+    days: list[date]
+    keys: int = 0  # usage hashes read
+    rows: int = 0  # rows offered to the database
+    written: int = 0  # rows inserted or moved forward
+    skipped: int = 0  # unreadable keys or fields (logged)
+    batches: int = 0
+    seconds: float = 0.0
+    started: float = field(default_factory=time.monotonic, repr=False)
+
+
+def flush_usage(
+    redis_client: redis.Redis | None = None,
+    now: datetime | None = None,
+    *,
+    lookback_days: int = RETENTION_DAYS,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_delay: float = 0.0,
+) -> FlushReport:
+    """Write the usage hashes of ``now``'s UTC day and the ``lookback_days`` before it to the database.
+
+    ``redis_client`` defaults to a client of ``QUOTAS['REDIS_URL']``; ``now``
+    defaults to the Redis server's clock (the one usage is dated with).
+    ``batch_size`` keys are read and written per transaction; ``batch_delay``
+    seconds are slept inside each transaction (a test hook to widen the
+    window in which a killed worker leaves a batch half done). Returns a
+    :class:`FlushReport`; raises redis or database errors.
+    """
+    own_client = redis_client is None
+    if redis_client is None:
+        redis_client = redis.Redis.from_url(quota_settings.REDIS_URL, socket_timeout=10, socket_connect_timeout=5)
+    try:
+        prefix = quota_settings.KEY_PREFIX
+        today = (now or server_now(redis_client)).astimezone(UTC).date()
+        report = FlushReport(days=readable_days(today, lookback_days))
+        for keys in _chunks(scan_usage_keys(redis_client, prefix, report.days), batch_size):
+            snapshot = read_snapshot(redis_client, prefix, keys)
+            report.keys += snapshot.keys
+            report.skipped += snapshot.skipped
+            report.rows += len(snapshot.rows)
+            report.written += write_rows(snapshot.rows, snapshot.observed_at, batch_delay)
+            report.batches += 1
+            logger.info("usage flush: batch %d written (%d keys, %d rows)", report.batches, len(keys), report.rows)
+    finally:
+        if own_client:
+            redis_client.close()
+    report.seconds = time.monotonic() - report.started
+    return report
+
+
+def write_rows(rows: dict[RowKey, Counters], observed_at: datetime, delay: float = 0.0) -> int:
+    """Upsert ``rows`` read at ``observed_at`` in one transaction; returns the rows written."""
+    if not rows:
+        return 0
+    subscriptions = set(
+        Subscription.objects.filter(pk__in={_subscription_id(k.client) for k in rows} - {None}).values_list(
+            "pk", flat=True
+        )
+    )
+    plans = set(Plan.objects.filter(pk__in={k.plan_key for k in rows} - {0}).values_list("pk", flat=True))
+    stamp = timezone.now()
+    values = []
+    for key in sorted(rows):  # one lock order for every flush: concurrent flushes cannot deadlock
+        sub_id = _subscription_id(key.client)
+        counters = rows[key]
+        values.append(
+            (
+                key.client,
+                sub_id if sub_id in subscriptions else None,
+                key.plan_key if key.plan_key in plans else None,
+                key.plan_key,
+                key.scope,
+                key.day,
+                *(counters[c] for c in COUNTERS),
+                observed_at,
+                stamp,
+            )
+        )
+    written = 0
+    per_statement = (connection.features.max_query_params or 65535) // len(_COLUMNS)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            for chunk in _chunks(iter(values), per_statement):
+                cursor.execute(_upsert_sql(len(chunk)), [v for row in chunk for v in _adapt(row)])
+                written += max(cursor.rowcount, 0)
+        if delay:
+            time.sleep(delay)
+    return written
+
+
+def _upsert_sql(count: int) -> str:
+    """INSERT ... ON CONFLICT DO UPDATE for ``count`` rows (PostgreSQL and SQLite share the syntax)."""
+    q = connection.ops.quote_name
+    try:
+        greatest = _GREATEST[connection.vendor]
+    except KeyError:
+        raise NotImplementedError(f"usage flushing supports PostgreSQL and SQLite, not {connection.vendor}") from None
+    table = q(UsageRecord._meta.db_table)
+    row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+    sets = [f"{q(c)} = {greatest}({table}.{q(c)}, excluded.{q(c)})" for c in MONOTONIC]
+    sets += [f"{q(c)} = excluded.{q(c)}" for c in ("cost_micros", "observed_at", "updated_at")]
+    changed = " OR ".join(f"{table}.{q(c)} <> excluded.{q(c)}" for c in COUNTERS)
+    return (
+        f"INSERT INTO {table} ({', '.join(q(c) for c in _COLUMNS)}) VALUES {', '.join([row] * count)} "
+        f"ON CONFLICT ({', '.join(q(c) for c in _CONFLICT)}) DO UPDATE SET {', '.join(sets)} "
+        f"WHERE {table}.{q('observed_at')} < excluded.{q('observed_at')} AND ({changed})"
+    )
+
+
+def _adapt(row: Sequence[Any]) -> Iterator[Any]:
+    # Raw SQL bypasses the fields' own conversion: dates and datetimes as the backend stores them.
+    ops = connection.ops
+    for value in row:
+        if isinstance(value, datetime):
+            yield ops.adapt_datetimefield_value(value)
+        elif isinstance(value, date):
+            yield ops.adapt_datefield_value(value)
+        else:
+            yield value
+
+
+def _subscription_id(client: str) -> int | None:
+    kind, _, ident = client.partition(".")
+    return int(ident) if kind == "s" and ident.isdigit() else None
+
+
+def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    while chunk := list(islice(items, size)):
+        yield chunk

@@ -1,0 +1,152 @@
+"""Reading the decision script's usage counters from Redis.
+
+The decision script (``quotas/lua/usage.lua``) keeps one hash per client and
+UTC day, ``<KEY_PREFIX>:{<client>}:u:<YYYYMMDD>``, with fields
+``<plan id or ->|<scope or ->|<counter>`` holding cumulative totals. This
+module only reads them: nothing here writes to or deletes from Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, NamedTuple
+
+from redis.exceptions import ResponseError
+
+logger = logging.getLogger(__name__)
+
+#: Redis counter name -> UsageRecord field.
+COUNTER_FIELDS = {
+    "a": "allowed",
+    "dr": "denied_rate",
+    "db": "denied_budget",
+    "da": "denied_acl",
+    "sw": "shadow_would_deny",
+    "w": "weight",
+    "c": "cost_micros",
+}
+#: Days a usage hash outlives its day (USAGE_TTL_DAYS in usage.lua): the
+#: hashes of today and of this many previous days can still be read.
+RETENTION_DAYS = 3
+#: Longest client tag and scope a row can hold (UsageRecord's field lengths).
+MAX_TEXT = 100
+
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+class RowKey(NamedTuple):
+    """What identifies one usage row: client tag (without braces), plan id (0: none), scope, day."""
+
+    client: str
+    plan_key: int
+    scope: str
+    day: date
+
+
+Counters = dict[str, int]
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Usage rows read from Redis in one atomic step, at the Redis server time ``observed_at``."""
+
+    observed_at: datetime
+    rows: dict[RowKey, Counters]
+    keys: int = 0
+    skipped: int = 0
+
+
+def server_now(redis_client: Any) -> datetime:
+    """The Redis server's clock (the clock the decision script dates usage with)."""
+    seconds, micros = redis_client.time()
+    return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=micros)
+
+
+def readable_days(today: date, lookback: int = RETENTION_DAYS) -> list[date]:
+    """``today`` and the ``lookback`` days before it, newest first."""
+    return [today - timedelta(days=n) for n in range(lookback + 1)]
+
+
+def usage_key(prefix: str, client: str, day: date) -> str:
+    """The usage hash of ``client`` (a tag without braces, e.g. ``s.12``) for ``day``."""
+    return f"{prefix}:{{{client}}}:u:{day:%Y%m%d}"
+
+
+def parse_usage_key(prefix: str, key: str | bytes) -> tuple[str, date] | None:
+    """``(client, day)`` of a usage key, or None if ``key`` is not one."""
+    text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    head = prefix + ":{"
+    end = text.rfind("}:u:")
+    if not text.startswith(head) or end < len(head):
+        return None
+    try:
+        day = datetime.strptime(text[end + 4 :], "%Y%m%d").date()
+    except ValueError:
+        return None
+    return text[len(head) : end], day
+
+
+def scan_usage_keys(redis_client: Any, prefix: str, days: Iterable[date], count: int = 1000) -> Iterator[str]:
+    """Every usage key of ``days`` (one SCAN of the keyspace; a key may repeat, as SCAN allows)."""
+    wanted = set(days)
+    pattern = _GLOB_SPECIAL.sub(r"\\\1", prefix) + ":{*}:u:*"
+    for key in redis_client.scan_iter(match=pattern, count=count):
+        parsed = parse_usage_key(prefix, key)
+        if parsed is not None and parsed[1] in wanted:
+            yield key.decode() if isinstance(key, bytes) else key
+
+
+def read_snapshot(redis_client: Any, prefix: str, keys: list[str]) -> Snapshot:
+    """The rows of ``keys`` and the server time, read in one MULTI/EXEC (an atomic snapshot)."""
+    pipe = redis_client.pipeline(transaction=True)
+    pipe.time()
+    for key in keys:
+        pipe.hgetall(key)
+    replies = pipe.execute(raise_on_error=False)
+    seconds, micros = replies[0]
+    snapshot = Snapshot(datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=micros), {}, len(keys))
+    for key, mapping in zip(keys, replies[1:], strict=True):
+        parsed = parse_usage_key(prefix, key)
+        if isinstance(mapping, ResponseError) or parsed is None:
+            logger.error("usage: %s is not a usage hash (%s); skipped", key, mapping)
+            snapshot.skipped += 1
+            continue
+        snapshot.skipped += add_hash(snapshot.rows, parsed[0], parsed[1], mapping)
+    return snapshot
+
+
+def add_hash(rows: dict[RowKey, Counters], client: str, day: date, mapping: dict) -> int:
+    """Add one usage hash's fields to ``rows``; returns how many fields were skipped."""
+    skipped = 0
+    for raw_field, raw_value in mapping.items():
+        parsed = _parse_field(raw_field)
+        if parsed is None or len(client) > MAX_TEXT:
+            logger.warning("usage: unreadable field %r of %s on %s; skipped", raw_field, client, day)
+            skipped += 1
+            continue
+        plan_key, scope, counter = parsed
+        name = COUNTER_FIELDS.get(counter)
+        if name is None:
+            continue  # a counter this version does not know yet
+        row = rows.setdefault(RowKey(client, plan_key, scope, day), dict.fromkeys(COUNTER_FIELDS.values(), 0))
+        row[name] = int(raw_value)
+    return skipped
+
+
+def _parse_field(raw: str | bytes) -> tuple[int, str, str] | None:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    plan, _, rest = text.partition("|")
+    scope, sep, counter = rest.rpartition("|")
+    if not sep or len(scope) > MAX_TEXT:
+        return None
+    if plan == "-":
+        plan_key = 0
+    elif plan.isdigit():
+        plan_key = int(plan)
+    else:
+        return None
+    return plan_key, "" if scope == "-" else scope, counter

@@ -1,0 +1,37 @@
+"""Celery tasks of the usage app: thin shells around :mod:`usage.flush`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+
+from celery import shared_task
+from django.conf import settings
+from django.db import DatabaseError
+from redis.exceptions import RedisError
+
+from .flush import DEFAULT_BATCH_SIZE, flush_usage
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    name="usage.flush",
+    acks_late=True,  # safe: a flush is idempotent, and a lost one is redone by the next
+    autoretry_for=(DatabaseError, RedisError),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    max_retries=5,
+)
+def flush() -> dict:
+    """Copy the Redis usage counters to the database (see :func:`usage.flush.flush_usage`)."""
+    logger.info("usage flush started")
+    report = flush_usage(
+        batch_size=getattr(settings, "USAGE_FLUSH_BATCH_SIZE", DEFAULT_BATCH_SIZE),
+        batch_delay=getattr(settings, "USAGE_FLUSH_BATCH_DELAY", 0.0),
+    )
+    logger.info(
+        "usage flush finished: %d keys, %d rows, %d written, %d skipped in %.2f s",
+        report.keys, report.rows, report.written, report.skipped, report.seconds,
+    )  # fmt: skip
+    return {k: v for k, v in asdict(report).items() if k not in ("days", "started")}
