@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -10,7 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 MAX_PROMPT = 4000
-UNITS_PER_CHARS = 500
+MAX_OUTPUT = 1000
+CHARS_PER_UNIT = 2000
+PRICE_PER_1K_CHARS = Decimal("0.05")
 
 
 class PingView(APIView):
@@ -40,24 +43,41 @@ class SearchView(APIView):
 
 class GenerateSerializer(serializers.Serializer):
     prompt = serializers.CharField(max_length=MAX_PROMPT, allow_blank=False)
+    max_output = serializers.IntegerField(min_value=1, max_value=MAX_OUTPUT, default=MAX_OUTPUT)
 
 
 class GenerateView(APIView):
-    """Costly per size: a request spends one unit per started 500 prompt characters."""
+    """A paid endpoint (like an AI model priced per size).
+
+    It spends one rate unit, plus one per full 2,000 prompt characters, and money:
+    the throttle charges an estimate (prompt plus the longest possible
+    answer) before the view runs; the view then reports the actual cost
+    (prompt plus the answer it produced), which replaces the estimate.
+    """
 
     quota_scope = "generate"
 
-    def get_quota_weight(self, request: Request) -> int:
+    def _prompt(self, request: Request) -> str:
         prompt = request.data.get("prompt", "") if hasattr(request.data, "get") else ""
-        if not isinstance(prompt, str):
-            return 1
-        return 1 + min(len(prompt), MAX_PROMPT) // UNITS_PER_CHARS
+        return prompt[:MAX_PROMPT] if isinstance(prompt, str) else ""
+
+    def get_quota_weight(self, request: Request) -> int:
+        return 1 + len(self._prompt(request)) // CHARS_PER_UNIT
+
+    def get_quota_cost(self, request: Request) -> Decimal:
+        return price(len(self._prompt(request)) + MAX_OUTPUT)
 
     def post(self, request: Request) -> Response:
         serializer = GenerateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         prompt = serializer.validated_data["prompt"]
-        digest = hashlib.sha256(prompt.encode()).hexdigest()[:16]
-        return Response(
-            {"text": f"Generated {len(prompt.split())}-word answer #{digest}", "units": self.get_quota_weight(request)}
-        )
+        digest = hashlib.sha256(prompt.encode()).hexdigest()
+        # A stand-in for a model: the answer's length depends on the prompt.
+        answer = ("Generated answer " + digest)[: min(serializer.validated_data["max_output"], 20 + len(prompt) // 4)]
+        request.quota_cost = price(len(prompt) + len(answer))
+        return Response({"text": answer, "units": self.get_quota_weight(request), "cost": str(request.quota_cost)})
+
+
+def price(chars: int) -> Decimal:
+    """What generating costs: PRICE_PER_1K_CHARS per thousand characters in and out."""
+    return (PRICE_PER_1K_CHARS * chars / 1000).quantize(Decimal("0.000001"))

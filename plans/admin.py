@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .models import APIKey, EndpointLimit, LimitOverride, Plan, Subscription
+from .models import APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
 
 
 class EndpointLimitInline(admin.TabularInline):
@@ -15,15 +15,28 @@ class EndpointLimitInline(admin.TabularInline):
     extra = 0
     fields = (
         "name", "scope", "path_prefix", "methods", "algorithm", "rates",
-        "burst", "weight", "max_delay", "shadow", "refund_on_error",
+        "burst", "weight", "max_delay", "shadow", "refund_on_error", "price",
     )  # fmt: skip
+
+
+class PlanBudgetInline(admin.TabularInline):
+    model = CostBudget
+    fk_name = "plan"
+    extra = 0
+    fields = ("period", "amount", "currency")
+
+
+class PeriodQuotaInline(admin.TabularInline):
+    model = PeriodQuota
+    extra = 0
+    fields = ("name", "scope", "period", "units", "unit")
 
 
 @admin.register(Plan)
 class PlanAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "monthly_price", "priority", "is_default", "subscription_count")
     prepopulated_fields = {"slug": ("name",)}
-    inlines = [EndpointLimitInline]
+    inlines = [EndpointLimitInline, PeriodQuotaInline, PlanBudgetInline]
 
     @admin.display(description="Subscriptions")
     def subscription_count(self, obj: Plan) -> int:
@@ -33,6 +46,14 @@ class PlanAdmin(admin.ModelAdmin):
 class LimitOverrideInline(admin.TabularInline):
     model = LimitOverride
     extra = 0
+
+
+class SubscriptionBudgetInline(admin.TabularInline):
+    model = CostBudget
+    fk_name = "subscription"
+    extra = 0
+    fields = ("period", "amount", "currency")
+    verbose_name = "own budget (replaces the plan's for that period)"
 
 
 class APIKeyInline(admin.TabularInline):
@@ -53,7 +74,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
     list_filter = ("plan", "is_active")
     search_fields = ("name", "user__username")
     raw_id_fields = ("user",)
-    inlines = [LimitOverrideInline, APIKeyInline]
+    inlines = [LimitOverrideInline, SubscriptionBudgetInline, APIKeyInline]
 
 
 @admin.register(APIKey)

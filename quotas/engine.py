@@ -108,9 +108,13 @@ class Decision:
         return max(1, math.ceil(max(waits) / _US))
 
     def most_restrictive(self) -> WindowState | None:
-        """The window to show in X-RateLimit-*: the denying one, else least remaining."""
-        if not self.allowed:
-            return self.denying_state()
+        """The rate window to show in X-RateLimit-*: the denying one, else the least remaining.
+
+        Budgets count money, not requests, so they are never shown there.
+        """
+        rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
+        if rate_denials:
+            return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
         enforced = [
             s for s in self.states if not s.window.shadow and not s.window.is_budget and s.remaining is not None
         ]

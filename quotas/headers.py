@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def rate_limit_headers(decision: Decision) -> dict[str, str]:
     """The headers for ``decision`` (empty when no window is enforced)."""
-    states = [s for s in decision.states if not s.window.shadow]
+    states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
     if not states:
         return {}
     policy = ", ".join(f"{s.window.policy_sf};q={s.window.quota};w={s.window.window}" for s in states)

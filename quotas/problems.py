@@ -29,6 +29,15 @@ _KEY_DETAIL = {
 }
 
 
+def per(seconds: int) -> str:
+    """'per second', 'per 15 minutes', ... for a window length."""
+    for unit, name in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second")):
+        if seconds % unit == 0:
+            n = seconds // unit
+            return f"per {name}" if n == 1 else f"per {n} {name}s"
+    return f"per {seconds} seconds"  # pragma: no cover - every window divides by 1
+
+
 def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
     """The 429 body: which limit denied, its quota and window, and when to retry."""
     state = decision.denying_state()
@@ -40,8 +49,8 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
         "title": "Quota exceeded",
         "status": 429,
         "detail": (
-            f"The limit '{window.policy}' allows {window.quota} {unit} per "
-            f"{window.window} seconds; retry in {retry} seconds."
+            f"The limit '{window.policy}' allows {window.quota} {unit} {per(window.window)}; "
+            f"retry in {retry} second{'' if retry == 1 else 's'}."
         ),
         "reason": "rate_limited",
         "limit": {
@@ -57,7 +66,7 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
     if state.retry_us is None:
         body["detail"] = (
             f"This request costs more than the limit '{window.policy}' can ever allow "
-            f"({window.quota} per {window.window} seconds)."
+            f"({window.quota} {per(window.window)})."
         )
     if plan_slug:
         body["plan"] = plan_slug

@@ -49,7 +49,9 @@ local function period_algorithm(raw, limit, start, stop, weight, next_stop, now)
   -- A refusal means the budget is spent for this period: report 100 % once.
   local value = nil
   if level < 2 then value = string.format('%d:%d:%d', pstart, used, 2) end
-  return false, math.max(0, limit - used), reset, retry, 0, value, reset, used, crossed(level, 2)
+  local mask = 0
+  if level < 2 then mask = 2 end
+  return false, math.max(0, limit - used), reset, retry, 0, value, reset, used, mask
 end
 
 ALGORITHMS[6] = function(raw, limit, start, stop, weight, next_stop, now)

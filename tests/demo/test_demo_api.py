@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
@@ -27,7 +28,7 @@ def client():
 def test_free_key_gets_200_then_429_with_retry_after_on_a_burst(client, seeded):
     key = demo_key("free")
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
-    codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(10)]
+    codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(15)]
     assert 429 in codes
     refused = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     assert refused.status_code == 429
@@ -50,10 +51,27 @@ def test_generate_spends_more_for_bigger_prompts(client, seeded):
     small = client.post("/api/demo/generate", {"prompt": "hi"}, format="json", HTTP_X_API_KEY=key)
     assert small.status_code == 200
     assert small.json()["units"] == 1
-    big = client.post("/api/demo/generate", {"prompt": "x" * 1200}, format="json", HTTP_X_API_KEY=key)
+    big = client.post("/api/demo/generate", {"prompt": "x" * 2500}, format="json", HTTP_X_API_KEY=key)
     assert big.status_code == 200
-    assert big.json()["units"] == 3
+    assert big.json()["units"] == 2
+    assert Decimal(big.json()["cost"]) > Decimal(small.json()["cost"])
     assert big["RateLimit"].count("r=") == 5  # generate: 2 windows, global: 3
+
+
+def test_free_key_exhausts_its_daily_budget_while_the_rate_limit_has_room(client, seeded):
+    """Priced by prompt size and reconciled: big prompts spend the free $0.50 a day in two requests."""
+    key = demo_key("free")
+    prompt = {"prompt": "word " * 800}  # 4,000 characters
+    first = client.post("/api/demo/generate", prompt, format="json", HTTP_X_API_KEY=key)
+    assert first.status_code == 200
+    assert Decimal(first.json()["cost"]) < Decimal("0.25")  # actual < estimate (prompt + 1,000 chars)
+    assert client.post("/api/demo/generate", prompt, format="json", HTTP_X_API_KEY=key).status_code == 200
+    refused = client.post("/api/demo/generate", prompt, format="json", HTTP_X_API_KEY=key)
+    assert refused.status_code == 429
+    body = refused.json()
+    assert body["reason"] == "budget_exceeded" and body["upgrade"]["plan"] == "pro"
+    assert '"generate-1m";r=' in refused["RateLimit"]  # the rate windows still have room
+    assert "generate-1m" not in body["violated_policies"]
 
 
 def test_generate_rejects_bad_input_with_400(client, seeded):

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from plans.models import API_KEY_PREFIX, APIKey, EndpointLimit, Plan, Subscription
+from plans.models import API_KEY_PREFIX, APIKey, CostBudget, EndpointLimit, Plan, Subscription
 from quotas.identity import hash_api_key
 
 DEMO_PLANS = [
@@ -19,10 +19,11 @@ DEMO_PLANS = [
         "slug": "free", "name": "Free", "monthly_price": Decimal("0"), "priority": 0, "is_default": True,
         "description": "For trying the API.",
         "limits": [
-            {"name": "global", "rates": "5/s; 60/min; 1000/day", "algorithm": "token_bucket"},
+            {"name": "global", "rates": "10/s; 100/min; 1000/day", "algorithm": "token_bucket"},
             {"name": "search", "scope": "search", "rates": "10/min", "algorithm": "sliding_window_log"},
-            {"name": "generate", "scope": "generate", "rates": "5/min; 50/day", "algorithm": "fixed_window"},
+            {"name": "generate", "scope": "generate", "rates": "10/min; 100/day", "algorithm": "fixed_window"},
         ],
+        "budgets": [("day", "0.50"), ("month", "5.00")],
     },
     {
         "slug": "pro", "name": "Pro", "monthly_price": Decimal("49"), "priority": 5,
@@ -32,6 +33,7 @@ DEMO_PLANS = [
             {"name": "search", "scope": "search", "rates": "100/min", "algorithm": "sliding_window_counter"},
             {"name": "generate", "scope": "generate", "rates": "60/min; 2000/day", "algorithm": "token_bucket"},
         ],
+        "budgets": [("day", "20.00"), ("month", "300.00")],
     },
     {
         "slug": "enterprise", "name": "Enterprise", "monthly_price": Decimal("499"), "priority": 10,
@@ -42,6 +44,7 @@ DEMO_PLANS = [
             {"name": "generate", "scope": "generate", "rates": "600/min", "algorithm": "leaky_bucket",
              "max_delay": 0.5},
         ],
+        "budgets": [("day", "500.00")],
     },
 ]  # fmt: skip
 
@@ -60,6 +63,7 @@ class Command(BaseCommand):
         for spec in DEMO_PLANS:
             spec = dict(spec)
             limits = spec.pop("limits")
+            budgets = spec.pop("budgets")
             slug = spec.pop("slug")
             plan, _ = Plan.objects.update_or_create(slug=slug, defaults=spec)
             for limit in limits:
@@ -70,6 +74,8 @@ class Command(BaseCommand):
                 if existing is None:
                     obj.full_clean()
                     obj.save()
+            for period, amount in budgets:
+                CostBudget.objects.get_or_create(plan=plan, period=period, defaults={"amount": Decimal(amount)})
             sub, _ = Subscription.objects.get_or_create(name=f"Demo {plan.name} customer", defaults={"plan": plan})
             raw = demo_key(slug)
             if not APIKey.objects.filter(key_hash=hash_api_key(raw)).exists():

@@ -1,0 +1,274 @@
+"""Money budgets, period quotas, reconciliation, alerts and usage counters."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from plans.models import CostBudget, PeriodQuota
+from quotas.engine import get_engine
+from quotas.money import from_micros, to_micros
+from quotas.periods import period_bounds
+from quotas.signals import budget_threshold_crossed
+from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def free(db):
+    plan = PlanFactory(slug="free", monthly_price=Decimal("0"), is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="1000/min", algorithm="token_bucket")
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.05"))
+    return plan
+
+
+@pytest.fixture
+def pro(db):
+    plan = PlanFactory(slug="pro", monthly_price=Decimal("49"), priority=5)
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("10"))
+    return plan
+
+
+@pytest.fixture
+def client():
+    return APIClient(raise_request_exception=False)
+
+
+@pytest.fixture
+def alerts():
+    received = []
+
+    def receiver(**kwargs):
+        received.append((kwargs["budget"], kwargs["threshold"], kwargs["spent_micros"]))
+
+    budget_threshold_crossed.connect(receiver, weak=False, dispatch_uid="test-alerts")
+    yield received
+    budget_threshold_crossed.disconnect(dispatch_uid="test-alerts")
+
+
+def get(client, key, **params):
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return client.get(f"/t/priced?{query}", HTTP_X_API_KEY=key)
+
+
+def spent(key_tag: str, window_name: str = "day-budget") -> Decimal:
+    engine = get_engine()
+    rules = engine.rules.current()
+    sub = engine.rules.subscriber_for_key(__import__("quotas.identity", fromlist=["x"]).hash_api_key(key_tag))
+    windows = [w for r in rules.limits_for(sub.plan_id, sub) if r.name == window_name for w in r.windows]
+    state = engine.peek("{s.%d}" % sub.id, windows).states[0]
+    return from_micros(state.used if state.used else state.window.quota - state.remaining)
+
+
+def test_budget_refuses_while_rate_limit_has_room(client, free, pro):
+    """A free key exhausts its daily budget and gets budget_exceeded; the rate limit still has room."""
+    key = issue_key(plan=free)
+    assert [get(client, key).status_code for _ in range(5)] == [200] * 5
+    refused = get(client, key)
+    assert refused.status_code == 429
+    body = json.loads(refused.content)
+    assert body["reason"] == "budget_exceeded"
+    assert body["budget"]["name"] == "day-budget"
+    assert Decimal(body["budget"]["spent"]) == Decimal("0.05")
+    assert Decimal(body["budget"]["amount"]) == Decimal("0.05")
+    assert body["budget"]["currency"] == "USD"
+    assert body["upgrade"]["plan"] == "pro"
+    # Retry-After runs until the day ends (UTC by default).
+    end = period_bounds("day", time.time()).end
+    assert abs(int(refused["Retry-After"]) - (end - time.time())) <= 2
+    # The rate windows still have room and are not charged by the refusal.
+    assert int(refused["X-RateLimit-Remaining"]) > 900
+
+
+def test_view_estimate_and_reconciliation(client, free):
+    """The estimate is charged first, then replaced by the actual cost, exactly once."""
+    key = issue_key(plan=free)
+    assert get(client, key, est="0.02", actual="0.005").status_code == 200
+    assert spent(key) == Decimal("0.005")
+    assert get(client, key, est="0.02", actual="0.03").status_code == 200
+    assert spent(key) == Decimal("0.035")
+
+
+def test_estimate_is_released_when_the_view_fails(client, free):
+    key = issue_key(plan=free)
+    assert get(client, key, est="0.04", fail=1).status_code == 500
+    assert spent(key) == Decimal("0")
+
+
+def test_estimate_too_large_is_refused_before_the_view_runs(client, free):
+    key = issue_key(plan=free)
+    response = get(client, key, est="0.06")
+    assert response.status_code == 429
+    assert json.loads(response.content)["budget"]["requested"] == "0.060000"
+
+
+def test_alerts_fire_once_per_threshold_and_period(client, free, alerts):
+    """80 % and 100 % fire one signal each, however many requests follow."""
+    key = issue_key(plan=free)
+    for _ in range(4):
+        get(client, key)
+    assert alerts == [("day-budget", 80, 40000)]
+    get(client, key)
+    for _ in range(3):
+        assert get(client, key).status_code == 429
+    assert alerts == [("day-budget", 80, 40000), ("day-budget", 100, 50000)]
+
+
+def test_refusal_alone_reports_100_percent_once(client, free, alerts):
+    key = issue_key(plan=free)
+    get(client, key, est="0.03")  # 60 %
+    assert alerts == []
+    assert get(client, key, est="0.03").status_code == 429
+    assert get(client, key, est="0.03").status_code == 429
+    assert alerts == [("day-budget", 100, 30000)]
+
+
+def test_subscription_budget_replaces_the_plans(client, free):
+    sub = SubscriptionFactory(plan=free)
+    CostBudget.objects.create(subscription=sub, period="day", amount=Decimal("0.10"))
+    key = issue_key(sub)
+    assert [get(client, key).status_code for _ in range(11)] == [200] * 10 + [429]
+
+
+def test_daily_and_monthly_budgets_both_apply(client, free):
+    CostBudget.objects.create(plan=free, period="month", amount=Decimal("0.03"))
+    key = issue_key(plan=free)
+    responses = [get(client, key) for _ in range(4)]
+    assert [r.status_code for r in responses] == [200, 200, 200, 429]
+    assert json.loads(responses[-1].content)["budget"]["name"] == "month-budget"
+
+
+def test_period_quota_of_requests(client, free):
+    """N requests per calendar day, whatever their weight or price."""
+    PeriodQuota.objects.create(plan=free, name="daily", period="day", units=3)
+    key = issue_key(plan=free)
+    assert [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(4)] == [200, 200, 200, 429]
+    response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    assert '"daily";q=3;w=86400' in response["RateLimit-Policy"]
+
+
+def test_usage_is_counted_in_the_decision(client, free, redis_client):
+    """Allowed, denied-by-budget, weight and cost land in the client's usage hash of the day."""
+    key = issue_key(plan=free)
+    for _ in range(7):
+        get(client, key)
+    (usage_key,) = redis_client.keys("*:u:*")
+    assert usage_key.decode().endswith(":u:" + date.today().strftime("%Y%m%d"))  # UTC on the test machine
+    counts = {k.decode(): int(v) for k, v in redis_client.hgetall(usage_key).items()}
+    prefix = f"{free.pk}|priced|"
+    assert counts[prefix + "a"] == 5
+    assert counts[prefix + "db"] == 2
+    assert counts[prefix + "w"] == 5
+    assert counts[prefix + "c"] == to_micros("0.05")
+    assert 86400 * 3 * 1000 < redis_client.pttl(usage_key) <= 86400 * 4 * 1000
+
+
+def test_rate_denials_and_shadow_are_counted(client, free, redis_client):
+    EndpointLimitFactory(plan=free, name="tight", scope="priced", rates="1/min", algorithm="fixed_window")
+    EndpointLimitFactory(plan=free, name="watch", rates="1/hour", shadow=True)
+    key = issue_key(plan=free)
+    get(client, key)
+    get(client, key)
+    (usage_key,) = redis_client.keys("*:u:*")
+    counts = {k.decode(): int(v) for k, v in redis_client.hgetall(usage_key).items()}
+    assert counts[f"{free.pk}|priced|a"] == 1
+    assert counts[f"{free.pk}|priced|dr"] == 1
+    assert counts[f"{free.pk}|priced|sw"] == 1
+
+
+def test_server_clock_picks_the_next_period(engine):
+    """The application sends this and the next period; Redis time chooses."""
+    from quotas.rates import Rate
+    from quotas.rules import LimitRule
+
+    rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
+    window = rule.windows[0]
+    day0 = period_bounds("day", 1_700_000_000)
+    spec = window.spec_at(1_700_000_000)
+    keys = engine.keys_for("{c}", [window])
+    first = engine._decide(keys=keys, args=[day0.start * 10**6 + 5, "", 100, "", "", spec])
+    assert first[0] == 1  # the whole day's budget spent
+    refused = engine._decide(keys=keys, args=[day0.start * 10**6 + 6, "", 1, "", "", spec])
+    assert refused[0] == 0
+    # Same spec (an app clock still in day 0), but the server is already in day 1.
+    next_day = engine._decide(keys=keys, args=[day0.end * 10**6 + 1, "", 1, "", "", spec])
+    assert next_day[0] == 1
+    assert next_day[2 + 2] == (day0.next_end - day0.end) * 10**6 - 1  # reset: to the end of day 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "today", "anchor", "start", "end"),
+    [
+        ("day", date(2026, 3, 5), 1, date(2026, 3, 5), date(2026, 3, 6)),
+        ("week", date(2026, 3, 5), 1, date(2026, 3, 2), date(2026, 3, 9)),
+        ("month", date(2026, 12, 31), 1, date(2026, 12, 1), date(2027, 1, 1)),
+        ("billing_month", date(2026, 3, 20), 15, date(2026, 3, 15), date(2026, 4, 15)),
+        ("billing_month", date(2026, 3, 10), 15, date(2026, 2, 15), date(2026, 3, 15)),
+        ("billing_month", date(2026, 2, 28), 31, date(2026, 2, 28), date(2026, 3, 31)),
+        ("billing_month", date(2026, 4, 29), 31, date(2026, 3, 31), date(2026, 4, 30)),
+    ],
+)
+def test_period_bounds(kind, today, anchor, start, end):
+    """Calendar periods; billing months renew on the anchor day, clamped to short months."""
+    from datetime import UTC, datetime
+
+    now = datetime(today.year, today.month, today.day, 12, tzinfo=UTC).timestamp()
+    bounds = period_bounds(kind, now, "UTC", anchor)
+    assert datetime.fromtimestamp(bounds.start, UTC).date() == start
+    assert datetime.fromtimestamp(bounds.end, UTC).date() == end
+
+
+def test_periods_follow_the_configured_time_zone():
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 3, 5, 23, 30, tzinfo=UTC).timestamp()  # already 6 March in Tokyo
+    tokyo = period_bounds("day", now, "Asia/Tokyo")
+    assert datetime.fromtimestamp(tokyo.start, UTC) == datetime(2026, 3, 5, 15, tzinfo=UTC)
+
+
+def test_money_never_goes_through_floats():
+    assert to_micros(Decimal("0.0000015")) == 2
+    assert to_micros("19.99") == 19_990_000
+    assert from_micros(1) == Decimal("0.000001")
+    with pytest.raises(TypeError, match="not float"):
+        to_micros(0.1)
+
+
+def test_negative_or_invalid_budget_is_refused_by_validation(free):
+    from django.core.exceptions import ValidationError
+
+    budget = CostBudget(plan=free, period="week", amount=Decimal("-1"), currency="usd")
+    with pytest.raises(ValidationError) as info:
+        budget.full_clean()
+    assert {"amount", "currency", "period"} <= set(info.value.message_dict)
+
+
+def test_current_standing_reads_without_consuming(client, free, pro):
+    """The standing shows limits and budgets, offers an upgrade near a limit, and spends nothing."""
+    from quotas.identity import Client
+    from quotas.keys import client_tag
+    from quotas.standing import current_standing
+
+    sub = SubscriptionFactory(plan=free)
+    key = issue_key(sub)
+    for _ in range(4):
+        get(client, key)
+    engine = get_engine()
+    who = Client("subscription", str(sub.pk), client_tag("s", str(sub.pk)), engine.rules.subscriber_for_key(
+        __import__("quotas.identity", fromlist=["x"]).hash_api_key(key)))  # fmt: skip
+    first = current_standing(who, engine.rules.current(), engine)
+    second = current_standing(who, engine.rules.current(), engine)
+    assert first == second  # peeking consumed nothing
+    assert first["plan"]["slug"] == "free"
+    (budget,) = first["budgets"]
+    assert (budget["spent"], budget["amount"], budget["remaining"]) == ("0.040000", "0.050000", "0.010000")
+    assert {limit["name"] for limit in first["limits"]} == {"global", "priced"}
+    assert first["upgrade"]["slug"] == "pro" and first["upgrade"]["because"] == "day-budget"
+    assert get(client, key).status_code == 200  # the fifth request still fits
