@@ -12,6 +12,8 @@ from rest_framework.test import APIClient
 
 from plans.models import CostBudget, PeriodQuota
 from quotas.engine import get_engine
+from quotas.identity import Client, hash_api_key
+from quotas.keys import client_tag
 from quotas.money import from_micros, to_micros
 from quotas.periods import period_bounds
 from quotas.signals import budget_threshold_crossed
@@ -61,9 +63,9 @@ def get(client, key, **params):
 def spent(key_tag: str, window_name: str = "day-budget") -> Decimal:
     engine = get_engine()
     rules = engine.rules.current()
-    sub = engine.rules.subscriber_for_key(__import__("quotas.identity", fromlist=["x"]).hash_api_key(key_tag))
+    sub = engine.rules.subscriber_for_key(hash_api_key(key_tag))
     windows = [w for r in rules.limits_for(sub.plan_id, sub) if r.name == window_name for w in r.windows]
-    state = engine.peek("{s.%d}" % sub.id, windows).states[0]
+    state = engine.peek(client_tag("s", str(sub.id)), windows).states[0]
     return from_micros(state.used if state.used else state.window.quota - state.remaining)
 
 
@@ -252,8 +254,6 @@ def test_negative_or_invalid_budget_is_refused_by_validation(free):
 
 def test_current_standing_reads_without_consuming(client, free, pro):
     """The standing shows limits and budgets, offers an upgrade near a limit, and spends nothing."""
-    from quotas.identity import Client
-    from quotas.keys import client_tag
     from quotas.standing import current_standing
 
     sub = SubscriptionFactory(plan=free)
@@ -261,8 +261,8 @@ def test_current_standing_reads_without_consuming(client, free, pro):
     for _ in range(4):
         get(client, key)
     engine = get_engine()
-    who = Client("subscription", str(sub.pk), client_tag("s", str(sub.pk)), engine.rules.subscriber_for_key(
-        __import__("quotas.identity", fromlist=["x"]).hash_api_key(key)))  # fmt: skip
+    subscriber = engine.rules.subscriber_for_key(hash_api_key(key))
+    who = Client("subscription", str(sub.pk), client_tag("s", str(sub.pk)), subscriber)
     first = current_standing(who, engine.rules.current(), engine)
     second = current_standing(who, engine.rules.current(), engine)
     assert first == second  # peeking consumed nothing
@@ -270,5 +270,6 @@ def test_current_standing_reads_without_consuming(client, free, pro):
     (budget,) = first["budgets"]
     assert (budget["spent"], budget["amount"], budget["remaining"]) == ("0.040000", "0.050000", "0.010000")
     assert {limit["name"] for limit in first["limits"]} == {"global", "priced"}
-    assert first["upgrade"]["slug"] == "pro" and first["upgrade"]["because"] == "day-budget"
+    assert first["upgrade"]["slug"] == "pro"
+    assert first["upgrade"]["because"] == "day-budget"
     assert get(client, key).status_code == 200  # the fifth request still fits
