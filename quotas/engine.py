@@ -51,6 +51,11 @@ class WindowState:
     delay_us: int = 0
     used: int = 0  # periods and budgets: what the period has used (after this request)
     alert: int = 0  # budgets: thresholds newly reached (1 = 80 %, 2 = 100 %)
+    quota: int = 0  # the quota in force: the window's, scaled by an adaptive multiplier
+
+    def __post_init__(self) -> None:
+        if not self.quota:
+            self.quota = self.window.quota
 
 
 @dataclass(slots=True)
@@ -67,6 +72,8 @@ class Decision:
     usage: str | None = None  # the usage field prefix the request was counted under
     specs: list[str] = field(default_factory=list)  # the window specs as sent (for reconciliation)
     reconciled: bool = False
+    multiplier: float = 1.0  # the adaptive multiplier the rate windows were scaled by
+    reduced_only: bool = False  # refused only because of the multiplier (503, not 429)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -120,7 +127,7 @@ class Decision:
         ]
         if not enforced:
             return None
-        return min(enforced, key=lambda s: (s.remaining / max(s.window.quota, 1), -s.reset_us))
+        return min(enforced, key=lambda s: (s.remaining / max(s.quota, 1), -s.reset_us))
 
 
 class DenyMemory:
@@ -191,12 +198,14 @@ class Engine:
         cost_micros: int = 0,
         usage: str | None = None,
         peek: bool = False,
+        multiplier: float = 1.0,
     ) -> Decision:
         """Check and consume ``weight`` in every window for client ``tag``, atomically.
 
         ``weight`` overrides each rate window's own weight; budgets spend
         ``cost_micros``. ``usage`` ("<plan>|<scope>") counts the decision in
         the client's usage of the day; ``peek`` consumes and counts nothing.
+        ``multiplier`` (adaptive limits) scales the rolling rate windows.
         ``now`` (seconds since the epoch) replaces the Redis server's clock,
         for tests. Raises :class:`StoreUnavailable` when Redis fails.
         """
@@ -212,6 +221,7 @@ class Engine:
             cost_micros,
             usage or "",
             "peek" if peek else "",
+            "" if multiplier == 1.0 else repr(multiplier),
             *specs,
         ]
         try:
@@ -220,14 +230,24 @@ class Engine:
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
         states = []
         for i, w in enumerate(windows):
-            ok, remaining, reset, retry, delay, used, alert = reply[2 + 7 * i : 9 + 7 * i]
+            ok, remaining, reset, retry, delay, used, alert = reply[3 + 7 * i : 10 + 7 * i]
+            quota = scaled(w, multiplier)
             states.append(
-                WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay, used, alert)
+                WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay, used, alert, quota)
             )
         decision = Decision(
-            reply[0] == 1, states, reply[1] / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage, specs=specs
+            reply[0] == 1,
+            states,
+            reply[1] / _US,
+            weight,
+            tag=tag,
+            cost_micros=cost_micros,
+            usage=usage,
+            specs=specs,
+            multiplier=multiplier,
+            reduced_only=reply[2] == 1,
         )
-        if not decision.allowed and now is None and not peek:
+        if not decision.allowed and now is None and not peek and not decision.reduced_only:
             for state in decision.denying_states():
                 if not state.window.period:  # a period's refusal may end with a reconciliation
                     self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
@@ -284,6 +304,13 @@ class Engine:
         """Stop background work and drop connections."""
         self.rules.stop()
         self.redis.close()
+
+
+def scaled(window: Window, multiplier: float) -> int:
+    """The quota of ``window`` under an adaptive multiplier (as decide.lua computes it)."""
+    if multiplier == 1.0 or window.code > 5:  # periods and budgets are never scaled
+        return window.quota
+    return max(1, math.floor(window.quota * multiplier))
 
 
 _engine: Engine | None = None

@@ -27,9 +27,10 @@ class ProblemException(APIException):
     ``problem`` is the RFC 9457 body (type, title, status, detail, extras).
     """
 
-    def __init__(self, problem: dict[str, object]) -> None:
+    def __init__(self, problem: dict[str, object], wait: int | None = None) -> None:
         self.problem = problem
         self.status_code = int(problem["status"])  # type: ignore[arg-type]
+        self.wait = wait  # DRF's exception handler turns it into Retry-After
         super().__init__(detail=str(problem.get("detail", problem.get("title"))))
 
 
@@ -41,5 +42,11 @@ class InvalidAPIKey(ProblemException):
 
 class QuotaServiceUnavailable(ProblemException):
     """The quota store is down and QUOTAS['FAILURE_MODE'] is ``closed`` (503)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+
+
+class ReducedCapacity(ProblemException):
+    """Refused only because adaptive limits are reduced under load (503)."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE

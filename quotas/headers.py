@@ -24,7 +24,8 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
     states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
     if not states:
         return {}
-    policy = ", ".join(f"{s.window.policy_sf};q={s.window.quota};w={s.window.window}" for s in states)
+    # While an adaptive multiplier is in force, the reduced quota is what is advertised.
+    policy = ", ".join(f"{s.window.policy_sf};q={s.quota};w={s.window.window}" for s in states)
     current = ", ".join(
         f"{s.window.policy_sf};r={max(0, s.remaining)};t={math.ceil(s.reset_us / 1e6)}"
         for s in states
@@ -36,7 +37,7 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
     if quota_settings.LEGACY_HEADERS:
         top = decision.most_restrictive()
         if top is not None:
-            headers["X-RateLimit-Limit"] = str(top.window.quota)
+            headers["X-RateLimit-Limit"] = str(top.quota)
             headers["X-RateLimit-Remaining"] = str(max(0, top.remaining or 0))
             headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + top.reset_us / 1e6))
     return headers

@@ -111,6 +111,31 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
     return body
 
 
+def reduced_capacity(decision: Decision) -> dict[str, Any]:
+    """The 503 body for a request refused only because limits are reduced under load."""
+    state = decision.denying_state()
+    retry = decision.retry_after or 1
+    return {
+        "type": TEMPORARY_REDUCED_CAPACITY,
+        "title": "Temporarily reduced capacity",
+        "status": 503,
+        "detail": (
+            f"The service is under load and has reduced '{state.window.policy}' to {state.quota} of "
+            f"{state.window.quota} requests {per(state.window.window)}; retry in {retry} second"
+            f"{'' if retry == 1 else 's'}."
+        ),
+        "reason": "reduced_capacity",
+        "limit": {
+            "name": state.window.policy,
+            "quota": state.quota,
+            "full_quota": state.window.quota,
+            "window": state.window.window,
+        },  # fmt: skip
+        "multiplier": decision.multiplier,
+        "retry_after": retry,
+    }
+
+
 def invalid_api_key(reason: str) -> dict[str, Any]:
     """The 401 body for a malformed, unknown or revoked API key."""
     return {

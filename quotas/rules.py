@@ -10,6 +10,7 @@ poll, never on the request path) and reloads on its next request.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -68,6 +69,11 @@ class Window:
     def is_log(self) -> bool:
         """Whether the window keeps a sorted set of its own (sliding window log)."""
         return self.algorithm == "sliding_window_log"
+
+    @property
+    def code(self) -> int:
+        """The algorithm's wire code (quotas.scripts.ALGORITHM_CODES)."""
+        return ALGORITHM_CODES[self.algorithm]
 
     @property
     def is_budget(self) -> bool:
@@ -393,6 +399,9 @@ class RulesCache:
         self._stop = threading.Event()
         self._by_key = _LRU(cache_size)
         self._by_user = _LRU(cache_size)
+        self.multipliers_key = version_key.rsplit(":", 1)[0] + ":adaptive:multipliers"
+        #: Adaptive multipliers by plan id, published by the adaptive controller.
+        self.multipliers: dict[int, float] = {}
 
     def current(self) -> RuleSet:
         """The snapshot to decide with (reloaded first if it is stale)."""
@@ -413,6 +422,7 @@ class RulesCache:
             self._by_user.clear()
             self._rules = rules
             self._stale = False
+        self.refresh_multipliers()
         self.on_reload()
         return rules
 
@@ -463,10 +473,42 @@ class RulesCache:
             rules = self._rules
             if rules is not None and not self._stale and self._read_version() != rules.version:
                 self._stale = True
+            self.refresh_multipliers()
+
+    def refresh_multipliers(self) -> None:
+        """Read the adaptive multipliers; a change forgets remembered refusals."""
+        try:
+            raw = self.redis.get(self.multipliers_key)
+        except RedisError:
+            return  # keep the last known multipliers while Redis is away
+        multipliers = parse_multipliers(raw)
+        if multipliers != self.multipliers:
+            self.multipliers = multipliers
+            self.on_reload()
 
     def stop(self) -> None:
         """Stop the poller thread (engines replaced in tests call this)."""
         self._stop.set()
+
+
+def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
+    """``{"<plan id>": multiplier, ...}`` as published by the adaptive app; junk is ignored."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except (TypeError, ValueError):
+        logger.warning("quotas: unreadable adaptive multipliers %r", raw[:200])
+        return {}
+    out = {}
+    for key, value in data.items() if isinstance(data, dict) else ():
+        try:
+            plan_id, multiplier = int(key), float(value)
+        except (TypeError, ValueError):
+            continue  # e.g. "updated_at"
+        if 0 < multiplier <= 10 and multiplier != 1.0:
+            out[plan_id] = multiplier
+    return out
 
 
 def ceil_seconds(us: int) -> int:

@@ -21,7 +21,7 @@ from . import problems
 from .alerts import fire_budget_alerts
 from .conf import quota_settings
 from .engine import get_engine
-from .exceptions import InvalidAPIKey, QuotaServiceUnavailable, StoreUnavailable
+from .exceptions import InvalidAPIKey, QuotaServiceUnavailable, ReducedCapacity, StoreUnavailable
 from .identity import Client, identify
 from .keys import encode_part
 from .money import to_micros
@@ -67,8 +67,16 @@ class QuotaThrottle(BaseThrottle):
         scope = getattr(view, "quota_scope", None) or ""
         cost = self.get_cost(rules, plan_id, client, request, view, scope)
         usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
+        multiplier = engine.rules.multipliers.get(plan_id, 1.0) if plan_id is not None else 1.0
         try:
-            decision = engine.decide(client.tag, windows, self.get_weight(request, view), cost_micros=cost, usage=usage)
+            decision = engine.decide(
+                client.tag,
+                windows,
+                self.get_weight(request, view),
+                cost_micros=cost,
+                usage=usage,
+                multiplier=multiplier,
+            )
         except StoreUnavailable:
             logger.warning("quotas: Redis unavailable, failure mode %s", quota_settings.FAILURE_MODE, exc_info=True)
             if quota_settings.FAILURE_MODE == "closed":
@@ -88,6 +96,10 @@ class QuotaThrottle(BaseThrottle):
                 time.sleep(decision.delay)
             return True
         self._wait = decision.retry_after
+        if decision.reduced_only:
+            # Refused only because limits are reduced under load: 503, as the draft asks.
+            http_request.quota_problem = problems.reduced_capacity(decision)
+            raise ReducedCapacity(http_request.quota_problem, wait=decision.retry_after)
         return False
 
     def wait(self) -> int | None:

@@ -12,26 +12,36 @@
 -- ARGV[3]  the request's estimated cost in micro-units (budget windows spend it)
 -- ARGV[4]  the usage field prefix "<plan>|<scope>"
 -- ARGV[5]  'peek' to consume and count nothing (a client reading its standing)
--- ARGV[5+i] window i: "<algorithm code> <limit> <window us> <capacity>
+-- ARGV[6]  the adaptive multiplier of the client's plan ('' = 1): it scales
+--          the rolling rate windows (codes 1-5), never periods or budgets
+-- ARGV[6+i] window i: "<algorithm code> <limit> <window us> <capacity>
 --          <weight> <max delay us> <shadow 0|1> <field>" (see period.lua for
 --          how periods reuse the numbers)
--- Returns  {allowed, now, then per window: ok, remaining, reset, retry, delay,
---          used (periods), alert mask (periods)}
+-- Returns  {allowed, now, reduced_only, then per window: ok, remaining, reset,
+--          retry, delay, used (periods), alert mask (periods)}; reduced_only
+--          is 1 when the request was refused only because of the multiplier
 local now
 if ARGV[1] == '' then now = server_now() else now = tonumber(ARGV[1]) end
 local weight = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3]) or 0
 local peek = ARGV[5] == 'peek'
-local n = #ARGV - 5
+local multiplier = tonumber(ARGV[6]) or 1
+local n = #ARGV - 6
 
 -- Parse every spec once into parallel arrays.
 local codes, limits, windows, caps, weights, delays, shadows, fields = {}, {}, {}, {}, {}, {}, {}, {}
+local full_limits, full_caps = {}, {}
 local hash_fields = {}
 local unit_weight = weight or 1
 for i = 1, n do
-  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[5 + i], SPEC)
+  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[6 + i], SPEC)
   code = tonumber(code)
   codes[i], limits[i], windows[i], caps[i] = code, tonumber(limit), tonumber(window), tonumber(cap)
+  full_limits[i], full_caps[i] = limits[i], caps[i]
+  if multiplier ~= 1 and code <= 5 then
+    limits[i] = math.max(1, math.floor(limits[i] * multiplier))
+    caps[i] = math.max(1, math.floor(caps[i] * multiplier))
+  end
   delays[i], shadows[i], fields[i] = tonumber(max_delay), shadow == '1', field
   if code == 7 then
     weights[i] = cost
@@ -47,7 +57,7 @@ end
 local values = {}
 if #hash_fields > 0 then values = redis.call('HMGET', KEYS[1], unpack(hash_fields)) end
 
-local reply = {0, now}
+local reply = {0, now, 0}
 local oks, new_values, ttls, log_keys, log_counts = {}, {}, {}, {}, {}
 local allowed, budget_denied, would_deny = true, false, false
 local next_value, next_key = 1, 3
@@ -73,7 +83,7 @@ for i = 1, n do
       if codes[i] == 7 then budget_denied = true end
     end
   end
-  local base = 2 + (i - 1) * 7
+  local base = 3 + (i - 1) * 7
   reply[base + 1] = ok and 1 or 0
   reply[base + 2] = math.floor(remaining)
   reply[base + 3] = math.ceil(math.max(reset, 0))
@@ -83,6 +93,23 @@ for i = 1, n do
   reply[base + 7] = alert or 0
 end
 if allowed then reply[1] = 1 end
+
+if not allowed and multiplier < 1 then
+  -- Would the request pass at full capacity? Then only the reduction refused it.
+  local would_pass, next_v, next_k = true, 1, 3
+  for i = 1, n do
+    local ok
+    if codes[i] == 2 then
+      ok = log_check(KEYS[next_k], full_limits[i], windows[i], weights[i], now)
+      next_k = next_k + 1
+    else
+      ok = ALGORITHMS[codes[i]](values[next_v], full_limits[i], windows[i], full_caps[i], weights[i], delays[i], now)
+      next_v = next_v + 1
+    end
+    if not ok and not shadows[i] then would_pass = false end
+  end
+  if would_pass then reply[3] = 1 end
+end
 if peek then return reply end
 
 local writes, ttl = {}, 0
@@ -113,6 +140,8 @@ if ARGV[4] ~= '' then
     counts.a, counts.w, counts.c = 1, unit_weight, cost
   elseif budget_denied then
     counts.db = 1
+  elseif reply[3] == 1 then
+    counts.dc = 1
   else
     counts.dr = 1
   end

@@ -1,7 +1,8 @@
 -- Usage counters: one hash per client and UTC day, cumulative totals only
 -- (HINCRBY), so a reader can copy them anywhere any number of times.
 -- Fields: "<plan>|<scope>|<counter>" with counters a (allowed), dr / db
--- (denied by rate / budget), sw (shadow would deny), w (weight), c (cost).
+-- (denied by rate / budget), dc (denied by reduced capacity), sw (shadow would
+-- deny), w (weight), c (cost).
 local USAGE_TTL_DAYS = 3
 
 local function civil_date(days)

@@ -1,0 +1,94 @@
+"""Adaptive multipliers as the client sees them: reduced quotas, 503 for reduction-only refusals."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from rest_framework.test import APIClient
+
+from quotas.engine import get_engine
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def free(db):
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="10/min", algorithm="fixed_window")
+    return plan
+
+
+def publish(redis_client, multipliers: dict) -> None:
+    """As the adaptive controller does; then let this process read it at once."""
+    redis_client.set("quota:v1:adaptive:multipliers", json.dumps({**multipliers, "updated_at": time.time()}))
+    engine = get_engine()
+    engine.rules.current()
+    engine.rules.refresh_multipliers()
+
+
+def test_reduced_quota_is_advertised(free, redis_client):
+    publish(redis_client, {str(free.pk): 0.5})
+    response = APIClient().get("/api/demo/ping", HTTP_X_API_KEY=issue_key(plan=free))
+    assert response.status_code == 200
+    assert response["X-RateLimit-Limit"] == "5"
+    assert response["RateLimit-Policy"] == '"global";q=5;w=60'
+
+
+def test_refusal_caused_only_by_the_reduction_is_503(free, redis_client):
+    """Over the reduced quota but within the full one: 503 temporary-reduced-capacity with Retry-After."""
+    publish(redis_client, {str(free.pk): 0.5})
+    client = APIClient()
+    key = issue_key(plan=free)
+    assert [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(5)] == [200] * 5
+    response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    assert response.status_code == 503
+    assert response["Content-Type"] == "application/problem+json"
+    assert int(response["Retry-After"]) >= 1
+    body = json.loads(response.content)
+    assert body["type"].endswith("#temporary-reduced-capacity")
+    assert body["limit"]["quota"] == 5
+    assert body["limit"]["full_quota"] == 10
+
+
+def test_ordinary_over_limit_stays_429(free, redis_client):
+    """A client past its full quota gets 429 even while limits are reduced."""
+    client = APIClient()
+    key = issue_key(plan=free)
+    for _ in range(10):
+        client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    publish(redis_client, {str(free.pk): 0.5})
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 429
+
+
+def test_other_plans_are_not_touched(free, redis_client):
+    pro = PlanFactory(slug="pro")
+    EndpointLimitFactory(plan=pro, name="global", rates="10/min")
+    publish(redis_client, {str(free.pk): 0.3})
+    response = APIClient().get("/api/demo/ping", HTTP_X_API_KEY=issue_key(plan=pro))
+    assert response["X-RateLimit-Limit"] == "10"
+
+
+@pytest.mark.slow
+def test_published_multipliers_reach_the_process_within_two_seconds(free, redis_client):
+    client = APIClient()
+    key = issue_key(plan=free)
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key)["X-RateLimit-Limit"] == "10"
+    redis_client.set("quota:v1:adaptive:multipliers", json.dumps({str(free.pk): 0.5}))
+    deadline = time.monotonic() + 2.0
+    limit = "10"
+    while time.monotonic() < deadline and limit != "5":
+        time.sleep(0.1)
+        limit = client.get("/api/demo/ping", HTTP_X_API_KEY=key)["X-RateLimit-Limit"]
+    assert limit == "5"
+
+
+def test_junk_multipliers_are_ignored(free, redis_client):
+    redis_client.set("quota:v1:adaptive:multipliers", b"{not json")
+    engine = get_engine()
+    engine.rules.refresh_multipliers()
+    assert engine.rules.multipliers == {}
+    publish(redis_client, {str(free.pk): "x", "7": -1, "8": 0.5})
+    assert engine.rules.multipliers == {8: 0.5}
