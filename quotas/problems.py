@@ -130,7 +130,7 @@ def reduced_capacity(decision: Decision) -> dict[str, Any]:
             "quota": state.quota,
             "full_quota": state.window.quota,
             "window": state.window.window,
-        },  # fmt: skip
+        },
         "multiplier": decision.multiplier,
         "retry_after": retry,
     }
