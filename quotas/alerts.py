@@ -1,4 +1,4 @@
-"""Budget alerts: turn the thresholds a decision reports into signals."""
+"""Budget alerts and bans: turn what a decision reports into signals and log lines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from .identity import Client
 from .periods import period_bounds
-from .signals import budget_threshold_crossed
+from .signals import budget_threshold_crossed, client_banned
 
 logger = logging.getLogger(__name__)
 
@@ -43,3 +43,21 @@ def fire_budget_alerts(client: Client, states: Iterable) -> None:
                     spent_micros=state.used,
                     amount_micros=window.quota,
                 )
+
+
+def report_ban(client: Client, decision: object, plan: object) -> None:
+    """Log a ban the decision started and send ``client_banned`` (recorded for the admin)."""
+    until = datetime.fromtimestamp(decision.now + decision.ban_wait_us / 1e6, UTC)
+    logger.warning(
+        "quotas: banned %s until %s after repeated refusals (plan %s)",
+        client.tag,
+        until.isoformat(timespec="seconds"),
+        getattr(plan, "slug", None),
+    )
+    client_banned.send(
+        sender=Client,
+        client_tag=client.tag.strip("{}"),
+        subscription_id=client.subscriber.id if client.subscriber else None,
+        plan_id=getattr(plan, "id", None),
+        until=until,
+    )

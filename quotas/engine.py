@@ -74,6 +74,10 @@ class Decision:
     reconciled: bool = False
     multiplier: float = 1.0  # the adaptive multiplier the rate windows were scaled by
     reduced_only: bool = False  # refused only because of the multiplier (503, not 429)
+    banned: bool = False  # refused because the client is banned (escalation), limits unread
+    ban_started: bool = False  # this refusal started a ban
+    ban_wait_us: int = 0  # until the ban ends
+    request_id: str = ""  # holds concurrency leases until released
     extra: dict = field(default_factory=dict)
 
     @property
@@ -102,6 +106,11 @@ class Decision:
         )
 
     @property
+    def ban_retry_after(self) -> int:
+        """Whole seconds until a ban ends."""
+        return max(1, math.ceil(self.ban_wait_us / _US))
+
+    @property
     def retry_after(self) -> int | None:
         """Whole seconds until the same request would be admitted (None if allowed).
 
@@ -111,6 +120,8 @@ class Decision:
         """
         if self.allowed:
             return None
+        if self.banned or self.ban_started:
+            return self.ban_retry_after
         waits = [s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()]
         return max(1, math.ceil(max(waits) / _US))
 
@@ -171,6 +182,26 @@ class DenyMemory:
                 hits.append(WindowState(window, False, None, wait_us, wait_us))
         return hits
 
+    def ban(self, tag: str, wait_us: int) -> None:
+        """Remember that ``tag`` is banned for ``wait_us`` microseconds."""
+        with self._lock:
+            self._entries[(tag, "!ban")] = (time.monotonic() + wait_us / _US, 0)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def banned(self, tag: str) -> int:
+        """Microseconds left of a remembered ban of ``tag`` (0 if none)."""
+        if not self._entries:
+            return 0
+        entry = self._entries.get((tag, "!ban"))
+        if entry is None:
+            return 0
+        left = entry[0] - time.monotonic()
+        if left <= 0:
+            self._entries.pop((tag, "!ban"), None)
+            return 0
+        return math.ceil(left * _US)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -188,6 +219,7 @@ class Engine:
         self._decide = LuaScript(client, script_source("decide"))
         self._refund = LuaScript(client, script_source("refund"))
         self._adjust = LuaScript(client, script_source("adjust"))
+        self._release = LuaScript(client, script_source("release"))
 
     def decide(
         self,
@@ -199,17 +231,26 @@ class Engine:
         usage: str | None = None,
         peek: bool = False,
         multiplier: float = 1.0,
+        ban_policy: str = "",
+        request_id: str = "",
     ) -> Decision:
         """Check and consume ``weight`` in every window for client ``tag``, atomically.
 
         ``weight`` overrides each rate window's own weight; budgets spend
         ``cost_micros``. ``usage`` ("<plan>|<scope>") counts the decision in
         the client's usage of the day; ``peek`` consumes and counts nothing.
-        ``multiplier`` (adaptive limits) scales the rolling rate windows.
+        ``multiplier`` (adaptive limits) scales the rolling rate windows;
+        ``ban_policy`` (see :func:`quotas.rules.ban_policy_spec`) enables
+        escalation; ``request_id`` names the request's concurrency leases.
         ``now`` (seconds since the epoch) replaces the Redis server's clock,
         for tests. Raises :class:`StoreUnavailable` when Redis fails.
         """
         if now is None and not peek:
+            banned_for = self.deny_memory.banned(tag)
+            if banned_for:
+                return Decision(
+                    False, [], time.time(), weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for
+                )
             remembered = self.deny_memory.check(tag, windows, weight)
             if remembered:
                 return Decision(False, remembered, time.time(), weight, local=True, tag=tag)
@@ -222,6 +263,8 @@ class Engine:
             usage or "",
             "peek" if peek else "",
             "" if multiplier == 1.0 else repr(multiplier),
+            ban_policy,
+            request_id,
             *specs,
         ]
         try:
@@ -229,8 +272,8 @@ class Engine:
         except RedisError as exc:
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
         states = []
-        for i, w in enumerate(windows):
-            ok, remaining, reset, retry, delay, used, alert = reply[3 + 7 * i : 10 + 7 * i]
+        for i, w in enumerate(windows if reply[2] != 2 else ()):  # a banned client's limits are not read
+            ok, remaining, reset, retry, delay, used, alert = reply[4 + 7 * i : 11 + 7 * i]
             quota = scaled(w, multiplier)
             states.append(
                 WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay, used, alert, quota)
@@ -246,12 +289,44 @@ class Engine:
             specs=specs,
             multiplier=multiplier,
             reduced_only=reply[2] == 1,
+            banned=reply[2] == 2,
+            ban_started=reply[2] == 4,
+            ban_wait_us=reply[3],
+            request_id=request_id,
         )
-        if not decision.allowed and now is None and not peek and not decision.reduced_only:
+        if decision.banned or decision.ban_started:
+            if now is None and not peek:
+                self.deny_memory.ban(tag, reply[3])
+        elif not decision.allowed and now is None and not peek and not decision.reduced_only:
             for state in decision.denying_states():
                 if not state.window.period:  # a period's refusal may end with a reconciliation
                     self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
         return decision
+
+    def count_acl(self, tag: str, usage: str | None, allowed: bool, weight: int | None, cost_micros: int) -> None:
+        """Count a request an allow or deny list decided (no limits involved)."""
+        if not usage:
+            return
+        mode = "acl-allow" if allowed else "acl-deny"
+        args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", ""]
+        try:
+            self._decide(keys=self.keys_for(tag, ()), args=args)
+        except RedisError:
+            logger.warning("quotas: counting an ACL decision for %s failed", tag, exc_info=True)
+
+    def release(self, decision: Decision) -> None:
+        """End the concurrency leases an admitted decision holds."""
+        if not decision.request_id or not decision.allowed:
+            return
+        client = client_key(self.prefix, decision.tag)
+        keys = [log_key(client, s.window.state_field) for s in decision.states if s.window.algorithm == "concurrency"]
+        if not keys:
+            return
+        try:
+            self._release(keys=keys, args=[decision.request_id])
+        except RedisError:
+            # The lease runs out on its own; the client is only limited a little longer.
+            logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
 
     def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
         """The client's standing in ``windows`` without consuming or counting anything."""
@@ -286,7 +361,7 @@ class Engine:
     def keys_for(self, tag: str, windows: Sequence[Window]) -> list[str]:
         """KEYS for the scripts: the client's hash, then each sliding log's set."""
         client = client_key(self.prefix, tag)
-        return [client, usage_key_base(client)] + [log_key(client, w.state_field) for w in windows if w.is_log]
+        return [client, usage_key_base(client)] + [log_key(client, w.state_field) for w in windows if w.has_own_key]
 
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (best effort)."""

@@ -25,6 +25,7 @@ _ALGORITHM_TAGS = {
     "period_quota": "pq",
     "period_requests": "pr",
     "budget": "bd",
+    "concurrency": "cc",
 }
 
 
@@ -65,7 +66,7 @@ def log_key(client: str, field: str) -> str:
 def window_key(prefix: str, tag: str, limit_id: str, algorithm: str, window: int) -> str:
     """Where one window of one client lives: a log key, or the client hash."""
     client = client_key(prefix, tag)
-    if algorithm == "sliding_window_log":
+    if algorithm in ("sliding_window_log", "concurrency"):
         return log_key(client, window_field(limit_id, algorithm, window))
     return client
 

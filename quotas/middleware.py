@@ -35,14 +35,19 @@ class QuotaHeadersMiddleware:
             engine = get_engine()
             if decision.allowed:
                 self.settle(engine, decision, response)
+                if decision.request_id:
+                    engine.release(decision)
             for name, value in rate_limit_headers(decision).items():
                 response.headers[name] = value
             if not decision.allowed and response.status_code == 429:
                 rules = engine.rules.current()
                 plan_id = decision.extra.get("plan_id")
                 plan = rules.plans.get(plan_id) if plan_id is not None else None
-                upgrade = rules.upgrade_for(plan_id, decision.denying_state().window)
-                if decision.budget_denied:
+                denying = decision.denying_states()
+                upgrade = rules.upgrade_for(plan_id, decision.denying_state().window) if denying else None
+                if decision.banned or decision.ban_started:
+                    problem = problems.banned(decision, plan.slug if plan else None)
+                elif decision.budget_denied:
                     problem = problems.budget_exceeded(decision, upgrade, plan.slug if plan else None)
                 else:
                     problem = problems.rate_limited(decision, upgrade, plan.slug if plan else None)

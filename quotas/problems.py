@@ -111,6 +111,28 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
     return body
 
 
+ABNORMAL_USAGE = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+
+
+def banned(decision: Decision, plan_slug: str | None) -> dict[str, Any]:
+    """The 429 body for a client banned after too many refusals (escalation)."""
+    retry = decision.ban_retry_after
+    body: dict[str, Any] = {
+        "type": ABNORMAL_USAGE,
+        "title": "Temporarily blocked",
+        "status": 429,
+        "detail": (
+            f"Too many requests were refused in a short time, so this client is blocked for {retry} more "
+            f"second{'' if retry == 1 else 's'}. Repeated blocks last longer; slow down and back off."
+        ),
+        "reason": "banned",
+        "retry_after": retry,
+    }
+    if plan_slug:
+        body["plan"] = plan_slug
+    return body
+
+
 def reduced_capacity(decision: Decision) -> dict[str, Any]:
     """The 503 body for a request refused only because limits are reduced under load."""
     state = decision.denying_state()

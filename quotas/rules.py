@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from redis.exceptions import RedisError
 
+from .acl import AccessList
 from .conf import quota_settings
 from .keys import window_field
 from .periods import Bounds, period_bounds
@@ -69,6 +70,11 @@ class Window:
     def is_log(self) -> bool:
         """Whether the window keeps a sorted set of its own (sliding window log)."""
         return self.algorithm == "sliding_window_log"
+
+    @property
+    def has_own_key(self) -> bool:
+        """Whether the window keeps a key of its own (sliding log, concurrency leases)."""
+        return self.algorithm in ("sliding_window_log", "concurrency")
 
     @property
     def code(self) -> int:
@@ -207,6 +213,7 @@ class PlanRules:
     price: Decimal
     priority: int
     limits: tuple[LimitRule, ...]
+    ban_policy: str = ""  # escalation, as decide.lua reads it (see ban_policy_spec); "" = off
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +230,7 @@ class Subscriber:
     revoked: bool = False
     budgets: tuple[LimitRule, ...] = ()  # the subscription's own budgets, replacing the plan's per period
     anchor_day: int = 1  # billing months start on this day of the month
+    key_id: int | None = None  # the API key it was resolved from (access lists match keys)
 
     @property
     def rules_key(self) -> tuple:
@@ -233,10 +241,18 @@ class Subscriber:
 class RuleSet:
     """An immutable snapshot of all plans; cheap to query per request."""
 
-    def __init__(self, plans: Iterable[PlanRules], default_plan_id: int | None, version: str = "") -> None:
+    def __init__(
+        self,
+        plans: Iterable[PlanRules],
+        default_plan_id: int | None,
+        version: str = "",
+        acl: AccessList | None = None,
+    ) -> None:
         self.plans: Mapping[int, PlanRules] = {p.id: p for p in plans}
         self.default_plan_id = default_plan_id
         self.version = version
+        #: Who is allowed or denied outright (quotas.acl), before any limit.
+        self.acl = acl if acl is not None else AccessList()
         self._limits_cache: dict[tuple, tuple[LimitRule, ...]] = {}
         self._windows_cache: dict[tuple, list[Window]] = {}
         self._path_plans = {p.id for p in self.plans.values() if any(r.path_prefix for r in p.limits)}
@@ -489,6 +505,14 @@ class RulesCache:
     def stop(self) -> None:
         """Stop the poller thread (engines replaced in tests call this)."""
         self._stop.set()
+
+
+def ban_policy_spec(refusals: int, window: int, durations: tuple[int, ...]) -> str:
+    """Escalation for decide.lua: ban after more than ``refusals`` refusals in ``window``
+    seconds, for ``durations`` seconds (the n-th ban lasts the n-th duration, the last repeats)."""
+    if refusals <= 0 or window <= 0 or not durations:
+        return ""
+    return f"{refusals} {window * 1_000_000} {','.join(str(d * 1_000_000) for d in durations)}"
 
 
 def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:

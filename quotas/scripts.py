@@ -29,6 +29,7 @@ ALGORITHM_CODES: dict[str, int] = {
     "period_quota": 6,
     "budget": 7,
     "period_requests": 8,
+    "concurrency": 9,
 }
 
 _PARTS = {
@@ -39,9 +40,12 @@ _PARTS = {
         "gcra.lua",
         "period.lua",
         "sliding_window_log.lua",
+        "concurrency.lua",
+        "ban.lua",
         "usage.lua",
         "decide.lua",
     ),
+    "release": ("release.lua",),
     "refund": ("common.lua", "period.lua", "refund.lua"),
     "adjust": ("common.lua", "period.lua", "usage.lua", "adjust.lua"),
 }

@@ -8,3 +8,8 @@ from django.dispatch import Signal
 #: (int | None), budget (str, the budget's name), threshold (80 or 100),
 #: period_start (aware datetime), spent_micros (int), amount_micros (int).
 budget_threshold_crossed = Signal()
+
+#: Sent when escalation bans a client (refused too often). Keyword arguments:
+#: client_tag (str), subscription_id (int | None), plan_id (int | None),
+#: until (aware datetime).
+client_banned = Signal()

@@ -18,7 +18,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
 from . import problems
-from .alerts import fire_budget_alerts
+from .alerts import fire_budget_alerts, report_ban
 from .conf import quota_settings
 from .engine import get_engine
 from .exceptions import InvalidAPIKey, QuotaServiceUnavailable, ReducedCapacity, StoreUnavailable
@@ -90,6 +90,8 @@ class QuotaThrottle(BaseThrottle):
         for state in decision.would_deny():
             logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
         fire_budget_alerts(client, decision.states)
+        if decision.ban_started:
+            report_ban(client, decision, plan)
         if decision.allowed:
             if decision.delay > 0:
                 # A shaping leaky bucket: hold the request until its turn (<= max_delay).

@@ -4,6 +4,7 @@
 --
 -- KEYS[1] the client's hash, KEYS[2] unused (usage base), KEYS[3+] sliding logs
 -- ARGV[1] the decision's time (us), ARGV[2] its weight override or '', ARGV[2+i] specs.
+-- Concurrency leases (9) are not refunds' business: release.lua ends them.
 -- Budgets (code 7) are not refunded here: their estimate is released by adjust.lua.
 local dnow = tonumber(ARGV[1])
 local weight_override = tonumber(ARGV[2])
@@ -13,7 +14,9 @@ for i = 1, #ARGV - 2 do
   code, limit, window = tonumber(code), tonumber(limit), tonumber(window)
   local weight = weight_override or tonumber(w)
   if code == 8 then weight = 1 end
-  if code == 2 then
+  if code == 9 then
+    next_key = next_key + 1
+  elseif code == 2 then
     local key = KEYS[next_key]
     next_key = next_key + 1
     local members = redis.call('ZRANGEBYSCORE', key, dnow, dnow, 'LIMIT', 0, weight)

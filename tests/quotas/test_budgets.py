@@ -195,14 +195,14 @@ def test_server_clock_picks_the_next_period(engine):
     day0 = period_bounds("day", 1_700_000_000)
     spec = window.spec_at(1_700_000_000)
     keys = engine.keys_for("{c}", [window])
-    first = engine._decide(keys=keys, args=[day0.start * 10**6 + 5, "", 100, "", "", "", spec])
+    first = engine._decide(keys=keys, args=[day0.start * 10**6 + 5, "", 100, "", "", "", "", "", spec])
     assert first[0] == 1  # the whole day's budget spent
-    refused = engine._decide(keys=keys, args=[day0.start * 10**6 + 6, "", 1, "", "", "", spec])
+    refused = engine._decide(keys=keys, args=[day0.start * 10**6 + 6, "", 1, "", "", "", "", "", spec])
     assert refused[0] == 0
     # Same spec (an app clock still in day 0), but the server is already in day 1.
-    next_day = engine._decide(keys=keys, args=[day0.end * 10**6 + 1, "", 1, "", "", "", spec])
+    next_day = engine._decide(keys=keys, args=[day0.end * 10**6 + 1, "", 1, "", "", "", "", "", spec])
     assert next_day[0] == 1
-    assert next_day[3 + 2] == (day0.next_end - day0.end) * 10**6 - 1  # reset: to the end of day 1
+    assert next_day[4 + 2] == (day0.next_end - day0.end) * 10**6 - 1  # reset: to the end of day 1
 
 
 @pytest.mark.parametrize(
