@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from functools import lru_cache
 from typing import Any
 
@@ -68,6 +69,9 @@ class QuotaThrottle(BaseThrottle):
         cost = self.get_cost(rules, plan_id, client, request, view, scope)
         usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
         multiplier = engine.rules.multipliers.get(plan_id, 1.0) if plan_id is not None else 1.0
+        plan = rules.plans.get(plan_id) if plan_id is not None else None
+        # Concurrency leases are named by the request, so the middleware can end them.
+        request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in windows) else ""
         try:
             decision = engine.decide(
                 client.tag,
@@ -76,6 +80,8 @@ class QuotaThrottle(BaseThrottle):
                 cost_micros=cost,
                 usage=usage,
                 multiplier=multiplier,
+                ban_policy=plan.ban_policy if plan is not None else "",
+                request_id=request_id,
             )
         except StoreUnavailable:
             logger.warning("quotas: Redis unavailable, failure mode %s", quota_settings.FAILURE_MODE, exc_info=True)
