@@ -7,6 +7,7 @@ from quotas.views import healthz
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/demo/", include("demo.urls")),
+    path("api/v1/", include("usage.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("healthz", healthz, name="healthz"),
 ]

@@ -90,9 +90,13 @@ def flush_usage(
             report.keys += snapshot.keys
             report.skipped += snapshot.skipped
             report.rows += len(snapshot.rows)
-            report.written += write_rows(snapshot.rows, snapshot.observed_at, batch_delay)
+            written = write_rows(snapshot.rows, snapshot.observed_at, batch_delay)
+            report.written += written
             report.batches += 1
-            logger.info("usage flush: batch %d written (%d keys, %d rows)", report.batches, len(keys), report.rows)
+            logger.info(
+                "usage flush: batch %d written (%d keys, %d rows, %d moved forward)",
+                report.batches, len(keys), len(snapshot.rows), written,
+            )  # fmt: skip
     finally:
         if own_client:
             redis_client.close()

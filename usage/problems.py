@@ -1,0 +1,85 @@
+"""problem+json (RFC 9457) bodies for the usage API, and the DRF exception handler that sends them."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from django.http import HttpResponse
+from rest_framework import exceptions
+
+from quotas import problems
+from quotas.conf import quota_settings
+from quotas.exceptions import ProblemException
+
+INVALID_QUERY = problems.PROBLEM_BASE + "invalid-usage-query"
+NOT_AUTHENTICATED = problems.PROBLEM_BASE + "not-authenticated"
+FORBIDDEN = problems.PROBLEM_BASE + "forbidden"
+
+
+def invalid_query(errors: dict[str, str]) -> dict[str, Any]:
+    """The 400 body: ``errors`` maps each bad query parameter to what is wrong with it."""
+    names = ", ".join(sorted(errors))
+    return {
+        "type": INVALID_QUERY,
+        "title": "Invalid usage query",
+        "status": 400,
+        "detail": f"Check the query parameter(s): {names}.",
+        "errors": errors,
+    }
+
+
+def not_authenticated() -> dict[str, Any]:
+    """The 401 body for a request with neither an API key nor a signed-in user."""
+    return {
+        "type": NOT_AUTHENTICATED,
+        "title": "Authentication required",
+        "status": 401,
+        "detail": f"Send your API key in the {quota_settings.API_KEY_HEADER} header, or sign in as staff.",
+    }
+
+
+def forbidden(detail: str) -> dict[str, Any]:
+    """The 403 body: the caller is known but may not see what it asked for."""
+    return {"type": FORBIDDEN, "title": "Forbidden", "status": 403, "detail": detail}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse | None:
+    """A DRF exception handler answering every API error with ``application/problem+json``.
+
+    Returns a plain :class:`HttpResponse`, so the error body is JSON even
+    when the request asked for CSV. Other exceptions (bugs) are left to
+    Django: None.
+    """
+    if isinstance(exc, ProblemException):
+        problem = exc.problem
+    elif isinstance(exc, exceptions.ValidationError):
+        problem = invalid_query(_flatten(exc.detail))
+    elif isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        problem = not_authenticated()
+        if isinstance(exc, exceptions.AuthenticationFailed):
+            problem["detail"] = str(exc.detail)
+    elif isinstance(exc, exceptions.PermissionDenied):
+        problem = forbidden(str(exc.detail))
+    elif isinstance(exc, exceptions.APIException):
+        status = exc.status_code
+        title = HTTPStatus(status).phrase
+        problem = {"type": "about:blank", "title": title, "status": status, "detail": str(exc.detail)}
+    else:
+        return None
+    response = problems.render(problem)
+    if response.status_code == 401:
+        response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}", Basic realm="api"'
+    return response
+
+
+def _flatten(detail: Any) -> dict[str, str]:
+    # DRF gives {field: [ErrorDetail, ...]} (or a list for non-field errors): one message per field.
+    if not isinstance(detail, dict):
+        detail = {"query": detail}
+    out = {}
+    for name, messages in detail.items():
+        while isinstance(messages, list | dict):
+            messages = next(iter(messages.values() if isinstance(messages, dict) else messages), "")
+        out["query" if name == "non_field_errors" else name] = str(messages)
+    return out

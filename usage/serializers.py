@@ -1,0 +1,130 @@
+"""The usage API's query parameters (validated) and response bodies (documented in the schema)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.validators import RegexValidator
+from django.utils import timezone
+from rest_framework import serializers
+
+from plans.models import Plan
+
+from .reports import GROUPS, MAX_DAYS, UsageQuery
+
+DEFAULT_DAYS = 30
+CLIENT_TAG = RegexValidator(r"^[A-Za-z0-9._~-]{1,100}$", "Not a client tag; tags look like s.12, u.5 or ip.10.0.0.7.")
+
+
+class UsageQuerySerializer(serializers.Serializer):
+    """``from``/``to`` (YYYY-MM-DD, at most 366 days), ``group_by``, and for staff ``client`` and ``plan``."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # "from" is a Python keyword, so the fields are declared here rather than as attributes.
+        return {
+            "from": serializers.DateField(required=False, input_formats=["%Y-%m-%d"]),
+            "to": serializers.DateField(required=False, input_formats=["%Y-%m-%d"]),
+            "group_by": serializers.ChoiceField(choices=GROUPS, required=False, default="day"),
+            "client": serializers.CharField(required=False, validators=[CLIENT_TAG]),
+            "plan": serializers.SlugRelatedField(slug_field="slug", queryset=Plan.objects.all(), required=False),
+        }
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if "client" in data:  # accept the tag as Redis writes it, braces included
+            data = data.copy()
+            data["client"] = data["client"].strip().strip("{}")
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        end = attrs.get("to") or timezone.now().date()
+        start = attrs.get("from") or end - timedelta(days=DEFAULT_DAYS - 1)
+        if start > end:
+            raise serializers.ValidationError({"from": f"The first day ({start}) is after the last day ({end})."})
+        if (end - start).days + 1 > MAX_DAYS:
+            raise serializers.ValidationError({"to": f"A report covers at most {MAX_DAYS} days; ask for fewer."})
+        attrs["from"], attrs["to"] = start, end
+        return attrs
+
+    def query(self, client: str | None) -> UsageQuery:
+        """The validated query, for ``client`` (None: every client, or the ``client`` parameter)."""
+        data = self.validated_data
+        return UsageQuery(data["from"], data["to"], data["group_by"], client or data.get("client"), data.get("plan"))
+
+
+# The response serializers document the bodies in the OpenAPI schema; the views build the bodies.
+
+
+class DeniedSerializer(serializers.Serializer):
+    rate = serializers.IntegerField(help_text="Refused by a rate limit.")
+    budget = serializers.IntegerField(help_text="Refused by a money budget.")
+    acl = serializers.IntegerField(help_text="Refused by an access rule.")
+    shadow = serializers.IntegerField(help_text="Admitted, but a shadow limit would have refused.")
+
+
+class UsageFiguresSerializer(serializers.Serializer):
+    allowed = serializers.IntegerField(help_text="Admitted requests.")
+    denied = DeniedSerializer()
+    weight = serializers.IntegerField(help_text="Units spent by admitted requests.")
+    cost = serializers.DecimalField(max_digits=24, decimal_places=6, help_text="Cost of admitted requests.")
+
+
+class UsageRowSerializer(UsageFiguresSerializer):
+    day = serializers.DateField(required=False, help_text="With group_by=day: the UTC day.")
+    scope = serializers.CharField(
+        required=False, allow_null=True, help_text="With group_by=scope: the view's quota_scope (null: none)."
+    )
+
+
+class UsageReportSerializer(serializers.Serializer):
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {
+            "from": serializers.DateField(),
+            "to": serializers.DateField(),
+            "group_by": serializers.ChoiceField(choices=GROUPS),
+            "client": serializers.CharField(allow_null=True, help_text="The client reported on; null: every client."),
+            "plan": serializers.CharField(allow_null=True, help_text="The plan filter (slug), if any."),
+            "rows": UsageRowSerializer(many=True, help_text="One per day or scope with any usage, in order."),
+            "totals": UsageFiguresSerializer(),
+        }
+
+
+class LimitStandingSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    scope = serializers.CharField(allow_null=True)
+    algorithm = serializers.CharField()
+    quota = serializers.IntegerField()
+    window = serializers.IntegerField(help_text="Seconds.")
+    period = serializers.CharField(allow_null=True)
+    remaining = serializers.IntegerField()
+    reset = serializers.IntegerField(help_text="Seconds until the full quota is back.")
+
+
+class BudgetStandingSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    period = serializers.CharField()
+    currency = serializers.CharField()
+    amount = serializers.DecimalField(max_digits=24, decimal_places=6)
+    spent = serializers.DecimalField(max_digits=24, decimal_places=6)
+    remaining = serializers.DecimalField(max_digits=24, decimal_places=6)
+    resets_at = serializers.DateTimeField()
+
+
+class PlanSummarySerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    monthly_price = serializers.DecimalField(max_digits=10, decimal_places=2)
+
+
+class UpgradeSerializer(PlanSummarySerializer):
+    because = serializers.CharField(help_text="The limit or budget that is nearly used up.")
+
+
+class StandingSerializer(serializers.Serializer):
+    """Documents ``GET /api/v1/usage/current`` (the body comes from ``quotas.standing``)."""
+
+    client = serializers.CharField()
+    plan = PlanSummarySerializer(allow_null=True)
+    limits = LimitStandingSerializer(many=True)
+    budgets = BudgetStandingSerializer(many=True)
+    upgrade = UpgradeSerializer(allow_null=True, help_text="A bigger plan, offered from 80 % used.")
