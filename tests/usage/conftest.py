@@ -1,0 +1,40 @@
+"""Fixtures for the usage tests: plans whose limits refuse early, and traffic sent through the real throttle."""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from plans.models import Plan
+from tests.factories import EndpointLimitFactory, PlanFactory
+
+
+@pytest.fixture
+def free(db) -> Plan:
+    """The default plan: 5 requests a minute overall, 2 a minute on the search scope."""
+    plan = PlanFactory(slug="free", monthly_price=Decimal("0"), is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="5/min", algorithm="fixed_window")
+    EndpointLimitFactory(plan=plan, name="search", scope="search", rates="2/min", algorithm="fixed_window")
+    return plan
+
+
+@pytest.fixture
+def pro(db) -> Plan:
+    """A bigger plan: 1000 requests a minute."""
+    plan = PlanFactory(slug="pro", monthly_price=Decimal("49"), priority=5)
+    EndpointLimitFactory(plan=plan, name="global", rates="1000/min", algorithm="fixed_window")
+    return plan
+
+
+@pytest.fixture
+def api() -> APIClient:
+    return APIClient(raise_request_exception=False)
+
+
+def send(api: APIClient, key: str | None, n: int, path: str = "/api/demo/ping") -> Counter:
+    """Send ``n`` GETs with API key ``key`` (None: anonymous); returns the count of each status code."""
+    extra = {"HTTP_X_API_KEY": key} if key is not None else {}
+    return Counter(api.get(path, **extra).status_code for _ in range(n))

@@ -1,0 +1,163 @@
+"""flush_usage: the Redis usage counters of real throttled requests, copied into UsageRecord rows."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from plans.models import APIKey
+from quotas.conf import quota_settings
+from quotas.engine import reset_engine
+from quotas.identity import hash_api_key
+from tests.factories import issue_key
+from usage.flush import flush_usage, write_rows
+from usage.models import UsageRecord
+from usage.store import read_snapshot, readable_days, scan_usage_keys, server_now
+
+from .conftest import send
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+def tag_of(raw_key: str) -> str:
+    return f"s.{APIKey.objects.get(key_hash=hash_api_key(raw_key)).subscription_id}"
+
+
+def rows(client: str) -> dict[str, dict[str, int]]:
+    """The client's rows by scope: every counter."""
+    fields = ("allowed", "denied_rate", "denied_budget", "shadow_would_deny", "weight", "cost_micros")
+    return {r.scope: {f: getattr(r, f) for f in fields} for r in UsageRecord.objects.filter(client=client)}
+
+
+def counts(allowed=0, denied_rate=0, weight=None, cost_micros=0, denied_budget=0, shadow_would_deny=0):
+    return {
+        "allowed": allowed, "denied_rate": denied_rate, "denied_budget": denied_budget,
+        "shadow_would_deny": shadow_would_deny, "weight": allowed if weight is None else weight,
+        "cost_micros": cost_micros,
+    }  # fmt: skip
+
+
+def test_flush_copies_every_decision_of_real_requests(api, free, redis_client):
+    """One row per client, plan, scope and day, with what the throttle decided; FKs filled in."""
+    key = issue_key(plan=free)
+    client = tag_of(key)
+    assert send(api, key, 3, "/api/demo/search?q=x") == {200: 2, 429: 1}  # the search limit: 2/min
+    assert send(api, key, 5) == {200: 3, 429: 2}  # global: 5/min, 2 spent by the searches
+    assert send(api, None, 2) == {200: 2}  # anonymous: the default plan, by IP
+
+    report = flush_usage(redis_client)
+
+    assert (report.keys, report.rows, report.written, report.skipped) == (2, 3, 3, 0)
+    assert rows(client) == {"search": counts(2, 1), "": counts(3, 2)}
+    assert rows("ip.127.0.0.1") == {"": counts(2)}
+    record = UsageRecord.objects.get(client=client, scope="")
+    assert record.subscription.api_keys.get().key_hash == hash_api_key(key)
+    assert (record.plan, record.plan_key) == (free, free.pk)
+    assert record.day == server_now(redis_client).date()
+    assert UsageRecord.objects.get(client="ip.127.0.0.1").subscription is None
+
+
+def test_flushing_twice_gives_the_same_totals(api, free, redis_client):
+    """The second flush finds nothing to move forward and changes no total."""
+    key = issue_key(plan=free)
+    send(api, key, 7)
+    flush_usage(redis_client)
+    first = rows(tag_of(key))
+
+    again = flush_usage(redis_client)
+
+    assert (again.rows, again.written) == (1, 0)
+    assert rows(tag_of(key)) == first == {"": counts(5, 2)}
+
+
+def test_values_are_absolute_so_more_traffic_is_not_added_twice(api, pro, redis_client):
+    """Redis holds cumulative totals: a later flush replaces a row's counts, it never adds to them."""
+    key = issue_key(plan=pro)
+    send(api, key, 4)
+    flush_usage(redis_client)
+    send(api, key, 6)
+
+    flush_usage(redis_client)
+    flush_usage(redis_client)
+
+    assert rows(tag_of(key)) == {"": counts(10)}
+
+
+def test_redis_is_only_read(api, free, redis_client):
+    """A flush deletes nothing and leaves every hash and its expiry as it was."""
+    send(api, issue_key(plan=free), 3)
+    before = {k: (redis_client.hgetall(k), redis_client.pexpiretime(k)) for k in redis_client.scan_iter("*:u:*")}
+
+    flush_usage(redis_client)
+
+    after = {k: (redis_client.hgetall(k), redis_client.pexpiretime(k)) for k in redis_client.scan_iter("*:u:*")}
+    assert after == before
+    assert len(before) == 1
+    (expires_ms,) = [e for _, e in before.values()]
+    day_end = server_now(redis_client).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    assert expires_ms == (day_end + timedelta(days=3)).timestamp() * 1000  # three days after the day
+
+
+def test_an_older_snapshot_never_replaces_a_newer_row(api, pro, redis_client):
+    """Concurrent flushes: a batch read earlier but committed later cannot put older totals back."""
+    key = issue_key(plan=pro)
+    send(api, key, 2)
+    prefix = quota_settings.KEY_PREFIX
+    days = readable_days(server_now(redis_client).date())
+    early = read_snapshot(redis_client, prefix, list(scan_usage_keys(redis_client, prefix, days)))
+    send(api, key, 3)
+    flush_usage(redis_client)
+
+    assert write_rows(early.rows, early.observed_at) == 0
+
+    assert rows(tag_of(key)) == {"": counts(5)}
+
+
+def test_lost_redis_data_cannot_erase_flushed_requests(api, pro, redis_client):
+    """If Redis loses the day's hash, the flushed request counts stay (they only ever grow)."""
+    key = issue_key(plan=pro)
+    send(api, key, 5)
+    flush_usage(redis_client)
+    redis_client.flushall()
+    reset_engine()
+    send(api, key, 2)
+
+    flush_usage(redis_client)
+
+    assert rows(tag_of(key)) == {"": counts(5)}
+
+
+def test_a_cost_lowered_after_a_flush_is_copied_lower(api, free, redis_client, monkeypatch):
+    """Cost is reconciled after the view: a flush that saw the estimate is corrected by the next.
+
+    The view itself runs a flush between the decision (estimate 0.5 charged)
+    and the reconciliation (a failed view is charged nothing).
+    """
+    from tests.urls import PricedView
+
+    view_get = PricedView.get
+
+    def get_with_flush(self, request):
+        flush_usage(redis_client)
+        return view_get(self, request)
+
+    key = issue_key(plan=free)
+    assert send(api, key, 1, "/t/priced?est=0.25&actual=0.1") == {200: 1}
+    monkeypatch.setattr(PricedView, "get", get_with_flush)
+    assert send(api, key, 1, "/t/priced?est=0.5&fail=1") == {500: 1}
+    assert rows(tag_of(key))["priced"]["cost_micros"] == 600_000  # 0.1 + the in-flight estimate
+
+    flush_usage(redis_client)
+
+    assert rows(tag_of(key)) == {"priced": counts(2, cost_micros=100_000)}
+
+
+def test_the_days_redis_still_holds_are_flushed(api, pro, redis_client):
+    """Today and the three days before it (the hashes' lifetime) are read; older days are not."""
+    send(api, issue_key(plan=pro), 1)
+    now = server_now(redis_client)
+
+    assert flush_usage(redis_client, now=now + timedelta(days=3)).keys == 1
+    assert flush_usage(redis_client, now=now + timedelta(days=4)).keys == 0
+    assert flush_usage(redis_client, now=now - timedelta(days=1)).keys == 0
