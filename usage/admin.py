@@ -27,7 +27,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class UsageRecordAdmin(ReadOnlyAdmin):
     list_display = (
         "day", "client", "subscription", "plan", "scope", "allowed", "denied_rate", "denied_budget",
-        "denied_acl", "shadow_would_deny", "weight", "cost_display", "updated_at",
+        "denied_acl", "denied_capacity", "denied_banned", "shadow_would_deny", "weight", "cost_display",
+        "updated_at",
     )  # fmt: skip
     list_filter = ("day", "plan", "scope")
     search_fields = ("client", "subscription__name")

@@ -9,9 +9,13 @@ from django.db import models
 from plans.models import Plan, Subscription
 from quotas.money import from_micros
 
-#: The counters of a usage row, in the order of the Redis counter names
-#: (``a``, ``dr``, ``db``, ``da``, ``sw``, ``w``, ``c``).
-COUNTERS = ("allowed", "denied_rate", "denied_budget", "denied_acl", "shadow_would_deny", "weight", "cost_micros")
+#: The counters of a usage row (see usage.store.COUNTER_FIELDS for their Redis names).
+COUNTERS = (
+    "allowed", "denied_rate", "denied_budget", "denied_acl", "denied_capacity", "denied_banned",
+    "shadow_would_deny", "weight", "cost_micros",
+)  # fmt: skip
+#: The counters of refused requests.
+DENIALS = ("denied_rate", "denied_budget", "denied_acl", "denied_capacity", "denied_banned")
 
 
 class UsageRecord(models.Model):
@@ -36,6 +40,8 @@ class UsageRecord(models.Model):
     denied_rate = models.PositiveBigIntegerField(default=0, help_text="Refused by a rate limit.")
     denied_budget = models.PositiveBigIntegerField(default=0, help_text="Refused by a money budget.")
     denied_acl = models.PositiveBigIntegerField(default=0, help_text="Refused by an access rule.")
+    denied_capacity = models.PositiveBigIntegerField(default=0, help_text="Refused while capacity was reduced.")
+    denied_banned = models.PositiveBigIntegerField(default=0, help_text="Refused while the client was banned.")
     shadow_would_deny = models.PositiveBigIntegerField(default=0, help_text="A shadow limit would have refused.")
     weight = models.PositiveBigIntegerField(default=0, help_text="Units spent by admitted requests.")
     cost_micros = models.BigIntegerField(default=0, help_text="Cost of admitted requests in millionths of a unit.")
@@ -55,7 +61,7 @@ class UsageRecord(models.Model):
     @property
     def denied(self) -> int:
         """Requests refused for any reason (shadow limits never refuse)."""
-        return self.denied_rate + self.denied_budget + self.denied_acl
+        return sum(getattr(self, name) for name in DENIALS)
 
     @property
     def cost(self) -> Decimal:

@@ -8,7 +8,8 @@ from typing import Any
 
 from rest_framework.renderers import BaseRenderer
 
-COLUMNS = ("allowed", "denied_rate", "denied_budget", "denied_acl", "shadow_would_deny", "weight", "cost")
+DENIED = ("rate", "budget", "acl", "capacity", "banned", "shadow")
+COLUMNS = ("allowed", *(f"denied_{d}" for d in DENIED[:-1]), "shadow_would_deny", "weight", "cost")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -27,8 +28,7 @@ class UsageCSVRenderer(BaseRenderer):
         writer = csv.writer(out)
         writer.writerow((group, *COLUMNS))
         for row in data["rows"]:
-            denied = row["denied"]
-            counts = (denied["rate"], denied["budget"], denied["acl"], denied["shadow"])
+            counts = (row["denied"][d] for d in DENIED)
             writer.writerow((_cell(row[group]), row["allowed"], *counts, row["weight"], row["cost"]))
         return out.getvalue().encode(self.charset)
 

@@ -150,6 +150,8 @@ def _counters_out(c: Counters) -> dict[str, Any]:
             "rate": c["denied_rate"],
             "budget": c["denied_budget"],
             "acl": c["denied_acl"],
+            "capacity": c["denied_capacity"],
+            "banned": c["denied_banned"],
             "shadow": c["shadow_would_deny"],
         },
         "weight": c["weight"],

@@ -59,6 +59,8 @@ class DeniedSerializer(serializers.Serializer):
     rate = serializers.IntegerField(help_text="Refused by a rate limit.")
     budget = serializers.IntegerField(help_text="Refused by a money budget.")
     acl = serializers.IntegerField(help_text="Refused by an access rule.")
+    capacity = serializers.IntegerField(help_text="Refused while capacity was reduced under load.")
+    banned = serializers.IntegerField(help_text="Refused while the client was banned for repeated refusals.")
     shadow = serializers.IntegerField(help_text="Admitted, but a shadow limit would have refused.")
 
 

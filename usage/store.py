@@ -25,6 +25,8 @@ COUNTER_FIELDS = {
     "dr": "denied_rate",
     "db": "denied_budget",
     "da": "denied_acl",
+    "dc": "denied_capacity",
+    "dx": "denied_banned",
     "sw": "shadow_would_deny",
     "w": "weight",
     "c": "cost_micros",
@@ -131,7 +133,10 @@ def add_hash(rows: dict[RowKey, Counters], client: str, day: date, mapping: dict
         plan_key, scope, counter = parsed
         name = COUNTER_FIELDS.get(counter)
         if name is None:
-            continue  # a counter this version does not know yet
+            # A counter the decision script added after this code was written: say so, loudly.
+            logger.warning("usage: unknown counter %r of %s on %s; not stored", counter, client, day)
+            skipped += 1
+            continue
         row = rows.setdefault(RowKey(client, plan_key, scope, day), dict.fromkeys(COUNTER_FIELDS.values(), 0))
         row[name] = int(raw_value)
     return skipped

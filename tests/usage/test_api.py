@@ -80,7 +80,7 @@ def test_a_key_sees_its_own_live_usage_before_any_flush(api, two_clients, today)
     assert body["totals"]["allowed"] == 5
     assert body["totals"]["weight"] == 5
     assert body["totals"]["cost"] == "0.000000"
-    assert set(body["totals"]["denied"]) == {"rate", "budget", "acl", "shadow"}
+    assert set(body["totals"]["denied"]) == {"rate", "budget", "acl", "capacity", "banned", "shadow"}
 
 
 def test_flushed_and_live_counts_are_not_added_twice(api, two_clients, redis_client):
@@ -191,8 +191,10 @@ def test_csv_for_spreadsheets(api, two_clients, today):
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"].startswith('attachment; filename="usage-')
     lines = list(csv.reader(io.StringIO(response.content.decode())))
-    assert lines[0] == ["day", "allowed", "denied_rate", "denied_budget", "denied_acl", "shadow_would_deny",
-                        "weight", "cost"]  # fmt: skip
+    assert lines[0] == [
+        "day", "allowed", "denied_rate", "denied_budget", "denied_acl", "denied_capacity", "denied_banned",
+        "shadow_would_deny", "weight", "cost",
+    ]  # fmt: skip
     assert lines[1][:2] == [str(today), "5"]
     assert len(lines) == 2
 
