@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .models import APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
+from .models import ACLEntry, APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
 
 
 class EndpointLimitInline(admin.TabularInline):
@@ -96,3 +97,67 @@ class APIKeyAdmin(admin.ModelAdmin):
             key.save(update_fields=["revoked_at"])
             count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+
+
+class ACLKindFilter(admin.SimpleListFilter):
+    title = "matches"
+    parameter_name = "kind"
+
+    #: The lookup selecting each kind (exactly one target is set, by constraint).
+    LOOKUPS = {
+        ACLEntry.Kind.KEY: Q(api_key__isnull=False),
+        ACLEntry.Kind.USER: Q(user__isnull=False),
+        ACLEntry.Kind.SUBSCRIPTION: Q(subscription__isnull=False),
+        ACLEntry.Kind.IP: ~Q(cidr=""),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return list(ACLEntry.Kind.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ACLEntry]) -> QuerySet[ACLEntry]:
+        lookup = self.LOOKUPS.get(self.value())
+        return queryset.filter(lookup) if lookup is not None else queryset
+
+
+class ACLStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("active", "Active"), ("expired", "Expired")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ACLEntry]) -> QuerySet[ACLEntry]:
+        now = timezone.now()
+        if self.value() == "active":
+            return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        if self.value() == "expired":
+            return queryset.filter(expires_at__lte=now)
+        return queryset
+
+
+@admin.register(ACLEntry)
+class ACLEntryAdmin(admin.ModelAdmin):
+    list_display = ("target", "action", "kind_label", "scope", "expires_at", "active", "reason", "created_by")
+    list_filter = ("action", ACLKindFilter, ACLStatusFilter)
+    search_fields = ("reason", "cidr")
+    list_select_related = ("api_key__subscription", "user", "subscription__plan", "created_by")
+    raw_id_fields = ("api_key", "user", "subscription")
+    readonly_fields = ("created_at", "created_by")
+    fieldsets = (
+        (None, {"fields": ("action", "reason", "scope", "expires_at")}),
+        ("Matches (exactly one)", {"fields": ("api_key", "user", "subscription", "cidr")}),
+        ("Audit", {"fields": ("created_at", "created_by")}),
+    )
+
+    @admin.display(description="Matches")
+    def kind_label(self, obj: ACLEntry) -> str:
+        return obj.get_kind_display()
+
+    @admin.display(description="Active", boolean=True)
+    def active(self, obj: ACLEntry) -> bool:
+        return not obj.is_expired
+
+    def save_model(self, request: HttpRequest, obj: ACLEntry, form: ModelForm, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
