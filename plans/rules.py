@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.db.models import Q
+from django.utils import timezone
+
+from quotas.acl import AccessList, ACLRule, parse_network
 from quotas.money import to_micros
 from quotas.rates import Rate, parse_rates
 from quotas.rules import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber
 
-from .models import APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
+from .models import ACLEntry, APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
+
+logger = logging.getLogger(__name__)
 
 #: The window length RateLimit headers advertise for a calendar period.
 NOMINAL_SECONDS = {"day": 86400, "week": 7 * 86400, "month": 30 * 86400, "billing_month": 30 * 86400}
@@ -57,6 +64,46 @@ def period_quota_rule(quota: PeriodQuota) -> LimitRule:
     )
 
 
+def acl_rule(entry: ACLEntry) -> ACLRule:
+    """The engine's view of one access-list entry; raises ValueError for a target it cannot match."""
+    kind = entry.kind
+    if kind == ACLEntry.Kind.KEY:
+        value: Any = entry.api_key_id
+    elif kind == ACLEntry.Kind.USER:
+        value = entry.user_id
+    elif kind == ACLEntry.Kind.SUBSCRIPTION:
+        value = entry.subscription_id
+    elif kind == ACLEntry.Kind.IP:
+        value = parse_network(entry.cidr)
+    else:
+        raise ValueError("it matches no target or several")
+    return ACLRule(
+        id=entry.pk,
+        action=entry.action,
+        kind=kind,
+        value=value,
+        scope=entry.scope,
+        expires_at=entry.expires_at.timestamp() if entry.expires_at else None,
+        reason=entry.reason,
+    )
+
+
+def access_list() -> AccessList:
+    """Every access-list entry that has not expired yet, compiled.
+
+    An entry that cannot be compiled (written around model validation) is
+    logged and left out rather than breaking every request's rules.
+    """
+    rules = []
+    active = ACLEntry.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+    for entry in active.order_by("pk"):
+        try:
+            rules.append(acl_rule(entry))
+        except ValueError as exc:
+            logger.error("quotas: access-list entry %s ignored: %s", entry.pk, exc)
+    return AccessList(rules)
+
+
 class PlansRulesBackend:
     """Loads every plan with its limits; resolves API keys and users on demand."""
 
@@ -79,21 +126,21 @@ class PlansRulesBackend:
             )
             if plan.is_default:
                 default_id = plan.pk
-        return RuleSet(plans, default_id)
+        return RuleSet(plans, default_id, acl=access_list())
 
     def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
         key = APIKey.objects.select_related("subscription").filter(key_hash=key_hash).first()
         if key is None:
             return None
         sub = key.subscription
-        return _subscriber(sub, revoked=key.revoked_at is not None or not sub.is_active)
+        return _subscriber(sub, revoked=key.revoked_at is not None or not sub.is_active, key_id=key.pk)
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
         sub = Subscription.objects.filter(user_id=user_id, is_active=True).first()
         return _subscriber(sub) if sub is not None else None
 
 
-def _subscriber(sub: Subscription, revoked: bool = False) -> Subscriber:
+def _subscriber(sub: Subscription, revoked: bool = False, key_id: int | None = None) -> Subscriber:
     overrides = tuple(
         sorted(
             (
@@ -111,4 +158,5 @@ def _subscriber(sub: Subscription, revoked: bool = False) -> Subscriber:
         revoked=revoked,
         budgets=budgets,
         anchor_day=sub.started_on.day,
+        key_id=key_id,
     )

@@ -1,4 +1,4 @@
-"""Any change to plans or limits reaches every process's rules snapshot.
+"""Any change to plans, limits or access lists reaches every process's rules snapshot.
 
 This process marks its snapshot stale at once; the shared version in Redis
 is bumped when the transaction commits, so other processes reload only data
@@ -14,9 +14,9 @@ from django.db.models.signals import post_delete, post_save
 
 from quotas.engine import get_engine
 
-from .models import APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
+from .models import ACLEntry, APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
 
-WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota)
+WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry)
 
 
 def rules_changed(**kwargs: Any) -> None:

@@ -70,9 +70,13 @@ def parse_network(text: str) -> IPNetwork:
     network it denotes. Raises :class:`ValueError` for anything else.
     """
     text = text.strip()
-    if not text or "%" in text:  # a zone index names an interface, not a network
-        raise ValueError(f"{text!r} is not an IP address or network")
-    return as_network(ipaddress.ip_network(text, strict=False))
+    try:
+        if "%" in text:  # a zone index names an interface, not a network
+            raise ValueError("zone index")
+        network = ipaddress.ip_network(text, strict=False)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not an IP address or network") from exc
+    return as_network(network)
 
 
 def as_network(value: IPNetwork | str) -> IPNetwork:
