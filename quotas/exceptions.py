@@ -50,3 +50,9 @@ class ReducedCapacity(ProblemException):
     """Refused only because adaptive limits are reduced under load (503)."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+
+
+class AccessDenied(ProblemException):
+    """A deny-list entry refuses the request (403)."""
+
+    status_code = status.HTTP_403_FORBIDDEN

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +157,23 @@ def reduced_capacity(decision: Decision) -> dict[str, Any]:
         "multiplier": decision.multiplier,
         "retry_after": retry,
     }
+
+
+def access_denied(entry: Any, now: float) -> dict[str, Any]:
+    """The 403 body for a deny-list entry; Retry-After only when the entry expires."""
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + "access-denied",
+        "title": "Access denied",
+        "status": 403,
+        "detail": f"This client may not use this API{' here' if entry.scope else ''}: {entry.reason}"
+        if entry.reason
+        else f"This client may not use this API{' here' if entry.scope else ''}.",
+        "reason": "acl_denied",
+    }
+    if entry.expires_at:
+        body["retry_after"] = max(1, math.ceil(entry.expires_at - now))
+        body["expires_at"] = datetime.fromtimestamp(entry.expires_at, UTC).replace(microsecond=0).isoformat()
+    return body
 
 
 def invalid_api_key(reason: str) -> dict[str, Any]:

@@ -19,11 +19,12 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
 from . import problems
+from .acl import ACLRule
 from .alerts import fire_budget_alerts, report_ban
 from .conf import quota_settings
 from .engine import get_engine
-from .exceptions import InvalidAPIKey, QuotaServiceUnavailable, ReducedCapacity, StoreUnavailable
-from .identity import Client, identify
+from .exceptions import AccessDenied, InvalidAPIKey, QuotaServiceUnavailable, ReducedCapacity, StoreUnavailable
+from .identity import Client, client_ip, identify
 from .keys import encode_part
 from .money import to_micros
 from .rates import parse_rates
@@ -63,11 +64,15 @@ class QuotaThrottle(BaseThrottle):
             http_request.quota_problem = exc.problem
             raise
         plan_id, windows = self.get_windows(rules, client, request, view)
+        scope = getattr(view, "quota_scope", None) or ""
+        usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
+        if rules.acl:
+            entry = self.match_acl(rules, client, request, scope)
+            if entry is not None:
+                return self.apply_acl(entry, engine, client, request, view, usage)
         if not windows:
             return True
-        scope = getattr(view, "quota_scope", None) or ""
         cost = self.get_cost(rules, plan_id, client, request, view, scope)
-        usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
         multiplier = engine.rules.multipliers.get(plan_id, 1.0) if plan_id is not None else 1.0
         plan = rules.plans.get(plan_id) if plan_id is not None else None
         # Concurrency leases are named by the request, so the middleware can end them.
@@ -109,6 +114,33 @@ class QuotaThrottle(BaseThrottle):
             http_request.quota_problem = problems.reduced_capacity(decision)
             raise ReducedCapacity(http_request.quota_problem, wait=decision.retry_after)
         return False
+
+    def match_acl(self, rules: RuleSet, client: Client, request: Request, scope: str) -> ACLRule | None:
+        """The allow or deny entry for this request (an in-process lookup, no Redis)."""
+        subscriber = client.subscriber
+        user = request.user
+        return rules.acl.match(
+            key_id=subscriber.key_id if subscriber else None,
+            subscription_id=subscriber.id if subscriber else None,
+            user_id=user.pk if user is not None and user.is_authenticated else None,
+            ip=client_ip(request._request),
+            scope=scope,
+            now=time.time(),
+        )
+
+    def apply_acl(self, entry: ACLRule, engine: Any, client: Client, request: Request, view: Any, usage: str) -> bool:
+        """Allow entries skip limits and budgets; deny entries refuse with 403. Both are counted."""
+        allowed = entry.action == "allow"
+        try:
+            engine.count_acl(client.tag, usage, allowed, self.get_weight(request, view) if allowed else None, 0)
+        except StoreUnavailable:
+            pass  # counting is best effort here: the list, not Redis, decided
+        if allowed:
+            return True
+        problem = problems.access_denied(entry, time.time())
+        request._request.quota_problem = problem
+        logger.info("quotas: deny-list entry %s refused %s", entry.id, client.tag)
+        raise AccessDenied(problem, wait=problem.get("retry_after"))
 
     def wait(self) -> int | None:
         """Seconds until the refused request would be admitted (DRF's hook)."""
