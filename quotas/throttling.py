@@ -131,10 +131,8 @@ class QuotaThrottle(BaseThrottle):
     def apply_acl(self, entry: ACLRule, engine: Any, client: Client, request: Request, view: Any, usage: str) -> bool:
         """Allow entries skip limits and budgets; deny entries refuse with 403. Both are counted."""
         allowed = entry.action == "allow"
-        try:
-            engine.count_acl(client.tag, usage, allowed, self.get_weight(request, view) if allowed else None, 0)
-        except StoreUnavailable:
-            pass  # counting is best effort here: the list, not Redis, decided
+        # Counting is best effort here (count_acl logs a Redis failure): the list, not Redis, decided.
+        engine.count_acl(client.tag, usage, allowed, self.get_weight(request, view) if allowed else None, 0)
         if allowed:
             return True
         problem = problems.access_denied(entry, time.time())
