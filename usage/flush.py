@@ -2,8 +2,8 @@
 
 The counters in Redis are cumulative totals per client and day, so a flush
 copies absolute values; it never adds. Each batch of keys is read in one
-MULTI/EXEC together with the Redis time, and written in one transaction with
-one upsert per row that only moves a row forward:
+MULTI/EXEC together with the Redis time, and written in one transaction by
+an upsert that only ever moves a row forward:
 
 * a row is rewritten only by a newer snapshot (``observed_at``) that differs
   from it, so concurrent flushes cannot put an older reading back;
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from itertools import islice
 from typing import Any
@@ -58,7 +58,6 @@ class FlushReport:
     skipped: int = 0  # unreadable keys or fields (logged)
     batches: int = 0
     seconds: float = 0.0
-    started: float = field(default_factory=time.monotonic, repr=False)
 
 
 def flush_usage(
@@ -78,6 +77,7 @@ def flush_usage(
     window in which a killed worker leaves a batch half done). Returns a
     :class:`FlushReport`; raises redis or database errors.
     """
+    started = time.monotonic()
     own_client = redis_client is None
     if redis_client is None:
         redis_client = redis.Redis.from_url(quota_settings.REDIS_URL, socket_timeout=10, socket_connect_timeout=5)
@@ -100,7 +100,7 @@ def flush_usage(
     finally:
         if own_client:
             redis_client.close()
-    report.seconds = time.monotonic() - report.started
+    report.seconds = time.monotonic() - started
     return report
 
 

@@ -34,4 +34,4 @@ def flush() -> dict:
         "usage flush finished: %d keys, %d rows, %d written, %d skipped in %.2f s",
         report.keys, report.rows, report.written, report.skipped, report.seconds,
     )  # fmt: skip
-    return {k: v for k, v in asdict(report).items() if k not in ("days", "started")}
+    return {k: v for k, v in asdict(report).items() if k != "days"}

@@ -15,7 +15,7 @@ from usage.flush import flush_usage, write_rows
 from usage.models import UsageRecord
 from usage.store import read_snapshot, readable_days, scan_usage_keys, server_now
 
-from .conftest import send
+from .conftest import assert_refusals_counted, send
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -43,13 +43,13 @@ def test_flush_copies_every_decision_of_real_requests(api, free, redis_client):
     key = issue_key(plan=free)
     client = tag_of(key)
     assert send(api, key, 3, "/api/demo/search?q=x") == {200: 2, 429: 1}  # the search limit: 2/min
-    assert send(api, key, 5) == {200: 3, 429: 2}  # global: 5/min, 2 spent by the searches
+    assert send(api, key, 4) == {200: 3, 429: 1}  # global: 5/min, 2 spent by the searches
     assert send(api, None, 2) == {200: 2}  # anonymous: the default plan, by IP
 
     report = flush_usage(redis_client)
 
     assert (report.keys, report.rows, report.written, report.skipped) == (2, 3, 3, 0)
-    assert rows(client) == {"search": counts(2, 1), "": counts(3, 2)}
+    assert rows(client) == {"search": counts(2, 1), "": counts(3, 1)}
     assert rows("ip.127.0.0.1") == {"": counts(2)}
     record = UsageRecord.objects.get(client=client, scope="")
     assert record.subscription.api_keys.get().key_hash == hash_api_key(key)
@@ -61,14 +61,24 @@ def test_flush_copies_every_decision_of_real_requests(api, free, redis_client):
 def test_flushing_twice_gives_the_same_totals(api, free, redis_client):
     """The second flush finds nothing to move forward and changes no total."""
     key = issue_key(plan=free)
-    send(api, key, 7)
+    send(api, key, 6)
     flush_usage(redis_client)
     first = rows(tag_of(key))
 
     again = flush_usage(redis_client)
 
     assert (again.rows, again.written) == (1, 0)
-    assert rows(tag_of(key)) == first == {"": counts(5, 2)}
+    assert rows(tag_of(key)) == first == {"": counts(5, 1)}
+
+
+def test_every_refusal_is_counted_even_when_remembered_in_process(api, free, redis_client):
+    """A flood past the limit: every refused request is in the usage, not only the first."""
+    key = issue_key(plan=free)
+    assert send(api, key, 8) == {200: 5, 429: 3}
+    flush_usage(redis_client)
+    (row,) = UsageRecord.objects.filter(client=tag_of(key))
+    assert (row.allowed, row.weight) == (5, 5)
+    assert_refusals_counted({row.client: row.denied}, {tag_of(key): 3})
 
 
 def test_values_are_absolute_so_more_traffic_is_not_added_twice(api, pro, redis_client):
