@@ -22,6 +22,7 @@ from django.db import connection
 from django.db.models import Sum
 from rest_framework.test import APIClient
 
+from quotas.engine import get_engine
 from usage.models import COUNTERS, UsageRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,4 +147,6 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
         for client, key in keys.items():
             for path in paths:
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
+    # A worker process flushes its in-process usage at exit; multiprocessing children skip atexit.
+    get_engine().flush_usage()
     results.put(dict(seen))
