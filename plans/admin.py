@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .models import ACLEntry, APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
+from quotas.engine import get_engine
+from quotas.exceptions import StoreUnavailable
+
+from .models import (
+    ACLEntry,
+    APIKey,
+    ClientBan,
+    CostBudget,
+    EndpointLimit,
+    LimitOverride,
+    PeriodQuota,
+    Plan,
+    Subscription,
+)
+
+logger = logging.getLogger(__name__)
 
 
 class EndpointLimitInline(admin.TabularInline):
@@ -161,3 +178,51 @@ class ACLEntryAdmin(admin.ModelAdmin):
         if not change:
             obj.created_by = request.user
         super().save_model(request, obj, form, change)
+
+
+class ActiveBanFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("active", "Active"), ("over", "Expired or lifted")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ClientBan]) -> QuerySet[ClientBan]:
+        now = timezone.now()
+        if self.value() == "active":
+            return queryset.filter(lifted_at__isnull=True, until__gt=now)
+        if self.value() == "over":
+            return queryset.exclude(lifted_at__isnull=True, until__gt=now)
+        return queryset
+
+
+@admin.register(ClientBan)
+class ClientBanAdmin(admin.ModelAdmin):
+    list_display = ("client", "subscription", "plan", "created_at", "until", "lifted_at", "lifted_by", "active")
+    list_filter = (ActiveBanFilter, "plan")
+    search_fields = ("client", "subscription__name")
+    readonly_fields = ("client", "subscription", "plan", "until", "created_at", "lifted_at", "lifted_by")
+    actions = ["lift"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # bans come from the engine's escalation
+
+    @admin.display(boolean=True, description="Active")
+    def active(self, obj: ClientBan) -> bool:
+        return obj.is_active
+
+    @admin.action(description="Lift selected bans now")
+    def lift(self, request: HttpRequest, queryset: QuerySet[ClientBan]) -> None:
+        engine = get_engine()
+        lifted = 0
+        for ban in queryset.filter(lifted_at__isnull=True):
+            try:
+                engine.lift_ban("{" + ban.client + "}")
+            except StoreUnavailable as exc:
+                self.message_user(request, f"Could not reach Redis to lift {ban.client}: {exc}", messages.ERROR)
+                continue
+            ban.lifted_at, ban.lifted_by = timezone.now(), request.user
+            ban.save(update_fields=["lifted_at", "lifted_by"])
+            logger.warning("plans: %s lifted the ban of %s", request.user, ban.client)
+            lifted += 1
+        self.message_user(request, f"Lifted {lifted} ban(s).", messages.SUCCESS)

@@ -9,6 +9,9 @@ class PlansConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import signals
+        from quotas.signals import client_banned
+
+        from . import receivers, signals
 
         signals.connect()
+        client_banned.connect(receivers.record_ban, dispatch_uid="plans-record-ban")

@@ -40,6 +40,20 @@ def validate_methods(value: str) -> None:
         )
 
 
+def validate_durations(value: str) -> None:
+    """Model validator for escalating ban durations such as '60,600,3600'."""
+    parts = [p.strip() for p in value.split(",")]
+    if not parts or not all(p.isdigit() and 0 < int(p) <= 30 * 86400 for p in parts):
+        raise ValidationError(
+            "Give ban lengths in seconds separated by commas, each from 1 to 2592000 (30 days), e.g. 60,600,3600.",
+            code="invalid_durations",
+        )
+
+
+def parse_durations(value: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in value.split(",") if p.strip().isdigit())
+
+
 def _split_methods(value: str) -> list[str]:
     return [m.strip().upper() for m in value.replace(";", ",").split(",") if m.strip()]
 
@@ -58,6 +72,16 @@ class Plan(models.Model):
     )
     is_default = models.BooleanField(
         default=False, help_text="The plan of anonymous clients and of users without a subscription."
+    )
+    ban_threshold = models.PositiveIntegerField(
+        default=0, help_text="Ban a client refused more than this many times within the ban window (0: never)."
+    )
+    ban_window = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)], help_text="Seconds.")
+    ban_durations = models.CharField(
+        max_length=100,
+        default="60,600,3600",
+        validators=[validate_durations],
+        help_text="Seconds of the 1st, 2nd, ... ban (the last repeats), e.g. 60,600,3600.",
     )
 
     class Meta:
@@ -154,6 +178,7 @@ class EndpointLimit(models.Model):
         SLIDING_WINDOW_COUNTER = "sliding_window_counter", "Sliding window counter (approximate)"
         TOKEN_BUCKET = "token_bucket", "Token bucket"
         LEAKY_BUCKET = "leaky_bucket", "Leaky bucket"
+        CONCURRENCY = "concurrency", "Concurrency (requests in flight; the period is the lease)"
 
     plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="limits")
     name = models.CharField(
@@ -205,6 +230,11 @@ class EndpointLimit(models.Model):
                 f"At most {quota_settings.MAX_DELAY_CAP} seconds (QUOTAS['MAX_DELAY_CAP']): "
                 "a held request occupies a worker."
             )
+        if self.algorithm == self.Algorithm.CONCURRENCY:
+            if self.burst is not None:
+                errors["burst"] = "A concurrency limit has no burst: its count is the requests in flight."
+            if self.rates and ";" in self.rates:
+                errors["rates"] = "A concurrency limit takes one rate: <requests in flight>/<lease>, e.g. 5/30s."
         if self.burst is not None and self.burst < 1:
             errors["burst"] = "Burst must be at least 1."
         if self.scope and self.path_prefix:
@@ -485,3 +515,32 @@ class ACLEntry(models.Model):
             errors["reason"] = "Say why this client is allowed or denied."
         if errors:
             raise ValidationError(errors)
+
+
+class ClientBan(models.Model):
+    """A ban escalation imposed on a client (the ban itself lives in Redis and expires there).
+
+    Recorded from the ``quotas.signals.client_banned`` signal; lifting it in
+    the admin deletes the ban from Redis at once.
+    """
+
+    client = models.CharField(max_length=200, help_text="The client's tag, e.g. s.12 or ip.203.0.113.7.")
+    subscription = models.ForeignKey(Subscription, null=True, blank=True, on_delete=models.SET_NULL)
+    plan = models.ForeignKey(Plan, null=True, blank=True, on_delete=models.SET_NULL)
+    until = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["client", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.client} until {self.until:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.lifted_at is None and self.until > timezone.now()

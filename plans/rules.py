@@ -11,9 +11,19 @@ from django.utils import timezone
 from quotas.acl import AccessList, ACLRule, parse_network
 from quotas.money import to_micros
 from quotas.rates import Rate, parse_rates
-from quotas.rules import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber
+from quotas.rules import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber, ban_policy_spec
 
-from .models import ACLEntry, APIKey, CostBudget, EndpointLimit, LimitOverride, PeriodQuota, Plan, Subscription
+from .models import (
+    ACLEntry,
+    APIKey,
+    CostBudget,
+    EndpointLimit,
+    LimitOverride,
+    PeriodQuota,
+    Plan,
+    Subscription,
+    parse_durations,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +132,9 @@ class PlansRulesBackend:
                     price=plan.monthly_price,
                     priority=plan.priority,
                     limits=tuple(limits),
+                    ban_policy=ban_policy_spec(
+                        plan.ban_threshold, plan.ban_window, parse_durations(plan.ban_durations)
+                    ),
                 )
             )
             if plan.is_default:

@@ -56,6 +56,7 @@ ALGORITHMS = (
     "sliding_window_counter",
     "token_bucket",
     "leaky_bucket",
+    "concurrency",
 )
 FAILURE_MODES = ("open", "closed")
 

@@ -9,11 +9,12 @@ refused without touching Redis at all.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 NEVER = -1
 _US = 1_000_000
+USAGE_TTL_DAYS = 3  # usage hashes outlive their day by this much (USAGE_TTL_DAYS in usage.lua)
 
 
 @dataclass(slots=True)
@@ -207,6 +209,28 @@ class DenyMemory:
             self._entries.clear()
 
 
+class UsageBuffer:
+    """Usage of requests refused in-process (no decision script ran), added to Redis in batches.
+
+    Flushed by the rules poller thread every ``RULES_CHECK_INTERVAL`` and at
+    process exit, so a flood answered from memory is still counted: at most
+    one interval's worth is lost if the process is killed outright.
+    """
+
+    def __init__(self) -> None:
+        self._counts: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def add(self, key_base: str, field: str, amount: int = 1) -> None:
+        with self._lock:
+            self._counts[key_base, field] += amount
+
+    def drain(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            counts, self._counts = self._counts, defaultdict(int)
+        return counts
+
+
 class Engine:
     """Decides requests against Redis. One per process: see :func:`get_engine`."""
 
@@ -216,6 +240,9 @@ class Engine:
         self.rules = rules
         self.deny_memory = DenyMemory(deny_memory_size)
         rules.on_reload = self.deny_memory.clear
+        rules.on_tick = self.flush_usage
+        self.usage_buffer = UsageBuffer()
+        atexit.register(self.flush_usage)
         self._decide = LuaScript(client, script_source("decide"))
         self._refund = LuaScript(client, script_source("refund"))
         self._adjust = LuaScript(client, script_source("adjust"))
@@ -248,11 +275,15 @@ class Engine:
         if now is None and not peek:
             banned_for = self.deny_memory.banned(tag)
             if banned_for:
+                self._count_locally(tag, usage, "dx")
                 return Decision(
                     False, [], time.time(), weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for
                 )
-            remembered = self.deny_memory.check(tag, windows, weight)
+            # With escalation on, refusals must reach Redis to be counted toward a ban
+            # (which is then remembered here); a flood costs at most the ban threshold.
+            remembered = [] if ban_policy else self.deny_memory.check(tag, windows, weight)
             if remembered:
+                self._count_locally(tag, usage, "dr")
                 return Decision(False, remembered, time.time(), weight, local=True, tag=tag)
         at = time.time() if now is None else now
         specs = [w.spec_at(at) for w in windows]
@@ -297,7 +328,7 @@ class Engine:
         if decision.banned or decision.ban_started:
             if now is None and not peek:
                 self.deny_memory.ban(tag, reply[3])
-        elif not decision.allowed and now is None and not peek and not decision.reduced_only:
+        elif not decision.allowed and now is None and not peek and not decision.reduced_only and not ban_policy:
             for state in decision.denying_states():
                 if not state.window.period:  # a period's refusal may end with a reconciliation
                     self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
@@ -327,6 +358,38 @@ class Engine:
         except RedisError:
             # The lease runs out on its own; the client is only limited a little longer.
             logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
+
+    def lift_ban(self, tag: str) -> bool:
+        """End ``tag``'s ban now (and its refusal count); every process forgets it within a second."""
+        try:
+            removed = self.redis.hdel(client_key(self.prefix, tag), "!bn", "!dn")
+        except RedisError as exc:
+            raise StoreUnavailable(f"lifting the ban of {tag} failed: {exc}") from exc
+        self.rules.invalidate()  # other processes drop their remembered refusals and bans
+        return bool(removed)
+
+    def _count_locally(self, tag: str, usage: str | None, counter: str) -> None:
+        if usage:
+            self.usage_buffer.add(usage_key_base(client_key(self.prefix, tag)), f"{usage}|{counter}")
+
+    def flush_usage(self) -> None:
+        """Add the usage of requests refused in-process to the day's Redis counters."""
+        counts = self.usage_buffer.drain()
+        if not counts:
+            return
+        now = time.time()
+        day = time.strftime("%Y%m%d", time.gmtime(now))
+        expire_at = (int(now // 86400) + 1 + USAGE_TTL_DAYS) * 86400  # as usage.lua does
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for (base, field), amount in counts.items():
+                pipe.hincrby(f"{base}:{day}", field, amount)
+                pipe.expireat(f"{base}:{day}", expire_at)
+            pipe.execute()
+        except RedisError:
+            logger.warning("quotas: could not flush %d local usage counters; keeping them", len(counts))
+            for (base, field), amount in counts.items():
+                self.usage_buffer.add(base, field, amount)
 
     def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
         """The client's standing in ``windows`` without consuming or counting anything."""
@@ -376,8 +439,10 @@ class Engine:
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
 
     def close(self) -> None:
-        """Stop background work and drop connections."""
+        """Stop background work, count what is buffered, and drop connections."""
         self.rules.stop()
+        self.flush_usage()
+        atexit.unregister(self.flush_usage)
         self.redis.close()
 
 

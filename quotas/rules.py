@@ -408,6 +408,7 @@ class RulesCache:
         self.version_key = version_key
         self.interval = interval
         self.on_reload = on_reload
+        self.on_tick: Callable[[], None] = lambda: None  # run by the poller every interval
         self._rules: RuleSet | None = None
         self._stale = True
         self._lock = threading.Lock()
@@ -490,6 +491,10 @@ class RulesCache:
             if rules is not None and not self._stale and self._read_version() != rules.version:
                 self._stale = True
             self.refresh_multipliers()
+            try:
+                self.on_tick()
+            except Exception:  # the poller must outlive any one failure
+                logger.exception("quotas: background tick failed")
 
     def refresh_multipliers(self) -> None:
         """Read the adaptive multipliers; a change forgets remembered refusals."""

@@ -110,3 +110,67 @@ def test_a_killed_worker_gives_its_slot_back_after_the_lease(engine):
     finally:
         if worker.is_alive():
             worker.kill()
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.urls")
+class TestOverHTTP:
+    """Escalation and concurrency as configured in the admin, seen over HTTP."""
+
+    def test_a_flooding_client_is_banned_with_429_abnormal_usage(self):
+        import json
+
+        from rest_framework.test import APIClient
+
+        from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+        plan = PlanFactory(slug="free", is_default=True, ban_threshold=3, ban_window=10, ban_durations="60,600")
+        EndpointLimitFactory(plan=plan, name="global", rates="1/min", algorithm="fixed_window")
+        client, key = APIClient(), issue_key(plan=plan)
+        codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(6)]
+        assert codes == [200] + [429] * 5
+        response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+        body = json.loads(response.content)
+        assert body["reason"] == "banned"
+        assert body["type"].endswith("#abnormal-usage-detected")
+        assert 55 <= int(response["Retry-After"]) <= 60
+
+    def test_concurrency_lease_is_released_after_the_response(self):
+        from rest_framework.test import APIClient
+
+        from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+        plan = PlanFactory(slug="free", is_default=True)
+        EndpointLimitFactory(plan=plan, name="inflight", rates="1/30s", algorithm="concurrency")
+        client, key = APIClient(), issue_key(plan=plan)
+        # One at a time, each released when done: never refused.
+        assert {client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(5)} == {200}
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.urls")
+def test_bans_are_recorded_and_liftable_in_admin():
+    """A ban shows in the admin; lifting it lets the client in at once."""
+    from rest_framework.test import APIClient
+
+    from plans.models import ClientBan
+    from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
+
+    plan = PlanFactory(slug="free", is_default=True, ban_threshold=2, ban_window=10, ban_durations="600")
+    EndpointLimitFactory(plan=plan, name="global", rates="1/s", algorithm="fixed_window")
+    client, key = APIClient(), issue_key(plan=plan)
+    for _ in range(4):
+        client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    ban = ClientBan.objects.get()
+    assert ban.is_active
+    assert ban.subscription is not None
+    staff = APIClient()
+    staff.force_login(UserFactory(username="admin", is_staff=True, is_superuser=True))
+    listing = staff.get("/admin/plans/clientban/?state=active")
+    assert ban.client in listing.content.decode()
+    time.sleep(1.05)  # the 1/s window is free again; only the ban stands in the way
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 429
+    staff.post("/admin/plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]})
+    ban.refresh_from_db()
+    assert ban.lifted_at is not None
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
