@@ -70,9 +70,12 @@ class QuotaThrottle(BaseThrottle):
             entry = self.match_acl(rules, client, request, scope)
             if entry is not None:
                 return self.apply_acl(entry, engine, client, request, view, usage)
+        cost = self.get_cost(rules, plan_id, client, request, view, scope) if windows or not rules.empty else 0
         if not windows:
+            if not rules.empty:
+                # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
+                self.count_unlimited(engine, client, request, view, usage, cost)
             return True
-        cost = self.get_cost(rules, plan_id, client, request, view, scope)
         multiplier = engine.rules.multipliers.get(plan_id, 1.0) if plan_id is not None else 1.0
         plan = rules.plans.get(plan_id) if plan_id is not None else None
         # Concurrency leases are named by the request, so the middleware can end them.
@@ -114,6 +117,13 @@ class QuotaThrottle(BaseThrottle):
             http_request.quota_problem = problems.reduced_capacity(decision)
             raise ReducedCapacity(http_request.quota_problem, wait=decision.retry_after)
         return False
+
+    def count_unlimited(self, engine: Any, client: Client, request: Request, view: Any, usage: str, cost: int) -> None:
+        """Count an admitted request that no limit applies to (one script call, usage only)."""
+        try:
+            engine.decide(client.tag, (), self.get_weight(request, view), cost_micros=cost, usage=usage)
+        except StoreUnavailable:
+            logger.warning("quotas: could not count the usage of %s", client.tag)
 
     def match_acl(self, rules: RuleSet, client: Client, request: Request, scope: str) -> ACLRule | None:
         """The allow or deny entry for this request (an in-process lookup, no Redis)."""

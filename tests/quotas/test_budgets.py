@@ -273,3 +273,16 @@ def test_current_standing_reads_without_consuming(client, free, pro):
     assert first["upgrade"]["slug"] == "pro"
     assert first["upgrade"]["because"] == "day-budget"
     assert get(client, key).status_code == 200  # the fifth request still fits
+
+
+def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_client):
+    """An unlimited override lifts the limits, not the accounting."""
+    from plans.models import LimitOverride
+
+    sub = SubscriptionFactory(plan=free)
+    LimitOverride.objects.create(subscription=sub, limit=free.limits.get(name="global"), unlimited=True)
+    key = issue_key(sub)
+    for _ in range(3):
+        assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
+    (usage_key,) = redis_client.keys("*:u:*")
+    assert int(redis_client.hget(usage_key, f"{free.pk}|-|a")) == 3
