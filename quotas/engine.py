@@ -27,6 +27,7 @@ from .exceptions import StoreUnavailable
 from .keys import client_key, log_key, rules_version_key, usage_key_base
 from .rules import RulesCache, Window
 from .scripts import LuaScript, script_source
+from .store import connect
 
 logger = logging.getLogger(__name__)
 
@@ -460,7 +461,7 @@ _engine_lock = threading.Lock()
 def build_engine() -> Engine:
     """An engine configured from ``settings.QUOTAS``."""
     timeout = float(quota_settings.SOCKET_TIMEOUT)
-    client = redis.Redis.from_url(quota_settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
+    client = connect(quota_settings.REDIS_URL, timeout)
     backend_path = quota_settings.RULES_BACKEND
     backend = import_string(backend_path)() if backend_path else None
     prefix = quota_settings.KEY_PREFIX
