@@ -6,6 +6,7 @@ README's table of variables); every default works on a fresh checkout.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -50,6 +51,8 @@ MIDDLEWARE = [
     # Adds the rate-limit headers and problem+json bodies decided by QuotaThrottle.
     "quotas.middleware.QuotaHeadersMiddleware",
 ]
+# Each process that serves requests publishes its host's load for the adaptive controller (a background thread).
+MIDDLEWARE += ["adaptive.middleware.LoadReporterMiddleware"]
 
 ROOT_URLCONF = "config.urls"
 
@@ -148,6 +151,19 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 # Copy the decision script's usage counters from Redis to the database (idempotent, safe to overlap).
 CELERY_BEAT_SCHEDULE["usage-flush"] = {"task": "usage.flush", "schedule": 60.0, "options": {"expires": 55}}
+
+# Adaptive limits: every key and its default is documented in adaptive/conf.py. Test runs keep the load reporter
+# off (its background writes would land in every test's Redis); tests/adaptive turns it on where it is tested.
+ADAPTIVE = {
+    "INTERVAL": env.float("ADAPTIVE_INTERVAL", default=5.0),
+    "REPORT_INTERVAL": env.float("ADAPTIVE_REPORT_INTERVAL", default=0.0 if "pytest" in sys.modules else 1.0),
+}
+# The load controller: reads the hosts' samples, publishes per-plan multipliers. A late run is dropped, not queued.
+CELERY_BEAT_SCHEDULE["adaptive-control"] = {
+    "task": "adaptive.control",
+    "schedule": ADAPTIVE["INTERVAL"],
+    "options": {"expires": ADAPTIVE["INTERVAL"]},
+}
 
 # usage/: keys per flush transaction, and a test hook sleeping inside each (widens the kill window).
 USAGE_FLUSH_BATCH_SIZE = env.int("USAGE_FLUSH_BATCH_SIZE", default=500)

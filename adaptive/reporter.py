@@ -1,0 +1,119 @@
+"""Each web process publishes its host's load to Redis from a daemon thread, off the request path.
+
+:func:`ensure_reporter` is what :class:`adaptive.middleware.LoadReporterMiddleware` calls on every
+request: after the first request of a process it is one ``os.getpid()`` comparison. Threads do not
+survive ``fork()``, so a forked gunicorn worker starts its own. The thread publishes at most once per
+``REPORT_INTERVAL`` (>= 1 s) with a ``SAMPLE_TTL`` expiry: a process that stops reporting drops out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+from redis.exceptions import RedisError
+
+from . import store
+from .conf import adaptive_settings
+from .load import CpuMeter, host_sample
+
+logger = logging.getLogger(__name__)
+
+
+def publish_sample(client: redis.Redis, sample: Mapping[str, Any], ttl: float) -> float:
+    """Store one process's ``sample`` for ``ttl`` seconds; returns the round trip in milliseconds."""
+    key = store.host_key(str(sample["host"]), int(sample["pid"]))
+    started = time.perf_counter()
+    pipe = client.pipeline(transaction=False)
+    pipe.set(key, json.dumps(sample), px=max(1, int(ttl * 1000)))
+    pipe.zadd(store.hosts_key(), {key: time.time() + ttl})
+    pipe.execute()
+    return (time.perf_counter() - started) * 1000
+
+
+def read_samples(client: redis.Redis, now: float, forget_after: float = 600.0) -> list[dict[str, Any]]:
+    """Every live sample. Names of keys expired for ``forget_after`` seconds leave the index."""
+    index = store.hosts_key()
+    names = client.zrange(index, 0, -1)
+    if not names:
+        return []
+    samples = []
+    for raw in client.mget(names):
+        if raw is None:
+            continue  # expired: that process stopped reporting
+        try:
+            sample = json.loads(raw)
+        except ValueError:
+            logger.warning("adaptive: unreadable load sample %r", raw[:100])
+            continue
+        if isinstance(sample, dict):
+            samples.append(sample)
+    # Scores are the publishers' clocks: the generous margin keeps clock skew harmless.
+    client.zremrangebyscore(index, "-inf", now - forget_after)
+    return samples
+
+
+class LoadReporter:
+    """The daemon thread of one process (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def ensure_started(self) -> None:
+        if self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+            if float(adaptive_settings.REPORT_INTERVAL) <= 0:
+                return  # reporting is off in this process
+            self._stop = threading.Event()
+            self.thread = threading.Thread(target=self._run, args=(self._stop,), name="adaptive-load", daemon=True)
+            self.thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread; the next :meth:`ensure_started` looks at the settings again."""
+        with self._lock:
+            self._stop.set()
+            self._pid = None
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+
+    def _run(self, stop: threading.Event) -> None:
+        cpu = CpuMeter()  # the first reading covers the first interval
+        latency: float | None = None
+        while True:
+            interval = max(1.0, float(adaptive_settings.REPORT_INTERVAL))
+            if stop.wait(interval):
+                return
+            try:
+                sample = host_sample(cpu, latency)
+                latency = publish_sample(store.get_client(), sample, float(adaptive_settings.SAMPLE_TTL))
+            except RedisError as exc:
+                latency = None
+                logger.warning("adaptive: load sample not published: %s", exc)
+            except Exception:  # the thread must outlive any surprise; the next interval tries again
+                logger.exception("adaptive: load sample failed")
+
+
+_reporter = LoadReporter()
+
+
+def ensure_reporter() -> None:
+    """Start this process's reporter thread if it is not running (cheap after the first call)."""
+    _reporter.ensure_started()
+
+
+def stop_reporter() -> None:
+    """Stop this process's reporter thread (tests; settings changes)."""
+    _reporter.stop()

@@ -1,0 +1,144 @@
+"""Web processes publish their host's load from a background thread (adaptive/reporter.py, middleware.py, load.py)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from django.db.utils import ConnectionHandler
+from django.test import Client
+
+from adaptive import reporter, store
+from adaptive.load import CpuMeter, db_pool_saturation, db_server_saturation, host_name, host_sample
+
+pytestmark = pytest.mark.usefixtures("no_reporter")
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 5.0) -> object:
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+    return value
+
+
+def reporter_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "adaptive-load" and t.is_alive()]
+
+
+@pytest.fixture
+def reporting(settings) -> None:
+    """Reporting on (test settings keep it off), once a second."""
+    settings.ADAPTIVE = {**settings.ADAPTIVE, "REPORT_INTERVAL": 1.0, "SAMPLE_TTL": 5.0}
+
+
+@pytest.mark.slow
+def test_a_request_starts_one_reporter_per_process(reporting, redis_client) -> None:
+    """The first request starts the thread; later requests do not start another; samples expire in SAMPLE_TTL."""
+    client = Client()
+    client.get("/healthz")
+    threads = reporter_threads()
+    assert len(threads) == 1
+    for _ in range(5):
+        client.get("/healthz")
+    assert reporter_threads() == threads
+    key = store.host_key(host_name(), os.getpid())
+    assert wait_for(lambda: redis_client.get(key), timeout=3)
+    sample = json.loads(redis_client.get(key))
+    assert sample["host"] == host_name()
+    assert sample["pid"] == os.getpid()
+    assert 0 <= sample["cpu"] <= 1
+    assert 0 < sample["memory"] <= 1
+    assert 0 < redis_client.pttl(key) <= 5000
+    assert redis_client.zscore(store.hosts_key(), key) is not None
+
+
+@pytest.mark.slow
+def test_requests_never_wait_for_measurements(reporting, redis_client, monkeypatch) -> None:
+    """Even a measurement taking 2 s does not slow a request: it runs in the reporter thread."""
+    seen: list[str] = []
+
+    def slow_sample(cpu: CpuMeter, redis_ms: float | None = None) -> dict:
+        seen.append(threading.current_thread().name)
+        time.sleep(2)
+        return host_sample(cpu, redis_ms)
+
+    monkeypatch.setattr(reporter, "host_sample", slow_sample)
+    client = Client()
+    started = time.perf_counter()
+    for _ in range(3):
+        client.get("/healthz")
+        time.sleep(0.5)
+    elapsed = time.perf_counter() - started - 1.5
+    assert elapsed < 0.5
+    assert wait_for(lambda: seen, timeout=3)
+    assert set(seen) == {"adaptive-load"}
+
+
+def test_reporting_off_starts_no_thread(settings) -> None:
+    """REPORT_INTERVAL = 0 (the test settings' default) starts nothing."""
+    settings.ADAPTIVE = {**settings.ADAPTIVE, "REPORT_INTERVAL": 0}
+    Client().get("/healthz")
+    assert reporter_threads() == []
+
+
+def _child(queue: multiprocessing.Queue) -> None:
+    reporter.ensure_reporter()
+    time.sleep(1.8)
+    queue.put([t.name for t in reporter_threads()])
+
+
+@pytest.mark.slow
+def test_a_forked_process_starts_its_own_reporter(reporting, redis_client) -> None:
+    """After fork() (a gunicorn worker), the child sees the parent's thread is not its own and starts one."""
+    reporter.ensure_reporter()
+    assert len(reporter_threads()) == 1
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child, args=(queue,))
+    child.start()
+    names = queue.get(timeout=10)
+    child.join(timeout=10)
+    assert names == ["adaptive-load"]
+    assert redis_client.get(store.host_key(host_name(), child.pid)) is not None
+
+
+def test_cpu_meter_sees_a_busy_core() -> None:
+    """One process spinning for a second on this machine shows as at least a third of all cores busy."""
+    meter = CpuMeter()
+    burn = "import time\nend = time.time() + 1\nwhile time.time() < end: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    busy = meter.read()
+    assert busy >= min(0.9, 1 / (os.cpu_count() or 1)) / 3
+    assert 0 <= busy <= 1
+
+
+def test_sqlite_has_no_db_signal() -> None:
+    """SQLite has no pool and no connection limit: the db signal is None (unavailable), not 0."""
+    handler = ConnectionHandler({"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}})
+    conn = handler["default"]
+    try:
+        assert db_pool_saturation(conn) is None
+        assert db_server_saturation(conn) is None
+    finally:
+        conn.close()
+
+
+@pytest.mark.django_db
+def test_a_sample_has_every_signal(settings) -> None:
+    """host, pid, time, cpu and memory fractions, db (None on SQLite), Redis latency."""
+    sample = host_sample(CpuMeter(), redis_ms=0.5)
+    assert set(sample) == {"host", "pid", "at", "cpu", "memory", "db", "redis_ms"}
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        assert sample["db"] is None
+    else:
+        assert 0 <= sample["db"] <= 1
+    assert sample["redis_ms"] == 0.5
