@@ -69,7 +69,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                     4,
                 )
             )
-    for name in ("RULES_CHECK_INTERVAL", "SOCKET_TIMEOUT", "MAX_DELAY_CAP"):
+    for name in ("RULES_CHECK_INTERVAL", "SOCKET_TIMEOUT", "CONNECT_TIMEOUT", "PROBE_INTERVAL", "MAX_DELAY_CAP"):
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             errors.append(
@@ -106,6 +106,15 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                         7,
                     )
                 )
+    share = s.LOCAL_SHARE
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        errors.append(
+            _error(
+                f"QUOTAS['LOCAL_SHARE'] = {share!r} must be a fraction in (0, 1].",
+                "Use about 1 / the number of worker processes, e.g. 0.25 for 4 gunicorn workers.",
+                13,
+            )
+        )
     prefix = s.IPV6_PREFIX_LENGTH
     if isinstance(prefix, bool) or not isinstance(prefix, int) or not 1 <= prefix <= 128:
         errors.append(_error(f"QUOTAS['IPV6_PREFIX_LENGTH'] = {prefix!r} must be 1..128.", "Default: 64.", 8))

@@ -30,11 +30,22 @@ DEFAULTS: dict[str, Any] = {
     "API_KEY_HEADER": "X-API-Key",
     # Default: "token_bucket". Algorithm for rates taken from DRF's configuration.
     "DEFAULT_ALGORITHM": "token_bucket",
-    # Default: 0.25. Seconds before a Redis connect or read attempt is abandoned.
+    # Default: 0.25. Seconds before a Redis read is abandoned.
     "SOCKET_TIMEOUT": 0.25,
-    # Default: "open". What a request gets when Redis is down: "open" admits it,
-    # "closed" refuses it with 503.
-    "FAILURE_MODE": "open",
+    # Default: "local". What a request gets while Redis is unreachable: "local"
+    # enforces this process's share of every limit in memory, "open" admits
+    # it, "closed" refuses it with 503.
+    "FAILURE_MODE": "local",
+    # Default: 0.5. The share of each limit one process enforces in "local"
+    # mode: about 1 / the number of worker processes serving the API.
+    "LOCAL_SHARE": 0.5,
+    # Default: 0.05. Seconds before a connection attempt to Redis is abandoned.
+    "CONNECT_TIMEOUT": 0.05,
+    # Default: 0.5. Seconds between probes of Redis while the circuit breaker is open.
+    "PROBE_INTERVAL": 0.5,
+    # Default: None (the system temp dir). Where a process that exits during an
+    # outage leaves the usage it could not write, for another to replay.
+    "USAGE_SPOOL_DIR": None,
     # Default: 10000. Clients remembered as over-limit in each process.
     "LOCAL_DENY_CACHE_SIZE": 10000,
     # Default: 10000. API keys and users whose subscription is cached in each process.
@@ -58,7 +69,7 @@ ALGORITHMS = (
     "leaky_bucket",
     "concurrency",
 )
-FAILURE_MODES = ("open", "closed")
+FAILURE_MODES = ("local", "open", "closed")
 
 
 class QuotaSettings:

@@ -11,225 +11,27 @@ from __future__ import annotations
 
 import atexit
 import logging
-import math
 import threading
 import time
-from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import redis
 from django.utils.module_loading import import_string
 from redis.exceptions import RedisError
 
+from .breaker import CircuitBreaker
 from .conf import quota_settings
+from .decision import _US, NEVER, Decision, WindowState, scaled
 from .exceptions import StoreUnavailable
+from .fallback import LocalLimiter
 from .keys import client_key, log_key, rules_version_key, usage_key_base
+from .memory import DenyMemory
 from .rules import RulesCache, Window
 from .scripts import LuaScript, script_source
 from .store import connect
+from .usage_buffer import UsageBuffer, replay_spool, spool_usage, write_usage
 
 logger = logging.getLogger(__name__)
-
-NEVER = -1
-_US = 1_000_000
-USAGE_TTL_DAYS = 3  # usage hashes outlive their day by this much (USAGE_TTL_DAYS in usage.lua)
-
-
-@dataclass(slots=True)
-class WindowState:
-    """The outcome of one window: whether it allowed, and what is left.
-
-    ``retry_us`` is 0 when the window allowed, ``None`` when the request can
-    never fit it (its weight exceeds the window's capacity). ``remaining`` is
-    ``None`` when the state was not read from Redis (a locally remembered
-    denial).
-    """
-
-    window: Window
-    ok: bool
-    remaining: int | None
-    reset_us: int
-    retry_us: int | None
-    delay_us: int = 0
-    used: int = 0  # periods and budgets: what the period has used (after this request)
-    alert: int = 0  # budgets: thresholds newly reached (1 = 80 %, 2 = 100 %)
-    quota: int = 0  # the quota in force: the window's, scaled by an adaptive multiplier
-
-    def __post_init__(self) -> None:
-        if not self.quota:
-            self.quota = self.window.quota
-
-
-@dataclass(slots=True)
-class Decision:
-    """The result of :meth:`Engine.decide` for one request."""
-
-    allowed: bool
-    states: list[WindowState]
-    now: float  # seconds since the epoch, from the Redis server's clock
-    weight: int | None = None
-    local: bool = False  # decided from the in-process memory of over-limit clients
-    tag: str = ""
-    cost_micros: int = 0  # the estimated cost the budgets were charged
-    usage: str | None = None  # the usage field prefix the request was counted under
-    specs: list[str] = field(default_factory=list)  # the window specs as sent (for reconciliation)
-    reconciled: bool = False
-    multiplier: float = 1.0  # the adaptive multiplier the rate windows were scaled by
-    reduced_only: bool = False  # refused only because of the multiplier (503, not 429)
-    banned: bool = False  # refused because the client is banned (escalation), limits unread
-    ban_started: bool = False  # this refusal started a ban
-    ban_wait_us: int = 0  # until the ban ends
-    request_id: str = ""  # holds concurrency leases until released
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def budget_denied(self) -> bool:
-        """Whether a money budget is among the windows that refused the request."""
-        return any(s.window.is_budget for s in self.denying_states())
-
-    @property
-    def delay(self) -> float:
-        """Seconds a shaping leaky bucket asks the request to be held."""
-        return max((s.delay_us for s in self.states), default=0) / _US
-
-    def denying_states(self) -> list[WindowState]:
-        """Windows that refused the request (shadow windows never refuse)."""
-        return [s for s in self.states if not s.ok and not s.window.shadow]
-
-    def would_deny(self) -> list[WindowState]:
-        """Shadow windows that would have refused the request."""
-        return [s for s in self.states if not s.ok and s.window.shadow]
-
-    def denying_state(self) -> WindowState:
-        """The denying window to report: a budget first, else the one with the longest wait."""
-        return max(
-            self.denying_states(),
-            key=lambda s: (s.window.is_budget, math.inf if s.retry_us is None else s.retry_us),
-        )
-
-    @property
-    def ban_retry_after(self) -> int:
-        """Whole seconds until a ban ends."""
-        return max(1, math.ceil(self.ban_wait_us / _US))
-
-    @property
-    def retry_after(self) -> int | None:
-        """Whole seconds until the same request would be admitted (None if allowed).
-
-        The smallest whole number of seconds covering the longest wait among
-        the denying windows, never 0. For a request that can never fit, the
-        longest denying window's length.
-        """
-        if self.allowed:
-            return None
-        if self.banned or self.ban_started:
-            return self.ban_retry_after
-        waits = [s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()]
-        return max(1, math.ceil(max(waits) / _US))
-
-    def most_restrictive(self) -> WindowState | None:
-        """The rate window to show in X-RateLimit-*: the denying one, else the least remaining.
-
-        Budgets count money, not requests, so they are never shown there.
-        """
-        rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
-        if rate_denials:
-            return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
-        enforced = [
-            s for s in self.states if not s.window.shadow and not s.window.is_budget and s.remaining is not None
-        ]
-        if not enforced:
-            return None
-        return min(enforced, key=lambda s: (s.remaining / max(s.quota, 1), -s.reset_us))
-
-
-class DenyMemory:
-    """Clients refused recently, per window, until their retry time (monotonic).
-
-    Bounded (least recently refused are forgotten first) and cleared when the
-    rules change, so a raised limit applies at once.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._entries: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def remember(self, tag: str, state: WindowState, weight: int) -> None:
-        wait_us = state.window.window * _US if state.retry_us is None else state.retry_us
-        until = time.monotonic() + wait_us / _US
-        with self._lock:
-            self._entries[(tag, state.window.state_field)] = (until, weight)
-            self._entries.move_to_end((tag, state.window.state_field))
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-    def check(self, tag: str, windows: Sequence[Window], weight: int | None) -> list[WindowState]:
-        """States for the windows this client is known to be refused by, if any."""
-        if not self._entries:
-            return []
-        now = time.monotonic()
-        hits = []
-        for window in windows:
-            if window.shadow:
-                continue
-            entry = self._entries.get((tag, window.state_field))
-            if entry is None:
-                continue
-            until, min_weight = entry
-            if until <= now:
-                self._entries.pop((tag, window.state_field), None)
-            elif (window.weight if weight is None else weight) >= min_weight:
-                wait_us = math.ceil((until - now) * _US)
-                hits.append(WindowState(window, False, None, wait_us, wait_us))
-        return hits
-
-    def ban(self, tag: str, wait_us: int) -> None:
-        """Remember that ``tag`` is banned for ``wait_us`` microseconds."""
-        with self._lock:
-            self._entries[(tag, "!ban")] = (time.monotonic() + wait_us / _US, 0)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-    def banned(self, tag: str) -> int:
-        """Microseconds left of a remembered ban of ``tag`` (0 if none)."""
-        if not self._entries:
-            return 0
-        entry = self._entries.get((tag, "!ban"))
-        if entry is None:
-            return 0
-        left = entry[0] - time.monotonic()
-        if left <= 0:
-            self._entries.pop((tag, "!ban"), None)
-            return 0
-        return math.ceil(left * _US)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-class UsageBuffer:
-    """Usage of requests refused in-process (no decision script ran), added to Redis in batches.
-
-    Flushed by the rules poller thread every ``RULES_CHECK_INTERVAL`` and at
-    process exit, so a flood answered from memory is still counted: at most
-    one interval's worth is lost if the process is killed outright.
-    """
-
-    def __init__(self) -> None:
-        self._counts: defaultdict[tuple[str, str], int] = defaultdict(int)
-        self._lock = threading.Lock()
-
-    def add(self, key_base: str, field: str, amount: int = 1) -> None:
-        with self._lock:
-            self._counts[key_base, field] += amount
-
-    def drain(self) -> dict[tuple[str, str], int]:
-        with self._lock:
-            counts, self._counts = self._counts, defaultdict(int)
-        return counts
 
 
 class Engine:
@@ -241,9 +43,11 @@ class Engine:
         self.rules = rules
         self.deny_memory = DenyMemory(deny_memory_size)
         rules.on_reload = self.deny_memory.clear
-        rules.on_tick = self.flush_usage
+        rules.on_tick = self.tick
         self.usage_buffer = UsageBuffer()
-        atexit.register(self.flush_usage)
+        self.breaker = CircuitBreaker(float(quota_settings.PROBE_INTERVAL))
+        self.fallback = LocalLimiter(float(quota_settings.LOCAL_SHARE), deny_memory_size)
+        atexit.register(self.flush_usage, spool_on_failure=True)
         self._decide = LuaScript(client, script_source("decide"))
         self._refund = LuaScript(client, script_source("refund"))
         self._adjust = LuaScript(client, script_source("adjust"))
@@ -299,10 +103,14 @@ class Engine:
             request_id,
             *specs,
         ]
+        if not self.breaker.allow():
+            raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
         try:
             reply = self._decide(keys=self.keys_for(tag, windows), args=args)
         except RedisError as exc:
+            self.breaker.failure()
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
+        self.breaker.success()
         states = []
         for i, w in enumerate(windows if reply[2] != 2 else ()):  # a banned client's limits are not read
             ok, remaining, reset, retry, delay, used, alert = reply[4 + 7 * i : 11 + 7 * i]
@@ -369,28 +177,71 @@ class Engine:
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return bool(removed)
 
+    @property
+    def mode(self) -> str:
+        """``normal``, or ``breaker_open`` while Redis is treated as down."""
+        return "breaker_open" if self.breaker.is_open else "normal"
+
+    def tick(self) -> None:
+        """Background work of the poller thread: probe Redis while down, then write what was held."""
+        if self.breaker.is_open:
+            try:
+                self.redis.ping()
+            except RedisError:
+                return
+            self.breaker.success()
+            self.fallback.clear()
+        if self.flush_usage():
+            replay_spool(self.redis)
+
+    def decide_locally(
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None,
+        cost_micros: int,
+        usage: str | None,
+        multiplier: float = 1.0,
+    ) -> Decision:
+        """Decide in this process (failure mode ``local``), counting usage for later."""
+        decision = self.fallback.decide(tag, windows, weight, cost_micros, multiplier)
+        if usage:
+            base = usage_key_base(client_key(self.prefix, tag))
+            if decision.allowed:
+                units = weight if weight is not None else max((w.weight for w in windows if not w.period), default=1)
+                for counter, amount in (("a", 1), ("w", units), ("c", cost_micros)):
+                    if amount:
+                        self.usage_buffer.add(base, f"{usage}|{counter}", amount)
+            else:
+                counter = "db" if decision.budget_denied else "dr"
+                self.usage_buffer.add(base, f"{usage}|{counter}")
+        return decision
+
     def _count_locally(self, tag: str, usage: str | None, counter: str) -> None:
         if usage:
             self.usage_buffer.add(usage_key_base(client_key(self.prefix, tag)), f"{usage}|{counter}")
 
-    def flush_usage(self) -> None:
-        """Add the usage of requests refused in-process to the day's Redis counters."""
+    def flush_usage(self, spool_on_failure: bool = False) -> bool:
+        """Add the usage counted in-process to the day's Redis counters; True when all was written.
+
+        On failure the counts are kept (or, with ``spool_on_failure``, as at
+        process exit, written to the spool directory for another process to
+        replay).
+        """
         counts = self.usage_buffer.drain()
         if not counts:
-            return
-        now = time.time()
-        day = time.strftime("%Y%m%d", time.gmtime(now))
-        expire_at = (int(now // 86400) + 1 + USAGE_TTL_DAYS) * 86400  # as usage.lua does
+            return True
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            for (base, field), amount in counts.items():
-                pipe.hincrby(f"{base}:{day}", field, amount)
-                pipe.expireat(f"{base}:{day}", expire_at)
-            pipe.execute()
+            write_usage(self.redis, counts)
         except RedisError:
-            logger.warning("quotas: could not flush %d local usage counters; keeping them", len(counts))
-            for (base, field), amount in counts.items():
-                self.usage_buffer.add(base, field, amount)
+            if spool_on_failure:
+                spool_usage(counts)
+            else:
+                logger.warning("quotas: could not flush %d local usage counters; keeping them", len(counts))
+                for (base, day, field), amount in counts.items():
+                    self.usage_buffer.add(base, field, amount, day)
+            return False
+        return True
 
     def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
         """The client's standing in ``windows`` without consuming or counting anything."""
@@ -442,16 +293,9 @@ class Engine:
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""
         self.rules.stop()
-        self.flush_usage()
+        self.flush_usage(spool_on_failure=True)
         atexit.unregister(self.flush_usage)
         self.redis.close()
-
-
-def scaled(window: Window, multiplier: float) -> int:
-    """The quota of ``window`` under an adaptive multiplier (as decide.lua computes it)."""
-    if multiplier == 1.0 or window.code > 5:  # periods and budgets are never scaled
-        return window.quota
-    return max(1, math.floor(window.quota * multiplier))
 
 
 _engine: Engine | None = None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .conf import quota_settings
 
 if TYPE_CHECKING:
-    from .engine import Decision
+    from .decision import Decision
 
 
 def rate_limit_headers(decision: Decision) -> dict[str, str]:

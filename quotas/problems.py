@@ -12,7 +12,7 @@ from django.http import HttpResponse
 from .money import from_micros
 
 if TYPE_CHECKING:
-    from .engine import Decision
+    from .decision import Decision
     from .rules import PlanRules
 
 CONTENT_TYPE = "application/problem+json"

@@ -9,7 +9,8 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from .engine import Engine, WindowState
+from .decision import WindowState
+from .engine import Engine
 from .identity import Client
 from .money import from_micros
 from .rules import PlanRules, RuleSet

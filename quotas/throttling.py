@@ -92,11 +92,15 @@ class QuotaThrottle(BaseThrottle):
                 request_id=request_id,
             )
         except StoreUnavailable:
-            logger.warning("quotas: Redis unavailable, failure mode %s", quota_settings.FAILURE_MODE, exc_info=True)
-            if quota_settings.FAILURE_MODE == "closed":
+            mode = quota_settings.FAILURE_MODE
+            if mode == "closed":
                 http_request.quota_problem = problems.store_unavailable()
                 raise QuotaServiceUnavailable(http_request.quota_problem) from None
-            return True
+            if mode == "open":
+                return True
+            # "local": this process enforces its share of the same limits until Redis is back.
+            weight = self.get_weight(request, view)
+            decision = engine.decide_locally(client.tag, windows, weight, cost, usage, multiplier)
         decision.extra["plan_id"] = plan_id
         decision.extra["client"] = client
         decision.extra["request"] = request  # where the view may set quota_cost

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -41,7 +42,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     """The session's own redis-server (tests may stop and start it)."""
     server = RedisServer(data_dir=tmp_path_factory.mktemp("redis")).start()
     original = settings.QUOTAS
-    settings.QUOTAS = {**original, "REDIS_URL": server.url}
+    spool = tmp_path_factory.mktemp("usage-spool")
+    settings.QUOTAS = {**original, "REDIS_URL": server.url, "USAGE_SPOOL_DIR": str(spool)}
     yield server
     settings.QUOTAS = original
     reset_engine()
@@ -57,6 +59,9 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client.flushall()
     client.config_resetstat()
     reset_engine()
+    # A previous test's engine may have spooled usage while its Redis was down: not this test's.
+    for leftover in Path(settings.QUOTAS["USAGE_SPOOL_DIR"]).iterdir():
+        leftover.unlink()
     yield client
     reset_engine()
     client.close()

@@ -1,0 +1,129 @@
+"""Redis outages: the local fallback, the circuit breaker, recovery, and usage that is never lost."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rest_framework.test import APIClient
+
+from quotas.engine import get_engine
+from quotas.usage_buffer import replay_spool
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def free(db):
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="10/min", algorithm="fixed_window")
+    return plan
+
+
+@pytest.fixture
+def outage(redis_server):
+    """Stop the test's redis-server; always start it again."""
+
+    class Outage:
+        def begin(self):
+            redis_server.stop()
+
+        def end(self):
+            if redis_server.process is None:
+                redis_server.start()
+
+    outage = Outage()
+    yield outage
+    outage.end()
+
+
+def usage_totals(redis_client) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for key in redis_client.keys("*:u:*"):
+        for name, value in redis_client.hgetall(key).items():
+            counter = name.decode().rsplit("|", 1)[1]
+            totals[counter] = totals.get(counter, 0) + int(value)
+    return totals
+
+
+def test_local_mode_enforces_this_processs_share(free, outage, settings):
+    """Default mode: while Redis is down each process allows its share (LOCAL_SHARE) of the limit."""
+    settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.3}
+    client, key = APIClient(), issue_key(plan=free)
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # rules loaded, Redis up
+    outage.begin()
+    codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(6)]
+    assert codes == [200, 200, 200, 429, 429, 429]  # 10/min x 0.3 = 3 here
+    response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    assert response["X-RateLimit-Limit"] == "3"
+    assert get_engine().breaker.is_open
+
+
+def test_breaker_spares_requests_the_failed_attempt(free, outage):
+    """After the first failure the breaker is open: decisions do not try Redis at all."""
+    client, key = APIClient(), issue_key(plan=free)
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    outage.begin()
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    engine = get_engine()
+    assert engine.breaker.is_open
+    engine.breaker._last_trial = time.monotonic()  # as if a trial just happened
+    assert not engine.breaker.allow()
+
+
+@pytest.mark.slow
+def test_decisions_return_to_redis_within_two_seconds_of_recovery(free, outage, redis_client):
+    client, key = APIClient(), issue_key(plan=free)
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    outage.begin()
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    outage.end()
+    back = time.monotonic()
+    redis_client.config_resetstat()
+    while not int(redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)):
+        assert time.monotonic() - back < 2.0, "decisions did not return to Redis within 2 s"
+        client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+        time.sleep(0.05)
+    assert not get_engine().breaker.is_open
+
+
+def test_usage_counted_during_an_outage_reaches_redis_after_it(free, outage, redis_client, settings):
+    settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.5}
+    client, key = APIClient(), issue_key(plan=free)
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    outage.begin()
+    codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(12)]
+    outage.end()
+    engine = get_engine()
+    engine.tick()  # what the poller thread does every second
+    # The test's redis-server keeps nothing on disk, so only what the process held is there now.
+    totals = usage_totals(redis_client)
+    assert totals["a"] == codes.count(200) == 5
+    assert totals["dr"] == codes.count(429) == 7
+
+
+def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis_client, settings, tmp_path):
+    settings.QUOTAS = {**settings.QUOTAS, "USAGE_SPOOL_DIR": str(tmp_path)}
+    client, key = APIClient(), issue_key(plan=free)
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    outage.begin()
+    for _ in range(4):
+        client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    engine = get_engine()
+    assert not engine.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    outage.end()
+    assert replay_spool(redis_client) == 1
+    assert not list(tmp_path.iterdir())
+    assert usage_totals(redis_client)["a"] == 4  # the restarted test Redis kept nothing else
+
+
+def test_closed_mode_refuses_with_503(free, outage, settings):
+    settings.QUOTAS = {**settings.QUOTAS, "FAILURE_MODE": "closed"}
+    client, key = APIClient(), issue_key(plan=free)
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    outage.begin()
+    response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    assert response.status_code == 503
+    assert response["Content-Type"] == "application/problem+json"
