@@ -6,12 +6,14 @@ it too. After printing the URLs and demo keys this process *becomes* honcho (exe
 directly, and honcho stops every child's process group.
 
 Environment: ``PORT`` (default 8000), ``REDIS_URL`` (default: embedded), ``RUN_DIR`` (default ``run/``; the
-end-to-end test points it elsewhere so it never shares the developer's Redis data or beat schedule).
+end-to-end test points it elsewhere so it never shares the developer's Redis data or beat schedule),
+``PROMETHEUS_MULTIPROC_DIR`` (default: ``$RUN_DIR/prometheus``, emptied at start).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -86,6 +88,13 @@ def main() -> None:
     run_dir = Path(os.environ.get("RUN_DIR") or BASE_DIR / "run").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     redis = redis_env(run_dir)
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # gunicorn's workers and Celery's processes keep their metrics here, for /metrics to sum (quotas/metrics.py).
+        # A new run starts from zero; a directory given in the environment is left as it is.
+        metrics_dir = run_dir / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir()
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     os.environ.update(
         redis,
         PORT=str(port),

@@ -176,3 +176,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+# The audit trail (quotas/logs.py): one JSON line per refusal and per ban, on stderr beside the plain log.
+LOGGING["formatters"]["json"] = {"()": "quotas.logs.JsonFormatter"}
+LOGGING["handlers"]["audit"] = {"class": "logging.StreamHandler", "formatter": "json"}
+LOGGING["loggers"] = {"quotas.audit": {"handlers": ["audit"], "level": "INFO", "propagate": False}}

@@ -67,7 +67,7 @@ _LABEL_VALUE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 def multiprocess_dir() -> str | None:
     """The shared metrics directory, when several processes record metrics."""
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
 if multiprocess_dir():
