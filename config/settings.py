@@ -141,6 +141,9 @@ QUOTAS = {
     "REDIS_URL": REDIS_URL,
     "RULES_BACKEND": "plans.rules.PlansRulesBackend",
     "TRUSTED_PROXIES": env.list("QUOTAS_TRUSTED_PROXIES", default=[]),
+    # While Redis is unreachable: "local" (each process enforces LOCAL_SHARE of every limit), "open" or "closed".
+    "FAILURE_MODE": env.str("QUOTAS_FAILURE_MODE", default="local"),
+    "LOCAL_SHARE": env.float("QUOTAS_LOCAL_SHARE", default=0.5),
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

@@ -474,7 +474,7 @@ class RulesCache:
         try:
             raw = self.redis.get(self.version_key)
         except RedisError:
-            logger.warning("quotas: rules version unreadable (Redis down?)", exc_info=True)
+            logger.warning("quotas: rules version unreadable (Redis down?)")
             return "?"
         return raw.decode() if raw else "0"
 
