@@ -19,8 +19,10 @@ import redis
 from django.db import DatabaseError
 from redis.exceptions import LockError
 
+from quotas import metrics
+
 from . import store
-from .conf import adaptive_settings
+from .conf import KNOWN_SIGNALS, adaptive_settings
 from .load import db_server_saturation
 from .policy import Outcome, Params, PlanInfo, State, Thresholds, step
 from .publish import publish_multipliers
@@ -144,6 +146,7 @@ def _run(client: redis.Redis, now: float | None) -> Outcome:
         enabled=enabled,
     )
     publish_multipliers(client, outcome.multipliers, now, float(adaptive_settings.PUBLISH_TTL))
+    export_metrics(outcome, samples)
     new_state = outcome.state.to_json()
     new_state["inputs"] = inputs.to_json()
     new_state["pruned_at"] = _record(outcome, now, stored.get("pruned_at"))
@@ -151,6 +154,22 @@ def _run(client: redis.Redis, now: float | None) -> Outcome:
     if outcome.changed or outcome.action in ("cut", "recover"):
         logger.info("adaptive: %s %s", outcome.reason, outcome.multipliers)
     return outcome
+
+
+def export_metrics(outcome: Outcome, samples: list[dict[str, Any]]) -> None:
+    """The published multipliers by plan slug, and each host's signals (its worst process), as Prometheus gauges."""
+    slugs = {p.id: p.slug for p in outcome.state.plans}
+    for plan_id, multiplier in outcome.multipliers.items():
+        metrics.set_multiplier(slugs.get(plan_id), multiplier)
+    per_host: dict[tuple[str, str], float] = {}
+    for sample in samples:
+        host = str(sample.get("host", ""))
+        for name in KNOWN_SIGNALS:
+            value = sample.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                per_host[host, name] = max(per_host.get((host, name), value), value)
+    for (host, name), value in per_host.items():
+        metrics.set_load_signal(name, host, value)
 
 
 def _record(outcome: Outcome, now: float, pruned_at: Any) -> float | None:

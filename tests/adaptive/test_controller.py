@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import DatabaseError
+from prometheus_client import REGISTRY
 
 from adaptive import controller, store
 from adaptive.controller import read_state, run_controller
@@ -232,3 +233,14 @@ def test_settings_defaults_are_the_tested_parameters(settings) -> None:
     """The defaults of adaptive.conf are the parameters the policy tests use."""
     settings.ADAPTIVE = {}
     assert controller.params_from_settings() == DEFAULT_PARAMS
+
+
+def test_multipliers_and_signals_are_exported_as_metrics(redis_client, plans) -> None:
+    """Each run sets quota_adaptive_multiplier per plan slug and quota_load_signal per host and signal."""
+    report(redis_client, cpu=0.97, host="web-7", pid=1)
+    report(redis_client, cpu=0.5, host="web-7", pid=2)
+    run_controller(redis_client, now=T0)
+    assert REGISTRY.get_sample_value("quota_adaptive_multiplier", {"plan": "free"}) < 1.0
+    assert REGISTRY.get_sample_value("quota_adaptive_multiplier", {"plan": "enterprise"}) == 1.0
+    assert REGISTRY.get_sample_value("quota_load_signal", {"signal": "cpu", "host": "web-7"}) == 0.97
+    assert REGISTRY.get_sample_value("quota_load_signal", {"signal": "memory", "host": "web-7"}) == 0.4
