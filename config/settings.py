@@ -6,7 +6,6 @@ README's table of variables); every default works on a fresh checkout.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import dj_database_url
@@ -147,6 +146,13 @@ QUOTAS = {
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
+# A redis+sentinel:// URL (see quotas/store.py) in kombu's own form: one sentinel:// URL per Sentinel joined by ";",
+# the service name as the master_name transport option. kombu's Redis transport cannot use a Redis Cluster: with a
+# redis+cluster:// REDIS_URL, set CELERY_BROKER_URL to a plain Redis (redis://) or RabbitMQ (amqp://).
+if CELERY_BROKER_URL.startswith("redis+sentinel://"):
+    from quotas.store import celery_sentinel_broker
+
+    CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_sentinel_broker(CELERY_BROKER_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -155,11 +161,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 # Copy the decision script's usage counters from Redis to the database (idempotent, safe to overlap).
 CELERY_BEAT_SCHEDULE["usage-flush"] = {"task": "usage.flush", "schedule": 60.0, "options": {"expires": 55}}
 
-# Adaptive limits: every key and its default is documented in adaptive/conf.py. Test runs keep the load reporter
-# off (its background writes would land in every test's Redis); tests/adaptive turns it on where it is tested.
+# Adaptive limits: every key and its default is documented in adaptive/conf.py. (The test suite turns the load
+# reporter off in tests/conftest.py; tests/adaptive turns it on where it is tested.)
 ADAPTIVE = {
     "INTERVAL": env.float("ADAPTIVE_INTERVAL", default=5.0),
-    "REPORT_INTERVAL": env.float("ADAPTIVE_REPORT_INTERVAL", default=0.0 if "pytest" in sys.modules else 1.0),
+    "REPORT_INTERVAL": env.float("ADAPTIVE_REPORT_INTERVAL", default=1.0),
 }
 # The load controller: reads the hosts' samples, publishes per-plan multipliers. A late run is dropped, not queued.
 CELERY_BEAT_SCHEDULE["adaptive-control"] = {

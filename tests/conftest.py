@@ -37,6 +37,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         skip_or_fail("needs PostgreSQL: set DATABASE_URL=postgres://...")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quiet_load_reporter() -> Iterator[None]:
+    """The adaptive load reporter stays off in tests (its writes would land in every test's Redis);
+    tests/adaptive turns it on where it is tested."""
+    original = settings.ADAPTIVE
+    settings.ADAPTIVE = {**original, "REPORT_INTERVAL": 0}
+    yield
+    settings.ADAPTIVE = original
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """The session's own redis-server (tests may stop and start it)."""
