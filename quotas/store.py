@@ -19,21 +19,38 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url as parse_standalone_url
 from redis.exceptions import RedisClusterException, RedisError
-from redis.sentinel import Sentinel
+from redis.retry import Retry
+from redis.sentinel import Sentinel, SentinelConnectionPool
+
+logger = logging.getLogger(__name__)
 
 STANDALONE_SCHEMES = ("redis", "rediss", "unix")
 SENTINEL_SCHEME = "redis+sentinel"
 CLUSTER_SCHEME = "redis+cluster"
 #: Every scheme :func:`connect` accepts.
 SCHEMES = (*STANDALONE_SCHEMES, SENTINEL_SCHEME, CLUSTER_SCHEME)
+
+#: What a call through any client of :func:`connect` may raise when the store fails. redis-py's cluster
+#: client raises :class:`~redis.exceptions.RedisClusterException`, which is *not* a RedisError, when no
+#: node answers or a slot is not served; catch this tuple wherever ``RedisError`` alone was caught.
+STORE_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+#: Retries of a cluster command after a connection error or CLUSTERDOWN, each after re-reading the slot
+#: map (redis-py's default is 10 with exponential backoff, seconds of blocking per request during an
+#: outage). One retry follows a completed failover; anything longer is the failure mode's job.
+CLUSTER_RETRIES = 1
+#: Seconds between a process's checks with the Sentinels of where the primary is (see FollowingSentinelPool).
+SENTINEL_CHECK_INTERVAL = 1.0
 
 _DEFAULT_PORTS = {SENTINEL_SCHEME: 26379, CLUSTER_SCHEME: 6379}
 _QUERY_OPTIONS = {SENTINEL_SCHEME: ("sentinel_password",), CLUSTER_SCHEME: ()}
@@ -60,7 +77,10 @@ def parse_url(url: str) -> StoreURL:
     """
     if not isinstance(url, str) or not url:
         raise ValueError("the Redis URL is empty")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed [ of an IPv6 address
+        raise ValueError(f"malformed URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme in STANDALONE_SCHEMES:
         try:
@@ -105,31 +125,71 @@ def validate_url(url: Any) -> str | None:
     return None
 
 
-def connect(url: str, timeout: float) -> Any:
-    """A Redis client for ``url`` whose connects and reads give up after ``timeout`` seconds.
+def connect(url: str, timeout: float, connect_timeout: float | None = None) -> Any:
+    """A Redis client for ``url`` whose reads give up after ``timeout`` seconds.
+
+    Connects give up after ``connect_timeout`` (default: ``timeout``).
 
     Raises ValueError for a malformed URL, and :class:`StoreUnavailable` when no
     startup node of a cluster answers (a cluster client reads the slot map as it
     is built; the other clients connect on first use).
     """
     store = parse_url(url)
-    socket = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    socket = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
+    }
     auth = {"username": store.username, "password": store.password}
     if store.topology == "standalone":
         return redis.Redis.from_url(url, **socket)
     if store.topology == "sentinel":
         sentinel_kwargs = {**socket, "password": store.sentinel_password}
         sentinel = Sentinel(list(store.hosts), sentinel_kwargs=sentinel_kwargs, **socket)
-        # A plain redis.Redis whose pool asks the Sentinels for the primary on every (re)connect,
-        # and drops a connection whose server has been demoted (READONLY) so the next one finds the new primary.
-        return sentinel.master_for(store.service_name, db=store.db, **auth, **socket)
+        # A plain redis.Redis (LuaScript keeps its direct path) whose pool finds the primary through the Sentinels.
+        return sentinel.master_for(
+            store.service_name, connection_pool_class=FollowingSentinelPool, db=store.db, **auth, **socket
+        )
     try:
-        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in store.hosts], **auth, **socket)
-    except (RedisError, RedisClusterException) as exc:
+        return RedisCluster(
+            startup_nodes=[ClusterNode(h, p) for h, p in store.hosts],
+            retry=Retry(NoBackoff(), CLUSTER_RETRIES),
+            **auth,
+            **socket,
+        )
+    except STORE_ERRORS as exc:
         # Imported here: config/settings.py imports this module, and .exceptions imports DRF.
         from .exceptions import StoreUnavailable
 
         raise StoreUnavailable(f"no startup node of the Redis Cluster answered: {exc}") from exc
+
+
+class FollowingSentinelPool(SentinelConnectionPool):
+    """A Sentinel pool that asks where the primary is at least every :data:`SENTINEL_CHECK_INTERVAL` seconds.
+
+    redis-py asks the Sentinels only when it opens a connection, and drops one
+    only when its server refuses a write (READONLY). After a failover whose old
+    primary is still alive (``SENTINEL FAILOVER``, a network partition), the
+    Sentinels demote that primary only about 8 s later, and pooled connections
+    would keep deciding there all along: decisions that are then lost when it
+    resyncs. Here, once a second at most, a connection checkout asks the
+    Sentinels (one small round trip); when the primary moved, idle connections
+    are closed and busy ones are dropped when released (redis-py's
+    ``owns_connection``), so at most about a second of decisions can go astray.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next_check = 0.0
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now >= self._next_check and self.master_address is not None:
+            self._next_check = now + SENTINEL_CHECK_INTERVAL
+            try:
+                self.get_master_address()  # closes idle connections if the primary moved
+            except RedisError as exc:  # keep the open connections; connecting anew would fail the same way
+                logger.warning("quotas: no Sentinel of %s could say where the primary is: %s", self.service_name, exc)
+        return super().get_connection(*args, **kwargs)
 
 
 def describe(url: str) -> str:
