@@ -1,0 +1,96 @@
+"""Fixtures: a real 3-primary Redis Cluster and a real Sentinel group (primary, replica, 3 Sentinels).
+
+Each topology is started once per session (a few seconds each), emptied before
+every test that uses it, and always stopped. ``topology`` runs a test on both;
+``engine_on`` points the process's engine at one through ``override_settings``
+(the engine is rebuilt on ``setting_changed``). A machine without redis-server
+skips these tests, or fails them under QUOTAS_REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from config.embedded_redis import redis_server_binary
+from quotas.engine import Engine, get_engine, reset_engine
+from tests.conftest import skip_or_fail
+
+from .servers import Cluster, SentinelGroup
+
+
+def _binary() -> None:
+    try:
+        redis_server_binary()
+    except RuntimeError as exc:
+        skip_or_fail(f"needs redis-server: {exc}")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A running 3-primary Redis Cluster (all slots covered)."""
+    _binary()
+    topology = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        topology.start()
+    except RuntimeError as exc:
+        skip_or_fail(f"could not start a Redis Cluster: {exc}")
+    yield topology
+    topology.stop()
+
+
+@pytest.fixture(scope="session")
+def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
+    """A running primary/replica pair under 3 Sentinels, replica in sync."""
+    _binary()
+    topology = SentinelGroup(tmp_path_factory.mktemp("sentinel"))
+    try:
+        topology.start()
+    except RuntimeError as exc:
+        skip_or_fail(f"could not start Redis Sentinel: {exc}")
+    yield topology
+    topology.stop()
+
+
+@dataclass
+class Topology:
+    """One topology under test: its name, its REDIS_URL and the processes behind it."""
+
+    name: str
+    url: str
+    servers: Cluster | SentinelGroup
+
+
+@pytest.fixture(params=["cluster", "sentinel"])
+def topology(request: pytest.FixtureRequest) -> Topology:
+    """Each topology in turn, emptied (data, scripts, statistics)."""
+    servers = request.getfixturevalue("cluster" if request.param == "cluster" else "sentinel_group")
+    servers.flushall()
+    return Topology(request.param, servers.url, servers)
+
+
+@pytest.fixture
+def engine_on() -> Iterator:
+    """``engine_on(url)``: the process's engine, built for ``REDIS_URL = url`` until the test ends."""
+    overrides = []
+
+    def build(url: str) -> Engine:
+        override = override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url})
+        override.enable()
+        overrides.append(override)
+        return get_engine()
+
+    yield build
+    for override in reversed(overrides):
+        override.disable()
+    reset_engine()
+
+
+@pytest.fixture
+def topo_engine(topology: Topology, engine_on) -> Engine:
+    """The engine on the current topology."""
+    return engine_on(topology.url)
