@@ -65,6 +65,15 @@ def cluster_port() -> int:
     raise RuntimeError("no free port pair (port, port + 10000) for a cluster node")
 
 
+def add_slots(client: redis.Redis, first: int, last: int) -> None:
+    """Assign slots ``first``..``last`` to the node: ADDSLOTSRANGE (Redis 7), else ADDSLOTS in chunks (6.2)."""
+    try:
+        client.execute_command("CLUSTER ADDSLOTSRANGE", first, last)
+    except redis.ResponseError:
+        for start in range(first, last + 1, 1000):
+            client.execute_command("CLUSTER ADDSLOTS", *range(start, min(start + 1000, last + 1)))
+
+
 @dataclass
 class Cluster:
     """Three cluster-enabled redis-servers, the slots split evenly, no replicas."""
@@ -94,7 +103,7 @@ class Cluster:
                 for i, client in enumerate(clients):
                     first = i * per_node
                     last = CLUSTER_SLOTS - 1 if i == self.size - 1 else first + per_node - 1
-                    client.execute_command("CLUSTER ADDSLOTSRANGE", first, last)
+                    add_slots(client, first, last)
                 for other in self.nodes[1:]:
                     clients[0].execute_command("CLUSTER MEET", "127.0.0.1", other.port)
                 for node, client in zip(self.nodes, clients, strict=True):
