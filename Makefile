@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint format install clean
+.PHONY: run test bench lint format install clean vendor
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
+
+## Refresh the dashboard's JavaScript from npm (package-lock.json) into dashboard/static; the copy is committed,
+## so `make run` and the tests need no Node.js and the page works offline.
+vendor:
+	npm ci --no-audit --no-fund
+	cp node_modules/chart.js/dist/chart.umd.min.js dashboard/static/dashboard/vendor/chart.umd.min.js
 
 clean:
 	rm -rf run/ .pytest_cache .ruff_cache

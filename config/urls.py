@@ -6,6 +6,8 @@ from quotas.views import healthz, metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("dashboard/", include("dashboard.urls")),
+    path("usage/", include("dashboard.client_urls")),
     path("api/demo/", include("demo.urls")),
     path("api/v1/", include("usage.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -1,0 +1,97 @@
+"""The client's own usage page: sign in with an API key, get a signed link to a page of your standing.
+
+``/usage/`` takes the key in a form (POST, never in a URL) and redirects to
+``/usage/<token>/``, a link signed with ``django.core.signing`` that names
+the key's id. The link works for ``LINK_MAX_AGE`` and stops working as soon
+as the key is revoked; the raw key is never stored or shown.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django import forms
+from django.core import signing
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from redis.exceptions import RedisError
+
+from plans.models import APIKey
+from quotas.engine import get_engine
+from quotas.exceptions import StoreUnavailable
+from quotas.identity import Client, hash_api_key
+from quotas.keys import client_tag
+from quotas.standing import current_standing
+from usage.reports import UsageQuery, build_report
+
+from .queries import decorate_standing
+
+logger = logging.getLogger(__name__)
+
+SALT = "dashboard.usage-link"
+LINK_MAX_AGE = timedelta(days=30)
+CHART_DAYS = 30
+
+
+class KeyForm(forms.Form):
+    api_key = forms.CharField(label="API key", max_length=200, widget=forms.PasswordInput(render_value=False))
+
+    def clean_api_key(self) -> APIKey:
+        raw = self.cleaned_data["api_key"].strip()
+        key = APIKey.objects.usable().filter(key_hash=hash_api_key(raw)).first()
+        if key is None:
+            raise forms.ValidationError("This key is unknown or revoked.")
+        return key
+
+
+def usage_link(key: APIKey) -> str:
+    """The signed path of ``key``'s usage page."""
+    return reverse("usage-page:page", args=[signing.dumps(key.pk, salt=SALT)])
+
+
+@never_cache
+def sign_in(request: HttpRequest) -> HttpResponse:
+    form = KeyForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        return redirect(usage_link(form.cleaned_data["api_key"]))
+    return render(request, "dashboard/usage_form.html", {"form": form})
+
+
+@never_cache
+def page(request: HttpRequest, token: str) -> HttpResponse:
+    try:
+        key_id = signing.loads(token, salt=SALT, max_age=LINK_MAX_AGE)
+    except signing.BadSignature:
+        return render(request, "dashboard/usage_form.html", {"form": KeyForm(), "expired": True}, status=403)
+    key = APIKey.objects.usable().select_related("subscription__plan").filter(pk=key_id).first()
+    if key is None:
+        return render(request, "dashboard/usage_form.html", {"form": KeyForm(), "expired": True}, status=403)
+    engine = get_engine()
+    subscriber = engine.rules.subscriber_for_key(key.key_hash)
+    sub = key.subscription
+    tag = client_tag("s", str(sub.pk))
+    try:
+        client = Client("subscription", str(sub.pk), tag, subscriber)
+        standing = current_standing(client, engine.rules.current(), engine)
+    except StoreUnavailable:
+        standing = None
+    today = timezone.now().date()
+    query = UsageQuery(today - timedelta(days=CHART_DAYS - 1), today, "day", client=tag.strip("{}"))
+    try:
+        report = build_report(query, engine.redis)
+    except RedisError:
+        report = build_report(query, None, today=today)
+    chart = {
+        "labels": [str(r["day"]) for r in report["rows"]],
+        "allowed": [r["allowed"] for r in report["rows"]],
+        "denied": [sum(v for k, v in r["denied"].items() if k != "shadow") for r in report["rows"]],
+    }
+    return render(
+        request,
+        "dashboard/usage.html",
+        {"subscription": sub, "standing": decorate_standing(standing), "chart": chart, "report": report},
+    )

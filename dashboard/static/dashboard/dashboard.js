@@ -1,0 +1,179 @@
+/* The staff dashboard: draws the charts from the embedded data, then polls the JSON feed. */
+(function () {
+  "use strict";
+  var script = document.getElementById("dashboard-script");
+  var url = script.dataset.url;
+  var pollMs = parseInt(script.dataset.poll, 10) || 5000;
+  var form = document.getElementById("filters");
+  var COLORS = {
+    allowed: "#2e7d32", rate: "#c62828", budget: "#ef6c00", acl: "#6a1b9a",
+    capacity: "#1565c0", banned: "#37474f", shadow: "#9e9d24"
+  };
+  var PALETTE = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#c62828", "#00838f"];
+  var charts = {};
+  var lastToday = null;
+  var live = { labels: [], allowed: [], denied: [] };
+
+  function el(tag, text, attrs) {
+    var node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    return node;
+  }
+
+  function fillTable(id, rows, cells) {
+    var body = document.querySelector("#" + id + " tbody");
+    body.replaceChildren();
+    if (!rows.length) {
+      var tr = el("tr");
+      var td = el("td", "Nothing yet.", { colspan: document.querySelectorAll("#" + id + " th").length, "class": "empty" });
+      tr.appendChild(td);
+      body.appendChild(tr);
+      return;
+    }
+    rows.forEach(function (row) {
+      var tr = el("tr");
+      cells(row).forEach(function (cell) {
+        var td = el("td");
+        if (cell instanceof Node) td.appendChild(cell); else td.textContent = cell === null ? "—" : String(cell);
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+  }
+
+  function link(row) {
+    var a = el("a", row.name, { href: row.url, "class": "client-link" });
+    a.title = row.client;
+    return a;
+  }
+
+  function chart(id, config) {
+    if (charts[id]) {
+      charts[id].data = config.data;
+      charts[id].update("none");
+      return charts[id];
+    }
+    config.options = Object.assign({ responsive: true, maintainAspectRatio: false, animation: false }, config.options);
+    charts[id] = new Chart(document.getElementById(id), config);
+    return charts[id];
+  }
+
+  function drawDaily(series) {
+    var datasets = [{ label: "allowed", data: series.allowed, backgroundColor: COLORS.allowed, stack: "requests" }];
+    Object.keys(series.denied).forEach(function (reason) {
+      var isShadow = reason === "shadow";
+      datasets.push({
+        label: isShadow ? "shadow would deny" : "denied: " + reason,
+        data: series.denied[reason],
+        backgroundColor: COLORS[reason],
+        borderColor: COLORS[reason],
+        type: isShadow ? "line" : "bar",
+        stack: isShadow ? "shadow" : "requests"
+      });
+    });
+    chart("chart-daily", {
+      type: "bar",
+      data: { labels: series.labels, datasets: datasets },
+      options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } } }
+    });
+  }
+
+  function todayOf(data) {
+    var s = data.series, i = s.labels.length - 1, denied = 0;
+    Object.keys(s.denied).forEach(function (r) { if (r !== "shadow") denied += s.denied[r][i]; });
+    return { allowed: s.allowed[i], denied: denied };
+  }
+
+  function drawLive(data) {
+    var now = todayOf(data);
+    if (lastToday !== null) {
+      live.labels.push(new Date().toLocaleTimeString());
+      live.allowed.push(Math.max(0, now.allowed - lastToday.allowed));
+      live.denied.push(Math.max(0, now.denied - lastToday.denied));
+      if (live.labels.length > 720) { live.labels.shift(); live.allowed.shift(); live.denied.shift(); }
+    }
+    lastToday = now;
+    chart("chart-live", {
+      type: "line",
+      data: {
+        labels: live.labels.slice(),
+        datasets: [
+          { label: "allowed", data: live.allowed.slice(), borderColor: COLORS.allowed, tension: 0.2 },
+          { label: "denied", data: live.denied.slice(), borderColor: COLORS.rate, tension: 0.2 }
+        ]
+      },
+      options: { scales: { y: { beginAtZero: true } } }
+    });
+  }
+
+  function drawAdaptive(adaptive) {
+    fillTable("multipliers", adaptive.plans, function (p) { return [p.name, p.multiplier.toFixed(2)]; });
+    var dl = document.getElementById("signals");
+    dl.replaceChildren();
+    Object.keys(adaptive.signals).forEach(function (name) {
+      dl.appendChild(el("dt", name));
+      var v = adaptive.signals[name];
+      dl.appendChild(el("dd", typeof v === "number" ? v.toFixed(2) : JSON.stringify(v)));
+    });
+    if (!Object.keys(adaptive.signals).length) dl.appendChild(el("dd", "No snapshot recorded yet."));
+    document.getElementById("adaptive-reason").textContent =
+      (adaptive.readable ? "" : "Redis unreadable: multipliers unknown. ") + (adaptive.reason || "");
+    var names = adaptive.plans.map(function (p) { return p.name; });
+    chart("chart-adaptive", {
+      type: "line",
+      data: {
+        labels: adaptive.history.map(function (h) { return h.at.slice(5, 16).replace("T", " "); }),
+        datasets: names.map(function (name, i) {
+          return {
+            label: name, stepped: true, borderColor: PALETTE[i % PALETTE.length],
+            data: adaptive.history.map(function (h) { return h.multipliers[name]; })
+          };
+        })
+      },
+      options: { scales: { y: { min: 0, max: 1 } } }
+    });
+  }
+
+  function render(data) {
+    document.getElementById("updated").textContent = data.generated_at;
+    document.getElementById("updated").dataset.polls = String((parseInt(document.getElementById("updated").dataset.polls || "0", 10)) + 1);
+    document.getElementById("live-state").textContent = data.live ? "live" : "flushed usage only (Redis unavailable)";
+    ["allowed", "denied", "rate", "budget", "shadow"].forEach(function (k) {
+      document.getElementById("total-" + k).textContent = data.totals[k];
+    });
+    drawDaily(data.series);
+    drawLive(data);
+    fillTable("top-clients", data.top_clients, function (r) { return [link(r), r.plan, r.denied, r.allowed]; });
+    fillTable("top-scopes", data.top_scopes, function (r) { return [r.scope || "(none)", r.denied, r.allowed]; });
+    fillTable("upgrades", data.upgrades, function (r) {
+      return [link(r), r.plan, r.denied + " (" + r.because + (r.scope ? ", " + r.scope : "") + ")", r.upgrade_to, "+" + r.revenue_difference];
+    });
+    fillTable("budgets", data.budgets, function (r) {
+      var badge = el("span", r.over ? "over" : r.threshold + " %", { "class": r.over ? "badge over" : "badge near" });
+      return [r.name, r.budget, r.spent, r.amount, badge];
+    });
+    drawAdaptive(data.adaptive);
+  }
+
+  function query() {
+    return new URLSearchParams(new FormData(form)).toString();
+  }
+
+  function refresh() {
+    return fetch(url + "?" + query(), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+      .then(render)
+      .catch(function (err) { document.getElementById("live-state").textContent = "refresh failed (" + err.message + ")"; });
+  }
+
+  form.addEventListener("change", function () {
+    lastToday = null;
+    live = { labels: [], allowed: [], denied: [] };
+    history.replaceState(null, "", "?" + query());
+    refresh();
+  });
+  render(JSON.parse(document.getElementById("dashboard-data").textContent));
+  document.body.dataset.ready = "1";
+  setInterval(refresh, pollMs);
+})();

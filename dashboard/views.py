@@ -1,0 +1,142 @@
+"""The staff dashboard: an overview page, its JSON feed (polled), and a page per client.
+
+Every view requires a staff session; anyone else is sent to the admin login.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from plans.models import ACLEntry, ClientBan, Plan, Subscription
+from plans.rules import _subscriber  # the subscriber builder the rules backend itself uses
+from quotas.engine import get_engine
+from quotas.exceptions import StoreUnavailable
+from quotas.identity import Client
+from quotas.standing import current_standing
+from usage.models import UsageRecord
+from usage.reports import UsageQuery, build_report
+
+from .queries import (
+    Filters,
+    UsageSlice,
+    adaptive_panel,
+    budget_panel,
+    decorate_standing,
+    subscription_id,
+    upgrade_candidates,
+)
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 5
+RECENT_DAYS = 14
+
+
+def filters_from(request: HttpRequest) -> Filters:
+    """The plan, scope and day range asked for in the query string (bad values are ignored)."""
+    plan = request.GET.get("plan", "")
+    scope = request.GET.get("scope")
+    days = request.GET.get("days", "30")
+    return Filters(
+        days=min(max(int(days), 1), 366) if days.isdigit() else 30,
+        plan_id=int(plan) if plan.isdigit() else None,
+        scope=scope if scope is not None and scope != "*" else None,
+    )
+
+
+def payload(filters: Filters) -> dict[str, Any]:
+    """Everything the overview shows, as JSON-ready data."""
+    engine = get_engine()
+    usage = UsageSlice(filters, engine.redis)
+    top_clients = usage.top_clients()
+    for row in top_clients:
+        row["url"] = reverse("dashboard:client", args=[row["client"]])
+    upgrades = upgrade_candidates(engine.rules.current(), filters.today)
+    for row in upgrades:
+        row["url"] = reverse("dashboard:client", args=[row["client"]])
+    return {
+        "generated_at": timezone.now().isoformat(timespec="seconds"),
+        "live": usage.live,
+        "filters": {"days": filters.days, "plan": filters.plan_id, "scope": filters.scope},
+        "series": usage.series(),
+        "totals": usage.totals(),
+        "top_clients": top_clients,
+        "top_scopes": usage.top_scopes(),
+        "upgrades": upgrades,
+        "adaptive": adaptive_panel(engine.redis),
+        "budgets": budget_panel(filters.today),
+    }
+
+
+@staff_member_required
+def index(request: HttpRequest) -> HttpResponse:
+    filters = filters_from(request)
+    scopes = UsageRecord.objects.order_by("scope").values_list("scope", flat=True).distinct()
+    return render(
+        request,
+        "dashboard/index.html",
+        {
+            "data": payload(filters),
+            "filters": filters,
+            "plans": Plan.objects.only("pk", "name"),
+            "scopes": list(scopes),
+            "poll_ms": POLL_SECONDS * 1000,
+        },
+    )
+
+
+@staff_member_required
+def data(request: HttpRequest) -> JsonResponse:
+    response = JsonResponse(payload(filters_from(request)))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@staff_member_required
+def client_detail(request: HttpRequest, client: str) -> HttpResponse:
+    """One client: plan, live limits and budgets, recent usage, bans and access-list entries."""
+    engine = get_engine()
+    sub_id = subscription_id(client)
+    sub = Subscription.objects.select_related("plan", "user").filter(pk=sub_id).first() if sub_id else None
+    today = timezone.now().date()
+    query = UsageQuery(today - timedelta(days=RECENT_DAYS - 1), today, "day", client=client)
+    try:
+        report = build_report(query, engine.redis)
+    except RedisError:  # Redis away: flushed rows only
+        logger.warning("dashboard: live usage of %s unavailable", client, exc_info=True)
+        report = build_report(query, None, today=today)
+    try:
+        who = Client("subscription", str(sub.pk), "{" + client + "}", _subscriber(sub)) if sub else None
+        who = who or Client(client.partition(".")[0], client.partition(".")[2], "{" + client + "}")
+        standing = current_standing(who, engine.rules.current(), engine)
+    except StoreUnavailable:
+        standing = None
+    acl = ACLEntry.objects.none()
+    if sub is not None:
+        match = Q(subscription=sub) | Q(api_key__subscription=sub)
+        if sub.user_id:
+            match |= Q(user_id=sub.user_id)
+        acl = ACLEntry.objects.filter(match).select_related("api_key__subscription", "subscription", "user")
+    return render(
+        request,
+        "dashboard/client.html",
+        {
+            "client": client,
+            "subscription": sub,
+            "standing": decorate_standing(standing),
+            "report": report,
+            "bans": ClientBan.objects.filter(client=client)[:20],
+            "acl": acl[:50],
+            "keys": sub.api_keys.all() if sub else [],
+        },
+    )

@@ -1,0 +1,199 @@
+"""The dashboard in a real browser: headless Chromium (Debian's) driven by Playwright against pytest-django's
+live server, with usage made by real throttled HTTP requests. Each test saves screenshots in test-artifacts/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+from email.message import Message
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client as DjangoClient
+from django.utils import timezone
+
+from adaptive.models import AdaptiveSnapshot
+from plans.management.commands.seed_demo import demo_key
+from plans.models import Plan
+from quotas.engine import get_engine
+from tests.conftest import skip_or_fail
+from tests.factories import UserFactory
+from usage.flush import flush_usage
+from usage.models import BudgetAlert
+
+from .conftest import subscription_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+ARTIFACTS = BASE_DIR / "test-artifacts"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+PASSWORD = "pw-for-tests-1"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    if not shutil.which(CHROMIUM):
+        skip_or_fail(f"needs Chromium at {CHROMIUM}: apt-get install chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        skip_or_fail("needs the playwright package (requirements-dev.txt)")
+    # Playwright's sync API keeps an event loop running in this thread, so Django would refuse every ORM call
+    # the tests (and their database teardown) make meanwhile; they are synchronous and safe: lift the guard
+    # while the browser runs.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as pw:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium) -> Iterator[object]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def demo(transactional_db) -> None:
+    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115 - closed at exit
+
+
+def get(url: str, key: str) -> tuple[int, Message]:
+    request = urllib.request.Request(url, headers={"X-API-Key": key})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers
+
+
+def burst(base: str, key: str, n: int, path: str = "/api/demo/search?q=x") -> Counter:
+    codes = Counter(get(base + path, key)[0] for _ in range(n))
+    get_engine().flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
+    return codes
+
+
+def log_in(page, base: str, username: str) -> None:
+    UserFactory(username=username, is_staff=True, is_superuser=True)
+    page.goto(f"{base}/admin/login/?next=/dashboard/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/dashboard/")
+
+
+def chart_sum(page, canvas: str, label: str) -> int:
+    return page.evaluate(
+        """([canvas, label]) => {
+            const chart = Chart.getChart(canvas);
+            const ds = chart.data.datasets.find(d => d.label === label);
+            return ds.data.reduce((a, b) => a + b, 0);
+        }""",
+        [canvas, label],
+    )
+
+
+def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(page, live_server, demo):
+    """Throttled HTTP traffic shows in the charts; new traffic appears without a reload; a top client opens."""
+    base = live_server.url
+    assert burst(base, demo_key("free"), 15) == {200: 10, 429: 5}
+    flush_usage()
+    plans = {p.slug: str(p.pk) for p in Plan.objects.all()}
+    now = timezone.now()
+    for minutes, level, cpu in ((30, 1.0, 0.3), (20, 0.6, 0.92), (10, 0.85, 0.8)):  # what the controller records
+        AdaptiveSnapshot.objects.create(
+            created_at=now - timedelta(minutes=minutes),
+            level=level,
+            signals={"cpu": cpu, "db": 0.2, "latency": 0.4},
+            multipliers={plans["free"]: level * 0.8, plans["pro"]: level, plans["enterprise"]: 1.0},
+            reason=f"cpu {cpu:.2f}",
+        )
+    free = subscription_of(demo_key("free"))
+    BudgetAlert.objects.create(
+        client=f"s.{free.pk}", subscription=free, budget="day-budget", period_start=now, threshold=80,
+        spent_micros=400_000, amount_micros=500_000,
+    )  # fmt: skip
+    log_in(page, base, "ops")
+    page.wait_for_selector("body[data-ready='1']")
+    assert chart_sum(page, "chart-daily", "allowed") == 10
+    assert chart_sum(page, "chart-daily", "denied: rate") == 5
+    assert page.evaluate("Chart.getChart('chart-adaptive').data.datasets.length") == 3
+    assert page.inner_text("#top-clients tbody tr:first-child").startswith(free.name)
+    assert "Pro" in page.inner_text("#upgrades")
+    assert "day-budget" in page.inner_text("#budgets")
+    assert page.evaluate("Chart.getChart('chart-adaptive').data.labels.length") == 3
+    page.screenshot(path=ARTIFACTS / "dashboard.png", full_page=True)
+    (BASE_DIR / "docs").mkdir(exist_ok=True)
+    page.screenshot(path=BASE_DIR / "docs" / "dashboard.png", full_page=True)
+
+    # Live: more traffic, no flush to the database, no reload: the next poll shows it.
+    burst(base, demo_key("pro"), 7)
+    page.wait_for_function("document.getElementById('total-allowed').textContent === '17'")
+    page.wait_for_function("Chart.getChart('chart-live').data.datasets[0].data.some(v => v > 0)", timeout=20_000)
+
+    # Phone width: one column, nothing wider than the screen.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=ARTIFACTS / "dashboard-phone.png", full_page=True)
+
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.click("#top-clients a.client-link")
+    page.wait_for_url(f"{base}/dashboard/clients/s.{free.pk}/")
+    assert page.inner_text("#client-plan") == "Free"
+    assert page.inner_text("td.remaining[data-limit='search']") == "0"
+    page.screenshot(path=ARTIFACTS / "client-detail.png", full_page=True)
+
+
+def test_a_limit_edited_in_the_admin_applies_to_the_next_request(page, live_server, demo):
+    """Lowering the free plan's search limit in the admin changes X-RateLimit-Limit on the next request."""
+    base = live_server.url
+    status, headers = get(f"{base}/api/demo/search?q=x", demo_key("free"))
+    assert (status, headers["X-RateLimit-Limit"]) == (200, "10")
+    log_in(page, base, "ops")
+    free = Plan.objects.get(slug="free")
+    page.goto(f"{base}/admin/plans/plan/{free.pk}/change/")
+    prefix = page.evaluate(
+        """() => [...document.querySelectorAll("input[name^='limits-'][name$='-name']")]
+               .find(i => i.value === 'search').name.replace(/-name$/, '')"""
+    )
+    page.fill(f"input[name='{prefix}-rates']", "3/min")
+    page.click("input[name='_continue']")
+    page.wait_for_selector(".messagelist .success")
+    page.screenshot(path=ARTIFACTS / "admin-plan-saved.png", full_page=True)
+    deadline = time.monotonic() + 5
+    while True:  # the rules snapshot is reloaded on commit, or by the version poll within about a second
+        status, headers = get(f"{base}/api/demo/search?q=x", demo_key("free"))
+        if headers["X-RateLimit-Limit"] == "3" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert (status, headers["X-RateLimit-Limit"]) == (200, "3")
+
+
+def test_non_staff_are_refused_the_dashboard(page, live_server, transactional_db):
+    """Anonymous visitors and signed-in non-staff users land on the admin login instead."""
+    base = live_server.url
+    page.goto(f"{base}/dashboard/")
+    assert page.url.startswith(f"{base}/admin/login/")
+    client = DjangoClient()
+    client.force_login(UserFactory(username="customer"))
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": base}])
+    page.goto(f"{base}/dashboard/")
+    assert page.url.startswith(f"{base}/admin/login/")
+    assert "not authorized" in page.inner_text("body")
+    assert page.query_selector("#chart-daily") is None
+    page.screenshot(path=ARTIFACTS / "dashboard-refused.png", full_page=True)

@@ -1,0 +1,117 @@
+"""The staff dashboard and the client usage page, through Django's test client."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.core import signing
+
+from plans.management.commands.seed_demo import demo_key
+from plans.models import ACLEntry, APIKey
+from tests.factories import UserFactory, issue_key
+
+from .conftest import send, subscription_of
+
+pytestmark = pytest.mark.django_db
+BASE_DIR = Path(__file__).resolve().parents[2]
+#: Session, user, rules, usage (3 groupings + live rows), names, upgrades (2), adaptive (2), alerts, filters.
+MAX_QUERIES = 14
+
+
+@pytest.mark.parametrize("path", ["/dashboard/", "/dashboard/data.json", "/dashboard/clients/s.1/"])
+def test_anonymous_and_non_staff_are_sent_to_the_admin_login(client, path):
+    """Without a staff session every dashboard page redirects to the admin login."""
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+    client.force_login(UserFactory(username="plain"))
+    assert client.get(path)["Location"].startswith("/admin/login/")
+
+
+def test_data_feed_shows_denials_top_clients_and_upgrade_candidates(staff, traffic):
+    """Refusals made by the real throttle show up by reason, per client and scope, with an upgrade offer."""
+    assert traffic.codes["free"] == {200: 10, 429: 5}
+    body = staff.get("/dashboard/data.json").json()
+    assert body["live"] is True
+    assert body["totals"]["allowed"] == 15
+    assert body["totals"]["rate"] == 5
+    assert body["series"]["denied"]["rate"][-1] == 5  # today
+    top = body["top_clients"][0]
+    assert (top["name"], top["plan"], top["denied"]) == (traffic.free.name, "Free", 5)
+    assert top["url"] == f"/dashboard/clients/s.{traffic.free.pk}/"
+    assert body["top_scopes"] == [{"scope": "search", "denied": 5, "allowed": 15}]
+    [upgrade] = body["upgrades"]
+    assert (upgrade["name"], upgrade["upgrade_to"], upgrade["revenue_difference"]) == (
+        traffic.free.name,
+        "Pro",
+        "49.00",
+    )
+    assert [p["multiplier"] for p in body["adaptive"]["plans"]] == [1.0, 1.0, 1.0]
+
+
+def test_filters_by_plan_and_scope(staff, traffic):
+    pro = traffic.pro.plan
+    body = staff.get("/dashboard/data.json", {"plan": pro.pk}).json()
+    assert (body["totals"]["allowed"], body["totals"]["denied"]) == (5, 0)
+    body = staff.get("/dashboard/data.json", {"scope": "nothing-here"}).json()
+    assert body["totals"]["allowed"] == 0
+
+
+def test_dashboard_query_count_does_not_grow_with_clients(staff, traffic, django_assert_max_num_queries, client):
+    """Twelve more refused clients cost no extra query (no N+1)."""
+    with django_assert_max_num_queries(MAX_QUERIES):
+        assert staff.get("/dashboard/").status_code == 200
+    for _ in range(12):
+        key = issue_key(plan=traffic.free.plan)
+        send(client, key, 12, "/api/demo/search?q=x")
+    with django_assert_max_num_queries(MAX_QUERIES):
+        assert staff.get("/dashboard/").status_code == 200
+    with django_assert_max_num_queries(MAX_QUERIES):
+        body = staff.get("/dashboard/data.json").json()
+    assert len(body["top_clients"]) == 10
+
+
+def test_client_detail_shows_plan_limits_usage_bans_and_acl(staff, traffic):
+    sub = traffic.free
+    ACLEntry.objects.create(action="deny", subscription=sub, reason="abuse report 42")
+    page = staff.get(f"/dashboard/clients/s.{sub.pk}/").content.decode()
+    assert sub.name in page
+    assert "Free" in page
+    assert 'data-limit="search"' in page
+    assert "abuse report 42" in page
+    assert "Never banned." in page
+    assert "Pro" in page  # the upgrade offer: its search limit is used up
+
+
+def test_client_usage_page_from_an_api_key(client, traffic):
+    """A key posted to /usage/ leads to a signed page with the plan, remaining quota and an upgrade prompt."""
+    response = client.post("/usage/", {"api_key": demo_key("free")})
+    assert response.status_code == 302
+    page = client.get(response["Location"])
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert '<strong id="plan">Free</strong>' in text
+    assert re.search(r'data-limit="search">0<', text)
+    assert 'id="upgrade"' in text
+    assert "<strong>Pro</strong>" in text
+    assert "usage-chart" in text
+
+
+def test_client_usage_page_refuses_bad_keys_tampered_links_and_revoked_keys(client, traffic):
+    assert "unknown or revoked" in client.post("/usage/", {"api_key": "qk_nope"}).content.decode()
+    assert client.get("/usage/not-a-token/").status_code == 403
+    link = client.post("/usage/", {"api_key": demo_key("pro")})["Location"]
+    APIKey.objects.get(pk=signing.loads(link.split("/")[2], salt="dashboard.usage-link")).revoke()
+    assert client.get(link).status_code == 403
+    assert subscription_of(demo_key("free"))  # the other keys still work
+
+
+def test_vendored_chart_js_is_the_version_locked_by_npm():
+    """dashboard/static holds the Chart.js of package-lock.json (copied by `make vendor`), served locally."""
+    lock = json.loads((BASE_DIR / "package-lock.json").read_text())
+    version = lock["packages"]["node_modules/chart.js"]["version"]
+    head = (BASE_DIR / "dashboard/static/dashboard/vendor/chart.umd.min.js").read_text()[:200]
+    assert f"Chart.js v{version}" in head
