@@ -2,8 +2,9 @@
 
 All sections run in one invocation against one private redis-server, so the
 figures are comparable (the bare GET baseline is measured alongside the
-throttles it is compared with). ``--quick`` takes well under 30 s; the
-default run stays within about 3 minutes on a 2-core machine.
+throttles it is compared with, the no-throttle gunicorn alongside the
+throttled one). ``--quick`` takes under 45 s; the default run stays within
+about 5 minutes on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from . import django_config
 from .server import BenchRedisServer
 
 ALGORITHMS = ("fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket")
-#: Seconds the default run may spend before it skips the optional 100k-client memory run.
-DEFAULT_BUDGET = 170.0
+#: Seconds a default run may take: a 100k-client memory run that would not fit is skipped.
+DEFAULT_BUDGET = 290.0
+#: Seconds the over-admission races take per race, roughly (forks, barrier, the race, a flush).
+RACE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,20 +47,22 @@ class Profile:
     warmup: int
     decisions: int
     flood_requests: int
-    memory_clients: int
-    big_memory_clients: int  # token_bucket only, if time allows; 0 skips it
+    memory_clients: tuple[int, ...]  # every algorithm at each size; the larger ones only if time allows
     race_trials: int
     race_max_requests: int
     race_duration: float
+    http_rounds: int
+    http_seconds: float
+    http_warmup: float
 
 
-QUICK = Profile("quick", 5, 400, 200, 500, 200, 10_000, 0, 1, 200, 1.0)
-DEFAULT = Profile("default", 10, 4000, 500, 2000, 200, 10_000, 100_000, 5, 200, 1.0)
+QUICK = Profile("quick", 5, 400, 200, 500, 200, (10_000,), 1, 200, 1.0, 1, 3.0, 1.0)
+DEFAULT = Profile("default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200, 1.0, 3, 5.0, 2.0)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a short run (under 30 s)")
+    parser.add_argument("--quick", action="store_true", help="a short run (under 45 s)")
     parser.add_argument("--out", type=Path, default=Path("bench-results.json"), help="where to write the JSON")
     return parser.parse_args(argv)
 
@@ -72,13 +77,15 @@ def machine(admin: redis.Redis) -> dict[str, Any]:
         "hiredis": metadata.version("hiredis") if HIREDIS_AVAILABLE else "not used",
         "django": get_version(),
         "drf": drf_version,
+        # Other work on the machine moves every figure (the HTTP section most): say how busy it was.
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
 
 
 def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
     """Every section, in an order that keeps the timing-sensitive one first."""
     # Imported here: these modules need Django configured.
-    from . import concurrency, inprocess, redis_stats
+    from . import concurrency, http_load, inprocess, redis_stats
 
     admin = redis.Redis.from_url(redis_url)
     results: dict[str, Any] = {"machine": machine(admin), "profile": asdict(profile)}
@@ -86,25 +93,28 @@ def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
     step("1-2. in-process cost per request and bare GET")
     results["latency"] = inprocess.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
 
+    step(f"6. over HTTP through gunicorn ({http_load.loadgen.generator_name()}), with and without the throttle")
+    admin.flushall()
+    results["http"] = http_load.run(redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup)
+
     step("3. Redis commands per decision")
     admin.flushall()
     results["commands"] = redis_stats.commands_per_decision(admin, profile.decisions)
     results["flood"] = redis_stats.flood(admin, profile.flood_requests)
 
     step("4. Redis memory per client")
-    memory, tb_seconds = [], 0.0
-    for algorithm in ALGORITHMS:
+    memory: list[dict[str, Any]] = []
+    per_decision = 0.0
+    race_estimate = RACE_SECONDS * profile.race_trials * len(concurrency.PEERS)
+    for clients in profile.memory_clients:
+        estimate = per_decision * clients * len(ALGORITHMS)
+        if memory and time.monotonic() - started + estimate + race_estimate > DEFAULT_BUDGET:
+            step(f"   skipped {clients} clients per algorithm (estimated {estimate:.0f} s, over budget)")
+            continue
         t0 = time.monotonic()
-        memory.append(redis_stats.memory_per_client(admin, algorithm, profile.memory_clients))
-        if algorithm == "token_bucket":
-            tb_seconds = time.monotonic() - t0
-    big = profile.big_memory_clients
-    # The race below takes ~15 s; run the big one only if it fits the budget.
-    estimate = tb_seconds * big / profile.memory_clients
-    if big and time.monotonic() - started + estimate + 15 <= DEFAULT_BUDGET:
-        memory.append(redis_stats.memory_per_client(admin, "token_bucket", big))
-    elif big:
-        step(f"   skipped {big} token_bucket clients (estimated {estimate:.0f} s, over budget)")
+        for algorithm in ALGORITHMS:
+            memory.append(redis_stats.memory_per_client(admin, algorithm, clients))
+        per_decision = (time.monotonic() - t0) / (clients * len(ALGORITHMS))
     results["memory"] = memory
 
     step("5. over-admission, 8 processes")
@@ -142,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": profile.rounds,
         "requests_per_round": profile.requests_per_round,
         "seconds": round(time.monotonic() - started, 1),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(render(results))

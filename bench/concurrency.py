@@ -26,7 +26,15 @@ from quotas.rates import parse_rates
 from quotas.rules import LimitRule
 
 from .clock import avoid_window_edge
-from .views import BenchUser, DrfRaceView, make_request
+from .peers import ratelimit_window_offset
+from .views import (
+    BenchUser,
+    DrfRaceView,
+    LimitsMovingWindowRaceView,
+    LimitsSlidingWindowRaceView,
+    RatelimitRaceView,
+    make_request,
+)
 
 PROCESSES = 8
 RATE = "100/min"
@@ -79,14 +87,24 @@ def quota_worker(barrier: Any, out: Any, algorithm: str, max_requests: int, dura
     engine.close()
 
 
-def drf_worker(barrier: Any, out: Any, algorithm: str, max_requests: int, duration: float) -> None:
-    """One racing process going through DRF's UserRateThrottle on the Redis cache."""
-    view = DrfRaceView.as_view()
+#: The peers raced through the same DRF view harness: algorithm -> view.
+RACE_VIEWS: dict[str, type] = {
+    "drf": DrfRaceView,
+    "django_ratelimit": RatelimitRaceView,
+    "limits_moving_window": LimitsMovingWindowRaceView,
+    "limits_sliding_window": LimitsSlidingWindowRaceView,
+}
+
+
+def view_worker(barrier: Any, out: Any, algorithm: str, max_requests: int, duration: float) -> None:
+    """One racing process going through a peer's view (DRF's throttle, django-ratelimit or limits)."""
+    view = RACE_VIEWS[algorithm].as_view()
     user = BenchUser(pk=RACE_USER_PK)
 
     def send() -> bool | None:
         status = view(make_request("/race/", user)).status_code
-        return True if status == 200 else False if status == 429 else None
+        # A throttle refuses with 429; django-ratelimit's decorator raises PermissionDenied, a 403.
+        return True if status == 200 else False if status in (403, 429) else None
 
     _fire(send, barrier, out, max_requests, duration)
 
@@ -97,14 +115,18 @@ def _allowed(algorithm: str, elapsed: float) -> int:
     if algorithm == "token_bucket":
         # A full bucket, plus what refills while the race runs.
         return rate.limit + math.floor(elapsed * rate.limit / rate.window)
-    return rate.limit  # one fixed window (the race avoids its edge), or DRF's 60 s log
+    # One fixed window (the race avoids its edge), DRF's 60 s log, limits' moving window, or the first
+    # minute of limits' sliding window counter (its windows start at the first hit).
+    return rate.limit
 
 
 def race(admin: redis.Redis, worker: Worker, algorithm: str, max_requests: int, duration: float) -> dict[str, Any]:
     """One race of ``PROCESSES`` forked workers on a freshly flushed Redis."""
     ctx = mp.get_context("fork")
     admin.flushall()
-    avoid_window_edge(parse_rates(RATE)[0].window, needed=duration + 3)
+    # django-ratelimit's fixed window turns at an offset of its own for each key.
+    offset = ratelimit_window_offset(RACE_USER_PK) if algorithm == "django_ratelimit" else 0
+    avoid_window_edge(parse_rates(RATE)[0].window, needed=duration + 3, offset=offset)
     barrier, out = ctx.Barrier(PROCESSES), ctx.SimpleQueue()
     procs = [
         ctx.Process(target=worker, args=(barrier, out, algorithm, max_requests, duration), daemon=True)
@@ -129,7 +151,10 @@ def race(admin: redis.Redis, worker: Worker, algorithm: str, max_requests: int, 
 PEERS: dict[str, tuple[Worker, str]] = {
     "quota_fixed_window": (quota_worker, "fixed_window"),
     "quota_token_bucket": (quota_worker, "token_bucket"),
-    "drf_user_rate": (drf_worker, "drf"),
+    "drf_user_rate": (view_worker, "drf"),
+    "django_ratelimit": (view_worker, "django_ratelimit"),
+    "limits_moving_window": (view_worker, "limits_moving_window"),
+    "limits_sliding_window": (view_worker, "limits_sliding_window"),
 }
 
 

@@ -1,7 +1,8 @@
 """Sections 1 and 2: cost per request in-process, and one bare Redis GET.
 
 Each variant calls the same DRF view through ``APIRequestFactory`` and
-``view(request)``; only the throttle differs. Variants are measured in
+``view(request)``; only the limiter differs (a DRF throttle, or
+django-ratelimit's decorator on the handler). Variants are measured in
 rounds, rotating their order every round, so that drift on the machine
 (CPU frequency, other processes, Redis housekeeping) spreads over all of
 them instead of biasing whichever ran last. The bare GET is one of the
@@ -22,7 +23,18 @@ import redis
 from quotas.middleware import QuotaHeadersMiddleware
 
 from .stats import summarize_ns
-from .views import BenchUser, DrfThrottledView, FiveLimitsView, OneLimitView, TinyView, make_request
+from .views import (
+    BenchUser,
+    DrfThrottledView,
+    FiveLimitsView,
+    LimitsMovingWindowView,
+    LimitsSlidingWindowView,
+    OneLimitView,
+    RatelimitView,
+    TenLimitsView,
+    TinyView,
+    make_request,
+)
 
 #: Requests each user sends per round. DRF's throttle keeps every timestamp of
 #: the window in one pickled list per user, so its cost grows with the requests
@@ -36,8 +48,12 @@ REDIS_GET = "redis_get"
 #: The throttled variants: key -> (view class, path).
 THROTTLED: dict[str, tuple[type, str]] = {
     "drf_user_rate": (DrfThrottledView, "/drf/"),
+    "django_ratelimit": (RatelimitView, "/ratelimit/"),
+    "limits_moving_window": (LimitsMovingWindowView, "/limits-mw/"),
+    "limits_sliding_window": (LimitsSlidingWindowView, "/limits-swc/"),
     "quota_1": (OneLimitView, "/one/"),
     "quota_5": (FiveLimitsView, "/five/"),
+    "quota_10_budget": (TenLimitsView, "/ten/"),
 }
 
 

@@ -9,17 +9,33 @@ from typing import Any
 QUOTA_5_VS_GET_MAX = 1.5
 DRF_VS_GET_EXPECTED = 3.0
 BYTES_PER_CLIENT_MAX = 100
+HTTP_RPS_RATIO_MIN = 0.9
+FLOOD_ROUND_TRIPS_MAX = 0.05  # at most one Redis round trip per 20 denied requests
 O1_ALGORITHMS = ("fixed_window", "sliding_window_counter", "token_bucket", "leaky_bucket")
 
 LABELS = {
     "baseline": "no throttle (baseline)",
     "drf_user_rate": "DRF UserRateThrottle, Redis cache",
+    "django_ratelimit": "django-ratelimit, Redis cache",
+    "limits_moving_window": "limits moving window, Redis",
+    "limits_sliding_window": "limits sliding window counter, Redis",
     "quota_1": "QuotaThrottle, 1 limit",
     "quota_5": "QuotaThrottle, 5 limits",
+    "quota_10_budget": "QuotaThrottle, 10 limits + budget",
     "redis_get": "bare Redis GET (redis-py)",
     "quota_fixed_window": "QuotaThrottle, fixed_window",
     "quota_token_bucket": "QuotaThrottle, token_bucket",
+    "no_throttle": "gunicorn, no throttle",
+    "quota": "gunicorn, QuotaThrottle",
 }
+LATENCY_ROWS = (
+    "baseline", "drf_user_rate", "django_ratelimit", "limits_moving_window", "limits_sliding_window",
+    "quota_1", "quota_5", "quota_10_budget", "redis_get",
+)  # fmt: skip
+RACE_ROWS = (
+    "quota_fixed_window", "quota_token_bucket", "drf_user_rate", "django_ratelimit", "limits_moving_window",
+    "limits_sliding_window",
+)  # fmt: skip
 
 
 def verdict(ok: bool) -> str:
@@ -39,21 +55,81 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
 
 
+def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Every target of the run: (what, the figure, met?)."""
+    lat, flood, race = results["latency"], results["flood"], results["concurrency"]
+    q5, drf = lat["quota_5"], lat["drf_user_rate"]
+    out = [
+        (
+            "QuotaThrottle 5 limits: own cost <= DRF UserRateThrottle's (1 limit)",
+            f"{q5['own_median_us']:.1f} vs {drf['own_median_us']:.1f} us",
+            q5["own_median_us"] <= drf["own_median_us"],
+        ),
+        (
+            f"QuotaThrottle 5 limits: own cost <= {QUOTA_5_VS_GET_MAX}x one bare Redis GET",
+            f"{q5['own_vs_get']:.2f}x",
+            q5["own_vs_get"] <= QUOTA_5_VS_GET_MAX,
+        ),
+    ]
+    if "http" in results:
+        ratio = results["http"]["rps_ratio"]
+        out.append(
+            (f"HTTP req/s with QuotaThrottle >= {HTTP_RPS_RATIO_MIN:.0%} of no throttle", f"{ratio:.1%}",
+             ratio >= HTTP_RPS_RATIO_MIN)
+        )  # fmt: skip
+    quota_races = [key for key in RACE_ROWS if key.startswith("quota") and key in race]
+    worst = ", ".join(f"{race[key]['max_over']:+d}" for key in quota_races)
+    out.append(("QuotaThrottle, 8 processes: zero over-admission", worst, all(race[k]["exact"] for k in quota_races)))
+    per_denied = flood["round_trips_per_denied"]
+    out.append(
+        (f"flood: Redis round trips per denied request <= {FLOOD_ROUND_TRIPS_MAX} (1 in 20)", f"{per_denied:.3f}",
+         per_denied <= FLOOD_ROUND_TRIPS_MAX)
+    )  # fmt: skip
+    return out
+
+
 def _latency_section(lat: dict[str, Any]) -> str:
     rows = []
-    for key in ("baseline", "drf_user_rate", "quota_1", "quota_5", "redis_get"):
+    drf_own = lat["drf_user_rate"]["own_median_us"]
+    for key in LATENCY_ROWS:
+        if key not in lat:
+            continue
         s = lat[key]
         own = ("-", "-", "-") if "own_median_us" not in s else (
             f"{s['own_median_us']:+.1f}", f"{s['own_p99_us']:+.1f}", f"{s['own_vs_get']:.2f}x"
         )  # fmt: skip
         target = ""
         if key == "quota_5":
-            target = f"<= {QUOTA_5_VS_GET_MAX}x  {verdict(s['own_vs_get'] <= QUOTA_5_VS_GET_MAX)}"
+            ok = s["own_vs_get"] <= QUOTA_5_VS_GET_MAX and s["own_median_us"] <= drf_own
+            target = f"<= DRF and <= {QUOTA_5_VS_GET_MAX}x GET  {verdict(ok)}"
         elif key == "drf_user_rate":
             target = f"expected ~{DRF_VS_GET_EXPECTED:.0f}x (reference)"
+        elif "own_median_us" in s and not key.startswith("quota"):
+            target = "reference"
         rows.append([LABELS[key], f"{s['median_us']:.1f}", f"{s['p99_us']:.1f}", *own, target])
     headers = ["variant", "median us", "p99 us", "own median", "own p99", "own/GET", "target"]
     return table(headers, rows)
+
+
+def _http_section(http: dict[str, Any]) -> str:
+    rows = []
+    for key in ("no_throttle", "quota"):
+        s = http[key]
+        target = ""
+        if key == "quota":
+            ok = http["rps_ratio"] >= HTTP_RPS_RATIO_MIN
+            target = f">= {HTTP_RPS_RATIO_MIN:.0%}  {verdict(ok)}"
+        ratio = "100.0%" if key == "no_throttle" else f"{http['rps_ratio']:.1%}"
+        rows.append([LABELS[key], s["requests"], f"{s['rps']:.0f}", ratio, f"{s['median_ms']:.2f}",
+                     f"{s['p99_ms']:.2f}", target])  # fmt: skip
+    headers = ["server", "requests", "req/s", "vs no throttle", "median ms", "p99 ms", "target"]
+    runs = len(http["quota"]["runs"])
+    title = (
+        f"GET {http['path']}, gunicorn {http['workers']} sync workers, {http['connections']} connections "
+        f"({http['generator']}), {runs} x {http['seconds_per_run']:g} s per server, alternating; "
+        "latency: median over runs"
+    )
+    return f"{title}\n{table(headers, rows)}"
 
 
 def _commands_section(cmd: dict[str, Any], flood: dict[str, Any]) -> str:
@@ -68,7 +144,7 @@ def _commands_section(cmd: dict[str, Any], flood: dict[str, Any]) -> str:
         [f"flood {flood['limit']}: admitted / denied", f"{flood['admitted']} / {flood['denied']}", ""],
         ["flood: EVALSHA, round trips in total", f"{flood['evalsha']}, {flood['round_trips']}", ""],
         ["flood: round trips per denied request", f"{flood['round_trips_per_denied']:.3f}",
-         f"~0  {verdict(flood['round_trips_per_denied'] <= 0.05)}"],
+         f"<= {FLOOD_ROUND_TRIPS_MAX}  {verdict(flood['round_trips_per_denied'] <= FLOOD_ROUND_TRIPS_MAX)}"],
     ]  # fmt: skip
     text = table(["QuotaThrottle, 5 limits", "value", "target"], rows)
     return f"{text}\n(run inside the script, per decision: {inside}; {cmd['decisions']} decisions)"
@@ -76,28 +152,38 @@ def _commands_section(cmd: dict[str, Any], flood: dict[str, Any]) -> str:
 
 def _memory_section(mem: list[dict[str, Any]]) -> str:
     rows = []
-    for m in mem:
+    smallest = {}
+    order = list(dict.fromkeys(m["algorithm"] for m in mem))  # as measured
+    for m in sorted(mem, key=lambda m: (order.index(m["algorithm"]), m["clients"])):
+        first = smallest.setdefault(m["algorithm"], m)
+        growth = "" if first is m else f"{m['bytes_per_client'] / first['bytes_per_client']:.2f}x"
         target = "(log: one entry per admitted unit)"
         if m["algorithm"] in O1_ALGORITHMS:
             target = f"<= {BYTES_PER_CLIENT_MAX}  {verdict(m['bytes_per_client'] <= BYTES_PER_CLIENT_MAX)}"
-        rows.append([m["algorithm"], m["rate"], m["clients"], f"{m['bytes_per_client']:.1f}",
-                     m["memory_usage_one_key"], target])  # fmt: skip
+        total_mib = m["bytes_per_client"] * m["clients"] / 2**20
+        rows.append([m["algorithm"], m["rate"], m["clients"], f"{m['bytes_per_client']:.1f}", growth,
+                     f"{total_mib:.1f}", m["memory_usage_one_key"], target])  # fmt: skip
     example = mem[0]["key_example"] if mem else ""
-    headers = ["algorithm", "rate", "clients", "bytes/client", "MEMORY USAGE 1 key", "target"]
+    headers = ["algorithm", "rate", "clients", "bytes/client", "per client vs 10k", "total MiB",
+               "MEMORY USAGE 1 key", "target"]  # fmt: skip
     return f"{table(headers, rows)}\n(key example: {example})"
 
 
 def _race_section(race: dict[str, Any]) -> str:
     rows = []
-    for key in ("quota_fixed_window", "quota_token_bucket", "drf_user_rate"):
+    for key in RACE_ROWS:
+        if key not in race:
+            continue
         peer = race[key]
         admitted = ", ".join(str(r["admitted"]) for r in peer["trials"])
         allowed = ", ".join(dict.fromkeys(str(r["allowed"]) for r in peer["trials"]))  # distinct values
         errors = sum(r["errors"] for r in peer["trials"])
         if key.startswith("quota"):
             target = f"exact  {verdict(peer['exact'])}"
-        else:
+        elif key == "drf_user_rate":
             target = "reference (DRF usually over-admits)"
+        else:
+            target = "reference"
         rows.append([LABELS[key], peer["limit"], admitted, allowed, f"{peer['max_over']:+d}", errors, target])
     headers = ["throttle", "limit", "admitted per trial", "allowed", "worst over", "errors", "target"]
     title = (
@@ -119,6 +205,9 @@ def render(results: dict[str, Any]) -> str:
         f"Run: {run['mode']}, {run['rounds']} rounds x {run['requests_per_round']} requests per variant "
         f"(order rotated each round), {run['seconds']:.0f} s in total, {results['timestamp']}"
     )
+    if "load_average_at_start" in m:
+        start, end = m["load_average_at_start"], run["load_average_at_end"]
+        header += f"\nLoad average (1, 5, 15 min): {start} at the start, {end} at the end"
     sections = [
         header,
         "1-2. Cost per request: APIRequestFactory + view(request); 'own' = variant minus baseline,\n"
@@ -128,4 +217,10 @@ def render(results: dict[str, Any]) -> str:
         + _memory_section(results["memory"]),
         "5. Over-admission under concurrency\n" + _race_section(results["concurrency"]),
     ]
+    if "http" in results:
+        sections.append(
+            "6. Over HTTP through gunicorn, with and without QuotaThrottle\n" + _http_section(results["http"])
+        )
+    summary = [[what, figure, verdict(ok)] for what, figure, ok in targets(results)]
+    sections.append("Targets\n" + table(["target", "figure", "verdict"], summary))
     return "\n\n".join(sections)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from quotas.rates import parse_rates
+from quotas.rates import Rate, parse_rates
 from quotas.rules import LimitRule, PlanRules, RuleSet, Subscriber
 
 PLAN_ID = 1
@@ -19,6 +19,7 @@ PLAN_ID = 1
 #: ``quota_scope`` of the views each group of limits applies to.
 ONE_LIMIT_SCOPE = "one"
 FIVE_LIMITS_SCOPE = "five"
+TEN_LIMITS_SCOPE = "ten"
 FLOOD_SCOPE = "flood"
 
 #: The limit a flooding client is held to (section 3).
@@ -43,6 +44,37 @@ FIVE_LIMITS: tuple[LimitRule, ...] = (
 
 ONE_LIMIT: LimitRule = _rule("single", ONE_LIMIT_SCOPE, "1000000/min", "token_bucket")
 
+#: Ten limits, two per algorithm, plus a daily money budget that every request spends from (one limit has a
+#: price): a heavy plan's decision, still one EVALSHA.
+TEN_LIMITS_AND_BUDGET: tuple[LimitRule, ...] = (
+    _rule("ten-burst", TEN_LIMITS_SCOPE, "1000000/s", "token_bucket"),
+    _rule("ten-bucket-hour", TEN_LIMITS_SCOPE, "100000000/hour", "token_bucket"),
+    _rule("ten-steady", TEN_LIMITS_SCOPE, "1000000/min", "leaky_bucket"),
+    _rule("ten-steady-s", TEN_LIMITS_SCOPE, "1000000/s", "leaky_bucket"),
+    _rule("ten-minute", TEN_LIMITS_SCOPE, "1000000/min", "sliding_window_counter"),
+    _rule("ten-hour", TEN_LIMITS_SCOPE, "100000000/hour", "sliding_window_counter"),
+    _rule("ten-fixed-hour", TEN_LIMITS_SCOPE, "100000000/hour", "fixed_window"),
+    _rule("ten-fixed-day", TEN_LIMITS_SCOPE, "1000000000/day", "fixed_window"),
+    _rule("ten-exact", TEN_LIMITS_SCOPE, "1000000/s", "sliding_window_log"),
+    LimitRule(
+        id="ten-exact-2s",
+        name="ten-exact-2s",
+        rates=parse_rates("1000000/2s"),
+        algorithm="sliding_window_log",
+        scope=TEN_LIMITS_SCOPE,
+        price_micros=1000,  # $0.001 a request, spent from the budget below
+    ),
+    LimitRule(
+        id="day-budget",
+        name="day-budget",
+        rates=(Rate(10**12, 86400),),
+        algorithm="budget",
+        period="day",
+        currency="USD",
+        scope=TEN_LIMITS_SCOPE,
+    ),
+)
+
 FLOOD_LIMIT: LimitRule = _rule("flood", FLOOD_SCOPE, FLOOD_RATE, "fixed_window")
 
 
@@ -56,7 +88,7 @@ class BenchBackend:
             name="Bench",
             price=Decimal(0),
             priority=0,
-            limits=(ONE_LIMIT, *FIVE_LIMITS, FLOOD_LIMIT),
+            limits=(ONE_LIMIT, *FIVE_LIMITS, *TEN_LIMITS_AND_BUDGET, FLOOD_LIMIT),
         )
         return RuleSet([plan], default_plan_id=PLAN_ID)
 

@@ -18,7 +18,16 @@ from rest_framework.views import APIView
 
 from quotas.throttling import QuotaThrottle
 
-from .rules import FIVE_LIMITS_SCOPE, FLOOD_SCOPE, ONE_LIMIT_SCOPE
+from .peers import (
+    HUGE_RATE,
+    RACE_RATE,
+    LimitsMovingWindowRaceThrottle,
+    LimitsMovingWindowThrottle,
+    LimitsSlidingWindowRaceThrottle,
+    LimitsSlidingWindowThrottle,
+    ratelimited,
+)
+from .rules import FIVE_LIMITS_SCOPE, FLOOD_SCOPE, ONE_LIMIT_SCOPE, TEN_LIMITS_SCOPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +72,37 @@ class OneLimitView(TinyView):
 class FiveLimitsView(TinyView):
     throttle_classes = (QuotaThrottle,)
     quota_scope = FIVE_LIMITS_SCOPE
+
+
+class TenLimitsView(TinyView):
+    throttle_classes = (QuotaThrottle,)
+    quota_scope = TEN_LIMITS_SCOPE
+
+
+@ratelimited(HUGE_RATE)
+class RatelimitView(TinyView):
+    """django-ratelimit instead of a DRF throttle (it decorates the handler)."""
+
+
+class LimitsMovingWindowView(TinyView):
+    throttle_classes = (LimitsMovingWindowThrottle,)
+
+
+class LimitsSlidingWindowView(TinyView):
+    throttle_classes = (LimitsSlidingWindowThrottle,)
+
+
+@ratelimited(RACE_RATE)
+class RatelimitRaceView(TinyView):
+    pass
+
+
+class LimitsMovingWindowRaceView(TinyView):
+    throttle_classes = (LimitsMovingWindowRaceThrottle,)
+
+
+class LimitsSlidingWindowRaceView(TinyView):
+    throttle_classes = (LimitsSlidingWindowRaceThrottle,)
 
 
 class FloodView(TinyView):

@@ -1,0 +1,129 @@
+"""Bounded HTTP load against a server on 127.0.0.1: ``wrk`` when installed, else forked Python clients.
+
+Either way a run lasts ``duration`` seconds with ``connections`` requests in
+flight, and reports requests per second, the median and p99 latency, and the
+responses that were not 2xx (which must be none: the bench key is never refused).
+"""
+
+from __future__ import annotations
+
+import http.client
+import multiprocessing as mp
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .stats import percentile
+
+#: The Python clients' cap on requests per process per run, whatever the duration.
+MAX_REQUESTS_PER_CLIENT = 200_000
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    requests: int
+    seconds: float
+    rps: float
+    median_ms: float
+    p99_ms: float
+    non_2xx: int
+    errors: int
+    generator: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def generator_name() -> str:
+    return "wrk" if shutil.which("wrk") else "python"
+
+
+def run(port: int, path: str, headers: dict[str, str], duration: float, connections: int) -> LoadResult:
+    """One load run against ``http://127.0.0.1:port{path}``."""
+    if shutil.which("wrk"):
+        return _wrk(port, path, headers, duration, connections)
+    return _python(port, path, headers, duration, connections)
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if match is None:
+        raise ValueError(f"unexpected wrk latency {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _wrk(port: int, path: str, headers: dict[str, str], duration: float, connections: int) -> LoadResult:
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency", "--timeout", "5s"]
+    for name, value in headers.items():
+        argv += ["-H", f"{name}: {value}"]
+    argv.append(f"http://127.0.0.1:{port}{path}")
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30, check=True).stdout
+    done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s)", out)
+    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.MULTILINE))
+    if done is None or set(latency) != {"50", "99"}:
+        raise RuntimeError(f"could not read wrk's report:\n{out}")
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    requests, seconds = int(done.group(1)), _ms(done.group(2) + done.group(3)) / 1000
+    return LoadResult(
+        requests=requests,
+        seconds=round(seconds, 3),
+        rps=round(requests / seconds, 1),
+        median_ms=round(_ms(latency["50"]), 3),
+        p99_ms=round(_ms(latency["99"]), 3),
+        non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        errors=sum(int(g) for g in errors.groups()) if errors else 0,
+        generator="wrk",
+    )
+
+
+def _client(port: int, path: str, headers: dict[str, str], deadline: float, out: Any) -> None:
+    """One forked client: requests one after another, a new connection each, until the deadline."""
+    samples: list[int] = []
+    non_2xx = errors = 0
+    while time.time() < deadline and len(samples) < MAX_REQUESTS_PER_CLIENT:
+        start = time.perf_counter_ns()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            conn.close()
+        except OSError:
+            errors += 1
+            continue
+        samples.append(time.perf_counter_ns() - start)
+        non_2xx += not 200 <= response.status < 300
+    out.put((samples, non_2xx, errors))
+
+
+def _python(port: int, path: str, headers: dict[str, str], duration: float, connections: int) -> LoadResult:
+    ctx = mp.get_context("fork")
+    out = ctx.SimpleQueue()
+    started = time.time()
+    procs = [
+        ctx.Process(target=_client, args=(port, path, headers, started + duration, out), daemon=True)
+        for _ in range(connections)
+    ]
+    for proc in procs:
+        proc.start()
+    results = [out.get() for _ in procs]
+    seconds = time.time() - started
+    for proc in procs:
+        proc.join(timeout=10)
+    samples = sorted(s for r in results for s in r[0])
+    return LoadResult(
+        requests=len(samples),
+        seconds=round(seconds, 3),
+        rps=round(len(samples) / seconds, 1),
+        median_ms=round(percentile(samples, 0.5) / 1e6, 3),
+        p99_ms=round(percentile(samples, 0.99) / 1e6, 3),
+        non_2xx=sum(r[1] for r in results),
+        errors=sum(r[2] for r in results),
+        generator="python",
+    )
