@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.forms import ModelForm
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from redis.exceptions import RedisError
 
+from adaptive.publish import read_multipliers
+from quotas.decision import scaled
 from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
 
@@ -50,15 +59,60 @@ class PeriodQuotaInline(admin.TabularInline):
     fields = ("name", "scope", "period", "units", "unit")
 
 
+def effective_limits(plan: Plan) -> str:
+    """HTML: what a client on ``plan`` gets now, from the live rules snapshot with the adaptive multiplier applied."""
+    engine = get_engine()
+    try:
+        multiplier = read_multipliers(engine.redis).get(plan.pk, 1.0)
+        source = "published by the adaptive controller" if multiplier != 1.0 else "nominal: no reduction published"
+    except RedisError:
+        multiplier, source = 1.0, "Redis unreachable: nominal limits shown"
+    rules = engine.rules.current().limits_for(plan.pk)
+    rows = [
+        (
+            rule.name,
+            rule.scope or rule.path_prefix or "every request",
+            w.algorithm,
+            f"{w.quota} / {w.period or f'{w.window} s'}",
+            f"{scaled(w, multiplier)} / {w.period or f'{w.window} s'}",
+        )
+        for rule in rules
+        for w in rule.windows
+        if not w.is_budget
+    ]
+    budgets = [
+        (w.policy, f"{w.quota / 1_000_000:.2f} {w.currency} per {w.period}")
+        for r in rules
+        for w in r.windows
+        if w.is_budget
+    ]
+    if not rows and not budgets:
+        return "No limit in force yet (save the plan; the rules snapshot reloads on commit)."
+    return format_html(
+        '<p>Multiplier now: <strong id="effective-multiplier">{}</strong> ({}).</p>'
+        '<table id="effective-limits"><thead><tr><th>Limit</th><th>Matches</th><th>Algorithm</th>'
+        "<th>Nominal</th><th>In force now</th></tr></thead><tbody>{}</tbody></table>{}",
+        f"{multiplier:.2f}",
+        source,
+        format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", rows),
+        format_html_join("", "<p>Budget {}: {} (never scaled)</p>", budgets),
+    )
+
+
 @admin.register(Plan)
 class PlanAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "monthly_price", "priority", "is_default", "subscription_count")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [EndpointLimitInline, PeriodQuotaInline, PlanBudgetInline]
+    readonly_fields = ("effective_limits_now",)
 
     @admin.display(description="Subscriptions")
     def subscription_count(self, obj: Plan) -> int:
         return obj.subscriptions.count()
+
+    @admin.display(description="Effective limits now")
+    def effective_limits_now(self, obj: Plan) -> str:
+        return effective_limits(obj) if obj.pk else "Shown once the plan is saved."
 
 
 class LimitOverrideInline(admin.TabularInline):
@@ -83,7 +137,11 @@ class APIKeyInline(admin.TabularInline):
     show_change_link = True
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False  # keys are issued with `manage.py issue_key`, which shows the raw key once
+        return False  # keys are issued by the subscription action or `manage.py issue_key` (raw key shown once)
+
+
+class MovePlanForm(forms.Form):
+    plan = forms.ModelChoiceField(Plan.objects.all(), label="Move to plan", empty_label=None)
 
 
 @admin.register(Subscription)
@@ -93,6 +151,52 @@ class SubscriptionAdmin(admin.ModelAdmin):
     search_fields = ("name", "user__username")
     raw_id_fields = ("user",)
     inlines = [LimitOverrideInline, SubscriptionBudgetInline, APIKeyInline]
+    actions = ["move_to_plan", "issue_api_key"]
+
+    @admin.action(description="Move selected subscriptions to another plan…")
+    def move_to_plan(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> HttpResponse | None:
+        """First an intermediate page choosing the plan; on "apply", the move (effective on the next request)."""
+        form = MovePlanForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            target = form.cleaned_data["plan"]
+            with transaction.atomic():
+                # Overrides name limits of the old plan; they cannot apply on the new one.
+                dropped, _ = (
+                    LimitOverride.objects.filter(subscription__in=queryset).exclude(limit__plan=target).delete()
+                )
+                moved = 0
+                for sub in queryset.exclude(plan=target):
+                    sub.plan = target
+                    sub.save(update_fields=["plan"])  # post_save refreshes the rules snapshot on commit
+                    moved += 1
+            note = f" and dropped {dropped} limit override(s) of the old plan" if dropped else ""
+            self.message_user(request, f"Moved {moved} subscription(s) to {target}{note}.", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Move subscriptions to another plan",
+            "opts": self.model._meta,
+            "form": form,
+            "subscriptions": queryset.select_related("plan"),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "action": "move_to_plan",
+        }
+        return TemplateResponse(request, "admin/plans/subscription/move_plan.html", context)
+
+    @admin.action(description="Issue a new API key for each selected subscription")
+    def issue_api_key(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> HttpResponse:
+        """Create one key per subscription and show the raw keys on this response only (never stored)."""
+        issued = [(sub, APIKey.issue(sub, name=f"issued in admin by {request.user}")[1]) for sub in queryset]
+        logger.warning("plans: %s issued %d API key(s) in the admin", request.user, len(issued))
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": "New API keys",
+            "opts": self.model._meta,
+            "issued": issued,
+        }
+        response = TemplateResponse(request, "admin/plans/subscription/issued_keys.html", context)
+        response["Cache-Control"] = "no-store"  # the raw key must not be kept by any cache
+        return response
 
 
 @admin.register(APIKey)
