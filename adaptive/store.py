@@ -16,6 +16,7 @@ import redis
 
 from quotas.conf import quota_settings
 from quotas.keys import encode_part
+from quotas.store import connect
 
 
 def _base() -> str:
@@ -56,7 +57,7 @@ def get_client() -> redis.Redis:
         with _clients_lock:
             client = _clients.get(key)
             if client is None:
-                client = redis.Redis.from_url(url, socket_timeout=timeout * 4, socket_connect_timeout=timeout * 4)
+                client = connect(url, timeout * 4, connect_timeout=timeout * 4)
                 _clients.clear()
                 _clients[key] = client
     return client

@@ -14,6 +14,9 @@ import logging
 import threading
 import time
 
+from . import metrics
+from .conf import quota_settings
+
 logger = logging.getLogger(__name__)
 
 
@@ -49,6 +52,7 @@ class CircuitBreaker:
             if self.opened_at is None:
                 self.opened_at = now
                 logger.error("quotas: Redis failed; circuit breaker open, decisions use the failure mode")
+                metrics.set_engine_mode("fallback" if quota_settings.FAILURE_MODE == "local" else "breaker_open")
 
     def success(self) -> None:
         """A call to Redis worked: close the breaker."""
@@ -59,3 +63,4 @@ class CircuitBreaker:
                 logger.warning("quotas: Redis is back after %.1f s; circuit breaker closed",
                                time.monotonic() - self.opened_at)  # fmt: skip
                 self.opened_at = None
+                metrics.set_engine_mode("normal")

@@ -9,7 +9,6 @@ import difflib
 import ipaddress
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
@@ -19,8 +18,7 @@ from django.utils.module_loading import import_string
 from .conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
 from .exceptions import InvalidRate
 from .rates import parse_rates
-
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+from .store import validate_url
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -42,11 +40,14 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
     s = quota_settings
 
     url = s.REDIS_URL
-    if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
+    problem = validate_url(url) if isinstance(url, str) else "it is not a string"
+    if problem:
+        # The message never repeats the URL: it may hold a password.
         errors.append(
             _error(
-                f"QUOTAS['REDIS_URL'] = {url!r} is not a Redis URL.",
-                "Use redis://host:port/db, rediss://... for TLS, or unix:///path/to/redis.sock.",
+                f"QUOTAS['REDIS_URL'] is not usable: {problem}.",
+                "Use redis://host:6379/0 (rediss:// for TLS, unix:///path.sock), "
+                "redis+sentinel://s1:26379,s2:26379/mymaster or redis+cluster://n1:7000,n2:7000.",
                 2,
             )
         )

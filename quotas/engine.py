@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import redis
 from django.utils.module_loading import import_string
-from redis.exceptions import RedisError
 
+from . import metrics
 from .breaker import CircuitBreaker
 from .conf import quota_settings
 from .decision import _US, NEVER, Decision, WindowState, scaled
@@ -28,7 +28,7 @@ from .keys import client_key, log_key, rules_version_key, usage_key_base
 from .memory import DenyMemory
 from .rules import RulesCache, Window
 from .scripts import LuaScript, script_source
-from .store import connect
+from .store import STORE_ERRORS, connect
 from .usage_buffer import UsageBuffer, replay_spool, spool_usage, write_usage
 
 logger = logging.getLogger(__name__)
@@ -107,8 +107,9 @@ class Engine:
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
         try:
             reply = self._decide(keys=self.keys_for(tag, windows), args=args)
-        except RedisError as exc:
+        except STORE_ERRORS as exc:
             self.breaker.failure()
+            metrics.observe_redis_error("decide")
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
         self.breaker.success()
         states = []
@@ -151,7 +152,7 @@ class Engine:
         args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", ""]
         try:
             self._decide(keys=self.keys_for(tag, ()), args=args)
-        except RedisError:
+        except STORE_ERRORS:
             logger.warning("quotas: counting an ACL decision for %s failed", tag, exc_info=True)
 
     def release(self, decision: Decision) -> None:
@@ -164,7 +165,7 @@ class Engine:
             return
         try:
             self._release(keys=keys, args=[decision.request_id])
-        except RedisError:
+        except STORE_ERRORS:
             # The lease runs out on its own; the client is only limited a little longer.
             logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
 
@@ -172,7 +173,7 @@ class Engine:
         """End ``tag``'s ban now (and its refusal count); every process forgets it within a second."""
         try:
             removed = self.redis.hdel(client_key(self.prefix, tag), "!bn", "!dn")
-        except RedisError as exc:
+        except STORE_ERRORS as exc:
             raise StoreUnavailable(f"lifting the ban of {tag} failed: {exc}") from exc
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return bool(removed)
@@ -187,7 +188,7 @@ class Engine:
         if self.breaker.is_open:
             try:
                 self.redis.ping()
-            except RedisError:
+            except STORE_ERRORS:
                 return
             self.breaker.success()
             self.fallback.clear()
@@ -233,7 +234,7 @@ class Engine:
             return True
         try:
             write_usage(self.redis, counts)
-        except RedisError:
+        except STORE_ERRORS:
             if spool_on_failure:
                 spool_usage(counts)
             else:
@@ -262,7 +263,8 @@ class Engine:
         args = [int(decision.now * _US), delta, decision.usage or "", *(spec for _, spec in budgets)]
         try:
             reply = self._adjust(keys=self.keys_for(decision.tag, ()), args=args)
-        except RedisError:
+        except STORE_ERRORS:
+            metrics.observe_redis_error("reconcile")
             logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
             return []
         decision.cost_micros = actual_micros
@@ -287,7 +289,8 @@ class Engine:
         args += [s.window.spec_at(decision.now) for s in states]
         try:
             self._refund(keys=self.keys_for(decision.tag, [s.window for s in states]), args=args)
-        except RedisError:
+        except STORE_ERRORS:
+            metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
 
     def close(self) -> None:
@@ -305,7 +308,7 @@ _engine_lock = threading.Lock()
 def build_engine() -> Engine:
     """An engine configured from ``settings.QUOTAS``."""
     timeout = float(quota_settings.SOCKET_TIMEOUT)
-    client = connect(quota_settings.REDIS_URL, timeout)
+    client = connect(quota_settings.REDIS_URL, timeout, connect_timeout=float(quota_settings.CONNECT_TIMEOUT))
     backend_path = quota_settings.RULES_BACKEND
     backend = import_string(backend_path)() if backend_path else None
     prefix = quota_settings.KEY_PREFIX

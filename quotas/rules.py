@@ -22,14 +22,13 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Protocol
 
-from redis.exceptions import RedisError
-
 from .acl import AccessList
 from .conf import quota_settings
 from .keys import window_field
 from .periods import Bounds, period_bounds
 from .rates import Rate
 from .scripts import ALGORITHM_CODES
+from .store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -452,7 +451,7 @@ class RulesCache:
         self._stale = True
         try:
             self.redis.incr(self.version_key)
-        except RedisError:
+        except STORE_ERRORS:
             logger.warning(
                 "quotas: could not bump the rules version; other processes will see the change when Redis is back",
                 exc_info=True,
@@ -473,7 +472,7 @@ class RulesCache:
     def _read_version(self) -> str:
         try:
             raw = self.redis.get(self.version_key)
-        except RedisError:
+        except STORE_ERRORS:
             logger.warning("quotas: rules version unreadable (Redis down?)")
             return "?"
         return raw.decode() if raw else "0"
@@ -487,20 +486,23 @@ class RulesCache:
 
     def _poll(self, stop: threading.Event) -> None:
         while not stop.wait(self.interval):
-            rules = self._rules
-            if rules is not None and not self._stale and self._read_version() != rules.version:
-                self._stale = True
-            self.refresh_multipliers()
             try:
-                self.on_tick()
-            except Exception:  # the poller must outlive any one failure
-                logger.exception("quotas: background tick failed")
+                self._poll_once()
+            except Exception:  # the poller must outlive any one failure (it also probes a down Redis)
+                logger.exception("quotas: rules poller failed; retrying next interval")
+
+    def _poll_once(self) -> None:
+        rules = self._rules
+        if rules is not None and not self._stale and self._read_version() != rules.version:
+            self._stale = True
+        self.refresh_multipliers()
+        self.on_tick()
 
     def refresh_multipliers(self) -> None:
         """Read the adaptive multipliers; a change forgets remembered refusals."""
         try:
             raw = self.redis.get(self.multipliers_key)
-        except RedisError:
+        except STORE_ERRORS:
             return  # keep the last known multipliers while Redis is away
         multipliers = parse_multipliers(raw)
         if multipliers != self.multipliers:

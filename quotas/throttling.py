@@ -27,6 +27,7 @@ from .exceptions import AccessDenied, InvalidAPIKey, QuotaServiceUnavailable, Re
 from .identity import Client, client_ip, identify
 from .keys import encode_part
 from .money import to_micros
+from .observe import record_acl, record_decision
 from .rates import parse_rates
 from .rules import LimitRule, RuleSet, Window
 
@@ -54,6 +55,7 @@ class QuotaThrottle(BaseThrottle):
         self._wait: int | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
+        started = time.perf_counter()
         self._wait = None
         http_request = request._request
         engine = get_engine()
@@ -69,6 +71,9 @@ class QuotaThrottle(BaseThrottle):
         if rules.acl:
             entry = self.match_acl(rules, client, request, scope)
             if entry is not None:
+                plan = rules.plans.get(plan_id) if plan_id is not None else None
+                record_acl(request, entry.action == "allow", client.tag, plan.slug if plan else None, scope, entry.id,
+                           started)  # fmt: skip
                 return self.apply_acl(entry, engine, client, request, view, usage)
         cost = self.get_cost(rules, plan_id, client, request, view, scope) if windows or not rules.empty else 0
         if not windows:
@@ -110,6 +115,7 @@ class QuotaThrottle(BaseThrottle):
         fire_budget_alerts(client, decision.states)
         if decision.ban_started:
             report_ban(client, decision, plan)
+        record_decision(request, decision, client.tag, plan.slug if plan else None, scope, started)
         if decision.allowed:
             if decision.delay > 0:
                 # A shaping leaky bucket: hold the request until its turn (<= max_delay).

@@ -12,9 +12,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import redis
-from redis.exceptions import RedisError
 
 from .conf import quota_settings
+from .store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def replay_spool(client: redis.Redis) -> int:
             counts[row["base"], row["day"], row["field"]] += int(row["amount"])
         try:
             write_usage(client, counts)
-        except RedisError:
+        except STORE_ERRORS:
             claimed.rename(path)  # give it back for the next try
             return replayed
         claimed.unlink()

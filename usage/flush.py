@@ -33,9 +33,19 @@ from django.utils import timezone
 
 from plans.models import Plan, Subscription
 from quotas.conf import quota_settings
+from quotas.store import connect
 
 from .models import COUNTERS, UsageRecord
-from .store import RETENTION_DAYS, Counters, RowKey, read_snapshot, readable_days, scan_usage_keys, server_now
+from .store import (
+    RETENTION_DAYS,
+    Counters,
+    RowKey,
+    group_by_slot,
+    read_snapshot,
+    readable_days,
+    scan_usage_keys,
+    server_now,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -80,12 +90,17 @@ def flush_usage(
     started = time.monotonic()
     own_client = redis_client is None
     if redis_client is None:
-        redis_client = redis.Redis.from_url(quota_settings.REDIS_URL, socket_timeout=10, socket_connect_timeout=5)
+        redis_client = connect(quota_settings.REDIS_URL, 10, connect_timeout=5)
     try:
         prefix = quota_settings.KEY_PREFIX
         today = (now or server_now(redis_client)).astimezone(UTC).date()
         report = FlushReport(days=readable_days(today, lookback_days))
-        for keys in _chunks(scan_usage_keys(redis_client, prefix, report.days), batch_size):
+        batches = (
+            keys
+            for group in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, report.days))
+            for keys in _chunks(iter(group), batch_size)
+        )
+        for keys in batches:
             snapshot = read_snapshot(redis_client, prefix, keys)
             report.keys += snapshot.keys
             report.skipped += snapshot.skipped

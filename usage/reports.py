@@ -26,6 +26,7 @@ from .store import (
     Counters,
     RowKey,
     add_hash,
+    group_by_slot,
     read_snapshot,
     readable_days,
     scan_usage_keys,
@@ -123,9 +124,9 @@ def _redis_rows(query: UsageQuery, days: list[date], redis_client: redis.Redis) 
             add_hash(rows, query.client, day, mapping)
         return rows
     rows = {}
-    keys = list(scan_usage_keys(redis_client, prefix, days))
-    for start in range(0, len(keys), _SCAN_BATCH):
-        rows.update(read_snapshot(redis_client, prefix, keys[start : start + _SCAN_BATCH]).rows)
+    for group in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, days)):
+        for start in range(0, len(group), _SCAN_BATCH):
+            rows.update(read_snapshot(redis_client, prefix, group[start : start + _SCAN_BATCH]).rows)
     return rows
 
 

@@ -102,21 +102,40 @@ def scan_usage_keys(redis_client: Any, prefix: str, days: Iterable[date], count:
             yield key.decode() if isinstance(key, bytes) else key
 
 
-def read_snapshot(redis_client: Any, prefix: str, keys: list[str]) -> Snapshot:
-    """The rows of ``keys`` and the server time, read in one MULTI/EXEC (an atomic snapshot)."""
-    pipe = redis_client.pipeline(transaction=True)
-    pipe.time()
+# TIME and every HGETALL in one script: an atomic snapshot, valid on a cluster when the keys share a slot.
+_SNAPSHOT_SCRIPT = """
+local out = {redis.call('TIME')}
+for i, key in ipairs(KEYS) do out[i + 1] = redis.pcall('HGETALL', key) end
+return out
+"""
+
+
+def group_by_slot(redis_client: Any, keys: Iterable[str]) -> list[list[str]]:
+    """``keys`` grouped so that each group can be read in one script (one group off a cluster)."""
+    keyslot = getattr(redis_client, "keyslot", None)
+    if keyslot is None:
+        return [list(keys)]
+    groups: dict[int, list[str]] = {}
     for key in keys:
-        pipe.hgetall(key)
-    replies = pipe.execute(raise_on_error=False)
-    seconds, micros = replies[0]
+        groups.setdefault(keyslot(key), []).append(key)
+    return list(groups.values())
+
+
+def read_snapshot(redis_client: Any, prefix: str, keys: list[str]) -> Snapshot:
+    """The rows of ``keys`` and the server time, read atomically in one script call.
+
+    On a Redis Cluster the keys must share a slot (see :func:`group_by_slot`).
+    """
+    replies = redis_client.register_script(_SNAPSHOT_SCRIPT)(keys=keys)
+    seconds, micros = int(replies[0][0]), int(replies[0][1])
     snapshot = Snapshot(datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=micros), {}, len(keys))
-    for key, mapping in zip(keys, replies[1:], strict=True):
+    for key, reply in zip(keys, replies[1:], strict=True):
         parsed = parse_usage_key(prefix, key)
-        if isinstance(mapping, ResponseError) or parsed is None:
-            logger.error("usage: %s is not a usage hash (%s); skipped", key, mapping)
+        if isinstance(reply, ResponseError) or parsed is None:
+            logger.error("usage: %s is not a usage hash (%s); skipped", key, reply)
             snapshot.skipped += 1
             continue
+        mapping = dict(zip(reply[::2], reply[1::2], strict=True))
         snapshot.skipped += add_hash(snapshot.rows, parsed[0], parsed[1], mapping)
     return snapshot
 

@@ -182,11 +182,6 @@ def test_the_multiprocess_exposition_passes_promtool(gunicorn):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def throttle_records_decisions() -> bool:
-    return "observe_decision" in (BASE_DIR / "quotas" / "throttling.py").read_text(encoding="utf-8")
-
-
-@pytest.mark.skipif(not throttle_records_decisions(), reason="QuotaThrottle does not call observe_decision yet")
 def test_demo_api_decisions_are_counted_exactly_once_across_the_workers(gunicorn):
     """300 requests to /api/demo/ping with the enterprise key (never refused): 300 decisions in /metrics."""
     before = gunicorn.decisions("enterprise")
