@@ -9,28 +9,42 @@ import time
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from redis.exceptions import RedisError
 
 from .conf import quota_settings
 from .engine import get_engine
 from .metrics import exposition
+from .store import STORE_ERRORS, describe
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """200 with ``{"status": "ok"}`` when Redis answers, else 503 with the failure mode."""
+    """200 when Redis answers, else 503; says how this process decides right now.
+
+    ``engine.mode`` is ``normal``, or while Redis is down (the circuit breaker
+    open) ``fallback`` (failure mode local), ``fail-open`` or ``fail-closed``.
+    """
     engine = get_engine()
     started = time.perf_counter()
     try:
         engine.redis.ping()
         redis_ok, error = True, None
-    except RedisError as exc:
+    except STORE_ERRORS as exc:
         redis_ok, error = False, str(exc)
+    if redis_ok and not engine.breaker.is_open:
+        mode = "normal"
+    else:
+        mode = {"local": "fallback", "open": "fail-open", "closed": "fail-closed"}[quota_settings.FAILURE_MODE]
     body = {
         "status": "ok" if redis_ok else "degraded",
-        "redis": {"reachable": redis_ok, "latency_ms": round((time.perf_counter() - started) * 1000, 2)},
+        "redis": {
+            "reachable": redis_ok,
+            "topology": describe(quota_settings.REDIS_URL),
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+        },
         "engine": {
-            "mode": "normal" if redis_ok else f"redis-down ({quota_settings.FAILURE_MODE})",
+            "mode": mode,
             "failure_mode": quota_settings.FAILURE_MODE,
+            "breaker_open": engine.breaker.is_open,
+            "usage_held_in_process": bool(engine.usage_buffer),
         },
     }
     if error:

@@ -127,3 +127,15 @@ def test_closed_mode_refuses_with_503(free, outage, settings):
     response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     assert response.status_code == 503
     assert response["Content-Type"] == "application/problem+json"
+
+
+def test_healthz_says_which_mode_this_process_is_in(free, outage):
+    client, key = APIClient(), issue_key(plan=free)
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    assert client.get("/healthz").json()["engine"]["mode"] == "normal"
+    outage.begin()
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    body = client.get("/healthz").json()
+    assert body["engine"]["mode"] == "fallback"
+    assert body["engine"]["breaker_open"] is True
+    assert body["redis"]["topology"] == "standalone"
