@@ -18,7 +18,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from plans.models import ACLEntry, ClientBan, Plan, Subscription
-from plans.rules import _subscriber  # the subscriber builder the rules backend itself uses
+from plans.rules import subscriber_of
 from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity import Client
@@ -116,7 +116,7 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
         logger.warning("dashboard: live usage of %s unavailable", client, exc_info=True)
         report = build_report(query, None, today=today)
     try:
-        who = Client("subscription", str(sub.pk), "{" + client + "}", _subscriber(sub)) if sub else None
+        who = Client("subscription", str(sub.pk), "{" + client + "}", subscriber_of(sub)) if sub else None
         who = who or Client(client.partition(".")[0], client.partition(".")[2], "{" + client + "}")
         standing = current_standing(who, engine.rules.current(), engine)
     except StoreUnavailable:

@@ -146,14 +146,15 @@ class PlansRulesBackend:
         if key is None:
             return None
         sub = key.subscription
-        return _subscriber(sub, revoked=key.revoked_at is not None or not sub.is_active, key_id=key.pk)
+        return subscriber_of(sub, revoked=key.revoked_at is not None or not sub.is_active, key_id=key.pk)
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
         sub = Subscription.objects.filter(user_id=user_id, is_active=True).first()
-        return _subscriber(sub) if sub is not None else None
+        return subscriber_of(sub) if sub is not None else None
 
 
-def _subscriber(sub: Subscription, revoked: bool = False, key_id: int | None = None) -> Subscriber:
+def subscriber_of(sub: Subscription, revoked: bool = False, key_id: int | None = None) -> Subscriber:
+    """The engine's view of a subscription: plan, overrides, own budgets, billing anchor."""
     overrides = tuple(
         sorted(
             (
