@@ -85,7 +85,7 @@ def machine(admin: redis.Redis) -> dict[str, Any]:
 def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
     """Every section, in an order that keeps the timing-sensitive one first."""
     # Imported here: these modules need Django configured.
-    from . import concurrency, http_load, inprocess, redis_stats
+    from . import acl, concurrency, http_load, inprocess, redis_stats
 
     admin = redis.Redis.from_url(redis_url)
     results: dict[str, Any] = {"machine": machine(admin), "profile": asdict(profile)}
@@ -116,6 +116,9 @@ def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
             memory.append(redis_stats.memory_per_client(admin, algorithm, clients))
         per_decision = (time.monotonic() - t0) / (clients * len(ALGORITHMS))
     results["memory"] = memory
+
+    step("7. allow/deny list lookup, 0 to 100,000 entries")
+    results["acl"] = acl.run()
 
     step("5. over-admission, 8 processes")
     results["concurrency"] = concurrency.run(

@@ -194,6 +194,16 @@ def _race_section(race: dict[str, Any]) -> str:
     return f"{title}\n{table(headers, rows)}"
 
 
+def _acl_section(rows: list[dict[str, Any]], get_median_us: float) -> str:
+    body = table(
+        ("entries", "median us", "p99 us", "median / bare GET"),
+        [(f"{r['entries']:,}", f"{r['median_us']:.2f}", f"{r['p99_us']:.2f}", f"{r['median_us'] / get_median_us:.3f}x")
+         for r in rows],
+    )  # fmt: skip
+    flat = rows[-1]["median_us"] <= max(2 * rows[1]["median_us"], rows[1]["median_us"] + 1)
+    return body + f"\n(flat from 1,000 to 100,000 entries: {verdict(flat)})"
+
+
 def render(results: dict[str, Any]) -> str:
     """The whole report."""
     m = results["machine"]
@@ -216,6 +226,8 @@ def render(results: dict[str, Any]) -> str:
         "4. Redis memory per client: one admitted decision each, used_memory growth / clients\n"
         + _memory_section(results["memory"]),
         "5. Over-admission under concurrency\n" + _race_section(results["concurrency"]),
+        "7. Allow/deny list lookup per request (in-process, no Redis)\n"
+        + _acl_section(results["acl"], results["latency"]["redis_get"]["median_us"]),
     ]
     if "http" in results:
         sections.append(
