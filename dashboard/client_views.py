@@ -18,7 +18,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from redis.exceptions import RedisError
 
 from plans.models import APIKey
 from quotas.engine import get_engine
@@ -26,6 +25,7 @@ from quotas.exceptions import StoreUnavailable
 from quotas.identity import Client, hash_api_key
 from quotas.keys import client_tag
 from quotas.standing import current_standing
+from quotas.store import STORE_ERRORS
 from usage.reports import UsageQuery, build_report
 
 from .queries import decorate_standing
@@ -83,7 +83,7 @@ def page(request: HttpRequest, token: str) -> HttpResponse:
     query = UsageQuery(today - timedelta(days=CHART_DAYS - 1), today, "day", client=tag.strip("{}"))
     try:
         report = build_report(query, engine.redis)
-    except RedisError:
+    except STORE_ERRORS:
         report = build_report(query, None, today=today)
     chart = {
         "labels": [str(r["day"]) for r in report["rows"]],

@@ -18,7 +18,6 @@ from typing import Any
 
 from django.db.models import Sum
 from django.utils import timezone
-from redis.exceptions import RedisError
 
 from adaptive.models import AdaptiveSnapshot
 from adaptive.publish import read_multipliers
@@ -26,9 +25,18 @@ from plans.models import Plan, Subscription
 from quotas.conf import quota_settings
 from quotas.rules import RuleSet
 from quotas.standing import NEAR
+from quotas.store import STORE_ERRORS
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
-from usage.store import RETENTION_DAYS, Counters, read_snapshot, readable_days, scan_usage_keys, server_now
+from usage.store import (
+    RETENTION_DAYS,
+    Counters,
+    group_by_slot,
+    read_snapshot,
+    readable_days,
+    scan_usage_keys,
+    server_now,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +87,7 @@ class UsageSlice:
                 today = server_now(redis_client).date()
                 live_days = [d for d in readable_days(today, RETENTION_DAYS) if filters.start <= d <= filters.today]
                 self.live = True
-            except RedisError:
+            except STORE_ERRORS:
                 logger.warning("dashboard: Redis unavailable, showing flushed usage only", exc_info=True)
         records = UsageRecord.objects.filter(day__range=(filters.start, filters.today))
         if filters.plan_id is not None:
@@ -109,12 +117,12 @@ class UsageSlice:
         }
         try:
             prefix = quota_settings.KEY_PREFIX
-            keys = list(scan_usage_keys(redis_client, prefix, days))
-            for start in range(0, len(keys), _SCAN_BATCH):
-                snapshot = read_snapshot(redis_client, prefix, keys[start : start + _SCAN_BATCH])
-                for key, counters in snapshot.rows.items():
-                    rows[tuple(key)] = merge_live(rows.get(tuple(key), {}), counters)
-        except RedisError:
+            for keys in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, days)):
+                for start in range(0, len(keys), _SCAN_BATCH):
+                    snapshot = read_snapshot(redis_client, prefix, keys[start : start + _SCAN_BATCH])
+                    for key, counters in snapshot.rows.items():
+                        rows[tuple(key)] = merge_live(rows.get(tuple(key), {}), counters)
+        except STORE_ERRORS:
             self.live = False
             logger.warning("dashboard: Redis unavailable while reading live usage", exc_info=True)
         return rows
@@ -239,7 +247,7 @@ def adaptive_panel(redis_client: Any) -> dict[str, Any]:
     try:
         current = read_multipliers(redis_client)
         published = True
-    except RedisError:
+    except STORE_ERRORS:
         current, published = {}, False
     plans = list(Plan.objects.order_by("monthly_price", "priority").values("id", "name"))
     history = list(AdaptiveSnapshot.objects.order_by("-created_at", "-id")[:HISTORY])

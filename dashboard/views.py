@@ -15,7 +15,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from redis.exceptions import RedisError
 
 from plans.models import ACLEntry, ClientBan, Plan, Subscription
 from plans.rules import subscriber_of
@@ -23,6 +22,7 @@ from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity import Client
 from quotas.standing import current_standing
+from quotas.store import STORE_ERRORS
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 
@@ -112,7 +112,7 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
     query = UsageQuery(today - timedelta(days=RECENT_DAYS - 1), today, "day", client=client)
     try:
         report = build_report(query, engine.redis)
-    except RedisError:  # Redis away: flushed rows only
+    except STORE_ERRORS:  # Redis away: flushed rows only
         logger.warning("dashboard: live usage of %s unavailable", client, exc_info=True)
         report = build_report(query, None, today=today)
     try:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -106,6 +108,19 @@ def healthy(base_url: str) -> bool:
         return False
 
 
+def rate_limit_limit(base_url: str) -> int:
+    """The free plan's per-second quota as a real request with the free demo key sees it (RateLimit-Policy)."""
+    from plans.management.commands.seed_demo import demo_key
+
+    request = urllib.request.Request(f"{base_url}/api/demo/ping", headers={"X-API-Key": demo_key("free")})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            policy = response.headers["RateLimit-Policy"]
+    except urllib.error.HTTPError as exc:
+        policy = exc.headers["RateLimit-Policy"]
+    return int(re.search(r'"global-1s";q=(\d+)', policy).group(1))
+
+
 def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> None:
     """Free drops under a CPU burst on every core, enterprise is cut less, both return to 1.0 after it."""
     with sqlite3.connect(env["SQLITE_PATH"]) as db:
@@ -132,9 +147,11 @@ def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> 
         subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=BURN_SECONDS)])
         for _ in range(os.cpu_count() or 2)
     ]
+    limits_seen: list[int] = []  # the free key's per-second quota, as real requests see it during the burst
     try:
         while time.monotonic() - started < BURN_SECONDS + 1:
             timeline.append((time.monotonic() - started, read_multipliers(redis_client)))
+            limits_seen.append(rate_limit_limit(services["base_url"]))
             time.sleep(0.25)
     finally:
         for burner in burners:
@@ -147,9 +164,14 @@ def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> 
     assert lowest_enterprise > lowest_free
     assert lowest_enterprise >= 0.8  # its floor
 
+    full = limits_seen[0]
+    assert min(limits_seen) < full, f"no request ever saw a reduced quota: {limits_seen}"
+
     recovered = wait_until(lambda: read_multipliers(redis_client) == {p: 1.0 for p in plans.values()}, 30, 0.25)
     print(f"back to 1.0 {time.monotonic() - started - BURN_SECONDS:.1f} s after the burst")
     assert recovered, f"no recovery: {read_multipliers(redis_client)} {read_state(redis_client)}"
+
+    assert wait_until(lambda: rate_limit_limit(services["base_url"]) == full, 5), "the header never recovered"
 
     with sqlite3.connect(env["SQLITE_PATH"]) as db:
         reasons = [r for (r,) in db.execute("SELECT reason FROM adaptive_adaptivesnapshot ORDER BY created_at")]
