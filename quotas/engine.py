@@ -26,8 +26,9 @@ from .exceptions import StoreUnavailable
 from .fallback import LocalLimiter
 from .keys import client_key, log_key, rules_version_key, usage_key_base
 from .memory import DenyMemory
-from .rules import RulesCache, Window
+from .rules import Window
 from .scripts import LuaScript, script_source
+from .snapshot import RulesCache
 from .store import STORE_ERRORS, connect
 from .usage_buffer import UsageBuffer, replay_spool, spool_usage, write_usage
 

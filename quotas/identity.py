@@ -19,7 +19,8 @@ from . import problems
 from .conf import quota_settings
 from .exceptions import InvalidAPIKey
 from .keys import client_tag
-from .rules import RulesCache, Subscriber
+from .rules import Subscriber
+from .snapshot import RulesCache
 
 MAX_API_KEY_LENGTH = 200
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -3,20 +3,12 @@
 A :class:`RuleSet` is an immutable snapshot of every plan and its limits,
 built by a rules backend (``QUOTAS['RULES_BACKEND']``, for this project
 ``plans.rules.PlansRulesBackend``). Requests read it without touching the
-database. When plans change, the backend bumps a version key in Redis; each
-process notices within ``RULES_CHECK_INTERVAL`` seconds (a light background
-poll, never on the request path) and reloads on its next request.
+database; :mod:`quotas.snapshot` keeps it fresh in each process.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import math
-import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
@@ -28,9 +20,7 @@ from .keys import window_field
 from .periods import Bounds, period_bounds
 from .rates import Rate
 from .scripts import ALGORITHM_CODES
-from .store import STORE_ERRORS
 
-logger = logging.getLogger(__name__)
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -366,182 +356,9 @@ class RulesBackend(Protocol):
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None: ...
 
 
-class _LRU(OrderedDict):
-    """A small least-recently-used map (per process; the GIL keeps it consistent)."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get_or_load(self, key: Any, load: Callable[[], Any]) -> Any:
-        try:
-            self.move_to_end(key)
-            return self[key]
-        except KeyError:
-            value = self[key] = load()
-            if len(self) > self.size:
-                self.popitem(last=False)
-            return value
-
-
-class RulesCache:
-    """Holds the current :class:`RuleSet` of this process and keeps it fresh.
-
-    ``current()`` is what a request calls: it returns the snapshot, reloading
-    it first only when the version in Redis moved (detected by a daemon thread
-    that polls one small key every ``interval`` seconds) or after
-    :meth:`invalidate` in this process.
-    """
-
-    def __init__(
-        self,
-        backend: RulesBackend | None,
-        redis_client: Any,
-        version_key: str,
-        interval: float,
-        cache_size: int,
-        on_reload: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.backend = backend
-        self.redis = redis_client
-        self.version_key = version_key
-        self.interval = interval
-        self.on_reload = on_reload
-        self.on_tick: Callable[[], None] = lambda: None  # run by the poller every interval
-        self._rules: RuleSet | None = None
-        self._stale = True
-        self._lock = threading.Lock()
-        self._poller_pid: int | None = None
-        self._stop = threading.Event()
-        self._by_key = _LRU(cache_size)
-        self._by_user = _LRU(cache_size)
-        self.multipliers_key = version_key.rsplit(":", 1)[0] + ":adaptive:multipliers"
-        #: Adaptive multipliers by plan id, published by the adaptive controller.
-        self.multipliers: dict[int, float] = {}
-
-    def current(self) -> RuleSet:
-        """The snapshot to decide with (reloaded first if it is stale)."""
-        if self._poller_pid != os.getpid() and self.interval > 0:
-            self._start_poller()
-        rules = self._rules
-        if rules is None or self._stale:
-            rules = self.reload()
-        return rules
-
-    def reload(self) -> RuleSet:
-        """Build a fresh snapshot from the backend now."""
-        with self._lock:
-            version = self._read_version()
-            rules = self.backend.load() if self.backend is not None else RuleSet((), None)
-            rules.version = version
-            self._by_key.clear()
-            self._by_user.clear()
-            self._rules = rules
-            self._stale = False
-        self.refresh_multipliers()
-        self.on_reload()
-        return rules
-
-    def mark_stale(self) -> None:
-        """Reload this process's snapshot on its next use."""
-        self._stale = True
-
-    def invalidate(self) -> None:
-        """Tell every process that rules changed: bump the version, reload here."""
-        self._stale = True
-        try:
-            self.redis.incr(self.version_key)
-        except STORE_ERRORS:
-            logger.warning(
-                "quotas: could not bump the rules version; other processes will see the change when Redis is back",
-                exc_info=True,
-            )
-
-    def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
-        """The subscriber of an API key hash (cached; one query per key per reload)."""
-        if self.backend is None:
-            return None
-        return self._by_key.get_or_load(key_hash, lambda: self.backend.subscriber_for_key(key_hash))
-
-    def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
-        """The subscriber of a user (cached like :meth:`subscriber_for_key`)."""
-        if self.backend is None:
-            return None
-        return self._by_user.get_or_load(user_id, lambda: self.backend.subscriber_for_user(user_id))
-
-    def _read_version(self) -> str:
-        try:
-            raw = self.redis.get(self.version_key)
-        except STORE_ERRORS:
-            logger.warning("quotas: rules version unreadable (Redis down?)")
-            return "?"
-        return raw.decode() if raw else "0"
-
-    def _start_poller(self) -> None:
-        # Threads do not survive fork(): each gunicorn worker starts its own.
-        self._poller_pid = os.getpid()
-        self._stop = threading.Event()
-        thread = threading.Thread(target=self._poll, args=(self._stop,), name="quota-rules-poller", daemon=True)
-        thread.start()
-
-    def _poll(self, stop: threading.Event) -> None:
-        while not stop.wait(self.interval):
-            try:
-                self._poll_once()
-            except Exception:  # the poller must outlive any one failure (it also probes a down Redis)
-                logger.exception("quotas: rules poller failed; retrying next interval")
-
-    def _poll_once(self) -> None:
-        rules = self._rules
-        if rules is not None and not self._stale and self._read_version() != rules.version:
-            self._stale = True
-        self.refresh_multipliers()
-        self.on_tick()
-
-    def refresh_multipliers(self) -> None:
-        """Read the adaptive multipliers; a change forgets remembered refusals."""
-        try:
-            raw = self.redis.get(self.multipliers_key)
-        except STORE_ERRORS:
-            return  # keep the last known multipliers while Redis is away
-        multipliers = parse_multipliers(raw)
-        if multipliers != self.multipliers:
-            self.multipliers = multipliers
-            self.on_reload()
-
-    def stop(self) -> None:
-        """Stop the poller thread (engines replaced in tests call this)."""
-        self._stop.set()
-
-
 def ban_policy_spec(refusals: int, window: int, durations: tuple[int, ...]) -> str:
     """Escalation for decide.lua: ban after more than ``refusals`` refusals in ``window``
     seconds, for ``durations`` seconds (the n-th ban lasts the n-th duration, the last repeats)."""
     if refusals <= 0 or window <= 0 or not durations:
         return ""
     return f"{refusals} {window * 1_000_000} {','.join(str(d * 1_000_000) for d in durations)}"
-
-
-def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
-    """``{"<plan id>": multiplier, ...}`` as published by the adaptive app; junk is ignored."""
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except (TypeError, ValueError):
-        logger.warning("quotas: unreadable adaptive multipliers %r", raw[:200])
-        return {}
-    out = {}
-    for key, value in data.items() if isinstance(data, dict) else ():
-        try:
-            plan_id, multiplier = int(key), float(value)
-        except (TypeError, ValueError):
-            continue  # e.g. "updated_at"
-        if 0 < multiplier <= 10 and multiplier != 1.0:
-            out[plan_id] = multiplier
-    return out
-
-
-def ceil_seconds(us: int) -> int:
-    """Whole seconds covering ``us`` microseconds."""
-    return max(0, math.ceil(us / 1_000_000))
