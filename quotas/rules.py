@@ -21,7 +21,6 @@ from .periods import Bounds, period_bounds
 from .rates import Rate
 from .scripts import ALGORITHM_CODES
 
-
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
 
