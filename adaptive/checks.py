@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+
+from quotas.checks import unknown_settings
 
 from .conf import AGGREGATES, DEFAULTS, FRACTION_SIGNALS, KNOWN_SIGNALS, adaptive_settings
 
@@ -29,12 +30,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
     raw = adaptive_settings.user_settings()
     if not isinstance(raw, dict):
         return [_error("ADAPTIVE must be a dict.", "Set ADAPTIVE = {...} in your settings, or leave it out.", 1)]
-    errors: list = []
-    for name in raw:
-        if name not in DEFAULTS:
-            close = difflib.get_close_matches(name, DEFAULTS, n=1)
-            hint = f"Did you mean {close[0]!r}?" if close else f"Known settings: {', '.join(sorted(DEFAULTS))}."
-            errors.append(Warning(f"Unknown setting ADAPTIVE[{name!r}] is ignored.", hint=hint, id="adaptive.W001"))
+    errors: list = unknown_settings("ADAPTIVE", raw, DEFAULTS, "adaptive.W001")
     s = adaptive_settings
     for name in ("INTERVAL", "SAMPLE_TTL", "PUBLISH_TTL"):
         if not _number(getattr(s, name)) or getattr(s, name) <= 0:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from .conf import quota_settings
 from .identity import Client
 from .periods import period_bounds
 from .signals import budget_threshold_crossed, client_banned
@@ -26,8 +27,6 @@ def fire_budget_alerts(client: Client, states: Iterable) -> None:
         if not state.alert:
             continue
         window = state.window
-        from .conf import quota_settings
-
         bounds = period_bounds(window.period, datetime.now(UTC).timestamp(), quota_settings.BUDGET_TIME_ZONE,
                                window.anchor_day)  # fmt: skip
         for bit, percent in THRESHOLDS:

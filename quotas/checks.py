@@ -25,18 +25,25 @@ def _error(msg: str, hint: str, n: int) -> Error:
     return Error(msg, hint=hint, id=f"quotas.E{n:03d}")
 
 
+def unknown_settings(namespace: str, raw: dict, known: Iterable[str], check_id: str) -> list:
+    """A warning, with a "did you mean", for each key of a settings dict that is not a known setting."""
+    known = list(known)
+    warnings = []
+    for name in raw:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"Did you mean {close[0]!r}?" if close else f"Known settings: {', '.join(sorted(known))}."
+            warnings.append(Warning(f"Unknown setting {namespace}[{name!r}] is ignored.", hint=hint, id=check_id))
+    return warnings
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
     """Validate every QUOTAS setting."""
     raw = getattr(settings, "QUOTAS", {})
     if not isinstance(raw, dict):
         return [_error("QUOTAS must be a dict.", "Set QUOTAS = {...} in your settings.", 1)]
-    errors: list = []
-    for name in raw:
-        if name not in DEFAULTS:
-            close = difflib.get_close_matches(name, DEFAULTS, n=1)
-            hint = f"Did you mean {close[0]!r}?" if close else f"Known settings: {', '.join(sorted(DEFAULTS))}."
-            errors.append(Warning(f"Unknown setting QUOTAS[{name!r}] is ignored.", hint=hint, id="quotas.W001"))
+    errors: list = unknown_settings("QUOTAS", raw, DEFAULTS, "quotas.W001")
     s = quota_settings
 
     url = s.REDIS_URL

@@ -243,6 +243,7 @@ class RuleSet:
         self.acl = acl if acl is not None else AccessList()
         self._limits_cache: dict[tuple, tuple[LimitRule, ...]] = {}
         self._windows_cache: dict[tuple, list[Window]] = {}
+        self._price_cache: dict[tuple, int] = {}
         self._path_plans = {p.id for p in self.plans.values() if any(r.path_prefix for r in p.limits)}
         self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}
 
@@ -281,6 +282,13 @@ class RuleSet:
             out = [r.anchored(subscriber.anchor_day) if r.period == "billing_month" else r for r in out]
         return tuple(out)
 
+    def _request_key(
+        self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
+    ) -> tuple:
+        # The path matters only for plans with path-prefix limits; elsewhere it would just fill the memo.
+        return (plan_id, subscriber.rules_key if subscriber else None, scope, method,
+                path if plan_id in self._path_plans else "")  # fmt: skip
+
     def windows_for(
         self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
     ) -> list[Window]:
@@ -289,13 +297,7 @@ class RuleSet:
         Memoised per snapshot: the path is part of the key only for plans that
         have path-prefix limits, and the memo is bounded.
         """
-        key = (
-            plan_id,
-            subscriber.rules_key if subscriber else None,
-            scope,
-            method,
-            path if plan_id in self._path_plans else "",
-        )
+        key = self._request_key(plan_id, subscriber, scope, path, method)
         windows = self._windows_cache.get(key)
         if windows is None:
             limits = self.limits_for(plan_id, subscriber)
@@ -308,8 +310,16 @@ class RuleSet:
     def price_micros(
         self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
     ) -> int:
-        """The list price of such a request: the sum of its matching limits' prices."""
-        return sum(r.price_micros for r in self.limits_for(plan_id, subscriber) if r.matches(scope, path, method))
+        """The list price of such a request: the sum of its matching limits' prices (memoised like windows)."""
+        key = self._request_key(plan_id, subscriber, scope, path, method)
+        price = self._price_cache.get(key)
+        if price is None:
+            limits = self.limits_for(plan_id, subscriber)
+            price = sum(r.price_micros for r in limits if r.matches(scope, path, method))
+            if len(self._price_cache) >= 4096:
+                self._price_cache.clear()
+            self._price_cache[key] = price
+        return price
 
     def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
         """The cheapest higher plan whose matching limit is larger for ``window``.
