@@ -146,7 +146,7 @@ def memory_per_client(admin: redis.Redis, algorithm: str, clients: int, rate: st
         after = int(admin.info("memory")["used_memory"])
         keys = int(admin.dbsize())
         # The last client's key: still within its TTL even for a bucket that refills in 0.6 s.
-        key = window_key(engine.prefix, tag, rule.id, algorithm, rule.windows[0].window)
+        key, _field = window_key(engine.prefix, tag, rule.id, algorithm, rule.windows[0].window, engine.buckets)
         one_key = int(admin.memory_usage(key, samples=0) or 0)
     finally:
         if paused:

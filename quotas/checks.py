@@ -87,6 +87,15 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                     5,
                 )
             )
+    buckets = s.KEY_BUCKETS
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or not 1 <= buckets <= 1 << 24:
+        errors.append(
+            _error(
+                f"QUOTAS['KEY_BUCKETS'] = {buckets!r} must be an int from 1 to 16777216.",
+                "Default: 4096; about one bucket per 30 active clients keeps Redis memory lowest.",
+                14,
+            )
+        )
     for name in ("LOCAL_DENY_CACHE_SIZE", "CLIENT_CACHE_SIZE"):
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

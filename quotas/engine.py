@@ -24,7 +24,7 @@ from .conf import quota_settings
 from .decision import _US, NEVER, Decision, WindowState, scaled
 from .exceptions import StoreUnavailable
 from .fallback import LocalLimiter
-from .keys import client_key, log_key, rules_version_key, usage_key_base
+from .keys import ClientKeys, client_keys, rules_version_key
 from .memory import DenyMemory
 from .rules import Window
 from .scripts import LuaScript, script_source
@@ -38,9 +38,12 @@ logger = logging.getLogger(__name__)
 class Engine:
     """Decides requests against Redis. One per process: see :func:`get_engine`."""
 
-    def __init__(self, client: redis.Redis, prefix: str, rules: RulesCache, deny_memory_size: int) -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str, rules: RulesCache, deny_memory_size: int, buckets: int = 4096
+    ) -> None:
         self.redis = client
         self.prefix = prefix
+        self.buckets = buckets
         self.rules = rules
         self.deny_memory = DenyMemory(deny_memory_size)
         rules.on_reload = self.deny_memory.clear
@@ -93,6 +96,7 @@ class Engine:
                 return Decision(False, remembered, time.time(), weight, local=True, tag=tag)
         at = time.time() if now is None else now
         specs = [w.spec_at(at) for w in windows]
+        keys = self.keys_of(tag)
         args = [
             "" if now is None else int(now * _US),
             "" if weight is None else weight,
@@ -102,12 +106,14 @@ class Engine:
             "" if multiplier == 1.0 else repr(multiplier),
             ban_policy,
             request_id,
+            keys.field_prefix,
+            _day_hint(at) if usage else "",
             *specs,
         ]
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
         try:
-            reply = self._decide(keys=self.keys_for(tag, windows), args=args)
+            reply = self._decide(keys=self._script_keys(keys, windows), args=args)
         except STORE_ERRORS as exc:
             self.breaker.failure()
             metrics.observe_redis_error("decide")
@@ -150,9 +156,11 @@ class Engine:
         if not usage:
             return
         mode = "acl-allow" if allowed else "acl-deny"
-        args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", ""]
+        keys = self.keys_of(tag)
+        args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", "", keys.field_prefix,
+                _day_hint(time.time())]  # fmt: skip
         try:
-            self._decide(keys=self.keys_for(tag, ()), args=args)
+            self._decide(keys=self._script_keys(keys, ()), args=args)
         except STORE_ERRORS:
             logger.warning("quotas: counting an ACL decision for %s failed", tag, exc_info=True)
 
@@ -160,8 +168,8 @@ class Engine:
         """End the concurrency leases an admitted decision holds."""
         if not decision.request_id or not decision.allowed:
             return
-        client = client_key(self.prefix, decision.tag)
-        keys = [log_key(client, s.window.state_field) for s in decision.states if s.window.algorithm == "concurrency"]
+        own = self.keys_of(decision.tag)
+        keys = [own.own_key(s.window.state_field) for s in decision.states if s.window.algorithm == "concurrency"]
         if not keys:
             return
         try:
@@ -173,7 +181,8 @@ class Engine:
     def lift_ban(self, tag: str) -> bool:
         """End ``tag``'s ban now (and its refusal count); every process forgets it within a second."""
         try:
-            removed = self.redis.hdel(client_key(self.prefix, tag), "!bn", "!dn")
+            keys = self.keys_of(tag)
+            removed = self.redis.hdel(keys.bucket, keys.field("!bn"), keys.field("!dn"))
         except STORE_ERRORS as exc:
             raise StoreUnavailable(f"lifting the ban of {tag} failed: {exc}") from exc
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
@@ -208,7 +217,7 @@ class Engine:
         """Decide in this process (failure mode ``local``), counting usage for later."""
         decision = self.fallback.decide(tag, windows, weight, cost_micros, multiplier)
         if usage:
-            base = usage_key_base(client_key(self.prefix, tag))
+            base = self.keys_of(tag).usage_base
             if decision.allowed:
                 units = weight if weight is not None else max((w.weight for w in windows if not w.period), default=1)
                 for counter, amount in (("a", 1), ("w", units), ("c", cost_micros)):
@@ -221,7 +230,7 @@ class Engine:
 
     def _count_locally(self, tag: str, usage: str | None, counter: str) -> None:
         if usage:
-            self.usage_buffer.add(usage_key_base(client_key(self.prefix, tag)), f"{usage}|{counter}")
+            self.usage_buffer.add(self.keys_of(tag).usage_base, f"{usage}|{counter}")
 
     def flush_usage(self, spool_on_failure: bool = False) -> bool:
         """Add the usage counted in-process to the day's Redis counters; True when all was written.
@@ -261,9 +270,10 @@ class Engine:
         budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
         if delta == 0 or (not budgets and not decision.usage):
             return []
-        args = [int(decision.now * _US), delta, decision.usage or "", *(spec for _, spec in budgets)]
+        keys = self.keys_of(decision.tag)
+        args = [int(decision.now * _US), delta, decision.usage or "", keys.field_prefix, *(spec for _, spec in budgets)]
         try:
-            reply = self._adjust(keys=self.keys_for(decision.tag, ()), args=args)
+            reply = self._adjust(keys=self._script_keys(keys, ()), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("reconcile")
             logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
@@ -276,20 +286,25 @@ class Engine:
                 alerted.append(state)
         return alerted
 
-    def keys_for(self, tag: str, windows: Sequence[Window]) -> list[str]:
-        """KEYS for the scripts: the client's hash, then each sliding log's set."""
-        client = client_key(self.prefix, tag)
-        return [client, usage_key_base(client)] + [log_key(client, w.state_field) for w in windows if w.has_own_key]
+    def keys_of(self, tag: str) -> ClientKeys:
+        """Where client ``tag``'s state lives (see :mod:`quotas.keys`)."""
+        return client_keys(self.prefix, tag, self.buckets)
+
+    @staticmethod
+    def _script_keys(keys: ClientKeys, windows: Sequence[Window]) -> list[str]:
+        # KEYS for the scripts: the bucket, the usage base, then each own-key window's set.
+        return [keys.bucket, keys.usage_base, *(keys.own_base + w.state_field for w in windows if w.has_own_key)]
 
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (best effort)."""
         states = [s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)]
         if not decision.allowed or decision.local or not states:
             return
-        args = [int(decision.now * _US), "" if decision.weight is None else decision.weight]
+        keys = self.keys_of(decision.tag)
+        args = [int(decision.now * _US), "" if decision.weight is None else decision.weight, keys.field_prefix]
         args += [s.window.spec_at(decision.now) for s in states]
         try:
-            self._refund(keys=self.keys_for(decision.tag, [s.window for s in states]), args=args)
+            self._refund(keys=self._script_keys(keys, [s.window for s in states]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
@@ -300,6 +315,18 @@ class Engine:
         self.flush_usage(spool_on_failure=True)
         atexit.unregister(self.flush_usage)
         self.redis.close()
+
+
+_day_cache: tuple[int, str] = (-1, "")
+
+
+def _day_hint(now: float) -> str:
+    """``"<days since 1970> <YYYYMMDD>"`` of ``now`` (UTC): spares the script a date computation."""
+    global _day_cache
+    days = int(now // 86400)
+    if _day_cache[0] != days:
+        _day_cache = (days, f"{days} {time.strftime('%Y%m%d', time.gmtime(days * 86400))}")
+    return _day_cache[1]
 
 
 _engine: Engine | None = None
@@ -320,7 +347,7 @@ def build_engine() -> Engine:
         float(quota_settings.RULES_CHECK_INTERVAL),
         int(quota_settings.CLIENT_CACHE_SIZE),
     )
-    return Engine(client, prefix, rules, int(quota_settings.LOCAL_DENY_CACHE_SIZE))
+    return Engine(client, prefix, rules, int(quota_settings.LOCAL_DENY_CACHE_SIZE), int(quota_settings.KEY_BUCKETS))
 
 
 def get_engine() -> Engine:

@@ -1,12 +1,24 @@
 """Every Redis key the engine uses is built here.
 
-Layout: one hash per client, ``<prefix>:{<client>}``, with one field per
-counter-style window (``<limit id>:<algorithm><window>``), and one sorted set
-per sliding-log window, ``<prefix>:{<client>}:<limit id>:sl<window>``. The
-client part is a Redis Cluster hash tag, so all keys of one decision hash to
-one slot and the decision script stays valid on a cluster. Client text is
-encoded so that it can never contain ``{``, ``}``, ``:`` or bytes that would
-break out of its place, and is bounded in length.
+Layout. Clients are spread over ``KEY_BUCKETS`` buckets by a CRC32 of their
+id; each bucket is one hash, ``<prefix>:{b<n>}``, holding the counter-style
+windows of all its clients as fields ``<client>|<window>`` (``<window>`` is
+``<limit id>:<algorithm><seconds>``), each client's ban state
+(``<client>|!dn``, ``<client>|!bn``) and expiry (``<client>|~``, epoch
+seconds after which all its fields may go), and the bucket's own expiry
+(``~``). Sliding logs and concurrency leases keep a sorted set each,
+``<prefix>:{b<n>}:l:<client>|<window>``, and usage one hash per client and
+day, ``<prefix>:{b<n>}:u:<client>:<YYYYMMDD>``.
+
+Why buckets: a Redis key costs about 100 bytes before it holds anything
+(dict entry, key string, object header, expiry entry), more than the state
+of an O(1) limit itself. Small hashes are stored as one packed list, so a
+client's window costs only its field and value (about 30 bytes). The bucket
+is the key's Redis Cluster hash tag, so every key of one decision hashes to
+one slot and the decision script stays valid on a cluster.
+
+Client text is encoded so that it can never contain ``{``, ``}``, ``:``,
+``|`` or bytes that would break out of its place, and is bounded in length.
 """
 
 from __future__ import annotations
@@ -14,8 +26,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import zlib
+from functools import lru_cache
+from typing import NamedTuple
 
 _SAFE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: Client ids longer than this are hashed, so that a field stays small enough
+#: for Redis's packed small-hash encoding (64 bytes a field by default).
+_MAX_ID = 40
 _ALGORITHM_TAGS = {
     "fixed_window": "fw",
     "sliding_window_log": "sl",
@@ -27,6 +45,8 @@ _ALGORITHM_TAGS = {
     "budget": "bd",
     "concurrency": "cc",
 }
+#: The field of a bucket that holds the bucket's own expiry (epoch seconds).
+BUCKET_EXPIRY_FIELD = "~"
 
 
 def encode_part(value: str | bytes) -> str:
@@ -44,13 +64,47 @@ def encode_part(value: str | bytes) -> str:
 
 
 def client_tag(kind: str, value: str | bytes) -> str:
-    """The hash-tagged client part of a key: ``{<kind>.<encoded value>}``."""
+    """A client's identity as the engine names it: ``{<kind>.<encoded value>}``."""
     return "{" + kind + "." + encode_part(value) + "}"
 
 
-def client_key(prefix: str, tag: str) -> str:
-    """The client's hash; also the start of its other keys."""
-    return f"{prefix}:{tag}"
+def client_id(tag: str) -> str:
+    """The client part of its fields and keys: the tag without braces, hashed when long."""
+    text = tag.strip("{}")
+    if len(text) <= _MAX_ID:
+        return text
+    return "~" + base64.b32encode(hashlib.sha256(text.encode()).digest()[:10]).decode("ascii").lower()
+
+
+def bucket_of(client: str, buckets: int) -> int:
+    """The bucket of a client id (stable across processes and versions)."""
+    return zlib.crc32(client.encode()) % buckets
+
+
+class ClientKeys(NamedTuple):
+    """Where one client's state lives."""
+
+    bucket: str  # the bucket hash (counter-style windows, bans, expiries)
+    field_prefix: str  # "<client>|": the start of every field of this client
+    usage_base: str  # the start of its usage keys; ":<YYYYMMDD>" is appended
+    own_base: str  # the start of its own-key windows (sliding logs, leases)
+    client: str  # the client id (the tag without braces)
+
+    def field(self, window_field: str) -> str:
+        """The bucket field of one window of this client."""
+        return self.field_prefix + window_field
+
+    def own_key(self, window_field: str) -> str:
+        """The sorted set of one sliding-log or concurrency window of this client."""
+        return self.own_base + window_field
+
+
+@lru_cache(maxsize=65536)
+def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
+    """The keys and fields of client ``tag`` (a :func:`client_tag`); memoised, tags repeat."""
+    client = client_id(tag)
+    hashtag = f"{prefix}:{{b{bucket_of(client, buckets)}}}"
+    return ClientKeys(hashtag, client + "|", f"{hashtag}:u:{client}", f"{hashtag}:l:{client}|", client)
 
 
 def window_field(limit_id: str, algorithm: str, window: int) -> str:
@@ -58,24 +112,15 @@ def window_field(limit_id: str, algorithm: str, window: int) -> str:
     return f"{encode_part(limit_id)}:{_ALGORITHM_TAGS[algorithm]}{window}"
 
 
-def log_key(client: str, field: str) -> str:
-    """The sorted set of a sliding-log window: ``client_key:field``."""
-    return f"{client}:{field}"
-
-
-def window_key(prefix: str, tag: str, limit_id: str, algorithm: str, window: int) -> str:
-    """Where one window of one client lives: a log key, or the client hash."""
-    client = client_key(prefix, tag)
+def window_key(prefix: str, tag: str, limit_id: str, algorithm: str, window: int, buckets: int) -> tuple[str, str]:
+    """Where one window of one client lives: ``(key, field)``; field is '' for an own key."""
+    keys = client_keys(prefix, tag, buckets)
+    name = window_field(limit_id, algorithm, window)
     if algorithm in ("sliding_window_log", "concurrency"):
-        return log_key(client, window_field(limit_id, algorithm, window))
-    return client
+        return keys.own_key(name), ""
+    return keys.bucket, keys.field(name)
 
 
 def rules_version_key(prefix: str) -> str:
     """The key whose value changes whenever plans or limits change."""
     return f"{prefix}:rules-version"
-
-
-def usage_key_base(client: str) -> str:
-    """The start of a client's usage keys; the decision script appends ``:<YYYYMMDD>``."""
-    return f"{client}:u"

@@ -43,6 +43,7 @@ _PARTS = {
         "concurrency.lua",
         "ban.lua",
         "usage.lua",
+        "bucket.lua",
         "decide.lua",
     ),
     "release": ("release.lua",),

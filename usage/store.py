@@ -1,7 +1,8 @@
 """Reading the decision script's usage counters from Redis.
 
 The decision script (``quotas/lua/usage.lua``) keeps one hash per client and
-UTC day, ``<KEY_PREFIX>:{<client>}:u:<YYYYMMDD>``, with fields
+UTC day, ``<KEY_PREFIX>:{b<bucket>}:u:<client>:<YYYYMMDD>`` (see
+:mod:`quotas.keys`), with fields
 ``<plan id or ->|<scope or ->|<counter>`` holding cumulative totals. This
 module only reads them: nothing here writes to or deletes from Redis.
 """
@@ -16,6 +17,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
+
+from quotas.conf import quota_settings
+from quotas.keys import client_keys
 
 logger = logging.getLogger(__name__)
 
@@ -75,21 +79,25 @@ def readable_days(today: date, lookback: int = RETENTION_DAYS) -> list[date]:
 
 def usage_key(prefix: str, client: str, day: date) -> str:
     """The usage hash of ``client`` (a tag without braces, e.g. ``s.12``) for ``day``."""
-    return f"{prefix}:{{{client}}}:u:{day:%Y%m%d}"
+    keys = client_keys(prefix, "{" + client + "}", int(quota_settings.KEY_BUCKETS))
+    return f"{keys.usage_base}:{day:%Y%m%d}"
 
 
 def parse_usage_key(prefix: str, key: str | bytes) -> tuple[str, date] | None:
     """``(client, day)`` of a usage key, or None if ``key`` is not one."""
     text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
     head = prefix + ":{"
-    end = text.rfind("}:u:")
-    if not text.startswith(head) or end < len(head):
+    start = text.find("}:u:", len(head))
+    if not text.startswith(head) or start < 0:
+        return None
+    client, _, day_text = text[start + 4 :].rpartition(":")
+    if not client:
         return None
     try:
-        day = datetime.strptime(text[end + 4 :], "%Y%m%d").date()
+        day = datetime.strptime(day_text, "%Y%m%d").date()
     except ValueError:
         return None
-    return text[len(head) : end], day
+    return client, day
 
 
 def scan_usage_keys(redis_client: Any, prefix: str, days: Iterable[date], count: int = 1000) -> Iterator[str]:

@@ -3,15 +3,18 @@
 -- decision spent from, if that budget is still in the same period, and to
 -- the day's usage. Returns {used, alert mask} per budget window.
 --
--- KEYS[1]  the client's hash; KEYS[2] the base of its usage keys
+-- KEYS[1]  the client's bucket hash; KEYS[2] the base of its usage keys
 -- ARGV[1]  the decision's time (us); ARGV[2] delta (micro-units)
 -- ARGV[3]  the usage field prefix, as for decide.lua
--- ARGV[3+i] budget window i's spec, as sent with the decision
+-- ARGV[4]  the client's field prefix "<client>|"
+-- ARGV[4+i] budget window i's spec, as sent with the decision
 local dnow = tonumber(ARGV[1])
 local delta = tonumber(ARGV[2])
+local cp = ARGV[4]
 local reply = {}
-for i = 1, #ARGV - 3 do
-  local _, limit, start, stop, _, next_stop, _, field = string.match(ARGV[3 + i], SPEC)
+for i = 1, #ARGV - 4 do
+  local _, limit, start, stop, _, next_stop, _, field = string.match(ARGV[4 + i], SPEC)
+  field = cp .. field
   limit = tonumber(limit)
   local pstart = period_of(tonumber(start), tonumber(stop), tonumber(next_stop), dnow)
   local used, level = parse_period_state(redis.call('HGET', KEYS[1], field), pstart)
@@ -25,5 +28,8 @@ for i = 1, #ARGV - 3 do
   reply[#reply + 1] = used
   reply[#reply + 1] = mask
 end
-if ARGV[3] ~= '' and delta ~= 0 then count_usage(KEYS[2], ARGV[3], dnow, {c = delta}) end
+if ARGV[3] ~= '' and delta ~= 0 then
+  local key, days = usage_key(KEYS[2], dnow, -1, '')
+  count_usage(key, days, ARGV[3], 'c', delta)
+end
 return reply

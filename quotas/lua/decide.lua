@@ -4,10 +4,14 @@
 -- call counts the request in the client's usage hash of the day, and keeps
 -- the client's ban state (escalation).
 --
--- KEYS[1]  the client's hash: one field per counter-style window, and bans
+-- It is on every request's path, so it is written to do few Redis calls: one
+-- TIME, one HMGET, one HSET and one HINCRBY for a request whose windows are
+-- all counter-style (more for sliding logs, leases, or a new day or client).
+--
+-- KEYS[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
 -- KEYS[2]  the base of the client's usage keys (":<YYYYMMDD>" is appended)
 -- KEYS[3+] the client's own-key windows (sliding logs, concurrency sets), in
---          the order of their specs (all keys carry the client's {hash tag})
+--          the order of their specs (all keys carry the bucket's {hash tag})
 -- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
 -- ARGV[2]  the request's weight for every rate window, or '' for each window's own
 -- ARGV[3]  the request's estimated cost in micro-units (budget windows spend it)
@@ -18,7 +22,9 @@
 --          the rolling rate windows (codes 1-5), never periods or budgets
 -- ARGV[7]  the plan's ban policy "<refusals> <window us> <duration us,...>", or ''
 -- ARGV[8]  the request's id (for concurrency leases), or ''
--- ARGV[8+i] window i: "<algorithm code> <limit> <window us> <capacity>
+-- ARGV[9]  the client's field prefix "<client>|"
+-- ARGV[10] the application's idea of today: "<days since 1970> <YYYYMMDD>", or ''
+-- ARGV[10+i] window i: "<algorithm code> <limit> <window us> <capacity>
 --          <weight> <max delay us> <shadow 0|1> <field>" (see period.lua for
 --          how periods reuse the numbers)
 -- Returns  {allowed, now, flags, ban wait, then per window: ok, remaining,
@@ -30,37 +36,36 @@ local now
 if ARGV[1] == '' then now = server_now() else now = tonumber(ARGV[1]) end
 local weight = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3]) or 0
+local usage = ARGV[4]
 local mode = ARGV[5]
 local multiplier = tonumber(ARGV[6]) or 1
 local ban_policy = ARGV[7]
-local n = #ARGV - 8
+local cp = ARGV[9]
+local n = #ARGV - 10
 
-if mode == 'acl-allow' or mode == 'acl-deny' then
-  if ARGV[4] ~= '' then
-    if mode == 'acl-allow' then
-      count_usage(KEYS[2], ARGV[4], now, {a = 1, w = weight or 1, c = cost})
-    else
-      count_usage(KEYS[2], ARGV[4], now, {da = 1})
-    end
-  end
-  return {mode == 'acl-allow' and 1 or 0, now, 0, 0}
+local usage_at, usage_days
+if usage ~= '' then
+  local hint_days, hint_text = string.match(ARGV[10], '^(%d+) (%d+)$')
+  usage_at, usage_days = usage_key(KEYS[2], now, tonumber(hint_days), hint_text)
 end
 
--- Parse every spec once into parallel arrays.
+if mode == 'acl-allow' then
+  if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'w', weight or 1, 'c', cost) end
+  return {1, now, 0, 0}
+elseif mode == 'acl-deny' then
+  if usage_at then count_usage(usage_at, usage_days, usage, 'da', 1) end
+  return {0, now, 0, 0}
+end
+
+-- Parse every spec once into parallel arrays; collect the fields to read.
 local codes, limits, windows, caps, weights, delays, shadows, fields = {}, {}, {}, {}, {}, {}, {}, {}
-local full_limits, full_caps = {}, {}
 local hash_fields = {}
 local unit_weight = weight or 1
 for i = 1, n do
-  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[8 + i], SPEC)
+  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[10 + i], SPEC)
   code = tonumber(code)
   codes[i], limits[i], windows[i], caps[i] = code, tonumber(limit), tonumber(window), tonumber(cap)
-  full_limits[i], full_caps[i] = limits[i], caps[i]
-  if multiplier ~= 1 and code <= 5 then
-    limits[i] = math.max(1, math.floor(limits[i] * multiplier))
-    caps[i] = math.max(1, math.floor(caps[i] * multiplier))
-  end
-  delays[i], shadows[i], fields[i] = tonumber(max_delay), shadow == '1', field
+  delays[i], shadows[i] = tonumber(max_delay), shadow == '1'
   if code == 7 then
     weights[i] = cost
   elseif code == 8 or code == 9 then
@@ -69,17 +74,34 @@ for i = 1, n do
     weights[i] = weight or tonumber(w)
     if not weight and weights[i] > unit_weight then unit_weight = weights[i] end
   end
-  if code ~= 2 and code ~= 9 then hash_fields[#hash_fields + 1] = field end
+  if code ~= 2 and code ~= 9 then
+    fields[i] = cp .. field
+    hash_fields[#hash_fields + 1] = fields[i]
+  end
 end
+local full_limits, full_caps = limits, caps
+if multiplier ~= 1 then
+  full_limits, full_caps, limits, caps = limits, caps, {}, {}
+  for i = 1, n do
+    if codes[i] <= 5 then
+      limits[i] = math.max(1, math.floor(full_limits[i] * multiplier))
+      caps[i] = math.max(1, math.floor(full_caps[i] * multiplier))
+    else
+      limits[i], caps[i] = full_limits[i], full_caps[i]
+    end
+  end
+end
+-- One read for every counter-style window, the client's and bucket's expiry, and the ban state.
 local counters = #hash_fields
+hash_fields[counters + 1] = cp .. '~'
+hash_fields[counters + 2] = '~'
 if ban_policy ~= '' then
-  hash_fields[#hash_fields + 1] = '!dn'
-  hash_fields[#hash_fields + 1] = '!bn'
+  hash_fields[counters + 3] = cp .. '!dn'
+  hash_fields[counters + 4] = cp .. '!bn'
 end
--- One read for every counter-style window of the request, and its ban state.
-local values = {}
-if #hash_fields > 0 then values = redis.call('HMGET', KEYS[1], unpack(hash_fields)) end
-local raw_dn, raw_bn = values[counters + 1], values[counters + 2]
+local values = redis.call('HMGET', KEYS[1], unpack(hash_fields))
+local client_exp, bucket_exp = values[counters + 1], values[counters + 2]
+local raw_dn, raw_bn = values[counters + 3], values[counters + 4]
 
 local reply = {0, now, 0, 0}
 if ban_policy ~= '' then
@@ -87,7 +109,7 @@ if ban_policy ~= '' then
   if until_ > now then
     -- Banned: refused without looking at the limits.
     reply[3], reply[4] = 2, until_ - now
-    if mode ~= 'peek' and ARGV[4] ~= '' then count_usage(KEYS[2], ARGV[4], now, {dx = 1}) end
+    if mode ~= 'peek' and usage_at then count_usage(usage_at, usage_days, usage, 'dx', 1) end
     return reply
   end
 end
@@ -96,17 +118,18 @@ local oks, new_values, ttls, own_keys, log_counts = {}, {}, {}, {}, {}
 local allowed, budget_denied, would_deny = true, false, false
 local next_value, next_key = 1, 3
 for i = 1, n do
+  local code = codes[i]
   local ok, remaining, reset, retry, delay, value, ttl, used, alert
-  if codes[i] == 2 or codes[i] == 9 then
+  if code == 2 or code == 9 then
     own_keys[i] = KEYS[next_key]
     next_key = next_key + 1
-    if codes[i] == 2 then
+    if code == 2 then
       ok, remaining, reset, retry, delay, log_counts[i] = log_check(own_keys[i], limits[i], windows[i], weights[i], now)
     else
       ok, remaining, reset, retry, delay = lease_check(own_keys[i], limits[i], now)
     end
   else
-    ok, remaining, reset, retry, delay, value, ttl, used, alert = ALGORITHMS[codes[i]](
+    ok, remaining, reset, retry, delay, value, ttl, used, alert = ALGORITHMS[code](
       values[next_value], limits[i], windows[i], caps[i], weights[i], delays[i], now)
     next_value = next_value + 1
     new_values[i], ttls[i] = value, ttl
@@ -117,7 +140,7 @@ for i = 1, n do
       would_deny = true
     else
       allowed = false
-      if codes[i] == 7 then budget_denied = true end
+      if code == 7 then budget_denied = true end
     end
   end
   local base = 4 + (i - 1) * 7
@@ -171,37 +194,34 @@ end
 if not allowed and ban_policy ~= '' and reply[3] == 0 then
   -- Refusals for abuse count toward a ban; refusals caused by load shedding do not.
   local dn, bn, until_ = note_refusal(ban_policy, raw_dn, raw_bn, now)
-  writes[#writes + 1] = '!dn'
+  writes[#writes + 1] = cp .. '!dn'
   writes[#writes + 1] = dn
   local _, window = parse_ban_policy(ban_policy)
   if window > ttl then ttl = window end
   if bn then
-    writes[#writes + 1] = '!bn'
+    writes[#writes + 1] = cp .. '!bn'
     writes[#writes + 1] = bn
     reply[3], reply[4] = 4, until_ - now
     if until_ - now + STRIKE_MEMORY > ttl then ttl = until_ - now + STRIKE_MEMORY end
   end
 end
 if #writes > 0 then
+  local bucket_until = keep_until(cp, math.ceil((now + ttl) / 1000000), client_exp, bucket_exp, writes)
   redis.call('HSET', KEYS[1], unpack(writes))
-  -- The hash must outlive its longest-lived field; never shorten it. A
-  -- quarter of headroom lets most decisions skip the PEXPIRE.
-  local need = ttl_ms(ttl)
-  if redis.call('PTTL', KEYS[1]) < need then redis.call('PEXPIRE', KEYS[1], need + math.floor(need / 4)) end
+  if bucket_until then expire_bucket(KEYS[1], bucket_until, now) end
+  if now % SWEEP_ODDS == 0 then maybe_sweep(KEYS[1], now) end
 end
 
-if ARGV[4] ~= '' then
-  local counts = {}
+if usage_at then
   if allowed then
-    counts.a, counts.w, counts.c = 1, unit_weight, cost
+    count_usage(usage_at, usage_days, usage, 'a', 1, 'w', unit_weight, 'c', cost)
   elseif budget_denied then
-    counts.db = 1
+    count_usage(usage_at, usage_days, usage, 'db', 1)
   elseif reply[3] == 1 then
-    counts.dc = 1
+    count_usage(usage_at, usage_days, usage, 'dc', 1)
   else
-    counts.dr = 1
+    count_usage(usage_at, usage_days, usage, 'dr', 1)
   end
-  if would_deny then counts.sw = 1 end
-  count_usage(KEYS[2], ARGV[4], now, counts)
+  if would_deny then count_usage(usage_at, usage_days, usage, 'sw', 1) end
 end
 return reply

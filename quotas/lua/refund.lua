@@ -2,15 +2,18 @@
 -- server error and the limit asks for refunds). Best effort by design: a
 -- window that has moved on since the decision has nothing left to refund.
 --
--- KEYS[1] the client's hash, KEYS[2] unused (usage base), KEYS[3+] sliding logs
--- ARGV[1] the decision's time (us), ARGV[2] its weight override or '', ARGV[2+i] specs.
+-- KEYS[1] the client's bucket hash, KEYS[2] unused (usage base), KEYS[3+] sliding logs
+-- ARGV[1] the decision's time (us), ARGV[2] its weight override or '',
+-- ARGV[3] the client's field prefix "<client>|", ARGV[3+i] specs.
 -- Concurrency leases (9) are not refunds' business: release.lua ends them.
 -- Budgets (code 7) are not refunded here: their estimate is released by adjust.lua.
 local dnow = tonumber(ARGV[1])
 local weight_override = tonumber(ARGV[2])
+local cp = ARGV[3]
 local next_key = 3
-for i = 1, #ARGV - 2 do
-  local code, limit, window, _cap, w, _next, _, field = string.match(ARGV[2 + i], SPEC)
+for i = 1, #ARGV - 3 do
+  local code, limit, window, _cap, w, _next, _, field = string.match(ARGV[3 + i], SPEC)
+  field = cp .. field
   code, limit, window = tonumber(code), tonumber(limit), tonumber(window)
   local weight = weight_override or tonumber(w)
   if code == 8 then weight = 1 end

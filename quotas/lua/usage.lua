@@ -21,17 +21,23 @@ local function civil_date(days)
   return string.format('%04d%02d%02d', y, m, d)
 end
 
--- Add `counts` ({counter = amount, ...}) for `prefix` to the client's
--- usage hash of the day containing `now`.
-local function count_usage(base_key, prefix, now, counts)
+-- The client's usage hash of the day containing `now`, and that day's index.
+-- The caller may know the day already (`hint_days`, `hint_text`, sent by the
+-- application for its own clock): the date is computed only when the server's
+-- clock says otherwise, near midnight.
+local function usage_key(base_key, now, hint_days, hint_text)
   local days = math.floor(now / 86400000000)
-  local key = base_key .. ':' .. civil_date(days)
+  if days ~= hint_days then hint_text = civil_date(days) end
+  return base_key .. ':' .. hint_text, days
+end
+
+-- Add up to three counters ("<prefix>|<name>" += amount; zero amounts are
+-- skipped) to usage hash `key` of day `days`.
+local function count_usage(key, days, prefix, n1, a1, n2, a2, n3, a3)
   local fresh = false
-  for counter, amount in pairs(counts) do
-    if amount ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. counter, amount) == amount then
-      fresh = true
-    end
-  end
+  if a1 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n1, a1) == a1 then fresh = true end
+  if n2 and a2 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n2, a2) == a2 then fresh = true end
+  if n3 and a3 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n3, a3) == a3 then fresh = true end
   -- A new field may mean a new key: make sure it outlives the day by USAGE_TTL_DAYS.
   if fresh then redis.call('PEXPIREAT', key, (days + 1 + USAGE_TTL_DAYS) * 86400000) end
 end

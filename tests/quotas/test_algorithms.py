@@ -120,17 +120,19 @@ def test_token_bucket_burst_then_refill(engine):
 
 
 def test_token_bucket_keeps_one_value_per_window(engine, redis_client):
-    """GCRA: the state is a single timestamp, one field of the client's hash."""
+    """GCRA: the state is a single timestamp, one field of the client's bucket hash."""
     windows = rule("token_bucket", "10/s").windows
     admitted(engine, windows, [T0] * 3)
     (key,) = redis_client.keys("*")
     assert redis_client.type(key) == b"hash"
-    assert redis_client.hkeys(key) == [windows[0].state_field.encode()]
-    assert float(redis_client.hget(key, windows[0].state_field)) == pytest.approx((T0 + 0.3) * 1e6)
+    field = f"c|{windows[0].state_field}"
+    # The window's value, the client's expiry, and the bucket's expiry.
+    assert sorted(redis_client.hkeys(key)) == sorted([field.encode(), b"c|~", b"~"])
+    assert float(redis_client.hget(key, field)) == pytest.approx((T0 + 0.3) * 1e6)
 
 
 def test_client_hash_ttl_is_never_shortened(engine, redis_client):
-    """A short window's write keeps the TTL a day window of the same client needs."""
+    """A short window's write keeps the TTL a day window of the same client needs (the bucket's TTL)."""
     day = rule("fixed_window", "5/day", id="day").windows
     second = rule("token_bucket", "5/s", id="sec").windows
     engine.decide("{c}", day)

@@ -162,7 +162,7 @@ def test_usage_is_counted_in_the_decision(client, free, redis_client):
     for _ in range(7):
         get(client, key)
     (usage_key,) = redis_client.keys("*:u:*")
-    assert usage_key.decode().endswith(":u:" + date.today().strftime("%Y%m%d"))  # UTC on the test machine
+    assert usage_key.decode().endswith(":u:s.1:" + date.today().strftime("%Y%m%d"))  # UTC on the test machine
     counts = {k.decode(): int(v) for k, v in redis_client.hgetall(usage_key).items()}
     prefix = f"{free.pk}|priced|"
     assert counts[prefix + "a"] == 5
@@ -194,13 +194,13 @@ def test_server_clock_picks_the_next_period(engine):
     window = rule.windows[0]
     day0 = period_bounds("day", 1_700_000_000)
     spec = window.spec_at(1_700_000_000)
-    keys = engine.keys_for("{c}", [window])
-    first = engine._decide(keys=keys, args=[day0.start * 10**6 + 5, "", 100, "", "", "", "", "", spec])
+    keys = engine._script_keys(engine.keys_of("{c}"), [window])
+    first = engine._decide(keys=keys, args=[day0.start * 10**6 + 5, "", 100, "", "", "", "", "", "c|", "", spec])
     assert first[0] == 1  # the whole day's budget spent
-    refused = engine._decide(keys=keys, args=[day0.start * 10**6 + 6, "", 1, "", "", "", "", "", spec])
+    refused = engine._decide(keys=keys, args=[day0.start * 10**6 + 6, "", 1, "", "", "", "", "", "c|", "", spec])
     assert refused[0] == 0
     # Same spec (an app clock still in day 0), but the server is already in day 1.
-    next_day = engine._decide(keys=keys, args=[day0.end * 10**6 + 1, "", 1, "", "", "", "", "", spec])
+    next_day = engine._decide(keys=keys, args=[day0.end * 10**6 + 1, "", 1, "", "", "", "", "", "c|", "", spec])
     assert next_day[0] == 1
     assert next_day[4 + 2] == (day0.next_end - day0.end) * 10**6 - 1  # reset: to the end of day 1
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotas.exceptions import InvalidRate
-from quotas.keys import client_tag, encode_part, window_key
+from quotas.keys import bucket_of, client_id, client_keys, client_tag, encode_part, window_field, window_key
 from quotas.rates import Rate, parse_rates
 
 
@@ -51,9 +51,16 @@ def test_client_text_cannot_break_out_of_its_key(hostile):
     tag = client_tag("ip", hostile)
     assert tag.count("{") == 1
     assert tag.count("}") == 1
-    key = window_key("quota:v1", tag, hostile, "token_bucket", 60)
-    assert key.index("{") < key.index("}")
-    assert len(key) < 150
+    for algorithm in ("token_bucket", "sliding_window_log"):
+        key, field = window_key("quota:v1", tag, hostile, algorithm, 60, 4096)
+        assert key.count("{") == 1
+        assert key.index("{") < key.index("}")
+        assert len(key) < 150
+        # One '|' between the client and its window: a field can be told apart from another client's.
+        assert (field or key.split(":l:", 1)[1]).count("|") == 1
+    keys = client_keys("quota:v1", tag, 4096)
+    # Small enough for Redis's packed small-hash encoding (64-byte fields by default).
+    assert len(keys.field(window_field("x" * 20, "token_bucket", 86400))) <= 64
 
 
 def test_distinct_inputs_stay_distinct():
@@ -63,3 +70,19 @@ def test_distinct_inputs_stay_distinct():
 
 def test_bytes_that_are_not_utf8_are_encoded():
     assert encode_part(b"\xff\xfe").startswith("~")
+
+
+def test_clients_spread_over_buckets_that_share_their_keys_slot():
+    """A client's bucket, usage and log keys carry one hash tag: the bucket's."""
+    keys = client_keys("quota:v1", "{ip.203.0.113.9}", 4096)
+    assert keys.client == "ip.203.0.113.9"
+    tags = {k[k.index("{") : k.index("}") + 1] for k in (keys.bucket, keys.usage_base, keys.own_key("a:sl60"))}
+    assert tags == {f"{{b{bucket_of('ip.203.0.113.9', 4096)}}}"}
+    used = {bucket_of(client_id(client_tag("ip", f"10.0.{i >> 8}.{i & 255}")), 64) for i in range(5000)}
+    assert len(used) == 64  # CRC32 reaches every bucket
+
+
+def test_long_client_ids_are_hashed_to_a_bounded_length():
+    long_tag = client_tag("key", "k" * 64)
+    assert len(client_id(long_tag)) <= 40
+    assert client_id(long_tag) != client_id(client_tag("key", "k" * 63))

@@ -16,7 +16,6 @@ from kombu import Connection
 
 from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
-from quotas.keys import client_key, usage_key_base
 from quotas.rates import Rate, parse_rates
 from quotas.rules import LimitRule
 from quotas.store import celery_sentinel_broker
@@ -63,7 +62,7 @@ def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_engine):
     """The log's own key and the client's hash hash to one slot (one script call, valid on a cluster)."""
     windows = rule("sliding_window_log", "3/min", id="log").windows
     assert admitted(topo_engine, windows, [T0] * 4) == [True, True, True, False]
-    keys = topo_engine.keys_for("{c}", windows)
+    keys = topo_engine._script_keys(topo_engine.keys_of("{c}"), windows)
     client = topo_engine.redis
     assert client.zcard(keys[-1]) == 3  # refused requests are never logged
     if topology.name == "cluster":
@@ -121,7 +120,7 @@ def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, engine_
     i = 0
     while min((len(v) for v in by_port.values()), default=0) < 2 or len(by_port) < 3:
         tag = f"{{s.{i}}}"
-        by_port.setdefault(client.get_node_from_key(client_key(PREFIX, tag)).port, []).append(tag)
+        by_port.setdefault(client.get_node_from_key(engine.keys_of(tag).bucket).port, []).append(tag)
         i += 1
     assert sorted(by_port) == sorted(n.port for n in cluster.nodes)
     windows = rule("sliding_window_log", "2/min").windows + rule("token_bucket", "3/min", id="l2").windows
@@ -132,9 +131,10 @@ def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, engine_
         direct = node.client()
         try:
             for tag in by_port[node.port][:2]:
-                key = client_key(PREFIX, tag)
+                key = engine.keys_of(tag).bucket
                 assert direct.execute_command("CLUSTER KEYSLOT", key) == client.keyslot(key)
-                assert direct.exists(key, *engine.keys_for(tag, windows)[2:]) == 2  # hash and log, here
+                own = engine._script_keys(engine.keys_of(tag), windows)[2:]
+                assert direct.exists(key, *own) == 2  # bucket and log, here
         finally:
             direct.close()
 
@@ -239,9 +239,9 @@ def test_local_usage_is_written_to_every_node(topology, topo_engine):
     assert topo_engine.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
     client = topo_engine.redis
-    assert all(client.hget(f"{usage_key_base(client_key(PREFIX, t))}:{day}", "1|-|dr") == b"1" for t in tags)
+    assert all(client.hget(f"{topo_engine.keys_of(t).usage_base}:{day}", "1|-|dr") == b"1" for t in tags)
     if topology.name == "cluster":
-        assert len({client.get_node_from_key(client_key(PREFIX, t)).port for t in tags}) == 3
+        assert len({client.get_node_from_key(topo_engine.keys_of(t).bucket).port for t in tags}) == 3
     today = datetime.now(UTC).date()
     assert len(set(scan_usage_keys(client, PREFIX, [today]))) == len(tags)  # SCAN visits every primary
 

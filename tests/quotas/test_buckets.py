@@ -1,0 +1,81 @@
+"""The bucketed key layout: clients share hashes, and dead clients' fields are swept."""
+
+from __future__ import annotations
+
+import pytest
+
+from quotas.engine import get_engine, reset_engine
+from quotas.rates import parse_rates
+from quotas.rules import LimitRule
+
+T0 = 1_700_000_040.0
+SWEEP_ODDS = 64  # bucket.lua
+
+
+@pytest.fixture
+def one_bucket(redis_client, settings):
+    """An engine whose clients all share a single bucket."""
+    settings.QUOTAS = {**settings.QUOTAS, "KEY_BUCKETS": 1}
+    reset_engine()
+    yield get_engine()
+    reset_engine()
+
+
+def window(rates: str, algorithm: str = "token_bucket", limit_id: str = "l1"):
+    return LimitRule(id=limit_id, name=limit_id, rates=parse_rates(rates), algorithm=algorithm).windows
+
+
+def sweeping(t: float) -> float:
+    """The first time at or after ``t`` (whole microseconds) at which a write sweeps its bucket."""
+    us = int(t * 1_000_000)
+    return (us + (-us) % SWEEP_ODDS) / 1_000_000
+
+
+def not_sweeping(t: float) -> float:
+    return sweeping(t) + 1e-6
+
+
+def test_clients_share_one_hash_and_keep_separate_limits(one_bucket, redis_client):
+    windows = window("2/min", "fixed_window")
+    for tag in ("{a}", "{b}"):
+        assert [one_bucket.decide(tag, windows, now=not_sweeping(T0)).allowed for _ in range(3)] == [True, True, False]
+    (bucket,) = redis_client.keys("*")
+    assert {f.decode() for f in redis_client.hkeys(bucket)} == {"a|l1:fw60", "a|~", "b|l1:fw60", "b|~", "~"}
+
+
+def test_a_sweep_removes_dead_clients_and_keeps_live_ones(one_bucket, redis_client):
+    short, day = window("5/s"), window("5/day", "fixed_window", "d")
+    for i in range(100):
+        assert one_bucket.decide(f"{{gone{i}}}", short, now=not_sweeping(T0)).allowed
+    assert one_bucket.decide("{stays}", day, now=not_sweeping(T0)).allowed
+    (bucket,) = redis_client.keys("*")
+    assert redis_client.hlen(bucket) == 2 * 101 + 1
+    # Three minutes later the 1-second windows (and their headroom) are long dead; the day window is not.
+    later = T0 + 180
+    assert one_bucket.decide("{new}", short, now=not_sweeping(later)).allowed
+    assert redis_client.hlen(bucket) == 2 * 102 + 1  # no sweep yet: it is occasional
+    assert one_bucket.decide("{new}", short, now=sweeping(later + 1)).allowed
+    fields = {f.decode() for f in redis_client.hkeys(bucket)}
+    assert fields == {"stays|d:fw86400", "stays|~", "new|l1:tb1", "new|~", "~"}
+    # The survivors' state is intact: the day window still counts its request.
+    assert one_bucket.decide("{stays}", day, weight=0, now=later, peek=True).states[0].remaining == 4
+
+
+def test_the_bucket_lives_as_long_as_its_longest_lived_client(one_bucket, redis_client):
+    one_bucket.decide("{long}", window("5/day", "fixed_window"))
+    one_bucket.decide("{short}", window("5/s"))
+    (bucket,) = redis_client.keys("*")
+    assert redis_client.pttl(bucket) > 3_600_000
+    assert int(redis_client.hget(bucket, "~")) > int(redis_client.hget(bucket, "long|~"))
+
+
+def test_lifting_a_ban_touches_only_that_client(one_bucket, redis_client):
+    policy = "1 60000000 600000000"  # one refusal over the limit bans for 10 minutes
+    windows = window("1/min", "fixed_window")
+    t = not_sweeping(T0)
+    for tag in ("{x}", "{y}"):
+        decisions = [one_bucket.decide(tag, windows, ban_policy=policy, now=t) for _ in range(3)]
+        assert decisions[-1].ban_started
+    assert one_bucket.lift_ban("{x}")
+    assert one_bucket.decide("{y}", windows, ban_policy=policy, now=t).banned
+    assert not one_bucket.decide("{x}", windows, ban_policy=policy, now=t).banned
