@@ -17,6 +17,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from rest_framework.request import Request
+
 from .money import to_micros
 
 
@@ -32,9 +34,16 @@ def actual_cost(request: Any) -> int | None:
     """The actual cost a view reported, in micro-units, or None if it reported none."""
     if request is None:
         return None
-    amount = getattr(request, "quota_cost", None)
-    if amount is None:
-        amount = getattr(getattr(request, "_request", None), "quota_cost", None)
+    if type(request) is Request:
+        # DRF's Request.__getattr__ turns a missing attribute into two exceptions, and most
+        # requests report no cost: read its own attributes, then the Django request's.
+        amount = request.__dict__.get("quota_cost")
+        if amount is None:
+            amount = getattr(request._request, "quota_cost", None)
+    else:
+        amount = getattr(request, "quota_cost", None)
+        if amount is None:
+            amount = getattr(getattr(request, "_request", None), "quota_cost", None)
     if amount is None:
         return None
     micros = to_micros(amount)

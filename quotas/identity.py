@@ -53,13 +53,34 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache) -> Client:
     if user is not None and getattr(user, "is_authenticated", False):
         subscriber = rules.subscriber_for_user(user.pk)
         if subscriber is not None:
-            return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
-        return Client("user", str(user.pk), client_tag("u", str(user.pk)))
+            return _subscription_client(subscriber)
+        return _user_client(str(user.pk))
     peer = request.META.get("REMOTE_ADDR", "")
     trusted = tuple(quota_settings.TRUSTED_PROXIES)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if trusted else ""
     resolve = _ip_client if len(forwarded) <= 512 else _ip_client.__wrapped__  # keep the cache small
     return resolve(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
+
+
+@lru_cache(maxsize=8192)
+def _user_client(pk: str) -> Client:
+    # Building the tag (encoding, string joins) costs more than this lookup; users repeat.
+    return Client("user", pk, client_tag("u", pk))
+
+
+_SUBSCRIPTION_CLIENTS_MAX = 8192
+_subscription_clients: dict[int, Client] = {}
+
+
+def _subscription_client(subscriber: Subscriber) -> Client:
+    """The client of ``subscriber``, made once per subscriber object (a rules reload makes new ones)."""
+    client = _subscription_clients.get(subscriber.id)
+    if client is None or client.subscriber is not subscriber:
+        client = Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
+        if len(_subscription_clients) >= _SUBSCRIPTION_CLIENTS_MAX:
+            _subscription_clients.clear()  # crude but bounded; refilled by the clients still calling
+        _subscription_clients[subscriber.id] = client
+    return client
 
 
 @lru_cache(maxsize=8192)
@@ -78,7 +99,7 @@ def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
         raise InvalidAPIKey(problems.invalid_api_key("unknown"))
     if subscriber.revoked:
         raise InvalidAPIKey(problems.invalid_api_key("revoked"))
-    return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
+    return _subscription_client(subscriber)
 
 
 def client_ip(request: HttpRequest) -> IPAddress:

@@ -107,6 +107,10 @@ class BoundedLabel:
         self._overflow.inc()
         return OTHER
 
+    def admits(self, value: object) -> bool:
+        """Whether ``value`` is its own label value (or ``none``), now and for the life of the process."""
+        return value is None or value == "" or str(value) in self.seen
+
 
 plan_label = BoundedLabel("plan", MAX_PLANS)
 scope_label = BoundedLabel("scope", MAX_SCOPES)
@@ -154,6 +158,10 @@ active_bans = Gauge("quota_active_bans", "Clients banned right now.", multiproce
 # (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
 _decision_children: dict[tuple[str, str, str, str], tuple[object, object]] = {}
 _warned: set[tuple[str, str]] = set()
+# The same children keyed by the caller's raw values, so a decision skips the label checks. Bounded: only
+# admitted values get in (None and "" both stand for "none"), and the cap is a guard should that change.
+_raw_children: dict[tuple[str | None, str | None, str, str], tuple[object, object]] = {}
+_MAX_RAW_CHILDREN = 4 * (MAX_PLANS + 1) * (MAX_SCOPES + 1) * len(OUTCOMES) * len(REASONS)
 
 
 def _checked(kind: str, value: str, allowed: Iterable[str]) -> str:
@@ -174,6 +182,17 @@ def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: 
     ``quota_scope`` (None or "": none), ``outcome`` one of :data:`OUTCOMES`
     and ``reason`` one of :data:`REASONS` (``none`` when allowed).
     """
+    children = _raw_children.get((plan, scope, outcome, reason))
+    if children is None:
+        children = _children_for(plan, scope, outcome, reason)
+    counter, histogram = children
+    counter.inc()
+    histogram.observe(seconds)
+
+
+def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[object, object]:
+    """The labelled children of one decision, remembered under the caller's own values when they are admitted."""
+    raw = (plan, scope, outcome, reason)
     if outcome not in OUTCOMES:
         outcome = _checked("outcome", outcome, OUTCOMES)
     if reason not in REASONS:
@@ -182,9 +201,12 @@ def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: 
     children = _decision_children.get(key)
     if children is None:
         children = _decision_children.setdefault(key, (decisions.labels(*key), decision_seconds.labels(outcome)))
-    counter, histogram = children
-    counter.inc()
-    histogram.observe(seconds)
+    # Only admitted values are remembered raw: every use of a value counted as "other" must still count in
+    # quota_metrics_label_overflow_total, and admitted values are bounded.
+    admitted = raw[2] in OUTCOMES and raw[3] in REASONS and plan_label.admits(plan) and scope_label.admits(scope)
+    if admitted and len(_raw_children) < _MAX_RAW_CHILDREN:
+        _raw_children[raw] = children
+    return children
 
 
 def observe_redis_error(operation: str) -> None:

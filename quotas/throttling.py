@@ -67,11 +67,11 @@ class QuotaThrottle(BaseThrottle):
             raise
         plan_id, windows = self.get_windows(rules, client, request, view)
         scope = getattr(view, "quota_scope", None) or ""
-        usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
+        usage = _usage_field(plan_id, scope)
+        plan = rules.plans.get(plan_id) if plan_id is not None else None
         if rules.acl:
             entry = self.match_acl(rules, client, request, scope)
             if entry is not None:
-                plan = rules.plans.get(plan_id) if plan_id is not None else None
                 record_acl(request, entry.action == "allow", client.tag, plan.slug if plan else None, scope, entry.id,
                            started)  # fmt: skip
                 return self.apply_acl(entry, engine, client, request, view, usage)
@@ -82,7 +82,6 @@ class QuotaThrottle(BaseThrottle):
                 self.count_unlimited(engine, client, request, view, usage, cost)
             return True
         multiplier = engine.rules.multipliers.get(plan_id, 1.0) if plan_id is not None else 1.0
-        plan = rules.plans.get(plan_id) if plan_id is not None else None
         # Concurrency leases are named by the request, so the middleware can end them.
         request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in windows) else ""
         try:
@@ -106,9 +105,10 @@ class QuotaThrottle(BaseThrottle):
             # "local": this process enforces its share of the same limits until Redis is back.
             weight = self.get_weight(request, view)
             decision = engine.decide_locally(client.tag, windows, weight, cost, usage, multiplier)
-        decision.extra["plan_id"] = plan_id
-        decision.extra["client"] = client
-        decision.extra["request"] = request  # where the view may set quota_cost
+        extra = decision.extra
+        extra["plan_id"] = plan_id
+        extra["client"] = client
+        extra["request"] = request  # where the view may set quota_cost
         http_request.quota_decision = decision
         for state in decision.would_deny():
             logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
@@ -219,6 +219,12 @@ class QuotaThrottle(BaseThrottle):
         if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
             raise TypeError(f"{type(view).__name__} gave quota weight {weight!r}; it must be an int >= 0.")
         return weight
+
+
+@lru_cache(maxsize=1024)
+def _usage_field(plan_id: int | None, scope: str) -> str:
+    # "<plan>|<scope>": the usage counters a decision is counted under (scopes come from views, so few).
+    return f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
 
 
 @lru_cache(maxsize=256)

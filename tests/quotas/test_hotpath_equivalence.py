@@ -1,0 +1,176 @@
+"""The hot path's shortcuts give exactly what the plain code they replace gave.
+
+Headers are built in one pass with text precomputed per window, refusals
+are sorted once per decision, problem bodies copy headers without checking
+them again, metrics skip label checks for values already admitted, and
+clients are made once per user or subscriber. Each test compares against
+the straightforward version, written out here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from django.http import HttpResponse
+from prometheus_client import REGISTRY
+from rest_framework.request import Request
+from rest_framework.test import APIRequestFactory
+
+from quotas import metrics, problems
+from quotas.cost import actual_cost, set_cost
+from quotas.decision import Decision, WindowState
+from quotas.headers import rate_limit_headers
+from quotas.identity import _subscription_client, _user_client
+from quotas.rates import Rate
+from quotas.rules import LimitRule, Subscriber, sf_string
+
+ALGORITHMS = ("token_bucket", "fixed_window", "sliding_window_log", "leaky_bucket", "budget")
+
+
+def reference_headers(decision: Decision, legacy: bool) -> dict[str, str]:
+    """rate_limit_headers as it was written before the single pass."""
+    states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
+    if not states:
+        return {}
+    policy = ", ".join(f"{sf_string(s.window.policy)};q={s.quota};w={s.window.window}" for s in states)
+    current = ", ".join(
+        f"{sf_string(s.window.policy)};r={max(0, s.remaining)};t={math.ceil(s.reset_us / 1e6)}"
+        for s in states
+        if s.remaining is not None
+    )
+    headers = {"RateLimit-Policy": policy}
+    if current:
+        headers["RateLimit"] = current
+    if legacy:
+        top = decision.most_restrictive()
+        if top is not None:
+            headers["X-RateLimit-Limit"] = str(top.quota)
+            headers["X-RateLimit-Remaining"] = str(max(0, top.remaining or 0))
+            headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + top.reset_us / 1e6))
+    return headers
+
+
+def random_decision(rng: random.Random) -> Decision:
+    states = []
+    for i in range(rng.randint(0, 6)):
+        rule = LimitRule(
+            id=f"l{i}",
+            name=rng.choice(["search", 'we"ird\\name', "naïve", f"limit-{i}"]),
+            rates=(Rate(rng.choice([1, 5, 10, 100]), rng.choice([1, 60, 3600])),),
+            algorithm=rng.choice(ALGORITHMS),
+            shadow=rng.random() < 0.2,
+            period="day" if rng.random() < 0.1 else "",
+        )
+        window = rule.windows[0]
+        ok = rng.random() < 0.6
+        retry = 0 if ok else rng.choice([None, rng.randint(1, 10**8)])
+        quota = window.quota if rng.random() < 0.7 else max(1, window.quota // 2)
+        # Small ranges make ties likely: the first state must win them, as min() and max() do.
+        states.append(
+            WindowState(
+                window,
+                ok,
+                rng.choice([None, -3, 0, 1, 2, 5]),
+                rng.choice([0, 1, 999_999, 1_000_000, 1_000_001, 59_000_000]),
+                retry,
+                quota=quota,
+            )
+        )
+    allowed = all(s.ok or s.window.shadow for s in states)
+    return Decision(allowed, states, 1_700_000_000 + rng.random())
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_headers_match_the_plain_implementation_on_random_decisions(settings, legacy):
+    """For any mix of windows, quotas, denials and ties, the headers are the same text as before."""
+    settings.QUOTAS = {**settings.QUOTAS, "LEGACY_HEADERS": legacy}
+    rng = random.Random(1234)
+    for _ in range(3000):
+        decision = random_decision(rng)
+        assert rate_limit_headers(decision) == reference_headers(decision, legacy)
+
+
+def test_refusals_are_recomputed_when_states_change():
+    """denying_states() and would_deny() return fresh lists and follow a replaced or extended states list."""
+    rule = LimitRule(id="a", name="a", rates=(Rate(1, 60),))
+    shadow = LimitRule(id="b", name="b", rates=(Rate(1, 60),), shadow=True)
+    deny = WindowState(rule.windows[0], False, 0, 10, 10)
+    would = WindowState(shadow.windows[0], False, 0, 10, 10)
+    decision = Decision(False, [WindowState(rule.windows[0], True, 1, 0, 0)], 0.0)
+    assert decision.denying_states() == []
+    decision.states.append(deny)
+    assert decision.denying_states() == [deny]
+    first = decision.denying_states()
+    first.clear()  # a caller's list is its own
+    assert decision.denying_states() == [deny]
+    decision.states = [would]
+    assert decision.denying_states() == []
+    assert decision.would_deny() == [would]
+
+
+def test_a_problem_keeps_the_headers_setting_them_one_by_one_would():
+    """render() copies the refused response's headers (but its type and length) like __setitem__ did."""
+    like = HttpResponse(b"{}", status=429, content_type="text/html; charset=utf-8")
+    like.headers["Retry-After"] = "7"
+    like.headers["Vary"] = "Accept"
+    like.headers["RateLimit-Policy"] = '"naïve";q=5;w=60'  # not latin-1 safe: stored MIME-encoded
+    like.headers["X-RateLimit-Reset"] = "1795322461"
+    expected = HttpResponse("x", status=429, content_type=problems.CONTENT_TYPE)
+    for name, value in like.headers.items():
+        if name.lower() not in ("content-type", "content-length"):
+            expected.headers[name] = value
+    response = problems.render({"status": 429, "title": "Quota exceeded"}, like=like)
+    assert list(response.headers.items()) == list(expected.headers.items())
+    assert response.content == b'{"status":429,"title":"Quota exceeded"}'
+
+
+def test_an_overflowing_label_still_counts_every_use():
+    """Values counted as 'other' never take the shortcut: each use adds to the overflow counter."""
+    for i in range(metrics.MAX_SCOPES + 1):
+        metrics.observe_decision("hotpath", f"hotpath-scope-{i}", "allowed", "none", 0.0001)
+    extra = "hotpath-scope-beyond"
+    before = REGISTRY.get_sample_value("quota_metrics_label_overflow_total", {"label": "scope"}) or 0.0
+    for _ in range(3):
+        metrics.observe_decision("hotpath", extra, "allowed", "none", 0.0001)
+    after = REGISTRY.get_sample_value("quota_metrics_label_overflow_total", {"label": "scope"})
+    assert after == before + 3
+
+
+def test_an_admitted_label_is_counted_the_same_on_the_shortcut():
+    """The second decision of a (plan, scope) counts under the same series as the first."""
+    labels = {"plan": "hotpath-plan", "scope": "none", "outcome": "allowed", "reason": "none"}
+    before = REGISTRY.get_sample_value("quota_decisions_total", labels) or 0.0
+    metrics.observe_decision("hotpath-plan", "", "allowed", "none", 0.0001)
+    metrics.observe_decision("hotpath-plan", None, "allowed", "none", 0.0001)
+    metrics.observe_decision("hotpath-plan", "", "allowed", "none", 0.0001)
+    assert REGISTRY.get_sample_value("quota_decisions_total", labels) == before + 3
+
+
+def test_actual_cost_reads_both_requests():
+    """A cost set on DRF's request, on the Django request, or through set_cost is found; none gives None."""
+    factory = APIRequestFactory()
+    request = Request(factory.get("/"))
+    assert actual_cost(request) is None
+    request._request.quota_cost = "0.5"
+    assert actual_cost(request) == 500_000
+    request = Request(factory.get("/"))
+    request.quota_cost = "0.25"
+    assert actual_cost(request) == 250_000
+    request = Request(factory.get("/"))
+    set_cost(request, "2")
+    assert actual_cost(request) == 2_000_000
+    assert actual_cost(factory.get("/")) is None
+
+
+def test_clients_are_shared_but_follow_a_reloaded_subscriber():
+    """A user's client is made once; a subscriber's is remade when a reload gives a new Subscriber."""
+    assert _user_client("42") is _user_client("42")
+    assert _user_client("42").tag == "{u.42}"
+    old = Subscriber(id=7, plan_id=1)
+    assert _subscription_client(old) is _subscription_client(old)
+    new = Subscriber(id=7, plan_id=2)
+    client = _subscription_client(new)
+    assert client.subscriber is new
+    assert (client.kind, client.ident, client.tag) == ("subscription", "7", "{s.7}")
