@@ -19,7 +19,7 @@ from .conf import quota_settings
 from .keys import window_field
 from .periods import Bounds, period_bounds
 from .rates import Rate
-from .scripts import ALGORITHM_CODES
+from .scripts import ALGORITHM_CODES, pack_spec
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -43,25 +43,16 @@ class Window:
     period: str = ""  # a calendar period (quotas.periods.PERIODS) for period quotas and budgets
     anchor_day: int = 1  # first day of a billing month
     currency: str = ""  # budgets only: quota and state are micro-units of this currency
-    spec: str = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
+    spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
-    # Header text that never changes for a window, made once here rather than on every response.
-    advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
-    policy_item: str = field(init=False, compare=False, repr=False)  # its RateLimit-Policy item, full quota
-    state_prefix: str = field(init=False, compare=False, repr=False)  # the start of its RateLimit item
 
     def __post_init__(self) -> None:
-        spec = (
-            f"{ALGORITHM_CODES[self.algorithm]} {self.quota} {self.window * 1_000_000} {self.capacity} "
-            f"{self.weight} {round(self.max_delay * 1_000_000)} {1 if self.shadow else 0} {self.state_field}"
-        )
-        policy_sf = sf_string(self.policy)
+        spec = pack_spec(
+            ALGORITHM_CODES[self.algorithm], self.quota, self.window * 1_000_000, self.capacity, self.weight,
+            round(self.max_delay * 1_000_000), self.shadow, self.state_field,
+        )  # fmt: skip
         object.__setattr__(self, "spec", spec)
-        object.__setattr__(self, "policy_sf", policy_sf)
-        # Shadow windows never refuse and budgets count money, so neither is advertised.
-        object.__setattr__(self, "advertised", not self.shadow and self.algorithm != "budget")
-        object.__setattr__(self, "policy_item", f"{policy_sf};q={self.quota};w={self.window}")
-        object.__setattr__(self, "state_prefix", policy_sf + ";r=")
+        object.__setattr__(self, "policy_sf", sf_string(self.policy))
 
     @property
     def is_log(self) -> bool:
@@ -83,7 +74,7 @@ class Window:
         """Whether the window counts money (micro-units) rather than requests."""
         return self.algorithm == "budget"
 
-    def spec_at(self, now: float) -> str:
+    def spec_at(self, now: float) -> bytes:
         """The spec for a request at ``now``; periods carry their current boundaries."""
         if not self.period:
             return self.spec
@@ -179,12 +170,12 @@ class LimitRule:
 
 
 @lru_cache(maxsize=4096)
-def _period_spec(window: Window, bounds: Bounds) -> str:
+def _period_spec(window: Window, bounds: Bounds) -> bytes:
     # Periods reuse the spec's numbers: window = start, capacity = end, max delay = next end.
-    return (
-        f"{ALGORITHM_CODES[window.algorithm]} {window.quota} {bounds.start * 1_000_000} {bounds.end * 1_000_000} "
-        f"{window.weight} {bounds.next_end * 1_000_000} {1 if window.shadow else 0} {window.state_field}"
-    )
+    return pack_spec(
+        ALGORITHM_CODES[window.algorithm], window.quota, bounds.start * 1_000_000, bounds.end * 1_000_000,
+        window.weight, bounds.next_end * 1_000_000, window.shadow, window.state_field,
+    )  # fmt: skip
 
 
 def sf_string(value: str) -> str:

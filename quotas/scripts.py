@@ -8,13 +8,19 @@ when the server answers NOSCRIPT (after a restart or a SCRIPT FLUSH).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import struct
+import threading
+import time
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import redis
+from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -31,6 +37,23 @@ ALGORITHM_CODES: dict[str, int] = {
     "period_requests": 8,
     "concurrency": 9,
 }
+
+_SPEC = struct.Struct("<BdddddBB")
+
+
+def pack_spec(
+    code: int, limit: int, window: int, capacity: int, weight: int, max_delay: int, shadow: bool, field: str
+) -> bytes:
+    """A window as the scripts read it (``parse_spec`` in ``lua/common.lua``); times in microseconds.
+
+    Numbers travel as doubles: exact for integers below 2**53, which holds
+    microsecond timestamps for the next 280 years and any quota in use.
+    """
+    name = field.encode()
+    if len(name) > 255:
+        raise ValueError(f"window field {field!r} is longer than 255 bytes")
+    return _SPEC.pack(code, limit, window, capacity, weight, max_delay, 1 if shadow else 0, len(name)) + name
+
 
 _PARTS = {
     "decide": (
@@ -59,14 +82,42 @@ def script_source(name: str) -> str:
     return "\n".join(folder.joinpath(part).read_text(encoding="utf-8") for part in _PARTS[name])
 
 
+#: Seconds a thread keeps the connection it took from the pool before handing it
+#: back (and taking one again). Taking a connection costs about as much as
+#: running the decision script; handing it back now and then keeps what the pool
+#: does on checkout (a Sentinel pool asks where the primary is, see
+#: quotas.store.FollowingSentinelPool) happening about once a second.
+HOLD_SECONDS = 1.0
+
+
+class _HeldConnection:
+    """One thread's connection, handed back to its pool when the thread ends."""
+
+    __slots__ = ("conn", "pid", "pool", "until")
+
+    def __init__(self, pool: Any) -> None:
+        self.pool, self.conn, self.pid, self.until = pool, None, 0, 0.0
+
+    def release(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None and self.pid == os.getpid():  # a forked child must not touch its parent's pool
+            self.pool.release(conn)
+
+    def __del__(self) -> None:
+        # Never raise from a finalizer (it may run at interpreter shutdown).
+        with contextlib.suppress(Exception):
+            self.release()
+
+
 class LuaScript:
     """A Lua script called by SHA; loaded into Redis only when it answers NOSCRIPT.
 
-    With a plain :class:`redis.Redis` client the call goes straight through a
-    pooled connection (send EVALSHA, read the reply): redis-py's generic
-    command path (retries, callbacks, argument filtering) costs about a
-    quarter of a decision, and the engine handles failures itself. Other
-    clients (cluster) use redis-py's own :class:`~redis.commands.core.Script`.
+    With a plain :class:`redis.Redis` client each thread keeps one pooled
+    connection for up to :data:`HOLD_SECONDS` and writes the packed EVALSHA to
+    it directly: redis-py's generic command path (pool checkout and release,
+    argument encoding, retries, callbacks) costs about as much as the decision
+    script itself, and the engine handles failures on its own. Other clients
+    (cluster) use redis-py's own :class:`~redis.commands.core.Script`.
     """
 
     def __init__(self, client: Any, source: str) -> None:
@@ -75,15 +126,28 @@ class LuaScript:
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
         self._direct = type(client) is redis.Redis
         self._script = client.register_script(source)
+        self._local = threading.local()
+
+    def _connection(self) -> _HeldConnection:
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = _HeldConnection(self.client.connection_pool)
+        now = time.monotonic()
+        if held.conn is not None and (now >= held.until or held.pid != os.getpid()):
+            held.release()
+        if held.conn is None:
+            held.conn = held.pool.get_connection()
+            held.pid, held.until = os.getpid(), now + HOLD_SECONDS
+        return held
 
     def __call__(self, keys: Sequence[str], args: Sequence[object]) -> Any:
         """Run the script; redis-py errors propagate (the caller maps them)."""
         if not self._direct:
             return self._script(keys=keys, args=args)
-        pool = self.client.connection_pool
-        conn = pool.get_connection()
+        held = self._connection()
+        conn = held.conn
         try:
-            conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            conn.send_packed_command([pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))], False)
             try:
                 return conn.read_response()
             except NoScriptError:
@@ -92,8 +156,7 @@ class LuaScript:
                 conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
                 return conn.read_response()
         except (RedisConnectionError, RedisTimeoutError, OSError):
-            # A half-read reply must never be read by the next user of this connection.
+            # A half-read reply must never be read by the next request on this connection.
             conn.disconnect()
+            held.release()
             raise
-        finally:
-            pool.release(conn)

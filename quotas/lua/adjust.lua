@@ -13,10 +13,9 @@ local delta = tonumber(ARGV[2])
 local cp = ARGV[4]
 local reply = {}
 for i = 1, #ARGV - 4 do
-  local _, limit, start, stop, _, next_stop, _, field = string.match(ARGV[4 + i], SPEC)
+  local _, limit, start, stop, _, next_stop, _, field = parse_spec(ARGV[4 + i])
   field = cp .. field
-  limit = tonumber(limit)
-  local pstart = period_of(tonumber(start), tonumber(stop), tonumber(next_stop), dnow)
+  local pstart = period_of(start, stop, next_stop, dnow)
   local used, level = parse_period_state(redis.call('HGET', KEYS[1], field), pstart)
   local mask = 0
   if used > 0 or delta > 0 then

@@ -5,11 +5,32 @@
 
 local NEVER = -1       -- retry value for a request that can never fit its limit
 local EPSILON = 1      -- microseconds of float slack when comparing schedules
-local SPEC = '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (.+)$'
+-- A window's spec, packed by quotas.scripts.pack_spec: algorithm code, limit,
+-- window (us), capacity, weight, max delay (us), shadow (0/1), then the field
+-- name prefixed by its length. Binary, because unpacking it is a third of the
+-- cost of matching a text pattern, and it yields numbers, not strings.
+local SPEC_FORMAT = '<BdddddBBc0'
+
+local function parse_spec(spec)
+  local code, limit, window, cap, weight, max_delay, shadow, field = struct.unpack(SPEC_FORMAT, spec)
+  return code, limit, window, cap, weight, max_delay, shadow == 1, field
+end
 
 local function fmt(n)
   -- tostring() would print large integers in exponent form and lose digits.
   return string.format('%.17g', n)
+end
+
+-- GCRA state: the theoretical arrival time, a fractional number of
+-- microseconds, stored as an 8-byte double (exact, and smaller and faster
+-- than its 17-digit text). A value of another length reads as no state.
+local function pack_tat(tat)
+  return struct.pack('<d', tat)
+end
+
+local function unpack_tat(raw)
+  if raw and #raw == 8 then return (struct.unpack('<d', raw)) end
+  return 0
 end
 
 local function server_now()

@@ -24,8 +24,7 @@
 -- ARGV[8]  the request's id (for concurrency leases), or ''
 -- ARGV[9]  the client's field prefix "<client>|"
 -- ARGV[10] the application's idea of today: "<days since 1970> <YYYYMMDD>", or ''
--- ARGV[10+i] window i: "<algorithm code> <limit> <window us> <capacity>
---          <weight> <max delay us> <shadow 0|1> <field>" (see period.lua for
+-- ARGV[10+i] window i's spec (see parse_spec in common.lua, and period.lua for
 --          how periods reuse the numbers)
 -- Returns  {allowed, now, flags, ban wait, then per window: ok, remaining,
 --          reset, retry, delay, used (periods), alert mask (periods)};
@@ -62,16 +61,14 @@ local codes, limits, windows, caps, weights, delays, shadows, fields = {}, {}, {
 local hash_fields = {}
 local unit_weight = weight or 1
 for i = 1, n do
-  local code, limit, window, cap, w, max_delay, shadow, field = string.match(ARGV[10 + i], SPEC)
-  code = tonumber(code)
-  codes[i], limits[i], windows[i], caps[i] = code, tonumber(limit), tonumber(window), tonumber(cap)
-  delays[i], shadows[i] = tonumber(max_delay), shadow == '1'
+  local code, limit, window, cap, w, max_delay, shadow, field = parse_spec(ARGV[10 + i])
+  codes[i], limits[i], windows[i], caps[i], delays[i], shadows[i] = code, limit, window, cap, max_delay, shadow
   if code == 7 then
     weights[i] = cost
   elseif code == 8 or code == 9 then
     weights[i] = 1  -- requests, whatever their weight
   else
-    weights[i] = weight or tonumber(w)
+    weights[i] = weight or w
     if not weight and weights[i] > unit_weight then unit_weight = weights[i] end
   end
   if code ~= 2 and code ~= 9 then

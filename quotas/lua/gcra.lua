@@ -8,7 +8,7 @@
 local function gcra(raw, limit, window, cap, weight, max_delay, now, shaping)
   local T = window / limit
   local tau = cap * T
-  local tat = tonumber(raw) or 0
+  local tat = unpack_tat(raw)
   if tat < now then tat = now end
   local new_tat = tat + weight * T
   local delay = 0
@@ -17,7 +17,7 @@ local function gcra(raw, limit, window, cap, weight, max_delay, now, shaping)
   local late = delay - max_delay
   if over <= EPSILON and late <= EPSILON then
     return true, math.floor((tau - (new_tat - now)) / T + 1e-6), new_tat - now, 0,
-      math.max(0, delay), fmt(new_tat), new_tat - now
+      math.max(0, delay), pack_tat(new_tat), new_tat - now
   end
   local retry = NEVER
   if weight <= cap then retry = math.ceil(math.max(over, late, 1)) end

@@ -12,10 +12,9 @@ local weight_override = tonumber(ARGV[2])
 local cp = ARGV[3]
 local next_key = 3
 for i = 1, #ARGV - 3 do
-  local code, limit, window, _cap, w, _next, _, field = string.match(ARGV[3 + i], SPEC)
+  local code, limit, window, _cap, w, _next, _, field = parse_spec(ARGV[3 + i])
   field = cp .. field
-  code, limit, window = tonumber(code), tonumber(limit), tonumber(window)
-  local weight = weight_override or tonumber(w)
+  local weight = weight_override or w
   if code == 8 then weight = 1 end
   if code == 9 then
     next_key = next_key + 1
@@ -42,12 +41,12 @@ for i = 1, #ARGV - 3 do
         value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
       end
     elseif raw and (code == 6 or code == 8) then
-      local pstart = period_of(window, tonumber(_cap), tonumber(_next), dnow)
+      local pstart = period_of(window, _cap, _next, dnow)
       local used, level = parse_period_state(raw, pstart)
       if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
     elseif raw and (code == 4 or code == 5) then
       -- A TAT in the past simply means a full bucket, so no clamping is needed.
-      value = fmt(tonumber(raw) - weight * window / limit)
+      value = pack_tat(unpack_tat(raw) - weight * window / limit)
     end
     if value then redis.call('HSET', KEYS[1], field, value) end
   end
