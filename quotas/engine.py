@@ -97,6 +97,7 @@ class Engine:
         at = time.time() if now is None else now
         specs = [w.spec_at(at) for w in windows]
         keys = self.keys_of(tag)
+        day = _day(at)
         args = [
             "" if now is None else int(now * _US),
             "" if weight is None else weight,
@@ -107,13 +108,13 @@ class Engine:
             ban_policy,
             request_id,
             keys.field_prefix,
-            _day_hint(at) if usage else "",
+            day[0],
             *specs,
         ]
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
         try:
-            reply = self._decide(keys=self._script_keys(keys, windows), args=args)
+            reply = self._decide(keys=self._script_keys(keys, windows, day[1]), args=args)
         except STORE_ERRORS as exc:
             self.breaker.failure()
             metrics.observe_redis_error("decide")
@@ -157,10 +158,10 @@ class Engine:
             return
         mode = "acl-allow" if allowed else "acl-deny"
         keys = self.keys_of(tag)
-        args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", "", keys.field_prefix,
-                _day_hint(time.time())]  # fmt: skip
+        day = _day(time.time())
+        args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", "", keys.field_prefix, day[0]]
         try:
-            self._decide(keys=self._script_keys(keys, ()), args=args)
+            self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
         except STORE_ERRORS:
             logger.warning("quotas: counting an ACL decision for %s failed", tag, exc_info=True)
 
@@ -273,7 +274,7 @@ class Engine:
         keys = self.keys_of(decision.tag)
         args = [int(decision.now * _US), delta, decision.usage or "", keys.field_prefix, *(spec for _, spec in budgets)]
         try:
-            reply = self._adjust(keys=self._script_keys(keys, ()), args=args)
+            reply = self._adjust(keys=self._script_keys(keys, (), _day(decision.now)[1]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("reconcile")
             logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
@@ -291,9 +292,10 @@ class Engine:
         return client_keys(self.prefix, tag, self.buckets)
 
     @staticmethod
-    def _script_keys(keys: ClientKeys, windows: Sequence[Window]) -> list[str]:
-        # KEYS for the scripts: the bucket, the usage base, then each own-key window's set.
-        return [keys.bucket, keys.usage_base, *(keys.own_base + w.state_field for w in windows if w.has_own_key)]
+    def _script_keys(keys: ClientKeys, windows: Sequence[Window], day: str = "") -> list[str]:
+        # KEYS for the scripts: the bucket, the usage key of ``day`` (YYYYMMDD), then each own-key window's set.
+        usage = f"{keys.usage_base}:{day}" if day else keys.usage_base
+        return [keys.bucket, usage, *(keys.own_base + w.state_field for w in windows if w.has_own_key)]
 
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (best effort)."""
@@ -317,16 +319,22 @@ class Engine:
         self.redis.close()
 
 
-_day_cache: tuple[int, str] = (-1, "")
+_day_cache: tuple[float, float, tuple[int, str]] = (0.0, -1.0, (0, ""))
 
 
-def _day_hint(now: float) -> str:
-    """``"<days since 1970> <YYYYMMDD>"`` of ``now`` (UTC): spares the script a date computation."""
+def _day(now: float) -> tuple[int, str]:
+    """``(days since 1970, "YYYYMMDD")`` of ``now`` (UTC): which usage key the scripts write.
+
+    The scripts check it against the Redis server's clock and compute the
+    date themselves only when the two disagree (around midnight).
+    """
     global _day_cache
-    days = int(now // 86400)
-    if _day_cache[0] != days:
-        _day_cache = (days, f"{days} {time.strftime('%Y%m%d', time.gmtime(days * 86400))}")
-    return _day_cache[1]
+    start, end, day = _day_cache
+    if not start <= now < end:
+        days = int(now // 86400)
+        day = (days, time.strftime("%Y%m%d", time.gmtime(days * 86400)))
+        _day_cache = (days * 86400.0, (days + 1) * 86400.0, day)
+    return day
 
 
 _engine: Engine | None = None

@@ -4,12 +4,14 @@
 -- call counts the request in the client's usage hash of the day, and keeps
 -- the client's ban state (escalation).
 --
--- It is on every request's path, so it is written to do few Redis calls: one
--- TIME, one HMGET, one HSET and one HINCRBY for a request whose windows are
--- all counter-style (more for sliding logs, leases, or a new day or client).
+-- It is on every request's path, so it is written to do little: one TIME, one
+-- HMGET, one HSET and two HINCRBY for a request whose windows are all
+-- counter-style (more for sliding logs, leases, bans, or a new day or client),
+-- few tables (one flat array for all windows), and code that few requests
+-- need is only built when one does (see period.lua).
 --
 -- KEYS[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
--- KEYS[2]  the base of the client's usage keys (":<YYYYMMDD>" is appended)
+-- KEYS[2]  the client's usage key of the day ARGV[10] names ("...:<YYYYMMDD>")
 -- KEYS[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
 -- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
@@ -23,7 +25,7 @@
 -- ARGV[7]  the plan's ban policy "<refusals> <window us> <duration us,...>", or ''
 -- ARGV[8]  the request's id (for concurrency leases), or ''
 -- ARGV[9]  the client's field prefix "<client>|"
--- ARGV[10] the application's idea of today: "<days since 1970> <YYYYMMDD>", or ''
+-- ARGV[10] the day of KEYS[2] in days since 1970 (the application's clock), or ''
 -- ARGV[10+i] window i's spec (see parse_spec in common.lua, and period.lua for
 --          how periods reuse the numbers)
 -- Returns  {allowed, now, flags, ban wait, then per window: ok, remaining,
@@ -43,10 +45,7 @@ local cp = ARGV[9]
 local n = #ARGV - 10
 
 local usage_at, usage_days
-if usage ~= '' then
-  local hint_days, hint_text = string.match(ARGV[10], '^(%d+) (%d+)$')
-  usage_at, usage_days = usage_key(KEYS[2], now, tonumber(hint_days), hint_text)
-end
+if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[10]), now) end
 
 if mode == 'acl-allow' then
   if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'w', weight or 1, 'c', cost) end
@@ -56,43 +55,42 @@ elseif mode == 'acl-deny' then
   return {0, now, 0, 0}
 end
 
--- Parse every spec once into parallel arrays; collect the fields to read.
-local codes, limits, windows, caps, weights, delays, shadows, fields = {}, {}, {}, {}, {}, {}, {}, {}
+-- Every window's spec, parsed once into one flat array, 8 slots a window:
+local CODE, LIMIT, WINDOW, CAP, WEIGHT, DELAY, SHADOW, FIELD = 1, 2, 3, 4, 5, 6, 7, 8
+-- FIELD is the bucket field (counter-style windows) or the own key (logs, leases).
+local S = {}
+-- The fields to read: every counter-style window's, then the client's and the
+-- bucket's expiry, then the ban state.
 local hash_fields = {}
 local unit_weight = weight or 1
+local next_key = 3
 for i = 1, n do
+  local o = (i - 1) * 8
   local code, limit, window, cap, w, max_delay, shadow, field = parse_spec(ARGV[10 + i])
-  codes[i], limits[i], windows[i], caps[i], delays[i], shadows[i] = code, limit, window, cap, max_delay, shadow
   if code == 7 then
-    weights[i] = cost
+    w = cost
   elseif code == 8 or code == 9 then
-    weights[i] = 1  -- requests, whatever their weight
+    w = 1  -- requests, whatever their weight
   else
-    weights[i] = weight or w
-    if not weight and weights[i] > unit_weight then unit_weight = weights[i] end
+    w = weight or w
+    if w > unit_weight then unit_weight = w end
   end
-  if code ~= 2 and code ~= 9 then
-    fields[i] = cp .. field
-    hash_fields[#hash_fields + 1] = fields[i]
+  if code == 2 or code == 9 then
+    field = KEYS[next_key]
+    next_key = next_key + 1
+  else
+    field = cp .. field
+    hash_fields[#hash_fields + 1] = field
   end
+  S[o + CODE], S[o + LIMIT], S[o + WINDOW], S[o + CAP] = code, limit, window, cap
+  S[o + WEIGHT], S[o + DELAY], S[o + SHADOW], S[o + FIELD] = w, max_delay, shadow, field
 end
-local full_limits, full_caps = limits, caps
-if multiplier ~= 1 then
-  full_limits, full_caps, limits, caps = limits, caps, {}, {}
-  for i = 1, n do
-    if codes[i] <= 5 then
-      limits[i] = math.max(1, math.floor(full_limits[i] * multiplier))
-      caps[i] = math.max(1, math.floor(full_caps[i] * multiplier))
-    else
-      limits[i], caps[i] = full_limits[i], full_caps[i]
-    end
-  end
-end
--- One read for every counter-style window, the client's and bucket's expiry, and the ban state.
 local counters = #hash_fields
 hash_fields[counters + 1] = cp .. '~'
 hash_fields[counters + 2] = '~'
+local parse_ban_policy, parse_ban, note_refusal
 if ban_policy ~= '' then
+  parse_ban_policy, parse_ban, note_refusal = load_bans()
   hash_fields[counters + 3] = cp .. '!dn'
   hash_fields[counters + 4] = cp .. '!bn'
 end
@@ -111,29 +109,41 @@ if ban_policy ~= '' then
   end
 end
 
-local oks, new_values, ttls, own_keys, log_counts = {}, {}, {}, {}, {}
-local allowed, budget_denied, would_deny = true, false, false
-local next_value, next_key = 1, 3
-for i = 1, n do
-  local code = codes[i]
-  local ok, remaining, reset, retry, delay, value, ttl, used, alert
-  if code == 2 or code == 9 then
-    own_keys[i] = KEYS[next_key]
-    next_key = next_key + 1
-    if code == 2 then
-      ok, remaining, reset, retry, delay, log_counts[i] = log_check(own_keys[i], limits[i], windows[i], weights[i], now)
-    else
-      ok, remaining, reset, retry, delay = lease_check(own_keys[i], limits[i], now)
-    end
-  else
-    ok, remaining, reset, retry, delay, value, ttl, used, alert = ALGORITHMS[code](
-      values[next_value], limits[i], windows[i], caps[i], weights[i], delays[i], now)
-    next_value = next_value + 1
-    new_values[i], ttls[i] = value, ttl
+local log_check, log_commit, lease_check, lease_commit
+-- Decide one window at `limit` and `cap` (scaled or not); the counter-style
+-- windows read values[v]. -> ok, remaining, reset, retry, delay, value (new
+-- state or log count), ttl, used, alert
+local function check(o, v, limit, cap)
+  local code = S[o + CODE]
+  if code == 2 then
+    if not log_check then log_check, log_commit = load_sliding_log() end
+    local ok, remaining, reset, retry, delay, count = log_check(S[o + FIELD], limit, S[o + WINDOW], S[o + WEIGHT], now)
+    return ok, remaining, reset, retry, delay, count
+  elseif code == 9 then
+    if not lease_check then lease_check, lease_commit = load_leases() end
+    return lease_check(S[o + FIELD], limit, now)
   end
-  oks[i] = ok
+  return ALGORITHMS[code](values[v], limit, S[o + WINDOW], cap, S[o + WEIGHT], S[o + DELAY], now)
+end
+
+-- Per window: ok, new value, ttl (3 slots a window).
+local R = {}
+local allowed, budget_denied, would_deny, scaled = true, false, false, multiplier ~= 1
+local v = 0
+for i = 1, n do
+  local o = (i - 1) * 8
+  local code = S[o + CODE]
+  local limit, cap = S[o + LIMIT], S[o + CAP]
+  if code ~= 2 and code ~= 9 then v = v + 1 end
+  if scaled and code <= 5 then
+    limit = math.max(1, math.floor(limit * multiplier))
+    cap = math.max(1, math.floor(cap * multiplier))
+  end
+  local ok, remaining, reset, retry, delay, value, ttl, used, alert = check(o, v, limit, cap)
+  local r = (i - 1) * 3
+  R[r + 1], R[r + 2], R[r + 3] = ok, value, ttl
   if not ok then
-    if shadows[i] then
+    if S[o + SHADOW] then
       would_deny = true
     else
       allowed = false
@@ -153,20 +163,11 @@ if allowed then reply[1] = 1 end
 
 if not allowed and multiplier < 1 then
   -- Would the request pass at full capacity? Then only the reduction refused it.
-  local would_pass, next_v, next_k = true, 1, 3
+  local would_pass, w = true, 0
   for i = 1, n do
-    local ok
-    if codes[i] == 2 then
-      ok = log_check(KEYS[next_k], full_limits[i], windows[i], weights[i], now)
-      next_k = next_k + 1
-    elseif codes[i] == 9 then
-      ok = lease_check(KEYS[next_k], full_limits[i], now)
-      next_k = next_k + 1
-    else
-      ok = ALGORITHMS[codes[i]](values[next_v], full_limits[i], windows[i], full_caps[i], weights[i], delays[i], now)
-      next_v = next_v + 1
-    end
-    if not ok and not shadows[i] then would_pass = false end
+    local o = (i - 1) * 8
+    if S[o + CODE] ~= 2 and S[o + CODE] ~= 9 then w = w + 1 end
+    if not check(o, w, S[o + LIMIT], S[o + CAP]) and not S[o + SHADOW] then would_pass = false end
   end
   if would_pass then reply[3] = 1 end
 end
@@ -174,17 +175,18 @@ if mode == 'peek' then return reply end
 
 local writes, ttl = {}, 0
 for i = 1, n do
+  local o, r = (i - 1) * 8, (i - 1) * 3
+  local code, ok = S[o + CODE], R[r + 1]
   -- Consume when all allow; a refused budget still records its 100 % alert.
-  local write = (allowed and oks[i]) or (not oks[i] and codes[i] == 7 and new_values[i])
-  if write then
-    if codes[i] == 2 then
-      log_commit(own_keys[i], windows[i], weights[i], now, log_counts[i])
-    elseif codes[i] == 9 then
-      lease_commit(own_keys[i], windows[i], now, ARGV[8])
+  if (allowed and ok) or (not ok and code == 7 and R[r + 2]) then
+    if code == 2 then
+      log_commit(S[o + FIELD], S[o + WINDOW], S[o + WEIGHT], now, R[r + 2])
+    elseif code == 9 then
+      lease_commit(S[o + FIELD], S[o + WINDOW], now, ARGV[8])
     else
-      writes[#writes + 1] = fields[i]
-      writes[#writes + 1] = new_values[i]
-      if ttls[i] > ttl then ttl = ttls[i] end
+      writes[#writes + 1] = S[o + FIELD]
+      writes[#writes + 1] = R[r + 2]
+      if R[r + 3] > ttl then ttl = R[r + 3] end
     end
   end
 end

@@ -10,6 +10,7 @@
 local dnow = tonumber(ARGV[1])
 local weight_override = tonumber(ARGV[2])
 local cp = ARGV[3]
+local _, period_of, parse_period_state = load_periods()
 local next_key = 3
 for i = 1, #ARGV - 3 do
   local code, limit, window, _cap, w, _next, _, field = parse_spec(ARGV[3 + i])

@@ -22,13 +22,13 @@ local function civil_date(days)
 end
 
 -- The client's usage hash of the day containing `now`, and that day's index.
--- The caller may know the day already (`hint_days`, `hint_text`, sent by the
--- application for its own clock): the date is computed only when the server's
--- clock says otherwise, near midnight.
-local function usage_key(base_key, now, hint_days, hint_text)
+-- The application sends the key of the day its own clock says (`day_key`,
+-- ending in ":<YYYYMMDD>") with that day's index (`hint_days`); the date is
+-- computed here only when the server's clock says otherwise, near midnight.
+local function usage_key(day_key, hint_days, now)
   local days = math.floor(now / 86400000000)
-  if days ~= hint_days then hint_text = civil_date(days) end
-  return base_key .. ':' .. hint_text, days
+  if days == hint_days then return day_key, days end
+  return string.sub(day_key, 1, -9) .. civil_date(days), days
 end
 
 -- Add up to three counters ("<prefix>|<name>" += amount; zero amounts are
