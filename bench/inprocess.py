@@ -29,6 +29,8 @@ from .views import (
     FiveLimitsView,
     LimitsMovingWindowView,
     LimitsSlidingWindowView,
+    OneGetThrottle,
+    OneGetView,
     OneLimitView,
     RatelimitView,
     TenLimitsView,
@@ -47,6 +49,7 @@ REDIS_GET = "redis_get"
 
 #: The throttled variants: key -> (view class, path).
 THROTTLED: dict[str, tuple[type, str]] = {
+    "one_get": (OneGetView, "/floor/"),
     "drf_user_rate": (DrfThrottledView, "/drf/"),
     "django_ratelimit": (RatelimitView, "/ratelimit/"),
     "limits_moving_window": (LimitsMovingWindowView, "/limits-mw/"),
@@ -102,6 +105,7 @@ def _time_get(client: redis.Redis, n: int) -> list[int]:
 def run(redis_url: str, rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
     """Measure every variant ``rounds`` times ``per_round`` requests; return the summary."""
     client = redis.Redis.from_url(redis_url)
+    OneGetThrottle.client = client
     ids = _UserIds()
     # Every variant runs behind QuotaHeadersMiddleware, as in a real project: the
     # headers it adds are part of QuotaThrottle's cost (and a no-op for the others).
@@ -137,4 +141,7 @@ def _summarize(samples: dict[str, list[int]]) -> dict[str, Any]:
         s["own_median_us"] = round(s["median_us"] - base["median_us"], 2)
         s["own_p99_us"] = round(s["p99_us"] - base["p99_us"], 2)
         s["own_vs_get"] = round(s["own_median_us"] / get["median_us"], 2)
+    floor = summary["one_get"]["own_median_us"]
+    for key in THROTTLED:
+        summary[key]["own_vs_floor"] = round(summary[key]["own_median_us"] / floor, 2) if floor > 0 else None
     return summary

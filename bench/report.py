@@ -19,6 +19,7 @@ LABELS = {
     "django_ratelimit": "django-ratelimit, Redis cache",
     "limits_moving_window": "limits moving window, Redis",
     "limits_sliding_window": "limits sliding window counter, Redis",
+    "one_get": "floor: a throttle doing one GET",
     "quota_1": "QuotaThrottle, 1 limit",
     "quota_5": "QuotaThrottle, 5 limits",
     "quota_10_budget": "QuotaThrottle, 10 limits + budget",
@@ -29,7 +30,7 @@ LABELS = {
     "quota": "gunicorn, QuotaThrottle",
 }
 LATENCY_ROWS = (
-    "baseline", "drf_user_rate", "django_ratelimit", "limits_moving_window", "limits_sliding_window",
+    "baseline", "one_get", "drf_user_rate", "django_ratelimit", "limits_moving_window", "limits_sliding_window",
     "quota_1", "quota_5", "quota_10_budget", "redis_get",
 )  # fmt: skip
 RACE_ROWS = (
@@ -95,19 +96,22 @@ def _latency_section(lat: dict[str, Any]) -> str:
         if key not in lat:
             continue
         s = lat[key]
-        own = ("-", "-", "-") if "own_median_us" not in s else (
-            f"{s['own_median_us']:+.1f}", f"{s['own_p99_us']:+.1f}", f"{s['own_vs_get']:.2f}x"
+        own = ("-", "-", "-", "-") if "own_median_us" not in s else (
+            f"{s['own_median_us']:+.1f}", f"{s['own_p99_us']:+.1f}", f"{s['own_vs_get']:.2f}x",
+            f"{s['own_vs_floor']:.2f}x" if s.get("own_vs_floor") else "-",
         )  # fmt: skip
         target = ""
         if key == "quota_5":
             ok = s["own_vs_get"] <= QUOTA_5_VS_GET_MAX and s["own_median_us"] <= drf_own
             target = f"<= DRF and <= {QUOTA_5_VS_GET_MAX}x GET  {verdict(ok)}"
+        elif key == "one_get":
+            target = "the floor (reference)"
         elif key == "drf_user_rate":
             target = f"expected ~{DRF_VS_GET_EXPECTED:.0f}x (reference)"
         elif "own_median_us" in s and not key.startswith("quota"):
             target = "reference"
         rows.append([LABELS[key], f"{s['median_us']:.1f}", f"{s['p99_us']:.1f}", *own, target])
-    headers = ["variant", "median us", "p99 us", "own median", "own p99", "own/GET", "target"]
+    headers = ["variant", "median us", "p99 us", "own median", "own p99", "own/GET", "own/floor", "target"]
     return table(headers, rows)
 
 
@@ -165,8 +169,11 @@ def _memory_section(mem: list[dict[str, Any]]) -> str:
                      f"{total_mib:.1f}", m["memory_usage_one_key"], target])  # fmt: skip
     example = mem[0]["key_example"] if mem else ""
     headers = ["algorithm", "rate", "clients", "bytes/client", "per client vs 10k", "total MiB",
-               "MEMORY USAGE 1 key", "target"]  # fmt: skip
-    return f"{table(headers, rows)}\n(key example: {example})"
+               "MEMORY USAGE of its key", "target"]  # fmt: skip
+    return (
+        f"{table(headers, rows)}\n(key example: {example}; the O(1) algorithms keep a field in a bucket hash that\n"
+        " many clients share (QUOTAS['KEY_BUCKETS']), the sliding log a sorted set of its own)"
+    )
 
 
 def _race_section(race: dict[str, Any]) -> str:
@@ -180,6 +187,8 @@ def _race_section(race: dict[str, Any]) -> str:
         errors = sum(r["errors"] for r in peer["trials"])
         if key.startswith("quota"):
             target = f"exact  {verdict(peer['exact'])}"
+        elif key == "one_get":
+            target = "the floor (reference)"
         elif key == "drf_user_rate":
             target = "reference (DRF usually over-admits)"
         else:
@@ -221,7 +230,9 @@ def render(results: dict[str, Any]) -> str:
     sections = [
         header,
         "1-2. Cost per request: APIRequestFactory + view(request); 'own' = variant minus baseline,\n"
-        "     own/GET = own median / bare GET median\n" + _latency_section(lat),
+        "     own/GET = own median / bare GET median; own/floor = own median / the floor's (a DRF throttle\n"
+        "     that only does one GET: the least any Redis-backed throttle can cost from inside a view)\n"
+        + _latency_section(lat),
         "3. Redis commands per decision\n" + _commands_section(results["commands"], results["flood"]),
         "4. Redis memory per client: one admitted decision each, used_memory growth / clients\n"
         + _memory_section(results["memory"]),

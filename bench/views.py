@@ -13,7 +13,7 @@ from typing import Any
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory, force_authenticate
-from rest_framework.throttling import UserRateThrottle
+from rest_framework.throttling import BaseThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from quotas.throttling import QuotaThrottle
@@ -51,6 +51,21 @@ class RaceUserRateThrottle(UserRateThrottle):
     rate = "100/min"
 
 
+class OneGetThrottle(BaseThrottle):
+    """The floor of any Redis-backed throttle: one redis-py GET, nothing decided.
+
+    Its cost minus the baseline is what one synchronous round trip costs from
+    inside a DRF view (the blocking read, the thread waking up again), which is
+    more than the bare GET timed in a loop.
+    """
+
+    client: Any = None  # set by the bench before use (bench.inprocess)
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.client.get("x")
+        return True
+
+
 class TinyView(APIView):
     """The baseline: no throttle at all."""
 
@@ -58,6 +73,10 @@ class TinyView(APIView):
 
     def get(self, request: Request) -> Response:
         return Response({"ok": True})
+
+
+class OneGetView(TinyView):
+    throttle_classes = (OneGetThrottle,)
 
 
 class DrfThrottledView(TinyView):

@@ -39,7 +39,7 @@ class Engine:
     """Decides requests against Redis. One per process: see :func:`get_engine`."""
 
     def __init__(
-        self, client: redis.Redis, prefix: str, rules: RulesCache, deny_memory_size: int, buckets: int = 4096
+        self, client: redis.Redis, prefix: str, rules: RulesCache, deny_memory_size: int, buckets: int = 1024
     ) -> None:
         self.redis = client
         self.prefix = prefix

@@ -79,3 +79,20 @@ def test_lifting_a_ban_touches_only_that_client(one_bucket, redis_client):
     assert one_bucket.lift_ban("{x}")
     assert one_bucket.decide("{y}", windows, ban_policy=policy, now=t).banned
     assert not one_bucket.decide("{x}", windows, ban_policy=policy, now=t).banned
+
+
+def test_a_bucket_over_the_sweep_size_is_swept_less_often_but_still_swept(one_bucket, redis_client):
+    """Past SWEEP_FIELDS (256) fields a sweep runs on one eligible write in ceil(fields / 256)."""
+    short = window("5/s")
+    for i in range(300):
+        assert one_bucket.decide(f"{{old{i}}}", short, now=not_sweeping(T0)).allowed
+    (bucket,) = redis_client.keys("*")
+    assert redis_client.hlen(bucket) == 601  # 2 fields a client, and the bucket's expiry
+    later_us = int((T0 + 600) * 1_000_000)
+    # 601 fields -> every 3rd sweep-eligible time: find one that skips and one that sweeps.
+    skip = next(t for t in range(later_us, later_us + 64 * 10, 64) if (t // 64) % 3 != 0)
+    sweep = next(t for t in range(later_us, later_us + 64 * 10, 64) if (t // 64) % 3 == 0)
+    one_bucket.decide("{a}", short, now=skip / 1_000_000)
+    assert redis_client.hlen(bucket) == 603
+    one_bucket.decide("{b}", short, now=sweep / 1_000_000)
+    assert {f.decode() for f in redis_client.hkeys(bucket)} == {"a|l1:tb1", "a|~", "b|l1:tb1", "b|~", "~"}
