@@ -78,6 +78,14 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
             (f"HTTP req/s with QuotaThrottle >= {HTTP_RPS_RATIO_MIN:.0%} of no throttle", f"{ratio:.1%}",
              ratio >= HTTP_RPS_RATIO_MIN)
         )  # fmt: skip
+    o1 = [m for m in results.get("memory", []) if m["algorithm"] in O1_ALGORITHMS]
+    if o1:
+        worst_mem = max(o1, key=lambda m: m["bytes_per_client"])
+        out.append(
+            (f"Redis memory per client, O(1) algorithms, one limit <= {BYTES_PER_CLIENT_MAX} bytes",
+             f"{worst_mem['bytes_per_client']:.1f} ({worst_mem['algorithm']}, {worst_mem['clients']:,} clients)",
+             worst_mem["bytes_per_client"] <= BYTES_PER_CLIENT_MAX)
+        )  # fmt: skip
     quota_races = [key for key in RACE_ROWS if key.startswith("quota") and key in race]
     worst = ", ".join(f"{race[key]['max_over']:+d}" for key in quota_races)
     out.append(("QuotaThrottle, 8 processes: zero over-admission", worst, all(race[k]["exact"] for k in quota_races)))
