@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import date
 from decimal import Decimal
@@ -162,7 +163,8 @@ def test_usage_is_counted_in_the_decision(client, free, redis_client):
     for _ in range(7):
         get(client, key)
     (usage_key,) = redis_client.keys("*:u:*")
-    assert usage_key.decode().endswith(":u:s.1:" + date.today().strftime("%Y%m%d"))  # UTC on the test machine
+    # One hash per client and day: ...:u:s.<subscription id>:<YYYYMMDD> (UTC on the test machine).
+    assert re.search(r":u:s\.\d+:" + date.today().strftime("%Y%m%d") + "$", usage_key.decode())
     counts = {k.decode(): int(v) for k, v in redis_client.hgetall(usage_key).items()}
     prefix = f"{free.pk}|priced|"
     assert counts[prefix + "a"] == 5
