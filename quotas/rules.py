@@ -49,6 +49,8 @@ class Window:
     advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
     policy_item: str = field(init=False, compare=False, repr=False)  # its RateLimit-Policy item, full quota
     state_prefix: str = field(init=False, compare=False, repr=False)  # the start of its RateLimit item
+    # Periods: (start, end, time zone, spec) of the period last asked for; every request inside it reuses the spec.
+    _period_memo: tuple = field(init=False, compare=False, repr=False, default=(0.0, 0.0, "", b""))
 
     def __post_init__(self) -> None:
         spec = pack_spec(
@@ -87,8 +89,15 @@ class Window:
         """The spec for a request at ``now``; periods carry their current boundaries."""
         if not self.period:
             return self.spec
-        bounds = period_bounds(self.period, now, quota_settings.BUDGET_TIME_ZONE, self.anchor_day)
-        return _period_spec(self, bounds)
+        tz_name = quota_settings.BUDGET_TIME_ZONE
+        start, end, cached_tz, spec = self._period_memo
+        if start <= now < end and cached_tz == tz_name:
+            return spec
+        bounds = period_bounds(self.period, now, tz_name, self.anchor_day)
+        spec = _period_spec(self, bounds)
+        # A whole tuple, swapped in one assignment: safe for threads reading it meanwhile.
+        object.__setattr__(self, "_period_memo", (float(bounds.start), float(bounds.end), tz_name, spec))
+        return spec
 
 
 @dataclass(frozen=True, slots=True)
