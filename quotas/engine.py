@@ -221,7 +221,7 @@ class Engine:
             base = self.keys_of(tag).usage_base
             if decision.allowed:
                 units = weight if weight is not None else max((w.weight for w in windows if not w.period), default=1)
-                for counter, amount in (("a", 1), ("w", units), ("c", cost_micros)):
+                for counter, amount in (("a", 1), ("wx", units - 1), ("c", cost_micros)):
                     if amount:
                         self.usage_buffer.add(base, f"{usage}|{counter}", amount)
             else:

@@ -32,7 +32,7 @@ COUNTER_FIELDS = {
     "dc": "denied_capacity",
     "dx": "denied_banned",
     "sw": "shadow_would_deny",
-    "w": "weight",
+    "wx": "weight",  # units beyond one a request: weight = allowed + wx (see add_hash)
     "c": "cost_micros",
 }
 #: Days a usage hash outlives its day (USAGE_TTL_DAYS in usage.lua): the
@@ -151,6 +151,7 @@ def read_snapshot(redis_client: Any, prefix: str, keys: list[str]) -> Snapshot:
 def add_hash(rows: dict[RowKey, Counters], client: str, day: date, mapping: dict) -> int:
     """Add one usage hash's fields to ``rows``; returns how many fields were skipped."""
     skipped = 0
+    extra: dict[RowKey, int] = {}  # "wx" of each row in this hash
     for raw_field, raw_value in mapping.items():
         parsed = _parse_field(raw_field)
         if parsed is None or len(client) > MAX_TEXT:
@@ -164,8 +165,16 @@ def add_hash(rows: dict[RowKey, Counters], client: str, day: date, mapping: dict
             logger.warning("usage: unknown counter %r of %s on %s; not stored", counter, client, day)
             skipped += 1
             continue
-        row = rows.setdefault(RowKey(client, plan_key, scope, day), dict.fromkeys(COUNTER_FIELDS.values(), 0))
-        row[name] = int(raw_value)
+        key = RowKey(client, plan_key, scope, day)
+        row = rows.setdefault(key, dict.fromkeys(COUNTER_FIELDS.values(), 0))
+        if counter == "wx":
+            extra[key] = int(raw_value)
+        else:
+            row[name] = int(raw_value)
+        extra.setdefault(key, 0)
+    for key, units in extra.items():
+        # The scripts count only the units beyond one a request ("wx"): one HINCRBY less for most requests.
+        rows[key]["weight"] = rows[key]["allowed"] + units
     return skipped
 
 

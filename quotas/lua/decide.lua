@@ -48,7 +48,7 @@ local usage_at, usage_days
 if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[10]), now) end
 
 if mode == 'acl-allow' then
-  if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'w', weight or 1, 'c', cost) end
+  if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
   return {1, now, 0, 0}
 elseif mode == 'acl-deny' then
   if usage_at then count_usage(usage_at, usage_days, usage, 'da', 1) end
@@ -213,7 +213,7 @@ end
 
 if usage_at then
   if allowed then
-    count_usage(usage_at, usage_days, usage, 'a', 1, 'w', unit_weight, 'c', cost)
+    count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
   elseif budget_denied then
     count_usage(usage_at, usage_days, usage, 'db', 1)
   elseif reply[3] == 1 then

@@ -2,7 +2,8 @@
 -- (HINCRBY), so a reader can copy them anywhere any number of times.
 -- Fields: "<plan>|<scope>|<counter>" with counters a (allowed), dr / db
 -- (denied by rate / budget), dc (denied by reduced capacity), sw (shadow would
--- deny), w (weight), c (cost).
+-- deny), wx (weight beyond one unit per admitted request: weight - 1, so that
+-- the common one-unit request costs one HINCRBY, not two), c (cost).
 local USAGE_TTL_DAYS = 3
 
 local function civil_date(days)

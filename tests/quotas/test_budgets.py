@@ -169,7 +169,7 @@ def test_usage_is_counted_in_the_decision(client, free, redis_client):
     prefix = f"{free.pk}|priced|"
     assert counts[prefix + "a"] == 5
     assert counts[prefix + "db"] == 2
-    assert counts[prefix + "w"] == 5
+    assert prefix + "wx" not in counts  # one unit each: the weight is the allowed count
     assert counts[prefix + "c"] == to_micros("0.05")
     assert 86400 * 3 * 1000 < redis_client.pttl(usage_key) <= 86400 * 4 * 1000
 
@@ -288,3 +288,19 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
         assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
     (usage_key,) = redis_client.keys("*:u:*")
     assert int(redis_client.hget(usage_key, f"{free.pk}|-|a")) == 3
+
+
+def test_usage_weight_is_the_sum_of_the_weights_admitted(engine, redis_client):
+    """One-unit requests write no weight counter; heavier and zero-weight ones write what differs from one."""
+    from quotas.rates import parse_rates
+    from quotas.rules import LimitRule
+    from usage.store import read_snapshot, scan_usage_keys
+
+    windows = LimitRule(id="w", name="w", rates=parse_rates("1000/min"), algorithm="token_bucket").windows
+    for weight in (1, 3, 3, 0, None):  # None: the window's own weight (1)
+        assert engine.decide("{s.77}", windows, weight=weight, usage="5|-").allowed
+    today = date.today()  # UTC on the test machine
+    (key,) = scan_usage_keys(redis_client, engine.prefix, [today])
+    (row,) = read_snapshot(redis_client, engine.prefix, [key]).rows.values()
+    assert row["allowed"] == 5
+    assert row["weight"] == 1 + 3 + 3 + 0 + 1
