@@ -69,6 +69,7 @@ class RulesCache:
         self._stale = True
         self._lock = threading.Lock()
         self._poller_pid: int | None = None
+        self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._by_key = _LRU(cache_size)
         self._by_user = _LRU(cache_size)
@@ -140,6 +141,7 @@ class RulesCache:
         self._stop = threading.Event()
         thread = threading.Thread(target=self._poll, args=(self._stop,), name="quota-rules-poller", daemon=True)
         thread.start()
+        self._thread = thread
 
     def _poll(self, stop: threading.Event) -> None:
         while not stop.wait(self.interval):
@@ -167,8 +169,15 @@ class RulesCache:
             self.on_reload()
 
     def stop(self) -> None:
-        """Stop the poller thread (engines replaced in tests call this)."""
+        """Stop the poller thread (engines replaced in tests call this), waiting for a poll under way.
+
+        Waiting means nothing polls a Redis that is shut down next (a
+        spurious "unreadable" warning); a poll is bounded by the socket timeout.
+        """
         self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread() and self._poller_pid == os.getpid():
+            thread.join(timeout=2.0)
 
 
 def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
