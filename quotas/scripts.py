@@ -14,6 +14,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
@@ -93,15 +94,17 @@ HOLD_SECONDS = 1.0
 class _HeldConnection:
     """One thread's connection, handed back to its pool when the thread ends."""
 
-    __slots__ = ("conn", "pid", "pool", "until")
+    __slots__ = ("conn", "pid", "pool_ref", "until")
 
     def __init__(self, pool: Any) -> None:
-        self.pool, self.conn, self.pid, self.until = pool, None, 0, 0.0
+        # A weak reference: the pool's client owns the pool, not the threads that borrow from it.
+        self.pool_ref, self.conn, self.pid, self.until = weakref.ref(pool), None, 0, 0.0
 
     def release(self) -> None:
         conn, self.conn = self.conn, None
-        if conn is not None and self.pid == os.getpid():  # a forked child must not touch its parent's pool
-            self.pool.release(conn)
+        pool = self.pool_ref()
+        if conn is not None and pool is not None and self.pid == os.getpid():  # a forked child leaves its parent's
+            pool.release(conn)
 
     def __del__(self) -> None:
         # Never raise from a finalizer (it may run at interpreter shutdown).
@@ -109,11 +112,26 @@ class _HeldConnection:
             self.release()
 
 
+# One thread-local per pool, so that every script of an engine (decide, refund,
+# adjust, release) shares the thread's one held connection.
+_held_by_pool: weakref.WeakKeyDictionary[Any, threading.local] = weakref.WeakKeyDictionary()
+_held_lock = threading.Lock()
+
+
+def _held_slot(pool: Any) -> threading.local:
+    with _held_lock:
+        slot = _held_by_pool.get(pool)
+        if slot is None:
+            slot = _held_by_pool[pool] = threading.local()
+        return slot
+
+
 class LuaScript:
     """A Lua script called by SHA; loaded into Redis only when it answers NOSCRIPT.
 
     With a plain :class:`redis.Redis` client each thread keeps one pooled
-    connection for up to :data:`HOLD_SECONDS` and writes the packed EVALSHA to
+    connection (shared by all scripts on that client) for up to
+    :data:`HOLD_SECONDS` and writes the packed EVALSHA to
     it directly: redis-py's generic command path (pool checkout and release,
     argument encoding, retries, callbacks) costs about as much as the decision
     script itself, and the engine handles failures on its own. Other clients
@@ -126,7 +144,7 @@ class LuaScript:
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
         self._direct = type(client) is redis.Redis
         self._script = client.register_script(source)
-        self._local = threading.local()
+        self._local = _held_slot(client.connection_pool) if self._direct else threading.local()
 
     def _connection(self) -> _HeldConnection:
         held = getattr(self._local, "held", None)
@@ -136,7 +154,7 @@ class LuaScript:
         if held.conn is not None and (now >= held.until or held.pid != os.getpid()):
             held.release()
         if held.conn is None:
-            held.conn = held.pool.get_connection()
+            held.conn = self.client.connection_pool.get_connection()
             held.pid, held.until = os.getpid(), now + HOLD_SECONDS
         return held
 

@@ -40,3 +40,11 @@ def test_a_connection_closed_by_the_server_is_replaced(redis_client):
     with contextlib.suppress(redis.ConnectionError):
         script(keys=[], args=[])
     assert script(keys=[], args=[]) == 1
+
+
+def test_every_script_on_one_client_shares_the_threads_connection(redis_client):
+    first = LuaScript(redis_client, "return 1")
+    second = LuaScript(redis_client, "return 2")
+    assert (first(keys=[], args=[]), second(keys=[], args=[])) == (1, 2)
+    assert first._local.held is second._local.held
+    assert len(redis_client.connection_pool._in_use_connections) == 1
