@@ -203,17 +203,9 @@ def render(problem: dict[str, Any], like: HttpResponse | None = None) -> HttpRes
     """An ``application/problem+json`` response, keeping ``like``'s other headers."""
     response = HttpResponse(_ENCODER.encode(problem), status=int(problem["status"]), content_type=CONTENT_TYPE)
     if like is not None:
-        source, target = getattr(like.headers, "_store", None), getattr(response.headers, "_store", None)
-        if type(source) is dict and type(target) is dict:
-            # Refusals are what a flooding client gets, so they should be cheap. Both are Django
-            # ResponseHeaders, which store {lower-case name: (name, value)} already checked and
-            # converted: copying the entries gives what setting each header again would, for a
-            # fraction of the cost (iterating the mapping and re-checking each value).
-            target.update(item for item in source.items() if item[0] not in _NOT_COPIED)
-        else:
-            for name, value in like.headers.items():
-                if name.lower() not in _NOT_COPIED:
-                    response.headers[name] = value
+        for name, value in like.headers.items():
+            if name.lower() not in _NOT_COPIED:
+                response.headers[name] = value
     return response
 
 
