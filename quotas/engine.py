@@ -218,7 +218,8 @@ class Engine:
         """Decide in this process (failure mode ``local``), counting usage for later."""
         decision = self.fallback.decide(tag, windows, weight, cost_micros, multiplier)
         if usage:
-            base = self.keys_of(tag).usage_base
+            keys = self.keys_of(tag)
+            base, usage = keys.usage_base, keys.field_prefix + usage
             if decision.allowed:
                 units = weight if weight is not None else max((w.weight for w in windows if not w.period), default=1)
                 for counter, amount in (("a", 1), ("wx", units - 1), ("c", cost_micros)):
@@ -231,7 +232,8 @@ class Engine:
 
     def _count_locally(self, tag: str, usage: str | None, counter: str) -> None:
         if usage:
-            self.usage_buffer.add(self.keys_of(tag).usage_base, f"{usage}|{counter}")
+            keys = self.keys_of(tag)
+            self.usage_buffer.add(keys.usage_base, f"{keys.field_prefix}{usage}|{counter}")
 
     def flush_usage(self, spool_on_failure: bool = False) -> bool:
         """Add the usage counted in-process to the day's Redis counters; True when all was written.

@@ -7,8 +7,9 @@ windows of all its clients as fields ``<client>|<window>`` (``<window>`` is
 (``<client>|!dn``, ``<client>|!bn``) and expiry (``<client>|~``, epoch
 seconds after which all its fields may go), and the bucket's own expiry
 (``~``). Sliding logs and concurrency leases keep a sorted set each,
-``<prefix>:{b<n>}:l:<client>|<window>``, and usage one hash per client and
-day, ``<prefix>:{b<n>}:u:<client>:<YYYYMMDD>``.
+``<prefix>:{b<n>}:l:<client>|<window>``, and usage one hash per bucket and
+day, ``<prefix>:{b<n>}:u:<YYYYMMDD>``, with fields
+``<client>|<plan>|<scope>|<counter>``.
 
 Why buckets: a Redis key costs about 100 bytes before it holds anything
 (dict entry, key string, object header, expiry entry), more than the state
@@ -86,7 +87,7 @@ class ClientKeys(NamedTuple):
 
     bucket: str  # the bucket hash (counter-style windows, bans, expiries)
     field_prefix: str  # "<client>|": the start of every field of this client
-    usage_base: str  # the start of its usage keys; ":<YYYYMMDD>" is appended
+    usage_base: str  # the start of its bucket's usage keys; ":<YYYYMMDD>" is appended
     own_base: str  # the start of its own-key windows (sliding logs, leases)
     client: str  # the client id (the tag without braces)
 
@@ -104,7 +105,7 @@ def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
     """The keys and fields of client ``tag`` (a :func:`client_tag`); memoised, tags repeat."""
     client = client_id(tag)
     hashtag = f"{prefix}:{{b{bucket_of(client, buckets)}}}"
-    return ClientKeys(hashtag, client + "|", f"{hashtag}:u:{client}", f"{hashtag}:l:{client}|", client)
+    return ClientKeys(hashtag, client + "|", f"{hashtag}:u", f"{hashtag}:l:{client}|", client)
 
 
 def window_field(limit_id: str, algorithm: str, window: int) -> str:

@@ -121,7 +121,7 @@ def _redis_rows(query: UsageQuery, days: list[date], redis_client: redis.Redis) 
             pipe.hgetall(usage_key(prefix, query.client, day))
         rows: dict[RowKey, Counters] = {}
         for day, mapping in zip(days, pipe.execute(), strict=True):
-            add_hash(rows, query.client, day, mapping)
+            add_hash(rows, day, mapping, client=query.client)
         return rows
     rows = {}
     for group in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, days)):

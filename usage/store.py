@@ -1,9 +1,9 @@
 """Reading the decision script's usage counters from Redis.
 
-The decision script (``quotas/lua/usage.lua``) keeps one hash per client and
-UTC day, ``<KEY_PREFIX>:{b<bucket>}:u:<client>:<YYYYMMDD>`` (see
+The decision script (``quotas/lua/usage.lua``) keeps one hash per bucket of
+clients and UTC day, ``<KEY_PREFIX>:{b<bucket>}:u:<YYYYMMDD>`` (see
 :mod:`quotas.keys`), with fields
-``<plan id or ->|<scope or ->|<counter>`` holding cumulative totals. This
+``<client>|<plan id or ->|<scope or ->|<counter>`` holding cumulative totals. This
 module only reads them: nothing here writes to or deletes from Redis.
 """
 
@@ -78,26 +78,22 @@ def readable_days(today: date, lookback: int = RETENTION_DAYS) -> list[date]:
 
 
 def usage_key(prefix: str, client: str, day: date) -> str:
-    """The usage hash of ``client`` (a tag without braces, e.g. ``s.12``) for ``day``."""
+    """The usage hash holding ``client`` (a tag without braces, e.g. ``s.12``) on ``day``."""
     keys = client_keys(prefix, "{" + client + "}", int(quota_settings.KEY_BUCKETS))
     return f"{keys.usage_base}:{day:%Y%m%d}"
 
 
-def parse_usage_key(prefix: str, key: str | bytes) -> tuple[str, date] | None:
-    """``(client, day)`` of a usage key, or None if ``key`` is not one."""
+def parse_usage_key(prefix: str, key: str | bytes) -> date | None:
+    """The day of a usage key, or None if ``key`` is not one."""
     text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
     head = prefix + ":{"
     start = text.find("}:u:", len(head))
     if not text.startswith(head) or start < 0:
         return None
-    client, _, day_text = text[start + 4 :].rpartition(":")
-    if not client:
-        return None
     try:
-        day = datetime.strptime(day_text, "%Y%m%d").date()
+        return datetime.strptime(text[start + 4 :], "%Y%m%d").date()
     except ValueError:
         return None
-    return client, day
 
 
 def scan_usage_keys(redis_client: Any, prefix: str, days: Iterable[date], count: int = 1000) -> Iterator[str]:
@@ -106,7 +102,7 @@ def scan_usage_keys(redis_client: Any, prefix: str, days: Iterable[date], count:
     pattern = _GLOB_SPECIAL.sub(r"\\\1", prefix) + ":{*}:u:*"
     for key in redis_client.scan_iter(match=pattern, count=count):
         parsed = parse_usage_key(prefix, key)
-        if parsed is not None and parsed[1] in wanted:
+        if parsed is not None and parsed in wanted:
             yield key.decode() if isinstance(key, bytes) else key
 
 
@@ -138,34 +134,36 @@ def read_snapshot(redis_client: Any, prefix: str, keys: list[str]) -> Snapshot:
     seconds, micros = int(replies[0][0]), int(replies[0][1])
     snapshot = Snapshot(datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=micros), {}, len(keys))
     for key, reply in zip(keys, replies[1:], strict=True):
-        parsed = parse_usage_key(prefix, key)
-        if isinstance(reply, ResponseError) or parsed is None:
+        day = parse_usage_key(prefix, key)
+        if isinstance(reply, ResponseError) or day is None:
             logger.error("usage: %s is not a usage hash (%s); skipped", key, reply)
             snapshot.skipped += 1
             continue
         mapping = dict(zip(reply[::2], reply[1::2], strict=True))
-        snapshot.skipped += add_hash(snapshot.rows, parsed[0], parsed[1], mapping)
+        snapshot.skipped += add_hash(snapshot.rows, day, mapping)
     return snapshot
 
 
-def add_hash(rows: dict[RowKey, Counters], client: str, day: date, mapping: dict) -> int:
-    """Add one usage hash's fields to ``rows``; returns how many fields were skipped."""
+def add_hash(rows: dict[RowKey, Counters], day: date, mapping: dict, client: str | None = None) -> int:
+    """Add one usage hash's fields to ``rows`` (only ``client``'s, if given); returns how many were skipped."""
     skipped = 0
     extra: dict[RowKey, int] = {}  # "wx" of each row in this hash
     for raw_field, raw_value in mapping.items():
         parsed = _parse_field(raw_field)
-        if parsed is None or len(client) > MAX_TEXT:
-            logger.warning("usage: unreadable field %r of %s on %s; skipped", raw_field, client, day)
+        if parsed is None or len(parsed[0]) > MAX_TEXT:
+            logger.warning("usage: unreadable field %r on %s; skipped", raw_field, day)
             skipped += 1
             continue
-        plan_key, scope, counter = parsed
+        field_client, plan_key, scope, counter = parsed
+        if client is not None and field_client != client:
+            continue  # another client of the same bucket
         name = COUNTER_FIELDS.get(counter)
         if name is None:
             # A counter the decision script added after this code was written: say so, loudly.
-            logger.warning("usage: unknown counter %r of %s on %s; not stored", counter, client, day)
+            logger.warning("usage: unknown counter %r of %s on %s; not stored", counter, field_client, day)
             skipped += 1
             continue
-        key = RowKey(client, plan_key, scope, day)
+        key = RowKey(field_client, plan_key, scope, day)
         row = rows.setdefault(key, dict.fromkeys(COUNTER_FIELDS.values(), 0))
         if counter == "wx":
             extra[key] = int(raw_value)
@@ -178,8 +176,12 @@ def add_hash(rows: dict[RowKey, Counters], client: str, day: date, mapping: dict
     return skipped
 
 
-def _parse_field(raw: str | bytes) -> tuple[int, str, str] | None:
+def _parse_field(raw: str | bytes) -> tuple[str, int, str, str] | None:
+    """``(client, plan key, scope, counter)`` of a usage field, or None."""
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    client, sep, text = text.partition("|")
+    if not client or not sep:
+        return None
     plan, _, rest = text.partition("|")
     scope, sep, counter = rest.rpartition("|")
     if not sep or len(scope) > MAX_TEXT:
@@ -190,4 +192,4 @@ def _parse_field(raw: str | bytes) -> tuple[int, str, str] | None:
         plan_key = int(plan)
     else:
         return None
-    return plan_key, "" if scope == "-" else scope, counter
+    return client, plan_key, "" if scope == "-" else scope, counter

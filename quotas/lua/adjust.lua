@@ -3,7 +3,7 @@
 -- decision spent from, if that budget is still in the same period, and to
 -- the day's usage. Returns {used, alert mask} per budget window.
 --
--- KEYS[1]  the client's bucket hash; KEYS[2] its usage key of the decision's day
+-- KEYS[1]  the client's bucket hash; KEYS[2] the bucket's usage key of the decision's day
 -- ARGV[1]  the decision's time (us); ARGV[2] delta (micro-units)
 -- ARGV[3]  the usage field prefix, as for decide.lua
 -- ARGV[4]  the client's field prefix "<client>|"
@@ -29,7 +29,8 @@ for i = 1, #ARGV - 4 do
   reply[#reply + 1] = mask
 end
 if ARGV[3] ~= '' and delta ~= 0 then
+  -- The usage field of the client, as decide.lua counts it.
   local key, days = usage_key(KEYS[2], math.floor(dnow / 86400000000), dnow)
-  count_usage(key, days, ARGV[3], 'c', delta)
+  count_usage(key, days, cp .. ARGV[3], 'c', delta)
 end
 return reply

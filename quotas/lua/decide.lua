@@ -1,8 +1,8 @@
 -- One decision for one request: every limit window is checked, and only if
 -- none denies (shadow windows never deny) are they all consumed. Lua scripts
 -- run atomically, so this is all-or-nothing under any concurrency. The same
--- call counts the request in the client's usage hash of the day, and keeps
--- the client's ban state (escalation).
+-- call counts the request in the usage hash of the client's bucket and day,
+-- and keeps the client's ban state (escalation).
 --
 -- It is on every request's path, so it is written to do little: one TIME, one
 -- HMGET, one HSET and two HINCRBY for a request whose windows are all
@@ -11,7 +11,7 @@
 -- need is only built when one does (see period.lua).
 --
 -- KEYS[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
--- KEYS[2]  the client's usage key of the day ARGV[10] names ("...:<YYYYMMDD>")
+-- KEYS[2]  the bucket's usage key of the day ARGV[10] names ("...:<YYYYMMDD>")
 -- KEYS[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
 -- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
@@ -37,11 +37,12 @@ local now
 if ARGV[1] == '' then now = server_now() else now = tonumber(ARGV[1]) end
 local weight = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3]) or 0
-local usage = ARGV[4]
+local cp = ARGV[9]
+-- Usage fields are "<client>|<plan>|<scope>|<counter>" in the bucket's hash of the day.
+local usage = ARGV[4] ~= '' and cp .. ARGV[4] or ''
 local mode = ARGV[5]
 local multiplier = tonumber(ARGV[6]) or 1
 local ban_policy = ARGV[7]
-local cp = ARGV[9]
 local n = #ARGV - 10
 
 local usage_at, usage_days

@@ -1,6 +1,6 @@
--- Usage counters: one hash per client and UTC day, cumulative totals only
--- (HINCRBY), so a reader can copy them anywhere any number of times.
--- Fields: "<plan>|<scope>|<counter>" with counters a (allowed), dr / db
+-- Usage counters: one hash per bucket of clients and UTC day, cumulative
+-- totals only (HINCRBY), so a reader can copy them anywhere any number of
+-- times. Fields: "<client>|<plan>|<scope>|<counter>" with counters a (allowed), dr / db
 -- (denied by rate / budget), dc (denied by reduced capacity), sw (shadow would
 -- deny), wx (weight beyond one unit per admitted request: weight - 1, so that
 -- the common one-unit request costs one HINCRBY, not two), c (cost).
@@ -22,7 +22,7 @@ local function civil_date(days)
   return string.format('%04d%02d%02d', y, m, d)
 end
 
--- The client's usage hash of the day containing `now`, and that day's index.
+-- The bucket's usage hash of the day containing `now`, and that day's index.
 -- The application sends the key of the day its own clock says (`day_key`,
 -- ending in ":<YYYYMMDD>") with that day's index (`hint_days`); the date is
 -- computed here only when the server's clock says otherwise, near midnight.

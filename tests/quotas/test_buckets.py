@@ -96,3 +96,27 @@ def test_a_bucket_over_the_sweep_size_is_swept_less_often_but_still_swept(one_bu
     assert redis_client.hlen(bucket) == 603
     one_bucket.decide("{b}", short, now=sweep / 1_000_000)
     assert {f.decode() for f in redis_client.hkeys(bucket)} == {"a|l1:tb1", "a|~", "b|l1:tb1", "b|~", "~"}
+
+
+def test_clients_sharing_a_usage_hash_keep_separate_rows(one_bucket, redis_client):
+    """Usage of one bucket's clients lands in one hash a day; readers tell the clients apart."""
+    from datetime import UTC, datetime
+
+    from usage.store import add_hash, read_snapshot, scan_usage_keys, usage_key
+
+    windows = window("1/min", "fixed_window")
+    assert one_bucket.decide("{s.1}", windows, usage="7|search").allowed
+    assert not one_bucket.decide("{s.1}", windows, usage="7|search").allowed
+    assert one_bucket.decide("{s.2}", windows, weight=1, usage="7|-").allowed
+    today = datetime.now(UTC).date()
+    (key,) = scan_usage_keys(redis_client, one_bucket.prefix, [today])
+    assert key == usage_key(one_bucket.prefix, "s.2", today)
+    rows = read_snapshot(redis_client, one_bucket.prefix, [key]).rows
+    by_client = {
+        (k.client, k.plan_key, k.scope): (v["allowed"], v["denied_rate"], v["weight"]) for k, v in rows.items()
+    }
+    assert by_client == {("s.1", 7, "search"): (1, 1, 1), ("s.2", 7, ""): (1, 0, 1)}
+    # A report for one client reads the shared hash and keeps only that client's fields.
+    mine: dict = {}
+    add_hash(mine, today, redis_client.hgetall(key), client="s.2")
+    assert [k.client for k in mine] == ["s.2"]

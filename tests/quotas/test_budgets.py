@@ -157,15 +157,23 @@ def test_period_quota_of_requests(client, free):
     assert '"daily";q=3;w=86400' in response["RateLimit-Policy"]
 
 
+def client_usage(redis_client, usage_key) -> dict[str, int]:
+    """The one client's counters in a usage hash, without the "<client>|" every field starts with."""
+    fields = {k.decode(): int(v) for k, v in redis_client.hgetall(usage_key).items()}
+    (client,) = {name.split("|", 1)[0] for name in fields}
+    assert re.fullmatch(r"s\.\d+", client)
+    return {name.split("|", 1)[1]: value for name, value in fields.items()}
+
+
 def test_usage_is_counted_in_the_decision(client, free, redis_client):
     """Allowed, denied-by-budget, weight and cost land in the client's usage hash of the day."""
     key = issue_key(plan=free)
     for _ in range(7):
         get(client, key)
     (usage_key,) = redis_client.keys("*:u:*")
-    # One hash per client and day: ...:u:s.<subscription id>:<YYYYMMDD> (UTC on the test machine).
-    assert re.search(r":u:s\.\d+:" + date.today().strftime("%Y%m%d") + "$", usage_key.decode())
-    counts = {k.decode(): int(v) for k, v in redis_client.hgetall(usage_key).items()}
+    # One hash per bucket of clients and day: ...{b<n>}:u:<YYYYMMDD> (UTC on the test machine).
+    assert re.search(r"\{b\d+\}:u:" + date.today().strftime("%Y%m%d") + "$", usage_key.decode())
+    counts = client_usage(redis_client, usage_key)
     prefix = f"{free.pk}|priced|"
     assert counts[prefix + "a"] == 5
     assert counts[prefix + "db"] == 2
@@ -181,7 +189,7 @@ def test_rate_denials_and_shadow_are_counted(client, free, redis_client):
     get(client, key)
     get(client, key)
     (usage_key,) = redis_client.keys("*:u:*")
-    counts = {k.decode(): int(v) for k, v in redis_client.hgetall(usage_key).items()}
+    counts = client_usage(redis_client, usage_key)
     assert counts[f"{free.pk}|priced|a"] == 1
     assert counts[f"{free.pk}|priced|dr"] == 1
     assert counts[f"{free.pk}|priced|sw"] == 1
@@ -287,7 +295,7 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
     for _ in range(3):
         assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
     (usage_key,) = redis_client.keys("*:u:*")
-    assert int(redis_client.hget(usage_key, f"{free.pk}|-|a")) == 3
+    assert client_usage(redis_client, usage_key)[f"{free.pk}|-|a"] == 3
 
 
 def test_usage_weight_is_the_sum_of_the_weights_admitted(engine, redis_client):

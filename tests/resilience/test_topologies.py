@@ -239,11 +239,15 @@ def test_local_usage_is_written_to_every_node(topology, topo_engine):
     assert topo_engine.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
     client = topo_engine.redis
-    assert all(client.hget(f"{topo_engine.keys_of(t).usage_base}:{day}", "1|-|dr") == b"1" for t in tags)
+    assert all(
+        client.hget(f"{topo_engine.keys_of(t).usage_base}:{day}", f"{topo_engine.keys_of(t).client}|1|-|dr") == b"1"
+        for t in tags
+    )
     if topology.name == "cluster":
         assert len({client.get_node_from_key(topo_engine.keys_of(t).bucket).port for t in tags}) == 3
     today = datetime.now(UTC).date()
-    assert len(set(scan_usage_keys(client, PREFIX, [today]))) == len(tags)  # SCAN visits every primary
+    buckets = {topo_engine.keys_of(t).usage_base for t in tags}
+    assert len(set(scan_usage_keys(client, PREFIX, [today]))) == len(buckets)  # SCAN visits every primary
 
 
 @pytest.mark.django_db
