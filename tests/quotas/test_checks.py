@@ -27,6 +27,8 @@ def test_project_settings_pass():
         ({"RULES_BACKEND": "no.such.Backend"}, "quotas.E004"),
         ({"SOCKET_TIMEOUT": -1}, "quotas.E005"),
         ({"LOCAL_DENY_CACHE_SIZE": 0}, "quotas.E006"),
+        ({"KEY_BUCKETS": 0}, "quotas.E014"),
+        ({"KEY_BUCKETS": "1024"}, "quotas.E014"),
         ({"TRUSTED_PROXIES": ["10.0.0.0/8", "not-an-ip"]}, "quotas.E007"),
         ({"TRUSTED_PROXIES": "10.0.0.0/8"}, "quotas.E007"),
         ({"IPV6_PREFIX_LENGTH": 200}, "quotas.E008"),
