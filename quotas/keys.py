@@ -100,7 +100,7 @@ class ClientKeys(NamedTuple):
         return self.own_base + window_field
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)  # as the identity caches: clients that repeat are the ones worth remembering
 def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
     """The keys and fields of client ``tag`` (a :func:`client_tag`); memoised, tags repeat."""
     client = client_id(tag)
