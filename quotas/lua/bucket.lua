@@ -59,11 +59,13 @@ local function sweep(bucket, now_s)
   return #doomed
 end
 
--- Called on about one write in SWEEP_ODDS. A sweep reads the whole bucket, so
--- a bucket over SWEEP_FIELDS fields (KEY_BUCKETS set low for the number of
--- clients) is swept proportionally less often: the cost per write stays
--- bounded, and so does the share of dead fields.
+-- Called after every write: sweeps on about one in SWEEP_ODDS (the low bits of
+-- the microsecond clock decide). A sweep reads the whole bucket, so a bucket
+-- over SWEEP_FIELDS fields (KEY_BUCKETS set low for the number of clients) is
+-- swept proportionally less often: the cost per write stays bounded, and so
+-- does the share of dead fields.
 local function maybe_sweep(bucket, now)
+  if now % SWEEP_ODDS ~= 0 then return end
   local size = redis.call('HLEN', bucket)
   if size > SWEEP_FIELDS and math.floor(now / SWEEP_ODDS) % math.ceil(size / SWEEP_FIELDS) ~= 0 then return end
   sweep(bucket, math.floor(now / 1000000))

@@ -209,7 +209,7 @@ if #writes > 0 then
   local bucket_until = keep_until(cp, math.ceil((now + ttl) / 1000000), client_exp, bucket_exp, writes)
   redis.call('HSET', KEYS[1], unpack(writes))
   if bucket_until then expire_bucket(KEYS[1], bucket_until, now) end
-  if now % SWEEP_ODDS == 0 then maybe_sweep(KEYS[1], now) end
+  maybe_sweep(KEYS[1], now)
 end
 
 if usage_at then

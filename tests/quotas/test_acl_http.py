@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from plans.models import ACLEntry, APIKey
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory
+from tests.usage_counters import usage_totals
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -32,14 +33,6 @@ def deny(**kwargs):
     return ACLEntry.objects.create(action="deny", reason="test", **kwargs)
 
 
-def usage(redis_client) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for key in redis_client.keys("*:u:*"):
-        for field, value in redis_client.hgetall(key).items():
-            out[field.decode().rsplit("|", 1)[1]] = out.get(field.decode().rsplit("|", 1)[1], 0) + int(value)
-    return out
-
-
 def test_denied_ip_gets_403_problem_without_retry_after(client, free, redis_client):
     deny(cidr="203.0.113.0/24")
     response = client.get("/api/demo/ping", REMOTE_ADDR="203.0.113.9")
@@ -48,7 +41,7 @@ def test_denied_ip_gets_403_problem_without_retry_after(client, free, redis_clie
     assert "Retry-After" not in response
     assert json.loads(response.content)["reason"] == "acl_denied"
     assert client.get("/api/demo/ping", REMOTE_ADDR="198.51.100.1").status_code == 200
-    assert usage(redis_client)["da"] == 1
+    assert usage_totals(redis_client)["da"] == 1
 
 
 def test_expiring_deny_says_when_to_retry(client, free):
@@ -84,7 +77,7 @@ def test_allow_entry_skips_limits_but_is_counted(client, free, redis_client):
     ACLEntry.objects.create(action="allow", cidr="198.51.100.0/24", reason="monitoring")
     codes = {client.get("/api/demo/ping", REMOTE_ADDR="198.51.100.7").status_code for _ in range(10)}
     assert codes == {200}
-    assert usage(redis_client)["a"] == 10
+    assert usage_totals(redis_client)["a"] == 10
 
 
 def test_spoofed_forwarded_for_does_not_escape_an_ip_deny(client, free):

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from quotas.engine import get_engine
 from quotas.usage_buffer import replay_spool
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.usage_counters import usage_totals
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -36,15 +37,6 @@ def outage(redis_server):
     outage = Outage()
     yield outage
     outage.end()
-
-
-def usage_totals(redis_client) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for key in redis_client.keys("*:u:*"):
-        for name, value in redis_client.hgetall(key).items():
-            counter = name.decode().rsplit("|", 1)[1]
-            totals[counter] = totals.get(counter, 0) + int(value)
-    return totals
 
 
 def test_local_mode_enforces_this_processs_share(free, outage, settings):
