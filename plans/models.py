@@ -136,6 +136,12 @@ class APIKey(models.Model):
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this moment the key gets 401 (reason: expired). Empty: never."
+    )
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Last request with this key (copied by the usage flush)."
+    )
 
     objects = APIKeyQuerySet.as_manager()
 

@@ -52,8 +52,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 500
 #: Counters that only ever grow in Redis; cost may shrink when reconciled.
 MONOTONIC = tuple(c for c in COUNTERS if c != "cost_micros")
-_COLUMNS = ("client", "subscription_id", "plan_id", "plan_key", "scope", "day", *COUNTERS, "observed_at", "updated_at")
-_CONFLICT = ("client", "plan_key", "scope", "day")
+_COLUMNS = (
+    "client", "subscription_id", "plan_id", "plan_key", "scope", "day", "generation", *COUNTERS, "observed_at",
+    "updated_at",
+)  # fmt: skip
+_CONFLICT = ("client", "plan_key", "scope", "day", "generation")
 _GREATEST = {"postgresql": "GREATEST", "sqlite": "MAX"}
 
 
@@ -142,6 +145,7 @@ def write_rows(rows: dict[RowKey, Counters], observed_at: datetime, delay: float
                 key.plan_key,
                 key.scope,
                 key.day,
+                "",  # the generation (see UsageRecord.generation)
                 *(counters[c] for c in COUNTERS),
                 observed_at,
                 stamp,

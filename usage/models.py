@@ -45,15 +45,25 @@ class UsageRecord(models.Model):
     shadow_would_deny = models.PositiveBigIntegerField(default=0, help_text="A shadow limit would have refused.")
     weight = models.PositiveBigIntegerField(default=0, help_text="Units spent by admitted requests.")
     cost_micros = models.BigIntegerField(default=0, help_text="Cost of admitted requests in millionths of a unit.")
+    generation = models.CharField(
+        max_length=40,
+        blank=True,
+        default="",
+        help_text="Which life of the Redis usage hash these totals came from: Redis losing its data starts a new one, "
+        "whose counts are added to the earlier rows, never compared with them.",
+    )
     observed_at = models.DateTimeField(help_text="Redis server time of the snapshot these totals were copied from.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-day", "client", "plan_key", "scope"]
         constraints = [
-            models.UniqueConstraint(fields=["client", "plan_key", "scope", "day"], name="unique_usage_row"),
+            models.UniqueConstraint(
+                fields=["client", "plan_key", "scope", "day", "generation"], name="unique_usage_row_generation"
+            ),
         ]
         indexes = [models.Index(fields=["day"], name="usage_day_idx")]
+        permissions = [("view_all_usage", "Can view every client's usage (dashboard, usage API)")]
 
     def __str__(self) -> str:
         return f"{self.client} {self.day} {self.scope or '-'}: {self.allowed} allowed"
