@@ -146,14 +146,21 @@ class PlansRulesBackend:
         if key is None:
             return None
         sub = key.subscription
-        return subscriber_of(sub, revoked=key.revoked_at is not None or not sub.is_active, key_id=key.pk)
+        return subscriber_of(
+            sub,
+            revoked=key.revoked_at is not None or not sub.is_active,
+            key_id=key.pk,
+            key_expires_at=key.expires_at.timestamp() if key.expires_at else None,
+        )
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
         sub = Subscription.objects.filter(user_id=user_id, is_active=True).first()
         return subscriber_of(sub) if sub is not None else None
 
 
-def subscriber_of(sub: Subscription, revoked: bool = False, key_id: int | None = None) -> Subscriber:
+def subscriber_of(
+    sub: Subscription, revoked: bool = False, key_id: int | None = None, key_expires_at: float | None = None
+) -> Subscriber:
     """The engine's view of a subscription: plan, overrides, own budgets, billing anchor."""
     overrides = tuple(
         sorted(
@@ -173,4 +180,5 @@ def subscriber_of(sub: Subscription, revoked: bool = False, key_id: int | None =
         budgets=budgets,
         anchor_day=sub.started_on.day,
         key_id=key_id,
+        key_expires_at=key_expires_at,
     )

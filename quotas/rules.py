@@ -227,7 +227,10 @@ class Subscriber:
     """A known client: a subscription reached by API key or user.
 
     ``overrides`` maps a limit id to replacement rates, or to :data:`UNLIMITED`.
-    ``revoked`` is set for a revoked or expired API key.
+    ``revoked`` is set for a revoked API key (or an inactive subscription);
+    ``key_expires_at`` (seconds since the epoch) is when the API key it was
+    resolved from stops working, checked at each request so a cached
+    subscriber lapses on its own.
     """
 
     id: int
@@ -237,6 +240,7 @@ class Subscriber:
     budgets: tuple[LimitRule, ...] = ()  # the subscription's own budgets, replacing the plan's per period
     anchor_day: int = 1  # billing months start on this day of the month
     key_id: int | None = None  # the API key it was resolved from (access lists match keys)
+    key_expires_at: float | None = None
 
     @property
     def rules_key(self) -> tuple:
