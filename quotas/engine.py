@@ -284,6 +284,8 @@ class Engine:
         decision.cost_micros = actual_micros
         alerted = []
         for i, (state, _) in enumerate(budgets):
+            if reply[2 * i] < 0:  # the decision's period has ended: nothing was changed
+                continue
             state.used, state.alert = reply[2 * i], reply[2 * i + 1]
             if state.alert:
                 alerted.append(state)

@@ -17,9 +17,14 @@ for i = 1, #ARGV - 4 do
   local _, limit, start, stop, _, next_stop, _, field = parse_spec(ARGV[4 + i])
   field = cp .. field
   local pstart = period_of(start, stop, next_stop, dnow)
-  local used, level = parse_period_state(redis.call('HGET', KEYS[1], field), pstart)
+  local raw = redis.call('HGET', KEYS[1], field)
+  local stored = raw and tonumber(string.match(raw, '^(%d+):'))
+  local used, level = parse_period_state(raw, pstart)
   local mask = 0
-  if used > 0 or delta > 0 then
+  if stored and stored ~= pstart then
+    -- A later period began after the decision: its state is not ours to change.
+    used = -1
+  elseif used > 0 or delta > 0 then
     used = math.max(0, used + delta)
     local new_level = math.max(level, alert_level(used, limit))
     mask = crossed(level, new_level)

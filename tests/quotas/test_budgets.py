@@ -312,3 +312,41 @@ def test_usage_weight_is_the_sum_of_the_weights_admitted(engine, redis_client):
     (row,) = read_snapshot(redis_client, engine.prefix, [key]).rows.values()
     assert row["allowed"] == 5
     assert row["weight"] == 1 + 3 + 3 + 0 + 1
+
+
+def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(engine):
+    """A decision admitted at 23:59:59.9 and reconciled after midnight changes only its own day.
+
+    Before the fix, A's reconciliation wrote the old day's state over the new
+    day's, so B's 60 was forgotten and C's 90 admitted: 150 spent in one day.
+    """
+    from quotas.rates import Rate
+    from quotas.rules import LimitRule
+
+    rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
+    windows = list(rule.windows)
+    day0 = period_bounds("day", 1_700_000_000)
+    a = engine.decide("{boundary}", windows, now=day0.end - 0.1, cost_micros=10)
+    assert a.allowed
+    b = engine.decide("{boundary}", windows, now=day0.end + 1, cost_micros=60)
+    assert b.allowed
+    assert b.states[0].used == 60
+    engine.reconcile(a, 20)  # A actually cost 20: +10 on day 0, which has ended
+    c = engine.decide("{boundary}", windows, now=day0.end + 2, cost_micros=90)
+    assert not c.allowed
+    assert engine.decide("{boundary}", windows, now=day0.end + 3, cost_micros=40).states[0].used == 100
+
+
+def test_reconciling_within_the_period_adds_the_difference(engine):
+    """The ordinary case still works: the estimate is replaced by the actual cost."""
+    from quotas.rates import Rate
+    from quotas.rules import LimitRule
+
+    rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
+    windows = list(rule.windows)
+    day0 = period_bounds("day", 1_700_000_000)
+    a = engine.decide("{same-day}", windows, now=day0.start + 10, cost_micros=10)
+    engine.reconcile(a, 25)
+    assert a.states[0].used == 25
+    assert engine.decide("{same-day}", windows, now=day0.start + 20, cost_micros=75).allowed
+    assert not engine.decide("{same-day}", windows, now=day0.start + 30, cost_micros=1).allowed
