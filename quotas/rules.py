@@ -123,6 +123,10 @@ class LimitRule:
     windows: tuple[Window, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        if "GET" in self.methods and "HEAD" not in self.methods:
+            # Django and DRF answer HEAD with the GET handler: a GET limit that
+            # skipped HEAD would let a client run the view for free.
+            object.__setattr__(self, "methods", self.methods | {"HEAD"})
         if not self.windows:
             object.__setattr__(self, "windows", tuple(self._compile()))
 

@@ -131,3 +131,19 @@ def test_healthz_says_which_mode_this_process_is_in(free, outage):
     assert body["engine"]["mode"] == "fallback"
     assert body["engine"]["breaker_open"] is True
     assert body["redis"]["topology"] == "standalone"
+
+
+@pytest.mark.parametrize("mode", ["redis", "local"])
+def test_head_requests_count_toward_limits_on_get(db, outage, settings, mode):
+    """Django serves HEAD with the GET handler, so a GET-only limit counts HEAD too, in both modes."""
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="reads", rates="4/min", algorithm="fixed_window", methods="GET")
+    settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 1.0}
+    client, key = APIClient(), issue_key(plan=plan)
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key)["X-RateLimit-Remaining"] == "3"
+    if mode == "local":
+        outage.begin()
+    # The local fallback starts this process's count afresh: 4 more fit there.
+    codes = [client.head("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(5)]
+    assert codes == ([200] * 3 + [429] * 2 if mode == "redis" else [200] * 4 + [429])
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 429
