@@ -152,18 +152,32 @@ class Engine:
                     self.deny_memory.remember(tag, state, state.window.weight if weight is None else weight)
         return decision
 
-    def count_acl(self, tag: str, usage: str | None, allowed: bool, weight: int | None, cost_micros: int) -> None:
-        """Count a request an allow or deny list decided (no limits involved)."""
+    def count_acl(
+        self, tag: str, usage: str | None, allowed: bool, weight: int | None, cost_micros: int
+    ) -> Decision | None:
+        """Count a request an allow or deny list decided (no limits involved).
+
+        Returns the decision of an allowed request, which the middleware
+        reconciles with the actual cost like any other; None when nothing
+        is counted (no usage field). While Redis is unreachable the count is
+        kept in-process, as the local fallback keeps its own.
+        """
         if not usage:
-            return
+            return None
         mode = "acl-allow" if allowed else "acl-deny"
         keys = self.keys_of(tag)
         day = _day(time.time())
         args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", "", keys.field_prefix, day[0]]
         try:
-            self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
+            reply = self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
         except STORE_ERRORS:
-            logger.warning("quotas: counting an ACL decision for %s failed", tag, exc_info=True)
+            metrics.observe_redis_error("decide")
+            logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
+            if not allowed:
+                self._count_locally(tag, usage, "da")
+                return None
+            return self.decide_locally(tag, (), weight, cost_micros, usage)
+        return Decision(allowed, [], reply[1] / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage)
 
     def release(self, decision: Decision) -> None:
         """End the concurrency leases an admitted decision holds."""

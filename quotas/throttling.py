@@ -22,6 +22,7 @@ from . import problems
 from .acl import ACLRule
 from .alerts import fire_budget_alerts, report_ban
 from .conf import quota_settings
+from .decision import Decision
 from .engine import get_engine
 from .exceptions import AccessDenied, InvalidAPIKey, QuotaServiceUnavailable, ReducedCapacity, StoreUnavailable
 from .identity import Client, client_ip, identify
@@ -74,12 +75,17 @@ class QuotaThrottle(BaseThrottle):
             if entry is not None:
                 record_acl(request, entry.action == "allow", client.tag, plan.slug if plan else None, scope, entry.id,
                            started)  # fmt: skip
-                return self.apply_acl(entry, engine, client, request, view, usage)
+                cost = self.get_cost(rules, plan_id, client, request, view, scope) if entry.action == "allow" else 0
+                decision = self.apply_acl(entry, engine, client, request, view, usage, cost)
+                if decision is not None:
+                    self.keep(http_request, decision, plan_id, client, request)
+                return True
         cost = self.get_cost(rules, plan_id, client, request, view, scope) if windows or not rules.empty else 0
         if not windows:
             if not rules.empty:
                 # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
-                self.count_unlimited(engine, client, request, view, usage, cost)
+                decision = self.count_unlimited(engine, client, request, view, usage, cost)
+                self.keep(http_request, decision, plan_id, client, request)
             return True
         multiplier = engine.rules.multipliers.get(plan_id, 1.0) if plan_id is not None else 1.0
         # Concurrency leases are named by the request, so the middleware can end them.
@@ -105,11 +111,7 @@ class QuotaThrottle(BaseThrottle):
             # "local": this process enforces its share of the same limits until Redis is back.
             weight = self.get_weight(request, view)
             decision = engine.decide_locally(client.tag, windows, weight, cost, usage, multiplier)
-        extra = decision.extra
-        extra["plan_id"] = plan_id
-        extra["client"] = client
-        extra["request"] = request  # where the view may set quota_cost
-        http_request.quota_decision = decision
+        self.keep(http_request, decision, plan_id, client, request)
         for state in decision.would_deny():
             logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
         fire_budget_alerts(client, decision.states)
@@ -128,12 +130,25 @@ class QuotaThrottle(BaseThrottle):
             raise ReducedCapacity(http_request.quota_problem, wait=decision.retry_after)
         return False
 
-    def count_unlimited(self, engine: Any, client: Client, request: Request, view: Any, usage: str, cost: int) -> None:
+    def count_unlimited(
+        self, engine: Any, client: Client, request: Request, view: Any, usage: str, cost: int
+    ) -> Decision:
         """Count an admitted request that no limit applies to (one script call, usage only)."""
+        weight = self.get_weight(request, view)
         try:
-            engine.decide(client.tag, (), self.get_weight(request, view), cost_micros=cost, usage=usage)
+            return engine.decide(client.tag, (), weight, cost_micros=cost, usage=usage)
         except StoreUnavailable:
-            logger.warning("quotas: could not count the usage of %s", client.tag)
+            # Admitted whatever the failure mode (no limit applies); its usage waits in-process.
+            return engine.decide_locally(client.tag, (), weight, cost, usage)
+
+    @staticmethod
+    def keep(http_request: Any, decision: Decision, plan_id: int | None, client: Client, request: Request) -> None:
+        """Leave ``decision`` on the request for the middleware (headers, cost reconciliation, leases)."""
+        extra = decision.extra
+        extra["plan_id"] = plan_id
+        extra["client"] = client
+        extra["request"] = request  # where the view may set quota_cost
+        http_request.quota_decision = decision
 
     def match_acl(self, rules: RuleSet, client: Client, request: Request, scope: str) -> ACLRule | None:
         """The allow or deny entry for this request (an in-process lookup, no Redis)."""
@@ -148,13 +163,19 @@ class QuotaThrottle(BaseThrottle):
             now=time.time(),
         )
 
-    def apply_acl(self, entry: ACLRule, engine: Any, client: Client, request: Request, view: Any, usage: str) -> bool:
-        """Allow entries skip limits and budgets; deny entries refuse with 403. Both are counted."""
+    def apply_acl(
+        self, entry: ACLRule, engine: Any, client: Client, request: Request, view: Any, usage: str, cost: int
+    ) -> Decision | None:
+        """Allow entries skip limits and budgets; deny entries refuse with 403. Both are counted.
+
+        An allowed request is counted with its estimated ``cost`` like any
+        other, and the returned decision is reconciled after the view.
+        """
         allowed = entry.action == "allow"
-        # Counting is best effort here (count_acl logs a Redis failure): the list, not Redis, decided.
-        engine.count_acl(client.tag, usage, allowed, self.get_weight(request, view) if allowed else None, 0)
+        weight = self.get_weight(request, view) if allowed else None
+        decision = engine.count_acl(client.tag, usage, allowed, weight, cost)
         if allowed:
-            return True
+            return decision
         problem = problems.access_denied(entry, time.time())
         request._request.quota_problem = problem
         logger.info("quotas: deny-list entry %s refused %s", entry.id, client.tag)

@@ -19,6 +19,7 @@ from quotas.money import from_micros, to_micros
 from quotas.periods import period_bounds
 from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
+from tests.usage_counters import usage_totals
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -350,3 +351,34 @@ def test_reconciling_within_the_period_adds_the_difference(engine):
     assert a.states[0].used == 25
     assert engine.decide("{same-day}", windows, now=day0.start + 20, cost_micros=75).allowed
     assert not engine.decide("{same-day}", windows, now=day0.start + 30, cost_micros=1).allowed
+
+
+def test_allow_listed_requests_are_charged_and_reconciled(client, free, redis_client):
+    """An allow-list entry skips limits and budgets, not the accounting: cost is counted, then reconciled."""
+    from plans.models import ACLEntry
+
+    ACLEntry.objects.create(action="allow", cidr="198.51.100.0/24", reason="partner")
+    for _ in range(10):  # ten times the day's 0.05 budget: the allow list lifts it
+        response = client.get("/t/priced?est=0.02&actual=0.03", REMOTE_ADDR="198.51.100.7")
+        assert response.status_code == 200
+    totals = usage_totals(redis_client)
+    assert totals["a"] == 10
+    assert totals["c"] == to_micros(Decimal("0.30"))
+    client.get("/t/priced", REMOTE_ADDR="198.51.100.7")  # no estimate: the limit's price, 0.01
+    assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.31"))
+
+
+def test_unlimited_requests_are_charged_and_reconciled(client, redis_client):
+    """Under an unlimited override the estimate is counted and then replaced by the actual cost."""
+    from plans.models import LimitOverride
+
+    plan = PlanFactory(slug="metered", is_default=True)
+    priced = EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1/min", price=Decimal("0.01"))
+    sub = SubscriptionFactory(plan=plan)
+    LimitOverride.objects.create(subscription=sub, limit=priced, unlimited=True)
+    key = issue_key(sub)
+    for _ in range(3):
+        assert get(client, key, est="0.02", actual="0.005").status_code == 200
+    totals = usage_totals(redis_client)
+    assert totals["a"] == 3
+    assert totals["c"] == to_micros(Decimal("0.015"))
