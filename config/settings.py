@@ -143,6 +143,8 @@ QUOTAS = {
     # While Redis is unreachable: "local" (each process enforces LOCAL_SHARE of every limit), "open" or "closed".
     "FAILURE_MODE": env.str("QUOTAS_FAILURE_MODE", default="local"),
     "LOCAL_SHARE": env.float("QUOTAS_LOCAL_SHARE", default=0.5),
+    # Usage a process could not write at exit (Redis down), kept private to this checkout's run directory.
+    "USAGE_SPOOL_DIR": str(RUN_DIR / "usage-spool"),
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

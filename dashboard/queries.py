@@ -100,7 +100,7 @@ class UsageSlice:
         self.by_client = _group(settled.values("client").annotate(**sums), ("client",))
         self.by_scope = _group(settled.values("scope").annotate(**sums), ("scope",))
         for row, counters in self._live_rows(records.filter(day__in=live_days), live_days, redis_client).items():
-            client, plan_key, scope, day = row
+            client, plan_key, scope, day, _generation = row
             if filters.plan_id is not None and plan_key != filters.plan_id:
                 continue
             if filters.scope is not None and scope != filters.scope:
@@ -112,8 +112,8 @@ class UsageSlice:
         if not days:
             return {}
         rows: dict[tuple, Counters] = {
-            (r["client"], r["plan_key"], r["scope"], r["day"]): {c: r[c] for c in COUNTERS}
-            for r in records.values("client", "plan_key", "scope", "day", *COUNTERS)
+            (r["client"], r["plan_key"], r["scope"], r["day"], r["generation"]): {c: r[c] for c in COUNTERS}
+            for r in records.values("client", "plan_key", "scope", "day", "generation", *COUNTERS)
         }
         try:
             prefix = quota_settings.KEY_PREFIX

@@ -48,8 +48,11 @@ DEFAULTS: dict[str, Any] = {
     "CONNECT_TIMEOUT": 0.05,
     # Default: 0.5. Seconds between probes of Redis while the circuit breaker is open.
     "PROBE_INTERVAL": 0.5,
-    # Default: None (the system temp dir). Where a process that exits during an
-    # outage leaves the usage it could not write, for another to replay.
+    # Default: None ("quotas-usage-spool-<uid>" in the system temp dir). Where a
+    # process that exits during an outage leaves the usage it could not write,
+    # for another to replay: kept private (0700), one subdirectory per Redis URL
+    # and key prefix, each file signed with SECRET_KEY. Point it at your
+    # project's run or state directory.
     "USAGE_SPOOL_DIR": None,
     # Default: 10000. Clients remembered as over-limit in each process.
     "LOCAL_DENY_CACHE_SIZE": 10000,

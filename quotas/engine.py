@@ -30,7 +30,7 @@ from .rules import Window
 from .scripts import LuaScript, script_source
 from .snapshot import RulesCache
 from .store import STORE_ERRORS, connect
-from .usage_buffer import UsageBuffer, replay_spool, spool_usage, write_usage
+from .usage_buffer import UsageBuffer, replay_spool
 
 logger = logging.getLogger(__name__)
 
@@ -252,24 +252,15 @@ class Engine:
     def flush_usage(self, spool_on_failure: bool = False) -> bool:
         """Add the usage counted in-process to the day's Redis counters; True when all was written.
 
-        On failure the counts are kept (or, with ``spool_on_failure``, as at
-        process exit, written to the spool directory for another process to
-        replay).
+        On failure the counts are kept for the next try (or, with
+        ``spool_on_failure``, as at process exit, written to the spool
+        directory for another process to replay).
         """
-        counts = self.usage_buffer.drain()
-        if not counts:
+        if not self.usage_buffer or self.usage_buffer.flush(self.redis):
             return True
-        try:
-            write_usage(self.redis, counts)
-        except STORE_ERRORS:
-            if spool_on_failure:
-                spool_usage(counts)
-            else:
-                logger.warning("quotas: could not flush %d local usage counters; keeping them", len(counts))
-                for (base, day, field), amount in counts.items():
-                    self.usage_buffer.add(base, field, amount, day)
-            return False
-        return True
+        if spool_on_failure:
+            self.usage_buffer.spool()
+        return False
 
     def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
         """The client's standing in ``windows`` without consuming or counting anything."""

@@ -73,6 +73,7 @@ _PARTS = {
     "release": ("release.lua",),
     "refund": ("common.lua", "period.lua", "refund.lua"),
     "adjust": ("common.lua", "period.lua", "usage.lua", "adjust.lua"),
+    "usage_add": ("usage.lua", "usage_add.lua"),
 }
 
 

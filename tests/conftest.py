@@ -9,6 +9,7 @@ that needs a missing service fails instead of being skipped.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     reset_engine()
     # A previous test's engine may have spooled usage while its Redis was down: not this test's.
     for leftover in Path(settings.QUOTAS["USAGE_SPOOL_DIR"]).iterdir():
-        leftover.unlink()
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
     yield client
     reset_engine()
     client.close()

@@ -8,6 +8,8 @@ def usage_totals(redis_client) -> dict[str, int]:
     totals: dict[str, int] = {}
     for key in redis_client.keys("*:u:*"):
         for name, value in redis_client.hgetall(key).items():
+            if name.startswith(b"~"):
+                continue  # bookkeeping (the hash's generation, writers' batch marks), not a counter
             counter = name.decode().rsplit("|", 1)[1]
             totals[counter] = totals.get(counter, 0) + int(value)
     return totals

@@ -9,6 +9,9 @@ an upsert that only ever moves a row forward:
   from it, so concurrent flushes cannot put an older reading back;
 * request counters and weight never decrease (``GREATEST``/``MAX``), so even
   a Redis that lost its data cannot erase what was already flushed;
+* a hash Redis created again after losing its data carries a new generation
+  id (``usage.store.GENERATION_FIELD``), so its counts go to a row of their
+  own and add onto the old one's instead of hiding behind it;
 * cost is copied as read, because reconciling an estimated cost with the
   actual one can lower it.
 
@@ -145,7 +148,7 @@ def write_rows(rows: dict[RowKey, Counters], observed_at: datetime, delay: float
                 key.plan_key,
                 key.scope,
                 key.day,
-                "",  # the generation (see UsageRecord.generation)
+                key.generation,
                 *(counters[c] for c in COUNTERS),
                 observed_at,
                 stamp,

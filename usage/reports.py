@@ -104,8 +104,8 @@ def _live_rows(query: UsageQuery, records: Any, days: list[date], redis_client: 
     if not days:
         return {}
     rows: dict[RowKey, Counters] = {
-        RowKey(r["client"], r["plan_key"], r["scope"], r["day"]): {c: r[c] for c in COUNTERS}
-        for r in records.values("client", "plan_key", "scope", "day", *COUNTERS)
+        RowKey(r["client"], r["plan_key"], r["scope"], r["day"], r["generation"]): {c: r[c] for c in COUNTERS}
+        for r in records.values("client", "plan_key", "scope", "day", "generation", *COUNTERS)
     }
     for key, counters in _redis_rows(query, days, redis_client).items():
         if query.plan is None or key.plan_key == query.plan.pk:

@@ -40,17 +40,28 @@ COUNTER_FIELDS = {
 RETENTION_DAYS = 3
 #: Longest client tag and scope a row can hold (UsageRecord's field lengths).
 MAX_TEXT = 100
+#: The field holding a hash's generation (GENERATION_FIELD in usage.lua): set
+#: when the hash is created, so a hash created again after Redis lost its data
+#: is told apart from the one already flushed. Fields starting with "~" are
+#: bookkeeping, not counters (usage_add.lua's "~w:<writer>" batch marks too).
+GENERATION_FIELD = b"~g"
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
 
 class RowKey(NamedTuple):
-    """What identifies one usage row: client tag (without braces), plan id (0: none), scope, day."""
+    """What identifies one usage row: client tag (without braces), plan id (0: none), scope, day.
+
+    ``generation`` tells apart the counters of one day kept by two lives of
+    the same Redis hash (see :data:`GENERATION_FIELD`): each is copied to its
+    own row, and readers sum them.
+    """
 
     client: str
     plan_key: int
     scope: str
     day: date
+    generation: str = ""
 
 
 Counters = dict[str, int]
@@ -148,7 +159,11 @@ def add_hash(rows: dict[RowKey, Counters], day: date, mapping: dict, client: str
     """Add one usage hash's fields to ``rows`` (only ``client``'s, if given); returns how many were skipped."""
     skipped = 0
     extra: dict[RowKey, int] = {}  # "wx" of each row in this hash
+    raw_generation = mapping.get(GENERATION_FIELD, mapping.get(GENERATION_FIELD.decode(), b""))
+    generation = raw_generation.decode() if isinstance(raw_generation, bytes) else str(raw_generation)
     for raw_field, raw_value in mapping.items():
+        if (raw_field[:1] if isinstance(raw_field, bytes) else raw_field[:1].encode()) == b"~":
+            continue  # bookkeeping, not a counter
         parsed = _parse_field(raw_field)
         if parsed is None or len(parsed[0]) > MAX_TEXT:
             logger.warning("usage: unreadable field %r on %s; skipped", raw_field, day)
@@ -163,7 +178,7 @@ def add_hash(rows: dict[RowKey, Counters], day: date, mapping: dict, client: str
             logger.warning("usage: unknown counter %r of %s on %s; not stored", counter, field_client, day)
             skipped += 1
             continue
-        key = RowKey(field_client, plan_key, scope, day)
+        key = RowKey(field_client, plan_key, scope, day, generation)
         row = rows.setdefault(key, dict.fromkeys(COUNTER_FIELDS.values(), 0))
         if counter == "wx":
             extra[key] = int(raw_value)

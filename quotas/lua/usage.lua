@@ -32,13 +32,31 @@ local function usage_key(day_key, hint_days, now)
   return string.sub(day_key, 1, -9) .. civil_date(days), days
 end
 
+-- Each hash also holds its generation, GENERATION_FIELD = "<server time us>",
+-- written when the hash is created: a hash created again after Redis lost its
+-- data has another, so the flush adds the new counts to what it had already
+-- copied instead of mistaking them for the old totals (usage/flush.py).
+local GENERATION_FIELD = '~g'
+
+-- After `fresh` fields were created in hash `key` of day `days`: if they are
+-- all it holds, the hash is new and starts a generation. Either way it
+-- outlives its day by USAGE_TTL_DAYS.
+local function usage_created(key, days, fresh)
+  if redis.call('HLEN', key) == fresh then
+    local t = redis.call('TIME')
+    redis.call('HSET', key, GENERATION_FIELD, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  redis.call('PEXPIREAT', key, (days + 1 + USAGE_TTL_DAYS) * 86400000)
+end
+
 -- Add up to three counters ("<prefix>|<name>" += amount; zero amounts are
 -- skipped) to usage hash `key` of day `days`.
 local function count_usage(key, days, prefix, n1, a1, n2, a2, n3, a3)
-  local fresh = false
-  if a1 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n1, a1) == a1 then fresh = true end
-  if n2 and a2 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n2, a2) == a2 then fresh = true end
-  if n3 and a3 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n3, a3) == a3 then fresh = true end
-  -- A new field may mean a new key: make sure it outlives the day by USAGE_TTL_DAYS.
-  if fresh then redis.call('PEXPIREAT', key, (days + 1 + USAGE_TTL_DAYS) * 86400000) end
+  -- HINCRBY answering the amount itself means the field was just created
+  -- (or held 0): only then can the hash be new.
+  local fresh = 0
+  if a1 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n1, a1) == a1 then fresh = fresh + 1 end
+  if n2 and a2 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n2, a2) == a2 then fresh = fresh + 1 end
+  if n3 and a3 ~= 0 and redis.call('HINCRBY', key, prefix .. '|' .. n3, a3) == a3 then fresh = fresh + 1 end
+  if fresh > 0 then usage_created(key, days, fresh) end
 end

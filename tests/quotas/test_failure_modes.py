@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from quotas.engine import get_engine
-from quotas.usage_buffer import replay_spool
+from quotas.usage_buffer import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -95,8 +95,7 @@ def test_usage_counted_during_an_outage_reaches_redis_after_it(free, outage, red
     assert totals["dr"] == codes.count(429) == 7
 
 
-def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis_client, settings, tmp_path):
-    settings.QUOTAS = {**settings.QUOTAS, "USAGE_SPOOL_DIR": str(tmp_path)}
+def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis_client):
     client, key = APIClient(), issue_key(plan=free)
     client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     outage.begin()
@@ -104,10 +103,10 @@ def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis
         client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     engine = get_engine()
     assert not engine.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
-    assert len(list(tmp_path.glob("*.json"))) == 1
+    assert len(list(spool_dir().glob("*.spool"))) == 1
     outage.end()
     assert replay_spool(redis_client) == 1
-    assert not list(tmp_path.iterdir())
+    assert not list(spool_dir().iterdir())
     assert usage_totals(redis_client)["a"] == 4  # the restarted test Redis kept nothing else
 
 

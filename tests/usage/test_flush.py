@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 
@@ -124,18 +125,31 @@ def test_an_older_snapshot_never_replaces_a_newer_row(api, pro, redis_client):
     assert rows(tag_of(key)) == {"": counts(5)}
 
 
-def test_lost_redis_data_cannot_erase_flushed_requests(api, pro, redis_client):
-    """If Redis loses the day's hash, the flushed request counts stay (they only ever grow)."""
+def test_redis_losing_its_data_adds_a_generation_instead_of_lowering_usage(api, pro, redis_client):
+    """10 requests flushed, FLUSHALL, 4 more flushed: the database holds 14, with the cost of all 14.
+
+    The emptied Redis starts the day's hash again under a new generation id,
+    so the flush copies it to a row of its own instead of mistaking its 4 for
+    the day's total; the usage API sums both.
+    """
     key = issue_key(plan=pro)
-    send(api, key, 5)
+    assert send(api, key, 10, "/t/priced?est=0.01") == {200: 10}
     flush_usage(redis_client)
     redis_client.flushall()
     reset_engine()
-    send(api, key, 2)
+    assert send(api, key, 4, "/t/priced?est=0.01") == {200: 4}
 
     flush_usage(redis_client)
+    flush_usage(redis_client)  # flushing again changes nothing
 
-    assert rows(tag_of(key)) == {"": counts(5)}
+    records = UsageRecord.objects.filter(client=tag_of(key))
+    assert records.count() == 2
+    assert len({r.generation for r in records}) == 2
+    assert sum(r.allowed for r in records) == 14
+    assert sum(r.cost_micros for r in records) == 14 * 10_000
+    body = api.get("/api/v1/usage/", HTTP_X_API_KEY=key).json()
+    assert body["totals"]["allowed"] == 14
+    assert Decimal(body["totals"]["cost"]) == Decimal("0.14")
 
 
 def test_a_cost_lowered_after_a_flush_is_copied_lower(api, free, redis_client, monkeypatch):

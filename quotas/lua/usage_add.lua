@@ -1,0 +1,26 @@
+-- Add usage counted in-process (the local fallback, refusals answered from
+-- memory, a replayed spool file) to one usage hash, exactly once per batch.
+--
+-- KEYS[1]  the usage hash of one bucket and day
+-- ARGV[1]  that day, in days since 1970
+-- ARGV[2]  the writer's id (one per process), ARGV[3] the batch's sequence
+--          number: the hash remembers, in field "~w:<writer>", the last batch
+--          of each writer it took, so a batch written again after a failure
+--          that hid whether it arrived (or replayed from a spool file twice)
+--          is skipped. A writer sends its batches in order and never sends
+--          batch n + 1 to any hash before batch n is in every hash.
+-- ARGV[4+] field, amount pairs
+-- Returns 1 when the batch was added, 0 when this hash already had it.
+local days = tonumber(ARGV[1])
+local mark = '~w:' .. ARGV[2]
+local seq = tonumber(ARGV[3])
+local last = tonumber(redis.call('HGET', KEYS[1], mark) or '-1')
+if last >= seq then return 0 end
+local fresh = 0
+for i = 4, #ARGV, 2 do
+  local amount = tonumber(ARGV[i + 1])
+  if amount ~= 0 and redis.call('HINCRBY', KEYS[1], ARGV[i], amount) == amount then fresh = fresh + 1 end
+end
+if fresh > 0 then usage_created(KEYS[1], days, fresh) end
+redis.call('HSET', KEYS[1], mark, seq)
+return 1
