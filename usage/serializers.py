@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from django.core.validators import RegexValidator
@@ -14,6 +14,9 @@ from plans.models import Plan
 from .reports import GROUPS, MAX_DAYS, UsageQuery
 
 DEFAULT_DAYS = 30
+#: Days a report may name: usage is dated in days since 1970, and the last day
+#: leaves room for the date arithmetic of a report (no OverflowError at date.max).
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9999, 12, 1)
 CLIENT_TAG = RegexValidator(r"^[A-Za-z0-9._~-]{1,100}$", "Not a client tag; tags look like s.12, u.5 or ip.10.0.0.7.")
 
 
@@ -37,8 +40,12 @@ class UsageQuerySerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        for name in ("from", "to"):
+            day = attrs.get(name)
+            if day is not None and not FIRST_DAY <= day <= LAST_DAY:
+                raise serializers.ValidationError({name: f"Give a day from {FIRST_DAY} to {LAST_DAY}, not {day}."})
         end = attrs.get("to") or timezone.now().date()
-        start = attrs.get("from") or end - timedelta(days=DEFAULT_DAYS - 1)
+        start = attrs.get("from") or max(FIRST_DAY, end - timedelta(days=DEFAULT_DAYS - 1))
         if start > end:
             raise serializers.ValidationError({"from": f"The first day ({start}) is after the last day ({end})."})
         if (end - start).days + 1 > MAX_DAYS:

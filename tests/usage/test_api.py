@@ -169,12 +169,32 @@ def test_a_staff_user_calling_with_an_api_key_is_that_client(api, staff, two_cli
         ({"group_by": "hour"}, "group_by"),
         ({"plan": "platinum"}, "plan"),
         ({"client": "s.1}:x"}, "client"),
+        ({"to": "0001-01-05"}, "to"),
+        ({"to": "0001-01-05", "format": "csv"}, "to"),
+        ({"from": "0001-01-01", "to": "0001-01-05"}, "from"),
+        ({"to": "9999-12-31"}, "to"),
     ],
 )
 def test_bad_parameters_are_400_problems_naming_the_field(api, staff, free, params, field):
     body = problem(report(api, **params), 400)
     assert list(body["errors"]) == [field]
     assert field in body["detail"]
+
+
+ODD_VALUES = ["", " ", "0", "-1", "0001-01-01", "9999-12-31", "1969-12-31", "2025-02-30", "%00", "\u0000", "x" * 5000,
+              "s.1\n", "{s.1}", "ümlaut", "1e308", "[]", "null"]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+@pytest.mark.parametrize("name", ["from", "to", "group_by", "client", "plan", "format"])
+def test_no_parameter_value_gives_a_server_error(api, staff, two_clients, name, fmt):
+    """Whatever a parameter holds, the answer is a 2xx or a 4xx problem, never a 5xx."""
+    for value in ODD_VALUES:
+        params = {"format": fmt, name: value}
+        response = report(api, **params)
+        assert response.status_code < 500, (params, response.content[:300])
+        if response.status_code >= 400 and name != "format":
+            assert response["Content-Type"] == "application/problem+json", (params, response.content[:300])
 
 
 def test_a_full_year_is_accepted(api, staff):
