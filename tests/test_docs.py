@@ -1,0 +1,30 @@
+"""The README documents what a user configures: every environment variable the code reads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Read by the code, but set by the operating system or Django's own conventions.
+SYSTEM = {"PATH", "HOME", "TMPDIR", "DJANGO_SETTINGS_MODULE"}
+_READS = re.compile(
+    r"""(?:env\.(?:str|int|float|bool|list)\(|os\.environ(?:\.get)?[\[(]|os\.getenv\(|environ\.setdefault\()\s*["']([A-Z][A-Z0-9_]+)["']"""
+)
+
+
+def variables_read() -> set[str]:
+    names: set[str] = set()
+    for folder in ("config", "quotas", "plans", "usage", "adaptive", "dashboard", "demo"):
+        for path in (ROOT / folder).rglob("*.py"):
+            names |= set(_READS.findall(path.read_text(encoding="utf-8")))
+    return names - SYSTEM
+
+
+def test_every_environment_variable_is_in_the_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_cells = re.findall(r"^\|([^|]*)\|", readme, flags=re.MULTILINE)
+    documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
+    read = variables_read()
+    assert "USAGE_FLUSH_BATCH_DELAY" in read  # the scan finds what it must
+    assert not read - documented, f"read by the code but not in the README's tables: {sorted(read - documented)}"
