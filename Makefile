@@ -16,6 +16,7 @@ install: $(STAMP)
 
 ## Start the platform: Redis (embedded unless REDIS_URL is set), gunicorn, Celery worker and beat.
 run: $(STAMP)
+	$(PY) -m config.secret_key
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
 	$(PY) -m config.run

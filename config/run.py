@@ -21,6 +21,7 @@ from pathlib import Path
 import django
 
 from config.embedded_redis import free_port, redis_server_binary
+from config.secret_key import ensure_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_PORT = 8000
@@ -87,6 +88,8 @@ def main() -> None:
 
     run_dir = Path(os.environ.get("RUN_DIR") or BASE_DIR / "run").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("SECRET_KEY"):
+        ensure_key(run_dir)  # generated once; every later command in this checkout reads the same file
     redis = redis_env(run_dir)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # gunicorn's workers and Celery's processes keep their metrics here, for /metrics to sum (quotas/metrics.py).

@@ -10,14 +10,24 @@ from pathlib import Path
 
 import dj_database_url
 import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from config.secret_key import ensure_key, key_file, read_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-RUN_DIR = BASE_DIR / "run"
 
 env = environ.Env()
 
-SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-key-change-me-in-production")
+RUN_DIR = Path(env.str("RUN_DIR", default=str(BASE_DIR / "run"))).resolve()
 DEBUG = env.bool("DEBUG", default=False)
+# No key is written in this repository: the environment's, else the one `make run` generated in
+# RUN_DIR (see config/secret_key.py). With neither, only a DEBUG process may make one up.
+SECRET_KEY = env.str("SECRET_KEY", default="") or read_key(RUN_DIR) or (ensure_key(RUN_DIR) if DEBUG else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. Set the SECRET_KEY environment variable (a long random string, kept secret), "
+        f"or run `make run` once in this checkout to generate {key_file(RUN_DIR)}."
+    )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 

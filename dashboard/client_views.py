@@ -2,8 +2,11 @@
 
 ``/usage/`` takes the key in a form (POST, never in a URL) and redirects to
 ``/usage/<token>/``, a link signed with ``django.core.signing`` that names
-the key's id. The link works for ``LINK_MAX_AGE`` and stops working as soon
-as the key is revoked; the raw key is never stored or shown.
+the key's id and a secret of that key (an HMAC of its stored hash, which
+never leaves the database): ids are sequential, so the signature alone would
+be the only thing between a guessed id and a tenant's page. The link works
+for ``LINK_MAX_AGE`` and stops working as soon as the key is revoked or
+expires; the raw key is never stored or shown.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.cache import never_cache
 
 from plans.models import APIKey
@@ -50,7 +54,23 @@ class KeyForm(forms.Form):
 
 def usage_link(key: APIKey) -> str:
     """The signed path of ``key``'s usage page."""
-    return reverse("usage-page:page", args=[signing.dumps(key.pk, salt=SALT)])
+    return reverse("usage-page:page", args=[signing.dumps([key.pk, _key_secret(key)], salt=SALT)])
+
+
+def _key_secret(key: APIKey) -> str:
+    return salted_hmac(SALT, key.key_hash, algorithm="sha256").hexdigest()[:32]
+
+
+def _linked_key(token: str) -> APIKey | None:
+    """The usable key a link names, or None (bad signature, too old, wrong secret, revoked, expired)."""
+    try:
+        key_id, secret = signing.loads(token, salt=SALT, max_age=LINK_MAX_AGE)
+    except (signing.BadSignature, ValueError, TypeError):
+        return None
+    key = APIKey.objects.usable().select_related("subscription__plan").filter(pk=key_id).first()
+    if key is None or not isinstance(secret, str) or not constant_time_compare(secret, _key_secret(key)):
+        return None
+    return key
 
 
 @never_cache
@@ -63,11 +83,7 @@ def sign_in(request: HttpRequest) -> HttpResponse:
 
 @never_cache
 def page(request: HttpRequest, token: str) -> HttpResponse:
-    try:
-        key_id = signing.loads(token, salt=SALT, max_age=LINK_MAX_AGE)
-    except signing.BadSignature:
-        return render(request, "dashboard/usage_form.html", {"form": KeyForm(), "expired": True}, status=403)
-    key = APIKey.objects.usable().select_related("subscription__plan").filter(pk=key_id).first()
+    key = _linked_key(token)
     if key is None:
         return render(request, "dashboard/usage_form.html", {"form": KeyForm(), "expired": True}, status=403)
     engine = get_engine()

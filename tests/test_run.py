@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from config.embedded_redis import free_port
+from config.secret_key import read_key
 from plans.management.commands.seed_demo import demo_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -114,14 +115,25 @@ class Platform:
 
 @pytest.fixture
 def run_env(tmp_path: Path) -> dict[str, str]:
-    """config.run's environment: a free PORT, no REDIS_URL (so Redis is embedded), a migrated and seeded SQLite."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CELERY_BROKER_URL", "DATABASE_URL")}
+    """config.run's environment as `make run` builds it on a fresh checkout.
+
+    A free PORT, no REDIS_URL (so Redis is embedded), no SECRET_KEY (so the run
+    directory's generated key is used by every command), a migrated and seeded SQLite.
+    """
+    unset = ("REDIS_URL", "CELERY_BROKER_URL", "DATABASE_URL", "SECRET_KEY")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(PORT=str(free_port()), SQLITE_PATH=str(tmp_path / "db.sqlite3"), RUN_DIR=str(tmp_path / "run"))
-    for command in (["migrate", "--noinput"], ["seed_demo"]):
-        subprocess.run(
-            [sys.executable, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True, timeout=60
-        )
+    for command in (["-m", "config.secret_key"], ["manage.py", "migrate", "--noinput"], ["manage.py", "seed_demo"]):
+        subprocess.run([sys.executable, *command], cwd=BASE_DIR, env=env, check=True, capture_output=True, timeout=60)
     return env
+
+
+def run_dir_demo_key(run_dir: Path, slug: str) -> str:
+    """The demo key ``make run`` printed: derived from the run directory's generated secret key."""
+    from django.test import override_settings
+
+    with override_settings(SECRET_KEY=read_key(run_dir)):
+        return demo_key(slug)
 
 
 @pytest.fixture
@@ -155,13 +167,13 @@ def platform(run_env: dict[str, str], tmp_path: Path) -> Iterator[Platform]:
 
 
 def test_run_serves_the_demo_api_and_sigint_stops_every_process(platform: Platform) -> None:
-    status, headers = get(f"{platform.base_url}/api/demo/ping", demo_key("free"))
+    status, headers = get(f"{platform.base_url}/api/demo/ping", run_dir_demo_key(platform.run_dir, "free"))
     assert status == 200
     assert headers["RateLimit"]
     assert headers["RateLimit-Policy"]
 
     for _ in range(30):
-        status, headers = get(f"{platform.base_url}/api/demo/search?q=x", demo_key("free"))
+        status, headers = get(f"{platform.base_url}/api/demo/search?q=x", run_dir_demo_key(platform.run_dir, "free"))
         if status == 429:
             break
     assert status == 429, "a burst on the free plan was never throttled"

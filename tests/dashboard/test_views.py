@@ -104,9 +104,20 @@ def test_client_usage_page_refuses_bad_keys_tampered_links_and_revoked_keys(clie
     assert "unknown or revoked" in client.post("/usage/", {"api_key": "qk_nope"}).content.decode()
     assert client.get("/usage/not-a-token/").status_code == 403
     link = client.post("/usage/", {"api_key": demo_key("pro")})["Location"]
-    APIKey.objects.get(pk=signing.loads(link.split("/")[2], salt="dashboard.usage-link")).revoke()
+    key_id, _ = signing.loads(link.split("/")[2], salt="dashboard.usage-link")
+    APIKey.objects.get(pk=key_id).revoke()
     assert client.get(link).status_code == 403
     assert subscription_of(demo_key("free"))  # the other keys still work
+
+
+def test_a_usage_link_cannot_be_made_from_a_key_id_alone(client, traffic):
+    """Even with SECRET_KEY, a link needs a secret of the key that never leaves the database."""
+    link = client.post("/usage/", {"api_key": demo_key("free")})["Location"]
+    key_id, secret = signing.loads(link.split("/")[2], salt="dashboard.usage-link")
+    assert client.get(link).status_code == 200
+    for forged in (key_id, [key_id, "0" * 32], [key_id + 1, secret], [key_id], "x"):
+        token = signing.dumps(forged, salt="dashboard.usage-link")
+        assert client.get(f"/usage/{token}/").status_code == 403, forged
 
 
 def test_vendored_chart_js_is_the_version_locked_by_npm():
