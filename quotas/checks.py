@@ -161,6 +161,14 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                 12,
             )
         )
+    if not isinstance(s.METRICS_ALLOW_LOOPBACK, bool):
+        errors.append(
+            _error(
+                f"QUOTAS['METRICS_ALLOW_LOOPBACK'] = {s.METRICS_ALLOW_LOOPBACK!r} must be True or False.",
+                "Default: False (/metrics needs METRICS_TOKEN or a staff session).",
+                15,
+            )
+        )
     header = s.API_KEY_HEADER
     if not isinstance(header, str) or not header or not all(c.isalnum() or c == "-" for c in header):
         errors.append(

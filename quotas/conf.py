@@ -64,6 +64,11 @@ DEFAULTS: dict[str, Any] = {
     "BUDGET_TIME_ZONE": "UTC",
     # Default: 30.0. Longest delay a leaky bucket's max_delay may ask for, in seconds.
     "MAX_DELAY_CAP": 30.0,
+    # Default: False. Serve /metrics without a token to loopback peers when no
+    # METRICS_TOKEN is set. Leave it off behind a reverse proxy on the same
+    # host that adds no X-Forwarded-For (nginx's default): every client would
+    # look local.
+    "METRICS_ALLOW_LOOPBACK": False,
 }
 
 #: Settings whose value is a dotted import path.

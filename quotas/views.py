@@ -10,6 +10,7 @@ import time
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from . import problems
 from .conf import quota_settings
 from .engine import get_engine
 from .metrics import exposition
@@ -21,6 +22,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
     ``engine.mode`` is ``normal``, or while Redis is down (the circuit breaker
     open) ``fallback`` (failure mode local), ``fail-open`` or ``fail-closed``.
+    Anyone gets the status and the mode; operators (staff signed in to the
+    admin, or holders of the metrics token) also get the details, whose
+    Redis address and error text are of use to an attacker too.
     """
     engine = get_engine()
     started = time.perf_counter()
@@ -33,23 +37,23 @@ def healthz(request: HttpRequest) -> JsonResponse:
         mode = "normal"
     else:
         mode = {"local": "fallback", "open": "fail-open", "closed": "fail-closed"}[quota_settings.FAILURE_MODE]
-    body = {
-        "status": "ok" if redis_ok else "degraded",
-        "redis": {
-            "reachable": redis_ok,
-            "topology": describe(quota_settings.REDIS_URL),
-            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-        },
-        "engine": {
-            "mode": mode,
-            "failure_mode": quota_settings.FAILURE_MODE,
-            "breaker_open": engine.breaker.is_open,
-            "usage_held_in_process": bool(engine.usage_buffer),
-        },
+    status = 200 if redis_ok else 503
+    body: dict = {"status": "ok" if redis_ok else "degraded", "engine": {"mode": mode}}
+    if not is_operator(request):
+        return JsonResponse(body, status=status)
+    body["redis"] = {
+        "reachable": redis_ok,
+        "topology": describe(quota_settings.REDIS_URL),
+        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
     }
+    body["engine"].update(
+        failure_mode=quota_settings.FAILURE_MODE,
+        breaker_open=engine.breaker.is_open,
+        usage_held_in_process=bool(engine.usage_buffer),
+    )
     if error:
         body["redis"]["error"] = error
-    return JsonResponse(body, status=200 if redis_ok else 503)
+    return JsonResponse(body, status=status)
 
 
 def metrics_token() -> str:
@@ -57,8 +61,26 @@ def metrics_token() -> str:
     return getattr(settings, "METRICS_TOKEN", None) or os.environ.get("METRICS_TOKEN", "")
 
 
+def has_metrics_token(request: HttpRequest) -> bool:
+    """Whether the request carries ``Authorization: Bearer <the metrics token>`` (False when none is set)."""
+    token = metrics_token()
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def is_operator(request: HttpRequest) -> bool:
+    """Staff signed in to the admin, or a holder of the metrics token."""
+    user = getattr(request, "user", None)
+    return (user is not None and user.is_active and user.is_staff) or has_metrics_token(request)
+
+
 def from_loopback(request: HttpRequest) -> bool:
-    """Whether the peer is this machine and no proxy relayed the request (a local proxy would look local)."""
+    """Whether the peer is this machine and no proxy said it relayed the request.
+
+    A local reverse proxy that adds no X-Forwarded-For (nginx's default)
+    makes every client look local: hence loopback access is off unless a
+    project turns on ``QUOTAS['METRICS_ALLOW_LOOPBACK']``.
+    """
     if "HTTP_X_FORWARDED_FOR" in request.META or "HTTP_FORWARDED" in request.META:
         return False
     try:
@@ -70,26 +92,42 @@ def from_loopback(request: HttpRequest) -> bool:
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus metrics of every process (see :mod:`quotas.metrics`).
 
-    Staff users signed in to the admin may always read them. Otherwise, with
-    a token configured, ``Authorization: Bearer <token>`` is required (401
-    without it); with none, only loopback peers are served (403 for others).
+    Served to staff signed in to the admin, to ``Authorization: Bearer
+    <METRICS_TOKEN>``, and, only where the project sets
+    ``QUOTAS['METRICS_ALLOW_LOOPBACK']`` and no token is configured, to
+    loopback peers. Others get a problem+json 401 (a token is configured) or
+    403 (none is: it says what to configure).
     """
-    user = getattr(request, "user", None)
-    if not (user is not None and user.is_active and user.is_staff):
-        token = metrics_token()
-        if token:
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-                response = HttpResponse("A valid bearer token is required.\n", status=401, content_type="text/plain")
-                response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
-                return response
-        elif not from_loopback(request):
-            return HttpResponse(
-                "Metrics are served to loopback only; set METRICS_TOKEN to scrape from elsewhere.\n",
-                status=403,
-                content_type="text/plain",
+    if not is_operator(request):
+        if metrics_token():
+            response = problems.render(
+                _problem(
+                    401,
+                    "metrics-token-required",
+                    "A valid bearer token is required: Authorization: Bearer <METRICS_TOKEN>.",
+                )
+            )
+            response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+        if not (quota_settings.METRICS_ALLOW_LOOPBACK and from_loopback(request)):
+            return problems.render(
+                _problem(
+                    403,
+                    "metrics-not-configured",
+                    "Set METRICS_TOKEN and scrape with Authorization: Bearer <token> (or, for a scraper on this host "
+                    "with no proxy in front, set QUOTAS['METRICS_ALLOW_LOOPBACK'] = True).",
+                )
             )
     body, content_type = exposition(request.headers.get("Accept", ""))
     response = HttpResponse(body, content_type=content_type)
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def _problem(status: int, slug: str, detail: str) -> dict:
+    return {
+        "type": problems.PROBLEM_BASE + slug,
+        "title": "Metrics access refused",
+        "status": status,
+        "detail": detail,
+    }

@@ -82,16 +82,16 @@ def test_generate_rejects_bad_input_with_400(client, seeded):
     assert broken.status_code == 400
 
 
-def test_healthz_reports_redis(client):
-    body = client.get("/healthz").json()
+def test_healthz_reports_redis(client, admin_client):
+    body = admin_client.get("/healthz").json()
     assert body["redis"]["reachable"] is True
     assert body["status"] == "ok"
 
 
-def test_healthz_reports_redis_down(client, redis_server):
+def test_healthz_reports_redis_down(admin_client, redis_server):
     redis_server.stop()
     try:
-        response = client.get("/healthz")
+        response = admin_client.get("/healthz")
     finally:
         redis_server.start()
     assert response.status_code == 503

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -19,7 +21,23 @@ def no_token(monkeypatch, settings):
         del settings.METRICS_TOKEN
 
 
-def test_loopback_reads_the_metrics_when_no_token_is_set(client):
+@pytest.fixture
+def loopback_allowed(settings):
+    settings.QUOTAS = {**settings.QUOTAS, "METRICS_ALLOW_LOOPBACK": True}
+
+
+def test_by_default_even_loopback_needs_the_token(client):
+    """A local reverse proxy that adds no X-Forwarded-For would make every client look local."""
+    response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
+    assert response.status_code == 403
+    assert response["Content-Type"] == "application/problem+json"
+    body = json.loads(response.content)
+    assert "METRICS_TOKEN" in body["detail"]
+    assert "METRICS_ALLOW_LOOPBACK" in body["detail"]
+    assert b"quota_" not in response.content.replace(b"quotas", b"")
+
+
+def test_loopback_reads_the_metrics_when_the_project_allows_it(client, loopback_allowed):
     metrics.observe_decision("free", "search", "allowed", "none", 0.0002)
     response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
     assert response.status_code == 200
@@ -28,24 +46,26 @@ def test_loopback_reads_the_metrics_when_no_token_is_set(client):
     assert b'quota_decisions_total{outcome="allowed",plan="free",reason="none",scope="search"}' in response.content
 
 
-def test_ipv6_loopback_is_loopback_too(client):
+def test_ipv6_loopback_is_loopback_too(client, loopback_allowed):
     assert client.get("/metrics", REMOTE_ADDR="::1").status_code == 200
 
 
-def test_other_peers_are_refused_when_no_token_is_set(client):
+def test_other_peers_are_refused_when_no_token_is_set(client, loopback_allowed):
     response = client.get("/metrics", REMOTE_ADDR="192.0.2.10")
     assert response.status_code == 403
     assert b"quota_" not in response.content
 
 
-def test_a_proxied_request_is_not_loopback_even_from_a_local_proxy(client):
+def test_a_proxied_request_is_not_loopback_even_from_a_local_proxy(client, loopback_allowed):
     """A reverse proxy on the same host would make every client look local."""
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.7").status_code == 403
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_FORWARDED="for=198.51.100.7").status_code == 403
 
 
 @pytest.mark.parametrize("source", ["env", "setting"])
-def test_with_a_token_the_bearer_token_is_required_even_from_loopback(client, monkeypatch, settings, source):
+def test_with_a_token_the_bearer_token_is_required_even_from_loopback(
+    client, monkeypatch, settings, source, loopback_allowed
+):
     if source == "env":
         monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
     else:
@@ -53,6 +73,7 @@ def test_with_a_token_the_bearer_token_is_required_even_from_loopback(client, mo
     missing = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
     assert missing.status_code == 401
     assert missing["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    assert missing["Content-Type"] == "application/problem+json"
     wrong = client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_AUTHORIZATION="Bearer nope")
     assert wrong.status_code == 401
     right = client.get("/metrics", REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION="Bearer s3cret-token")
@@ -72,8 +93,41 @@ def test_staff_may_read_from_anywhere_other_users_may_not(monkeypatch):
     assert browser.get("/metrics").status_code == 200
 
 
-def test_openmetrics_is_served_when_the_scraper_asks_for_it(client):
+def test_openmetrics_is_served_when_the_scraper_asks_for_it(client, loopback_allowed):
     response = client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_ACCEPT="application/openmetrics-text")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/openmetrics-text")
     assert response.content.rstrip().endswith(b"# EOF")
+
+
+def test_anonymous_healthz_says_only_the_status_and_mode(client, redis_server):
+    """No Redis address, port or error text for anyone on the internet."""
+    assert client.get("/healthz").json() == {"status": "ok", "engine": {"mode": "normal"}}
+    redis_server.stop()
+    try:
+        response = client.get("/healthz")
+    finally:
+        redis_server.start()
+    assert response.status_code == 503
+    assert response.json() == {"status": "degraded", "engine": {"mode": "fallback"}}
+    assert b"127.0.0.1" not in response.content
+    assert str(redis_server.port).encode() not in response.content
+
+
+def test_staff_and_token_holders_get_healthz_details(client, monkeypatch, redis_server):
+    monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
+    redis_server.stop()
+    try:
+        with_token = client.get("/healthz", HTTP_AUTHORIZATION="Bearer s3cret-token").json()
+        wrong = client.get("/healthz", HTTP_AUTHORIZATION="Bearer nope").json()
+        staff = get_user_model().objects.create_user("ops", password="x", is_staff=True)
+        browser = Client()
+        browser.force_login(staff)
+        as_staff = browser.get("/healthz").json()
+    finally:
+        redis_server.start()
+    assert "redis" not in wrong
+    for body in (with_token, as_staff):
+        assert body["redis"]["reachable"] is False
+        assert body["redis"]["error"]
+        assert body["engine"]["failure_mode"] == "local"
