@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 
 from .conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
 from .exceptions import InvalidRate
+from .money import to_micros
 from .rates import parse_rates
 from .store import validate_url
 
@@ -159,6 +160,25 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                 f"QUOTAS['BUDGET_TIME_ZONE'] = {s.BUDGET_TIME_ZONE!r} is not a time zone.",
                 "Use an IANA name such as 'UTC' or 'Europe/Berlin'.",
                 12,
+            )
+        )
+    weight = s.MAX_REQUEST_WEIGHT
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 10**12:
+        errors.append(
+            _error(
+                f"QUOTAS['MAX_REQUEST_WEIGHT'] = {weight!r} must be an int from 1 to 10**12.", "Default: 1000000.", 16
+            )
+        )
+    try:
+        cost_ok = 0 < to_micros(s.MAX_REQUEST_COST) <= 10**18
+    except (TypeError, ArithmeticError, ValueError):
+        cost_ok = False
+    if not cost_ok:
+        errors.append(
+            _error(
+                f"QUOTAS['MAX_REQUEST_COST'] = {s.MAX_REQUEST_COST!r} must be a positive amount up to 10**12.",
+                "Give a Decimal, int or str in currency units. Default: 1000000.",
+                17,
             )
         )
     if not isinstance(s.METRICS_ALLOW_LOOPBACK, bool):

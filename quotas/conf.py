@@ -64,6 +64,14 @@ DEFAULTS: dict[str, Any] = {
     "BUDGET_TIME_ZONE": "UTC",
     # Default: 30.0. Longest delay a leaky bucket's max_delay may ask for, in seconds.
     "MAX_DELAY_CAP": 30.0,
+    # Default: 1000000. Largest weight one request may spend (a view's quota_weight
+    # or get_quota_weight). More is refused with 400 before Redis is asked: a
+    # weight of about 1e12 overflows the scripts' counters.
+    "MAX_REQUEST_WEIGHT": 1_000_000,
+    # Default: 1000000. Largest cost, in currency units, one request may be
+    # estimated at (get_quota_cost) or report (request.quota_cost); micro-units
+    # of the day's usage counters must stay far below 2**63.
+    "MAX_REQUEST_COST": 1_000_000,
     # Default: False. Serve /metrics without a token to loopback peers when no
     # METRICS_TOKEN is set. Leave it off behind a reverse proxy on the same
     # host that adds no X-Forwarded-For (nginx's default): every client would

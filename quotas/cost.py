@@ -19,6 +19,7 @@ from typing import Any
 
 from rest_framework.request import Request
 
+from .conf import quota_settings
 from .money import to_micros
 
 
@@ -47,6 +48,7 @@ def actual_cost(request: Any) -> int | None:
     if amount is None:
         return None
     micros = to_micros(amount)
-    if micros < 0:
-        raise ValueError(f"request.quota_cost must not be negative, got {amount!r}")
+    if not 0 <= micros <= to_micros(quota_settings.MAX_REQUEST_COST):
+        # Set by the view's code after it ran: a programming mistake, not the client's.
+        raise ValueError(f"request.quota_cost must be from 0 to MAX_REQUEST_COST, got {amount!r}")
     return micros

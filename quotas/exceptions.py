@@ -56,3 +56,9 @@ class AccessDenied(ProblemException):
     """A deny-list entry refuses the request (403)."""
 
     status_code = status.HTTP_403_FORBIDDEN
+
+
+class InvalidQuotaRequest(ProblemException):
+    """A request whose weight or cost, as its view derived it, is out of bounds (400)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST

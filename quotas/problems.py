@@ -187,6 +187,17 @@ def invalid_api_key(reason: str) -> dict[str, Any]:
     }
 
 
+def out_of_bounds(what: str, value: object, maximum: object) -> dict[str, Any]:
+    """The 400 body for a request whose weight or cost is out of bounds."""
+    return {
+        "type": PROBLEM_BASE + "request-out-of-bounds",
+        "title": "Request out of bounds",
+        "status": 400,
+        "detail": f"This request would spend {what} {value}; a request may spend from 0 to {maximum}.",
+        "reason": f"quota_{what}_out_of_bounds",
+    }
+
+
 def store_unavailable() -> dict[str, Any]:
     """The 503 body sent in ``closed`` failure mode while Redis is unreachable."""
     return {

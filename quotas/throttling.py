@@ -24,7 +24,14 @@ from .alerts import fire_budget_alerts, report_ban
 from .conf import quota_settings
 from .decision import Decision
 from .engine import get_engine
-from .exceptions import AccessDenied, InvalidAPIKey, QuotaServiceUnavailable, ReducedCapacity, StoreUnavailable
+from .exceptions import (
+    AccessDenied,
+    InvalidAPIKey,
+    InvalidQuotaRequest,
+    QuotaServiceUnavailable,
+    ReducedCapacity,
+    StoreUnavailable,
+)
 from .identity import Client, client_ip, identify
 from .keys import encode_part
 from .money import to_micros
@@ -211,9 +218,14 @@ class QuotaThrottle(BaseThrottle):
         amount = estimate(request) if estimate is not None else None
         if amount is None:
             return rules.price_micros(plan_id, client.subscriber, scope, http_request.path, http_request.method)
-        micros = to_micros(amount)
-        if micros < 0:
-            raise ValueError(f"{type(view).__name__}.get_quota_cost gave a negative cost: {amount!r}")
+        try:
+            micros = to_micros(amount)
+        except (TypeError, ArithmeticError, ValueError) as exc:  # a float, NaN, "abc": the view's mistake
+            raise TypeError(f"{type(view).__name__}.get_quota_cost gave {amount!r}; it must be a Decimal.") from exc
+        maximum = to_micros(quota_settings.MAX_REQUEST_COST)
+        if not 0 <= micros <= maximum:
+            http_request.quota_problem = problems.out_of_bounds("cost", amount, quota_settings.MAX_REQUEST_COST)
+            raise InvalidQuotaRequest(http_request.quota_problem)
         return micros
 
     def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
@@ -237,8 +249,12 @@ class QuotaThrottle(BaseThrottle):
         weight = getter(request) if getter is not None else getattr(view, "quota_weight", None)
         if weight is None:
             return None
-        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
+        if isinstance(weight, bool) or not isinstance(weight, int):
             raise TypeError(f"{type(view).__name__} gave quota weight {weight!r}; it must be an int >= 0.")
+        if not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
+            # Checked before any Redis call: an enormous weight would make the script fail.
+            request._request.quota_problem = problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT)
+            raise InvalidQuotaRequest(request._request.quota_problem)
         return weight
 
 

@@ -11,6 +11,7 @@ import pytest
 from rest_framework.test import APIClient, APIRequestFactory
 
 from plans.models import EndpointLimit, LimitOverride
+from quotas.engine import get_engine
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 
@@ -322,3 +323,45 @@ def test_redis_down_fails_closed_when_configured(client, free, redis_server, set
         assert response["Content-Type"] == "application/problem+json"
     finally:
         redis_server.start()
+
+
+@pytest.mark.parametrize("w", [str(10**12), "1000001", "-5"])
+def test_a_weight_out_of_bounds_is_a_400_problem_and_redis_is_never_asked(client, free, redis_client, w):
+    """An enormous weight would make the script's HINCRBY fail and open the breaker for every tenant."""
+    EndpointLimitFactory(plan=free, name="weighted", scope="weighted", rates="10/min", algorithm="fixed_window")
+    key = issue_key(plan=free)
+    get(client, "/api/demo/ping", key)  # rules and key cached
+    calls = redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    response = get(client, f"/t/weighted?w={w}", key)
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    body = json.loads(response.content)
+    assert body["reason"] == "quota_weight_out_of_bounds"
+    assert "1000000" in body["detail"]
+    assert redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) == calls
+    engine = get_engine()
+    assert not engine.breaker.is_open
+    after = get(client, "/t/weighted?w=1", key)  # the next request is decided by Redis, as before
+    assert after.status_code == 200
+    assert after["X-RateLimit-Remaining"] == "1"  # global 3/min: the ping and this one spent
+
+
+def test_a_cost_estimate_out_of_bounds_is_a_400_problem(client, free, settings):
+    settings.QUOTAS = {**settings.QUOTAS, "MAX_REQUEST_COST": 100}
+    key = issue_key(plan=free)
+    response = get(client, "/t/priced?est=100.01", key)
+    assert response.status_code == 400
+    assert json.loads(response.content)["reason"] == "quota_cost_out_of_bounds"
+    assert get(client, "/t/priced?est=100", key).status_code == 200
+    assert not get_engine().breaker.is_open
+
+
+def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
+    """A programming mistake is the view's: the error names it (and Redis is not involved)."""
+
+    class Sloppy:
+        quota_weight = 2.5
+
+    request = APIRequestFactory().get("/api/demo/ping")
+    with pytest.raises(TypeError, match="Sloppy gave quota weight 2.5"):
+        QuotaThrottle().get_weight(request, Sloppy())
