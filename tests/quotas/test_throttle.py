@@ -363,5 +363,5 @@ def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
         quota_weight = 2.5
 
     request = APIRequestFactory().get("/api/demo/ping")
-    with pytest.raises(TypeError, match="Sloppy gave quota weight 2.5"):
+    with pytest.raises(TypeError, match=r"Sloppy gave quota weight 2\.5"):
         QuotaThrottle().get_weight(request, Sloppy())
