@@ -78,7 +78,10 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                     4,
                 )
             )
-    for name in ("RULES_CHECK_INTERVAL", "SOCKET_TIMEOUT", "CONNECT_TIMEOUT", "PROBE_INTERVAL", "MAX_DELAY_CAP"):
+    for name in (
+        "RULES_CHECK_INTERVAL", "SOCKET_TIMEOUT", "CONNECT_TIMEOUT", "PROBE_INTERVAL", "MAX_DELAY_CAP",
+        "SHAPING_DELAY_BUDGET", "SHAPING_DELAY_SHARE",
+    ):  # fmt: skip
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             errors.append(

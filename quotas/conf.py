@@ -72,6 +72,13 @@ DEFAULTS: dict[str, Any] = {
     # estimated at (get_quota_cost) or report (request.quota_cost); micro-units
     # of the day's usage counters must stay far below 2**63.
     "MAX_REQUEST_COST": 1_000_000,
+    # Default: 1.0. Seconds of leaky-bucket shaping delay one process may have
+    # asleep at once (see quotas/shaping.py); a delay that does not fit is
+    # refused with 429 and the decision taken back.
+    "SHAPING_DELAY_BUDGET": 1.0,
+    # Default: 0.25. Seconds of shaping delay the budget regains per second:
+    # the share of a process's time that may go to sleeping for shaping.
+    "SHAPING_DELAY_SHARE": 0.25,
     # Default: False. Serve /metrics without a token to loopback peers when no
     # METRICS_TOKEN is set. Leave it off behind a reverse proxy on the same
     # host that adds no X-Forwarded-For (nginx's default): every client would

@@ -320,6 +320,26 @@ class Engine:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
 
+    def withdraw(self, decision: Decision) -> None:
+        """Take back an admitted ``decision`` this process then refused (no room to shape it).
+
+        Its units go back to every window, its estimated cost is released, and
+        its usage moves from admitted to refused for capacity ("dc").
+        """
+        if not decision.allowed or decision.local:
+            return
+        self.refund(decision, only_refundable=False)
+        if decision.cost_micros:
+            self.reconcile(decision, 0)
+        if decision.usage:
+            keys = self.keys_of(decision.tag)
+            field = f"{keys.field_prefix}{decision.usage}"
+            rate_windows = [s.window.weight for s in decision.states if not s.window.period]
+            units = decision.weight if decision.weight is not None else max(rate_windows, default=1)
+            for counter, amount in (("a", -1), ("wx", 1 - units), ("dc", 1)):
+                if amount:
+                    self.usage_buffer.add(keys.usage_base, f"{field}|{counter}", amount, _day(decision.now)[1])
+
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""
         self.rules.stop()

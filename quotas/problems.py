@@ -198,6 +198,19 @@ def out_of_bounds(what: str, value: object, maximum: object) -> dict[str, Any]:
     }
 
 
+def shaping_unavailable(retry_after: int) -> dict[str, Any]:
+    """The 429 body for a request a shaping limit admitted but this server has no room to delay."""
+    return {
+        "type": PROBLEM_BASE + "shaping-unavailable",
+        "title": "Too many delayed requests",
+        "status": 429,
+        "detail": "The request is within its limits but would have to wait its turn, and this server is already "
+        f"holding as many delayed requests as it may. Retry in {retry_after} s.",
+        "reason": "shaping_capacity",
+        "retry_after": retry_after,
+    }
+
+
 def store_unavailable() -> dict[str, Any]:
     """The 503 body sent in ``closed`` failure mode while Redis is unreachable."""
     return {

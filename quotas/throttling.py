@@ -9,6 +9,7 @@ headers and, on a refusal, a problem+json body.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from functools import lru_cache
@@ -18,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
-from . import problems
+from . import problems, shaping
 from .acl import ACLRule
 from .alerts import fire_budget_alerts, report_ban
 from .conf import quota_settings
@@ -127,7 +128,14 @@ class QuotaThrottle(BaseThrottle):
         record_decision(request, decision, client.tag, plan.slug if plan else None, scope, started)
         if decision.allowed:
             if decision.delay > 0:
-                # A shaping leaky bucket: hold the request until its turn (<= max_delay).
+                # A shaping leaky bucket: hold the request until its turn (<= max_delay), if this
+                # process has sleep to spare (quotas/shaping.py); else refuse it and take it back.
+                wait = shaping.budget.take(decision.delay)
+                if wait:
+                    engine.withdraw(decision)
+                    self._wait = max(1, math.ceil(min(wait, decision.delay + 60)))
+                    http_request.quota_problem = problems.shaping_unavailable(self._wait)
+                    return False
                 time.sleep(decision.delay)
             return True
         self._wait = decision.retry_after
