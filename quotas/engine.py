@@ -143,6 +143,8 @@ class Engine:
             ban_wait_us=reply[3],
             request_id=request_id,
         )
+        if states and not peek and any(w.period for w in windows):
+            self.fallback.remember(tag, states, decision.now)  # what an outage may still spend (fallback.py)
         if decision.banned or decision.ban_started:
             if now is None and not peek:
                 self.deny_memory.ban(tag, reply[3])

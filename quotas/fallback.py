@@ -7,6 +7,15 @@ rate window is metered as a token bucket of its (scaled) quota over its
 window, periods and budgets as counters per period; concurrency limits are
 not enforced. It is a deliberate approximation that holds for the length of
 an outage: the state is per process, bounded, and dropped when Redis is back.
+
+Money and period quotas are not started afresh: every Redis decision leaves
+here what remained of its budgets and periods (:meth:`LocalLimiter.remember`),
+and during an outage a process spends at most LOCAL_SHARE of that remainder.
+With N processes the outage spends at most N x LOCAL_SHARE x R, R being the
+largest remainder any of them last saw from Redis: with LOCAL_SHARE = 1 / N,
+no more than was left. A client no process decided in Redis this period gets
+LOCAL_SHARE of the whole quota. What is spent locally is counted in usage but
+not charged to the budget in Redis afterwards.
 """
 
 from __future__ import annotations
@@ -32,7 +41,20 @@ class LocalLimiter:
         self.share = share
         self.size = size
         self._state: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        # (tag, window) -> (end of its period, what remained of it): from the last Redis decision.
+        self._known: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def remember(self, tag: str, states: Sequence[WindowState], now: float) -> None:
+        """Keep what remained of ``tag``'s budgets and periods after a Redis decision at ``now``."""
+        with self._lock:
+            for state in states:
+                if state.window.period and state.remaining is not None:
+                    key = (tag, state.window.state_field)
+                    self._known[key] = (now + state.reset_us / _US, int(state.remaining))
+                    self._known.move_to_end(key)
+            while len(self._known) > self.size:
+                self._known.popitem(last=False)
 
     def decide(
         self,
@@ -59,6 +81,7 @@ class LocalLimiter:
         return decision
 
     def clear(self) -> None:
+        """Forget the outage's state (Redis is back); what remained of budgets is kept for the next."""
         with self._lock:
             self._state.clear()
 
@@ -93,7 +116,12 @@ class LocalLimiter:
 
     def _check_period(self, tag: str, w: Window, weight: int | None, cost: int, now: float):
         bounds = period_bounds(w.period, now, quota_settings.BUDGET_TIME_ZONE, w.anchor_day)
-        quota = max(1, math.floor(w.quota * self.share))
+        known = self._known.get((tag, w.state_field))
+        if known is not None and abs(known[0] - bounds.end) < 1.0:
+            # Redis said what remained of this very period: spend this process's share of that only.
+            quota = max(0, math.floor(known[1] * self.share))
+        else:
+            quota = max(1, math.floor(w.quota * self.share))
         units = (
             cost
             if w.is_budget

@@ -7,7 +7,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine import get_engine
+from quotas.engine import get_engine, reset_engine
 from quotas.usage_buffer import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.usage_counters import usage_totals
@@ -147,3 +147,21 @@ def test_head_requests_count_toward_limits_on_get(db, outage, settings, mode):
     codes = [client.head("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(5)]
     assert codes == ([200] * 3 + [429] * 2 if mode == "redis" else [200] * 4 + [429])
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 429
+
+
+def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(engine, outage, settings):
+    """90 of a 100 budget spent through Redis: during the outage this process grants LOCAL_SHARE x 10, not x 100."""
+    from quotas.rates import Rate
+    from quotas.rules import LimitRule
+
+    settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.5}
+    reset_engine()
+    engine = get_engine()
+    budget = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
+    windows = list(budget.windows)
+    assert engine.decide("{spender}", windows, cost_micros=90).allowed
+    outage.begin()
+    granted = sum(engine.decide_locally("{spender}", windows, None, 1, None).allowed for _ in range(20))
+    assert granted == 5  # 0.5 x the 10 that remained
+    # A client Redis never saw this period: the share of the whole budget, as before.
+    assert sum(engine.decide_locally("{stranger}", windows, None, 10, None).allowed for _ in range(20)) == 5
