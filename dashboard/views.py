@@ -6,12 +6,13 @@ Every view requires a staff session; anyone else is sent to the admin login.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -25,6 +26,7 @@ from quotas.standing import current_standing
 from quotas.store import STORE_ERRORS
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
+from usage.store import MAX_TEXT
 
 from .queries import (
     Filters,
@@ -39,6 +41,7 @@ from .queries import (
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 5
+_DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() also accepts "²", which int() refuses
 RECENT_DAYS = 14
 
 
@@ -47,10 +50,12 @@ def filters_from(request: HttpRequest) -> Filters:
     plan = request.GET.get("plan", "")
     scope = request.GET.get("scope")
     days = request.GET.get("days", "30")
+    if scope is not None and (scope == "*" or len(scope) > MAX_TEXT or "\x00" in scope):
+        scope = None  # no such scope can exist (and PostgreSQL refuses NUL in a query)
     return Filters(
-        days=min(max(int(days), 1), 366) if days.isdigit() else 30,
-        plan_id=int(plan) if plan.isdigit() else None,
-        scope=scope if scope is not None and scope != "*" else None,
+        days=min(max(int(days), 1), 366) if _DIGITS.fullmatch(days) else 30,
+        plan_id=int(plan) if _DIGITS.fullmatch(plan) else None,
+        scope=scope,
     )
 
 
@@ -105,6 +110,8 @@ def data(request: HttpRequest) -> JsonResponse:
 @staff_member_required
 def client_detail(request: HttpRequest, client: str) -> HttpResponse:
     """One client: plan, live limits and budgets, recent usage, bans and access-list entries."""
+    if len(client) > MAX_TEXT or "\x00" in client:
+        raise Http404("No such client.")
     engine = get_engine()
     sub_id = subscription_id(client)
     sub = Subscription.objects.select_related("plan", "user").filter(pk=sub_id).first() if sub_id else None

@@ -34,6 +34,10 @@ class UsageQuerySerializer(serializers.Serializer):
         }
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
+        # Checked before any field reads the database: PostgreSQL refuses NUL in a query's text.
+        nul = {name: "Must not contain NUL characters." for name in self.fields if "\x00" in str(data.get(name, ""))}
+        if nul:
+            raise serializers.ValidationError(nul)
         if "client" in data:  # accept the tag as Redis writes it, braces included
             data = data.copy()
             data["client"] = data["client"].strip().strip("{}")

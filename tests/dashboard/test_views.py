@@ -126,3 +126,22 @@ def test_vendored_chart_js_is_the_version_locked_by_npm():
     version = lock["packages"]["node_modules/chart.js"]["version"]
     head = (BASE_DIR / "dashboard/static/dashboard/vendor/chart.umd.min.js").read_text()[:200]
     assert f"Chart.js v{version}" in head
+
+
+ODD = ["", "0", "-1", "²", "٣", "99999999999999999999", "\x00", "x" * 5000, "*", "%00", "ümlaut"]
+
+
+@pytest.mark.parametrize("path", ["/dashboard/", "/dashboard/data.json"])
+def test_no_filter_value_gives_a_server_error(staff, traffic, path):
+    """Whatever plan, scope and days hold, the dashboard answers (bad values are ignored), never a 5xx."""
+    for name in ("plan", "scope", "days"):
+        for value in ODD:
+            response = staff.get(path, {name: value})
+            assert response.status_code == 200, (name, value)
+
+
+@pytest.mark.parametrize("client_tag", ["s.999999", "\x00", "x" * 500, "ip.::1", "s.1/../../etc"])
+def test_odd_client_pages_are_404_or_200_never_500(staff, traffic, client_tag):
+    from urllib.parse import quote
+
+    assert staff.get(f"/dashboard/clients/{quote(client_tag)}/").status_code in (200, 404)
