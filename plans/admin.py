@@ -8,6 +8,8 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.forms import ModelForm
@@ -15,12 +17,12 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from redis.exceptions import RedisError
 
 from adaptive.publish import read_multipliers
 from quotas.decision import scaled
 from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
+from quotas.store import STORE_ERRORS
 
 from .models import (
     ACLEntry,
@@ -65,7 +67,7 @@ def effective_limits(plan: Plan) -> str:
     try:
         multiplier = read_multipliers(engine.redis).get(plan.pk, 1.0)
         source = "published by the adaptive controller" if multiplier != 1.0 else "nominal: no reduction published"
-    except RedisError:
+    except STORE_ERRORS:
         multiplier, source = 1.0, "Redis unreachable: nominal limits shown"
     rules = engine.rules.current().limits_for(plan.pk)
     rows = [
@@ -153,7 +155,9 @@ class SubscriptionAdmin(admin.ModelAdmin):
     inlines = [LimitOverrideInline, SubscriptionBudgetInline, APIKeyInline]
     actions = ["move_to_plan", "issue_api_key"]
 
-    @admin.action(description="Move selected subscriptions to another plan…")
+    # Every action names the permission it needs: Django then neither offers it nor runs it
+    # (a POST naming it anyway included) for a user without that permission.
+    @admin.action(description="Move selected subscriptions to another plan…", permissions=["change"])
     def move_to_plan(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> HttpResponse | None:
         """First an intermediate page choosing the plan; on "apply", the move (effective on the next request)."""
         form = MovePlanForm(request.POST if "apply" in request.POST else None)
@@ -183,9 +187,11 @@ class SubscriptionAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/plans/subscription/move_plan.html", context)
 
-    @admin.action(description="Issue a new API key for each selected subscription")
+    @admin.action(description="Issue a new API key for each selected subscription", permissions=["add_apikey"])
     def issue_api_key(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> HttpResponse:
         """Create one key per subscription and show the raw keys on this response only (never stored)."""
+        if not self.has_add_apikey_permission(request):
+            raise PermissionDenied  # also refused before it gets here; minting keys deserves a second look
         issued = [(sub, APIKey.issue(sub, name=f"issued in admin by {request.user}")[1]) for sub in queryset]
         logger.warning("plans: %s issued %d API key(s) in the admin", request.user, len(issued))
         context: dict[str, Any] = {
@@ -197,6 +203,11 @@ class SubscriptionAdmin(admin.ModelAdmin):
         response = TemplateResponse(request, "admin/plans/subscription/issued_keys.html", context)
         response["Cache-Control"] = "no-store"  # the raw key must not be kept by any cache
         return response
+
+    def has_add_apikey_permission(self, request: HttpRequest) -> bool:
+        """Issuing a key is adding an API key, whoever's subscription it is for."""
+        opts = APIKey._meta
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('add', opts)}")
 
 
 @admin.register(APIKey)
@@ -210,7 +221,7 @@ class APIKeyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    @admin.action(description="Revoke selected API keys")
+    @admin.action(description="Revoke selected API keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[APIKey]) -> None:
         count = 0
         for key in queryset.filter(revoked_at__isnull=True):
@@ -315,7 +326,7 @@ class ClientBanAdmin(admin.ModelAdmin):
     def active(self, obj: ClientBan) -> bool:
         return obj.is_active
 
-    @admin.action(description="Lift selected bans now")
+    @admin.action(description="Lift selected bans now", permissions=["change"])
     def lift(self, request: HttpRequest, queryset: QuerySet[ClientBan]) -> None:
         engine = get_engine()
         lifted = 0

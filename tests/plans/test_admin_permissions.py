@@ -1,0 +1,105 @@
+"""Admin actions need the permission they imply, checked by the server, not only hidden from the menu.
+
+Each test signs in a real staff user with exactly the given permissions and
+goes through the admin's HTTP pages.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.utils import timezone
+
+from plans.models import APIKey, ClientBan, Subscription
+from tests.factories import PlanFactory, SubscriptionFactory, UserFactory, issue_key
+
+pytestmark = pytest.mark.django_db
+
+RAW_KEY = re.compile(r"qk_[A-Za-z0-9_-]{20,}")
+
+
+def staff_with(*codenames: str) -> Client:
+    user = UserFactory(is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+def offered_actions(page) -> set[str]:
+    return set(re.findall(r'<option value="([a-z_]+)"', page.content.decode())) - {""}
+
+
+@pytest.fixture
+def world():
+    free, pro = PlanFactory(slug="free"), PlanFactory(slug="pro", monthly_price=49)
+    sub = SubscriptionFactory(plan=free)
+    raw = issue_key(sub)
+    key = APIKey.objects.get(subscription=sub)
+    ban = ClientBan.objects.create(client=f"s.{sub.pk}", subscription=sub, until=timezone.now() + timedelta(hours=1))
+    return {"free": free, "pro": pro, "sub": sub, "raw": raw, "key": key, "ban": ban}
+
+
+def test_view_only_staff_is_offered_no_action_and_posting_one_changes_nothing(world):
+    """A support user who may only look cannot mint keys, move plans, revoke keys or lift bans."""
+    viewer = staff_with("view_subscription", "view_apikey", "view_clientban", "view_plan")
+    sub, key, ban = world["sub"], world["key"], world["ban"]
+    pages = {
+        "/admin/plans/subscription/": {"issue_api_key", "move_to_plan"},
+        "/admin/plans/apikey/": {"revoke"},
+        "/admin/plans/clientban/": {"lift"},
+    }
+    for url, actions in pages.items():
+        page = viewer.get(url)
+        assert page.status_code == 200
+        assert not offered_actions(page) & actions
+    keys_before = APIKey.objects.count()
+    posts = [
+        ("/admin/plans/subscription/", {"action": "issue_api_key", "_selected_action": [sub.pk]}),
+        ("/admin/plans/subscription/", {"action": "move_to_plan", "_selected_action": [sub.pk]}),
+        (
+            "/admin/plans/subscription/",
+            {"action": "move_to_plan", "_selected_action": [sub.pk], "apply": "1", "plan": world["pro"].pk},
+        ),
+        ("/admin/plans/apikey/", {"action": "revoke", "_selected_action": [key.pk]}),
+        ("/admin/plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]}),
+    ]
+    for url, data in posts:
+        response = viewer.post(url, data, follow=True)
+        assert response.status_code in (200, 403)
+        assert not RAW_KEY.search(response.content.decode())
+    assert APIKey.objects.count() == keys_before
+    assert Subscription.objects.get(pk=sub.pk).plan == world["free"]
+    key.refresh_from_db()
+    ban.refresh_from_db()
+    assert key.revoked_at is None
+    assert ban.lifted_at is None
+
+
+def test_each_action_runs_for_the_permission_it_implies(world):
+    sub, key, ban = world["sub"], world["key"], world["ban"]
+    issuer = staff_with("view_subscription", "add_apikey")
+    assert offered_actions(issuer.get("/admin/plans/subscription/")) >= {"issue_api_key"}
+    page = issuer.post("/admin/plans/subscription/", {"action": "issue_api_key", "_selected_action": [sub.pk]})
+    assert RAW_KEY.search(page.content.decode())
+    assert APIKey.objects.filter(subscription=sub).count() == 2
+
+    mover = staff_with("view_subscription", "change_subscription")
+    assert "issue_api_key" not in offered_actions(mover.get("/admin/plans/subscription/"))
+    data = {"action": "move_to_plan", "_selected_action": [sub.pk], "apply": "1", "plan": world["pro"].pk}
+    assert mover.post("/admin/plans/subscription/", data).status_code == 302
+    assert Subscription.objects.get(pk=sub.pk).plan == world["pro"]
+
+    revoker = staff_with("view_apikey", "change_apikey")
+    revoker.post("/admin/plans/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+
+    lifter = staff_with("view_clientban", "change_clientban")
+    lifter.post("/admin/plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]})
+    ban.refresh_from_db()
+    assert ban.lifted_at is not None
