@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import permission_required
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -27,6 +28,7 @@ from quotas.store import STORE_ERRORS
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT
+from usage.views import VIEW_ALL_USAGE
 
 from .queries import (
     Filters,
@@ -84,6 +86,7 @@ def payload(filters: Filters) -> dict[str, Any]:
 
 
 @staff_member_required
+@permission_required(VIEW_ALL_USAGE, raise_exception=True)
 def index(request: HttpRequest) -> HttpResponse:
     filters = filters_from(request)
     scopes = UsageRecord.objects.order_by("scope").values_list("scope", flat=True).distinct()
@@ -101,6 +104,7 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 @staff_member_required
+@permission_required(VIEW_ALL_USAGE, raise_exception=True)
 def data(request: HttpRequest) -> JsonResponse:
     response = JsonResponse(payload(filters_from(request)))
     response["Cache-Control"] = "no-store"
@@ -108,6 +112,7 @@ def data(request: HttpRequest) -> JsonResponse:
 
 
 @staff_member_required
+@permission_required(VIEW_ALL_USAGE, raise_exception=True)
 def client_detail(request: HttpRequest, client: str) -> HttpResponse:
     """One client: plan, live limits and budgets, recent usage, bans and access-list entries."""
     if len(client) > MAX_TEXT or "\x00" in client:

@@ -1,9 +1,9 @@
 """The usage API: ``GET /api/v1/usage/`` (a report) and ``GET /api/v1/usage/current`` (live standing).
 
-Who may see what: a client calling with its API key (or a signed-in user
-without staff rights) sees only its own usage; staff signed in with a
-session or basic auth see every client's, filterable by ``client`` and
-``plan``. These views are not counted or limited by QuotaThrottle, so a
+Who may see what: a client calling with its API key (or a signed-in user)
+sees only its own usage; staff with the ``usage.view_all_usage`` permission,
+signed in with a session or basic auth, see every client's, filterable by
+``client`` and ``plan``. These views are not counted or limited by QuotaThrottle, so a
 client at its limit can still read where it stands.
 """
 
@@ -17,7 +17,6 @@ from typing import Any
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
-from redis.exceptions import RedisError
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -30,6 +29,7 @@ from quotas.engine import get_engine
 from quotas.exceptions import QuotaServiceUnavailable, StoreUnavailable
 from quotas.identity import Client, identify
 from quotas.standing import current_standing
+from quotas.store import STORE_ERRORS
 
 from . import problems
 from .renderers import UsageCSVRenderer
@@ -53,8 +53,15 @@ PROBLEM_RESPONSES = {
     403: OpenApiResponse(PROBLEM, description="Asked for another client's usage."),
 }
 API_KEY = OpenApiParameter(
-    "X-API-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, description="Your API key (else sign in as staff)."
+    "X-API-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="Your API key (else sign in: staff holding usage.view_all_usage see every client).",
 )
+
+
+#: Reading every client's usage, not only one's own (superusers have it).
+VIEW_ALL_USAGE = "usage.view_all_usage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +84,8 @@ def viewer_for(request: Request) -> Viewer:
     if client.kind == "ip":
         raise exceptions.NotAuthenticated()
     has_key = client.kind == "subscription" and _sent_api_key(request)
-    return Viewer(client, sees_all=bool(user and user.is_staff) and not has_key)
+    sees_all = bool(user and user.is_staff and user.has_perm(VIEW_ALL_USAGE)) and not has_key
+    return Viewer(client, sees_all=sees_all)
 
 
 def _sent_api_key(request: Request) -> bool:
@@ -101,7 +109,8 @@ class UsageReportView(UsageAPIView):
         summary="Usage per day or per scope",
         description=(
             "Requests admitted and refused, weight and cost between two UTC days (at most 366), including "
-            "today's not yet flushed counts. API-key clients see their own usage only; staff see everyone's."
+            "today's not yet flushed counts. Callers see their own usage only; staff with the "
+            "usage.view_all_usage permission see everyone's."
         ),
         parameters=[
             API_KEY,
@@ -131,7 +140,7 @@ class UsageReportView(UsageAPIView):
         try:
             report = build_report(query, get_engine().redis)
             report["live"] = True
-        except RedisError:
+        except STORE_ERRORS:
             logger.warning("usage: Redis unavailable, report from flushed rows only", exc_info=True)
             report = build_report(query, None, today=timezone.now().date())
             report["live"] = False

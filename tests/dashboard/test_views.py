@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core import signing
+from django.test import Client as DjangoClient
 
 from plans.management.commands.seed_demo import demo_key
 from plans.models import ACLEntry, APIKey
@@ -145,3 +147,17 @@ def test_odd_client_pages_are_404_or_200_never_500(staff, traffic, client_tag):
     from urllib.parse import quote
 
     assert staff.get(f"/dashboard/clients/{quote(client_tag)}/").status_code in (200, 404)
+
+
+def test_staff_without_view_all_usage_get_403_on_every_dashboard_page(traffic):
+    """Every tenant's usage is behind usage.view_all_usage, not merely is_staff."""
+    support = DjangoClient()
+    support.force_login(UserFactory(username="support", is_staff=True))
+    for path in ("/dashboard/", "/dashboard/data.json", "/dashboard/clients/s.1/"):
+        response = support.get(path)
+        assert response.status_code == 403, path
+        assert b"Pro" not in response.content
+    allowed = UserFactory(username="analyst", is_staff=True)
+    allowed.user_permissions.add(Permission.objects.get(codename="view_all_usage"))
+    support.force_login(allowed)
+    assert support.get("/dashboard/data.json").status_code == 200

@@ -8,6 +8,7 @@ import json
 from datetime import date, timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 
 from plans.models import APIKey
 from quotas.identity import hash_api_key
@@ -52,8 +53,20 @@ def today(redis_client) -> date:
 @pytest.fixture
 def staff(api):
     user = UserFactory(username="ops", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_all_usage"))
     api.force_authenticate(user)
     return user
+
+
+def test_staff_without_view_all_usage_see_only_their_own(api, two_clients):
+    """Being staff is not enough to read other tenants' usage: the permission is."""
+    mine, _ = two_clients
+    support = UserFactory(username="support", is_staff=True)
+    api.force_authenticate(support)
+    body = report(api).json()
+    assert body["client"] == f"u.{support.pk}"
+    assert body["totals"]["allowed"] == 0
+    problem(report(api, client=tag_of(mine)), 403)
 
 
 @pytest.fixture
