@@ -85,7 +85,7 @@ def machine(admin: redis.Redis) -> dict[str, Any]:
 def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
     """Every section, in an order that keeps the timing-sensitive one first."""
     # Imported here: these modules need Django configured.
-    from . import acl, concurrency, http_load, inprocess, redis_stats
+    from . import acl, concurrency, connections, http_load, inprocess, redis_stats
 
     admin = redis.Redis.from_url(redis_url)
     results: dict[str, Any] = {"machine": machine(admin), "profile": asdict(profile)}
@@ -119,6 +119,9 @@ def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
 
     step("7. allow/deny list lookup, 0 to 100,000 entries")
     results["acl"] = acl.run()
+
+    step("8. one script call through each connection path")
+    results["connections"] = connections.run(redis_url, 5_000 if profile.rounds < 5 else 20_000)
 
     step("5. over-admission, 8 processes")
     results["concurrency"] = concurrency.run(

@@ -248,6 +248,19 @@ def render(results: dict[str, Any]) -> str:
         "7. Allow/deny list lookup per request (in-process, no Redis)\n"
         + _acl_section(results["acl"], results["latency"]["redis_get"]["median_us"]),
     ]
+    if "connections" in results:
+        c = results["connections"]
+        sections.append(
+            "8. One EVALSHA of a no-op script, client side (quotas/scripts.py)\n"
+            + table(
+                ("path", "median us per call"),
+                [
+                    ("held connection + poll for a closed socket (the engine)", f"{c['held_with_poll_us']:.1f}"),
+                    ("held connection, no poll", f"{c['held_without_poll_us']:.1f}"),
+                    ("redis-py register_script (pool + Retry)", f"{c['redis_py_script_us']:.1f}"),
+                ],
+            )
+        )
     if "http" in results:
         sections.append(
             "6. Over HTTP through gunicorn, with and without QuotaThrottle\n" + _http_section(results["http"])

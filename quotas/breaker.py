@@ -52,7 +52,9 @@ class CircuitBreaker:
             if self.opened_at is None:
                 self.opened_at = now
                 logger.error("quotas: Redis failed; circuit breaker open, decisions use the failure mode")
-                metrics.set_engine_mode("fallback" if quota_settings.FAILURE_MODE == "local" else "breaker_open")
+                metrics.set_engine_mode(
+                    {"local": "fallback"}.get(quota_settings.FAILURE_MODE, quota_settings.FAILURE_MODE)
+                )
 
     def success(self) -> None:
         """A call to Redis worked: close the breaker."""

@@ -22,14 +22,14 @@ from . import metrics
 from .breaker import CircuitBreaker
 from .conf import quota_settings
 from .decision import _US, NEVER, Decision, WindowState, scaled
-from .exceptions import StoreUnavailable
+from .exceptions import ScriptFailed, StoreUnavailable
 from .fallback import LocalLimiter
 from .keys import ClientKeys, client_keys, rules_version_key
 from .memory import DenyMemory
 from .rules import Window
 from .scripts import LuaScript, script_source
 from .snapshot import RulesCache
-from .store import STORE_ERRORS, connect
+from .store import STORE_ERRORS, connect, is_script_error
 from .usage_buffer import UsageBuffer, replay_spool
 
 logger = logging.getLogger(__name__)
@@ -116,6 +116,12 @@ class Engine:
         try:
             reply = self._decide(keys=self._script_keys(keys, windows, day[1]), args=args)
         except STORE_ERRORS as exc:
+            if is_script_error(exc):
+                # A bug or bad state of this client's keys, not an outage: this request alone gets the
+                # failure mode; the breaker (every other client) is left alone.
+                metrics.observe_redis_error("script")
+                logger.error("quotas: the decision script failed for %s: %s", tag, exc)
+                raise ScriptFailed(f"decision script failed for {tag}: {exc}") from exc
             self.breaker.failure()
             metrics.observe_redis_error("decide")
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
@@ -173,7 +179,7 @@ class Engine:
         try:
             reply = self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
         except STORE_ERRORS:
-            metrics.observe_redis_error("decide")
+            metrics.observe_redis_error("count_acl")
             logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
             if not allowed:
                 self._count_locally(tag, usage, "da")
@@ -192,6 +198,7 @@ class Engine:
         try:
             self._release(keys=keys, args=[decision.request_id])
         except STORE_ERRORS:
+            metrics.observe_redis_error("release")
             # The lease runs out on its own; the client is only limited a little longer.
             logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
 
@@ -201,6 +208,7 @@ class Engine:
             keys = self.keys_of(tag)
             removed = self.redis.hdel(keys.bucket, keys.field("!bn"), keys.field("!dn"))
         except STORE_ERRORS as exc:
+            metrics.observe_redis_error("lift_ban")
             raise StoreUnavailable(f"lifting the ban of {tag} failed: {exc}") from exc
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return bool(removed)
@@ -260,6 +268,7 @@ class Engine:
         """
         if not self.usage_buffer or self.usage_buffer.flush(self.redis):
             return True
+        metrics.observe_redis_error("flush_usage")
         if spool_on_failure:
             self.usage_buffer.spool()
         return False

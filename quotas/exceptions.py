@@ -17,6 +17,14 @@ class StoreUnavailable(QuotaError):
     """
 
 
+class ScriptFailed(StoreUnavailable):
+    """Redis answered the decision script with an error about the call itself (not an outage).
+
+    The request is answered by the failure mode like any other Redis failure,
+    but the circuit breaker stays closed (see :func:`quotas.store.is_script_error`).
+    """
+
+
 class InvalidRate(ValueError):
     """A rate string such as ``"10/s; 100/min"`` could not be parsed."""
 

@@ -49,7 +49,11 @@ NONE = "none"
 
 OUTCOMES = frozenset({"allowed", "denied", "shadow_denied"})
 REASONS = frozenset({"none", "rate", "budget", "acl", "capacity", "banned", "local"})
-ENGINE_MODES = ("normal", "fallback", "breaker_open")
+#: The engine's modes: deciding in Redis, or with the breaker open, by FAILURE_MODE: deciding locally
+#: ("fallback"), admitting everything ("open") or refusing everything ("closed").
+ENGINE_MODES = ("normal", "fallback", "open", "closed")
+#: Operations whose Redis errors are counted; each series exists (at 0) from the first scrape.
+REDIS_OPERATIONS = ("decide", "script", "count_acl", "reconcile", "refund", "release", "flush_usage", "lift_ban")
 
 #: Distinct values each free-text label may take in one process before the rest count as ``other``.
 MAX_PLANS = 20
@@ -132,7 +136,7 @@ decision_seconds = Histogram(
 redis_errors = Counter("quota_redis_errors", "Redis errors met by the quota engine, by operation.", ["operation"])
 engine_mode = Gauge(
     "quota_engine_mode",
-    "1 for the mode the engine is in (normal, fallback, breaker_open); across processes, 1 if any live one is.",
+    "1 for the mode the engine is in (normal, fallback, open, closed); across processes, 1 if any live one is.",
     ["mode"],
     multiprocess_mode="livemax",
 )
@@ -252,3 +256,9 @@ def exposition(accept: str = "") -> tuple[bytes, str]:
         MultiProcessCollector(registry)
     encoder, content_type = choose_encoder(accept)
     return encoder(registry), content_type
+
+
+# Every contracted series exists before its first event: a dashboard or alert on them sees 0, not nothing.
+for _operation in REDIS_OPERATIONS:
+    redis_errors.labels(operation_label(_operation))
+set_engine_mode("normal")

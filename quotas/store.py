@@ -29,7 +29,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url as parse_standalone_url
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
@@ -45,6 +46,22 @@ SCHEMES = (*STANDALONE_SCHEMES, SENTINEL_SCHEME, CLUSTER_SCHEME)
 #: client raises :class:`~redis.exceptions.RedisClusterException`, which is *not* a RedisError, when no
 #: node answers or a slot is not served; catch this tuple wherever ``RedisError`` alone was caught.
 STORE_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+#: Error replies that say the server cannot serve right now (a replica after a failover, a busy or
+#: loading server, a cluster without quorum): an outage, unlike other error replies (see is_script_error).
+_UNAVAILABLE_REPLIES = ("READONLY", "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "OOM")
+
+
+def is_script_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error reply about the command itself (a script bug, a key of the wrong type).
+
+    Such an error is not an outage: it is logged and counted, and only the
+    request that met it is answered by the failure mode; the circuit breaker
+    stays closed. Connection errors, timeouts and the replies of a server
+    that cannot serve now (:data:`_UNAVAILABLE_REPLIES`) are outages.
+    """
+    return isinstance(exc, ResponseError) and not str(exc).startswith(_UNAVAILABLE_REPLIES)
+
+
 #: Retries of a cluster command after a connection error or CLUSTERDOWN, each after re-reading the slot
 #: map (redis-py's default is 10 with exponential backoff, seconds of blocking per request during an
 #: outage). One retry follows a completed failover; anything longer is the failure mode's job.
@@ -140,16 +157,21 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
         "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
     }
     auth = {"username": store.username, "password": store.password}
+    # redis-py retries timeouts by default, which could run a command twice; here only a connection
+    # error is retried, once and at once (the engine's scripts handle their own, see quotas/scripts.py).
+    socket["retry"] = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     if store.topology == "standalone":
         return redis.Redis.from_url(url, **socket)
     if store.topology == "sentinel":
         sentinel_kwargs = {**socket, "password": store.sentinel_password}
+        sentinel_kwargs.pop("retry")
         sentinel = Sentinel(list(store.hosts), sentinel_kwargs=sentinel_kwargs, **socket)
         # A plain redis.Redis (LuaScript keeps its direct path) whose pool finds the primary through the Sentinels.
         return sentinel.master_for(
             store.service_name, connection_pool_class=FollowingSentinelPool, db=store.db, **auth, **socket
         )
     try:
+        socket.pop("retry")
         return RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in store.hosts],
             retry=Retry(NoBackoff(), CLUSTER_RETRIES),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -122,10 +123,21 @@ def test_unknown_outcome_or_reason_is_counted_as_other_not_raised():
 
 
 def test_engine_mode_is_one_for_the_current_mode_only():
-    metrics.set_engine_mode("breaker_open")
-    assert [value("quota_engine_mode", mode=m) for m in metrics.ENGINE_MODES] == [0, 0, 1]
+    metrics.set_engine_mode("closed")
+    assert [value("quota_engine_mode", mode=m) for m in metrics.ENGINE_MODES] == [0, 0, 0, 1]
     metrics.set_engine_mode("normal")
-    assert [value("quota_engine_mode", mode=m) for m in metrics.ENGINE_MODES] == [1, 0, 0]
+    assert [value("quota_engine_mode", mode=m) for m in metrics.ENGINE_MODES] == [1, 0, 0, 0]
+
+
+@pytest.mark.django_db
+def test_every_contracted_series_is_there_before_any_event(client, settings):
+    """A fresh scrape already holds every Redis-errors operation at 0 and every engine mode."""
+    settings.QUOTAS = {**settings.QUOTAS, "METRICS_ALLOW_LOOPBACK": True}
+    text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+    for operation in metrics.REDIS_OPERATIONS:
+        assert re.search(rf'^quota_redis_errors_total{{operation="{operation}"}} \d', text, re.M), operation
+    for mode in ("normal", "fallback", "open", "closed"):
+        assert f'quota_engine_mode{{mode="{mode}"}}' in text
 
 
 def test_gauges_hold_the_last_value_set():

@@ -55,6 +55,17 @@ class Gunicorn:
         finally:
             conn.close()
 
+    def remaining(self, path: str, key: str) -> tuple[int, str]:
+        """Status and X-RateLimit-Remaining of one GET with API key ``key``."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", path, headers={"X-API-Key": key})
+            response = conn.getresponse()
+            response.read()
+            return response.status, response.getheader("X-RateLimit-Remaining", "")
+        finally:
+            conn.close()
+
     def workers(self) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
             return psutil.Process(self.process.pid).children()
@@ -188,3 +199,20 @@ def test_demo_api_decisions_are_counted_exactly_once_across_the_workers(gunicorn
     replies = send(gunicorn, "/api/demo/ping", N, {"X-API-Key": demo_key("enterprise")})
     assert [status for status, _ in replies] == [200] * N
     assert gunicorn.decisions("enterprise") - before == N
+
+
+def test_client_kill_costs_no_worker_its_decisions_in_redis(gunicorn, redis_client):
+    """CLIENT KILL TYPE normal drops every worker's held connection; the next decisions are still Redis's.
+
+    Seen before the fix: the next request on each worker failed, the breaker
+    opened, and the local fallback's own count (a share of the limit) showed.
+    """
+    key = demo_key("free")
+    path = "/api/demo/search?q=x"  # the free plan's search scope: 10/min, counted across the workers
+    assert gunicorn.remaining(path, key) == (200, "9")
+    seen = []
+    for _ in range(6):
+        redis_client.client_kill_filter(_type="normal", skipme=True)
+        seen.append(gunicorn.remaining(path, key))
+    assert seen == [(200, str(n)) for n in range(8, 2, -1)]
+    assert gunicorn.get("/healthz")[1].count(b'"normal"') == 1

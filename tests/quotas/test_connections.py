@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import threading
+import time
 
+import pytest
 import redis
 
 from quotas.scripts import LuaScript
@@ -32,14 +33,39 @@ def test_each_thread_keeps_one_connection_and_hands_it_back_when_it_ends(redis_c
     assert len(pool._available_connections) <= 4
 
 
-def test_a_connection_closed_by_the_server_is_replaced(redis_client):
-    """A held connection the server dropped (restart, proxy idle timeout) costs at most one failed call."""
-    script = LuaScript(redis_client, "return 1")
-    assert script(keys=[], args=[]) == 1
-    redis_client.client_kill_filter(_type="normal", skipme=True)
-    with contextlib.suppress(redis.ConnectionError):
-        script(keys=[], args=[])
-    assert script(keys=[], args=[]) == 1
+def test_a_connection_closed_by_the_server_is_replaced_without_a_failed_call(redis_client):
+    """A held connection the server dropped (CLIENT KILL, a proxy's idle timeout) costs no call at all.
+
+    The command had not been sent: it goes out on a new connection, once.
+    """
+    script = LuaScript(redis_client, "return redis.call('INCR', KEYS[1])")
+    assert script(keys=["n"], args=[]) == 1
+    for expected in (2, 3, 4):
+        redis_client.client_kill_filter(_type="normal", skipme=True)
+        assert script(keys=["n"], args=[]) == expected  # counted exactly once each time
+
+
+def test_a_timeout_after_the_command_was_sent_is_not_retried(redis_server, redis_client):
+    """The script ran, but its reply came too late: a second try would count the request twice."""
+    slow = redis.Redis.from_url(redis_server.url, socket_timeout=0.2)
+    script = LuaScript(
+        slow,
+        """
+        local n = redis.call('INCR', KEYS[1])
+        if ARGV[1] == 'slow' then  -- busy for 0.4 s: longer than the client waits
+          local t = redis.call('TIME')
+          local until_us = t[1] * 1000000 + t[2] + 400000
+          repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_us
+        end
+        return n
+        """,
+    )
+    assert script(keys=["n"], args=["fast"]) == 1
+    with pytest.raises(redis.TimeoutError):
+        script(keys=["n"], args=["slow"])
+    time.sleep(0.4)
+    assert redis_client.get("n") == b"2"  # it ran once; it was not sent again
+    assert script(keys=["n"], args=["fast"]) == 3
 
 
 def test_every_script_on_one_client_shares_the_threads_connection(redis_client):

@@ -165,3 +165,29 @@ def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(engine,
     assert granted == 5  # 0.5 x the 10 that remained
     # A client Redis never saw this period: the share of the whole budget, as before.
     assert sum(engine.decide_locally("{stranger}", windows, None, 10, None).allowed for _ in range(20)) == 5
+
+
+def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(free, redis_client, caplog):
+    """A key of the wrong type (a bug, a stray write) is not an outage: other clients stay on Redis."""
+    from quotas import metrics
+    from quotas.keys import client_tag
+    from tests.factories import SubscriptionFactory
+
+    engine = get_engine()
+    broken_sub = SubscriptionFactory(plan=free)
+    bucket = engine.keys_of(client_tag("s", str(broken_sub.pk))).bucket
+    healthy_sub = SubscriptionFactory(plan=free)
+    while engine.keys_of(client_tag("s", str(healthy_sub.pk))).bucket == bucket:  # another bucket's client
+        healthy_sub = SubscriptionFactory(plan=free)
+    broken, healthy = issue_key(broken_sub), issue_key(healthy_sub)
+    client = APIClient()
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=healthy).status_code == 200
+    redis_client.set(bucket, "not a hash")
+    before = metrics.REGISTRY.get_sample_value("quota_redis_errors_total", {"operation": "script"}) or 0
+    response = client.get("/api/demo/ping", HTTP_X_API_KEY=broken)
+    assert response.status_code == 200  # the failure mode ("local") answered this one request
+    assert not engine.breaker.is_open
+    assert metrics.REGISTRY.get_sample_value("quota_redis_errors_total", {"operation": "script"}) == before + 1
+    assert "decision script failed" in caplog.text
+    ok = client.get("/api/demo/ping", HTTP_X_API_KEY=healthy)
+    assert ok["X-RateLimit-Remaining"] == "8"  # still decided in Redis: 10/min, two spent

@@ -1,0 +1,52 @@
+"""Section 8: what one script call costs through each connection path (quotas/scripts.py).
+
+The engine writes the packed EVALSHA on a connection its thread holds, after
+one poll(2) that tells whether Redis closed it meanwhile. The alternative is
+redis-py's own path (pool checkout and release, Retry, callbacks) through
+``register_script``. Each is timed on a script that does nothing, so the
+difference is the client side alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+import quotas.scripts as scripts
+
+_NOOP = "return 1"
+
+
+def _median_us(call: Callable[[], Any], calls: int, rounds: int = 5) -> float:
+    for _ in range(calls // 10):
+        call()
+    medians = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        medians.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(medians)
+
+
+def run(redis_url: str, calls: int = 20_000) -> dict[str, float]:
+    """Median microseconds per call: held connection with and without the poll, and redis-py's Script."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        held = scripts.LuaScript(client, _NOOP)
+        generic = client.register_script(_NOOP)
+        with_poll = _median_us(lambda: held(keys=[], args=[]), calls)
+        checked = scripts._closed_or_dirty
+        scripts._closed_or_dirty = lambda conn: False
+        try:
+            without_poll = _median_us(lambda: held(keys=[], args=[]), calls)
+        finally:
+            scripts._closed_or_dirty = checked
+        redis_py = _median_us(lambda: generic(keys=[], args=[]), calls)
+    finally:
+        client.close()
+    return {"held_with_poll_us": with_poll, "held_without_poll_us": without_poll, "redis_py_script_us": redis_py}
