@@ -140,6 +140,15 @@ engine_mode = Gauge(
     ["mode"],
     multiprocess_mode="livemax",
 )
+rules_load_failures = Counter(
+    "quota_rules_load_failures",
+    "Failed reloads of the rules snapshot (the database failed); the last good one is served.",
+)
+rules_stale = Gauge(
+    "quota_rules_snapshot_stale",
+    "1 while a process serves its last good rules snapshot because reloading it fails; 1 if any live one does.",
+    multiprocess_mode="livemax",
+)
 adaptive_multiplier = Gauge(
     "quota_adaptive_multiplier",
     "The adaptive multiplier applied to each plan's rate limits (1 = nominal).",
@@ -225,6 +234,16 @@ def set_engine_mode(mode: str) -> None:
         engine_mode.labels(name).set(1 if name == mode else 0)
 
 
+def observe_rules_load_failure() -> None:
+    """Count one failed reload of the rules snapshot."""
+    rules_load_failures.inc()
+
+
+def set_rules_stale(stale: bool) -> None:
+    """Record whether this process serves a stale rules snapshot."""
+    rules_stale.set(1 if stale else 0)
+
+
 def set_multiplier(plan: str | None, value: float) -> None:
     """Record the adaptive multiplier in force for ``plan`` (a slug)."""
     adaptive_multiplier.labels(plan_label(plan)).set(value)
@@ -262,3 +281,4 @@ def exposition(accept: str = "") -> tuple[bytes, str]:
 for _operation in REDIS_OPERATIONS:
     redis_errors.labels(operation_label(_operation))
 set_engine_mode("normal")
+set_rules_stale(False)

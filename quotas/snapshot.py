@@ -13,14 +13,21 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from django.db import DatabaseError, close_old_connections
+
+from . import metrics
 from .rules import RulesBackend, RuleSet, Subscriber
 from .store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
+
+#: Longest wait, in seconds, between two attempts to reload rules while the database fails.
+MAX_RELOAD_BACKOFF = 30
 
 
 class _LRU(OrderedDict):
@@ -67,6 +74,11 @@ class RulesCache:
         self.on_tick: Callable[[], None] = lambda: None  # run by the poller every interval
         self._rules: RuleSet | None = None
         self._stale = True
+        # While the backend (the database) fails: failed loads in a row, when to try again, since when.
+        self._failures = 0
+        self._retry_at = 0.0
+        self._loaded_at = 0.0
+        self._last_error = ""
         self._lock = threading.Lock()
         self._poller_pid: int | None = None
         self._thread: threading.Thread | None = None
@@ -83,8 +95,51 @@ class RulesCache:
             self._start_poller()
         rules = self._rules
         if rules is None or self._stale:
-            rules = self.reload()
+            rules = self._reload_or_keep(rules)
         return rules
+
+    def _reload_or_keep(self, rules: RuleSet | None) -> RuleSet:
+        """A fresh snapshot, or the last good one while the backend fails (retried with backoff).
+
+        Only the very first load of a process has nothing to fall back on: its
+        error propagates.
+        """
+        if rules is not None and time.monotonic() < self._retry_at:
+            return rules
+        try:
+            return self.reload()
+        except DatabaseError as exc:
+            if rules is None:
+                raise
+            self._load_failed(exc)
+            return rules
+
+    def _load_failed(self, exc: Exception) -> None:
+        # A connection the failure broke stays broken in a thread no request cycle ever resets
+        # (the poller's): drop it, so that the next attempt connects anew.
+        close_old_connections()
+        self._failures += 1
+        # 1, 2, 4 ... 30 s between attempts: one request (or the poller) tries, the others are served.
+        backoff = min(MAX_RELOAD_BACKOFF, 2 ** min(self._failures - 1, 10))
+        self._retry_at = time.monotonic() + backoff
+        self._last_error = f"{type(exc).__name__}: {exc}".strip()[:200]
+        metrics.observe_rules_load_failure()
+        metrics.set_rules_stale(True)
+        if self._failures == 1:
+            logger.error("quotas: rules could not be reloaded (%s); serving the last good snapshot", self._last_error)
+        else:
+            logger.info("quotas: rules reload failed again (%d in a row); next try in %d s", self._failures, backoff)
+
+    def status(self) -> dict[str, Any]:
+        """How fresh this process's snapshot is, for /healthz: ``state`` is ``ok`` or ``stale``."""
+        stale = self._failures > 0
+        body: dict[str, Any] = {
+            "state": "stale" if stale else "ok",
+            "age_s": round(time.monotonic() - self._loaded_at, 1) if self._loaded_at else None,
+        }
+        if stale:
+            body.update(failed_loads=self._failures, last_error=self._last_error)
+        return body
 
     def reload(self) -> RuleSet:
         """Build a fresh snapshot from the backend now."""
@@ -96,6 +151,11 @@ class RulesCache:
             self._by_user.clear()
             self._rules = rules
             self._stale = False
+            self._loaded_at = time.monotonic()
+            if self._failures:
+                logger.warning("quotas: rules reloaded after %d failed attempts", self._failures)
+                self._failures, self._retry_at, self._last_error = 0, 0.0, ""
+                metrics.set_rules_stale(False)
         self.refresh_multipliers()
         self.on_reload()
         return rules

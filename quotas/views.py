@@ -22,6 +22,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
     ``engine.mode`` is ``normal``, or while Redis is down (the circuit breaker
     open) ``fallback`` (failure mode local), ``fail-open`` or ``fail-closed``.
+    ``status`` is ``degraded`` too while the rules snapshot is stale (the
+    database failed; the last good one is served, see ``rules``).
     Anyone gets the status and the mode; operators (staff signed in to the
     admin, or holders of the metrics token) also get the details, whose
     Redis address and error text are of use to an attacker too.
@@ -37,10 +39,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
         mode = "normal"
     else:
         mode = {"local": "fallback", "open": "fail-open", "closed": "fail-closed"}[quota_settings.FAILURE_MODE]
+    rules = engine.rules.status()
     status = 200 if redis_ok else 503
-    body: dict = {"status": "ok" if redis_ok else "degraded", "engine": {"mode": mode}}
+    degraded = not redis_ok or rules["state"] != "ok"  # a stale snapshot still serves: 200, but say so
+    body: dict = {"status": "degraded" if degraded else "ok", "engine": {"mode": mode}}
     if not is_operator(request):
         return JsonResponse(body, status=status)
+    body["rules"] = rules
     body["redis"] = {
         "reachable": redis_ok,
         "topology": describe(quota_settings.REDIS_URL),

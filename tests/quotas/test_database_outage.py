@@ -1,0 +1,91 @@
+"""The database goes away while the rules snapshot is stale: requests are still decided, never a 500.
+
+Runs against the session's PostgreSQL (CI), whose test database is made to
+refuse every connection (ALLOW_CONNECTIONS false, existing sessions
+terminated): to the application, the database is down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.db import connection, connections
+from rest_framework.test import APIClient
+
+from plans.models import EndpointLimit
+from quotas import metrics
+from quotas.engine import get_engine
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+pytestmark = [pytest.mark.postgres, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def database_outage() -> Iterator[contextlib.AbstractContextManager]:
+    """A context manager: inside it, the test database accepts no connection at all."""
+    params = connection.get_connection_params()
+    name = connection.settings_dict["NAME"]
+    admin_params = {k: v for k, v in params.items() if k in ("host", "port", "user", "password")}
+
+    def admin() -> psycopg.Connection:
+        return psycopg.connect(dbname="postgres", autocommit=True, **admin_params)
+
+    @contextlib.contextmanager
+    def outage() -> Iterator[None]:
+        connections.close_all()
+        with admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                [name],
+            )
+        try:
+            yield
+        finally:
+            with admin() as conn:
+                conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            connections.close_all()
+
+    return outage
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, monkeypatch):
+    monkeypatch.setenv("METRICS_TOKEN", "ops-token")
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="3/min", algorithm="fixed_window")
+    key = issue_key(plan=plan)
+    api = APIClient(raise_request_exception=False)
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=key)["X-RateLimit-Limit"] == "3"  # rules and key cached
+    EndpointLimit.objects.filter(plan=plan).update(rates="5/min")
+    get_engine().rules.invalidate()  # as the admin's save does: every process reloads on its next request
+    failures = metrics.REGISTRY.get_sample_value("quota_rules_load_failures_total") or 0
+
+    with database_outage():
+        codes = []
+        for _ in range(4):
+            response = api.get("/api/demo/ping", HTTP_X_API_KEY=key)
+            codes.append(response.status_code)
+        health = api.get("/healthz", HTTP_AUTHORIZATION="Bearer ops-token")
+        anonymous = api.get("/healthz").json()
+
+    assert codes == [200, 200, 429, 429]  # the last good snapshot (3/min) decided, in Redis
+    assert metrics.REGISTRY.get_sample_value("quota_rules_load_failures_total") == failures + 1  # backoff: once
+    assert health.status_code == 200
+    assert health.json()["status"] == "degraded"
+    assert health.json()["rules"]["state"] == "stale"
+    assert "OperationalError" in health.json()["rules"]["last_error"]
+    assert anonymous == {"status": "degraded", "engine": {"mode": "normal"}}
+
+    # Retries back off (1, 2, 4 ... s); each failed one also drops a connection the outage broke in the
+    # database pool. Within a few retries of the database's return, the new rules are in force.
+    deadline, limit = time.monotonic() + 20, "3"
+    while limit != "5" and time.monotonic() < deadline:
+        time.sleep(0.25)
+        limit = api.get("/api/demo/ping", HTTP_X_API_KEY=key).get("X-RateLimit-Limit")
+    assert limit == "5"
+    assert api.get("/healthz", HTTP_AUTHORIZATION="Bearer ops-token").json()["rules"]["state"] == "ok"
