@@ -133,8 +133,8 @@ class SubscriptionBudgetInline(admin.TabularInline):
 class APIKeyInline(admin.TabularInline):
     model = APIKey
     extra = 0
-    fields = ("prefix", "name", "created_at", "revoked_at")
-    readonly_fields = ("prefix", "created_at")
+    fields = ("prefix", "name", "created_at", "expires_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "created_at", "last_used_at")
     can_delete = False
     show_change_link = True
 
@@ -212,10 +212,11 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
 @admin.register(APIKey)
 class APIKeyAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "name", "subscription", "created_at", "revoked_at")
+    list_display = ("prefix", "name", "subscription", "created_at", "expires_at", "last_used_at", "revoked_at")
     list_filter = ("subscription__plan",)
     search_fields = ("prefix", "name", "subscription__name")
-    readonly_fields = ("prefix", "key_hash", "created_at")
+    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+    fields = ("prefix", "name", "subscription", "expires_at", "revoked_at", "created_at", "last_used_at", "key_hash")
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

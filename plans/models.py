@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -124,7 +125,10 @@ class Subscription(models.Model):
 
 class APIKeyQuerySet(models.QuerySet):
     def usable(self) -> APIKeyQuerySet:
-        return self.filter(revoked_at__isnull=True, subscription__is_active=True)
+        """Keys a request may use now: not revoked, not expired, of an active subscription."""
+        return self.filter(revoked_at__isnull=True, subscription__is_active=True).exclude(
+            expires_at__lte=timezone.now()
+        )
 
 
 class APIKey(models.Model):
@@ -153,11 +157,29 @@ class APIKey(models.Model):
         return f"{self.prefix}… ({self.name or self.subscription.name})"
 
     @classmethod
-    def issue(cls, subscription: Subscription, name: str = "", raw: str | None = None) -> tuple[APIKey, str]:
-        """Create a key for ``subscription``; returns the model and the raw key (shown once)."""
+    def issue(
+        cls, subscription: Subscription, name: str = "", raw: str | None = None, expires_at: datetime | None = None
+    ) -> tuple[APIKey, str]:
+        """Create a key for ``subscription`` (valid until ``expires_at``, if given); returns it and the raw key."""
         raw = raw or API_KEY_PREFIX + secrets.token_urlsafe(32)
-        key = cls.objects.create(subscription=subscription, name=name, prefix=raw[:10], key_hash=hash_api_key(raw))
+        key = cls.objects.create(
+            subscription=subscription, name=name, prefix=raw[:10], key_hash=hash_api_key(raw), expires_at=expires_at
+        )
         return key, raw
+
+    def clean(self) -> None:
+        # Only a change can be checked against the clock: an expiry already past when it is set is a typo.
+        if self.expires_at is not None and self.expires_at <= timezone.now() and self._expiry_changed():
+            raise ValidationError({"expires_at": "This moment is in the past: the key would never work."})
+
+    def _expiry_changed(self) -> bool:
+        if self.pk is None:
+            return True
+        return type(self).objects.filter(pk=self.pk).values_list("expires_at", flat=True).first() != self.expires_at
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
     @property
     def is_revoked(self) -> bool:

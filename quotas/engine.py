@@ -24,6 +24,7 @@ from .conf import quota_settings
 from .decision import _US, NEVER, Decision, WindowState, scaled
 from .exceptions import ScriptFailed, StoreUnavailable
 from .fallback import LocalLimiter
+from .key_use import KeyUse
 from .keys import ClientKeys, client_keys, rules_version_key
 from .memory import DenyMemory
 from .rules import Window
@@ -49,6 +50,7 @@ class Engine:
         rules.on_reload = self.deny_memory.clear
         rules.on_tick = self.tick
         self.usage_buffer = UsageBuffer()
+        self.key_use = KeyUse()
         self.breaker = CircuitBreaker(float(quota_settings.PROBE_INTERVAL))
         self.fallback = LocalLimiter(float(quota_settings.LOCAL_SHARE), deny_memory_size)
         atexit.register(self.flush_usage, spool_on_failure=True)
@@ -229,6 +231,10 @@ class Engine:
             self.fallback.clear()
         if self.flush_usage():
             replay_spool(self.redis)
+        try:
+            self.key_use.write(self.redis, self.prefix)
+        except STORE_ERRORS:
+            metrics.observe_redis_error("key_use")
 
     def decide_locally(
         self,

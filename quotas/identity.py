@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -99,6 +100,8 @@ def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
         raise InvalidAPIKey(problems.invalid_api_key("unknown"))
     if subscriber.revoked:
         raise InvalidAPIKey(problems.invalid_api_key("revoked"))
+    if subscriber.key_expires_at is not None and subscriber.key_expires_at <= time.time():
+        raise InvalidAPIKey(problems.invalid_api_key("expired"))
     return _subscription_client(subscriber)
 
 

@@ -53,7 +53,17 @@ REASONS = frozenset({"none", "rate", "budget", "acl", "capacity", "banned", "loc
 #: ("fallback"), admitting everything ("open") or refusing everything ("closed").
 ENGINE_MODES = ("normal", "fallback", "open", "closed")
 #: Operations whose Redis errors are counted; each series exists (at 0) from the first scrape.
-REDIS_OPERATIONS = ("decide", "script", "count_acl", "reconcile", "refund", "release", "flush_usage", "lift_ban")
+REDIS_OPERATIONS = (
+    "decide",
+    "script",
+    "count_acl",
+    "reconcile",
+    "refund",
+    "release",
+    "flush_usage",
+    "lift_ban",
+    "key_use",
+)
 
 #: Distinct values each free-text label may take in one process before the rest count as ``other``.
 MAX_PLANS = 20

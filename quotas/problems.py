@@ -27,6 +27,7 @@ _KEY_DETAIL = {
     "unchanged, in the X-API-Key header.",
     "unknown": "The API key in the request is not known. Check it, or ask for a new one.",
     "revoked": "The API key in the request has been revoked. Ask for a new one.",
+    "expired": "The API key in the request has expired. Ask for a new one.",
 }
 
 

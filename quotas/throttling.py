@@ -74,6 +74,8 @@ class QuotaThrottle(BaseThrottle):
         except InvalidAPIKey as exc:
             http_request.quota_problem = exc.problem
             raise
+        if client.subscriber is not None:
+            engine.key_use.touch(client.subscriber.key_id)  # written to Redis by the poller (quotas/key_use.py)
         plan_id, windows = self.get_windows(rules, client, request, view)
         scope = getattr(view, "quota_scope", None) or ""
         usage = _usage_field(plan_id, scope)

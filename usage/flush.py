@@ -34,8 +34,9 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
-from plans.models import Plan, Subscription
+from plans.models import APIKey, Plan, Subscription
 from quotas.conf import quota_settings
+from quotas.key_use import read_last_used
 from quotas.store import connect
 
 from .models import COUNTERS, UsageRecord
@@ -73,6 +74,7 @@ class FlushReport:
     written: int = 0  # rows inserted or moved forward
     skipped: int = 0  # unreadable keys or fields (logged)
     batches: int = 0
+    keys_marked_used: int = 0  # API keys whose last use moved forward
     seconds: float = 0.0
 
 
@@ -118,11 +120,24 @@ def flush_usage(
                 "usage flush: batch %d written (%d keys, %d rows, %d moved forward)",
                 report.batches, len(keys), len(snapshot.rows), written,
             )  # fmt: skip
+        report.keys_marked_used = copy_key_use(read_last_used(redis_client, prefix))
     finally:
         if own_client:
             redis_client.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def copy_key_use(last_used: dict[int, float]) -> int:
+    """Move ``APIKey.last_used_at`` forward to the times recorded in Redis; returns the keys changed."""
+    changed = []
+    for key in APIKey.objects.filter(pk__in=last_used).only("pk", "last_used_at"):
+        at = datetime.fromtimestamp(last_used[key.pk], UTC).replace(microsecond=0)
+        if key.last_used_at is None or key.last_used_at < at:
+            key.last_used_at = at
+            changed.append(key)
+    APIKey.objects.bulk_update(changed, ["last_used_at"], batch_size=500)
+    return len(changed)
 
 
 def write_rows(rows: dict[RowKey, Counters], observed_at: datetime, delay: float = 0.0) -> int:

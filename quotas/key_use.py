@@ -1,0 +1,50 @@
+"""When each API key was last used, recorded off the request path.
+
+A request with a key notes the time in this process (a dict assignment).
+The poller thread writes the notes to one Redis sorted set,
+``<KEY_PREFIX>:keys:last-used`` (member: the key's id, score: epoch seconds,
+``ZADD GT`` so an older note never replaces a newer one), about once a
+second; the usage flush copies it to ``APIKey.last_used_at``. So the date is
+as precise as the flush interval, and a request never waits for it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+_SUFFIX = "keys:last-used"
+
+
+class KeyUse:
+    """The keys this process saw used since its last write, with when."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, float] = {}
+
+    def touch(self, key_id: int | None) -> None:
+        """Note that key ``key_id`` was used now (a dict store: thread-safe under the GIL)."""
+        if key_id is not None:
+            self._seen[key_id] = time.time()
+
+    def write(self, client: Any, prefix: str) -> None:
+        """Add the notes to Redis (one ZADD); kept for the next try if Redis fails."""
+        seen, self._seen = self._seen, {}
+        if not seen:
+            return
+        try:
+            client.zadd(last_used_key(prefix), {str(k): v for k, v in seen.items()}, gt=True)
+        except Exception:
+            for key_id, at in seen.items():  # the newer of the two, should the key be used meanwhile
+                self._seen[key_id] = max(at, self._seen.get(key_id, 0.0))
+            raise
+
+
+def last_used_key(prefix: str) -> str:
+    """The sorted set of keys' last use under ``prefix``."""
+    return f"{prefix}:{_SUFFIX}"
+
+
+def read_last_used(client: Any, prefix: str) -> dict[int, float]:
+    """Every key id with the epoch seconds of its last use, as recorded in Redis."""
+    return {int(member): score for member, score in client.zrange(last_used_key(prefix), 0, -1, withscores=True)}

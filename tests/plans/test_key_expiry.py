@@ -1,0 +1,107 @@
+"""API keys that expire, and the date each was last used (recorded off the request path)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from plans.models import APIKey, Subscription
+from quotas.engine import get_engine
+from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
+from usage.flush import flush_usage
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def free(db):
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="100/min")
+    return plan
+
+
+def test_an_expired_key_gets_401_expired(free):
+    sub = SubscriptionFactory(plan=free)
+    _, raw = APIKey.issue(sub, expires_at=timezone.now() - timedelta(seconds=1))
+    _, fresh = APIKey.issue(sub, expires_at=timezone.now() + timedelta(days=1))
+    api = APIClient()
+    response = api.get("/api/demo/ping", HTTP_X_API_KEY=raw)
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/problem+json"
+    assert json.loads(response.content)["reason"] == "api_key_expired"
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=fresh).status_code == 200
+
+
+@pytest.mark.slow
+def test_a_key_expires_while_it_is_cached(free):
+    """The expiry is checked on every request, not only when the key is looked up."""
+    sub = SubscriptionFactory(plan=free)
+    _, raw = APIKey.issue(sub, expires_at=timezone.now() + timedelta(seconds=1))
+    api = APIClient()
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200  # cached from now on
+    time.sleep(1.1)
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 401
+
+
+@pytest.mark.parametrize("value", ["30d", "12h", "90m", "2999-01-31", "2999-01-31T18:00:00+01:00"])
+def test_issue_key_expires(free, value):
+    out = StringIO()
+    call_command("issue_key", "--plan", "free", "--expires", value, stdout=out)
+    key = APIKey.objects.get()
+    assert key.expires_at > timezone.now()
+    assert "valid until" in out.getvalue()
+
+
+@pytest.mark.parametrize("value", ["yesterday", "-3d", "2001-01-01", "0d", "99999999d", "2999-13-01"])
+def test_issue_key_refuses_bad_or_past_expiry(free, value):
+    with pytest.raises(CommandError, match="--expires"):
+        call_command("issue_key", "--plan", "free", "--expires", value, stdout=StringIO())
+    assert not APIKey.objects.exists()
+    assert not Subscription.objects.exists()
+
+
+def test_admin_sets_an_expiry_and_refuses_one_in_the_past(free):
+    admin = UserFactory(is_staff=True, is_superuser=True)
+    browser = Client()
+    browser.force_login(admin)
+    key, _ = APIKey.issue(SubscriptionFactory(plan=free))
+    url = f"/admin/plans/apikey/{key.pk}/change/"
+    form = {"name": "ci", "subscription": key.subscription_id, "revoked_at_0": "", "revoked_at_1": ""}
+    past = browser.post(url, {**form, "expires_at_0": "2001-01-01", "expires_at_1": "00:00:00"})
+    assert past.status_code == 200
+    assert "in the past" in past.content.decode()
+    key.refresh_from_db()
+    assert key.expires_at is None
+    done = browser.post(url, {**form, "expires_at_0": "2999-01-01", "expires_at_1": "00:00:00"})
+    assert done.status_code == 302
+    key.refresh_from_db()
+    assert key.expires_at.year == 2999
+    assert "expires" in browser.get("/admin/plans/apikey/").content.decode().lower()
+
+
+def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free, redis_client):
+    sub = SubscriptionFactory(plan=free)
+    used, raw = APIKey.issue(sub)
+    idle, _ = APIKey.issue(sub)
+    assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
+    used.refresh_from_db()
+    assert used.last_used_at is None  # the request wrote nothing to the database
+    engine = get_engine()
+    engine.tick()  # what the poller thread does every second
+    report = flush_usage(redis_client)
+    assert report.keys_marked_used == 1
+    used.refresh_from_db()
+    idle.refresh_from_db()
+    assert timezone.now() - used.last_used_at < timedelta(seconds=5)
+    assert idle.last_used_at is None
+    assert flush_usage(redis_client).keys_marked_used == 0  # nothing newer
+    assert re.match(r"\d+", str(redis_client.zscore(f"{engine.prefix}:keys:last-used", str(used.pk))))
