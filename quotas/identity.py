@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import logging
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +23,8 @@ from .exceptions import InvalidAPIKey
 from .keys import client_tag
 from .rules import Subscriber
 from .snapshot import RulesCache
+
+logger = logging.getLogger(__name__)
 
 MAX_API_KEY_LENGTH = 200
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -121,18 +124,48 @@ def client_ip(request: HttpRequest) -> IPAddress:
 
 
 def _resolve_ip(remote_addr: str, forwarded: str, trusted_cidrs: tuple[str, ...]) -> IPAddress:
-    peer = _parse_ip(remote_addr) or ipaddress.IPv4Address("0.0.0.0")
+    peer = _parse_ip(remote_addr)
+    if peer is None:
+        _warn_unparsable_peer(remote_addr)
+        peer = UNKNOWN_PEER
     trusted = _trusted_networks(trusted_cidrs)
     if not trusted or not _in(peer, trusted):
         return peer
     hops = [h.strip() for h in forwarded.split(",") if h.strip()]
     for hop in reversed(hops):
-        ip = _parse_ip(hop)
+        ip = _parse_ip(_without_port(hop))
         if ip is None:
             break  # a trusted proxy would not write garbage; stop believing here
         if not _in(ip, trusted):
             return ip
     return peer
+
+
+#: Where a peer whose address cannot be read (a Unix socket) is counted: all such clients share it.
+UNKNOWN_PEER = ipaddress.IPv4Address("0.0.0.0")
+_warned_peer = False
+
+
+def _warn_unparsable_peer(remote_addr: str) -> None:
+    # Once per process: the cause (a proxy on a Unix socket) is in the configuration, not in the request.
+    global _warned_peer
+    if not _warned_peer:
+        _warned_peer = True
+        logger.warning(
+            "quotas: REMOTE_ADDR %r is not an IP address (a Unix socket behind a proxy?), so every anonymous "
+            "client is counted as one. Have the proxy pass the client address: list the proxy in "
+            "QUOTAS['TRUSTED_PROXIES'] and let it set X-Forwarded-For, or serve over TCP.",
+            remote_addr[:64],
+        )
+
+
+def _without_port(hop: str) -> str:
+    """An X-Forwarded-For hop without the port some proxies append: 1.2.3.4:5678, [2001:db8::1]:443."""
+    if hop.startswith("["):
+        return hop[1 : hop.find("]")] if "]" in hop else hop
+    if hop.count(":") == 1:  # IPv4 with a port (a bare IPv6 address has several colons)
+        return hop.split(":", 1)[0]
+    return hop
 
 
 def _group_ip(ip: IPAddress, prefix: int) -> str:

@@ -166,6 +166,34 @@ def test_forwarded_for_from_trusted_proxy_names_the_client(client, free, setting
         assert codes == [200, 200, 200, 429]
 
 
+@pytest.mark.parametrize(
+    ("hop", "same_client"),
+    [("198.51.100.7:5678", "198.51.100.7"), ("[2001:db8::1]:443", "2001:db8::1")],
+)
+def test_forwarded_for_hops_with_a_port_are_parsed(client, free, settings, hop, same_client):
+    """A hop with a port names the same client as the bare address, not garbage (nor the proxy)."""
+    settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["10.0.0.0/8"]}
+    via_proxy = {"REMOTE_ADDR": "10.0.0.5"}
+    codes = [get(client, "/api/demo/ping", HTTP_X_FORWARDED_FOR=hop, **via_proxy).status_code for _ in range(2)]
+    codes.append(get(client, "/api/demo/ping", HTTP_X_FORWARDED_FOR=same_client, **via_proxy).status_code)
+    codes.append(get(client, "/api/demo/ping", HTTP_X_FORWARDED_FOR="198.51.100.99", **via_proxy).status_code)
+    assert codes == [200, 200, 200, 200]
+    assert get(client, "/api/demo/ping", HTTP_X_FORWARDED_FOR=hop, **via_proxy).status_code == 429
+
+
+def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog):
+    """Behind a proxy on a Unix socket every anonymous client would share one bucket: say how to fix it, once."""
+    from quotas import identity
+
+    identity._warned_peer = False
+    identity._ip_client.cache_clear()
+    for peer in ("", "unix:/run/gunicorn.sock", "unix:/run/other.sock"):
+        get(client, "/api/demo/ping", REMOTE_ADDR=peer)
+    warnings = [r for r in caplog.records if "is not an IP address" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "TRUSTED_PROXIES" in warnings[0].getMessage()
+
+
 def test_ipv6_clients_are_grouped_by_prefix(client, free):
     """Rotating addresses inside one /64 does not escape the limit."""
     codes = [get(client, "/api/demo/ping", REMOTE_ADDR=f"2001:db8::{i}").status_code for i in range(1, 5)]
