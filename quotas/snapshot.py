@@ -26,6 +26,8 @@ from .store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 
+#: Unknown API key hashes remembered per process (see RulesCache._unknown_keys).
+UNKNOWN_KEYS_CACHE_SIZE = 4096
 #: Longest wait, in seconds, between two attempts to reload rules while the database fails.
 MAX_RELOAD_BACKOFF = 30
 
@@ -85,6 +87,10 @@ class RulesCache:
         self._stop = threading.Event()
         self._by_key = _LRU(cache_size)
         self._by_user = _LRU(cache_size)
+        # Hashes of keys the backend does not know: a guesser's stream of distinct keys costs one query
+        # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
+        # meanwhile bumps the rules version), so a new key works at once.
+        self._unknown_keys = _LRU(UNKNOWN_KEYS_CACHE_SIZE)
         self.multipliers_key = version_key.rsplit(":", 1)[0] + ":adaptive:multipliers"
         #: Adaptive multipliers by plan id, published by the adaptive controller.
         self.multipliers: dict[int, float] = {}
@@ -149,6 +155,7 @@ class RulesCache:
             rules.version = version
             self._by_key.clear()
             self._by_user.clear()
+            self._unknown_keys.clear()
             self._rules = rules
             self._stale = False
             self._loaded_at = time.monotonic()
@@ -177,9 +184,16 @@ class RulesCache:
 
     def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
         """The subscriber of an API key hash (cached; one query per key per reload)."""
-        if self.backend is None:
+        if self.backend is None or key_hash in self._unknown_keys:
             return None
-        return self._by_key.get_or_load(key_hash, lambda: self.backend.subscriber_for_key(key_hash))
+        subscriber = self._by_key.get(key_hash)
+        if subscriber is not None:
+            self._by_key.move_to_end(key_hash)
+            return subscriber
+        subscriber = self.backend.subscriber_for_key(key_hash)
+        cache = self._by_key if subscriber is not None else self._unknown_keys
+        cache.get_or_load(key_hash, lambda: subscriber)
+        return subscriber
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
         """The subscriber of a user (cached like :meth:`subscriber_for_key`)."""

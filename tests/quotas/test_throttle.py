@@ -393,3 +393,28 @@ def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
     request = APIRequestFactory().get("/api/demo/ping")
     with pytest.raises(TypeError, match=r"Sloppy gave quota weight 2\.5"):
         QuotaThrottle().get_weight(request, Sloppy())
+
+
+def test_unknown_keys_cost_one_query_each_and_never_evict_known_keys(client, free, settings, django_assert_num_queries):
+    """A guesser's distinct keys go to a small cache of their own; a known key stays cached (no query)."""
+    from quotas.engine import reset_engine
+
+    settings.QUOTAS = {**settings.QUOTAS, "CLIENT_CACHE_SIZE": 2}
+    reset_engine()
+    key = issue_key(plan=free)
+    assert get(client, "/api/demo/ping", key).status_code == 200  # rules and the key loaded
+    for i in range(5):
+        assert get(client, "/api/demo/ping", f"qk_guess_{i}").status_code == 401
+    with django_assert_num_queries(0):
+        assert get(client, "/api/demo/ping", "qk_guess_1").status_code == 401  # remembered as unknown
+        assert get(client, "/api/demo/ping", key).status_code == 200  # still cached
+
+
+def test_a_key_first_seen_as_unknown_works_as_soon_as_it_is_issued(client, free):
+    from plans.models import APIKey
+    from tests.factories import SubscriptionFactory
+
+    raw = "qk_" + "n" * 40
+    assert get(client, "/api/demo/ping", raw).status_code == 401
+    APIKey.issue(SubscriptionFactory(plan=free), raw=raw)  # bumps the rules version on commit
+    assert get(client, "/api/demo/ping", raw).status_code == 200
