@@ -63,6 +63,9 @@ MIDDLEWARE = [
 # Each process that serves requests publishes its host's load for the adaptive controller (a background thread).
 MIDDLEWARE += ["adaptive.middleware.LoadReporterMiddleware"]
 
+# The first backend only refuses clients over QUOTAS['FAILED_AUTH_LIMITS'], before a password is hashed.
+AUTHENTICATION_BACKENDS = ["quotas.auth_failures.FailedAuthBackend", "django.contrib.auth.backends.ModelBackend"]
+
 ROOT_URLCONF = "config.urls"
 
 TEMPLATES = [

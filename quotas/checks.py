@@ -38,6 +38,23 @@ def unknown_settings(namespace: str, raw: dict, known: Iterable[str], check_id: 
     return warnings
 
 
+def _check_failed_auth_limits(limits: Any) -> list:
+    hint = 'For example {"address": "30/10min", "username": "10/15min"}; None turns a limit off.'
+    if limits is None:
+        return []
+    if not isinstance(limits, dict) or set(limits) - {"address", "username"}:
+        return [_error(f"QUOTAS['FAILED_AUTH_LIMITS'] = {limits!r} must map 'address'/'username' to rates.", hint, 18)]
+    errors = []
+    for kind, rate in limits.items():
+        if rate is None:
+            continue
+        try:
+            parse_rates(rate)
+        except (InvalidRate, TypeError, ValueError) as exc:
+            errors.append(_error(f"QUOTAS['FAILED_AUTH_LIMITS'][{kind!r}] = {rate!r} is not a rate: {exc}", hint, 18))
+    return errors
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
     """Validate every QUOTAS setting."""
@@ -184,6 +201,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                 17,
             )
         )
+    errors += _check_failed_auth_limits(s.FAILED_AUTH_LIMITS)
     if not isinstance(s.METRICS_ALLOW_LOOPBACK, bool):
         errors.append(
             _error(

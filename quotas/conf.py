@@ -79,6 +79,13 @@ DEFAULTS: dict[str, Any] = {
     # Default: 0.25. Seconds of shaping delay the budget regains per second:
     # the share of a process's time that may go to sleeping for shaping.
     "SHAPING_DELAY_SHARE": 0.25,
+    # Default: {"address": "30/10min", "username": "10/15min"}. Failed authentications
+    # (unknown, revoked or expired API keys; wrong passwords) allowed per client
+    # address and per username before every attempt is refused with 429 until the
+    # window ends (quotas/auth_failures.py). A human who mistypes a few times never
+    # meets them; a guesser gets 30 tries per 10 minutes per address. None (or a
+    # missing kind) turns that limit off.
+    "FAILED_AUTH_LIMITS": {"address": "30/10min", "username": "10/15min"},
     # Default: False. Serve /metrics without a token to loopback peers when no
     # METRICS_TOKEN is set. Leave it off behind a reverse proxy on the same
     # host that adds no X-Forwarded-For (nginx's default): every client would

@@ -19,6 +19,7 @@ import redis
 from django.utils.module_loading import import_string
 
 from . import metrics
+from .auth_failures import failed_auth
 from .breaker import CircuitBreaker
 from .conf import quota_settings
 from .decision import _US, NEVER, Decision, WindowState, scaled
@@ -423,3 +424,4 @@ def reset_engine() -> None:
         if _engine is not None:
             _engine.close()
         _engine = None
+        failed_auth.clear()  # its blocks were learnt from the old engine's store

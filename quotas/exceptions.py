@@ -70,3 +70,9 @@ class InvalidQuotaRequest(ProblemException):
     """A request whose weight or cost, as its view derived it, is out of bounds (400)."""
 
     status_code = status.HTTP_400_BAD_REQUEST
+
+
+class AuthThrottled(ProblemException):
+    """Too many failed authentications from this address (or for this username): 429 with Retry-After."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS

@@ -18,8 +18,9 @@ from typing import Any
 from django.http import HttpRequest
 
 from . import problems
+from .auth_failures import address_tag, failed_auth
 from .conf import quota_settings
-from .exceptions import InvalidAPIKey
+from .exceptions import AuthThrottled, InvalidAPIKey
 from .keys import client_tag
 from .rules import Subscriber
 from .snapshot import RulesCache
@@ -53,7 +54,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache) -> Client:
     """The client of ``request``; raises :class:`InvalidAPIKey` for a bad key."""
     raw_key = request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
     if raw_key is not None and rules.backend is not None:
-        return _client_for_key(raw_key, rules)
+        return _checked_key_client(request, raw_key, rules)
     if user is not None and getattr(user, "is_authenticated", False):
         subscriber = rules.subscriber_for_user(user.pk)
         if subscriber is not None:
@@ -92,6 +93,26 @@ def _ip_client(peer: str, forwarded: str, trusted: tuple[str, ...], v6_prefix: i
     # Parsing addresses costs more than the rest of identification; clients repeat.
     group = _group_ip(_resolve_ip(peer, forwarded, trusted), v6_prefix)
     return Client("ip", group, client_tag("ip", group))
+
+
+def _checked_key_client(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:
+    """The key's client, unless its address is blocked for failed authentications (429, see auth_failures)."""
+    # Parsing the address costs a little: only while some client is blocked, or after a failure.
+    wait = failed_auth.wait(address_tag(request)) if failed_auth.blocking else 0
+    if not wait:
+        try:
+            return _client_for_key(raw_key, rules)
+        except InvalidAPIKey:
+            wait = failed_auth.record(address_tag(request))
+            if not wait:
+                raise
+    request.quota_problem = problems.auth_throttled(wait)
+    raise AuthThrottled(request.quota_problem, wait=wait)
+
+
+def address_group(request: HttpRequest) -> str:
+    """The client address of ``request`` as limits count it (an IPv6 client by its /64)."""
+    return _group_ip(client_ip(request), int(quota_settings.IPV6_PREFIX_LENGTH))
 
 
 def _client_for_key(raw_key: str, rules: RulesCache) -> Client:

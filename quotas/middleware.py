@@ -29,6 +29,9 @@ class QuotaHeadersMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
+        auth_wait = getattr(request, "quota_auth_wait", 0)
+        if auth_wait and response.status_code < 500:
+            return self.auth_throttled(response, auth_wait)
         problem = getattr(request, "quota_problem", None)
         decision = getattr(request, "quota_decision", None)
         if decision is not None:
@@ -61,6 +64,21 @@ class QuotaHeadersMiddleware:
                 # RFC 9110 asks a 401 to say how to authenticate.
                 response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}"'
         return response
+
+    @staticmethod
+    def auth_throttled(response: HttpResponse, wait: int) -> HttpResponse:
+        """A sign-in refused for too many failures (quotas/auth_failures.py): 429, HTML for pages, else a problem."""
+        if response.get("Content-Type", "").startswith("text/html"):
+            refused = HttpResponse(
+                "<!doctype html><title>Too many failed sign-ins</title><h1>Too many failed sign-ins</h1>"
+                f"<p>Too many attempts with wrong credentials. Try again in {wait} seconds.</p>",
+                status=429,
+                content_type="text/html; charset=utf-8",
+            )
+        else:
+            refused = problems.render(problems.auth_throttled(wait))
+        refused.headers["Retry-After"] = str(wait)
+        return refused
 
     @staticmethod
     def settle(engine: Engine, decision: Decision, response: HttpResponse) -> None:

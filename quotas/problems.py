@@ -212,6 +212,19 @@ def shaping_unavailable(retry_after: int) -> dict[str, Any]:
     }
 
 
+def auth_throttled(retry_after: int) -> dict[str, Any]:
+    """The 429 body for a client over its limit of failed authentications."""
+    return {
+        "type": PROBLEM_BASE + "too-many-failed-authentications",
+        "title": "Too many failed authentications",
+        "status": 429,
+        "detail": "Too many attempts with wrong credentials came from this address or for this user. "
+        f"Every attempt is refused for {retry_after} s; then check the credentials before trying again.",
+        "reason": "failed_authentications",
+        "retry_after": retry_after,
+    }
+
+
 def store_unavailable() -> dict[str, Any]:
     """The 503 body sent in ``closed`` failure mode while Redis is unreachable."""
     return {

@@ -1,0 +1,179 @@
+"""Failed authentications are limited per client address, and per username for passwords.
+
+Guessing API keys or passwords costs the guesser: after
+``QUOTAS['FAILED_AUTH_LIMITS']`` failures in a window (by default 30 per
+address in 10 minutes, 10 per username in 15 minutes) every further attempt
+from that address, or for that username, is refused with 429 and
+``Retry-After`` until the window ends, the right credentials included (so a
+blocked guesser learns nothing from a lucky guess).
+
+Failures are counted by the engine, in Redis (one atomic script per failure,
+shared by every process), as fixed windows on tags of their own
+(``{af.<address>}``, ``{afu.<hash of the username>}``); successful requests
+cost nothing. Each process remembers the blocks it learnt from a failure,
+so a blocked client is refused without a Redis call, a database query or a
+password hash; a process that has not seen a failure of that client since
+the block began learns it at the client's next failure there. While Redis is
+unreachable failures are not counted (logged): authentication itself is not
+made to depend on Redis.
+
+Wiring: :class:`FailedAuthBackend` first in ``AUTHENTICATION_BACKENDS``
+(passwords: the admin login, HTTP Basic), the ``user_login_failed`` receiver
+(connected by the app), API keys in :func:`quotas.identity.identify`, and
+:class:`~quotas.middleware.QuotaHeadersMiddleware` turning a refusal into a
+429.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import threading
+import time
+from functools import lru_cache
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+
+from .conf import quota_settings
+from .exceptions import StoreUnavailable
+from .keys import client_tag
+from .rates import parse_rates
+from .rules import LimitRule, Window
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("address", "username")
+#: Blocks one process remembers at most (expired ones are dropped first).
+MAX_REMEMBERED = 10_000
+
+
+class FailedAuth:
+    """This process's view of failed authentications (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._blocked: dict[str, float] = {}  # tag -> time.time() the block ends
+        self._lock = threading.Lock()
+
+    @property
+    def blocking(self) -> bool:
+        """Whether this process knows of any block (expired ones included): the cheap first check."""
+        return bool(self._blocked)
+
+    def wait(self, *tags: str | None) -> int:
+        """Seconds until every one of ``tags`` may authenticate again (0: now). In-process only."""
+        if not self._blocked:
+            return 0
+        now = time.time()
+        until = max((self._blocked.get(tag, 0.0) for tag in tags if tag), default=0.0)
+        return math.ceil(until - now) if until > now else 0
+
+    def record(self, *tags: str | None) -> int:
+        """Count one failure against each tag; returns the seconds the client must now wait (0: none)."""
+        from .engine import get_engine  # the engine imports identity, which imports this module
+
+        engine = get_engine()
+        wait = 0
+        for tag in tags:
+            if not tag:
+                continue
+            try:
+                decision = engine.decide(tag, _windows(tag.split(".", 1)[0].strip("{")))
+            except StoreUnavailable:
+                logger.warning("quotas: a failed authentication of %s was not counted (Redis unreachable)", tag)
+                continue
+            if not decision.allowed:
+                seconds = max(1, decision.retry_after or 1)
+                self._remember(tag, time.time() + seconds)
+                wait = max(wait, seconds)
+        return wait
+
+    def clear(self) -> None:
+        """Forget every block (the engine was rebuilt, e.g. for another Redis)."""
+        with self._lock:
+            self._blocked.clear()
+
+    def _remember(self, tag: str, until: float) -> None:
+        with self._lock:
+            self._blocked[tag] = until
+            if len(self._blocked) > MAX_REMEMBERED:
+                now = time.time()
+                for key in [k for k, v in self._blocked.items() if v <= now]:
+                    del self._blocked[key]
+                while len(self._blocked) > MAX_REMEMBERED:
+                    del self._blocked[next(iter(self._blocked))]
+
+
+#: The process's record (one per process, like the engine's memory of refused clients).
+failed_auth = FailedAuth()
+
+_KIND_TAG = {"address": "af", "username": "afu"}
+
+
+@lru_cache(maxsize=8)
+def _rule(kind: str, rate: str) -> LimitRule:
+    return LimitRule(id=f"auth.{kind}", name=f"failed-auth-{kind}", rates=parse_rates(rate), algorithm="fixed_window")
+
+
+def _windows(tag_kind: str) -> tuple[Window, ...]:
+    kind = "address" if tag_kind == "af" else "username"
+    rate = (quota_settings.FAILED_AUTH_LIMITS or {}).get(kind)
+    return _rule(kind, rate).windows if rate else ()
+
+
+def address_tag(request: Any) -> str | None:
+    """The tag failures of ``request``'s client address count against (None when that limit is off)."""
+    if not (quota_settings.FAILED_AUTH_LIMITS or {}).get("address"):
+        return None
+    from .identity import address_group
+
+    return client_tag(_KIND_TAG["address"], address_group(_http(request)))
+
+
+def username_tag(username: object) -> str | None:
+    """The tag failures for ``username`` count against (hashed: usernames are personal data)."""
+    if not username or not (quota_settings.FAILED_AUTH_LIMITS or {}).get("username"):
+        return None
+    digest = hashlib.sha256(str(username).strip().casefold().encode()).hexdigest()[:24]
+    return client_tag(_KIND_TAG["username"], digest)
+
+
+def refuse(request: Any, wait: int) -> None:
+    """Mark ``request`` as refused for ``wait`` seconds; the middleware answers 429 (see the module)."""
+    _http(request).quota_auth_wait = wait
+
+
+def _http(request: Any) -> HttpRequest:
+    return getattr(request, "_request", request)  # DRF's Request wraps Django's
+
+
+class FailedAuthBackend:
+    """An authentication backend that only refuses: put it first in ``AUTHENTICATION_BACKENDS``.
+
+    For an address or username over its limit it raises PermissionDenied,
+    which stops Django's ``authenticate()`` before any other backend hashes a
+    password; otherwise it lets the next backend decide.
+    """
+
+    def authenticate(self, request: Any, username: str | None = None, **credentials: Any) -> None:
+        if request is None:
+            return None
+        wait = failed_auth.wait(address_tag(request), username_tag(username))
+        if wait:
+            refuse(request, wait)
+            raise PermissionDenied(f"too many failed sign-ins; retry in {wait} s")
+        return None
+
+    def get_user(self, user_id: Any) -> None:
+        return None
+
+
+def on_login_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
+    """``user_login_failed`` receiver: count the failure against the address and the username."""
+    if request is None:
+        return
+    wait = failed_auth.record(address_tag(request), username_tag(credentials.get("username")))
+    if wait:
+        refuse(request, wait)
