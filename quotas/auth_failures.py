@@ -34,6 +34,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
+from django.contrib.auth.backends import BaseBackend, ModelBackend
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
@@ -149,12 +150,14 @@ def _http(request: Any) -> HttpRequest:
     return getattr(request, "_request", request)  # DRF's Request wraps Django's
 
 
-class FailedAuthBackend:
+class FailedAuthBackend(BaseBackend):
     """An authentication backend that only refuses: put it first in ``AUTHENTICATION_BACKENDS``.
 
     For an address or username over its limit it raises PermissionDenied,
     which stops Django's ``authenticate()`` before any other backend hashes a
-    password; otherwise it lets the next backend decide.
+    password; otherwise it lets the next backend decide. It grants no
+    permission. ``get_user`` is ModelBackend's: Django (``force_login``, a
+    login without a backend) names the first backend in the session.
     """
 
     def authenticate(self, request: Any, username: str | None = None, **credentials: Any) -> None:
@@ -166,8 +169,8 @@ class FailedAuthBackend:
             raise PermissionDenied(f"too many failed sign-ins; retry in {wait} s")
         return None
 
-    def get_user(self, user_id: Any) -> None:
-        return None
+    def get_user(self, user_id: Any) -> Any:
+        return ModelBackend().get_user(user_id)
 
 
 def on_login_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
