@@ -89,7 +89,9 @@ WSGI_APPLICATION = "config.wsgi.application"
 # Django's native psycopg pool (which requires persistent connections off).
 DATABASE_URL = env.str("DATABASE_URL", default="")
 if DATABASE_URL:
-    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+    # Health checks: the pool tests a connection at checkout, so one the server dropped (a restart, an
+    # outage) is replaced instead of failing a request each (one empty round trip per checkout).
+    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)
     if _db["ENGINE"] == "django.db.backends.postgresql":
         _db.setdefault("OPTIONS", {})["pool"] = {
             "min_size": env.int("DB_POOL_MIN_SIZE", default=1),

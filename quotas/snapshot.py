@@ -134,7 +134,10 @@ class RulesCache:
         if self._failures == 1:
             logger.error("quotas: rules could not be reloaded (%s); serving the last good snapshot", self._last_error)
         else:
-            logger.info("quotas: rules reload failed again (%d in a row); next try in %d s", self._failures, backoff)
+            logger.info(
+                "quotas: rules reload failed again (%d in a row: %s); next try in %d s",
+                self._failures, self._last_error, backoff,
+            )  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         """How fresh this process's snapshot is, for /healthz: ``state`` is ``ok`` or ``stale``."""
