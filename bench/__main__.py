@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import secrets
 import sys
 import tempfile
 import time
@@ -140,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     profile = QUICK if args.quick else DEFAULT
     started = time.monotonic()
+    # The gunicorn servers of section 6 load config.settings, which refuses to start without a key;
+    # they are thrown away with the run, so a key of the run's own will do.
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     with tempfile.TemporaryDirectory(prefix="bench-redis-") as data_dir:
         server = BenchRedisServer(data_dir=Path(data_dir)).start()
         try:
