@@ -64,7 +64,7 @@ MIDDLEWARE = [
 MIDDLEWARE += ["adaptive.middleware.LoadReporterMiddleware"]
 
 # The first backend only refuses clients over QUOTAS['FAILED_AUTH_LIMITS'], before a password is hashed.
-AUTHENTICATION_BACKENDS = ["quotas.auth_failures.FailedAuthBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["quotas.backends.FailedAuthBackend", "django.contrib.auth.backends.ModelBackend"]
 
 ROOT_URLCONF = "config.urls"
 

@@ -8,7 +8,7 @@ class QuotasConfig(AppConfig):
     verbose_name = "Quotas"
 
     def ready(self) -> None:
-        from django.contrib.auth.signals import user_login_failed
+        from django.apps import apps
         from django.core.signals import setting_changed
 
         from . import checks  # noqa: F401  (registers the system checks)
@@ -21,5 +21,8 @@ class QuotasConfig(AppConfig):
                 reset_engine()
 
         setting_changed.connect(_on_setting_changed, weak=False, dispatch_uid="quotas-settings")
-        # Counts wrong passwords (admin login, HTTP Basic) toward QUOTAS['FAILED_AUTH_LIMITS'].
-        user_login_failed.connect(on_login_failed, weak=False, dispatch_uid="quotas-failed-auth")
+        if apps.is_installed("django.contrib.auth"):
+            from django.contrib.auth.signals import user_login_failed
+
+            # Counts wrong passwords (admin login, HTTP Basic) toward QUOTAS['FAILED_AUTH_LIMITS'].
+            user_login_failed.connect(on_login_failed, weak=False, dispatch_uid="quotas-failed-auth")

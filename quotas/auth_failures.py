@@ -17,7 +17,7 @@ the block began learns it at the client's next failure there. While Redis is
 unreachable failures are not counted (logged): authentication itself is not
 made to depend on Redis.
 
-Wiring: :class:`FailedAuthBackend` first in ``AUTHENTICATION_BACKENDS``
+Wiring: :class:`quotas.backends.FailedAuthBackend` first in ``AUTHENTICATION_BACKENDS``
 (passwords: the admin login, HTTP Basic), the ``user_login_failed`` receiver
 (connected by the app), API keys in :func:`quotas.identity.identify`, and
 :class:`~quotas.middleware.QuotaHeadersMiddleware` turning a refusal into a
@@ -34,8 +34,6 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from django.contrib.auth.backends import BaseBackend, ModelBackend
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 from .conf import quota_settings
@@ -148,29 +146,6 @@ def refuse(request: Any, wait: int) -> None:
 
 def _http(request: Any) -> HttpRequest:
     return getattr(request, "_request", request)  # DRF's Request wraps Django's
-
-
-class FailedAuthBackend(BaseBackend):
-    """An authentication backend that only refuses: put it first in ``AUTHENTICATION_BACKENDS``.
-
-    For an address or username over its limit it raises PermissionDenied,
-    which stops Django's ``authenticate()`` before any other backend hashes a
-    password; otherwise it lets the next backend decide. It grants no
-    permission. ``get_user`` is ModelBackend's: Django (``force_login``, a
-    login without a backend) names the first backend in the session.
-    """
-
-    def authenticate(self, request: Any, username: str | None = None, **credentials: Any) -> None:
-        if request is None:
-            return None
-        wait = failed_auth.wait(address_tag(request), username_tag(username))
-        if wait:
-            refuse(request, wait)
-            raise PermissionDenied(f"too many failed sign-ins; retry in {wait} s")
-        return None
-
-    def get_user(self, user_id: Any) -> Any:
-        return ModelBackend().get_user(user_id)
 
 
 def on_login_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
