@@ -140,11 +140,11 @@ class LuaScript:
     (cluster) use redis-py's own :class:`~redis.commands.core.Script`.
 
     Measured (``make bench`` section 8, a no-op script, 2 cores, Redis 7.0,
-    2026-11-22): 39.9 us per call on the held connection with its poll for a
-    closed socket, 36.8 us without the poll, 83.8 us through redis-py's
-    ``register_script`` (pool checkout, Retry, callbacks). The held path is
-    kept for that factor of two; the poll's 3 us buy never losing a request
-    to a connection Redis closed (see :meth:`_send`).
+    run of 2026-11-22 17:27 UTC): 39.4 us per call on the held connection
+    with its poll for a closed socket, 37.7 us without the poll, 84.2 us
+    through redis-py's ``register_script`` (pool checkout, Retry, callbacks).
+    The held path is kept for that factor of two; the poll's 2 us buy never
+    losing a request to a connection Redis closed (see :meth:`_send`).
     """
 
     def __init__(self, client: Any, source: str) -> None:
