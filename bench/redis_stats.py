@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from quotas.engine import get_engine
-from quotas.keys import client_tag, window_key
+from quotas.keys import client_keys, client_tag
 from quotas.rates import parse_rates
 from quotas.rules import LimitRule
 
@@ -146,7 +146,9 @@ def memory_per_client(admin: redis.Redis, algorithm: str, clients: int, rate: st
         after = int(admin.info("memory")["used_memory"])
         keys = int(admin.dbsize())
         # The last client's key: still within its TTL even for a bucket that refills in 0.6 s.
-        key, _field = window_key(engine.prefix, tag, rule.id, algorithm, rule.windows[0].window, engine.buckets)
+        own_key = rule.windows[0].has_own_key
+        keys = client_keys(engine.prefix, tag, engine.buckets)
+        key = keys.own_key(rule.windows[0].state_field) if own_key else keys.bucket
         one_key = int(admin.memory_usage(key, samples=0) or 0)
     finally:
         if paused:

@@ -93,8 +93,6 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_ALLOW_LOOPBACK": False,
 }
 
-#: Settings whose value is a dotted import path.
-IMPORT_STRINGS = ("RULES_BACKEND",)
 
 ALGORITHMS = (
     "fixed_window",

@@ -46,8 +46,6 @@ _ALGORITHM_TAGS = {
     "budget": "bd",
     "concurrency": "cc",
 }
-#: The field of a bucket that holds the bucket's own expiry (epoch seconds).
-BUCKET_EXPIRY_FIELD = "~"
 
 
 def encode_part(value: str | bytes) -> str:
@@ -111,15 +109,6 @@ def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
 def window_field(limit_id: str, algorithm: str, window: int) -> str:
     """The client-independent name of a window (precomputed per window)."""
     return f"{encode_part(limit_id)}:{_ALGORITHM_TAGS[algorithm]}{window}"
-
-
-def window_key(prefix: str, tag: str, limit_id: str, algorithm: str, window: int, buckets: int) -> tuple[str, str]:
-    """Where one window of one client lives: ``(key, field)``; field is '' for an own key."""
-    keys = client_keys(prefix, tag, buckets)
-    name = window_field(limit_id, algorithm, window)
-    if algorithm in ("sliding_window_log", "concurrency"):
-        return keys.own_key(name), ""
-    return keys.bucket, keys.field(name)
 
 
 def rules_version_key(prefix: str) -> str:

@@ -66,11 +66,6 @@ class Window:
         object.__setattr__(self, "state_prefix", policy_sf + ";r=")
 
     @property
-    def is_log(self) -> bool:
-        """Whether the window keeps a sorted set of its own (sliding window log)."""
-        return self.algorithm == "sliding_window_log"
-
-    @property
     def has_own_key(self) -> bool:
         """Whether the window keeps a key of its own (sliding log, concurrency leases)."""
         return self.algorithm in ("sliding_window_log", "concurrency")

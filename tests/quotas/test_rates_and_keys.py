@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotas.exceptions import InvalidRate
-from quotas.keys import bucket_of, client_id, client_keys, client_tag, encode_part, window_field, window_key
+from quotas.keys import bucket_of, client_id, client_keys, client_tag, encode_part, window_field
 from quotas.rates import Rate, parse_rates
 
 
@@ -52,7 +52,8 @@ def test_client_text_cannot_break_out_of_its_key(hostile):
     assert tag.count("{") == 1
     assert tag.count("}") == 1
     for algorithm in ("token_bucket", "sliding_window_log"):
-        key, field = window_key("quota:v1", tag, hostile, algorithm, 60, 4096)
+        keys, name = client_keys("quota:v1", tag, 4096), window_field(hostile, algorithm, 60)
+        key, field = (keys.own_key(name), "") if algorithm == "sliding_window_log" else (keys.bucket, keys.field(name))
         assert key.count("{") == 1
         assert key.index("{") < key.index("}")
         assert len(key) < 150
