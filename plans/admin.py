@@ -18,10 +18,10 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from adaptive.publish import read_multipliers
 from quotas.decision import scaled
 from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
+from quotas.snapshot import parse_multipliers
 from quotas.store import STORE_ERRORS
 
 from .models import (
@@ -65,7 +65,8 @@ def effective_limits(plan: Plan) -> str:
     """HTML: what a client on ``plan`` gets now, from the live rules snapshot with the adaptive multiplier applied."""
     engine = get_engine()
     try:
-        multiplier = read_multipliers(engine.redis).get(plan.pk, 1.0)
+        # Read where the engine reads them (quotas.snapshot): plans knows nothing of the adaptive app.
+        multiplier = parse_multipliers(engine.redis.get(engine.rules.multipliers_key)).get(plan.pk, 1.0)
         source = "published by the adaptive controller" if multiplier != 1.0 else "nominal: no reduction published"
     except STORE_ERRORS:
         multiplier, source = 1.0, "Redis unreachable: nominal limits shown"
