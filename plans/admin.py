@@ -9,6 +9,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_permission_codename
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -238,7 +239,7 @@ class ACLKindFilter(admin.SimpleListFilter):
     parameter_name = "kind"
 
     #: The lookup selecting each kind (exactly one target is set, by constraint).
-    LOOKUPS = {
+    LOOKUPS: dict[str, Q] = {
         ACLEntry.Kind.KEY: Q(api_key__isnull=False),
         ACLEntry.Kind.USER: Q(user__isnull=False),
         ACLEntry.Kind.SUBSCRIPTION: Q(subscription__isnull=False),
@@ -249,7 +250,8 @@ class ACLKindFilter(admin.SimpleListFilter):
         return list(ACLEntry.Kind.choices)
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[ACLEntry]) -> QuerySet[ACLEntry]:
-        lookup = self.LOOKUPS.get(self.value())
+        value = self.value()
+        lookup = self.LOOKUPS.get(value) if value is not None else None
         return queryset.filter(lookup) if lookup is not None else queryset
 
 
@@ -292,7 +294,7 @@ class ACLEntryAdmin(admin.ModelAdmin):
         return not obj.is_expired
 
     def save_model(self, request: HttpRequest, obj: ACLEntry, form: ModelForm, change: bool) -> None:
-        if not change:
+        if not change and not isinstance(request.user, AnonymousUser):  # the admin is signed in
             obj.created_by = request.user
         super().save_model(request, obj, form, change)
 
@@ -338,7 +340,8 @@ class ClientBanAdmin(admin.ModelAdmin):
             except StoreUnavailable as exc:
                 self.message_user(request, f"Could not reach Redis to lift {ban.client}: {exc}", messages.ERROR)
                 continue
-            ban.lifted_at, ban.lifted_by = timezone.now(), request.user
+            ban.lifted_at = timezone.now()
+            ban.lifted_by = request.user if not isinstance(request.user, AnonymousUser) else None
             ban.save(update_fields=["lifted_at", "lifted_by"])
             logger.warning("plans: %s lifted the ban of %s", request.user, ban.client)
             lifted += 1

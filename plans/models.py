@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Collection
 from datetime import datetime
 from decimal import Decimal
 
@@ -94,7 +95,7 @@ class Plan(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def validate_constraints(self, exclude: object = None) -> None:
+    def validate_constraints(self, exclude: Collection[str] | None = None) -> None:
         # A clearer message than the generic constraint violation.
         if self.is_default and Plan.objects.filter(is_default=True).exclude(pk=self.pk).exists():
             raise ValidationError({"is_default": "Another plan is already the default; untick it there first."})
@@ -505,7 +506,7 @@ class ACLEntry(models.Model):
     def is_expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
-    def validate_constraints(self, exclude: object = None) -> None:
+    def validate_constraints(self, exclude: Collection[str] | None = None) -> None:
         # clean() explains a missing or doubled target better than the constraint's generic message.
         if len(self._targets()) == 1:
             super().validate_constraints(exclude=exclude)

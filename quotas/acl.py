@@ -132,7 +132,8 @@ class AccessList:
     def __init__(self, rules: Iterable[ACLRule] = ()) -> None:
         self.rules: tuple[ACLRule, ...] = tuple(rules)
         grouped: dict[str, dict[str, list[ACLRule]]] = {"key": {}, "subscription": {}, "user": {}}
-        v4, v6 = [], []
+        v4: list[ACLRule] = []
+        v6: list[ACLRule] = []
         for rule in self.rules:
             if rule.kind == "ip":
                 (v4 if rule.value.version == 4 else v6).append(rule)
@@ -195,9 +196,9 @@ class AccessList:
         if ip is not None:
             if ip.version == 6 and ip.ipv4_mapped is not None:
                 ip = ip.ipv4_mapped
-            table = self._v4 if ip.version == 4 else self._v6
-            if table:
-                yield from table.lookup(int(ip))
+            network_table = self._v4 if ip.version == 4 else self._v6
+            if network_table:
+                yield from network_table.lookup(int(ip))
 
 
 def build_sample(n: int, seed: int = 0) -> AccessList:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from .conf import quota_settings
+from .decision import Decision
 from .identity import Client
 from .periods import period_bounds
 from .signals import budget_threshold_crossed, client_banned
@@ -44,7 +45,7 @@ def fire_budget_alerts(client: Client, states: Iterable) -> None:
                 )
 
 
-def report_ban(client: Client, decision: object, plan: object) -> None:
+def report_ban(client: Client, decision: Decision, plan: object) -> None:
     """Log a ban the decision started and send ``client_banned`` (recorded for the admin)."""
     until = datetime.fromtimestamp(decision.now + decision.ban_wait_us / 1e6, UTC)
     logger.warning(

@@ -37,6 +37,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from .conf import quota_settings
+from .context import set_auth_wait
 from .exceptions import StoreUnavailable
 from .keys import client_tag
 from .rates import parse_rates
@@ -141,7 +142,7 @@ def username_tag(username: object) -> str | None:
 
 def refuse(request: Any, wait: int) -> None:
     """Mark ``request`` as refused for ``wait`` seconds; the middleware answers 429 (see the module)."""
-    _http(request).quota_auth_wait = wait
+    set_auth_wait(_http(request), wait)
 
 
 def _http(request: Any) -> HttpRequest:

@@ -52,7 +52,7 @@ class Decision:
     tag: str = ""
     cost_micros: int = 0  # the estimated cost the budgets were charged
     usage: str | None = None  # the usage field prefix the request was counted under
-    specs: list[str] = field(default_factory=list)  # the window specs as sent (for reconciliation)
+    specs: list[bytes] = field(default_factory=list)  # the window specs as sent (for reconciliation)
     reconciled: bool = False
     multiplier: float = 1.0  # the adaptive multiplier the rate windows were scaled by
     reduced_only: bool = False  # refused only because of the multiplier (503, not 429)
@@ -136,7 +136,7 @@ class Decision:
         ]
         if not enforced:
             return None
-        return min(enforced, key=lambda s: (s.remaining / max(s.quota, 1), -s.reset_us))
+        return min(enforced, key=lambda s: ((s.remaining or 0) / max(s.quota, 1), -s.reset_us))
 
 
 def scaled(window: Window, multiplier: float) -> int:

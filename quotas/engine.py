@@ -330,8 +330,8 @@ class Engine:
         if not decision.allowed or decision.local or not states:
             return
         keys = self.keys_of(decision.tag)
-        args = [int(decision.now * _US), "" if decision.weight is None else decision.weight, keys.field_prefix]
-        args += [s.window.spec_at(decision.now) for s in states]
+        args: list[object] = [int(decision.now * _US), "" if decision.weight is None else decision.weight]
+        args += [keys.field_prefix, *(s.window.spec_at(decision.now) for s in states)]
         try:
             self._refund(keys=self._script_keys(keys, [s.window for s in states]), args=args)
         except STORE_ERRORS:

@@ -37,7 +37,7 @@ class ProblemException(APIException):
 
     def __init__(self, problem: dict[str, object], wait: int | None = None) -> None:
         self.problem = problem
-        self.status_code = int(problem["status"])  # type: ignore[arg-type]
+        self.status_code = int(str(problem["status"]))
         self.wait = wait  # DRF's exception handler turns it into Retry-After
         super().__init__(detail=str(problem.get("detail", problem.get("title"))))
 

@@ -20,6 +20,7 @@ from django.http import HttpRequest
 from . import problems
 from .auth_failures import address_tag, failed_auth
 from .conf import quota_settings
+from .context import set_problem
 from .exceptions import AuthThrottled, InvalidAPIKey
 from .keys import client_tag
 from .rules import Subscriber
@@ -106,8 +107,7 @@ def _checked_key_client(request: HttpRequest, raw_key: str, rules: RulesCache) -
             wait = failed_auth.record(address_tag(request))
             if not wait:
                 raise
-    request.quota_problem = problems.auth_throttled(wait)
-    raise AuthThrottled(request.quota_problem, wait=wait)
+    raise AuthThrottled(set_problem(request, problems.auth_throttled(wait)), wait=wait)
 
 
 def address_group(request: HttpRequest) -> str:

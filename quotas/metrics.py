@@ -84,9 +84,10 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
-if multiprocess_dir():
+_multiprocess_dir = multiprocess_dir()
+if _multiprocess_dir:
     # Metrics without labels open their file as they are created, below; a missing directory would fail the import.
-    os.makedirs(multiprocess_dir(), exist_ok=True)
+    os.makedirs(_multiprocess_dir, exist_ok=True)
 
 label_overflow = Counter(
     "quota_metrics_label_overflow",
@@ -179,11 +180,11 @@ usage_flush_lag = Gauge(
 active_bans = Gauge("quota_active_bans", "Clients banned right now.", multiprocess_mode="mostrecent")
 
 # (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
-_decision_children: dict[tuple[str, str, str, str], tuple[object, object]] = {}
+_decision_children: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
 _warned: set[tuple[str, str]] = set()
 # The same children keyed by the caller's raw values, so a decision skips the label checks. Bounded: only
 # admitted values get in (None and "" both stand for "none"), and the cap is a guard should that change.
-_raw_children: dict[tuple[str | None, str | None, str, str], tuple[object, object]] = {}
+_raw_children: dict[tuple[str | None, str | None, str, str], tuple[Counter, Histogram]] = {}
 _MAX_RAW_CHILDREN = 4 * (MAX_PLANS + 1) * (MAX_SCOPES + 1) * len(OUTCOMES) * len(REASONS)
 
 
@@ -213,7 +214,7 @@ def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: 
     histogram.observe(seconds)
 
 
-def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[object, object]:
+def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[Counter, Histogram]:
     """The labelled children of one decision, remembered under the caller's own values when they are admitted."""
     raw = (plan, scope, outcome, reason)
     if outcome not in OUTCOMES:

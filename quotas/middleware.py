@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from . import problems
 from .alerts import fire_budget_alerts
 from .conf import quota_settings
+from .context import auth_wait_of, decision_of, problem_of
 from .cost import actual_cost
 from .engine import Decision, Engine, get_engine
 from .headers import rate_limit_headers
@@ -29,11 +30,11 @@ class QuotaHeadersMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        auth_wait = getattr(request, "quota_auth_wait", 0)
+        auth_wait = auth_wait_of(request)
         if auth_wait and response.status_code < 500:
             return self.auth_throttled(response, auth_wait)
-        problem = getattr(request, "quota_problem", None)
-        decision = getattr(request, "quota_decision", None)
+        problem = problem_of(request)
+        decision = decision_of(request)
         if decision is not None:
             engine = get_engine()
             if decision.allowed:

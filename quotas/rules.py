@@ -294,9 +294,10 @@ class RuleSet:
             if rule.algorithm == "budget" and rule.period in own_periods:
                 continue  # the subscription's own budget for that period replaces the plan's
             if rule.id in by_id:
-                if by_id[rule.id] is UNLIMITED:
+                rates = by_id[rule.id]
+                if rates is UNLIMITED:
                     continue
-                rule = rule.with_rates(by_id[rule.id])
+                rule = rule.with_rates(rates)
             out.append(rule)
         out.extend(subscriber.budgets)
         if subscriber.anchor_day != 1:
@@ -348,7 +349,7 @@ class RuleSet:
         "Larger" means its rate with the same window length has a higher quota,
         or it has no such rate at all for that target.
         """
-        if plan_id not in self.plans:
+        if plan_id is None or plan_id not in self.plans:
             return None
         key = (plan_id, window.limit_id, window.window)
         if key in self._upgrade_cache:

@@ -100,7 +100,9 @@ class _HeldConnection:
 
     def __init__(self, pool: Any) -> None:
         # A weak reference: the pool's client owns the pool, not the threads that borrow from it.
-        self.pool_ref, self.conn, self.pid, self.until = weakref.ref(pool), None, 0, 0.0
+        self.pool_ref = weakref.ref(pool)
+        self.conn: Any = None  # a redis-py Connection while held
+        self.pid, self.until = 0, 0.0
 
     def release(self) -> None:
         conn, self.conn = self.conn, None
@@ -179,7 +181,7 @@ class LuaScript:
         """
         if not self._direct:
             return self._script(keys=keys, args=args)
-        packed = pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))
+        packed = pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))  # type: ignore[arg-type]
         held = self._send(packed)
         conn = held.conn
         try:

@@ -200,9 +200,10 @@ class RulesCache:
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
         """The subscriber of a user (cached like :meth:`subscriber_for_key`)."""
-        if self.backend is None:
+        backend = self.backend
+        if backend is None:
             return None
-        return self._by_user.get_or_load(user_id, lambda: self.backend.subscriber_for_user(user_id))
+        return self._by_user.get_or_load(user_id, lambda: backend.subscriber_for_user(user_id))
 
     def _read_version(self) -> str:
         try:

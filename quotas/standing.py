@@ -37,7 +37,7 @@ def current_standing(client: Client, rules: RuleSet, engine: Engine) -> dict[str
     for state in sorted(near, key=_used_fraction, reverse=True):
         upgrade = rules.upgrade_for(plan_id, state.window)
         if upgrade is not None:
-            body["upgrade"] = {**_plan(upgrade), "because": state.window.policy}
+            body["upgrade"] = {**(_plan(upgrade) or {}), "because": state.window.policy}
             break
     return body
 

@@ -113,7 +113,7 @@ def parse_url(url: str) -> StoreURL:
     username, _, password = userinfo.partition(":")
     options = _query_options(scheme, parts.query)
     hosts = tuple(_host_port(item, scheme) for item in hostlist.split(","))
-    common = {
+    common: dict[str, Any] = {
         "url": url,
         "hosts": hosts,
         "username": unquote(username) or None,
@@ -152,11 +152,11 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
     is built; the other clients connect on first use).
     """
     store = parse_url(url)
-    socket = {
+    socket: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
     }
-    auth = {"username": store.username, "password": store.password}
+    auth: dict[str, Any] = {"username": store.username, "password": store.password}
     # redis-py retries timeouts by default, which could run a command twice; here only a connection
     # error is retried, once and at once (the engine's scripts handle their own, see quotas/scripts.py).
     socket["retry"] = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))

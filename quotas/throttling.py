@@ -23,6 +23,7 @@ from . import problems, shaping
 from .acl import ACLRule
 from .alerts import fire_budget_alerts, report_ban
 from .conf import quota_settings
+from .context import set_decision, set_problem
 from .decision import Decision
 from .engine import get_engine
 from .exceptions import (
@@ -72,7 +73,7 @@ class QuotaThrottle(BaseThrottle):
         try:
             client = identify(http_request, request.user, engine.rules)
         except InvalidAPIKey as exc:
-            http_request.quota_problem = exc.problem
+            set_problem(http_request, exc.problem)
             raise
         if client.subscriber is not None:
             engine.key_use.touch(client.subscriber.key_id)  # written to Redis by the poller (quotas/key_use.py)
@@ -114,8 +115,7 @@ class QuotaThrottle(BaseThrottle):
         except StoreUnavailable:
             mode = quota_settings.FAILURE_MODE
             if mode == "closed":
-                http_request.quota_problem = problems.store_unavailable()
-                raise QuotaServiceUnavailable(http_request.quota_problem) from None
+                raise QuotaServiceUnavailable(set_problem(http_request, problems.store_unavailable())) from None
             if mode == "open":
                 return True
             # "local": this process enforces its share of the same limits until Redis is back.
@@ -136,15 +136,15 @@ class QuotaThrottle(BaseThrottle):
                 if wait:
                     engine.withdraw(decision)
                     self._wait = max(1, math.ceil(min(wait, decision.delay + 60)))
-                    http_request.quota_problem = problems.shaping_unavailable(self._wait)
+                    set_problem(http_request, problems.shaping_unavailable(self._wait))
                     return False
                 time.sleep(decision.delay)
             return True
         self._wait = decision.retry_after
         if decision.reduced_only:
             # Refused only because limits are reduced under load: 503, as the draft asks.
-            http_request.quota_problem = problems.reduced_capacity(decision)
-            raise ReducedCapacity(http_request.quota_problem, wait=decision.retry_after)
+            problem = set_problem(http_request, problems.reduced_capacity(decision))
+            raise ReducedCapacity(problem, wait=decision.retry_after)
         return False
 
     def count_unlimited(
@@ -165,7 +165,7 @@ class QuotaThrottle(BaseThrottle):
         extra["plan_id"] = plan_id
         extra["client"] = client
         extra["request"] = request  # where the view may set quota_cost
-        http_request.quota_decision = decision
+        set_decision(http_request, decision)
 
     def match_acl(self, rules: RuleSet, client: Client, request: Request, scope: str) -> ACLRule | None:
         """The allow or deny entry for this request (an in-process lookup, no Redis)."""
@@ -194,7 +194,7 @@ class QuotaThrottle(BaseThrottle):
         if allowed:
             return decision
         problem = problems.access_denied(entry, time.time())
-        request._request.quota_problem = problem
+        set_problem(request._request, problem)
         logger.info("quotas: deny-list entry %s refused %s", entry.id, client.tag)
         raise AccessDenied(problem, wait=problem.get("retry_after"))
 
@@ -208,7 +208,7 @@ class QuotaThrottle(BaseThrottle):
         """The plan id and every window that applies to this request."""
         http_request = request._request  # DRF proxies .path/.method through a slow __getattr__
         scope = getattr(view, "quota_scope", None) or ""
-        path, method = http_request.path, http_request.method
+        path, method = http_request.path, http_request.method or "GET"
         if rules.empty:
             limits = self.get_drf_limits(request, view)
             return None, [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
@@ -227,21 +227,24 @@ class QuotaThrottle(BaseThrottle):
         estimate = getattr(view, "get_quota_cost", None)
         amount = estimate(request) if estimate is not None else None
         if amount is None:
-            return rules.price_micros(plan_id, client.subscriber, scope, http_request.path, http_request.method)
+            return rules.price_micros(
+                plan_id, client.subscriber, scope, http_request.path, http_request.method or "GET"
+            )
         try:
             micros = to_micros(amount)
         except (TypeError, ArithmeticError, ValueError) as exc:  # a float, NaN, "abc": the view's mistake
             raise TypeError(f"{type(view).__name__}.get_quota_cost gave {amount!r}; it must be a Decimal.") from exc
         maximum = to_micros(quota_settings.MAX_REQUEST_COST)
         if not 0 <= micros <= maximum:
-            http_request.quota_problem = problems.out_of_bounds("cost", amount, quota_settings.MAX_REQUEST_COST)
-            raise InvalidQuotaRequest(http_request.quota_problem)
+            problem = problems.out_of_bounds("cost", amount, quota_settings.MAX_REQUEST_COST)
+            raise InvalidQuotaRequest(set_problem(http_request, problem))
         return micros
 
     def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
         """DRF-compatible limits, used while no plan exists in the database."""
-        rates = api_settings.DEFAULT_THROTTLE_RATES or {}
-        scope = self.scope or getattr(view, "throttle_scope", None)
+        rates: dict[str, Any] = api_settings.DEFAULT_THROTTLE_RATES or {}
+        scope: str | None = self.scope or getattr(view, "throttle_scope", None)
+        rate: str | None
         if self.rate:
             rate, scope = self.rate, scope or type(self).__name__.lower()
         elif scope:
@@ -263,8 +266,8 @@ class QuotaThrottle(BaseThrottle):
             raise TypeError(f"{type(view).__name__} gave quota weight {weight!r}; it must be an int >= 0.")
         if not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
             # Checked before any Redis call: an enormous weight would make the script fail.
-            request._request.quota_problem = problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT)
-            raise InvalidQuotaRequest(request._request.quota_problem)
+            problem = problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT)
+            raise InvalidQuotaRequest(set_problem(request._request, problem))
         return weight
 
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from plans.models import API_KEY_PREFIX, APIKey, CostBudget, EndpointLimit, Plan, Subscription
 from quotas.identity import hash_api_key
 
-DEMO_PLANS = [
+DEMO_PLANS: list[dict[str, Any]] = [
     {
         "slug": "free", "name": "Free", "monthly_price": Decimal("0"), "priority": 0, "is_default": True,
         "description": "For trying the API.",

@@ -1,0 +1,48 @@
+"""What the throttle leaves on a Django request for the middleware, read and written in one place.
+
+DRF throttles cannot touch the response, so :class:`~quotas.throttling.QuotaThrottle`
+leaves its decision, or the problem body it refused with, on the request;
+:class:`~quotas.middleware.QuotaHeadersMiddleware` reads them after the view.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .decision import Decision
+
+_DECISION = "quota_decision"
+_PROBLEM = "quota_problem"
+_AUTH_WAIT = "quota_auth_wait"
+
+
+def set_decision(request: Any, decision: Decision) -> None:
+    """Leave the request's decision (headers, cost reconciliation, leases after the view)."""
+    setattr(request, _DECISION, decision)
+
+
+def decision_of(request: Any) -> Decision | None:
+    """The decision left on ``request``, if any."""
+    return getattr(request, _DECISION, None)
+
+
+def set_problem(request: Any, problem: dict[str, Any]) -> dict[str, Any]:
+    """Leave the problem body the request is refused with (rendered as problem+json); returns it."""
+    setattr(request, _PROBLEM, problem)
+    return problem
+
+
+def problem_of(request: Any) -> dict[str, Any] | None:
+    """The problem body left on ``request``, if any."""
+    return getattr(request, _PROBLEM, None)
+
+
+def set_auth_wait(request: Any, seconds: int) -> None:
+    """Mark a sign-in refused for too many failures (see quotas/auth_failures.py)."""
+    setattr(request, _AUTH_WAIT, seconds)
+
+
+def auth_wait_of(request: Any) -> int:
+    """Seconds a refused sign-in must wait (0: not refused)."""
+    return getattr(request, _AUTH_WAIT, 0)
