@@ -24,8 +24,8 @@ from quotas.exceptions import StoreUnavailable
 from quotas.keys import client_tag
 from quotas.rates import parse_rates
 from quotas.rules import LimitRule
+from tests.clock import avoid_window_edge
 
-from .clock import avoid_window_edge
 from .peers import ratelimit_window_offset
 from .views import (
     BenchUser,

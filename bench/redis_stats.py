@@ -20,8 +20,8 @@ from quotas.engine import get_engine
 from quotas.keys import client_keys, client_tag
 from quotas.rates import parse_rates
 from quotas.rules import LimitRule
+from tests.clock import avoid_window_edge
 
-from .clock import avoid_window_edge
 from .rules import FLOOD_LIMIT
 from .views import BenchUser, FiveLimitsView, FloodView, make_request
 

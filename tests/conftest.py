@@ -17,9 +17,9 @@ import pytest
 import redis
 from django.conf import settings
 
-from bench.clock import avoid_window_edge
 from config.embedded_redis import RedisServer
 from quotas.engine import get_engine, reset_engine
+from tests.clock import avoid_window_edge
 
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"
 

@@ -10,9 +10,10 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, APIKey
 from plans.rules import PlansRulesBackend
-from quotas.acl import AccessList, ACLRule, build_sample, parse_network
+from quotas.acl import AccessList, ACLRule, parse_network
 from quotas.engine import get_engine
 from quotas.rules import RuleSet
+from tests.acl_samples import build_sample
 from tests.factories import SubscriptionFactory, UserFactory
 
 NOW = 1_800_000_000.0

@@ -1,4 +1,4 @@
-"""Keeping short experiments inside one fixed window."""
+"""Keeping short experiments inside one fixed window (tests, and make bench's races)."""
 
 from __future__ import annotations
 
