@@ -88,6 +88,26 @@ def test_admin_sets_an_expiry_and_refuses_one_in_the_past(free):
     assert "expires" in browser.get("/admin/plans/apikey/").content.decode().lower()
 
 
+def test_admin_issue_action_sets_an_optional_expiry_and_refuses_a_past_one(free):
+    """The issue-key action's form takes issue_key's syntax; a past or unreadable expiry mints nothing."""
+    browser = Client()
+    browser.force_login(UserFactory(is_staff=True, is_superuser=True))
+    sub = SubscriptionFactory(plan=free)
+    step = {"action": "issue_api_key", "_selected_action": [sub.pk], "issue": "1"}
+    for bad, message in (("2001-01-01", "in the past"), ("0d", "in the past"), ("soon", "use e.g. 30d")):
+        page = browser.post("/admin/plans/subscription/", {**step, "expires": bad})
+        assert page.status_code == 200
+        assert message in page.content.decode(), bad
+        assert not re.search(r"qk_[A-Za-z0-9_-]{20,}", page.content.decode())
+    assert not APIKey.objects.exists()
+    page = browser.post("/admin/plans/subscription/", {**step, "expires": "30d"})
+    assert "They stop working at" in page.content.decode()
+    key = APIKey.objects.get()
+    assert abs(key.expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
+    raw = re.search(r"qk_[A-Za-z0-9_-]{20,}", page.content.decode())[0]
+    assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
+
+
 def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free, redis_client):
     sub = SubscriptionFactory(plan=free)
     used, raw = APIKey.issue(sub)
