@@ -137,3 +137,33 @@ def test_each_action_checks_its_permission_itself(world, rf, action, url, target
     assert Subscription.objects.get(pk=world["sub"].pk).plan == world["free"]
     assert APIKey.objects.filter(revoked_at__isnull=False).count() == 0
     assert ClientBan.objects.filter(lifted_at__isnull=False).count() == 0
+
+
+def test_changing_a_subscription_does_not_reach_its_keys_without_change_apikey(world):
+    """The subscription page lists its keys; without plans.change_apikey its form cannot revoke or re-date them."""
+    sub, key = world["sub"], world["key"]
+    editor = staff_with("view_subscription", "change_subscription", "view_apikey")
+    page = editor.get(f"/admin/plans/subscription/{sub.pk}/change/")
+    assert page.status_code == 200
+    assert key.prefix in page.content.decode()
+    assert 'name="api_keys-0-revoked_at_0"' not in page.content.decode()
+    data = {
+        "name": sub.name, "plan": sub.plan_id, "started_on": str(sub.started_on), "is_active": "on",
+        "overrides-TOTAL_FORMS": "0", "overrides-INITIAL_FORMS": "0",
+        "budgets-TOTAL_FORMS": "0", "budgets-INITIAL_FORMS": "0",
+        "api_keys-TOTAL_FORMS": "1", "api_keys-INITIAL_FORMS": "1", "api_keys-0-id": key.pk,
+        "api_keys-0-subscription": sub.pk, "api_keys-0-name": "renamed",
+        "api_keys-0-revoked_at_0": "2030-01-01", "api_keys-0-revoked_at_1": "00:00:00",
+        "api_keys-0-expires_at_0": "2030-01-01", "api_keys-0-expires_at_1": "00:00:00",
+    }  # fmt: skip
+    name_before = key.name
+    assert editor.post(f"/admin/plans/subscription/{sub.pk}/change/", data).status_code == 302
+    key.refresh_from_db()
+    assert (key.revoked_at, key.expires_at, key.name) == (None, None, name_before)
+
+    # The same form from someone who may change keys does reach them (so the POST above was well formed).
+    keeper = staff_with("view_subscription", "change_subscription", "view_apikey", "change_apikey")
+    assert keeper.post(f"/admin/plans/subscription/{sub.pk}/change/", data).status_code == 302
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert key.name == "renamed"
