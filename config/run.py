@@ -21,7 +21,7 @@ from pathlib import Path
 import django
 
 from config.embedded_redis import free_port, redis_server_binary
-from config.secret_key import ensure_key
+from config.secret_key import ensure_key, run_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_PORT = 8000
@@ -86,22 +86,22 @@ def main() -> None:
     if not port_is_free(port):
         sys.exit(f"Port {port} is already in use on 127.0.0.1; choose another with PORT=...")
 
-    run_dir = Path(os.environ.get("RUN_DIR") or BASE_DIR / "run").resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_path = run_dir()
+    run_path.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("SECRET_KEY"):
-        ensure_key(run_dir)  # generated once; every later command in this checkout reads the same file
-    redis = redis_env(run_dir)
+        ensure_key(run_path)  # generated once; every later command in this checkout reads the same file
+    redis = redis_env(run_path)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # gunicorn's workers and Celery's processes keep their metrics here, for /metrics to sum (quotas/metrics.py).
         # A new run starts from zero; a directory given in the environment is left as it is.
-        metrics_dir = run_dir / "prometheus"
+        metrics_dir = run_path / "prometheus"
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir()
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     os.environ.update(
         redis,
         PORT=str(port),
-        RUN_DIR=str(run_dir),
+        RUN_DIR=str(run_path),
         # `make run` does not activate the venv; the Procfile's gunicorn and celery must still be ours.
         PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         PYTHONUNBUFFERED="1",  # log lines reach honcho's pipes as they happen

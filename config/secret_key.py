@@ -15,6 +15,12 @@ import secrets
 from pathlib import Path
 
 FILE_NAME = "secret_key"
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def run_dir() -> Path:
+    """This checkout's run directory: ``$RUN_DIR``, else ``run/`` (settings, ``config.run`` and this module agree)."""
+    return Path(os.environ.get("RUN_DIR") or BASE_DIR / "run").resolve()
 
 
 def key_file(run_dir: Path) -> Path:
@@ -46,5 +52,6 @@ def ensure_key(run_dir: Path) -> str:
 
 
 if __name__ == "__main__":
-    run_dir = Path(os.environ.get("RUN_DIR") or Path(__file__).resolve().parent.parent / "run").resolve()
-    ensure_key(run_dir)
+    # `make run`'s first step, before `manage.py migrate`: a key in the environment needs no file.
+    if not os.environ.get("SECRET_KEY"):
+        ensure_key(run_dir())

@@ -6,23 +6,31 @@ README's table of variables); every default works on a fresh checkout.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import dj_database_url
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from config.secret_key import ensure_key, key_file, read_key
+from config.secret_key import ensure_key, key_file, read_key, run_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 
-RUN_DIR = Path(env.str("RUN_DIR", default=str(BASE_DIR / "run"))).resolve()
+RUN_DIR = run_dir()
 DEBUG = env.bool("DEBUG", default=False)
 # No key is written in this repository: the environment's, else the one `make run` generated in
-# RUN_DIR (see config/secret_key.py). With neither, only a DEBUG process may make one up.
-SECRET_KEY = env.str("SECRET_KEY", default="") or read_key(RUN_DIR) or (ensure_key(RUN_DIR) if DEBUG else "")
+# RUN_DIR (see config/secret_key.py). With neither, only a DEBUG process may make one up (in RUN_DIR,
+# so the next command finds the same key); a deployment (DEBUG off) refuses to start.
+SECRET_KEY = env.str("SECRET_KEY", default="") or read_key(RUN_DIR)
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = ensure_key(RUN_DIR)
+    warnings.warn(
+        f"SECRET_KEY is not set: DEBUG generated one in {key_file(RUN_DIR)}. Set SECRET_KEY in a deployment.",
+        stacklevel=1,
+    )
 if not SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY is not set. Set the SECRET_KEY environment variable (a long random string, kept secret), "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_permission_codename
@@ -25,6 +24,7 @@ from quotas.exceptions import StoreUnavailable
 from quotas.snapshot import parse_multipliers
 from quotas.store import STORE_ERRORS
 
+from .forms import IssueKeyForm, MovePlanForm
 from .models import (
     ACLEntry,
     APIKey,
@@ -144,10 +144,6 @@ class APIKeyInline(admin.TabularInline):
         return False  # keys are issued by the subscription action or `manage.py issue_key` (raw key shown once)
 
 
-class MovePlanForm(forms.Form):
-    plan = forms.ModelChoiceField(Plan.objects.all(), label="Move to plan", empty_label=None)
-
-
 @admin.register(Subscription)
 class SubscriptionAdmin(admin.ModelAdmin):
     list_display = ("name", "plan", "user", "started_on", "is_active")
@@ -158,10 +154,13 @@ class SubscriptionAdmin(admin.ModelAdmin):
     actions = ["move_to_plan", "issue_api_key"]
 
     # Every action names the permission it needs: Django then neither offers it nor runs it
-    # (a POST naming it anyway included) for a user without that permission.
+    # (a POST naming it anyway included) for a user without that permission. Each action checks
+    # again itself, so a future get_actions() override or a direct call cannot skip the check.
     @admin.action(description="Move selected subscriptions to another plan…", permissions=["change"])
     def move_to_plan(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> HttpResponse | None:
         """First an intermediate page choosing the plan; on "apply", the move (effective on the next request)."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
         form = MovePlanForm(request.POST if "apply" in request.POST else None)
         if form.is_valid():
             target = form.cleaned_data["plan"]
@@ -189,19 +188,28 @@ class SubscriptionAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/plans/subscription/move_plan.html", context)
 
-    @admin.action(description="Issue a new API key for each selected subscription", permissions=["add_apikey"])
+    @admin.action(description="Issue a new API key for each selected subscription…", permissions=["add_apikey"])
     def issue_api_key(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> HttpResponse:
-        """Create one key per subscription and show the raw keys on this response only (never stored)."""
+        """First an intermediate page asking for an optional expiry; on "issue", one key per subscription,
+        the raw keys shown on that response only (never stored)."""
         if not self.has_add_apikey_permission(request):
             raise PermissionDenied  # also refused before it gets here; minting keys deserves a second look
-        issued = [(sub, APIKey.issue(sub, name=f"issued in admin by {request.user}")[1]) for sub in queryset]
-        logger.warning("plans: %s issued %d API key(s) in the admin", request.user, len(issued))
+        form = IssueKeyForm(request.POST if "issue" in request.POST else None)
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
-            "title": "New API keys",
             "opts": self.model._meta,
-            "issued": issued,
+            "subscriptions": queryset.select_related("plan"),
         }
+        if not form.is_valid():
+            context.update(
+                title="Issue API keys", form=form, action_checkbox_name=ACTION_CHECKBOX_NAME, action="issue_api_key"
+            )
+            return TemplateResponse(request, "admin/plans/subscription/issue_keys.html", context)
+        expires_at = form.cleaned_data["expires"]
+        name = f"issued in admin by {request.user}"
+        issued = [(sub, APIKey.issue(sub, name=name, expires_at=expires_at)[1]) for sub in queryset]
+        logger.warning("plans: %s issued %d API key(s) in the admin", request.user, len(issued))
+        context.update(title="New API keys", issued=issued, expires_at=expires_at)
         response = TemplateResponse(request, "admin/plans/subscription/issued_keys.html", context)
         response["Cache-Control"] = "no-store"  # the raw key must not be kept by any cache
         return response
@@ -226,6 +234,8 @@ class APIKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected API keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[APIKey]) -> None:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
         count = 0
         for key in queryset.filter(revoked_at__isnull=True):
             key.revoked_at = timezone.now()
@@ -332,6 +342,8 @@ class ClientBanAdmin(admin.ModelAdmin):
 
     @admin.action(description="Lift selected bans now", permissions=["change"])
     def lift(self, request: HttpRequest, queryset: QuerySet[ClientBan]) -> None:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
         engine = get_engine()
         lifted = 0
         for ban in queryset.filter(lifted_at__isnull=True):

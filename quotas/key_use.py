@@ -4,8 +4,10 @@ A request with a key notes the time in this process (a dict assignment).
 The poller thread writes the notes to one Redis sorted set,
 ``<KEY_PREFIX>:keys:last-used`` (member: the key's id, score: epoch seconds,
 ``ZADD GT`` so an older note never replaces a newer one), about once a
-second; the usage flush copies it to ``APIKey.last_used_at``. So the date is
-as precise as the flush interval, and a request never waits for it.
+second; the usage flush copies it to ``APIKey.last_used_at`` and then drops
+the notes older than a day (``KEEP_SECONDS``), so the set holds the keys used
+lately, not every key ever used. So the date is as precise as the flush
+interval, and a request never waits for it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import time
 from typing import Any
 
 _SUFFIX = "keys:last-used"
+#: Notes older than this are dropped by the flush once it has copied them. A note that reaches Redis
+#: later than this after its request (the poller kept it through a day-long outage) may be lost; the
+#: key's next use records it again.
+KEEP_SECONDS = 86_400
 
 
 class KeyUse:
@@ -48,3 +54,8 @@ def last_used_key(prefix: str) -> str:
 def read_last_used(client: Any, prefix: str) -> dict[int, float]:
     """Every key id with the epoch seconds of its last use, as recorded in Redis."""
     return {int(member): score for member, score in client.zrange(last_used_key(prefix), 0, -1, withscores=True)}
+
+
+def forget_before(client: Any, prefix: str, before: float) -> int:
+    """Drop the notes of keys last used before ``before`` (epoch seconds); returns how many went."""
+    return int(client.zremrangebyscore(last_used_key(prefix), "-inf", f"({before}"))

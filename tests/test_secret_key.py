@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from config.secret_key import key_file, read_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -52,8 +50,23 @@ def test_the_environment_wins_over_the_generated_key(tmp_path):
     assert shell.stdout.strip().splitlines()[-1] == "from-the-environment-" + "x" * 40
 
 
-@pytest.mark.parametrize("debug", ["1"])
-def test_a_debug_process_generates_the_key_itself(tmp_path, debug):
+def test_a_debug_process_generates_the_key_itself_with_a_warning(tmp_path):
+    """DEBUG on and no key: the process writes one to RUN_DIR (0600) and says so; the next command reuses it."""
     run_dir = tmp_path / "run"
-    assert run(["manage.py", "check"], run_dir, DEBUG=debug).returncode == 0
-    assert read_key(run_dir)
+    code = "from django.conf import settings; print(settings.SECRET_KEY)"
+    first = run(["manage.py", "shell", "-c", code], run_dir, DEBUG="1")
+    assert first.returncode == 0, first.stderr
+    assert f"DEBUG generated one in {key_file(run_dir)}" in first.stderr
+    key = read_key(run_dir)
+    assert first.stdout.strip().splitlines()[-1] == key
+    assert stat.S_IMODE(key_file(run_dir).stat().st_mode) == 0o600
+    second = run(["manage.py", "shell", "-c", code], run_dir)  # DEBUG off now: the file is enough
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip().splitlines()[-1] == key
+    assert "generated" not in second.stderr
+
+
+def test_the_generator_writes_nothing_when_the_environment_has_a_key(tmp_path):
+    run_dir = tmp_path / "run"
+    assert run(["-m", "config.secret_key"], run_dir, SECRET_KEY="k" * 50).returncode == 0
+    assert not key_file(run_dir).exists()

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from plans.models import APIKey, Plan, Subscription
 from quotas.conf import quota_settings
-from quotas.key_use import read_last_used
+from quotas.key_use import KEEP_SECONDS, forget_before, read_last_used
 from quotas.store import connect
 
 from .models import COUNTERS, UsageRecord
@@ -101,7 +101,8 @@ def flush_usage(
         redis_client = connect(quota_settings.REDIS_URL, 10, connect_timeout=5)
     try:
         prefix = quota_settings.KEY_PREFIX
-        today = (now or server_now(redis_client)).astimezone(UTC).date()
+        now = now or server_now(redis_client)
+        today = now.astimezone(UTC).date()
         report = FlushReport(days=readable_days(today, lookback_days))
         batches = (
             keys
@@ -121,6 +122,8 @@ def flush_usage(
                 report.batches, len(keys), len(snapshot.rows), written,
             )  # fmt: skip
         report.keys_marked_used = copy_key_use(read_last_used(redis_client, prefix))
+        # Copied above: what is older than a day can go, so the next flush reads only the keys used lately.
+        forget_before(redis_client, prefix, now.timestamp() - KEEP_SECONDS)
     finally:
         if own_client:
             redis_client.close()
@@ -131,11 +134,13 @@ def flush_usage(
 def copy_key_use(last_used: dict[int, float]) -> int:
     """Move ``APIKey.last_used_at`` forward to the times recorded in Redis; returns the keys changed."""
     changed = []
-    for key in APIKey.objects.filter(pk__in=last_used).only("pk", "last_used_at"):
-        at = datetime.fromtimestamp(last_used[key.pk], UTC).replace(microsecond=0)
-        if key.last_used_at is None or key.last_used_at < at:
-            key.last_used_at = at
-            changed.append(key)
+    ids = list(last_used)
+    for start in range(0, len(ids), 500):  # SQLite caps a query's parameters; a busy day may see more keys
+        for key in APIKey.objects.filter(pk__in=ids[start : start + 500]).only("pk", "last_used_at"):
+            at = datetime.fromtimestamp(last_used[key.pk], UTC).replace(microsecond=0)
+            if key.last_used_at is None or key.last_used_at < at:
+                key.last_used_at = at
+                changed.append(key)
     APIKey.objects.bulk_update(changed, ["last_used_at"], batch_size=500)
     return len(changed)
 

@@ -69,13 +69,21 @@ def test_move_subscriptions_to_another_plan_through_an_intermediate_page(staff):
 
 
 def test_issue_api_key_shows_the_raw_key_once(staff):
+    """The action first asks for an optional expiry (no key yet), then issues and shows the key once."""
     sub = SubscriptionFactory()
-    response = staff.post(CHANGELIST, {"action": "issue_api_key", "_selected_action": [str(sub.pk)]})
+    step = {"action": "issue_api_key", "_selected_action": [str(sub.pk)]}
+    form = staff.post(CHANGELIST, step)
+    assert form.status_code == 200
+    assert 'name="expires"' in form.content.decode()
+    assert not APIKey.objects.exists()
+    response = staff.post(CHANGELIST, {**step, "issue": "1", "expires": ""})
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     text = response.content.decode()
     raw = text.split('<code class="raw-key">')[1].split("<")[0]
     key = APIKey.objects.get(key_hash=hash_api_key(raw))
     assert key.subscription == sub
+    assert key.expires_at is None
+    assert "They do not expire." in text
     assert raw not in staff.get(f"/admin/plans/subscription/{sub.pk}/change/").content.decode()
     assert raw not in staff.get(f"/admin/plans/apikey/{key.pk}/change/").content.decode()

@@ -10,7 +10,9 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin import site as admin_site
 from django.contrib.auth.models import Permission
+from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.utils import timezone
 
@@ -60,6 +62,10 @@ def test_view_only_staff_is_offered_no_action_and_posting_one_changes_nothing(wo
     keys_before = APIKey.objects.count()
     posts = [
         ("/admin/plans/subscription/", {"action": "issue_api_key", "_selected_action": [sub.pk]}),
+        (
+            "/admin/plans/subscription/",
+            {"action": "issue_api_key", "_selected_action": [sub.pk], "issue": "1", "expires": "30d"},
+        ),
         ("/admin/plans/subscription/", {"action": "move_to_plan", "_selected_action": [sub.pk]}),
         (
             "/admin/plans/subscription/",
@@ -84,7 +90,9 @@ def test_each_action_runs_for_the_permission_it_implies(world):
     sub, key, ban = world["sub"], world["key"], world["ban"]
     issuer = staff_with("view_subscription", "add_apikey")
     assert offered_actions(issuer.get("/admin/plans/subscription/")) >= {"issue_api_key"}
-    page = issuer.post("/admin/plans/subscription/", {"action": "issue_api_key", "_selected_action": [sub.pk]})
+    step = {"action": "issue_api_key", "_selected_action": [sub.pk]}
+    assert 'name="expires"' in issuer.post("/admin/plans/subscription/", step).content.decode()
+    page = issuer.post("/admin/plans/subscription/", {**step, "issue": "1", "expires": ""})
     assert RAW_KEY.search(page.content.decode())
     assert APIKey.objects.filter(subscription=sub).count() == 2
 
@@ -103,3 +111,59 @@ def test_each_action_runs_for_the_permission_it_implies(world):
     lifter.post("/admin/plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]})
     ban.refresh_from_db()
     assert ban.lifted_at is not None
+
+
+@pytest.mark.parametrize(
+    ("action", "url", "target"),
+    [
+        ("move_to_plan", "/admin/plans/subscription/", "sub"),
+        ("issue_api_key", "/admin/plans/subscription/", "sub"),
+        ("revoke", "/admin/plans/apikey/", "key"),
+        ("lift", "/admin/plans/clientban/", "ban"),
+    ],
+)
+def test_each_action_checks_its_permission_itself(world, rf, action, url, target):
+    """Called without Django's action filter in front (an override of get_actions, a direct call),
+    an action still refuses a view-only user and changes nothing."""
+    model = type(world[target])
+    model_admin = admin_site.get_model_admin(model)
+    request = rf.post(url, {"action": action, "issue": "1", "apply": "1", "plan": world["pro"].pk})
+    request.user = UserFactory(is_staff=True)
+    request.user.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    keys_before = APIKey.objects.count()
+    with pytest.raises(PermissionDenied):
+        getattr(model_admin, action)(request, model.objects.filter(pk=world[target].pk))
+    assert APIKey.objects.count() == keys_before
+    assert Subscription.objects.get(pk=world["sub"].pk).plan == world["free"]
+    assert APIKey.objects.filter(revoked_at__isnull=False).count() == 0
+    assert ClientBan.objects.filter(lifted_at__isnull=False).count() == 0
+
+
+def test_changing_a_subscription_does_not_reach_its_keys_without_change_apikey(world):
+    """The subscription page lists its keys; without plans.change_apikey its form cannot revoke or re-date them."""
+    sub, key = world["sub"], world["key"]
+    editor = staff_with("view_subscription", "change_subscription", "view_apikey")
+    page = editor.get(f"/admin/plans/subscription/{sub.pk}/change/")
+    assert page.status_code == 200
+    assert key.prefix in page.content.decode()
+    assert 'name="api_keys-0-revoked_at_0"' not in page.content.decode()
+    data = {
+        "name": sub.name, "plan": sub.plan_id, "started_on": str(sub.started_on), "is_active": "on",
+        "overrides-TOTAL_FORMS": "0", "overrides-INITIAL_FORMS": "0",
+        "budgets-TOTAL_FORMS": "0", "budgets-INITIAL_FORMS": "0",
+        "api_keys-TOTAL_FORMS": "1", "api_keys-INITIAL_FORMS": "1", "api_keys-0-id": key.pk,
+        "api_keys-0-subscription": sub.pk, "api_keys-0-name": "renamed",
+        "api_keys-0-revoked_at_0": "2030-01-01", "api_keys-0-revoked_at_1": "00:00:00",
+        "api_keys-0-expires_at_0": "2030-01-01", "api_keys-0-expires_at_1": "00:00:00",
+    }  # fmt: skip
+    name_before = key.name
+    assert editor.post(f"/admin/plans/subscription/{sub.pk}/change/", data).status_code == 302
+    key.refresh_from_db()
+    assert (key.revoked_at, key.expires_at, key.name) == (None, None, name_before)
+
+    # The same form from someone who may change keys does reach them (so the POST above was well formed).
+    keeper = staff_with("view_subscription", "change_subscription", "view_apikey", "change_apikey")
+    assert keeper.post(f"/admin/plans/subscription/{sub.pk}/change/", data).status_code == 302
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert key.name == "renamed"

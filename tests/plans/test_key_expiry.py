@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 
 from plans.models import APIKey, Subscription
 from quotas.engine import get_engine
+from quotas.key_use import last_used_key, read_last_used
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 from usage.flush import flush_usage
 
@@ -88,6 +89,26 @@ def test_admin_sets_an_expiry_and_refuses_one_in_the_past(free):
     assert "expires" in browser.get("/admin/plans/apikey/").content.decode().lower()
 
 
+def test_admin_issue_action_sets_an_optional_expiry_and_refuses_a_past_one(free):
+    """The issue-key action's form takes issue_key's syntax; a past or unreadable expiry mints nothing."""
+    browser = Client()
+    browser.force_login(UserFactory(is_staff=True, is_superuser=True))
+    sub = SubscriptionFactory(plan=free)
+    step = {"action": "issue_api_key", "_selected_action": [sub.pk], "issue": "1"}
+    for bad, message in (("2001-01-01", "in the past"), ("0d", "in the past"), ("soon", "use e.g. 30d")):
+        page = browser.post("/admin/plans/subscription/", {**step, "expires": bad})
+        assert page.status_code == 200
+        assert message in page.content.decode(), bad
+        assert not re.search(r"qk_[A-Za-z0-9_-]{20,}", page.content.decode())
+    assert not APIKey.objects.exists()
+    page = browser.post("/admin/plans/subscription/", {**step, "expires": "30d"})
+    assert "They stop working at" in page.content.decode()
+    key = APIKey.objects.get()
+    assert abs(key.expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
+    raw = re.search(r"qk_[A-Za-z0-9_-]{20,}", page.content.decode())[0]
+    assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
+
+
 def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free, redis_client):
     sub = SubscriptionFactory(plan=free)
     used, raw = APIKey.issue(sub)
@@ -105,3 +126,21 @@ def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free,
     assert idle.last_used_at is None
     assert flush_usage(redis_client).keys_marked_used == 0  # nothing newer
     assert re.match(r"\d+", str(redis_client.zscore(f"{engine.prefix}:keys:last-used", str(used.pk))))
+
+
+def test_the_flush_copies_every_note_then_forgets_those_older_than_a_day(free, redis_client):
+    """A note a day old is still copied (the flush may have been down), then dropped from Redis; a recent
+    note stays, so the sorted set holds the keys used lately rather than every key ever used."""
+    sub = SubscriptionFactory(plan=free)
+    recent, raw = APIKey.issue(sub)
+    old, _ = APIKey.issue(sub)
+    engine = get_engine()
+    two_days_ago = time.time() - 2 * 86_400
+    # What a process's poller wrote two days ago, the flush not having run since.
+    redis_client.zadd(last_used_key(engine.prefix), {str(old.pk): two_days_ago})
+    assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
+    engine.tick()
+    assert flush_usage(redis_client).keys_marked_used == 2
+    old.refresh_from_db()
+    assert abs(old.last_used_at.timestamp() - two_days_ago) < 1
+    assert set(read_last_used(redis_client, engine.prefix)) == {recent.pk}

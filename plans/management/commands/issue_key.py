@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 
+from plans.expiry import EXAMPLES, parse_expiry
 from plans.models import APIKey, Plan, Subscription
 
 
@@ -26,15 +24,20 @@ class Command(BaseCommand):
         parser.add_argument("--subscription", type=int, help="Add the key to this subscription instead.")
         parser.add_argument(
             "--expires",
-            help="When the key stops working: a duration (30d, 12h, 90m) or an ISO date or date-time "
-            "(2027-01-31, 2027-01-31T18:00:00+01:00; without a zone, the project's TIME_ZONE). Default: never.",
+            help=f"When the key stops working: a duration or an ISO date or date-time ({EXAMPLES}; "
+            "without a zone, the project's TIME_ZONE). Default: never.",
         )
 
     @transaction.atomic
     def handle(
         self, *args: Any, plan: str | None, name: str, subscription: int | None, expires: str | None, **options: Any
     ) -> None:
-        expires_at = parse_expiry(expires, timezone.now()) if expires else None
+        expires_at = None
+        if expires:  # empty, as before: no expiry
+            try:
+                expires_at = parse_expiry(expires, timezone.now())
+            except ValueError as exc:
+                raise CommandError(f"--expires {expires!r}: {exc}.") from None
         if subscription is not None:
             try:
                 sub = Subscription.objects.select_related("plan").get(pk=subscription)
@@ -56,27 +59,3 @@ class Command(BaseCommand):
         )
         self.stdout.write("Store it now; it cannot be shown again:")
         self.stdout.write(raw)
-
-
-_DURATION = re.compile(r"(\d{1,6})([dhm])")
-_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
-
-
-def parse_expiry(value: str, now: datetime) -> datetime:
-    """``value`` (a duration such as 30d, or an ISO date or date-time) as an aware moment after ``now``."""
-    text = value.strip()
-    duration = _DURATION.fullmatch(text)
-    try:
-        if duration:
-            moment = now + timedelta(**{_UNITS[duration[2]]: int(duration[1])})
-        elif (day := parse_date(text)) is not None:
-            moment = timezone.make_aware(datetime(day.year, day.month, day.day))
-        elif (parsed := parse_datetime(text)) is not None:
-            moment = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
-        else:
-            raise ValueError("not a duration, date or date-time")
-    except (ValueError, OverflowError) as exc:
-        raise CommandError(f"--expires {value!r}: {exc}. Use e.g. 30d, 12h, 2027-01-31 or 2027-01-31T18:00.") from None
-    if moment <= now:
-        raise CommandError(f"--expires {value!r} is in the past ({moment.isoformat(timespec='seconds')}).")
-    return moment
