@@ -11,6 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
+from .protocol import Algorithm
+
 #: Every setting with its default. The README's settings table mirrors this.
 DEFAULTS: dict[str, Any] = {
     # Default: "redis://127.0.0.1:6379/0". One URL: redis://, rediss:// or unix://.
@@ -94,14 +96,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-ALGORITHMS = (
-    "fixed_window",
-    "sliding_window_log",
-    "sliding_window_counter",
-    "token_bucket",
-    "leaky_bucket",
-    "concurrency",
-)
+#: The algorithms a limit may name (periods and budgets have models of their own).
+ALGORITHMS = tuple(a.setting_name for a in Algorithm if a.rolling or a is Algorithm.CONCURRENCY)
 FAILURE_MODES = ("local", "open", "closed")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .protocol import Algorithm
 from .rules import Window
 
 NEVER = -1  # a retry that can never come: the request is heavier than the window
@@ -141,6 +142,6 @@ class Decision:
 
 def scaled(window: Window, multiplier: float) -> int:
     """The quota of ``window`` under an adaptive multiplier (as decide.lua computes it)."""
-    if multiplier == 1.0 or window.code > 5:  # periods and budgets are never scaled
+    if multiplier == 1.0 or not Algorithm(window.code).rolling:  # periods and budgets are never scaled
         return window.quota
     return max(1, math.floor(window.quota * multiplier))

@@ -31,21 +31,12 @@ import zlib
 from functools import lru_cache
 from typing import NamedTuple
 
+from .protocol import Algorithm
+
 _SAFE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: Client ids longer than this are hashed, so that a field stays small enough
 #: for Redis's packed small-hash encoding (64 bytes a field by default).
 _MAX_ID = 40
-_ALGORITHM_TAGS = {
-    "fixed_window": "fw",
-    "sliding_window_log": "sl",
-    "sliding_window_counter": "sc",
-    "token_bucket": "tb",
-    "leaky_bucket": "lb",
-    "period_quota": "pq",
-    "period_requests": "pr",
-    "budget": "bd",
-    "concurrency": "cc",
-}
 
 
 def encode_part(value: str | bytes) -> str:
@@ -108,7 +99,7 @@ def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
 
 def window_field(limit_id: str, algorithm: str, window: int) -> str:
     """The client-independent name of a window (precomputed per window)."""
-    return f"{encode_part(limit_id)}:{_ALGORITHM_TAGS[algorithm]}{window}"
+    return f"{encode_part(limit_id)}:{Algorithm.named(algorithm).key_tag}{window}"
 
 
 def rules_version_key(prefix: str) -> str:

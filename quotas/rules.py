@@ -18,8 +18,9 @@ from .acl import AccessList
 from .conf import quota_settings
 from .keys import window_field
 from .periods import Bounds, period_bounds
+from .protocol import ALGORITHM_CODES
 from .rates import Rate
-from .scripts import ALGORITHM_CODES, pack_spec
+from .scripts import pack_spec
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -72,7 +73,7 @@ class Window:
 
     @property
     def code(self) -> int:
-        """The algorithm's wire code (quotas.scripts.ALGORITHM_CODES)."""
+        """The algorithm's wire code (quotas.protocol.Algorithm)."""
         return ALGORITHM_CODES[self.algorithm]
 
     @property

@@ -27,18 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-#: Wire codes of the algorithms, shared with the Lua files.
-ALGORITHM_CODES: dict[str, int] = {
-    "fixed_window": 1,
-    "sliding_window_log": 2,
-    "sliding_window_counter": 3,
-    "token_bucket": 4,
-    "leaky_bucket": 5,
-    "period_quota": 6,
-    "budget": 7,
-    "period_requests": 8,
-    "concurrency": 9,
-}
+from .protocol import lua_constants
 
 _SPEC = struct.Struct("<BdddddBB")
 
@@ -82,7 +71,8 @@ _PARTS = {
 def script_source(name: str) -> str:
     """The assembled source of script ``name`` ("decide" or "refund")."""
     folder = resources.files("quotas") / "lua"
-    return "\n".join(folder.joinpath(part).read_text(encoding="utf-8") for part in _PARTS[name])
+    parts = [folder.joinpath(part).read_text(encoding="utf-8") for part in _PARTS[name]]
+    return "\n".join([lua_constants(), *parts])
 
 
 #: Seconds a thread keeps the connection it took from the pool before handing it

@@ -68,15 +68,15 @@ local next_key = 3
 for i = 1, n do
   local o = (i - 1) * 8
   local code, limit, window, cap, w, max_delay, shadow, field = parse_spec(ARGV[10 + i])
-  if code == 7 then
+  if code == BUDGET then
     w = cost
-  elseif code == 8 or code == 9 then
+  elseif code == PERIOD_REQUESTS or code == CONCURRENCY then
     w = 1  -- requests, whatever their weight
   else
     w = weight or w
     if w > unit_weight then unit_weight = w end
   end
-  if code == 2 or code == 9 then
+  if code == SLIDING_WINDOW_LOG or code == CONCURRENCY then
     field = KEYS[next_key]
     next_key = next_key + 1
   else
@@ -116,11 +116,11 @@ local log_check, log_commit, lease_check, lease_commit
 -- state or log count), ttl, used, alert
 local function check(o, v, limit, cap)
   local code = S[o + CODE]
-  if code == 2 then
+  if code == SLIDING_WINDOW_LOG then
     if not log_check then log_check, log_commit = load_sliding_log() end
     local ok, remaining, reset, retry, delay, count = log_check(S[o + FIELD], limit, S[o + WINDOW], S[o + WEIGHT], now)
     return ok, remaining, reset, retry, delay, count
-  elseif code == 9 then
+  elseif code == CONCURRENCY then
     if not lease_check then lease_check, lease_commit = load_leases() end
     return lease_check(S[o + FIELD], limit, now)
   end
@@ -135,8 +135,8 @@ for i = 1, n do
   local o = (i - 1) * 8
   local code = S[o + CODE]
   local limit, cap = S[o + LIMIT], S[o + CAP]
-  if code ~= 2 and code ~= 9 then v = v + 1 end
-  if scaled and code <= 5 then
+  if code ~= SLIDING_WINDOW_LOG and code ~= CONCURRENCY then v = v + 1 end
+  if scaled and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
     limit = math.max(1, math.floor(limit * multiplier))
     cap = math.max(1, math.floor(cap * multiplier))
   end
@@ -148,7 +148,7 @@ for i = 1, n do
       would_deny = true
     else
       allowed = false
-      if code == 7 then budget_denied = true end
+      if code == BUDGET then budget_denied = true end
     end
   end
   local base = 4 + (i - 1) * 7
@@ -179,10 +179,10 @@ for i = 1, n do
   local o, r = (i - 1) * 8, (i - 1) * 3
   local code, ok = S[o + CODE], R[r + 1]
   -- Consume when all allow; a refused budget still records its 100 % alert.
-  if (allowed and ok) or (not ok and code == 7 and R[r + 2]) then
-    if code == 2 then
+  if (allowed and ok) or (not ok and code == BUDGET and R[r + 2]) then
+    if code == SLIDING_WINDOW_LOG then
       log_commit(S[o + FIELD], S[o + WINDOW], S[o + WEIGHT], now, R[r + 2])
-    elseif code == 9 then
+    elseif code == CONCURRENCY then
       lease_commit(S[o + FIELD], S[o + WINDOW], now, ARGV[8])
     else
       writes[#writes + 1] = S[o + FIELD]

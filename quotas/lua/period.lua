@@ -1,5 +1,5 @@
--- Period quotas (6: weight units, 8: requests) and money budgets (7: cost in
--- micro-units) per
+-- Period quotas (PERIOD_QUOTA: weight units, PERIOD_REQUESTS: requests) and
+-- money budgets (BUDGET: cost in micro-units) per
 -- calendar period. The spec carries the current period [start, end) and the
 -- end of the next one, computed by the application; the server clock picks
 -- between them, so a reset never waits for an application host's clock.
@@ -60,9 +60,9 @@ local function load_periods()
 end
 
 local period_algorithm
-ALGORITHMS[6] = function(raw, limit, start, stop, weight, next_stop, now)
+ALGORITHMS[PERIOD_QUOTA] = function(raw, limit, start, stop, weight, next_stop, now)
   if not period_algorithm then period_algorithm = load_periods() end
   return period_algorithm(raw, limit, start, stop, weight, next_stop, now)
 end
-ALGORITHMS[7] = ALGORITHMS[6]
-ALGORITHMS[8] = ALGORITHMS[6]
+ALGORITHMS[BUDGET] = ALGORITHMS[PERIOD_QUOTA]
+ALGORITHMS[PERIOD_REQUESTS] = ALGORITHMS[PERIOD_QUOTA]

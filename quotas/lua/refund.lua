@@ -6,7 +6,7 @@
 -- ARGV[1] the decision's time (us), ARGV[2] its weight override or '',
 -- ARGV[3] the client's field prefix "<client>|", ARGV[3+i] specs.
 -- Concurrency leases (9) are not refunds' business: release.lua ends them.
--- Budgets (code 7) are not refunded here: their estimate is released by adjust.lua.
+-- Budgets (BUDGET) are not refunded here: their estimate is released by adjust.lua.
 local dnow = tonumber(ARGV[1])
 local weight_override = tonumber(ARGV[2])
 local cp = ARGV[3]
@@ -16,10 +16,10 @@ for i = 1, #ARGV - 3 do
   local code, limit, window, _cap, w, _next, _, field = parse_spec(ARGV[3 + i])
   field = cp .. field
   local weight = weight_override or w
-  if code == 8 then weight = 1 end
-  if code == 9 then
+  if code == PERIOD_REQUESTS then weight = 1 end
+  if code == CONCURRENCY then
     next_key = next_key + 1
-  elseif code == 2 then
+  elseif code == SLIDING_WINDOW_LOG then
     local key = KEYS[next_key]
     next_key = next_key + 1
     local members = redis.call('ZRANGEBYSCORE', key, dnow, dnow, 'LIMIT', 0, weight)
@@ -27,12 +27,12 @@ for i = 1, #ARGV - 3 do
   else
     local raw = redis.call('HGET', KEYS[1], field)
     local value = nil
-    if raw and code == 1 then
+    if raw and code == FIXED_WINDOW then
       local idx, c = string.match(raw, '^(%d+):(%d+)$')
       if idx and tonumber(idx) == math.floor(dnow / window) then
         value = idx .. ':' .. fmt(math.max(0, tonumber(c) - weight))
       end
-    elseif raw and code == 3 then
+    elseif raw and code == SLIDING_WINDOW_COUNTER then
       local idx, p, c = string.match(raw, '^(%d+):(%d+):(%d+)$')
       if idx then
         local didx = math.floor(dnow / window)
@@ -41,11 +41,11 @@ for i = 1, #ARGV - 3 do
         if tonumber(idx) == didx + 1 then p = math.max(0, p - weight) end
         value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
       end
-    elseif raw and (code == 6 or code == 8) then
+    elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
       local pstart = period_of(window, _cap, _next, dnow)
       local used, level = parse_period_state(raw, pstart)
       if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
-    elseif raw and (code == 4 or code == 5) then
+    elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then
       -- A TAT in the past simply means a full bucket, so no clamping is needed.
       value = pack_tat(unpack_tat(raw) - weight * window / limit)
     end

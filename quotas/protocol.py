@@ -1,0 +1,74 @@
+"""The contract between the Python engine and its Lua scripts: one owner for what both sides must agree on.
+
+The algorithms travel as numbers in the window specs; the scripts get their
+names as Lua constants generated from :class:`Algorithm` when they are
+assembled (:func:`lua_constants`, prepended by :func:`quotas.scripts.script_source`),
+so a number can change here and nowhere else. ``tests/quotas/test_protocol.py``
+runs the generated constants in Redis and compares.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Algorithm(IntEnum):
+    """Every algorithm the decision script knows, by its wire code."""
+
+    FIXED_WINDOW = 1
+    SLIDING_WINDOW_LOG = 2
+    SLIDING_WINDOW_COUNTER = 3
+    TOKEN_BUCKET = 4
+    LEAKY_BUCKET = 5
+    PERIOD_QUOTA = 6  # weight units per calendar period
+    BUDGET = 7  # money (micro-units) per calendar period
+    PERIOD_REQUESTS = 8  # requests per calendar period
+    CONCURRENCY = 9  # requests in flight, each holding a lease
+
+    @classmethod
+    def named(cls, name: str) -> Algorithm:
+        """The algorithm called ``name`` (``"token_bucket"``) in settings and models."""
+        return cls[name.upper()]
+
+    @property
+    def setting_name(self) -> str:
+        """Its name in settings, models and the admin (``"token_bucket"``)."""
+        return self.name.lower()
+
+    @property
+    def rolling(self) -> bool:
+        """A rate over a rolling or aligned window (codes up to LEAKY_BUCKET): what adaptive multipliers scale."""
+        return self <= Algorithm.LEAKY_BUCKET
+
+    @property
+    def own_key(self) -> bool:
+        """Whether a client's state is a key of its own (a sorted set) rather than a field of its bucket hash."""
+        return self in (Algorithm.SLIDING_WINDOW_LOG, Algorithm.CONCURRENCY)
+
+    @property
+    def key_tag(self) -> str:
+        """The two letters naming it in a window's field (quotas.keys.window_field): part of stored state."""
+        return _KEY_TAGS[self]
+
+
+_KEY_TAGS = {
+    Algorithm.FIXED_WINDOW: "fw",
+    Algorithm.SLIDING_WINDOW_LOG: "sl",
+    Algorithm.SLIDING_WINDOW_COUNTER: "sc",
+    Algorithm.TOKEN_BUCKET: "tb",
+    Algorithm.LEAKY_BUCKET: "lb",
+    Algorithm.PERIOD_QUOTA: "pq",
+    Algorithm.PERIOD_REQUESTS: "pr",
+    Algorithm.BUDGET: "bd",
+    Algorithm.CONCURRENCY: "cc",
+}
+
+#: Wire code of each algorithm by its setting name.
+ALGORITHM_CODES: dict[str, int] = {a.setting_name: int(a) for a in Algorithm}
+
+
+def lua_constants() -> str:
+    """Lua ``local`` definitions of every algorithm code, for the top of each assembled script."""
+    lines = ["-- Generated from quotas/protocol.py (Algorithm): do not edit in the .lua files."]
+    lines += [f"local {a.name} = {int(a)}" for a in Algorithm]
+    return "\n".join(lines) + "\n"
