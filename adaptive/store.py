@@ -14,6 +14,7 @@ import threading
 
 import redis
 
+from quotas import keys
 from quotas.conf import quota_settings
 from quotas.keys import encode_part
 from quotas.store import connect
@@ -32,7 +33,7 @@ def hosts_key() -> str:
 
 
 def multipliers_key() -> str:
-    return f"{_base()}:multipliers"
+    return keys.multipliers_key(quota_settings.KEY_PREFIX)  # the engine reads them there (quotas.keys)
 
 
 def state_key() -> str:

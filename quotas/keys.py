@@ -102,6 +102,11 @@ def window_field(limit_id: str, algorithm: str, window: int) -> str:
     return f"{encode_part(limit_id)}:{Algorithm.named(algorithm).key_tag}{window}"
 
 
+def multipliers_key(prefix: str) -> str:
+    """The adaptive multipliers by plan (JSON, written by the adaptive app, read by every engine)."""
+    return f"{prefix}:adaptive:multipliers"
+
+
 def rules_version_key(prefix: str) -> str:
     """The key whose value changes whenever plans or limits change."""
     return f"{prefix}:rules-version"

@@ -63,12 +63,29 @@ _KEY_TAGS = {
     Algorithm.CONCURRENCY: "cc",
 }
 
+#: Days a usage hash (one bucket of clients, one UTC day) outlives its day: the usage flush and
+#: reports can read today's and this many earlier days' counters.
+USAGE_TTL_DAYS = 3
+#: Usage counters, as the scripts name them in a hash's fields, and what each counts.
+USAGE_COUNTERS = {
+    "a": "allowed",
+    "dr": "denied_rate",
+    "db": "denied_budget",
+    "da": "denied_acl",
+    "dc": "denied_capacity",
+    "dx": "denied_banned",
+    "sw": "shadow_would_deny",
+    "wx": "weight",  # units beyond one a request: weight = allowed + wx (one HINCRBY less for most requests)
+    "c": "cost_micros",
+}
+
 #: Wire code of each algorithm by its setting name.
 ALGORITHM_CODES: dict[str, int] = {a.setting_name: int(a) for a in Algorithm}
 
 
 def lua_constants() -> str:
-    """Lua ``local`` definitions of every algorithm code, for the top of each assembled script."""
+    """Lua ``local`` definitions of every algorithm code and the usage TTL, for the top of each script."""
     lines = ["-- Generated from quotas/protocol.py (Algorithm): do not edit in the .lua files."]
     lines += [f"local {a.name} = {int(a)}" for a in Algorithm]
+    lines.append(f"local USAGE_TTL_DAYS = {USAGE_TTL_DAYS}")
     return "\n".join(lines) + "\n"

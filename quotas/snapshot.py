@@ -21,6 +21,7 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections
 
 from . import metrics
+from .keys import multipliers_key
 from .rules import RulesBackend, RuleSet, Subscriber
 from .store import STORE_ERRORS
 
@@ -91,7 +92,7 @@ class RulesCache:
         # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
         # meanwhile bumps the rules version), so a new key works at once.
         self._unknown_keys = _LRU(UNKNOWN_KEYS_CACHE_SIZE)
-        self.multipliers_key = version_key.rsplit(":", 1)[0] + ":adaptive:multipliers"
+        self.multipliers_key = multipliers_key(version_key.rsplit(":", 1)[0])
         #: Adaptive multipliers by plan id, published by the adaptive controller.
         self.multipliers: dict[int, float] = {}
 

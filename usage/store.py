@@ -20,24 +20,14 @@ from redis.exceptions import ResponseError
 
 from quotas.conf import quota_settings
 from quotas.keys import client_keys
+from quotas.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS
 
 logger = logging.getLogger(__name__)
 
-#: Redis counter name -> UsageRecord field.
-COUNTER_FIELDS = {
-    "a": "allowed",
-    "dr": "denied_rate",
-    "db": "denied_budget",
-    "da": "denied_acl",
-    "dc": "denied_capacity",
-    "dx": "denied_banned",
-    "sw": "shadow_would_deny",
-    "wx": "weight",  # units beyond one a request: weight = allowed + wx (see add_hash)
-    "c": "cost_micros",
-}
-#: Days a usage hash outlives its day (USAGE_TTL_DAYS in usage.lua): the
-#: hashes of today and of this many previous days can still be read.
-RETENTION_DAYS = 3
+#: Redis counter name -> UsageRecord field (owned by quotas.protocol, shared with the scripts).
+COUNTER_FIELDS = USAGE_COUNTERS
+#: The hashes of today and of this many previous days can still be read (they expire after that).
+RETENTION_DAYS = USAGE_TTL_DAYS
 #: Longest client tag and scope a row can hold (UsageRecord's field lengths).
 MAX_TEXT = 100
 #: The field holding a hash's generation (GENERATION_FIELD in usage.lua): set
