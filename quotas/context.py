@@ -7,22 +7,34 @@ leaves its decision, or the problem body it refused with, on the request;
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .decision import Decision
+    from .identity import Client
 
 _DECISION = "quota_decision"
 _PROBLEM = "quota_problem"
 _AUTH_WAIT = "quota_auth_wait"
 
 
-def set_decision(request: Any, decision: Decision) -> None:
+@dataclass(slots=True)
+class Decided:
+    """A request's decision with what the middleware needs after the view."""
+
+    decision: Decision
+    client: Client
+    plan_id: int | None
+    request: Any  # DRF's Request: where the view may report its actual cost (quota_cost)
+
+
+def set_decided(request: Any, decided: Decided) -> None:
     """Leave the request's decision (headers, cost reconciliation, leases after the view)."""
-    setattr(request, _DECISION, decision)
+    setattr(request, _DECISION, decided)
 
 
-def decision_of(request: Any) -> Decision | None:
+def decided_of(request: Any) -> Decided | None:
     """The decision left on ``request``, if any."""
     return getattr(request, _DECISION, None)
 

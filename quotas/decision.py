@@ -61,7 +61,7 @@ class Decision:
     ban_started: bool = False  # this refusal started a ban
     ban_wait_us: int = 0  # until the ban ends
     request_id: str = ""  # holds concurrency leases until released
-    extra: dict = field(default_factory=dict)
+    fallback: bool = False  # decided by the local fallback while Redis is unreachable
     # (states list, its length, denying, would deny): the refusals, sorted once for the many readers of a refusal.
     _refusals: tuple | None = field(default=None, init=False, repr=False, compare=False)
 

@@ -77,7 +77,7 @@ class LocalLimiter:
                 self._state.popitem(last=False)
         decision = Decision(allowed, [s for s, _ in checks], now, weight, local=True, tag=tag, multiplier=multiplier)
         decision.cost_micros = cost_micros
-        decision.extra["fallback"] = True
+        decision.fallback = True
         return decision
 
     def clear(self) -> None:

@@ -16,9 +16,9 @@ from django.http import HttpRequest, HttpResponse
 from . import problems
 from .alerts import fire_budget_alerts
 from .conf import quota_settings
-from .context import auth_wait_of, decision_of, problem_of
+from .context import Decided, auth_wait_of, decided_of, problem_of
 from .cost import actual_cost
-from .engine import Decision, Engine, get_engine
+from .engine import Engine, get_engine
 from .headers import rate_limit_headers
 
 
@@ -34,18 +34,19 @@ class QuotaHeadersMiddleware:
         if auth_wait and response.status_code < 500:
             return self.auth_throttled(response, auth_wait)
         problem = problem_of(request)
-        decision = decision_of(request)
-        if decision is not None:
+        decided = decided_of(request)
+        if decided is not None:
+            decision = decided.decision
             engine = get_engine()
             if decision.allowed:
-                self.settle(engine, decision, response)
+                self.settle(engine, decided, response)
                 if decision.request_id:
                     engine.release(decision)
             for name, value in rate_limit_headers(decision).items():
                 response.headers[name] = value
             if not decision.allowed and response.status_code == 429:
                 rules = engine.rules.current()
-                plan_id = decision.extra.get("plan_id")
+                plan_id = decided.plan_id
                 plan = rules.plans.get(plan_id) if plan_id is not None else None
                 denying = decision.denying_states()
                 upgrade = rules.upgrade_for(plan_id, decision.denying_state().window) if denying else None
@@ -82,15 +83,16 @@ class QuotaHeadersMiddleware:
         return refused
 
     @staticmethod
-    def settle(engine: Engine, decision: Decision, response: HttpResponse) -> None:
+    def settle(engine: Engine, decided: Decided, response: HttpResponse) -> None:
         """After the view: refund on a server error, else charge the actual cost (once)."""
+        decision = decided.decision
         if response.status_code >= 500:
             engine.refund(decision)
             actual = 0  # a failed view releases its estimate
         else:
-            cost = actual_cost(decision.extra.get("request"))
+            cost = actual_cost(decided.request)
             if cost is None:
                 return
             actual = cost
         if actual != decision.cost_micros:
-            fire_budget_alerts(decision.extra["client"], engine.reconcile(decision, actual))
+            fire_budget_alerts(decided.client, engine.reconcile(decision, actual))

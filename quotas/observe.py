@@ -16,7 +16,7 @@ def labels(decision: Decision) -> tuple[str, str]:
         return ("shadow_denied", "none") if decision.would_deny() else ("allowed", "none")
     if decision.banned or decision.ban_started:
         return "denied", "banned"
-    if decision.local and not decision.extra.get("fallback"):
+    if decision.local and not decision.fallback:
         return "denied", "local"
     if decision.reduced_only:
         return "denied", "capacity"

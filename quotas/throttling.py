@@ -23,7 +23,7 @@ from . import problems, shaping
 from .acl import ACLRule
 from .alerts import fire_budget_alerts, report_ban
 from .conf import quota_settings
-from .context import set_decision, set_problem
+from .context import Decided, set_decided, set_problem
 from .decision import Decision
 from .engine import get_engine
 from .exceptions import (
@@ -161,11 +161,7 @@ class QuotaThrottle(BaseThrottle):
     @staticmethod
     def keep(http_request: Any, decision: Decision, plan_id: int | None, client: Client, request: Request) -> None:
         """Leave ``decision`` on the request for the middleware (headers, cost reconciliation, leases)."""
-        extra = decision.extra
-        extra["plan_id"] = plan_id
-        extra["client"] = client
-        extra["request"] = request  # where the view may set quota_cost
-        set_decision(http_request, decision)
+        set_decided(http_request, Decided(decision, client, plan_id, request))
 
     def match_acl(self, rules: RuleSet, client: Client, request: Request, scope: str) -> ACLRule | None:
         """The allow or deny entry for this request (an in-process lookup, no Redis)."""
