@@ -17,7 +17,7 @@ import redis
 from quotas import keys
 from quotas.conf import quota_settings
 from quotas.keys import encode_part
-from quotas.store import connect
+from quotas.redis_connect import connect
 
 
 def _base() -> str:

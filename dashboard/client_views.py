@@ -28,8 +28,8 @@ from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity import Client, hash_api_key
 from quotas.keys import client_tag
+from quotas.redis_connect import STORE_ERRORS
 from quotas.standing import current_standing
-from quotas.store import STORE_ERRORS
 from usage.reports import UsageQuery, build_report
 
 from .queries import decorate_standing

@@ -23,8 +23,8 @@ from plans.rules import subscriber_of
 from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity import Client
+from quotas.redis_connect import STORE_ERRORS
 from quotas.standing import current_standing
-from quotas.store import STORE_ERRORS
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT

@@ -19,7 +19,7 @@ from .conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
 from .exceptions import InvalidRate
 from .money import to_micros
 from .rates import parse_rates
-from .store import validate_url
+from .redis_connect import validate_url
 
 
 def _error(msg: str, hint: str, n: int) -> Error:

@@ -23,15 +23,15 @@ from .auth_failures import failed_auth
 from .breaker import CircuitBreaker
 from .conf import quota_settings
 from .decision import _US, NEVER, Decision, WindowState, scaled
+from .deny_memory import DenyMemory
 from .exceptions import ScriptFailed, StoreUnavailable
 from .fallback import LocalLimiter
 from .key_use import KeyUse
 from .keys import ClientKeys, client_keys, rules_version_key
-from .memory import DenyMemory
+from .redis_connect import STORE_ERRORS, connect, is_script_error
 from .rules import Window
+from .rules_cache import RulesCache
 from .scripts import LuaScript, script_source
-from .snapshot import RulesCache
-from .store import STORE_ERRORS, connect, is_script_error
 from .usage_buffer import UsageBuffer, replay_spool
 
 logger = logging.getLogger(__name__)

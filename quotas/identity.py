@@ -24,7 +24,7 @@ from .context import set_problem
 from .exceptions import AuthThrottled, InvalidAPIKey
 from .keys import client_tag
 from .rules import Subscriber
-from .snapshot import RulesCache
+from .rules_cache import RulesCache
 
 logger = logging.getLogger(__name__)
 

@@ -79,7 +79,7 @@ def script_source(name: str) -> str:
 #: back (and taking one again). Taking a connection costs about as much as
 #: running the decision script; handing it back now and then keeps what the pool
 #: does on checkout (a Sentinel pool asks where the primary is, see
-#: quotas.store.FollowingSentinelPool) happening about once a second.
+#: quotas.redis_connect.FollowingSentinelPool) happening about once a second.
 HOLD_SECONDS = 1.0
 
 

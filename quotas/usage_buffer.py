@@ -33,7 +33,7 @@ from typing import Any
 from django.core import signing
 
 from .conf import quota_settings
-from .store import STORE_ERRORS
+from .redis_connect import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from . import problems
 from .conf import quota_settings
 from .engine import get_engine
 from .metrics import exposition
-from .store import STORE_ERRORS, describe
+from .redis_connect import STORE_ERRORS, describe
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -28,8 +28,8 @@ from quotas.conf import quota_settings
 from quotas.engine import get_engine
 from quotas.exceptions import QuotaServiceUnavailable, StoreUnavailable
 from quotas.identity import Client, identify
+from quotas.redis_connect import STORE_ERRORS
 from quotas.standing import current_standing
-from quotas.store import STORE_ERRORS
 
 from . import problems
 from .renderers import UsageCSVRenderer

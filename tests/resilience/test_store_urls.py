@@ -1,4 +1,4 @@
-"""quotas.store: the REDIS_URL scheme selects the topology; malformed URLs are refused with a reason."""
+"""quotas.redis_connect: the REDIS_URL scheme selects the topology; malformed URLs are refused with a reason."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from config.embedded_redis import free_port
 from quotas.exceptions import StoreUnavailable
-from quotas.store import celery_sentinel_broker, connect, describe, parse_url, validate_url
+from quotas.redis_connect import celery_sentinel_broker, connect, describe, parse_url, validate_url
 
 
 @pytest.mark.parametrize(

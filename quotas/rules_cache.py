@@ -22,8 +22,8 @@ from django.db import DatabaseError, close_old_connections
 
 from . import metrics
 from .keys import multipliers_key
+from .redis_connect import STORE_ERRORS
 from .rules import RulesBackend, RuleSet, Subscriber
-from .store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 
