@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping
 
 import redis
+
+from quotas.protocol import parse_multipliers
 
 from . import store
 
@@ -32,30 +33,7 @@ def publish_multipliers(client: redis.Redis, multipliers: Mapping[int, float], n
 def read_multipliers(client: redis.Redis) -> dict[int, float]:
     """The published multipliers by plan id; ``{}`` when none are published (every plan at 1.0).
 
-    Entries that are not a plan id with a multiplier in ``(0, 1]`` are ignored (and logged).
-    Raises redis-py's ``RedisError`` when Redis cannot be read.
+    Read with the engine's own parser (quotas.protocol.parse_multipliers), so the two never disagree
+    on what counts. Raises redis-py's ``RedisError`` when Redis cannot be read.
     """
-    raw = client.get(store.multipliers_key())
-    if raw is None:
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        logger.warning("adaptive: published multipliers are not JSON: %r", raw[:100])
-        return {}
-    if not isinstance(body, dict):
-        return {}
-    out = {}
-    for key, value in body.items():
-        if key == "updated_at":
-            continue
-        try:
-            plan_id, multiplier = int(key), float(value)
-        except (TypeError, ValueError):
-            logger.warning("adaptive: ignoring published entry %r: %r", key, value)
-            continue
-        if math.isfinite(multiplier) and 0 < multiplier <= 1:
-            out[plan_id] = multiplier
-        else:
-            logger.warning("adaptive: ignoring published multiplier %r for plan %s", value, key)
-    return out
+    return parse_multipliers(client.get(store.multipliers_key()))

@@ -21,8 +21,8 @@ from django.utils.html import format_html, format_html_join
 from quotas.decision import scaled
 from quotas.engine import get_engine
 from quotas.exceptions import StoreUnavailable
+from quotas.protocol import parse_multipliers
 from quotas.redis_connect import STORE_ERRORS
-from quotas.rules_cache import parse_multipliers
 
 from .forms import IssueKeyForm, MovePlanForm
 from .models import (

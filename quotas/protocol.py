@@ -9,7 +9,12 @@ runs the generated constants in Redis and compares.
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 from enum import IntEnum
+
+logger = logging.getLogger(__name__)
 
 
 class Algorithm(IntEnum):
@@ -81,6 +86,31 @@ USAGE_COUNTERS = {
 
 #: Wire code of each algorithm by its setting name.
 ALGORITHM_CODES: dict[str, int] = {a.setting_name: int(a) for a in Algorithm}
+
+
+def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
+    """The adaptive multipliers by plan id, as the adaptive app publishes them (quotas.keys.multipliers_key).
+
+    The value is JSON: ``{"<plan id>": multiplier, ..., "updated_at": ...}``.
+    Entries that are not a plan id with a multiplier in ``(0, 1]`` are ignored
+    (multipliers only ever reduce limits); an unreadable value counts as none.
+    """
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except (TypeError, ValueError):
+        logger.warning("quotas: unreadable adaptive multipliers %r", raw[:200])
+        return {}
+    out: dict[int, float] = {}
+    for key, value in body.items() if isinstance(body, dict) else ():
+        try:
+            plan_id, multiplier = int(key), float(value)
+        except (TypeError, ValueError):
+            continue  # "updated_at", or junk
+        if math.isfinite(multiplier) and 0 < multiplier <= 1:
+            out[plan_id] = multiplier
+    return out
 
 
 def lua_constants() -> str:

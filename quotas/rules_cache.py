@@ -9,7 +9,6 @@ multipliers and runs the engine's background tick (usage flush, Redis probe).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -22,6 +21,7 @@ from django.db import DatabaseError, close_old_connections
 
 from . import metrics
 from .keys import multipliers_key
+from .protocol import parse_multipliers
 from .redis_connect import STORE_ERRORS
 from .rules import RulesBackend, RuleSet, Subscriber
 
@@ -242,7 +242,8 @@ class RulesCache:
             raw = self.redis.get(self.multipliers_key)
         except STORE_ERRORS:
             return  # keep the last known multipliers while Redis is away
-        multipliers = parse_multipliers(raw)
+        # Plans at 1.0 are left out: the engine reads a missing plan as 1.0.
+        multipliers = {plan: m for plan, m in parse_multipliers(raw).items() if m != 1.0}
         if multipliers != self.multipliers:
             self.multipliers = multipliers
             self.on_reload()
@@ -257,23 +258,3 @@ class RulesCache:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread() and self._poller_pid == os.getpid():
             thread.join(timeout=2.0)
-
-
-def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
-    """``{"<plan id>": multiplier, ...}`` as published by the adaptive app; junk is ignored."""
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except (TypeError, ValueError):
-        logger.warning("quotas: unreadable adaptive multipliers %r", raw[:200])
-        return {}
-    out = {}
-    for key, value in data.items() if isinstance(data, dict) else ():
-        try:
-            plan_id, multiplier = int(key), float(value)
-        except (TypeError, ValueError):
-            continue  # e.g. "updated_at"
-        if 0 < multiplier <= 10 and multiplier != 1.0:
-            out[plan_id] = multiplier
-    return out
