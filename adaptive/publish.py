@@ -11,7 +11,6 @@ The key expires after ``PUBLISH_TTL`` seconds, so if the controller stops, limit
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 
 import redis
@@ -19,8 +18,6 @@ import redis
 from quotas.protocol import parse_multipliers
 
 from . import store
-
-logger = logging.getLogger(__name__)
 
 
 def publish_multipliers(client: redis.Redis, multipliers: Mapping[int, float], now: float, ttl: float) -> None:

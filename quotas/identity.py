@@ -64,7 +64,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache) -> Client:
     peer = request.META.get("REMOTE_ADDR", "")
     trusted = tuple(quota_settings.TRUSTED_PROXIES)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if trusted else ""
-    resolve = _ip_client if len(forwarded) <= 512 else _ip_client.__wrapped__  # keep the cache small
+    resolve = _cached_ip_client if len(forwarded) <= 512 else _ip_client  # a long header would bloat the cache
     return resolve(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
 
 
@@ -89,11 +89,13 @@ def _subscription_client(subscriber: Subscriber) -> Client:
     return client
 
 
-@lru_cache(maxsize=8192)
 def _ip_client(peer: str, forwarded: str, trusted: tuple[str, ...], v6_prefix: int) -> Client:
-    # Parsing addresses costs more than the rest of identification; clients repeat.
     group = _group_ip(_resolve_ip(peer, forwarded, trusted), v6_prefix)
     return Client("ip", group, client_tag("ip", group))
+
+
+# Parsing addresses costs more than the rest of identification, and anonymous clients repeat.
+_cached_ip_client = lru_cache(maxsize=8192)(_ip_client)
 
 
 def _checked_key_client(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:

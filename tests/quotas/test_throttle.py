@@ -187,7 +187,7 @@ def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog):
     from quotas import identity
 
     identity._warned_peer = False
-    identity._ip_client.cache_clear()
+    identity._cached_ip_client.cache_clear()
     for peer in ("", "unix:/run/gunicorn.sock", "unix:/run/other.sock"):
         get(client, "/api/demo/ping", REMOTE_ADDR=peer)
     warnings = [r for r in caplog.records if "is not an IP address" in r.getMessage()]
