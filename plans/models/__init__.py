@@ -1,0 +1,37 @@
+"""Plans, subscriptions, API keys, limits, budgets, access lists and bans: one module each."""
+
+from .access import ACLEntry
+from .bans import ClientBan
+from .budgets import CostBudget, Period, PeriodQuota
+from .keys import API_KEY_PREFIX, APIKey, APIKeyQuerySet
+from .limits import EndpointLimit, LimitOverride
+from .plans import Plan, Subscription
+from .validators import (
+    HTTP_METHODS,
+    parse_durations,
+    validate_cidr,
+    validate_durations,
+    validate_methods,
+    validate_rates,
+)
+
+__all__ = [
+    "API_KEY_PREFIX",
+    "HTTP_METHODS",
+    "ACLEntry",
+    "APIKey",
+    "APIKeyQuerySet",
+    "ClientBan",
+    "CostBudget",
+    "EndpointLimit",
+    "LimitOverride",
+    "Period",
+    "PeriodQuota",
+    "Plan",
+    "Subscription",
+    "parse_durations",
+    "validate_cidr",
+    "validate_durations",
+    "validate_methods",
+    "validate_rates",
+]

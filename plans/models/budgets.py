@@ -1,0 +1,86 @@
+"""Money budgets and period quotas."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from .plans import Plan, Subscription
+
+
+class Period(models.TextChoices):
+    DAY = "day", "Calendar day"
+    WEEK = "week", "Calendar week (from Monday)"
+    MONTH = "month", "Calendar month"
+    BILLING_MONTH = "billing_month", "Billing month (from the subscription's start day)"
+
+
+class CostBudget(models.Model):
+    """How much a client may spend per day or month: a plan's default, or one subscription's own.
+
+    A subscription's budget replaces its plan's budget of the same period.
+    """
+
+    class BudgetPeriod(models.TextChoices):
+        DAY = "day", "Calendar day"
+        MONTH = "month", "Calendar month"
+
+    plan = models.ForeignKey(Plan, null=True, blank=True, on_delete=models.CASCADE, related_name="budgets")
+    subscription = models.ForeignKey(
+        Subscription, null=True, blank=True, on_delete=models.CASCADE, related_name="budgets"
+    )
+    period = models.CharField(max_length=16, choices=BudgetPeriod.choices)
+    amount = models.DecimalField(max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal("0"))])
+    currency = models.CharField(
+        max_length=3, default="USD", validators=[RegexValidator(r"^[A-Z]{3}$", "ISO 4217 code")]
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(plan__isnull=False, subscription__isnull=True)
+                | Q(plan__isnull=True, subscription__isnull=False),
+                name="budget_has_one_owner",
+            ),
+            models.UniqueConstraint(fields=["plan", "period"], name="one_plan_budget_per_period"),
+            models.UniqueConstraint(fields=["subscription", "period"], name="one_subscription_budget_per_period"),
+        ]
+
+    def __str__(self) -> str:
+        owner = self.plan or self.subscription
+        return f"{owner}: {self.amount} {self.currency} per {self.period}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.period}-budget"
+
+    def clean(self) -> None:
+        if bool(self.plan_id) == bool(self.subscription_id):
+            raise ValidationError("A budget belongs to a plan or to a subscription (exactly one).")
+
+
+class PeriodQuota(models.Model):
+    """N requests (or N weight units) per calendar day, week, month or billing month."""
+
+    class Unit(models.TextChoices):
+        REQUESTS = "requests", "Requests"
+        WEIGHT = "weight", "Weight units"
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="period_quotas")
+    name = models.CharField(
+        max_length=60, validators=[RegexValidator(r"^[A-Za-z0-9_.-]+$", "Use letters, digits, '.', '_' or '-'.")]
+    )
+    scope = models.CharField(max_length=100, blank=True, help_text="A view's quota_scope; empty for every request.")
+    period = models.CharField(max_length=16, choices=Period.choices)
+    units = models.PositiveBigIntegerField(validators=[MinValueValidator(1)])
+    unit = models.CharField(max_length=8, choices=Unit.choices, default=Unit.REQUESTS)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["plan", "name"], name="unique_period_quota_name_per_plan")]
+
+    def __str__(self) -> str:
+        return f"{self.plan.slug}:{self.name} {self.units} {self.unit}/{self.period}" if self.plan_id else self.name

@@ -1,0 +1,85 @@
+"""API keys: issued to a subscription, stored as a hash, revocable and expiring."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from quotas.identity import hash_api_key
+
+from .plans import Subscription
+
+API_KEY_PREFIX = "qk_"
+
+
+class APIKeyQuerySet(models.QuerySet):
+    def usable(self) -> APIKeyQuerySet:
+        """Keys a request may use now: not revoked, not expired, of an active subscription."""
+        return self.filter(revoked_at__isnull=True, subscription__is_active=True).exclude(
+            expires_at__lte=timezone.now()
+        )
+
+
+class APIKey(models.Model):
+    """An API key, stored as a SHA-256 hash; the raw key is shown once at issue."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, editable=False, help_text="The first characters, to recognise a key.")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this moment the key gets 401 (reason: expired). Empty: never."
+    )
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Last request with this key (copied by the usage flush)."
+    )
+
+    objects = APIKeyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or self.subscription.name})"
+
+    @classmethod
+    def issue(
+        cls, subscription: Subscription, name: str = "", raw: str | None = None, expires_at: datetime | None = None
+    ) -> tuple[APIKey, str]:
+        """Create a key for ``subscription`` (valid until ``expires_at``, if given); returns it and the raw key."""
+        raw = raw or API_KEY_PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(
+            subscription=subscription, name=name, prefix=raw[:10], key_hash=hash_api_key(raw), expires_at=expires_at
+        )
+        return key, raw
+
+    def clean(self) -> None:
+        # Only a change can be checked against the clock: an expiry already past when it is set is a typo.
+        if self.expires_at is not None and self.expires_at <= timezone.now() and self._expiry_changed():
+            raise ValidationError({"expires_at": "This moment is in the past: the key would never work."})
+
+    def _expiry_changed(self) -> bool:
+        if self.pk is None:
+            return True
+        return type(self).objects.filter(pk=self.pk).values_list("expires_at", flat=True).first() != self.expires_at
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def revoke(self) -> None:
+        """Revoke the key; requests with it get 401 from the next rules refresh on."""
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
