@@ -11,7 +11,7 @@ class PlansConfig(AppConfig):
     def ready(self) -> None:
         from quotas.signals import client_banned
 
-        from . import receivers, signals
+        from . import receivers
 
-        signals.connect()
+        receivers.connect_rules_changes()
         client_banned.connect(receivers.record_ban, dispatch_uid="plans-record-ban")

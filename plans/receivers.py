@@ -1,13 +1,33 @@
-"""Records what the engine reports: bans become ClientBan rows for the admin."""
+"""The plans app's signal receivers.
+
+* Any change to plans, limits, keys or access lists reaches every process's
+  rules snapshot: this process marks its snapshot stale at once; the shared
+  version in Redis is bumped when the transaction commits, so other processes
+  reload only data they can already read.
+* What the engine reports is recorded: bans become ClientBan rows for the admin.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
+from django.db.models.signals import post_delete, post_save
 
-from .models import ClientBan, Plan, Subscription
+from quotas.engine import get_engine
+
+from .models import (
+    ACLEntry,
+    APIKey,
+    ClientBan,
+    CostBudget,
+    EndpointLimit,
+    LimitOverride,
+    PeriodQuota,
+    Plan,
+    Subscription,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -23,3 +43,20 @@ def record_ban(*, client_tag: str, subscription_id: int | None, plan_id: int | N
         )
     except DatabaseError:
         logger.exception("plans: could not record the ban of %s", client_tag)
+
+
+WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry)
+
+
+def rules_changed(**kwargs: Any) -> None:
+    rules = get_engine().rules
+    rules.mark_stale()
+    transaction.on_commit(rules.invalidate)
+
+
+def connect_rules_changes() -> None:
+    """Connect :func:`rules_changed` to every model the rules snapshot is built from."""
+    for model in WATCHED:
+        uid = f"plans-rules-{model.__name__}"
+        post_save.connect(rules_changed, sender=model, dispatch_uid=uid + "-save", weak=False)
+        post_delete.connect(rules_changed, sender=model, dispatch_uid=uid + "-delete", weak=False)
