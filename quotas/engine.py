@@ -28,6 +28,7 @@ from .exceptions import ScriptFailed, StoreUnavailable
 from .fallback import LocalLimiter
 from .key_use import KeyUse
 from .keys import ClientKeys, client_keys, rules_version_key
+from .protocol import DecideFlag, decide_args, window_replies
 from .redis_connect import STORE_ERRORS, connect, is_script_error
 from .rules import Window
 from .rules_cache import RulesCache
@@ -101,19 +102,19 @@ class Engine:
         specs = [w.spec_at(at) for w in windows]
         keys = self.keys_of(tag)
         day = _day(at)
-        args = [
-            "" if now is None else int(now * _US),
-            "" if weight is None else weight,
-            cost_micros,
-            usage or "",
-            "peek" if peek else "",
-            "" if multiplier == 1.0 else repr(multiplier),
-            ban_policy,
-            request_id,
+        args = decide_args(
             keys.field_prefix,
-            day[0],
-            *specs,
-        ]
+            now="" if now is None else int(now * _US),
+            weight="" if weight is None else weight,
+            cost=cost_micros,
+            usage=usage or "",
+            mode="peek" if peek else "",
+            multiplier="" if multiplier == 1.0 else repr(multiplier),
+            ban_policy=ban_policy,
+            request_id=request_id,
+            day=day[0],
+            specs=specs,
+        )
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
         try:
@@ -129,9 +130,11 @@ class Engine:
             metrics.observe_redis_error("decide")
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
         self.breaker.success()
+        flags = reply[2]
         states = []
-        for i, w in enumerate(windows if reply[2] != 2 else ()):  # a banned client's limits are not read
-            ok, remaining, reset, retry, delay, used, alert = reply[4 + 7 * i : 11 + 7 * i]
+        banned = flags == DecideFlag.BANNED  # a banned client's limits are not read: no window in the reply
+        for w, slots in zip(windows, () if banned else window_replies(reply, len(windows)), strict=False):
+            ok, remaining, reset, retry, delay, used, alert = slots
             quota = scaled(w, multiplier)
             states.append(
                 WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay, used, alert, quota)
@@ -146,9 +149,9 @@ class Engine:
             usage=usage,
             specs=specs,
             multiplier=multiplier,
-            reduced_only=reply[2] == 1,
-            banned=reply[2] == 2,
-            ban_started=reply[2] == 4,
+            reduced_only=flags == DecideFlag.REDUCED_ONLY,
+            banned=banned,
+            ban_started=flags == DecideFlag.BAN_STARTED,
             ban_wait_us=reply[3],
             request_id=request_id,
         )
@@ -178,7 +181,14 @@ class Engine:
         mode = "acl-allow" if allowed else "acl-deny"
         keys = self.keys_of(tag)
         day = _day(time.time())
-        args = ["", "" if weight is None else weight, cost_micros, usage, mode, "", "", "", keys.field_prefix, day[0]]
+        args = decide_args(
+            keys.field_prefix,
+            weight="" if weight is None else weight,
+            cost=cost_micros,
+            usage=usage,
+            mode=mode,
+            day=day[0],
+        )
         try:
             reply = self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
         except STORE_ERRORS:

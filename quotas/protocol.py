@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Sequence
 from enum import IntEnum
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,62 @@ USAGE_COUNTERS = {
 ALGORITHM_CODES: dict[str, int] = {a.setting_name: int(a) for a in Algorithm}
 
 
+class DecideArg(IntEnum):
+    """The fixed ARGV slots of decide.lua, by position (Lua counts from 1); window specs follow them."""
+
+    NOW = 1  # microseconds, or "" for the Redis server's clock
+    WEIGHT = 2  # the request's weight for every rate window, or "" for each window's own
+    COST = 3  # the estimated cost in micro-units (budget windows spend it)
+    USAGE = 4  # the usage field prefix "<plan>|<scope>", or "" not to count
+    MODE = 5  # "" decide, "peek", "acl-allow", "acl-deny"
+    MULTIPLIER = 6  # the plan's adaptive multiplier, "" for 1
+    BAN_POLICY = 7  # "<refusals> <window us> <durations us,...>", or ""
+    REQUEST_ID = 8  # names the request's concurrency leases, or ""
+    FIELD_PREFIX = 9  # the client's field prefix "<client>|"
+    DAY = 10  # the usage key's day in days since 1970 (the application's clock), or ""
+
+
+#: Slots before the first window spec in decide.lua's ARGV.
+DECIDE_FIXED_ARGS = len(DecideArg)
+
+
+class DecideFlag(IntEnum):
+    """Why decide.lua refused, in the reply's flags slot (0: none of these)."""
+
+    REDUCED_ONLY = 1  # refused only because of the adaptive multiplier (503, not 429)
+    BANNED = 2  # refused because the client is banned; its limits were not read
+    BAN_STARTED = 4  # this refusal started a ban
+
+
+#: decide.lua's reply: {allowed, now us, flags, ban wait us}, then these many slots per window:
+#: ok, remaining, reset us, retry us, delay us, used (periods), alert mask (periods).
+REPLY_HEAD = 4
+REPLY_PER_WINDOW = 7
+
+
+def decide_args(
+    field_prefix: str,
+    *,
+    now: object = "",
+    weight: object = "",
+    cost: int = 0,
+    usage: str = "",
+    mode: str = "",
+    multiplier: str = "",
+    ban_policy: str = "",
+    request_id: str = "",
+    day: object = "",
+    specs: Sequence[bytes] = (),
+) -> list[object]:
+    """decide.lua's ARGV: the fixed slots in :class:`DecideArg` order, then the window specs."""
+    return [now, weight, cost, usage, mode, multiplier, ban_policy, request_id, field_prefix, day, *specs]
+
+
+def window_replies(reply: list[int], count: int) -> list[list[int]]:
+    """The ``count`` per-window slices of a decide.lua reply (see REPLY_PER_WINDOW)."""
+    return [reply[REPLY_HEAD + REPLY_PER_WINDOW * i : REPLY_HEAD + REPLY_PER_WINDOW * (i + 1)] for i in range(count)]
+
+
 def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
     """The adaptive multipliers by plan id, as the adaptive app publishes them (quotas.keys.multipliers_key).
 
@@ -114,8 +171,13 @@ def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
 
 
 def lua_constants() -> str:
-    """Lua ``local`` definitions of every algorithm code and the usage TTL, for the top of each script."""
+    """Lua ``local`` definitions of the contract (algorithms, decide.lua's ARGV slots, reply layout
+    and flags, the usage TTL), for the top of each assembled script."""
     lines = ["-- Generated from quotas/protocol.py (Algorithm): do not edit in the .lua files."]
     lines += [f"local {a.name} = {int(a)}" for a in Algorithm]
+    lines += [f"local ARG_{a.name} = {int(a)}" for a in DecideArg]
+    lines.append(f"local DECIDE_FIXED_ARGS = {DECIDE_FIXED_ARGS}")
+    lines += [f"local FLAG_{f.name} = {int(f)}" for f in DecideFlag]
+    lines += [f"local REPLY_HEAD = {REPLY_HEAD}", f"local REPLY_PER_WINDOW = {REPLY_PER_WINDOW}"]
     lines.append(f"local USAGE_TTL_DAYS = {USAGE_TTL_DAYS}")
     return "\n".join(lines) + "\n"

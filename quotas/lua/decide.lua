@@ -14,6 +14,7 @@
 -- KEYS[2]  the bucket's usage key of the day ARGV[10] names ("...:<YYYYMMDD>")
 -- KEYS[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
+-- ARGV (slot names from quotas/protocol.py DecideArg, generated as ARG_*):
 -- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
 -- ARGV[2]  the request's weight for every rate window, or '' for each window's own
 -- ARGV[3]  the request's estimated cost in micro-units (budget windows spend it)
@@ -34,19 +35,19 @@
 --          because the client is banned, 4 = this refusal started a ban;
 --          ban wait: us until the ban ends.
 local now
-if ARGV[1] == '' then now = server_now() else now = tonumber(ARGV[1]) end
-local weight = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3]) or 0
-local cp = ARGV[9]
+if ARGV[ARG_NOW] == '' then now = server_now() else now = tonumber(ARGV[ARG_NOW]) end
+local weight = tonumber(ARGV[ARG_WEIGHT])
+local cost = tonumber(ARGV[ARG_COST]) or 0
+local cp = ARGV[ARG_FIELD_PREFIX]
 -- Usage fields are "<client>|<plan>|<scope>|<counter>" in the bucket's hash of the day.
-local usage = ARGV[4] ~= '' and cp .. ARGV[4] or ''
-local mode = ARGV[5]
-local multiplier = tonumber(ARGV[6]) or 1
-local ban_policy = ARGV[7]
-local n = #ARGV - 10
+local usage = ARGV[ARG_USAGE] ~= '' and cp .. ARGV[ARG_USAGE] or ''
+local mode = ARGV[ARG_MODE]
+local multiplier = tonumber(ARGV[ARG_MULTIPLIER]) or 1
+local ban_policy = ARGV[ARG_BAN_POLICY]
+local n = #ARGV - DECIDE_FIXED_ARGS
 
 local usage_at, usage_days
-if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[10]), now) end
+if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[ARG_DAY]), now) end
 
 if mode == 'acl-allow' then
   if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
@@ -67,7 +68,7 @@ local unit_weight = weight or 1
 local next_key = 3
 for i = 1, n do
   local o = (i - 1) * 8
-  local code, limit, window, cap, w, max_delay, shadow, field = parse_spec(ARGV[10 + i])
+  local code, limit, window, cap, w, max_delay, shadow, field = parse_spec(ARGV[DECIDE_FIXED_ARGS + i])
   if code == BUDGET then
     w = cost
   elseif code == PERIOD_REQUESTS or code == CONCURRENCY then
@@ -104,7 +105,7 @@ if ban_policy ~= '' then
   local until_ = parse_ban(raw_bn, now)
   if until_ > now then
     -- Banned: refused without looking at the limits.
-    reply[3], reply[4] = 2, until_ - now
+    reply[3], reply[4] = FLAG_BANNED, until_ - now
     if mode ~= 'peek' and usage_at then count_usage(usage_at, usage_days, usage, 'dx', 1) end
     return reply
   end
@@ -151,7 +152,7 @@ for i = 1, n do
       if code == BUDGET then budget_denied = true end
     end
   end
-  local base = 4 + (i - 1) * 7
+  local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
   reply[base + 1] = ok and 1 or 0
   reply[base + 2] = math.floor(remaining)
   reply[base + 3] = math.ceil(math.max(reset, 0))
@@ -167,10 +168,10 @@ if not allowed and multiplier < 1 then
   local would_pass, w = true, 0
   for i = 1, n do
     local o = (i - 1) * 8
-    if S[o + CODE] ~= 2 and S[o + CODE] ~= 9 then w = w + 1 end
+    if S[o + CODE] ~= SLIDING_WINDOW_LOG and S[o + CODE] ~= CONCURRENCY then w = w + 1 end
     if not check(o, w, S[o + LIMIT], S[o + CAP]) and not S[o + SHADOW] then would_pass = false end
   end
-  if would_pass then reply[3] = 1 end
+  if would_pass then reply[3] = FLAG_REDUCED_ONLY end
 end
 if mode == 'peek' then return reply end
 
@@ -183,7 +184,7 @@ for i = 1, n do
     if code == SLIDING_WINDOW_LOG then
       log_commit(S[o + FIELD], S[o + WINDOW], S[o + WEIGHT], now, R[r + 2])
     elseif code == CONCURRENCY then
-      lease_commit(S[o + FIELD], S[o + WINDOW], now, ARGV[8])
+      lease_commit(S[o + FIELD], S[o + WINDOW], now, ARGV[ARG_REQUEST_ID])
     else
       writes[#writes + 1] = S[o + FIELD]
       writes[#writes + 1] = R[r + 2]
@@ -201,7 +202,7 @@ if not allowed and ban_policy ~= '' and reply[3] == 0 then
   if bn then
     writes[#writes + 1] = cp .. '!bn'
     writes[#writes + 1] = bn
-    reply[3], reply[4] = 4, until_ - now
+    reply[3], reply[4] = FLAG_BAN_STARTED, until_ - now
     if until_ - now + STRIKE_MEMORY > ttl then ttl = until_ - now + STRIKE_MEMORY end
   end
 end
@@ -217,7 +218,7 @@ if usage_at then
     count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
   elseif budget_denied then
     count_usage(usage_at, usage_days, usage, 'db', 1)
-  elseif reply[3] == 1 then
+  elseif reply[3] == FLAG_REDUCED_ONLY then
     count_usage(usage_at, usage_days, usage, 'dc', 1)
   else
     count_usage(usage_at, usage_days, usage, 'dr', 1)

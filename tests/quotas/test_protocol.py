@@ -8,7 +8,17 @@ import pytest
 
 from quotas.conf import ALGORITHMS
 from quotas.keys import window_field
-from quotas.protocol import ALGORITHM_CODES, Algorithm, lua_constants
+from quotas.protocol import (
+    ALGORITHM_CODES,
+    DECIDE_FIXED_ARGS,
+    REPLY_HEAD,
+    REPLY_PER_WINDOW,
+    Algorithm,
+    DecideArg,
+    DecideFlag,
+    decide_args,
+    lua_constants,
+)
 from quotas.scripts import _PARTS, script_source
 
 
@@ -20,12 +30,30 @@ def test_lua_sees_every_algorithm_code_python_sends(redis_client):
     assert {a.name.lower(): int(a) for a in Algorithm} == ALGORITHM_CODES
 
 
+def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
+    """decide.lua reads its ARGV slots and writes its reply by the names quotas.protocol gives them."""
+    lua = lua_constants() + "return {" + ", ".join(f"ARG_{a.name}" for a in DecideArg) + ", DECIDE_FIXED_ARGS, "
+    lua += ", ".join(f"FLAG_{f.name}" for f in DecideFlag) + ", REPLY_HEAD, REPLY_PER_WINDOW}"
+    expected = [*(int(a) for a in DecideArg), DECIDE_FIXED_ARGS, *(int(f) for f in DecideFlag)]
+    assert redis_client.eval(lua, 0) == [*expected, REPLY_HEAD, REPLY_PER_WINDOW]
+    args = decide_args("c|", now=1, weight=2, cost=3, usage="u", mode="peek", multiplier="0.5", ban_policy="b",
+                       request_id="r", day=4, specs=[b"s"])  # fmt: skip
+    named = {a: args[a - 1] for a in DecideArg}
+    assert named == {
+        DecideArg.NOW: 1, DecideArg.WEIGHT: 2, DecideArg.COST: 3, DecideArg.USAGE: "u", DecideArg.MODE: "peek",
+        DecideArg.MULTIPLIER: "0.5", DecideArg.BAN_POLICY: "b", DecideArg.REQUEST_ID: "r",
+        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4,
+    }  # fmt: skip
+    assert args[DECIDE_FIXED_ARGS:] == [b"s"]
+    assert "ARGV[1]" not in script_source("decide").split("local now", 1)[1]
+
+
 @pytest.mark.parametrize("name", sorted(_PARTS))
 def test_every_script_starts_with_the_generated_constants_and_uses_no_bare_code(name):
     source = script_source(name)
     assert source.startswith(lua_constants())
     body = source[len(lua_constants()) :]
-    assert not re.search(r"\bcode\s*(==|~=|<=|>=|<|>)\s*\d", body)  # algorithms by name only
+    assert not re.search(r"\bcode\]?\s*(==|~=|<=|>=|<|>)\s*\d", body, re.IGNORECASE)  # algorithms by name only
     assert not re.search(r"ALGORITHMS\[\d\]", body)
 
 
