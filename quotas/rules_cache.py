@@ -34,21 +34,37 @@ MAX_RELOAD_BACKOFF = 30
 
 
 class _LRU(OrderedDict):
-    """A small least-recently-used map (per process; the GIL keeps it consistent)."""
+    """A small least-recently-used map, per process.
+
+    Safe to share between a process's threads (gthread workers, the poller):
+    each OrderedDict operation is atomic under the GIL, but another thread may
+    evict or clear a key between two of them, so a vanished key reads as a miss
+    rather than raising KeyError.
+    """
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
 
-    def get_or_load(self, key: Any, load: Callable[[], Any]) -> Any:
+    def lookup(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key`` (now the most recent), or ``default``."""
         try:
             self.move_to_end(key)
             return self[key]
         except KeyError:
-            value = self[key] = load()
-            if len(self) > self.size:
+            return default
+
+    def put(self, key: Any, value: Any) -> None:
+        """Remember ``value``, evicting the least recently used entries beyond ``size``."""
+        self[key] = value
+        while len(self) > self.size:
+            try:
                 self.popitem(last=False)
-            return value
+            except KeyError:  # emptied meanwhile (a reload cleared it)
+                break
+
+
+_MISS = object()
 
 
 class RulesCache:
@@ -88,6 +104,9 @@ class RulesCache:
         self._stop = threading.Event()
         self._by_key = _LRU(cache_size)
         self._by_user = _LRU(cache_size)
+        # Bumped by every reload: a lookup that started before a reload must not put what it read
+        # (possibly a key revoked or issued meanwhile) into the caches the reload just emptied.
+        self._generation = 0
         # Hashes of keys the backend does not know: a guesser's stream of distinct keys costs one query
         # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
         # meanwhile bumps the rules version), so a new key works at once.
@@ -157,6 +176,7 @@ class RulesCache:
             version = self._read_version()
             rules = self.backend.load() if self.backend is not None else RuleSet((), None)
             rules.version = version
+            self._generation += 1
             self._by_key.clear()
             self._by_user.clear()
             self._unknown_keys.clear()
@@ -190,13 +210,13 @@ class RulesCache:
         """The subscriber of an API key hash (cached; one query per key per reload)."""
         if self.backend is None or key_hash in self._unknown_keys:
             return None
-        subscriber = self._by_key.get(key_hash)
+        subscriber = self._by_key.lookup(key_hash)
         if subscriber is not None:
-            self._by_key.move_to_end(key_hash)
             return subscriber
+        generation = self._generation
         subscriber = self.backend.subscriber_for_key(key_hash)
-        cache = self._by_key if subscriber is not None else self._unknown_keys
-        cache.get_or_load(key_hash, lambda: subscriber)
+        if generation == self._generation:
+            (self._by_key if subscriber is not None else self._unknown_keys).put(key_hash, subscriber)
         return subscriber
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
@@ -204,7 +224,14 @@ class RulesCache:
         backend = self.backend
         if backend is None:
             return None
-        return self._by_user.get_or_load(user_id, lambda: backend.subscriber_for_user(user_id))
+        subscriber = self._by_user.lookup(user_id, _MISS)  # None is remembered too: a user without one
+        if subscriber is not _MISS:
+            return subscriber
+        generation = self._generation
+        subscriber = backend.subscriber_for_user(user_id)
+        if generation == self._generation:
+            self._by_user.put(user_id, subscriber)
+        return subscriber
 
     def _read_version(self) -> str:
         try:
