@@ -127,9 +127,14 @@ def address_tag(request: Any) -> str | None:
     """The tag failures of ``request``'s client address count against (None when that limit is off)."""
     if not (quota_settings.FAILED_AUTH_LIMITS or {}).get("address"):
         return None
-    from .identity import address_group
+    from .identity import UNKNOWN_PEER, address_group
 
-    return client_tag(_KIND_TAG["address"], address_group(_http(request)))
+    group = address_group(_http(request))
+    if group == str(UNKNOWN_PEER):
+        # No client address (a proxy on a Unix socket, not trusted): every client would share this
+        # count, and one guesser would lock everyone out. The username limit still applies.
+        return None
+    return client_tag(_KIND_TAG["address"], group)
 
 
 def username_tag(username: object) -> str | None:

@@ -134,13 +134,16 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
         )
     else:
         for cidr in proxies:
+            if cidr == "unix":  # a proxy on a Unix socket (quotas/identity.py)
+                continue
             try:
                 ipaddress.ip_network(cidr, strict=False)
             except (TypeError, ValueError):
                 errors.append(
                     _error(
                         f"QUOTAS['TRUSTED_PROXIES'] holds {cidr!r}, which is not an IP network.",
-                        "Write each proxy as an address or CIDR, e.g. '10.0.0.5' or '10.0.0.0/8'.",
+                        "Write each proxy as an address or CIDR, e.g. '10.0.0.5' or '10.0.0.0/8', "
+                        "or 'unix' for a proxy on a Unix socket.",
                         7,
                     )
                 )

@@ -29,7 +29,8 @@ DEFAULTS: dict[str, Any] = {
     "RULES_BACKEND": None,
     # Default: 1.0. Seconds between checks of the rules version in each process.
     "RULES_CHECK_INTERVAL": 1.0,
-    # Default: []. CIDRs of reverse proxies whose X-Forwarded-For is believed.
+    # Default: []. CIDRs of reverse proxies whose X-Forwarded-For is believed; "unix"
+    # for a proxy that reaches the app over a Unix socket (REMOTE_ADDR is no address).
     "TRUSTED_PROXIES": [],
     # Default: 64. IPv6 clients are grouped by this prefix length (one /64 is one client).
     "IPV6_PREFIX_LENGTH": 64,

@@ -137,7 +137,8 @@ def client_ip(request: HttpRequest) -> IPAddress:
     X-Forwarded-For is read only when the direct peer is a trusted proxy, and
     then from the right: the right-most address that is not itself a trusted
     proxy is the client (addresses further left were written by the client
-    and can be forged).
+    and can be forged). A peer without an address (a Unix socket) is a
+    trusted proxy when ``TRUSTED_PROXIES`` holds ``"unix"``.
     """
     return _resolve_ip(
         request.META.get("REMOTE_ADDR", ""),
@@ -148,38 +149,58 @@ def client_ip(request: HttpRequest) -> IPAddress:
 
 def _resolve_ip(remote_addr: str, forwarded: str, trusted_cidrs: tuple[str, ...]) -> IPAddress:
     peer = _parse_ip(remote_addr)
-    if peer is None:
-        _warn_unparsable_peer(remote_addr)
-        peer = UNKNOWN_PEER
     trusted = _trusted_networks(trusted_cidrs)
+    if peer is None:
+        # No address: the peer is on a Unix socket, which only a local proxy can reach.
+        if UNIX_PEER in trusted_cidrs:
+            return _forwarded_client(forwarded, trusted) or _warn_unparsable_peer(remote_addr, forwarded=False)
+        return _warn_unparsable_peer(remote_addr, forwarded=True)
     if not trusted or not _in(peer, trusted):
         return peer
+    return _forwarded_client(forwarded, trusted) or peer
+
+
+def _forwarded_client(forwarded: str, trusted: tuple) -> IPAddress | None:
+    """The right-most X-Forwarded-For hop that is not a trusted proxy (None: none usable)."""
     hops = [h.strip() for h in forwarded.split(",") if h.strip()]
     for hop in reversed(hops):
         ip = _parse_ip(_without_port(hop))
         if ip is None:
-            break  # a trusted proxy would not write garbage; stop believing here
+            return None  # a trusted proxy would not write garbage; stop believing here
         if not _in(ip, trusted):
             return ip
-    return peer
+    return None
 
 
-#: Where a peer whose address cannot be read (a Unix socket) is counted: all such clients share it.
+#: The TRUSTED_PROXIES entry for a proxy on a Unix socket (REMOTE_ADDR empty or not an address).
+UNIX_PEER = "unix"
+#: Where a client whose address cannot be read is counted: all such clients share it, so the
+#: failed-authentication limit per address leaves it alone (quotas/auth_failures.py).
 UNKNOWN_PEER = ipaddress.IPv4Address("0.0.0.0")
 _warned_peer = False
 
 
-def _warn_unparsable_peer(remote_addr: str) -> None:
-    # Once per process: the cause (a proxy on a Unix socket) is in the configuration, not in the request.
+def _warn_unparsable_peer(remote_addr: str, forwarded: bool) -> IPAddress:
+    """:data:`UNKNOWN_PEER`, after saying once per process why and how to fix it (the cause is in the
+    configuration, not in the request)."""
     global _warned_peer
     if not _warned_peer:
         _warned_peer = True
-        logger.warning(
-            "quotas: REMOTE_ADDR %r is not an IP address (a Unix socket behind a proxy?), so every anonymous "
-            "client is counted as one. Have the proxy pass the client address: list the proxy in "
-            "QUOTAS['TRUSTED_PROXIES'] and let it set X-Forwarded-For, or serve over TCP.",
-            remote_addr[:64],
+        fix = (
+            f"add {UNIX_PEER!r} to QUOTAS['TRUSTED_PROXIES'] (a peer on a Unix socket is then a trusted proxy) "
+            "and have the proxy set X-Forwarded-For"
+            if forwarded
+            else "have the proxy set X-Forwarded-For (nginx: proxy_set_header X-Forwarded-For "
+            "$proxy_add_x_forwarded_for)"
         )
+        logger.warning(
+            "quotas: REMOTE_ADDR %r is not an IP address (a proxy on a Unix socket?) and no client address was "
+            "forwarded, so every anonymous client shares one rate limit (failed sign-ins are then limited per "
+            "username only). To tell clients apart, %s, or serve over TCP.",
+            remote_addr[:64],
+            fix,
+        )
+    return UNKNOWN_PEER
 
 
 def _without_port(hop: str) -> str:
@@ -207,7 +228,7 @@ def _parse_ip(value: str) -> IPAddress | None:
 
 @lru_cache(maxsize=8)
 def _trusted_networks(cidrs: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
+    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs if c != UNIX_PEER)
 
 
 def _in(ip: IPAddress, networks: tuple) -> bool:

@@ -45,6 +45,14 @@ def test_bad_setting_is_reported(settings, override, expected):
     assert messages[0].hint
 
 
+def test_unix_is_a_trusted_proxy_entry(settings):
+    """'unix' names a proxy on a Unix socket; anything else must be an IP network."""
+    settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix", "10.0.0.0/8", "::1"]}
+    assert check_settings() == []
+    settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix:/run/nginx.sock"]}
+    assert ids(check_settings()) == ["quotas.E007"]
+
+
 def test_typo_gets_a_suggestion(settings):
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXY": []}
     assert "TRUSTED_PROXIES" in check_settings()[0].hint

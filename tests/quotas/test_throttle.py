@@ -189,10 +189,54 @@ def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog):
     identity._warned_peer = False
     identity._cached_ip_client.cache_clear()
     for peer in ("", "unix:/run/gunicorn.sock", "unix:/run/other.sock"):
-        get(client, "/api/demo/ping", REMOTE_ADDR=peer)
+        get(client, "/api/demo/ping", REMOTE_ADDR=peer, HTTP_X_FORWARDED_FOR="198.51.100.1")
     warnings = [r for r in caplog.records if "is not an IP address" in r.getMessage()]
     assert len(warnings) == 1
-    assert "TRUSTED_PROXIES" in warnings[0].getMessage()
+    assert "add 'unix' to QUOTAS['TRUSTED_PROXIES']" in warnings[0].getMessage()
+    # Untrusted, the forwarded address was not believed: the three requests shared one bucket.
+    assert get(client, "/api/demo/ping", REMOTE_ADDR="", HTTP_X_FORWARDED_FOR="198.51.100.2").status_code == 429
+
+
+def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, settings, caplog):
+    """With "unix" in TRUSTED_PROXIES, clients behind a Unix-socket proxy are told apart by X-Forwarded-For."""
+    from quotas import identity
+
+    identity._warned_peer = False
+    settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix", "10.0.0.0/8"]}
+    for client_ip in ("198.51.100.1", "198.51.100.2"):
+        codes = [
+            get(client, "/api/demo/ping", REMOTE_ADDR="", HTTP_X_FORWARDED_FOR=f"1.2.3.4, {client_ip}:5678, 10.0.0.9")
+            .status_code for _ in range(4)
+        ]  # fmt: skip
+        assert codes == [200, 200, 200, 429]
+    assert not [r for r in caplog.records if "is not an IP address" in r.getMessage()]
+    # A client on TCP is not a Unix-socket proxy: its X-Forwarded-For is still not believed.
+    codes = [
+        get(client, "/api/demo/ping", REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR=f"198.51.100.{10 + i}")
+        .status_code for i in range(4)
+    ]  # fmt: skip
+    assert codes == [200, 200, 200, 429]
+
+
+def test_a_unix_socket_proxy_that_forwards_nothing_is_warned_about(client, free, settings, caplog):
+    """Trusted, but no X-Forwarded-For: still one bucket for everyone, and the warning says what the proxy lacks."""
+    from quotas import identity
+
+    identity._warned_peer = False
+    settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix"]}
+    assert get(client, "/api/demo/ping", REMOTE_ADDR="").status_code == 200
+    (warning,) = [r.getMessage() for r in caplog.records if "is not an IP address" in r.getMessage()]
+    assert "proxy_set_header X-Forwarded-For" in warning
+
+
+def test_without_a_client_address_failed_keys_do_not_lock_everyone_out(client, free, settings):
+    """Clients without an address share it: guesses there are not counted per address (one guesser
+    would otherwise block every client's API key)."""
+    settings.QUOTAS = {**settings.QUOTAS, "FAILED_AUTH_LIMITS": {"address": "3/10min", "username": "2/10min"}}
+    key = issue_key(plan=free)
+    for i in range(6):
+        assert get(client, "/api/demo/ping", f"qk_guess_{i}", REMOTE_ADDR="").status_code == 401
+    assert get(client, "/api/demo/ping", key, REMOTE_ADDR="").status_code == 200
 
 
 def test_ipv6_clients_are_grouped_by_prefix(client, free):
