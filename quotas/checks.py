@@ -21,6 +21,9 @@ from .money import to_micros
 from .rates import parse_rates
 from .redis_connect import validate_url
 
+#: The largest MAX_REQUEST_COST, in micro-units: 10**9 currency units (the scripts' doubles are exact to 2**53).
+MAX_COST_MICROS = 10**15
+
 
 def _error(msg: str, hint: str, n: int) -> Error:
     return Error(msg, hint=hint, id=f"quotas.E{n:03d}")
@@ -193,13 +196,14 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
             )
         )
     try:
-        cost_ok = 0 < to_micros(s.MAX_REQUEST_COST) <= 10**18
+        # Lua's numbers are doubles: micro-units stay exact, and are written as integers, up to 2**53.
+        cost_ok = 0 < to_micros(s.MAX_REQUEST_COST) <= MAX_COST_MICROS
     except (TypeError, ArithmeticError, ValueError):
         cost_ok = False
     if not cost_ok:
         errors.append(
             _error(
-                f"QUOTAS['MAX_REQUEST_COST'] = {s.MAX_REQUEST_COST!r} must be a positive amount up to 10**12.",
+                f"QUOTAS['MAX_REQUEST_COST'] = {s.MAX_REQUEST_COST!r} must be a positive amount up to 10**9.",
                 "Give a Decimal, int or str in currency units. Default: 1000000.",
                 17,
             )

@@ -69,11 +69,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_DELAY_CAP": 30.0,
     # Default: 1000000. Largest weight one request may spend (a view's quota_weight
     # or get_quota_weight). More is refused with 400 before Redis is asked: a
-    # weight of about 1e12 overflows the scripts' counters.
+    # weight of about 1e12 overflows the scripts' counters. Raise it (check E016
+    # allows up to 1e12) if your limits count large units such as bytes.
     "MAX_REQUEST_WEIGHT": 1_000_000,
     # Default: 1000000. Largest cost, in currency units, one request may be
-    # estimated at (get_quota_cost) or report (request.quota_cost); micro-units
-    # of the day's usage counters must stay far below 2**63.
+    # estimated at (get_quota_cost) or report (request.quota_cost). At most 10**9
+    # (check E017): the scripts count micro-units in doubles, exact to 2**53.
     "MAX_REQUEST_COST": 1_000_000,
     # Default: 1.0. Seconds of leaky-bucket shaping delay one process may have
     # asleep at once (see quotas/shaping.py); a delay that does not fit is

@@ -47,8 +47,18 @@ def actual_cost(request: Any) -> int | None:
             amount = getattr(getattr(request, "_request", None), "quota_cost", None)
     if amount is None:
         return None
-    micros = to_micros(amount)
+    # Set by the view's code after it ran: out of bounds, it is a programming mistake, not the client's.
+    try:
+        micros = to_micros(amount)
+    except (TypeError, ArithmeticError, ValueError) as exc:  # a float, NaN, "abc"
+        raise TypeError(_misreported(request, amount)) from exc
     if not 0 <= micros <= to_micros(quota_settings.MAX_REQUEST_COST):
-        # Set by the view's code after it ran: a programming mistake, not the client's.
-        raise ValueError(f"request.quota_cost must be from 0 to MAX_REQUEST_COST, got {amount!r}")
+        raise ValueError(_misreported(request, amount))
     return micros
+
+
+def _misreported(request: Any, amount: object) -> str:
+    context = getattr(request, "parser_context", None) or {}  # DRF's Request knows its view
+    view = context.get("view")
+    where = f"{type(view).__name__} set request.quota_cost" if view is not None else "request.quota_cost is"
+    return f"{where} {amount!r}; an actual cost is a Decimal from 0 to QUOTAS['MAX_REQUEST_COST']."

@@ -55,7 +55,11 @@ class QuotaThrottle(BaseThrottle):
     ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``.
 
     A view may set ``quota_weight`` (an int) or define
-    ``get_quota_weight(request)`` to spend more than one unit per request.
+    ``get_quota_weight(request)`` to spend more than one unit per request,
+    and define ``get_quota_cost(request)`` (a Decimal) to estimate its cost.
+    Above ``MAX_REQUEST_WEIGHT`` / ``MAX_REQUEST_COST`` the request is refused
+    with a 400 problem before Redis is asked; a negative value or one of the
+    wrong type is the view's mistake: a ValueError or TypeError naming it.
     """
 
     rate: str | None = None
@@ -229,9 +233,16 @@ class QuotaThrottle(BaseThrottle):
         try:
             micros = to_micros(amount)
         except (TypeError, ArithmeticError, ValueError) as exc:  # a float, NaN, "abc": the view's mistake
-            raise TypeError(f"{type(view).__name__}.get_quota_cost gave {amount!r}; it must be a Decimal.") from exc
-        maximum = to_micros(quota_settings.MAX_REQUEST_COST)
-        if not 0 <= micros <= maximum:
+            raise TypeError(
+                f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
+                "QUOTAS['MAX_REQUEST_COST']."
+            ) from exc
+        if micros < 0:  # the view's mistake too: a negative estimate would credit the client's budgets
+            raise ValueError(
+                f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
+                "QUOTAS['MAX_REQUEST_COST'] (validate the request's input in the view)."
+            )
+        if micros > to_micros(quota_settings.MAX_REQUEST_COST):
             problem = problems.out_of_bounds("cost", amount, quota_settings.MAX_REQUEST_COST)
             raise InvalidQuotaRequest(set_problem(http_request, problem))
         return micros
@@ -258,10 +269,18 @@ class QuotaThrottle(BaseThrottle):
         weight = getter(request) if getter is not None else getattr(view, "quota_weight", None)
         if weight is None:
             return None
-        if isinstance(weight, bool) or not isinstance(weight, int):
-            raise TypeError(f"{type(view).__name__} gave quota weight {weight!r}; it must be an int >= 0.")
-        if not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
-            # Checked before any Redis call: an enormous weight would make the script fail.
+        # Checked before any Redis call: an enormous weight would make the script fail, and the
+        # failure would be Redis's, not this request's.
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
+            # The view's mistake, whatever the request said: a negative weight would give units back.
+            hook = "get_quota_weight()" if getter is not None else "quota_weight"
+            error = TypeError if isinstance(weight, bool) or not isinstance(weight, int) else ValueError
+            raise error(
+                f"{type(view).__name__}.{hook} gave {weight!r}; a quota weight is an int from 0 to "
+                "QUOTAS['MAX_REQUEST_WEIGHT'] (validate the request's input in the view)."
+            )
+        if weight > quota_settings.MAX_REQUEST_WEIGHT:
+            # More than any request may spend: the client asked for too much (a 400 naming the cap).
             problem = problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT)
             raise InvalidQuotaRequest(set_problem(request._request, problem))
         return weight

@@ -36,6 +36,10 @@ def test_project_settings_pass():
         ({"FAILURE_MODE": "sometimes"}, "quotas.E010"),
         ({"API_KEY_HEADER": "X API Key"}, "quotas.E011"),
         ({"REDIS_ULR": "redis://x"}, "quotas.W001"),
+        ({"MAX_REQUEST_WEIGHT": 10**12 + 1}, "quotas.E016"),
+        ({"MAX_REQUEST_WEIGHT": 0}, "quotas.E016"),
+        ({"MAX_REQUEST_COST": 10**9 + 1}, "quotas.E017"),
+        ({"MAX_REQUEST_COST": 1.5}, "quotas.E017"),
     ],
 )
 def test_bad_setting_is_reported(settings, override, expected):

@@ -398,7 +398,7 @@ def test_redis_down_fails_closed_when_configured(client, free, redis_server, set
         redis_server.start()
 
 
-@pytest.mark.parametrize("w", [str(10**12), "1000001", "-5"])
+@pytest.mark.parametrize("w", [str(10**12), "1000001"])
 def test_a_weight_out_of_bounds_is_a_400_problem_and_redis_is_never_asked(client, free, redis_client, w):
     """An enormous weight would make the script's HINCRBY fail and open the breaker for every tenant."""
     EndpointLimitFactory(plan=free, name="weighted", scope="weighted", rates="10/min", algorithm="fixed_window")
@@ -429,6 +429,19 @@ def test_a_cost_estimate_out_of_bounds_is_a_400_problem(client, free, settings):
     assert not get_engine().breaker.is_open
 
 
+def test_the_largest_weight_and_cost_the_checks_allow_are_decided_by_redis(client, free, settings):
+    """At the caps checks E016/E017 accept, Redis decides the request (no script error, no fallback)."""
+    settings.QUOTAS = {**settings.QUOTAS, "MAX_REQUEST_WEIGHT": 10**12, "MAX_REQUEST_COST": 10**9}
+    EndpointLimitFactory(plan=free, name="weighted", scope="weighted", rates="10/min", algorithm="fixed_window")
+    key = issue_key(plan=free)
+    for path in (f"/t/weighted?w={10**12}", f"/t/priced?est={10**9}", f"/t/priced?est=1&actual={10**9}"):
+        response = get(client, path, key)
+        assert response.status_code in (200, 429), path  # a refusal by the limit, or admitted
+        assert decided_of(response.wsgi_request) is not None
+        assert not decided_of(response.wsgi_request).decision.fallback, path
+    assert not get_engine().breaker.is_open
+
+
 def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
     """A programming mistake is the view's: the error names it (and Redis is not involved)."""
 
@@ -436,8 +449,46 @@ def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
         quota_weight = 2.5
 
     request = APIRequestFactory().get("/api/demo/ping")
-    with pytest.raises(TypeError, match=r"Sloppy gave quota weight 2\.5"):
+    with pytest.raises(TypeError, match=r"Sloppy\.quota_weight gave 2\.5"):
         QuotaThrottle().get_weight(request, Sloppy())
+
+
+def evalsha_calls(redis_client) -> int:
+    return redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "message"),
+    [
+        ("/t/weighted?w=-5", ValueError, r"WeightedView\.get_quota_weight\(\) gave -5; a quota weight is an int"),
+        ("/t/priced?est=-0.01", ValueError, r"PricedView\.get_quota_cost\(\) gave Decimal\('-0\.01'\)"),
+        ("/t/priced?est=NaN", TypeError, r"PricedView\.get_quota_cost\(\) gave Decimal\('NaN'\)"),
+        ("/t/priced?est=Infinity", TypeError, r"PricedView\.get_quota_cost\(\) gave Decimal\('Infinity'\)"),
+    ],
+)
+def test_a_negative_or_nan_weight_or_cost_is_the_views_mistake(free, redis_client, path, error, message):
+    """Whatever the request said, a view's hook must never give a negative or non-number: an error naming
+    the view (a server error for the client), raised before Redis is asked; the breaker stays closed."""
+    EndpointLimitFactory(plan=free, name="weighted", scope="weighted", rates="10/min", algorithm="fixed_window")
+    key = issue_key(plan=free)
+    api = APIClient()  # raises what the view raised
+    get(api, "/api/demo/ping", key)  # rules and key cached
+    calls = evalsha_calls(redis_client)
+    with pytest.raises(error, match=message):
+        get(api, path, key)
+    assert evalsha_calls(redis_client) == calls
+    assert not get_engine().breaker.is_open
+    assert get(api, "/t/weighted?w=1", key).status_code == 200
+
+
+def test_an_actual_cost_out_of_bounds_names_the_view(free, settings):
+    """request.quota_cost is set by the view's code after it ran: out of bounds, the error names the view."""
+    settings.QUOTAS = {**settings.QUOTAS, "MAX_REQUEST_COST": 100}
+    key = issue_key(plan=free)
+    with pytest.raises(ValueError, match=r"PricedView set request\.quota_cost Decimal\('100\.01'\)"):
+        get(APIClient(), "/t/priced?est=1&actual=100.01", key)
+    with pytest.raises(ValueError, match=r"PricedView set request\.quota_cost Decimal\('-1'\)"):
+        get(APIClient(), "/t/priced?est=1&actual=-1", key)
 
 
 def test_unknown_keys_cost_one_query_each_and_never_evict_known_keys(client, free, settings, django_assert_num_queries):
