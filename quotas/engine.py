@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import redis
 from django.utils.module_loading import import_string
 
-from . import metrics
+from . import metrics, shaping
 from .auth_failures import failed_auth
 from .breaker import CircuitBreaker
 from .conf import quota_settings
@@ -435,3 +435,4 @@ def reset_engine() -> None:
             _engine.close()
         _engine = None
         failed_auth.clear()  # its blocks were learnt from the old engine's store
+        shaping.budget.reset()  # its size may be a setting that just changed

@@ -20,12 +20,15 @@ from .conf import quota_settings
 
 
 class ShapingBudget:
-    """The seconds of shaping sleep this process may still start (thread-safe)."""
+    """The seconds of shaping sleep this process may still start (thread-safe).
+
+    Starts full; the settings are read at each :meth:`take` (never at import).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tokens = float(quota_settings.SHAPING_DELAY_BUDGET)
-        self._at = time.monotonic()
+        self._tokens: float | None = None  # None: full (the capacity is read when first needed)
+        self._at = 0.0
 
     def take(self, delay: float, now: float | None = None) -> float:
         """Spend ``delay`` seconds of sleep; returns 0 when granted, else seconds until it would fit."""
@@ -33,7 +36,10 @@ class ShapingBudget:
         share = float(quota_settings.SHAPING_DELAY_SHARE)
         now = time.monotonic() if now is None else now
         with self._lock:
-            self._tokens = min(capacity, self._tokens + max(0.0, now - self._at) * share)
+            if self._tokens is None:
+                self._tokens = capacity
+            else:
+                self._tokens = min(capacity, self._tokens + max(0.0, now - self._at) * share)
             self._at = now
             if delay <= self._tokens:
                 self._tokens -= delay
@@ -41,6 +47,21 @@ class ShapingBudget:
             if delay > capacity or share <= 0:
                 return math.inf
             return (delay - self._tokens) / share
+
+    def reset(self) -> None:
+        """Full again (the engine was rebuilt, e.g. after a settings change)."""
+        with self._lock:
+            self._tokens = None
+
+
+def retry_after(delay: float, wait: float) -> int:
+    """Retry-After for a shaped request refused for lack of budget: the sooner of two moments.
+
+    After ``wait`` seconds the budget has room for the delay; after ``delay``
+    seconds the client's bucket has drained that far (the refused request was
+    given back), so the retry needs no delay at all.
+    """
+    return max(1, math.ceil(min(wait, delay)))
 
 
 #: This process's budget (one per process: forked workers each start with a full one).

@@ -9,7 +9,6 @@ headers and, on a refusal, a problem+json body.
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from functools import lru_cache
@@ -139,7 +138,7 @@ class QuotaThrottle(BaseThrottle):
                 wait = shaping.budget.take(decision.delay)
                 if wait:
                     engine.withdraw(decision)
-                    self._wait = max(1, math.ceil(min(wait, decision.delay + 60)))
+                    self._wait = shaping.retry_after(decision.delay, wait)
                     set_problem(http_request, problems.shaping_unavailable(self._wait))
                     return False
                 time.sleep(decision.delay)

@@ -24,6 +24,27 @@ def test_budget_grants_a_burst_then_its_share_of_time(settings):
     assert budget.take(2.0, now=200.0) == float("inf")  # longer than the whole budget: never
 
 
+def test_budget_reads_its_size_when_first_used(settings):
+    """No size captured at import: the process's budget starts as full as the settings say, and after a
+    settings change (the engine is rebuilt) is full again at the new size."""
+    from quotas import shaping
+
+    settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 3.0, "SHAPING_DELAY_SHARE": 0.25}
+    assert shaping.budget.take(2.5, now=50.0) == 0
+    assert shaping.budget.take(1.0, now=50.0) > 0
+    settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 0.2}
+    assert shaping.budget.take(0.3, now=50.0) == float("inf")
+    assert shaping.budget.take(0.2, now=50.0) == 0
+
+
+def test_retry_after_is_the_sooner_of_the_budget_and_the_drained_bucket():
+    from quotas.shaping import retry_after
+
+    assert retry_after(delay=0.4, wait=30.0) == 1
+    assert retry_after(delay=1.5, wait=float("inf")) == 2
+    assert retry_after(delay=5.0, wait=2.2) == 3
+
+
 @pytest.mark.slow
 def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(settings, redis_client):
     """Threads of one process asking for shaping delays: what does not fit is a 429, never a sleep.
@@ -52,7 +73,8 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
     refused = [r for r in responses if r.status_code == 429]
     assert refused
     for r in refused:
-        assert int(r["Retry-After"]) >= 1
+        # Retry once the bucket has drained that far (at most max_delay), not once this process has budget.
+        assert 1 <= int(r["Retry-After"]) <= 2
         assert r["Content-Type"] == "application/problem+json"
         assert json.loads(r.content)["reason"] == "shaping_capacity"
     from quotas.engine import get_engine
