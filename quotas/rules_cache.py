@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from . import metrics
 from .keys import multipliers_key
@@ -128,10 +128,17 @@ class RulesCache:
         """A fresh snapshot, or the last good one while the backend fails (retried with backoff).
 
         Only the very first load of a process has nothing to fall back on: its
-        error propagates.
+        error propagates. Once a reload has failed, requests stop trying: the
+        poller retries (a database that is down can hold a connection attempt
+        for the pool's whole timeout, which no request should wait for).
         """
-        if rules is not None and time.monotonic() < self._retry_at:
+        if rules is not None and (self._failures or time.monotonic() < self._retry_at):
+            if self.interval <= 0 and time.monotonic() >= self._retry_at:
+                return self._try_reload(rules)  # no poller in this process: a request retries
             return rules
+        return self._try_reload(rules)
+
+    def _try_reload(self, rules: RuleSet | None) -> RuleSet:
         try:
             return self.reload()
         except DatabaseError as exc:
@@ -260,6 +267,11 @@ class RulesCache:
         rules = self._rules
         if rules is not None and not self._stale and self._read_version() != rules.version:
             self._stale = True
+        if rules is not None and self._failures and time.monotonic() >= self._retry_at:
+            try:
+                self._try_reload(rules)  # the database failed: retried here, off the request path
+            finally:
+                connections.close_all()  # this thread serves no request: hand its connection back now
         self.refresh_multipliers()
         self.on_tick()
 

@@ -57,11 +57,13 @@ def database_outage() -> Iterator[contextlib.AbstractContextManager]:
 def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, monkeypatch):
     monkeypatch.setenv("METRICS_TOKEN", "ops-token")
     plan = PlanFactory(slug="free", is_default=True)
-    EndpointLimitFactory(plan=plan, name="global", rates="3/min", algorithm="fixed_window")
+    # Per day: the request that meets the outage may wait for the database pool's timeout, and a
+    # per-minute window could roll over meanwhile.
+    EndpointLimitFactory(plan=plan, name="global", rates="3/day", algorithm="fixed_window")
     key = issue_key(plan=plan)
     api = APIClient(raise_request_exception=False)
     assert api.get("/api/demo/ping", HTTP_X_API_KEY=key)["X-RateLimit-Limit"] == "3"  # rules and key cached
-    EndpointLimit.objects.filter(plan=plan).update(rates="5/min")
+    EndpointLimit.objects.filter(plan=plan).update(rates="5/day")
     get_engine().rules.invalidate()  # as the admin's save does: every process reloads on its next request
     failures = metrics.REGISTRY.get_sample_value("quota_rules_load_failures_total") or 0
 
@@ -73,17 +75,17 @@ def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, 
         health = api.get("/healthz", HTTP_AUTHORIZATION="Bearer ops-token")
         anonymous = api.get("/healthz").json()
 
-    assert codes == [200, 200, 429, 429]  # the last good snapshot (3/min) decided, in Redis
-    assert metrics.REGISTRY.get_sample_value("quota_rules_load_failures_total") == failures + 1  # backoff: once
+    assert codes == [200, 200, 429, 429]  # the last good snapshot (3/day) decided, in Redis
+    assert metrics.REGISTRY.get_sample_value("quota_rules_load_failures_total") >= failures + 1
     assert health.status_code == 200
     assert health.json()["status"] == "degraded"
     assert health.json()["rules"]["state"] == "stale"
     assert "OperationalError" in health.json()["rules"]["last_error"]
     assert anonymous == {"status": "degraded", "engine": {"mode": "normal"}}
 
-    # Retries back off (1, 2, 4 ... s); each failed one also drops a connection the outage broke in the
-    # database pool. Within a few retries of the database's return, the new rules are in force.
-    deadline, limit = time.monotonic() + 20, "3"
+    # The poller retries, backing off (1, 2, 4 ... s); each failed attempt also drops a connection the
+    # outage broke. Within a few retries of the database's return, the new rules are in force.
+    deadline, limit = time.monotonic() + 40, "3"
     while limit != "5" and time.monotonic() < deadline:
         time.sleep(0.25)
         limit = api.get("/api/demo/ping", HTTP_X_API_KEY=key).get("X-RateLimit-Limit")
