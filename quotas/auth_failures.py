@@ -1,21 +1,31 @@
 """Failed authentications are limited per client address, and per username for passwords.
 
-Guessing API keys or passwords costs the guesser: after
-``QUOTAS['FAILED_AUTH_LIMITS']`` failures in a window (by default 30 per
-address in 10 minutes, 10 per username in 15 minutes) every further attempt
-from that address, or for that username, is refused with 429 and
+Guessing API keys or passwords costs the guesser: once the failures allowed
+by ``QUOTAS['FAILED_AUTH_LIMITS']`` in a window are used up (by default 30
+per address in 10 minutes, 10 per username in 15 minutes), every further
+attempt from that address, or for that username, is refused with 429 and
 ``Retry-After`` until the window ends, the right credentials included (so a
 blocked guesser learns nothing from a lucky guess).
 
 Failures are counted by the engine, in Redis (one atomic script per failure,
 shared by every process), as fixed windows on tags of their own
 (``{af.<address>}``, ``{afu.<hash of the username>}``); successful requests
-cost nothing. Each process remembers the blocks it learnt from a failure,
-so a blocked client is refused without a Redis call, a database query or a
-password hash; a process that has not seen a failure of that client since
-the block began learns it at the client's next failure there. While Redis is
-unreachable failures are not counted (logged): authentication itself is not
-made to depend on Redis.
+cost nothing. Each process remembers the blocks it learnt, so a blocked
+client is refused without a Redis call, a database query or a password hash.
+
+- Passwords (:class:`quotas.backends.FailedAuthBackend`): when this process
+  knows of no block, it peeks at Redis before the password is checked (a
+  round trip next to a hash that costs far more), so a block holds in every
+  process at once.
+- API keys (:func:`quotas.identity.identify`, on every API request): no peek,
+  no Redis call for a good key. A process that has not seen this client's
+  failures learns of the block at the client's next failure there, so a
+  guesser gets at most one extra try per process; a guessed API key (a long
+  random token) is not a practical risk, the database queries are.
+
+While Redis is unreachable failures are neither counted nor checked (logged,
+and counted in ``quota_failed_authentications_total``): authentication is
+not made to depend on Redis.
 
 Wiring: :class:`quotas.backends.FailedAuthBackend` first in ``AUTHENTICATION_BACKENDS``
 (passwords: the admin login, HTTP Basic), the ``user_login_failed`` receiver
@@ -36,8 +46,10 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from . import metrics
 from .conf import quota_settings
 from .context import set_auth_wait
+from .decision import Decision
 from .exceptions import StoreUnavailable
 from .keys import client_tag
 from .rates import parse_rates
@@ -48,6 +60,8 @@ logger = logging.getLogger(__name__)
 KINDS = ("address", "username")
 #: Blocks one process remembers at most (expired ones are dropped first).
 MAX_REMEMBERED = 10_000
+#: Seconds between two warnings that failures went uncounted (Redis unreachable).
+LOG_INTERVAL = 60.0
 
 
 class FailedAuth:
@@ -56,6 +70,8 @@ class FailedAuth:
     def __init__(self) -> None:
         self._blocked: dict[str, float] = {}  # tag -> time.time() the block ends
         self._lock = threading.Lock()
+        self._logged_at = -math.inf  # time.monotonic() of the last outage warning
+        self._unlogged = 0
 
     @property
     def blocking(self) -> bool:
@@ -70,8 +86,37 @@ class FailedAuth:
         until = max((self._blocked.get(tag, 0.0) for tag in tags if tag), default=0.0)
         return math.ceil(until - now) if until > now else 0
 
+    def check(self, *tags: str | None) -> int:
+        """Like :meth:`wait`, but asks Redis when this process knows of no block (one peek per tag).
+
+        For passwords: a block another process learnt applies here too, and the
+        round trip costs little next to the password hash it may spare. Fails
+        open while Redis is unreachable.
+        """
+        wait = self.wait(*tags)
+        if wait:
+            return wait
+        from .engine import get_engine
+
+        engine = get_engine()
+        for tag in tags:
+            if not tag:
+                continue
+            try:
+                decision = engine.peek(tag, _windows(tag))
+            except StoreUnavailable:
+                metrics.observe_failed_auth("unchecked")
+                self._log_outage("checked", tag)
+                continue
+            wait = max(wait, self._learn(tag, decision))
+        return wait
+
     def record(self, *tags: str | None) -> int:
-        """Count one failure against each tag; returns the seconds the client must now wait (0: none)."""
+        """Count one failure against each tag; returns the seconds this attempt must wait (0: answer it).
+
+        The failure that uses up a limit is answered as usual (a 401, the login
+        form again); the attempts after it are refused until the window ends.
+        """
         from .engine import get_engine  # the engine imports identity, which imports this module
 
         engine = get_engine()
@@ -80,11 +125,16 @@ class FailedAuth:
             if not tag:
                 continue
             try:
-                decision = engine.decide(tag, _windows(tag.split(".", 1)[0].strip("{")))
+                decision = engine.decide(tag, _windows(tag))
             except StoreUnavailable:
-                logger.warning("quotas: a failed authentication of %s was not counted (Redis unreachable)", tag)
+                metrics.observe_failed_auth("uncounted")
+                self._log_outage("counted", tag)
                 continue
-            if not decision.allowed:
+            if decision.allowed:
+                metrics.observe_failed_auth("counted")
+                self._learn(tag, decision)  # this failure may have used the limit up: the next is refused
+            else:
+                metrics.observe_failed_auth("refused")
                 seconds = max(1, decision.retry_after or 1)
                 self._remember(tag, time.time() + seconds)
                 wait = max(wait, seconds)
@@ -94,6 +144,30 @@ class FailedAuth:
         """Forget every block (the engine was rebuilt, e.g. for another Redis)."""
         with self._lock:
             self._blocked.clear()
+            self._logged_at, self._unlogged = -math.inf, 0
+
+    def _log_outage(self, what: str, tag: str) -> None:
+        # At most one line a minute: during an outage a guesser's every attempt would log one.
+        now = time.monotonic()
+        with self._lock:
+            self._unlogged += 1
+            if now - self._logged_at < LOG_INTERVAL:
+                return
+            self._logged_at, count, self._unlogged = now, self._unlogged, 0
+        logger.warning(
+            "quotas: failed authentications are not limited while Redis is unreachable (%d not %s in the last "
+            "minute or so, e.g. of %s); authentication goes on without the limit",
+            count, what, tag,
+        )  # fmt: skip
+
+    def _learn(self, tag: str, decision: Decision) -> int:
+        """Seconds ``tag`` is blocked for, from an admitted decision whose windows may be used up (then remembered)."""
+        spent = [s.reset_us for s in decision.states if s.remaining is not None and s.remaining <= 0]
+        if not spent:
+            return 0
+        seconds = max(1, math.ceil(max(spent) / 1_000_000))
+        self._remember(tag, time.time() + seconds)
+        return seconds
 
     def _remember(self, tag: str, until: float) -> None:
         with self._lock:
@@ -117,8 +191,8 @@ def _rule(kind: str, rate: str) -> LimitRule:
     return LimitRule(id=f"auth.{kind}", name=f"failed-auth-{kind}", rates=parse_rates(rate), algorithm="fixed_window")
 
 
-def _windows(tag_kind: str) -> tuple[Window, ...]:
-    kind = "address" if tag_kind == "af" else "username"
+def _windows(tag: str) -> tuple[Window, ...]:
+    kind = "address" if tag.startswith("{af.") else "username"
     rate = (quota_settings.FAILED_AUTH_LIMITS or {}).get(kind)
     return _rule(kind, rate).windows if rate else ()
 

@@ -23,7 +23,8 @@ class FailedAuthBackend(BaseBackend):
     def authenticate(self, request: Any, username: str | None = None, **credentials: Any) -> None:
         if request is None:
             return None
-        wait = failed_auth.wait(address_tag(request), username_tag(username))
+        # Asks Redis unless this process already knows (a block learnt by another process counts too).
+        wait = failed_auth.check(address_tag(request), username_tag(username))
         if wait:
             refuse(request, wait)
             raise PermissionDenied(f"too many failed sign-ins; retry in {wait} s")

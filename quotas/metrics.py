@@ -178,6 +178,13 @@ usage_flush_lag = Gauge(
     multiprocess_mode="mostrecent",
 )
 active_bans = Gauge("quota_active_bans", "Clients banned right now.", multiprocess_mode="mostrecent")
+FAILED_AUTH_OUTCOMES = ("counted", "refused", "uncounted", "unchecked")
+failed_auth = Counter(
+    "quota_failed_authentications",
+    "Failed authentications (bad API keys, wrong passwords) per address or username: counted, refused (over "
+    "QUOTAS['FAILED_AUTH_LIMITS']), uncounted or unchecked (Redis unreachable: authentication fails open).",
+    ["outcome"],
+)
 
 # (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
 _decision_children: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
@@ -231,6 +238,11 @@ def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str
     if admitted and len(_raw_children) < _MAX_RAW_CHILDREN:
         _raw_children[raw] = children
     return children
+
+
+def observe_failed_auth(outcome: str) -> None:
+    """Count one failed authentication's outcome (one of :data:`FAILED_AUTH_OUTCOMES`), per address or username."""
+    failed_auth.labels(_checked("outcome", outcome, FAILED_AUTH_OUTCOMES)).inc()
 
 
 def observe_redis_error(operation: str) -> None:
@@ -291,5 +303,7 @@ def exposition(accept: str = "") -> tuple[bytes, str]:
 # Every contracted series exists before its first event: a dashboard or alert on them sees 0, not nothing.
 for _operation in REDIS_OPERATIONS:
     redis_errors.labels(operation_label(_operation))
+for _outcome in FAILED_AUTH_OUTCOMES:
+    failed_auth.labels(_outcome)
 set_engine_mode("normal")
 set_rules_stale(False)

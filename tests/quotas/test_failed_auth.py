@@ -102,3 +102,57 @@ def test_a_human_who_mistypes_twice_signs_in_with_the_defaults(free):
     for _ in range(2):
         assert browser.post(url, {"username": "ops", "password": "typo"}).status_code == 200
     assert browser.post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
+
+
+def test_the_limit_is_the_number_of_failures_allowed_then_even_the_right_key_is_refused(free, tight):
+    """ "3/10min": three wrong keys are answered 401; the fourth attempt, whatever its key, is refused."""
+    api, good = APIClient(), issue_key(plan=free)
+    for i in range(3):
+        assert api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="203.0.113.10").status_code == 401
+    assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=good, REMOTE_ADDR="203.0.113.10"))
+
+
+def test_a_password_block_holds_in_a_process_that_saw_none_of_the_failures(free, tight):
+    """Another process (here: this one, having forgotten what it learnt) asks Redis before checking a
+    password: the right password is refused there too, for the rest of the window."""
+    from quotas.auth_failures import failed_auth
+
+    UserFactory(username="alice", password=PASSWORD, is_staff=True)
+    api = APIClient()
+    for _ in range(2):
+        wrong = api.get("/api/v1/usage/", HTTP_AUTHORIZATION=basic("alice", "nope"), REMOTE_ADDR="203.0.113.11")
+        assert wrong.status_code == 401
+    failed_auth.clear()  # what a process that served none of these requests knows
+    assert_throttled_problem(
+        api.get("/api/v1/usage/", HTTP_AUTHORIZATION=basic("alice", PASSWORD), REMOTE_ADDR="198.51.100.11")
+    )
+    failed_auth.clear()
+    refused = Client(REMOTE_ADDR="198.51.100.12").post(
+        "/admin/login/?next=/admin/", {"username": "alice", "password": PASSWORD}
+    )
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= 600
+
+
+def test_while_redis_is_down_failures_are_not_counted_and_sign_in_still_works(tight, redis_server, caplog):
+    """Authentication does not depend on Redis: failing open, logged (once, not per attempt) and counted."""
+    from prometheus_client import REGISTRY
+
+    UserFactory(username="ops", password=PASSWORD, is_staff=True)
+    browser = Client(REMOTE_ADDR="203.0.113.12")
+    url = "/admin/login/?next=/admin/"
+
+    def uncounted() -> float:
+        return REGISTRY.get_sample_value("quota_failed_authentications_total", {"outcome": "uncounted"}) or 0.0
+
+    before = uncounted()
+    redis_server.stop()
+    try:
+        for _ in range(4):
+            assert browser.post(url, {"username": "ops", "password": "nope"}).status_code == 200
+        assert browser.post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
+    finally:
+        redis_server.start()
+    assert uncounted() - before == 8  # four failures, each per address and per username
+    logged = [r for r in caplog.records if "not limited while Redis is unreachable" in r.getMessage()]
+    assert len(logged) == 1
