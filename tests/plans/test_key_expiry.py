@@ -42,6 +42,21 @@ def test_an_expired_key_gets_401_expired(free):
     assert api.get("/api/demo/ping", HTTP_X_API_KEY=fresh).status_code == 200
 
 
+def test_an_expired_key_is_a_failed_authentication(free, settings):
+    """Retrying an expired key counts toward the address's limit like any bad key: then 429, Retry-After."""
+    settings.QUOTAS = {**settings.QUOTAS, "FAILED_AUTH_LIMITS": {"address": "2/10min", "username": None}}
+    _, raw = APIKey.issue(SubscriptionFactory(plan=free), expires_at=timezone.now() - timedelta(seconds=1))
+    api = APIClient()
+    for _ in range(2):
+        expired = api.get("/api/demo/ping", HTTP_X_API_KEY=raw, REMOTE_ADDR="203.0.113.20")
+        assert expired.status_code == 401
+        assert expired["WWW-Authenticate"].startswith("ApiKey")
+    refused = api.get("/api/demo/ping", HTTP_X_API_KEY=raw, REMOTE_ADDR="203.0.113.20")
+    assert refused.status_code == 429
+    assert int(refused["Retry-After"]) >= 1
+    assert json.loads(refused.content)["reason"] == "failed_authentications"
+
+
 @pytest.mark.slow
 def test_a_key_expires_while_it_is_cached(free):
     """The expiry is checked on every request, not only when the key is looked up."""
