@@ -236,12 +236,9 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
                 "QUOTAS['MAX_REQUEST_COST']."
             ) from exc
-        if micros < 0:  # the view's mistake too: a negative estimate would credit the client's budgets
-            raise ValueError(
-                f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
-                "QUOTAS['MAX_REQUEST_COST'] (validate the request's input in the view)."
-            )
-        if micros > to_micros(quota_settings.MAX_REQUEST_COST):
+        # Out of range is most often the request's own number passed through (?est=-1): a 400 naming
+        # the bounds, before Redis is asked (a negative estimate would credit the client's budgets).
+        if not 0 <= micros <= to_micros(quota_settings.MAX_REQUEST_COST):
             problem = problems.out_of_bounds("cost", amount, quota_settings.MAX_REQUEST_COST)
             raise InvalidQuotaRequest(set_problem(http_request, problem))
         return micros
@@ -270,16 +267,16 @@ class QuotaThrottle(BaseThrottle):
             return None
         # Checked before any Redis call: an enormous weight would make the script fail, and the
         # failure would be Redis's, not this request's.
-        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
-            # The view's mistake, whatever the request said: a negative weight would give units back.
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            # Not a number at all: the view's mistake, whatever the request said.
             hook = "get_quota_weight()" if getter is not None else "quota_weight"
-            error = TypeError if isinstance(weight, bool) or not isinstance(weight, int) else ValueError
-            raise error(
+            raise TypeError(
                 f"{type(view).__name__}.{hook} gave {weight!r}; a quota weight is an int from 0 to "
                 "QUOTAS['MAX_REQUEST_WEIGHT'] (validate the request's input in the view)."
             )
-        if weight > quota_settings.MAX_REQUEST_WEIGHT:
-            # More than any request may spend: the client asked for too much (a 400 naming the cap).
+        if not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
+            # Out of range (a negative weight would give units back): most often the request's own
+            # number passed through, so a 400 naming the bounds rather than a server error.
             problem = problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT)
             raise InvalidQuotaRequest(set_problem(request._request, problem))
         return weight
