@@ -1,7 +1,7 @@
 """What the throttle leaves on a Django request for the middleware, read and written in one place.
 
 DRF throttles cannot touch the response, so :class:`~quotas.throttling.QuotaThrottle`
-leaves its decision, or the problem body it refused with, on the request;
+leaves its decision on the request;
 :class:`~quotas.middleware.QuotaHeadersMiddleware` reads them after the view.
 """
 
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from .identity import Client
 
 _DECISION = "quota_decision"
-_PROBLEM = "quota_problem"
 _AUTH_WAIT = "quota_auth_wait"
 
 
@@ -37,17 +36,6 @@ def set_decided(request: Any, decided: Decided) -> None:
 def decided_of(request: Any) -> Decided | None:
     """The decision left on ``request``, if any."""
     return getattr(request, _DECISION, None)
-
-
-def set_problem(request: Any, problem: dict[str, Any]) -> dict[str, Any]:
-    """Leave the problem body the request is refused with (rendered as problem+json); returns it."""
-    setattr(request, _PROBLEM, problem)
-    return problem
-
-
-def problem_of(request: Any) -> dict[str, Any] | None:
-    """The problem body left on ``request``, if any."""
-    return getattr(request, _PROBLEM, None)
 
 
 def set_auth_wait(request: Any, seconds: int) -> None:

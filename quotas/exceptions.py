@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rest_framework import status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, AuthenticationFailed, Throttled
 
 
 class QuotaError(Exception):
@@ -30,20 +30,38 @@ class InvalidRate(ValueError):
 
 
 class ProblemException(APIException):
-    """An APIException that the middleware renders as ``application/problem+json``.
+    """An ordinary DRF exception that also carries its RFC 9457 problem body.
 
-    ``problem`` is the RFC 9457 body (type, title, status, detail, extras).
+    ``problem`` is the body (type, title, status, detail, extras); ``detail``
+    is its human sentence, so any exception handler can show it. The handler
+    in :mod:`quotas.drf.handlers` sends the whole body as
+    ``application/problem+json``; DRF's own handler sends ``{"detail": ...}``.
     """
 
     def __init__(self, problem: dict[str, object], wait: int | None = None) -> None:
+        super().__init__(detail=str(problem.get("detail", problem.get("title"))))
         self.problem = problem
         self.status_code = int(str(problem["status"]))
-        self.wait = wait  # DRF's exception handler turns it into Retry-After
-        super().__init__(detail=str(problem.get("detail", problem.get("title"))))
+        self.wait = wait  # DRF's exception handlers turn it into Retry-After (set after Throttled's __init__)
 
 
-class InvalidAPIKey(ProblemException):
-    """The request sent an API key that is unknown, malformed or revoked (401)."""
+class QuotaExceeded(ProblemException, Throttled):
+    """A request refused by a limit, a budget, a ban or a full shaping queue (429).
+
+    A :class:`~rest_framework.exceptions.Throttled`, so DRF's handler and a
+    project's own see the refusal they know, with ``wait`` as Retry-After.
+    """
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+
+
+class InvalidAPIKey(ProblemException, AuthenticationFailed):
+    """The request sent an API key that is unknown, malformed, revoked or expired (401).
+
+    An :class:`~rest_framework.exceptions.AuthenticationFailed`: DRF answers it
+    with the first authentication class's ``WWW-Authenticate`` header, so
+    :class:`quotas.drf.authentication.APIKeyAuthentication` goes first.
+    """
 
     status_code = status.HTTP_401_UNAUTHORIZED
 
@@ -72,7 +90,7 @@ class InvalidQuotaRequest(ProblemException):
     status_code = status.HTTP_400_BAD_REQUEST
 
 
-class AuthThrottled(ProblemException):
+class AuthThrottled(ProblemException, Throttled):
     """Too many failed authentications from this address (or for this username): 429 with Retry-After."""
 
     status_code = status.HTTP_429_TOO_MANY_REQUESTS

@@ -20,7 +20,6 @@ from django.http import HttpRequest
 from . import problems
 from .auth_failures import address_tag, failed_auth
 from .conf import quota_settings
-from .context import set_problem
 from .exceptions import AuthThrottled, InvalidAPIKey
 from .keys import client_tag
 from .rules import Subscriber
@@ -51,21 +50,34 @@ def hash_api_key(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-def identify(request: HttpRequest, user: Any, rules: RulesCache) -> Client:
-    """The client of ``request``; raises :class:`InvalidAPIKey` for a bad key."""
-    raw_key = request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
+def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = None) -> Client:
+    """The client of ``request``: its API key, else its user, else its address.
+
+    ``auth`` is what authentication found (DRF's ``request.auth``): a
+    :class:`Subscriber` from :class:`quotas.drf.authentication.APIKeyAuthentication`
+    is the client. Without that class installed, a key in the header is checked
+    here; raises :class:`InvalidAPIKey` for a bad key.
+    """
+    if isinstance(auth, Subscriber):
+        return subscription_client(auth)
+    raw_key = api_key_of(request)
     if raw_key is not None and rules.backend is not None:
-        return _checked_key_client(request, raw_key, rules)
+        return authenticate_key(request, raw_key, rules)
     if user is not None and getattr(user, "is_authenticated", False):
         subscriber = rules.subscriber_for_user(user.pk)
         if subscriber is not None:
-            return _subscription_client(subscriber)
+            return subscription_client(subscriber)
         return _user_client(str(user.pk))
     peer = request.META.get("REMOTE_ADDR", "")
     trusted = tuple(quota_settings.TRUSTED_PROXIES)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if trusted else ""
     resolve = _cached_ip_client if len(forwarded) <= 512 else _ip_client  # a long header would bloat the cache
     return resolve(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
+
+
+def api_key_of(request: HttpRequest) -> str | None:
+    """The raw API key ``request`` sends in ``QUOTAS['API_KEY_HEADER']``, or None."""
+    return request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
 
 
 @lru_cache(maxsize=8192)
@@ -78,7 +90,7 @@ _SUBSCRIPTION_CLIENTS_MAX = 8192
 _subscription_clients: dict[int, Client] = {}
 
 
-def _subscription_client(subscriber: Subscriber) -> Client:
+def subscription_client(subscriber: Subscriber) -> Client:
     """The client of ``subscriber``, made once per subscriber object (a rules reload makes new ones)."""
     client = _subscription_clients.get(subscriber.id)
     if client is None or client.subscriber is not subscriber:
@@ -98,8 +110,13 @@ def _ip_client(peer: str, forwarded: str, trusted: tuple[str, ...], v6_prefix: i
 _cached_ip_client = lru_cache(maxsize=8192)(_ip_client)
 
 
-def _checked_key_client(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:
-    """The key's client, unless its address is blocked for failed authentications (429, see auth_failures)."""
+def authenticate_key(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:
+    """The client of API key ``raw_key``, unless its address is blocked for failed authentications.
+
+    Raises :class:`InvalidAPIKey` (401) for a malformed, unknown, revoked or
+    expired key, and :class:`AuthThrottled` (429) while the address is over
+    ``QUOTAS['FAILED_AUTH_LIMITS']`` (see :mod:`quotas.auth_failures`).
+    """
     # Parsing the address costs a little: only while some client is blocked, or after a failure.
     wait = failed_auth.wait(address_tag(request)) if failed_auth.blocking else 0
     if not wait:
@@ -109,7 +126,7 @@ def _checked_key_client(request: HttpRequest, raw_key: str, rules: RulesCache) -
             wait = failed_auth.record(address_tag(request))
             if not wait:
                 raise
-    raise AuthThrottled(set_problem(request, problems.auth_throttled(wait)), wait=wait)
+    raise AuthThrottled(problems.auth_throttled(wait), wait=wait)
 
 
 def address_group(request: HttpRequest) -> str:
@@ -128,7 +145,7 @@ def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
         raise InvalidAPIKey(problems.invalid_api_key("revoked"))
     if subscriber.key_expires_at is not None and subscriber.key_expires_at <= time.time():
         raise InvalidAPIKey(problems.invalid_api_key("expired"))
-    return _subscription_client(subscriber)
+    return subscription_client(subscriber)
 
 
 def client_ip(request: HttpRequest) -> IPAddress:

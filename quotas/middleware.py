@@ -1,10 +1,15 @@
-"""Turns the throttle's decision into what the client sees.
+"""Adds what the throttle decided to the response, and settles the decision after the view.
 
 DRF throttles cannot touch the response, so :class:`QuotaThrottle` leaves
-its decision on the request and this middleware adds the rate-limit headers
-to every response of a throttled view, replaces the body of a refusal with
-``application/problem+json``, and refunds a decision whose view ended in a
-server error when a limit asks for it.
+its decision on the request (:mod:`quotas.context`). After the view, this
+middleware adds the rate-limit headers to the response (a refusal's body is
+the exception handler's business, :mod:`quotas.drf.handlers`), and settles:
+refunds a decision whose view ended in a server error when a limit asks for
+it, charges the actual cost a view reported, and ends concurrency leases.
+
+It also answers a sign-in that Django's authentication refused for too many
+failures (:mod:`quotas.auth_failures`) with a 429: Django's login views
+cannot say so themselves.
 """
 
 from __future__ import annotations
@@ -15,15 +20,14 @@ from django.http import HttpRequest, HttpResponse
 
 from . import problems
 from .alerts import fire_budget_alerts
-from .conf import quota_settings
-from .context import Decided, auth_wait_of, decided_of, problem_of
+from .context import Decided, auth_wait_of, decided_of
 from .cost import actual_cost
 from .engine import Engine, get_engine
 from .headers import rate_limit_headers
 
 
 class QuotaHeadersMiddleware:
-    """Adds rate-limit headers and problem+json bodies (see module docstring)."""
+    """Adds rate-limit headers and settles decisions (see module docstring)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -33,38 +37,16 @@ class QuotaHeadersMiddleware:
         auth_wait = auth_wait_of(request)
         if auth_wait and response.status_code < 500:
             return self.auth_throttled(response, auth_wait)
-        problem = problem_of(request)
         decided = decided_of(request)
         if decided is not None:
             decision = decided.decision
-            engine = get_engine()
             if decision.allowed:
+                engine = get_engine()
                 self.settle(engine, decided, response)
                 if decision.request_id:
                     engine.release(decision)
             for name, value in rate_limit_headers(decision).items():
                 response.headers[name] = value
-            if not decision.allowed and response.status_code == 429:
-                rules = engine.rules.current()
-                plan_id = decided.plan_id
-                plan = rules.plans.get(plan_id) if plan_id is not None else None
-                denying = decision.denying_states()
-                upgrade = rules.upgrade_for(plan_id, decision.denying_state().window) if denying else None
-                if decision.banned or decision.ban_started:
-                    problem = problems.banned(decision, plan.slug if plan else None)
-                elif decision.budget_denied:
-                    problem = problems.budget_exceeded(decision, upgrade, plan.slug if plan else None)
-                else:
-                    problem = problems.rate_limited(decision, upgrade, plan.slug if plan else None)
-        if problem is not None and response.status_code == problem["status"]:
-            if "retry_after" in problem:
-                retry = max(int(problem["retry_after"]), int(response.headers.get("Retry-After", 0) or 0))
-                problem["retry_after"] = retry
-                response.headers["Retry-After"] = str(retry)
-            response = problems.render(problem, like=response)
-            if response.status_code == 401:
-                # RFC 9110 asks a 401 to say how to authenticate.
-                response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}"'
         return response
 
     @staticmethod

@@ -3,10 +3,14 @@
 from decimal import Decimal
 
 from django.urls import include, path
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
+from quotas.drf.authentication import APIKeyAuthentication
+from quotas.drf.handlers import problem_response
 from quotas.throttling import QuotaThrottle
 
 
@@ -70,6 +74,37 @@ class PricedView(APIView):
         return Response({"ok": True})
 
 
+class WhoAmIView(APIView):
+    """Says who DRF's authentication found: request.user and request.auth."""
+
+    def get(self, request):
+        auth = request.auth
+        return Response(
+            {"user": str(request.user), "authenticated": request.user.is_authenticated,
+             "subscription": getattr(auth, "id", None), "plan": getattr(auth, "plan_id", None)}
+        )  # fmt: skip
+
+
+class SessionFirstView(WhoAmIView):
+    """API keys after sessions: DRF answers an authentication failure with 403 (no challenge to offer)."""
+
+    authentication_classes = [SessionAuthentication, APIKeyAuthentication]
+
+
+class MissingView(APIView):
+    def get(self, request):
+        raise NotFound("no such thing")
+
+
+def composed_exception_handler(exc, context):
+    """A project's own handler that lets quota refusals through as problem+json first."""
+    response = problem_response(exc)
+    if response is None:
+        response = Response({"error": str(exc)}, status=getattr(exc, "status_code", 500))
+        response["X-Handled-By"] = "project"
+    return response
+
+
 urlpatterns = [
     path("", include("config.urls")),
     path("t/failing", FailingView.as_view()),
@@ -78,4 +113,7 @@ urlpatterns = [
     path("t/mixed", MixedThrottlesView.as_view()),
     path("t/rate-attr", RateAttributeView.as_view()),
     path("t/priced", PricedView.as_view()),
+    path("t/whoami", WhoAmIView.as_view()),
+    path("t/session-first", SessionFirstView.as_view()),
+    path("t/missing", MissingView.as_view()),
 ]

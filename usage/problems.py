@@ -1,4 +1,4 @@
-"""problem+json (RFC 9457) bodies for the usage API, and the DRF exception handler that sends them."""
+"""problem+json (RFC 9457) bodies for the usage API, and its DRF exception handler."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rest_framework import exceptions
 
 from quotas import problems
 from quotas.conf import quota_settings
+from quotas.drf.handlers import respond
 from quotas.exceptions import ProblemException
 
 INVALID_QUERY = problems.PROBLEM_BASE + "invalid-usage-query"
@@ -45,11 +46,13 @@ def forbidden(detail: str) -> dict[str, Any]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse | None:
-    """A DRF exception handler answering every API error with ``application/problem+json``.
+    """The usage API's DRF exception handler: every API error as ``application/problem+json``.
 
-    Returns a plain :class:`HttpResponse`, so the error body is JSON even
-    when the request asked for CSV. Other exceptions (bugs) are left to
-    Django: None.
+    Quota refusals keep their own bodies; the usage API's errors get the
+    bodies above; both are sent by quotas' one renderer
+    (:func:`quotas.drf.handlers.respond`). A plain response, so the error is
+    JSON even when the request asked for CSV. Other exceptions (bugs) are
+    left to Django: None.
     """
     if isinstance(exc, ProblemException):
         problem = exc.problem
@@ -67,10 +70,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse |
         problem = {"type": "about:blank", "title": title, "status": status, "detail": str(exc.detail)}
     else:
         return None
-    response = problems.render(problem)
-    if response.status_code == 401:
-        response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}", Basic realm="api"'
-    return response
+    return respond(problem, exc)
 
 
 def _flatten(detail: Any) -> dict[str, str]:

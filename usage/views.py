@@ -80,7 +80,7 @@ def viewer_for(request: Request) -> Viewer:
     """The caller; raises InvalidAPIKey (401) for a bad key, NotAuthenticated without credentials."""
     engine = get_engine()
     user = request.user
-    client = identify(request._request, user, engine.rules)
+    client = identify(request._request, user, engine.rules, request.auth)
     if client.kind == "ip":
         raise exceptions.NotAuthenticated()
     has_key = client.kind == "subscription" and _sent_api_key(request)

@@ -22,7 +22,7 @@ from quotas import metrics, problems
 from quotas.cost import actual_cost, set_cost
 from quotas.decision import Decision, WindowState
 from quotas.headers import rate_limit_headers
-from quotas.identity import _subscription_client, _user_client
+from quotas.identity import _user_client, subscription_client
 from quotas.rates import Rate
 from quotas.rules import LimitRule, Subscriber, sf_string
 
@@ -169,8 +169,8 @@ def test_clients_are_shared_but_follow_a_reloaded_subscriber():
     assert _user_client("42") is _user_client("42")
     assert _user_client("42").tag == "{u.42}"
     old = Subscriber(id=7, plan_id=1)
-    assert _subscription_client(old) is _subscription_client(old)
+    assert subscription_client(old) is subscription_client(old)
     new = Subscriber(id=7, plan_id=2)
-    client = _subscription_client(new)
+    client = subscription_client(new)
     assert client.subscriber is new
     assert (client.kind, client.ident, client.tag) == ("subscription", "7", "{s.7}")

@@ -8,11 +8,13 @@ import time
 from decimal import Decimal
 
 import pytest
+from rest_framework.exceptions import Throttled
 from rest_framework.test import APIClient, APIRequestFactory
 
 from plans.models import EndpointLimit, LimitOverride
 from quotas.context import decided_of
 from quotas.engine import get_engine
+from quotas.exceptions import QuotaExceeded
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 
@@ -98,19 +100,22 @@ def test_no_upgrade_offered_from_the_top_plan(client, free, pro):
 
 
 def test_wait_returns_the_same_retry_after(free):
-    """DRF's wait() hook agrees with the Retry-After header."""
+    """A refusal is raised as DRF's Throttled carrying the decision's wait; DRF's wait() hook agrees with it."""
     factory = APIRequestFactory()
     from demo.views import SearchView
 
     view = SearchView()
     throttle = QuotaThrottle()
     key = issue_key(plan=free)
-    results = []
-    for _ in range(3):
+    for _ in range(2):
         request = view.initialize_request(factory.get("/api/demo/search", HTTP_X_API_KEY=key))
-        results.append(throttle.allow_request(request, view))
-    assert results == [True, True, False]
-    assert throttle.wait() == decided_of(request._request).decision.retry_after >= 1
+        assert throttle.allow_request(request, view) is True
+    request = view.initialize_request(factory.get("/api/demo/search", HTTP_X_API_KEY=key))
+    with pytest.raises(Throttled) as refused:
+        throttle.allow_request(request, view)
+    assert isinstance(refused.value, QuotaExceeded)
+    assert refused.value.problem["reason"] == "rate_limited"
+    assert throttle.wait() == refused.value.wait == decided_of(request._request).decision.retry_after >= 1
 
 
 @pytest.mark.parametrize(
