@@ -246,18 +246,51 @@ def check_drf_rates(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
     return errors
 
 
+def _uses_quota_throttle(drf: dict[str, Any]) -> bool:
+    throttles = drf.get("DEFAULT_THROTTLE_CLASSES") or []
+    return any(t.startswith("quotas.") and t.endswith("QuotaThrottle") for t in throttles)
+
+
 @register(Tags.compatibility)
 def check_middleware(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
-    """QuotaThrottle needs its middleware to send headers and problem bodies."""
-    throttles = (getattr(settings, "REST_FRAMEWORK", {}) or {}).get("DEFAULT_THROTTLE_CLASSES") or []
-    uses = any("quotas.throttling" in t for t in throttles)
-    if uses and "quotas.middleware.QuotaHeadersMiddleware" not in settings.MIDDLEWARE:
+    """QuotaThrottle needs its middleware to send headers and settle decisions after the view."""
+    drf = getattr(settings, "REST_FRAMEWORK", {}) or {}
+    if _uses_quota_throttle(drf) and "quotas.middleware.QuotaHeadersMiddleware" not in settings.MIDDLEWARE:
         return [
             Warning(
                 "QuotaThrottle is a default throttle but QuotaHeadersMiddleware is not installed: "
-                "responses will lack rate-limit headers and problem+json bodies.",
+                "responses will lack rate-limit headers, and refunds, actual costs and concurrency leases "
+                "are never settled.",
                 hint="Add 'quotas.middleware.QuotaHeadersMiddleware' to MIDDLEWARE.",
                 id="quotas.W002",
             )
         ]
     return []
+
+
+API_KEY_AUTHENTICATION = "quotas.drf.authentication.APIKeyAuthentication"
+
+
+@register(Tags.compatibility)
+def check_drf_adapter(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """With API keys (a rules backend) and QuotaThrottle: the key authentication class should come first."""
+    drf = getattr(settings, "REST_FRAMEWORK", {}) or {}
+    if not _uses_quota_throttle(drf) or not quota_settings.RULES_BACKEND:
+        return []
+    classes = list(drf.get("DEFAULT_AUTHENTICATION_CLASSES") or ())
+    if classes[:1] == [API_KEY_AUTHENTICATION]:
+        return []
+    if API_KEY_AUTHENTICATION in classes:
+        problem = "is not the first of REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']: DRF answers a bad key with 403"
+    else:
+        problem = (
+            "is not in REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']: QuotaThrottle checks API keys itself, "
+            "request.user is not the key's holder, and DRF may answer a bad key with 403"
+        )
+    return [
+        Warning(
+            f"{API_KEY_AUTHENTICATION} {problem}, not 401 with a WWW-Authenticate challenge.",
+            hint=f"Put '{API_KEY_AUTHENTICATION}' first in DEFAULT_AUTHENTICATION_CLASSES.",
+            id="quotas.W003",
+        )
+    ]

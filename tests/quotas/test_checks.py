@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from quotas.checks import check_drf_rates, check_middleware, check_settings
+from quotas.checks import API_KEY_AUTHENTICATION, check_drf_adapter, check_drf_rates, check_middleware, check_settings
 
 
 def ids(messages):
@@ -76,3 +76,17 @@ def test_manage_py_check_fails_on_errors(settings):
     settings.QUOTAS = {**settings.QUOTAS, "FAILURE_MODE": "sometimes"}
     with pytest.raises(SystemCheckError, match="FAILURE_MODE"):
         call_command("check")
+
+
+def test_api_key_authentication_should_come_first(settings):
+    """W003: with a rules backend, APIKeyAuthentication missing or not first (DRF would answer bad keys 403)."""
+    drf = settings.REST_FRAMEWORK
+    assert check_drf_adapter() == []
+    classes = [c for c in drf["DEFAULT_AUTHENTICATION_CLASSES"] if "quotas" not in c]
+    settings.REST_FRAMEWORK = {**drf, "DEFAULT_AUTHENTICATION_CLASSES": classes}
+    assert ids(check_drf_adapter()) == ["quotas.W003"]
+    assert "is not in" in check_drf_adapter()[0].msg
+    settings.REST_FRAMEWORK = {**drf, "DEFAULT_AUTHENTICATION_CLASSES": [*classes, API_KEY_AUTHENTICATION]}
+    assert "is not the first" in check_drf_adapter()[0].msg
+    settings.QUOTAS = {**settings.QUOTAS, "RULES_BACKEND": None}
+    assert check_drf_adapter() == []
