@@ -84,7 +84,3 @@ def parse_rates(text: str) -> tuple[Rate, ...]:
         seen.add(rate.window)
     return tuple(rates)
 
-
-def format_rates(rates: tuple[Rate, ...]) -> str:
-    """The canonical text of ``rates`` (inverse of :func:`parse_rates`)."""
-    return "; ".join(str(r) for r in rates)
