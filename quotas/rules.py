@@ -18,9 +18,8 @@ from .acl import AccessList
 from .conf import quota_settings
 from .keys import window_field
 from .periods import Bounds, period_bounds
-from .protocol import ALGORITHM_CODES
+from .protocol import ALGORITHM_CODES, WindowSpec
 from .rates import Rate
-from .scripts import pack_spec
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -54,10 +53,10 @@ class Window:
     _period_memo: tuple = field(init=False, compare=False, repr=False, default=(0.0, 0.0, "", b""))
 
     def __post_init__(self) -> None:
-        spec = pack_spec(
+        spec = WindowSpec(
             ALGORITHM_CODES[self.algorithm], self.quota, self.window * 1_000_000, self.capacity, self.weight,
             round(self.max_delay * 1_000_000), self.shadow, self.state_field,
-        )  # fmt: skip
+        ).pack()  # fmt: skip
         policy_sf = sf_string(self.policy)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "policy_sf", policy_sf)
@@ -189,11 +188,10 @@ class LimitRule:
 
 @lru_cache(maxsize=4096)
 def _period_spec(window: Window, bounds: Bounds) -> bytes:
-    # Periods reuse the spec's numbers: window = start, capacity = end, max delay = next end.
-    return pack_spec(
-        ALGORITHM_CODES[window.algorithm], window.quota, bounds.start * 1_000_000, bounds.end * 1_000_000,
-        window.weight, bounds.next_end * 1_000_000, window.shadow, window.state_field,
-    )  # fmt: skip
+    return WindowSpec.for_period(
+        ALGORITHM_CODES[window.algorithm], window.quota, window.weight, window.shadow, window.state_field,
+        start_us=bounds.start * 1_000_000, end_us=bounds.end * 1_000_000, next_end_us=bounds.next_end * 1_000_000,
+    ).pack()  # fmt: skip
 
 
 def sf_string(value: str) -> str:

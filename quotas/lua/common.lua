@@ -5,11 +5,9 @@
 
 local NEVER = -1       -- retry value for a request that can never fit its limit
 local EPSILON = 1      -- microseconds of float slack when comparing schedules
--- A window's spec, packed by quotas.scripts.pack_spec: algorithm code, limit,
--- window (us), capacity, weight, max delay (us), shadow (0/1), then the field
--- name prefixed by its length. Binary, because unpacking it is a third of the
--- cost of matching a text pattern, and it yields numbers, not strings.
-local SPEC_FORMAT = '<BdddddBBc0'
+-- A window's spec, packed by quotas.protocol.WindowSpec (which also generates
+-- SPEC_FORMAT): algorithm code, limit, window (us), capacity, weight, max
+-- delay (us), shadow (0/1), then the field name prefixed by its length.
 
 local function parse_spec(spec)
   local code, limit, window, cap, weight, max_delay, shadow, field = struct.unpack(SPEC_FORMAT, spec)

@@ -16,6 +16,7 @@ from quotas.protocol import (
     Algorithm,
     DecideArg,
     DecideFlag,
+    WindowSpec,
     decide_args,
     lua_constants,
 )
@@ -46,6 +47,29 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     }  # fmt: skip
     assert args[DECIDE_FIXED_ARGS:] == [b"s"]
     assert "ARGV[1]" not in script_source("decide").split("local now", 1)[1]
+
+
+def test_lua_unpacks_the_window_spec_python_packs(redis_client):
+    """SPEC_FORMAT, generated from WindowSpec, reads back every number and the field Python packed."""
+    spec = WindowSpec(Algorithm.LEAKY_BUCKET, 10, 60_000_000, 15, 2, 500_000, True, "l1:lb60")
+    period = WindowSpec.for_period(
+        Algorithm.BUDGET, 5_000_000, 1, False, "b:bdd", start_us=1_700_000_000_000_000,
+        end_us=1_700_086_400_000_000, next_end_us=1_700_172_800_000_000,
+    )  # fmt: skip
+    assert period == (Algorithm.BUDGET, 5_000_000, 1_700_000_000_000_000, 1_700_086_400_000_000, 1,
+                      1_700_172_800_000_000, False, "b:bdd")  # fmt: skip
+    # Numbers as text, exact, rather than through the conversion of a Lua number into a Redis reply.
+    lua = lua_constants() + (
+        "local t = {struct.unpack(SPEC_FORMAT, ARGV[1])} "
+        "for i = 1, 7 do t[i] = string.format('%.17g', t[i]) end return {unpack(t, 1, 8)}"
+    )
+    for each in (spec, period):
+        packed = each.pack()
+        assert WindowSpec.unpack(packed) == each
+        numbers = [int(each[i]) for i in range(7)]
+        assert redis_client.eval(lua, 0, packed) == [*(str(n).encode() for n in numbers), each.field.encode()]
+    with pytest.raises(ValueError, match="longer than 255 bytes"):
+        spec._replace(field="x" * 256).pack()
 
 
 @pytest.mark.parametrize("name", sorted(_PARTS))
