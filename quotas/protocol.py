@@ -243,6 +243,8 @@ def lua_constants() -> str:
     slots, reply layout and flags, the usage TTL), for the top of each assembled script."""
     lines = ["-- Generated from quotas/protocol.py: do not edit in the .lua files."]
     lines += [f"local {a.name} = {int(a)}" for a in Algorithm]
+    periodic = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.periodic)
+    lines.append(f"local IS_PERIOD = {{{periodic}}}  -- specs carrying a calendar period's bounds")
     lines.append(f"local SPEC_FORMAT = '{SPEC_FORMAT}'")
     lines += [f"local ARG_{a.name} = {int(a)}" for a in DecideArg]
     lines.append(f"local DECIDE_FIXED_ARGS = {DECIDE_FIXED_ARGS}")

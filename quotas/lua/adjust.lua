@@ -14,9 +14,9 @@ local cp = ARGV[4]
 local _, period_of, parse_period_state, alert_level, crossed = load_periods()
 local reply = {}
 for i = 1, #ARGV - 4 do
-  local _, limit, start, stop, _, next_stop, _, field = parse_spec(ARGV[4 + i])
-  field = cp .. field
-  local pstart = period_of(start, stop, next_stop, dnow)
+  local w = parse_spec(ARGV[4 + i])
+  local field = cp .. w.field
+  local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
   local raw = redis.call('HGET', KEYS[1], field)
   local stored = raw and tonumber(string.match(raw, '^(%d+):'))
   local used, level = parse_period_state(raw, pstart)
@@ -26,7 +26,7 @@ for i = 1, #ARGV - 4 do
     used = -1
   elseif used > 0 or delta > 0 then
     used = math.max(0, used + delta)
-    local new_level = math.max(level, alert_level(used, limit))
+    local new_level = math.max(level, alert_level(used, w.limit))
     mask = crossed(level, new_level)
     redis.call('HSET', KEYS[1], field, string.format('%d:%d:%d', pstart, used, new_level))
   end

@@ -7,8 +7,8 @@
 -- It is on every request's path, so it is written to do little: one TIME, one
 -- HMGET, one HSET and two HINCRBY for a request whose windows are all
 -- counter-style (more for sliding logs, leases, bans, or a new day or client),
--- few tables (one flat array for all windows), and code that few requests
--- need is only built when one does (see period.lua).
+-- one table per window, and code that few requests need is only built when
+-- one does (see period.lua).
 --
 -- KEYS[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
 -- KEYS[2]  the bucket's usage key of the day ARGV[10] names ("...:<YYYYMMDD>")
@@ -27,8 +27,7 @@
 -- ARGV[8]  the request's id (for concurrency leases), or ''
 -- ARGV[9]  the client's field prefix "<client>|"
 -- ARGV[10] the day of KEYS[2] in days since 1970 (the application's clock), or ''
--- ARGV[10+i] window i's spec (see parse_spec in common.lua, and period.lua for
---          how periods reuse the numbers)
+-- ARGV[10+i] window i's spec (quotas.protocol.WindowSpec; parse_spec in common.lua)
 -- Returns  {allowed, now, flags, ban wait, then per window: ok, remaining,
 --          reset, retry, delay, used (periods), alert mask (periods)};
 --          flags: 1 = refused only because of the multiplier, 2 = refused
@@ -57,35 +56,38 @@ elseif mode == 'acl-deny' then
   return {0, now, 0, 0}
 end
 
--- Every window's spec, parsed once into one flat array, 8 slots a window:
-local CODE, LIMIT, WINDOW, CAP, WEIGHT, DELAY, SHADOW, FIELD = 1, 2, 3, 4, 5, 6, 7, 8
--- FIELD is the bucket field (counter-style windows) or the own key (logs, leases).
-local S = {}
+-- Every window's spec, parsed once (parse_spec in common.lua). Then, per window:
+--   w.weight   what this request takes from it (its own weight, the request's,
+--              the cost for a budget, 1 for a count of requests)
+--   w.field    the bucket field (counter-style windows) or the own key (logs, leases)
+--   w.raw_index  counter-style windows: where its value is in the HMGET reply
+-- and once checked: w.ok, w.value (new state, or a log's count), w.ttl.
+local windows = {}
 -- The fields to read: every counter-style window's, then the client's and the
 -- bucket's expiry, then the ban state.
 local hash_fields = {}
 local unit_weight = weight or 1
 local next_key = 3
 for i = 1, n do
-  local o = (i - 1) * 8
-  local code, limit, window, cap, w, max_delay, shadow, field = parse_spec(ARGV[DECIDE_FIXED_ARGS + i])
+  local w = parse_spec(ARGV[DECIDE_FIXED_ARGS + i])
+  local code = w.code
   if code == BUDGET then
-    w = cost
+    w.weight = cost
   elseif code == PERIOD_REQUESTS or code == CONCURRENCY then
-    w = 1  -- requests, whatever their weight
+    w.weight = 1  -- requests, whatever their weight
   else
-    w = weight or w
-    if w > unit_weight then unit_weight = w end
+    w.weight = weight or w.weight
+    if w.weight > unit_weight then unit_weight = w.weight end
   end
   if code == SLIDING_WINDOW_LOG or code == CONCURRENCY then
-    field = KEYS[next_key]
+    w.field = KEYS[next_key]
     next_key = next_key + 1
   else
-    field = cp .. field
-    hash_fields[#hash_fields + 1] = field
+    w.field = cp .. w.field
+    hash_fields[#hash_fields + 1] = w.field
+    w.raw_index = #hash_fields
   end
-  S[o + CODE], S[o + LIMIT], S[o + WINDOW], S[o + CAP] = code, limit, window, cap
-  S[o + WEIGHT], S[o + DELAY], S[o + SHADOW], S[o + FIELD] = w, max_delay, shadow, field
+  windows[i] = w
 end
 local counters = #hash_fields
 hash_fields[counters + 1] = cp .. '~'
@@ -112,44 +114,35 @@ if ban_policy ~= '' then
 end
 
 local log_check, log_commit, lease_check, lease_commit
--- Decide one window at `limit` and `cap` (scaled or not); the counter-style
--- windows read values[v]. -> ok, remaining, reset, retry, delay, value (new
--- state or log count), ttl, used, alert
-local function check(o, v, limit, cap)
-  local code = S[o + CODE]
+-- Decide window `w` at `limit` and `cap` (scaled or not). -> ok, remaining,
+-- reset, retry, delay, value (new state or log count), ttl, used, alert
+local function check(w, limit, cap)
+  local code = w.code
   if code == SLIDING_WINDOW_LOG then
     if not log_check then log_check, log_commit = load_sliding_log() end
-    local ok, remaining, reset, retry, delay, count = log_check(S[o + FIELD], limit, S[o + WINDOW], S[o + WEIGHT], now)
-    return ok, remaining, reset, retry, delay, count
+    return log_check(w.field, limit, w.window, w.weight, now)
   elseif code == CONCURRENCY then
     if not lease_check then lease_check, lease_commit = load_leases() end
-    return lease_check(S[o + FIELD], limit, now)
+    return lease_check(w.field, limit, now)
   end
-  return ALGORITHMS[code](values[v], limit, S[o + WINDOW], cap, S[o + WEIGHT], S[o + DELAY], now)
+  return ALGORITHMS[code](w, values[w.raw_index], limit, cap, now)
 end
 
--- Per window: ok, new value, ttl (3 slots a window).
-local R = {}
 local allowed, budget_denied, would_deny, scaled = true, false, false, multiplier ~= 1
-local v = 0
-for i = 1, n do
-  local o = (i - 1) * 8
-  local code = S[o + CODE]
-  local limit, cap = S[o + LIMIT], S[o + CAP]
-  if code ~= SLIDING_WINDOW_LOG and code ~= CONCURRENCY then v = v + 1 end
-  if scaled and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
+for i, w in ipairs(windows) do
+  local limit, cap = w.limit, w.cap
+  if scaled and w.code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
     limit = math.max(1, math.floor(limit * multiplier))
     cap = math.max(1, math.floor(cap * multiplier))
   end
-  local ok, remaining, reset, retry, delay, value, ttl, used, alert = check(o, v, limit, cap)
-  local r = (i - 1) * 3
-  R[r + 1], R[r + 2], R[r + 3] = ok, value, ttl
+  local ok, remaining, reset, retry, delay, value, ttl, used, alert = check(w, limit, cap)
+  w.ok, w.value, w.ttl = ok, value, ttl
   if not ok then
-    if S[o + SHADOW] then
+    if w.shadow then
       would_deny = true
     else
       allowed = false
-      if code == BUDGET then budget_denied = true end
+      if w.code == BUDGET then budget_denied = true end
     end
   end
   local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
@@ -165,30 +158,27 @@ if allowed then reply[1] = 1 end
 
 if not allowed and multiplier < 1 then
   -- Would the request pass at full capacity? Then only the reduction refused it.
-  local would_pass, w = true, 0
-  for i = 1, n do
-    local o = (i - 1) * 8
-    if S[o + CODE] ~= SLIDING_WINDOW_LOG and S[o + CODE] ~= CONCURRENCY then w = w + 1 end
-    if not check(o, w, S[o + LIMIT], S[o + CAP]) and not S[o + SHADOW] then would_pass = false end
+  local would_pass = true
+  for _, w in ipairs(windows) do
+    if not check(w, w.limit, w.cap) and not w.shadow then would_pass = false end
   end
   if would_pass then reply[3] = FLAG_REDUCED_ONLY end
 end
 if mode == 'peek' then return reply end
 
 local writes, ttl = {}, 0
-for i = 1, n do
-  local o, r = (i - 1) * 8, (i - 1) * 3
-  local code, ok = S[o + CODE], R[r + 1]
+for _, w in ipairs(windows) do
+  local code = w.code
   -- Consume when all allow; a refused budget still records its 100 % alert.
-  if (allowed and ok) or (not ok and code == BUDGET and R[r + 2]) then
+  if (allowed and w.ok) or (not w.ok and code == BUDGET and w.value) then
     if code == SLIDING_WINDOW_LOG then
-      log_commit(S[o + FIELD], S[o + WINDOW], S[o + WEIGHT], now, R[r + 2])
+      log_commit(w.field, w.window, w.weight, now, w.value)
     elseif code == CONCURRENCY then
-      lease_commit(S[o + FIELD], S[o + WINDOW], now, ARGV[ARG_REQUEST_ID])
+      lease_commit(w.field, w.window, now, ARGV[ARG_REQUEST_ID])
     else
-      writes[#writes + 1] = S[o + FIELD]
-      writes[#writes + 1] = R[r + 2]
-      if R[r + 3] > ttl then ttl = R[r + 3] end
+      writes[#writes + 1] = w.field
+      writes[#writes + 1] = w.value
+      if w.ttl > ttl then ttl = w.ttl end
     end
   end
 end

@@ -13,9 +13,10 @@ local cp = ARGV[3]
 local _, period_of, parse_period_state = load_periods()
 local next_key = 3
 for i = 1, #ARGV - 3 do
-  local code, limit, window, _cap, w, _next, _, field = parse_spec(ARGV[3 + i])
-  field = cp .. field
-  local weight = weight_override or w
+  local w = parse_spec(ARGV[3 + i])
+  local code, limit, window = w.code, w.limit, w.window  -- window: nil for periods
+  local field = cp .. w.field
+  local weight = weight_override or w.weight
   if code == PERIOD_REQUESTS then weight = 1 end
   if code == CONCURRENCY then
     next_key = next_key + 1
@@ -42,7 +43,7 @@ for i = 1, #ARGV - 3 do
         value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
       end
     elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
-      local pstart = period_of(window, _cap, _next, dnow)
+      local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
       local used, level = parse_period_state(raw, pstart)
       if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
     elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then

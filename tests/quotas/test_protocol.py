@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from importlib import resources
 
 import pytest
 
@@ -70,6 +71,30 @@ def test_lua_unpacks_the_window_spec_python_packs(redis_client):
         assert redis_client.eval(lua, 0, packed) == [*(str(n).encode() for n in numbers), each.field.encode()]
     with pytest.raises(ValueError, match="longer than 255 bytes"):
         spec._replace(field="x" * 256).pack()
+
+
+def test_lua_parse_spec_names_a_rolling_window_and_a_period_by_what_they_hold(redis_client):
+    """parse_spec gives a rolling window its window, cap and max delay, and a period its start, stop and next stop."""
+    common = (resources.files("quotas") / "lua" / "common.lua").read_text(encoding="utf-8")
+    fields = ["code", "limit", "weight", "field", "window", "cap", "max_delay", "start", "stop", "next_stop"]
+    lua = lua_constants() + common + "\nlocal w = parse_spec(ARGV[1])\n"
+    lua += "return {w.shadow and 'shadow' or 'enforced', " + ", ".join(f"tostring(w.{f})" for f in fields) + "}"
+
+    def parsed(spec: WindowSpec) -> dict[str, str]:
+        shadow, *values = redis_client.eval(lua, 0, spec.pack())
+        return {"shadow": shadow.decode(), **{f: v.decode() for f, v in zip(fields, values, strict=True)}}
+
+    rolling = WindowSpec(Algorithm.LEAKY_BUCKET, 10, 60_000_000, 15, 2, 500_000, True, "l1:lb60")
+    assert parsed(rolling) == {
+        "shadow": "shadow", "code": "5", "limit": "10", "weight": "2", "field": "l1:lb60", "window": "60000000",
+        "cap": "15", "max_delay": "500000", "start": "nil", "stop": "nil", "next_stop": "nil",
+    }  # fmt: skip
+    day = WindowSpec.for_period(Algorithm.PERIOD_REQUESTS, 100, 1, False, "p:prd", start_us=10, end_us=20,
+                                next_end_us=30)  # fmt: skip
+    assert parsed(day) == {
+        "shadow": "enforced", "code": "8", "limit": "100", "weight": "1", "field": "p:prd", "window": "nil",
+        "cap": "nil", "max_delay": "nil", "start": "10", "stop": "20", "next_stop": "30",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(_PARTS))
