@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from .protocol import Algorithm
 from .rules import Window
 
-NEVER = -1  # a retry that can never come: the request is heavier than the window
 _US = 1_000_000
 
 

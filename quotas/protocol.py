@@ -14,6 +14,7 @@ import logging
 import math
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -184,10 +185,73 @@ class DecideFlag(IntEnum):
     BAN_STARTED = 4  # this refusal started a ban
 
 
-#: decide.lua's reply: {allowed, now us, flags, ban wait us}, then these many slots per window:
-#: ok, remaining, reset us, retry us, delay us, used (periods), alert mask (periods).
-REPLY_HEAD = 4
-REPLY_PER_WINDOW = 7
+#: A retry that can never come: the request is heavier than the window (WindowReply.retry_us).
+NEVER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReply:
+    """One window's outcome in decide.lua's reply: its slots, in the order of these fields."""
+
+    ok: bool
+    remaining: int
+    reset_us: int  # until the full quota is back
+    retry_us: int  # until this request would fit: 0 when ok, NEVER when it never can
+    delay_us: int  # how long a shaping leaky bucket holds the request
+    used: int  # periods and budgets: what the period has used, after this request
+    alert: int  # budgets: thresholds newly reached, a mask (1 = 80 %, 2 = 100 %)
+
+
+@dataclass(frozen=True, slots=True)
+class DecideReply:
+    """decide.lua's reply: a head (these fields but ``windows``, in order), then each window's slots."""
+
+    allowed: bool
+    now_us: int  # the decision's time (the Redis server's clock unless the call gave one)
+    flags: int  # a DecideFlag, or 0
+    ban_wait_us: int  # until the client's ban ends (FLAG_BANNED, FLAG_BAN_STARTED)
+    windows: list[WindowReply]  # one per window spec sent; none when the reply is the head alone
+
+    @classmethod
+    def decode(cls, raw: Sequence[int], window_count: int) -> DecideReply:
+        """The reply ``raw`` of a call that sent ``window_count`` specs.
+
+        A reply of the head alone (a banned client, whose limits were not
+        read; an ACL count) has no windows. Raises ValueError for any other
+        length than the head and ``window_count`` windows.
+        """
+        if len(raw) != REPLY_HEAD and len(raw) != REPLY_HEAD + REPLY_PER_WINDOW * window_count:
+            raise ValueError(f"decide.lua replied {len(raw)} values for {window_count} windows")
+        windows = []
+        for base in range(REPLY_HEAD, len(raw), REPLY_PER_WINDOW):
+            ok, remaining, reset, retry, delay, used, alert = raw[base : base + REPLY_PER_WINDOW]
+            windows.append(WindowReply(ok == 1, remaining, reset, retry, delay, used, alert))
+        return cls(raw[0] == 1, raw[1], raw[2], raw[3], windows)
+
+
+#: decide.lua's reply layout, from the field order above (generated into Lua as REPLY_* and WINDOW_REPLY_*).
+_REPLY_HEAD_FIELDS = [f.name for f in fields(DecideReply) if f.name != "windows"]
+_WINDOW_REPLY_FIELDS = [f.name for f in fields(WindowReply)]
+REPLY_HEAD = len(_REPLY_HEAD_FIELDS)
+REPLY_PER_WINDOW = len(_WINDOW_REPLY_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class AdjustedBudget:
+    """One budget in adjust.lua's reply ({used, alert} per budget spec sent, in order)."""
+
+    used: int  # after the adjustment; -1 when the decision's period has ended (nothing was changed)
+    alert: int  # thresholds newly reached, as in WindowReply
+
+    @property
+    def period_ended(self) -> bool:
+        """Whether a later period began after the decision, so its state was left alone."""
+        return self.used < 0
+
+    @classmethod
+    def decode_all(cls, raw: Sequence[int]) -> list[AdjustedBudget]:
+        """Every budget of an adjust.lua reply."""
+        return [cls(raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
 
 
 def decide_args(
@@ -206,11 +270,6 @@ def decide_args(
 ) -> list[object]:
     """decide.lua's ARGV: the fixed slots in :class:`DecideArg` order, then the window specs."""
     return [now, weight, cost, usage, mode, multiplier, ban_policy, request_id, field_prefix, day, *specs]
-
-
-def window_replies(reply: list[int], count: int) -> list[list[int]]:
-    """The ``count`` per-window slices of a decide.lua reply (see REPLY_PER_WINDOW)."""
-    return [reply[REPLY_HEAD + REPLY_PER_WINDOW * i : REPLY_HEAD + REPLY_PER_WINDOW * (i + 1)] for i in range(count)]
 
 
 def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
@@ -249,6 +308,9 @@ def lua_constants() -> str:
     lines += [f"local ARG_{a.name} = {int(a)}" for a in DecideArg]
     lines.append(f"local DECIDE_FIXED_ARGS = {DECIDE_FIXED_ARGS}")
     lines += [f"local FLAG_{f.name} = {int(f)}" for f in DecideFlag]
+    lines += [f"local REPLY_{name.upper()} = {i}" for i, name in enumerate(_REPLY_HEAD_FIELDS, 1)]
+    lines += [f"local WINDOW_REPLY_{name.upper()} = {i}" for i, name in enumerate(_WINDOW_REPLY_FIELDS, 1)]
     lines += [f"local REPLY_HEAD = {REPLY_HEAD}", f"local REPLY_PER_WINDOW = {REPLY_PER_WINDOW}"]
+    lines.append(f"local NEVER = {NEVER}  -- retry value for a request that can never fit its limit")
     lines.append(f"local USAGE_TTL_DAYS = {USAGE_TTL_DAYS}")
     return "\n".join(lines) + "\n"

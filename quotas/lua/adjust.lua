@@ -1,7 +1,8 @@
 -- Reconcile a decision's estimated cost with the actual cost, after the view
 -- ran: add `delta` (actual - estimate, may be negative) to each budget the
 -- decision spent from, if that budget is still in the same period, and to
--- the day's usage. Returns {used, alert mask} per budget window.
+-- the day's usage. Returns {used, alert mask} per budget window
+-- (quotas.protocol.AdjustedBudget; used is -1 when the period has ended).
 --
 -- KEYS[1]  the client's bucket hash; KEYS[2] the bucket's usage key of the decision's day
 -- ARGV[1]  the decision's time (us); ARGV[2] delta (micro-units)

@@ -3,7 +3,6 @@
 -- Each window is one table (parse_spec); the algorithms return several values
 -- rather than a table of results.
 
-local NEVER = -1       -- retry value for a request that can never fit its limit
 local EPSILON = 1      -- microseconds of float slack when comparing schedules
 -- A window's spec, packed by quotas.protocol.WindowSpec (which also generates
 -- SPEC_FORMAT), as a table: code, limit, weight, shadow (a boolean), field,

@@ -28,10 +28,10 @@
 -- ARGV[9]  the client's field prefix "<client>|"
 -- ARGV[10] the day of KEYS[2] in days since 1970 (the application's clock), or ''
 -- ARGV[10+i] window i's spec (quotas.protocol.WindowSpec; parse_spec in common.lua)
--- Returns  {allowed, now, flags, ban wait, then per window: ok, remaining,
---          reset, retry, delay, used (periods), alert mask (periods)};
---          flags: 1 = refused only because of the multiplier, 2 = refused
---          because the client is banned, 4 = this refusal started a ban;
+-- Returns  quotas.protocol.DecideReply: a head {allowed, now, flags, ban wait}
+--          (slots REPLY_*), then per window: ok, remaining, reset, retry,
+--          delay, used (periods), alert mask (periods) (slots WINDOW_REPLY_*);
+--          flags: FLAG_REDUCED_ONLY, FLAG_BANNED or FLAG_BAN_STARTED;
 --          ban wait: us until the ban ends.
 local now
 if ARGV[ARG_NOW] == '' then now = server_now() else now = tonumber(ARGV[ARG_NOW]) end
@@ -48,12 +48,19 @@ local n = #ARGV - DECIDE_FIXED_ARGS
 local usage_at, usage_days
 if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[ARG_DAY]), now) end
 
+-- A reply's head (slots REPLY_*): allowed (1 or 0), now, no flags, no ban wait.
+local function reply_head(allowed)
+  local head = {}
+  head[REPLY_ALLOWED], head[REPLY_NOW_US], head[REPLY_FLAGS], head[REPLY_BAN_WAIT_US] = allowed, now, 0, 0
+  return head
+end
+
 if mode == 'acl-allow' then
   if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
-  return {1, now, 0, 0}
+  return reply_head(1)
 elseif mode == 'acl-deny' then
   if usage_at then count_usage(usage_at, usage_days, usage, 'da', 1) end
-  return {0, now, 0, 0}
+  return reply_head(0)
 end
 
 -- Every window's spec, parsed once (parse_spec in common.lua). Then, per window:
@@ -102,12 +109,12 @@ local values = redis.call('HMGET', KEYS[1], unpack(hash_fields))
 local client_exp, bucket_exp = values[counters + 1], values[counters + 2]
 local raw_dn, raw_bn = values[counters + 3], values[counters + 4]
 
-local reply = {0, now, 0, 0}
+local reply = reply_head(0)
 if ban_policy ~= '' then
   local until_ = parse_ban(raw_bn, now)
   if until_ > now then
     -- Banned: refused without looking at the limits.
-    reply[3], reply[4] = FLAG_BANNED, until_ - now
+    reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BANNED, until_ - now
     if mode ~= 'peek' and usage_at then count_usage(usage_at, usage_days, usage, 'dx', 1) end
     return reply
   end
@@ -146,15 +153,15 @@ for i, w in ipairs(windows) do
     end
   end
   local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
-  reply[base + 1] = ok and 1 or 0
-  reply[base + 2] = math.floor(remaining)
-  reply[base + 3] = math.ceil(math.max(reset, 0))
-  reply[base + 4] = math.ceil(retry)
-  reply[base + 5] = math.ceil(delay)
-  reply[base + 6] = used or 0
-  reply[base + 7] = alert or 0
+  reply[base + WINDOW_REPLY_OK] = ok and 1 or 0
+  reply[base + WINDOW_REPLY_REMAINING] = math.floor(remaining)
+  reply[base + WINDOW_REPLY_RESET_US] = math.ceil(math.max(reset, 0))
+  reply[base + WINDOW_REPLY_RETRY_US] = math.ceil(retry)
+  reply[base + WINDOW_REPLY_DELAY_US] = math.ceil(delay)
+  reply[base + WINDOW_REPLY_USED] = used or 0
+  reply[base + WINDOW_REPLY_ALERT] = alert or 0
 end
-if allowed then reply[1] = 1 end
+if allowed then reply[REPLY_ALLOWED] = 1 end
 
 if not allowed and multiplier < 1 then
   -- Would the request pass at full capacity? Then only the reduction refused it.
@@ -162,7 +169,7 @@ if not allowed and multiplier < 1 then
   for _, w in ipairs(windows) do
     if not check(w, w.limit, w.cap) and not w.shadow then would_pass = false end
   end
-  if would_pass then reply[3] = FLAG_REDUCED_ONLY end
+  if would_pass then reply[REPLY_FLAGS] = FLAG_REDUCED_ONLY end
 end
 if mode == 'peek' then return reply end
 
@@ -182,7 +189,7 @@ for _, w in ipairs(windows) do
     end
   end
 end
-if not allowed and ban_policy ~= '' and reply[3] == 0 then
+if not allowed and ban_policy ~= '' and reply[REPLY_FLAGS] == 0 then
   -- Refusals for abuse count toward a ban; refusals caused by load shedding do not.
   local dn, bn, until_ = note_refusal(ban_policy, raw_dn, raw_bn, now)
   writes[#writes + 1] = cp .. '!dn'
@@ -192,7 +199,7 @@ if not allowed and ban_policy ~= '' and reply[3] == 0 then
   if bn then
     writes[#writes + 1] = cp .. '!bn'
     writes[#writes + 1] = bn
-    reply[3], reply[4] = FLAG_BAN_STARTED, until_ - now
+    reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BAN_STARTED, until_ - now
     if until_ - now + STRIKE_MEMORY > ttl then ttl = until_ - now + STRIKE_MEMORY end
   end
 end
@@ -208,7 +215,7 @@ if usage_at then
     count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
   elseif budget_denied then
     count_usage(usage_at, usage_days, usage, 'db', 1)
-  elseif reply[3] == FLAG_REDUCED_ONLY then
+  elseif reply[REPLY_FLAGS] == FLAG_REDUCED_ONLY then
     count_usage(usage_at, usage_days, usage, 'dc', 1)
   else
     count_usage(usage_at, usage_days, usage, 'dr', 1)

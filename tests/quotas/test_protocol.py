@@ -12,11 +12,15 @@ from quotas.keys import window_field
 from quotas.protocol import (
     ALGORITHM_CODES,
     DECIDE_FIXED_ARGS,
+    NEVER,
     REPLY_HEAD,
     REPLY_PER_WINDOW,
+    AdjustedBudget,
     Algorithm,
     DecideArg,
     DecideFlag,
+    DecideReply,
+    WindowReply,
     WindowSpec,
     decide_args,
     lua_constants,
@@ -48,6 +52,43 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     }  # fmt: skip
     assert args[DECIDE_FIXED_ARGS:] == [b"s"]
     assert "ARGV[1]" not in script_source("decide").split("local now", 1)[1]
+
+
+def test_lua_writes_its_reply_in_the_order_of_decide_reply_fields(redis_client):
+    """The generated REPLY_* and WINDOW_REPLY_* slots number DecideReply's head and WindowReply's fields in order."""
+    head = [f"REPLY_{name}" for name in ("ALLOWED", "NOW_US", "FLAGS", "BAN_WAIT_US")]
+    per_window = [f"WINDOW_REPLY_{name}" for name in ("OK", "REMAINING", "RESET_US", "RETRY_US", "DELAY_US", "USED")]
+    lua = lua_constants() + "return {" + ", ".join([*head, *per_window, "WINDOW_REPLY_ALERT", "NEVER"]) + "}"
+    assert redis_client.eval(lua, 0) == [1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, NEVER]
+    assert (REPLY_HEAD, REPLY_PER_WINDOW) == (4, 7)
+
+
+def test_decide_reply_decodes_what_decide_lua_answers(redis_client):
+    """A real decision decodes by name: one window of 1 per minute allows, then refuses with a retry."""
+    spec = WindowSpec(Algorithm.FIXED_WINDOW, 1, 60_000_000, 1, 1, 0, False, "l1:fw60").pack()
+    heavy = WindowSpec(Algorithm.FIXED_WINDOW, 1, 60_000_000, 1, 2, 0, True, "l2:fw60").pack()
+    now = 1_699_999_990_000_000  # 10 s into a minute (1_699_999_980 is a multiple of 60)
+    keys = ["quota:test:{proto}", "quota:test:{proto}:u"]
+
+    def decide(*specs: bytes) -> DecideReply:
+        raw = redis_client.eval(script_source("decide"), 2, *keys, *decide_args("c|", now=now, specs=specs))
+        return DecideReply.decode(raw, len(specs))
+
+    first = decide(spec, heavy)
+    assert first == DecideReply(True, now, 0, 0, [
+        WindowReply(ok=True, remaining=0, reset_us=50_000_000, retry_us=0, delay_us=0, used=0, alert=0),
+        WindowReply(ok=False, remaining=1, reset_us=50_000_000, retry_us=NEVER, delay_us=0, used=0, alert=0),
+    ])  # fmt: skip
+    second = decide(spec)
+    assert not second.allowed
+    assert second.windows == [WindowReply(False, 0, 50_000_000, 50_000_000, 0, 0, 0)]
+    banned = DecideReply.decode([0, now, DecideFlag.BANNED, 5], 2)  # limits unread: the head alone
+    assert (banned.flags, banned.ban_wait_us, banned.windows) == (DecideFlag.BANNED, 5, [])
+    with pytest.raises(ValueError, match="replied 5 values for 1 windows"):
+        DecideReply.decode([1, now, 0, 0, 1], 1)
+    budgets = AdjustedBudget.decode_all([-1, 0, 700, 1])
+    assert budgets == [AdjustedBudget(-1, 0), AdjustedBudget(700, 1)]
+    assert [b.period_ended for b in budgets] == [True, False]
 
 
 def test_lua_unpacks_the_window_spec_python_packs(redis_client):
