@@ -28,7 +28,17 @@ from .exceptions import ScriptFailed, StoreUnavailable
 from .fallback import LocalLimiter
 from .key_use import KeyUse
 from .keys import ClientKeys, client_keys, rules_version_key
-from .protocol import NEVER, AdjustedBudget, DecideFlag, DecideReply, WindowReply, decide_args
+from .protocol import (
+    NEVER,
+    AdjustedBudget,
+    DecideFlag,
+    DecideReply,
+    WindowReply,
+    adjust_args,
+    decide_args,
+    refund_args,
+    release_args,
+)
 from .redis_connect import STORE_ERRORS, connect, is_script_error
 from .rules import Window
 from .rules_cache import RulesCache
@@ -205,7 +215,7 @@ class Engine:
         if not keys:
             return
         try:
-            self._release(keys=keys, args=[decision.request_id])
+            self._release(keys=keys, args=release_args(decision.request_id))
         except STORE_ERRORS:
             metrics.observe_redis_error("release")
             # The lease runs out on its own; the client is only limited a little longer.
@@ -303,7 +313,13 @@ class Engine:
         if delta == 0 or (not budgets and not decision.usage):
             return []
         keys = self.keys_of(decision.tag)
-        args = [int(decision.now * _US), delta, decision.usage or "", keys.field_prefix, *(spec for _, spec in budgets)]
+        args = adjust_args(
+            keys.field_prefix,
+            now_us=int(decision.now * _US),
+            delta=delta,
+            usage=decision.usage or "",
+            specs=[spec for _, spec in budgets],
+        )
         try:
             raw = self._adjust(keys=self._script_keys(keys, (), _day(decision.now)[1]), args=args)
         except STORE_ERRORS:
@@ -336,8 +352,12 @@ class Engine:
         if not decision.allowed or decision.local or not states:
             return
         keys = self.keys_of(decision.tag)
-        args: list[object] = [int(decision.now * _US), "" if decision.weight is None else decision.weight]
-        args += [keys.field_prefix, *(s.window.spec_at(decision.now) for s in states)]
+        args = refund_args(
+            keys.field_prefix,
+            now_us=int(decision.now * _US),
+            weight=decision.weight,
+            specs=[s.window.spec_at(decision.now) for s in states],
+        )
         try:
             self._refund(keys=self._script_keys(keys, [s.window for s in states]), args=args)
         except STORE_ERRORS:

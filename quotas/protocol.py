@@ -177,6 +177,47 @@ class DecideArg(IntEnum):
 DECIDE_FIXED_ARGS = len(DecideArg)
 
 
+class RefundArg(IntEnum):
+    """The fixed ARGV slots of refund.lua; the specs of the windows to refund follow them."""
+
+    NOW = 1  # the decision's time (us)
+    WEIGHT = 2  # the decision's weight override, or "" for each window's own
+    FIELD_PREFIX = 3  # the client's field prefix "<client>|"
+
+
+class AdjustArg(IntEnum):
+    """The fixed ARGV slots of adjust.lua; the specs of the decision's budget windows follow them."""
+
+    NOW = 1  # the decision's time (us)
+    DELTA = 2  # actual minus estimated cost, micro-units (may be negative)
+    USAGE = 3  # the usage field prefix, as for decide.lua, or "" not to count
+    FIELD_PREFIX = 4  # the client's field prefix "<client>|"
+
+
+class ReleaseArg(IntEnum):
+    """The ARGV of release.lua (its KEYS are the request's concurrency sets)."""
+
+    REQUEST_ID = 1  # the request whose leases end
+
+
+class UsageAddArg(IntEnum):
+    """The fixed ARGV slots of usage_add.lua; "field, amount" pairs follow them."""
+
+    DAY = 1  # the usage hash's day, in days since 1970
+    WRITER = 2  # the writing process's id
+    SEQ = 3  # the batch's sequence number (a hash takes each writer's batch once)
+
+
+#: Each script's ARGV layout, by the prefix its Lua constants carry (REFUND_ARG_NOW, REFUND_FIXED_ARGS).
+_ARGV_LAYOUTS: dict[str, type[IntEnum]] = {
+    "DECIDE": DecideArg,
+    "REFUND": RefundArg,
+    "ADJUST": AdjustArg,
+    "RELEASE": ReleaseArg,
+    "USAGE_ADD": UsageAddArg,
+}
+
+
 class DecideFlag(IntEnum):
     """Why decide.lua refused, in the reply's flags slot (0: none of these)."""
 
@@ -272,6 +313,26 @@ def decide_args(
     return [now, weight, cost, usage, mode, multiplier, ban_policy, request_id, field_prefix, day, *specs]
 
 
+def refund_args(field_prefix: str, *, now_us: int, weight: int | None, specs: Sequence[bytes]) -> list[object]:
+    """refund.lua's ARGV: the fixed slots in :class:`RefundArg` order, then the specs of the windows to refund."""
+    return [now_us, "" if weight is None else weight, field_prefix, *specs]
+
+
+def adjust_args(field_prefix: str, *, now_us: int, delta: int, usage: str, specs: Sequence[bytes]) -> list[object]:
+    """adjust.lua's ARGV: the fixed slots in :class:`AdjustArg` order, then the budget windows' specs."""
+    return [now_us, delta, usage, field_prefix, *specs]
+
+
+def release_args(request_id: str) -> list[object]:
+    """release.lua's ARGV (:class:`ReleaseArg`)."""
+    return [request_id]
+
+
+def usage_add_args(day: int, writer: str, seq: int, pairs: Sequence[object]) -> list[object]:
+    """usage_add.lua's ARGV: the fixed slots in :class:`UsageAddArg` order, then "field, amount" pairs."""
+    return [day, writer, seq, *pairs]
+
+
 def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
     """The adaptive multipliers by plan id, as the adaptive app publishes them (quotas.keys.multipliers_key).
 
@@ -298,15 +359,16 @@ def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
 
 
 def lua_constants() -> str:
-    """Lua ``local`` definitions of the contract (algorithms, the window spec format, decide.lua's ARGV
-    slots, reply layout and flags, the usage TTL), for the top of each assembled script."""
+    """Lua ``local`` definitions of the contract (algorithms, the window spec format, every script's ARGV
+    slots, decide.lua's reply layout and flags, the usage TTL), for the top of each assembled script."""
     lines = ["-- Generated from quotas/protocol.py: do not edit in the .lua files."]
     lines += [f"local {a.name} = {int(a)}" for a in Algorithm]
     periodic = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.periodic)
     lines.append(f"local IS_PERIOD = {{{periodic}}}  -- specs carrying a calendar period's bounds")
     lines.append(f"local SPEC_FORMAT = '{SPEC_FORMAT}'")
-    lines += [f"local ARG_{a.name} = {int(a)}" for a in DecideArg]
-    lines.append(f"local DECIDE_FIXED_ARGS = {DECIDE_FIXED_ARGS}")
+    for script, layout in _ARGV_LAYOUTS.items():
+        lines += [f"local {script}_ARG_{a.name} = {int(a)}" for a in layout]
+        lines.append(f"local {script}_FIXED_ARGS = {len(layout)}")
     lines += [f"local FLAG_{f.name} = {int(f)}" for f in DecideFlag]
     lines += [f"local REPLY_{name.upper()} = {i}" for i, name in enumerate(_REPLY_HEAD_FIELDS, 1)]
     lines += [f"local WINDOW_REPLY_{name.upper()} = {i}" for i, name in enumerate(_WINDOW_REPLY_FIELDS, 1)]

@@ -11,42 +11,43 @@
 -- one does (see period.lua).
 --
 -- KEYS[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
--- KEYS[2]  the bucket's usage key of the day ARGV[10] names ("...:<YYYYMMDD>")
+-- KEYS[2]  the bucket's usage key of the day DECIDE_ARG_DAY names ("...:<YYYYMMDD>")
 -- KEYS[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
--- ARGV (slot names from quotas/protocol.py DecideArg, generated as ARG_*):
--- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
--- ARGV[2]  the request's weight for every rate window, or '' for each window's own
--- ARGV[3]  the request's estimated cost in micro-units (budget windows spend it)
--- ARGV[4]  the usage field prefix "<plan>|<scope>", or '' not to count
--- ARGV[5]  mode: '' decide; 'peek' read only; 'acl-allow' / 'acl-deny' only
---          count a request an allow / deny list decided
--- ARGV[6]  the adaptive multiplier of the client's plan ('' = 1): it scales
---          the rolling rate windows (codes 1-5), never periods or budgets
--- ARGV[7]  the plan's ban policy "<refusals> <window us> <duration us,...>", or ''
--- ARGV[8]  the request's id (for concurrency leases), or ''
--- ARGV[9]  the client's field prefix "<client>|"
--- ARGV[10] the day of KEYS[2] in days since 1970 (the application's clock), or ''
--- ARGV[10+i] window i's spec (quotas.protocol.WindowSpec; parse_spec in common.lua)
+-- ARGV, by the slot names of quotas.protocol.DecideArg (generated as DECIDE_ARG_*):
+--   NOW          now in microseconds, or '' to use the Redis server's clock
+--   WEIGHT       the request's weight for every rate window, or '' for each window's own
+--   COST         the request's estimated cost in micro-units (budget windows spend it)
+--   USAGE        the usage field prefix "<plan>|<scope>", or '' not to count
+--   MODE         '' decide; 'peek' read only; 'acl-allow' / 'acl-deny' only
+--                count a request an allow / deny list decided
+--   MULTIPLIER   the adaptive multiplier of the client's plan ('' = 1): it scales
+--                the rolling rate windows (codes 1-5), never periods or budgets
+--   BAN_POLICY   the plan's ban policy "<refusals> <window us> <duration us,...>", or ''
+--   REQUEST_ID   the request's id (for concurrency leases), or ''
+--   FIELD_PREFIX the client's field prefix "<client>|"
+--   DAY          the day of KEYS[2] in days since 1970 (the application's clock), or ''
+-- then ARGV[DECIDE_FIXED_ARGS + i], window i's spec (quotas.protocol.WindowSpec;
+--          parse_spec in common.lua)
 -- Returns  quotas.protocol.DecideReply: a head {allowed, now, flags, ban wait}
 --          (slots REPLY_*), then per window: ok, remaining, reset, retry,
 --          delay, used (periods), alert mask (periods) (slots WINDOW_REPLY_*);
 --          flags: FLAG_REDUCED_ONLY, FLAG_BANNED or FLAG_BAN_STARTED;
 --          ban wait: us until the ban ends.
 local now
-if ARGV[ARG_NOW] == '' then now = server_now() else now = tonumber(ARGV[ARG_NOW]) end
-local weight = tonumber(ARGV[ARG_WEIGHT])
-local cost = tonumber(ARGV[ARG_COST]) or 0
-local cp = ARGV[ARG_FIELD_PREFIX]
+if ARGV[DECIDE_ARG_NOW] == '' then now = server_now() else now = tonumber(ARGV[DECIDE_ARG_NOW]) end
+local weight = tonumber(ARGV[DECIDE_ARG_WEIGHT])
+local cost = tonumber(ARGV[DECIDE_ARG_COST]) or 0
+local cp = ARGV[DECIDE_ARG_FIELD_PREFIX]
 -- Usage fields are "<client>|<plan>|<scope>|<counter>" in the bucket's hash of the day.
-local usage = ARGV[ARG_USAGE] ~= '' and cp .. ARGV[ARG_USAGE] or ''
-local mode = ARGV[ARG_MODE]
-local multiplier = tonumber(ARGV[ARG_MULTIPLIER]) or 1
-local ban_policy = ARGV[ARG_BAN_POLICY]
+local usage = ARGV[DECIDE_ARG_USAGE] ~= '' and cp .. ARGV[DECIDE_ARG_USAGE] or ''
+local mode = ARGV[DECIDE_ARG_MODE]
+local multiplier = tonumber(ARGV[DECIDE_ARG_MULTIPLIER]) or 1
+local ban_policy = ARGV[DECIDE_ARG_BAN_POLICY]
 local n = #ARGV - DECIDE_FIXED_ARGS
 
 local usage_at, usage_days
-if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[ARG_DAY]), now) end
+if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[DECIDE_ARG_DAY]), now) end
 
 -- A reply's head (slots REPLY_*): allowed (1 or 0), now, no flags, no ban wait.
 local function reply_head(allowed)
@@ -181,7 +182,7 @@ for _, w in ipairs(windows) do
     if code == SLIDING_WINDOW_LOG then
       log_commit(w.field, w.window, w.weight, now, w.value)
     elseif code == CONCURRENCY then
-      lease_commit(w.field, w.window, now, ARGV[ARG_REQUEST_ID])
+      lease_commit(w.field, w.window, now, ARGV[DECIDE_ARG_REQUEST_ID])
     else
       writes[#writes + 1] = w.field
       writes[#writes + 1] = w.value

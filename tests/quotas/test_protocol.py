@@ -15,15 +15,23 @@ from quotas.protocol import (
     NEVER,
     REPLY_HEAD,
     REPLY_PER_WINDOW,
+    AdjustArg,
     AdjustedBudget,
     Algorithm,
     DecideArg,
     DecideFlag,
     DecideReply,
+    RefundArg,
+    ReleaseArg,
+    UsageAddArg,
     WindowReply,
     WindowSpec,
+    adjust_args,
     decide_args,
     lua_constants,
+    refund_args,
+    release_args,
+    usage_add_args,
 )
 from quotas.scripts import _PARTS, script_source
 
@@ -38,7 +46,7 @@ def test_lua_sees_every_algorithm_code_python_sends(redis_client):
 
 def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     """decide.lua reads its ARGV slots and writes its reply by the names quotas.protocol gives them."""
-    lua = lua_constants() + "return {" + ", ".join(f"ARG_{a.name}" for a in DecideArg) + ", DECIDE_FIXED_ARGS, "
+    lua = lua_constants() + "return {" + ", ".join(f"DECIDE_ARG_{a.name}" for a in DecideArg) + ", DECIDE_FIXED_ARGS, "
     lua += ", ".join(f"FLAG_{f.name}" for f in DecideFlag) + ", REPLY_HEAD, REPLY_PER_WINDOW}"
     expected = [*(int(a) for a in DecideArg), DECIDE_FIXED_ARGS, *(int(f) for f in DecideFlag)]
     assert redis_client.eval(lua, 0) == [*expected, REPLY_HEAD, REPLY_PER_WINDOW]
@@ -52,6 +60,31 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     }  # fmt: skip
     assert args[DECIDE_FIXED_ARGS:] == [b"s"]
     assert "ARGV[1]" not in script_source("decide").split("local now", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("script", "layout", "args", "named", "rest"),
+    [
+        ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=None, specs=[b"s1", b"s2"]),
+         {RefundArg.NOW: 7, RefundArg.WEIGHT: "", RefundArg.FIELD_PREFIX: "c|"}, [b"s1", b"s2"]),
+        ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=3, specs=[]),
+         {RefundArg.NOW: 7, RefundArg.WEIGHT: 3, RefundArg.FIELD_PREFIX: "c|"}, []),
+        ("ADJUST", AdjustArg, adjust_args("c|", now_us=7, delta=-5, usage="1|s", specs=[b"b"]),
+         {AdjustArg.NOW: 7, AdjustArg.DELTA: -5, AdjustArg.USAGE: "1|s", AdjustArg.FIELD_PREFIX: "c|"}, [b"b"]),
+        ("RELEASE", ReleaseArg, release_args("r1"), {ReleaseArg.REQUEST_ID: "r1"}, []),
+        ("USAGE_ADD", UsageAddArg, usage_add_args(19000, "w", 4, ["f|a", 2]),
+         {UsageAddArg.DAY: 19000, UsageAddArg.WRITER: "w", UsageAddArg.SEQ: 4}, ["f|a", 2]),
+    ],
+)  # fmt: skip
+def test_lua_and_python_agree_on_each_scripts_argv(redis_client, script, layout, args, named, rest):
+    """Every script reads its ARGV by the generated <SCRIPT>_ARG_* names, where its Python builder puts each value."""
+    names = [f"{script}_ARG_{a.name}" for a in layout]
+    lua = lua_constants() + "return {" + ", ".join([*names, f"{script}_FIXED_ARGS"]) + "}"
+    assert redis_client.eval(lua, 0) == [*(int(a) for a in layout), len(layout)]
+    assert {a: args[a - 1] for a in layout} == named
+    assert args[len(layout) :] == rest
+    body = script_source(script.lower())[len(lua_constants()) :]
+    assert not re.search(r"ARGV\[\d", body)  # slots by name only
 
 
 def test_lua_writes_its_reply_in_the_order_of_decide_reply_fields(redis_client):
