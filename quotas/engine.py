@@ -407,22 +407,14 @@ def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState
     )
 
 
-_day_cache: tuple[float, float, tuple[int, str]] = (0.0, -1.0, (0, ""))
-
-
 def _day(now: float) -> tuple[int, str]:
     """``(days since 1970, "YYYYMMDD")`` of ``now`` (UTC): which usage key the scripts write.
 
     The scripts check it against the Redis server's clock and compute the
     date themselves only when the two disagree (around midnight).
     """
-    global _day_cache
-    start, end, day = _day_cache
-    if not start <= now < end:
-        days = int(now // 86400)
-        day = (days, time.strftime("%Y%m%d", time.gmtime(days * 86400)))
-        _day_cache = (days * 86400.0, (days + 1) * 86400.0, day)
-    return day
+    days = int(now // 86400)
+    return days, time.strftime("%Y%m%d", time.gmtime(days * 86400))
 
 
 _engine: Engine | None = None
