@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from .protocol import Algorithm
 from .rules import Window
 
-NEVER = -1  # a retry that can never come: the request is heavier than the window
 _US = 1_000_000
 
 
@@ -62,13 +61,11 @@ class Decision:
     ban_wait_us: int = 0  # until the ban ends
     request_id: str = ""  # holds concurrency leases until released
     fallback: bool = False  # decided by the local fallback while Redis is unreachable
-    # (states list, its length, denying, would deny): the refusals, sorted once for the many readers of a refusal.
-    _refusals: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def budget_denied(self) -> bool:
         """Whether a money budget is among the windows that refused the request."""
-        return any(s.window.is_budget for s in self._split()[0])
+        return any(s.window.is_budget for s in self.denying_states())
 
     @property
     def delay(self) -> float:
@@ -77,30 +74,16 @@ class Decision:
 
     def denying_states(self) -> list[WindowState]:
         """Windows that refused the request (shadow windows never refuse)."""
-        return list(self._split()[0])
+        return [s for s in self.states if not s.ok and not s.window.shadow]
 
     def would_deny(self) -> list[WindowState]:
         """Shadow windows that would have refused the request."""
-        return list(self._split()[1])
-
-    def _split(self) -> tuple[tuple[WindowState, ...], tuple[WindowState, ...]]:
-        """(denying, would deny), worked out again only if ``states`` was replaced or grew."""
-        states = self.states
-        cached = self._refusals
-        if cached is not None and cached[0] is states and cached[1] == len(states):
-            return cached[2], cached[3]
-        denying: list[WindowState] = []
-        shadow: list[WindowState] = []
-        for s in states:
-            if not s.ok:
-                (shadow if s.window.shadow else denying).append(s)
-        self._refusals = (states, len(states), tuple(denying), tuple(shadow))
-        return self._refusals[2], self._refusals[3]
+        return [s for s in self.states if not s.ok and s.window.shadow]
 
     def denying_state(self) -> WindowState:
         """The denying window to report: a budget first, else the one with the longest wait."""
         return max(
-            self._split()[0],
+            self.denying_states(),
             key=lambda s: (s.window.is_budget, math.inf if s.retry_us is None else s.retry_us),
         )
 
@@ -121,7 +104,7 @@ class Decision:
             return None
         if self.banned or self.ban_started:
             return self.ban_retry_after
-        waits = [s.window.window * _US if s.retry_us is None else s.retry_us for s in self._split()[0]]
+        waits = [s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()]
         return max(1, math.ceil(max(waits) / _US))
 
     def most_restrictive(self) -> WindowState | None:
@@ -129,7 +112,7 @@ class Decision:
 
         Budgets count money, not requests, so they are never shown there.
         """
-        rate_denials = [s for s in self._split()[0] if not s.window.is_budget]
+        rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
         if rate_denials:
             return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
         enforced = [

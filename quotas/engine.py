@@ -22,13 +22,23 @@ from . import metrics, shaping
 from .auth_failures import failed_auth
 from .breaker import CircuitBreaker
 from .conf import quota_settings
-from .decision import _US, NEVER, Decision, WindowState, scaled
+from .decision import _US, Decision, WindowState, scaled
 from .deny_memory import DenyMemory
 from .exceptions import ScriptFailed, StoreUnavailable
 from .fallback import LocalLimiter
 from .key_use import KeyUse
 from .keys import ClientKeys, client_keys, rules_version_key
-from .protocol import DecideFlag, decide_args, window_replies
+from .protocol import (
+    NEVER,
+    AdjustedBudget,
+    DecideFlag,
+    DecideReply,
+    WindowReply,
+    adjust_args,
+    decide_args,
+    refund_args,
+    release_args,
+)
 from .redis_connect import STORE_ERRORS, connect, is_script_error
 from .rules import Window
 from .rules_cache import RulesCache
@@ -118,7 +128,7 @@ class Engine:
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
         try:
-            reply = self._decide(keys=self._script_keys(keys, windows, day[1]), args=args)
+            raw = self._decide(keys=self._script_keys(keys, windows, day[1]), args=args)
         except STORE_ERRORS as exc:
             if is_script_error(exc):
                 # A bug or bad state of this client's keys, not an outage: this request alone gets the
@@ -130,19 +140,14 @@ class Engine:
             metrics.observe_redis_error("decide")
             raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
         self.breaker.success()
-        flags = reply[2]
-        states = []
+        reply = DecideReply.decode(raw, len(windows))
+        flags = reply.flags
         banned = flags == DecideFlag.BANNED  # a banned client's limits are not read: no window in the reply
-        for w, slots in zip(windows, () if banned else window_replies(reply, len(windows)), strict=False):
-            ok, remaining, reset, retry, delay, used, alert = slots
-            quota = scaled(w, multiplier)
-            states.append(
-                WindowState(w, ok == 1, remaining, reset, None if retry == NEVER else retry, delay, used, alert, quota)
-            )
+        states = [_state(w, r, multiplier) for w, r in zip(windows, reply.windows, strict=not banned)]
         decision = Decision(
-            reply[0] == 1,
+            reply.allowed,
             states,
-            reply[1] / _US,
+            reply.now_us / _US,
             weight,
             tag=tag,
             cost_micros=cost_micros,
@@ -152,14 +157,14 @@ class Engine:
             reduced_only=flags == DecideFlag.REDUCED_ONLY,
             banned=banned,
             ban_started=flags == DecideFlag.BAN_STARTED,
-            ban_wait_us=reply[3],
+            ban_wait_us=reply.ban_wait_us,
             request_id=request_id,
         )
         if states and not peek and any(w.period for w in windows):
             self.fallback.remember(tag, states, decision.now)  # what an outage may still spend (fallback.py)
         if decision.banned or decision.ban_started:
             if now is None and not peek:
-                self.deny_memory.ban(tag, reply[3])
+                self.deny_memory.ban(tag, reply.ban_wait_us)
         elif not decision.allowed and now is None and not peek and not decision.reduced_only and not ban_policy:
             for state in decision.denying_states():
                 if not state.window.period:  # a period's refusal may end with a reconciliation
@@ -190,7 +195,7 @@ class Engine:
             day=day[0],
         )
         try:
-            reply = self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
+            raw = self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("count_acl")
             logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
@@ -198,7 +203,8 @@ class Engine:
                 self._count_locally(tag, usage, "da")
                 return None
             return self.decide_locally(tag, (), weight, cost_micros, usage)
-        return Decision(allowed, [], reply[1] / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage)
+        now_us = DecideReply.decode(raw, 0).now_us
+        return Decision(allowed, [], now_us / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage)
 
     def release(self, decision: Decision) -> None:
         """End the concurrency leases an admitted decision holds."""
@@ -209,7 +215,7 @@ class Engine:
         if not keys:
             return
         try:
-            self._release(keys=keys, args=[decision.request_id])
+            self._release(keys=keys, args=release_args(decision.request_id))
         except STORE_ERRORS:
             metrics.observe_redis_error("release")
             # The lease runs out on its own; the client is only limited a little longer.
@@ -307,19 +313,25 @@ class Engine:
         if delta == 0 or (not budgets and not decision.usage):
             return []
         keys = self.keys_of(decision.tag)
-        args = [int(decision.now * _US), delta, decision.usage or "", keys.field_prefix, *(spec for _, spec in budgets)]
+        args = adjust_args(
+            keys.field_prefix,
+            now_us=int(decision.now * _US),
+            delta=delta,
+            usage=decision.usage or "",
+            specs=[spec for _, spec in budgets],
+        )
         try:
-            reply = self._adjust(keys=self._script_keys(keys, (), _day(decision.now)[1]), args=args)
+            raw = self._adjust(keys=self._script_keys(keys, (), _day(decision.now)[1]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("reconcile")
             logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
             return []
         decision.cost_micros = actual_micros
         alerted = []
-        for i, (state, _) in enumerate(budgets):
-            if reply[2 * i] < 0:  # the decision's period has ended: nothing was changed
+        for (state, _), budget in zip(budgets, AdjustedBudget.decode_all(raw), strict=True):
+            if budget.period_ended:  # nothing was changed
                 continue
-            state.used, state.alert = reply[2 * i], reply[2 * i + 1]
+            state.used, state.alert = budget.used, budget.alert
             if state.alert:
                 alerted.append(state)
         return alerted
@@ -340,8 +352,12 @@ class Engine:
         if not decision.allowed or decision.local or not states:
             return
         keys = self.keys_of(decision.tag)
-        args: list[object] = [int(decision.now * _US), "" if decision.weight is None else decision.weight]
-        args += [keys.field_prefix, *(s.window.spec_at(decision.now) for s in states)]
+        args = refund_args(
+            keys.field_prefix,
+            now_us=int(decision.now * _US),
+            weight=decision.weight,
+            specs=[s.window.spec_at(decision.now) for s in states],
+        )
         try:
             self._refund(keys=self._script_keys(keys, [s.window for s in states]), args=args)
         except STORE_ERRORS:
@@ -376,7 +392,19 @@ class Engine:
         self.redis.close()
 
 
-_day_cache: tuple[float, float, tuple[int, str]] = (0.0, -1.0, (0, ""))
+def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState:
+    """The state of ``window`` from its part of decide.lua's reply, at the quota the multiplier left."""
+    return WindowState(
+        window,
+        ok=reply.ok,
+        remaining=reply.remaining,
+        reset_us=reply.reset_us,
+        retry_us=None if reply.retry_us == NEVER else reply.retry_us,
+        delay_us=reply.delay_us,
+        used=reply.used,
+        alert=reply.alert,
+        quota=scaled(window, multiplier),
+    )
 
 
 def _day(now: float) -> tuple[int, str]:
@@ -385,13 +413,8 @@ def _day(now: float) -> tuple[int, str]:
     The scripts check it against the Redis server's clock and compute the
     date themselves only when the two disagree (around midnight).
     """
-    global _day_cache
-    start, end, day = _day_cache
-    if not start <= now < end:
-        days = int(now // 86400)
-        day = (days, time.strftime("%Y%m%d", time.gmtime(days * 86400)))
-        _day_cache = (days * 86400.0, (days + 1) * 86400.0, day)
-    return day
+    days = int(now // 86400)
+    return days, time.strftime("%Y%m%d", time.gmtime(days * 86400))
 
 
 _engine: Engine | None = None

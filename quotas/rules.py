@@ -11,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any, Protocol
 
 from .acl import AccessList
 from .conf import quota_settings
 from .keys import window_field
-from .periods import Bounds, period_bounds
-from .protocol import ALGORITHM_CODES
+from .periods import period_bounds
+from .protocol import ALGORITHM_CODES, WindowSpec
 from .rates import Rate
-from .scripts import pack_spec
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -50,14 +48,12 @@ class Window:
     advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
     policy_item: str = field(init=False, compare=False, repr=False)  # its RateLimit-Policy item, full quota
     state_prefix: str = field(init=False, compare=False, repr=False)  # the start of its RateLimit item
-    # Periods: (start, end, time zone, spec) of the period last asked for; every request inside it reuses the spec.
-    _period_memo: tuple = field(init=False, compare=False, repr=False, default=(0.0, 0.0, "", b""))
 
     def __post_init__(self) -> None:
-        spec = pack_spec(
+        spec = WindowSpec(
             ALGORITHM_CODES[self.algorithm], self.quota, self.window * 1_000_000, self.capacity, self.weight,
             round(self.max_delay * 1_000_000), self.shadow, self.state_field,
-        )  # fmt: skip
+        ).pack()  # fmt: skip
         policy_sf = sf_string(self.policy)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "policy_sf", policy_sf)
@@ -85,15 +81,11 @@ class Window:
         """The spec for a request at ``now``; periods carry their current boundaries."""
         if not self.period:
             return self.spec
-        tz_name = quota_settings.BUDGET_TIME_ZONE
-        start, end, cached_tz, spec = self._period_memo
-        if start <= now < end and cached_tz == tz_name:
-            return spec
-        bounds = period_bounds(self.period, now, tz_name, self.anchor_day)
-        spec = _period_spec(self, bounds)
-        # A whole tuple, swapped in one assignment: safe for threads reading it meanwhile.
-        object.__setattr__(self, "_period_memo", (float(bounds.start), float(bounds.end), tz_name, spec))
-        return spec
+        bounds = period_bounds(self.period, now, quota_settings.BUDGET_TIME_ZONE, self.anchor_day)
+        return WindowSpec.for_period(
+            self.code, self.quota, self.weight, self.shadow, self.state_field, start_us=bounds.start * 1_000_000,
+            end_us=bounds.end * 1_000_000, next_end_us=bounds.next_end * 1_000_000,
+        ).pack()  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,15 +177,6 @@ class LimitRule:
         object.__setattr__(copy, "anchor_day", day)
         object.__setattr__(copy, "windows", tuple(copy._compile()))
         return copy
-
-
-@lru_cache(maxsize=4096)
-def _period_spec(window: Window, bounds: Bounds) -> bytes:
-    # Periods reuse the spec's numbers: window = start, capacity = end, max delay = next end.
-    return pack_spec(
-        ALGORITHM_CODES[window.algorithm], window.quota, bounds.start * 1_000_000, bounds.end * 1_000_000,
-        window.weight, bounds.next_end * 1_000_000, window.shadow, window.state_field,
-    )  # fmt: skip
 
 
 def sf_string(value: str) -> str:

@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import select
-import struct
 import threading
 import time
 import weakref
@@ -28,23 +27,6 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .protocol import lua_constants
-
-_SPEC = struct.Struct("<BdddddBB")
-
-
-def pack_spec(
-    code: int, limit: int, window: int, capacity: int, weight: int, max_delay: int, shadow: bool, field: str
-) -> bytes:
-    """A window as the scripts read it (``parse_spec`` in ``lua/common.lua``); times in microseconds.
-
-    Numbers travel as doubles: exact for integers below 2**53, which holds
-    microsecond timestamps for the next 280 years and any quota in use.
-    """
-    name = field.encode()
-    if len(name) > 255:
-        raise ValueError(f"window field {field!r} is longer than 255 bytes")
-    return _SPEC.pack(code, limit, window, capacity, weight, max_delay, 1 if shadow else 0, len(name)) + name
-
 
 _PARTS = {
     "decide": (

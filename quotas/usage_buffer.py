@@ -33,6 +33,7 @@ from typing import Any
 from django.core import signing
 
 from .conf import quota_settings
+from .protocol import usage_add_args
 from .redis_connect import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def write_batch(client: Any, writer: str, batch: Batch) -> None:
         per_key[base, day].extend((field, amount))
     for (base, day), pairs in sorted(per_key.items()):
         days = (date(int(day[:4]), int(day[4:6]), int(day[6:])) - date(1970, 1, 1)).days
-        script(keys=[f"{base}:{day}"], args=[days, writer, batch.seq, *pairs])
+        script(keys=[f"{base}:{day}"], args=usage_add_args(days, writer, batch.seq, pairs))
 
 
 def spool_dir() -> Path | None:

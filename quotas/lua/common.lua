@@ -1,19 +1,25 @@
 -- Helpers shared by the decision and refund scripts.
 -- All times are integer microseconds; all counts are request units (weight).
--- Written for speed: no tables or closures per window on the hot path, the
--- algorithms return several values instead.
+-- Each window is one table (parse_spec); the algorithms return several values
+-- rather than a table of results.
 
-local NEVER = -1       -- retry value for a request that can never fit its limit
 local EPSILON = 1      -- microseconds of float slack when comparing schedules
--- A window's spec, packed by quotas.scripts.pack_spec: algorithm code, limit,
--- window (us), capacity, weight, max delay (us), shadow (0/1), then the field
--- name prefixed by its length. Binary, because unpacking it is a third of the
--- cost of matching a text pattern, and it yields numbers, not strings.
-local SPEC_FORMAT = '<BdddddBBc0'
-
+-- A window's spec, packed by quotas.protocol.WindowSpec (which also generates
+-- SPEC_FORMAT), as a table: code, limit, weight, shadow (a boolean), field,
+-- and three numbers whose meaning depends on the algorithm:
+--   rolling windows and leases: window (us; a lease's length), cap, max_delay (us)
+--   calendar periods (IS_PERIOD[code]): start and stop (us) of the current
+--   period [start, stop), and next_stop, the end of the one after
 local function parse_spec(spec)
-  local code, limit, window, cap, weight, max_delay, shadow, field = struct.unpack(SPEC_FORMAT, spec)
-  return code, limit, window, cap, weight, max_delay, shadow == 1, field
+  local code, limit, window_or_start, cap_or_stop, weight, delay_or_next_stop, shadow, field =
+    struct.unpack(SPEC_FORMAT, spec)
+  local w = {code = code, limit = limit, weight = weight, shadow = shadow == 1, field = field}
+  if IS_PERIOD[code] then
+    w.start, w.stop, w.next_stop = window_or_start, cap_or_stop, delay_or_next_stop
+  else
+    w.window, w.cap, w.max_delay = window_or_start, cap_or_stop, delay_or_next_stop
+  end
+  return w
 end
 
 local function fmt(n)
@@ -46,8 +52,10 @@ local function ttl_ms(us)
 end
 
 -- Counter-style algorithms keep their state as one field of the client's hash:
---   ALGORITHMS[code](raw field value or false, limit, window, cap, weight, max_delay, now)
+--   ALGORITHMS[code](w, raw field value or false, limit, cap, now)
 --   -> ok, remaining, reset, retry, delay, value, ttl
+-- w is the window (parse_spec), w.weight what the request takes from it;
+-- limit and cap are the ones in force (w's, or scaled by the adaptive multiplier).
 -- reset: us until the full quota is back; retry: us until this request would
 -- fit (0 when ok, NEVER if it never can); delay: us the request must be held;
 -- value and ttl (only when ok): the field's new value and how long it must live.

@@ -7,85 +7,95 @@
 -- It is on every request's path, so it is written to do little: one TIME, one
 -- HMGET, one HSET and two HINCRBY for a request whose windows are all
 -- counter-style (more for sliding logs, leases, bans, or a new day or client),
--- few tables (one flat array for all windows), and code that few requests
--- need is only built when one does (see period.lua).
+-- one table per window, and code that few requests need is only built when
+-- one does (see period.lua).
 --
 -- KEYS[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
--- KEYS[2]  the bucket's usage key of the day ARGV[10] names ("...:<YYYYMMDD>")
+-- KEYS[2]  the bucket's usage key of the day DECIDE_ARG_DAY names ("...:<YYYYMMDD>")
 -- KEYS[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
--- ARGV (slot names from quotas/protocol.py DecideArg, generated as ARG_*):
--- ARGV[1]  now in microseconds, or '' to use the Redis server's clock
--- ARGV[2]  the request's weight for every rate window, or '' for each window's own
--- ARGV[3]  the request's estimated cost in micro-units (budget windows spend it)
--- ARGV[4]  the usage field prefix "<plan>|<scope>", or '' not to count
--- ARGV[5]  mode: '' decide; 'peek' read only; 'acl-allow' / 'acl-deny' only
---          count a request an allow / deny list decided
--- ARGV[6]  the adaptive multiplier of the client's plan ('' = 1): it scales
---          the rolling rate windows (codes 1-5), never periods or budgets
--- ARGV[7]  the plan's ban policy "<refusals> <window us> <duration us,...>", or ''
--- ARGV[8]  the request's id (for concurrency leases), or ''
--- ARGV[9]  the client's field prefix "<client>|"
--- ARGV[10] the day of KEYS[2] in days since 1970 (the application's clock), or ''
--- ARGV[10+i] window i's spec (see parse_spec in common.lua, and period.lua for
---          how periods reuse the numbers)
--- Returns  {allowed, now, flags, ban wait, then per window: ok, remaining,
---          reset, retry, delay, used (periods), alert mask (periods)};
---          flags: 1 = refused only because of the multiplier, 2 = refused
---          because the client is banned, 4 = this refusal started a ban;
+-- ARGV, by the slot names of quotas.protocol.DecideArg (generated as DECIDE_ARG_*):
+--   NOW          now in microseconds, or '' to use the Redis server's clock
+--   WEIGHT       the request's weight for every rate window, or '' for each window's own
+--   COST         the request's estimated cost in micro-units (budget windows spend it)
+--   USAGE        the usage field prefix "<plan>|<scope>", or '' not to count
+--   MODE         '' decide; 'peek' read only; 'acl-allow' / 'acl-deny' only
+--                count a request an allow / deny list decided
+--   MULTIPLIER   the adaptive multiplier of the client's plan ('' = 1): it scales
+--                the rolling rate windows (codes 1-5), never periods or budgets
+--   BAN_POLICY   the plan's ban policy "<refusals> <window us> <duration us,...>", or ''
+--   REQUEST_ID   the request's id (for concurrency leases), or ''
+--   FIELD_PREFIX the client's field prefix "<client>|"
+--   DAY          the day of KEYS[2] in days since 1970 (the application's clock), or ''
+-- then ARGV[DECIDE_FIXED_ARGS + i], window i's spec (quotas.protocol.WindowSpec;
+--          parse_spec in common.lua)
+-- Returns  quotas.protocol.DecideReply: a head {allowed, now, flags, ban wait}
+--          (slots REPLY_*), then per window: ok, remaining, reset, retry,
+--          delay, used (periods), alert mask (periods) (slots WINDOW_REPLY_*);
+--          flags: FLAG_REDUCED_ONLY, FLAG_BANNED or FLAG_BAN_STARTED;
 --          ban wait: us until the ban ends.
 local now
-if ARGV[ARG_NOW] == '' then now = server_now() else now = tonumber(ARGV[ARG_NOW]) end
-local weight = tonumber(ARGV[ARG_WEIGHT])
-local cost = tonumber(ARGV[ARG_COST]) or 0
-local cp = ARGV[ARG_FIELD_PREFIX]
+if ARGV[DECIDE_ARG_NOW] == '' then now = server_now() else now = tonumber(ARGV[DECIDE_ARG_NOW]) end
+local weight = tonumber(ARGV[DECIDE_ARG_WEIGHT])
+local cost = tonumber(ARGV[DECIDE_ARG_COST]) or 0
+local cp = ARGV[DECIDE_ARG_FIELD_PREFIX]
 -- Usage fields are "<client>|<plan>|<scope>|<counter>" in the bucket's hash of the day.
-local usage = ARGV[ARG_USAGE] ~= '' and cp .. ARGV[ARG_USAGE] or ''
-local mode = ARGV[ARG_MODE]
-local multiplier = tonumber(ARGV[ARG_MULTIPLIER]) or 1
-local ban_policy = ARGV[ARG_BAN_POLICY]
+local usage = ARGV[DECIDE_ARG_USAGE] ~= '' and cp .. ARGV[DECIDE_ARG_USAGE] or ''
+local mode = ARGV[DECIDE_ARG_MODE]
+local multiplier = tonumber(ARGV[DECIDE_ARG_MULTIPLIER]) or 1
+local ban_policy = ARGV[DECIDE_ARG_BAN_POLICY]
 local n = #ARGV - DECIDE_FIXED_ARGS
 
 local usage_at, usage_days
-if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[ARG_DAY]), now) end
+if usage ~= '' then usage_at, usage_days = usage_key(KEYS[2], tonumber(ARGV[DECIDE_ARG_DAY]), now) end
+
+-- A reply's head (slots REPLY_*): allowed (1 or 0), now, no flags, no ban wait.
+local function reply_head(allowed)
+  local head = {}
+  head[REPLY_ALLOWED], head[REPLY_NOW_US], head[REPLY_FLAGS], head[REPLY_BAN_WAIT_US] = allowed, now, 0, 0
+  return head
+end
 
 if mode == 'acl-allow' then
   if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
-  return {1, now, 0, 0}
+  return reply_head(1)
 elseif mode == 'acl-deny' then
   if usage_at then count_usage(usage_at, usage_days, usage, 'da', 1) end
-  return {0, now, 0, 0}
+  return reply_head(0)
 end
 
--- Every window's spec, parsed once into one flat array, 8 slots a window:
-local CODE, LIMIT, WINDOW, CAP, WEIGHT, DELAY, SHADOW, FIELD = 1, 2, 3, 4, 5, 6, 7, 8
--- FIELD is the bucket field (counter-style windows) or the own key (logs, leases).
-local S = {}
+-- Every window's spec, parsed once (parse_spec in common.lua). Then, per window:
+--   w.weight   what this request takes from it (its own weight, the request's,
+--              the cost for a budget, 1 for a count of requests)
+--   w.field    the bucket field (counter-style windows) or the own key (logs, leases)
+--   w.raw_index  counter-style windows: where its value is in the HMGET reply
+-- and once checked: w.ok, w.value (new state, or a log's count), w.ttl.
+local windows = {}
 -- The fields to read: every counter-style window's, then the client's and the
 -- bucket's expiry, then the ban state.
 local hash_fields = {}
 local unit_weight = weight or 1
 local next_key = 3
 for i = 1, n do
-  local o = (i - 1) * 8
-  local code, limit, window, cap, w, max_delay, shadow, field = parse_spec(ARGV[DECIDE_FIXED_ARGS + i])
+  local w = parse_spec(ARGV[DECIDE_FIXED_ARGS + i])
+  local code = w.code
   if code == BUDGET then
-    w = cost
+    w.weight = cost
   elseif code == PERIOD_REQUESTS or code == CONCURRENCY then
-    w = 1  -- requests, whatever their weight
+    w.weight = 1  -- requests, whatever their weight
   else
-    w = weight or w
-    if w > unit_weight then unit_weight = w end
+    w.weight = weight or w.weight
+    if w.weight > unit_weight then unit_weight = w.weight end
   end
   if code == SLIDING_WINDOW_LOG or code == CONCURRENCY then
-    field = KEYS[next_key]
+    w.field = KEYS[next_key]
     next_key = next_key + 1
   else
-    field = cp .. field
-    hash_fields[#hash_fields + 1] = field
+    w.field = cp .. w.field
+    hash_fields[#hash_fields + 1] = w.field
+    w.raw_index = #hash_fields
   end
-  S[o + CODE], S[o + LIMIT], S[o + WINDOW], S[o + CAP] = code, limit, window, cap
-  S[o + WEIGHT], S[o + DELAY], S[o + SHADOW], S[o + FIELD] = w, max_delay, shadow, field
+  windows[i] = w
 end
 local counters = #hash_fields
 hash_fields[counters + 1] = cp .. '~'
@@ -100,99 +110,87 @@ local values = redis.call('HMGET', KEYS[1], unpack(hash_fields))
 local client_exp, bucket_exp = values[counters + 1], values[counters + 2]
 local raw_dn, raw_bn = values[counters + 3], values[counters + 4]
 
-local reply = {0, now, 0, 0}
+local reply = reply_head(0)
 if ban_policy ~= '' then
   local until_ = parse_ban(raw_bn, now)
   if until_ > now then
     -- Banned: refused without looking at the limits.
-    reply[3], reply[4] = FLAG_BANNED, until_ - now
+    reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BANNED, until_ - now
     if mode ~= 'peek' and usage_at then count_usage(usage_at, usage_days, usage, 'dx', 1) end
     return reply
   end
 end
 
 local log_check, log_commit, lease_check, lease_commit
--- Decide one window at `limit` and `cap` (scaled or not); the counter-style
--- windows read values[v]. -> ok, remaining, reset, retry, delay, value (new
--- state or log count), ttl, used, alert
-local function check(o, v, limit, cap)
-  local code = S[o + CODE]
+-- Decide window `w` at `limit` and `cap` (scaled or not). -> ok, remaining,
+-- reset, retry, delay, value (new state or log count), ttl, used, alert
+local function check(w, limit, cap)
+  local code = w.code
   if code == SLIDING_WINDOW_LOG then
     if not log_check then log_check, log_commit = load_sliding_log() end
-    local ok, remaining, reset, retry, delay, count = log_check(S[o + FIELD], limit, S[o + WINDOW], S[o + WEIGHT], now)
-    return ok, remaining, reset, retry, delay, count
+    return log_check(w.field, limit, w.window, w.weight, now)
   elseif code == CONCURRENCY then
     if not lease_check then lease_check, lease_commit = load_leases() end
-    return lease_check(S[o + FIELD], limit, now)
+    return lease_check(w.field, limit, now)
   end
-  return ALGORITHMS[code](values[v], limit, S[o + WINDOW], cap, S[o + WEIGHT], S[o + DELAY], now)
+  return ALGORITHMS[code](w, values[w.raw_index], limit, cap, now)
 end
 
--- Per window: ok, new value, ttl (3 slots a window).
-local R = {}
 local allowed, budget_denied, would_deny, scaled = true, false, false, multiplier ~= 1
-local v = 0
-for i = 1, n do
-  local o = (i - 1) * 8
-  local code = S[o + CODE]
-  local limit, cap = S[o + LIMIT], S[o + CAP]
-  if code ~= SLIDING_WINDOW_LOG and code ~= CONCURRENCY then v = v + 1 end
-  if scaled and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
+for i, w in ipairs(windows) do
+  local limit, cap = w.limit, w.cap
+  if scaled and w.code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
     limit = math.max(1, math.floor(limit * multiplier))
     cap = math.max(1, math.floor(cap * multiplier))
   end
-  local ok, remaining, reset, retry, delay, value, ttl, used, alert = check(o, v, limit, cap)
-  local r = (i - 1) * 3
-  R[r + 1], R[r + 2], R[r + 3] = ok, value, ttl
+  local ok, remaining, reset, retry, delay, value, ttl, used, alert = check(w, limit, cap)
+  w.ok, w.value, w.ttl = ok, value, ttl
   if not ok then
-    if S[o + SHADOW] then
+    if w.shadow then
       would_deny = true
     else
       allowed = false
-      if code == BUDGET then budget_denied = true end
+      if w.code == BUDGET then budget_denied = true end
     end
   end
   local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
-  reply[base + 1] = ok and 1 or 0
-  reply[base + 2] = math.floor(remaining)
-  reply[base + 3] = math.ceil(math.max(reset, 0))
-  reply[base + 4] = math.ceil(retry)
-  reply[base + 5] = math.ceil(delay)
-  reply[base + 6] = used or 0
-  reply[base + 7] = alert or 0
+  reply[base + WINDOW_REPLY_OK] = ok and 1 or 0
+  reply[base + WINDOW_REPLY_REMAINING] = math.floor(remaining)
+  reply[base + WINDOW_REPLY_RESET_US] = math.ceil(math.max(reset, 0))
+  reply[base + WINDOW_REPLY_RETRY_US] = math.ceil(retry)
+  reply[base + WINDOW_REPLY_DELAY_US] = math.ceil(delay)
+  reply[base + WINDOW_REPLY_USED] = used or 0
+  reply[base + WINDOW_REPLY_ALERT] = alert or 0
 end
-if allowed then reply[1] = 1 end
+if allowed then reply[REPLY_ALLOWED] = 1 end
 
 if not allowed and multiplier < 1 then
   -- Would the request pass at full capacity? Then only the reduction refused it.
-  local would_pass, w = true, 0
-  for i = 1, n do
-    local o = (i - 1) * 8
-    if S[o + CODE] ~= SLIDING_WINDOW_LOG and S[o + CODE] ~= CONCURRENCY then w = w + 1 end
-    if not check(o, w, S[o + LIMIT], S[o + CAP]) and not S[o + SHADOW] then would_pass = false end
+  local would_pass = true
+  for _, w in ipairs(windows) do
+    if not check(w, w.limit, w.cap) and not w.shadow then would_pass = false end
   end
-  if would_pass then reply[3] = FLAG_REDUCED_ONLY end
+  if would_pass then reply[REPLY_FLAGS] = FLAG_REDUCED_ONLY end
 end
 if mode == 'peek' then return reply end
 
 local writes, ttl = {}, 0
-for i = 1, n do
-  local o, r = (i - 1) * 8, (i - 1) * 3
-  local code, ok = S[o + CODE], R[r + 1]
+for _, w in ipairs(windows) do
+  local code = w.code
   -- Consume when all allow; a refused budget still records its 100 % alert.
-  if (allowed and ok) or (not ok and code == BUDGET and R[r + 2]) then
+  if (allowed and w.ok) or (not w.ok and code == BUDGET and w.value) then
     if code == SLIDING_WINDOW_LOG then
-      log_commit(S[o + FIELD], S[o + WINDOW], S[o + WEIGHT], now, R[r + 2])
+      log_commit(w.field, w.window, w.weight, now, w.value)
     elseif code == CONCURRENCY then
-      lease_commit(S[o + FIELD], S[o + WINDOW], now, ARGV[ARG_REQUEST_ID])
+      lease_commit(w.field, w.window, now, ARGV[DECIDE_ARG_REQUEST_ID])
     else
-      writes[#writes + 1] = S[o + FIELD]
-      writes[#writes + 1] = R[r + 2]
-      if R[r + 3] > ttl then ttl = R[r + 3] end
+      writes[#writes + 1] = w.field
+      writes[#writes + 1] = w.value
+      if w.ttl > ttl then ttl = w.ttl end
     end
   end
 end
-if not allowed and ban_policy ~= '' and reply[3] == 0 then
+if not allowed and ban_policy ~= '' and reply[REPLY_FLAGS] == 0 then
   -- Refusals for abuse count toward a ban; refusals caused by load shedding do not.
   local dn, bn, until_ = note_refusal(ban_policy, raw_dn, raw_bn, now)
   writes[#writes + 1] = cp .. '!dn'
@@ -202,7 +200,7 @@ if not allowed and ban_policy ~= '' and reply[3] == 0 then
   if bn then
     writes[#writes + 1] = cp .. '!bn'
     writes[#writes + 1] = bn
-    reply[3], reply[4] = FLAG_BAN_STARTED, until_ - now
+    reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BAN_STARTED, until_ - now
     if until_ - now + STRIKE_MEMORY > ttl then ttl = until_ - now + STRIKE_MEMORY end
   end
 end
@@ -218,7 +216,7 @@ if usage_at then
     count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
   elseif budget_denied then
     count_usage(usage_at, usage_days, usage, 'db', 1)
-  elseif reply[3] == FLAG_REDUCED_ONLY then
+  elseif reply[REPLY_FLAGS] == FLAG_REDUCED_ONLY then
     count_usage(usage_at, usage_days, usage, 'dc', 1)
   else
     count_usage(usage_at, usage_days, usage, 'dr', 1)

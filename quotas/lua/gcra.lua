@@ -24,9 +24,9 @@ local function gcra(raw, limit, window, cap, weight, max_delay, now, shaping)
   return false, math.max(0, math.floor((tau - (tat - now)) / T + 1e-6)), tat - now, retry, 0
 end
 
-ALGORITHMS[TOKEN_BUCKET] = function(raw, limit, window, cap, weight, max_delay, now)
-  return gcra(raw, limit, window, cap, weight, max_delay, now, false)
+ALGORITHMS[TOKEN_BUCKET] = function(w, raw, limit, cap, now)
+  return gcra(raw, limit, w.window, cap, w.weight, w.max_delay, now, false)
 end
-ALGORITHMS[LEAKY_BUCKET] = function(raw, limit, window, cap, weight, max_delay, now)
-  return gcra(raw, limit, window, cap, weight, max_delay, now, max_delay > 0)
+ALGORITHMS[LEAKY_BUCKET] = function(w, raw, limit, cap, now)
+  return gcra(raw, limit, w.window, cap, w.weight, w.max_delay, now, w.max_delay > 0)
 end

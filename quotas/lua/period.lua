@@ -1,7 +1,8 @@
 -- Period quotas (PERIOD_QUOTA: weight units, PERIOD_REQUESTS: requests) and
 -- money budgets (BUDGET: cost in micro-units) per
--- calendar period. The spec carries the current period [start, end) and the
--- end of the next one, computed by the application; the server clock picks
+-- calendar period. The spec carries the current period [w.start, w.stop) and
+-- the end of the next one (w.next_stop), computed by the application (see
+-- quotas.protocol.WindowSpec.for_period); the server clock picks
 -- between them, so a reset never waits for an application host's clock.
 -- State: "<period start us>:<used>:<alert level>"; alert level 1 = 80 %
 -- reached, 2 = 100 % reached (each level is reported once per period).
@@ -34,9 +35,7 @@ local function load_periods()
     return 0, 0
   end
 
-  -- The spec's fields are reused: window = period start, cap = period end,
-  -- max_delay = end of the next period. Returns the usual values plus
-  -- `used` (after this request) and the alert mask.
+  -- Returns the usual values plus `used` (after this request) and the alert mask.
   local function period_algorithm(raw, limit, start, stop, weight, next_stop, now)
     local pstart, pstop = period_of(start, stop, next_stop, now)
     local used, level = parse_period_state(raw, pstart)
@@ -60,9 +59,10 @@ local function load_periods()
 end
 
 local period_algorithm
-ALGORITHMS[PERIOD_QUOTA] = function(raw, limit, start, stop, weight, next_stop, now)
+-- Periods and budgets are never scaled: `cap` is unused.
+ALGORITHMS[PERIOD_QUOTA] = function(w, raw, limit, cap, now)
   if not period_algorithm then period_algorithm = load_periods() end
-  return period_algorithm(raw, limit, start, stop, weight, next_stop, now)
+  return period_algorithm(raw, limit, w.start, w.stop, w.weight, w.next_stop, now)
 end
 ALGORITHMS[BUDGET] = ALGORITHMS[PERIOD_QUOTA]
 ALGORITHMS[PERIOD_REQUESTS] = ALGORITHMS[PERIOD_QUOTA]

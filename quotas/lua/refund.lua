@@ -3,19 +3,21 @@
 -- window that has moved on since the decision has nothing left to refund.
 --
 -- KEYS[1] the client's bucket hash, KEYS[2] unused (usage base), KEYS[3+] sliding logs
--- ARGV[1] the decision's time (us), ARGV[2] its weight override or '',
--- ARGV[3] the client's field prefix "<client>|", ARGV[3+i] specs.
+-- ARGV: the slots of quotas.protocol.RefundArg (REFUND_ARG_*): the decision's
+-- time (us), its weight override or '', the client's field prefix "<client>|";
+-- then ARGV[REFUND_FIXED_ARGS + i], the spec of window i.
 -- Concurrency leases (9) are not refunds' business: release.lua ends them.
 -- Budgets (BUDGET) are not refunded here: their estimate is released by adjust.lua.
-local dnow = tonumber(ARGV[1])
-local weight_override = tonumber(ARGV[2])
-local cp = ARGV[3]
+local dnow = tonumber(ARGV[REFUND_ARG_NOW])
+local weight_override = tonumber(ARGV[REFUND_ARG_WEIGHT])
+local cp = ARGV[REFUND_ARG_FIELD_PREFIX]
 local _, period_of, parse_period_state = load_periods()
 local next_key = 3
-for i = 1, #ARGV - 3 do
-  local code, limit, window, _cap, w, _next, _, field = parse_spec(ARGV[3 + i])
-  field = cp .. field
-  local weight = weight_override or w
+for i = 1, #ARGV - REFUND_FIXED_ARGS do
+  local w = parse_spec(ARGV[REFUND_FIXED_ARGS + i])
+  local code, limit, window = w.code, w.limit, w.window  -- window: nil for periods
+  local field = cp .. w.field
+  local weight = weight_override or w.weight
   if code == PERIOD_REQUESTS then weight = 1 end
   if code == CONCURRENCY then
     next_key = next_key + 1
@@ -42,7 +44,7 @@ for i = 1, #ARGV - 3 do
         value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
       end
     elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
-      local pstart = period_of(window, _cap, _next, dnow)
+      local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
       local used, level = parse_period_state(raw, pstart)
       if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
     elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then

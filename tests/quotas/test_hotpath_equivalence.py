@@ -1,10 +1,10 @@
 """The hot path's shortcuts give exactly what the plain code they replace gave.
 
-Headers are built in one pass with text precomputed per window, refusals
-are sorted once per decision, problem bodies copy headers without checking
-them again, metrics skip label checks for values already admitted, and
-clients are made once per user or subscriber. Each test compares against
-the straightforward version, written out here.
+Headers are built in one pass with text precomputed per window, problem
+bodies copy headers without checking them again, metrics skip label checks
+for values already admitted, and clients are made once per user or
+subscriber. Each test compares against the straightforward version, written
+out here (and refusals, computed plainly now, still follow the states).
 """
 
 from __future__ import annotations
