@@ -14,10 +14,10 @@ import threading
 
 import redis
 
-from quotas import keys
 from quotas.conf import quota_settings
-from quotas.keys import encode_part
-from quotas.redis_connect import connect
+from quotas.engine import keys
+from quotas.engine.keys import encode_part
+from quotas.engine.redis_connect import connect
 
 
 def _base() -> str:
@@ -33,7 +33,7 @@ def hosts_key() -> str:
 
 
 def multipliers_key() -> str:
-    return keys.multipliers_key(quota_settings.KEY_PREFIX)  # the engine reads them there (quotas.keys)
+    return keys.multipliers_key(quota_settings.KEY_PREFIX)  # the engine reads them there (quotas.engine.keys)
 
 
 def state_key() -> str:

@@ -19,11 +19,11 @@ from typing import Any
 
 import redis
 
-from quotas.engine import build_engine, reset_engine
+from quotas.engine.core import build_engine, reset_engine
+from quotas.engine.keys import client_tag
 from quotas.exceptions import StoreUnavailable
-from quotas.keys import client_tag
-from quotas.rates import parse_rates
-from quotas.rules import LimitRule
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule
 from tests.clock import avoid_window_edge
 
 from .peers import ratelimit_window_offset

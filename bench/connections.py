@@ -1,4 +1,4 @@
-"""Section 8: what one script call costs through each connection path (quotas/scripts.py).
+"""Section 8: what one script call costs through each connection path (quotas/engine/scripts.py).
 
 The engine writes the packed EVALSHA on a connection its thread holds, after
 one poll(2) that tells whether Redis closed it meanwhile. The alternative is
@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-import quotas.scripts as scripts
+import quotas.engine.scripts as scripts
 
 _NOOP = "return 1"
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import redis
 
-from quotas.engine import get_engine
-from quotas.keys import client_keys, client_tag
-from quotas.rates import parse_rates
-from quotas.rules import LimitRule
+from quotas.engine.core import get_engine
+from quotas.engine.keys import client_keys, client_tag
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule
 from tests.clock import avoid_window_edge
 
 from .rules import FLOOD_LIMIT

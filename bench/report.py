@@ -251,7 +251,7 @@ def render(results: dict[str, Any]) -> str:
     if "connections" in results:
         c = results["connections"]
         sections.append(
-            "8. One EVALSHA of a no-op script, client side (quotas/scripts.py)\n"
+            "8. One EVALSHA of a no-op script, client side (quotas/engine/scripts.py)\n"
             + table(
                 ("path", "median us per call"),
                 [

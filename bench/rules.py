@@ -11,8 +11,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from quotas.rates import Rate, parse_rates
-from quotas.rules import LimitRule, PlanRules, RuleSet, Subscriber
+from quotas.rules.rates import Rate, parse_rates
+from quotas.rules.snapshot import LimitRule, PlanRules, RuleSet, Subscriber
 
 PLAN_ID = 1
 

@@ -72,7 +72,7 @@ MIDDLEWARE = [
 MIDDLEWARE += ["adaptive.middleware.LoadReporterMiddleware"]
 
 # The first backend only refuses clients over QUOTAS['FAILED_AUTH_LIMITS'], before a password is hashed.
-AUTHENTICATION_BACKENDS = ["quotas.backends.FailedAuthBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["quotas.identity.backends.FailedAuthBackend", "django.contrib.auth.backends.ModelBackend"]
 
 ROOT_URLCONF = "config.urls"
 
@@ -175,11 +175,11 @@ QUOTAS = {
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
-# A redis+sentinel:// URL (quotas/redis_connect.py) in kombu's form: one sentinel:// URL per Sentinel joined by ";",
-# the service name as the master_name transport option. kombu's Redis transport cannot use a Redis Cluster: with a
-# redis+cluster:// REDIS_URL, set CELERY_BROKER_URL to a plain Redis (redis://) or RabbitMQ (amqp://).
+# A redis+sentinel:// URL (quotas/engine/redis_connect.py) in kombu's form: one sentinel:// URL per Sentinel
+# joined by ";", the service name as the master_name transport option. kombu's Redis transport cannot use a Redis
+# Cluster: with a redis+cluster:// REDIS_URL, set CELERY_BROKER_URL to a plain Redis (redis://) or RabbitMQ (amqp://).
 if CELERY_BROKER_URL.startswith("redis+sentinel://"):
-    from quotas.redis_connect import celery_sentinel_broker
+    from quotas.engine.redis_connect import celery_sentinel_broker
 
     CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_sentinel_broker(CELERY_BROKER_URL)
 CELERY_RESULT_BACKEND = None
@@ -214,7 +214,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
-# The audit trail (quotas/logs.py): one JSON line per refusal and per ban, on stderr beside the plain log.
-LOGGING["formatters"]["json"] = {"()": "quotas.logs.JsonFormatter"}
+# The audit trail (quotas/observability/logs.py): one JSON line per refusal and per ban, on stderr beside the plain log.
+LOGGING["formatters"]["json"] = {"()": "quotas.observability.logs.JsonFormatter"}
 LOGGING["handlers"]["audit"] = {"class": "logging.StreamHandler", "formatter": "json"}
 LOGGING["loggers"] = {"quotas.audit": {"handlers": ["audit"], "level": "INFO", "propagate": False}}

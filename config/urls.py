@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from quotas.views import healthz, metrics
+from quotas.http.views import healthz, metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -23,9 +23,9 @@ from adaptive.models import AdaptiveSnapshot
 from adaptive.publish import read_multipliers
 from plans.models import Plan, Subscription
 from quotas.conf import quota_settings
-from quotas.redis_connect import STORE_ERRORS
-from quotas.rules import RuleSet
-from quotas.standing import NEAR
+from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.engine.standing import NEAR
+from quotas.rules.snapshot import RuleSet
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
 from usage.store import (

@@ -20,11 +20,11 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, ClientBan, Plan, Subscription
 from plans.rules import subscriber_of
-from quotas.engine import get_engine
+from quotas.engine.core import get_engine
+from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.engine.standing import current_standing
 from quotas.exceptions import StoreUnavailable
-from quotas.identity import Client
-from quotas.redis_connect import STORE_ERRORS
-from quotas.standing import current_standing
+from quotas.identity.clients import Client
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT

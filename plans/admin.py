@@ -18,11 +18,11 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from quotas.decision import scaled
-from quotas.engine import get_engine
+from quotas.engine.core import get_engine
+from quotas.engine.decision import scaled
+from quotas.engine.protocol import parse_multipliers
+from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.exceptions import StoreUnavailable
-from quotas.protocol import parse_multipliers
-from quotas.redis_connect import STORE_ERRORS
 
 from .forms import IssueKeyForm, MovePlanForm
 from .models import (
@@ -66,7 +66,7 @@ def effective_limits(plan: Plan) -> str:
     """HTML: what a client on ``plan`` gets now, from the live rules snapshot with the adaptive multiplier applied."""
     engine = get_engine()
     try:
-        # Read where the engine reads them (quotas.rules_cache): plans knows nothing of the adaptive app.
+        # Read where the engine reads them (quotas.rules.cache): plans knows nothing of the adaptive app.
         multiplier = parse_multipliers(engine.redis.get(engine.rules.multipliers_key)).get(plan.pk, 1.0)
         source = "published by the adaptive controller" if multiplier != 1.0 else "nominal: no reduction published"
     except STORE_ERRORS:

@@ -8,10 +8,10 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.acl import AccessList, ACLRule, parse_network
-from quotas.money import to_micros
-from quotas.rates import Rate, parse_rates
-from quotas.rules import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber, ban_policy_spec
+from quotas.rules.acl import AccessList, ACLRule, parse_network
+from quotas.rules.money import to_micros
+from quotas.rules.rates import Rate, parse_rates
+from quotas.rules.snapshot import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber, ban_policy_spec
 
 from .models import (
     ACLEntry,

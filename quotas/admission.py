@@ -5,7 +5,7 @@ client and gathers the windows that apply into an :class:`Ask`;
 :func:`admit` then runs the policy in order:
 
 1. allow and deny lists (in process, no Redis);
-2. every window in one engine call (:meth:`quotas.engine.Engine.decide`);
+2. every window in one engine call (:meth:`quotas.engine.core.Engine.decide`);
 3. the failure mode when Redis is unreachable (``QUOTAS['FAILURE_MODE']``);
 4. audit and metrics, budget alerts, ban reports;
 5. a shaping leaky bucket's delay.
@@ -26,14 +26,12 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from . import problems, shaping
-from .acl import ACLRule
-from .alerts import fire_budget_alerts, report_ban
-from .conf import quota_settings
-from .context import Decided
-from .decision import Decision
-from .engine import Engine
-from .exceptions import (
+from quotas.conf import quota_settings
+from quotas.engine import shaping
+from quotas.engine.core import Engine
+from quotas.engine.decision import Decision
+from quotas.engine.keys import encode_part
+from quotas.exceptions import (
     AccessDenied,
     ProblemException,
     QuotaExceeded,
@@ -41,10 +39,13 @@ from .exceptions import (
     ReducedCapacity,
     StoreUnavailable,
 )
-from .identity import Client, client_ip
-from .keys import encode_part
-from .observe import record_acl, record_decision
-from .rules import RuleSet, Window
+from quotas.http import problems
+from quotas.http.context import Decided
+from quotas.identity.clients import Client, client_ip
+from quotas.observability.events import fire_budget_alerts, report_ban
+from quotas.observability.record import record_acl, record_decision
+from quotas.rules.acl import ACLRule
+from quotas.rules.snapshot import RuleSet, Window
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ def usage_field(plan_id: int | None, scope: str) -> str:
 
 def _shape(engine: Engine, decision: Decision) -> QuotaExceeded | None:
     """Hold an admitted request a shaping leaky bucket delays, if this process has sleep to spare
-    (quotas/shaping.py); else take it back and refuse it."""
+    (quotas/engine/shaping.py); else take it back and refuse it."""
     if decision.delay <= 0:
         return None
     wait = shaping.budget.take(decision.delay)

@@ -11,9 +11,9 @@ class QuotasConfig(AppConfig):
         from django.apps import apps
         from django.core.signals import setting_changed
 
-        from . import checks  # noqa: F401  (registers the system checks)
-        from .auth_failures import on_login_failed
-        from .engine import reset_engine
+        from quotas import checks  # noqa: F401  (registers the system checks)
+        from quotas.engine.core import reset_engine
+        from quotas.identity.auth_failures import on_login_failed
 
         def _on_setting_changed(*, setting: str, **kwargs: object) -> None:
             # override_settings(QUOTAS=...) in tests must not see a stale engine.

@@ -15,11 +15,11 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from .conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
-from .exceptions import InvalidRate
-from .money import to_micros
-from .rates import parse_rates
-from .redis_connect import validate_url
+from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
+from quotas.engine.redis_connect import validate_url
+from quotas.exceptions import InvalidRate
+from quotas.rules.money import to_micros
+from quotas.rules.rates import parse_rates
 
 #: The largest MAX_REQUEST_COST, in micro-units: 10**9 currency units (the scripts' doubles are exact to 2**53).
 MAX_COST_MICROS = 10**15
@@ -137,7 +137,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
         )
     else:
         for cidr in proxies:
-            if cidr == "unix":  # a proxy on a Unix socket (quotas/identity.py)
+            if cidr == "unix":  # a proxy on a Unix socket (quotas/identity/clients.py)
                 continue
             try:
                 ipaddress.ip_network(cidr, strict=False)
@@ -255,7 +255,8 @@ def _uses_quota_throttle(drf: dict[str, Any]) -> bool:
 def check_middleware(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
     """QuotaThrottle needs its middleware to send headers and settle decisions after the view."""
     drf = getattr(settings, "REST_FRAMEWORK", {}) or {}
-    if _uses_quota_throttle(drf) and "quotas.middleware.QuotaHeadersMiddleware" not in settings.MIDDLEWARE:
+    installed = {"quotas.middleware.QuotaHeadersMiddleware", "quotas.http.middleware.QuotaHeadersMiddleware"}
+    if _uses_quota_throttle(drf) and not installed & set(settings.MIDDLEWARE):
         return [
             Warning(
                 "QuotaThrottle is a default throttle but QuotaHeadersMiddleware is not installed: "

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from .protocol import Algorithm
+from quotas.engine.protocol import Algorithm
 
 #: Every setting with its default. The README's settings table mirrors this.
 DEFAULTS: dict[str, Any] = {
@@ -19,7 +19,7 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     # Default: "quota:v1". Every Redis key starts with it; bump it to start afresh.
     "KEY_PREFIX": "quota:v1",
-    # Default: 1024. Hashes the clients' limit state is spread over (see quotas/keys.py).
+    # Default: 1024. Hashes the clients' limit state is spread over (see quotas/engine/keys.py).
     # Fewer buckets hold more clients each: less memory per client (about 70 bytes
     # from 10,000 clients up), a little more CPU per decision. Changing it starts
     # every client's counters afresh.
@@ -77,7 +77,7 @@ DEFAULTS: dict[str, Any] = {
     # (check E017): the scripts count micro-units in doubles, exact to 2**53.
     "MAX_REQUEST_COST": 1_000_000,
     # Default: 1.0. Seconds of leaky-bucket shaping delay one process may have
-    # asleep at once (see quotas/shaping.py); a delay that does not fit is
+    # asleep at once (see quotas/engine/shaping.py); a delay that does not fit is
     # refused with 429 and the decision taken back.
     "SHAPING_DELAY_BUDGET": 1.0,
     # Default: 0.25. Seconds of shaping delay the budget regains per second:
@@ -86,7 +86,7 @@ DEFAULTS: dict[str, Any] = {
     # Default: {"address": "30/10min", "username": "10/15min"}. Failed authentications
     # (unknown, revoked or expired API keys; wrong passwords) allowed per client
     # address and per username before every attempt is refused with 429 until the
-    # window ends (quotas/auth_failures.py). A human who mistypes a few times never
+    # window ends (quotas/identity/auth_failures.py). A human who mistypes a few times never
     # meets them; a guesser gets 30 tries per 10 minutes per address. None (or a
     # missing kind) turns that limit off.
     "FAILED_AUTH_LIMITS": {"address": "30/10min", "username": "10/15min"},

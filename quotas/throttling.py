@@ -1,5 +1,5 @@
-"""The public import path of the DRF throttle: ``quotas.throttling.QuotaThrottle`` (see :mod:`quotas.drf`)."""
+"""The public import path of the DRF throttle: ``quotas.drf.throttling.QuotaThrottle`` (see :mod:`quotas.drf`)."""
 
-from .drf.throttling import QuotaThrottle
+from quotas.drf.throttling import QuotaThrottle
 
 __all__ = ["QuotaThrottle"]

@@ -8,10 +8,10 @@ from typing import Any
 from django.http import HttpResponse
 from rest_framework import exceptions
 
-from quotas import problems
 from quotas.conf import quota_settings
 from quotas.drf.handlers import respond
 from quotas.exceptions import ProblemException
+from quotas.http import problems
 
 INVALID_QUERY = problems.PROBLEM_BASE + "invalid-usage-query"
 NOT_AUTHENTICATED = problems.PROBLEM_BASE + "not-authenticated"

@@ -18,7 +18,7 @@ from django.db.models import Sum
 
 from plans.models import Plan
 from quotas.conf import quota_settings
-from quotas.money import from_micros
+from quotas.rules.money import from_micros
 
 from .models import COUNTERS, UsageRecord
 from .store import (

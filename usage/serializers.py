@@ -134,7 +134,7 @@ class UpgradeSerializer(PlanSummarySerializer):
 
 
 class StandingSerializer(serializers.Serializer):
-    """Documents ``GET /api/v1/usage/current`` (the body comes from ``quotas.standing``)."""
+    """Documents ``GET /api/v1/usage/current`` (the body comes from ``quotas.engine.standing``)."""
 
     client = serializers.CharField()
     plan = PlanSummarySerializer(allow_null=True)

@@ -23,13 +23,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from quotas import problems as quota_problems
 from quotas.conf import quota_settings
-from quotas.engine import get_engine
+from quotas.engine.core import get_engine
+from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.engine.standing import current_standing
 from quotas.exceptions import QuotaServiceUnavailable, StoreUnavailable
-from quotas.identity import Client, identify
-from quotas.redis_connect import STORE_ERRORS
-from quotas.standing import current_standing
+from quotas.http import problems as quota_problems
+from quotas.identity.clients import Client, identify
 
 from . import problems
 from .renderers import UsageCSVRenderer

@@ -10,7 +10,7 @@ from django.db import models
 
 from quotas.conf import ALGORITHMS, quota_settings
 from quotas.exceptions import InvalidRate
-from quotas.rates import parse_rates
+from quotas.rules.rates import parse_rates
 
 from .plans import Plan, Subscription
 from .validators import _split_methods, validate_methods, validate_rates

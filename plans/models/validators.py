@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
-from quotas.acl import parse_network
 from quotas.exceptions import InvalidRate
-from quotas.rates import parse_rates
+from quotas.rules.acl import parse_network
+from quotas.rules.rates import parse_rates
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 

@@ -7,10 +7,10 @@ from typing import Any
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
-from ..conf import quota_settings
-from ..engine import get_engine
-from ..identity import api_key_of, authenticate_key
-from ..rules import Subscriber
+from quotas.conf import quota_settings
+from quotas.engine.core import get_engine
+from quotas.identity.clients import api_key_of, authenticate_key
+from quotas.rules.snapshot import Subscriber
 
 
 class KeyHolder:
@@ -68,7 +68,7 @@ class APIKeyAuthentication(BaseAuthentication):
     """Authenticates requests by the API key in ``QUOTAS['API_KEY_HEADER']`` (default ``X-API-Key``).
 
     Sets ``request.user`` to a :class:`KeyHolder` and ``request.auth`` to the
-    key's :class:`~quotas.rules.Subscriber`, which :class:`QuotaThrottle`
+    key's :class:`~quotas.rules.snapshot.Subscriber`, which :class:`QuotaThrottle`
     counts against. A request without the header is left to the next class.
     A malformed, unknown, revoked or expired key raises
     :class:`~quotas.exceptions.InvalidAPIKey` (401 with ``WWW-Authenticate``

@@ -22,9 +22,9 @@ from django.http import HttpResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from .. import problems
-from ..conf import quota_settings
-from ..exceptions import ProblemException
+from quotas.conf import quota_settings
+from quotas.exceptions import ProblemException
+from quotas.http import problems
 
 
 def problem_response(exc: Exception) -> HttpResponse | None:

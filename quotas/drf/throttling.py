@@ -5,7 +5,7 @@ identify the client, gather the windows that apply, and ask
 :func:`quotas.admission.admit`. A refusal is raised as the DRF exception it
 is (a :class:`~rest_framework.exceptions.Throttled` for a 429) carrying its
 problem+json body; the decision is left on the request for
-:class:`quotas.middleware.QuotaHeadersMiddleware` (headers, settling after
+:class:`quotas.http.middleware.QuotaHeadersMiddleware` (headers, settling after
 the view).
 """
 
@@ -18,16 +18,16 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
-from .. import problems
-from ..admission import Ask, admit
-from ..conf import quota_settings
-from ..context import set_decided
-from ..engine import get_engine
-from ..exceptions import InvalidQuotaRequest
-from ..identity import Client, identify
-from ..money import to_micros
-from ..rates import parse_rates
-from ..rules import LimitRule, RuleSet, Window
+from quotas.admission import Ask, admit
+from quotas.conf import quota_settings
+from quotas.engine.core import get_engine
+from quotas.exceptions import InvalidQuotaRequest
+from quotas.http import problems
+from quotas.http.context import set_decided
+from quotas.identity.clients import Client, identify
+from quotas.rules.money import to_micros
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule, RuleSet, Window
 
 
 class QuotaThrottle(BaseThrottle):
@@ -63,7 +63,7 @@ class QuotaThrottle(BaseThrottle):
         rules = engine.rules.current()
         client = identify(http_request, request.user, engine.rules, request.auth)
         if client.subscriber is not None:
-            engine.key_use.touch(client.subscriber.key_id)  # written to Redis by the poller (quotas/key_use.py)
+            engine.key_use.touch(client.subscriber.key_id)  # written to Redis by the poller (quotas/engine/key_use.py)
         plan_id, windows = self.get_windows(rules, client, request, view)
         user = request.user
         ask = Ask(

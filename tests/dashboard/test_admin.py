@@ -9,7 +9,7 @@ import pytest
 
 from adaptive.publish import publish_multipliers
 from plans.models import APIKey, EndpointLimit, LimitOverride, Subscription
-from quotas.identity import hash_api_key
+from quotas.identity.clients import hash_api_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory
 
 pytestmark = pytest.mark.django_db

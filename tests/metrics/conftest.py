@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from quotas import metrics
+from quotas.observability import metrics
 
 
 @pytest.fixture(autouse=True)

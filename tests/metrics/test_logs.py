@@ -1,4 +1,4 @@
-"""quotas.logs: the audit trail's JSON lines, with the request id."""
+"""quotas.observability.logs: the audit trail's JSON lines, with the request id."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from django.test import RequestFactory
 
-from quotas.logs import AUDIT_LOGGER, JsonFormatter, log_ban, log_denial, request_id, summarize_decision
-from quotas.rates import parse_rates
-from quotas.rules import LimitRule
+from quotas.observability.logs import AUDIT_LOGGER, JsonFormatter, log_ban, log_denial, request_id, summarize_decision
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_settings_send_the_audit_logger_through_the_json_formatter():
     from django.conf import settings
 
     logging_config = settings.LOGGING
-    assert logging_config["formatters"]["json"]["()"] == "quotas.logs.JsonFormatter"
+    assert logging_config["formatters"]["json"]["()"] == "quotas.observability.logs.JsonFormatter"
     assert logging_config["loggers"][AUDIT_LOGGER]["handlers"] == ["audit"]
     assert logging_config["handlers"]["audit"]["formatter"] == "json"
 

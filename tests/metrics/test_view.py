@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from quotas import metrics
+from quotas.observability import metrics
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import time
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
-from quotas import metrics
+from quotas.observability import metrics
 
 TEST_PLAN = "metrics-test"
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from quotas.rates import parse_rates
-from quotas.rules import LimitRule, ban_policy_spec
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule, ban_policy_spec
 
 T0 = 1_700_000_040.0
 POLICY = ban_policy_spec(3, 10, (60, 600))
@@ -83,7 +83,7 @@ def test_concurrency_lease_runs_out(engine):
 
 
 def _hold_lease_then_hang(ready):
-    from quotas.engine import get_engine
+    from quotas.engine.core import get_engine
 
     decision = get_engine().decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
     ready.send(decision.allowed)

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, APIKey
 from plans.rules import PlansRulesBackend
-from quotas.acl import AccessList, ACLRule, parse_network
-from quotas.engine import get_engine
-from quotas.rules import RuleSet
+from quotas.engine.core import get_engine
+from quotas.rules.acl import AccessList, ACLRule, parse_network
+from quotas.rules.snapshot import RuleSet
 from tests.acl_samples import build_sample
 from tests.factories import SubscriptionFactory, UserFactory
 

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from quotas.rates import parse_rates
-from quotas.rules import LimitRule
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule
 
 T0 = 1_700_000_040.0  # aligned to a minute and to 10 seconds
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from quotas.engine import get_engine, reset_engine
-from quotas.rates import parse_rates
-from quotas.rules import LimitRule
+from quotas.engine.core import get_engine, reset_engine
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule
 
 T0 = 1_700_000_040.0
 SWEEP_ODDS = 64  # bucket.lua

@@ -12,11 +12,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from plans.models import CostBudget, PeriodQuota
-from quotas.engine import get_engine
-from quotas.identity import Client, hash_api_key
-from quotas.keys import client_tag
-from quotas.money import from_micros, to_micros
-from quotas.periods import period_bounds
+from quotas.engine.core import get_engine
+from quotas.engine.keys import client_tag
+from quotas.identity.clients import Client, hash_api_key
+from quotas.rules.money import from_micros, to_micros
+from quotas.rules.periods import period_bounds
 from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
 from tests.usage_counters import usage_totals
@@ -198,8 +198,8 @@ def test_rate_denials_and_shadow_are_counted(client, free, redis_client):
 
 def test_server_clock_picks_the_next_period(engine):
     """The application sends this and the next period; Redis time chooses."""
-    from quotas.rates import Rate
-    from quotas.rules import LimitRule
+    from quotas.rules.rates import Rate
+    from quotas.rules.snapshot import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     window = rule.windows[0]
@@ -265,7 +265,7 @@ def test_negative_or_invalid_budget_is_refused_by_validation(free):
 
 def test_current_standing_reads_without_consuming(client, free, pro):
     """The standing shows limits and budgets, offers an upgrade near a limit, and spends nothing."""
-    from quotas.standing import current_standing
+    from quotas.engine.standing import current_standing
 
     sub = SubscriptionFactory(plan=free)
     key = issue_key(sub)
@@ -301,8 +301,8 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
 
 def test_usage_weight_is_the_sum_of_the_weights_admitted(engine, redis_client):
     """One-unit requests write no weight counter; heavier and zero-weight ones write what differs from one."""
-    from quotas.rates import parse_rates
-    from quotas.rules import LimitRule
+    from quotas.rules.rates import parse_rates
+    from quotas.rules.snapshot import LimitRule
     from usage.store import read_snapshot, scan_usage_keys
 
     windows = LimitRule(id="w", name="w", rates=parse_rates("1000/min"), algorithm="token_bucket").windows
@@ -321,8 +321,8 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(engine):
     Before the fix, A's reconciliation wrote the old day's state over the new
     day's, so B's 60 was forgotten and C's 90 admitted: 150 spent in one day.
     """
-    from quotas.rates import Rate
-    from quotas.rules import LimitRule
+    from quotas.rules.rates import Rate
+    from quotas.rules.snapshot import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)
@@ -340,8 +340,8 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(engine):
 
 def test_reconciling_within_the_period_adds_the_difference(engine):
     """The ordinary case still works: the estimate is replaced by the actual cost."""
-    from quotas.rates import Rate
-    from quotas.rules import LimitRule
+    from quotas.rules.rates import Rate
+    from quotas.rules.snapshot import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)

@@ -9,9 +9,9 @@ from unittest import mock
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine import get_engine
-from quotas.rates import parse_rates
-from quotas.rules import LimitRule
+from quotas.engine.core import get_engine
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 EXACT = ["fixed_window", "sliding_window_log", "token_bucket", "leaky_bucket", "sliding_window_counter"]

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from quotas.scripts import LuaScript
+from quotas.engine.scripts import LuaScript
 
 
 def test_each_thread_keeps_one_connection_and_hands_it_back_when_it_ends(redis_client):

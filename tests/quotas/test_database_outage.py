@@ -17,8 +17,8 @@ from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
-from quotas import metrics
-from quotas.engine import get_engine
+from quotas.engine.core import get_engine
+from quotas.observability import metrics
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.postgres, pytest.mark.urls("tests.urls")]

@@ -115,7 +115,7 @@ def test_the_limit_is_the_number_of_failures_allowed_then_even_the_right_key_is_
 def test_a_password_block_holds_in_a_process_that_saw_none_of_the_failures(free, tight):
     """Another process (here: this one, having forgotten what it learnt) asks Redis before checking a
     password: the right password is refused there too, for the rest of the window."""
-    from quotas.auth_failures import failed_auth
+    from quotas.identity.auth_failures import failed_auth
 
     UserFactory(username="alice", password=PASSWORD, is_staff=True)
     api = APIClient()

@@ -7,8 +7,8 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine import get_engine, reset_engine
-from quotas.usage_buffer import replay_spool, spool_dir
+from quotas.engine.core import get_engine, reset_engine
+from quotas.engine.usage_buffer import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -151,8 +151,8 @@ def test_head_requests_count_toward_limits_on_get(db, outage, settings, mode):
 
 def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(engine, outage, settings):
     """90 of a 100 budget spent through Redis: during the outage this process grants LOCAL_SHARE x 10, not x 100."""
-    from quotas.rates import Rate
-    from quotas.rules import LimitRule
+    from quotas.rules.rates import Rate
+    from quotas.rules.snapshot import LimitRule
 
     settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.5}
     reset_engine()
@@ -169,8 +169,8 @@ def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(engine,
 
 def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(free, redis_client, caplog):
     """A key of the wrong type (a bug, a stray write) is not an outage: other clients stay on Redis."""
-    from quotas import metrics
-    from quotas.keys import client_tag
+    from quotas.engine.keys import client_tag
+    from quotas.observability import metrics
     from tests.factories import SubscriptionFactory
 
     engine = get_engine()

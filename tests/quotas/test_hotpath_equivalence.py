@@ -18,13 +18,14 @@ from prometheus_client import REGISTRY
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from quotas import metrics, problems
-from quotas.cost import actual_cost, set_cost
-from quotas.decision import Decision, WindowState
-from quotas.headers import rate_limit_headers
-from quotas.identity import _user_client, subscription_client
-from quotas.rates import Rate
-from quotas.rules import LimitRule, Subscriber, sf_string
+from quotas.engine.decision import Decision, WindowState
+from quotas.http import problems
+from quotas.http.cost import actual_cost, set_cost
+from quotas.http.headers import rate_limit_headers
+from quotas.identity.clients import _user_client, subscription_client
+from quotas.observability import metrics
+from quotas.rules.rates import Rate
+from quotas.rules.snapshot import LimitRule, Subscriber, sf_string
 
 ALGORITHMS = ("token_bucket", "fixed_window", "sliding_window_log", "leaky_bucket", "budget")
 

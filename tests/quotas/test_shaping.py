@@ -8,7 +8,7 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.shaping import ShapingBudget
+from quotas.engine.shaping import ShapingBudget
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -27,7 +27,7 @@ def test_budget_grants_a_burst_then_its_share_of_time(settings):
 def test_budget_reads_its_size_when_first_used(settings):
     """No size captured at import: the process's budget starts as full as the settings say, and after a
     settings change (the engine is rebuilt) is full again at the new size."""
-    from quotas import shaping
+    from quotas.engine import shaping
 
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 3.0, "SHAPING_DELAY_SHARE": 0.25}
     assert shaping.budget.take(2.5, now=50.0) == 0
@@ -38,7 +38,7 @@ def test_budget_reads_its_size_when_first_used(settings):
 
 
 def test_retry_after_is_the_sooner_of_the_budget_and_the_drained_bucket():
-    from quotas.shaping import retry_after
+    from quotas.engine.shaping import retry_after
 
     assert retry_after(delay=0.4, wait=30.0) == 1
     assert retry_after(delay=1.5, wait=float("inf")) == 2
@@ -77,7 +77,7 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
         assert 1 <= int(r["Retry-After"]) <= 2
         assert r["Content-Type"] == "application/problem+json"
         assert json.loads(r.content)["reason"] == "shaping_capacity"
-    from quotas.engine import get_engine
+    from quotas.engine.core import get_engine
 
     get_engine().flush_usage()
     totals = usage_totals(redis_client)

@@ -12,9 +12,9 @@ from rest_framework.exceptions import Throttled
 from rest_framework.test import APIClient, APIRequestFactory
 
 from plans.models import EndpointLimit, LimitOverride
-from quotas.context import decided_of
-from quotas.engine import get_engine
+from quotas.engine.core import get_engine
 from quotas.exceptions import QuotaExceeded
+from quotas.http.context import decided_of
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 
@@ -189,7 +189,7 @@ def test_forwarded_for_hops_with_a_port_are_parsed(client, free, settings, hop, 
 
 def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog):
     """Behind a proxy on a Unix socket every anonymous client would share one bucket: say how to fix it, once."""
-    from quotas import identity
+    from quotas.identity import clients as identity
 
     identity._warned_peer = False
     identity._cached_ip_client.cache_clear()
@@ -204,7 +204,7 @@ def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog):
 
 def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, settings, caplog):
     """With "unix" in TRUSTED_PROXIES, clients behind a Unix-socket proxy are told apart by X-Forwarded-For."""
-    from quotas import identity
+    from quotas.identity import clients as identity
 
     identity._warned_peer = False
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix", "10.0.0.0/8"]}
@@ -225,7 +225,7 @@ def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, s
 
 def test_a_unix_socket_proxy_that_forwards_nothing_is_warned_about(client, free, settings, caplog):
     """Trusted, but no X-Forwarded-For: still one bucket for everyone, and the warning says what the proxy lacks."""
-    from quotas import identity
+    from quotas.identity import clients as identity
 
     identity._warned_peer = False
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix"]}
@@ -497,7 +497,7 @@ def test_an_actual_cost_out_of_bounds_names_the_view(free, settings):
 
 def test_unknown_keys_cost_one_query_each_and_never_evict_known_keys(client, free, settings, django_assert_num_queries):
     """A guesser's distinct keys go to a small cache of their own; a known key stays cached (no query)."""
-    from quotas.engine import reset_engine
+    from quotas.engine.core import reset_engine
 
     settings.QUOTAS = {**settings.QUOTAS, "CLIENT_CACHE_SIZE": 2}
     reset_engine()

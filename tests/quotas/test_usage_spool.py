@@ -10,8 +10,8 @@ import time
 import pytest
 from django.core import signing
 
-from quotas.engine import get_engine
-from quotas.usage_buffer import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
+from quotas.engine.core import get_engine
+from quotas.engine.usage_buffer import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
 from tests.usage_counters import usage_totals
 
 TODAY = time.strftime("%Y%m%d", time.gmtime())

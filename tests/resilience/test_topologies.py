@@ -1,7 +1,7 @@
 """The engine on a real Redis Cluster (3 primaries) and a real Sentinel group: same decisions, same exactness.
 
 Every test here builds the engine from ``REDIS_URL`` alone (``redis+cluster://``
-or ``redis+sentinel://``, see quotas/redis_connect.py) through ``override_settings``.
+or ``redis+sentinel://``, see quotas/engine/redis_connect.py) through ``override_settings``.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
-from quotas.engine import get_engine
+from quotas.engine.core import get_engine
+from quotas.engine.redis_connect import celery_sentinel_broker
 from quotas.exceptions import StoreUnavailable
-from quotas.rates import Rate, parse_rates
-from quotas.redis_connect import celery_sentinel_broker
-from quotas.rules import LimitRule
+from quotas.rules.rates import Rate, parse_rates
+from quotas.rules.snapshot import LimitRule
 from usage.flush import flush_usage
 from usage.models import UsageRecord
 from usage.store import scan_usage_keys

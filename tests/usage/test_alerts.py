@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from plans.models import APIKey, CostBudget
-from quotas.identity import hash_api_key
+from quotas.identity.clients import hash_api_key
 from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.models import BudgetAlert

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from plans.models import APIKey
-from quotas.identity import hash_api_key
+from quotas.identity.clients import hash_api_key
 from tests.factories import SubscriptionFactory, UserFactory, issue_key
 from usage.flush import flush_usage
 from usage.models import UsageRecord

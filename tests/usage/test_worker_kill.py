@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from plans.models import APIKey
 from quotas.conf import quota_settings
-from quotas.identity import hash_api_key
+from quotas.identity.clients import hash_api_key
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.models import DENIALS
 from usage.store import read_snapshot, readable_days, scan_usage_keys, server_now

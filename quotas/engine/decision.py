@@ -1,0 +1,130 @@
+"""What a decision says: per window, and for the whole request.
+
+Shared by the engine (decisions from Redis) and the local fallback
+(decisions made in-process while Redis is down).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from quotas.engine.protocol import Algorithm
+from quotas.rules.snapshot import Window
+
+_US = 1_000_000
+
+
+@dataclass(slots=True)
+class WindowState:
+    """The outcome of one window: whether it allowed, and what is left.
+
+    ``retry_us`` is 0 when the window allowed, ``None`` when the request can
+    never fit it (its weight exceeds the window's capacity). ``remaining`` is
+    ``None`` when the state was not read from Redis (a locally remembered
+    denial).
+    """
+
+    window: Window
+    ok: bool
+    remaining: int | None
+    reset_us: int
+    retry_us: int | None
+    delay_us: int = 0
+    used: int = 0  # periods and budgets: what the period has used (after this request)
+    alert: int = 0  # budgets: thresholds newly reached (1 = 80 %, 2 = 100 %)
+    quota: int = 0  # the quota in force: the window's, scaled by an adaptive multiplier
+
+    def __post_init__(self) -> None:
+        if not self.quota:
+            self.quota = self.window.quota
+
+
+@dataclass(slots=True)
+class Decision:
+    """The result of :meth:`Engine.decide` for one request."""
+
+    allowed: bool
+    states: list[WindowState]
+    now: float  # seconds since the epoch, from the Redis server's clock
+    weight: int | None = None
+    local: bool = False  # decided from the in-process memory of over-limit clients
+    tag: str = ""
+    cost_micros: int = 0  # the estimated cost the budgets were charged
+    usage: str | None = None  # the usage field prefix the request was counted under
+    specs: list[bytes] = field(default_factory=list)  # the window specs as sent (for reconciliation)
+    reconciled: bool = False
+    multiplier: float = 1.0  # the adaptive multiplier the rate windows were scaled by
+    reduced_only: bool = False  # refused only because of the multiplier (503, not 429)
+    banned: bool = False  # refused because the client is banned (escalation), limits unread
+    ban_started: bool = False  # this refusal started a ban
+    ban_wait_us: int = 0  # until the ban ends
+    request_id: str = ""  # holds concurrency leases until released
+    fallback: bool = False  # decided by the local fallback while Redis is unreachable
+
+    @property
+    def budget_denied(self) -> bool:
+        """Whether a money budget is among the windows that refused the request."""
+        return any(s.window.is_budget for s in self.denying_states())
+
+    @property
+    def delay(self) -> float:
+        """Seconds a shaping leaky bucket asks the request to be held."""
+        return max((s.delay_us for s in self.states), default=0) / _US
+
+    def denying_states(self) -> list[WindowState]:
+        """Windows that refused the request (shadow windows never refuse)."""
+        return [s for s in self.states if not s.ok and not s.window.shadow]
+
+    def would_deny(self) -> list[WindowState]:
+        """Shadow windows that would have refused the request."""
+        return [s for s in self.states if not s.ok and s.window.shadow]
+
+    def denying_state(self) -> WindowState:
+        """The denying window to report: a budget first, else the one with the longest wait."""
+        return max(
+            self.denying_states(),
+            key=lambda s: (s.window.is_budget, math.inf if s.retry_us is None else s.retry_us),
+        )
+
+    @property
+    def ban_retry_after(self) -> int:
+        """Whole seconds until a ban ends."""
+        return max(1, math.ceil(self.ban_wait_us / _US))
+
+    @property
+    def retry_after(self) -> int | None:
+        """Whole seconds until the same request would be admitted (None if allowed).
+
+        The smallest whole number of seconds covering the longest wait among
+        the denying windows, never 0. For a request that can never fit, the
+        longest denying window's length.
+        """
+        if self.allowed:
+            return None
+        if self.banned or self.ban_started:
+            return self.ban_retry_after
+        waits = [s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()]
+        return max(1, math.ceil(max(waits) / _US))
+
+    def most_restrictive(self) -> WindowState | None:
+        """The rate window to show in X-RateLimit-*: the denying one, else the least remaining.
+
+        Budgets count money, not requests, so they are never shown there.
+        """
+        rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
+        if rate_denials:
+            return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
+        enforced = [
+            s for s in self.states if not s.window.shadow and not s.window.is_budget and s.remaining is not None
+        ]
+        if not enforced:
+            return None
+        return min(enforced, key=lambda s: ((s.remaining or 0) / max(s.quota, 1), -s.reset_us))
+
+
+def scaled(window: Window, multiplier: float) -> int:
+    """The quota of ``window`` under an adaptive multiplier (as decide.lua computes it)."""
+    if multiplier == 1.0 or not Algorithm(window.code).rolling:  # periods and budgets are never scaled
+        return window.quota
+    return max(1, math.floor(window.quota * multiplier))

@@ -1,0 +1,142 @@
+"""The ``local`` failure mode: each process enforces its share of every limit in memory.
+
+While Redis is unreachable, a process decides with the same windows, their
+quotas scaled by ``QUOTAS['LOCAL_SHARE']`` (set it to about 1 / the number of
+worker processes, so that together they stay near the real limit). Every
+rate window is metered as a token bucket of its (scaled) quota over its
+window, periods and budgets as counters per period; concurrency limits are
+not enforced. It is a deliberate approximation that holds for the length of
+an outage: the state is per process, bounded, and dropped when Redis is back.
+
+Money and period quotas are not started afresh: every Redis decision leaves
+here what remained of its budgets and periods (:meth:`LocalLimiter.remember`),
+and during an outage a process spends at most LOCAL_SHARE of that remainder.
+With N processes the outage spends at most N x LOCAL_SHARE x R, R being the
+largest remainder any of them last saw from Redis: with LOCAL_SHARE = 1 / N,
+no more than was left. A client no process decided in Redis this period gets
+LOCAL_SHARE of the whole quota. What is spent locally is counted in usage but
+not charged to the budget in Redis afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from quotas.conf import quota_settings
+from quotas.engine.decision import Decision, WindowState, scaled
+from quotas.rules.periods import period_bounds
+from quotas.rules.snapshot import Window
+
+_US = 1_000_000
+
+
+class LocalLimiter:
+    """In-memory limits for one process (see the module docstring)."""
+
+    def __init__(self, share: float, size: int) -> None:
+        self.share = share
+        self.size = size
+        self._state: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        # (tag, window) -> (end of its period, what remained of it): from the last Redis decision.
+        self._known: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, tag: str, states: Sequence[WindowState], now: float) -> None:
+        """Keep what remained of ``tag``'s budgets and periods after a Redis decision at ``now``."""
+        with self._lock:
+            for state in states:
+                if state.window.period and state.remaining is not None:
+                    key = (tag, state.window.state_field)
+                    self._known[key] = (now + state.reset_us / _US, int(state.remaining))
+                    self._known.move_to_end(key)
+            while len(self._known) > self.size:
+                self._known.popitem(last=False)
+
+    def decide(
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None = None,
+        cost_micros: int = 0,
+        multiplier: float = 1.0,
+    ) -> Decision:
+        """Check and consume like the decision script, all or nothing, in this process only."""
+        now = time.time()
+        with self._lock:
+            checks = [self._check(tag, w, weight, cost_micros, multiplier, now) for w in windows]
+            allowed = all(state.ok or state.window.shadow for state, _ in checks)
+            if allowed:
+                for state, commit in checks:
+                    if state.ok and commit is not None:
+                        commit()
+            while len(self._state) > self.size:
+                self._state.popitem(last=False)
+        decision = Decision(allowed, [s for s, _ in checks], now, weight, local=True, tag=tag, multiplier=multiplier)
+        decision.cost_micros = cost_micros
+        decision.fallback = True
+        return decision
+
+    def clear(self) -> None:
+        """Forget the outage's state (Redis is back); what remained of budgets is kept for the next."""
+        with self._lock:
+            self._state.clear()
+
+    def _slot(self, tag: str, window: Window, default: list[float]) -> list[float]:
+        key = (tag, window.state_field)
+        slot = self._state.get(key)
+        if slot is None:
+            slot = self._state[key] = default
+        self._state.move_to_end(key)
+        return slot
+
+    def _check(self, tag: str, w: Window, weight: int | None, cost: int, multiplier: float, now: float):
+        if w.algorithm == "concurrency":
+            return WindowState(w, True, None, 0, 0), None
+        if w.period:
+            return self._check_period(tag, w, weight, cost, now)
+        quota = max(1, math.floor(scaled(w, multiplier) * self.share))
+        units = w.weight if weight is None else weight
+        interval = w.window / quota  # seconds per unit
+        slot = self._slot(tag, w, [now])
+        tat = max(slot[0], now)
+        new_tat = tat + units * interval
+        if new_tat - now <= quota * interval + 1e-9:
+            remaining = math.floor((quota * interval - (new_tat - now)) / interval + 1e-9)
+
+            def commit(slot: list[float] = slot, value: float = new_tat) -> None:
+                slot[0] = value
+
+            return WindowState(w, True, remaining, int((new_tat - now) * _US), 0, quota=quota), commit
+        retry = None if units > quota else int((new_tat - now - quota * interval) * _US) + 1
+        return WindowState(w, False, 0, int((tat - now) * _US), retry, quota=quota), None
+
+    def _check_period(self, tag: str, w: Window, weight: int | None, cost: int, now: float):
+        bounds = period_bounds(w.period, now, quota_settings.BUDGET_TIME_ZONE, w.anchor_day)
+        known = self._known.get((tag, w.state_field))
+        if known is not None and abs(known[0] - bounds.end) < 1.0:
+            # Redis said what remained of this very period: spend this process's share of that only.
+            quota = max(0, math.floor(known[1] * self.share))
+        else:
+            quota = max(1, math.floor(w.quota * self.share))
+        units = (
+            cost
+            if w.is_budget
+            else (1 if w.algorithm == "period_requests" else (w.weight if weight is None else weight))
+        )
+        slot = self._slot(tag, w, [bounds.start, 0])
+        if slot[0] != bounds.start:
+            slot[0], slot[1] = bounds.start, 0
+        reset = int((bounds.end - now) * _US)
+        if slot[1] + units <= quota:
+
+            def commit(slot: list[float] = slot, units: int = units) -> None:
+                slot[1] += units
+
+            return WindowState(
+                w, True, int(quota - slot[1] - units), reset, 0, used=int(slot[1] + units), quota=quota
+            ), commit
+        return WindowState(w, False, int(max(0, quota - slot[1])), reset, reset, used=int(slot[1]), quota=quota), None

@@ -1,0 +1,112 @@
+"""Every Redis key the engine uses is built here.
+
+Layout. Clients are spread over ``KEY_BUCKETS`` buckets by a CRC32 of their
+id; each bucket is one hash, ``<prefix>:{b<n>}``, holding the counter-style
+windows of all its clients as fields ``<client>|<window>`` (``<window>`` is
+``<limit id>:<algorithm><seconds>``), each client's ban state
+(``<client>|!dn``, ``<client>|!bn``) and expiry (``<client>|~``, epoch
+seconds after which all its fields may go), and the bucket's own expiry
+(``~``). Sliding logs and concurrency leases keep a sorted set each,
+``<prefix>:{b<n>}:l:<client>|<window>``, and usage one hash per bucket and
+day, ``<prefix>:{b<n>}:u:<YYYYMMDD>``, with fields
+``<client>|<plan>|<scope>|<counter>``.
+
+Why buckets: a Redis key costs about 100 bytes before it holds anything
+(dict entry, key string, object header, expiry entry), more than the state
+of an O(1) limit itself. Small hashes are stored as one packed list, so a
+client's window costs only its field and value (about 30 bytes). The bucket
+is the key's Redis Cluster hash tag, so every key of one decision hashes to
+one slot and the decision script stays valid on a cluster.
+
+Client text is encoded so that it can never contain ``{``, ``}``, ``:``,
+``|`` or bytes that would break out of its place, and is bounded in length.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import zlib
+from functools import lru_cache
+from typing import NamedTuple
+
+from quotas.engine.protocol import Algorithm
+
+_SAFE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: Client ids longer than this are hashed, so that a field stays small enough
+#: for Redis's packed small-hash encoding (64 bytes a field by default).
+_MAX_ID = 40
+
+
+def encode_part(value: str | bytes) -> str:
+    """A key-safe, bounded form of ``value``; distinct inputs stay distinct.
+
+    Short values made only of ``[A-Za-z0-9._-]`` are kept as they are (readable
+    keys in redis-cli); anything else becomes ``~`` plus an unpadded base32 of
+    its SHA-256 prefix, which can never collide with a kept value.
+    """
+    if isinstance(value, str) and _SAFE.fullmatch(value):
+        return value
+    raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    digest = hashlib.sha256(raw).digest()[:15]
+    return "~" + base64.b32encode(digest).decode("ascii").lower()
+
+
+def client_tag(kind: str, value: str | bytes) -> str:
+    """A client's identity as the engine names it: ``{<kind>.<encoded value>}``."""
+    return "{" + kind + "." + encode_part(value) + "}"
+
+
+def client_id(tag: str) -> str:
+    """The client part of its fields and keys: the tag without braces, hashed when long."""
+    text = tag.strip("{}")
+    if len(text) <= _MAX_ID:
+        return text
+    return "~" + base64.b32encode(hashlib.sha256(text.encode()).digest()[:10]).decode("ascii").lower()
+
+
+def bucket_of(client: str, buckets: int) -> int:
+    """The bucket of a client id (stable across processes and versions)."""
+    return zlib.crc32(client.encode()) % buckets
+
+
+class ClientKeys(NamedTuple):
+    """Where one client's state lives."""
+
+    bucket: str  # the bucket hash (counter-style windows, bans, expiries)
+    field_prefix: str  # "<client>|": the start of every field of this client
+    usage_base: str  # the start of its bucket's usage keys; ":<YYYYMMDD>" is appended
+    own_base: str  # the start of its own-key windows (sliding logs, leases)
+    client: str  # the client id (the tag without braces)
+
+    def field(self, window_field: str) -> str:
+        """The bucket field of one window of this client."""
+        return self.field_prefix + window_field
+
+    def own_key(self, window_field: str) -> str:
+        """The sorted set of one sliding-log or concurrency window of this client."""
+        return self.own_base + window_field
+
+
+@lru_cache(maxsize=8192)  # as the identity caches: clients that repeat are the ones worth remembering
+def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
+    """The keys and fields of client ``tag`` (a :func:`client_tag`); memoised, tags repeat."""
+    client = client_id(tag)
+    hashtag = f"{prefix}:{{b{bucket_of(client, buckets)}}}"
+    return ClientKeys(hashtag, client + "|", f"{hashtag}:u", f"{hashtag}:l:{client}|", client)
+
+
+def window_field(limit_id: str, algorithm: str, window: int) -> str:
+    """The client-independent name of a window (precomputed per window)."""
+    return f"{encode_part(limit_id)}:{Algorithm.named(algorithm).key_tag}{window}"
+
+
+def multipliers_key(prefix: str) -> str:
+    """The adaptive multipliers by plan (JSON, written by the adaptive app, read by every engine)."""
+    return f"{prefix}:adaptive:multipliers"
+
+
+def rules_version_key(prefix: str) -> str:
+    """The key whose value changes whenever plans or limits change."""
+    return f"{prefix}:rules-version"

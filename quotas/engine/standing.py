@@ -1,0 +1,84 @@
+"""A client's live standing: every limit and budget that applies, and an upgrade offer.
+
+Read with one EVALSHA in peek mode, which consumes and counts nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from quotas.engine.core import Engine
+from quotas.engine.decision import WindowState
+from quotas.identity.clients import Client
+from quotas.rules.money import from_micros
+from quotas.rules.snapshot import PlanRules, RuleSet
+
+NEAR = 0.8  # an upgrade is offered from 80 % of a limit or budget used
+
+
+def current_standing(client: Client, rules: RuleSet, engine: Engine) -> dict[str, Any]:
+    """Limits (quota, remaining, reset), budgets (spent, remaining, resets_at), plan, upgrade offer."""
+    plan_id = client.subscriber.plan_id if client.subscriber else rules.default_plan_id
+    plan = rules.plans.get(plan_id) if plan_id is not None else None
+    limits = rules.limits_for(plan_id, client.subscriber)
+    windows = [w for rule in limits if not rule.shadow for w in rule.windows]
+    states = engine.peek(client.tag, windows).states if windows else []
+    now = datetime.now(UTC)
+    body: dict[str, Any] = {
+        "client": client.tag.strip("{}"),
+        "plan": _plan(plan),
+        "limits": [_limit(s, rules, limits) for s in states if not s.window.is_budget],
+        "budgets": [_budget(s, now) for s in states if s.window.is_budget],
+        "upgrade": None,
+    }
+    near = [s for s in states if _used_fraction(s) >= NEAR]
+    for state in sorted(near, key=_used_fraction, reverse=True):
+        upgrade = rules.upgrade_for(plan_id, state.window)
+        if upgrade is not None:
+            body["upgrade"] = {**(_plan(upgrade) or {}), "because": state.window.policy}
+            break
+    return body
+
+
+def _plan(plan: PlanRules | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    return {"slug": plan.slug, "name": plan.name, "monthly_price": str(plan.price)}
+
+
+def _used_fraction(state: WindowState) -> float:
+    quota = state.window.quota
+    return 0.0 if quota <= 0 else 1 - max(0, state.remaining or 0) / quota
+
+
+def _limit(state: WindowState, rules: RuleSet, limits: tuple) -> dict[str, Any]:
+    w = state.window
+    scope = next((r.scope for r in limits if r.id == w.limit_id), "")
+    return {
+        "name": w.policy,
+        "scope": scope or None,
+        "algorithm": w.algorithm,
+        "quota": w.quota,
+        "window": w.window,
+        "period": w.period or None,
+        "remaining": max(0, state.remaining or 0),
+        "reset": math.ceil(state.reset_us / 1e6),
+    }
+
+
+def _budget(state: WindowState, now: datetime) -> dict[str, Any]:
+    w = state.window
+    remaining = max(0, state.remaining or 0)
+    return {
+        "name": w.policy,
+        "period": w.period,
+        "currency": w.currency,
+        "amount": str(from_micros(w.quota)),
+        "spent": str(from_micros(w.quota - remaining)),
+        "remaining": str(from_micros(remaining)),
+        "resets_at": datetime.fromtimestamp(now.timestamp() + state.reset_us / 1e6, UTC)
+        .replace(microsecond=0)
+        .isoformat(),
+    }

@@ -1,0 +1,64 @@
+"""Priced requests: how a view reports what a request actually cost.
+
+A view may estimate a request's cost before it runs (``get_quota_cost``,
+see :class:`quotas.drf.throttling.QuotaThrottle`) and report the actual cost
+after it ran, by setting ``request.quota_cost`` (a Decimal, on DRF's request)
+or calling :func:`set_cost`. The middleware then charges the difference to
+the client's budgets, exactly once; a view that fails is charged nothing.
+
+Between the decision and the reconciliation other requests of the client see
+only the estimate, so a budget can be overspent by at most the sum, over the
+client's requests in flight at once, of (actual - estimate). Estimate high,
+or cap the actual cost a view reports, to keep that window small.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from rest_framework.request import Request
+
+from quotas.conf import quota_settings
+from quotas.rules.money import to_micros
+
+
+def set_cost(request: Any, amount: Decimal | int | str) -> None:
+    """Record the actual cost of ``request`` (DRF or Django request)."""
+    target = getattr(request, "_request", request)
+    target.quota_cost = amount
+    if target is not request:
+        request.quota_cost = amount
+
+
+def actual_cost(request: Any) -> int | None:
+    """The actual cost a view reported, in micro-units, or None if it reported none."""
+    if request is None:
+        return None
+    if type(request) is Request:
+        # DRF's Request.__getattr__ turns a missing attribute into two exceptions, and most
+        # requests report no cost: read its own attributes, then the Django request's.
+        amount = request.__dict__.get("quota_cost")
+        if amount is None:
+            amount = getattr(request._request, "quota_cost", None)
+    else:
+        amount = getattr(request, "quota_cost", None)
+        if amount is None:
+            amount = getattr(getattr(request, "_request", None), "quota_cost", None)
+    if amount is None:
+        return None
+    # Set by the view's code after it ran: out of bounds, it is a programming mistake, not the client's.
+    try:
+        micros = to_micros(amount)
+    except (TypeError, ArithmeticError, ValueError) as exc:  # a float, NaN, "abc"
+        raise TypeError(_misreported(request, amount)) from exc
+    if not 0 <= micros <= to_micros(quota_settings.MAX_REQUEST_COST):
+        raise ValueError(_misreported(request, amount))
+    return micros
+
+
+def _misreported(request: Any, amount: object) -> str:
+    context = getattr(request, "parser_context", None) or {}  # DRF's Request knows its view
+    view = context.get("view")
+    where = f"{type(view).__name__} set request.quota_cost" if view is not None else "request.quota_cost is"
+    return f"{where} {amount!r}; an actual cost is a Decimal from 0 to QUOTAS['MAX_REQUEST_COST']."

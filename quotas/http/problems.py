@@ -1,0 +1,252 @@
+"""RFC 9457 problem details: every error body the quota layer sends is built here."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from django.http import HttpResponse
+
+from quotas.rules.money import from_micros
+
+if TYPE_CHECKING:
+    from quotas.engine.decision import Decision
+    from quotas.rules.snapshot import PlanRules
+
+CONTENT_TYPE = "application/problem+json"
+# Problem types registered by draft-ietf-httpapi-ratelimit-headers.
+QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+TEMPORARY_REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+# Our own problem types are URNs: stable identifiers that need no web page.
+PROBLEM_BASE = "urn:quotas:problem:"
+
+_KEY_DETAIL = {
+    "malformed": "The API key in the request is malformed: send the key you were issued, "
+    "unchanged, in the X-API-Key header.",
+    "unknown": "The API key in the request is not known. Check it, or ask for a new one.",
+    "revoked": "The API key in the request has been revoked. Ask for a new one.",
+    "expired": "The API key in the request has expired. Ask for a new one.",
+}
+
+
+def per(seconds: int) -> str:
+    """'per second', 'per 15 minutes', ... for a window length."""
+    for unit, name in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second")):
+        if seconds % unit == 0:
+            n = seconds // unit
+            return f"per {name}" if n == 1 else f"per {n} {name}s"
+    return f"per {seconds} seconds"  # pragma: no cover - every window divides by 1
+
+
+def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
+    """The 429 body: which limit denied, its quota and window, and when to retry."""
+    state = decision.denying_state()
+    window = state.window
+    retry = decision.retry_after or 1
+    unit = "request" if window.quota == 1 else "requests"
+    body: dict[str, Any] = {
+        "type": QUOTA_EXCEEDED,
+        "title": "Quota exceeded",
+        "status": 429,
+        "detail": (
+            f"The limit '{window.policy}' allows {window.quota} {unit} {per(window.window)}; "
+            f"retry in {retry} second{'' if retry == 1 else 's'}."
+        ),
+        "reason": "rate_limited",
+        "limit": {
+            "name": window.policy,
+            "quota": window.quota,
+            "window": window.window,
+            "algorithm": window.algorithm,
+            "remaining": state.remaining,
+        },
+        "violated_policies": [s.window.policy for s in decision.denying_states()],
+        "retry_after": retry,
+    }
+    if state.retry_us is None:
+        body["detail"] = (
+            f"This request costs more than the limit '{window.policy}' can ever allow "
+            f"({window.quota} {per(window.window)})."
+        )
+    if plan_slug:
+        body["plan"] = plan_slug
+    if upgrade is not None:
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+    return body
+
+
+def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
+    """The 429 body for a request its budget cannot pay for: which budget, spent, amount, reset."""
+    state = decision.denying_state()
+    window = state.window
+    retry = decision.retry_after or 1
+    spent = from_micros(window.quota - max(0, state.remaining or 0))
+    amount = from_micros(window.quota)
+    resets_at = datetime.fromtimestamp(decision.now + state.reset_us / 1e6, UTC).replace(microsecond=0)
+    body: dict[str, Any] = {
+        "type": QUOTA_EXCEEDED,
+        "title": "Budget exceeded",
+        "status": 429,
+        "detail": (
+            f"This request would exceed the {window.period.replace('_', ' ')} budget '{window.policy}' "
+            f"({spent} of {amount} {window.currency} spent); it resets at {resets_at.isoformat()}."
+        ),
+        "reason": "budget_exceeded",
+        "budget": {
+            "name": window.policy,
+            "period": window.period,
+            "currency": window.currency,
+            "amount": str(amount),
+            "spent": str(spent),
+            "requested": str(from_micros(decision.cost_micros)),
+            "resets_at": resets_at.isoformat(),
+        },
+        "violated_policies": [s.window.policy for s in decision.denying_states()],
+        "retry_after": retry,
+    }
+    if plan_slug:
+        body["plan"] = plan_slug
+    if upgrade is not None:
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+    return body
+
+
+ABNORMAL_USAGE = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+
+
+def banned(decision: Decision, plan_slug: str | None) -> dict[str, Any]:
+    """The 429 body for a client banned after too many refusals (escalation)."""
+    retry = decision.ban_retry_after
+    body: dict[str, Any] = {
+        "type": ABNORMAL_USAGE,
+        "title": "Temporarily blocked",
+        "status": 429,
+        "detail": (
+            f"Too many requests were refused in a short time, so this client is blocked for {retry} more "
+            f"second{'' if retry == 1 else 's'}. Repeated blocks last longer; slow down and back off."
+        ),
+        "reason": "banned",
+        "retry_after": retry,
+    }
+    if plan_slug:
+        body["plan"] = plan_slug
+    return body
+
+
+def reduced_capacity(decision: Decision) -> dict[str, Any]:
+    """The 503 body for a request refused only because limits are reduced under load."""
+    state = decision.denying_state()
+    retry = decision.retry_after or 1
+    return {
+        "type": TEMPORARY_REDUCED_CAPACITY,
+        "title": "Temporarily reduced capacity",
+        "status": 503,
+        "detail": (
+            f"The service is under load and has reduced '{state.window.policy}' to {state.quota} of "
+            f"{state.window.quota} requests {per(state.window.window)}; retry in {retry} second"
+            f"{'' if retry == 1 else 's'}."
+        ),
+        "reason": "reduced_capacity",
+        "limit": {
+            "name": state.window.policy,
+            "quota": state.quota,
+            "full_quota": state.window.quota,
+            "window": state.window.window,
+        },
+        "multiplier": decision.multiplier,
+        "retry_after": retry,
+    }
+
+
+def access_denied(entry: Any, now: float) -> dict[str, Any]:
+    """The 403 body for a deny-list entry; Retry-After only when the entry expires."""
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + "access-denied",
+        "title": "Access denied",
+        "status": 403,
+        "detail": f"This client may not use this API{' here' if entry.scope else ''}: {entry.reason}"
+        if entry.reason
+        else f"This client may not use this API{' here' if entry.scope else ''}.",
+        "reason": "acl_denied",
+    }
+    if entry.expires_at:
+        body["retry_after"] = max(1, math.ceil(entry.expires_at - now))
+        body["expires_at"] = datetime.fromtimestamp(entry.expires_at, UTC).replace(microsecond=0).isoformat()
+    return body
+
+
+def invalid_api_key(reason: str) -> dict[str, Any]:
+    """The 401 body for a malformed, unknown or revoked API key."""
+    return {
+        "type": PROBLEM_BASE + "invalid-api-key",
+        "title": "Invalid API key",
+        "status": 401,
+        "detail": _KEY_DETAIL[reason],
+        "reason": f"api_key_{reason}",
+    }
+
+
+def out_of_bounds(what: str, value: object, maximum: object) -> dict[str, Any]:
+    """The 400 body for a request whose weight or cost is out of bounds."""
+    return {
+        "type": PROBLEM_BASE + "request-out-of-bounds",
+        "title": "Request out of bounds",
+        "status": 400,
+        "detail": f"This request would spend {what} {value}; a request may spend from 0 to {maximum}.",
+        "reason": f"quota_{what}_out_of_bounds",
+    }
+
+
+def shaping_unavailable(retry_after: int) -> dict[str, Any]:
+    """The 429 body for a request a shaping limit admitted but this server has no room to delay."""
+    return {
+        "type": PROBLEM_BASE + "shaping-unavailable",
+        "title": "Too many delayed requests",
+        "status": 429,
+        "detail": "The request is within its limits but would have to wait its turn, and this server is already "
+        f"holding as many delayed requests as it may. Retry in {retry_after} s.",
+        "reason": "shaping_capacity",
+        "retry_after": retry_after,
+    }
+
+
+def auth_throttled(retry_after: int) -> dict[str, Any]:
+    """The 429 body for a client over its limit of failed authentications."""
+    return {
+        "type": PROBLEM_BASE + "too-many-failed-authentications",
+        "title": "Too many failed authentications",
+        "status": 429,
+        "detail": "Too many attempts with wrong credentials came from this address or for this user. "
+        f"Every attempt is refused for {retry_after} s; then check the credentials before trying again.",
+        "reason": "failed_authentications",
+        "retry_after": retry_after,
+    }
+
+
+def store_unavailable() -> dict[str, Any]:
+    """The 503 body sent in ``closed`` failure mode while Redis is unreachable."""
+    return {
+        "type": TEMPORARY_REDUCED_CAPACITY,
+        "title": "Service temporarily unavailable",
+        "status": 503,
+        "detail": "Quotas cannot be checked right now, so requests are refused. Retry shortly.",
+        "reason": "quota_store_unavailable",
+        "retry_after": 1,
+    }
+
+
+def render(problem: dict[str, Any], like: HttpResponse | None = None) -> HttpResponse:
+    """An ``application/problem+json`` response, keeping ``like``'s other headers."""
+    response = HttpResponse(_ENCODER.encode(problem), status=int(problem["status"]), content_type=CONTENT_TYPE)
+    if like is not None:
+        for name, value in like.headers.items():
+            if name.lower() not in _NOT_COPIED:
+                response.headers[name] = value
+    return response
+
+
+# dumps() with options builds an encoder on every call; this one gives the same text.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_NOT_COPIED = ("content-type", "content-length")

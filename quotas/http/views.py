@@ -1,0 +1,138 @@
+"""/healthz: is Redis reachable, and in which mode is the engine; /metrics: Prometheus exposition."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import time
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from quotas.conf import quota_settings
+from quotas.engine.core import get_engine
+from quotas.engine.redis_connect import STORE_ERRORS, describe
+from quotas.http import problems
+from quotas.observability.metrics import exposition
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 when Redis answers, else 503; says how this process decides right now.
+
+    ``engine.mode`` is ``normal``, or while Redis is down (the circuit breaker
+    open) ``fallback`` (failure mode local), ``fail-open`` or ``fail-closed``.
+    ``status`` is ``degraded`` too while the rules snapshot is stale (the
+    database failed; the last good one is served, see ``rules``).
+    Anyone gets the status and the mode; operators (staff signed in to the
+    admin, or holders of the metrics token) also get the details, whose
+    Redis address and error text are of use to an attacker too.
+    """
+    engine = get_engine()
+    started = time.perf_counter()
+    try:
+        engine.redis.ping()
+        redis_ok, error = True, None
+    except STORE_ERRORS as exc:
+        redis_ok, error = False, str(exc)
+    if redis_ok and not engine.breaker.is_open:
+        mode = "normal"
+    else:
+        mode = {"local": "fallback", "open": "fail-open", "closed": "fail-closed"}[quota_settings.FAILURE_MODE]
+    rules = engine.rules.status()
+    status = 200 if redis_ok else 503
+    degraded = not redis_ok or rules["state"] != "ok"  # a stale snapshot still serves: 200, but say so
+    body: dict = {"status": "degraded" if degraded else "ok", "engine": {"mode": mode}}
+    if not is_operator(request):
+        return JsonResponse(body, status=status)
+    body["rules"] = rules
+    body["redis"] = {
+        "reachable": redis_ok,
+        "topology": describe(quota_settings.REDIS_URL),
+        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+    body["engine"].update(
+        failure_mode=quota_settings.FAILURE_MODE,
+        breaker_open=engine.breaker.is_open,
+        usage_held_in_process=bool(engine.usage_buffer),
+    )
+    if error:
+        body["redis"]["error"] = error
+    return JsonResponse(body, status=status)
+
+
+def metrics_token() -> str:
+    """The scrape token: ``settings.METRICS_TOKEN``, else the ``METRICS_TOKEN`` environment variable, else ""."""
+    return getattr(settings, "METRICS_TOKEN", None) or os.environ.get("METRICS_TOKEN", "")
+
+
+def has_metrics_token(request: HttpRequest) -> bool:
+    """Whether the request carries ``Authorization: Bearer <the metrics token>`` (False when none is set)."""
+    token = metrics_token()
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def is_operator(request: HttpRequest) -> bool:
+    """Staff signed in to the admin, or a holder of the metrics token."""
+    user = getattr(request, "user", None)
+    return (user is not None and user.is_active and user.is_staff) or has_metrics_token(request)
+
+
+def from_loopback(request: HttpRequest) -> bool:
+    """Whether the peer is this machine and no proxy said it relayed the request.
+
+    A local reverse proxy that adds no X-Forwarded-For (nginx's default)
+    makes every client look local: hence loopback access is off unless a
+    project turns on ``QUOTAS['METRICS_ALLOW_LOOPBACK']``.
+    """
+    if "HTTP_X_FORWARDED_FOR" in request.META or "HTTP_FORWARDED" in request.META:
+        return False
+    try:
+        return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
+    except ValueError:
+        return False
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics of every process (see :mod:`quotas.observability.metrics`).
+
+    Served to staff signed in to the admin, to ``Authorization: Bearer
+    <METRICS_TOKEN>``, and, only where the project sets
+    ``QUOTAS['METRICS_ALLOW_LOOPBACK']`` and no token is configured, to
+    loopback peers. Others get a problem+json 401 (a token is configured) or
+    403 (none is: it says what to configure).
+    """
+    if not is_operator(request):
+        if metrics_token():
+            response = problems.render(
+                _problem(
+                    401,
+                    "metrics-token-required",
+                    "A valid bearer token is required: Authorization: Bearer <METRICS_TOKEN>.",
+                )
+            )
+            response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+        if not (quota_settings.METRICS_ALLOW_LOOPBACK and from_loopback(request)):
+            return problems.render(
+                _problem(
+                    403,
+                    "metrics-not-configured",
+                    "Set METRICS_TOKEN and scrape with Authorization: Bearer <token> (or, for a scraper on this host "
+                    "with no proxy in front, set QUOTAS['METRICS_ALLOW_LOOPBACK'] = True).",
+                )
+            )
+    body, content_type = exposition(request.headers.get("Accept", ""))
+    response = HttpResponse(body, content_type=content_type)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _problem(status: int, slug: str, detail: str) -> dict:
+    return {
+        "type": problems.PROBLEM_BASE + slug,
+        "title": "Metrics access refused",
+        "status": status,
+        "detail": detail,
+    }

@@ -1,0 +1,257 @@
+"""Who is calling: API key, then authenticated user, then client IP.
+
+The result is a :class:`Client` whose ``tag`` is the Redis hash tag of all
+its keys. An API key that is sent but unknown, malformed or revoked is an
+error (401), never silently treated as anonymous.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from django.http import HttpRequest
+
+from quotas.conf import quota_settings
+from quotas.engine.keys import client_tag
+from quotas.exceptions import AuthThrottled, InvalidAPIKey
+from quotas.http import problems
+from quotas.identity.auth_failures import address_tag, failed_auth
+from quotas.rules.cache import RulesCache
+from quotas.rules.snapshot import Subscriber
+
+logger = logging.getLogger(__name__)
+
+MAX_API_KEY_LENGTH = 200
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """The identity a decision is made for."""
+
+    kind: str  # "subscription", "user" or "ip"
+    ident: str
+    tag: str
+    subscriber: Subscriber | None = None
+
+
+def hash_api_key(raw: str) -> str:
+    """How API keys are stored and looked up: hex SHA-256 of the raw key.
+
+    Keys are long random tokens, so a fast hash is enough; a slow password
+    hash would put milliseconds on every request.
+    """
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = None) -> Client:
+    """The client of ``request``: its API key, else its user, else its address.
+
+    ``auth`` is what authentication found (DRF's ``request.auth``): a
+    :class:`Subscriber` from :class:`quotas.drf.authentication.APIKeyAuthentication`
+    is the client. Without that class installed, a key in the header is checked
+    here; raises :class:`InvalidAPIKey` for a bad key.
+    """
+    if isinstance(auth, Subscriber):
+        return subscription_client(auth)
+    raw_key = api_key_of(request)
+    if raw_key is not None and rules.backend is not None:
+        return authenticate_key(request, raw_key, rules)
+    if user is not None and getattr(user, "is_authenticated", False):
+        subscriber = rules.subscriber_for_user(user.pk)
+        if subscriber is not None:
+            return subscription_client(subscriber)
+        return _user_client(str(user.pk))
+    peer = request.META.get("REMOTE_ADDR", "")
+    trusted = tuple(quota_settings.TRUSTED_PROXIES)
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if trusted else ""
+    resolve = _cached_ip_client if len(forwarded) <= 512 else _ip_client  # a long header would bloat the cache
+    return resolve(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
+
+
+def api_key_of(request: HttpRequest) -> str | None:
+    """The raw API key ``request`` sends in ``QUOTAS['API_KEY_HEADER']``, or None."""
+    return request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
+
+
+@lru_cache(maxsize=8192)
+def _user_client(pk: str) -> Client:
+    # Building the tag (encoding, string joins) costs more than this lookup; users repeat.
+    return Client("user", pk, client_tag("u", pk))
+
+
+_SUBSCRIPTION_CLIENTS_MAX = 8192
+_subscription_clients: dict[int, Client] = {}
+
+
+def subscription_client(subscriber: Subscriber) -> Client:
+    """The client of ``subscriber``, made once per subscriber object (a rules reload makes new ones)."""
+    client = _subscription_clients.get(subscriber.id)
+    if client is None or client.subscriber is not subscriber:
+        client = Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
+        if len(_subscription_clients) >= _SUBSCRIPTION_CLIENTS_MAX:
+            _subscription_clients.clear()  # crude but bounded; refilled by the clients still calling
+        _subscription_clients[subscriber.id] = client
+    return client
+
+
+def _ip_client(peer: str, forwarded: str, trusted: tuple[str, ...], v6_prefix: int) -> Client:
+    group = _group_ip(_resolve_ip(peer, forwarded, trusted), v6_prefix)
+    return Client("ip", group, client_tag("ip", group))
+
+
+# Parsing addresses costs more than the rest of identification, and anonymous clients repeat.
+_cached_ip_client = lru_cache(maxsize=8192)(_ip_client)
+
+
+def authenticate_key(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:
+    """The client of API key ``raw_key``, unless its address is blocked for failed authentications.
+
+    Raises :class:`InvalidAPIKey` (401) for a malformed, unknown, revoked or
+    expired key, and :class:`AuthThrottled` (429) while the address is over
+    ``QUOTAS['FAILED_AUTH_LIMITS']`` (see :mod:`quotas.identity.auth_failures`).
+    """
+    # Parsing the address costs a little: only while some client is blocked, or after a failure.
+    wait = failed_auth.wait(address_tag(request)) if failed_auth.blocking else 0
+    if not wait:
+        try:
+            return _client_for_key(raw_key, rules)
+        except InvalidAPIKey:
+            wait = failed_auth.record(address_tag(request))
+            if not wait:
+                raise
+    raise AuthThrottled(problems.auth_throttled(wait), wait=wait)
+
+
+def address_group(request: HttpRequest) -> str:
+    """The client address of ``request`` as limits count it (an IPv6 client by its /64)."""
+    return _group_ip(client_ip(request), int(quota_settings.IPV6_PREFIX_LENGTH))
+
+
+def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
+    raw_key = raw_key.strip()
+    if not raw_key or len(raw_key) > MAX_API_KEY_LENGTH or not raw_key.isascii() or not raw_key.isprintable():
+        raise InvalidAPIKey(problems.invalid_api_key("malformed"))
+    subscriber = rules.subscriber_for_key(hash_api_key(raw_key))
+    if subscriber is None:
+        raise InvalidAPIKey(problems.invalid_api_key("unknown"))
+    if subscriber.revoked:
+        raise InvalidAPIKey(problems.invalid_api_key("revoked"))
+    if subscriber.key_expires_at is not None and subscriber.key_expires_at <= time.time():
+        raise InvalidAPIKey(problems.invalid_api_key("expired"))
+    return subscription_client(subscriber)
+
+
+def client_ip(request: HttpRequest) -> IPAddress:
+    """The client address: REMOTE_ADDR, or X-Forwarded-For behind trusted proxies.
+
+    X-Forwarded-For is read only when the direct peer is a trusted proxy, and
+    then from the right: the right-most address that is not itself a trusted
+    proxy is the client (addresses further left were written by the client
+    and can be forged). A peer without an address (a Unix socket) is a
+    trusted proxy when ``TRUSTED_PROXIES`` holds ``"unix"``.
+    """
+    return _resolve_ip(
+        request.META.get("REMOTE_ADDR", ""),
+        request.META.get("HTTP_X_FORWARDED_FOR", ""),
+        tuple(quota_settings.TRUSTED_PROXIES),
+    )
+
+
+def _resolve_ip(remote_addr: str, forwarded: str, trusted_cidrs: tuple[str, ...]) -> IPAddress:
+    peer = _parse_ip(remote_addr)
+    trusted = _trusted_networks(trusted_cidrs)
+    if peer is None:
+        # No address: the peer is on a Unix socket, which only a local proxy can reach.
+        if UNIX_PEER in trusted_cidrs:
+            return _forwarded_client(forwarded, trusted) or _warn_unparsable_peer(remote_addr, forwarded=False)
+        return _warn_unparsable_peer(remote_addr, forwarded=True)
+    if not trusted or not _in(peer, trusted):
+        return peer
+    return _forwarded_client(forwarded, trusted) or peer
+
+
+def _forwarded_client(forwarded: str, trusted: tuple) -> IPAddress | None:
+    """The right-most X-Forwarded-For hop that is not a trusted proxy (None: none usable)."""
+    hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+    for hop in reversed(hops):
+        ip = _parse_ip(_without_port(hop))
+        if ip is None:
+            return None  # a trusted proxy would not write garbage; stop believing here
+        if not _in(ip, trusted):
+            return ip
+    return None
+
+
+#: The TRUSTED_PROXIES entry for a proxy on a Unix socket (REMOTE_ADDR empty or not an address).
+UNIX_PEER = "unix"
+#: Where a client whose address cannot be read is counted: all such clients share it, so the
+#: failed-authentication limit per address leaves it alone (quotas/identity/auth_failures.py).
+UNKNOWN_PEER = ipaddress.IPv4Address("0.0.0.0")
+_warned_peer = False
+
+
+def _warn_unparsable_peer(remote_addr: str, forwarded: bool) -> IPAddress:
+    """:data:`UNKNOWN_PEER`, after saying once per process why and how to fix it (the cause is in the
+    configuration, not in the request)."""
+    global _warned_peer
+    if not _warned_peer:
+        _warned_peer = True
+        fix = (
+            f"add {UNIX_PEER!r} to QUOTAS['TRUSTED_PROXIES'] (a peer on a Unix socket is then a trusted proxy) "
+            "and have the proxy set X-Forwarded-For"
+            if forwarded
+            else "have the proxy set X-Forwarded-For (nginx: proxy_set_header X-Forwarded-For "
+            "$proxy_add_x_forwarded_for)"
+        )
+        logger.warning(
+            "quotas: REMOTE_ADDR %r is not an IP address (a proxy on a Unix socket?) and no client address was "
+            "forwarded, so every anonymous client shares one rate limit (failed sign-ins are then limited per "
+            "username only). To tell clients apart, %s, or serve over TCP.",
+            remote_addr[:64],
+            fix,
+        )
+    return UNKNOWN_PEER
+
+
+def _without_port(hop: str) -> str:
+    """An X-Forwarded-For hop without the port some proxies append: 1.2.3.4:5678, [2001:db8::1]:443."""
+    if hop.startswith("["):
+        return hop[1 : hop.find("]")] if "]" in hop else hop
+    if hop.count(":") == 1:  # IPv4 with a port (a bare IPv6 address has several colons)
+        return hop.split(":", 1)[0]
+    return hop
+
+
+def _group_ip(ip: IPAddress, prefix: int) -> str:
+    # One IPv6 host usually owns a whole /64; per-address limits there are trivial to rotate.
+    if ip.version == 6 and ip.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((ip, prefix), strict=False).network_address) + f"/{prefix}"
+    return str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip)
+
+
+def _parse_ip(value: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(value.split("%", 1)[0]) if len(value) <= 64 else None
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=8)
+def _trusted_networks(cidrs: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs if c != UNIX_PEER)
+
+
+def _in(ip: IPAddress, networks: tuple) -> bool:
+    return any(ip in net for net in networks)
+
+
+@lru_cache(maxsize=8)
+def _meta_name(header: str) -> str:
+    return "HTTP_" + header.upper().replace("-", "_")

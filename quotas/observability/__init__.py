@@ -1,0 +1,1 @@
+"""Metrics (Prometheus), audit log lines, and the signals of budget alerts and bans."""

@@ -1,0 +1,309 @@
+"""Prometheus metrics of the quota engine, and their exposition at ``/metrics``.
+
+The engine, the throttle, the adaptive controller and the usage flush call the
+small functions below; :func:`exposition` renders what every process recorded.
+
+**Bounded labels.** A label value is a plan slug, a view's ``quota_scope``, an
+engine mode or another code-defined name, never a client, a key or a path.
+Even so, each free-text label admits only its first few distinct values per
+process (``MAX_SCOPES`` scopes, ``MAX_PLANS`` plans, ...); later ones, and
+values that are not short ``[A-Za-z0-9_.:-]`` words, are counted as ``other``
+(and in ``quota_metrics_label_overflow_total``), so a bug or an attacker can
+never make the series count grow without bound.
+
+**Several processes.** gunicorn workers and Celery processes each keep their
+own counters. With ``PROMETHEUS_MULTIPROC_DIR`` set in the environment *before
+the process starts* (``make run`` sets it to ``run/prometheus`` for gunicorn and
+Celery alike, which share the directory), prometheus-client keeps every value
+in a memory-mapped file there and :func:`exposition` sums them with its
+``MultiProcessCollector``. ``config/gunicorn.py`` removes the live gauges of a
+dead worker (``child_exit``) and stale files at start-up. Counters of exited
+processes stay, so totals never go backwards. Gauges say how they combine:
+
+- ``quota_engine_mode``: ``livemax``, 1 when any live process is in that mode;
+- the adaptive multipliers and load signals, the usage flush lag and the
+  active bans: ``mostrecent``, the last value any process set (they are
+  published by one controller or task, possibly from a Celery child that is
+  never reported dead).
+
+Without the variable (tests, ``runserver``) the default registry of this
+process is exposed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector
+
+logger = logging.getLogger(__name__)
+
+OTHER = "other"
+NONE = "none"
+
+OUTCOMES = frozenset({"allowed", "denied", "shadow_denied"})
+REASONS = frozenset({"none", "rate", "budget", "acl", "capacity", "banned", "local"})
+#: The engine's modes: deciding in Redis, or with the breaker open, by FAILURE_MODE: deciding locally
+#: ("fallback"), admitting everything ("open") or refusing everything ("closed").
+ENGINE_MODES = ("normal", "fallback", "open", "closed")
+#: Operations whose Redis errors are counted; each series exists (at 0) from the first scrape.
+REDIS_OPERATIONS = (
+    "decide",
+    "script",
+    "count_acl",
+    "reconcile",
+    "refund",
+    "release",
+    "flush_usage",
+    "lift_ban",
+    "key_use",
+)
+
+#: Distinct values each free-text label may take in one process before the rest count as ``other``.
+MAX_PLANS = 20
+MAX_SCOPES = 50
+MAX_OPERATIONS = 20
+MAX_SIGNALS = 20
+MAX_HOSTS = 50
+
+#: Decision latency buckets, seconds: an in-process refusal takes ~50 us, a Redis round trip well under 1 ms,
+#: a stalled one up to SOCKET_TIMEOUT (0.25 s by default, so the slowest land in +Inf).
+DECISION_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
+
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def multiprocess_dir() -> str | None:
+    """The shared metrics directory, when several processes record metrics."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+_multiprocess_dir = multiprocess_dir()
+if _multiprocess_dir:
+    # Metrics without labels open their file as they are created, below; a missing directory would fail the import.
+    os.makedirs(_multiprocess_dir, exist_ok=True)
+
+label_overflow = Counter(
+    "quota_metrics_label_overflow",
+    "Label values counted as 'other' because the label had too many distinct values or an unsafe one.",
+    ["label"],
+)
+
+
+class BoundedLabel:
+    """Turns free text into a label value: the first ``limit`` distinct safe values, then ``other``.
+
+    Empty values become ``none``. Thread-safe; the set only grows, so a value
+    once admitted keeps its own series for the life of the process.
+    """
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.seen: set[str] = set()
+        self._lock = threading.Lock()
+        self._overflow = label_overflow.labels(name)
+
+    def __call__(self, value: object) -> str:
+        text = NONE if value is None or value == "" else str(value)
+        if text in self.seen:  # the hot path: a set lookup, no lock
+            return text
+        if _LABEL_VALUE.fullmatch(text):
+            with self._lock:
+                if text in self.seen or len(self.seen) < self.limit:
+                    self.seen.add(text)
+                    return text
+        self._overflow.inc()
+        return OTHER
+
+    def admits(self, value: object) -> bool:
+        """Whether ``value`` is its own label value (or ``none``), now and for the life of the process."""
+        return value is None or value == "" or str(value) in self.seen
+
+
+plan_label = BoundedLabel("plan", MAX_PLANS)
+scope_label = BoundedLabel("scope", MAX_SCOPES)
+operation_label = BoundedLabel("operation", MAX_OPERATIONS)
+signal_label = BoundedLabel("signal", MAX_SIGNALS)
+host_label = BoundedLabel("host", MAX_HOSTS)
+
+decisions = Counter(
+    "quota_decisions",
+    "Quota decisions by plan, view scope, outcome and reason (reason 'local': refused from process memory).",
+    ["plan", "scope", "outcome", "reason"],
+)
+decision_seconds = Histogram(
+    "quota_decision_seconds",
+    "Time QuotaThrottle spent deciding a request, by outcome.",
+    ["outcome"],
+    buckets=DECISION_BUCKETS,
+)
+redis_errors = Counter("quota_redis_errors", "Redis errors met by the quota engine, by operation.", ["operation"])
+engine_mode = Gauge(
+    "quota_engine_mode",
+    "1 for the mode the engine is in (normal, fallback, open, closed); across processes, 1 if any live one is.",
+    ["mode"],
+    multiprocess_mode="livemax",
+)
+rules_load_failures = Counter(
+    "quota_rules_load_failures",
+    "Failed reloads of the rules snapshot (the database failed); the last good one is served.",
+)
+rules_stale = Gauge(
+    "quota_rules_snapshot_stale",
+    "1 while a process serves its last good rules snapshot because reloading it fails; 1 if any live one does.",
+    multiprocess_mode="livemax",
+)
+adaptive_multiplier = Gauge(
+    "quota_adaptive_multiplier",
+    "The adaptive multiplier applied to each plan's rate limits (1 = nominal).",
+    ["plan"],
+    multiprocess_mode="mostrecent",
+)
+load_signal = Gauge(
+    "quota_load_signal",
+    "Load signals the adaptive controller reads, per signal and host.",
+    ["signal", "host"],
+    multiprocess_mode="mostrecent",
+)
+usage_flush_lag = Gauge(
+    "quota_usage_flush_lag_seconds",
+    "Age of the oldest usage counted in Redis but not yet copied to the database, at the last flush.",
+    multiprocess_mode="mostrecent",
+)
+active_bans = Gauge("quota_active_bans", "Clients banned right now.", multiprocess_mode="mostrecent")
+FAILED_AUTH_OUTCOMES = ("counted", "refused", "uncounted", "unchecked")
+failed_auth = Counter(
+    "quota_failed_authentications",
+    "Failed authentications (bad API keys, wrong passwords) per address or username: counted, refused (over "
+    "QUOTAS['FAILED_AUTH_LIMITS']), uncounted or unchecked (Redis unreachable: authentication fails open).",
+    ["outcome"],
+)
+
+# (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
+_decision_children: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
+_warned: set[tuple[str, str]] = set()
+# The same children keyed by the caller's raw values, so a decision skips the label checks. Bounded: only
+# admitted values get in (None and "" both stand for "none"), and the cap is a guard should that change.
+_raw_children: dict[tuple[str | None, str | None, str, str], tuple[Counter, Histogram]] = {}
+_MAX_RAW_CHILDREN = 4 * (MAX_PLANS + 1) * (MAX_SCOPES + 1) * len(OUTCOMES) * len(REASONS)
+
+
+def _checked(kind: str, value: str, allowed: Iterable[str]) -> str:
+    """``value`` if it is one of ``allowed``, else ``other`` (warned about once per value: a caller's bug)."""
+    if value in allowed:
+        return value
+    if (kind, value) not in _warned and len(_warned) < 100:
+        _warned.add((kind, value))
+        logger.warning("quotas.observability.metrics: unknown %s %r counted as %r", kind, value, OTHER)
+    label_overflow.labels(kind).inc()
+    return OTHER
+
+
+def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: str, seconds: float) -> None:
+    """Count one decision and its duration.
+
+    ``plan`` is the plan's slug (None: no plan), ``scope`` the view's
+    ``quota_scope`` (None or "": none), ``outcome`` one of :data:`OUTCOMES`
+    and ``reason`` one of :data:`REASONS` (``none`` when allowed).
+    """
+    children = _raw_children.get((plan, scope, outcome, reason))
+    if children is None:
+        children = _children_for(plan, scope, outcome, reason)
+    counter, histogram = children
+    counter.inc()
+    histogram.observe(seconds)
+
+
+def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[Counter, Histogram]:
+    """The labelled children of one decision, remembered under the caller's own values when they are admitted."""
+    raw = (plan, scope, outcome, reason)
+    if outcome not in OUTCOMES:
+        outcome = _checked("outcome", outcome, OUTCOMES)
+    if reason not in REASONS:
+        reason = _checked("reason", reason, REASONS)
+    key = (plan_label(plan), scope_label(scope), outcome, reason)
+    children = _decision_children.get(key)
+    if children is None:
+        children = _decision_children.setdefault(key, (decisions.labels(*key), decision_seconds.labels(outcome)))
+    # Only admitted values are remembered raw: every use of a value counted as "other" must still count in
+    # quota_metrics_label_overflow_total, and admitted values are bounded.
+    admitted = raw[2] in OUTCOMES and raw[3] in REASONS and plan_label.admits(plan) and scope_label.admits(scope)
+    if admitted and len(_raw_children) < _MAX_RAW_CHILDREN:
+        _raw_children[raw] = children
+    return children
+
+
+def observe_failed_auth(outcome: str) -> None:
+    """Count one failed authentication's outcome (one of :data:`FAILED_AUTH_OUTCOMES`), per address or username."""
+    failed_auth.labels(_checked("outcome", outcome, FAILED_AUTH_OUTCOMES)).inc()
+
+
+def observe_redis_error(operation: str) -> None:
+    """Count one Redis error met while doing ``operation`` (decide, refund, flush_usage, ...)."""
+    redis_errors.labels(operation_label(operation)).inc()
+
+
+def set_engine_mode(mode: str) -> None:
+    """Record the engine's current mode (one of :data:`ENGINE_MODES`): 1 for it, 0 for the others."""
+    mode = _checked("mode", mode, ENGINE_MODES)
+    for name in ENGINE_MODES:
+        engine_mode.labels(name).set(1 if name == mode else 0)
+
+
+def observe_rules_load_failure() -> None:
+    """Count one failed reload of the rules snapshot."""
+    rules_load_failures.inc()
+
+
+def set_rules_stale(stale: bool) -> None:
+    """Record whether this process serves a stale rules snapshot."""
+    rules_stale.set(1 if stale else 0)
+
+
+def set_multiplier(plan: str | None, value: float) -> None:
+    """Record the adaptive multiplier in force for ``plan`` (a slug)."""
+    adaptive_multiplier.labels(plan_label(plan)).set(value)
+
+
+def set_load_signal(name: str, host: str, value: float) -> None:
+    """Record one load signal (``cpu``, ``memory``, ``latency_p95`` ...) of one host."""
+    load_signal.labels(signal_label(name), host_label(host)).set(value)
+
+
+def set_flush_lag(seconds: float) -> None:
+    """Record how far the database copy of usage is behind Redis, in seconds."""
+    usage_flush_lag.set(seconds)
+
+
+def set_active_bans(n: int) -> None:
+    """Record how many clients are banned right now."""
+    active_bans.set(n)
+
+
+def exposition(accept: str = "") -> tuple[bytes, str]:
+    """The metrics of every process (or of this one) and their content type, as ``accept`` prefers.
+
+    Prometheus' text format by default; OpenMetrics when ``accept`` asks for it.
+    """
+    registry: CollectorRegistry = REGISTRY
+    if multiprocess_dir():
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+    encoder, content_type = choose_encoder(accept)
+    return encoder(registry), content_type
+
+
+# Every contracted series exists before its first event: a dashboard or alert on them sees 0, not nothing.
+for _operation in REDIS_OPERATIONS:
+    redis_errors.labels(operation_label(_operation))
+for _outcome in FAILED_AUTH_OUTCOMES:
+    failed_auth.labels(_outcome)
+set_engine_mode("normal")
+set_rules_stale(False)

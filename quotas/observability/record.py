@@ -1,0 +1,49 @@
+"""What a decision leaves behind for operators: one metric sample, and audit lines for refusals and bans."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from quotas.engine.decision import Decision
+from quotas.observability import metrics
+from quotas.observability.logs import log_ban, log_denial, summarize_decision
+
+
+def labels(decision: Decision) -> tuple[str, str]:
+    """(outcome, reason) of a decision, as the metrics label them."""
+    if decision.allowed:
+        return ("shadow_denied", "none") if decision.would_deny() else ("allowed", "none")
+    if decision.banned or decision.ban_started:
+        return "denied", "banned"
+    if decision.local and not decision.fallback:
+        return "denied", "local"
+    if decision.reduced_only:
+        return "denied", "capacity"
+    if decision.budget_denied:
+        return "denied", "budget"
+    return "denied", "rate"
+
+
+def record_decision(
+    request: Any, decision: Decision, client_tag: str, plan: str | None, scope: str, started: float
+) -> None:
+    """Count the decision, and write audit lines for a refusal or a new ban."""
+    outcome, reason = labels(decision)
+    metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
+    if decision.ban_started:
+        log_ban(request, client_tag, plan, decision.now + decision.ban_wait_us / 1e6)
+    if outcome == "denied":
+        log_denial(request, summarize_decision(decision, plan=plan, scope=scope, reason=reason))
+
+
+def record_acl(
+    request: Any, allowed: bool, client_tag: str, plan: str | None, scope: str, entry_id: Any, started: float
+) -> None:
+    """Count a decision an allow or deny list made, and audit a denial."""
+    metrics.observe_decision(plan, scope, "allowed" if allowed else "denied", "none" if allowed else "acl",
+                             time.perf_counter() - started)  # fmt: skip
+    if not allowed:
+        log_denial(
+            request, {"client": client_tag, "plan": plan, "scope": scope, "reason": "acl", "acl_entry": entry_id}
+        )

@@ -1,0 +1,299 @@
+"""Keeping this process's rules snapshot fresh: reloads, the version poller, adaptive multipliers.
+
+:class:`RulesCache` holds the current :class:`~quotas.rules.snapshot.RuleSet`. A
+daemon thread polls one small version key every ``RULES_CHECK_INTERVAL``
+seconds (never on the request path) and marks the snapshot stale when it
+moved; the next request reloads it. The same thread reads the adaptive
+multipliers and runs the engine's background tick (usage flush, Redis probe).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, connections
+
+from quotas.engine.keys import multipliers_key
+from quotas.engine.protocol import parse_multipliers
+from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.observability import metrics
+from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
+
+logger = logging.getLogger(__name__)
+
+#: Unknown API key hashes remembered per process (see RulesCache._unknown_keys).
+UNKNOWN_KEYS_CACHE_SIZE = 4096
+#: Longest wait, in seconds, between two attempts to reload rules while the database fails.
+MAX_RELOAD_BACKOFF = 30
+
+
+class _LRU(OrderedDict):
+    """A small least-recently-used map, per process.
+
+    Safe to share between a process's threads (gthread workers, the poller):
+    each OrderedDict operation is atomic under the GIL, but another thread may
+    evict or clear a key between two of them, so a vanished key reads as a miss
+    rather than raising KeyError.
+    """
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def lookup(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key`` (now the most recent), or ``default``."""
+        try:
+            self.move_to_end(key)
+            return self[key]
+        except KeyError:
+            return default
+
+    def put(self, key: Any, value: Any) -> None:
+        """Remember ``value``, evicting the least recently used entries beyond ``size``."""
+        self[key] = value
+        while len(self) > self.size:
+            try:
+                self.popitem(last=False)
+            except KeyError:  # emptied meanwhile (a reload cleared it)
+                break
+
+
+_MISS = object()
+
+
+class RulesCache:
+    """Holds the current :class:`RuleSet` of this process and keeps it fresh.
+
+    ``current()`` is what a request calls: it returns the snapshot, reloading
+    it first only when the version in Redis moved (detected by a daemon thread
+    that polls one small key every ``interval`` seconds) or after
+    :meth:`invalidate` in this process.
+    """
+
+    def __init__(
+        self,
+        backend: RulesBackend | None,
+        redis_client: Any,
+        version_key: str,
+        interval: float,
+        cache_size: int,
+        on_reload: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.backend = backend
+        self.redis = redis_client
+        self.version_key = version_key
+        self.interval = interval
+        self.on_reload = on_reload
+        self.on_tick: Callable[[], None] = lambda: None  # run by the poller every interval
+        self._rules: RuleSet | None = None
+        self._stale = True
+        # While the backend (the database) fails: failed loads in a row, when to try again, since when.
+        self._failures = 0
+        self._retry_at = 0.0
+        self._loaded_at = 0.0
+        self._last_error = ""
+        self._lock = threading.Lock()
+        self._poller_pid: int | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._by_key = _LRU(cache_size)
+        self._by_user = _LRU(cache_size)
+        # Bumped by every reload: a lookup that started before a reload must not put what it read
+        # (possibly a key revoked or issued meanwhile) into the caches the reload just emptied.
+        self._generation = 0
+        # Hashes of keys the backend does not know: a guesser's stream of distinct keys costs one query
+        # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
+        # meanwhile bumps the rules version), so a new key works at once.
+        self._unknown_keys = _LRU(UNKNOWN_KEYS_CACHE_SIZE)
+        self.multipliers_key = multipliers_key(version_key.rsplit(":", 1)[0])
+        #: Adaptive multipliers by plan id, published by the adaptive controller.
+        self.multipliers: dict[int, float] = {}
+
+    def current(self) -> RuleSet:
+        """The snapshot to decide with (reloaded first if it is stale)."""
+        if self._poller_pid != os.getpid() and self.interval > 0:
+            self._start_poller()
+        rules = self._rules
+        if rules is None or self._stale:
+            rules = self._reload_or_keep(rules)
+        return rules
+
+    def _reload_or_keep(self, rules: RuleSet | None) -> RuleSet:
+        """A fresh snapshot, or the last good one while the backend fails (retried with backoff).
+
+        Only the very first load of a process has nothing to fall back on: its
+        error propagates. Once a reload has failed, requests stop trying: the
+        poller retries (a database that is down can hold a connection attempt
+        for the pool's whole timeout, which no request should wait for).
+        """
+        if rules is not None and (self._failures or time.monotonic() < self._retry_at):
+            if self.interval <= 0 and time.monotonic() >= self._retry_at:
+                return self._try_reload(rules)  # no poller in this process: a request retries
+            return rules
+        return self._try_reload(rules)
+
+    def _try_reload(self, rules: RuleSet | None) -> RuleSet:
+        try:
+            return self.reload()
+        except DatabaseError as exc:
+            if rules is None:
+                raise
+            self._load_failed(exc)
+            return rules
+
+    def _load_failed(self, exc: Exception) -> None:
+        # A connection the failure broke stays broken in a thread no request cycle ever resets
+        # (the poller's): drop it, so that the next attempt connects anew.
+        close_old_connections()
+        self._failures += 1
+        # 1, 2, 4 ... 30 s between attempts: one request (or the poller) tries, the others are served.
+        backoff = min(MAX_RELOAD_BACKOFF, 2 ** min(self._failures - 1, 10))
+        self._retry_at = time.monotonic() + backoff
+        self._last_error = f"{type(exc).__name__}: {exc}".strip()[:200]
+        metrics.observe_rules_load_failure()
+        metrics.set_rules_stale(True)
+        if self._failures == 1:
+            logger.error("quotas: rules could not be reloaded (%s); serving the last good snapshot", self._last_error)
+        else:
+            logger.info(
+                "quotas: rules reload failed again (%d in a row: %s); next try in %d s",
+                self._failures, self._last_error, backoff,
+            )  # fmt: skip
+
+    def status(self) -> dict[str, Any]:
+        """How fresh this process's snapshot is, for /healthz: ``state`` is ``ok`` or ``stale``."""
+        stale = self._failures > 0
+        body: dict[str, Any] = {
+            "state": "stale" if stale else "ok",
+            "age_s": round(time.monotonic() - self._loaded_at, 1) if self._loaded_at else None,
+        }
+        if stale:
+            body.update(failed_loads=self._failures, last_error=self._last_error)
+        return body
+
+    def reload(self) -> RuleSet:
+        """Build a fresh snapshot from the backend now."""
+        with self._lock:
+            version = self._read_version()
+            rules = self.backend.load() if self.backend is not None else RuleSet((), None)
+            rules.version = version
+            self._generation += 1
+            self._by_key.clear()
+            self._by_user.clear()
+            self._unknown_keys.clear()
+            self._rules = rules
+            self._stale = False
+            self._loaded_at = time.monotonic()
+            if self._failures:
+                logger.warning("quotas: rules reloaded after %d failed attempts", self._failures)
+                self._failures, self._retry_at, self._last_error = 0, 0.0, ""
+                metrics.set_rules_stale(False)
+        self.refresh_multipliers()
+        self.on_reload()
+        return rules
+
+    def mark_stale(self) -> None:
+        """Reload this process's snapshot on its next use."""
+        self._stale = True
+
+    def invalidate(self) -> None:
+        """Tell every process that rules changed: bump the version, reload here."""
+        self._stale = True
+        try:
+            self.redis.incr(self.version_key)
+        except STORE_ERRORS:
+            logger.warning(
+                "quotas: could not bump the rules version; other processes will see the change when Redis is back",
+                exc_info=True,
+            )
+
+    def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
+        """The subscriber of an API key hash (cached; one query per key per reload)."""
+        if self.backend is None or key_hash in self._unknown_keys:
+            return None
+        subscriber = self._by_key.lookup(key_hash)
+        if subscriber is not None:
+            return subscriber
+        generation = self._generation
+        subscriber = self.backend.subscriber_for_key(key_hash)
+        if generation == self._generation:
+            (self._by_key if subscriber is not None else self._unknown_keys).put(key_hash, subscriber)
+        return subscriber
+
+    def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
+        """The subscriber of a user (cached like :meth:`subscriber_for_key`)."""
+        backend = self.backend
+        if backend is None:
+            return None
+        subscriber = self._by_user.lookup(user_id, _MISS)  # None is remembered too: a user without one
+        if subscriber is not _MISS:
+            return subscriber
+        generation = self._generation
+        subscriber = backend.subscriber_for_user(user_id)
+        if generation == self._generation:
+            self._by_user.put(user_id, subscriber)
+        return subscriber
+
+    def _read_version(self) -> str:
+        try:
+            raw = self.redis.get(self.version_key)
+        except STORE_ERRORS:
+            logger.warning("quotas: rules version unreadable (Redis down?)")
+            return "?"
+        return raw.decode() if raw else "0"
+
+    def _start_poller(self) -> None:
+        # Threads do not survive fork(): each gunicorn worker starts its own.
+        self._poller_pid = os.getpid()
+        self._stop = threading.Event()
+        thread = threading.Thread(target=self._poll, args=(self._stop,), name="quota-rules-poller", daemon=True)
+        thread.start()
+        self._thread = thread
+
+    def _poll(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                self._poll_once()
+            except Exception:  # the poller must outlive any one failure (it also probes a down Redis)
+                logger.exception("quotas: rules poller failed; retrying next interval")
+
+    def _poll_once(self) -> None:
+        rules = self._rules
+        if rules is not None and not self._stale and self._read_version() != rules.version:
+            self._stale = True
+        if rules is not None and self._failures and time.monotonic() >= self._retry_at:
+            try:
+                self._try_reload(rules)  # the database failed: retried here, off the request path
+            finally:
+                connections.close_all()  # this thread serves no request: hand its connection back now
+        self.refresh_multipliers()
+        self.on_tick()
+
+    def refresh_multipliers(self) -> None:
+        """Read the adaptive multipliers; a change forgets remembered refusals."""
+        try:
+            raw = self.redis.get(self.multipliers_key)
+        except STORE_ERRORS:
+            return  # keep the last known multipliers while Redis is away
+        # Plans at 1.0 are left out: the engine reads a missing plan as 1.0.
+        multipliers = {plan: m for plan, m in parse_multipliers(raw).items() if m != 1.0}
+        if multipliers != self.multipliers:
+            self.multipliers = multipliers
+            self.on_reload()
+
+    def stop(self) -> None:
+        """Stop the poller thread (engines replaced in tests call this), waiting for a poll under way.
+
+        Waiting means nothing polls a Redis that is shut down next (a
+        spurious "unreadable" warning); a poll is bounded by the socket timeout.
+        """
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread() and self._poller_pid == os.getpid():
+            thread.join(timeout=2.0)

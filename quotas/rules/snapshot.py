@@ -1,0 +1,379 @@
+"""What limits apply to a request: the in-process rules snapshot.
+
+A :class:`RuleSet` is an immutable snapshot of every plan and its limits,
+built by a rules backend (``QUOTAS['RULES_BACKEND']``, for this project
+``plans.rules.PlansRulesBackend``). Requests read it without touching the
+database; :mod:`quotas.rules.cache` keeps it fresh in each process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol
+
+from quotas.conf import quota_settings
+from quotas.engine.keys import window_field
+from quotas.engine.protocol import ALGORITHM_CODES, WindowSpec
+from quotas.rules.acl import AccessList
+from quotas.rules.periods import period_bounds
+from quotas.rules.rates import Rate
+
+#: Marks a subscription override that lifts a limit entirely.
+UNLIMITED = None
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One rate of one limit, compiled into what the decision script needs."""
+
+    limit_id: str
+    policy: str  # the policy name clients see in RateLimit headers
+    algorithm: str
+    quota: int
+    window: int  # seconds
+    capacity: int
+    weight: int
+    max_delay: float  # seconds; > 0 only for a shaping leaky bucket
+    shadow: bool
+    refund_on_error: bool
+    state_field: str = field(compare=False)  # the window's name in the client hash (or its log key)
+    period: str = ""  # a calendar period (quotas.rules.periods.PERIODS) for period quotas and budgets
+    anchor_day: int = 1  # first day of a billing month
+    currency: str = ""  # budgets only: quota and state are micro-units of this currency
+    spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
+    policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
+    # Header text that never changes for a window, made once here rather than on every response.
+    advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
+    policy_item: str = field(init=False, compare=False, repr=False)  # its RateLimit-Policy item, full quota
+    state_prefix: str = field(init=False, compare=False, repr=False)  # the start of its RateLimit item
+
+    def __post_init__(self) -> None:
+        spec = WindowSpec(
+            ALGORITHM_CODES[self.algorithm], self.quota, self.window * 1_000_000, self.capacity, self.weight,
+            round(self.max_delay * 1_000_000), self.shadow, self.state_field,
+        ).pack()  # fmt: skip
+        policy_sf = sf_string(self.policy)
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "policy_sf", policy_sf)
+        # Shadow windows never refuse and budgets count money, so neither is advertised.
+        object.__setattr__(self, "advertised", not self.shadow and self.algorithm != "budget")
+        object.__setattr__(self, "policy_item", f"{policy_sf};q={self.quota};w={self.window}")
+        object.__setattr__(self, "state_prefix", policy_sf + ";r=")
+
+    @property
+    def has_own_key(self) -> bool:
+        """Whether the window keeps a key of its own (sliding log, concurrency leases)."""
+        return self.algorithm in ("sliding_window_log", "concurrency")
+
+    @property
+    def code(self) -> int:
+        """The algorithm's wire code (quotas.engine.protocol.Algorithm)."""
+        return ALGORITHM_CODES[self.algorithm]
+
+    @property
+    def is_budget(self) -> bool:
+        """Whether the window counts money (micro-units) rather than requests."""
+        return self.algorithm == "budget"
+
+    def spec_at(self, now: float) -> bytes:
+        """The spec for a request at ``now``; periods carry their current boundaries."""
+        if not self.period:
+            return self.spec
+        bounds = period_bounds(self.period, now, quota_settings.BUDGET_TIME_ZONE, self.anchor_day)
+        return WindowSpec.for_period(
+            self.code, self.quota, self.weight, self.shadow, self.state_field, start_us=bounds.start * 1_000_000,
+            end_us=bounds.end * 1_000_000, next_end_us=bounds.next_end * 1_000_000,
+        ).pack()  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRule:
+    """A limit: what it matches, how it counts, and its rates (one window each)."""
+
+    id: str
+    name: str
+    rates: tuple[Rate, ...]
+    algorithm: str = "token_bucket"
+    scope: str = ""
+    path_prefix: str = ""
+    methods: frozenset[str] = frozenset()
+    burst: int | None = None
+    weight: int = 1
+    max_delay: float = 0.0
+    shadow: bool = False
+    refund_on_error: bool = False
+    period: str = ""  # period quotas and budgets: their calendar period
+    anchor_day: int = 1
+    currency: str = ""
+    price_micros: int = 0  # what a matching request costs, in micro-units
+    windows: tuple[Window, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if "GET" in self.methods and "HEAD" not in self.methods:
+            # Django and DRF answer HEAD with the GET handler: a GET limit that
+            # skipped HEAD would let a client run the view for free.
+            object.__setattr__(self, "methods", self.methods | {"HEAD"})
+        if not self.windows:
+            object.__setattr__(self, "windows", tuple(self._compile()))
+
+    def _compile(self) -> Iterable[Window]:
+        many = len(self.rates) > 1
+        for rate in self.rates:
+            policy = f"{self.name}-{_window_label(rate.window)}" if many else self.name
+            yield Window(
+                limit_id=self.id,
+                policy=policy,
+                algorithm=self.algorithm,
+                quota=rate.limit,
+                window=rate.window,
+                capacity=max(rate.limit, self.burst or 0),
+                weight=self.weight,
+                max_delay=min(self.max_delay, float(quota_settings.MAX_DELAY_CAP))
+                if self.algorithm == "leaky_bucket"
+                else 0.0,
+                shadow=self.shadow,
+                refund_on_error=self.refund_on_error,
+                state_field=window_field(self.id, self.algorithm, rate.window),
+                period=self.period,
+                anchor_day=self.anchor_day,
+                currency=self.currency,
+            )
+
+    def matches(self, scope: str, path: str, method: str) -> bool:
+        """Whether this limit applies to a request with that scope, path and method."""
+        if self.methods and method not in self.methods:
+            return False
+        if self.scope:
+            return self.scope == scope
+        if self.path_prefix:
+            return path.startswith(self.path_prefix)
+        return True
+
+    def same_target(self, other: LimitRule) -> bool:
+        """Whether ``other`` guards the same requests (used to compare plans)."""
+        return (self.scope, self.path_prefix, self.methods, self.algorithm == "budget", self.period) == (
+            other.scope,
+            other.path_prefix,
+            other.methods,
+            other.algorithm == "budget",
+            other.period,
+        )
+
+    def with_rates(self, rates: tuple[Rate, ...]) -> LimitRule:
+        """A copy with other rates (a subscription's override)."""
+        return LimitRule(
+            id=self.id, name=self.name, rates=rates, algorithm=self.algorithm,
+            scope=self.scope, path_prefix=self.path_prefix, methods=self.methods,
+            burst=self.burst, weight=self.weight, max_delay=self.max_delay,
+            shadow=self.shadow, refund_on_error=self.refund_on_error, period=self.period,
+            anchor_day=self.anchor_day, currency=self.currency, price_micros=self.price_micros,
+        )  # fmt: skip
+
+    def anchored(self, day: int) -> LimitRule:
+        """A copy whose billing month starts on ``day`` (a subscription's anchor)."""
+        copy = self.with_rates(self.rates)
+        object.__setattr__(copy, "anchor_day", day)
+        object.__setattr__(copy, "windows", tuple(copy._compile()))
+        return copy
+
+
+def sf_string(value: str) -> str:
+    """``value`` as an RFC 8941 structured-field string (printable ASCII, escaped)."""
+    clean = "".join(c if " " <= c <= "~" else "?" for c in value)
+    return '"' + clean.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _window_label(seconds: int) -> str:
+    for unit, name in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds % unit == 0:
+            return f"{seconds // unit}{name}"
+    return f"{seconds}s"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRules:
+    """A plan as the engine sees it."""
+
+    id: int
+    slug: str
+    name: str
+    price: Decimal
+    priority: int
+    limits: tuple[LimitRule, ...]
+    ban_policy: str = ""  # escalation, as decide.lua reads it (see ban_policy_spec); "" = off
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    """A known client: a subscription reached by API key or user.
+
+    ``overrides`` maps a limit id to replacement rates, or to :data:`UNLIMITED`.
+    ``revoked`` is set for a revoked API key (or an inactive subscription);
+    ``key_expires_at`` (seconds since the epoch) is when the API key it was
+    resolved from stops working, checked at each request so a cached
+    subscriber lapses on its own.
+    """
+
+    id: int
+    plan_id: int
+    overrides: tuple[tuple[str, tuple[Rate, ...] | None], ...] = ()
+    revoked: bool = False
+    budgets: tuple[LimitRule, ...] = ()  # the subscription's own budgets, replacing the plan's per period
+    anchor_day: int = 1  # billing months start on this day of the month
+    key_id: int | None = None  # the API key it was resolved from (access lists match keys)
+    key_expires_at: float | None = None
+
+    @property
+    def rules_key(self) -> tuple:
+        """What makes this subscriber's limits differ from its plan's."""
+        return (self.overrides, self.budgets, self.anchor_day)
+
+
+class RuleSet:
+    """An immutable snapshot of all plans; cheap to query per request."""
+
+    def __init__(
+        self,
+        plans: Iterable[PlanRules],
+        default_plan_id: int | None,
+        version: str = "",
+        acl: AccessList | None = None,
+    ) -> None:
+        self.plans: Mapping[int, PlanRules] = {p.id: p for p in plans}
+        self.default_plan_id = default_plan_id
+        self.version = version
+        #: Who is allowed or denied outright (quotas.rules.acl), before any limit.
+        self.acl = acl if acl is not None else AccessList()
+        self._limits_cache: dict[tuple, tuple[LimitRule, ...]] = {}
+        self._windows_cache: dict[tuple, list[Window]] = {}
+        self._price_cache: dict[tuple, int] = {}
+        self._path_plans = {p.id for p in self.plans.values() if any(r.path_prefix for r in p.limits)}
+        self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}
+
+    @property
+    def empty(self) -> bool:
+        """No plans: the throttle falls back to DRF's own rate settings."""
+        return not self.plans
+
+    def limits_for(self, plan_id: int | None, subscriber: Subscriber | None = None) -> tuple[LimitRule, ...]:
+        """The limits of a plan as they apply to ``subscriber`` (its overrides, budgets, anchor)."""
+        if plan_id is None or plan_id not in self.plans:
+            return ()
+        cache_key = (plan_id, subscriber.rules_key if subscriber else None)
+        cached = self._limits_cache.get(cache_key)
+        if cached is None:
+            cached = self._limits_cache[cache_key] = self._apply(self.plans[plan_id].limits, subscriber)
+        return cached
+
+    @staticmethod
+    def _apply(limits: tuple[LimitRule, ...], subscriber: Subscriber | None) -> tuple[LimitRule, ...]:
+        if subscriber is None:
+            return limits
+        by_id = dict(subscriber.overrides)
+        own_periods = {b.period for b in subscriber.budgets}
+        out = []
+        for rule in limits:
+            if rule.algorithm == "budget" and rule.period in own_periods:
+                continue  # the subscription's own budget for that period replaces the plan's
+            if rule.id in by_id:
+                rates = by_id[rule.id]
+                if rates is UNLIMITED:
+                    continue
+                rule = rule.with_rates(rates)
+            out.append(rule)
+        out.extend(subscriber.budgets)
+        if subscriber.anchor_day != 1:
+            out = [r.anchored(subscriber.anchor_day) if r.period == "billing_month" else r for r in out]
+        return tuple(out)
+
+    def _request_key(
+        self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
+    ) -> tuple:
+        # The path matters only for plans with path-prefix limits; elsewhere it would just fill the memo.
+        return (plan_id, subscriber.rules_key if subscriber else None, scope, method,
+                path if plan_id in self._path_plans else "")  # fmt: skip
+
+    def windows_for(
+        self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
+    ) -> list[Window]:
+        """Every window of the plan (as it applies to ``subscriber``) that matches such a request.
+
+        Memoised per snapshot: the path is part of the key only for plans that
+        have path-prefix limits, and the memo is bounded.
+        """
+        key = self._request_key(plan_id, subscriber, scope, path, method)
+        windows = self._windows_cache.get(key)
+        if windows is None:
+            limits = self.limits_for(plan_id, subscriber)
+            windows = [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
+            if len(self._windows_cache) >= 4096:
+                self._windows_cache.clear()
+            self._windows_cache[key] = windows
+        return windows
+
+    def price_micros(
+        self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
+    ) -> int:
+        """The list price of such a request: the sum of its matching limits' prices (memoised like windows)."""
+        key = self._request_key(plan_id, subscriber, scope, path, method)
+        price = self._price_cache.get(key)
+        if price is None:
+            limits = self.limits_for(plan_id, subscriber)
+            price = sum(r.price_micros for r in limits if r.matches(scope, path, method))
+            if len(self._price_cache) >= 4096:
+                self._price_cache.clear()
+            self._price_cache[key] = price
+        return price
+
+    def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
+        """The cheapest higher plan whose matching limit is larger for ``window``.
+
+        "Larger" means its rate with the same window length has a higher quota,
+        or it has no such rate at all for that target.
+        """
+        if plan_id is None or plan_id not in self.plans:
+            return None
+        key = (plan_id, window.limit_id, window.window)
+        if key in self._upgrade_cache:
+            return self._upgrade_cache[key]
+        current = self.plans[plan_id]
+        rule = next((r for r in current.limits if r.id == window.limit_id), None)
+        found = None
+        if rule is not None:
+            higher = sorted(
+                (p for p in self.plans.values() if (p.price, p.priority) > (current.price, current.priority)),
+                key=lambda p: (p.price, p.priority),
+            )
+            for plan in higher:
+                quotas = [
+                    w.quota
+                    for other in plan.limits
+                    if other.same_target(rule) and not other.shadow
+                    for w in other.windows
+                    if w.window == window.window
+                ]
+                if all(q > window.quota for q in quotas):
+                    found = plan
+                    break
+        self._upgrade_cache[key] = found
+        return found
+
+
+class RulesBackend(Protocol):
+    """Where rules come from. ``plans.rules.PlansRulesBackend`` is the database one."""
+
+    def load(self) -> RuleSet: ...
+
+    def subscriber_for_key(self, key_hash: str) -> Subscriber | None: ...
+
+    def subscriber_for_user(self, user_id: Any) -> Subscriber | None: ...
+
+
+def ban_policy_spec(refusals: int, window: int, durations: tuple[int, ...]) -> str:
+    """Escalation for decide.lua: ban after more than ``refusals`` refusals in ``window``
+    seconds, for ``durations`` seconds (the n-th ban lasts the n-th duration, the last repeats)."""
+    if refusals <= 0 or window <= 0 or not durations:
+        return ""
+    return f"{refusals} {window * 1_000_000} {','.join(str(d * 1_000_000) for d in durations)}"
