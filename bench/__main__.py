@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             django_config.configure(server.url)
             results = run_all(profile, server.url, started)
         finally:
-            from quotas.engine.core import reset_engine
+            from quotas.engine.runtime import reset_engine
 
             reset_engine()
             server.stop()

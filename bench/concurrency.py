@@ -19,8 +19,8 @@ from typing import Any
 
 import redis
 
-from quotas.engine.core import build_engine, reset_engine
 from quotas.engine.keys import client_tag
+from quotas.engine.runtime import build_engine, reset_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule

@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from quotas.engine.core import get_engine
 from quotas.engine.keys import client_keys, client_tag
+from quotas.engine.runtime import get_engine
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from tests.clock import avoid_window_edge

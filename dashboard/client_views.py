@@ -24,9 +24,9 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.cache import never_cache
 
 from plans.models import APIKey
-from quotas.engine.core import get_engine
 from quotas.engine.keys import client_tag
 from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.engine.runtime import get_engine
 from quotas.engine.standing import current_standing
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.clients import Client, hash_api_key

@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, ClientBan, Plan, Subscription
 from plans.rules import subscriber_of
-from quotas.engine.core import get_engine
 from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.engine.runtime import get_engine
 from quotas.engine.standing import current_standing
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.clients import Client

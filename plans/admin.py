@@ -18,10 +18,10 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from quotas.engine.core import get_engine
 from quotas.engine.decision import scaled
 from quotas.engine.protocol import parse_multipliers
 from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 
 from .forms import IssueKeyForm, MovePlanForm

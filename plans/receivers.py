@@ -15,7 +15,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.models.signals import post_delete, post_save
 
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 
 from .models import (
     ACLEntry,

@@ -12,7 +12,7 @@ class QuotasConfig(AppConfig):
         from django.core.signals import setting_changed
 
         from quotas import checks  # noqa: F401  (registers the system checks)
-        from quotas.engine.core import reset_engine
+        from quotas.engine.runtime import reset_engine
         from quotas.identity.auth_failures import on_login_failed
 
         def _on_setting_changed(*, setting: str, **kwargs: object) -> None:

@@ -18,7 +18,7 @@ import redis
 from django.conf import settings
 
 from config.embedded_redis import RedisServer
-from quotas.engine.core import get_engine, reset_engine
+from quotas.engine.runtime import get_engine, reset_engine
 from tests.clock import avoid_window_edge
 
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"

@@ -24,8 +24,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from quotas.conf import quota_settings
-from quotas.engine.core import get_engine
 from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.engine.runtime import get_engine
 from quotas.engine.standing import current_standing
 from quotas.exceptions import QuotaServiceUnavailable, StoreUnavailable
 from quotas.http import problems as quota_problems

@@ -8,7 +8,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from quotas.conf import quota_settings
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.identity.clients import api_key_of, authenticate_key
 from quotas.rules.snapshot import Subscriber
 

@@ -20,7 +20,7 @@ from rest_framework.throttling import BaseThrottle
 
 from quotas.admission import Ask, admit
 from quotas.conf import quota_settings
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.http import problems
 from quotas.http.context import set_decided

@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from quotas.engine.core import Engine, get_engine
+from quotas.engine.core import Engine
+from quotas.engine.runtime import get_engine
 from quotas.http import problems
 from quotas.http.context import Decided, auth_wait_of, decided_of
 from quotas.http.cost import actual_cost

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas.conf import quota_settings
-from quotas.engine.core import get_engine
 from quotas.engine.redis_connect import STORE_ERRORS, describe
+from quotas.engine.runtime import get_engine
 from quotas.http import problems
 from quotas.observability.metrics import exposition
 

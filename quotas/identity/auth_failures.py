@@ -96,7 +96,7 @@ class FailedAuth:
         wait = self.wait(*tags)
         if wait:
             return wait
-        from quotas.engine.core import get_engine
+        from quotas.engine.runtime import get_engine
 
         engine = get_engine()
         for tag in tags:
@@ -117,7 +117,7 @@ class FailedAuth:
         The failure that uses up a limit is answered as usual (a 401, the login
         form again); the attempts after it are refused until the window ends.
         """
-        from quotas.engine.core import get_engine  # the engine imports identity, which imports this module
+        from quotas.engine.runtime import get_engine  # the engine imports identity, which imports this module
 
         engine = get_engine()
         wait = 0

@@ -11,7 +11,7 @@ from django.test import Client as DjangoClient
 
 from plans.management.commands.seed_demo import demo_key
 from plans.models import APIKey, Subscription
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.identity.clients import hash_api_key
 from tests.factories import UserFactory
 from usage.flush import flush_usage

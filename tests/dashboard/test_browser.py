@@ -22,7 +22,7 @@ from django.utils import timezone
 from adaptive.models import AdaptiveSnapshot
 from plans.management.commands.seed_demo import demo_key
 from plans.models import Plan
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from tests.conftest import skip_or_fail
 from tests.factories import UserFactory
 from usage.flush import flush_usage

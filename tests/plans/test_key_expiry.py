@@ -15,8 +15,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from plans.models import APIKey, Subscription
-from quotas.engine.core import get_engine
 from quotas.engine.key_use import last_used_key, read_last_used
+from quotas.engine.runtime import get_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 from usage.flush import flush_usage
 

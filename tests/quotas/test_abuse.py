@@ -83,7 +83,7 @@ def test_concurrency_lease_runs_out(engine):
 
 
 def _hold_lease_then_hang(ready):
-    from quotas.engine.core import get_engine
+    from quotas.engine.runtime import get_engine
 
     decision = get_engine().decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
     ready.send(decision.allowed)

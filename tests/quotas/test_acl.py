@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, APIKey
 from plans.rules import PlansRulesBackend
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.rules.acl import AccessList, ACLRule, parse_network
 from quotas.rules.snapshot import RuleSet
 from tests.acl_samples import build_sample

@@ -8,7 +8,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]

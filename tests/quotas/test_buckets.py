@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quotas.engine.core import get_engine, reset_engine
+from quotas.engine.runtime import get_engine, reset_engine
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 

@@ -12,8 +12,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from plans.models import CostBudget, PeriodQuota
-from quotas.engine.core import get_engine
 from quotas.engine.keys import client_tag
+from quotas.engine.runtime import get_engine
 from quotas.identity.clients import Client, hash_api_key
 from quotas.rules.money import from_micros, to_micros
 from quotas.rules.periods import period_bounds

@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key

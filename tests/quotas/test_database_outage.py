@@ -17,7 +17,7 @@ from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.observability import metrics
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 

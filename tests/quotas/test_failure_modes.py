@@ -7,7 +7,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine.core import get_engine, reset_engine
+from quotas.engine.runtime import get_engine, reset_engine
 from quotas.engine.usage_buffer import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.usage_counters import usage_totals

@@ -77,7 +77,7 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
         assert 1 <= int(r["Retry-After"]) <= 2
         assert r["Content-Type"] == "application/problem+json"
         assert json.loads(r.content)["reason"] == "shaping_capacity"
-    from quotas.engine.core import get_engine
+    from quotas.engine.runtime import get_engine
 
     get_engine().flush_usage()
     totals = usage_totals(redis_client)

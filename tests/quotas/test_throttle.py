@@ -12,7 +12,7 @@ from rest_framework.exceptions import Throttled
 from rest_framework.test import APIClient, APIRequestFactory
 
 from plans.models import EndpointLimit, LimitOverride
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.exceptions import QuotaExceeded
 from quotas.http.context import decided_of
 from quotas.throttling import QuotaThrottle
@@ -497,7 +497,7 @@ def test_an_actual_cost_out_of_bounds_names_the_view(free, settings):
 
 def test_unknown_keys_cost_one_query_each_and_never_evict_known_keys(client, free, settings, django_assert_num_queries):
     """A guesser's distinct keys go to a small cache of their own; a known key stays cached (no query)."""
-    from quotas.engine.core import reset_engine
+    from quotas.engine.runtime import reset_engine
 
     settings.QUOTAS = {**settings.QUOTAS, "CLIENT_CACHE_SIZE": 2}
     reset_engine()

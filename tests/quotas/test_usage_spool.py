@@ -10,7 +10,7 @@ import time
 import pytest
 from django.core import signing
 
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from quotas.engine.usage_buffer import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
 from tests.usage_counters import usage_totals
 

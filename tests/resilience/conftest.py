@@ -17,7 +17,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from config.embedded_redis import redis_server_binary
-from quotas.engine.core import Engine, get_engine, reset_engine
+from quotas.engine.core import Engine
+from quotas.engine.runtime import get_engine, reset_engine
 from tests.conftest import skip_or_fail
 
 from .servers import Cluster, SentinelGroup

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
-from quotas.engine.core import get_engine
 from quotas.engine.redis_connect import celery_sentinel_broker
+from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule

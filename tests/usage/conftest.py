@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from plans.models import Plan
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from tests.factories import EndpointLimitFactory, PlanFactory
 
 

@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import Sum
 from rest_framework.test import APIClient
 
-from quotas.engine.core import get_engine
+from quotas.engine.runtime import get_engine
 from usage.models import COUNTERS, UsageRecord
 
 ROOT = Path(__file__).resolve().parents[2]

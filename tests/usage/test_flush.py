@@ -9,7 +9,7 @@ import pytest
 
 from plans.models import APIKey
 from quotas.conf import quota_settings
-from quotas.engine.core import reset_engine
+from quotas.engine.runtime import reset_engine
 from quotas.identity.clients import hash_api_key
 from tests.factories import issue_key
 from usage.flush import flush_usage, write_rows
