@@ -35,6 +35,7 @@ from .views import (
     RatelimitView,
     TenLimitsView,
     TinyView,
+    make_anonymous_request,
     make_request,
 )
 
@@ -55,6 +56,7 @@ THROTTLED: dict[str, tuple[type, str]] = {
     "limits_moving_window": (LimitsMovingWindowView, "/limits-mw/"),
     "limits_sliding_window": (LimitsSlidingWindowView, "/limits-swc/"),
     "quota_1": (OneLimitView, "/one/"),
+    "quota_1_anon": (OneLimitView, "/one/"),  # no user: counted by client address, like DRF's AnonRateThrottle
     "quota_5": (FiveLimitsView, "/five/"),
     "quota_10_budget": (TenLimitsView, "/ten/"),
 }
@@ -77,12 +79,20 @@ class _UserIds:
         return users
 
 
-def _time_view(view: Callable[[Any], Any], path: str, users: list[BenchUser], n: int) -> list[int]:
-    """Nanoseconds of ``view(request)`` for ``n`` requests, users in turn."""
+#: Variants whose requests carry no user: each BenchUser stands for one client address instead.
+ANONYMOUS = {"quota_1_anon"}
+
+
+def _time_view(
+    view: Callable[[Any], Any], path: str, users: list[BenchUser], n: int, anonymous: bool = False
+) -> list[int]:
+    """Nanoseconds of ``view(request)`` for ``n`` requests, users (or their addresses) in turn."""
     samples = [0] * n
     failed = 0
     for i in range(n):
-        request = make_request(path, users[i % len(users)])  # built outside the timing
+        user = users[i % len(users)]
+        # Built outside the timing.
+        request = make_anonymous_request(path, user.pk) if anonymous else make_request(path, user)
         start = perf_counter_ns()
         response = view(request)
         samples[i] = perf_counter_ns() - start
@@ -118,7 +128,7 @@ def run(redis_url: str, rounds: int, per_round: int, warmup: int) -> dict[str, A
         if key == REDIS_GET:
             return _time_get(client, n)
         view, path = views[key]
-        return _time_view(view, path, ids.take(n), n)
+        return _time_view(view, path, ids.take(n), n, anonymous=key in ANONYMOUS)
 
     order = [BASELINE, *THROTTLED, REDIS_GET]
     # Warm-up: connections, the script's SHA, the rules snapshot, code paths.

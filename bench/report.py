@@ -21,6 +21,7 @@ LABELS = {
     "limits_sliding_window": "limits sliding window counter, Redis",
     "one_get": "floor: a throttle doing one GET",
     "quota_1": "QuotaThrottle, 1 limit",
+    "quota_1_anon": "QuotaThrottle, 1 limit, anonymous (by address)",
     "quota_5": "QuotaThrottle, 5 limits",
     "quota_10_budget": "QuotaThrottle, 10 limits + budget",
     "redis_get": "bare Redis GET (redis-py)",
@@ -31,7 +32,7 @@ LABELS = {
 }
 LATENCY_ROWS = (
     "baseline", "one_get", "drf_user_rate", "django_ratelimit", "limits_moving_window", "limits_sliding_window",
-    "quota_1", "quota_5", "quota_10_budget", "redis_get",
+    "quota_1", "quota_1_anon", "quota_5", "quota_10_budget", "redis_get",
 )  # fmt: skip
 RACE_ROWS = (
     "quota_fixed_window", "quota_token_bucket", "drf_user_rate", "django_ratelimit", "limits_moving_window",

@@ -136,6 +136,12 @@ class DrfRaceView(TinyView):
 _factory = APIRequestFactory()
 
 
+def make_anonymous_request(path: str, client: int) -> Any:
+    """A fresh GET request with no user, from an address of its own for each ``client`` number."""
+    address = f"10.{client >> 16 & 255}.{client >> 8 & 255}.{client & 255}"
+    return _factory.get(path, REMOTE_ADDR=address)
+
+
 def make_request(path: str, user: BenchUser) -> Any:
     """A fresh GET request authenticated as ``user`` (built outside any timing)."""
     request = _factory.get(path)

@@ -28,7 +28,6 @@ import base64
 import hashlib
 import re
 import zlib
-from functools import lru_cache
 from typing import NamedTuple
 
 from quotas.engine.protocol import Algorithm
@@ -89,9 +88,8 @@ class ClientKeys(NamedTuple):
         return self.own_base + window_field
 
 
-@lru_cache(maxsize=8192)  # as the identity caches: clients that repeat are the ones worth remembering
 def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
-    """The keys and fields of client ``tag`` (a :func:`client_tag`); memoised, tags repeat."""
+    """The keys and fields of client ``tag`` (a :func:`client_tag`)."""
     client = client_id(tag)
     hashtag = f"{prefix}:{{b{bucket_of(client, buckets)}}}"
     return ClientKeys(hashtag, client + "|", f"{hashtag}:u", f"{hashtag}:l:{client}|", client)

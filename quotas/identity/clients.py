@@ -71,8 +71,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
     peer = request.META.get("REMOTE_ADDR", "")
     trusted = tuple(quota_settings.TRUSTED_PROXIES)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if trusted else ""
-    resolve = _cached_ip_client if len(forwarded) <= 512 else _ip_client  # a long header would bloat the cache
-    return resolve(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
+    return _ip_client(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
 
 
 def api_key_of(request: HttpRequest) -> str | None:
@@ -80,34 +79,18 @@ def api_key_of(request: HttpRequest) -> str | None:
     return request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
 
 
-@lru_cache(maxsize=8192)
 def _user_client(pk: str) -> Client:
-    # Building the tag (encoding, string joins) costs more than this lookup; users repeat.
     return Client("user", pk, client_tag("u", pk))
 
 
-_SUBSCRIPTION_CLIENTS_MAX = 8192
-_subscription_clients: dict[int, Client] = {}
-
-
 def subscription_client(subscriber: Subscriber) -> Client:
-    """The client of ``subscriber``, made once per subscriber object (a rules reload makes new ones)."""
-    client = _subscription_clients.get(subscriber.id)
-    if client is None or client.subscriber is not subscriber:
-        client = Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
-        if len(_subscription_clients) >= _SUBSCRIPTION_CLIENTS_MAX:
-            _subscription_clients.clear()  # crude but bounded; refilled by the clients still calling
-        _subscription_clients[subscriber.id] = client
-    return client
+    """The client of ``subscriber``."""
+    return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
 
 
 def _ip_client(peer: str, forwarded: str, trusted: tuple[str, ...], v6_prefix: int) -> Client:
     group = _group_ip(_resolve_ip(peer, forwarded, trusted), v6_prefix)
     return Client("ip", group, client_tag("ip", group))
-
-
-# Parsing addresses costs more than the rest of identification, and anonymous clients repeat.
-_cached_ip_client = lru_cache(maxsize=8192)(_ip_client)
 
 
 def authenticate_key(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:
@@ -243,7 +226,7 @@ def _parse_ip(value: str) -> IPAddress | None:
         return None
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=8)  # parses the TRUSTED_PROXIES setting once per value, not a request's data
 def _trusted_networks(cidrs: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs if c != UNIX_PEER)
 
@@ -252,6 +235,5 @@ def _in(ip: IPAddress, networks: tuple) -> bool:
     return any(ip in net for net in networks)
 
 
-@lru_cache(maxsize=8)
 def _meta_name(header: str) -> str:
     return "HTTP_" + header.upper().replace("-", "_")
