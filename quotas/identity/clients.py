@@ -145,11 +145,32 @@ def client_ip(request: HttpRequest) -> IPAddress:
     remote_addr = request.META.get("REMOTE_ADDR", "")
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
     trusted = tuple(quota_settings.TRUSTED_PROXIES)
-    if not trusted:
-        proxies = num_proxies()
-        if proxies is not None:
-            return _nth_from_right(remote_addr, forwarded, proxies)
-    return _resolve_ip(remote_addr, forwarded, trusted)
+    proxies = num_proxies()
+    if not trusted and proxies is not None:
+        return _nth_from_right(remote_addr, forwarded, proxies)
+    ip = _resolve_ip(remote_addr, forwarded, trusted)
+    if trusted and proxies and not _warned_disagreement:
+        # Both settings say where the client is; only a request shows whether they agree (check W030
+        # covers NUM_PROXIES = 0). Compared until the first disagreement, then said once.
+        _warn_disagreement(ip, _nth_from_right(remote_addr, forwarded, proxies), proxies)
+    return ip
+
+
+_warned_disagreement = False
+
+
+def _warn_disagreement(ours: IPAddress, drfs: IPAddress, proxies: int) -> None:
+    global _warned_disagreement
+    if ours != drfs:
+        _warned_disagreement = True
+        logger.warning(
+            "quotas: QUOTAS['TRUSTED_PROXIES'] and REST_FRAMEWORK['NUM_PROXIES'] = %d disagree about a client: "
+            "QuotaThrottle counts %s (it follows TRUSTED_PROXIES), DRF's get_ident() would give %s. Make them agree, "
+            "or leave TRUSTED_PROXIES empty to follow NUM_PROXIES.",
+            proxies,
+            ours,
+            drfs,
+        )
 
 
 def num_proxies() -> int | None:
