@@ -13,11 +13,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
 from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
 from quotas.engine.redis_connect import validate_url
 from quotas.exceptions import InvalidRate
+from quotas.identity.clients import num_proxies
 from quotas.rules.money import to_micros
 from quotas.rules.rates import parse_rates
 
@@ -293,5 +295,113 @@ def check_drf_adapter(app_configs: Iterable[Any] | None = None, **kwargs: Any) -
             f"{API_KEY_AUTHENTICATION} {problem}, not 401 with a WWW-Authenticate challenge.",
             hint=f"Put '{API_KEY_AUTHENTICATION}' first in DEFAULT_AUTHENTICATION_CLASSES.",
             id="quotas.W003",
+        )
+    ]
+
+
+# DRF fidelity (issue 16). Ids from 30 up, apart from the settings checks above.
+
+
+@register(Tags.compatibility)
+def check_drf_algorithm(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """QUOTAS['DRF_ALGORITHM'] must name an algorithm."""
+    algorithm = quota_settings.DRF_ALGORITHM
+    if algorithm in ALGORITHMS:
+        return []
+    return [
+        _error(
+            f"QUOTAS['DRF_ALGORITHM'] = {algorithm!r} is not an algorithm.",
+            f"Default: 'sliding_window_log' (DRF's own meaning of a rate). Choose one of: {', '.join(ALGORITHMS)}.",
+            30,
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def check_num_proxies(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """DRF's NUM_PROXIES and QUOTAS['TRUSTED_PROXIES'] both set, saying different things.
+
+    QuotaThrottle follows TRUSTED_PROXIES when it is set and DRF's NUM_PROXIES
+    otherwise. NUM_PROXIES = 0 (DRF believes no X-Forwarded-For) beside trusted
+    proxies is a contradiction whatever the traffic; NUM_PROXIES = N beside
+    TRUSTED_PROXIES cannot be compared without a request, so it is compared
+    on requests instead (quotas.identity.clients logs the first disagreement).
+    """
+    proxies = num_proxies()
+    trusted = quota_settings.TRUSTED_PROXIES
+    if proxies != 0 or not trusted or not isinstance(trusted, list | tuple):
+        return []
+    return [
+        Warning(
+            "REST_FRAMEWORK['NUM_PROXIES'] = 0 says no proxy's X-Forwarded-For is believed, but "
+            f"QUOTAS['TRUSTED_PROXIES'] = {list(trusted)!r} believes it: QuotaThrottle follows TRUSTED_PROXIES, "
+            "DRF's own throttles and get_ident() follow NUM_PROXIES, so they count different clients.",
+            hint="Set NUM_PROXIES to the number of proxies in front of the app, or empty TRUSTED_PROXIES.",
+            id="quotas.W030",
+        )
+    ]
+
+
+def _uncovered_kinds() -> list[str]:
+    """The kinds of request DRF's default rates leave unthrottled (views without a throttle_scope)."""
+    rates = (getattr(settings, "REST_FRAMEWORK", {}) or {}).get("DEFAULT_THROTTLE_RATES") or {}
+    kinds = [] if rates.get("anon") or rates.get("user") else ["anonymous"]
+    return kinds + ([] if rates.get("user") else ["authenticated"])
+
+
+@register(Tags.compatibility)
+def check_throttle_has_rates(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """QuotaThrottle installed, no rules backend, and no DRF rate for some kind of request.
+
+    DRF's own throttles raise ImproperlyConfigured there; QuotaThrottle admits
+    such requests without limits or headers, so the project is told at start-up.
+    (With a rules backend, the default plan may cover them: see
+    :func:`check_plans_cover_clients`, which needs the database.)
+    """
+    drf = getattr(settings, "REST_FRAMEWORK", {}) or {}
+    if not _uses_quota_throttle(drf) or quota_settings.RULES_BACKEND:
+        return []
+    kinds = _uncovered_kinds()
+    if not kinds:
+        return []
+    return [
+        Warning(
+            f"QuotaThrottle is installed but no rate applies to {' or '.join(kinds)} requests: they are admitted "
+            "with no limit and no RateLimit headers (unless the view has a throttle_scope with a rate).",
+            hint="Set REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'] = {'anon': '100/hour', 'user': '1000/hour'}, "
+            "or QUOTAS['RULES_BACKEND'] = 'plans.rules.PlansRulesBackend' and a default plan.",
+            id="quotas.W031",
+        )
+    ]
+
+
+@register(Tags.database)
+def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """With a rules backend: clients no plan covers, and no DRF rate for them either.
+
+    Anonymous clients and users without a subscription are on the default plan;
+    with none, DRF's rates apply to them (QuotaThrottle.get_windows). A database
+    check: it runs in ``migrate`` and ``check --database default``, not at every start.
+    """
+    drf = getattr(settings, "REST_FRAMEWORK", {}) or {}
+    backend_path = quota_settings.RULES_BACKEND
+    if not _uses_quota_throttle(drf) or not backend_path or not kwargs.get("databases"):
+        return []
+    kinds = _uncovered_kinds()
+    if not kinds:
+        return []
+    try:
+        rules = import_string(backend_path)().load()
+    except (ImportError, DatabaseError):  # not importable (E004 says so) or not migrated yet
+        return []
+    if rules.default_plan_id is not None:
+        return []
+    who = " or ".join("anonymous clients" if k == "anonymous" else "users without a subscription" for k in kinds)
+    return [
+        Warning(
+            f"No default plan and no DRF rate for them: {who} are admitted with no limit and no RateLimit headers.",
+            hint="Mark a plan as the default (is_default) in the admin, or set "
+            "REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'] for 'anon' and 'user'.",
+            id="quotas.W032",
         )
     ]

@@ -38,6 +38,12 @@ DEFAULTS: dict[str, Any] = {
     "API_KEY_HEADER": "X-API-Key",
     # Default: "token_bucket". Algorithm for rates taken from DRF's configuration.
     "DEFAULT_ALGORITHM": "token_bucket",
+    # Default: "sliding_window_log". Algorithm for rates taken from DRF's configuration
+    # (REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'] and a throttle's rate): DRF's own meaning of
+    # "N/period", at most N in any rolling period, with Retry-After until the oldest request
+    # leaves. Plans keep their limits' own algorithms. A project that set DEFAULT_ALGORITHM
+    # (its older name) and not this one keeps its choice (quotas.drf.throttling.drf_algorithm).
+    "DRF_ALGORITHM": "sliding_window_log",
     # Default: 0.25. Seconds before a Redis read is abandoned.
     "SOCKET_TIMEOUT": 0.25,
     # Default: "local". What a request gets while Redis is unreachable: "local"

@@ -20,11 +20,12 @@ from rest_framework.throttling import BaseThrottle
 
 from quotas.admission import Ask, admit
 from quotas.conf import quota_settings
+from quotas.engine.keys import client_tag
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.http import problems
 from quotas.http.context import set_decided
-from quotas.identity.clients import Client, identify
+from quotas.identity.clients import Client, address_group, identify
 from quotas.rules.money import to_micros
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule, RuleSet, Window
@@ -35,10 +36,17 @@ class QuotaThrottle(BaseThrottle):
 
     With plans in the database, a request is checked against its plan's
     limits that match the view's ``quota_scope``, the path and the method.
-    With no plans, it honours DRF's configuration like DRF's throttles do:
-    a ``rate`` (or ``scope``) attribute on a subclass, else the view's
-    ``throttle_scope``, else the ``user``/``anon`` rates, all looked up in
-    ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``.
+    With no plans, and for clients no plan covers (no subscription and no
+    default plan), it honours DRF's configuration like DRF's throttles do
+    (:meth:`get_drf_limits`): a ``rate`` (or ``scope``) attribute on a
+    subclass, else the view's ``throttle_scope`` rate together with the
+    ``anon``/``user`` rates of ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``,
+    all in one decision, counted by ``QUOTAS['DRF_ALGORITHM']``.
+
+    DRF's hooks are honoured on subclasses, in both modes: ``get_ident(request)``
+    names an anonymous client, and ``get_cache_key(request, view)`` names the
+    client whose counters are spent (return a tenant id to count per tenant),
+    or returns None to leave the request unthrottled (nothing spent, no headers).
 
     A view may set ``quota_weight`` (an int) or define
     ``get_quota_weight(request)`` to spend more than one unit per request,
@@ -53,6 +61,7 @@ class QuotaThrottle(BaseThrottle):
 
     def __init__(self) -> None:
         self._wait: int | None = None
+        self._client: Client | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
         """True to admit; a refusal raises its DRF exception (429 :class:`~quotas.exceptions.QuotaExceeded`,
@@ -64,6 +73,10 @@ class QuotaThrottle(BaseThrottle):
         client = identify(http_request, request.user, engine.rules, request.auth)
         if client.subscriber is not None:
             engine.key_use.touch(client.subscriber.key_id)  # written to Redis by the poller (quotas/engine/key_use.py)
+        counted = self._counted_client(client, request, view)
+        if counted is None:
+            return True  # get_cache_key() said: not throttled (DRF's contract)
+        client = counted
         plan_id, windows = self.get_windows(rules, client, request, view)
         user = request.user
         ask = Ask(
@@ -89,6 +102,50 @@ class QuotaThrottle(BaseThrottle):
         """Seconds until the refused request would be admitted (DRF's hook)."""
         return self._wait
 
+    def get_ident(self, request: Request) -> str:
+        """The address an anonymous client is counted by (DRF's hook; override it to count otherwise).
+
+        ``REMOTE_ADDR``, or X-Forwarded-For behind ``QUOTAS['TRUSTED_PROXIES']``,
+        else behind DRF's ``NUM_PROXIES`` (see :func:`quotas.identity.clients.client_ip`);
+        IPv6 clients by their ``IPV6_PREFIX_LENGTH`` prefix.
+        """
+        return address_group(request._request if isinstance(request, Request) else request)
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        """Who this request is counted for (DRF's hook), or None to leave it unthrottled.
+
+        The default names the client identified by API key, user or address,
+        e.g. ``"user:42"``. Override it to count otherwise: return the same
+        string for every request that should share one set of counters (a
+        tenant id counts per tenant), or None for a request that is not
+        throttled at all (admitted, nothing spent, no headers).
+        """
+        client = self._client
+        if client is None:  # called outside allow_request()
+            client = identify(request._request, request.user, get_engine().rules, request.auth)
+        return _default_key(client)
+
+    def _counted_client(self, client: Client, request: Request, view: Any) -> Client | None:
+        """``client`` as a subclass's ``get_ident`` / ``get_cache_key`` name it; None: not throttled."""
+        cls = type(self)
+        if client.kind == "ip" and cls.get_ident is not QuotaThrottle.get_ident:
+            ident = str(self.get_ident(request))
+            client = Client("ip", ident, client_tag("ip", ident))
+        if cls.get_cache_key is QuotaThrottle.get_cache_key:
+            return client
+        self._client = client
+        try:
+            key = self.get_cache_key(request, view)
+        finally:
+            self._client = None
+        if key is None:
+            return None
+        key = str(key)
+        if key == _default_key(client):
+            return client
+        # The plan still follows the subscription (API key or user); only whose counters are spent changes.
+        return Client("key", key, client_tag("k", key), client.subscriber)
+
     def get_windows(
         self, rules: RuleSet, client: Client, request: Request, view: Any
     ) -> tuple[int | None, list[Window]]:
@@ -96,27 +153,39 @@ class QuotaThrottle(BaseThrottle):
         http_request = request._request  # DRF proxies .path/.method through a slow __getattr__
         scope = getattr(view, "quota_scope", None) or ""
         path, method = http_request.path, http_request.method or "GET"
-        if rules.empty:
+        plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
+        if plan_id is None:
+            # No plan covers this client (no plans at all, or no subscription and no default plan):
+            # DRF's rates apply, so creating a first, non-default plan does not switch them off.
             limits = self.get_drf_limits(request, view)
             return None, [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
-        plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
         return plan_id, rules.windows_for(plan_id, client.subscriber, scope, path, method)
 
     def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
-        """DRF-compatible limits, used while no plan exists in the database."""
+        """DRF-compatible limits from ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``, as DRF's classes apply them.
+
+        A subclass with a ``rate`` or ``scope`` attribute is one DRF throttle:
+        that rate alone. Otherwise the request gets what AnonRateThrottle,
+        UserRateThrottle and ScopedRateThrottle listed together would give it,
+        each rate present in the settings being its own window of one decision:
+        the view's ``throttle_scope`` rate; for an authenticated user the
+        ``user`` rate; for an anonymous client the ``anon`` rate and the ``user``
+        rate (DRF's UserRateThrottle counts anonymous clients by address too).
+        """
         rates: dict[str, Any] = api_settings.DEFAULT_THROTTLE_RATES or {}
-        scope: str | None = self.scope or getattr(view, "throttle_scope", None)
-        rate: str | None
+        algorithm = drf_algorithm()
         if self.rate:
-            rate, scope = self.rate, scope or type(self).__name__.lower()
-        elif scope:
-            rate = rates.get(scope)
-        else:
-            scope = "user" if request.user and request.user.is_authenticated else "anon"
-            rate = rates.get(scope)
-        if not rate:
-            return ()
-        return (_drf_rule(scope, rate, quota_settings.DEFAULT_ALGORITHM),)
+            scope = self.scope or getattr(view, "throttle_scope", None) or type(self).__name__.lower()
+            return (_drf_rule(scope, self.rate, algorithm),)
+        if self.scope:
+            rate = rates.get(self.scope)
+            return (_drf_rule(self.scope, rate, algorithm),) if rate else ()
+        user = request.user
+        scopes = [getattr(view, "throttle_scope", None)]
+        scopes += ["user"] if user is not None and user.is_authenticated else ["anon", "user"]
+        # A throttle_scope named "user" or "anon" shares DRF's cache key with that class: counted once.
+        unique = dict.fromkeys(s for s in scopes if s and rates.get(s))
+        return tuple(_drf_rule(s, rates[s], algorithm) for s in unique)
 
     def get_cost(self, request: Request, view: Any) -> int | None:
         """The view's estimate of this request's cost in micro-units (``get_quota_cost``), or None.
@@ -160,6 +229,19 @@ class QuotaThrottle(BaseThrottle):
             # number passed through, so a 400 naming the bounds rather than a server error.
             raise InvalidQuotaRequest(problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT))
         return weight
+
+
+def drf_algorithm() -> str:
+    """The algorithm DRF's rates are counted with: ``QUOTAS['DRF_ALGORITHM']``, unless the project set
+    only ``DEFAULT_ALGORITHM`` (the setting's older name), which then keeps its choice."""
+    own = quota_settings.user_settings()
+    if "DEFAULT_ALGORITHM" in own and "DRF_ALGORITHM" not in own:
+        return str(quota_settings.DEFAULT_ALGORITHM)
+    return str(quota_settings.DRF_ALGORITHM)
+
+
+def _default_key(client: Client) -> str:
+    return f"{client.kind}:{client.ident}"
 
 
 @lru_cache(maxsize=256)

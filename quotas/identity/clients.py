@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
 
 from quotas.conf import quota_settings
@@ -68,10 +69,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
         if subscriber is not None:
             return subscription_client(subscriber)
         return _user_client(str(user.pk))
-    peer = request.META.get("REMOTE_ADDR", "")
-    trusted = tuple(quota_settings.TRUSTED_PROXIES)
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") if trusted else ""
-    return _ip_client(peer, forwarded, trusted, int(quota_settings.IPV6_PREFIX_LENGTH))
+    return _ip_client(client_ip(request), int(quota_settings.IPV6_PREFIX_LENGTH))
 
 
 def api_key_of(request: HttpRequest) -> str | None:
@@ -88,8 +86,8 @@ def subscription_client(subscriber: Subscriber) -> Client:
     return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
 
 
-def _ip_client(peer: str, forwarded: str, trusted: tuple[str, ...], v6_prefix: int) -> Client:
-    group = _group_ip(_resolve_ip(peer, forwarded, trusted), v6_prefix)
+def _ip_client(ip: IPAddress, v6_prefix: int) -> Client:
+    group = _group_ip(ip, v6_prefix)
     return Client("ip", group, client_tag("ip", group))
 
 
@@ -139,12 +137,64 @@ def client_ip(request: HttpRequest) -> IPAddress:
     proxy is the client (addresses further left were written by the client
     and can be forged). A peer without an address (a Unix socket) is a
     trusted proxy when ``TRUSTED_PROXIES`` holds ``"unix"``.
+
+    With ``TRUSTED_PROXIES`` empty, DRF's ``REST_FRAMEWORK['NUM_PROXIES']`` is
+    honoured as DRF's ``get_ident`` does: 0 means REMOTE_ADDR, N the N-th
+    X-Forwarded-For address from the right (see :func:`num_proxies`).
     """
-    return _resolve_ip(
-        request.META.get("REMOTE_ADDR", ""),
-        request.META.get("HTTP_X_FORWARDED_FOR", ""),
-        tuple(quota_settings.TRUSTED_PROXIES),
-    )
+    remote_addr = request.META.get("REMOTE_ADDR", "")
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    trusted = tuple(quota_settings.TRUSTED_PROXIES)
+    proxies = num_proxies()
+    if not trusted and proxies is not None:
+        return _nth_from_right(remote_addr, forwarded, proxies)
+    ip = _resolve_ip(remote_addr, forwarded, trusted)
+    if trusted and proxies and not _warned_disagreement:
+        # Both settings say where the client is; only a request shows whether they agree (check W030
+        # covers NUM_PROXIES = 0). Compared until the first disagreement, then said once.
+        _warn_disagreement(ip, _nth_from_right(remote_addr, forwarded, proxies), proxies)
+    return ip
+
+
+_warned_disagreement = False
+
+
+def _warn_disagreement(ours: IPAddress, drfs: IPAddress, proxies: int) -> None:
+    global _warned_disagreement
+    if ours != drfs:
+        _warned_disagreement = True
+        logger.warning(
+            "quotas: QUOTAS['TRUSTED_PROXIES'] and REST_FRAMEWORK['NUM_PROXIES'] = %d disagree about a client: "
+            "QuotaThrottle counts %s (it follows TRUSTED_PROXIES), DRF's get_ident() would give %s. Make them agree, "
+            "or leave TRUSTED_PROXIES empty to follow NUM_PROXIES.",
+            proxies,
+            ours,
+            drfs,
+        )
+
+
+def num_proxies() -> int | None:
+    """DRF's ``REST_FRAMEWORK['NUM_PROXIES']`` (None when unset, DRF's default).
+
+    Read from Django's settings rather than DRF's ``api_settings`` so the
+    identity layer does not depend on DRF; both read the same dict at call time.
+    """
+    value = (getattr(settings, "REST_FRAMEWORK", None) or {}).get("NUM_PROXIES")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _nth_from_right(remote_addr: str, forwarded: str, proxies: int) -> IPAddress:
+    """DRF's ``get_ident`` with NUM_PROXIES = ``proxies``: the ``proxies``-th X-Forwarded-For address
+    from the right (the left-most when there are fewer), or REMOTE_ADDR for 0 or no header."""
+    peer = _parse_ip(remote_addr)
+    hops = forwarded.split(",") if forwarded else []
+    if proxies and hops:
+        ip = _parse_ip(_without_port(hops[-min(proxies, len(hops))].strip()))
+        if ip is not None:
+            return ip
+        # DRF would count the garbage text itself; an address is needed here, and the proxy's is the
+        # one thing known (a proxy that writes no address is misconfigured, and says so below).
+    return peer if peer is not None else _warn_unparsable_peer(remote_addr, forwarded=not hops)
 
 
 def _resolve_ip(remote_addr: str, forwarded: str, trusted_cidrs: tuple[str, ...]) -> IPAddress:
