@@ -55,7 +55,8 @@ class ProblemSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="What went wrong with this request, for a human.")
     reason = serializers.CharField(required=False, help_text="A stable machine-readable reason.")
     retry_after = serializers.IntegerField(required=False, help_text="Seconds to wait, as in Retry-After.")
-    errors = serializers.DictField(
+    # The metaclass takes declared fields off the class, so this does not hide Serializer.errors.
+    errors = serializers.DictField(  # type: ignore[assignment]
         child=serializers.CharField(), required=False, help_text="Per-parameter messages of a 400."
     )
 
