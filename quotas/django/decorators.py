@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
-from quotas.django.guard import check, settled, view_rule
+from quotas.django.guard import check, check_async, settled, view_rule
 
 
 def quota_limited(
@@ -25,7 +25,7 @@ def quota_limited(
     request. A refusal is a problem+json response (429 with ``Retry-After``
     and ``RateLimit`` headers) and the view is not run; an admitted response
     carries the headers, and the decision is settled after the view. Works on
-    ``async def`` views too (the check runs in a worker thread; see the README).
+    ``async def`` views too (the decision is awaited from redis-py's asyncio client).
 
     Raises :class:`~quotas.exceptions.InvalidRate` for a malformed ``rate``, and
     ValueError for a weight out of bounds, when the view is decorated.
@@ -40,10 +40,9 @@ def quota_limited(
 
             @functools.wraps(view)
             async def async_limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-                # redis-py's client and the rules snapshot are synchronous: the check and the settling
-                # run in asgiref's worker thread, the view itself on the event loop.
-                refused = await sync_to_async(check)(request, scope, rate, weight)
+                refused = await check_async(request, scope, rate, weight)
                 response = refused if refused is not None else await view(request, *args, **kwargs)
+                # Settling (refunds, actual costs, leases) is QuotaHeadersMiddleware's synchronous code.
                 return await sync_to_async(settled)(request, lambda _request: response)
 
             return async_limited

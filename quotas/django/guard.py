@@ -20,12 +20,14 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from rest_framework.settings import api_settings
 
-from quotas.admission import Ask, admit
+from quotas.admission import Admission, Ask, admit, admit_async
 from quotas.conf import quota_settings
 from quotas.drf.handlers import respond
+from quotas.engine.core import Engine
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import ProblemException
 from quotas.http.context import set_decided
@@ -42,6 +44,32 @@ def check(request: HttpRequest, scope: str, rate: str | None = None, weight: int
     would raise: 429 for a limit, 401 for a bad API key, 403 for a deny-list
     entry, 503 under adaptive reduction or in the closed failure mode.
     """
+    asked = ask_for(request, scope, rate, weight)
+    if isinstance(asked, HttpResponse):
+        return asked
+    engine, rules, ask = asked
+    return answer(request, admit(engine, rules, ask))
+
+
+async def check_async(
+    request: HttpRequest, scope: str, rate: str | None = None, weight: int | None = None
+) -> HttpResponse | None:
+    """:func:`check` for an async view: the decision is awaited from redis-py's asyncio client.
+
+    Identifying the client may read the database (a reloaded rules snapshot,
+    an API key not yet cached), so that step runs in asgiref's worker thread.
+    """
+    asked = await sync_to_async(ask_for)(request, scope, rate, weight)
+    if isinstance(asked, HttpResponse):
+        return asked
+    engine, rules, ask = asked
+    return answer(request, await admit_async(engine, rules, ask))
+
+
+def ask_for(
+    request: HttpRequest, scope: str, rate: str | None, weight: int | None
+) -> tuple[Engine, RuleSet, Ask] | HttpResponse:
+    """The engine, the rules and the :class:`Ask` of ``request``; or the 401/429 answer to a bad API key."""
     engine = get_engine()
     rules = engine.rules.current()
     user = getattr(request, "user", None)  # Django's AuthenticationMiddleware; no DRF authentication here
@@ -63,7 +91,11 @@ def check(request: HttpRequest, scope: str, rate: str | None = None, weight: int
         user_id=user.pk if authenticated else None,  # type: ignore[union-attr]
         weight=weight,
     )
-    admission = admit(engine, rules, ask)
+    return engine, rules, ask
+
+
+def answer(request: HttpRequest, admission: Admission) -> HttpResponse | None:
+    """Leave the decision on ``request``; the refusal's problem+json response, or None to admit."""
     if admission.decided is not None:
         set_decided(request, admission.decided)
     if admission.refusal is not None:

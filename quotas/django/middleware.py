@@ -20,7 +20,7 @@ from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
-from quotas.django.guard import check, settled
+from quotas.django.guard import check, check_async, settled
 
 
 def path_limit(path: str) -> dict[str, Any] | None:
@@ -54,7 +54,7 @@ class PathQuotaMiddleware:
         entry = path_limit(request.path)
         if entry is None:
             return await self.get_response(request)
-        # The engine is synchronous (see quotas.django.decorators): check and settle in a worker thread.
-        refused = await sync_to_async(check)(request, entry.get("scope", ""), entry.get("rate"))
+        refused = await check_async(request, entry.get("scope", ""), entry.get("rate"))
         response = refused if refused is not None else await self.get_response(request)
+        # Settling (refunds, actual costs, leases) is QuotaHeadersMiddleware's synchronous code.
         return await sync_to_async(settled)(request, lambda _request: response)

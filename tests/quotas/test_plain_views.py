@@ -12,6 +12,8 @@ from django.test import AsyncClient, Client
 
 from quotas.checks import check_path_limits
 from quotas.django.decorators import quota_limited
+from quotas.django.guard import view_rule
+from quotas.engine import aio
 from quotas.exceptions import InvalidRate
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
@@ -181,6 +183,7 @@ def test_an_async_view_is_limited_under_asgi():
         assert first["RateLimit"].startswith('"alogin";r=1;')
         assert (await client.get("/async-login/")).status_code == 200
         assert_refused_like_drf(await client.get("/async-login/"), 2)
+        await aio.close()
 
     async_to_sync(scenario)()
 
@@ -192,5 +195,47 @@ def test_the_middleware_limits_async_views_under_asgi(hooks):
         client = AsyncClient(raise_request_exception=False)
         assert (await client.post("/ahooks/receive")).status_code == 200
         assert_refused_like_drf(await client.post("/ahooks/receive"), 1)
+        await aio.close()
 
     async_to_sync(scenario)()
+
+
+def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
+    """redis-py's asyncio client runs the same decide.lua on the same keys: each side sees the other's spending."""
+    window = view_rule("shared", "3/min", "sliding_window_log").windows[0]
+
+    async def spend():
+        decision = await aio.decide(engine, "{ip.192.0.2.1}", [window])
+        await aio.close()
+        return decision
+
+    redis_client.script_flush()  # so the script the asyncio client loads is seen to be the engine's
+    first = async_to_sync(spend)()
+    assert redis_client.script_exists(engine._decide.sha) == [True]
+    assert first.allowed
+    assert first.states[0].remaining == 2
+    assert engine.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1
+    assert async_to_sync(spend)().states[0].remaining == 0
+    refused = async_to_sync(spend)()
+    assert not refused.allowed
+    assert refused.retry_after >= 1
+
+
+def test_an_async_view_gets_the_failure_mode_when_redis_is_down(redis_server, settings):
+    """Redis unreachable from the asyncio client: the closed failure mode's 503 problem, as for DRF views."""
+    settings.QUOTAS = {**settings.QUOTAS, "FAILURE_MODE": "closed"}
+
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        response = await client.get("/async-login/")
+        await aio.close()
+        return response
+
+    redis_server.stop()
+    try:
+        response = async_to_sync(scenario)()
+    finally:
+        redis_server.start()
+    assert response.status_code == 503
+    assert response["Content-Type"] == PROBLEM
+    assert json.loads(response.content)["reason"] == "quota_store_unavailable"
