@@ -8,6 +8,7 @@ from inspect import iscoroutinefunction
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
@@ -36,12 +37,15 @@ def quota_limited(
         raise ValueError(f"quota_limited(weight={weight!r}): a weight is an int from 0 up.")
 
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        # An exception from the view becomes its response (404, 403, 500, ...) here, as in Django's
+        # middleware chain, so the decision is settled whatever the view did.
+        run: Callable[..., Any] = convert_exception_to_response(view)
         if iscoroutinefunction(view):
 
             @functools.wraps(view)
             async def async_limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
                 refused = await check_async(request, scope, rate, weight)
-                response = refused if refused is not None else await view(request, *args, **kwargs)
+                response = refused if refused is not None else await run(request, *args, **kwargs)
                 # Settling (refunds, actual costs, leases) is QuotaHeadersMiddleware's synchronous code.
                 return await sync_to_async(settled)(request, lambda _request: response)
 
@@ -52,7 +56,7 @@ def quota_limited(
             refused = check(request, scope, rate, weight)
             if refused is not None:
                 return settled(request, lambda _request: refused)
-            return settled(request, lambda _request: view(request, *args, **kwargs))
+            return settled(request, lambda _request: run(request, *args, **kwargs))
 
         return limited
 

@@ -23,6 +23,11 @@ def failing(request):
     return HttpResponse("broken", status=500)
 
 
+@quota_limited(scope="raising", rate="5/min")
+def raising(request):
+    raise RuntimeError("the view failed")
+
+
 @quota_limited(scope="alogin", rate="2/min")
 async def async_login(request):
     return HttpResponse("async sign in")
@@ -45,6 +50,7 @@ urlpatterns = [
     path("login/", login),
     path("search/", search),
     path("failing/", failing),
+    path("raising/", raising),
     path("async-login/", async_login),
     path("hooks/receive", webhook),
     path("ahooks/receive", async_webhook),

@@ -135,6 +135,13 @@ def test_a_server_error_is_settled_by_the_headers_middleware(client, redis_clien
     assert client.get("/failing/")["RateLimit"].startswith('"failing";r=3;')
 
 
+def test_a_view_that_raises_is_a_500_with_the_headers(client):
+    """An exception in the view is answered as Django answers it (500), with the decision settled."""
+    response = client.get("/raising/")
+    assert response.status_code == 500
+    assert response["RateLimit"].startswith('"raising";r=4;')
+
+
 def test_a_malformed_rate_fails_when_the_view_is_decorated():
     """A typo in the rate is an error at import time, not a 500 on every request."""
     with pytest.raises(InvalidRate):
