@@ -146,7 +146,8 @@ REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["quotas.throttling.QuotaThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # 429/503 problem+json and the RateLimit headers on throttled operations (quotas/openapi.py).
+    "DEFAULT_SCHEMA_CLASS": "quotas.openapi.QuotaAutoSchema",
     # Quota refusals (429, 403, 401, 503, 400) as application/problem+json; other errors as DRF's default.
     "EXCEPTION_HANDLER": "quotas.drf.handlers.exception_handler",
     # API keys first: DRF answers an authentication failure with the first class's challenge (401), or 403.

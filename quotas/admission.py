@@ -12,7 +12,9 @@ client and gathers the windows that apply into an :class:`Ask`;
 
 It returns an :class:`Admission`: the decision the middleware settles after
 the view, and the refusal (a :class:`~quotas.exceptions.ProblemException`
-carrying its problem+json body) the adapter raises.
+carrying its problem+json body) the adapter raises. :func:`admit_async` is
+the same policy for async views (:mod:`quotas.django`), the engine call
+awaited from redis-py's asyncio client (:mod:`quotas.engine.aio`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
 from quotas.conf import quota_settings
-from quotas.engine import shaping
+from quotas.engine import aio, shaping
 from quotas.engine.core import Engine
 from quotas.engine.decision import Decision
 from quotas.engine.keys import encode_part
@@ -80,8 +83,68 @@ class Admission:
     refusal: ProblemException | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What :func:`prepare` worked out for the engine call of an ask."""
+
+    started: float
+    usage: str
+    cost: int
+    multiplier: float
+    ban_policy: str
+    request_id: str
+    plan_slug: str | None
+
+
 def admit(engine: Engine, rules: RuleSet, ask: Ask) -> Admission:
     """Decide ``ask`` (see the module docstring); never raises for a refusal, returns it."""
+    prepared = prepare(engine, rules, ask)
+    if isinstance(prepared, Admission):
+        return prepared
+    try:
+        decision = engine.decide(
+            ask.client.tag,
+            ask.windows,
+            ask.weight,
+            cost_micros=prepared.cost,
+            usage=prepared.usage,
+            multiplier=prepared.multiplier,
+            ban_policy=prepared.ban_policy,
+            request_id=prepared.request_id,
+        )
+    except StoreUnavailable:
+        return conclude(engine, rules, ask, prepared, fail(engine, ask, prepared))
+    return conclude(engine, rules, ask, prepared, decision)
+
+
+async def admit_async(engine: Engine, rules: RuleSet, ask: Ask) -> Admission:
+    """:func:`admit` for an async view: the engine call awaits redis-py's asyncio client.
+
+    The steps around it may block (allow-list counting, audit, budget alerts,
+    a shaping delay): they run in asgiref's worker thread.
+    """
+    prepared = await sync_to_async(prepare)(engine, rules, ask)
+    if isinstance(prepared, Admission):
+        return prepared
+    try:
+        decision: Decision | Admission = await aio.decide(
+            engine,
+            ask.client.tag,
+            ask.windows,
+            ask.weight,
+            cost_micros=prepared.cost,
+            usage=prepared.usage,
+            multiplier=prepared.multiplier,
+            ban_policy=prepared.ban_policy,
+            request_id=prepared.request_id,
+        )
+    except StoreUnavailable:
+        decision = fail(engine, ask, prepared)
+    return await sync_to_async(conclude)(engine, rules, ask, prepared, decision)
+
+
+def prepare(engine: Engine, rules: RuleSet, ask: Ask) -> Prepared | Admission:
+    """Steps 1 and the start of 2: the admission of a listed or unlimited request, else the engine call's inputs."""
     started = time.perf_counter()
     plan = rules.plans.get(ask.plan_id) if ask.plan_id is not None else None
     slug = plan.slug if plan is not None else None
@@ -96,36 +159,37 @@ def admit(engine: Engine, rules: RuleSet, ask: Ask) -> Admission:
             return Admission()
         # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
         return Admission(_decided(ask, _count_unlimited(engine, ask, usage, _cost(rules, ask))))
-    cost = _cost(rules, ask)
     multiplier = engine.rules.multipliers.get(ask.plan_id, 1.0) if ask.plan_id is not None else 1.0
     # Concurrency leases are named by the request, so the middleware can end them.
     request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in ask.windows) else ""
-    try:
-        decision = engine.decide(
-            ask.client.tag,
-            ask.windows,
-            ask.weight,
-            cost_micros=cost,
-            usage=usage,
-            multiplier=multiplier,
-            ban_policy=plan.ban_policy if plan is not None else "",
-            request_id=request_id,
-        )
-    except StoreUnavailable:
-        mode = quota_settings.FAILURE_MODE
-        if mode == "closed":
-            return Admission(refusal=QuotaServiceUnavailable(problems.store_unavailable(), wait=1))
-        if mode == "open":
-            return Admission()
-        # "local": this process enforces its share of the same limits until Redis is back.
-        decision = engine.decide_locally(ask.client.tag, ask.windows, ask.weight, cost, usage, multiplier)
+    ban_policy = plan.ban_policy if plan is not None else ""
+    return Prepared(started, usage, _cost(rules, ask), multiplier, ban_policy, request_id, slug)
+
+
+def fail(engine: Engine, ask: Ask, prepared: Prepared) -> Decision | Admission:
+    """Step 3, Redis unreachable: the failure mode's admission, or this process's local decision."""
+    mode = quota_settings.FAILURE_MODE
+    if mode == "closed":
+        return Admission(refusal=QuotaServiceUnavailable(problems.store_unavailable(), wait=1))
+    if mode == "open":
+        return Admission()
+    # "local": this process enforces its share of the same limits until Redis is back.
+    return engine.decide_locally(
+        ask.client.tag, ask.windows, ask.weight, prepared.cost, prepared.usage, prepared.multiplier
+    )
+
+
+def conclude(engine: Engine, rules: RuleSet, ask: Ask, prepared: Prepared, decision: Decision | Admission) -> Admission:
+    """Steps 4 and 5 for ``decision``: audit, metrics, alerts and bans, then the refusal or the shaping delay."""
+    if isinstance(decision, Admission):
+        return decision  # the failure mode answered
     decided = _decided(ask, decision)
     for state in decision.would_deny():
         logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, ask.client.tag)
     fire_budget_alerts(ask.client, decision.states)
     if decision.ban_started:
-        report_ban(ask.client, decision, plan)
-    record_decision(ask.request, decision, ask.client.tag, slug, ask.scope, started)
+        report_ban(ask.client, decision, rules.plans.get(ask.plan_id) if ask.plan_id is not None else None)
+    record_decision(ask.request, decision, ask.client.tag, prepared.plan_slug, ask.scope, prepared.started)
     if decision.allowed:
         return Admission(decided, _shape(engine, decision))
     return Admission(decided, refusal(rules, decision, ask.plan_id))

@@ -26,3 +26,6 @@ class QuotasConfig(AppConfig):
 
             # Counts wrong passwords (admin login, HTTP Basic) toward QUOTAS['FAILED_AUTH_LIMITS'].
             user_login_failed.connect(on_login_failed, weak=False, dispatch_uid="quotas-failed-auth")
+        if apps.is_installed("drf_spectacular"):
+            # drf-spectacular is optional: its extensions (the API-key security scheme) register on import.
+            from quotas import openapi  # noqa: F401

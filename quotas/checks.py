@@ -405,3 +405,39 @@ def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs
             id="quotas.W032",
         )
     ]
+
+
+@register(Tags.compatibility)
+def check_path_limits(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """QUOTAS['PATH_LIMITS'] (quotas.django.middleware): a list of {"prefix", "scope", "rate"?} dicts."""
+    limits = quota_settings.PATH_LIMITS
+    hint = 'A list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional).'
+    if not isinstance(limits, list | tuple):
+        return [Error(f"QUOTAS['PATH_LIMITS'] must be a list, not {limits!r}.", hint=hint, id="quotas.E040")]
+    errors: list = []
+    for n, entry in enumerate(limits):
+        problem = _path_limit_problem(entry)
+        if problem:
+            errors.append(Error(f"QUOTAS['PATH_LIMITS'][{n}] {problem}", hint=hint, id="quotas.E040"))
+    return errors
+
+
+def _path_limit_problem(entry: Any) -> str:
+    """What is wrong with one PATH_LIMITS entry ("" when nothing)."""
+    if not isinstance(entry, dict):
+        return f"must be a dict, not {entry!r}."
+    unknown = set(entry) - {"prefix", "scope", "rate"}
+    if unknown:
+        return f"has unknown key(s) {sorted(unknown)}."
+    prefix, scope = entry.get("prefix"), entry.get("scope", "")
+    if not isinstance(prefix, str) or not prefix.startswith("/"):
+        return f"needs a 'prefix' that is a path starting with '/', not {prefix!r}."
+    if not isinstance(scope, str):
+        return f"has a 'scope' that is not a string: {scope!r}."
+    rate = entry.get("rate")
+    if rate is not None:
+        try:
+            parse_rates(rate)
+        except (InvalidRate, TypeError, AttributeError) as exc:
+            return f"has a bad 'rate' {rate!r}: {exc}"
+    return ""

@@ -101,6 +101,10 @@ DEFAULTS: dict[str, Any] = {
     # host that adds no X-Forwarded-For (nginx's default): every client would
     # look local.
     "METRICS_ALLOW_LOOPBACK": False,
+    # Default: []. Plain Django views limited by path prefix (quotas.django.middleware.PathQuotaMiddleware):
+    # a list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional: the
+    # plans' limits of that scope apply, or DEFAULT_THROTTLE_RATES[scope] while there is no plan).
+    "PATH_LIMITS": [],
 }
 
 

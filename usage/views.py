@@ -15,9 +15,7 @@ from datetime import date
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import exceptions, serializers
+from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -33,32 +31,11 @@ from quotas.identity.clients import Client, identify
 
 from . import problems
 from .renderers import UsageCSVRenderer
-from .reports import GROUPS, build_report
-from .serializers import StandingSerializer, UsageQuerySerializer, UsageReportSerializer
+from .reports import build_report
+from .schema import documented
+from .serializers import UsageQuerySerializer
 
 logger = logging.getLogger(__name__)
-
-PROBLEM = inline_serializer(
-    "Problem",
-    {
-        "type": serializers.CharField(),
-        "title": serializers.CharField(),
-        "status": serializers.IntegerField(),
-        "detail": serializers.CharField(),
-        "errors": serializers.DictField(child=serializers.CharField(), required=False),
-    },
-)
-PROBLEM_RESPONSES = {
-    401: OpenApiResponse(PROBLEM, description="No API key and not signed in, or an invalid API key."),
-    403: OpenApiResponse(PROBLEM, description="Asked for another client's usage."),
-}
-API_KEY = OpenApiParameter(
-    "X-API-Key",
-    OpenApiTypes.STR,
-    OpenApiParameter.HEADER,
-    description="Your API key (else sign in: staff holding usage.view_all_usage see every client).",
-)
-
 
 #: Reading every client's usage, not only one's own (superusers have it).
 VIEW_ALL_USAGE = "usage.view_all_usage"
@@ -104,31 +81,7 @@ class UsageAPIView(APIView):
 class UsageReportView(UsageAPIView):
     renderer_classes = [JSONRenderer, UsageCSVRenderer]
 
-    @extend_schema(
-        operation_id="usage_report",
-        summary="Usage per day or per scope",
-        description=(
-            "Requests admitted and refused, weight and cost between two UTC days (at most 366), including "
-            "today's not yet flushed counts. Callers see their own usage only; staff with the "
-            "usage.view_all_usage permission see everyone's."
-        ),
-        parameters=[
-            API_KEY,
-            OpenApiParameter("from", OpenApiTypes.DATE, description="First day, YYYY-MM-DD (default: to - 29 days)."),
-            OpenApiParameter("to", OpenApiTypes.DATE, description="Last day, YYYY-MM-DD (default: today, UTC)."),
-            OpenApiParameter("group_by", OpenApiTypes.STR, enum=list(GROUPS), description="Default: day."),
-            OpenApiParameter("client", OpenApiTypes.STR, description="Staff: one client's tag, e.g. s.12."),
-            OpenApiParameter("plan", OpenApiTypes.STR, description="Only usage under this plan (slug)."),
-            OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv"], description="csv for spreadsheets."),
-        ],
-        responses={
-            (200, "application/json"): UsageReportSerializer,
-            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The rows, with a header line."),
-            400: OpenApiResponse(PROBLEM, description="A bad parameter; `errors` names it."),
-            **PROBLEM_RESPONSES,
-        },
-        tags=["usage"],
-    )
+    @documented("usage_report")
     def get(self, request: Request) -> Response:
         viewer = viewer_for(request)
         params = UsageQuerySerializer(data=request.query_params)
@@ -153,14 +106,7 @@ class UsageReportView(UsageAPIView):
 class CurrentUsageView(UsageAPIView):
     renderer_classes = [JSONRenderer]
 
-    @extend_schema(
-        operation_id="usage_current",
-        summary="Live standing: every limit and budget that applies to the caller",
-        description="What is left of each limit and budget right now, when it resets, and a bigger plan if useful.",
-        parameters=[API_KEY],
-        responses={200: StandingSerializer, **PROBLEM_RESPONSES},
-        tags=["usage"],
-    )
+    @documented("usage_current")
     def get(self, request: Request) -> Response:
         viewer = viewer_for(request)
         engine = get_engine()

@@ -13,6 +13,7 @@ import atexit
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import redis
 
@@ -43,6 +44,25 @@ from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import Window
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDecision:
+    """A decide call prepared by :meth:`Engine.prepare_decide`: the script's KEYS and ARGV, and the request."""
+
+    tag: str
+    windows: Sequence[Window]
+    weight: int | None
+    now: float | None
+    cost_micros: int
+    usage: str | None
+    peek: bool
+    multiplier: float
+    ban_policy: str
+    request_id: str
+    specs: list
+    keys: list[str]
+    args: list
 
 
 class Engine:
@@ -92,6 +112,36 @@ class Engine:
         ``now`` (seconds since the epoch) replaces the Redis server's clock,
         for tests. Raises :class:`StoreUnavailable` when Redis fails.
         """
+        pending = self.prepare_decide(
+            tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id
+        )
+        if isinstance(pending, Decision):
+            return pending  # answered from this process's memory of refused clients
+        try:
+            raw = self._decide(keys=pending.keys, args=pending.args)
+        except STORE_ERRORS as exc:
+            raise self.decide_failed(tag, exc) from exc
+        return self.finish_decide(pending, raw)
+
+    # decide() in three steps, so that quotas.engine.aio sends the same script call from asyncio.
+
+    def prepare_decide(
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None,
+        now: float | None,
+        cost_micros: int,
+        usage: str | None,
+        peek: bool,
+        multiplier: float,
+        ban_policy: str,
+        request_id: str,
+    ) -> Decision | PendingDecision:
+        """The refusal this process remembers for ``tag``, else the script call to send.
+
+        Raises :class:`StoreUnavailable` while the circuit breaker is open.
+        """
         if now is None and not peek:
             banned_for = self.deny_memory.banned(tag)
             if banned_for:
@@ -124,18 +174,27 @@ class Engine:
         )
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
-        try:
-            raw = self._decide(keys=self._script_keys(keys, windows, day[1]), args=args)
-        except STORE_ERRORS as exc:
-            if is_script_error(exc):
-                # A bug or bad state of this client's keys, not an outage: this request alone gets the
-                # failure mode; the breaker (every other client) is left alone.
-                metrics.observe_redis_error("script")
-                logger.error("quotas: the decision script failed for %s: %s", tag, exc)
-                raise ScriptFailed(f"decision script failed for {tag}: {exc}") from exc
-            self.breaker.failure()
-            metrics.observe_redis_error("decide")
-            raise StoreUnavailable(f"decision for {tag} failed: {exc}") from exc
+        return PendingDecision(
+            tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id,
+            specs, self._script_keys(keys, windows, day[1]), args,
+        )  # fmt: skip
+
+    def decide_failed(self, tag: str, exc: Exception) -> StoreUnavailable:
+        """The error to raise for a decide call Redis failed (``exc``), counted and logged."""
+        if is_script_error(exc):
+            # A bug or bad state of this client's keys, not an outage: this request alone gets the
+            # failure mode; the breaker (every other client) is left alone.
+            metrics.observe_redis_error("script")
+            logger.error("quotas: the decision script failed for %s: %s", tag, exc)
+            return ScriptFailed(f"decision script failed for {tag}: {exc}")
+        self.breaker.failure()
+        metrics.observe_redis_error("decide")
+        return StoreUnavailable(f"decision for {tag} failed: {exc}")
+
+    def finish_decide(self, pending: PendingDecision, raw: Sequence[int]) -> Decision:
+        """The decision from decide.lua's reply ``raw`` to ``pending``; refusals are remembered."""
+        tag, windows, weight, now, peek = pending.tag, pending.windows, pending.weight, pending.now, pending.peek
+        multiplier, ban_policy = pending.multiplier, pending.ban_policy
         self.breaker.success()
         reply = DecideReply.decode(raw, len(windows))
         flags = reply.flags
@@ -147,15 +206,15 @@ class Engine:
             reply.now_us / _US,
             weight,
             tag=tag,
-            cost_micros=cost_micros,
-            usage=usage,
-            specs=specs,
+            cost_micros=pending.cost_micros,
+            usage=pending.usage,
+            specs=pending.specs,
             multiplier=multiplier,
             reduced_only=flags == DecideFlag.REDUCED_ONLY,
             banned=banned,
             ban_started=flags == DecideFlag.BAN_STARTED,
             ban_wait_us=reply.ban_wait_us,
-            request_id=request_id,
+            request_id=pending.request_id,
         )
         if states and not peek and any(w.period for w in windows):
             self.fallback.remember(tag, states, decision.now)  # what an outage may still spend (fallback.py)

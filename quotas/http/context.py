@@ -28,8 +28,8 @@ class Decided:
     request: Any  # DRF's Request: where the view may report its actual cost (quota_cost)
 
 
-def set_decided(request: Any, decided: Decided) -> None:
-    """Leave the request's decision (headers, cost reconciliation, leases after the view)."""
+def set_decided(request: Any, decided: Decided | None) -> None:
+    """Leave the request's decision (headers, cost reconciliation, leases after the view); None takes it off."""
     setattr(request, _DECISION, decided)
 
 

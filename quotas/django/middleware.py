@@ -1,0 +1,60 @@
+"""Limits every view under the path prefixes of ``QUOTAS['PATH_LIMITS']``, DRF's or not.
+
+``QUOTAS['PATH_LIMITS']`` is a list of ``{"prefix": "/hooks/", "scope":
+"webhook", "rate": "100/min"}`` (``rate`` optional, see
+:mod:`quotas.django.guard`). The longest matching prefix wins; a request under
+no prefix passes untouched. Put this middleware after Django's
+AuthenticationMiddleware (the client is the signed-in user, else the API key
+or the address). It adds the headers and settles its own decisions, so
+QuotaHeadersMiddleware is not needed for these paths. Meant for views that
+QuotaThrottle does not limit: a DRF view under a prefix would be decided twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from inspect import iscoroutinefunction
+from typing import Any
+
+from asgiref.sync import markcoroutinefunction, sync_to_async
+from django.http import HttpRequest, HttpResponse
+
+from quotas.conf import quota_settings
+from quotas.django.guard import check, check_async, settled
+
+
+def path_limit(path: str) -> dict[str, Any] | None:
+    """The entry of ``QUOTAS['PATH_LIMITS']`` whose prefix is the longest that ``path`` starts with, or None."""
+    matches = [entry for entry in quota_settings.PATH_LIMITS if path.startswith(entry["prefix"])]
+    return max(matches, key=lambda entry: len(entry["prefix"])) if matches else None
+
+
+class PathQuotaMiddleware:
+    """Checks requests under ``QUOTAS['PATH_LIMITS']`` prefixes (see module docstring); sync and async."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if self.is_async:
+            return self.__acall__(request)
+        entry = path_limit(request.path)
+        if entry is None:
+            return self.get_response(request)
+        refused = check(request, entry.get("scope", ""), entry.get("rate"))
+        return settled(request, (lambda _request: refused) if refused is not None else self.get_response)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        entry = path_limit(request.path)
+        if entry is None:
+            return await self.get_response(request)
+        refused = await check_async(request, entry.get("scope", ""), entry.get("rate"))
+        response = refused if refused is not None else await self.get_response(request)
+        # Settling (refunds, actual costs, leases) is QuotaHeadersMiddleware's synchronous code.
+        return await sync_to_async(settled)(request, lambda _request: response)

@@ -1,0 +1,248 @@
+"""Plain Django views (outside DRF): quota_limited and PathQuotaMiddleware, over HTTP and ASGI."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.checks import run_checks
+from django.test import AsyncClient, Client
+
+from quotas.checks import check_path_limits
+from quotas.django.decorators import quota_limited
+from quotas.django.guard import view_rule
+from quotas.engine import aio
+from quotas.exceptions import InvalidRate
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.plain_urls")]
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def client():
+    return Client(raise_request_exception=False)
+
+
+@pytest.fixture
+def hooks(settings):
+    """PathQuotaMiddleware on /hooks/ (3 a minute) and /ahooks/ (1 a minute), after authentication."""
+    settings.QUOTAS = {
+        **settings.QUOTAS,
+        "PATH_LIMITS": [
+            {"prefix": "/hooks/", "scope": "webhook", "rate": "3/min"},
+            {"prefix": "/ahooks/", "scope": "awebhook", "rate": "1/min"},
+        ],
+    }
+    middleware = list(settings.MIDDLEWARE)
+    after = middleware.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1
+    settings.MIDDLEWARE = [*middleware[:after], "quotas.django.middleware.PathQuotaMiddleware", *middleware[after:]]
+
+
+def assert_refused_like_drf(response, quota: int) -> dict:
+    """A 429 problem+json with Retry-After and the draft's RateLimit headers; returns the body."""
+    assert response.status_code == 429
+    assert response["Content-Type"] == PROBLEM
+    assert int(response["Retry-After"]) >= 1
+    assert f";q={quota};" in response["RateLimit-Policy"]
+    assert ";r=0;" in response["RateLimit"]
+    body = json.loads(response.content)
+    assert body["status"] == 429
+    assert body["reason"] == "rate_limited"
+    assert body["retry_after"] == int(response["Retry-After"])
+    return body
+
+
+def test_a_decorated_view_is_limited_at_its_rate(client):
+    """@quota_limited(rate="2/min"): two sign-in pages, then 429 problem+json; the view does not run."""
+    first = client.get("/login/")
+    assert first.status_code == 200
+    assert first.content == b"<form>sign in</form>"
+    assert first["RateLimit-Policy"] == '"login";q=2;w=60'
+    assert first["RateLimit"].startswith('"login";r=1;')
+    assert client.post("/login/").status_code == 200
+    body = assert_refused_like_drf(client.post("/login/"), 2)
+    assert body["limit"]["name"] == "login"
+
+
+def test_clients_are_counted_apart_by_address(client):
+    """The limit is per client: another address has its own two requests."""
+    for _ in range(2):
+        client.get("/login/")
+    assert client.get("/login/").status_code == 429
+    assert client.get("/login/", REMOTE_ADDR="10.0.0.9").status_code == 200
+
+
+def test_views_outside_the_quota_layer_are_untouched(client):
+    """A view neither decorated nor under a PATH_LIMITS prefix gets no headers."""
+    response = client.get("/open/")
+    assert response.status_code == 200
+    assert "RateLimit-Policy" not in response
+
+
+@pytest.fixture
+def plan(db):
+    plan = PlanFactory(slug="free", monthly_price=Decimal("0"), is_default=True)
+    EndpointLimitFactory(plan=plan, name="search", scope="search", rates="2/min", algorithm="sliding_window_log")
+    return plan
+
+
+def test_a_scope_takes_the_plans_limits(client, plan):
+    """@quota_limited(scope="search") spends the plan's "search" limit, as a DRF view with quota_scope does."""
+    assert client.get("/search/").status_code == 200
+    assert client.get("/search/").status_code == 200
+    body = assert_refused_like_drf(client.get("/search/"), 2)
+    assert body["plan"] == "free"
+
+
+def test_api_keys_count_against_their_subscription(client, plan):
+    """An API key sent to a plain view is its subscription's client; a bad one is a 401 problem."""
+    key = issue_key(plan=plan)
+    for _ in range(2):
+        assert client.get("/search/", HTTP_X_API_KEY=key).status_code == 200
+    assert client.get("/search/", HTTP_X_API_KEY=key).status_code == 429
+    assert client.get("/search/").status_code == 200  # the address is another client
+    bad = client.get("/search/", HTTP_X_API_KEY="not-a-key")
+    assert bad.status_code == 401
+    assert bad["Content-Type"] == PROBLEM
+    assert bad["WWW-Authenticate"] == 'ApiKey header="X-API-Key"'
+
+
+def test_a_rate_in_code_applies_beside_the_plans(client, plan):
+    """With plans in the database, the view's own rate still limits the sign-in form."""
+    for _ in range(2):
+        assert client.get("/login/").status_code == 200
+    assert client.get("/login/").status_code == 429
+
+
+def test_without_plans_or_rate_drf_rates_apply_to_the_scope(client, settings):
+    """No plan and no rate: REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'][scope], like DRF's ScopedRateThrottle."""
+    assert "RateLimit" not in client.get("/search/")  # no rate anywhere: admitted, nothing to report
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"search": "1/min"}}
+    assert client.get("/search/").status_code == 200
+    assert_refused_like_drf(client.get("/search/"), 1)
+
+
+def test_a_server_error_is_settled_by_the_headers_middleware(client, redis_client, settings):
+    """After the view, the decision is settled once (QuotaHeadersMiddleware's code) and headers added."""
+    assert "quotas.middleware.QuotaHeadersMiddleware" in settings.MIDDLEWARE  # would settle a second time
+    response = client.get("/failing/")
+    assert response.status_code == 500
+    assert response["RateLimit"].startswith('"failing";r=4;')
+    assert client.get("/failing/")["RateLimit"].startswith('"failing";r=3;')
+
+
+def test_a_view_that_raises_is_a_500_with_the_headers(client):
+    """An exception in the view is answered as Django answers it (500), with the decision settled."""
+    response = client.get("/raising/")
+    assert response.status_code == 500
+    assert response["RateLimit"].startswith('"raising";r=4;')
+
+
+def test_a_malformed_rate_fails_when_the_view_is_decorated():
+    """A typo in the rate is an error at import time, not a 500 on every request."""
+    with pytest.raises(InvalidRate):
+        quota_limited(scope="x", rate="2/fortnight")
+    with pytest.raises(ValueError, match="weight"):
+        quota_limited(scope="x", weight=-1)
+
+
+def test_the_middleware_limits_paths_under_its_prefixes(client, hooks):
+    """PathQuotaMiddleware: three webhook deliveries a minute, the fourth a 429 problem; other paths pass."""
+    for _ in range(3):
+        assert client.post("/hooks/receive").status_code == 200
+    body = assert_refused_like_drf(client.post("/hooks/receive"), 3)
+    assert body["limit"]["name"] == "webhook"
+    assert "RateLimit" not in client.get("/open/")
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        "/hooks/",
+        [{"prefix": "hooks/", "scope": "x"}],
+        [{"prefix": "/hooks/", "scope": "x", "rate": "3/fortnight"}],
+        [{"prefix": "/hooks/", "scope": 3}],
+        [{"prefix": "/hooks/", "scop": "x"}],
+    ],
+)
+def test_bad_path_limits_are_system_check_errors(settings, limits):
+    """A malformed QUOTAS['PATH_LIMITS'] is a quotas.E040 at startup, not a 500 per request."""
+    settings.QUOTAS = {**settings.QUOTAS, "PATH_LIMITS": limits}
+    assert [e.id for e in check_path_limits()] == ["quotas.E040"]
+    assert "quotas.E040" in [e.id for e in run_checks()]
+
+
+# No async test plugin is installed: each ASGI scenario runs in an event loop of its own (async_to_sync).
+
+
+def test_an_async_view_is_limited_under_asgi():
+    """An async def view under ASGI (AsyncClient): the same limit, the same 429 problem+json."""
+
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        first = await client.get("/async-login/")
+        assert first.status_code == 200
+        assert first.content == b"async sign in"
+        assert first["RateLimit"].startswith('"alogin";r=1;')
+        assert (await client.get("/async-login/")).status_code == 200
+        assert_refused_like_drf(await client.get("/async-login/"), 2)
+        await aio.close()
+
+    async_to_sync(scenario)()
+
+
+def test_the_middleware_limits_async_views_under_asgi(hooks):
+    """PathQuotaMiddleware in an async middleware chain: one delivery a minute, then 429."""
+
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        assert (await client.post("/ahooks/receive")).status_code == 200
+        assert_refused_like_drf(await client.post("/ahooks/receive"), 1)
+        await aio.close()
+
+    async_to_sync(scenario)()
+
+
+def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
+    """redis-py's asyncio client runs the same decide.lua on the same keys: each side sees the other's spending."""
+    window = view_rule("shared", "3/min", "sliding_window_log").windows[0]
+
+    async def spend():
+        decision = await aio.decide(engine, "{ip.192.0.2.1}", [window])
+        await aio.close()
+        return decision
+
+    redis_client.script_flush()  # so the script the asyncio client loads is seen to be the engine's
+    first = async_to_sync(spend)()
+    assert redis_client.script_exists(engine._decide.sha) == [True]
+    assert first.allowed
+    assert first.states[0].remaining == 2
+    assert engine.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1
+    assert async_to_sync(spend)().states[0].remaining == 0
+    refused = async_to_sync(spend)()
+    assert not refused.allowed
+    assert refused.retry_after >= 1
+
+
+def test_an_async_view_gets_the_failure_mode_when_redis_is_down(redis_server, settings):
+    """Redis unreachable from the asyncio client: the closed failure mode's 503 problem, as for DRF views."""
+    settings.QUOTAS = {**settings.QUOTAS, "FAILURE_MODE": "closed"}
+
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        response = await client.get("/async-login/")
+        await aio.close()
+        return response
+
+    redis_server.stop()
+    try:
+        response = async_to_sync(scenario)()
+    finally:
+        redis_server.start()
+    assert response.status_code == 503
+    assert response["Content-Type"] == PROBLEM
+    assert json.loads(response.content)["reason"] == "quota_store_unavailable"

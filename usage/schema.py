@@ -1,0 +1,88 @@
+"""The usage API's OpenAPI description (drf-spectacular), applied only when drf-spectacular is installed.
+
+drf-spectacular is optional (the ``[openapi]`` extra), so the views do not
+import it: :func:`documented` returns their ``extend_schema`` decorator, or
+leaves the view as it is without drf-spectacular. Every error body is the
+``Problem`` component (:class:`quotas.openapi.ProblemSerializer`), sent as
+``application/problem+json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def documented(operation: str) -> Callable[[F], F]:
+    """The schema decorator of ``operation`` (``"usage_report"`` or ``"usage_current"``)."""
+    try:
+        from drf_spectacular.utils import extend_schema
+    except ImportError:
+        return lambda view: view
+    return extend_schema(**_SCHEMAS[operation]())
+
+
+def _report() -> dict[str, Any]:
+    from drf_spectacular.types import OpenApiTypes
+    from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+
+    from quotas.openapi import PROBLEM_MEDIA_TYPE, problem
+
+    from .reports import GROUPS
+    from .serializers import UsageReportSerializer
+
+    return {
+        "operation_id": "usage_report",
+        "summary": "Usage per day or per scope",
+        "description": (
+            "Requests admitted and refused, weight and cost between two UTC days (at most 366), including "
+            "today's not yet flushed counts. Callers see their own usage only; staff with the "
+            "usage.view_all_usage permission see everyone's."
+        ),
+        "parameters": [
+            OpenApiParameter("from", OpenApiTypes.DATE, description="First day, YYYY-MM-DD (default: to - 29 days)."),
+            OpenApiParameter("to", OpenApiTypes.DATE, description="Last day, YYYY-MM-DD (default: today, UTC)."),
+            OpenApiParameter("group_by", OpenApiTypes.STR, enum=list(GROUPS), description="Default: day."),
+            OpenApiParameter("client", OpenApiTypes.STR, description="Staff: one client's tag, e.g. s.12."),
+            OpenApiParameter("plan", OpenApiTypes.STR, description="Only usage under this plan (slug)."),
+            OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv"], description="csv for spreadsheets."),
+        ],
+        "responses": {
+            (200, "application/json"): UsageReportSerializer,
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The rows, with a header line."),
+            (400, PROBLEM_MEDIA_TYPE): problem("A bad parameter; `errors` names it."),
+            **_errors(PROBLEM_MEDIA_TYPE, problem),
+        },
+        "tags": ["usage"],
+    }
+
+
+def _current() -> dict[str, Any]:
+    from quotas.openapi import PROBLEM_MEDIA_TYPE, problem
+
+    from .serializers import StandingSerializer
+
+    return {
+        "operation_id": "usage_current",
+        "summary": "Live standing: every limit and budget that applies to the caller",
+        "description": "What is left of each limit and budget right now, when it resets, and a bigger plan if useful.",
+        "responses": {
+            200: StandingSerializer,
+            **_errors(PROBLEM_MEDIA_TYPE, problem),
+            (503, PROBLEM_MEDIA_TYPE): problem("The quota store (Redis) cannot be reached right now."),
+        },
+        "tags": ["usage"],
+    }
+
+
+def _errors(media_type: str, problem: Callable[[str], Any]) -> dict[Any, Any]:
+    """The errors both operations share."""
+    return {
+        (401, media_type): problem("No API key and not signed in, or an invalid API key."),
+        (403, media_type): problem("Asked for another client's usage."),
+    }
+
+
+_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {"usage_report": _report, "usage_current": _current}
