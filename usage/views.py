@@ -15,8 +15,6 @@ from datetime import date
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -35,6 +33,12 @@ from . import problems
 from .renderers import UsageCSVRenderer
 from .reports import GROUPS, build_report
 from .serializers import StandingSerializer, UsageQuerySerializer, UsageReportSerializer
+
+try:
+    from drf_spectacular.types import OpenApiTypes
+    from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+except ImportError:  # no [openapi] extra: the same answers, only without their schema description
+    from .schema_stubs import OpenApiParameter, OpenApiResponse, OpenApiTypes, extend_schema, inline_serializer  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
