@@ -30,7 +30,8 @@ import pytest
 from config.embedded_redis import RedisServer
 from tests.conftest import skip_or_fail
 
-pytestmark = pytest.mark.slow
+#: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
