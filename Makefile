@@ -40,7 +40,8 @@ format: $(STAMP)
 	$(PY) -m ruff format .
 
 ## Refresh the dashboard's JavaScript from npm (package-lock.json) into dashboard/static; the copy is committed,
-## so `make run` and the tests need no Node.js and the page works offline.
+## so `make run` and the tests need no Node.js and the page works offline. Its licence travels next to it
+## (vendor/chart.js.LICENSE, packaged in the wheel): update the version named there when chart.js changes.
 vendor:
 	npm ci --no-audit --no-fund
 	cp node_modules/chart.js/dist/chart.umd.min.js dashboard/static/dashboard/vendor/chart.umd.min.js

@@ -207,10 +207,15 @@ class SubscriptionAdmin(admin.ModelAdmin):
             return TemplateResponse(request, "admin/plans/subscription/issue_keys.html", context)
         expires_at = form.cleaned_data["expires"]
         name = f"issued in admin by {request.user}"
-        issued = [(sub, APIKey.issue(sub, name=name, expires_at=expires_at)[1]) for sub in queryset]
+        with transaction.atomic():
+            issued = [(sub, APIKey.issue(sub, name=name, expires_at=expires_at)[1]) for sub in queryset]
+            context.update(title="New API keys", issued=issued, expires_at=expires_at)
+            response = TemplateResponse(request, "admin/plans/subscription/issued_keys.html", context)
+            # The page is the only place the raw keys ever appear: render it before the rows commit, so a page
+            # that cannot be rendered (a missing template, say) rolls the keys back instead of leaving keys
+            # nobody can read.
+            response.render()
         logger.warning("plans: %s issued %d API key(s) in the admin", request.user, len(issued))
-        context.update(title="New API keys", issued=issued, expires_at=expires_at)
-        response = TemplateResponse(request, "admin/plans/subscription/issued_keys.html", context)
         response["Cache-Control"] = "no-store"  # the raw key must not be kept by any cache
         return response
 

@@ -1,0 +1,141 @@
+"""Run inside the fresh project of tests/test_fresh_project.py, with that virtualenv's python.
+
+It imports only what the wheel and Django provide (never this repository's
+tests), drives the project with Django's test client as a user's browser or
+API client would, and prints one JSON object on its last line of output.
+
+Usage: ``python fresh_project_probe.py where|throttle|admin|usage`` in the
+project's folder, with ``DJANGO_SETTINGS_MODULE`` set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import timedelta
+from typing import Any
+
+import django
+
+django.setup()
+
+from django.contrib import admin  # noqa: E402  (after setup: the app registry must be ready)
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+RAW_KEY = re.compile(r"qk_[A-Za-z0-9_-]{20,}")
+#: What the second step of an action with an intermediate page posts (as its form's submit button does).
+CONFIRM: dict[str, dict[str, str]] = {"issue_api_key": {"issue": "1", "expires": ""}}
+
+setup_test_environment()  # the test client's host name is allowed; mail stays in memory
+
+
+def answer(response: Any) -> dict[str, Any]:
+    """What a client sees of a response: status, headers and body."""
+    return {
+        "status": response.status_code,
+        "headers": dict(response.headers),
+        "body": response.content.decode(errors="replace")[:4000],
+    }
+
+
+def where() -> dict[str, Any]:
+    """Where the apps were imported from (the virtualenv's site-packages, not the checkout)."""
+    import dashboard
+    import plans
+    import quotas
+    import usage
+
+    return {module.__name__: module.__file__ for module in (quotas, plans, usage, dashboard)}
+
+
+def throttle() -> dict[str, Any]:
+    """Four anonymous requests to the project's DRF view."""
+    client = Client(raise_request_exception=False)
+    return {"answers": [answer(client.get("/api/ping")) for _ in range(4)]}
+
+
+def world() -> dict[str, Any]:
+    """One object of each model the plans admin lists, as an operator would have after a while."""
+    from plans.models import ACLEntry, APIKey, ClientBan, Plan, Subscription
+
+    free = Plan.objects.create(slug="free", name="Free")
+    pro = Plan.objects.create(slug="pro", name="Pro", monthly_price=49)
+    sub = Subscription.objects.create(name="ACME", plan=free)
+    key, _ = APIKey.issue(sub, name="first")
+    ban = ClientBan.objects.create(client=f"s.{sub.pk}", subscription=sub, until=timezone.now() + timedelta(hours=1))
+    acl = ACLEntry.objects.create(action="deny", cidr="203.0.113.0/24", reason="probe")
+    return {"free": free, "pro": pro, "sub": sub, "key": key, "ban": ban, "acl": acl}
+
+
+def admin_actions() -> dict[str, Any]:
+    """Every page and every action of the plans admin, as a signed-in superuser; each answer's status."""
+    objects = world()
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-the-probe-1")
+    browser = Client(raise_request_exception=False)
+    browser.force_login(user)
+    statuses: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    raw_keys: list[str] = []
+
+    def visit(label: str, response: Any) -> Any:
+        statuses[label] = response.status_code
+        if response.status_code >= 500:
+            errors[label] = response.content.decode(errors="replace")[:2000]
+        return response
+
+    for model in [m for m in admin.site._registry if m._meta.app_label == "plans"]:
+        base = f"/admin/plans/{model._meta.model_name}/"
+        page = visit(f"GET {base}", browser.get(base))
+        visit(f"GET {base}add/", browser.get(f"{base}add/"))
+        obj = model._default_manager.first()
+        if obj is None:
+            statuses[f"{base}: no object to act on"] = 0
+            continue
+        visit(f"GET {base}{obj.pk}/change/", browser.get(f"{base}{obj.pk}/change/"))
+        for action in sorted(set(re.findall(r'<option value="([a-z_]+)"', page.content.decode())) - {""}):
+            step = {"action": action, "_selected_action": [str(obj.pk)]}
+            visit(f"POST {base} {action}", browser.post(base, step))
+            if action == "move_to_plan":
+                confirm = {"apply": "1", "plan": str(objects["pro"].pk)}
+            else:
+                confirm = CONFIRM.get(action, {})
+            if confirm:
+                second = visit(f"POST {base} {action} (confirmed)", browser.post(base, {**step, **confirm}))
+                raw_keys += RAW_KEY.findall(second.content.decode(errors="replace"))
+
+    from plans.models import APIKey, ClientBan
+
+    objects["sub"].refresh_from_db()
+    return {
+        "statuses": statuses,
+        "errors": errors,
+        "raw_keys": raw_keys,
+        "keys_revoked": APIKey.objects.filter(revoked_at__isnull=False).count(),
+        "bans_lifted": ClientBan.objects.filter(lifted_at__isnull=False).count(),
+        "moved_to": objects["sub"].plan.slug,
+    }
+
+
+def usage() -> dict[str, Any]:
+    """The usage API, called with a key after one request, and without one."""
+    from plans.models import APIKey, Plan, Subscription
+
+    sub = Subscription.objects.create(name="ACME", plan=Plan.objects.create(slug="free", name="Free"))
+    _, raw = APIKey.issue(sub)
+    client = Client(raise_request_exception=False)
+    ping = answer(client.get("/api/ping", HTTP_X_API_KEY=raw))
+    return {
+        "ping": ping,
+        "report": answer(client.get("/api/v1/usage/", HTTP_X_API_KEY=raw)),
+        "current": answer(client.get("/api/v1/usage/current", HTTP_X_API_KEY=raw)),
+        "anonymous": answer(client.get("/api/v1/usage/")),
+    }
+
+
+if __name__ == "__main__":
+    probes = {"where": where, "throttle": throttle, "admin": admin_actions, "usage": usage}
+    print(json.dumps(probes[sys.argv[1]](), default=str))

@@ -1,0 +1,266 @@
+"""What a new user does: install the wheel into a fresh virtualenv, start a project, paste the README's lines.
+
+The wheel is built from this checkout and installed with its dependencies
+from the package registry into a virtualenv of its own; ``django-admin
+startproject`` makes a project there, and the README's "Adding the throttle
+to another DRF project" lines are appended verbatim (read from README.md
+between their ``<!-- fresh-project-...:start/end -->`` markers, so the README
+stays what this test runs). Everything then runs with that virtualenv's
+python: system checks, migrations, DRF's rates refusing with RateLimit
+headers, every page and action of the plans admin, and the usage API. The
+only lines the test adds are its own: the session's Redis, a small DRF view,
+and a low anonymous rate so a few requests reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.embedded_redis import RedisServer
+from tests.conftest import skip_or_fail
+
+#: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PROBE = Path(__file__).with_name("fresh_project_probe.py")
+APPS = ("quotas", "plans", "usage", "adaptive", "dashboard")
+#: Generous: a cold pip cache downloads Django, DRF, redis-py and hiredis.
+PIP_TIMEOUT = 900
+#: The checkout minus what a build must not see (a stale build/ would put moved files back into the wheel).
+NOT_COPIED = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "node_modules", "__pycache__", "run", "var", "*.sqlite3",
+    ".pytest_cache", ".ruff_cache", ".mypy_cache", "test-artifacts", "bench-results*",
+)  # fmt: skip
+#: pip's words for a registry it could not reach, as opposed to dependencies that do not resolve.
+UNREACHABLE = re.compile(
+    r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|Network is unreachable|"
+    r"ConnectTimeout|ReadTimeout|ProxyError|Connection refused|SSLError"
+)
+#: The fresh project's own lines, appended after the README's: the session's Redis, and a rate that a few
+#: requests reach (the README's 60/min would need 61).
+TEST_SETTINGS = """
+# --- added by tests/test_fresh_project.py, not from the README ---
+QUOTAS["REDIS_URL"] = {redis_url!r}
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {{**REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "anon": "3/min"}}
+"""
+PING_VIEW = '''"""A DRF view of the fresh project: what the throttle protects."""
+
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+
+@api_view(["GET"])
+def ping(request):
+    return Response({"pong": True})
+'''
+TEST_URLS = """
+# --- added by tests/test_fresh_project.py, not from the README ---
+from django.urls import path as _path  # noqa: E402
+
+from fresh.ping import ping  # noqa: E402
+
+urlpatterns += [_path("api/ping", ping)]
+"""
+
+
+def readme_snippet(name: str) -> str:
+    """The Python block of README.md between ``<!-- name:start -->`` and ``<!-- name:end -->``, verbatim."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- {name}:start -->\n```python\n(.*?)```\n<!-- {name}:end -->", text, re.DOTALL)
+    assert found, f"README.md has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
+    return found.group(1)
+
+
+def clean_env(venv: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a shell a user opens: none of this suite's DJANGO_SETTINGS_MODULE, PYTHONPATH or
+    SECRET_KEY (the project must work with what startproject and the wheel give it); pip's settings kept."""
+    kept = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"}
+    env = {k: v for k, v in os.environ.items() if k in kept or k.startswith(("PIP_", "http_", "https_", "HTTP"))}
+    if venv is not None:
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["VIRTUAL_ENV"] = str(venv)
+    return {**env, **extra}
+
+
+def run(args: list[str | Path], cwd: Path, timeout: float, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> None:
+    """A registry pip could not reach skips (fails under QUOTAS_REQUIRE_SERVICES=1); anything else fails."""
+    output = result.stdout[-3000:] + result.stderr[-5000:]
+    if UNREACHABLE.search(output):
+        skip_or_fail(f"{what}: pip could not reach the package registry (or its cache):\n{output}")
+    pytest.fail(f"{what} failed (exit {result.returncode}):\n{output}")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built from a clean copy of this checkout as ``pip wheel --no-deps .`` builds it."""
+    source = tmp_path_factory.mktemp("source") / "checkout"
+    shutil.copytree(ROOT, source, ignore=NOT_COPIED)
+    dist = tmp_path_factory.mktemp("dist")
+    result = run([sys.executable, "-m", "pip", "wheel", "--no-deps", ".", "-w", dist], source, PIP_TIMEOUT, clean_env())
+    if result.returncode != 0:
+        pip_failed("pip wheel", result)
+    (built,) = dist.glob("django_quota_platform-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtualenv with the wheel and its dependencies installed from the registry."""
+    venv = tmp_path_factory.mktemp("venv") / "env"
+    created = run([sys.executable, "-m", "venv", venv], venv.parent, 300, clean_env())
+    assert created.returncode == 0, created.stderr
+    installed = run([venv / "bin/python", "-m", "pip", "install", wheel], venv.parent, PIP_TIMEOUT, clean_env(venv))
+    if installed.returncode != 0:
+        pip_failed(f"pip install {wheel.name}", installed)
+    return venv
+
+
+@dataclass
+class Project:
+    """A project made by ``django-admin startproject fresh`` in the fresh virtualenv."""
+
+    venv: Path
+    path: Path
+
+    def env(self) -> dict[str, str]:
+        return clean_env(self.venv, DJANGO_SETTINGS_MODULE="fresh.settings")
+
+    def manage(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return run([self.venv / "bin/python", "manage.py", *args], self.path, timeout, self.env())
+
+    def probe(self, name: str) -> dict[str, Any]:
+        """Run tests/fresh_project_probe.py's ``name`` with the virtualenv's python; its JSON answer."""
+        result = run([self.venv / "bin/python", self.path / PROBE.name, name], self.path, 300, self.env())
+        assert result.returncode == 0, f"probe {name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def append(self, relative: str, text: str) -> None:
+        with (self.path / relative).open("a", encoding="utf-8") as file:
+            file.write("\n" + text)
+
+
+@pytest.fixture
+def project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Project:
+    """A new project with the README's settings pasted in, migrated."""
+    site = tmp_path / "site"
+    site.mkdir()
+    started = run([venv / "bin/django-admin", "startproject", "fresh", site], site, 120, clean_env(venv))
+    assert started.returncode == 0, started.stderr
+    project = Project(venv, site)
+    project.append("fresh/settings.py", readme_snippet("fresh-project-settings"))
+    project.append("fresh/settings.py", TEST_SETTINGS.format(redis_url=redis_server.url))
+    (site / "fresh/ping.py").write_text(PING_VIEW, encoding="utf-8")
+    project.append("fresh/urls.py", TEST_URLS)
+    shutil.copy(PROBE, site / PROBE.name)
+    migrated = project.manage("migrate", "--noinput")
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    return project
+
+
+def test_the_wheel_carries_every_app_with_its_files_and_licences(wheel: Path):
+    """Every app's Python, migrations, templates, static files and Lua scripts are in the wheel, the
+    licences are in its metadata, and the core requirements leave out what only some apps need."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for app in APPS:
+        in_checkout = {
+            p.relative_to(ROOT).as_posix()
+            for p in (ROOT / app).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        }
+        assert in_checkout - names == set(), f"{app}: files of the checkout missing from the wheel"
+    assert "plans/templates/admin/plans/subscription/issued_keys.html" in names
+    assert "dashboard/static/dashboard/vendor/chart.js.LICENSE" in names
+    assert not [n for n in names if n.split("/")[0] in {"config", "demo", "tests", "bench"}]
+    info = wheel.name.removesuffix("-py3-none-any.whl")
+    assert f"{info}.dist-info/licenses/LICENSE" in names
+    metadata = zipfile.ZipFile(wheel).read(f"{info}.dist-info/METADATA").decode()
+    assert "License-Expression: MIT" in metadata
+    core = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert any(line.replace(" ", "") == "Requires-Dist:Django<7,>=5.2" for line in core), core
+    assert not [line for line in core if re.search(r"celery|psutil|spectacular", line, re.IGNORECASE)], core
+    assert {"adaptive", "usage", "openapi", "all"} <= set(re.findall(r"^Provides-Extra: (\S+)$", metadata, re.M))
+
+
+def test_the_readme_lines_pass_system_checks_and_migrate(project: Project):
+    """``manage.py check`` passes and every migration of quotas and plans is applied, from the wheel."""
+    checked = project.manage("check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    shown = project.manage("showmigrations", "plans")
+    assert shown.returncode == 0, shown.stderr
+    assert "[X] 0001_initial" in shown.stdout
+    assert "[ ]" not in shown.stdout
+    where = project.probe("where")
+    assert all(str(project.venv) in path for path in where.values()), where  # the wheel's code, not the checkout's
+
+
+def test_drf_rates_refuse_with_ratelimit_headers(project: Project):
+    """With DRF's anon rate at 3/min, the 4th anonymous request is a 429 problem+json with Retry-After
+    and the RateLimit fields; the first three pass with RateLimit headers."""
+    answers = project.probe("throttle")["answers"]
+    assert [a["status"] for a in answers] == [200, 200, 200, 429], answers
+    for allowed in answers[:3]:
+        assert "RateLimit" in allowed["headers"], allowed["headers"]
+    refused = answers[3]
+    assert refused["headers"]["Content-Type"] == "application/problem+json", refused
+    assert 0 < int(refused["headers"]["Retry-After"]) <= 60
+    assert "RateLimit" in refused["headers"]
+    assert "RateLimit-Policy" in refused["headers"]
+    assert json.loads(refused["body"])["status"] == 429
+
+
+def test_every_plans_admin_page_and_action_answers_without_a_server_error(project: Project):
+    """A superuser opens every plans admin list, add and change page and runs every action offered
+    (each intermediate page, then its confirmation): no 5xx, and each action did what it says."""
+    result = project.probe("admin")
+    statuses = result["statuses"]
+    assert not [label for label, status in statuses.items() if not 200 <= status < 500], result
+    assert {
+        "POST /admin/plans/subscription/ issue_api_key (confirmed)",
+        "POST /admin/plans/subscription/ move_to_plan (confirmed)",
+        "POST /admin/plans/apikey/ revoke",
+        "POST /admin/plans/clientban/ lift",
+    } <= set(statuses), sorted(statuses)
+    assert len(result["raw_keys"]) == 1  # shown once, on the page after the confirmation
+    assert result["keys_revoked"] == 1
+    assert result["bans_lifted"] == 1
+    assert result["moved_to"] == "pro"
+
+
+def test_the_usage_api_answers_once_usage_is_added(project: Project):
+    """With the README's usage lines added (app and URLs), migrate works and the usage API answers a key
+    holder with its report and standing, and an anonymous caller with a 401 problem."""
+    project.append("fresh/settings.py", readme_snippet("fresh-project-usage-settings"))
+    project.append("fresh/urls.py", readme_snippet("fresh-project-usage-urls"))
+    checked = project.manage("check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    migrated = project.manage("migrate", "--noinput")
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+
+    result = project.probe("usage")
+    assert result["ping"]["status"] == 200, result["ping"]
+    report, current = result["report"], result["current"]
+    assert report["status"] == 200, report
+    assert report["headers"]["Content-Type"].startswith("application/json")
+    assert "RateLimit" not in report["headers"]  # the usage API is not counted against the quota
+    assert current["status"] == 200, current
+    assert result["anonymous"]["status"] == 401, result["anonymous"]
+    assert result["anonymous"]["headers"]["Content-Type"] == "application/problem+json"
