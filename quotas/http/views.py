@@ -112,7 +112,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
                 _problem(
                     401,
                     "metrics-token-required",
-                    "A valid bearer token is required: Authorization: Bearer <QUOTAS['METRICS']['TOKEN']>.",
+                    "A valid bearer token is required: Authorization: Bearer <token>.",
                 )
             )
             response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
@@ -122,9 +122,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
                 _problem(
                     403,
                     "metrics-not-configured",
-                    "Set QUOTAS['METRICS']['TOKEN'] (this project: the METRICS_TOKEN environment variable) and "
-                    "scrape with Authorization: Bearer <token> (or, for a scraper on this host with no proxy in "
-                    "front, set QUOTAS['METRICS']['ALLOW_LOOPBACK'] = True).",
+                    "Set QUOTAS['METRICS']['TOKEN'] and scrape with Authorization: Bearer <token> (or, for a "
+                    "scraper on this host with no proxy in front, set QUOTAS['METRICS']['ALLOW_LOOPBACK'] = True).",
                 )
             )
     body, content_type = exposition(request.headers.get("Accept", ""))
