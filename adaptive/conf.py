@@ -1,10 +1,14 @@
-"""The adaptive controller's settings, read from the ``ADAPTIVE`` dict in Django settings.
+"""The adaptive controller's settings, read from ``QUOTAS['ADAPTIVE']`` in Django settings.
 
 Read through :data:`adaptive_settings`; every attribute is looked up in
-``settings.ADAPTIVE`` on each access (so ``override_settings`` works and
-nothing is captured at import time), falling back to :data:`DEFAULTS`. A key
-given in ``ADAPTIVE`` replaces the default as a whole (``SIGNALS`` and
-``FLOORS`` too). ``adaptive/checks.py`` validates them at start-up.
+``settings.QUOTAS['ADAPTIVE']`` on each access (so ``override_settings`` works
+and nothing is captured at import time), falling back to :data:`DEFAULTS`. A
+key given there replaces the default as a whole (``SIGNALS`` and ``FLOORS``
+too). ``adaptive/checks.py`` validates them at start-up.
+
+Before, these lived in a top-level ``ADAPTIVE`` dict. For one release it is
+still read when ``QUOTAS`` has no ``'ADAPTIVE'`` key (check adaptive.W004
+says where it moved); with both, ``QUOTAS['ADAPTIVE']`` wins (check adaptive.E012).
 """
 
 from __future__ import annotations
@@ -69,18 +73,26 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Where these settings lived before (a top-level Django setting), read for one release.
+LEGACY_NAME = "ADAPTIVE"
+
+
 class AdaptiveSettings:
-    """Attribute access to ``settings.ADAPTIVE`` with :data:`DEFAULTS` filled in."""
+    """Attribute access to ``settings.QUOTAS['ADAPTIVE']`` with :data:`DEFAULTS` filled in."""
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
-            raise AttributeError(f"Invalid ADAPTIVE setting: {name!r}")
-        user = getattr(settings, "ADAPTIVE", None) or {}
-        return user.get(name, DEFAULTS[name])
+            raise AttributeError(f"Invalid QUOTAS['ADAPTIVE'] setting: {name!r}")
+        user = self.user_settings()
+        return user.get(name, DEFAULTS[name]) if isinstance(user, dict) else DEFAULTS[name]
 
     def user_settings(self) -> Any:
-        """The raw ``ADAPTIVE`` value from Django settings (for checks)."""
-        value = getattr(settings, "ADAPTIVE", None)
+        """The project's adaptive settings, raw (for checks): ``QUOTAS['ADAPTIVE']``, else the
+        deprecated top-level ``ADAPTIVE``, else ``{}``."""
+        quotas = getattr(settings, "QUOTAS", None)
+        if isinstance(quotas, dict) and quotas.get("ADAPTIVE") is not None:
+            return quotas["ADAPTIVE"]
+        value = getattr(settings, LEGACY_NAME, None)
         return value if value is not None else {}
 
 

@@ -34,7 +34,7 @@ PRUNE_EVERY = 3600.0  # seconds between deletions of expired snapshots
 
 
 def params_from_settings() -> Params:
-    """The policy's parameters from ``settings.ADAPTIVE``."""
+    """The policy's parameters from ``QUOTAS['ADAPTIVE']`` (adaptive.conf)."""
     s = adaptive_settings
     return Params(
         thresholds={

@@ -21,7 +21,10 @@ def validate_multiplier(value: float) -> None:
 
 
 class AdaptiveConfig(models.Model):
-    """The single row switching adaptation on or off from the admin (``ADAPTIVE['ENABLED']`` must be on too)."""
+    """The single row switching adaptation on or off from the admin.
+
+    ``QUOTAS['ADAPTIVE']['ENABLED']`` must be on too.
+    """
 
     enabled = models.BooleanField(
         default=True, help_text="Off: the controller publishes the pinned multipliers, and 1.0 for every other plan."

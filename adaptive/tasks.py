@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 @shared_task(name="adaptive.control", ignore_result=True)
 def control() -> dict | None:
-    """One controller run (beat sends one every ``ADAPTIVE['INTERVAL']`` seconds).
+    """One controller run (beat sends one every ``QUOTAS['ADAPTIVE']['INTERVAL']`` seconds).
 
     Never retried: the next run comes within seconds and reads fresher load. A Redis failure is
     logged and the run skipped; the published multipliers expire on their own if it lasts.

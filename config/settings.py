@@ -164,6 +164,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
 }
 
+# Seconds between adaptive controller runs: QUOTAS['ADAPTIVE']['INTERVAL'] and the beat schedule below agree.
+_adaptive_interval = env.float("ADAPTIVE_INTERVAL", default=5.0)
+# Everything the platform's apps read (quotas, plans, usage, adaptive) is in QUOTAS; see the README's settings tables.
 QUOTAS = {
     "REDIS_URL": REDIS_URL,
     "RULES_BACKEND": "plans.rules.PlansRulesBackend",
@@ -173,6 +176,19 @@ QUOTAS = {
     "LOCAL_SHARE": env.float("QUOTAS_LOCAL_SHARE", default=0.5),
     # Usage a process could not write at exit (Redis down), kept private to this checkout's run directory.
     "USAGE_SPOOL_DIR": str(RUN_DIR / "usage-spool"),
+    # /metrics and /healthz's details: the scrapers' bearer token (unset: staff sessions only).
+    "METRICS": {"TOKEN": env.str("METRICS_TOKEN", default="")},
+    # usage.flush: keys per transaction, and a test hook sleeping inside each (widens the kill window).
+    "USAGE_FLUSH": {
+        "BATCH_SIZE": env.int("USAGE_FLUSH_BATCH_SIZE", default=500),
+        "BATCH_DELAY": env.float("USAGE_FLUSH_BATCH_DELAY", default=0.0),
+    },
+    # Adaptive limits: every key and its default is documented in adaptive/conf.py. (The test suite turns the
+    # load reporter off in tests/conftest.py; tests/adaptive turns it on where it is tested.)
+    "ADAPTIVE": {
+        "INTERVAL": _adaptive_interval,
+        "REPORT_INTERVAL": env.float("ADAPTIVE_REPORT_INTERVAL", default=1.0),
+    },
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
@@ -191,22 +207,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 # Copy the decision script's usage counters from Redis to the database (idempotent, safe to overlap).
 CELERY_BEAT_SCHEDULE["usage-flush"] = {"task": "usage.flush", "schedule": 60.0, "options": {"expires": 55}}
 
-# Adaptive limits: every key and its default is documented in adaptive/conf.py. (The test suite turns the load
-# reporter off in tests/conftest.py; tests/adaptive turns it on where it is tested.)
-ADAPTIVE = {
-    "INTERVAL": env.float("ADAPTIVE_INTERVAL", default=5.0),
-    "REPORT_INTERVAL": env.float("ADAPTIVE_REPORT_INTERVAL", default=1.0),
-}
 # The load controller: reads the hosts' samples, publishes per-plan multipliers. A late run is dropped, not queued.
 CELERY_BEAT_SCHEDULE["adaptive-control"] = {
     "task": "adaptive.control",
-    "schedule": ADAPTIVE["INTERVAL"],
-    "options": {"expires": ADAPTIVE["INTERVAL"]},
+    "schedule": _adaptive_interval,
+    "options": {"expires": _adaptive_interval},
 }
-
-# usage/: keys per flush transaction, and a test hook sleeping inside each (widens the kill window).
-USAGE_FLUSH_BATCH_SIZE = env.int("USAGE_FLUSH_BATCH_SIZE", default=500)
-USAGE_FLUSH_BATCH_DELAY = env.float("USAGE_FLUSH_BATCH_DELAY", default=0.0)
 
 LOGGING = {
     "version": 1,

@@ -5,7 +5,6 @@ None of them opens a connection: they run at every manage.py start.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +15,8 @@ from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
-from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
+from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, MOVED_IN_QUOTAS, quota_settings
+from quotas.conf_checks import check_moved, check_sections, unknown_settings
 from quotas.engine.redis_connect import validate_url
 from quotas.exceptions import InvalidRate
 from quotas.identity.clients import num_proxies
@@ -29,18 +29,6 @@ MAX_COST_MICROS = 10**15
 
 def _error(msg: str, hint: str, n: int) -> Error:
     return Error(msg, hint=hint, id=f"quotas.E{n:03d}")
-
-
-def unknown_settings(namespace: str, raw: dict, known: Iterable[str], check_id: str) -> list:
-    """A warning, with a "did you mean", for each key of a settings dict that is not a known setting."""
-    known = list(known)
-    warnings = []
-    for name in raw:
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"Did you mean {close[0]!r}?" if close else f"Known settings: {', '.join(sorted(known))}."
-            warnings.append(Warning(f"Unknown setting {namespace}[{name!r}] is ignored.", hint=hint, id=check_id))
-    return warnings
 
 
 def _check_failed_auth_limits(limits: Any) -> list:
@@ -63,10 +51,13 @@ def _check_failed_auth_limits(limits: Any) -> list:
 @register(Tags.compatibility)
 def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
     """Validate every QUOTAS setting."""
-    raw = getattr(settings, "QUOTAS", {})
+    raw = quota_settings.user_settings()
     if not isinstance(raw, dict):
         return [_error("QUOTAS must be a dict.", "Set QUOTAS = {...} in your settings.", 1)]
-    errors: list = unknown_settings("QUOTAS", raw, DEFAULTS, "quotas.W001")
+    errors: list = check_moved(raw)
+    errors += unknown_settings(
+        "QUOTAS", {k: v for k, v in raw.items() if k not in MOVED_IN_QUOTAS}, DEFAULTS, "quotas.W001"
+    )
     s = quota_settings
 
     url = s.REDIS_URL
@@ -211,14 +202,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
             )
         )
     errors += _check_failed_auth_limits(s.FAILED_AUTH_LIMITS)
-    if not isinstance(s.METRICS_ALLOW_LOOPBACK, bool):
-        errors.append(
-            _error(
-                f"QUOTAS['METRICS_ALLOW_LOOPBACK'] = {s.METRICS_ALLOW_LOOPBACK!r} must be True or False.",
-                "Default: False (/metrics needs METRICS_TOKEN or a staff session).",
-                15,
-            )
-        )
+    errors += check_sections(raw)
     header = s.API_KEY_HEADER
     if not isinstance(header, str) or not header or not all(c.isalnum() or c == "-" for c in header):
         errors.append(

@@ -1,12 +1,22 @@
-"""The engine's settings, read from the ``QUOTAS`` dict in Django settings.
+"""The platform's settings: everything lives in the ``QUOTAS`` dict in Django settings.
 
 Read through :data:`quota_settings`; every attribute is looked up in
 ``settings.QUOTAS`` on each access (so ``override_settings`` works and nothing
-is captured at import time), falling back to :data:`DEFAULTS`.
+is captured at import time), falling back to :data:`DEFAULTS`. A concern with
+several settings is a nested dict (:data:`SECTIONS`): ``QUOTAS['METRICS']``,
+``QUOTAS['USAGE_FLUSH']``, and ``QUOTAS['ADAPTIVE']`` (read by
+``adaptive.conf.adaptive_settings``, whose defaults live there). A project's
+nested dict is merged over the section's defaults key by key.
+
+The names these settings had before (top-level ``ADAPTIVE``,
+``USAGE_FLUSH_*``, ``METRICS_TOKEN``, ``QUOTAS['METRICS_ALLOW_LOOPBACK']``) are
+still read for one release, below the new place (:data:`MOVED`); system
+checks warn about each (``quotas.W010``, ``adaptive.W004``).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.conf import settings
@@ -96,16 +106,52 @@ DEFAULTS: dict[str, Any] = {
     # meets them; a guesser gets 30 tries per 10 minutes per address. None (or a
     # missing kind) turns that limit off.
     "FAILED_AUTH_LIMITS": {"address": "30/10min", "username": "10/15min"},
-    # Default: False. Serve /metrics without a token to loopback peers when no
-    # METRICS_TOKEN is set. Leave it off behind a reverse proxy on the same
-    # host that adds no X-Forwarded-For (nginx's default): every client would
-    # look local.
-    "METRICS_ALLOW_LOOPBACK": False,
+    # /metrics and the details of /healthz (quotas/http/views.py).
+    "METRICS": {
+        # Default: "". The bearer token scrapers send (Authorization: Bearer <token>);
+        # "" means none: only staff sessions (and loopback peers, see below) get in.
+        # Keep it out of the repository: read it from the environment or a secret store.
+        "TOKEN": "",
+        # Default: False. Serve /metrics without a token to loopback peers when no
+        # TOKEN is set. Leave it off behind a reverse proxy on the same host that
+        # adds no X-Forwarded-For (nginx's default): every client would look local.
+        "ALLOW_LOOPBACK": False,
+    },
+    # The usage app's flush of Redis counters to the database (usage/flush.py).
+    "USAGE_FLUSH": {
+        # Default: 500. Usage hashes written per database transaction.
+        "BATCH_SIZE": 500,
+        # Default: 0.0. Seconds each batch's transaction pauses: a test hook (the
+        # worker-kill test widens the window a SIGKILL lands in). Leave it at 0.
+        "BATCH_DELAY": 0.0,
+    },
+    # Default: {}. The adaptive app's settings: every key and its default in
+    # adaptive/conf.py (validated by adaptive/checks.py when adaptive is installed).
+    "ADAPTIVE": {},
     # Default: []. Plain Django views limited by path prefix (quotas.django.middleware.PathQuotaMiddleware):
     # a list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional: the
     # plans' limits of that scope apply, or DEFAULT_THROTTLE_RATES[scope] while there is no plan).
     "PATH_LIMITS": [],
 }
+
+#: Settings that are nested dicts of their own keys, merged over their defaults key by key.
+#: (ADAPTIVE is one too, but its keys and defaults belong to the adaptive app.)
+SECTIONS = ("METRICS", "USAGE_FLUSH")
+
+#: Where settings used to live -> (section, key) where they live now. Still read for one
+#: release when the new place is not set; system check quotas.W010 names the new place.
+MOVED: dict[str, tuple[str, str]] = {
+    "METRICS_TOKEN": ("METRICS", "TOKEN"),
+    "USAGE_FLUSH_BATCH_SIZE": ("USAGE_FLUSH", "BATCH_SIZE"),
+    "USAGE_FLUSH_BATCH_DELAY": ("USAGE_FLUSH", "BATCH_DELAY"),
+}
+#: The same for keys that moved inside QUOTAS.
+MOVED_IN_QUOTAS: dict[str, tuple[str, str]] = {
+    "METRICS_ALLOW_LOOPBACK": ("METRICS", "ALLOW_LOOPBACK"),
+}
+#: The library used to read this environment variable itself; for one release it still
+#: does when QUOTAS['METRICS']['TOKEN'] is not set (check quotas.W011 says how to map it).
+LEGACY_TOKEN_VARIABLE = "METRICS_TOKEN"
 
 
 #: The algorithms a limit may name (periods and budgets have models of their own).
@@ -114,16 +160,43 @@ FAILURE_MODES = ("local", "open", "closed")
 
 
 class QuotaSettings:
-    """Attribute access to ``settings.QUOTAS`` with :data:`DEFAULTS` filled in."""
+    """Attribute access to ``settings.QUOTAS`` with :data:`DEFAULTS` filled in.
+
+    A section (``quota_settings.METRICS``) is a new dict: its defaults, then
+    the old top-level names still set (see :data:`MOVED`), then the project's
+    ``QUOTAS[section]``. A section that is not a dict reads as its defaults
+    (system check quotas.E034 reports it).
+    """
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
             raise AttributeError(f"Invalid QUOTAS setting: {name!r}")
-        user = getattr(settings, "QUOTAS", None) or {}
-        return user.get(name, DEFAULTS[name])
+        user = self.user_settings()
+        if not isinstance(user, dict):
+            user = {}
+        if name not in SECTIONS:
+            return user.get(name, DEFAULTS[name])
+        given = user.get(name)
+        values = {**DEFAULTS[name], **self._moved(name, user)}
+        if isinstance(given, dict):
+            values.update(given)
+        return values
 
-    def user_settings(self) -> dict[str, Any]:
-        """The raw ``QUOTAS`` dict from Django settings (for checks)."""
+    def _moved(self, section: str, user: dict[str, Any]) -> dict[str, Any]:
+        """The values this section still gets from where its keys used to live."""
+        values = {}
+        if section == "METRICS" and os.environ.get(LEGACY_TOKEN_VARIABLE):
+            values["TOKEN"] = os.environ[LEGACY_TOKEN_VARIABLE]
+        for old, (where, key) in MOVED.items():
+            if where == section and getattr(settings, old, None) is not None:
+                values[key] = getattr(settings, old)
+        for old, (where, key) in MOVED_IN_QUOTAS.items():
+            if where == section and old in user:
+                values[key] = user[old]
+        return values
+
+    def user_settings(self) -> Any:
+        """The raw ``QUOTAS`` value from Django settings (for checks); ``{}`` when unset."""
         value = getattr(settings, "QUOTAS", None)
         return value if value is not None else {}
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -54,10 +55,28 @@ def _start_inside_one_minute() -> None:
 def quiet_load_reporter() -> Iterator[None]:
     """The adaptive load reporter stays off in tests (its writes would land in every test's Redis);
     tests/adaptive turns it on where it is tested."""
-    original = settings.ADAPTIVE
-    settings.ADAPTIVE = {**original, "REPORT_INTERVAL": 0}
+    original = settings.QUOTAS
+    settings.QUOTAS = {**original, "ADAPTIVE": {**original.get("ADAPTIVE", {}), "REPORT_INTERVAL": 0}}
     yield
-    settings.ADAPTIVE = original
+    settings.QUOTAS = original
+
+
+@pytest.fixture
+def set_quotas(settings) -> Callable[..., None]:
+    """Change ``QUOTAS`` for one test (the ``settings`` fixture restores it).
+
+    ``set_quotas(FAILURE_MODE="open")`` sets top-level keys;
+    ``set_quotas("ADAPTIVE", ENABLED=False)`` sets keys of a nested section,
+    keeping its other keys.
+    """
+
+    def update(section: str | None = None, **values: Any) -> None:
+        if section is None:
+            settings.QUOTAS = {**settings.QUOTAS, **values}
+        else:
+            settings.QUOTAS = {**settings.QUOTAS, section: {**(settings.QUOTAS.get(section) or {}), **values}}
+
+    return update
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,12 @@ import logging
 from dataclasses import asdict
 
 from celery import shared_task
-from django.conf import settings
 from django.db import DatabaseError
 
+from quotas.conf import quota_settings
 from quotas.engine.redis_connect import STORE_ERRORS
 
-from .flush import DEFAULT_BATCH_SIZE, flush_usage
+from .flush import flush_usage
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +27,8 @@ logger = logging.getLogger(__name__)
 def flush() -> dict:
     """Copy the Redis usage counters to the database (see :func:`usage.flush.flush_usage`)."""
     logger.info("usage flush started")
-    report = flush_usage(
-        batch_size=getattr(settings, "USAGE_FLUSH_BATCH_SIZE", DEFAULT_BATCH_SIZE),
-        batch_delay=getattr(settings, "USAGE_FLUSH_BATCH_DELAY", 0.0),
-    )
+    options = quota_settings.USAGE_FLUSH  # QUOTAS['USAGE_FLUSH'], read at each run
+    report = flush_usage(batch_size=int(options["BATCH_SIZE"]), batch_delay=float(options["BATCH_DELAY"]))
     logger.info(
         "usage flush finished: %d keys, %d rows, %d written, %d skipped in %.2f s",
         report.keys, report.rows, report.written, report.skipped, report.seconds,

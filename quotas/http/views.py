@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import os
 import time
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas.conf import quota_settings
@@ -62,8 +60,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def metrics_token() -> str:
-    """The scrape token: ``settings.METRICS_TOKEN``, else the ``METRICS_TOKEN`` environment variable, else ""."""
-    return getattr(settings, "METRICS_TOKEN", None) or os.environ.get("METRICS_TOKEN", "")
+    """The scrape token: ``QUOTAS['METRICS']['TOKEN']`` ("" when none is set).
+
+    For one release it falls back to where the token used to be read (the
+    ``METRICS_TOKEN`` setting, then the environment variable): see
+    :data:`quotas.conf.MOVED`.
+    """
+    return str(quota_settings.METRICS["TOKEN"] or "")
 
 
 def has_metrics_token(request: HttpRequest) -> bool:
@@ -84,7 +87,7 @@ def from_loopback(request: HttpRequest) -> bool:
 
     A local reverse proxy that adds no X-Forwarded-For (nginx's default)
     makes every client look local: hence loopback access is off unless a
-    project turns on ``QUOTAS['METRICS_ALLOW_LOOPBACK']``.
+    project turns on ``QUOTAS['METRICS']['ALLOW_LOOPBACK']``.
     """
     if "HTTP_X_FORWARDED_FOR" in request.META or "HTTP_FORWARDED" in request.META:
         return False
@@ -98,8 +101,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus metrics of every process (see :mod:`quotas.observability.metrics`).
 
     Served to staff signed in to the admin, to ``Authorization: Bearer
-    <METRICS_TOKEN>``, and, only where the project sets
-    ``QUOTAS['METRICS_ALLOW_LOOPBACK']`` and no token is configured, to
+    <QUOTAS['METRICS']['TOKEN']>``, and, only where the project sets
+    ``QUOTAS['METRICS']['ALLOW_LOOPBACK']`` and no token is configured, to
     loopback peers. Others get a problem+json 401 (a token is configured) or
     403 (none is: it says what to configure).
     """
@@ -109,18 +112,18 @@ def metrics(request: HttpRequest) -> HttpResponse:
                 _problem(
                     401,
                     "metrics-token-required",
-                    "A valid bearer token is required: Authorization: Bearer <METRICS_TOKEN>.",
+                    "A valid bearer token is required: Authorization: Bearer <token>.",
                 )
             )
             response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
-        if not (quota_settings.METRICS_ALLOW_LOOPBACK and from_loopback(request)):
+        if not (quota_settings.METRICS["ALLOW_LOOPBACK"] and from_loopback(request)):
             return problems.render(
                 _problem(
                     403,
                     "metrics-not-configured",
-                    "Set METRICS_TOKEN and scrape with Authorization: Bearer <token> (or, for a scraper on this host "
-                    "with no proxy in front, set QUOTAS['METRICS_ALLOW_LOOPBACK'] = True).",
+                    "Set QUOTAS['METRICS']['TOKEN'] and scrape with Authorization: Bearer <token> (or, for a "
+                    "scraper on this host with no proxy in front, set QUOTAS['METRICS']['ALLOW_LOOPBACK'] = True).",
                 )
             )
     body, content_type = exposition(request.headers.get("Accept", ""))

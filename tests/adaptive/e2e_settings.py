@@ -6,10 +6,11 @@ core of a shared 2-core machine reaches, so only the test's own burner (every co
 """
 
 from config.settings import *  # noqa: F403
-from config.settings import ADAPTIVE
+from config.settings import QUOTAS as PROJECT_QUOTAS
 
-ADAPTIVE = {
-    **ADAPTIVE,
+QUOTAS = dict(PROJECT_QUOTAS)
+QUOTAS["ADAPTIVE"] = {
+    **PROJECT_QUOTAS["ADAPTIVE"],
     "INTERVAL": 1.0,
     "REPORT_INTERVAL": 1.0,
     "SAMPLE_TTL": 5.0,

@@ -1,4 +1,4 @@
-"""System checks for ADAPTIVE name the bad setting and how to fix it (adaptive/checks.py)."""
+"""System checks for QUOTAS['ADAPTIVE'] name the bad setting and how to fix it (adaptive/checks.py)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,19 @@ def test_project_settings_pass() -> None:
     assert check_beat_schedule() == []
 
 
+def adaptive(settings, **values) -> None:
+    """QUOTAS['ADAPTIVE'] with these keys changed (the settings fixture restores it)."""
+    settings.QUOTAS = {**settings.QUOTAS, "ADAPTIVE": {**settings.QUOTAS["ADAPTIVE"], **values}}
+
+
 def test_settings_are_read_at_access_time(settings) -> None:
     """No value is captured at import: override_settings is seen at once, defaults fill the rest."""
-    settings.ADAPTIVE = {"INTERVAL": 2.0}
+    settings.QUOTAS = {**settings.QUOTAS, "ADAPTIVE": {"INTERVAL": 2.0}}
     assert adaptive_settings.INTERVAL == 2.0
     assert DEFAULTS["SIGNALS"] == adaptive_settings.SIGNALS
-    del settings.ADAPTIVE
+    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "ADAPTIVE"}
     assert DEFAULTS["INTERVAL"] == adaptive_settings.INTERVAL
+    assert not hasattr(settings, "ADAPTIVE")  # nothing is written into django.conf.settings
     with pytest.raises(AttributeError):
         adaptive_settings.NOPE  # noqa: B018
 
@@ -59,28 +65,32 @@ def test_settings_are_read_at_access_time(settings) -> None:
 )
 def test_bad_setting_is_reported(settings, override: dict, expected: str) -> None:
     """Each bad value is reported with its own id and a hint."""
-    settings.ADAPTIVE = {**settings.ADAPTIVE, **override}
+    adaptive(settings, **override)
     messages = check_settings()
     assert ids(messages) == [expected]
     assert messages[0].hint
 
 
 def test_not_a_dict(settings) -> None:
-    settings.ADAPTIVE = ["INTERVAL", 5]
-    assert ids(check_settings()) == ["adaptive.E001"]
+    settings.QUOTAS = {**settings.QUOTAS, "ADAPTIVE": ["INTERVAL", 5]}
+    (error,) = check_settings()
+    assert error.id == "adaptive.E001"
+    assert "QUOTAS['ADAPTIVE']" in error.msg
+    assert DEFAULTS["INTERVAL"] == adaptive_settings.INTERVAL  # still readable: the check says what is wrong
 
 
 def test_redis_latency_signal_may_be_milliseconds(settings) -> None:
     """redis_ms thresholds are milliseconds, not fractions."""
     signals = {**DEFAULTS["SIGNALS"], "redis_ms": {"low": 5, "high": 20, "critical": 100}}
-    settings.ADAPTIVE = {**settings.ADAPTIVE, "SIGNALS": signals}
+    adaptive(settings, SIGNALS=signals)
     assert check_settings() == []
 
 
 def test_unknown_setting_suggests_the_name(settings) -> None:
-    settings.ADAPTIVE = {**settings.ADAPTIVE, "INTERVALL": 5}
+    adaptive(settings, INTERVALL=5)
     (warning,) = check_settings()
-    assert "INTERVAL" in warning.hint
+    assert warning.msg == "Unknown setting QUOTAS['ADAPTIVE']['INTERVALL'] is ignored."
+    assert warning.hint == "Did you mean 'INTERVAL'?"
 
 
 def test_beat_schedule_must_run_the_controller_as_often_as_configured(settings) -> None:
@@ -94,6 +104,29 @@ def test_beat_schedule_must_run_the_controller_as_often_as_configured(settings) 
 
 def test_errors_stop_manage_py(settings) -> None:
     """An error fails `manage.py check` like any other system check."""
-    settings.ADAPTIVE = {**settings.ADAPTIVE, "AGGREGATE": "median"}
+    adaptive(settings, AGGREGATE="median")
     with pytest.raises(SystemCheckError, match=r"adaptive\.E008"):
+        call_command("check")
+
+
+def test_top_level_adaptive_is_still_read_for_one_release(settings) -> None:
+    """The old top-level ADAPTIVE is read when QUOTAS has none, with a warning naming the new place."""
+    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "ADAPTIVE"}
+    settings.ADAPTIVE = {"INTERVAL": 2.0, "INTERVALL": 1}
+    assert adaptive_settings.INTERVAL == 2.0
+    messages = check_settings()
+    assert ids(messages) == ["adaptive.W001", "adaptive.W004"]  # its keys are still validated
+    (moved,) = [m for m in messages if m.id == "adaptive.W004"]
+    assert "QUOTAS['ADAPTIVE']" in moved.msg
+    assert "QUOTAS" in moved.hint
+
+
+def test_both_places_set_is_an_error(settings) -> None:
+    """QUOTAS['ADAPTIVE'] wins over the old top-level ADAPTIVE, and the check says the old one is ignored."""
+    settings.ADAPTIVE = {"INTERVAL": 2.0}
+    assert settings.QUOTAS["ADAPTIVE"]["INTERVAL"] == adaptive_settings.INTERVAL
+    (error,) = check_settings()
+    assert error.id == "adaptive.E012"
+    assert "ignored" in error.msg
+    with pytest.raises(SystemCheckError, match=r"adaptive\.E012"):
         call_command("check")

@@ -122,11 +122,11 @@ def test_pinned_multiplier_is_published(redis_client, plans) -> None:
 
 
 @pytest.mark.parametrize("switch", ["setting", "admin"])
-def test_switched_off_publishes_pins_else_one(redis_client, plans, settings, switch) -> None:
-    """With ADAPTIVE['ENABLED'] False or the admin switch off, overload changes nothing but pins apply."""
+def test_switched_off_publishes_pins_else_one(redis_client, plans, set_quotas, switch) -> None:
+    """With QUOTAS['ADAPTIVE']['ENABLED'] False or the admin switch off, overload changes nothing but pins apply."""
     free, pro, ent = ids(plans)
     if switch == "setting":
-        settings.ADAPTIVE = {**settings.ADAPTIVE, "ENABLED": False}
+        set_quotas("ADAPTIVE", ENABLED=False)
     else:
         AdaptiveConfig.objects.create(enabled=False)
     MultiplierOverride.objects.create(plan=plans["enterprise"], multiplier=0.9, reason="maintenance")
@@ -144,9 +144,9 @@ def test_admin_switch_is_a_singleton() -> None:
     assert AdaptiveConfig.is_enabled()
 
 
-def test_old_snapshots_are_deleted(redis_client, plans, settings) -> None:
+def test_old_snapshots_are_deleted(redis_client, plans, set_quotas) -> None:
     """Rows older than RETENTION_DAYS are deleted by the run (at most once an hour)."""
-    settings.ADAPTIVE = {**settings.ADAPTIVE, "RETENTION_DAYS": 7}
+    set_quotas("ADAPTIVE", RETENTION_DAYS=7)
     now = time.time()
     at = datetime.fromtimestamp(now, tz=UTC)
     old = AdaptiveSnapshot.objects.create(created_at=at - timedelta(days=8), level=1, reason="old")
@@ -231,7 +231,7 @@ def test_keys_use_the_quota_prefix(settings) -> None:
 
 def test_settings_defaults_are_the_tested_parameters(settings) -> None:
     """The defaults of adaptive.conf are the parameters the policy tests use."""
-    settings.ADAPTIVE = {}
+    settings.QUOTAS = {**settings.QUOTAS, "ADAPTIVE": {}}
     assert controller.params_from_settings() == DEFAULT_PARAMS
 
 

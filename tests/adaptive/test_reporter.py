@@ -35,9 +35,9 @@ def reporter_threads() -> list[threading.Thread]:
 
 
 @pytest.fixture
-def reporting(settings) -> None:
+def reporting(set_quotas) -> None:
     """Reporting on (test settings keep it off), once a second."""
-    settings.ADAPTIVE = {**settings.ADAPTIVE, "REPORT_INTERVAL": 1.0, "SAMPLE_TTL": 5.0}
+    set_quotas("ADAPTIVE", REPORT_INTERVAL=1.0, SAMPLE_TTL=5.0)
 
 
 @pytest.mark.slow
@@ -83,9 +83,9 @@ def test_requests_never_wait_for_measurements(reporting, redis_client, monkeypat
     assert set(seen) == {"adaptive-load"}
 
 
-def test_reporting_off_starts_no_thread(settings) -> None:
+def test_reporting_off_starts_no_thread(set_quotas) -> None:
     """REPORT_INTERVAL = 0 (the test settings' default) starts nothing."""
-    settings.ADAPTIVE = {**settings.ADAPTIVE, "REPORT_INTERVAL": 0}
+    set_quotas("ADAPTIVE", REPORT_INTERVAL=0)
     Client().get("/healthz")
     assert reporter_threads() == []
 

@@ -5,4 +5,4 @@ from config.settings import *  # noqa: F403
 ROOT_URLCONF = "tests.metrics.urls"
 
 # The test scrapes /metrics from loopback with no proxy in front: the one setup where that is safe.
-QUOTAS = {**QUOTAS, "METRICS_ALLOW_LOOPBACK": True}  # noqa: F405
+QUOTAS = {**QUOTAS, "METRICS": {**QUOTAS["METRICS"], "ALLOW_LOOPBACK": True}}  # noqa: F405

@@ -130,9 +130,9 @@ def test_engine_mode_is_one_for_the_current_mode_only():
 
 
 @pytest.mark.django_db
-def test_every_contracted_series_is_there_before_any_event(client, settings):
+def test_every_contracted_series_is_there_before_any_event(client, set_quotas):
     """A fresh scrape already holds every Redis-errors operation at 0 and every engine mode."""
-    settings.QUOTAS = {**settings.QUOTAS, "METRICS_ALLOW_LOOPBACK": True}
+    set_quotas("METRICS", ALLOW_LOOPBACK=True)
     text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
     for operation in metrics.REDIS_OPERATIONS:
         assert re.search(rf'^quota_redis_errors_total{{operation="{operation}"}} \d', text, re.M), operation

@@ -14,16 +14,17 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def no_token(monkeypatch, settings):
+def no_token(monkeypatch, settings, set_quotas):
     """No token unless a test sets one (the developer's environment must not leak in)."""
     monkeypatch.delenv("METRICS_TOKEN", raising=False)
     if hasattr(settings, "METRICS_TOKEN"):
         del settings.METRICS_TOKEN
+    set_quotas("METRICS", TOKEN="")
 
 
 @pytest.fixture
-def loopback_allowed(settings):
-    settings.QUOTAS = {**settings.QUOTAS, "METRICS_ALLOW_LOOPBACK": True}
+def loopback_allowed(set_quotas):
+    set_quotas("METRICS", ALLOW_LOOPBACK=True)
 
 
 def test_by_default_even_loopback_needs_the_token(client):
@@ -32,8 +33,8 @@ def test_by_default_even_loopback_needs_the_token(client):
     assert response.status_code == 403
     assert response["Content-Type"] == "application/problem+json"
     body = json.loads(response.content)
-    assert "METRICS_TOKEN" in body["detail"]
-    assert "METRICS_ALLOW_LOOPBACK" in body["detail"]
+    assert "QUOTAS['METRICS']['TOKEN']" in body["detail"]
+    assert "QUOTAS['METRICS']['ALLOW_LOOPBACK']" in body["detail"]
     assert b"quota_" not in response.content.replace(b"quotas", b"")
 
 
@@ -62,14 +63,19 @@ def test_a_proxied_request_is_not_loopback_even_from_a_local_proxy(client, loopb
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_FORWARDED="for=198.51.100.7").status_code == 403
 
 
-@pytest.mark.parametrize("source", ["env", "setting"])
+@pytest.mark.parametrize("source", ["QUOTAS", "deprecated setting", "deprecated environment"])
 def test_with_a_token_the_bearer_token_is_required_even_from_loopback(
-    client, monkeypatch, settings, source, loopback_allowed
+    client, monkeypatch, settings, set_quotas, source, loopback_allowed
 ):
-    if source == "env":
-        monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
+    """The token is QUOTAS['METRICS']['TOKEN']; for one release also where it was read before."""
+    if source == "QUOTAS":
+        set_quotas("METRICS", TOKEN="s3cret-token")
     else:
-        settings.METRICS_TOKEN = "s3cret-token"
+        settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"ALLOW_LOOPBACK": True}}  # no TOKEN key
+        if source == "deprecated setting":
+            settings.METRICS_TOKEN = "s3cret-token"
+        else:
+            monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
     missing = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
     assert missing.status_code == 401
     assert missing["WWW-Authenticate"] == 'Bearer realm="metrics"'
@@ -81,8 +87,8 @@ def test_with_a_token_the_bearer_token_is_required_even_from_loopback(
     assert b"quota_decisions_total" in right.content or b"# HELP quota_decisions_total" in right.content
 
 
-def test_staff_may_read_from_anywhere_other_users_may_not(monkeypatch):
-    monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
+def test_staff_may_read_from_anywhere_other_users_may_not(set_quotas):
+    set_quotas("METRICS", TOKEN="s3cret-token")
     user_model = get_user_model()
     staff = user_model.objects.create_user("ops", password="x", is_staff=True)
     plain = user_model.objects.create_user("customer", password="x")
@@ -114,8 +120,8 @@ def test_anonymous_healthz_says_only_the_status_and_mode(client, redis_server):
     assert str(redis_server.port).encode() not in response.content
 
 
-def test_staff_and_token_holders_get_healthz_details(client, monkeypatch, redis_server):
-    monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
+def test_staff_and_token_holders_get_healthz_details(client, set_quotas, redis_server):
+    set_quotas("METRICS", TOKEN="s3cret-token")
     redis_server.stop()
     try:
         with_token = client.get("/healthz", HTTP_AUTHORIZATION="Bearer s3cret-token").json()

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from quotas.checks import API_KEY_AUTHENTICATION, check_drf_adapter, check_drf_rates, check_middleware, check_settings
+from quotas.conf import DEFAULTS, quota_settings
 
 
 def ids(messages):
@@ -90,3 +91,94 @@ def test_api_key_authentication_should_come_first(settings):
     assert "is not the first" in check_drf_adapter()[0].msg
     settings.QUOTAS = {**settings.QUOTAS, "RULES_BACKEND": None}
     assert check_drf_adapter() == []
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ({"METRICS": "s3cret"}, "quotas.E034"),
+        ({"USAGE_FLUSH": 500}, "quotas.E034"),
+        ({"METRICS": {"TOKEN": 1234}}, "quotas.E035"),
+        ({"METRICS": {"ALLOW_LOOPBACK": "yes"}}, "quotas.E015"),
+        ({"USAGE_FLUSH": {"BATCH_SIZE": 0}}, "quotas.E036"),
+        ({"USAGE_FLUSH": {"BATCH_SIZE": "500"}}, "quotas.E036"),
+        ({"USAGE_FLUSH": {"BATCH_DELAY": -1}}, "quotas.E036"),
+        ({"USAGE_FLUSH": {"BATCH_SIZ": 100}}, "quotas.W001"),
+    ],
+)
+def test_bad_nested_setting_is_reported(settings, override, expected):
+    """Nested sections are checked like the top level: type errors are E0xx, unknown keys W001."""
+    settings.QUOTAS = {**settings.QUOTAS, **override}
+    messages = check_settings()
+    assert ids(messages) == [expected]
+    assert messages[0].hint
+
+
+def test_unknown_nested_key_gets_a_suggestion(settings):
+    settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"TOKN": "x"}}
+    (warning,) = check_settings()
+    assert warning.msg == "Unknown setting QUOTAS['METRICS']['TOKN'] is ignored."
+    assert warning.hint == "Did you mean 'TOKEN'?"
+
+
+def test_a_bad_token_is_not_repeated_in_the_message(settings):
+    """The token is a secret: the check names the setting, never its value."""
+    settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"TOKEN": b"s3cret-bytes"}}
+    (error,) = check_settings()
+    assert "s3cret" not in error.msg + error.hint
+
+
+def test_sections_merge_over_their_defaults_at_call_time(settings):
+    """A nested dict overrides only the keys it names; nothing is written into django.conf.settings."""
+    settings.QUOTAS = {**settings.QUOTAS, "USAGE_FLUSH": {"BATCH_SIZE": 7}}
+    assert quota_settings.USAGE_FLUSH == {"BATCH_SIZE": 7, "BATCH_DELAY": 0.0}
+    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "USAGE_FLUSH"}
+    assert DEFAULTS["USAGE_FLUSH"] == quota_settings.USAGE_FLUSH
+    assert "USAGE_FLUSH" not in settings.QUOTAS
+
+
+@pytest.mark.parametrize(
+    ("old", "value", "section", "key"),
+    [
+        ("METRICS_TOKEN", "s3cret", "METRICS", "TOKEN"),
+        ("USAGE_FLUSH_BATCH_SIZE", 9, "USAGE_FLUSH", "BATCH_SIZE"),
+        ("USAGE_FLUSH_BATCH_DELAY", 0.5, "USAGE_FLUSH", "BATCH_DELAY"),
+    ],
+)
+def test_old_top_level_names_are_read_for_one_release(settings, old, value, section, key):
+    """An old name still works when the new place is unset, with a warning naming the new place;
+    with both set the new place wins and the check is an error."""
+    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != section}
+    setattr(settings, old, value)
+    assert getattr(quota_settings, section)[key] == value
+    (warning,) = check_settings()
+    assert warning.id == "quotas.W010"
+    assert f"QUOTAS[{section!r}][{key!r}]" in warning.msg
+    assert old in warning.hint
+
+    settings.QUOTAS = {**settings.QUOTAS, section: {key: DEFAULTS[section][key]}}
+    assert getattr(quota_settings, section)[key] == DEFAULTS[section][key]
+    (error,) = check_settings()
+    assert error.id == "quotas.E037"
+    assert "ignored" in error.msg
+
+
+def test_metrics_allow_loopback_moved_into_metrics(settings, client):
+    """QUOTAS['METRICS_ALLOW_LOOPBACK'] is read for one release (a warning, not 'unknown setting')."""
+    settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"TOKEN": ""}, "METRICS_ALLOW_LOOPBACK": True}
+    assert quota_settings.METRICS["ALLOW_LOOPBACK"] is True
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
+    (warning,) = check_settings()
+    assert warning.id == "quotas.W010"
+    assert "QUOTAS['METRICS']['ALLOW_LOOPBACK']" in warning.msg
+
+
+def test_metrics_token_from_the_environment_is_deprecated(settings, monkeypatch, client):
+    """A project that never set the token relied on quotas reading METRICS_TOKEN itself: still works, warned."""
+    monkeypatch.setenv("METRICS_TOKEN", "from-env")
+    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "METRICS"}
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer from-env").status_code == 200
+    assert ids(check_settings()) == ["quotas.W011"]
+    settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"TOKEN": "from-settings"}}  # mapped: no warning
+    assert check_settings() == []
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer from-env").status_code == 401

@@ -54,8 +54,8 @@ def database_outage() -> Iterator[contextlib.AbstractContextManager]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, monkeypatch):
-    monkeypatch.setenv("METRICS_TOKEN", "ops-token")
+def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, set_quotas):
+    set_quotas("METRICS", TOKEN="ops-token")
     plan = PlanFactory(slug="free", is_default=True)
     # Per day: the request that meets the outage may wait for the database pool's timeout, and a
     # per-minute window could roll over meanwhile.

@@ -1,0 +1,113 @@
+"""Checks of the nested sections of ``QUOTAS`` and of the settings that moved into them.
+
+Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E037,
+W010, W011); kept apart so each module stays one concern. None opens a connection.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Warning
+
+from quotas.conf import DEFAULTS, LEGACY_TOKEN_VARIABLE, MOVED, MOVED_IN_QUOTAS, SECTIONS, quota_settings
+
+
+def _error(msg: str, hint: str, n: int) -> Error:
+    return Error(msg, hint=hint, id=f"quotas.E{n:03d}")
+
+
+def unknown_settings(namespace: str, raw: dict, known: Iterable[str], check_id: str) -> list:
+    """A warning, with a "did you mean", for each key of a settings dict that is not a known setting."""
+    known = list(known)
+    warnings = []
+    for name in raw:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"Did you mean {close[0]!r}?" if close else f"Known settings: {', '.join(sorted(known))}."
+            warnings.append(Warning(f"Unknown setting {namespace}[{name!r}] is ignored.", hint=hint, id=check_id))
+    return warnings
+
+
+def check_sections(raw: dict[str, Any]) -> list:
+    """QUOTAS['METRICS'] and QUOTAS['USAGE_FLUSH']: dicts of known keys, each of the right type."""
+    errors: list = []
+    for section in SECTIONS:
+        given = raw.get(section)
+        if given is None:
+            continue
+        if not isinstance(given, dict):
+            keys = ", ".join(f"{k!r}: ..." for k in DEFAULTS[section])
+            errors.append(_error(f"QUOTAS[{section!r}] = {given!r} must be a dict.", f"For example {{{keys}}}.", 34))
+            continue
+        errors += unknown_settings(f"QUOTAS[{section!r}]", given, DEFAULTS[section], "quotas.W001")
+    metrics, flush = quota_settings.METRICS, quota_settings.USAGE_FLUSH
+    if not isinstance(metrics["TOKEN"], str):
+        errors.append(
+            _error(
+                "QUOTAS['METRICS']['TOKEN'] must be a string.",  # never the value: it is a secret
+                "Read it from the environment, e.g. os.environ.get('METRICS_TOKEN', ''); '' means no token.",
+                35,
+            )
+        )
+    if not isinstance(metrics["ALLOW_LOOPBACK"], bool):
+        errors.append(
+            _error(
+                f"QUOTAS['METRICS']['ALLOW_LOOPBACK'] = {metrics['ALLOW_LOOPBACK']!r} must be True or False.",
+                "Default: False (/metrics needs QUOTAS['METRICS']['TOKEN'] or a staff session).",
+                15,
+            )
+        )
+    size, delay = flush["BATCH_SIZE"], flush["BATCH_DELAY"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        errors.append(
+            _error(f"QUOTAS['USAGE_FLUSH']['BATCH_SIZE'] = {size!r} must be an int >= 1.", "Default: 500.", 36)
+        )
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
+        errors.append(
+            _error(
+                f"QUOTAS['USAGE_FLUSH']['BATCH_DELAY'] = {delay!r} must be a number of seconds >= 0.",
+                "Default: 0.0 (a test hook; leave it at 0 in production).",
+                36,
+            )
+        )
+    return errors
+
+
+def check_moved(raw: dict[str, Any]) -> list:
+    """Settings still set where they used to live: a warning naming the new place, an error if both are set."""
+    found = [(f"settings.{old}", old, new) for old, new in MOVED.items() if getattr(settings, old, None) is not None]
+    found += [(f"QUOTAS[{old!r}]", old, new) for old, new in MOVED_IN_QUOTAS.items() if old in raw]
+    messages: list = []
+    for where, old, (section, key) in found:
+        new = f"QUOTAS[{section!r}][{key!r}]"
+        section_given = raw.get(section)
+        if isinstance(section_given, dict) and key in section_given:
+            messages.append(
+                _error(f"{where} and {new} are both set: {where} is ignored.", f"Delete {where}; keep {new}.", 37)
+            )
+        else:
+            messages.append(
+                Warning(
+                    f"{where} is deprecated: it moved to {new}, and will no longer be read in the next release.",
+                    hint=f"Set QUOTAS = {{..., {section!r}: {{{key!r}: ...}}}} and delete {old}.",
+                    id="quotas.W010",
+                )
+            )
+    section_given = raw.get("METRICS")
+    token_given = isinstance(section_given, dict) and "TOKEN" in section_given
+    if os.environ.get(LEGACY_TOKEN_VARIABLE) and not token_given and getattr(settings, "METRICS_TOKEN", None) is None:
+        messages.append(
+            Warning(
+                f"The {LEGACY_TOKEN_VARIABLE} environment variable is read by quotas itself only for one more "
+                "release: the library will no longer read the environment.",
+                hint="Map it in your settings: "
+                "QUOTAS = {..., 'METRICS': {'TOKEN': os.environ.get('METRICS_TOKEN', '')}}.",
+                id="quotas.W011",
+            )
+        )
+    return messages
