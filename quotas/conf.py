@@ -95,6 +95,14 @@ DEFAULTS: dict[str, Any] = {
     # host that adds no X-Forwarded-For (nginx's default): every client would
     # look local.
     "METRICS_ALLOW_LOOPBACK": False,
+    # Default: "/problems/". Where the `type` URIs of this project's own problem
+    # bodies (RFC 9457) start: "/problems/invalid-api-key", ... A path-absolute
+    # reference, which clients resolve against the API's own origin (RFC 9457
+    # recommends the full path for relative types), so every project names its
+    # types under its own host without configuring one. Set an absolute URL
+    # ("https://docs.example.com/problems/") to point clients at your docs.
+    # Types the IANA registers (quota-exceeded, ...) are never changed.
+    "PROBLEM_TYPE_BASE": "/problems/",
 }
 
 
