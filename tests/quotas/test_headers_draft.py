@@ -221,13 +221,13 @@ class TestProblemTypes:
             ("https://docs.example.com/problems/", None),
             ("/problems/", None),
             ("tag:example.com,2025:problem:", None),
-            ("problems/", "quotas.E030"),  # resolves differently under every request path
-            ("//docs.example.com/p/", "quotas.E030"),
-            ("https://docs.example.com/problems", "quotas.E030"),  # ...problemsforbidden
-            ("https://docs example.com/", "quotas.E030"),
-            ("", "quotas.E030"),
-            (None, "quotas.E030"),
-            ("urn:quotas:problem:", "quotas.W030"),
+            ("problems/", "quotas.E045"),  # resolves differently under every request path
+            ("//docs.example.com/p/", "quotas.E045"),
+            ("https://docs.example.com/problems", "quotas.E045"),  # ...problemsforbidden
+            ("https://docs example.com/", "quotas.E045"),
+            ("", "quotas.E045"),
+            (None, "quotas.E045"),
+            ("urn:quotas:problem:", "quotas.W045"),
         ],
     )
     def test_the_base_is_checked(self, settings, base, check_id):
@@ -238,5 +238,5 @@ class TestProblemTypes:
         from django.core.management.base import SystemCheckError
 
         settings.QUOTAS = {**settings.QUOTAS, "PROBLEM_TYPE_BASE": "problems"}
-        with pytest.raises(SystemCheckError, match=r"quotas\.E030"):
+        with pytest.raises(SystemCheckError, match=r"quotas\.E045"):
             call_command("check")
