@@ -425,3 +425,43 @@ def _path_limit_problem(entry: Any) -> str:
         except (InvalidRate, TypeError, AttributeError) as exc:
             return f"has a bad 'rate' {rate!r}: {exc}"
     return ""
+
+
+#: RFC 3986 characters a URI reference may hold as they are (the rest must be %-encoded).
+_URI_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%")
+
+
+@register(Tags.compatibility)
+def check_problem_type_base(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """QUOTAS['PROBLEM_TYPE_BASE']: an absolute URI or a path from the root, ending so a slug can follow."""
+    base = quota_settings.PROBLEM_TYPE_BASE
+    hint = "An absolute URI ('https://docs.example.com/problems/') or a path ('/problems/'). Default: '/problems/'."
+    if not isinstance(base, str) or not base or not set(base) <= _URI_CHARS:
+        return [Error(f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} is not a URI reference.", hint=hint, id="quotas.E045")]
+    scheme = base.split(":", 1)[0] if ":" in base.split("/", 1)[0] else ""
+    if not (scheme[:1].isalpha() or base.startswith("/")) or base.startswith("//"):
+        # A relative reference other than a full path resolves differently from every request path (RFC 9457 3.1.1).
+        return [
+            Error(
+                f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} is neither an absolute URI nor a path from the root.",
+                hint=hint,
+                id="quotas.E045",
+            )
+        ]
+    if base[-1] not in "/#:=-_":
+        return [
+            Error(
+                f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} would run into the type's name ({base}forbidden).",
+                hint="End it with '/', '#' or ':'.",
+                id="quotas.E045",
+            )
+        ]
+    if base.lower().startswith("urn:quotas:"):
+        return [
+            Warning(
+                f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} is in the URN namespace 'quotas', which is not registered.",
+                hint="Use an https:// URL of your documentation, or the default '/problems/'.",
+                id="quotas.W045",
+            )
+        ]
+    return []

@@ -132,6 +132,14 @@ DEFAULTS: dict[str, Any] = {
     # a list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional: the
     # plans' limits of that scope apply, or DEFAULT_THROTTLE_RATES[scope] while there is no plan).
     "PATH_LIMITS": [],
+    # Default: "/problems/". Where the `type` URIs of this project's own problem
+    # bodies (RFC 9457) start: "/problems/invalid-api-key", ... A path-absolute
+    # reference, which clients resolve against the API's own origin (RFC 9457
+    # recommends the full path for relative types), so every project names its
+    # types under its own host without configuring one. Set an absolute URL
+    # ("https://docs.example.com/problems/") to point clients at your docs.
+    # Types the IANA registers (quota-exceeded, ...) are never changed.
+    "PROBLEM_TYPE_BASE": "/problems/",
 }
 
 #: Settings that are nested dicts of their own keys, merged over their defaults key by key.

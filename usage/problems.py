@@ -13,16 +13,12 @@ from quotas.drf.handlers import respond
 from quotas.exceptions import ProblemException
 from quotas.http import problems
 
-INVALID_QUERY = problems.PROBLEM_BASE + "invalid-usage-query"
-NOT_AUTHENTICATED = problems.PROBLEM_BASE + "not-authenticated"
-FORBIDDEN = problems.PROBLEM_BASE + "forbidden"
-
 
 def invalid_query(errors: dict[str, str]) -> dict[str, Any]:
     """The 400 body: ``errors`` maps each bad query parameter to what is wrong with it."""
     names = ", ".join(sorted(errors))
     return {
-        "type": INVALID_QUERY,
+        "type": problems.problem_type("invalid-usage-query"),
         "title": "Invalid usage query",
         "status": 400,
         "detail": f"Check the query parameter(s): {names}.",
@@ -33,7 +29,7 @@ def invalid_query(errors: dict[str, str]) -> dict[str, Any]:
 def not_authenticated() -> dict[str, Any]:
     """The 401 body for a request with neither an API key nor a signed-in user."""
     return {
-        "type": NOT_AUTHENTICATED,
+        "type": problems.problem_type("not-authenticated"),
         "title": "Authentication required",
         "status": 401,
         "detail": f"Send your API key in the {quota_settings.API_KEY_HEADER} header, or sign in as staff.",
@@ -42,7 +38,7 @@ def not_authenticated() -> dict[str, Any]:
 
 def forbidden(detail: str) -> dict[str, Any]:
     """The 403 body: the caller is known but may not see what it asked for."""
-    return {"type": FORBIDDEN, "title": "Forbidden", "status": 403, "detail": detail}
+    return {"type": problems.problem_type("forbidden"), "title": "Forbidden", "status": 403, "detail": detail}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse | None:

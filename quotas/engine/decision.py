@@ -13,6 +13,8 @@ from quotas.engine.protocol import Algorithm
 from quotas.rules.snapshot import Window
 
 _US = 1_000_000
+#: Algorithms that count one per request whatever its weight (see decide.lua).
+_COUNTS_REQUESTS = frozenset({"period_requests", "concurrency"})
 
 
 @dataclass(slots=True)
@@ -61,6 +63,26 @@ class Decision:
     ban_wait_us: int = 0  # until the ban ends
     request_id: str = ""  # holds concurrency leases until released
     fallback: bool = False  # decided by the local fallback while Redis is unreachable
+
+    def units(self, window: Window) -> int:
+        """Units this request takes from ``window`` (as decide.lua counts them).
+
+        Period requests and concurrency count requests whatever the weight;
+        other windows count the request's weight, else the window's own.
+        """
+        if window.algorithm in _COUNTS_REQUESTS:
+            return 1
+        return window.weight if self.weight is None else self.weight
+
+    def weighted(self, window: Window) -> bool:
+        """Whether ``window`` counts weight units rather than requests for this request.
+
+        A period quota always counts units; another window does when this
+        request takes other than one unit from it.
+        """
+        if window.algorithm in _COUNTS_REQUESTS:
+            return False
+        return window.algorithm == "period_quota" or self.units(window) != 1
 
     @property
     def budget_denied(self) -> bool:

@@ -7,28 +7,46 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from quotas.engine.decision import _US, WindowState
 from quotas.rules.snapshot import Window
+
+
+class _Refusal(NamedTuple):
+    """What Redis said when it refused a client in one window; deadlines are monotonic seconds."""
+
+    until: float  # when the same request could be admitted (its retry time)
+    min_weight: int  # the weight refused: lighter requests still go to Redis
+    reset_at: float  # when the window's full quota is back, as Redis reported it
+    remaining: int  # what Redis said remained (less than min_weight)
+    quota: int  # the quota in force (an adaptive multiplier may have scaled it)
 
 
 class DenyMemory:
     """Clients refused recently, per window, until their retry time (monotonic).
 
     Bounded (least recently refused are forgotten first) and cleared when the
-    rules change, so a raised limit applies at once.
+    rules change, so a raised limit applies at once. A refusal answered from
+    here reports what Redis reported (the remaining units, and the reset
+    counted down from Redis's), so its headers match the 429 before it.
     """
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], _Refusal] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, tag: str, state: WindowState, weight: int) -> None:
+        """Remember that ``state`` (from Redis) refused ``tag`` a request of ``weight`` units."""
+        now = time.monotonic()
         wait_us = state.window.window * _US if state.retry_us is None else state.retry_us
-        until = time.monotonic() + wait_us / _US
+        until = now + wait_us / _US
+        refusal = _Refusal(
+            until, weight, max(until, now + state.reset_us / _US), max(0, state.remaining or 0), state.quota
+        )
         with self._lock:
-            self._entries[(tag, state.window.state_field)] = (until, weight)
+            self._entries[(tag, state.window.state_field)] = refusal
             self._entries.move_to_end((tag, state.window.state_field))
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
@@ -45,18 +63,19 @@ class DenyMemory:
             entry = self._entries.get((tag, window.state_field))
             if entry is None:
                 continue
-            until, min_weight = entry
-            if until <= now:
+            if entry.until <= now:
                 self._entries.pop((tag, window.state_field), None)
-            elif (window.weight if weight is None else weight) >= min_weight:
-                wait_us = math.ceil((until - now) * _US)
-                hits.append(WindowState(window, False, None, wait_us, wait_us))
+            elif (window.weight if weight is None else weight) >= entry.min_weight:
+                wait_us = math.ceil((entry.until - now) * _US)
+                reset_us = math.ceil((entry.reset_at - now) * _US)
+                hits.append(WindowState(window, False, entry.remaining, reset_us, wait_us, quota=entry.quota))
         return hits
 
     def ban(self, tag: str, wait_us: int) -> None:
         """Remember that ``tag`` is banned for ``wait_us`` microseconds."""
         with self._lock:
-            self._entries[(tag, "!ban")] = (time.monotonic() + wait_us / _US, 0)
+            until = time.monotonic() + wait_us / _US
+            self._entries[(tag, "!ban")] = _Refusal(until, 0, until, 0, 0)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
@@ -67,7 +86,7 @@ class DenyMemory:
         entry = self._entries.get((tag, "!ban"))
         if entry is None:
             return 0
-        left = entry[0] - time.monotonic()
+        left = entry.until - time.monotonic()
         if left <= 0:
             self._entries.pop((tag, "!ban"), None)
             return 0

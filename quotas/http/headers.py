@@ -4,6 +4,23 @@
   (-10), structured-field lists with one item per enforced window:
   ``RateLimit-Policy: "search";q=10;w=60`` and ``RateLimit: "search";r=3;t=42``,
   where ``t`` is the seconds until that window's full quota is back.
+
+  * ``q`` is always the window's full quota: the policy stays the same over a
+    sequence of responses (the draft's SHOULD), also while an adaptive
+    multiplier reduces it; the reduction shows in ``r`` (and in the 503 body).
+  * ``w`` only for a real window of fixed length (the rolling and aligned
+    rate algorithms). A concurrency limit has no window (its length is a
+    lease's lifetime) and a calendar period's length varies (a month is 28 to
+    31 days; a day in a time zone with summer time 23 to 25 hours), so
+    neither gets one; a period names itself in ``quotas-period`` instead.
+  * ``qu`` (quota unit) for units other than requests: ``"concurrent-requests"``
+    for a concurrency limit. A window counting weight units (a period quota,
+    or any request taking other than one unit) says ``qu="requests"``: the
+    closest registered unit (the draft leaves how many units a request
+    consumes to the implementation) and, unlike an unregistered value, one
+    every client may accept. The units this request took are in the
+    vendor-prefixed ``quotas-weight`` parameter of its ``RateLimit`` item.
+
 - ``X-RateLimit-Limit/Remaining/Reset`` (Reset as epoch seconds) for the most
   restrictive window, for clients written against GitHub-style headers.
 """
@@ -16,7 +33,39 @@ from typing import TYPE_CHECKING
 from quotas.conf import quota_settings
 
 if TYPE_CHECKING:
-    from quotas.engine.decision import Decision
+    from quotas.engine.decision import Decision, WindowState
+
+CONCURRENT_REQUESTS = '"concurrent-requests"'
+REQUESTS = '"requests"'
+
+
+def policy_item(state: WindowState, decision: Decision) -> str:
+    """The window's ``RateLimit-Policy`` item: its full quota, unit and window."""
+    window = state.window
+    item = f"{window.policy_sf};q={window.quota}"
+    if window.algorithm == "concurrency":
+        return f"{item};qu={CONCURRENT_REQUESTS}"
+    if decision.weighted(window):
+        item += f";qu={REQUESTS}"
+    if window.period:
+        return f'{item};quotas-period="{window.period}"'
+    return f"{item};w={window.window}"
+
+
+def state_item(state: WindowState, decision: Decision) -> str:
+    """The window's ``RateLimit`` item: what remains of it, and when more is back."""
+    window = state.window
+    item = f"{window.state_prefix}{max(0, state.remaining or 0)}"
+    if window.algorithm == "concurrency":
+        # Leases come back when requests end, at no known time: ``t`` only on a refusal,
+        # where it is the Retry-After hint (the draft: Retry-After not before ``t``).
+        if not state.ok and state.retry_us is not None:
+            item += f";t={math.ceil(state.retry_us / 1e6)}"
+    else:
+        item += f";t={math.ceil(state.reset_us / 1e6)}"
+    if decision.weighted(window):
+        item += f";quotas-weight={decision.units(window)}"
+    return item
 
 
 def rate_limit_headers(decision: Decision) -> dict[str, str]:
@@ -27,16 +76,11 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
     policy: list[str] = []
     current: list[str] = []
     for s in decision.states:
-        window = s.window
-        if not window.advertised:
+        if not s.window.advertised:
             continue
-        # While an adaptive multiplier is in force, the reduced quota is what is advertised.
-        if s.quota == window.quota:
-            policy.append(window.policy_item)
-        else:
-            policy.append(f"{window.policy_sf};q={s.quota};w={window.window}")
+        policy.append(policy_item(s, decision))
         if s.remaining is not None:
-            current.append(f"{window.state_prefix}{max(0, s.remaining)};t={math.ceil(s.reset_us / 1e6)}")
+            current.append(state_item(s, decision))
     if not policy:
         return {}
     headers = {"RateLimit-Policy": ", ".join(policy)}

@@ -9,18 +9,42 @@ from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponse
 
+from quotas.conf import quota_settings
 from quotas.rules.money import from_micros
 
 if TYPE_CHECKING:
     from quotas.engine.decision import Decision
-    from quotas.rules.snapshot import PlanRules
+    from quotas.rules.snapshot import PlanRules, Window
 
 CONTENT_TYPE = "application/problem+json"
 # Problem types registered by draft-ietf-httpapi-ratelimit-headers.
 QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 TEMPORARY_REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
-# Our own problem types are URNs: stable identifiers that need no web page.
-PROBLEM_BASE = "urn:quotas:problem:"
+ABNORMAL_USAGE = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+
+#: Our own problem types, by slug: appended to QUOTAS['PROBLEM_TYPE_BASE'] (the README's
+#: "Problem types" section documents each one).
+OWN_TYPES = (
+    "access-denied",
+    "invalid-api-key",
+    "request-out-of-bounds",
+    "shaping-unavailable",
+    "too-many-failed-authentications",
+    "metrics-token-required",
+    "metrics-not-configured",
+    "invalid-usage-query",
+    "not-authenticated",
+    "forbidden",
+)
+
+
+def problem_type(slug: str) -> str:
+    """The ``type`` URI of our own problem ``slug``: ``QUOTAS['PROBLEM_TYPE_BASE']`` + slug.
+
+    Read at call time, so a changed setting applies at once.
+    """
+    return f"{quota_settings.PROBLEM_TYPE_BASE}{slug}"
+
 
 _KEY_DETAIL = {
     "malformed": "The API key in the request is malformed: send the key you were issued, "
@@ -40,18 +64,32 @@ def per(seconds: int) -> str:
     return f"per {seconds} seconds"  # pragma: no cover - every window divides by 1
 
 
+def span(window: Window) -> str:
+    """What a window's quota is counted over, in words: 'per minute', 'per month', 'at once'.
+
+    A concurrency window's length is a lease's lifetime, not a window, and a
+    calendar period's length varies, so neither is given in seconds.
+    """
+    if window.algorithm == "concurrency":
+        return "in flight at once"
+    if window.period:
+        return f"per {window.period.replace('_', ' ')}"
+    return per(window.window)
+
+
 def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
     """The 429 body: which limit denied, its quota and window, and when to retry."""
     state = decision.denying_state()
     window = state.window
     retry = decision.retry_after or 1
-    unit = "request" if window.quota == 1 else "requests"
+    noun = "unit" if decision.weighted(window) else "request"
+    unit = noun if window.quota == 1 else noun + "s"
     body: dict[str, Any] = {
         "type": QUOTA_EXCEEDED,
         "title": "Quota exceeded",
         "status": 429,
         "detail": (
-            f"The limit '{window.policy}' allows {window.quota} {unit} {per(window.window)}; "
+            f"The limit '{window.policy}' allows {window.quota} {unit} {span(window)}; "
             f"retry in {retry} second{'' if retry == 1 else 's'}."
         ),
         "reason": "rate_limited",
@@ -67,8 +105,7 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
     }
     if state.retry_us is None:
         body["detail"] = (
-            f"This request costs more than the limit '{window.policy}' can ever allow "
-            f"({window.quota} {per(window.window)})."
+            f"This request costs more than the limit '{window.policy}' can ever allow ({window.quota} {span(window)})."
         )
     if plan_slug:
         body["plan"] = plan_slug
@@ -111,9 +148,6 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
     if upgrade is not None:
         body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
     return body
-
-
-ABNORMAL_USAGE = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 
 
 def banned(decision: Decision, plan_slug: str | None) -> dict[str, Any]:
@@ -163,7 +197,7 @@ def reduced_capacity(decision: Decision) -> dict[str, Any]:
 def access_denied(entry: Any, now: float) -> dict[str, Any]:
     """The 403 body for a deny-list entry; Retry-After only when the entry expires."""
     body: dict[str, Any] = {
-        "type": PROBLEM_BASE + "access-denied",
+        "type": problem_type("access-denied"),
         "title": "Access denied",
         "status": 403,
         "detail": f"This client may not use this API{' here' if entry.scope else ''}: {entry.reason}"
@@ -180,7 +214,7 @@ def access_denied(entry: Any, now: float) -> dict[str, Any]:
 def invalid_api_key(reason: str) -> dict[str, Any]:
     """The 401 body for a malformed, unknown or revoked API key."""
     return {
-        "type": PROBLEM_BASE + "invalid-api-key",
+        "type": problem_type("invalid-api-key"),
         "title": "Invalid API key",
         "status": 401,
         "detail": _KEY_DETAIL[reason],
@@ -191,7 +225,7 @@ def invalid_api_key(reason: str) -> dict[str, Any]:
 def out_of_bounds(what: str, value: object, maximum: object) -> dict[str, Any]:
     """The 400 body for a request whose weight or cost is out of bounds."""
     return {
-        "type": PROBLEM_BASE + "request-out-of-bounds",
+        "type": problem_type("request-out-of-bounds"),
         "title": "Request out of bounds",
         "status": 400,
         "detail": f"This request would spend {what} {value}; a request may spend from 0 to {maximum}.",
@@ -202,7 +236,7 @@ def out_of_bounds(what: str, value: object, maximum: object) -> dict[str, Any]:
 def shaping_unavailable(retry_after: int) -> dict[str, Any]:
     """The 429 body for a request a shaping limit admitted but this server has no room to delay."""
     return {
-        "type": PROBLEM_BASE + "shaping-unavailable",
+        "type": problem_type("shaping-unavailable"),
         "title": "Too many delayed requests",
         "status": 429,
         "detail": "The request is within its limits but would have to wait its turn, and this server is already "
@@ -215,7 +249,7 @@ def shaping_unavailable(retry_after: int) -> dict[str, Any]:
 def auth_throttled(retry_after: int) -> dict[str, Any]:
     """The 429 body for a client over its limit of failed authentications."""
     return {
-        "type": PROBLEM_BASE + "too-many-failed-authentications",
+        "type": problem_type("too-many-failed-authentications"),
         "title": "Too many failed authentications",
         "status": 429,
         "detail": "Too many attempts with wrong credentials came from this address or for this user. "

@@ -134,7 +134,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 def _problem(status: int, slug: str, detail: str) -> dict:
     return {
-        "type": problems.PROBLEM_BASE + slug,
+        "type": problems.problem_type(slug),
         "title": "Metrics access refused",
         "status": status,
         "detail": detail,

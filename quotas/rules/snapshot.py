@@ -46,7 +46,6 @@ class Window:
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
     # Header text that never changes for a window, made once here rather than on every response.
     advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
-    policy_item: str = field(init=False, compare=False, repr=False)  # its RateLimit-Policy item, full quota
     state_prefix: str = field(init=False, compare=False, repr=False)  # the start of its RateLimit item
 
     def __post_init__(self) -> None:
@@ -59,7 +58,6 @@ class Window:
         object.__setattr__(self, "policy_sf", policy_sf)
         # Shadow windows never refuse and budgets count money, so neither is advertised.
         object.__setattr__(self, "advertised", not self.shadow and self.algorithm != "budget")
-        object.__setattr__(self, "policy_item", f"{policy_sf};q={self.quota};w={self.window}")
         object.__setattr__(self, "state_prefix", policy_sf + ";r=")
 
     @property

@@ -29,12 +29,14 @@ def publish(redis_client, multipliers: dict) -> None:
     engine.rules.refresh_multipliers()
 
 
-def test_reduced_quota_is_advertised(free, redis_client):
+def test_reduced_quota_shows_in_ratelimit_while_the_policy_stays_stable(free, redis_client):
+    """Under a multiplier the policy keeps its full quota; what remains (r) counts from the reduced one."""
     publish(redis_client, {str(free.pk): 0.5})
     response = APIClient().get("/api/demo/ping", HTTP_X_API_KEY=issue_key(plan=free))
     assert response.status_code == 200
     assert response["X-RateLimit-Limit"] == "5"
-    assert response["RateLimit-Policy"] == '"global";q=5;w=60'
+    assert response["RateLimit-Policy"] == '"global";q=10;w=60'
+    assert response["RateLimit"].startswith('"global";r=4;t=')
 
 
 def test_refusal_caused_only_by_the_reduction_is_503(free, redis_client):

@@ -26,23 +26,46 @@ from quotas.observability import metrics
 from quotas.rules.rates import Rate
 from quotas.rules.snapshot import LimitRule, Subscriber, sf_string
 
-ALGORITHMS = ("token_bucket", "fixed_window", "sliding_window_log", "leaky_bucket", "budget")
+ALGORITHMS = (
+    "token_bucket", "fixed_window", "sliding_window_log", "leaky_bucket", "budget",
+    "concurrency", "period_quota", "period_requests",
+)  # fmt: skip
 
 
 def reference_headers(decision: Decision, legacy: bool) -> dict[str, str]:
-    """rate_limit_headers as it was written before the single pass."""
+    """rate_limit_headers written out plainly from the README's rules (Responses)."""
     states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
     if not states:
         return {}
-    policy = ", ".join(f"{sf_string(s.window.policy)};q={s.quota};w={s.window.window}" for s in states)
-    current = ", ".join(
-        f"{sf_string(s.window.policy)};r={max(0, s.remaining)};t={math.ceil(s.reset_us / 1e6)}"
-        for s in states
-        if s.remaining is not None
-    )
-    headers = {"RateLimit-Policy": policy}
+
+    def weighted(w) -> bool:
+        units = w.weight if decision.weight is None else decision.weight
+        return w.algorithm not in ("concurrency", "period_requests") and (w.algorithm == "period_quota" or units != 1)
+
+    policy, current = [], []
+    for s in states:
+        w = s.window
+        item = f"{sf_string(w.policy)};q={w.quota}"  # the full quota, whatever the multiplier
+        if w.algorithm == "concurrency":
+            item += ';qu="concurrent-requests"'
+        elif w.period:
+            item += (';qu="requests"' if weighted(w) else "") + f';quotas-period="{w.period}"'
+        else:
+            item += (';qu="requests"' if weighted(w) else "") + f";w={w.window}"
+        policy.append(item)
+        if s.remaining is None:
+            continue
+        state = f"{sf_string(w.policy)};r={max(0, s.remaining)}"
+        if w.algorithm != "concurrency":
+            state += f";t={math.ceil(s.reset_us / 1e6)}"
+        elif not s.ok and s.retry_us is not None:
+            state += f";t={math.ceil(s.retry_us / 1e6)}"
+        if weighted(w):
+            state += f";quotas-weight={w.weight if decision.weight is None else decision.weight}"
+        current.append(state)
+    headers = {"RateLimit-Policy": ", ".join(policy)}
     if current:
-        headers["RateLimit"] = current
+        headers["RateLimit"] = ", ".join(current)
     if legacy:
         top = decision.most_restrictive()
         if top is not None:
@@ -60,6 +83,7 @@ def random_decision(rng: random.Random) -> Decision:
             name=rng.choice(["search", 'we"ird\\name', "naïve", f"limit-{i}"]),
             rates=(Rate(rng.choice([1, 5, 10, 100]), rng.choice([1, 60, 3600])),),
             algorithm=rng.choice(ALGORITHMS),
+            weight=rng.choice([1, 1, 2]),
             shadow=rng.random() < 0.2,
             period="day" if rng.random() < 0.1 else "",
         )
@@ -79,12 +103,12 @@ def random_decision(rng: random.Random) -> Decision:
             )
         )
     allowed = all(s.ok or s.window.shadow for s in states)
-    return Decision(allowed, states, 1_700_000_000 + rng.random())
+    return Decision(allowed, states, 1_700_000_000 + rng.random(), rng.choice([None, None, 0, 1, 3]))
 
 
 @pytest.mark.parametrize("legacy", [True, False])
 def test_headers_match_the_plain_implementation_on_random_decisions(settings, legacy):
-    """For any mix of windows, quotas, denials and ties, the headers are the same text as before."""
+    """For any mix of windows, units, quotas, denials and ties, the headers are the rules written out plainly."""
     settings.QUOTAS = {**settings.QUOTAS, "LEGACY_HEADERS": legacy}
     rng = random.Random(1234)
     for _ in range(3000):
