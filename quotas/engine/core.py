@@ -147,8 +147,9 @@ class Engine:
             if banned_for:
                 self._count_locally(tag, usage, "dx")
                 return Decision(
-                    False, [], time.time(), weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for
-                )
+                    False, _banned_states(windows, banned_for, multiplier), time.time(), weight,
+                    local=True, tag=tag, banned=True, ban_wait_us=banned_for,
+                )  # fmt: skip
             # With escalation on, refusals must reach Redis to be counted toward a ban
             # (which is then remembered here); a flood costs at most the ban threshold.
             remembered = [] if ban_policy else self.deny_memory.check(tag, windows, weight)
@@ -199,7 +200,10 @@ class Engine:
         reply = DecideReply.decode(raw, len(windows))
         flags = reply.flags
         banned = flags == DecideFlag.BANNED  # a banned client's limits are not read: no window in the reply
-        states = [_state(w, r, multiplier) for w, r in zip(windows, reply.windows, strict=not banned)]
+        if banned:
+            states = _banned_states(windows, reply.ban_wait_us, multiplier)
+        else:
+            states = [_state(w, r, multiplier) for w, r in zip(windows, reply.windows, strict=True)]
         decision = Decision(
             reply.allowed,
             states,
@@ -216,7 +220,7 @@ class Engine:
             ban_wait_us=reply.ban_wait_us,
             request_id=pending.request_id,
         )
-        if states and not peek and any(w.period for w in windows):
+        if states and not peek and not banned and any(w.period for w in windows):
             self.fallback.remember(tag, states, decision.now)  # what an outage may still spend (fallback.py)
         if decision.banned or decision.ban_started:
             if now is None and not peek:
@@ -446,6 +450,17 @@ class Engine:
         self.flush_usage(spool_on_failure=True)
         atexit.unregister(self.flush_usage)
         self.redis.close()
+
+
+def _banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:
+    """What a banned client's windows show: nothing left until the ban ends.
+
+    The script does not read a banned client's limits, so there are no real
+    states; these give every 429 of a ban its RateLimit headers (r=0, t = the
+    ban's end) without counting as refusals of those windows (``ok`` stays True:
+    the ban refused the request, not the windows).
+    """
+    return [WindowState(w, True, 0, wait_us, 0, quota=scaled(w, multiplier)) for w in windows]
 
 
 def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState:

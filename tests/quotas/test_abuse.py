@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import time
 
@@ -33,7 +34,9 @@ def test_repeated_refusals_ban_the_client(engine):
     assert last.retry_after == 60
     banned = engine.decide("{c}", windows(), now=T0 + 2, ban_policy=POLICY)
     assert banned.banned
-    assert banned.states == []
+    # The limits were not read: each window only shows nothing left until the ban ends (for the headers).
+    assert banned.denying_states() == []
+    assert [(s.remaining, s.reset_us) for s in banned.states] == [(0, 59_000_000)] * len(banned.states)
     assert banned.retry_after == 59
 
 
@@ -134,6 +137,11 @@ class TestOverHTTP:
         assert body["reason"] == "banned"
         assert body["type"].endswith("#abnormal-usage-detected")
         assert 55 <= int(response["Retry-After"]) <= 60
+        # Every 429 of a ban says RateLimit too: nothing left until the ban ends (draft: RateLimit on every 429).
+        assert response["RateLimit-Policy"] == '"global";q=1;w=60'
+        remaining, reset = re.fullmatch(r'"global";r=(\d+);t=(\d+)', response["RateLimit"]).groups()
+        assert remaining == "0"
+        assert abs(int(reset) - int(response["Retry-After"])) <= 1
 
     def test_concurrency_lease_is_released_after_the_response(self):
         from rest_framework.test import APIClient
