@@ -95,6 +95,16 @@ class Prepared:
     request_id: str
     plan_slug: str | None
 
+    def decide_options(self) -> dict[str, Any]:
+        """The keyword arguments of the engine's decide call (sync or async) for this ask."""
+        return {
+            "cost_micros": self.cost,
+            "usage": self.usage,
+            "multiplier": self.multiplier,
+            "ban_policy": self.ban_policy,
+            "request_id": self.request_id,
+        }
+
 
 def admit(engine: Engine, rules: RuleSet, ask: Ask) -> Admission:
     """Decide ``ask`` (see the module docstring); never raises for a refusal, returns it."""
@@ -102,16 +112,7 @@ def admit(engine: Engine, rules: RuleSet, ask: Ask) -> Admission:
     if isinstance(prepared, Admission):
         return prepared
     try:
-        decision = engine.decide(
-            ask.client.tag,
-            ask.windows,
-            ask.weight,
-            cost_micros=prepared.cost,
-            usage=prepared.usage,
-            multiplier=prepared.multiplier,
-            ban_policy=prepared.ban_policy,
-            request_id=prepared.request_id,
-        )
+        decision = engine.decide(ask.client.tag, ask.windows, ask.weight, **prepared.decide_options())
     except StoreUnavailable:
         return conclude(engine, rules, ask, prepared, fail(engine, ask, prepared))
     return conclude(engine, rules, ask, prepared, decision)
@@ -128,15 +129,7 @@ async def admit_async(engine: Engine, rules: RuleSet, ask: Ask) -> Admission:
         return prepared
     try:
         decision: Decision | Admission = await aio.decide(
-            engine,
-            ask.client.tag,
-            ask.windows,
-            ask.weight,
-            cost_micros=prepared.cost,
-            usage=prepared.usage,
-            multiplier=prepared.multiplier,
-            ban_policy=prepared.ban_policy,
-            request_id=prepared.request_id,
+            engine, ask.client.tag, ask.windows, ask.weight, **prepared.decide_options()
         )
     except StoreUnavailable:
         decision = fail(engine, ask, prepared)
