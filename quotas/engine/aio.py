@@ -1,7 +1,7 @@
 """The decision from asyncio: :meth:`Engine.decide`'s call, sent by redis-py's asyncio client.
 
-The same script (decide.lua, from :func:`~quotas.engine.scripts.script_source`,
-so the same SHA), the same keys and arguments
+The same call (the library's ``decide``, by FCALL or EVALSHA as
+:class:`~quotas.engine.scripts.AsyncLuaScript` finds the server can), the same keys and arguments
 (:meth:`~quotas.engine.core.Engine.prepare_decide`) and the same reading of
 the reply (:meth:`~quotas.engine.core.Engine.finish_decide`): only the round
 trip differs, so an async view does not hold a thread while Redis answers.
@@ -30,7 +30,7 @@ from quotas.conf import quota_settings
 from quotas.engine.core import Engine
 from quotas.engine.decision import Decision
 from quotas.engine.redis_connect import STORE_ERRORS, parse_url
-from quotas.engine.scripts import script_source
+from quotas.engine.scripts import AsyncLuaScript
 from quotas.rules.snapshot import Window
 
 #: Per event loop: the engine the client was made for, the client, and decide.lua registered on it.
@@ -96,7 +96,7 @@ def _script(engine: Engine) -> Any:
         # script may have run; a refused connection is retried once, at once.
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     )
-    script = client.register_script(script_source("decide"))
+    script = AsyncLuaScript(client, "decide")
     # An engine rebuilt after a settings change gets a new client; the old one's connections close
     # when it is collected.
     _clients[loop] = (engine, client, script)

@@ -36,7 +36,7 @@ from quotas.engine.protocol import (
     release_args,
 )
 from quotas.engine.redis_connect import STORE_ERRORS, is_script_error
-from quotas.engine.scripts import LuaScript, script_source
+from quotas.engine.scripts import LuaScript
 from quotas.engine.usage_buffer import UsageBuffer, replay_spool
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.observability import metrics
@@ -83,10 +83,10 @@ class Engine:
         self.breaker = CircuitBreaker(float(quota_settings.PROBE_INTERVAL))
         self.fallback = LocalLimiter(float(quota_settings.LOCAL_SHARE), deny_memory_size)
         atexit.register(self.flush_usage, spool_on_failure=True)
-        self._decide = LuaScript(client, script_source("decide"))
-        self._refund = LuaScript(client, script_source("refund"))
-        self._adjust = LuaScript(client, script_source("adjust"))
-        self._release = LuaScript(client, script_source("release"))
+        self._decide = LuaScript.entry(client, "decide")
+        self._refund = LuaScript.entry(client, "refund")
+        self._adjust = LuaScript.entry(client, "adjust")
+        self._release = LuaScript.entry(client, "release")
 
     def decide(
         self,

@@ -364,12 +364,14 @@ def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
 
 
 def lua_constants() -> str:
-    """Lua ``local`` definitions of the contract (algorithms, the window spec format, every script's ARGV
-    slots, decide.lua's reply layout and flags, the usage TTL), for the top of each assembled script."""
+    """Lua ``local`` definitions of the contract (algorithms, the window spec format, every function's
+    ARGV slots, decide's reply layout and flags, the usage TTL), for the top of the assembled library."""
     lines = ["-- Generated from quotas/engine/protocol.py: do not edit in the .lua files."]
     lines += [f"local {a.name} = {int(a)}" for a in Algorithm]
     periodic = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.periodic)
     lines.append(f"local IS_PERIOD = {{{periodic}}}  -- specs carrying a calendar period's bounds")
+    own = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.own_key)
+    lines.append(f"local HAS_OWN_KEY = {{{own}}}  -- state in a key of its own, not a field of the bucket")
     lines.append(f"local SPEC_FORMAT = '{SPEC_FORMAT}'")
     for script, layout in _ARGV_LAYOUTS.items():
         lines += [f"local {script}_ARG_{a.name} = {int(a)}" for a in layout]

@@ -1,60 +1,55 @@
-"""The Lua scripts, assembled from the files in ``quotas/lua`` and called by SHA.
+"""Calling the Lua library's entry points (``quotas.engine.library``) from Python.
 
-``decide.lua`` is the only script on the request path. It is assembled once
-per process from the shared helpers and one small file per algorithm, and
-called by :class:`LuaScript`, which sends EVALSHA and loads the source only
-when the server answers NOSCRIPT (after a restart or a SCRIPT FLUSH).
+``decide`` is the only call on the request path. :class:`LuaScript` sends it
+as FCALL where the server has functions (Redis 7+) and as EVALSHA where it
+does not (Redis 6.2), loading the library or the script only when the server
+answers that it lacks it (after a restart, a FUNCTION FLUSH or SCRIPT FLUSH,
+a failover). Those answers mean nothing ran, so the call is simply sent again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import select
 import threading
 import time
 import weakref
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import redis
 from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quotas.engine.protocol import lua_constants
+from quotas.engine.library import function_name, library_source, script_source
 
-_PARTS = {
-    "decide": (
-        "common.lua",
-        "fixed_window.lua",
-        "sliding_window_counter.lua",
-        "gcra.lua",
-        "period.lua",
-        "sliding_window_log.lua",
-        "concurrency.lua",
-        "ban.lua",
-        "usage.lua",
-        "bucket.lua",
-        "decide.lua",
-    ),
-    "release": ("release.lua",),
-    "refund": ("common.lua", "period.lua", "refund.lua"),
-    "adjust": ("common.lua", "period.lua", "usage.lua", "adjust.lua"),
-    "usage_add": ("usage.lua", "usage_add.lua"),
-}
+logger = logging.getLogger(__name__)
+
+#: What to do about an error reply that proves the call never ran (see :func:`remedy`).
+LOAD_LIBRARY, USE_EVAL, LOAD_SCRIPT = "load-library", "use-eval", "load-script"
 
 
-@cache
-def script_source(name: str) -> str:
-    """The assembled source of script ``name`` ("decide" or "refund")."""
-    folder = resources.files("quotas.engine") / "lua"
-    parts = [folder.joinpath(part).read_text(encoding="utf-8") for part in _PARTS[name]]
-    return "\n".join([lua_constants(), *parts])
+def remedy(exc: ResponseError, functions: bool) -> str | None:
+    """How to recover from ``exc``, the reply to a call sent as FCALL (``functions``) or EVALSHA; None: a real error.
+
+    * FCALL, "Function not found": the server lost the library; load it.
+    * FCALL, unknown command (Redis 6.2) or NOPERM (an ACL user without FCALL):
+      call by EVALSHA from now on.
+    * EVALSHA, NOSCRIPT: load the script.
+    """
+    message = str(exc)
+    if not functions:
+        return LOAD_SCRIPT if isinstance(exc, NoScriptError) else None
+    if message.startswith("Function not found"):
+        return LOAD_LIBRARY
+    if message.startswith("unknown command") or message.startswith("NOPERM"):
+        return USE_EVAL
+    return None
 
 
 #: Seconds a thread keeps the connection it took from the pool before handing it
@@ -103,15 +98,21 @@ def _held_slot(pool: Any) -> threading.local:
 
 
 class LuaScript:
-    """A Lua script called by SHA; loaded into Redis only when it answers NOSCRIPT.
+    """One entry point of the Lua library, called by FCALL, or by EVALSHA where the server has no functions.
+
+    The first call is sent as FCALL. A server without functions (Redis 6.2,
+    or an ACL user not allowed FCALL) makes this object call by EVALSHA from
+    then on; a server that lost the library gets it loaded again (FUNCTION
+    LOAD REPLACE, which only ever replaces the library with itself: its name
+    carries a hash of its code). See :func:`remedy`.
 
     With a plain :class:`redis.Redis` client each thread keeps one pooled
     connection (shared by all scripts on that client) for up to
-    :data:`HOLD_SECONDS` and writes the packed EVALSHA to
+    :data:`HOLD_SECONDS` and writes the packed call to
     it directly: redis-py's generic command path (pool checkout and release,
     argument encoding, retries, callbacks) costs about as much as the decision
-    script itself, and the engine handles failures on its own. Other clients
-    (cluster) use redis-py's own :class:`~redis.commands.core.Script`.
+    itself, and the engine handles failures on its own. Other clients
+    (cluster) use redis-py's ``fcall`` and its own :class:`~redis.commands.core.Script`.
 
     Measured (``make bench`` section 8, a no-op script, 2 cores, Redis 7.0,
     run of 2026-11-22 17:27 UTC): 39.4 us per call on the held connection
@@ -121,13 +122,28 @@ class LuaScript:
     losing a request to a connection Redis closed (see :meth:`_send`).
     """
 
-    def __init__(self, client: Any, source: str) -> None:
+    def __init__(self, client: Any, source: str, function: str | None = None, library: str | None = None) -> None:
         self.client = client
         self.source = source
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+        self.function = function
+        self.library = library
+        #: Whether calls go out as FCALL; False without a function, or once the server showed it cannot run one.
+        self.functions = function is not None
         self._direct = type(client) is redis.Redis
         self._script = client.register_script(source)
         self._local = _held_slot(client.connection_pool) if self._direct else threading.local()
+
+    @classmethod
+    def entry(cls, client: Any, name: str) -> LuaScript:
+        """The library's entry point ``name`` ("decide", "refund", ...) on ``client``."""
+        return cls(client, script_source(name), function_name(name), library_source())
+
+    def command(self, keys: Sequence[object], args: Sequence[object]) -> tuple[object, ...]:
+        """The command that calls this entry point with ``keys`` and ``args`` (FCALL, or EVALSHA)."""
+        if self.functions:
+            return ("FCALL", self.function, len(keys), *keys, *args)
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
     def _connection(self) -> _HeldConnection:
         held = getattr(self._local, "held", None)
@@ -142,33 +158,62 @@ class LuaScript:
         return held
 
     def __call__(self, keys: Sequence[str], args: Sequence[object]) -> Any:
-        """Run the script; redis-py errors propagate (the caller maps them).
+        """Run the entry point; redis-py errors propagate (the caller maps them).
 
         A connection Redis closed while it sat in this thread (CLIENT KILL, a
         proxy's idle timeout, a restart) is replaced and the command sent again,
         once, but only when the command provably never reached Redis (see
         :meth:`_send`). Once it was sent, a failure to read the reply (a
-        timeout, a connection lost meanwhile) is never retried: the script may
+        timeout, a connection lost meanwhile) is never retried: the call may
         have run, and running it again would count the request twice.
         """
         if not self._direct:
-            return self._script(keys=keys, args=args)
-        packed = pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))  # type: ignore[arg-type]
-        held = self._send(packed)
+            return self._call_generic(keys, args)
+        held = self._send(pack_command(self.command(keys, args)))  # type: ignore[arg-type]
         conn = held.conn
         try:
             try:
                 return conn.read_response()
-            except NoScriptError:
-                conn.send_command("SCRIPT", "LOAD", self.source)
-                conn.read_response()
-                conn.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            except ResponseError as exc:
+                fix = remedy(exc, self.functions)
+                if fix is None:
+                    raise
+                self._apply(fix, lambda *command: _ask(conn, command))
+                conn.send_packed_command([pack_command(self.command(keys, args))], False)  # type: ignore[arg-type]
                 return conn.read_response()
         except (RedisConnectionError, RedisTimeoutError, OSError):
             # A half-read reply must never be read by the next request on this connection.
             conn.disconnect()
             held.release()
             raise
+
+    def _call_generic(self, keys: Sequence[str], args: Sequence[object]) -> Any:
+        for attempt in range(2):
+            try:
+                if self.functions:
+                    return self.client.fcall(self.function, len(keys), *keys, *args)
+                return self._script(keys=keys, args=args)  # redis-py's Script loads itself on NOSCRIPT
+            except ResponseError as exc:
+                fix = remedy(exc, self.functions)
+                if fix is None or attempt:
+                    raise
+                self._apply(fix, self.client.execute_command)
+        raise AssertionError("unreachable")
+
+    def _apply(self, fix: str, ask: Any) -> None:
+        """Load what the server lacks, or switch to EVALSHA (``ask`` sends one command and returns its reply)."""
+        if fix == LOAD_LIBRARY:
+            try:
+                ask("FUNCTION", "LOAD", "REPLACE", self.library)
+                return
+            except ResponseError as exc:  # e.g. NOPERM: an ACL user may call scripts but not load functions
+                logger.warning("quotas: cannot load the Lua function library (%s); calling by EVALSHA", exc)
+            fix = USE_EVAL
+        if fix == USE_EVAL:
+            logger.info("quotas: Redis runs no functions for this client; calling %s by EVALSHA", self.function)
+            self.functions = False
+        if self._direct:  # redis-py's Script (the other clients) loads itself on NOSCRIPT
+            ask("SCRIPT", "LOAD", self.source)
 
     def _send(self, packed: bytes) -> _HeldConnection:
         """Write ``packed`` on this thread's connection; returns the connection it went out on.
@@ -197,6 +242,45 @@ class LuaScript:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+
+class AsyncLuaScript:
+    """:class:`LuaScript` for redis-py's asyncio client: FCALL, or EVALSHA, with the same remedies (:func:`remedy`)."""
+
+    def __init__(self, client: Any, entry: str) -> None:
+        self.client = client
+        self.entry = entry
+        self.function = function_name(entry)
+        self.functions = True
+        self._script = client.register_script(script_source(entry))
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[object]) -> Any:
+        """Run the entry point; redis-py errors propagate."""
+        for attempt in range(2):
+            try:
+                if self.functions:
+                    return await self.client.fcall(self.function, len(keys), *keys, *args)
+                return await self._script(keys=keys, args=args)  # loads itself on NOSCRIPT
+            except ResponseError as exc:
+                fix = remedy(exc, self.functions)
+                if fix is None or attempt:
+                    raise
+                if fix == LOAD_LIBRARY:
+                    try:
+                        await self.client.function_load(library_source(), replace=True)
+                        continue
+                    except ResponseError as load_exc:
+                        logger.warning(
+                            "quotas: cannot load the Lua function library (%s); calling by EVALSHA", load_exc
+                        )
+                self.functions = False
+        raise AssertionError("unreachable")
+
+
+def _ask(conn: Any, command: tuple[object, ...]) -> Any:
+    """Send ``command`` on ``conn`` and read its reply (errors raise)."""
+    conn.send_command(*command)
+    return conn.read_response()
 
 
 def _closed_or_dirty(conn: Any) -> bool:

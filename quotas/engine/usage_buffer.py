@@ -137,7 +137,7 @@ class UsageBuffer:
 
 def write_batch(client: Any, writer: str, batch: Batch) -> None:
     """Add ``batch`` to its usage hashes (one script call per hash; a hash that has it already skips it)."""
-    from quotas.engine.scripts import script_source  # the scripts module imports the engine's settings lazily too
+    from quotas.engine.library import script_source  # off the request path: EVALSHA on any server
 
     script = client.register_script(script_source("usage_add"))
     per_key: defaultdict[tuple[str, str], list[Any]] = defaultdict(list)

@@ -13,6 +13,7 @@ from quotas.engine.runtime import get_engine
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.script_calls import script_calls
 
 EXACT = ["fixed_window", "sliding_window_log", "token_bucket", "leaky_bucket", "sliding_window_counter"]
 PROCESSES = 8
@@ -70,7 +71,7 @@ def test_skewed_application_clocks_share_one_limit(engine):
 
 @pytest.mark.django_db
 @pytest.mark.urls("tests.urls")
-def test_one_evalsha_per_decision_and_none_for_a_remembered_client(redis_client):
+def test_one_script_call_per_decision_and_none_for_a_remembered_client(redis_client):
     """Redis command statistics: one EVALSHA per request, none while refused locally."""
     plan = PlanFactory(slug="free", is_default=True)
     for i in range(5):
@@ -81,11 +82,7 @@ def test_one_evalsha_per_decision_and_none_for_a_remembered_client(redis_client)
     redis_client.config_resetstat()
     for _ in range(19):
         assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
-    assert _calls(redis_client, "evalsha") == 19
+    assert script_calls(redis_client) == 19
     codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(100)]
     assert codes == [429] * 100
-    assert _calls(redis_client, "evalsha") == 20  # only the first refusal reached Redis
-
-
-def _calls(client, command: str) -> int:
-    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+    assert script_calls(redis_client) == 20  # only the first refusal reached Redis

@@ -1,4 +1,4 @@
-"""The decision script's connections: one per thread, handed back to the pool."""
+"""The Lua calls' connections: one per thread, handed back to the pool."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from quotas.checks import check_throttle_has_rates
 from quotas.drf.throttling import QuotaThrottle, drf_algorithm
 from quotas.identity.clients import client_ip
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
+from tests.script_calls import script_calls
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
 
@@ -91,10 +92,6 @@ def rates(settings):
 
 def statuses(client, path, n, **extra):
     return [client.get(path, **extra).status_code for _ in range(n)]
-
-
-def evalsha_calls(redis_client) -> int:
-    return redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
 
 
 def drf_request(user=None) -> Request:
@@ -238,11 +235,11 @@ def test_get_cache_key_counts_per_tenant(client, rates):
 def test_get_cache_key_returning_none_is_not_throttled(client, rates, redis_client):
     """None: admitted, nothing spent, no rate-limit headers, Redis not asked (DRF's contract)."""
     rates({"anon": "1/min"})
-    before = evalsha_calls(redis_client)
+    before = script_calls(redis_client)
     responses = [client.get("/tenant", HTTP_X_TENANT="internal") for _ in range(5)]
     assert {r.status_code for r in responses} == {200}
     assert not any(r.has_header("RateLimit") or r.has_header("X-RateLimit-Limit") for r in responses)
-    assert evalsha_calls(redis_client) == before
+    assert script_calls(redis_client) == before
     assert statuses(client, "/tenant", 2) == [200, 429]  # the same client, through the default key
 
 
@@ -284,9 +281,9 @@ def test_default_hooks_name_the_client(rates):
 def test_a_scoped_view_also_gets_the_anon_and_user_rates(client, rates, redis_client):
     """An anonymous client of a scoped view is held to the scope's, the anon and the user rate: one decision."""
     rates({"anon": "2/min", "user": "5/min", "uploads": "3/min"})
-    before = evalsha_calls(redis_client)
+    before = script_calls(redis_client)
     first = client.get("/scoped")
-    assert evalsha_calls(redis_client) == before + 1
+    assert script_calls(redis_client) == before + 1
     assert first["RateLimit-Policy"] == '"uploads";q=3;w=60, "anon";q=2;w=60, "user";q=5;w=60'
     refused = [first, client.get("/scoped"), client.get("/scoped")][-1]
     assert refused.status_code == 429

@@ -14,6 +14,7 @@ from quotas.checks import check_path_limits
 from quotas.django.decorators import quota_limited
 from quotas.django.guard import view_rule
 from quotas.engine import aio
+from quotas.engine.library import function_name, library_name
 from quotas.exceptions import InvalidRate
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
@@ -208,7 +209,7 @@ def test_the_middleware_limits_async_views_under_asgi(hooks):
 
 
 def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
-    """redis-py's asyncio client runs the same decide.lua on the same keys: each side sees the other's spending."""
+    """redis-py's asyncio client calls the same decide function on the same keys: each side sees the other's use."""
     window = view_rule("shared", "3/min", "sliding_window_log").windows[0]
 
     async def spend():
@@ -216,9 +217,11 @@ def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
         await aio.close()
         return decision
 
-    redis_client.script_flush()  # so the script the asyncio client loads is seen to be the engine's
+    redis_client.function_flush()  # so the library the asyncio client loads is seen to be the engine's
     first = async_to_sync(spend)()
-    assert redis_client.script_exists(engine._decide.sha) == [True]
+    assert len(redis_client.function_list()) == 1
+    assert redis_client.function_list(library=library_name())
+    assert engine._decide.function == function_name("decide")
     assert first.allowed
     assert first.states[0].remaining == 2
     assert engine.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1

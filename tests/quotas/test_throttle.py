@@ -17,6 +17,7 @@ from quotas.exceptions import QuotaExceeded
 from quotas.http.context import decided_of
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
+from tests.script_calls import script_calls
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -408,14 +409,14 @@ def test_a_weight_out_of_bounds_is_a_400_problem_and_redis_is_never_asked(client
     EndpointLimitFactory(plan=free, name="weighted", scope="weighted", rates="10/min", algorithm="fixed_window")
     key = issue_key(plan=free)
     get(client, "/api/demo/ping", key)  # rules and key cached
-    calls = redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    calls = script_calls(redis_client)
     response = get(client, f"/t/weighted?w={w}", key)
     assert response.status_code == 400
     assert response["Content-Type"] == "application/problem+json"
     body = json.loads(response.content)
     assert body["reason"] == "quota_weight_out_of_bounds"
     assert "1000000" in body["detail"]
-    assert redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) == calls
+    assert script_calls(redis_client) == calls
     engine = get_engine()
     assert not engine.breaker.is_open
     after = get(client, "/t/weighted?w=1", key)  # the next request is decided by Redis, as before
@@ -458,10 +459,6 @@ def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
         QuotaThrottle().get_weight(request, Sloppy())
 
 
-def evalsha_calls(redis_client) -> int:
-    return redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-
-
 @pytest.mark.parametrize(
     ("path", "error", "message"),
     [
@@ -476,10 +473,10 @@ def test_a_non_number_weight_or_cost_is_the_views_mistake(free, redis_client, pa
     key = issue_key(plan=free)
     api = APIClient()  # raises what the view raised
     get(api, "/api/demo/ping", key)  # rules and key cached
-    calls = evalsha_calls(redis_client)
+    calls = script_calls(redis_client)
     with pytest.raises(error, match=message):
         get(api, path, key)
-    assert evalsha_calls(redis_client) == calls
+    assert script_calls(redis_client) == calls
     assert not get_engine().breaker.is_open
     assert get(api, "/t/weighted?w=1", key).status_code == 200
 

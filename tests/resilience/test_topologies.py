@@ -19,6 +19,7 @@ from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
+from tests.script_calls import script_calls
 from usage.flush import flush_usage
 from usage.models import UsageRecord
 from usage.store import scan_usage_keys
@@ -142,10 +143,10 @@ def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, engine_
 # (d) Sentinel failover under traffic --------------------------------------------------------------------------------
 
 
-def _evalsha_calls(server) -> int:
+def _script_calls(server) -> int:
     client = server.client()
     try:
-        return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+        return script_calls(client)
     finally:
         client.close()
 
@@ -190,11 +191,11 @@ def test_decisions_follow_a_sentinel_failover(sentinel_group, engine_on, how):
                 sentinel.close()
         new = wait_until(lambda: (port := sentinel_group.primary_port()) != old and port, 15, "a new primary")
         new_primary = sentinel_group.server(new)
-        wait_until(lambda: _evalsha_calls(new_primary) > 0, 15, "decisions on the new primary")
+        wait_until(lambda: _script_calls(new_primary) > 0, 15, "decisions on the new primary")
         resumed_after = time.monotonic() - failed_at
-        calls, oks = _evalsha_calls(new_primary), outcomes.count("ok")
+        calls, oks = _script_calls(new_primary), outcomes.count("ok")
         time.sleep(1.0)  # longer than the circuit breaker's probe interval (0.5 s) after a stray failure
-        assert _evalsha_calls(new_primary) > calls  # and they keep going there
+        assert _script_calls(new_primary) > calls  # and they keep going there
         assert outcomes.count("ok") > oks
     finally:
         stop.set()

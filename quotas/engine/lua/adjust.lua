@@ -1,43 +1,44 @@
--- Reconcile a decision's estimated cost with the actual cost, after the view
+-- adjust(keys, args): reconcile a decision's estimated cost with the actual cost, after the view
 -- ran: add `delta` (actual - estimate, may be negative) to each budget the
 -- decision spent from, if that budget is still in the same period, and to
 -- the day's usage. Returns {used, alert mask} per budget window
 -- (quotas.engine.protocol.AdjustedBudget; used is -1 when the period has ended).
 --
--- KEYS[1]  the client's bucket hash; KEYS[2] the bucket's usage key of the decision's day
--- ARGV: the slots of quotas.engine.protocol.AdjustArg (ADJUST_ARG_*): the decision's
+-- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day
+-- args: the slots of quotas.engine.protocol.AdjustArg (ADJUST_ARG_*): the decision's
 -- time (us), delta (micro-units), the usage field prefix as for decide.lua (or
--- ''), the client's field prefix "<client>|"; then ARGV[ADJUST_FIXED_ARGS + i],
+-- ''), the client's field prefix "<client>|"; then args[ADJUST_FIXED_ARGS + i],
 -- budget window i's spec, as sent with the decision.
-local dnow = tonumber(ARGV[ADJUST_ARG_NOW])
-local delta = tonumber(ARGV[ADJUST_ARG_DELTA])
-local usage = ARGV[ADJUST_ARG_USAGE]
-local cp = ARGV[ADJUST_ARG_FIELD_PREFIX]
-local _, period_of, parse_period_state, alert_level, crossed = load_periods()
-local reply = {}
-for i = 1, #ARGV - ADJUST_FIXED_ARGS do
-  local w = parse_spec(ARGV[ADJUST_FIXED_ARGS + i])
-  local field = cp .. w.field
-  local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
-  local raw = redis.call('HGET', KEYS[1], field)
-  local stored = raw and tonumber(string.match(raw, '^(%d+):'))
-  local used, level = parse_period_state(raw, pstart)
-  local mask = 0
-  if stored and stored ~= pstart then
-    -- A later period began after the decision: its state is not ours to change.
-    used = -1
-  elseif used > 0 or delta > 0 then
-    used = math.max(0, used + delta)
-    local new_level = math.max(level, alert_level(used, w.limit))
-    mask = crossed(level, new_level)
-    redis.call('HSET', KEYS[1], field, string.format('%d:%d:%d', pstart, used, new_level))
+local function adjust(keys, args)
+  local dnow = tonumber(args[ADJUST_ARG_NOW])
+  local delta = tonumber(args[ADJUST_ARG_DELTA])
+  local usage = args[ADJUST_ARG_USAGE]
+  local cp = args[ADJUST_ARG_FIELD_PREFIX]
+  local reply = {}
+  for i = 1, #args - ADJUST_FIXED_ARGS do
+    local w = parse_spec(args[ADJUST_FIXED_ARGS + i])
+    local field = cp .. w.field
+    local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
+    local raw = redis.call('HGET', keys[1], field)
+    local stored = raw and tonumber(string.match(raw, '^(%d+):'))
+    local used, level = parse_period_state(raw, pstart)
+    local mask = 0
+    if stored and stored ~= pstart then
+      -- A later period began after the decision: its state is not ours to change.
+      used = -1
+    elseif used > 0 or delta > 0 then
+      used = math.max(0, used + delta)
+      local new_level = math.max(level, alert_level(used, w.limit))
+      mask = crossed(level, new_level)
+      redis.call('HSET', keys[1], field, string.format('%d:%d:%d', pstart, used, new_level))
+    end
+    reply[#reply + 1] = used
+    reply[#reply + 1] = mask
   end
-  reply[#reply + 1] = used
-  reply[#reply + 1] = mask
+  if usage ~= '' and delta ~= 0 then
+    -- The usage field of the client, as decide.lua counts it.
+    local key, days = usage_key(keys[2], math.floor(dnow / 86400000000), dnow)
+    count_usage(key, days, cp .. usage, 'c', delta)
+  end
+  return reply
 end
-if usage ~= '' and delta ~= 0 then
-  -- The usage field of the client, as decide.lua counts it.
-  local key, days = usage_key(KEYS[2], math.floor(dnow / 86400000000), dnow)
-  count_usage(key, days, cp .. usage, 'c', delta)
-end
-return reply

@@ -1,15 +1,17 @@
--- Helpers shared by the decision and refund scripts.
+-- Helpers shared by the library's functions (decide, refund, adjust, ...).
 -- All times are integer microseconds; all counts are request units (weight).
--- Each window is one table (parse_spec); the algorithms return several values
--- rather than a table of results.
-
-local EPSILON = 1      -- microseconds of float slack when comparing schedules
--- A window's spec, packed by quotas.engine.protocol.WindowSpec (which also generates
--- SPEC_FORMAT), as a table: code, limit, weight, shadow (a boolean), field,
--- and three numbers whose meaning depends on the algorithm:
+--
+-- A window's spec is packed by quotas.engine.protocol.WindowSpec (which also
+-- generates SPEC_FORMAT): code, limit, three numbers whose meaning depends on
+-- the algorithm, weight, shadow (0 or 1) and field, unpacked in that order:
 --   rolling windows and leases: window (us; a lease's length), cap, max_delay (us)
 --   calendar periods (IS_PERIOD[code]): start and stop (us) of the current
 --   period [start, stop), and next_stop, the end of the one after
+-- decide() unpacks specs straight into named locals (see decide.lua for why);
+-- the scripts off the request path take a table from parse_spec.
+
+local EPSILON = 1      -- microseconds of float slack when comparing schedules
+
 local function parse_spec(spec)
   local code, limit, window_or_start, cap_or_stop, weight, delay_or_next_stop, shadow, field =
     struct.unpack(SPEC_FORMAT, spec)
@@ -52,12 +54,16 @@ local function ttl_ms(us)
 end
 
 -- Counter-style algorithms keep their state as one field of the client's hash:
---   ALGORITHMS[code](w, raw field value or false, limit, cap, now)
---   -> ok, remaining, reset, retry, delay, value, ttl
--- w is the window (parse_spec), w.weight what the request takes from it;
--- limit and cap are the ones in force (w's, or scaled by the adaptive multiplier).
--- reset: us until the full quota is back; retry: us until this request would
--- fit (0 when ok, NEVER if it never can); delay: us the request must be held;
--- value and ttl (only when ok): the field's new value and how long it must live.
--- The sliding log keeps a sorted set of its own (sliding_window_log.lua).
+--   ALGORITHMS[code](raw, limit, weight, a, b, c, now)
+--   -> ok, remaining, reset, retry, delay, value, ttl[, used, alert]
+-- raw is the field's value or false; limit the one in force (the spec's, or
+-- scaled by the adaptive multiplier); weight what this request takes from
+-- the window; a, b, c the spec's three numbers, named by each algorithm
+-- (window, cap, max_delay; or start, stop, next_stop), b (the cap) scaled
+-- like the limit. reset: us until the full quota is back; retry: us until
+-- this request would fit (0 when ok, NEVER if it never can); delay: us the
+-- request must be held; value and ttl: the field's new value and how long it
+-- must live (nil when nothing is to be written); used and alert: periods only.
+-- Sliding logs and leases keep sorted sets of their own (sliding_window_log.lua,
+-- concurrency.lua).
 local ALGORITHMS = {}

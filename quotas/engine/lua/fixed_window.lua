@@ -1,7 +1,6 @@
 -- Fixed window: at most `limit` units per window aligned to the epoch.
 -- State: "<window index>:<count>"; a value from an older window counts as 0.
-ALGORITHMS[FIXED_WINDOW] = function(w, raw, limit, cap, now)
-  local window, weight = w.window, w.weight
+ALGORITHMS[FIXED_WINDOW] = function(raw, limit, weight, window, _, _, now)
   local idx = math.floor(now / window)
   local count = 0
   if raw then

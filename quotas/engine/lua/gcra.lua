@@ -1,11 +1,11 @@
 -- Token bucket and leaky bucket, both as GCRA: the only state is the
 -- "theoretical arrival time" (TAT) at which the bucket is empty again.
 -- Emission interval T = window / limit; the bucket holds `cap` units.
---   token_bucket (4): admit when the bucket has room for `weight` units.
---   leaky_bucket (5): the same meter (policing); with max_delay > 0 it shapes:
+--   token_bucket: admit when the bucket has room for `weight` units.
+--   leaky_bucket: the same meter (policing); with max_delay > 0 it shapes:
 --   a request that fits is held until its turn in the steady outflow
 --   (TAT - now), and refused if that would exceed max_delay.
-local function gcra(raw, limit, window, cap, weight, max_delay, now, shaping)
+local function gcra(raw, limit, weight, window, cap, max_delay, now, shaping)
   local T = window / limit
   local tau = cap * T
   local tat = unpack_tat(raw)
@@ -24,9 +24,9 @@ local function gcra(raw, limit, window, cap, weight, max_delay, now, shaping)
   return false, math.max(0, math.floor((tau - (tat - now)) / T + 1e-6)), tat - now, retry, 0
 end
 
-ALGORITHMS[TOKEN_BUCKET] = function(w, raw, limit, cap, now)
-  return gcra(raw, limit, w.window, cap, w.weight, w.max_delay, now, false)
+ALGORITHMS[TOKEN_BUCKET] = function(raw, limit, weight, window, cap, max_delay, now)
+  return gcra(raw, limit, weight, window, cap, max_delay, now, false)
 end
-ALGORITHMS[LEAKY_BUCKET] = function(w, raw, limit, cap, now)
-  return gcra(raw, limit, w.window, cap, w.weight, w.max_delay, now, w.max_delay > 0)
+ALGORITHMS[LEAKY_BUCKET] = function(raw, limit, weight, window, cap, max_delay, now)
+  return gcra(raw, limit, weight, window, cap, max_delay, now, max_delay > 0)
 end

@@ -1,57 +1,58 @@
--- Give back what one admitted decision consumed (used when a view ended in a
+-- refund(keys, args): give back what one admitted decision consumed (used when a view ended in a
 -- server error and the limit asks for refunds). Best effort by design: a
 -- window that has moved on since the decision has nothing left to refund.
 --
--- KEYS[1] the client's bucket hash, KEYS[2] unused (usage base), KEYS[3+] sliding logs
--- ARGV: the slots of quotas.engine.protocol.RefundArg (REFUND_ARG_*): the decision's
+-- keys[1] the client's bucket hash, keys[2] unused (usage base), keys[3+] sliding logs
+-- args: the slots of quotas.engine.protocol.RefundArg (REFUND_ARG_*): the decision's
 -- time (us), its weight override or '', the client's field prefix "<client>|";
--- then ARGV[REFUND_FIXED_ARGS + i], the spec of window i.
+-- then args[REFUND_FIXED_ARGS + i], the spec of window i.
 -- Concurrency leases (9) are not refunds' business: release.lua ends them.
 -- Budgets (BUDGET) are not refunded here: their estimate is released by adjust.lua.
-local dnow = tonumber(ARGV[REFUND_ARG_NOW])
-local weight_override = tonumber(ARGV[REFUND_ARG_WEIGHT])
-local cp = ARGV[REFUND_ARG_FIELD_PREFIX]
-local _, period_of, parse_period_state = load_periods()
-local next_key = 3
-for i = 1, #ARGV - REFUND_FIXED_ARGS do
-  local w = parse_spec(ARGV[REFUND_FIXED_ARGS + i])
-  local code, limit, window = w.code, w.limit, w.window  -- window: nil for periods
-  local field = cp .. w.field
-  local weight = weight_override or w.weight
-  if code == PERIOD_REQUESTS then weight = 1 end
-  if code == CONCURRENCY then
-    next_key = next_key + 1
-  elseif code == SLIDING_WINDOW_LOG then
-    local key = KEYS[next_key]
-    next_key = next_key + 1
-    local members = redis.call('ZRANGEBYSCORE', key, dnow, dnow, 'LIMIT', 0, weight)
-    if #members > 0 then redis.call('ZREM', key, unpack(members)) end
-  else
-    local raw = redis.call('HGET', KEYS[1], field)
-    local value = nil
-    if raw and code == FIXED_WINDOW then
-      local idx, c = string.match(raw, '^(%d+):(%d+)$')
-      if idx and tonumber(idx) == math.floor(dnow / window) then
-        value = idx .. ':' .. fmt(math.max(0, tonumber(c) - weight))
+local function refund(keys, args)
+  local dnow = tonumber(args[REFUND_ARG_NOW])
+  local weight_override = tonumber(args[REFUND_ARG_WEIGHT])
+  local cp = args[REFUND_ARG_FIELD_PREFIX]
+  local next_key = 3
+  for i = 1, #args - REFUND_FIXED_ARGS do
+    local w = parse_spec(args[REFUND_FIXED_ARGS + i])
+    local code, limit, window = w.code, w.limit, w.window  -- window: nil for periods
+    local field = cp .. w.field
+    local weight = weight_override or w.weight
+    if code == PERIOD_REQUESTS then weight = 1 end
+    if code == CONCURRENCY then
+      next_key = next_key + 1
+    elseif code == SLIDING_WINDOW_LOG then
+      local key = keys[next_key]
+      next_key = next_key + 1
+      local members = redis.call('ZRANGEBYSCORE', key, dnow, dnow, 'LIMIT', 0, weight)
+      if #members > 0 then redis.call('ZREM', key, unpack(members)) end
+    else
+      local raw = redis.call('HGET', keys[1], field)
+      local value = nil
+      if raw and code == FIXED_WINDOW then
+        local idx, c = string.match(raw, '^(%d+):(%d+)$')
+        if idx and tonumber(idx) == math.floor(dnow / window) then
+          value = idx .. ':' .. fmt(math.max(0, tonumber(c) - weight))
+        end
+      elseif raw and code == SLIDING_WINDOW_COUNTER then
+        local idx, p, c = string.match(raw, '^(%d+):(%d+):(%d+)$')
+        if idx then
+          local didx = math.floor(dnow / window)
+          p, c = tonumber(p), tonumber(c)
+          if tonumber(idx) == didx then c = math.max(0, c - weight) end
+          if tonumber(idx) == didx + 1 then p = math.max(0, p - weight) end
+          value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
+        end
+      elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
+        local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
+        local used, level = parse_period_state(raw, pstart)
+        if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
+      elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then
+        -- A TAT in the past simply means a full bucket, so no clamping is needed.
+        value = pack_tat(unpack_tat(raw) - weight * window / limit)
       end
-    elseif raw and code == SLIDING_WINDOW_COUNTER then
-      local idx, p, c = string.match(raw, '^(%d+):(%d+):(%d+)$')
-      if idx then
-        local didx = math.floor(dnow / window)
-        p, c = tonumber(p), tonumber(c)
-        if tonumber(idx) == didx then c = math.max(0, c - weight) end
-        if tonumber(idx) == didx + 1 then p = math.max(0, p - weight) end
-        value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
-      end
-    elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
-      local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
-      local used, level = parse_period_state(raw, pstart)
-      if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
-    elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then
-      -- A TAT in the past simply means a full bucket, so no clamping is needed.
-      value = pack_tat(unpack_tat(raw) - weight * window / limit)
+      if value then redis.call('HSET', keys[1], field, value) end
     end
-    if value then redis.call('HSET', KEYS[1], field, value) end
   end
+  return 1
 end
-return 1

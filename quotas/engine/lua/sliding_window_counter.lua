@@ -2,8 +2,7 @@
 -- how much of it still overlaps (now - window, now], plus the current count.
 -- An approximation (see the README for its bound).
 -- State: "<window index>:<previous count>:<current count>".
-ALGORITHMS[SLIDING_WINDOW_COUNTER] = function(w, raw, limit, cap, now)
-  local W, weight = w.window, w.weight
+ALGORITHMS[SLIDING_WINDOW_COUNTER] = function(raw, limit, weight, W, _, _, now)
   local idx = math.floor(now / W)
   local elapsed = now - idx * W
   local prev, cur = 0, 0

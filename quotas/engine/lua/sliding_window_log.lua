@@ -2,43 +2,40 @@
 -- State: a sorted set of its own, one member per admitted unit, scored by
 -- time. Denied requests are never logged, so a flood cannot grow it past
 -- `limit` members.
--- Built on first use in a call (see period.lua for why).
-local function load_sliding_log()
-  local function log_entry_time(key, index)
-    local e = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
-    return tonumber(e[2])
-  end
 
-  -- -> ok, remaining, reset, retry, delay, count (the units in the window now)
-  local function log_check(key, limit, window, weight, now)
-    -- Dropping entries that left the window consumes nothing: it is housekeeping.
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-    local count = redis.call('ZCARD', key)
-    if count + weight <= limit then
-      local reset = 0
-      if weight > 0 then
-        reset = window
-      elseif count > 0 then
-        reset = log_entry_time(key, -1) + window - now
-      end
-      return true, limit - count - weight, reset, 0, 0, count
-    end
+local function log_entry_time(key, index)
+  local e = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
+  return tonumber(e[2])
+end
+
+-- -> ok, remaining, reset, retry, delay, count (the units in the window now)
+local function log_check(key, limit, window, weight, now)
+  -- Dropping entries that left the window consumes nothing: it is housekeeping.
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local count = redis.call('ZCARD', key)
+  if count + weight <= limit then
     local reset = 0
-    if count > 0 then reset = log_entry_time(key, -1) + window - now end
-    if weight > limit then return false, limit - count, reset, NEVER, 0, count end
-    -- The request fits once the (count + weight - limit) oldest units have left.
-    local retry = log_entry_time(key, count + weight - limit - 1) + window - now
-    return false, limit - count, reset, retry, 0, count
-  end
-
-  local function log_commit(key, window, weight, now, count)
-    if weight <= 0 then return end
-    local stamp, n = fmt(now), count
-    for _ = 1, weight do
-      -- Members must be unique; after a refund a suffix may be taken, so skip ahead.
-      repeat n = n + 1 until redis.call('ZADD', key, 'NX', now, stamp .. '-' .. n) == 1
+    if weight > 0 then
+      reset = window
+    elseif count > 0 then
+      reset = log_entry_time(key, -1) + window - now
     end
-    redis.call('PEXPIRE', key, ttl_ms(window))
+    return true, limit - count - weight, reset, 0, 0, count
   end
-  return log_check, log_commit
+  local reset = 0
+  if count > 0 then reset = log_entry_time(key, -1) + window - now end
+  if weight > limit then return false, limit - count, reset, NEVER, 0, count end
+  -- The request fits once the (count + weight - limit) oldest units have left.
+  local retry = log_entry_time(key, count + weight - limit - 1) + window - now
+  return false, limit - count, reset, retry, 0, count
+end
+
+local function log_commit(key, window, weight, now, count)
+  if weight <= 0 then return end
+  local stamp, n = fmt(now), count
+  for _ = 1, weight do
+    -- Members must be unique; after a refund a suffix may be taken, so skip ahead.
+    repeat n = n + 1 until redis.call('ZADD', key, 'NX', now, stamp .. '-' .. n) == 1
+  end
+  redis.call('PEXPIRE', key, ttl_ms(window))
 end

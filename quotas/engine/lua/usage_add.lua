@@ -1,8 +1,8 @@
--- Add usage counted in-process (the local fallback, refusals answered from
+-- usage_add(keys, args): add usage counted in-process (the local fallback, refusals answered from
 -- memory, a replayed spool file) to one usage hash, exactly once per batch.
 --
--- KEYS[1]  the usage hash of one bucket and day
--- ARGV, by the slot names of quotas.engine.protocol.UsageAddArg (USAGE_ADD_ARG_*):
+-- keys[1]  the usage hash of one bucket and day
+-- args, by the slot names of quotas.engine.protocol.UsageAddArg (USAGE_ADD_ARG_*):
 --   DAY     that day, in days since 1970
 --   WRITER  the writer's id (one per process)
 --   SEQ     the batch's sequence number: the hash remembers, in field
@@ -11,18 +11,20 @@
 --           replayed from a spool file twice) is skipped. A writer sends its
 --           batches in order and never sends batch n + 1 to any hash before
 --           batch n is in every hash.
--- then field, amount pairs from ARGV[USAGE_ADD_FIXED_ARGS + 1]
+-- then field, amount pairs from args[USAGE_ADD_FIXED_ARGS + 1]
 -- Returns 1 when the batch was added, 0 when this hash already had it.
-local days = tonumber(ARGV[USAGE_ADD_ARG_DAY])
-local mark = '~w:' .. ARGV[USAGE_ADD_ARG_WRITER]
-local seq = tonumber(ARGV[USAGE_ADD_ARG_SEQ])
-local last = tonumber(redis.call('HGET', KEYS[1], mark) or '-1')
-if last >= seq then return 0 end
-local fresh = 0
-for i = USAGE_ADD_FIXED_ARGS + 1, #ARGV, 2 do
-  local amount = tonumber(ARGV[i + 1])
-  if amount ~= 0 and redis.call('HINCRBY', KEYS[1], ARGV[i], amount) == amount then fresh = fresh + 1 end
+local function usage_add(keys, args)
+  local days = tonumber(args[USAGE_ADD_ARG_DAY])
+  local mark = '~w:' .. args[USAGE_ADD_ARG_WRITER]
+  local seq = tonumber(args[USAGE_ADD_ARG_SEQ])
+  local last = tonumber(redis.call('HGET', keys[1], mark) or '-1')
+  if last >= seq then return 0 end
+  local fresh = 0
+  for i = USAGE_ADD_FIXED_ARGS + 1, #args, 2 do
+    local amount = tonumber(args[i + 1])
+    if amount ~= 0 and redis.call('HINCRBY', keys[1], args[i], amount) == amount then fresh = fresh + 1 end
+  end
+  if fresh > 0 then usage_created(keys[1], days, fresh) end
+  redis.call('HSET', keys[1], mark, seq)
+  return 1
 end
-if fresh > 0 then usage_created(KEYS[1], days, fresh) end
-redis.call('HSET', KEYS[1], mark, seq)
-return 1

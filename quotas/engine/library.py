@@ -1,0 +1,85 @@
+"""The Lua library, assembled from the files in ``quotas/engine/lua``, in its two forms.
+
+One source, two thin wrappers (both built here and nowhere else):
+
+* **a Redis 7 function library** (:func:`library_source`): every part once,
+  then ``redis.register_function`` for each entry point. FUNCTION LOAD runs the
+  parts once per server; each FCALL then runs only the entry point. The
+  library's name carries a hash of its code (``quotas_<hash>``), and so does
+  every function's, so processes running two releases side by side each call
+  their own code, and loading it again (REPLACE) only ever replaces a library
+  with itself.
+* **an EVAL script per entry point** (:func:`script_source`), for Redis 6.2:
+  the parts that entry point needs, then ``return <entry>(KEYS, ARGV)``. EVALSHA
+  runs the whole chunk on every call, so each script carries only what its
+  entry point uses.
+
+Each part defines ``local`` functions that the parts after it may use; the
+contract's constants (:func:`quotas.engine.protocol.lua_constants`) come first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+
+from quotas.engine.protocol import lua_constants
+
+#: Every part of the library, in the order they are concatenated.
+PARTS = (
+    "common.lua",
+    "fixed_window.lua",
+    "sliding_window_counter.lua",
+    "gcra.lua",
+    "period.lua",
+    "sliding_window_log.lua",
+    "concurrency.lua",
+    "ban.lua",
+    "usage.lua",
+    "bucket.lua",
+    "decide.lua",
+    "refund.lua",
+    "adjust.lua",
+    "release.lua",
+    "usage_add.lua",
+)
+
+#: Each entry point (a ``local function <name>(keys, args)`` of the part named after it) and the parts it uses.
+ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    "decide": PARTS[: PARTS.index("decide.lua") + 1],
+    "refund": ("common.lua", "period.lua", "refund.lua"),
+    "adjust": ("common.lua", "period.lua", "usage.lua", "adjust.lua"),
+    "release": ("release.lua",),
+    "usage_add": ("usage.lua", "usage_add.lua"),
+}
+
+
+@cache
+def _part(name: str) -> str:
+    return (resources.files("quotas.engine") / "lua" / name).read_text(encoding="utf-8")
+
+
+@cache
+def script_source(entry: str) -> str:
+    """The EVAL form of ``entry`` ("decide", "refund", ...): the parts it uses, then the call."""
+    return "\n".join([lua_constants(), *map(_part, ENTRY_POINTS[entry]), f"return {entry}(KEYS, ARGV)\n"])
+
+
+@cache
+def library_name() -> str:
+    """``quotas_<hash of the library's code>``: a new release's library never replaces an older one."""
+    body = "\n".join([lua_constants(), *map(_part, PARTS)])
+    return "quotas_" + hashlib.sha1(body.encode("utf-8")).hexdigest()[:16]
+
+
+def function_name(entry: str) -> str:
+    """The name ``entry`` is registered under in :func:`library_source` (function names are server-wide)."""
+    return f"{library_name()}_{entry}"
+
+
+@cache
+def library_source() -> str:
+    """The function library form, for FUNCTION LOAD (Redis 7+)."""
+    registrations = [f"redis.register_function('{function_name(e)}', {e})" for e in ENTRY_POINTS]
+    return "\n".join([f"#!lua name={library_name()}", lua_constants(), *map(_part, PARTS), *registrations, ""])
