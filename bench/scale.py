@@ -232,6 +232,7 @@ def run(max_drivers: int, seconds: float, warmup: float) -> dict[str, Any]:
     return {
         "rows": rows,
         "clients_per_driver": CLIENTS_PER_DRIVER,
+        "max_drivers": max_drivers,
         "batch": BATCH,
         "in_flight": IN_FLIGHT,
         "seconds_per_run": seconds,
