@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -156,7 +157,7 @@ def measure(loads: Sequence[DriverLoad], addresses: Sequence[Address], warmup: f
             processes.append(process)
         try:
             barrier.wait(BARRIER_TIMEOUT)
-        except multiprocessing.BrokenBarrierError:
+        except threading.BrokenBarrierError:
             pass  # a driver failed before the start: its error is read below
         else:
             cpu0, wall0 = redis_cpu_seconds(admins), time.monotonic()
