@@ -118,6 +118,8 @@ def limits_commands(storage: RedisStorage, clients: range) -> list[Routed]:
             storage.prefixed_key(storage._previous_window_key(key)),
             storage.prefixed_key(storage._current_window_key(key)),
         )
+        if key_slot(keys[0].encode()) != key_slot(keys[1].encode()):  # what its hash tag is for
+            raise RuntimeError(f"limits' keys {keys} would be in two cluster slots")
         command = ("EVALSHA", sha, len(keys), *keys, item.amount, item.get_expiry(), 1)
         out.append((keys[1], pack_command(command)))
     return out
@@ -179,9 +181,13 @@ class Topology:
         return self._slots[key_slot(key.encode())] if self._slots else self.addresses[0]
 
     def load_scripts(self, variant: str, routed: Sequence[Routed]) -> None:
-        """Have each node run one call of ``variant`` the way its own client would, so the script is loaded."""
+        """Load ``variant``'s script on every node before the drivers send it by SHA (or function name).
+
+        For ours, one real decision on each node through the engine, which
+        loads whatever it calls; for limits, SCRIPT LOAD of its script, what
+        redis-py's Script does on NOSCRIPT.
+        """
         for address in self.addresses:
-            i = next(i for i, (key, _) in enumerate(routed) if self.route(key) == address)
             if variant == "limits_swc":
                 client = redis.Redis(host=address[0], port=address[1], socket_timeout=5)
                 try:
@@ -189,6 +195,7 @@ class Topology:
                 finally:
                     client.close()
             else:
+                i = next(i for i, (key, _) in enumerate(routed) if self.route(key) == address)
                 windows, usage = _windows(variant)
                 if not self.engine.decide(_tag(i), windows, usage=usage).allowed:
                     raise RuntimeError(f"the warm-up decision for {_tag(i)} on {address} was refused")
