@@ -3,8 +3,10 @@
 All sections run in one invocation against one private redis-server, so the
 figures are comparable (the bare GET baseline is measured alongside the
 throttles it is compared with, the no-throttle gunicorn alongside the
-throttled one). ``--quick`` takes under 45 s; the default run stays within
-about 5 minutes on a 2-core machine.
+throttled one). ``--quick`` takes about a minute (section 9, Redis's own
+capacity, about 20 s of it); the default run stays within about 6 minutes on a
+2-core machine. ``--only scale,acl`` runs just the sections named (see
+:data:`SECTIONS`).
 """
 
 from __future__ import annotations
@@ -55,17 +57,39 @@ class Profile:
     http_rounds: int
     http_seconds: float
     http_warmup: float
+    scale_seconds: float  # per run of section 9 (6 variants x 1 to scale_max_drivers runs)
+    scale_warmup: float
+    scale_max_drivers: int
 
 
-QUICK = Profile("quick", 5, 400, 200, 500, 200, (10_000,), 1, 200, 1.0, 1, 3.0, 1.0)
-DEFAULT = Profile("default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200, 1.0, 3, 5.0, 2.0)
+QUICK = Profile("quick", 5, 400, 200, 500, 200, (10_000,), 1, 200, 1.0, 1, 3.0, 1.0, 0.8, 0.3, 2)
+DEFAULT = Profile("default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200, 1.0, 3, 5.0, 2.0, 2.5, 0.5, 3)
+
+#: What ``--only`` accepts: the key each section's results are stored under ("commands" includes the flood).
+SECTIONS = ("latency", "http", "commands", "memory", "acl", "connections", "concurrency", "scale")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short run (under 45 s)")
     parser.add_argument("--out", type=Path, default=Path("bench-results.json"), help="where to write the JSON")
+    parser.add_argument(
+        "--only",
+        type=sections,
+        default=SECTIONS,
+        metavar="SECTION[,SECTION]",
+        help=f"run only these sections (of {', '.join(SECTIONS)})",
+    )
     return parser.parse_args(argv)
+
+
+def sections(text: str) -> tuple[str, ...]:
+    """``--only``'s value: known section names, comma-separated."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown section {', '.join(unknown) or '(none)'}: choose from {SECTIONS}")
+    return names
 
 
 def machine(admin: redis.Redis) -> dict[str, Any]:
@@ -83,51 +107,63 @@ def machine(admin: redis.Redis) -> dict[str, Any]:
     }
 
 
-def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
-    """Every section, in an order that keeps the timing-sensitive one first."""
+def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+    """The sections in ``only`` (every one by default), in an order that keeps the timing-sensitive one first."""
     # Imported here: these modules need Django configured.
-    from . import acl, concurrency, connections, http_load, inprocess, redis_stats
+    from . import acl, concurrency, connections, http_load, inprocess, redis_stats, scale
 
     admin = redis.Redis.from_url(redis_url)
     results: dict[str, Any] = {"machine": machine(admin), "profile": asdict(profile)}
 
-    step("1-2. in-process cost per request and bare GET")
-    results["latency"] = inprocess.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
+    if "latency" in only:
+        step("1-2. in-process cost per request and bare GET")
+        results["latency"] = inprocess.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
 
-    step(f"6. over HTTP through gunicorn ({http_load.loadgen.generator_name()}), with and without the throttle")
-    admin.flushall()
-    results["http"] = http_load.run(redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup)
+    if "http" in only:
+        step(f"6. over HTTP through gunicorn ({http_load.loadgen.generator_name()}), with and without the throttle")
+        admin.flushall()
+        results["http"] = http_load.run(redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup)
 
-    step("3. Redis commands per decision")
-    admin.flushall()
-    results["commands"] = redis_stats.commands_per_decision(admin, profile.decisions)
-    results["flood"] = redis_stats.flood(admin, profile.flood_requests)
+    if "commands" in only:
+        step("3. Redis commands per decision")
+        admin.flushall()
+        results["commands"] = redis_stats.commands_per_decision(admin, profile.decisions)
+        results["flood"] = redis_stats.flood(admin, profile.flood_requests)
 
-    step("4. Redis memory per client")
-    memory: list[dict[str, Any]] = []
-    per_decision = 0.0
-    race_estimate = RACE_SECONDS * profile.race_trials * len(concurrency.PEERS)
-    for clients in profile.memory_clients:
-        estimate = per_decision * clients * len(ALGORITHMS)
-        if memory and time.monotonic() - started + estimate + race_estimate > DEFAULT_BUDGET:
-            step(f"   skipped {clients} clients per algorithm (estimated {estimate:.0f} s, over budget)")
-            continue
-        t0 = time.monotonic()
-        for algorithm in ALGORITHMS:
-            memory.append(redis_stats.memory_per_client(admin, algorithm, clients))
-        per_decision = (time.monotonic() - t0) / (clients * len(ALGORITHMS))
-    results["memory"] = memory
+    if "memory" in only:
+        step("4. Redis memory per client")
+        memory: list[dict[str, Any]] = []
+        per_decision = 0.0
+        race_estimate = RACE_SECONDS * profile.race_trials * len(concurrency.PEERS)
+        for clients in profile.memory_clients:
+            estimate = per_decision * clients * len(ALGORITHMS)
+            if memory and time.monotonic() - started + estimate + race_estimate > DEFAULT_BUDGET:
+                step(f"   skipped {clients} clients per algorithm (estimated {estimate:.0f} s, over budget)")
+                continue
+            t0 = time.monotonic()
+            for algorithm in ALGORITHMS:
+                memory.append(redis_stats.memory_per_client(admin, algorithm, clients))
+            per_decision = (time.monotonic() - t0) / (clients * len(ALGORITHMS))
+        results["memory"] = memory
 
-    step("7. allow/deny list lookup, 0 to 100,000 entries")
-    results["acl"] = acl.run()
+    if "acl" in only:
+        step("7. allow/deny list lookup, 0 to 100,000 entries")
+        results["acl"] = acl.run()
 
-    step("8. one script call through each connection path")
-    results["connections"] = connections.run(redis_url, 5_000 if profile.rounds < 5 else 20_000)
+    if "connections" in only:
+        step("8. one script call through each connection path")
+        results["connections"] = connections.run(redis_url, 5_000 if profile.rounds < 5 else 20_000)
 
-    step("5. over-admission, 8 processes")
-    results["concurrency"] = concurrency.run(
-        admin, profile.race_trials, profile.race_max_requests, profile.race_duration
-    )
+    if "concurrency" in only:
+        step("5. over-admission, 8 processes")
+        results["concurrency"] = concurrency.run(
+            admin, profile.race_trials, profile.race_max_requests, profile.race_duration
+        )
+
+    if "scale" in only:
+        # Last: its own servers, and forked drivers that keep both cores busy.
+        step("9. decisions per second one Redis process / a 3-shard cluster sustains")
+        results["scale"] = scale.run(profile.scale_max_drivers, profile.scale_seconds, profile.scale_warmup)
     admin.flushall()
     admin.close()
     return results
@@ -148,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         server = BenchRedisServer(data_dir=Path(data_dir)).start()
         try:
             django_config.configure(server.url)
-            results = run_all(profile, server.url, started)
+            results = run_all(profile, server.url, started, args.only)
         finally:
             from quotas.engine.runtime import reset_engine
 
@@ -162,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": profile.rounds,
         "requests_per_round": profile.requests_per_round,
         "seconds": round(time.monotonic() - started, 1),
+        "sections": list(args.only),
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

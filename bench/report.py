@@ -34,6 +34,11 @@ LATENCY_ROWS = (
     "baseline", "one_get", "drf_user_rate", "django_ratelimit", "limits_moving_window", "limits_sliding_window",
     "quota_1", "quota_1_anon", "quota_5", "quota_10_budget", "redis_get",
 )  # fmt: skip
+SCALE_LABELS = {
+    "quota_1": "decision script, 1 limit",
+    "quota_5": "decision script, 5 limits",
+    "limits_swc": "limits sliding window counter",
+}
 RACE_ROWS = (
     "quota_fixed_window", "quota_token_bucket", "drf_user_rate", "django_ratelimit", "limits_moving_window",
     "limits_sliding_window",
@@ -58,21 +63,22 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """Every target of the run: (what, the figure, met?)."""
-    lat, flood, race = results["latency"], results["flood"], results["concurrency"]
-    q5, drf = lat["quota_5"], lat["drf_user_rate"]
-    out = [
-        (
-            "QuotaThrottle 5 limits: own cost <= DRF UserRateThrottle's (1 limit)",
-            f"{q5['own_median_us']:.1f} vs {drf['own_median_us']:.1f} us",
-            q5["own_median_us"] <= drf["own_median_us"],
-        ),
-        (
-            f"QuotaThrottle 5 limits: own cost <= {QUOTA_5_VS_GET_MAX}x one bare Redis GET",
-            f"{q5['own_vs_get']:.2f}x",
-            q5["own_vs_get"] <= QUOTA_5_VS_GET_MAX,
-        ),
-    ]
+    """Every target of the sections that ran: (what, the figure, met?)."""
+    out = []
+    if "latency" in results:
+        q5, drf = results["latency"]["quota_5"], results["latency"]["drf_user_rate"]
+        out += [
+            (
+                "QuotaThrottle 5 limits: own cost <= DRF UserRateThrottle's (1 limit)",
+                f"{q5['own_median_us']:.1f} vs {drf['own_median_us']:.1f} us",
+                q5["own_median_us"] <= drf["own_median_us"],
+            ),
+            (
+                f"QuotaThrottle 5 limits: own cost <= {QUOTA_5_VS_GET_MAX}x one bare Redis GET",
+                f"{q5['own_vs_get']:.2f}x",
+                q5["own_vs_get"] <= QUOTA_5_VS_GET_MAX,
+            ),
+        ]
     if "http" in results:
         ratio = results["http"]["rps_ratio"]
         out.append(
@@ -87,14 +93,19 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
              f"{worst_mem['bytes_per_client']:.1f} ({worst_mem['algorithm']}, {worst_mem['clients']:,} clients)",
              worst_mem["bytes_per_client"] <= BYTES_PER_CLIENT_MAX)
         )  # fmt: skip
-    quota_races = [key for key in RACE_ROWS if key.startswith("quota") and key in race]
-    worst = ", ".join(f"{race[key]['max_over']:+d}" for key in quota_races)
-    out.append(("QuotaThrottle, 8 processes: zero over-admission", worst, all(race[k]["exact"] for k in quota_races)))
-    per_denied = flood["round_trips_per_denied"]
-    out.append(
-        (f"flood: Redis round trips per denied request <= {FLOOD_ROUND_TRIPS_MAX} (1 in 20)", f"{per_denied:.3f}",
-         per_denied <= FLOOD_ROUND_TRIPS_MAX)
-    )  # fmt: skip
+    if "concurrency" in results:
+        race = results["concurrency"]
+        quota_races = [key for key in RACE_ROWS if key.startswith("quota") and key in race]
+        worst = ", ".join(f"{race[key]['max_over']:+d}" for key in quota_races)
+        out.append(
+            ("QuotaThrottle, 8 processes: zero over-admission", worst, all(race[k]["exact"] for k in quota_races))
+        )
+    if "flood" in results:
+        per_denied = results["flood"]["round_trips_per_denied"]
+        out.append(
+            (f"flood: Redis round trips per denied request <= {FLOOD_ROUND_TRIPS_MAX} (1 in 20)", f"{per_denied:.3f}",
+             per_denied <= FLOOD_ROUND_TRIPS_MAX)
+        )  # fmt: skip
     return out
 
 
@@ -212,43 +223,74 @@ def _race_section(race: dict[str, Any]) -> str:
     return f"{title}\n{table(headers, rows)}"
 
 
-def _acl_section(rows: list[dict[str, Any]], get_median_us: float) -> str:
+def _acl_section(rows: list[dict[str, Any]], get_median_us: float | None) -> str:
     body = table(
         ("entries", "median us", "p99 us", "median / bare GET"),
-        [(f"{r['entries']:,}", f"{r['median_us']:.2f}", f"{r['p99_us']:.2f}", f"{r['median_us'] / get_median_us:.3f}x")
+        [(f"{r['entries']:,}", f"{r['median_us']:.2f}", f"{r['p99_us']:.2f}",
+          f"{r['median_us'] / get_median_us:.3f}x" if get_median_us else "-")
          for r in rows],
     )  # fmt: skip
     flat = rows[-1]["median_us"] <= max(2 * rows[1]["median_us"], rows[1]["median_us"] + 1)
     return body + f"\n(flat from 1,000 to 100,000 entries: {verdict(flat)})"
 
 
+def _scale_section(scale: dict[str, Any]) -> str:
+    rows = []
+    for r in scale["rows"]:
+        rows.append([
+            f"{r['topology']} ({r['shards']} {'shard' if r['shards'] == 1 else 'shards'})", SCALE_LABELS[r["variant"]],
+            f"{r['decisions_per_s']:,.0f}", f"{r['redis_cpu_pct']:.0f}%", f"{r['redis_cpu_us_per_decision']:.1f}",
+            f"{r['per_redis_core']:,.0f}", r["drivers"], " / ".join(f"{x['decisions_per_s']:,.0f}" for x in r["runs"]),
+        ])  # fmt: skip
+    ladder = " / ".join(str(n) for n in range(1, scale["max_drivers"] + 1))
+    headers = ["topology", "variant", "decisions/s", "Redis CPU", "Redis CPU us/decision", "per Redis core",
+               "drivers", f"decisions/s by drivers {ladder}"]  # fmt: skip
+    note = (
+        f"(pipelined script calls built by the engine / by limits, {scale['clients_per_driver']:,} clients per "
+        f"driver process, batches of {scale['batch']}, {scale['seconds_per_run']:g} s a run; Redis CPU: INFO cpu "
+        "user+sys over wall time, summed over shards, 100% = one core; per Redis core = decisions/s / that "
+        "fraction, the figure that does not depend on how many cores the drivers leave Redis)"
+    )
+    return f"{table(headers, rows)}\n{note}"
+
+
 def render(results: dict[str, Any]) -> str:
-    """The whole report."""
+    """The whole report: the sections that ran, then the targets."""
     m = results["machine"]
     run = results["run"]
-    lat = results["latency"]
     header = (
         f"Machine: {m['cpu_count']} CPUs, Python {m['python']}, redis-server {m['redis_server']}, "
         f"redis-py {m['redis_py']} (hiredis {m['hiredis']}), Django {m['django']}, DRF {m['drf']}\n"
         f"Run: {run['mode']}, {run['rounds']} rounds x {run['requests_per_round']} requests per variant "
         f"(order rotated each round), {run['seconds']:.0f} s in total, {results['timestamp']}"
     )
+    if "sections" in run:
+        header += f"\nSections: {', '.join(run['sections'])}"
     if "load_average_at_start" in m:
         start, end = m["load_average_at_start"], run["load_average_at_end"]
         header += f"\nLoad average (1, 5, 15 min): {start} at the start, {end} at the end"
-    sections = [
-        header,
-        "1-2. Cost per request: APIRequestFactory + view(request); 'own' = variant minus baseline,\n"
-        "     own/GET = own median / bare GET median; own/floor = own median / the floor's (a DRF throttle\n"
-        "     that only does one GET: the least any Redis-backed throttle can cost from inside a view)\n"
-        + _latency_section(lat),
-        "3. Redis commands per decision\n" + _commands_section(results["commands"], results["flood"]),
-        "4. Redis memory per client: one admitted decision each, used_memory growth / clients\n"
-        + _memory_section(results["memory"]),
-        "5. Over-admission under concurrency\n" + _race_section(results["concurrency"]),
-        "7. Allow/deny list lookup per request (in-process, no Redis)\n"
-        + _acl_section(results["acl"], results["latency"]["redis_get"]["median_us"]),
-    ]
+    sections = [header]
+    if "latency" in results:
+        sections.append(
+            "1-2. Cost per request: APIRequestFactory + view(request); 'own' = variant minus baseline,\n"
+            "     own/GET = own median / bare GET median; own/floor = own median / the floor's (a DRF throttle\n"
+            "     that only does one GET: the least any Redis-backed throttle can cost from inside a view)\n"
+            + _latency_section(results["latency"])
+        )
+    if "commands" in results:
+        sections.append("3. Redis commands per decision\n" + _commands_section(results["commands"], results["flood"]))
+    if "memory" in results:
+        sections.append(
+            "4. Redis memory per client: one admitted decision each, used_memory growth / clients\n"
+            + _memory_section(results["memory"])
+        )
+    if "concurrency" in results:
+        sections.append("5. Over-admission under concurrency\n" + _race_section(results["concurrency"]))
+    if "acl" in results:
+        get_us = results["latency"]["redis_get"]["median_us"] if "latency" in results else None
+        sections.append(
+            "7. Allow/deny list lookup per request (in-process, no Redis)\n" + _acl_section(results["acl"], get_us)
+        )
     if "connections" in results:
         c = results["connections"]
         sections.append(
@@ -266,6 +308,13 @@ def render(results: dict[str, Any]) -> str:
         sections.append(
             "6. Over HTTP through gunicorn, with and without QuotaThrottle\n" + _http_section(results["http"])
         )
+    if "scale" in results:
+        sections.append(
+            "9. Decisions per second one Redis process, and a 3-shard cluster, sustain "
+            f"(the best of 1 to {results['scale']['max_drivers']} driver processes)\n"
+            + _scale_section(results["scale"])
+        )
     summary = [[what, figure, verdict(ok)] for what, figure, ok in targets(results)]
-    sections.append("Targets\n" + table(["target", "figure", "verdict"], summary))
+    if summary:
+        sections.append("Targets\n" + table(["target", "figure", "verdict"], summary))
     return "\n\n".join(sections)
