@@ -94,7 +94,7 @@ def run_all(profile: Profile, redis_url: str, started: float) -> dict[str, Any]:
     step("1-2. in-process cost per request and bare GET")
     results["latency"] = inprocess.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
 
-    step(f"6. over HTTP through gunicorn ({http_load.loadgen.generator_name()}), with and without the throttle")
+    step(f"6. over HTTP through gunicorn ({http_load.loadgen.generator_name()}), QuotaThrottle, limits, no throttle")
     admin.flushall()
     results["http"] = http_load.run(redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup)
 
