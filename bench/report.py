@@ -147,7 +147,8 @@ def _http_section(http: dict[str, Any]) -> str:
     title = (
         f"GET {http['path']}, gunicorn {http['workers']} sync workers, {http['connections']} connections "
         f"({http['generator']}), {http['rounds']} x {http['seconds_per_run']:g} s per server and stream, rotating;\n"
-        "latency: median over runs; 'vs no throttle': req/s over the unthrottled server's in the same stream"
+        "latency: median over runs; 'vs no throttle': median over rounds of req/s over the unthrottled\n"
+        "server's in the same round and stream"
     )
     return "\n\n".join([title, *tables])
 
