@@ -1,20 +1,32 @@
-"""``python -m bench.http_setup``: the HTTP section's database (``SQLITE_PATH``), printing a bench API key.
+"""``python -m bench.http_setup``: the HTTP section's database (``SQLITE_PATH``), printing the bench clients.
 
-Migrates, seeds the demo plans, and adds a ``bench`` plan shaped like the
-demo's (one plan-wide limit with per-second, per-minute and per-day rates, a
-daily budget) whose numbers no run can reach, with one subscription and key.
-The raw key is the last line printed. Runs with ``config.settings``.
+Migrates, seeds the demo plans, and adds two plans, each with one subscription
+and key:
+
+- ``bench``, shaped like the demo's (one plan-wide limit with per-second,
+  per-minute and per-day rates, a daily budget) with numbers no run can
+  reach: the allowed stream's client;
+- ``bench-denied``, one plan-wide limit of :data:`DENIED_RATE`: the denied
+  stream's client, refused from its second request on.
+
+The last line printed is JSON: ``{"allowed_key", "denied_key",
+"denied_plan_id", "denied_rate"}`` (the raw keys, and what the ``limits``
+peer needs to refuse the same client at the same rate). Runs with
+``config.settings``.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 from decimal import Decimal
 
 import django
 
 BENCH_RATES = "10000000/s; 100000000/min; 10000000000/day"
+#: The denied client's rate, in a syntax both QuotaThrottle and ``limits`` read.
+DENIED_RATE = "1/day"
 
 
 def main() -> None:
@@ -24,18 +36,33 @@ def main() -> None:
 
     from plans.models import APIKey, CostBudget, EndpointLimit, Plan, Subscription
 
+    def plan_with_key(slug: str, rates: str, algorithm: str) -> tuple[Plan, str]:
+        plan, _ = Plan.objects.get_or_create(
+            slug=slug, defaults={"name": slug.title(), "monthly_price": Decimal("0"), "priority": 0}
+        )
+        limit = EndpointLimit(plan=plan, name="global", rates=rates, algorithm=algorithm)
+        limit.full_clean()
+        limit.save()
+        subscription = Subscription.objects.create(name=f"{slug} client", plan=plan)
+        _, raw = APIKey.issue(subscription, name=slug)
+        return plan, raw
+
     call_command("migrate", "--noinput", verbosity=0)
     call_command("seed_demo", stdout=io.StringIO())
-    plan, _ = Plan.objects.get_or_create(
-        slug="bench", defaults={"name": "Bench", "monthly_price": Decimal("0"), "priority": 0}
+    allowed_plan, allowed_key = plan_with_key("bench", BENCH_RATES, "token_bucket")
+    CostBudget.objects.create(plan=allowed_plan, period="day", amount=Decimal("1000000"))
+    # The same algorithm as the peer it is compared with (limits' sliding window counter).
+    denied_plan, denied_key = plan_with_key("bench-denied", DENIED_RATE, "sliding_window_counter")
+    print(
+        json.dumps(
+            {
+                "allowed_key": allowed_key,
+                "denied_key": denied_key,
+                "denied_plan_id": denied_plan.pk,
+                "denied_rate": DENIED_RATE,
+            }
+        )
     )
-    limit = EndpointLimit(plan=plan, name="global", rates=BENCH_RATES, algorithm="token_bucket")
-    limit.full_clean()
-    limit.save()
-    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1000000"))
-    subscription = Subscription.objects.create(name="Bench client", plan=plan)
-    _, raw = APIKey.issue(subscription, name="bench")
-    print(raw)
 
 
 if __name__ == "__main__":

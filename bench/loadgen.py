@@ -1,8 +1,9 @@
 """Bounded HTTP load against a server on 127.0.0.1: ``wrk`` when installed, else forked Python clients.
 
 Either way a run lasts ``duration`` seconds with ``connections`` requests in
-flight, and reports requests per second, the median and p99 latency, and the
-responses that were not 2xx (which must be none: the bench key is never refused).
+flight, and reports requests per second, the median and p99 latency, and how
+many responses had each HTTP status (the caller checks they are all the one
+it expects: 200 for a client under its limits, 429 for one far over).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import re
 import shutil
 import subprocess
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from .stats import percentile
@@ -22,6 +25,8 @@ from .stats import percentile
 MAX_REQUESTS_PER_CLIENT = 200_000
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+#: Makes wrk count responses by status (its own report only counts the non-2xx ones).
+WRK_SCRIPT = Path(__file__).with_name("wrk_statuses.lua")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +39,7 @@ class LoadResult:
     non_2xx: int
     errors: int
     generator: str
+    statuses: dict[int, int]  # HTTP status -> responses
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +64,8 @@ def _ms(text: str) -> float:
 
 
 def _wrk(port: int, path: str, headers: dict[str, str], duration: float, connections: int) -> LoadResult:
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency", "--timeout", "5s"]
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "--latency", "--timeout", "5s",
+            "-s", str(WRK_SCRIPT)]  # fmt: skip
     for name, value in headers.items():
         argv += ["-H", f"{name}: {value}"]
     argv.append(f"http://127.0.0.1:{port}{path}")
@@ -70,6 +77,9 @@ def _wrk(port: int, path: str, headers: dict[str, str], duration: float, connect
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     requests, seconds = int(done.group(1)), _ms(done.group(2) + done.group(3)) / 1000
+    statuses = Counter[int]()
+    for status, count in re.findall(r"^status (\d+) (\d+)$", out, re.MULTILINE):
+        statuses[int(status)] += int(count)
     return LoadResult(
         requests=requests,
         seconds=round(seconds, 3),
@@ -79,13 +89,15 @@ def _wrk(port: int, path: str, headers: dict[str, str], duration: float, connect
         non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
         errors=sum(int(g) for g in errors.groups()) if errors else 0,
         generator="wrk",
+        statuses=dict(sorted(statuses.items())),
     )
 
 
 def _client(port: int, path: str, headers: dict[str, str], deadline: float, out: Any) -> None:
     """One forked client: requests one after another, a new connection each, until the deadline."""
     samples: list[int] = []
-    non_2xx = errors = 0
+    statuses = Counter[int]()
+    errors = 0
     while time.time() < deadline and len(samples) < MAX_REQUESTS_PER_CLIENT:
         start = time.perf_counter_ns()
         try:
@@ -98,8 +110,8 @@ def _client(port: int, path: str, headers: dict[str, str], deadline: float, out:
             errors += 1
             continue
         samples.append(time.perf_counter_ns() - start)
-        non_2xx += not 200 <= response.status < 300
-    out.put((samples, non_2xx, errors))
+        statuses[response.status] += 1
+    out.put((samples, statuses, errors))
 
 
 def _python(port: int, path: str, headers: dict[str, str], duration: float, connections: int) -> LoadResult:
@@ -117,13 +129,15 @@ def _python(port: int, path: str, headers: dict[str, str], duration: float, conn
     for proc in procs:
         proc.join(timeout=10)
     samples = sorted(s for r in results for s in r[0])
+    statuses = sum((r[1] for r in results), Counter[int]())
     return LoadResult(
         requests=len(samples),
         seconds=round(seconds, 3),
         rps=round(len(samples) / seconds, 1),
         median_ms=round(percentile(samples, 0.5) / 1e6, 3),
         p99_ms=round(percentile(samples, 0.99) / 1e6, 3),
-        non_2xx=sum(r[1] for r in results),
+        non_2xx=sum(n for status, n in statuses.items() if not 200 <= status < 300),
         errors=sum(r[2] for r in results),
         generator="python",
+        statuses=dict(sorted(statuses.items())),
     )
