@@ -68,7 +68,7 @@ QUICK = Profile("quick", 5, 400, 200, 500, 200, (10_000,), 1, 200, 1.0, 2, 2.0, 
 DEFAULT = Profile("default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200, 1.0, 6, 3.0, 2.0, 2.5, 0.5, 3)
 
 #: What ``--only`` accepts: the key each section's results are stored under ("commands" includes the flood).
-SECTIONS = ("latency", "http", "commands", "memory", "acl", "connections", "concurrency", "scale")
+SECTIONS = ("latency", "redis_cost", "http", "commands", "memory", "acl", "connections", "concurrency", "scale")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -112,7 +112,7 @@ def machine(admin: redis.Redis) -> dict[str, Any]:
 def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
     """The sections in ``only`` (every one by default), in an order that keeps the timing-sensitive one first."""
     # Imported here: these modules need Django configured.
-    from . import acl, concurrency, connections, http_load, inprocess, redis_stats, scale
+    from . import acl, concurrency, connections, http_load, inprocess, redis_cost, redis_stats, scale
 
     admin = redis.Redis.from_url(redis_url)
     results: dict[str, Any] = {"machine": machine(admin), "profile": asdict(profile)}
@@ -120,6 +120,10 @@ def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, .
     if "latency" in only:
         step("1-2. in-process cost per request and bare GET")
         results["latency"] = inprocess.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
+
+    if "redis_cost" in only:
+        step("10. Redis CPU and script time per allowed decision, beside limits, on each Redis version")
+        results["redis_cost"] = redis_cost.run(max(3, profile.rounds // 2), profile.decisions * 4)
 
     if "http" in only:
         step(

