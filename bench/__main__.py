@@ -3,9 +3,9 @@
 All sections run in one invocation against one private redis-server, so the
 figures are comparable (the bare GET baseline is measured alongside the
 throttles it is compared with, the no-throttle gunicorn alongside the
-throttled one). ``--quick`` takes about a minute (section 9, Redis's own
-capacity, about 20 s of it); the default run stays within about 6 minutes on a
-2-core machine. ``--only scale,acl`` runs just the sections named (see
+throttled one). ``--quick`` takes about two minutes (the HTTP section about
+40 s of it, section 9, Redis's own capacity, about 20 s); the default run
+takes about 8 minutes on a 2-core machine. ``--only scale,acl`` runs just the sections named (see
 :data:`SECTIONS`).
 """
 
@@ -73,7 +73,7 @@ SECTIONS = ("latency", "redis_cost", "http", "commands", "memory", "acl", "conne
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a short run (under 45 s)")
+    parser.add_argument("--quick", action="store_true", help="a short run (about 2 minutes)")
     parser.add_argument("--out", type=Path, default=Path("bench-results.json"), help="where to write the JSON")
     parser.add_argument(
         "--only",
