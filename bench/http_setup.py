@@ -3,9 +3,11 @@
 Migrates, seeds the demo plans, and adds two plans, each with one subscription
 and key:
 
-- ``bench``, shaped like the demo's (one plan-wide limit with per-second,
-  per-minute and per-day rates, a daily budget) with numbers no run can
-  reach: the allowed stream's client;
+- ``bench``, one plan-wide limit of :data:`BENCH_RATE`, a sliding window
+  counter no run can reach: the allowed stream's client, limited exactly as
+  the ``limits`` peer limits it (until 2026-11-23 this plan was shaped like
+  the demo's, three rates and a daily budget, which compared three limits
+  and a budget with the peer's one);
 - ``bench-denied``, one plan-wide limit of :data:`DENIED_RATE`: the denied
   stream's client, refused from its second request on.
 
@@ -24,7 +26,8 @@ from decimal import Decimal
 
 import django
 
-BENCH_RATES = "10000000/s; 100000000/min; 10000000000/day"
+#: The allowed client's rate: the ``limits`` peer's (bench.limits_http), in a syntax both read.
+BENCH_RATE = "1000000/min"
 #: The denied client's rate, in a syntax both QuotaThrottle and ``limits`` read.
 DENIED_RATE = "1/day"
 
@@ -34,7 +37,7 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from plans.models import APIKey, CostBudget, EndpointLimit, Plan, Subscription
+    from plans.models import APIKey, EndpointLimit, Plan, Subscription
 
     def plan_with_key(slug: str, rates: str, algorithm: str) -> tuple[Plan, str]:
         plan, _ = Plan.objects.get_or_create(
@@ -49,9 +52,8 @@ def main() -> None:
 
     call_command("migrate", "--noinput", verbosity=0)
     call_command("seed_demo", stdout=io.StringIO())
-    allowed_plan, allowed_key = plan_with_key("bench", BENCH_RATES, "token_bucket")
-    CostBudget.objects.create(plan=allowed_plan, period="day", amount=Decimal("1000000"))
-    # The same algorithm as the peer it is compared with (limits' sliding window counter).
+    # Both with the algorithm of the peer they are compared with (limits' sliding window counter).
+    _, allowed_key = plan_with_key("bench", BENCH_RATE, "sliding_window_counter")
     denied_plan, denied_key = plan_with_key("bench-denied", DENIED_RATE, "sliding_window_counter")
     print(
         json.dumps(
