@@ -25,6 +25,7 @@ from plans.models import Plan, Subscription
 from quotas.conf import quota_settings
 from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.engine.standing import NEAR
+from quotas.rules.money import format_money
 from quotas.rules.snapshot import RuleSet
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
@@ -220,6 +221,7 @@ def upgrade_candidates(rules: RuleSet, today: date) -> list[dict[str, Any]]:
                 "because": "budget" if by_budget else "rate limit",
                 "upgrade_to": target.name,
                 "revenue_difference": str(target.price - sub.plan.monthly_price),
+                "revenue_difference_text": format_money(target.price - sub.plan.monthly_price),
             }
         )
     out.sort(key=lambda c: -c["denied"])
@@ -282,6 +284,8 @@ def budget_panel(today: date) -> list[dict[str, Any]]:
             "threshold": a.threshold,
             "spent": str(a.spent),
             "amount": str(a.amount),
+            "spent_text": format_money(a.spent),
+            "amount_text": format_money(a.amount),
             "over": a.threshold >= 100,
             "period_start": a.period_start.date().isoformat(),
         }

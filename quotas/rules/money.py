@@ -18,3 +18,35 @@ def to_micros(amount: Decimal | int | str) -> int:
 def from_micros(micros: int) -> Decimal:
     """``micros`` as a Decimal amount with six decimal places."""
     return (Decimal(micros) / MICROS).quantize(Decimal("0.000001"))
+
+
+#: ISO 4217 currencies whose minor unit is not the hundredth; every other code is shown with 2 decimals.
+_ZERO_DECIMALS = ("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV")
+_MINOR_UNITS = {
+    **dict.fromkeys((*_ZERO_DECIMALS, "XAF", "XOF", "XPF"), 0),
+    **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
+    **dict.fromkeys(("CLF", "UYW"), 4),
+}
+
+
+def minor_units(currency: str) -> int:
+    """The decimals ``currency`` (an ISO 4217 code) is usually written with: 2 for most, 0 for JPY, 3 for KWD..."""
+    return _MINOR_UNITS.get(currency.upper(), 2)
+
+
+def format_money(amount: Decimal | int | str, currency: str = "") -> str:
+    """``amount`` as people read it: thousands grouped, the currency's usual decimals, then its code.
+
+    ``format_money("1234.5", "USD")`` is "1,234.50 USD", ``("1234.5", "JPY")``
+    "1,235 JPY". An amount that is not zero but would round to zero (a
+    request priced at a tenth of a cent) keeps the decimals it needs, up to
+    six, rather than read as nothing spent. Without a currency: 2 decimals, no code.
+    """
+    value = Decimal(amount)
+    places = minor_units(currency) if currency else 2
+    rounded = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    if rounded == 0 and value != 0:
+        rounded = value.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP).normalize()
+        places = max(places, -rounded.as_tuple().exponent)  # type: ignore[operator]
+    text = f"{rounded:,.{places}f}"
+    return f"{text} {currency.upper()}" if currency else text

@@ -60,7 +60,8 @@ def chromium() -> Iterator[object]:
 @pytest.fixture
 def page(chromium) -> Iterator[object]:
     ARTIFACTS.mkdir(exist_ok=True)
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    # A viewer far from UTC: times must show in their zone (dashboard/glance.js), UTC on hover.
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, timezone_id="Asia/Tokyo")
     page = context.new_page()
     page.set_default_timeout(15_000)
     yield page
@@ -143,6 +144,9 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     # Live: more traffic, no flush to the database, no reload: the next poll shows it.
     burst(base, demo_key("pro"), 7)
     page.wait_for_function("document.getElementById('total-allowed').textContent === '17'")
+    updated = page.locator("#updated")
+    assert "GMT+9" in updated.inner_text(), updated.inner_text()  # the viewer's zone
+    assert updated.get_attribute("title").endswith(" UTC")  # UTC on hover
     page.wait_for_function("Chart.getChart('chart-live').data.datasets[0].data.some(v => v > 0)", timeout=20_000)
 
     # Phone width: one column, nothing wider than the screen.
@@ -156,6 +160,10 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     page.wait_for_url(f"{base}/dashboard/clients/s.{free.pk}/")
     assert page.inner_text("#client-plan") == "Free"
     assert page.inner_text("td.remaining[data-limit='search']") == "0"
+    # Values read at a glance: "in 23 h 59 min", not raw seconds.
+    resets = page.locator("table.limits tbody tr td:last-child").all_inner_texts()
+    assert resets
+    assert all(t == "now" or t.startswith("in ") for t in resets), resets
     page.screenshot(path=ARTIFACTS / "client-detail.png", full_page=True)
 
 

@@ -136,7 +136,10 @@
   }
 
   function render(data) {
-    document.getElementById("updated").textContent = data.generated_at;
+    var updated = document.getElementById("updated");
+    updated.setAttribute("datetime", data.generated_at);
+    updated.title = new Date(data.generated_at).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+    window.glance.localize(updated.parentNode);
     document.getElementById("updated").dataset.polls = String((parseInt(document.getElementById("updated").dataset.polls || "0", 10)) + 1);
     document.getElementById("live-state").textContent = data.live ? "live" : "flushed usage only (Redis unavailable)";
     ["allowed", "denied", "rate", "budget", "shadow"].forEach(function (k) {
@@ -147,11 +150,11 @@
     fillTable("top-clients", data.top_clients, function (r) { return [link(r), r.plan, r.denied, r.allowed]; });
     fillTable("top-scopes", data.top_scopes, function (r) { return [r.scope || "(none)", r.denied, r.allowed]; });
     fillTable("upgrades", data.upgrades, function (r) {
-      return [link(r), r.plan, r.denied + " (" + r.because + (r.scope ? ", " + r.scope : "") + ")", r.upgrade_to, "+" + r.revenue_difference];
+      return [link(r), r.plan, r.denied + " (" + r.because + (r.scope ? ", " + r.scope : "") + ")", r.upgrade_to, "+" + r.revenue_difference_text];
     });
     fillTable("budgets", data.budgets, function (r) {
       var badge = el("span", r.over ? "over" : r.threshold + " %", { "class": r.over ? "badge over" : "badge near" });
-      return [r.name, r.budget, r.spent, r.amount, badge];
+      return [r.name, r.budget, r.spent_text, r.amount_text, badge];
     });
     drawAdaptive(data.adaptive);
   }

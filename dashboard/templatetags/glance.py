@@ -1,0 +1,75 @@
+"""Template filters for values read at a glance: durations, money, and times in the viewer's time zone.
+
+``{{ seconds|in_duration }}`` gives "in 11 h 56 min"; ``{{ amount|money:currency }}``
+"1,234.50 USD" (see :func:`quotas.rules.money.format_money`); ``{{ when|local_time }}``
+a ``<time>`` element that ``dashboard/glance.js`` rewrites in the viewer's
+time zone, with the UTC time kept as its title (shown on hover) and as the
+text when JavaScript is off.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+
+from quotas.rules.money import format_money
+
+register = template.Library()
+
+_UNITS = (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1))
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` in its two largest units, the rest dropped as a clock does: "11 h 56 min", "3 d 4 h", "42 s"."""
+    left = max(0, int(-(-float(seconds) // 1)))
+    parts = []
+    for name, size in _UNITS:
+        if left >= size or (name == "s" and not parts):
+            count, left = divmod(left, size)
+            parts.append(f"{count} {name}")
+        if len(parts) == 2:
+            break
+    return " ".join(parts)
+
+
+@register.filter
+def in_duration(seconds: Any) -> str:
+    """ "in 11 h 56 min"; "now" for nothing left; the value unchanged when it is not a number."""
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        return str(seconds)
+    return "now" if value <= 0 else f"in {format_duration(value)}"
+
+
+@register.filter
+def money(amount: Any, currency: str = "") -> str:
+    """``amount`` with ``currency``'s usual decimals and its code; the value unchanged when it is not a number."""
+    try:
+        return format_money(Decimal(str(amount)), currency or "")
+    except (InvalidOperation, ValueError):
+        return str(amount)
+
+
+@register.filter
+def local_time(value: Any) -> str:
+    """A ``<time>`` element for ``value`` (an aware datetime or ISO 8601 text), shown in UTC until glance.js runs."""
+    if value in (None, ""):
+        return "—"
+    when = value if isinstance(value, datetime) else _parse(str(value))
+    if when is None:
+        return str(value)
+    utc = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return format_html('<time datetime="{}" title="{}" data-local>{}</time>', utc.isoformat(), text, text)
+
+
+def _parse(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
