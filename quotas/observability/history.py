@@ -17,7 +17,8 @@ pipeline:
   again from its next second's count if it climbs back.
 
 Counters are the usage counters' names (:data:`quotas.engine.protocol.USAGE_COUNTERS`)
-plus ``dl`` (refused from this process's own limits while Redis was down).
+plus ``dl``: refused from this process's memory of clients over a limit, without asking Redis
+(the metrics' reason "local"; the usage counters count these as ``dr``).
 Notes that fail to reach Redis are kept for the next write. A process killed
 between writes loses at most about a second of *history*; billed usage is
 counted by the decision script itself and loses nothing. Should a connection
