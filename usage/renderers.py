@@ -8,13 +8,18 @@ from typing import Any
 
 from rest_framework.renderers import BaseRenderer
 
+from quotas.observability.history import HISTORY_COUNTERS
+
+from .history import HISTORY_GROUPS
+
 DENIED = ("rate", "budget", "acl", "capacity", "banned", "shadow")
 COLUMNS = ("allowed", *(f"denied_{d}" for d in DENIED[:-1]), "shadow_would_deny", "weight", "cost")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 class UsageCSVRenderer(BaseRenderer):
-    """One line per report row (day or scope first), with a header line; totals are left to the spreadsheet."""
+    """One line per report row (day, scope or bucket first), with a header line; totals are left to the
+    spreadsheet."""
 
     media_type = "text/csv"
     format = "csv"
@@ -26,11 +31,22 @@ class UsageCSVRenderer(BaseRenderer):
         group = data["group_by"]
         out = io.StringIO()
         writer = csv.writer(out)
+        if group in HISTORY_GROUPS:
+            return _history(writer, data["rows"], out).encode(self.charset)
         writer.writerow((group, *COLUMNS))
         for row in data["rows"]:
             counts = (row["denied"][d] for d in DENIED)
             writer.writerow((_cell(row[group]), row["allowed"], *counts, row["weight"], row["cost"]))
         return out.getvalue().encode(self.charset)
+
+
+def _history(writer: Any, rows: list[dict[str, Any]], out: io.StringIO) -> str:
+    """group_by=minute or hour: one line per bucket (start, plan, scope, each counter, the sums)."""
+    columns = ("start", "plan", "scope", *HISTORY_COUNTERS.values(), "denied", "total", "denial_rate")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(_cell(row[c]) for c in columns)
+    return out.getvalue()
 
 
 def _cell(value: Any) -> str:

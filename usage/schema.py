@@ -30,6 +30,7 @@ def _report() -> dict[str, Any]:
 
     from quotas.openapi import PROBLEM_MEDIA_TYPE, problem
 
+    from .history import HISTORY_GROUPS
     from .reports import GROUPS
     from .serializers import UsageReportSerializer
 
@@ -44,7 +45,16 @@ def _report() -> dict[str, Any]:
         "parameters": [
             OpenApiParameter("from", OpenApiTypes.DATE, description="First day, YYYY-MM-DD (default: to - 29 days)."),
             OpenApiParameter("to", OpenApiTypes.DATE, description="Last day, YYYY-MM-DD (default: today, UTC)."),
-            OpenApiParameter("group_by", OpenApiTypes.STR, enum=list(GROUPS), description="Default: day."),
+            OpenApiParameter(
+                "group_by",
+                OpenApiTypes.STR,
+                enum=[*GROUPS, *HISTORY_GROUPS],
+                description="Default: day. minute (last 2 hours) and hour (last 7 days): the per plan and scope "
+                "history with the top clients, for staff with usage.view_all_usage only.",
+            ),
+            OpenApiParameter("start", OpenApiTypes.DATETIME, description="group_by=minute|hour: ISO 8601 start."),
+            OpenApiParameter("end", OpenApiTypes.DATETIME, description="group_by=minute|hour: ISO 8601 end."),
+            OpenApiParameter("top", OpenApiTypes.INT, description="group_by=minute|hour: top clients (0-100)."),
             OpenApiParameter("client", OpenApiTypes.STR, description="Staff: one client's tag, e.g. s.12."),
             OpenApiParameter("plan", OpenApiTypes.STR, description="Only usage under this plan (slug)."),
             OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv"], description="csv for spreadsheets."),

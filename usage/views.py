@@ -30,6 +30,7 @@ from quotas.http import problems as quota_problems
 from quotas.identity.clients import Client, identify
 
 from . import problems
+from .history import HISTORY_GROUPS, NOT_FOR_CLIENTS, HistoryQuerySerializer, build_history
 from .renderers import UsageCSVRenderer
 from .reports import build_report
 from .schema import documented
@@ -84,6 +85,8 @@ class UsageReportView(UsageAPIView):
     @documented("usage_report")
     def get(self, request: Request) -> Response:
         viewer = viewer_for(request)
+        if request.query_params.get("group_by") in HISTORY_GROUPS:
+            return self.history(request, viewer)
         params = UsageQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         asked = params.validated_data.get("client")
@@ -100,6 +103,23 @@ class UsageReportView(UsageAPIView):
         response = Response(report)
         if request.accepted_renderer.format == "csv":
             response["Content-Disposition"] = f'attachment; filename="{_filename(query.start, query.end)}"'
+        return response
+
+    def history(self, request: Request, viewer: Viewer) -> Response:
+        """group_by=minute or hour: the engine's recent history, for viewers who see every client."""
+        if not viewer.sees_all:
+            raise exceptions.ValidationError({"group_by": NOT_FOR_CLIENTS})
+        params = HistoryQuerySerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        engine = get_engine()
+        try:
+            body = build_history(params.validated_data, engine.redis, engine.prefix)
+        except STORE_ERRORS as exc:
+            raise QuotaServiceUnavailable(quota_problems.store_unavailable()) from exc
+        response = Response(body)
+        if request.accepted_renderer.format == "csv":
+            start, end = params.validated_data["start"], params.validated_data["end"]
+            response["Content-Disposition"] = f'attachment; filename="history-{start:%Y%m%d%H%M}-{end:%Y%m%d%H%M}.csv"'
         return response
 
 

@@ -40,6 +40,7 @@ from quotas.engine.scripts import LuaScript
 from quotas.engine.usage_buffer import UsageBuffer, replay_spool
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.observability import metrics
+from quotas.observability.history import History
 from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import Window
 
@@ -80,6 +81,7 @@ class Engine:
         rules.on_tick = self.tick
         self.usage_buffer = UsageBuffer()
         self.key_use = KeyUse()
+        self.history = History()
         self.breaker = CircuitBreaker(float(quota_settings.PROBE_INTERVAL))
         self.fallback = LocalLimiter(float(quota_settings.LOCAL_SHARE), deny_memory_size)
         atexit.register(self.flush_usage, spool_on_failure=True)
@@ -298,7 +300,8 @@ class Engine:
         return "breaker_open" if self.breaker.is_open else "normal"
 
     def tick(self) -> None:
-        """Background work of the poller thread: probe Redis while down, then write what was held."""
+        """Background work of the poller thread: probe Redis while down, then write what was held
+        (usage, keys' last use, the history), each kept for the next tick if its write fails."""
         if self.breaker.is_open:
             try:
                 self.redis.ping()
@@ -308,10 +311,11 @@ class Engine:
             self.fallback.clear()
         if self.flush_usage():
             replay_spool(self.redis)
-        try:
-            self.key_use.write(self.redis, self.prefix)
-        except STORE_ERRORS:
-            metrics.observe_redis_error("key_use")
+        for name, notes in (("key_use", self.key_use), ("history", self.history)):
+            try:
+                notes.write(self.redis, self.prefix)
+            except STORE_ERRORS:
+                metrics.observe_redis_error(name)
 
     def decide_locally(
         self,

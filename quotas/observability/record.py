@@ -1,4 +1,5 @@
-"""What a decision leaves behind for operators: one metric sample, and audit lines for refusals and bans."""
+"""What a decision leaves behind for operators: one metric sample, a history note, and audit lines for
+refusals and bans."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from quotas.engine.decision import Decision
 from quotas.observability import metrics
+from quotas.observability.history import History
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
 
 
@@ -26,11 +28,20 @@ def labels(decision: Decision) -> tuple[str, str]:
 
 
 def record_decision(
-    request: Any, decision: Decision, client_tag: str, plan: str | None, scope: str, started: float
+    request: Any,
+    decision: Decision,
+    client_tag: str,
+    plan: str | None,
+    scope: str,
+    started: float,
+    history: History | None = None,
 ) -> None:
-    """Count the decision, and write audit lines for a refusal or a new ban."""
+    """Count the decision (metrics, and ``history``, the engine's), and write audit lines for a refusal or
+    a new ban."""
     outcome, reason = labels(decision)
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
+    if history is not None:
+        history.note(plan, scope, outcome, reason, client_tag, time.time())
     if decision.ban_started:
         log_ban(request, client_tag, plan, decision.now + decision.ban_wait_us / 1e6)
     if outcome == "denied":
@@ -38,11 +49,20 @@ def record_decision(
 
 
 def record_acl(
-    request: Any, allowed: bool, client_tag: str, plan: str | None, scope: str, entry_id: Any, started: float
+    request: Any,
+    allowed: bool,
+    client_tag: str,
+    plan: str | None,
+    scope: str,
+    entry_id: Any,
+    started: float,
+    history: History | None = None,
 ) -> None:
-    """Count a decision an allow or deny list made, and audit a denial."""
-    metrics.observe_decision(plan, scope, "allowed" if allowed else "denied", "none" if allowed else "acl",
-                             time.perf_counter() - started)  # fmt: skip
+    """Count a decision an allow or deny list made (metrics and ``history``), and audit a denial."""
+    outcome, reason = ("allowed", "none") if allowed else ("denied", "acl")
+    metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
+    if history is not None:
+        history.note(plan, scope, outcome, reason, client_tag, time.time())
     if not allowed:
         log_denial(
             request, {"client": client_tag, "plan": plan, "scope": scope, "reason": "acl", "acl_entry": entry_id}

@@ -17,6 +17,7 @@ from kombu import Connection
 from quotas.engine.redis_connect import celery_sentinel_broker
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
+from quotas.observability.history import read_history, read_top_clients
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
 from tests.script_calls import script_calls
@@ -267,6 +268,23 @@ def test_usage_flush_builds_its_client_from_redis_url(topology, topo_engine):
     """flush_usage() without a client connects to QUOTAS['REDIS_URL'] whatever its topology."""
     assert topo_engine.decide("{s.1}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
     assert flush_usage().keys == 1
+
+
+def test_the_history_is_written_and_read_on_every_topology(topology, topo_engine):
+    """The engine's history: one non-transactional pipeline over minute, hour and top keys (in several
+    slots on a cluster), read back with the totals written."""
+    now = time.time()
+    for i in range(30):
+        topo_engine.history.note("free", "", "allowed", "none", f"{{s.{i}}}", now)
+    topo_engine.history.note("free", "", "denied", "rate", "{s.1}", now)
+    topo_engine.tick()
+    assert topo_engine.history.pending() == 0
+    at = datetime.fromtimestamp(now, UTC)
+    for resolution in ("minute", "hour"):
+        (bucket,) = read_history(topo_engine.redis, PREFIX, resolution, at, at)
+        assert (bucket.plan, bucket.total, bucket.denied) == ("free", 31, 1)
+    assert read_top_clients(topo_engine.redis, PREFIX, at, at, "denied", 5) == [("s.1", 1)]
+    assert len(read_top_clients(topo_engine.redis, PREFIX, at, at, "allowed", 100)) == 30
 
 
 # Cluster down -------------------------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from plans.models import Plan
 from quotas.engine.runtime import get_engine
-from tests.factories import EndpointLimitFactory, PlanFactory
+from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
 
 
 @pytest.fixture
@@ -33,6 +34,15 @@ def pro(db) -> Plan:
 @pytest.fixture
 def api() -> APIClient:
     return APIClient(raise_request_exception=False)
+
+
+@pytest.fixture
+def staff(api):
+    """An operator signed in to ``api``: staff with the view_all_usage permission."""
+    user = UserFactory(username="ops", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_all_usage"))
+    api.force_authenticate(user)
+    return user
 
 
 def send(api: APIClient, key: str | None, n: int, path: str = "/api/demo/ping") -> Counter:

@@ -1,0 +1,244 @@
+"""Usage history for operators: per minute for 2 hours, per hour for 7 days, recorded off the request path.
+
+Each decision is noted in this process (:meth:`History.note`: a few dict
+increments under a lock, no Redis). The engine's poller thread writes the notes
+about once a second (:meth:`History.write`, from ``Engine.tick``) in one
+pipeline:
+
+- ``<prefix>:hist:m:<YYYYMMDDHHMM>``: a hash per UTC minute, fields
+  ``<plan or ->|<scope or ->|<counter>`` (HINCRBY), kept :data:`MINUTE_KEEP`
+  seconds after its minute ends;
+- ``<prefix>:hist:h:<YYYYMMDDHH>``: the same fields per UTC hour, kept
+  :data:`HOUR_KEEP` seconds after its hour ends;
+- ``<prefix>:hist:top:<YYYYMMDDHH>:<a or d>``: a sorted set per hour of the
+  clients' admitted (``a``) or denied (``d``) requests (ZINCRBY), trimmed to
+  the :data:`TOP_KEEP` largest after every write, with the hourly TTL. The trim
+  makes "top" approximate near the boundary: a client dropped at rank 101 starts
+  again from its next second's count if it climbs back.
+
+Counters are the usage counters' names (:data:`quotas.engine.protocol.USAGE_COUNTERS`)
+plus ``dl``: refused from this process's memory of clients over a limit, without asking Redis
+(the metrics' reason "local"; the usage counters count these as ``dr``).
+Notes that fail to reach Redis are kept for the next write. A process killed
+between writes loses at most about a second of *history*; billed usage is
+counted by the decision script itself and loses nothing. Should a connection
+drop after Redis applied a write but before the reply, the retry counts that
+second twice (history is for operators' eyes, not billing).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from quotas.engine.protocol import USAGE_COUNTERS
+
+#: Counter names as written to Redis (the usage counters' short names, one owner) and in the API.
+HISTORY_COUNTERS: dict[str, str] = {
+    **{c: USAGE_COUNTERS[c] for c in ("a", "sw", "dr", "db", "dc", "dx", "da")},
+    "dl": "denied_local",
+}
+#: The counters one decision adds 1 to, by its metrics labels (see ``record.labels``).
+#: A shadow-denied request was admitted, so it counts as allowed too (as in the usage counters).
+COUNTERS_OF: dict[tuple[str, str], tuple[str, ...]] = {
+    ("allowed", "none"): ("a",),
+    ("shadow_denied", "none"): ("a", "sw"),
+    ("denied", "rate"): ("dr",),
+    ("denied", "budget"): ("db",),
+    ("denied", "capacity"): ("dc",),
+    ("denied", "banned"): ("dx",),
+    ("denied", "local"): ("dl",),
+    ("denied", "acl"): ("da",),
+}
+DENIED_COUNTERS = ("dr", "db", "dc", "dx", "dl", "da")
+#: Seconds a minute's hash lives after its minute ends: 2 hours, plus a margin for clock skew and slow readers.
+MINUTE_KEEP = 2 * 3600 + 300
+#: Seconds an hour's hash and top-client sets live after their hour ends: 7 days, plus a margin.
+HOUR_KEEP = 7 * 86400 + 3600
+#: Clients kept in each hour's top set.
+TOP_KEEP = 100
+#: The top sets: admitted and denied requests.
+TOP_SIDES = {"allowed": "a", "denied": "d"}
+
+Resolution = Literal["minute", "hour"]
+_SECONDS = {"minute": 60, "hour": 3600}
+
+
+class History:
+    """This process's history notes since its last write (one per engine, like ``KeyUse``)."""
+
+    def __init__(self) -> None:
+        # A lock because "+= 1" on a dict is a read then a write: two request threads could lose one.
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[int, str], int] = {}  # (minute since epoch, field) -> count
+        self._top: dict[tuple[int, str, str], int] = {}  # (hour since epoch, "a"/"d", client) -> count
+
+    def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, at: float) -> None:
+        """Count one decision (``outcome``/``reason`` as :func:`record.labels` names them) at ``at`` (epoch s)."""
+        counters = COUNTERS_OF.get((outcome, reason), ())
+        minute = int(at // 60)
+        side = "d" if outcome == "denied" else "a"
+        client = client_tag.strip("{}")
+        with self._lock:
+            for counter in counters:
+                key = (minute, f"{plan or '-'}|{scope or '-'}|{counter}")
+                self._counts[key] = self._counts.get(key, 0) + 1
+            top = (minute // 60, side, client)
+            self._top[top] = self._top.get(top, 0) + 1
+
+    def pending(self) -> int:
+        """How many counter increments wait for the next write (for tests and debugging)."""
+        with self._lock:
+            return sum(self._counts.values())
+
+    def write(self, client: Any, prefix: str) -> None:
+        """Add the notes to Redis in one pipeline (no transaction: fine on a cluster client).
+
+        Raises what the client raises; the notes are then kept for the next try.
+        """
+        with self._lock:
+            counts, self._counts = self._counts, {}
+            top, self._top = self._top, {}
+        if not counts and not top:
+            return
+        try:
+            _pipeline(client, prefix, counts, top).execute()
+        except Exception:
+            with self._lock:
+                _merge(self._counts, counts)
+                _merge(self._top, top)
+            raise
+
+
+def _pipeline(
+    client: Any, prefix: str, counts: dict[tuple[int, str], int], top: dict[tuple[int, str, str], int]
+) -> Any:
+    pipe = client.pipeline(transaction=False)
+    hours: dict[tuple[int, str], int] = {}
+    for (minute, field), n in counts.items():
+        pipe.hincrby(bucket_key(prefix, "minute", minute * 60), field, n)
+        hours[(minute // 60, field)] = hours.get((minute // 60, field), 0) + n
+    for minute in {m for m, _ in counts}:
+        pipe.expireat(bucket_key(prefix, "minute", minute * 60), (minute + 1) * 60 + MINUTE_KEEP)
+    for (hour, field), n in hours.items():
+        pipe.hincrby(bucket_key(prefix, "hour", hour * 3600), field, n)
+    for hour in {h for h, _ in hours}:
+        pipe.expireat(bucket_key(prefix, "hour", hour * 3600), (hour + 1) * 3600 + HOUR_KEEP)
+    for (hour, side, member), n in top.items():
+        pipe.zincrby(top_key(prefix, hour * 3600, side), n, member)
+    for hour, side in {(h, s) for h, s, _ in top}:
+        key = top_key(prefix, hour * 3600, side)
+        pipe.zremrangebyrank(key, 0, -(TOP_KEEP + 1))  # keep the TOP_KEEP highest scores
+        pipe.expireat(key, (hour + 1) * 3600 + HOUR_KEEP)
+    return pipe
+
+
+def _merge(into: dict[Any, int], counts: dict[Any, int]) -> None:
+    for key, n in counts.items():
+        into[key] = into.get(key, 0) + n
+
+
+def bucket_key(prefix: str, resolution: Resolution, at: float) -> str:
+    """The hash of the minute or hour holding ``at`` (epoch seconds, UTC)."""
+    if resolution == "minute":
+        return f"{prefix}:hist:m:{time.strftime('%Y%m%d%H%M', time.gmtime(at))}"
+    return f"{prefix}:hist:h:{time.strftime('%Y%m%d%H', time.gmtime(at))}"
+
+
+def top_key(prefix: str, at: float, side: str) -> str:
+    """The top-client set of the hour holding ``at``; ``side`` is "a" (admitted) or "d" (denied)."""
+    return f"{prefix}:hist:top:{time.strftime('%Y%m%d%H', time.gmtime(at))}:{side}"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryBucket:
+    """One minute or hour of one plan and scope: ``counters`` by their long names (all present)."""
+
+    start: datetime
+    plan: str | None
+    scope: str | None
+    counters: dict[str, int]
+
+    @property
+    def denied(self) -> int:
+        """Requests refused, for any reason (shadow would-denies were admitted: not counted)."""
+        return sum(self.counters[HISTORY_COUNTERS[c]] for c in DENIED_COUNTERS)
+
+    @property
+    def total(self) -> int:
+        """Requests decided: admitted plus refused."""
+        return self.counters[HISTORY_COUNTERS["a"]] + self.denied
+
+    @property
+    def denial_rate(self) -> float:
+        """Refused / decided, 0.0 for a bucket with nothing decided."""
+        return self.denied / self.total if self.total else 0.0
+
+
+def bucket_starts(resolution: Resolution, start: datetime, end: datetime) -> list[int]:
+    """Epoch seconds of each minute or hour from the one holding ``start`` to the one holding ``end``."""
+    step = _SECONDS[resolution]
+    first, last = int(start.timestamp()) // step * step, int(end.timestamp()) // step * step
+    return list(range(first, last + 1, step))
+
+
+def read_history(
+    client: Any, prefix: str, resolution: Resolution, start: datetime, end: datetime
+) -> list[HistoryBucket]:
+    """The buckets from ``start`` to ``end`` (aware datetimes) with any count, by start, plan and scope.
+
+    One pipeline of HGETALLs; raises what the client raises.
+    """
+    starts = bucket_starts(resolution, start, end)
+    pipe = client.pipeline(transaction=False)
+    for at in starts:
+        pipe.hgetall(bucket_key(prefix, resolution, at))
+    buckets = []
+    for at, mapping in zip(starts, pipe.execute(), strict=True):
+        buckets.extend(_buckets(datetime.fromtimestamp(at, UTC), mapping.items()))
+    return buckets
+
+
+def _buckets(start: datetime, fields: Iterable[tuple[bytes, bytes]]) -> list[HistoryBucket]:
+    groups: dict[tuple[str, str], dict[str, int]] = {}
+    for raw, value in fields:
+        plan, rest = _text(raw).split("|", 1)  # a plan slug has no "|"; a scope might
+        scope, counter = rest.rsplit("|", 1)
+        if counter in HISTORY_COUNTERS:  # a counter a newer version added is left out, not an error
+            counters = groups.setdefault((plan, scope), dict.fromkeys(HISTORY_COUNTERS.values(), 0))
+            counters[HISTORY_COUNTERS[counter]] += int(value)
+    return [
+        HistoryBucket(start, None if plan == "-" else plan, None if scope == "-" else scope, counters)
+        for (plan, scope), counters in sorted(groups.items())
+    ]
+
+
+def read_top_clients(
+    client: Any, prefix: str, start: datetime, end: datetime, by: str, limit: int
+) -> list[tuple[str, int]]:
+    """The ``limit`` clients with the most ``by`` ("allowed" or "denied") requests in the hours from
+    ``start`` to ``end``, as (client tag, count), most first.
+
+    Approximate: each hour keeps its top :data:`TOP_KEEP` only, so a client
+    outside one hour's top is summed without that hour.
+    """
+    side = TOP_SIDES[by]
+    hours = bucket_starts("hour", start, end)
+    pipe = client.pipeline(transaction=False)
+    for at in hours:
+        pipe.zrange(top_key(prefix, at, side), 0, TOP_KEEP - 1, desc=True, withscores=True)
+    totals: dict[str, int] = {}
+    for members in pipe.execute():
+        for member, score in members:
+            name = _text(member)
+            totals[name] = totals.get(name, 0) + int(score)
+    return sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+
+def _text(value: bytes | str) -> str:
+    # The engine's client returns bytes; a client made with decode_responses=True, str.
+    return value.decode() if isinstance(value, bytes) else value
