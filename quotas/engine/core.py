@@ -40,6 +40,7 @@ from quotas.engine.scripts import LuaScript
 from quotas.engine.usage_buffer import UsageBuffer, replay_spool
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.observability import metrics
+from quotas.observability.refusals import RefusalLog
 from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import Window
 
@@ -80,6 +81,7 @@ class Engine:
         rules.on_tick = self.tick
         self.usage_buffer = UsageBuffer()
         self.key_use = KeyUse()
+        self.refusals = RefusalLog()  # each client's last refusals, for operators
         self.breaker = CircuitBreaker(float(quota_settings.PROBE_INTERVAL))
         self.fallback = LocalLimiter(float(quota_settings.LOCAL_SHARE), deny_memory_size)
         atexit.register(self.flush_usage, spool_on_failure=True)
@@ -312,6 +314,7 @@ class Engine:
             self.key_use.write(self.redis, self.prefix)
         except STORE_ERRORS:
             metrics.observe_redis_error("key_use")
+        self.refusals.write(self.redis, self.prefix)  # counts and logs its own errors, keeps what failed
 
     def decide_locally(
         self,

@@ -63,6 +63,7 @@ REDIS_OPERATIONS = (
     "flush_usage",
     "lift_ban",
     "key_use",
+    "refusals",
 )
 
 #: Distinct values each free-text label may take in one process before the rest count as ``other``.

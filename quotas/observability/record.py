@@ -8,6 +8,7 @@ from typing import Any
 from quotas.engine.decision import Decision
 from quotas.observability import metrics
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
+from quotas.observability.refusals import RefusalLog
 
 
 def labels(decision: Decision) -> tuple[str, str]:
@@ -26,24 +27,41 @@ def labels(decision: Decision) -> tuple[str, str]:
 
 
 def record_decision(
-    request: Any, decision: Decision, client_tag: str, plan: str | None, scope: str, started: float
+    request: Any,
+    decision: Decision,
+    client_tag: str,
+    plan: str | None,
+    scope: str,
+    started: float,
+    refusals: RefusalLog | None = None,
 ) -> None:
-    """Count the decision, and write audit lines for a refusal or a new ban."""
+    """Count the decision, and write audit lines for a refusal or a new ban (noted in ``refusals`` too)."""
     outcome, reason = labels(decision)
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
     if decision.ban_started:
         log_ban(request, client_tag, plan, decision.now + decision.ban_wait_us / 1e6)
     if outcome == "denied":
         log_denial(request, summarize_decision(decision, plan=plan, scope=scope, reason=reason))
+        if refusals is not None:
+            refusals.note(client_tag, decision, plan, scope, reason)
 
 
 def record_acl(
-    request: Any, allowed: bool, client_tag: str, plan: str | None, scope: str, entry_id: Any, started: float
+    request: Any,
+    allowed: bool,
+    client_tag: str,
+    plan: str | None,
+    scope: str,
+    entry_id: Any,
+    started: float,
+    refusals: RefusalLog | None = None,
 ) -> None:
-    """Count a decision an allow or deny list made, and audit a denial."""
+    """Count a decision an allow or deny list made, and audit a denial (noted in ``refusals`` too)."""
     metrics.observe_decision(plan, scope, "allowed" if allowed else "denied", "none" if allowed else "acl",
                              time.perf_counter() - started)  # fmt: skip
     if not allowed:
         log_denial(
             request, {"client": client_tag, "plan": plan, "scope": scope, "reason": "acl", "acl_entry": entry_id}
         )
+        if refusals is not None:
+            refusals.note_acl(client_tag, plan, scope, entry_id, time.time())
