@@ -153,7 +153,7 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
 
     page.set_viewport_size({"width": 1280, "height": 900})
     page.click("#top-clients a.client-link")
-    page.wait_for_url(f"{base}/dashboard/clients/s.{free.pk}/")
+    page.wait_for_url(f"{base}/dashboard/clients/s.{free.pk}/#refusals")
     assert page.inner_text("#client-plan") == "Free"
     assert page.inner_text("td.remaining[data-limit='search']") == "0"
     page.screenshot(path=ARTIFACTS / "client-detail.png", full_page=True)
