@@ -16,7 +16,10 @@ from plans.models import ACLEntry, APIKey
 from quotas.engine.keys import refusals_key
 from quotas.engine.runtime import get_engine
 from quotas.identity.clients import hash_api_key
+from quotas.observability.record import labels
 from quotas.observability.refusals import KEEP_PER_CLIENT, TTL_SECONDS, RefusalLog, read_refusals
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule, ban_policy_spec
 from tests.factories import UserFactory, issue_key
 
 from .conftest import send
@@ -186,3 +189,20 @@ def test_staff_without_the_permission_and_anonymous_callers_are_refused(api, fre
     api.force_authenticate(UserFactory(username="plain-staff", is_staff=True))
     problem(api.get(REFUSALS, {"client": tag_of(key)}), 403)
     assert json.loads(api.get(REFUSALS, {"client": "s.1"}).content)["status"] == 403
+
+
+def test_a_ban_is_recorded_with_its_end(engine, redis_client):
+    """The refusal that starts a ban, and one refused during it, record when the ban ends."""
+    policy, at = ban_policy_spec(3, 10, (60, 600)), 1_700_000_040.0
+    rule = LimitRule(id="l", name="l", rates=parse_rates("1/min"), algorithm="fixed_window")
+    log = RefusalLog()
+    for i in range(6):  # allowed, 3 refusals, the one starting the ban, one during it (a second apart)
+        decision = engine.decide("{u.7}", rule.windows, now=at + i, ban_policy=policy)
+        if not decision.allowed:
+            log.note("{u.7}", decision, None, "", labels(decision)[1])
+    assert log.write(redis_client, "t")
+    during, started, *rate = read_refusals(redis_client, "t", "u.7")
+    assert [r["reason"] for r in (during, started, *rate)] == ["banned", "banned", "rate", "rate", "rate"]
+    assert started["ban_until"] == during["ban_until"] == at + 4 + 60
+    assert during["windows"] == []  # a ban reads no limit
+    assert rate[0]["windows"][0]["remaining"] == 0
