@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -319,3 +319,20 @@ def decorate_standing(standing: dict[str, Any] | None) -> dict[str, Any] | None:
         budget["used_pct"] = round(used * 100)
         budget["state"] = "over" if Decimal(budget["remaining"]) <= 0 else "near" if used >= NEAR else "ok"
     return standing
+
+
+def refusal_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One table row per refusing window of each refusal (one row for a ban or an access-list denial)."""
+    rows = []
+    for record in records:
+        base = {"time": record["time"], "reason": record.get("reason"), "scope": record.get("scope")}
+        if record.get("acl_entry") is not None:
+            base["note"] = f"access-list entry {record['acl_entry']}"
+        elif record.get("ban_until") is not None:
+            ends = datetime.fromtimestamp(record["ban_until"], UTC).isoformat(timespec="seconds")
+            base["note"] = f"banned until {ends}"
+        windows = record.get("windows") or [{"retry_after": record.get("retry_after")}]
+        for window in windows:
+            length = window.get("window")  # seconds, or a calendar period's name
+            rows.append({**base, **window, "window": f"{length} s" if isinstance(length, int) else length})
+    return rows

@@ -20,11 +20,13 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, ClientBan, Plan, Subscription
 from plans.rules import subscriber_of
+from quotas.engine.keys import is_client_tag
 from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.engine.runtime import get_engine
 from quotas.engine.standing import current_standing
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.clients import Client
+from quotas.observability.refusals import read_refusals
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT
@@ -36,6 +38,7 @@ from .queries import (
     adaptive_panel,
     budget_panel,
     decorate_standing,
+    refusal_rows,
     subscription_id,
     upgrade_candidates,
 )
@@ -66,8 +69,8 @@ def payload(filters: Filters) -> dict[str, Any]:
     engine = get_engine()
     usage = UsageSlice(filters, engine.redis)
     top_clients = usage.top_clients()
-    for row in top_clients:
-        row["url"] = reverse("dashboard:client", args=[row["client"]])
+    for row in top_clients:  # straight to why they were refused
+        row["url"] = reverse("dashboard:client", args=[row["client"]]) + "#refusals"
     upgrades = upgrade_candidates(engine.rules.current(), filters.today)
     for row in upgrades:
         row["url"] = reverse("dashboard:client", args=[row["client"]])
@@ -114,7 +117,7 @@ def data(request: HttpRequest) -> JsonResponse:
 @staff_member_required
 @permission_required(VIEW_ALL_USAGE, raise_exception=True)
 def client_detail(request: HttpRequest, client: str) -> HttpResponse:
-    """One client: plan, live limits and budgets, recent usage, bans and access-list entries."""
+    """One client: plan, live limits and budgets, last refusals, recent usage, bans and access-list entries."""
     if len(client) > MAX_TEXT or "\x00" in client:
         raise Http404("No such client.")
     engine = get_engine()
@@ -133,6 +136,11 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
         standing = current_standing(who, engine.rules.current(), engine)
     except StoreUnavailable:
         standing = None
+    try:
+        refusals = refusal_rows(read_refusals(engine.redis, engine.prefix, client)) if is_client_tag(client) else []
+    except STORE_ERRORS:
+        logger.warning("dashboard: the last refusals of %s are unavailable", client, exc_info=True)
+        refusals = None
     acl = ACLEntry.objects.none()
     if sub is not None:
         match = Q(subscription=sub) | Q(api_key__subscription=sub)
@@ -147,6 +155,7 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
             "subscription": sub,
             "standing": decorate_standing(standing),
             "report": report,
+            "refusals": refusals,
             "bans": ClientBan.objects.filter(client=client)[:20],
             "acl": acl[:50],
             "keys": sub.api_keys.all() if sub else [],

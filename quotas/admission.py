@@ -145,8 +145,17 @@ def prepare(engine: Engine, rules: RuleSet, ask: Ask) -> Prepared | Admission:
     if rules.acl:
         entry = _match_acl(rules, ask)
         if entry is not None:
+            allowed = entry.action == "allow"
             record_acl(
-                ask.request, entry.action == "allow", ask.client.tag, slug, ask.scope, entry.id, started, engine.history
+                ask.request,
+                allowed,
+                ask.client.tag,
+                slug,
+                ask.scope,
+                entry.id,
+                started,
+                engine.history,
+                engine.refusals,
             )
             return _listed(engine, rules, ask, entry, usage)
     if not ask.windows:
@@ -185,7 +194,14 @@ def conclude(engine: Engine, rules: RuleSet, ask: Ask, prepared: Prepared, decis
     if decision.ban_started:
         report_ban(ask.client, decision, rules.plans.get(ask.plan_id) if ask.plan_id is not None else None)
     record_decision(
-        ask.request, decision, ask.client.tag, prepared.plan_slug, ask.scope, prepared.started, engine.history
+        ask.request,
+        decision,
+        ask.client.tag,
+        prepared.plan_slug,
+        ask.scope,
+        prepared.started,
+        engine.history,
+        engine.refusals,
     )
     if decision.allowed:
         return Admission(decided, _shape(engine, decision))

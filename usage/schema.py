@@ -16,7 +16,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def documented(operation: str) -> Callable[[F], F]:
-    """The schema decorator of ``operation`` (``"usage_report"`` or ``"usage_current"``)."""
+    """The schema decorator of ``operation`` (``"usage_report"``, ``"usage_current"``, ``"usage_refusals"``)."""
     try:
         from drf_spectacular.utils import extend_schema
     except ImportError:
@@ -87,6 +87,34 @@ def _current() -> dict[str, Any]:
     }
 
 
+def _refusals() -> dict[str, Any]:
+    from drf_spectacular.types import OpenApiTypes
+    from drf_spectacular.utils import OpenApiParameter
+
+    from quotas.openapi import PROBLEM_MEDIA_TYPE, problem
+
+    return {
+        "operation_id": "usage_refusals",
+        "summary": "A client's last refusals",
+        "description": (
+            "The client's last 20 refusals of the past 24 hours (at most one a second per server process), newest "
+            "first: when, why, and each refusing limit's window, remaining, reset and retry-after at that moment. "
+            "A caller reads its own (its tag as /api/v1/usage/current shows it); staff with the "
+            "usage.view_all_usage permission read anyone's."
+        ),
+        "parameters": [
+            OpenApiParameter("client", OpenApiTypes.STR, required=True, description="A client tag, e.g. s.12."),
+        ],
+        "responses": {
+            200: OpenApiTypes.OBJECT,
+            (400, PROBLEM_MEDIA_TYPE): problem("`client` is missing or is not a client tag."),
+            **_errors(PROBLEM_MEDIA_TYPE, problem),
+            (503, PROBLEM_MEDIA_TYPE): problem("The quota store (Redis) cannot be reached right now."),
+        },
+        "tags": ["usage"],
+    }
+
+
 def _errors(media_type: str, problem: Callable[[str], Any]) -> dict[Any, Any]:
     """The errors both operations share."""
     return {
@@ -95,4 +123,8 @@ def _errors(media_type: str, problem: Callable[[str], Any]) -> dict[Any, Any]:
     }
 
 
-_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {"usage_report": _report, "usage_current": _current}
+_SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "usage_report": _report,
+    "usage_current": _current,
+    "usage_refusals": _refusals,
+}

@@ -1,7 +1,9 @@
-"""The usage API: ``GET /api/v1/usage/`` (a report) and ``GET /api/v1/usage/current`` (live standing).
+"""The usage API: ``GET /api/v1/usage/`` (a report), ``GET /api/v1/usage/current`` (live standing)
+and ``GET /api/v1/usage/refusals?client=<tag>`` (a client's last refusals).
 
 Who may see what: a client calling with its API key (or a signed-in user)
-sees only its own usage; staff with the ``usage.view_all_usage`` permission,
+sees only its own usage (and refusals: ``client`` must then be its own tag,
+as ``/current`` shows it); staff with the ``usage.view_all_usage`` permission,
 signed in with a session or basic auth, see every client's, filterable by
 ``client`` and ``plan``. These views are not counted or limited by QuotaThrottle, so a
 client at its limit can still read where it stands.
@@ -22,12 +24,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from quotas.conf import quota_settings
+from quotas.engine.keys import is_client_tag
 from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.engine.runtime import get_engine
 from quotas.engine.standing import current_standing
 from quotas.exceptions import QuotaServiceUnavailable, StoreUnavailable
 from quotas.http import problems as quota_problems
 from quotas.identity.clients import Client, identify
+from quotas.observability.refusals import read_refusals
 
 from . import problems
 from .history import HISTORY_GROUPS, NOT_FOR_CLIENTS, HistoryQuerySerializer, build_history
@@ -134,6 +138,27 @@ class CurrentUsageView(UsageAPIView):
             return Response(current_standing(viewer.client, engine.rules.current(), engine))
         except StoreUnavailable as exc:
             raise QuotaServiceUnavailable(quota_problems.store_unavailable()) from exc
+
+
+class RefusalsView(UsageAPIView):
+    renderer_classes = [JSONRenderer]
+
+    @documented("usage_refusals")
+    def get(self, request: Request) -> Response:
+        viewer = viewer_for(request)
+        asked = request.query_params.get("client", "")
+        if not is_client_tag(asked):
+            detail = "This field is required." if not asked else "Not a client tag (e.g. s.12, u.5, ip.192.0.2.1)."
+            raise exceptions.ValidationError({"client": detail})
+        asked = asked.strip("{}")
+        if not viewer.sees_all and asked != viewer.own:
+            raise exceptions.PermissionDenied("You can read your own refusals only.")
+        engine = get_engine()
+        try:
+            records = read_refusals(engine.redis, engine.prefix, asked)
+        except STORE_ERRORS as exc:
+            raise QuotaServiceUnavailable(quota_problems.store_unavailable()) from exc
+        return Response({"client": asked, "refusals": records})
 
 
 def _filename(start: date, end: date) -> str:

@@ -41,6 +41,7 @@ from quotas.engine.usage_buffer import UsageBuffer, replay_spool
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.observability import metrics
 from quotas.observability.history import History
+from quotas.observability.refusals import RefusalLog
 from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import Window
 
@@ -82,6 +83,7 @@ class Engine:
         self.usage_buffer = UsageBuffer()
         self.key_use = KeyUse()
         self.history = History()
+        self.refusals = RefusalLog()  # each client's last refusals, for operators
         self.breaker = CircuitBreaker(float(quota_settings.PROBE_INTERVAL))
         self.fallback = LocalLimiter(float(quota_settings.LOCAL_SHARE), deny_memory_size)
         atexit.register(self.flush_usage, spool_on_failure=True)
@@ -316,6 +318,7 @@ class Engine:
                 notes.write(self.redis, self.prefix)
             except STORE_ERRORS:
                 metrics.observe_redis_error(name)
+        self.refusals.write(self.redis, self.prefix)  # counts and logs its own errors, keeps what failed
 
     def decide_locally(
         self,

@@ -108,3 +108,18 @@ def multipliers_key(prefix: str) -> str:
 def rules_version_key(prefix: str) -> str:
     """The key whose value changes whenever plans or limits change."""
     return f"{prefix}:rules-version"
+
+
+#: A client tag as operators write it, the braces left out: ``<kind>.<value>``, the value as
+#: :func:`encode_part` made it (kept text, or ``~`` and 24 base32 characters).
+_TAG_TEXT = re.compile(r"[a-z]{1,8}\.(?:[A-Za-z0-9._-]{1,64}|~[a-z2-7]{24})")
+
+
+def is_client_tag(text: str) -> bool:
+    """Whether ``text`` (e.g. ``s.12``, ``ip.192.0.2.1``, with or without braces) can be a client tag."""
+    return bool(_TAG_TEXT.fullmatch(text[1:-1] if text.startswith("{") and text.endswith("}") else text))
+
+
+def refusals_key(prefix: str, tag: str) -> str:
+    """The list of client ``tag``'s last refusals (see :mod:`quotas.observability.refusals`)."""
+    return f"{prefix}:why:{{{tag.strip('{}')}}}"

@@ -64,6 +64,7 @@ REDIS_OPERATIONS = (
     "lift_ban",
     "key_use",
     "history",
+    "refusals",
 )
 
 #: Distinct values each free-text label may take in one process before the rest count as ``other``.

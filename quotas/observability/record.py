@@ -10,6 +10,7 @@ from quotas.engine.decision import Decision
 from quotas.observability import metrics
 from quotas.observability.history import History
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
+from quotas.observability.refusals import RefusalLog
 
 
 def labels(decision: Decision) -> tuple[str, str]:
@@ -35,9 +36,10 @@ def record_decision(
     scope: str,
     started: float,
     history: History | None = None,
+    refusals: RefusalLog | None = None,
 ) -> None:
-    """Count the decision (metrics, and ``history``, the engine's), and write audit lines for a refusal or
-    a new ban."""
+    """Count the decision (metrics, and the engine's ``history``), and write audit lines for a refusal
+    (noted in the engine's ``refusals`` too) or a new ban."""
     outcome, reason = labels(decision)
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
     if history is not None:
@@ -46,6 +48,8 @@ def record_decision(
         log_ban(request, client_tag, plan, decision.now + decision.ban_wait_us / 1e6)
     if outcome == "denied":
         log_denial(request, summarize_decision(decision, plan=plan, scope=scope, reason=reason))
+        if refusals is not None:
+            refusals.note(client_tag, decision, plan, scope, reason)
 
 
 def record_acl(
@@ -57,8 +61,10 @@ def record_acl(
     entry_id: Any,
     started: float,
     history: History | None = None,
+    refusals: RefusalLog | None = None,
 ) -> None:
-    """Count a decision an allow or deny list made (metrics and ``history``), and audit a denial."""
+    """Count a decision an allow or deny list made (metrics and ``history``), and audit a denial (noted in
+    ``refusals`` too)."""
     outcome, reason = ("allowed", "none") if allowed else ("denied", "acl")
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
     if history is not None:
@@ -67,3 +73,5 @@ def record_acl(
         log_denial(
             request, {"client": client_tag, "plan": plan, "scope": scope, "reason": "acl", "acl_entry": entry_id}
         )
+        if refusals is not None:
+            refusals.note_acl(client_tag, plan, scope, entry_id, time.time())

@@ -157,7 +157,7 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
 
     page.set_viewport_size({"width": 1280, "height": 900})
     page.click("#top-clients a.client-link")
-    page.wait_for_url(f"{base}/dashboard/clients/s.{free.pk}/")
+    page.wait_for_url(f"{base}/dashboard/clients/s.{free.pk}/#refusals")
     assert page.inner_text("#client-plan") == "Free"
     assert page.inner_text("td.remaining[data-limit='search']") == "0"
     # Values read at a glance: "in 23 h 59 min", not raw seconds.

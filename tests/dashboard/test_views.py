@@ -43,7 +43,7 @@ def test_data_feed_shows_denials_top_clients_and_upgrade_candidates(staff, traff
     assert body["series"]["denied"]["rate"][-1] == 5  # today
     top = body["top_clients"][0]
     assert (top["name"], top["plan"], top["denied"]) == (traffic.free.name, "Free", 5)
-    assert top["url"] == f"/dashboard/clients/s.{traffic.free.pk}/"
+    assert top["url"] == f"/dashboard/clients/s.{traffic.free.pk}/#refusals"
     assert body["top_scopes"] == [{"scope": "search", "denied": 5, "allowed": 15}]
     [upgrade] = body["upgrades"]
     assert (upgrade["name"], upgrade["upgrade_to"], upgrade["revenue_difference"]) == (

@@ -14,10 +14,12 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
+from quotas.engine.keys import refusals_key
 from quotas.engine.redis_connect import celery_sentinel_broker
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.observability.history import read_history, read_top_clients
+from quotas.observability.refusals import read_refusals
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
 from tests.script_calls import script_calls
@@ -250,6 +252,24 @@ def test_local_usage_is_written_to_every_node(topology, topo_engine):
     today = datetime.now(UTC).date()
     buckets = {topo_engine.keys_of(t).usage_base for t in tags}
     assert len(set(scan_usage_keys(client, PREFIX, [today]))) == len(buckets)  # SCAN visits every primary
+
+
+def test_refusals_are_written_to_every_node(topology, topo_engine):
+    """The tick's refusal records (one LPUSH, LTRIM, EXPIRE per client) reach clients on every primary."""
+    windows = rule("fixed_window", "1/min").windows
+    tags = [f"{{s.{i}}}" for i in range(30)]
+    for tag in tags:
+        for decision in (topo_engine.decide(tag, windows, now=T0 + i) for i in range(2)):
+            if not decision.allowed:
+                topo_engine.refusals.note(tag, decision, "free", "", "rate")
+    topo_engine.tick()
+    assert len(topo_engine.refusals) == 0
+    client = topo_engine.redis
+    stored = [read_refusals(client, PREFIX, t) for t in tags]
+    assert [len(r) for r in stored] == [1] * len(tags)
+    assert {r[0]["windows"][0]["remaining"] for r in stored} == {0}
+    if topology.name == "cluster":
+        assert len({client.get_node_from_key(refusals_key(PREFIX, t)).port for t in tags}) == 3
 
 
 @pytest.mark.django_db

@@ -1,0 +1,187 @@
+"""Each client's last refusals, for "why was this client refused at 14:05?".
+
+A refusal is noted in this process (:meth:`RefusalLog.note`, a few dict
+stores under a lock, no Redis): when, why (the metrics' reason), the plan
+and scope, and for each window that refused, its limit, window, remaining,
+reset and retry-after at that moment (a ban's end for a ban; the entry id
+for an access-list denial). The engine's poller thread writes the notes
+about once a second (:meth:`RefusalLog.write`, from ``Engine.tick``) in one
+pipeline: per client, ``LPUSH <KEY_PREFIX>:why:{<client>}`` then ``LTRIM``
+to the last :data:`KEEP_PER_CLIENT` and ``EXPIRE`` :data:`TTL_SECONDS`. So a
+request never waits for it, and the decision script is not involved.
+
+Bounds:
+
+* at most one record per client per second (by the decision's clock): a
+  flood answered from process memory (``decision.local``) leaves one record a
+  second per process, not one per request; the rest are counted in
+  :attr:`RefusalLog.capped`;
+* at most :data:`BUFFER_SIZE` records waiting in a process (Redis down): the
+  oldest are dropped first and counted in :attr:`RefusalLog.dropped`;
+* what a killed process had not written yet (up to about a second) is lost.
+
+A record is a small JSON object; :func:`read_refusals` returns them newest first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from datetime import UTC, datetime
+from typing import Any
+
+from quotas.engine.decision import _US, Decision, WindowState
+from quotas.engine.keys import refusals_key
+from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.observability import metrics
+
+logger = logging.getLogger(__name__)
+
+#: Records kept per client in Redis: its last 20 refusals.
+KEEP_PER_CLIENT = 20
+#: A client's list goes this long after its last refusal was written.
+TTL_SECONDS = 86_400
+#: Records a process holds before writing them (more while Redis is unreachable); the oldest go first.
+BUFFER_SIZE = 1_000
+
+Record = dict[str, Any]
+
+
+class RefusalLog:
+    """The refusals this process noted since its last write. One per engine; thread-safe."""
+
+    def __init__(self, size: int = BUFFER_SIZE) -> None:
+        self._lock = threading.Lock()
+        self._size = size
+        self._pending: deque[tuple[str, Record]] = deque()
+        self._last: dict[str, int] = {}  # client -> the second of its last record
+        self._newest = 0  # the newest second noted: older entries of _last can no longer block anything
+        self.dropped = 0  # records lost to the buffer's bound
+        self.capped = 0  # refusals not recorded: their client already had one that second
+
+    def note(self, client_tag: str, decision: Decision, plan: str | None, scope: str, reason: str) -> None:
+        """Note the refusal ``decision`` of ``client_tag`` (``reason`` as the metrics label it)."""
+        if not self._admit(client_tag, decision.now):
+            return
+        record: Record = {
+            "at": round(decision.now, 3),
+            "reason": reason,
+            "plan": plan,
+            "scope": scope,
+            "retry_after": decision.retry_after,
+            "windows": [_window(state) for state in decision.denying_states()],
+        }
+        if decision.local:  # answered from process memory (or by the local fallback), not read from Redis
+            record["local"] = True
+        if decision.banned or decision.ban_started:
+            record["ban_until"] = round(decision.now + decision.ban_wait_us / _US, 3)
+        self._push(client_tag, record)
+
+    def note_acl(self, client_tag: str, plan: str | None, scope: str, entry_id: Any, now: float) -> None:
+        """Note that access-list entry ``entry_id`` refused ``client_tag`` at ``now`` (no window involved)."""
+        if self._admit(client_tag, now):
+            record = {"at": round(now, 3), "reason": "acl", "plan": plan, "scope": scope, "acl_entry": entry_id}
+            self._push(client_tag, record)
+
+    def write(self, client: Any, prefix: str) -> bool:
+        """Write the noted records to Redis in one pipeline; True when written (or nothing to write).
+
+        On a Redis error the records are kept for the next call (within the
+        buffer's bound), the error is counted as
+        ``quota_redis_errors_total{operation="refusals"}`` and logged, and
+        False is returned: the poller's tick carries on with its other work.
+        """
+        with self._lock:
+            pending, self._pending = self._pending, deque()
+            self._prune()
+        if not pending:
+            return True
+        by_client: dict[str, list[str]] = {}
+        for tag, record in pending:
+            by_client.setdefault(tag, []).append(json.dumps(record, separators=(",", ":")))
+        pipe = client.pipeline(transaction=False)
+        for tag, records in by_client.items():
+            key = refusals_key(prefix, tag)
+            pipe.lpush(key, *records[-KEEP_PER_CLIENT:])  # oldest first, so the newest ends at the head
+            pipe.ltrim(key, 0, KEEP_PER_CLIENT - 1)
+            pipe.expire(key, TTL_SECONDS)
+        try:
+            pipe.execute()
+        except STORE_ERRORS:
+            metrics.observe_redis_error("refusals")
+            logger.warning("quotas: writing %d refusal records failed; kept for the next try", len(pending))
+            self._keep(pending)
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def _admit(self, client_tag: str, now: float) -> bool:
+        """Whether ``client_tag`` may have a record at ``now``: its first this second."""
+        second = int(now)
+        with self._lock:
+            if self._last.get(client_tag) == second:
+                self.capped += 1
+                return False
+            self._last[client_tag] = second
+            self._newest = max(self._newest, second)
+            if len(self._last) > self._size:  # many clients within one write interval
+                self._prune()
+                if len(self._last) > self._size:  # all within this second: forgetting them costs a record each
+                    self._last.clear()
+            return True
+
+    def _push(self, client_tag: str, record: Record) -> None:
+        with self._lock:
+            if len(self._pending) >= self._size:
+                self._pending.popleft()
+                self.dropped += 1
+            self._pending.append((client_tag, record))
+
+    def _keep(self, failed: deque[tuple[str, Record]]) -> None:
+        """Put records a write failed to store back, before those noted since (they are older)."""
+        with self._lock:
+            failed.extend(self._pending)
+            while len(failed) > self._size:
+                failed.popleft()
+                self.dropped += 1
+            self._pending = failed
+
+    def _prune(self) -> None:
+        # Called with the lock held. An entry of an earlier second blocks nothing any more.
+        self._last = {tag: s for tag, s in self._last.items() if s >= self._newest}
+
+
+def _window(state: WindowState) -> Record:
+    """What one refusing window said: its limit, window, and where the client stood."""
+    window = state.window
+    out: Record = {
+        "policy": window.policy,
+        "window": window.period or window.window,  # seconds, or a calendar period's name
+        "limit": state.quota,
+        "remaining": state.remaining,  # from process memory: what Redis said at the refusal remembered
+        "reset": round(state.reset_us / _US, 3),
+        "retry_after": None if state.retry_us is None else round(state.retry_us / _US, 3),
+    }
+    if window.currency:  # a budget: limit and remaining are micro-units of this currency
+        out["currency"] = window.currency
+    return out
+
+
+def read_refusals(client: Any, prefix: str, tag: str) -> list[Record]:
+    """Client ``tag``'s last refusals in Redis (``s.12`` or ``{s.12}``), newest first.
+
+    Each record as noted, plus ``time``: its ``at`` (epoch seconds) in ISO 8601, UTC.
+    """
+    records = []
+    for raw in client.lrange(refusals_key(prefix, tag), 0, KEEP_PER_CLIENT - 1):
+        try:
+            record = json.loads(raw)
+            record["time"] = datetime.fromtimestamp(record["at"], UTC).isoformat(timespec="milliseconds")
+        except (ValueError, TypeError, KeyError):  # not ours: skipped rather than failing the page
+            continue
+        records.append(record)
+    return records

@@ -1,0 +1,53 @@
+"""The client page's "Last refusals": what refused the client, with the limit, remaining and reset at that moment."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client as DjangoClient
+
+from plans.management.commands.seed_demo import demo_key
+from quotas.engine.runtime import get_engine
+from tests.factories import UserFactory
+
+from .conftest import send, subscription_of
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_client_page_shows_its_last_refusals(staff, demo):
+    """Free's 11th search of the minute is refused; after the poller's tick its page shows the search limit
+    (10 per 60 s), remaining 0 and the reset, linked from the overview's top-denied table."""
+    assert send(DjangoClient(), demo_key("free"), 11, "/api/demo/search?q=x") == {200: 10, 429: 1}
+    get_engine().tick()  # what the poller thread does every second
+    sub = subscription_of(demo_key("free"))
+    page = staff.get(f"/dashboard/clients/s.{sub.pk}/").content.decode()
+    table = page[page.index('id="refusals"') : page.index("</table>", page.index('id="last-refusals"'))]
+    rows = [
+        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", "<td>" + row, re.S)]
+        for row in re.findall(r"<tr><td>(.*?)</tr>", table, re.S)
+    ]
+    # One row per refusing window: the search limit, and the 10/s one too when the 11 fell within a second.
+    [(time, reason, scope, _limit, window, remaining, reset, retry)] = [r for r in rows if r[3] == "search: 10"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", time)
+    assert (reason, scope, window, remaining) == ("rate", "search", "60 s", "0")
+    assert 0 < float(reset.removesuffix(" s")) <= 60
+    assert 0 < float(retry.removesuffix(" s")) <= 60
+    top = staff.get("/dashboard/data.json").json()["top_clients"][0]
+    assert top["url"] == f"/dashboard/clients/s.{sub.pk}/#refusals"
+
+
+def test_a_client_never_refused_has_an_empty_table(staff, demo):
+    sub = subscription_of(demo_key("pro"))
+    page = staff.get(f"/dashboard/clients/s.{sub.pk}/").content.decode()
+    assert "No refusal in the last 24 hours." in page
+
+
+def test_non_staff_are_sent_to_the_login_and_staff_without_the_permission_get_403(client, demo):
+    sub = subscription_of(demo_key("free"))
+    path = f"/dashboard/clients/s.{sub.pk}/"
+    client.force_login(UserFactory(username="plain"))
+    assert client.get(path)["Location"].startswith("/admin/login/")
+    client.force_login(UserFactory(username="staff-only", is_staff=True))
+    assert client.get(path).status_code == 403
