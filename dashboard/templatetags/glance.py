@@ -16,7 +16,7 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
-from quotas.rules.money import format_money
+from quotas.rules.money import format_money, from_micros
 
 register = template.Library()
 
@@ -52,6 +52,15 @@ def money(amount: Any, currency: str = "") -> str:
     try:
         return format_money(Decimal(str(amount)), currency or "")
     except (InvalidOperation, ValueError):
+        return str(amount)
+
+
+@register.filter
+def micros(amount: Any, currency: str = "") -> str:
+    """An amount in micro-units (as budgets are stored) as :func:`money` writes it."""
+    try:
+        return format_money(from_micros(int(amount)), currency or "")
+    except (TypeError, ValueError):
         return str(amount)
 
 

@@ -65,3 +65,10 @@ def test_local_time_is_a_time_element_in_utc_that_the_browser_rewrites():
     assert local_time(None) == "—"
     assert local_time("not a time") == "not a time"
     assert "UTC" in local_time(datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_micro_units_read_as_money():
+    from dashboard.templatetags.glance import micros
+
+    assert micros(12_345_678, "USD") == "12.35 USD"
+    assert micros("x", "USD") == "x"

@@ -30,10 +30,10 @@ def test_the_client_page_shows_its_last_refusals(staff, demo):
     ]
     # One row per refusing window: the search limit, and the 10/s one too when the 11 fell within a second.
     [(time, reason, scope, _limit, window, remaining, reset, retry)] = [r for r in rows if r[3] == "search: 10"]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", time)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", time)  # the viewer's zone once glance.js runs
     assert (reason, scope, window, remaining) == ("rate", "search", "60 s", "0")
-    assert 0 < float(reset.removesuffix(" s")) <= 60
-    assert 0 < float(retry.removesuffix(" s")) <= 60
+    assert re.fullmatch(r"in (\d|[1-5]\d|60) s|in 1 min", reset), reset
+    assert re.fullmatch(r"in (\d|[1-5]\d|60) s|in 1 min", retry), retry
     top = staff.get("/dashboard/data.json").json()["top_clients"][0]
     assert top["url"] == f"/dashboard/clients/s.{sub.pk}/#refusals"
 
