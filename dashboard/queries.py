@@ -3,8 +3,8 @@
 Usage comes from :class:`usage.models.UsageRecord` (one row per client, plan,
 scope and UTC day) with the live Redis counters of the days Redis still holds
 laid over it exactly as :mod:`usage.reports` does, so today's figures do not
-wait for the next flush. There is no per-minute history: the "live" chart is
-built in the browser from the differences between successive polls.
+wait for the next flush. The per-minute and per-hour charts read the engine's
+history instead (:mod:`dashboard.history`).
 """
 
 from __future__ import annotations
@@ -60,11 +60,14 @@ _SCAN_BATCH = 500
 
 @dataclass
 class Filters:
-    """The dashboard's filters: a day range, optionally one plan (id) and one scope."""
+    """The dashboard's filters: a day range, optionally one plan (id) and one scope; the charts' range
+    (``1h``, ``24h``, ``7d`` or ``30d``) and an alert threshold given for this view (None: the setting's)."""
 
     days: int = 30
     plan_id: int | None = None
     scope: str | None = None
+    range: str = "24h"
+    alert: float | None = None
     today: date = field(default_factory=lambda: timezone.now().date())
 
     @property
@@ -77,7 +80,8 @@ def denied(counters: Counters) -> int:
 
 
 class UsageSlice:
-    """Usage of a day range grouped by day, by client and by scope: four queries and one Redis scan."""
+    """Usage of a day range grouped by day (and plan and scope: ``cells``), by client and by scope: four
+    queries and one Redis scan."""
 
     def __init__(self, filters: Filters, redis_client: Any | None) -> None:
         self.filters = filters
@@ -97,7 +101,7 @@ class UsageSlice:
             records = records.filter(scope=filters.scope)
         settled = records.exclude(day__in=live_days).order_by()
         sums = {c: Sum(c) for c in COUNTERS}
-        self.by_day = _group(settled.values("day").annotate(**sums), ("day",))
+        self.cells = _group(settled.values("day", "plan_key", "scope").annotate(**sums), ("day", "plan_key", "scope"))
         self.by_client = _group(settled.values("client").annotate(**sums), ("client",))
         self.by_scope = _group(settled.values("scope").annotate(**sums), ("scope",))
         for row, counters in self._live_rows(records.filter(day__in=live_days), live_days, redis_client).items():
@@ -106,8 +110,11 @@ class UsageSlice:
                 continue
             if filters.scope is not None and scope != filters.scope:
                 continue
-            for groups, key in ((self.by_day, day), (self.by_client, client), (self.by_scope, scope)):
+            for groups, key in ((self.cells, (day, plan_key, scope)), (self.by_client, client), (self.by_scope, scope)):
                 _add(groups[key], counters)
+        self.by_day: defaultdict[date, Counters] = defaultdict(lambda: dict.fromkeys(COUNTERS, 0))
+        for (day, _plan_key, _scope), counters in self.cells.items():
+            _add(self.by_day[day], counters)
 
     def _live_rows(self, records: Any, days: list[date], redis_client: Any) -> dict[tuple, Counters]:
         if not days:
@@ -296,7 +303,7 @@ def budget_panel(today: date) -> list[dict[str, Any]]:
 def _group(rows: Any, fields: tuple[str, ...]) -> defaultdict[Any, Counters]:
     groups: defaultdict[Any, Counters] = defaultdict(lambda: dict.fromkeys(COUNTERS, 0))
     for row in rows:
-        _add(groups[row[fields[0]]], row)
+        _add(groups[row[fields[0]] if len(fields) == 1 else tuple(row[f] for f in fields)], row)
     return groups
 
 

@@ -32,6 +32,7 @@ from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT
 from usage.views import VIEW_ALL_USAGE
 
+from .history import RANGES, alert_from, charts, range_from
 from .queries import (
     Filters,
     UsageSlice,
@@ -51,7 +52,8 @@ RECENT_DAYS = 14
 
 
 def filters_from(request: HttpRequest) -> Filters:
-    """The plan, scope and day range asked for in the query string (bad values are ignored)."""
+    """The plan, scope, day range, chart range and alert threshold asked for in the query string (bad values
+    are ignored)."""
     plan = request.GET.get("plan", "")
     scope = request.GET.get("scope")
     days = request.GET.get("days", "30")
@@ -61,6 +63,8 @@ def filters_from(request: HttpRequest) -> Filters:
         days=min(max(int(days), 1), 366) if _DIGITS.fullmatch(days) else 30,
         plan_id=int(plan) if _DIGITS.fullmatch(plan) else None,
         scope=scope,
+        range=range_from(request.GET.get("range")),
+        alert=alert_from(request.GET.get("alert")),
     )
 
 
@@ -71,14 +75,22 @@ def payload(filters: Filters) -> dict[str, Any]:
     top_clients = usage.top_clients()
     for row in top_clients:  # straight to why they were refused
         row["url"] = reverse("dashboard:client", args=[row["client"]]) + "#refusals"
-    upgrades = upgrade_candidates(engine.rules.current(), filters.today)
+    rules = engine.rules.current()
+    upgrades = upgrade_candidates(rules, filters.today)
     for row in upgrades:
         row["url"] = reverse("dashboard:client", args=[row["client"]])
     return {
         "generated_at": timezone.now().isoformat(timespec="seconds"),
         "live": usage.live,
-        "filters": {"days": filters.days, "plan": filters.plan_id, "scope": filters.scope},
+        "filters": {
+            "days": filters.days,
+            "plan": filters.plan_id,
+            "scope": filters.scope,
+            "range": filters.range,
+            "alert": filters.alert,
+        },
         "series": usage.series(),
+        "charts": charts(filters, rules, usage, engine.redis, engine.prefix),
         "totals": usage.totals(),
         "top_clients": top_clients,
         "top_scopes": usage.top_scopes(),
@@ -102,6 +114,7 @@ def index(request: HttpRequest) -> HttpResponse:
             "plans": Plan.objects.only("pk", "name"),
             "scopes": list(scopes),
             "poll_ms": POLL_SECONDS * 1000,
+            "ranges": list(RANGES),
         },
     )
 

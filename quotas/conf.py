@@ -132,6 +132,11 @@ DEFAULTS: dict[str, Any] = {
     # a list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional: the
     # plans' limits of that scope apply, or DEFAULT_THROTTLE_RATES[scope] while there is no plan).
     "PATH_LIMITS": [],
+    # Default: 0.1. The staff dashboard's denial-rate alert: a plan or scope whose
+    # share of refused requests (refused / all) is above it is marked, and listed
+    # (dashboard/history.py). A fraction from 0 to 1 (check E046); a page view may
+    # override it with ?alert=0.05.
+    "DENIAL_RATE_ALERT": 0.1,
     # Default: "/problems/". Where the `type` URIs of this project's own problem
     # bodies (RFC 9457) start: "/problems/invalid-api-key", ... A path-absolute
     # reference, which clients resolve against the API's own origin (RFC 9457

@@ -1,7 +1,7 @@
-"""Checks of the nested sections of ``QUOTAS`` and of the settings that moved into them.
+"""Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, and of the dashboard's alert.
 
 Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E037,
-W010, W011); kept apart so each module stays one concern. None opens a connection.
+E046, W010, W011); kept apart so each module stays one concern. None opens a connection.
 """
 
 from __future__ import annotations
@@ -111,3 +111,17 @@ def check_moved(raw: dict[str, Any]) -> list:
             )
         )
     return messages
+
+
+def check_denial_rate_alert() -> list:
+    """QUOTAS['DENIAL_RATE_ALERT']: a fraction from 0 to 1 (the dashboard's denial-rate alert line)."""
+    value = quota_settings.DENIAL_RATE_ALERT
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return [
+            _error(
+                f"QUOTAS['DENIAL_RATE_ALERT'] = {value!r} must be a fraction from 0 to 1.",
+                "Default: 0.1 (alert when more than 10 % of a plan's or scope's requests are refused).",
+                46,
+            )
+        ]
+    return []

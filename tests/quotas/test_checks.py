@@ -41,6 +41,11 @@ def test_project_settings_pass():
         ({"MAX_REQUEST_WEIGHT": 0}, "quotas.E016"),
         ({"MAX_REQUEST_COST": 10**9 + 1}, "quotas.E017"),
         ({"MAX_REQUEST_COST": 1.5}, "quotas.E017"),
+        ({"DENIAL_RATE_ALERT": 1.5}, "quotas.E046"),
+        ({"DENIAL_RATE_ALERT": -0.1}, "quotas.E046"),
+        ({"DENIAL_RATE_ALERT": "0.1"}, "quotas.E046"),
+        ({"DENIAL_RATE_ALERT": True}, "quotas.E046"),
+        ({"DENIAL_RATE_ALERT": float("nan")}, "quotas.E046"),
     ],
 )
 def test_bad_setting_is_reported(settings, override, expected):

@@ -7,7 +7,7 @@
   var form = document.getElementById("filters");
   var COLORS = {
     allowed: "#2e7d32", rate: "#c62828", budget: "#ef6c00", acl: "#6a1b9a",
-    capacity: "#1565c0", banned: "#37474f", shadow: "#9e9d24"
+    capacity: "#1565c0", banned: "#37474f", local: "#ad1457", shadow: "#9e9d24"
   };
   var PALETTE = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#c62828", "#00838f"];
   var charts = {};
@@ -59,23 +59,77 @@
     return charts[id];
   }
 
-  function drawDaily(series) {
-    var datasets = [{ label: "allowed", data: series.allowed, backgroundColor: COLORS.allowed, stack: "requests" }];
-    Object.keys(series.denied).forEach(function (reason) {
+  // Chart labels in the viewer's time zone (as glance.js writes times): minutes and hours are UTC instants,
+  // days are UTC dates (the usage rows' days), shown as they are.
+  var LABEL_FORMATS = {
+    minute: new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" }),
+    hour: new Intl.DateTimeFormat(undefined, { weekday: "short", hour: "2-digit", minute: "2-digit" }),
+    day: new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" })
+  };
+  var TITLES = { minute: "Requests per minute, last hour", hour: "Requests per hour", day: "Requests per day" };
+
+  function labelOf(resolution, iso) {
+    var when = new Date(resolution === "day" ? iso + "T00:00:00Z" : iso);
+    return isNaN(when) ? iso : LABEL_FORMATS[resolution].format(when);
+  }
+
+  function percent(rate) { return (rate * 100).toFixed(rate < 0.1 ? 1 : 0) + " %"; }
+
+  function drawTraffic(c) {
+    var labels = c.labels.map(function (iso) { return labelOf(c.resolution, iso); });
+    var datasets = [{ label: "allowed", data: c.allowed, backgroundColor: COLORS.allowed, stack: "requests" }];
+    Object.keys(c.denied).forEach(function (reason) {
       var isShadow = reason === "shadow";
+      if (reason === "local" && c.resolution === "day") return;  // the daily rows count these as "rate"
       datasets.push({
         label: isShadow ? "shadow would deny" : "denied: " + reason,
-        data: series.denied[reason],
+        data: c.denied[reason],
         backgroundColor: COLORS[reason],
         borderColor: COLORS[reason],
         type: isShadow ? "line" : "bar",
         stack: isShadow ? "shadow" : "requests"
       });
     });
-    chart("chart-daily", {
+    document.getElementById("traffic-title").textContent =
+      c.resolution === "hour" ? TITLES.hour + ", last " + (c.labels.length > 24 ? "7 days" : "24 hours") : TITLES[c.resolution];
+    var notice = document.getElementById("range-notice");
+    notice.textContent = c.notice || "";
+    notice.hidden = !c.notice;
+    chart("chart-traffic", {
       type: "bar",
-      data: { labels: series.labels, datasets: datasets },
+      data: { labels: labels, datasets: datasets },
       options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } } }
+    });
+  }
+
+  function drawRates(c) {
+    var threshold = c.alert.threshold, labels = c.labels.map(function (iso) { return labelOf(c.resolution, iso); });
+    var datasets = [];
+    [["plans", "plan: ", []], ["scopes", "scope: ", [6, 3]]].forEach(function (kind, k) {
+      c.rates[kind[0]].forEach(function (line, i) {
+        var color = PALETTE[(i + 3 * k) % PALETTE.length];
+        var above = line.rates.map(function (r) { return r !== null && r > threshold; });
+        datasets.push({
+          label: kind[1] + line.name, data: line.rates, borderColor: color, borderDash: kind[2], spanGaps: true,
+          pointBackgroundColor: above.map(function (a) { return a ? COLORS.rate : color; }),
+          pointBorderColor: above.map(function (a) { return a ? COLORS.rate : color; }),
+          pointRadius: above.map(function (a) { return a ? 4 : 1.5; })
+        });
+      });
+    });
+    datasets.push({
+      label: "alert threshold", data: labels.map(function () { return threshold; }), borderColor: COLORS.rate,
+      borderDash: [4, 4], borderWidth: 1.5, pointRadius: 0
+    });
+    chart("chart-rates", {
+      type: "line",
+      data: { labels: labels, datasets: datasets },
+      options: { scales: { y: { min: 0, max: 1, ticks: { callback: function (v) { return percent(v); } } } } }
+    });
+    document.getElementById("alert-threshold").textContent = percent(threshold);
+    fillTable("rate-alerts", c.alert.above, function (r) {
+      return [r.kind + ": " + r.name, el("span", percent(r.rate), { "class": "badge over" }),
+        r.refused + " / " + r.requests, labelOf(c.resolution, r.at)];
     });
   }
 
@@ -145,7 +199,8 @@
     ["allowed", "denied", "rate", "budget", "shadow"].forEach(function (k) {
       document.getElementById("total-" + k).textContent = data.totals[k];
     });
-    drawDaily(data.series);
+    drawTraffic(data.charts);
+    drawRates(data.charts);
     drawLive(data);
     fillTable("top-clients", data.top_clients, function (r) { return [link(r), r.plan, r.denied, r.allowed]; });
     fillTable("top-scopes", data.top_scopes, function (r) { return [r.scope || "(none)", r.denied, r.allowed]; });
