@@ -84,7 +84,9 @@ def get(url: str, key: str) -> tuple[int, Message]:
 
 def burst(base: str, key: str, n: int, path: str = "/api/demo/search?q=x") -> Counter:
     codes = Counter(get(base + path, key)[0] for _ in range(n))
-    get_engine().flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
+    engine = get_engine()
+    engine.flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
+    engine.history.write(engine.redis, engine.prefix)  # and the per-minute history (also the poller's job)
     return codes
 
 
@@ -108,8 +110,24 @@ def chart_sum(page, canvas: str, label: str) -> int:
     )
 
 
+def chart_refused(page, canvas: str) -> int:
+    """Every refusal drawn on a traffic chart (Redis-asked "rate" and the process's own "local" ones)."""
+    return sum(chart_sum(page, canvas, label) for label in chart_labels(page, canvas) if label.startswith("denied: "))
+
+
+def chart_labels(page, canvas: str) -> list[str]:
+    return page.evaluate("(canvas) => Chart.getChart(canvas).data.datasets.map(d => d.label)", canvas)
+
+
+def choose_range(page, value: str, points: int) -> None:
+    """Pick a range in the form; the next feed (no reload) redraws the traffic chart with ``points`` points."""
+    page.select_option("#range", value)
+    page.wait_for_function(f"Chart.getChart('chart-traffic').data.labels.length === {points}")
+
+
 def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(page, live_server, demo):
-    """Throttled HTTP traffic shows in the charts; new traffic appears without a reload; a top client opens."""
+    """Throttled HTTP traffic shows in the charts (the last hour per minute, 7 days per hour, 30 days per day);
+    the denial rate is drawn with its alert line; new traffic appears without a reload; a top client opens."""
     base = live_server.url
     assert burst(base, demo_key("free"), 15) == {200: 10, 429: 5}
     flush_usage()
@@ -130,16 +148,54 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     )  # fmt: skip
     log_in(page, base, "ops")
     page.wait_for_selector("body[data-ready='1']")
-    assert chart_sum(page, "chart-daily", "allowed") == 10
-    assert chart_sum(page, "chart-daily", "denied: rate") == 5
+    assert chart_sum(page, "chart-traffic", "allowed") == 10  # the default range: 24 hours, per hour
+    assert chart_refused(page, "chart-traffic") == 5
+    page.evaluate("window.sameDocument = true")
+    choose_range(page, "1h", 60)
+    assert page.evaluate("window.sameDocument === true")  # no reload
+    assert "range=1h" in page.url  # the query string follows the form, so a reload keeps the range
+    assert chart_sum(page, "chart-traffic", "allowed") == 10
+    assert chart_refused(page, "chart-traffic") == 5
+    assert chart_sum(page, "chart-traffic", "denied: rate") >= 1  # the first refusal asks Redis
+    assert page.inner_text("#traffic-title") == "Requests per minute, last hour"
+    # Labels are the viewer's times (Asia/Tokyo is UTC+9): the last one is this minute there.
+    tokyo = page.evaluate(
+        """() => [0, 60000].map(back => new Intl.DateTimeFormat(undefined, {hour: "2-digit", minute: "2-digit",
+                   timeZone: "Asia/Tokyo"}).format(new Date(Date.now() - back)))"""
+    )  # this minute, or the last if the minute turned since the feed
+    assert page.evaluate("Chart.getChart('chart-traffic').data.labels.at(-1)") in tokyo
+    rates = page.evaluate(
+        """() => Object.fromEntries(Chart.getChart('chart-rates').data.datasets.map(d => [d.label, d]))"""
+    )
+    assert set(rates["alert threshold"]["data"]) == {0.1}  # the threshold line, from QUOTAS['DENIAL_RATE_ALERT']
+    free_line = rates["plan: Free"]
+    marked = [c for r, c in zip(free_line["data"], free_line["pointBackgroundColor"], strict=True) if r]
+    assert marked
+    assert set(marked) == {"#c62828"}  # a third of the free plan's searches refused: its point is red
+    assert "plan: Free" in page.inner_text("#rate-alerts")
+    assert "scope: search" in page.inner_text("#rate-alerts")
+    page.screenshot(path=ARTIFACTS / "dashboard-history.png", full_page=True)
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the README's pictures; a normal run leaves them alone
+        page.screenshot(path=BASE_DIR / "docs" / "dashboard-history.png", full_page=True)
+    choose_range(page, "7d", 168)
+    assert chart_sum(page, "chart-traffic", "allowed") == 10
+    choose_range(page, "30d", 30)  # the daily rows (the database, with Redis's live counters laid over)
+    assert chart_sum(page, "chart-traffic", "allowed") == 10
+    assert chart_sum(page, "chart-traffic", "denied: rate") == 5  # the daily rows count local refusals as rate
+    assert page.evaluate("Chart.getChart('chart-rates').data.datasets.at(-1).label") == "alert threshold"
+    page.fill("#alert", "0.5")
+    page.dispatch_event("#alert", "change")
+    page.wait_for_function("Chart.getChart('chart-rates').data.datasets.at(-1).data[0] === 0.5")
+    assert "Nothing yet." in page.inner_text("#rate-alerts")  # 5 of 15 is under 50 %
+    page.fill("#alert", "")  # back to the setting's threshold
+    page.dispatch_event("#alert", "change")
+    page.wait_for_function("Chart.getChart('chart-rates').data.datasets.at(-1).data[0] === 0.1")
+    choose_range(page, "1h", 60)
     assert page.evaluate("Chart.getChart('chart-adaptive').data.datasets.length") == 3
     assert page.inner_text("#top-clients tbody tr:first-child").startswith(free.name)
     assert "Pro" in page.inner_text("#upgrades")
     assert "day-budget" in page.inner_text("#budgets")
     assert page.evaluate("Chart.getChart('chart-adaptive').data.labels.length") == 3
-    page.screenshot(path=ARTIFACTS / "dashboard.png", full_page=True)
-    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the README's picture; a normal run leaves it alone
-        page.screenshot(path=BASE_DIR / "docs" / "dashboard.png", full_page=True)
 
     # Live: more traffic, no flush to the database, no reload: the next poll shows it.
     burst(base, demo_key("pro"), 7)
@@ -154,6 +210,8 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     page.wait_for_timeout(300)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.screenshot(path=ARTIFACTS / "dashboard-phone.png", full_page=True)
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":
+        page.screenshot(path=BASE_DIR / "docs" / "dashboard-phone.png", full_page=True)
 
     page.set_viewport_size({"width": 1280, "height": 900})
     page.click("#top-clients a.client-link")
@@ -203,5 +261,5 @@ def test_non_staff_are_refused_the_dashboard(page, live_server, transactional_db
     page.goto(f"{base}/dashboard/")
     assert page.url.startswith(f"{base}/admin/login/")
     assert "not authorized" in page.inner_text("body")
-    assert page.query_selector("#chart-daily") is None
+    assert page.query_selector("#chart-traffic") is None
     page.screenshot(path=ARTIFACTS / "dashboard-refused.png", full_page=True)
