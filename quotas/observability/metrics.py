@@ -187,6 +187,14 @@ failed_auth = Counter(
     "QUOTAS['FAILED_AUTH_LIMITS']), uncounted or unchecked (Redis unreachable: authentication fails open).",
     ["outcome"],
 )
+#: Why a refusal was not kept in the last-refusals store (quotas/observability/refusals.py).
+REFUSAL_RECORD_LOSSES = ("capped", "dropped")
+refusal_records_lost = Counter(
+    "quota_refusal_records_lost",
+    "Refusals not kept in the last-refusals store: capped (their client already had a record that second) or "
+    "dropped (the process's buffer was full while Redis could not be written).",
+    ["reason"],
+)
 
 # (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
 _decision_children: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
@@ -252,6 +260,11 @@ def observe_redis_error(operation: str) -> None:
     redis_errors.labels(operation_label(operation)).inc()
 
 
+def observe_refusal_record_lost(reason: str) -> None:
+    """Count one refusal the last-refusals store did not keep (one of :data:`REFUSAL_RECORD_LOSSES`)."""
+    refusal_records_lost.labels(_checked("reason", reason, REFUSAL_RECORD_LOSSES)).inc()
+
+
 def set_engine_mode(mode: str) -> None:
     """Record the engine's current mode (one of :data:`ENGINE_MODES`): 1 for it, 0 for the others."""
     mode = _checked("mode", mode, ENGINE_MODES)
@@ -307,5 +320,7 @@ for _operation in REDIS_OPERATIONS:
     redis_errors.labels(operation_label(_operation))
 for _outcome in FAILED_AUTH_OUTCOMES:
     failed_auth.labels(_outcome)
+for _loss in REFUSAL_RECORD_LOSSES:
+    refusal_records_lost.labels(_loss)
 set_engine_mode("normal")
 set_rules_stale(False)

@@ -125,6 +125,7 @@ class RefusalLog:
         with self._lock:
             if self._last.get(client_tag) == second:
                 self.capped += 1
+                metrics.observe_refusal_record_lost("capped")
                 return False
             self._last[client_tag] = second
             self._newest = max(self._newest, second)
@@ -139,6 +140,7 @@ class RefusalLog:
             if len(self._pending) >= self._size:
                 self._pending.popleft()
                 self.dropped += 1
+                metrics.observe_refusal_record_lost("dropped")
             self._pending.append((client_tag, record))
 
     def _keep(self, failed: deque[tuple[str, Record]]) -> None:
@@ -148,6 +150,7 @@ class RefusalLog:
             while len(failed) > self._size:
                 failed.popleft()
                 self.dropped += 1
+                metrics.observe_refusal_record_lost("dropped")
             self._pending = failed
 
     def _prune(self) -> None:

@@ -93,6 +93,7 @@ def test_a_flood_leaves_at_most_one_record_per_client_per_second(api, free, redi
     """200 refused requests, mostly answered from process memory, leave one record per second they spanned."""
     key = issue_key(plan=free)
     engine = get_engine()
+    capped_before = lost("capped")
     started = time.time()
     codes = send(api, key, 205)
     ended = time.time()
@@ -103,6 +104,7 @@ def test_a_flood_leaves_at_most_one_record_per_client_per_second(api, free, redi
     assert 1 <= len(stored) <= min(seconds + 1, KEEP_PER_CLIENT)  # +1: Redis's clock and this one's
     assert len({int(r["at"]) for r in stored}) == len(stored)
     assert engine.refusals.capped >= 200 - len(stored)
+    assert lost("capped") - capped_before == engine.refusals.capped  # exported for operators
     assert all(r["windows"][0]["remaining"] == 0 for r in stored)  # as Redis said, also when from process memory
     assert [r.get("local", False) for r in stored][-1] is False  # the first, decided in Redis
 
@@ -121,10 +123,16 @@ def test_records_a_write_failed_to_store_are_kept_for_the_next_tick(api, free, r
     assert log.write(dead, "t") is False
     assert redis_errors() == before + 1
     assert len(log) == 3
+    dropped_before = lost("dropped")
     log.note("{u.904}", decision, "free", "", "rate")  # past the bound: the oldest goes
     assert (len(log), log.dropped) == (3, 1)
+    assert lost("dropped") == dropped_before + 1
     assert log.write(redis_client, "t") is True
     assert [len(read_refusals(redis_client, "t", c)) for c in ("u.901", "u.902", tag, "u.904")] == [0, 1, 1, 1]
+
+
+def lost(reason: str) -> float:
+    return REGISTRY.get_sample_value("quota_refusal_records_lost_total", {"reason": reason}) or 0.0
 
 
 def redis_errors() -> float:
