@@ -89,3 +89,18 @@ def test_real_requests_are_written_by_the_engine_tick(engine, redis_client, clie
     engine.tick()
     (point,) = read_client_history(redis_client, engine.prefix, f"s.{sub.pk}", "hour", now, now)
     assert (point.allowed, point.denied) == (codes[200], codes[429]) == (10, 2)
+
+
+def test_a_full_hour_hash_stays_small(redis_client):
+    """120 fields (every minute admitted and refused, five-digit counts) take under 1.5 KB: a listpack
+    (the figure the README and the module docstring give, 1,368 bytes on Redis 7.0)."""
+    history = History()
+    hour = AT // 3600 * 3600
+    for minute in range(60):
+        history._clients[(int(hour // 60) + minute, "s.123456", "a")] = 98765
+        history._clients[(int(hour // 60) + minute, "s.123456", "d")] = 4321
+    history.write(redis_client, PREFIX)
+    key = client_key(PREFIX, "s.123456", AT)
+    assert redis_client.hlen(key) == 120
+    assert redis_client.object("encoding", key) == b"listpack"
+    assert redis_client.memory_usage(key) < 1500
