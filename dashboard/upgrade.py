@@ -89,7 +89,8 @@ def upgrade_figures(days: Iterable[DayUsage], current: PlanRules, target: PlanRu
         if budget is not None and day.cost > 0 and day.allowed > 0:
             # The day's average cost per admitted request: what the budget would have paid for.
             capacity = min(capacity, to_micros(budget) / (to_micros(day.cost) / day.allowed))
-        would_allow += max(0, min(demand, math.floor(capacity)) - day.allowed)
+        allowed_then = demand if capacity >= demand else math.floor(capacity)
+        would_allow += max(0, allowed_then - day.allowed)
     current_rates = rate_capacity(current)
     factor = rates / current_rates if math.isfinite(rates) and math.isfinite(current_rates) else None
     return UpgradeFigures(target, refused_rate, refused_budget, would_allow, factor)
