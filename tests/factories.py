@@ -67,8 +67,6 @@ def plan_rules(
     for scope, text in (scoped or {}).items():
         limits.append(LimitRule(id=f"{scope}{plan_id}", name=scope, rates=parse_rates(text), scope=scope))
     if budget_per_day is not None:
-        limits.append(
-            LimitRule(id=f"b{plan_id}", name="daily", rates=(Rate(to_micros(budget_per_day), 86_400),),
-                      algorithm="budget", period="day", currency="USD")  # fmt: skip
-        )
+        daily = (Rate(to_micros(budget_per_day), 86_400),)
+        limits.append(LimitRule(f"b{plan_id}", "daily", daily, algorithm="budget", period="day", currency="USD"))
     return PlanRules(plan_id, f"plan{plan_id}", f"Plan {plan_id}", Decimal(price), plan_id, tuple(limits))

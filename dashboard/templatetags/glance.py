@@ -1,6 +1,7 @@
 """Template filters for values read at a glance: durations, money, and times in the viewer's time zone.
 
-``{{ seconds|in_duration }}`` gives "in 11 h 56 min"; ``{{ n|count }}`` "1,234"; ``{{ ratio|times }}`` "10 times"; ``{{ amount|money:currency }}``
+``{{ seconds|in_duration }}`` gives "in 11 h 56 min"; ``{{ n|count }}`` "1,234"; ``{{ ratio|times }}``
+"10 times"; ``{{ amount|money:currency }}``
 "1,234.50 USD" (see :func:`quotas.rules.money.format_money`); ``{{ when|local_time }}``
 a ``<time>`` element that ``dashboard/glance.js`` rewrites in the viewer's
 time zone, with the UTC time kept as its title (shown on hover) and as the
