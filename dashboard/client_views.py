@@ -12,7 +12,8 @@ expires; the raw key is never stored or shown.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import date, timedelta
+from typing import Any
 
 from django import forms
 from django.core import signing
@@ -32,13 +33,17 @@ from quotas.exceptions import StoreUnavailable
 from quotas.identity.clients import Client, hash_api_key
 from usage.reports import UsageQuery, build_report
 
+from .client_charts import client_chart, range_from
 from .queries import decorate_standing
+from .upgrade import day_usage, next_plan, upgrade_figures
 
 logger = logging.getLogger(__name__)
 
 SALT = "dashboard.usage-link"
 LINK_MAX_AGE = timedelta(days=30)
 CHART_DAYS = 30
+#: Days the upgrade prompt's figures look back over.
+UPGRADE_DAYS = 7
 
 
 class KeyForm(forms.Form):
@@ -101,13 +106,33 @@ def page(request: HttpRequest, token: str) -> HttpResponse:
         report = build_report(query, engine.redis)
     except STORE_ERRORS:
         report = build_report(query, None, today=today)
-    chart = {
-        "labels": [str(r["day"]) for r in report["rows"]],
-        "allowed": [r["allowed"] for r in report["rows"]],
-        "denied": [sum(v for k, v in r["denied"].items() if k != "shadow") for r in report["rows"]],
-    }
+    rows = _every_day(report["rows"], query.start)
+    chosen = range_from(request.GET.get("range"))
+    chart = client_chart(chosen, rows, engine.redis, engine.prefix, tag)
+    rules = engine.rules.current()
+    offered = (standing or {}).get("upgrade") or {}
+    target = next_plan(rules, sub.plan_id, offered.get("slug"))
+    current = rules.plans.get(sub.plan_id)
+    figures = None
+    if target is not None and current is not None:
+        figures = upgrade_figures((day_usage(r) for r in rows[-UPGRADE_DAYS:]), current, target)
     return render(
         request,
         "dashboard/usage.html",
-        {"subscription": sub, "standing": decorate_standing(standing), "chart": chart, "report": report},
+        {
+            "subscription": sub,
+            "standing": decorate_standing(standing),
+            "chart": chart,
+            "report": report,
+            "ranges": [(name, name == chart["shown"]) for name in ("1h", "24h", "7d", "30d")],
+            "figures": figures,
+        },
     )
+
+
+def _every_day(rows: list[dict[str, Any]], start: date) -> list[dict[str, Any]]:
+    """The report's rows with a zero row for each day without usage, oldest first (charts need every day)."""
+    by_day = {r["day"]: r for r in rows}
+    zero = {"allowed": 0, "denied": {"rate": 0, "budget": 0}, "cost": "0"}
+    days = [start + timedelta(days=n) for n in range(CHART_DAYS)]
+    return [by_day.get(d, {"day": d, **zero}) for d in days]

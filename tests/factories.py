@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import factory
 from django.contrib.auth import get_user_model
 
 from plans.models import APIKey, EndpointLimit, Plan, Subscription
+from quotas.rules.money import to_micros
+from quotas.rules.rates import Rate, parse_rates
+from quotas.rules.snapshot import LimitRule, PlanRules
 
 
 class PlanFactory(factory.django.DjangoModelFactory):
@@ -51,3 +56,17 @@ def issue_key(subscription: Subscription | None = None, **kwargs: object) -> str
     """A raw API key for ``subscription`` (a new one on a new plan by default)."""
     subscription = subscription or SubscriptionFactory(**kwargs)
     return APIKey.issue(subscription)[1]
+
+
+def plan_rules(
+    plan_id: int, price: str, rates: str = "", scoped: dict[str, str] | None = None, budget_per_day: str | None = None
+) -> PlanRules:
+    """A compiled plan (no database): ``rates`` on every request (e.g. "10/s; 1000/day"), ``scoped`` limits by
+    scope, and a daily budget in USD."""
+    limits = [LimitRule(id=f"g{plan_id}", name="global", rates=parse_rates(rates))] if rates else []
+    for scope, text in (scoped or {}).items():
+        limits.append(LimitRule(id=f"{scope}{plan_id}", name=scope, rates=parse_rates(text), scope=scope))
+    if budget_per_day is not None:
+        daily = (Rate(to_micros(budget_per_day), 86_400),)
+        limits.append(LimitRule(f"b{plan_id}", "daily", daily, algorithm="budget", period="day", currency="USD"))
+    return PlanRules(plan_id, f"plan{plan_id}", f"Plan {plan_id}", Decimal(price), plan_id, tuple(limits))

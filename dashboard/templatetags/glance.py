@@ -1,6 +1,7 @@
 """Template filters for values read at a glance: durations, money, and times in the viewer's time zone.
 
-``{{ seconds|in_duration }}`` gives "in 11 h 56 min"; ``{{ amount|money:currency }}``
+``{{ seconds|in_duration }}`` gives "in 11 h 56 min"; ``{{ n|count }}`` "1,234"; ``{{ ratio|times }}``
+"10 times"; ``{{ amount|money:currency }}``
 "1,234.50 USD" (see :func:`quotas.rules.money.format_money`); ``{{ when|local_time }}``
 a ``<time>`` element that ``dashboard/glance.js`` rewrites in the viewer's
 time zone, with the UTC time kept as its title (shown on hover) and as the
@@ -62,6 +63,25 @@ def micros(amount: Any, currency: str = "") -> str:
         return format_money(from_micros(int(amount)), currency or "")
     except (TypeError, ValueError):
         return str(amount)
+
+
+@register.filter
+def count(value: Any) -> str:
+    """A whole number with thousands separators ("1,234"); the value unchanged when it is not a number."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def times(factor: Any) -> str:
+    """A ratio as "10 times" (whole from 10 up, one decimal below: "2.5 times"); unchanged when not a number."""
+    try:
+        value = float(factor)
+    except (TypeError, ValueError):
+        return str(factor)
+    return f"{value:,.0f} times" if value >= 10 or value == int(value) else f"{value:.1f} times"
 
 
 @register.filter

@@ -16,6 +16,18 @@ pipeline:
   makes "top" approximate near the boundary: a client dropped at rank 101 starts
   again from its next second's count if it climbs back.
 
+- ``<prefix>:hist:c:{<client>}:<YYYYMMDDHH>``: subscribers only (client tags
+  ``s.<subscription id>``), a hash per client and UTC hour, fields ``<MM>|a``
+  and ``<MM>|d`` (admitted and refused in minute ``MM``), kept
+  :data:`CLIENT_KEEP` (25 h) after its hour ends, for the client's own usage
+  page (1 h per minute, 24 h per hour). At most 120 fields per active
+  subscriber-hour, so at most 26 hashes per subscriber; measured with
+  ``MEMORY USAGE`` (Redis 7.0) at 1,368 bytes per hour hash fully written
+  (listpack encoding), so about 34 KB for a subscriber active every minute
+  of 25 h (see the README and ``test_client_history``). Only subscribers: their number is bounded by the
+  subscriptions sold, while addresses and users are unbounded (one scan of the
+  IPv6 space would write a hash per address).
+
 Counters are the usage counters' names (:data:`quotas.engine.protocol.USAGE_COUNTERS`)
 plus ``dl``: refused from this process's memory of clients over a limit, without asking Redis
 (the metrics' reason "local"; the usage counters count these as ``dr``).
@@ -61,6 +73,10 @@ MINUTE_KEEP = 2 * 3600 + 300
 HOUR_KEEP = 7 * 86400 + 3600
 #: Clients kept in each hour's top set.
 TOP_KEEP = 100
+#: Seconds a client's hour hash lives after its hour ends: its 24-hour chart, plus an hour's margin.
+CLIENT_KEEP = 25 * 3600
+#: Client tags (without braces) whose per-client history is kept: subscriptions (quotas.engine.keys).
+CLIENT_KINDS = ("s.",)
 #: The top sets: admitted and denied requests.
 TOP_SIDES = {"allowed": "a", "denied": "d"}
 
@@ -76,6 +92,7 @@ class History:
         self._lock = threading.Lock()
         self._counts: dict[tuple[int, str], int] = {}  # (minute since epoch, field) -> count
         self._top: dict[tuple[int, str, str], int] = {}  # (hour since epoch, "a"/"d", client) -> count
+        self._clients: dict[tuple[int, str, str], int] = {}  # (minute since epoch, client, "a"/"d") -> count
 
     def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, at: float) -> None:
         """Count one decision (``outcome``/``reason`` as :func:`record.labels` names them) at ``at`` (epoch s)."""
@@ -89,6 +106,9 @@ class History:
                 self._counts[key] = self._counts.get(key, 0) + 1
             top = (minute // 60, side, client)
             self._top[top] = self._top.get(top, 0) + 1
+            if client.startswith(CLIENT_KINDS):
+                own = (minute, client, side)
+                self._clients[own] = self._clients.get(own, 0) + 1
 
     def pending(self) -> int:
         """How many counter increments wait for the next write (for tests and debugging)."""
@@ -103,14 +123,18 @@ class History:
         with self._lock:
             counts, self._counts = self._counts, {}
             top, self._top = self._top, {}
-        if not counts and not top:
+            clients, self._clients = self._clients, {}
+        if not counts and not top and not clients:
             return
         try:
-            _pipeline(client, prefix, counts, top).execute()
+            pipe = _pipeline(client, prefix, counts, top)
+            _client_pipeline(pipe, prefix, clients)
+            pipe.execute()
         except Exception:
             with self._lock:
                 _merge(self._counts, counts)
                 _merge(self._top, top)
+                _merge(self._clients, clients)
             raise
 
 
@@ -137,6 +161,14 @@ def _pipeline(
     return pipe
 
 
+def _client_pipeline(pipe: Any, prefix: str, clients: dict[tuple[int, str, str], int]) -> None:
+    """Add the subscribers' per-minute counts to ``pipe``: one hash per client and hour."""
+    for (minute, member, side), n in clients.items():
+        pipe.hincrby(client_key(prefix, member, minute * 60), f"{minute % 60:02d}|{side}", n)
+    for hour, member in {(m // 60, c) for m, c, _ in clients}:
+        pipe.expireat(client_key(prefix, member, hour * 3600), (hour + 1) * 3600 + CLIENT_KEEP)
+
+
 def _merge(into: dict[Any, int], counts: dict[Any, int]) -> None:
     for key, n in counts.items():
         into[key] = into.get(key, 0) + n
@@ -152,6 +184,11 @@ def bucket_key(prefix: str, resolution: Resolution, at: float) -> str:
 def top_key(prefix: str, at: float, side: str) -> str:
     """The top-client set of the hour holding ``at``; ``side`` is "a" (admitted) or "d" (denied)."""
     return f"{prefix}:hist:top:{time.strftime('%Y%m%d%H', time.gmtime(at))}:{side}"
+
+
+def client_key(prefix: str, client: str, at: float) -> str:
+    """The hash of one subscriber (its tag, with or without braces) for the UTC hour holding ``at``."""
+    return f"{prefix}:hist:c:{{{client.strip('{}')}}}:{time.strftime('%Y%m%d%H', time.gmtime(at))}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +274,39 @@ def read_top_clients(
             name = _text(member)
             totals[name] = totals.get(name, 0) + int(score)
     return sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPoint:
+    """One minute or hour of one subscriber: requests admitted and refused (for any reason)."""
+
+    start: datetime
+    allowed: int
+    denied: int
+
+
+def read_client_history(
+    client: Any, prefix: str, tag: str, resolution: Resolution, start: datetime, end: datetime
+) -> list[ClientPoint]:
+    """Every minute or hour from the one holding ``start`` to the one holding ``end`` for subscriber ``tag``,
+    zeros included, oldest first. One pipeline of HGETALLs (one per hour); raises what the client raises.
+
+    Only subscribers' history is kept (see the module docstring): any other tag reads zeros.
+    """
+    starts = bucket_starts(resolution, start, end)
+    hours = sorted({at // 3600 * 3600 for at in starts})
+    pipe = client.pipeline(transaction=False)
+    for hour in hours:
+        pipe.hgetall(client_key(prefix, tag, hour))
+    counts: dict[int, list[int]] = {}  # bucket start -> [allowed, denied]
+    for hour, mapping in zip(hours, pipe.execute(), strict=True):
+        for raw, value in mapping.items():
+            minute, side = _text(raw).split("|", 1)
+            if side not in ("a", "d") or not minute.isdigit():
+                continue  # a field a newer version added is left out, not an error
+            at = hour + int(minute) * 60 if resolution == "minute" else hour
+            counts.setdefault(at, [0, 0])[side == "d"] += int(value)
+    return [ClientPoint(datetime.fromtimestamp(at, UTC), *counts.get(at, (0, 0))) for at in starts]
 
 
 def _text(value: bytes | str) -> str:

@@ -1,0 +1,105 @@
+"""Subscribers' own recent history (quotas/observability/history.py): per client and minute, written by the
+engine's tick, read per minute or per hour, kept 25 hours; addresses get none."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from config.embedded_redis import free_port
+from quotas.observability.history import CLIENT_KEEP, History, client_key, read_client_history
+
+PREFIX = "quota:v1"
+#: 15 min 30 s into the last hour (recent enough that its hash has not expired: EXPIREAT is absolute).
+AT = (time.time() // 3600 - 1) * 3600 + 930
+
+
+def noted(history: History, n: int, outcome: str, reason: str, client: str = "{s.7}", at: float = AT) -> None:
+    for _ in range(n):
+        history.note("free", "", outcome, reason, client, at)
+
+
+def test_a_subscriber_gets_a_hash_per_hour_with_allowed_and_denied_per_minute(redis_client):
+    """Admitted (shadow-denied included) and refused requests land in ``<MM>|a`` / ``<MM>|d`` of the client's
+    hour hash; an address or a user gets no hash of its own."""
+    history = History()
+    noted(history, 4, "allowed", "none")
+    noted(history, 1, "shadow_denied", "none")
+    noted(history, 2, "denied", "rate")
+    noted(history, 1, "denied", "budget", at=AT + 60)
+    noted(history, 3, "allowed", "none", client="{ip.10.0.0.1}")
+    noted(history, 3, "allowed", "none", client="{u.5}")
+    history.write(redis_client, PREFIX)
+    assert redis_client.hgetall(client_key(PREFIX, "{s.7}", AT)) == {b"15|a": b"5", b"15|d": b"2", b"16|d": b"1"}
+    assert redis_client.keys(f"{PREFIX}:hist:c:*") == [client_key(PREFIX, "s.7", AT).encode()]
+
+
+def test_read_per_minute_and_per_hour_with_zeros(redis_client):
+    """Minutes come back one by one, zeros included; hours sum their minutes."""
+    history = History()
+    noted(history, 4, "allowed", "none")
+    noted(history, 2, "denied", "rate", at=AT + 60)
+    noted(history, 3, "allowed", "none", at=AT - 3600)
+    history.write(redis_client, PREFIX)
+    at = datetime.fromtimestamp(AT, UTC)
+    start, end = at - timedelta(minutes=2), at + timedelta(minutes=1)
+    minutes = read_client_history(redis_client, PREFIX, "{s.7}", "minute", start, end)
+    assert [(p.allowed, p.denied) for p in minutes] == [(0, 0), (0, 0), (4, 0), (0, 2)]
+    assert minutes[2].start == datetime.fromtimestamp(AT // 60 * 60, UTC)
+    hours = read_client_history(redis_client, PREFIX, "s.7", "hour", at - timedelta(hours=2), at)
+    assert [(p.allowed, p.denied) for p in hours] == [(0, 0), (3, 0), (4, 2)]
+    assert read_client_history(redis_client, PREFIX, "{s.8}", "hour", at, at)[0].allowed == 0
+
+
+def test_a_client_hash_expires_25_hours_after_its_hour(redis_client):
+    history = History()
+    noted(history, 1, "allowed", "none")
+    history.write(redis_client, PREFIX)
+    hour_end = (AT // 3600 + 1) * 3600
+    assert redis_client.expiretime(client_key(PREFIX, "s.7", AT)) == hour_end + CLIENT_KEEP == hour_end + 25 * 3600
+
+
+def test_a_failed_write_keeps_the_client_counts(redis_client):
+    history = History()
+    noted(history, 3, "allowed", "none")
+    closed = redis.Redis(port=free_port(), socket_connect_timeout=0.5)
+    with pytest.raises(redis.ConnectionError):
+        history.write(closed, PREFIX)
+    noted(history, 1, "denied", "rate")
+    history.write(redis_client, PREFIX)
+    assert redis_client.hgetall(client_key(PREFIX, "s.7", AT)) == {b"15|a": b"3", b"15|d": b"1"}
+
+
+def test_real_requests_are_written_by_the_engine_tick(engine, redis_client, client, db):
+    """Requests by a demo subscriber through the throttle reach its hash once the engine ticks (the poller's
+    job: the request path only notes them in the process)."""
+    from django.core.management import call_command
+
+    from plans.management.commands.seed_demo import demo_key
+    from tests.dashboard.conftest import send, subscription_of
+
+    call_command("seed_demo", stdout=open("/dev/null", "w"))  # noqa: SIM115 - closed at exit
+    codes = send(client, demo_key("free"), 12, "/api/demo/search?q=x")
+    sub = subscription_of(demo_key("free"))
+    now = datetime.now(UTC)
+    engine.tick()
+    (point,) = read_client_history(redis_client, engine.prefix, f"s.{sub.pk}", "hour", now, now)
+    assert (point.allowed, point.denied) == (codes[200], codes[429]) == (10, 2)
+
+
+def test_a_full_hour_hash_stays_small(redis_client):
+    """120 fields (every minute admitted and refused, five-digit counts) take under 1.5 KB: a listpack
+    (the figure the README and the module docstring give, 1,368 bytes on Redis 7.0)."""
+    history = History()
+    hour = AT // 3600 * 3600
+    for minute in range(60):
+        history._clients[(int(hour // 60) + minute, "s.123456", "a")] = 98765
+        history._clients[(int(hour // 60) + minute, "s.123456", "d")] = 4321
+    history.write(redis_client, PREFIX)
+    key = client_key(PREFIX, "s.123456", AT)
+    assert redis_client.hlen(key) == 120
+    assert redis_client.object("encoding", key) == b"listpack"
+    assert redis_client.memory_usage(key) < 1500
