@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -13,8 +16,11 @@ from plans.management.commands.seed_demo import demo_key
 from plans.models import APIKey, Subscription
 from quotas.engine.runtime import get_engine
 from quotas.identity.clients import hash_api_key
+from tests.conftest import skip_or_fail
 from tests.factories import UserFactory
 from usage.flush import flush_usage
+
+from .browser import ARGS, ARTIFACTS, CHROMIUM
 
 
 @dataclass
@@ -59,3 +65,38 @@ def staff(db) -> DjangoClient:
     client = DjangoClient()
     client.force_login(UserFactory(username="ops", is_staff=True, is_superuser=True))
     return client
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    if not shutil.which(CHROMIUM):
+        skip_or_fail(f"needs Chromium at {CHROMIUM}: apt-get install chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        skip_or_fail("needs the playwright package (requirements-dev.txt)")
+    # Playwright's sync API keeps an event loop running in this thread, so Django would refuse every ORM call
+    # the tests (and their database teardown) make meanwhile; they are synchronous and safe: lift the guard
+    # while the browser runs.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as pw:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium) -> Iterator[object]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    # A viewer far from UTC: times must show in their zone (dashboard/glance.js), UTC on hover.
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, timezone_id="Asia/Tokyo")
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def live_demo(transactional_db) -> None:
+    """The demo plans and keys, committed: a live server (another thread) must see them."""
+    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115 - closed at exit

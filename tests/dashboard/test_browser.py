@@ -4,128 +4,27 @@ live server, with usage made by real throttled HTTP requests. Each test saves sc
 from __future__ import annotations
 
 import os
-import shutil
 import time
-import urllib.error
-import urllib.request
-from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
-from email.message import Message
-from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.test import Client as DjangoClient
 from django.utils import timezone
 
 from adaptive.models import AdaptiveSnapshot
 from plans.management.commands.seed_demo import demo_key
 from plans.models import Plan
-from quotas.engine.runtime import get_engine
-from tests.conftest import skip_or_fail
 from tests.factories import UserFactory
 from usage.flush import flush_usage
 from usage.models import BudgetAlert
 
+from .browser import ARTIFACTS, BASE_DIR, burst, chart_refused, chart_sum, choose_range, get, log_in
 from .conftest import subscription_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-BASE_DIR = Path(__file__).resolve().parents[2]
-ARTIFACTS = BASE_DIR / "test-artifacts"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-PASSWORD = "pw-for-tests-1"
 
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    if not shutil.which(CHROMIUM):
-        skip_or_fail(f"needs Chromium at {CHROMIUM}: apt-get install chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        skip_or_fail("needs the playwright package (requirements-dev.txt)")
-    # Playwright's sync API keeps an event loop running in this thread, so Django would refuse every ORM call
-    # the tests (and their database teardown) make meanwhile; they are synchronous and safe: lift the guard
-    # while the browser runs.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as pw:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(chromium) -> Iterator[object]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    # A viewer far from UTC: times must show in their zone (dashboard/glance.js), UTC on hover.
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, timezone_id="Asia/Tokyo")
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
-
-
-@pytest.fixture
-def demo(transactional_db) -> None:
-    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115 - closed at exit
-
-
-def get(url: str, key: str) -> tuple[int, Message]:
-    request = urllib.request.Request(url, headers={"X-API-Key": key})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, response.headers
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers
-
-
-def burst(base: str, key: str, n: int, path: str = "/api/demo/search?q=x") -> Counter:
-    codes = Counter(get(base + path, key)[0] for _ in range(n))
-    engine = get_engine()
-    engine.flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
-    engine.history.write(engine.redis, engine.prefix)  # and the per-minute history (also the poller's job)
-    return codes
-
-
-def log_in(page, base: str, username: str) -> None:
-    UserFactory(username=username, is_staff=True, is_superuser=True)
-    page.goto(f"{base}/admin/login/?next=/dashboard/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{base}/dashboard/")
-
-
-def chart_sum(page, canvas: str, label: str) -> int:
-    return page.evaluate(
-        """([canvas, label]) => {
-            const chart = Chart.getChart(canvas);
-            const ds = chart.data.datasets.find(d => d.label === label);
-            return ds.data.reduce((a, b) => a + b, 0);
-        }""",
-        [canvas, label],
-    )
-
-
-def chart_refused(page, canvas: str) -> int:
-    """Every refusal drawn on a traffic chart (Redis-asked "rate" and the process's own "local" ones)."""
-    return sum(chart_sum(page, canvas, label) for label in chart_labels(page, canvas) if label.startswith("denied: "))
-
-
-def chart_labels(page, canvas: str) -> list[str]:
-    return page.evaluate("(canvas) => Chart.getChart(canvas).data.datasets.map(d => d.label)", canvas)
-
-
-def choose_range(page, value: str, points: int) -> None:
-    """Pick a range in the form; the next feed (no reload) redraws the traffic chart with ``points`` points."""
-    page.select_option("#range", value)
-    page.wait_for_function(f"Chart.getChart('chart-traffic').data.labels.length === {points}")
-
-
-def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(page, live_server, demo):
+def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(page, live_server, live_demo):
     """Throttled HTTP traffic shows in the charts (the last hour per minute, 7 days per hour, 30 days per day);
     the denial rate is drawn with its alert line; new traffic appears without a reload; a top client opens."""
     base = live_server.url
@@ -225,7 +124,7 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     page.screenshot(path=ARTIFACTS / "client-detail.png", full_page=True)
 
 
-def test_a_limit_edited_in_the_admin_applies_to_the_next_request(page, live_server, demo):
+def test_a_limit_edited_in_the_admin_applies_to_the_next_request(page, live_server, live_demo):
     """Lowering the free plan's search limit in the admin changes X-RateLimit-Limit on the next request."""
     base = live_server.url
     status, headers = get(f"{base}/api/demo/search?q=x", demo_key("free"))

@@ -8,12 +8,12 @@ import pytest
 from plans.management.commands.seed_demo import demo_key
 from usage.flush import flush_usage
 
-from .test_browser import ARTIFACTS, burst, chart_sum, chromium, demo, page  # noqa: F401 - fixtures
+from .browser import ARTIFACTS, burst, chart_sum
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_client_page_draws_the_last_hour_then_30_days_and_fits_a_phone(page, live_server, demo):  # noqa: F811
+def test_client_page_draws_the_last_hour_then_30_days_and_fits_a_phone(page, live_server, live_demo):
     base = live_server.url
     codes = burst(base, demo_key("free"), 14)  # also writes the engine's history, as its poller does
     flush_usage()
