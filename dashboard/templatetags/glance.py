@@ -47,6 +47,19 @@ def in_duration(seconds: Any) -> str:
     return "now" if value <= 0 else f"in {format_duration(value)}"
 
 
+_NAMED_WINDOWS = {1: "second", 60: "minute", 3600: "hour", 86_400: "day", 604_800: "week"}
+
+
+@register.filter
+def per_window(seconds: Any) -> str:
+    """A window's length after "per": "minute" for 60, "day" for 86400, "30 s" or "2 h" otherwise."""
+    try:
+        value = int(seconds)
+    except (TypeError, ValueError):
+        return str(seconds)
+    return _NAMED_WINDOWS.get(value) or format_duration(value)
+
+
 @register.filter
 def money(amount: Any, currency: str = "") -> str:
     """``amount`` with ``currency``'s usual decimals and its code; the value unchanged when it is not a number."""

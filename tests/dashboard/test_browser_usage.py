@@ -3,12 +3,14 @@ to 30 days, and at phone width nothing is wider than the screen."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from plans.management.commands.seed_demo import demo_key
 from usage.flush import flush_usage
 
-from .browser import ARTIFACTS, burst, chart_sum
+from .browser import ARTIFACTS, BASE_DIR, burst, chart_sum
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -32,6 +34,8 @@ def test_client_page_draws_the_last_hour_then_30_days_and_fits_a_phone(page, liv
     assert "T" not in page.evaluate("Chart.getChart('usage-chart').data.labels[59]")
     assert "would have been allowed" in page.inner_text("#upgrade-figures")
     page.screenshot(path=ARTIFACTS / "usage-1h.png", full_page=True)
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the README's pictures; a normal run leaves them alone
+        page.screenshot(path=BASE_DIR / "docs" / "usage-page.png", full_page=True)
 
     page.click("a[data-range='30d']")
     page.wait_for_url("**/?range=30d")
@@ -44,3 +48,5 @@ def test_client_page_draws_the_last_hour_then_30_days_and_fits_a_phone(page, liv
     page.wait_for_timeout(300)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.screenshot(path=ARTIFACTS / "usage-phone.png", full_page=True)
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":
+        page.screenshot(path=BASE_DIR / "docs" / "usage-page-phone.png", full_page=True)

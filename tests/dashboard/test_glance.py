@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from dashboard.templatetags.glance import format_duration, in_duration, local_time, money
+from dashboard.templatetags.glance import format_duration, in_duration, local_time, money, per_window
 from quotas.rules.money import format_money, minor_units
 
 
@@ -72,3 +72,9 @@ def test_micro_units_read_as_money():
 
     assert micros(12_345_678, "USD") == "12.35 USD"
     assert micros("x", "USD") == "x"
+
+
+def test_windows_read_as_named_units():
+    assert [per_window(w) for w in (1, 60, 3600, 86400, 30, 7200, "x")] == [
+        "second", "minute", "hour", "day", "30 s", "2 h", "x",
+    ]  # fmt: skip
