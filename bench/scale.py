@@ -66,19 +66,6 @@ TOPOLOGIES = ("single", "cluster")
 Routed = tuple[str, bytes]
 
 
-def script_command(engine: Engine, keys: Sequence[str], args: Sequence[Any]) -> tuple:
-    """The command the engine sends for its decision script with ``keys`` and ``args``.
-
-    The script object's own ``command(keys, args)`` when it has one (Redis 7
-    Functions: FCALL), else EVALSHA by SHA, as :class:`quotas.engine.scripts.LuaScript` sends it.
-    """
-    script = engine._decide
-    command = getattr(script, "command", None)
-    if command is not None:
-        return tuple(command(keys, args))
-    return ("EVALSHA", script.sha, len(keys), *keys, *args)
-
-
 def _windows(variant: str) -> tuple[list[Window], str]:
     """The windows of ``variant`` and its usage string ("<plan id>|<scope>"), as the request path passes them."""
     if variant == "quota_1":
@@ -98,7 +85,8 @@ def quota_commands(engine: Engine, variant: str, clients: range) -> list[Routed]
         pending = engine.prepare_decide(_tag(i), windows, None, None, 0, usage, False, 1.0, "", "")
         if not isinstance(pending, PendingDecision):
             raise RuntimeError(f"the engine answered {_tag(i)} from memory instead of preparing a call")
-        out.append((pending.keys[0], pack_command(script_command(engine, pending.keys, pending.args))))
+        command = engine._decide.command(pending.keys, pending.args)  # FCALL, or EVALSHA on Redis 6.2
+        out.append((pending.keys[0], pack_command(command)))  # type: ignore[arg-type]
     return out
 
 

@@ -21,6 +21,7 @@ from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.observability.history import Resolution, bucket_starts, read_history
 from quotas.rules.snapshot import RuleSet
 
+from .queries import REASONS as DAILY_REASONS
 from .queries import Filters, UsageSlice
 
 logger = logging.getLogger(__name__)
@@ -33,16 +34,12 @@ RANGES: dict[str, tuple[Resolution | None, timedelta]] = {
     "30d": (None, timedelta(days=30)),
 }
 DEFAULT_RANGE = "24h"
-#: Chart series of refusals: label -> counter (history's and UsageRecord's names agree; "local" is
-#: history-only: the daily rows count those refusals as "rate").
+#: Chart series of refusals: label -> counter. The daily chart's (history's and UsageRecord's names
+#: agree), with "local" before "shadow": history-only, the daily rows count those refusals as "rate".
 REASONS = {
-    "rate": "denied_rate",
-    "budget": "denied_budget",
-    "acl": "denied_acl",
-    "capacity": "denied_capacity",
-    "banned": "denied_banned",
+    **{label: c for label, c in DAILY_REASONS.items() if label != "shadow"},
     "local": "denied_local",
-    "shadow": "shadow_would_deny",
+    "shadow": DAILY_REASONS["shadow"],
 }
 #: Plans, and scopes, drawn on the denial-rate chart: those with the most requests in the range.
 RATE_LINES = 3

@@ -142,12 +142,12 @@ def test_every_entry_point_loads_in_both_forms(redis_client, redis62):
         old.close()
 
 
-def test_a_new_release_never_replaces_the_library_an_older_one_calls():
+def test_a_new_release_never_replaces_the_library_an_older_one_calls(redis_client):
     """The library and its functions are named by a hash of the code: two releases' libraries coexist."""
     assert library_name().startswith("quotas_")
     assert library_source().startswith(f"#!lua name={library_name()}\n")
     assert all(function_name(e).startswith(library_name() + "_") for e in ENTRY_POINTS)
-    script = LuaScript.entry(redis.Redis(), "decide")
+    script = LuaScript.entry(redis_client, "decide")
     assert script.command(["k"], ["a"]) == ("FCALL", function_name("decide"), 1, "k", "a")
     script.functions = False
     assert script.command(["k"], ["a"]) == ("EVALSHA", script.sha, 1, "k", "a")

@@ -9,7 +9,6 @@ import time
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from prometheus_client import REGISTRY
 
 from plans.models import ACLEntry, APIKey
@@ -153,14 +152,6 @@ def test_an_access_list_denial_is_recorded_with_its_entry(api, free, redis_clien
 
 
 # The API.
-
-
-@pytest.fixture
-def staff(api):
-    user = UserFactory(username="ops", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_all_usage"))
-    api.force_authenticate(user)
-    return user
 
 
 def test_staff_read_any_clients_refusals_newest_first(api, free, staff):
