@@ -101,3 +101,6 @@ class BenchBackend:
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
         # No subscription: every user falls back to the default plan.
         return None
+
+    def known_key_hashes(self) -> tuple[str, ...]:
+        return ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Q
@@ -156,6 +157,9 @@ class PlansRulesBackend:
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
         sub = Subscription.objects.filter(user_id=user_id, is_active=True).first()
         return subscriber_of(sub) if sub is not None else None
+
+    def known_key_hashes(self) -> Iterable[str]:
+        return APIKey.objects.usable().values_list("key_hash", flat=True).iterator(chunk_size=10_000)
 
 
 def subscriber_of(

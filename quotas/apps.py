@@ -22,10 +22,14 @@ class QuotasConfig(AppConfig):
 
         setting_changed.connect(_on_setting_changed, weak=False, dispatch_uid="quotas-settings")
         if apps.is_installed("django.contrib.auth"):
-            from django.contrib.auth.signals import user_login_failed
+            from django.contrib.auth.signals import user_logged_in, user_login_failed
+
+            from quotas.identity.devices import on_logged_in
 
             # Counts wrong passwords (admin login, HTTP Basic) toward QUOTAS['FAILED_AUTH_LIMITS'].
             user_login_failed.connect(on_login_failed, weak=False, dispatch_uid="quotas-failed-auth")
+            # A browser that signs in becomes a trusted device for that user (quotas/identity/devices.py).
+            user_logged_in.connect(on_logged_in, weak=False, dispatch_uid="quotas-trusted-device")
         if apps.is_installed("drf_spectacular"):
             # drf-spectacular is optional: its extensions (the API-key security scheme) register on import.
             from quotas import openapi  # noqa: F401

@@ -32,11 +32,12 @@ def _error(msg: str, hint: str, n: int) -> Error:
 
 
 def _check_failed_auth_limits(limits: Any) -> list:
-    hint = 'For example {"address": "30/10min", "username": "10/15min"}; None turns a limit off.'
+    hint = 'For example {"address": "30/10min", "username": "10/15min", "device": "10/15min"}; None turns one off.'
     if limits is None:
         return []
-    if not isinstance(limits, dict) or set(limits) - {"address", "username"}:
-        return [_error(f"QUOTAS['FAILED_AUTH_LIMITS'] = {limits!r} must map 'address'/'username' to rates.", hint, 18)]
+    if not isinstance(limits, dict) or set(limits) - {"address", "username", "device"}:
+        message = f"QUOTAS['FAILED_AUTH_LIMITS'] = {limits!r} must map 'address'/'username'/'device' to rates."
+        return [_error(message, hint, 18)]
     errors = []
     for kind, rate in limits.items():
         if rate is None:

@@ -99,13 +99,14 @@ DEFAULTS: dict[str, Any] = {
     # Default: 0.25. Seconds of shaping delay the budget regains per second:
     # the share of a process's time that may go to sleeping for shaping.
     "SHAPING_DELAY_SHARE": 0.25,
-    # Default: {"address": "30/10min", "username": "10/15min"}. Failed authentications
-    # (unknown, revoked or expired API keys; wrong passwords) allowed per client
-    # address and per username before every attempt is refused with 429 until the
-    # window ends (quotas/identity/auth_failures.py). A human who mistypes a few times never
-    # meets them; a guesser gets 30 tries per 10 minutes per address. None (or a
-    # missing kind) turns that limit off.
-    "FAILED_AUTH_LIMITS": {"address": "30/10min", "username": "10/15min"},
+    # Default: {"address": "30/10min", "username": "10/15min", "device": "10/15min"}.
+    # Failed authentications allowed before attempts that cannot succeed are refused
+    # with 429 until the window ends (quotas/identity/auth_failures.py): per client
+    # address (unknown API keys and passwords from new browsers are refused; valid
+    # keys are answered), per username (wrong passwords from browsers that never
+    # signed in as that user), and per trusted device (wrong passwords from a
+    # browser that did). None (or a missing kind) turns that limit off.
+    "FAILED_AUTH_LIMITS": {"address": "30/10min", "username": "10/15min", "device": "10/15min"},
     # /metrics and the details of /healthz (quotas/http/views.py).
     "METRICS": {
         # Default: "". The bearer token scrapers send (Authorization: Bearer <token>);

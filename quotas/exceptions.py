@@ -72,6 +72,17 @@ class QuotaServiceUnavailable(ProblemException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
 
 
+class RulesUnavailable(ProblemException):
+    """The rules (plans, API keys, users' subscriptions) cannot be read: the database is down (503).
+
+    Raised where no snapshot or cached answer can stand in: a process's first
+    load of the rules, an API key or user this process has not looked up yet.
+    ``wait`` is when the next attempt to read the database is due.
+    """
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+
+
 class ReducedCapacity(ProblemException):
     """Refused only because adaptive limits are reduced under load (503)."""
 

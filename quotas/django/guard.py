@@ -69,13 +69,14 @@ async def check_async(
 def ask_for(
     request: HttpRequest, scope: str, rate: str | None, weight: int | None
 ) -> tuple[Engine, RuleSet, Ask] | HttpResponse:
-    """The engine, the rules and the :class:`Ask` of ``request``; or the 401/429 answer to a bad API key."""
+    """The engine, the rules and the :class:`Ask` of ``request``; or the 401/429 answer to a bad API key,
+    the 503 answer while the rules cannot be read."""
     engine = get_engine()
-    rules = engine.rules.current()
     user = getattr(request, "user", None)  # Django's AuthenticationMiddleware; no DRF authentication here
     try:
+        rules = engine.rules.current()
         client = identify(request, user, engine.rules)
-    except ProblemException as exc:  # a bad API key, or an address blocked for failed authentications
+    except ProblemException as exc:  # a bad API key, a blocked address, or rules the database cannot give
         return respond(exc.problem, exc)
     if client.subscriber is not None:
         engine.key_use.touch(client.subscriber.key_id)

@@ -9,21 +9,25 @@ it, charges the actual cost a view reported, and ends concurrency leases.
 
 It also answers a sign-in that Django's authentication refused for too many
 failures (:mod:`quotas.identity.auth_failures`) with a 429: Django's login views
-cannot say so themselves.
+cannot say so themselves; and it sets the trusted-device cookie of a browser
+that just signed in (:mod:`quotas.identity.devices`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
 from quotas.engine.core import Engine
 from quotas.engine.runtime import get_engine
+from quotas.exceptions import ProblemException
 from quotas.http import problems
 from quotas.http.context import Decided, auth_wait_of, decided_of
 from quotas.http.cost import actual_cost
 from quotas.http.headers import rate_limit_headers
+from quotas.identity import devices
 from quotas.observability.events import fire_budget_alerts
 
 
@@ -35,6 +39,7 @@ class QuotaHeadersMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
+        devices.set_cookie(request, response)  # a browser that just signed in is trusted from now on
         auth_wait = auth_wait_of(request)
         if auth_wait and response.status_code < 500:
             return self.auth_throttled(response, auth_wait)
@@ -48,6 +53,16 @@ class QuotaHeadersMiddleware:
                     engine.release(decision)
             for name, value in rate_limit_headers(decision).items():
                 response.headers[name] = value
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        """A quota refusal raised outside DRF (a plain view reading the rules while the database is
+        down, say) is answered with its problem+json body and Retry-After, not a 500."""
+        if not isinstance(exception, ProblemException):
+            return None
+        response = problems.render(exception.problem)
+        if exception.wait is not None:
+            response.headers["Retry-After"] = str(math.ceil(exception.wait))
         return response
 
     @staticmethod

@@ -271,6 +271,19 @@ def store_unavailable() -> dict[str, Any]:
     }
 
 
+def rules_unavailable(retry_after: int) -> dict[str, Any]:
+    """The 503 body for a request that needs rules the database cannot give right now."""
+    return {
+        "type": problem_type("rules-unavailable"),
+        "title": "Service temporarily unavailable",
+        "status": 503,
+        "detail": "The plans and API keys this request is checked against cannot be read right now. "
+        f"Retry in {retry_after} s.",
+        "reason": "rules_unavailable",
+        "retry_after": retry_after,
+    }
+
+
 def render(problem: dict[str, Any], like: HttpResponse | None = None) -> HttpResponse:
     """An ``application/problem+json`` response, keeping ``like``'s other headers."""
     response = HttpResponse(_ENCODER.encode(problem), status=int(problem["status"]), content_type=CONTENT_TYPE)

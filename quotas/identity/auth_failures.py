@@ -1,42 +1,50 @@
-"""Failed authentications are limited per client address, and per username for passwords.
+"""Failed authentications are limited so that they stop guessers, not customers.
 
-Guessing API keys or passwords costs the guesser: once the failures allowed
-by ``QUOTAS['FAILED_AUTH_LIMITS']`` in a window are used up (by default 30
-per address in 10 minutes, 10 per username in 15 minutes), every further
-attempt from that address, or for that username, is refused with 429 and
-``Retry-After`` until the window ends, the right credentials included (so a
-blocked guesser learns nothing from a lucky guess).
+``QUOTAS['FAILED_AUTH_LIMITS']`` sets three limits, each a fixed window
+counted by the engine in Redis (one atomic script per failure, shared by
+every process), on a tag of its own:
 
-Failures are counted by the engine, in Redis (one atomic script per failure,
-shared by every process), as fixed windows on tags of their own
-(``{af.<address>}``, ``{afu.<hash of the username>}``); successful requests
-cost nothing. Each process remembers the blocks it learnt, so a blocked
-client is refused without a Redis call, a database query or a password hash.
+- ``address`` (default 30 per 10 minutes, ``{af.<address>}``): failures from
+  one client address. While it is used up, only attempts that cannot
+  succeed are refused: an API key this platform does not know (decided in
+  the process, without a database query, see
+  :meth:`quotas.rules.cache.RulesCache.may_know_key`) and passwords from
+  browsers that never signed in as that user. A valid key is answered on
+  its merits: keys are 256-bit random tokens, so a valid key is never a
+  lucky guess, and one guesser behind a NAT or a proxy cannot shut out every
+  customer at its address.
+- ``username`` (default 10 per 15 minutes, ``{afu.<hash of the username>}``):
+  wrong passwords for one username from browsers without a trusted-device
+  cookie for it (:mod:`quotas.identity.devices`). While it is used up, such
+  attempts are refused; the owner's browser, which signed in before, is not.
+- ``device`` (default 10 per 15 minutes, ``{afd.<device id>}``): wrong
+  passwords sent with a trusted-device cookie, so that a stolen cookie buys
+  a guesser no more than a few tries.
 
-- Passwords (:class:`quotas.identity.backends.FailedAuthBackend`): when this process
-  knows of no block, it peeks at Redis before the password is checked (a
-  round trip next to a hash that costs far more), so a block holds in every
-  process at once.
-- API keys (:func:`quotas.identity.clients.identify`, on every API request): no peek,
-  no Redis call for a good key. A process that has not seen this client's
-  failures learns of the block at the client's next failure there, so a
-  guesser gets at most one extra try per process; a guessed API key (a long
-  random token) is not a practical risk, the database queries are.
+This is the OWASP "device cookie" design: a guesser can at worst keep new
+browsers from signing in as a username under attack, never the owner's.
+
+Each process remembers the blocks it learnt, so a blocked attempt is refused
+without a Redis call, a database query or a password hash. Before a password
+is checked, a process that knows of no block peeks at Redis (next to the
+password hash it costs nothing), so a block holds in every process at once.
+API keys are checked against what the process learnt only: a good key's
+request makes no Redis call.
 
 While Redis is unreachable failures are neither counted nor checked (logged,
 and counted in ``quota_failed_authentications_total``): authentication is
 not made to depend on Redis.
 
 Wiring: :class:`quotas.identity.backends.FailedAuthBackend` first in ``AUTHENTICATION_BACKENDS``
-(passwords: the admin login, HTTP Basic), the ``user_login_failed`` receiver
-(connected by the app), API keys in :func:`quotas.identity.clients.identify`, and
+(passwords: the admin login, HTTP Basic), the ``user_login_failed`` and
+``user_logged_in`` receivers (connected by the app), API keys in
+:func:`quotas.identity.clients.authenticate_key`, and
 :class:`~quotas.http.middleware.QuotaHeadersMiddleware` turning a refusal into a
-429.
+429 and setting the trusted-device cookie.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import threading
@@ -51,13 +59,13 @@ from quotas.engine.decision import Decision
 from quotas.engine.keys import client_tag
 from quotas.exceptions import StoreUnavailable
 from quotas.http.context import set_auth_wait
+from quotas.identity.devices import trusted_device, username_digest
 from quotas.observability import metrics
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule, Window
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("address", "username")
 #: Blocks one process remembers at most (expired ones are dropped first).
 MAX_REMEMBERED = 10_000
 #: Seconds between two warnings that failures went uncounted (Redis unreachable).
@@ -183,7 +191,9 @@ class FailedAuth:
 #: The process's record (one per process, like the engine's memory of refused clients).
 failed_auth = FailedAuth()
 
-_KIND_TAG = {"address": "af", "username": "afu"}
+#: Each limit's tag kind (``{af.…}``, ``{afu.…}``, ``{afd.…}``); the unlock command reads them too.
+KIND_TAG = {"address": "af", "username": "afu", "device": "afd"}
+_TAG_KIND = {tag: kind for kind, tag in KIND_TAG.items()}
 
 
 @lru_cache(maxsize=8)
@@ -191,15 +201,29 @@ def _rule(kind: str, rate: str) -> LimitRule:
     return LimitRule(id=f"auth.{kind}", name=f"failed-auth-{kind}", rates=parse_rates(rate), algorithm="fixed_window")
 
 
-def _windows(tag: str) -> tuple[Window, ...]:
-    kind = "address" if tag.startswith("{af.") else "username"
+def kind_of(tag: str) -> str | None:
+    """The limit a failed-authentication tag counts against (None: not such a tag)."""
+    return _TAG_KIND.get(tag.strip("{}").split(".", 1)[0])
+
+
+def windows_of(kind: str) -> tuple[Window, ...]:
+    """The windows of limit ``kind`` as ``QUOTAS['FAILED_AUTH_LIMITS']`` sets it (none when it is off)."""
     rate = (quota_settings.FAILED_AUTH_LIMITS or {}).get(kind)
     return _rule(kind, rate).windows if rate else ()
 
 
+def _windows(tag: str) -> tuple[Window, ...]:
+    kind = kind_of(tag)
+    return windows_of(kind) if kind else ()
+
+
+def _enabled(kind: str) -> bool:
+    return bool((quota_settings.FAILED_AUTH_LIMITS or {}).get(kind))
+
+
 def address_tag(request: Any) -> str | None:
     """The tag failures of ``request``'s client address count against (None when that limit is off)."""
-    if not (quota_settings.FAILED_AUTH_LIMITS or {}).get("address"):
+    if not _enabled("address"):
         return None
     from quotas.identity.clients import UNKNOWN_PEER, address_group
 
@@ -208,15 +232,31 @@ def address_tag(request: Any) -> str | None:
         # No client address (a proxy on a Unix socket, not trusted): every client would share this
         # count, and one guesser would lock everyone out. The username limit still applies.
         return None
-    return client_tag(_KIND_TAG["address"], group)
+    return client_tag(KIND_TAG["address"], group)
 
 
 def username_tag(username: object) -> str | None:
-    """The tag failures for ``username`` count against (hashed: usernames are personal data)."""
-    if not username or not (quota_settings.FAILED_AUTH_LIMITS or {}).get("username"):
+    """The tag wrong passwords for ``username`` count against (None when that limit is off)."""
+    if not username or not _enabled("username"):
         return None
-    digest = hashlib.sha256(str(username).strip().casefold().encode()).hexdigest()[:24]
-    return client_tag(_KIND_TAG["username"], digest)
+    return client_tag(KIND_TAG["username"], username_digest(username))
+
+
+def device_tag(device_id: str) -> str | None:
+    """The tag wrong passwords sent from trusted device ``device_id`` count against."""
+    if not _enabled("device"):
+        return None
+    return client_tag(KIND_TAG["device"], device_id)
+
+
+def password_tags(request: Any, username: object) -> tuple[str | None, ...]:
+    """What a password attempt for ``username`` counts against: its trusted device's own limit, when
+    the browser signed in as that user before; else its address and the username. With the device
+    limit off, no browser is trusted (a stolen cookie must not buy unlimited guesses)."""
+    device = trusted_device(_http(request), username) if username and _enabled("device") else None
+    if device is not None:
+        return (device_tag(device),)
+    return (address_tag(request), username_tag(username))
 
 
 def refuse(request: Any, wait: int) -> None:
@@ -229,9 +269,9 @@ def _http(request: Any) -> HttpRequest:
 
 
 def on_login_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
-    """``user_login_failed`` receiver: count the failure against the address and the username."""
+    """``user_login_failed`` receiver: count the failure against what the attempt counts against."""
     if request is None:
         return
-    wait = failed_auth.record(address_tag(request), username_tag(credentials.get("username")))
+    wait = failed_auth.record(*password_tags(request, credentials.get("username")))
     if wait:
         refuse(request, wait)

@@ -92,21 +92,27 @@ def _ip_client(ip: IPAddress, v6_prefix: int) -> Client:
 
 
 def authenticate_key(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:
-    """The client of API key ``raw_key``, unless its address is blocked for failed authentications.
+    """The client of API key ``raw_key``; while its address is blocked, only if the key may exist.
 
     Raises :class:`InvalidAPIKey` (401) for a malformed, unknown, revoked or
-    expired key, and :class:`AuthThrottled` (429) while the address is over
-    ``QUOTAS['FAILED_AUTH_LIMITS']`` (see :mod:`quotas.identity.auth_failures`).
+    expired key, counting the failure against the client address; and
+    :class:`AuthThrottled` (429) for a key this platform does not know while
+    the address is over ``QUOTAS['FAILED_AUTH_LIMITS']`` (see
+    :mod:`quotas.identity.auth_failures`). Keys are 256-bit random tokens, so a
+    valid key from a blocked address is not a lucky guess: it is answered on
+    its merits, and one guesser cannot lock out every customer at its address.
     """
     # Parsing the address costs a little: only while some client is blocked, or after a failure.
     wait = failed_auth.wait(address_tag(request)) if failed_auth.blocking else 0
-    if not wait:
-        try:
-            return _client_for_key(raw_key, rules)
-        except InvalidAPIKey:
-            wait = failed_auth.record(address_tag(request))
-            if not wait:
-                raise
+    if wait and not rules.may_know_key(hash_api_key(raw_key.strip())):
+        # Refused without a database query: the guesser's stream costs nothing but this set lookup.
+        raise AuthThrottled(problems.auth_throttled(wait), wait=wait)
+    try:
+        return _client_for_key(raw_key, rules)
+    except InvalidAPIKey:
+        wait = wait or failed_auth.record(address_tag(request))
+        if not wait:
+            raise
     raise AuthThrottled(problems.auth_throttled(wait), wait=wait)
 
 
@@ -149,6 +155,8 @@ def client_ip(request: HttpRequest) -> IPAddress:
     if not trusted and proxies is not None:
         return _nth_from_right(remote_addr, forwarded, proxies)
     ip = _resolve_ip(remote_addr, forwarded, trusted)
+    if not trusted and not _warned_local_peer and (ip.is_loopback or _in(ip, _PROXY_NETWORKS)):
+        _warn_local_peer(ip)
     if trusted and proxies and not _warned_disagreement:
         # Both settings say where the client is; only a request shows whether they agree (check W030
         # covers NUM_PROXIES = 0). Compared until the first disagreement, then said once.
@@ -157,6 +165,31 @@ def client_ip(request: HttpRequest) -> IPAddress:
 
 
 _warned_disagreement = False
+_warned_local_peer = False
+#: Where a reverse proxy or load balancer usually sits: private (RFC 1918, RFC 4193), shared (CGNAT) and
+#: link-local networks. (ipaddress's is_private also counts the documentation ranges.)
+_PROXY_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "fc00::/7"]
+)
+
+
+def _warn_local_peer(peer: IPAddress) -> None:
+    """Say once per process that a loopback or private peer with no trusted proxy looks like a proxy.
+
+    Behind a reverse proxy that is not in ``TRUSTED_PROXIES``, every client has
+    the proxy's address: they share one anonymous rate limit and one
+    failed-authentication count.
+    """
+    global _warned_local_peer
+    _warned_local_peer = True
+    logger.warning(
+        "quotas: a request came from %s, a loopback or private address, and QUOTAS['TRUSTED_PROXIES'] is empty. "
+        "If a reverse proxy or load balancer forwards requests, every client it serves gets this one address "
+        "(one anonymous rate limit, one failed-authentication count): add the proxy's address or network to "
+        "QUOTAS['TRUSTED_PROXIES'] and have it set X-Forwarded-For.",
+        peer,
+    )
 
 
 def _warn_disagreement(ours: IPAddress, drfs: IPAddress, proxies: int) -> None:

@@ -10,6 +10,7 @@ multipliers and runs the engine's background tick (usage flush, Redis probe).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -22,6 +23,8 @@ from django.db import DatabaseError, close_old_connections, connections
 from quotas.engine.keys import multipliers_key
 from quotas.engine.protocol import parse_multipliers
 from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.exceptions import RulesUnavailable
+from quotas.http import problems
 from quotas.observability import metrics
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
 
@@ -111,6 +114,9 @@ class RulesCache:
         # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
         # meanwhile bumps the rules version), so a new key works at once.
         self._unknown_keys = _LRU(UNKNOWN_KEYS_CACHE_SIZE)
+        # Every usable key's hash (its first 64 bits), read only while some address is blocked for failed
+        # authentications (see may_know_key), for the generation it was read in.
+        self._known_keys: tuple[int, frozenset[int]] | None = None
         self.multipliers_key = multipliers_key(version_key.rsplit(":", 1)[0])
         #: Adaptive multipliers by plan id, published by the adaptive controller.
         self.multipliers: dict[int, float] = {}
@@ -127,25 +133,32 @@ class RulesCache:
     def _reload_or_keep(self, rules: RuleSet | None) -> RuleSet:
         """A fresh snapshot, or the last good one while the backend fails (retried with backoff).
 
-        Only the very first load of a process has nothing to fall back on: its
-        error propagates. Once a reload has failed, requests stop trying: the
+        Once a load has failed, requests stop trying until the backoff ends: the
         poller retries (a database that is down can hold a connection attempt
-        for the pool's whole timeout, which no request should wait for).
+        for the pool's whole timeout, which no request should wait for). A
+        process with no snapshot yet raises :class:`RulesUnavailable` meanwhile.
         """
-        if rules is not None and (self._failures or time.monotonic() < self._retry_at):
-            if self.interval <= 0 and time.monotonic() >= self._retry_at:
-                return self._try_reload(rules)  # no poller in this process: a request retries
+        if self._failures and time.monotonic() < self._retry_at:
+            if rules is None:
+                raise self._unavailable()
             return rules
+        if rules is not None and self._failures and self.interval > 0:
+            return rules  # the poller retries; no request waits for the database
         return self._try_reload(rules)
 
     def _try_reload(self, rules: RuleSet | None) -> RuleSet:
         try:
             return self.reload()
         except DatabaseError as exc:
-            if rules is None:
-                raise
             self._load_failed(exc)
+            if rules is None:
+                # The first load of this process: nothing to serve. A 503 with Retry-After, never a 500.
+                raise self._unavailable() from exc
             return rules
+
+    def _unavailable(self) -> RulesUnavailable:
+        wait = max(1, math.ceil(self._retry_at - time.monotonic()))
+        return RulesUnavailable(problems.rules_unavailable(wait), wait=wait)
 
     def _load_failed(self, exc: Exception) -> None:
         # A connection the failure broke stays broken in a thread no request cycle ever resets
@@ -159,10 +172,14 @@ class RulesCache:
         metrics.observe_rules_load_failure()
         metrics.set_rules_stale(True)
         if self._failures == 1:
-            logger.error("quotas: rules could not be reloaded (%s); serving the last good snapshot", self._last_error)
+            logger.error(
+                "quotas: the rules could not be read from the database (%s); serving the last good snapshot, "
+                "and 503 where there is none (a first load, a key or user not cached yet)",
+                self._last_error,
+            )
         else:
             logger.info(
-                "quotas: rules reload failed again (%d in a row: %s); next try in %d s",
+                "quotas: the rules database failed again (%d in a row: %s); next try in %d s",
                 self._failures, self._last_error, backoff,
             )  # fmt: skip
 
@@ -214,14 +231,17 @@ class RulesCache:
             )
 
     def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
-        """The subscriber of an API key hash (cached; one query per key per reload)."""
+        """The subscriber of an API key hash (cached; one query per key per reload).
+
+        Raises :class:`RulesUnavailable` when the key is not cached and the database fails.
+        """
         if self.backend is None or key_hash in self._unknown_keys:
             return None
         subscriber = self._by_key.lookup(key_hash)
         if subscriber is not None:
             return subscriber
         generation = self._generation
-        subscriber = self.backend.subscriber_for_key(key_hash)
+        subscriber = self._query(self.backend.subscriber_for_key, key_hash)
         if generation == self._generation:
             (self._by_key if subscriber is not None else self._unknown_keys).put(key_hash, subscriber)
         return subscriber
@@ -235,10 +255,54 @@ class RulesCache:
         if subscriber is not _MISS:
             return subscriber
         generation = self._generation
-        subscriber = backend.subscriber_for_user(user_id)
+        subscriber = self._query(backend.subscriber_for_user, user_id)
         if generation == self._generation:
             self._by_user.put(user_id, subscriber)
         return subscriber
+
+    def may_know_key(self, key_hash: str) -> bool:
+        """Whether ``key_hash`` may be a usable API key's, answered without a query per key.
+
+        For a client address blocked for failed authentications: its unknown keys
+        are refused without touching the database, its valid keys answered. The
+        hashes of every usable key (their first 64 bits: a guess matches one by
+        chance about once in 2**64 / keys) are read once per rules generation,
+        the first time a blocked address sends a key; while the database fails,
+        only keys cached in this process pass.
+        """
+        if self.backend is None or key_hash in self._unknown_keys:
+            return False
+        if self._by_key.lookup(key_hash) is not None:
+            return True
+        known = self._known_keys
+        if known is None or known[0] != self._generation:
+            known = self._load_known_keys()
+        return int(key_hash[:16], 16) in known[1]
+
+    def _load_known_keys(self) -> tuple[int, frozenset[int]]:
+        generation = self._generation
+        try:
+            hashes = frozenset(int(h[:16], 16) for h in self._query(self.backend.known_key_hashes))  # type: ignore[union-attr]
+        except RulesUnavailable:
+            return (generation, frozenset())  # not kept: tried again at the next blocked request after the backoff
+        known = (generation, hashes)
+        if generation == self._generation:
+            self._known_keys = known
+        return known
+
+    def _query(self, lookup: Callable[..., Any], *args: Any) -> Any:
+        """``lookup(*args)`` on the backend; :class:`RulesUnavailable` while the database fails.
+
+        A failure starts the same backoff as a failed reload, so the requests
+        after it answer at once instead of each waiting for the database.
+        """
+        if self._failures and time.monotonic() < self._retry_at:
+            raise self._unavailable()
+        try:
+            return lookup(*args)
+        except DatabaseError as exc:
+            self._load_failed(exc)
+            raise self._unavailable() from exc
 
     def _read_version(self) -> str:
         try:

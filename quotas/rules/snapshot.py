@@ -346,6 +346,10 @@ class RulesBackend(Protocol):
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None: ...
 
+    def known_key_hashes(self) -> Iterable[str]:
+        """The hashes of every usable API key (read only while an address is blocked for failed sign-ins)."""
+        ...
+
 
 def ban_policy_spec(refusals: int, window: int, durations: tuple[int, ...]) -> str:
     """Escalation for decide.lua: ban after more than ``refusals`` refusals in ``window``

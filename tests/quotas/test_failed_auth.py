@@ -1,4 +1,5 @@
-"""Guessing is slowed down: failed authentications per address and per username end in 429 + Retry-After."""
+"""Guessing is stopped, customers are not: failed authentications end in 429 + Retry-After for attempts
+that cannot succeed, while valid API keys and browsers that signed in before are answered on their merits."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from plans.models import APIKey
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -25,8 +27,9 @@ def free(db):
 
 @pytest.fixture
 def tight(settings):
-    """Three failures per address, two per username, per 10 minutes."""
-    settings.QUOTAS = {**settings.QUOTAS, "FAILED_AUTH_LIMITS": {"address": "3/10min", "username": "2/10min"}}
+    """Three failures per address, two per username and per trusted device, per 10 minutes."""
+    limits = {"address": "3/10min", "username": "2/10min", "device": "2/10min"}
+    settings.QUOTAS = {**settings.QUOTAS, "FAILED_AUTH_LIMITS": limits}
 
 
 def basic(username: str, password: str) -> str:
@@ -40,14 +43,14 @@ def assert_throttled_problem(response) -> None:
     assert json.loads(response.content)["reason"] == "failed_authentications"
 
 
-def test_guessing_api_keys_is_refused_after_the_limit_even_with_a_right_key(free, tight):
+def test_guessing_api_keys_is_refused_after_the_limit_but_a_valid_key_is_answered(free, tight):
     api, good = APIClient(), issue_key(plan=free)
     codes = [api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="203.0.113.5").status_code
              for i in range(3)]  # fmt: skip
     assert codes == [401, 401, 401]
     assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY="qk_guess_4", REMOTE_ADDR="203.0.113.5"))
-    # A lucky guess from the blocked address learns nothing; the same key elsewhere works.
-    assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=good, REMOTE_ADDR="203.0.113.5"))
+    # A valid key is a 256-bit token, never a lucky guess: answered on its merits from the blocked address.
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=good, REMOTE_ADDR="203.0.113.5").status_code == 200
     assert api.get("/api/demo/ping", HTTP_X_API_KEY=good, REMOTE_ADDR="198.51.100.1").status_code == 200
     # Anonymous requests (no credentials) from that address are not authentication attempts.
     assert api.get("/api/demo/ping", REMOTE_ADDR="203.0.113.5").status_code == 200
@@ -104,12 +107,15 @@ def test_a_human_who_mistypes_twice_signs_in_with_the_defaults(free):
     assert browser.post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
 
 
-def test_the_limit_is_the_number_of_failures_allowed_then_even_the_right_key_is_refused(free, tight):
-    """ "3/10min": three wrong keys are answered 401; the fourth attempt, whatever its key, is refused."""
-    api, good = APIClient(), issue_key(plan=free)
+def test_the_limit_is_the_number_of_failures_allowed_then_unknown_keys_are_refused(free, tight):
+    """ "3/10min": three wrong keys are answered 401; after them every unknown key is refused, revoked ones too."""
+    api = APIClient()
+    revoked = issue_key(plan=free)
+    APIKey.objects.get(prefix=revoked[:10]).revoke()
     for i in range(3):
         assert api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="203.0.113.10").status_code == 401
-    assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=good, REMOTE_ADDR="203.0.113.10"))
+    assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY="qk_guess_x", REMOTE_ADDR="203.0.113.10"))
+    assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=revoked, REMOTE_ADDR="203.0.113.10"))
 
 
 def test_a_password_block_holds_in_a_process_that_saw_none_of_the_failures(free, tight):
@@ -156,3 +162,121 @@ def test_while_redis_is_down_failures_are_not_counted_and_sign_in_still_works(ti
     assert uncounted() - before == 8  # four failures, each per address and per username
     logged = [r for r in caplog.records if "not limited while Redis is unreachable" in r.getMessage()]
     assert len(logged) == 1
+
+
+ADMIN_LOGIN = "/admin/login/?next=/admin/"
+
+
+def signed_in_browser(username: str, address: str) -> Client:
+    """A browser that has signed in as ``username`` (so it holds a trusted-device cookie), then signed out."""
+    browser = Client(REMOTE_ADDR=address)
+    response = browser.post(ADMIN_LOGIN, {"username": username, "password": PASSWORD})
+    assert response.status_code == 302
+    assert response.cookies["quota_device"]["httponly"]
+    browser.post("/admin/logout/")
+    assert "_auth_user_id" not in browser.session
+    return browser
+
+
+def test_45_unknown_keys_then_a_valid_key_from_the_same_address_is_admitted(free, django_assert_num_queries):
+    """With the default limits (30 per address in 10 minutes): a guesser cannot lock out a customer at its address,
+    and once blocked its guesses are refused without a database query."""
+    api, good = APIClient(), issue_key(plan=free)
+    codes = [api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="192.0.2.45").status_code
+             for i in range(45)]  # fmt: skip
+    assert codes == [401] * 30 + [429] * 15
+    with django_assert_num_queries(0):
+        assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY="qk_guess_46", REMOTE_ADDR="192.0.2.45"))
+    ok = api.get("/api/demo/ping", HTTP_X_API_KEY=good, REMOTE_ADDR="192.0.2.45")
+    assert ok.status_code == 200
+    assert ok["RateLimit-Policy"]
+
+
+def test_a_key_issued_while_its_address_is_blocked_works_at_once(free, tight):
+    api = APIClient()
+    for i in range(4):
+        api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="192.0.2.46")
+    fresh = issue_key(plan=free)  # bumps the rules version: the known keys are read again
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=fresh, REMOTE_ADDR="192.0.2.46").status_code == 200
+
+
+def test_36_wrong_passwords_from_12_addresses_do_not_lock_out_the_owners_browser(free):
+    """The default limits (10 per username in 15 minutes): the username is under attack, yet the browser that
+    signed in before signs in with the right password; a browser that never did is refused until the window ends."""
+    UserFactory(username="root", password=PASSWORD, is_staff=True, is_superuser=True)
+    owner = signed_in_browser("root", "198.51.100.20")
+    codes = []
+    for n in range(36):
+        attacker = Client(REMOTE_ADDR=f"203.0.113.{100 + n % 12}")
+        codes.append(attacker.post(ADMIN_LOGIN, {"username": "root", "password": f"guess-{n}"}).status_code)
+    assert codes == [200] * 10 + [429] * 26
+    signed_in = owner.post(ADMIN_LOGIN, {"username": "root", "password": PASSWORD})
+    assert signed_in.status_code == 302
+    assert owner.session["_auth_user_id"]
+    # A new browser (no device cookie) is refused while the username is under attack, the right password included.
+    stranger = Client(REMOTE_ADDR="198.51.100.21").post(ADMIN_LOGIN, {"username": "root", "password": PASSWORD})
+    assert stranger.status_code == 429
+    # HTTP Basic sends no cookie: a script is a new browser (it should use an API key).
+    basic_attempt = APIClient().get("/api/v1/usage/", HTTP_AUTHORIZATION=basic("root", PASSWORD))
+    assert_throttled_problem(basic_attempt)
+
+
+def test_a_guesser_at_the_owners_address_does_not_lock_out_the_owners_browser(free, tight):
+    """One NAT: the guesser's bad keys and passwords block the address, not the browser that signed in before."""
+    UserFactory(username="ops", password=PASSWORD, is_staff=True)
+    owner = signed_in_browser("ops", "192.0.2.50")
+    api = APIClient()
+    for i in range(5):
+        api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="192.0.2.50")
+    assert owner.post(ADMIN_LOGIN, {"username": "ops", "password": PASSWORD}).status_code == 302
+
+
+def test_a_trusted_browser_has_a_limit_of_its_own(free, tight):
+    """A stolen device cookie buys a guesser a few tries, not unlimited ones."""
+    UserFactory(username="ops", password=PASSWORD, is_staff=True)
+    browser = signed_in_browser("ops", "192.0.2.51")
+    for _ in range(2):
+        assert browser.post(ADMIN_LOGIN, {"username": "ops", "password": "nope"}).status_code == 200
+    assert browser.post(ADMIN_LOGIN, {"username": "ops", "password": "nope"}).status_code == 429
+    assert browser.post(ADMIN_LOGIN, {"username": "ops", "password": PASSWORD}).status_code == 429
+    # Its failures counted against the device only: another browser for the same user is not concerned.
+    other = Client(REMOTE_ADDR="192.0.2.52")
+    assert other.post(ADMIN_LOGIN, {"username": "ops", "password": PASSWORD}).status_code == 302
+
+
+def test_a_device_cookie_is_trusted_only_for_the_user_who_signed_in_and_only_when_signed(free, tight):
+    UserFactory(username="ops", password=PASSWORD, is_staff=True)
+    UserFactory(username="root", password=PASSWORD, is_staff=True)
+    browser = signed_in_browser("ops", "192.0.2.53")
+    for _ in range(3):  # "root" is under attack from elsewhere
+        Client(REMOTE_ADDR="203.0.113.60").post(ADMIN_LOGIN, {"username": "root", "password": "nope"})
+    # ops's browser never signed in as root: a new browser for root.
+    assert browser.post(ADMIN_LOGIN, {"username": "root", "password": PASSWORD}).status_code == 429
+    forged = Client(REMOTE_ADDR="192.0.2.54")
+    forged.cookies["quota_device"] = browser.cookies["quota_device"].value[:-2] + "xx"
+    for _ in range(3):
+        Client(REMOTE_ADDR="203.0.113.61").post(ADMIN_LOGIN, {"username": "ops", "password": "nope"})
+    assert forged.post(ADMIN_LOGIN, {"username": "ops", "password": PASSWORD}).status_code == 429
+    assert browser.post(ADMIN_LOGIN, {"username": "ops", "password": PASSWORD}).status_code == 302
+
+
+def test_a_loopback_peer_without_trusted_proxies_is_warned_about_once(free, caplog, monkeypatch):
+    """Behind a proxy that is not trusted, every client shares the proxy's address: say which setting fixes it."""
+    from quotas.identity import clients
+
+    monkeypatch.setattr(clients, "_warned_local_peer", False)
+    api = APIClient()
+    for _ in range(3):
+        api.get("/api/demo/ping", REMOTE_ADDR="127.0.0.1")
+    warned = [r for r in caplog.records if "TRUSTED_PROXIES" in r.getMessage() and "loopback" in r.getMessage()]
+    assert len(warned) == 1
+
+
+def test_a_public_peer_or_a_trusted_proxy_is_not_warned_about(free, caplog, monkeypatch, set_quotas):
+    from quotas.identity import clients
+
+    monkeypatch.setattr(clients, "_warned_local_peer", False)
+    APIClient().get("/api/demo/ping", REMOTE_ADDR="198.51.100.30")
+    set_quotas(TRUSTED_PROXIES=["127.0.0.1/32"])
+    APIClient().get("/api/demo/ping", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.31")
+    assert not [r for r in caplog.records if "loopback or private" in r.getMessage()]
