@@ -1,36 +1,44 @@
-"""The client's own usage page: sign in with an API key, get a signed link to a page of your standing.
+"""The client's own usage page: sign in with an API key, then read your standing.
 
-``/usage/`` takes the key in a form (POST, never in a URL) and redirects to
-``/usage/<token>/``, a link signed with ``django.core.signing`` that names
-the key's id and a secret of that key (an HMAC of its stored hash, which
-never leaves the database): ids are sequential, so the signature alone would
-be the only thing between a guessed id and a tenant's page. The link works
-for ``LINK_MAX_AGE`` and stops working as soon as the key is revoked or
-expires; the raw key is never stored or shown.
+``/usage/`` takes the key in a form (POST, never in a URL) and looks it up
+the way the API does (:func:`quotas.identity.clients.authenticate_key`: the
+rules snapshot, the cache of unknown keys, failures counted against the
+client address, unknown keys refused while the address is blocked). A good
+key signs the browser in: the session (cycled) remembers the key's id and a
+secret of that key (an HMAC of its stored hash, which never leaves the
+database), and ``/usage/me/`` shows the page. No token ever appears in a URL,
+so none reaches an access log, a browser history or a Referer header.
+
+The sign-in lasts ``SIGN_IN_MAX_AGE`` and ends as soon as the key is revoked
+or expires; a revoked key stays revoked (see ``plans.models.APIKey.clean``),
+so revoking ends every sign-in of that key for good. Both views are limited
+per client address (``PAGE_RATE``), apart from any plan.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import date, timedelta
 from typing import Any
 
 from django import forms
-from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
 
 from plans.models import APIKey
 from quotas.engine.keys import client_tag
 from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.engine.runtime import get_engine
 from quotas.engine.standing import current_standing
-from quotas.exceptions import StoreUnavailable
-from quotas.identity.clients import Client, hash_api_key
+from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
+from quotas.identity.clients import Client, address_group, authenticate_key
+from quotas.rules.rates import parse_rates
+from quotas.rules.snapshot import LimitRule
 from usage.reports import UsageQuery, build_report
 
 from .client_charts import client_chart, range_from
@@ -39,58 +47,104 @@ from .upgrade import day_usage, next_plan, upgrade_figures
 
 logger = logging.getLogger(__name__)
 
-SALT = "dashboard.usage-link"
-LINK_MAX_AGE = timedelta(days=30)
+SALT = "dashboard.usage-sign-in"
+#: How long one sign-in lasts (the session may last longer: the usage page asks for the key again).
+SIGN_IN_MAX_AGE = timedelta(hours=12)
+#: Requests to the sign-in form and the page per client address, whatever the plans say: a person
+#: reads the page, a script uses the usage API.
+PAGE_RATE = "60/min"
+SESSION_KEY = "quota_usage_sign_in"
 CHART_DAYS = 30
 #: Days the upgrade prompt's figures look back over.
 UPGRADE_DAYS = 7
+_PAGE_RULE = LimitRule(id="usage-page", name="usage-page", rates=parse_rates(PAGE_RATE), algorithm="fixed_window")
 
 
 class KeyForm(forms.Form):
     api_key = forms.CharField(label="API key", max_length=200, widget=forms.PasswordInput(render_value=False))
 
-    def clean_api_key(self) -> APIKey:
-        raw = self.cleaned_data["api_key"].strip()
-        key = APIKey.objects.usable().filter(key_hash=hash_api_key(raw)).first()
-        if key is None:
-            raise forms.ValidationError("This key is unknown or revoked.")
-        return key
+
+def _key_secret(key_hash: str) -> str:
+    return salted_hmac(SALT, key_hash, algorithm="sha256").hexdigest()[:32]
 
 
-def usage_link(key: APIKey) -> str:
-    """The signed path of ``key``'s usage page."""
-    return reverse("usage-page:page", args=[signing.dumps([key.pk, _key_secret(key)], salt=SALT)])
-
-
-def _key_secret(key: APIKey) -> str:
-    return salted_hmac(SALT, key.key_hash, algorithm="sha256").hexdigest()[:32]
-
-
-def _linked_key(token: str) -> APIKey | None:
-    """The usable key a link names, or None (bad signature, too old, wrong secret, revoked, expired)."""
+def _page_wait(request: HttpRequest) -> int:
+    """Seconds this address must wait before its next page view (0: now); open while Redis is down."""
+    tag = client_tag("up", address_group(request))
     try:
-        key_id, secret = signing.loads(token, salt=SALT, max_age=LINK_MAX_AGE)
-    except (signing.BadSignature, ValueError, TypeError):
+        decision = get_engine().decide(tag, _PAGE_RULE.windows)
+    except StoreUnavailable:
+        return 0
+    return 0 if decision.allowed else max(1, decision.retry_after or 1)
+
+
+def _form_page(request: HttpRequest, form: KeyForm, status: int = 200, wait: int = 0, **context: Any) -> HttpResponse:
+    response = render(request, "dashboard/usage_form.html", {"form": form, "wait": wait, **context}, status=status)
+    if wait:
+        response.headers["Retry-After"] = str(wait)
+    return response
+
+
+def _signed_in_key(request: HttpRequest) -> APIKey | None:
+    """The usable key this browser signed in with, or None (never, too long ago, revoked, expired)."""
+    signed = request.session.get(SESSION_KEY)
+    if not isinstance(signed, dict) or not isinstance(signed.get("at"), int | float):
         return None
-    key = APIKey.objects.usable().select_related("subscription__plan").filter(pk=key_id).first()
-    if key is None or not isinstance(secret, str) or not constant_time_compare(secret, _key_secret(key)):
+    if time.time() - signed["at"] > SIGN_IN_MAX_AGE.total_seconds():
+        return None
+    key = APIKey.objects.usable().select_related("subscription__plan").filter(pk=signed.get("key")).first()
+    secret = signed.get("secret")
+    if key is None or not isinstance(secret, str) or not constant_time_compare(secret, _key_secret(key.key_hash)):
         return None
     return key
 
 
 @never_cache
 def sign_in(request: HttpRequest) -> HttpResponse:
-    form = KeyForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        return redirect(usage_link(form.cleaned_data["api_key"]))
-    return render(request, "dashboard/usage_form.html", {"form": form})
+    """The key form; a good key signs the browser in and redirects to the page."""
+    wait = _page_wait(request)
+    if wait:
+        return _form_page(request, KeyForm(), status=429, wait=wait)
+    if request.method != "POST":
+        return _form_page(request, KeyForm())
+    form = KeyForm(request.POST)
+    if not form.is_valid():
+        return _form_page(request, form)
+    rules = get_engine().rules
+    rules.current()  # reload a stale snapshot first: a reload empties the key cache the lookup fills
+    try:
+        client = authenticate_key(request, form.cleaned_data["api_key"], rules)
+    except InvalidAPIKey:
+        form.add_error("api_key", "This key is unknown, revoked or expired.")
+        return _form_page(request, form)
+    except AuthThrottled as exc:
+        return _form_page(request, KeyForm(), status=429, wait=int(exc.wait or 1))
+    key = APIKey.objects.filter(pk=client.subscriber.key_id).only("key_hash").first() if client.subscriber else None
+    if key is None:  # deleted since the snapshot cached it
+        form.add_error("api_key", "This key is unknown, revoked or expired.")
+        return _form_page(request, form)
+    request.session.cycle_key()  # a new session id on signing in (session fixation)
+    request.session[SESSION_KEY] = {"key": key.pk, "secret": _key_secret(key.key_hash), "at": time.time()}
+    return redirect("usage-page:page")
+
+
+@require_POST
+def sign_out(request: HttpRequest) -> HttpResponse:
+    """Forget this browser's sign-in."""
+    request.session.pop(SESSION_KEY, None)
+    return redirect("usage-page:sign-in")
 
 
 @never_cache
-def page(request: HttpRequest, token: str) -> HttpResponse:
-    key = _linked_key(token)
+def page(request: HttpRequest) -> HttpResponse:
+    """The signed-in key's standing, usage chart and upgrade figures."""
+    wait = _page_wait(request)
+    if wait:
+        return _form_page(request, KeyForm(), status=429, wait=wait)
+    key = _signed_in_key(request)
     if key is None:
-        return render(request, "dashboard/usage_form.html", {"form": KeyForm(), "expired": True}, status=403)
+        request.session.pop(SESSION_KEY, None)
+        return _form_page(request, KeyForm(), status=403, expired=True)
     engine = get_engine()
     subscriber = engine.rules.subscriber_for_key(key.key_hash)
     sub = key.subscription

@@ -237,6 +237,11 @@ class APIKeyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def get_readonly_fields(self, request: HttpRequest, obj: APIKey | None = None) -> tuple[str, ...]:
+        # Revocation is final (APIKey.clean): once set, the field is shown, not offered.
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        return (*readonly, "revoked_at") if obj is not None and obj.revoked_at is not None else readonly
+
     @admin.action(description="Revoke selected API keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[APIKey]) -> None:
         if not self.has_change_permission(request):

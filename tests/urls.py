@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from quotas.drf.authentication import APIKeyAuthentication
 from quotas.drf.handlers import problem_response
 from quotas.throttling import QuotaThrottle
+from tests.quotas.plain_urls import search as plain_search
 
 
 class FailingView(APIView):
@@ -116,4 +117,5 @@ urlpatterns = [
     path("t/whoami", WhoAmIView.as_view()),
     path("t/session-first", SessionFirstView.as_view()),
     path("t/missing", MissingView.as_view()),
+    path("t/plain-search", plain_search),  # a plain Django view behind @quota_limited
 ]

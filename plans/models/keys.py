@@ -64,11 +64,18 @@ class APIKey(models.Model):
         # Only a change can be checked against the clock: an expiry already past when it is set is a typo.
         if self.expires_at is not None and self.expires_at <= timezone.now() and self._expiry_changed():
             raise ValidationError({"expires_at": "This moment is in the past: the key would never work."})
+        # Revocation is final: bringing a key back would bring back every sign-in and copy of it that revoking
+        # ended. Whoever should use the API again gets a new key.
+        if self.revoked_at is None and self.pk is not None and self._stored("revoked_at") is not None:
+            raise ValidationError({"revoked_at": "A revoked key stays revoked: issue a new key instead."})
+
+    def _stored(self, field: str) -> object:
+        return type(self).objects.filter(pk=self.pk).values_list(field, flat=True).first()
 
     def _expiry_changed(self) -> bool:
         if self.pk is None:
             return True
-        return type(self).objects.filter(pk=self.pk).values_list("expires_at", flat=True).first() != self.expires_at
+        return self._stored("expires_at") != self.expires_at
 
     @property
     def is_expired(self) -> bool:

@@ -32,7 +32,17 @@ def build_engine() -> Engine:
         float(quota_settings.RULES_CHECK_INTERVAL),
         int(quota_settings.CLIENT_CACHE_SIZE),
     )
-    return Engine(client, prefix, rules, int(quota_settings.LOCAL_DENY_CACHE_SIZE), int(quota_settings.KEY_BUCKETS))
+    engine = Engine(client, prefix, rules, int(quota_settings.LOCAL_DENY_CACHE_SIZE), int(quota_settings.KEY_BUCKETS))
+    forget_refusals = rules.on_reload
+
+    def forget() -> None:
+        # A rules change (a lifted ban or failed-authentication block among them) reaches every process
+        # this way: what it remembered is asked of Redis again.
+        forget_refusals()
+        failed_auth.clear()
+
+    rules.on_reload = forget
+    return engine
 
 
 def get_engine() -> Engine:

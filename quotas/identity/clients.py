@@ -118,7 +118,12 @@ def authenticate_key(request: HttpRequest, raw_key: str, rules: RulesCache) -> C
 
 def address_group(request: HttpRequest) -> str:
     """The client address of ``request`` as limits count it (an IPv6 client by its /64)."""
-    return _group_ip(client_ip(request), int(quota_settings.IPV6_PREFIX_LENGTH))
+    return group_of(client_ip(request))
+
+
+def group_of(ip: IPAddress) -> str:
+    """Address ``ip`` as limits count it: IPv6 by its ``IPV6_PREFIX_LENGTH`` network, IPv4 as it is."""
+    return _group_ip(ip, int(quota_settings.IPV6_PREFIX_LENGTH))
 
 
 def _client_for_key(raw_key: str, rules: RulesCache) -> Client:

@@ -222,6 +222,7 @@ class RulesCache:
     def invalidate(self) -> None:
         """Tell every process that rules changed: bump the version, reload here."""
         self._stale = True
+        self.on_reload()
         try:
             self.redis.incr(self.version_key)
         except STORE_ERRORS:
@@ -331,6 +332,9 @@ class RulesCache:
         rules = self._rules
         if rules is not None and not self._stale and self._read_version() != rules.version:
             self._stale = True
+            # What this process remembers (refused clients, failed-authentication blocks) is forgotten when the
+            # change is seen, not at the next reload: a process that serves only sign-ins never reloads.
+            self.on_reload()
         if rules is not None and self._failures and time.monotonic() >= self._retry_at:
             try:
                 self._try_reload(rules)  # the database failed: retried here, off the request path

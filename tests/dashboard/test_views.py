@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.core import signing
+from django.core.exceptions import ValidationError
 from django.test import Client as DjangoClient
 
 from plans.management.commands.seed_demo import demo_key
@@ -102,24 +104,87 @@ def test_client_usage_page_from_an_api_key(client, traffic):
     assert "usage-chart" in text
 
 
-def test_client_usage_page_refuses_bad_keys_tampered_links_and_revoked_keys(client, traffic):
-    assert "unknown or revoked" in client.post("/usage/", {"api_key": "qk_nope"}).content.decode()
-    assert client.get("/usage/not-a-token/").status_code == 403
-    link = client.post("/usage/", {"api_key": demo_key("pro")})["Location"]
-    key_id, _ = signing.loads(link.split("/")[2], salt="dashboard.usage-link")
-    APIKey.objects.get(pk=key_id).revoke()
-    assert client.get(link).status_code == 403
+def test_client_usage_page_refuses_bad_keys_and_revoked_keys(client, traffic):
+    assert "unknown, revoked or expired" in client.post("/usage/", {"api_key": "qk_nope"}).content.decode()
+    assert client.get("/usage/me/").status_code == 403  # never signed in
+    assert client.post("/usage/", {"api_key": demo_key("pro")})["Location"] == "/usage/me/"
+    assert client.get("/usage/me/").status_code == 200
+    key = APIKey.objects.get(pk=client.session["quota_usage_sign_in"]["key"])
+    key.revoke()
+    assert client.get("/usage/me/").status_code == 403
     assert subscription_of(demo_key("free"))  # the other keys still work
 
 
-def test_a_usage_link_cannot_be_made_from_a_key_id_alone(client, traffic):
-    """Even with SECRET_KEY, a link needs a secret of the key that never leaves the database."""
-    link = client.post("/usage/", {"api_key": demo_key("free")})["Location"]
-    key_id, secret = signing.loads(link.split("/")[2], salt="dashboard.usage-link")
-    assert client.get(link).status_code == 200
-    for forged in (key_id, [key_id, "0" * 32], [key_id + 1, secret], [key_id], "x"):
-        token = signing.dumps(forged, salt="dashboard.usage-link")
-        assert client.get(f"/usage/{token}/").status_code == 403, forged
+def test_revoking_a_key_ends_its_sign_ins_for_good(client, traffic):
+    """A revoked key cannot be brought back (its sign-ins would come back with it): the admin says so."""
+    client.post("/usage/", {"api_key": demo_key("pro")})
+    key = APIKey.objects.get(pk=client.session["quota_usage_sign_in"]["key"])
+    key.revoke()
+    key.revoked_at = None
+    with pytest.raises(ValidationError) as refused:
+        key.full_clean()
+    assert "stays revoked" in str(refused.value)
+    assert client.get("/usage/me/").status_code == 403
+
+
+def test_no_token_appears_in_any_url_and_the_session_is_cycled(client, traffic):
+    """The key is posted; the page's address is the same for everyone (nothing to leak into access logs)."""
+    client.get("/usage/")
+    before = client.session.session_key
+    response = client.post("/usage/", {"api_key": demo_key("free")})
+    assert response["Location"] == "/usage/me/"
+    assert client.session.session_key != before
+    assert demo_key("free") not in str(dict(client.session))
+
+
+def test_a_sign_in_cannot_be_forged_from_a_key_id_alone(client, traffic):
+    """Even with SECRET_KEY, a sign-in needs a secret of the key that never leaves the database."""
+    client.post("/usage/", {"api_key": demo_key("free")})
+    signed = client.session["quota_usage_sign_in"]
+    for forged in ({**signed, "secret": "0" * 32}, {**signed, "key": signed["key"] + 1}, {"key": signed["key"]}, "x"):
+        session = client.session
+        session["quota_usage_sign_in"] = forged
+        session.save()
+        assert client.get("/usage/me/").status_code == 403, forged
+
+
+def test_a_sign_in_ends_after_its_maximum_age(client, traffic):
+    client.post("/usage/", {"api_key": demo_key("free")})
+    session = client.session
+    session["quota_usage_sign_in"] = {**session["quota_usage_sign_in"], "at": time.time() - 13 * 3600}
+    session.save()
+    assert client.get("/usage/me/").status_code == 403
+
+
+def test_signing_out_ends_the_sign_in(client, traffic):
+    client.post("/usage/", {"api_key": demo_key("free")})
+    assert client.post("/usage/sign-out/").status_code == 302
+    assert client.get("/usage/me/").status_code == 403
+
+
+def test_45_wrong_keys_on_the_form_from_one_address_are_slowed_down(client, traffic):
+    """The form looks keys up like the API: failures count against the address (30 per 10 minutes by default),
+    then the form answers 429 with Retry-After, and so does the API for that address's unknown keys."""
+    codes = [client.post("/usage/", {"api_key": f"qk_guess_{n}"}, REMOTE_ADDR="192.0.2.77").status_code
+             for n in range(45)]  # fmt: skip
+    assert codes == [200] * 30 + [429] * 15
+    refused = client.post("/usage/", {"api_key": "qk_guess_x"}, REMOTE_ADDR="192.0.2.77")
+    assert 1 <= int(refused["Retry-After"]) <= 600
+    assert "Too many attempts" in refused.content.decode()
+    api = client.get("/api/demo/ping", HTTP_X_API_KEY="qk_guess_y", REMOTE_ADDR="192.0.2.77")
+    assert api.status_code == 429
+    # A valid key is still answered from that address.
+    assert client.post("/usage/", {"api_key": demo_key("free")}, REMOTE_ADDR="192.0.2.77").status_code == 302
+
+
+def test_the_usage_page_is_rate_limited_per_address(client, traffic):
+    client.post("/usage/", {"api_key": demo_key("free")}, REMOTE_ADDR="192.0.2.78")
+    codes = Counter(client.get("/usage/me/", REMOTE_ADDR="192.0.2.78").status_code for _ in range(65))
+    assert codes[200] == 59  # the sign-in was the first of 60 per minute
+    assert codes[429] == 6
+    refused = client.get("/usage/me/", REMOTE_ADDR="192.0.2.78")
+    assert refused.status_code == 429
+    assert int(refused["Retry-After"]) >= 1
 
 
 def test_vendored_chart_js_is_the_version_locked_by_npm():

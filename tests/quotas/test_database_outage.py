@@ -17,7 +17,7 @@ from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
-from quotas.engine.runtime import get_engine
+from quotas.engine.runtime import get_engine, reset_engine
 from quotas.observability import metrics
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
@@ -91,3 +91,49 @@ def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, 
         limit = api.get("/api/demo/ping", HTTP_X_API_KEY=key).get("X-RateLimit-Limit")
     assert limit == "5"
     assert api.get("/healthz", HTTP_AUTHORIZATION="Bearer ops-token").json()["rules"]["state"] == "ok"
+
+
+def assert_unavailable_problem(response) -> None:
+    assert response.status_code == 503
+    assert response["Content-Type"] == "application/problem+json"
+    assert 1 <= int(response["Retry-After"]) <= 30
+    assert response.json()["reason"] == "rules_unavailable"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_api_key_not_cached_yet_gets_503_while_the_database_is_down(database_outage):
+    """The snapshot is loaded, but this key was never looked up: 503 with Retry-After, never a 500; the keys
+    this process already knows keep working."""
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="100/day", algorithm="fixed_window")
+    known, unseen = issue_key(plan=plan), issue_key(plan=plan)
+    api = APIClient(raise_request_exception=False)
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=known).status_code == 200
+
+    with database_outage():
+        assert_unavailable_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=unseen))
+        # The next one answers at once (the failure started the backoff), with the same problem.
+        started = time.monotonic()
+        assert_unavailable_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=unseen))
+        assert time.monotonic() - started < 2
+        assert api.get("/api/demo/ping", HTTP_X_API_KEY=known).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_started_while_the_database_is_down_answers_503_then_recovers(database_outage):
+    """A fresh process whose first rules load fails has nothing to decide with: 503 + Retry-After on DRF views,
+    plain Django views and the client usage page; once the database is back, requests are decided."""
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="100/day", algorithm="fixed_window")
+    key = issue_key(plan=plan)
+    api = APIClient(raise_request_exception=False)
+    with database_outage():
+        reset_engine()  # what a worker started now knows: nothing
+        assert_unavailable_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=key))
+        assert_unavailable_problem(api.get("/api/demo/ping"))
+        assert_unavailable_problem(api.get("/t/plain-search"))
+    deadline, status = time.monotonic() + 40, 503
+    while status == 503 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        status = api.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code
+    assert status == 200
