@@ -47,7 +47,8 @@ def test_blocks_are_listed_then_an_address_is_lifted_and_the_next_guess_is_answe
     by_kind = {r["kind"]: r for r in rows}
     assert by_kind["address"]["tag"] == "af.203.0.113.90"
     assert (by_kind["address"]["failures"], by_kind["address"]["limit"], by_kind["address"]["blocked"]) == (3, 3, True)
-    assert by_kind["username"]["blocked"] and 0 < by_kind["username"]["seconds_left"] <= 600
+    assert by_kind["username"]["blocked"]
+    assert 0 < by_kind["username"]["seconds_left"] <= 600
     assert "af.203.0.113.90" in run()
 
     assert run("--lift", "address", "203.0.113.90") == "Lifted {af.203.0.113.90}.\n"
