@@ -6,6 +6,7 @@ import json
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.management import CommandError, call_command
 from django.test import Client
 from rest_framework.test import APIClient
@@ -89,3 +90,26 @@ def test_redis_down_is_a_command_error(tight, redis_server):
             run()
     finally:
         redis_server.start()
+
+
+def test_the_users_admin_lifts_sign_in_blocks_for_who_may_change_users(tight):
+    alice = UserFactory(username="alice", password="right-password-1", is_staff=True)
+    for _ in range(3):
+        Client(REMOTE_ADDR="198.51.100.95").post("/admin/login/", {"username": "alice", "password": "nope"})
+    action = {"action": "lift_sign_in_blocks", "_selected_action": [alice.pk]}
+
+    viewer = UserFactory(username="viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_user"))
+    as_viewer = Client()
+    as_viewer.force_login(viewer)
+    as_viewer.post("/admin/auth/user/", action)
+    assert "username" in [r["kind"] for r in json.loads(run("--json"))]  # a viewer's POST lifts nothing
+
+    admin = UserFactory(username="boss", is_staff=True, is_superuser=True)
+    as_admin = Client()
+    as_admin.force_login(admin)
+    page = as_admin.post("/admin/auth/user/", action, follow=True)
+    assert "Lifted the sign-in blocks of 1 user(s)." in page.content.decode()
+    assert "username" not in [r["kind"] for r in json.loads(run("--json"))]
+    browser = Client(REMOTE_ADDR="198.51.100.96")
+    assert browser.post("/admin/login/", {"username": "alice", "password": "right-password-1"}).status_code == 302
