@@ -366,7 +366,7 @@ def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs
     """With a rules backend: clients no plan covers, and no DRF rate for them either.
 
     Anonymous clients and users without a subscription are on the default plan;
-    with none, DRF's rates apply to them (QuotaThrottle.get_windows). A database
+    with none, DRF's rates apply to them (quotas.service). A database
     check: it runs in ``migrate`` and ``check --database default``, not at every start.
     """
     drf = getattr(settings, "REST_FRAMEWORK", {}) or {}
@@ -395,9 +395,9 @@ def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs
 
 @register(Tags.compatibility)
 def check_path_limits(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
-    """QUOTAS['PATH_LIMITS'] (quotas.django.middleware): a list of {"prefix", "scope", "rate"?} dicts."""
+    """QUOTAS['PATH_LIMITS'] (quotas.django.middleware): a list of {"prefix", "scope", "rate"?, "algorithm"?}."""
     limits = quota_settings.PATH_LIMITS
-    hint = 'A list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional).'
+    hint = 'A list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate", "algorithm" optional).'
     if not isinstance(limits, list | tuple):
         return [Error(f"QUOTAS['PATH_LIMITS'] must be a list, not {limits!r}.", hint=hint, id="quotas.E040")]
     errors: list = []
@@ -412,7 +412,7 @@ def _path_limit_problem(entry: Any) -> str:
     """What is wrong with one PATH_LIMITS entry ("" when nothing)."""
     if not isinstance(entry, dict):
         return f"must be a dict, not {entry!r}."
-    unknown = set(entry) - {"prefix", "scope", "rate"}
+    unknown = set(entry) - {"prefix", "scope", "rate", "algorithm"}
     if unknown:
         return f"has unknown key(s) {sorted(unknown)}."
     prefix, scope = entry.get("prefix"), entry.get("scope", "")
@@ -426,6 +426,9 @@ def _path_limit_problem(entry: Any) -> str:
             parse_rates(rate)
         except (InvalidRate, TypeError, AttributeError) as exc:
             return f"has a bad 'rate' {rate!r}: {exc}"
+    algorithm = entry.get("algorithm")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        return f"has an unknown 'algorithm' {algorithm!r} (one of {', '.join(ALGORITHMS)})."
     return ""
 
 

@@ -25,6 +25,9 @@ from quotas.engine.protocol import Algorithm
 
 #: Every setting with its default. The README's settings table mirrors this.
 DEFAULTS: dict[str, Any] = {
+    # Default: True. False turns every limit off (no decision, no headers, no failed-authentication
+    # limits): for a project's tests, or to take the platform out of the request path at once.
+    "ENABLED": True,
     # Default: "redis://127.0.0.1:6379/0". One URL: redis://, rediss:// or unix://.
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     # Default: "quota:v1". Every Redis key starts with it; bump it to start afresh.
@@ -52,7 +55,7 @@ DEFAULTS: dict[str, Any] = {
     # (REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'] and a throttle's rate): DRF's own meaning of
     # "N/period", at most N in any rolling period, with Retry-After until the oldest request
     # leaves. Plans keep their limits' own algorithms. A project that set DEFAULT_ALGORITHM
-    # (its older name) and not this one keeps its choice (quotas.drf.throttling.drf_algorithm).
+    # (its older name) and not this one keeps its choice (quotas.rules.snapshot.code_rate_algorithm).
     "DRF_ALGORITHM": "sliding_window_log",
     # Default: 0.25. Seconds before a Redis read is abandoned.
     "SOCKET_TIMEOUT": 0.25,

@@ -22,6 +22,9 @@ from config.embedded_redis import RedisServer
 from quotas.engine.runtime import get_engine, reset_engine
 from tests.clock import avoid_window_edge
 
+#: The fixtures projects get from the package (quota_reset), tested here as a project would use them.
+pytest_plugins = ["quotas.testing"]
+
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"
 
 

@@ -3,61 +3,130 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from inspect import iscoroutinefunction
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponse
 
-from quotas.conf import quota_settings
-from quotas.django.guard import check, check_async, settled, view_rule
+from quotas.django.guard import KEYS, facts_for, failed, finished, rate_rule, refused
+from quotas.exceptions import QuotaExceeded, ReducedCapacity
+from quotas.rules.rates import parse_rates
+from quotas.service import Verdict, check, check_async
 
 
 def quota_limited(
-    scope: str = "", *, rate: str | None = None, weight: int | None = None
+    scope: str = "",
+    *,
+    rate: str | None = None,
+    weight: int | None = None,
+    algorithm: str | None = None,
+    key: str | Callable[[HttpRequest], Any] | None = None,
+    method: str | Iterable[str] | None = None,
+    block: bool = True,
+    group: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Limit a Django view (a function; ``method_decorator`` for a class) like a DRF view with ``quota_scope``.
 
-    ``scope`` selects the plan's limits (and ``DEFAULT_THROTTLE_RATES[scope]``
-    while no plan exists); ``rate`` (``"5/min"``) adds a limit of its own that
-    applies whatever the plans say; ``weight`` spends that many units per
-    request. A refusal is a problem+json response (429 with ``Retry-After``
-    and ``RateLimit`` headers) and the view is not run; an admitted response
-    carries the headers, and the decision is settled after the view. Works on
-    ``async def`` views too (the decision is awaited from redis-py's asyncio client).
+    - ``scope`` selects the plan's limits (and ``DEFAULT_THROTTLE_RATES[scope]``
+      for a client no plan covers);
+    - ``rate`` (``"5/min"``) adds a limit of its own that applies whatever the
+      plans say, counted like the same string in DRF's settings
+      (``QUOTAS['DRF_ALGORITHM']``) unless ``algorithm`` names another; each view
+      has its own counters, unless views share a ``group``;
+    - ``weight`` spends that many units per request;
+    - ``key`` counts the request for someone else than the client identified:
+      ``"ip"``, ``"user"``, ``"header:<name>"``, or a callable taking the
+      request and returning a string (None: not limited); the plan stays the
+      client's;
+    - ``method`` (``"POST"`` or a list) limits only those methods;
+    - ``block=False`` never refuses for a limit: the view runs with
+      ``request.limited`` set to whether the request was over its limits (a bad
+      API key or a deny-list entry is still answered).
+
+    A refusal is a problem+json response (429 with ``Retry-After`` and
+    ``RateLimit`` headers) and the view is not run; an admitted response
+    carries the headers, and the decision is settled after the view. An
+    exception from the view propagates (``ATOMIC_REQUESTS`` rolls back,
+    ``process_exception`` hooks run) after the decision is settled as a failed
+    request's. Works on ``async def`` views too (the decision is awaited from
+    redis-py's asyncio client).
 
     Raises :class:`~quotas.exceptions.InvalidRate` for a malformed ``rate``, and
-    ValueError for a weight out of bounds, when the view is decorated.
+    ValueError for another bad argument, when the view is decorated.
     """
-    if rate is not None:
-        view_rule(scope, rate, quota_settings.DEFAULT_ALGORITHM)  # a malformed rate fails at import, not per request
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or weight < 0):
         raise ValueError(f"quota_limited(weight={weight!r}): a weight is an int from 0 up.")
+    if isinstance(key, str) and key not in KEYS and not (key.startswith("header:") and len(key) > len("header:")):
+        raise ValueError(f"quota_limited(key={key!r}): use 'ip', 'user', 'header:<name>' or a callable.")
+    methods = _methods(method)
+    if rate is not None:
+        parse_rates(rate)  # a malformed rate fails when the view is decorated, not per request
 
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
-        # An exception from the view becomes its response (404, 403, 500, ...) here, as in Django's
-        # middleware chain, so the decision is settled whatever the view did.
-        run: Callable[..., Any] = convert_exception_to_response(view)
+        own_group = group or f"{view.__module__}.{view.__qualname__}"  # each view counts on its own
+        if rate is not None:
+            rate_rule(own_group, rate, algorithm)  # a bad algorithm fails here too
+
+        def limited_here(request: HttpRequest) -> bool:
+            return methods is None or (request.method or "GET").upper() in methods
+
+        def facts(request: HttpRequest) -> Any:
+            return facts_for(request, scope, rate, weight=weight, algorithm=algorithm, group=own_group, key=key)
+
         if iscoroutinefunction(view):
 
             @functools.wraps(view)
             async def async_limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-                refused = await check_async(request, scope, rate, weight)
-                response = refused if refused is not None else await run(request, *args, **kwargs)
-                # Settling (refunds, actual costs, leases) is QuotaHeadersMiddleware's synchronous code.
-                return await sync_to_async(settled)(request, lambda _request: response)
+                if not limited_here(request):
+                    return await view(request, *args, **kwargs)
+                verdict = await check_async(facts(request))
+                if _answered(verdict, block):
+                    return await sync_to_async(refused)(request, verdict)
+                request.limited = verdict.refusal is not None  # type: ignore[attr-defined]
+                try:
+                    response = await view(request, *args, **kwargs)
+                except BaseException:
+                    await sync_to_async(failed)(verdict)
+                    raise
+                # Settling (refunds, actual costs, leases) may call Redis: in asgiref's worker thread.
+                return await sync_to_async(finished)(request, verdict, response)
 
             return async_limited
 
         @functools.wraps(view)
         def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            refused = check(request, scope, rate, weight)
-            if refused is not None:
-                return settled(request, lambda _request: refused)
-            return settled(request, lambda _request: run(request, *args, **kwargs))
+            if not limited_here(request):
+                return view(request, *args, **kwargs)
+            verdict = check(facts(request))
+            if _answered(verdict, block):
+                return refused(request, verdict)
+            request.limited = verdict.refusal is not None  # type: ignore[attr-defined]
+            try:
+                response = view(request, *args, **kwargs)
+            except BaseException:
+                failed(verdict)
+                raise
+            return finished(request, verdict, response)
 
         return limited
 
     return decorator
+
+
+def _methods(method: str | Iterable[str] | None) -> frozenset[str] | None:
+    if method is None:
+        return None
+    names = frozenset(m.upper() for m in ([method] if isinstance(method, str) else method))
+    if not names or not all(isinstance(m, str) and m.isalpha() for m in names):
+        raise ValueError(f"quota_limited(method={method!r}): name HTTP methods, e.g. 'POST' or ['GET', 'HEAD'].")
+    return names
+
+
+def _answered(verdict: Verdict, block: bool) -> bool:
+    """Whether ``verdict``'s refusal is sent instead of running the view. With ``block=False`` only
+    limits let the view run; a bad API key or a deny-list entry is answered all the same."""
+    if verdict.refusal is None:
+        return False
+    return block or not isinstance(verdict.refusal, QuotaExceeded | ReducedCapacity)

@@ -1,142 +1,132 @@
-"""The quota check of a plain Django request: identify, gather windows, :func:`~quotas.admission.admit`.
+"""The quota check of a plain Django request: build its :class:`~quotas.service.Facts`, answer its verdict.
 
 What :class:`~quotas.drf.throttling.QuotaThrottle` does for DRF, for views
-that are not DRF's. The windows that apply:
+that are not DRF's (:func:`~quotas.django.decorators.quota_limited`,
+:class:`~quotas.django.middleware.PathQuotaMiddleware`). The windows that apply:
 
-- with plans in the database, the client's plan's limits matching the
-  ``scope`` (or the path and method), as for a DRF view with that ``quota_scope``;
+- the client's plan's limits matching the ``scope`` (or the path and method),
+  as for a DRF view with that ``quota_scope``;
 - a ``rate`` given in code (``"5/min"``) applies as well, plans or not: a
-  login form keeps its limit whatever the plans say;
-- with no plans and no ``rate``, ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'][scope]``.
+  login form keeps its limit whatever the plans say. It is counted like the
+  same string in DRF's settings (``QUOTAS['DRF_ALGORITHM']``) unless an
+  ``algorithm`` says otherwise;
+- for a client no plan covers, without a ``rate``, ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'][scope]``.
 
-After the view, :func:`settled` runs it through
-:class:`~quotas.http.middleware.QuotaHeadersMiddleware` (headers, refunds,
-actual costs, concurrency leases).
+DRF is not imported: these views may live in a project without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
-from rest_framework.settings import api_settings
 
-from quotas.admission import Admission, Ask, admit, admit_async
-from quotas.conf import quota_settings
-from quotas.drf.handlers import respond
-from quotas.engine.core import Engine
-from quotas.engine.runtime import get_engine
-from quotas.exceptions import ProblemException
-from quotas.http.context import set_decided
-from quotas.http.middleware import QuotaHeadersMiddleware
-from quotas.identity.clients import identify
-from quotas.rules.rates import parse_rates
-from quotas.rules.snapshot import LimitRule, RuleSet, Window
+from quotas.conf import ALGORITHMS
+from quotas.engine.keys import client_tag
+from quotas.http import problems
+from quotas.http.context import set_verdict
+from quotas.http.middleware import finish
+from quotas.identity.clients import Client, address_group
+from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_rates
+from quotas.service import CountAs, Facts, Verdict, settle
+
+#: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,
+#: or the value of a request header (``"header:X-Tenant"``).
+KEYS = ("ip", "user")
 
 
-def check(request: HttpRequest, scope: str, rate: str | None = None, weight: int | None = None) -> HttpResponse | None:
-    """None to admit ``request`` (its decision left on it for :func:`settled`), else the refusal to send.
+def facts_for(
+    request: HttpRequest,
+    scope: str,
+    rate: str | None = None,
+    *,
+    weight: int | None = None,
+    algorithm: str | None = None,
+    group: str | None = None,
+    key: str | Callable[[HttpRequest], Any] | None = None,
+) -> Facts:
+    """The facts of a plain Django ``request`` (see the module docstring).
 
-    A refusal is the problem+json response of the exception the DRF throttle
-    would raise: 429 for a limit, 401 for a bad API key, 403 for a deny-list
-    entry, 503 under adaptive reduction or in the closed failure mode.
+    ``group`` names the counters a ``rate`` spends (views of one group share them);
+    ``key`` counts the request for another client than the one identified.
     """
-    asked = ask_for(request, scope, rate, weight)
-    if isinstance(asked, HttpResponse):
-        return asked
-    engine, rules, ask = asked
-    return answer(request, admit(engine, rules, ask))
-
-
-async def check_async(
-    request: HttpRequest, scope: str, rate: str | None = None, weight: int | None = None
-) -> HttpResponse | None:
-    """:func:`check` for an async view: the decision is awaited from redis-py's asyncio client.
-
-    Identifying the client may read the database (a reloaded rules snapshot,
-    an API key not yet cached), so that step runs in asgiref's worker thread.
-    """
-    asked = await sync_to_async(ask_for)(request, scope, rate, weight)
-    if isinstance(asked, HttpResponse):
-        return asked
-    engine, rules, ask = asked
-    return answer(request, await admit_async(engine, rules, ask))
-
-
-def ask_for(
-    request: HttpRequest, scope: str, rate: str | None, weight: int | None
-) -> tuple[Engine, RuleSet, Ask] | HttpResponse:
-    """The engine, the rules and the :class:`Ask` of ``request``; or the 401/429 answer to a bad API key,
-    the 503 answer while the rules cannot be read."""
-    engine = get_engine()
-    user = getattr(request, "user", None)  # Django's AuthenticationMiddleware; no DRF authentication here
-    try:
-        rules = engine.rules.current()
-        client = identify(request, user, engine.rules)
-    except ProblemException as exc:  # a bad API key, a blocked address, or rules the database cannot give
-        return respond(exc.problem, exc)
-    if client.subscriber is not None:
-        engine.key_use.touch(client.subscriber.key_id)
-    plan_id, windows = windows_for(rules, client.subscriber, request, scope, rate)
-    authenticated = user is not None and user.is_authenticated
-    ask = Ask(
-        client,
-        plan_id,
-        windows,
-        scope,
-        request,
-        request,
-        user_id=user.pk if authenticated else None,  # type: ignore[union-attr]
-        weight=weight,
-    )
-    return engine, rules, ask
-
-
-def answer(request: HttpRequest, admission: Admission) -> HttpResponse | None:
-    """Leave the decision on ``request``; the refusal's problem+json response, or None to admit."""
-    if admission.decided is not None:
-        set_decided(request, admission.decided)
-    if admission.refusal is not None:
-        return respond(admission.refusal.problem, admission.refusal)
-    return None
-
-
-def windows_for(
-    rules: RuleSet, subscriber: Any, request: HttpRequest, scope: str, rate: str | None
-) -> tuple[int | None, list[Window]]:
-    """The plan id and every window that applies (see the module docstring)."""
-    path, method = request.path, request.method or "GET"
-    windows: list[Window] = []
-    plan_id: int | None = None
-    if not rules.empty:
-        plan_id = subscriber.plan_id if subscriber is not None else rules.default_plan_id
-        windows = rules.windows_for(plan_id, subscriber, scope, path, method)
-    elif rate is None:
-        drf_rates: dict[str, Any] = api_settings.DEFAULT_THROTTLE_RATES or {}
-        rate = drf_rates.get(scope)
+    limits: tuple[LimitRule, ...] = ()
+    fallback: tuple[LimitRule, ...] = ()
     if rate:
-        windows += view_rule(scope, rate, quota_settings.DEFAULT_ALGORITHM).windows
-    return plan_id, windows
+        # Headers and problems name the limit by its scope, else by the view's own name.
+        limits = (rate_rule(group or scope, rate, algorithm, name=scope or (group or "").rsplit(".", 1)[-1]),)
+    else:
+        scope_rate = drf_rates().get(scope) if scope else None
+        if scope_rate:
+            fallback = (rate_rule(scope, scope_rate, algorithm),)
+    return Facts(
+        request,
+        request,
+        getattr(request, "user", None),  # Django's AuthenticationMiddleware; no DRF authentication here
+        scope=scope,
+        limits=limits,
+        fallback=fallback,
+        weight=weight,
+        count_as=count_as(request, key) if key is not None else None,
+    )
 
 
-@lru_cache(maxsize=256)
-def view_rule(scope: str, rate: str, algorithm: str) -> LimitRule:
-    """The limit of a ``rate`` given in code (compiled once: a LimitRule parses its rates when built).
+def rate_rule(group: str, rate: str, algorithm: str | None = None, name: str | None = None) -> LimitRule:
+    """The limit of a ``rate`` given in code (its counters named by ``group``), counted like DRF's rates
+    unless ``algorithm`` says otherwise.
 
-    Raises :class:`~quotas.exceptions.InvalidRate` for a malformed rate.
+    Raises :class:`~quotas.exceptions.InvalidRate` for a malformed rate, ValueError for an unknown algorithm.
     """
-    return LimitRule(id=f"view.{scope or '-'}", name=scope or "view", rates=parse_rates(rate), algorithm=algorithm)
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm={algorithm!r} is not an algorithm: choose one of {', '.join(ALGORITHMS)}.")
+    return code_rule(f"view.{group or '-'}", name or group or "view", rate, algorithm or code_rate_algorithm())
 
 
-def settled(request: HttpRequest, get_response: Callable[[HttpRequest], HttpResponse]) -> HttpResponse:
-    """``get_response(request)`` with the decision settled and the rate-limit headers added.
+def count_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any]) -> CountAs:
+    """The service's ``count_as`` for a decorator's ``key=`` (see :data:`KEYS`); the plan stays the client's."""
 
-    Reuses :class:`QuotaHeadersMiddleware`, then takes the decision off the
-    request, so a QuotaHeadersMiddleware in MIDDLEWARE does not settle it twice.
+    def counted(client: Client) -> Client | None:
+        if callable(key):
+            value = key(request)
+            if value is None:
+                return None  # the key function said: not limited
+            return Client("key", str(value), client_tag("k", str(value)), client.subscriber)
+        user = getattr(request, "user", None)
+        if key == "user" and user is not None and user.is_authenticated:
+            return Client("user", str(user.pk), client_tag("u", str(user.pk)), client.subscriber)
+        if key.startswith("header:"):
+            value = request.headers.get(key.removeprefix("header:"))
+            if value:
+                return Client("key", value, client_tag("k", value), client.subscriber)
+            return client  # no header: counted as the client it is
+        group = address_group(request)  # "ip", and "user" for an anonymous request
+        return Client("ip", group, client_tag("ip", group), client.subscriber)
+
+    return counted
+
+
+def refused(request: HttpRequest, verdict: Verdict) -> HttpResponse:
+    """The problem+json response of a refused ``verdict`` (429, 401, 403 or 503), with its headers."""
+    exc = verdict.refusal
+    assert exc is not None
+    response = problems.refusal_response(exc.problem, exc.status_code, exc.wait)
+    return finished(request, verdict, response)
+
+
+def finished(request: HttpRequest, verdict: Verdict, response: HttpResponse) -> HttpResponse:
+    """``response`` with ``verdict`` settled and its rate-limit headers added.
+
+    The verdict is taken off the request afterwards, so a QuotaHeadersMiddleware
+    in MIDDLEWARE does not settle it twice.
     """
-    response = QuotaHeadersMiddleware(get_response)(request)
-    set_decided(request, None)
-    return response
+    set_verdict(request, verdict)
+    try:
+        return finish(request, response)
+    finally:
+        set_verdict(request, None)
+
+
+def failed(verdict: Verdict) -> None:
+    """Settle ``verdict`` for a view that raised (the exception then goes on to Django's handlers)."""
+    settle(verdict, 500)

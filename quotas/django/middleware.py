@@ -1,12 +1,13 @@
 """Limits every view under the path prefixes of ``QUOTAS['PATH_LIMITS']``, DRF's or not.
 
 ``QUOTAS['PATH_LIMITS']`` is a list of ``{"prefix": "/hooks/", "scope":
-"webhook", "rate": "100/min"}`` (``rate`` optional, see
-:mod:`quotas.django.guard`). The longest matching prefix wins; a request under
-no prefix passes untouched. Put this middleware after Django's
-AuthenticationMiddleware (the client is the signed-in user, else the API key
-or the address). It adds the headers and settles its own decisions, so
-QuotaHeadersMiddleware is not needed for these paths. Meant for views that
+"webhook", "rate": "100/min"}`` (``rate`` and ``algorithm`` optional, see
+:mod:`quotas.django.guard`; a rate counts like the same string in DRF's
+settings). The longest matching prefix wins; a request under no prefix passes
+untouched. Each prefix has its own counters. Put this middleware after
+Django's AuthenticationMiddleware (the client is the signed-in user, else the
+API key or the address). It adds the headers and settles its own decisions,
+so QuotaHeadersMiddleware is not needed for these paths. Meant for views that
 QuotaThrottle does not limit: a DRF view under a prefix would be decided twice.
 """
 
@@ -20,13 +21,20 @@ from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
-from quotas.django.guard import check, check_async, settled
+from quotas.django.guard import facts_for, failed, finished, refused
+from quotas.service import Facts, check, check_async
 
 
 def path_limit(path: str) -> dict[str, Any] | None:
     """The entry of ``QUOTAS['PATH_LIMITS']`` whose prefix is the longest that ``path`` starts with, or None."""
     matches = [entry for entry in quota_settings.PATH_LIMITS if path.startswith(entry["prefix"])]
     return max(matches, key=lambda entry: len(entry["prefix"])) if matches else None
+
+
+def _facts(request: HttpRequest, entry: dict[str, Any]) -> Facts:
+    return facts_for(
+        request, entry.get("scope", ""), entry.get("rate"), algorithm=entry.get("algorithm"), group=entry["prefix"]
+    )
 
 
 class PathQuotaMiddleware:
@@ -47,14 +55,23 @@ class PathQuotaMiddleware:
         entry = path_limit(request.path)
         if entry is None:
             return self.get_response(request)
-        refused = check(request, entry.get("scope", ""), entry.get("rate"))
-        return settled(request, (lambda _request: refused) if refused is not None else self.get_response)
+        verdict = check(_facts(request, entry))
+        if verdict.refusal is not None:
+            return refused(request, verdict)
+        try:
+            response = self.get_response(request)
+        except BaseException:
+            failed(verdict)
+            raise
+        return finished(request, verdict, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         entry = path_limit(request.path)
         if entry is None:
             return await self.get_response(request)
-        refused = await check_async(request, entry.get("scope", ""), entry.get("rate"))
-        response = refused if refused is not None else await self.get_response(request)
-        # Settling (refunds, actual costs, leases) is QuotaHeadersMiddleware's synchronous code.
-        return await sync_to_async(settled)(request, lambda _request: response)
+        verdict = await check_async(_facts(request, entry))
+        if verdict.refusal is not None:
+            return await sync_to_async(refused)(request, verdict)
+        response = await self.get_response(request)
+        # Settling (refunds, actual costs, leases) may call Redis: in asgiref's worker thread.
+        return await sync_to_async(finished)(request, verdict, response)

@@ -15,14 +15,12 @@ that carries its problem body. Use :func:`exception_handler` as
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from django.http import HttpResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from quotas.conf import quota_settings
 from quotas.exceptions import ProblemException
 from quotas.http import problems
 
@@ -49,17 +47,9 @@ def respond(problem: dict[str, Any], exc: Exception) -> HttpResponse:
     authentication class offers no ``WWW-Authenticate`` challenge.
     """
     status = getattr(exc, "status_code", problem["status"])
-    if status != problem["status"]:
-        problem = {**problem, "status": status}
-    response = problems.render(problem)
-    wait = getattr(exc, "wait", None)
-    if wait is None:
-        wait = problem.get("retry_after")
-    if wait is not None:
-        response.headers["Retry-After"] = str(math.ceil(wait))
-    if status == 401:
-        # RFC 9110 asks a 401 to say how to authenticate; DRF leaves the first authenticator's challenge.
-        challenge = getattr(exc, "auth_header", None) or f'ApiKey header="{quota_settings.API_KEY_HEADER}"'
-        response.headers["WWW-Authenticate"] = challenge
+    response = problems.refusal_response(problem, status, getattr(exc, "wait", None))
+    challenge = getattr(exc, "auth_header", None)
+    if status == 401 and challenge:
+        response.headers["WWW-Authenticate"] = challenge  # the first authentication class's own
     set_rollback()
     return response

@@ -1,34 +1,33 @@
 """The DRF throttle: :class:`QuotaThrottle`, for ``throttle_classes``.
 
-It keeps DRF's hooks (``allow_request``, ``wait``) and does three things:
-identify the client, gather the windows that apply, and ask
-:func:`quotas.admission.admit`. A refusal is raised as the DRF exception it
-is (a :class:`~rest_framework.exceptions.Throttled` for a 429) carrying its
-problem+json body; the decision is left on the request for
+It keeps DRF's hooks (``allow_request``, ``wait``, ``get_ident``,
+``get_cache_key``) and only translates: it builds the request's
+:class:`~quotas.service.Facts` (DRF's user and auth, the view's scope, weight
+and cost, DRF's rates as the fallback), asks :func:`quotas.service.check`, and
+raises a refusal as the DRF exception it is (a
+:class:`~rest_framework.exceptions.Throttled` for a 429) carrying its
+problem+json body. The verdict is left on the request for
 :class:`quotas.http.middleware.QuotaHeadersMiddleware` (headers, settling after
 the view).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from rest_framework.request import Request
-from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
-from quotas.admission import Ask, admit
 from quotas.conf import quota_settings
 from quotas.engine.keys import client_tag
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.http import problems
-from quotas.http.context import set_decided
+from quotas.http.context import set_verdict
 from quotas.identity.clients import Client, address_group, identify
 from quotas.rules.money import to_micros
-from quotas.rules.rates import parse_rates
-from quotas.rules.snapshot import LimitRule, RuleSet, Window
+from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_rates
+from quotas.service import CountAs, Facts, check
 
 
 class QuotaThrottle(BaseThrottle):
@@ -65,37 +64,26 @@ class QuotaThrottle(BaseThrottle):
 
     def allow_request(self, request: Request, view: Any) -> bool:
         """True to admit; a refusal raises its DRF exception (429 :class:`~quotas.exceptions.QuotaExceeded`,
-        403, 503) after leaving the decision on the request for the headers."""
+        403, 503) after leaving the verdict on the request for the headers."""
         self._wait = None
         http_request = request._request
-        engine = get_engine()
-        rules = engine.rules.current()
-        client = identify(http_request, request.user, engine.rules, request.auth)
-        if client.subscriber is not None:
-            engine.key_use.touch(client.subscriber.key_id)  # written to Redis by the poller (quotas/engine/key_use.py)
-        counted = self._counted_client(client, request, view)
-        if counted is None:
-            return True  # get_cache_key() said: not throttled (DRF's contract)
-        client = counted
-        plan_id, windows = self.get_windows(rules, client, request, view)
-        user = request.user
-        ask = Ask(
-            client,
-            plan_id,
-            windows,
-            getattr(view, "quota_scope", None) or "",
+        facts = Facts(
             http_request,
             request,
-            user_id=user.pk if user is not None and user.is_authenticated else None,
+            request.user,
+            request.auth,
+            scope=view_scope(view),
+            fallback=self.get_drf_limits(request, view),
             weight=self.get_weight(request, view),
             cost_micros=self.get_cost(request, view),
+            count_as=self._count_as(request, view),
         )
-        admission = admit(engine, rules, ask)
-        if admission.decided is not None:
-            set_decided(http_request, admission.decided)
-        if admission.refusal is not None:
-            self._wait = admission.refusal.wait
-            raise admission.refusal
+        verdict = check(facts)
+        if verdict.decision is not None:
+            set_verdict(http_request, verdict)
+        if verdict.refusal is not None:
+            self._wait = verdict.refusal.wait
+            raise verdict.refusal
         return True
 
     def wait(self) -> int | None:
@@ -125,41 +113,34 @@ class QuotaThrottle(BaseThrottle):
             client = identify(request._request, request.user, get_engine().rules, request.auth)
         return _default_key(client)
 
-    def _counted_client(self, client: Client, request: Request, view: Any) -> Client | None:
-        """``client`` as a subclass's ``get_ident`` / ``get_cache_key`` name it; None: not throttled."""
+    def _count_as(self, request: Request, view: Any) -> CountAs | None:
+        """The service's ``count_as`` hook when a subclass overrides ``get_ident`` or ``get_cache_key``."""
         cls = type(self)
-        if client.kind == "ip" and cls.get_ident is not QuotaThrottle.get_ident:
-            ident = str(self.get_ident(request))
-            client = Client("ip", ident, client_tag("ip", ident))
-        if cls.get_cache_key is QuotaThrottle.get_cache_key:
-            return client
-        self._client = client
-        try:
-            key = self.get_cache_key(request, view)
-        finally:
-            self._client = None
-        if key is None:
+        own_ident = cls.get_ident is not QuotaThrottle.get_ident
+        own_key = cls.get_cache_key is not QuotaThrottle.get_cache_key
+        if not (own_ident or own_key):
             return None
-        key = str(key)
-        if key == _default_key(client):
-            return client
-        # The plan still follows the subscription (API key or user); only whose counters are spent changes.
-        return Client("key", key, client_tag("k", key), client.subscriber)
 
-    def get_windows(
-        self, rules: RuleSet, client: Client, request: Request, view: Any
-    ) -> tuple[int | None, list[Window]]:
-        """The plan id and every window that applies to this request."""
-        http_request = request._request  # DRF proxies .path/.method through a slow __getattr__
-        scope = getattr(view, "quota_scope", None) or ""
-        path, method = http_request.path, http_request.method or "GET"
-        plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
-        if plan_id is None:
-            # No plan covers this client (no plans at all, or no subscription and no default plan):
-            # DRF's rates apply, so creating a first, non-default plan does not switch them off.
-            limits = self.get_drf_limits(request, view)
-            return None, [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
-        return plan_id, rules.windows_for(plan_id, client.subscriber, scope, path, method)
+        def count_as(client: Client) -> Client | None:
+            if own_ident and client.kind == "ip":
+                ident = str(self.get_ident(request))
+                client = Client("ip", ident, client_tag("ip", ident))
+            if not own_key:
+                return client
+            self._client = client
+            try:
+                key = self.get_cache_key(request, view)
+            finally:
+                self._client = None
+            if key is None:
+                return None
+            key = str(key)
+            if key == _default_key(client):
+                return client
+            # The plan still follows the subscription (API key or user); only whose counters are spent changes.
+            return Client("key", key, client_tag("k", key), client.subscriber)
+
+        return count_as
 
     def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
         """DRF-compatible limits from ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``, as DRF's classes apply them.
@@ -172,8 +153,8 @@ class QuotaThrottle(BaseThrottle):
         ``user`` rate; for an anonymous client the ``anon`` rate and the ``user``
         rate (DRF's UserRateThrottle counts anonymous clients by address too).
         """
-        rates: dict[str, Any] = api_settings.DEFAULT_THROTTLE_RATES or {}
-        algorithm = drf_algorithm()
+        rates = drf_rates()
+        algorithm = code_rate_algorithm()
         if self.rate:
             scope = self.scope or getattr(view, "throttle_scope", None) or type(self).__name__.lower()
             return (_drf_rule(scope, self.rate, algorithm),)
@@ -231,20 +212,15 @@ class QuotaThrottle(BaseThrottle):
         return weight
 
 
-def drf_algorithm() -> str:
-    """The algorithm DRF's rates are counted with: ``QUOTAS['DRF_ALGORITHM']``, unless the project set
-    only ``DEFAULT_ALGORITHM`` (the setting's older name), which then keeps its choice."""
-    own = quota_settings.user_settings()
-    if "DEFAULT_ALGORITHM" in own and "DRF_ALGORITHM" not in own:
-        return str(quota_settings.DEFAULT_ALGORITHM)
-    return str(quota_settings.DRF_ALGORITHM)
-
-
 def _default_key(client: Client) -> str:
     return f"{client.kind}:{client.ident}"
 
 
-@lru_cache(maxsize=256)
 def _drf_rule(scope: str, rate: str, algorithm: str) -> LimitRule:
-    # A LimitRule compiles its windows (rate parsing, spec packing) when built; DRF's rates rarely change.
-    return LimitRule(id=f"drf.{scope}", name=scope, rates=parse_rates(rate), algorithm=algorithm)
+    return code_rule(f"drf.{scope}", scope, rate, algorithm)
+
+
+def view_scope(view: Any) -> str:
+    """The scope a view's plan limits are matched by: its ``quota_scope``, else DRF's ``throttle_scope``
+    (a plan limit scoped ``search`` applies to a view with ``throttle_scope = "search"``)."""
+    return getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or ""

@@ -1,41 +1,29 @@
-"""What the throttle leaves on a Django request for the middleware, read and written in one place.
+"""What a front door leaves on a Django request for the middleware, read and written in one place.
 
 DRF throttles cannot touch the response, so :class:`~quotas.drf.throttling.QuotaThrottle`
-leaves its decision on the request;
-:class:`~quotas.http.middleware.QuotaHeadersMiddleware` reads them after the view.
+leaves its :class:`~quotas.service.Verdict` on the request;
+:class:`~quotas.http.middleware.QuotaHeadersMiddleware` reads it after the view.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quotas.engine.decision import Decision
-    from quotas.identity.clients import Client
+    from quotas.service import Verdict
 
-_DECISION = "quota_decision"
+_VERDICT = "quota_verdict"
 _AUTH_WAIT = "quota_auth_wait"
 
 
-@dataclass(slots=True)
-class Decided:
-    """A request's decision with what the middleware needs after the view."""
-
-    decision: Decision
-    client: Client
-    plan_id: int | None
-    request: Any  # DRF's Request: where the view may report its actual cost (quota_cost)
+def set_verdict(request: Any, verdict: Verdict | None) -> None:
+    """Leave the request's verdict (headers, settling after the view); None takes it off."""
+    setattr(request, _VERDICT, verdict)
 
 
-def set_decided(request: Any, decided: Decided | None) -> None:
-    """Leave the request's decision (headers, cost reconciliation, leases after the view); None takes it off."""
-    setattr(request, _DECISION, decided)
-
-
-def decided_of(request: Any) -> Decided | None:
-    """The decision left on ``request``, if any."""
-    return getattr(request, _DECISION, None)
+def verdict_of(request: Any) -> Verdict | None:
+    """The verdict left on ``request``, if any."""
+    return getattr(request, _VERDICT, None)
 
 
 def set_auth_wait(request: Any, seconds: int) -> None:

@@ -30,6 +30,7 @@ OWN_TYPES = (
     "request-out-of-bounds",
     "shaping-unavailable",
     "too-many-failed-authentications",
+    "rules-unavailable",
     "metrics-token-required",
     "metrics-not-configured",
     "invalid-usage-query",
@@ -291,6 +292,22 @@ def render(problem: dict[str, Any], like: HttpResponse | None = None) -> HttpRes
         for name, value in like.headers.items():
             if name.lower() not in _NOT_COPIED:
                 response.headers[name] = value
+    return response
+
+
+def refusal_response(problem: dict[str, Any], status: int | None = None, wait: float | None = None) -> HttpResponse:
+    """``problem`` as a response: its status (or ``status``), ``Retry-After`` from ``wait`` or the body's
+    ``retry_after``, and for a 401 the ``WWW-Authenticate`` challenge RFC 9110 asks for."""
+    status = status or int(problem["status"])
+    if status != problem["status"]:
+        problem = {**problem, "status": status}
+    response = render(problem)
+    if wait is None:
+        wait = problem.get("retry_after")
+    if wait is not None:
+        response.headers["Retry-After"] = str(math.ceil(wait))
+    if status == 401:
+        response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}"'
     return response
 
 

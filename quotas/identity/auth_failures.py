@@ -101,6 +101,8 @@ class FailedAuth:
         round trip costs little next to the password hash it may spare. Fails
         open while Redis is unreachable.
         """
+        if not quota_settings.ENABLED:
+            return 0
         wait = self.wait(*tags)
         if wait:
             return wait
@@ -125,6 +127,8 @@ class FailedAuth:
         The failure that uses up a limit is answered as usual (a 401, the login
         form again); the attempts after it are refused until the window ends.
         """
+        if not quota_settings.ENABLED:
+            return 0
         from quotas.engine.runtime import get_engine  # the engine imports identity, which imports this module
 
         engine = get_engine()

@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Protocol
+
+from django.conf import settings
 
 from quotas.conf import quota_settings
 from quotas.engine.keys import window_field
 from quotas.engine.protocol import ALGORITHM_CODES, WindowSpec
 from quotas.rules.acl import AccessList
 from quotas.rules.periods import period_bounds
-from quotas.rules.rates import Rate
+from quotas.rules.rates import Rate, parse_rates
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -357,3 +360,30 @@ def ban_policy_spec(refusals: int, window: int, durations: tuple[int, ...]) -> s
     if refusals <= 0 or window <= 0 or not durations:
         return ""
     return f"{refusals} {window * 1_000_000} {','.join(str(d * 1_000_000) for d in durations)}"
+
+
+@lru_cache(maxsize=512)
+def code_rule(rule_id: str, name: str, rate: str, algorithm: str) -> LimitRule:
+    """A limit given in code rather than by a plan (a decorator's ``rate``, a ``PATH_LIMITS`` entry, DRF's
+    rates), compiled once per value: a LimitRule parses its rates and packs its specs when built.
+
+    Raises :class:`~quotas.exceptions.InvalidRate` for a malformed ``rate``.
+    """
+    return LimitRule(id=rule_id, name=name, rates=parse_rates(rate), algorithm=algorithm)
+
+
+def code_rate_algorithm() -> str:
+    """The algorithm a rate string given in code or in DRF's settings is counted with, in every front door:
+    ``QUOTAS['DRF_ALGORITHM']`` (DRF's own meaning of "N/period"), unless the project set only
+    ``DEFAULT_ALGORITHM`` (the setting's older name), which then keeps its choice."""
+    own = quota_settings.user_settings()
+    if "DEFAULT_ALGORITHM" in own and "DRF_ALGORITHM" not in own:
+        return str(quota_settings.DEFAULT_ALGORITHM)
+    return str(quota_settings.DRF_ALGORITHM)
+
+
+def drf_rates() -> dict[str, Any]:
+    """``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``, read from Django's settings at call time (the plain
+    Django front doors honour it too, without importing DRF)."""
+    rates = (getattr(settings, "REST_FRAMEWORK", None) or {}).get("DEFAULT_THROTTLE_RATES") or {}
+    return rates if isinstance(rates, dict) else {}

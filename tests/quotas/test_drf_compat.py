@@ -22,8 +22,9 @@ from rest_framework.views import APIView
 
 import quotas.identity.clients as clients
 from quotas.checks import check_throttle_has_rates
-from quotas.drf.throttling import QuotaThrottle, drf_algorithm
+from quotas.drf.throttling import QuotaThrottle
 from quotas.identity.clients import client_ip
+from quotas.rules.snapshot import code_rate_algorithm
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
 
@@ -146,11 +147,11 @@ def test_another_algorithm_can_be_chosen(rates, engine, settings):
 
 def test_the_older_setting_name_keeps_a_projects_choice(settings):
     """A project that set DEFAULT_ALGORITHM (and not DRF_ALGORITHM) keeps what it chose."""
-    assert drf_algorithm() == "sliding_window_log"
+    assert code_rate_algorithm() == "sliding_window_log"
     settings.QUOTAS = {**settings.QUOTAS, "DEFAULT_ALGORITHM": "fixed_window"}
-    assert drf_algorithm() == "fixed_window"
+    assert code_rate_algorithm() == "fixed_window"
     settings.QUOTAS = {**settings.QUOTAS, "DRF_ALGORITHM": "leaky_bucket"}
-    assert drf_algorithm() == "leaky_bucket"
+    assert code_rate_algorithm() == "leaky_bucket"
 
 
 def test_plans_keep_their_own_algorithms(client, rates):

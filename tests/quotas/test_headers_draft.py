@@ -17,7 +17,7 @@ from plans.models import PeriodQuota
 from quotas.checks import check_problem_type_base
 from quotas.engine.runtime import get_engine
 from quotas.http import problems
-from quotas.http.context import decided_of
+from quotas.http.context import verdict_of
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -63,7 +63,7 @@ class TestUnitsAndWindows:
         EndpointLimitFactory(plan=plan, name="inflight", rates="1/30s", algorithm="concurrency")
         key = issue_key(plan=plan)
         first = get(client, "/api/demo/ping", key)
-        decision = decided_of(first.wsgi_request).decision
+        decision = verdict_of(first.wsgi_request).decision
         held = get_engine().decide(decision.tag, [s.window for s in decision.states], request_id="held")
         assert held.allowed  # another request of this client, still in flight
         refused = get(client, "/api/demo/ping", key)
@@ -163,8 +163,8 @@ class TestRefusalsFromMemory:
         from_memory = get(client, "/api/demo/ping", key)
         late = math.ceil(time.monotonic() - started)  # a loaded machine may take a while between the two
         assert (from_redis.status_code, from_memory.status_code) == (429, 429)
-        assert not decided_of(from_redis.wsgi_request).decision.local
-        assert decided_of(from_memory.wsgi_request).decision.local
+        assert not verdict_of(from_redis.wsgi_request).decision.local
+        assert verdict_of(from_memory.wsgi_request).decision.local
         assert from_memory["RateLimit-Policy"] == from_redis["RateLimit-Policy"] == '"global";q=3;w=60'
         redis_state = items(from_redis["RateLimit"])['"global"']
         memory_state = items(from_memory["RateLimit"])['"global"']

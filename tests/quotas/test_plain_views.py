@@ -12,7 +12,7 @@ from django.test import AsyncClient, Client
 
 from quotas.checks import check_path_limits
 from quotas.django.decorators import quota_limited
-from quotas.django.guard import view_rule
+from quotas.django.guard import rate_rule
 from quotas.engine import aio
 from quotas.engine.library import function_name, library_name
 from quotas.exceptions import InvalidRate
@@ -136,11 +136,14 @@ def test_a_server_error_is_settled_by_the_headers_middleware(client, redis_clien
     assert client.get("/failing/")["RateLimit"].startswith('"failing";r=3;')
 
 
-def test_a_view_that_raises_is_a_500_with_the_headers(client):
-    """An exception in the view is answered as Django answers it (500), with the decision settled."""
-    response = client.get("/raising/")
-    assert response.status_code == 500
-    assert response["RateLimit"].startswith('"raising";r=4;')
+def test_an_exception_in_the_view_propagates_after_the_decision_is_settled(client):
+    """The view's exception reaches Django's handlers (process_exception hooks, ATOMIC_REQUESTS, a 500);
+    the decision was counted once and settled as a failed request's."""
+    with pytest.raises(RuntimeError, match="the view failed"):
+        Client().get("/raising/")
+    again = client.get("/raising/")
+    assert again.status_code == 500
+    assert Client().get("/login/").status_code == 200  # another view: counters of its own
 
 
 def test_a_malformed_rate_fails_when_the_view_is_decorated():
@@ -210,7 +213,7 @@ def test_the_middleware_limits_async_views_under_asgi(hooks):
 
 def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
     """redis-py's asyncio client calls the same decide function on the same keys: each side sees the other's use."""
-    window = view_rule("shared", "3/min", "sliding_window_log").windows[0]
+    window = rate_rule("shared", "3/min", "sliding_window_log").windows[0]
 
     async def spend():
         decision = await aio.decide(engine, "{ip.192.0.2.1}", [window])

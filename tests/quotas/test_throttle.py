@@ -14,7 +14,7 @@ from rest_framework.test import APIClient, APIRequestFactory
 from plans.models import EndpointLimit, LimitOverride
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import QuotaExceeded
-from quotas.http.context import decided_of
+from quotas.http.context import verdict_of
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
@@ -116,7 +116,7 @@ def test_wait_returns_the_same_retry_after(free):
         throttle.allow_request(request, view)
     assert isinstance(refused.value, QuotaExceeded)
     assert refused.value.problem["reason"] == "rate_limited"
-    assert throttle.wait() == refused.value.wait == decided_of(request._request).decision.retry_after >= 1
+    assert throttle.wait() == refused.value.wait == verdict_of(request._request).decision.retry_after >= 1
 
 
 @pytest.mark.parametrize(
@@ -443,8 +443,8 @@ def test_the_largest_weight_and_cost_the_checks_allow_are_decided_by_redis(clien
     for path in (f"/t/weighted?w={10**12}", f"/t/priced?est={10**9}", f"/t/priced?est=1&actual={10**9}"):
         response = get(client, path, key)
         assert response.status_code in (200, 429), path  # a refusal by the limit, or admitted
-        assert decided_of(response.wsgi_request) is not None
-        assert not decided_of(response.wsgi_request).decision.fallback, path
+        assert verdict_of(response.wsgi_request) is not None
+        assert not verdict_of(response.wsgi_request).decision.fallback, path
     assert not get_engine().breaker.is_open
 
 

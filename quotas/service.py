@@ -1,0 +1,352 @@
+"""The decision service: one request's quota verdict, whichever front door it came through.
+
+Every adapter (the DRF throttle, ``@quota_limited``, ``PathQuotaMiddleware``,
+their async forms) only builds the :class:`Facts` of a request and turns the
+:class:`Verdict` into its framework's answer. Everything else happens here,
+once, in this order:
+
+1. the rules snapshot and the client (API key, user or address; the
+   adapter's ``count_as`` hook may count it as someone else);
+2. the windows: the client's plan's limits matching the scope, path and
+   method, else the adapter's fallback limits (DRF's rates), plus the limits
+   the code gave;
+3. allow and deny lists (in process, no Redis);
+4. every window in one engine call, or the failure mode when Redis is down;
+5. audit and metrics, budget alerts, ban reports;
+6. a shaping leaky bucket's delay.
+
+After the view, :func:`settle` refunds a server error where a limit asks for
+it, charges the actual cost the view reported, and ends concurrency leases.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+
+from quotas.conf import quota_settings
+from quotas.engine import aio, shaping
+from quotas.engine.core import Engine
+from quotas.engine.decision import Decision
+from quotas.engine.keys import encode_part
+from quotas.engine.runtime import get_engine
+from quotas.exceptions import (
+    AccessDenied,
+    ProblemException,
+    QuotaExceeded,
+    QuotaServiceUnavailable,
+    ReducedCapacity,
+    StoreUnavailable,
+)
+from quotas.http import problems
+from quotas.identity.clients import Client, client_ip, identify
+from quotas.observability.events import fire_budget_alerts, report_ban
+from quotas.observability.record import record_acl, record_decision
+from quotas.rules.acl import ACLRule
+from quotas.rules.snapshot import LimitRule, RuleSet, Window
+
+logger = logging.getLogger(__name__)
+
+#: ``count_as(client)``: the client whose counters a request spends (None: the request is not limited).
+CountAs = Callable[[Client], Client | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What an adapter knows about one request.
+
+    ``request`` is the framework's request (DRF's, or Django's): where the view
+    reports its actual cost, and what the audit log describes. ``auth`` is what
+    authentication found (DRF's ``request.auth``). ``limits`` are limits the
+    code gave (a decorator's ``rate``), which apply whatever the plans say;
+    ``fallback`` limits apply to a client no plan covers (DRF's rates).
+    ``weight`` overrides each window's own weight; ``cost_micros`` is the
+    view's estimate, or None for the limits' prices.
+    """
+
+    http_request: HttpRequest
+    request: Any = None
+    user: Any = None
+    auth: Any = None
+    scope: str = ""
+    limits: tuple[LimitRule, ...] = ()
+    fallback: tuple[LimitRule, ...] = ()
+    weight: int | None = None
+    cost_micros: int | None = None
+    count_as: CountAs | None = None
+
+
+@dataclass(slots=True)
+class Verdict:
+    """What :func:`check` decided: the decision to settle after the view, and the refusal to answer with.
+
+    ``decision`` is None when nothing was decided (no limit applies and no
+    plan exists, the request is not limited, or limits are off); ``refusal``
+    is None when the request is admitted.
+    """
+
+    client: Client | None = None
+    plan_id: int | None = None
+    decision: Decision | None = None
+    refusal: ProblemException | None = None
+    request: Any = None
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the request may go on to the view."""
+        return self.refusal is None
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What the engine call of one request needs, worked out once."""
+
+    facts: Facts
+    engine: Engine
+    rules: RuleSet
+    client: Client
+    plan_id: int | None
+    windows: Sequence[Window]
+    started: float
+    usage: str
+    cost: int
+    plan_slug: str | None
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of the engine's decide call (sync or async)."""
+        plan = self.rules.plans.get(self.plan_id) if self.plan_id is not None else None
+        multiplier = self.engine.rules.multipliers.get(self.plan_id, 1.0) if self.plan_id is not None else 1.0
+        # Concurrency leases are named by the request, so settling can end them.
+        request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in self.windows) else ""
+        return {
+            "cost_micros": self.cost,
+            "usage": self.usage,
+            "multiplier": multiplier,
+            "ban_policy": plan.ban_policy if plan is not None else "",
+            "request_id": request_id,
+        }
+
+
+def check(facts: Facts) -> Verdict:
+    """The verdict on one request (see the module docstring); a refusal is returned, never raised."""
+    started = time.perf_counter()
+    if not quota_settings.ENABLED:
+        return Verdict(request=facts.request)
+    try:
+        call = _prepare(facts, started)
+        if isinstance(call, Verdict):
+            return call
+        try:
+            decision = call.engine.decide(call.client.tag, call.windows, facts.weight, **call.options())
+        except StoreUnavailable:
+            return _conclude(call, _fail(call))
+        return _conclude(call, decision)
+    except ProblemException as exc:  # a bad API key, a blocked address, rules the database cannot give
+        return Verdict(refusal=exc, request=facts.request)
+
+
+async def check_async(facts: Facts) -> Verdict:
+    """:func:`check` for an async view: the engine call awaits redis-py's asyncio client.
+
+    The steps around it may block (the rules snapshot and an API key may be read
+    from the database, audit, budget alerts, a shaping delay): they run in
+    asgiref's worker thread.
+    """
+    if not quota_settings.ENABLED:
+        return Verdict(request=facts.request)
+    try:
+        call = await sync_to_async(_prepare)(facts, time.perf_counter())
+    except ProblemException as exc:
+        return Verdict(refusal=exc, request=facts.request)
+    if isinstance(call, Verdict):
+        return call
+    try:
+        decision: Decision | Verdict = await aio.decide(
+            call.engine, call.client.tag, call.windows, facts.weight, **call.options()
+        )
+    except StoreUnavailable:
+        decision = _fail(call)
+    return await sync_to_async(_conclude)(call, decision)
+
+
+def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None) -> None:
+    """After the view answered ``status``: refund a server error where a limit asks for it, else charge the
+    actual cost the view reported (once), and end the request's concurrency leases."""
+    decision = verdict.decision
+    if decision is None or not decision.allowed or verdict.client is None:
+        return
+    engine = get_engine()
+    if status >= 500:
+        engine.refund(decision)
+        actual: int | None = 0  # a failed view releases its estimate
+    else:
+        actual = actual_cost_micros
+    if actual is not None and actual != decision.cost_micros:
+        fire_budget_alerts(verdict.client, engine.reconcile(decision, actual))
+    if decision.request_id:
+        engine.release(decision)
+
+
+def usage_field(plan_id: int | None, scope: str) -> str:
+    """``"<plan>|<scope>"``: the usage counters a decision is counted under."""
+    return f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
+
+
+def _prepare(facts: Facts, started: float) -> _Call | Verdict:
+    """Steps 1 to 3: the engine call's inputs, or the verdict of a request decided without it."""
+    engine = get_engine()
+    rules = engine.rules.current()
+    http = facts.http_request
+    identified = identify(http, facts.user, engine.rules, facts.auth)
+    if identified.subscriber is not None:
+        engine.key_use.touch(identified.subscriber.key_id)  # written to Redis by the poller (quotas/engine/key_use.py)
+    client = facts.count_as(identified) if facts.count_as is not None else identified
+    if client is None:
+        return Verdict(request=facts.request)  # the adapter's hook said: not limited
+    path, method = http.path, http.method or "GET"
+    plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
+    if plan_id is None:
+        # No plan covers this client (no plans, or no subscription and no default plan): the fallback applies.
+        windows = [w for rule in facts.fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
+    else:
+        windows = rules.windows_for(plan_id, client.subscriber, facts.scope, path, method)
+    windows += [w for rule in facts.limits for w in rule.windows]
+    plan = rules.plans.get(plan_id) if plan_id is not None else None
+    cost = facts.cost_micros
+    if cost is None:
+        cost = rules.price_micros(plan_id, client.subscriber, facts.scope, path, method)
+    call = _Call(
+        facts, engine, rules, client, plan_id, windows, started, usage_field(plan_id, facts.scope), cost,
+        plan.slug if plan is not None else None,
+    )  # fmt: skip
+    if rules.acl:
+        entry = _match_acl(call)
+        if entry is not None:
+            return _listed(call, entry)
+    if not windows:
+        if rules.empty:
+            return Verdict(client, plan_id, request=facts.request)
+        # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
+        return _verdict(call, _count_unlimited(call))
+    return call
+
+
+def _fail(call: _Call) -> Decision | Verdict:
+    """Redis unreachable: the failure mode's verdict, or this process's local decision."""
+    mode = quota_settings.FAILURE_MODE
+    if mode == "closed":
+        return Verdict(call.client, call.plan_id, refusal=QuotaServiceUnavailable(problems.store_unavailable(), wait=1))
+    if mode == "open":
+        return Verdict(call.client, call.plan_id, request=call.facts.request)
+    # "local": this process enforces its share of the same limits until Redis is back.
+    options = call.options()
+    return call.engine.decide_locally(
+        call.client.tag, call.windows, call.facts.weight, call.cost, call.usage, options["multiplier"]
+    )
+
+
+def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
+    """Steps 5 and 6: audit, metrics, alerts and bans, then the refusal or the shaping delay."""
+    if isinstance(decision, Verdict):
+        return decision  # the failure mode answered
+    for state in decision.would_deny():
+        logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, call.client.tag)
+    fire_budget_alerts(call.client, decision.states)
+    if decision.ban_started:
+        report_ban(call.client, decision, call.rules.plans.get(call.plan_id) if call.plan_id is not None else None)
+    engine = call.engine
+    facts = call.facts
+    record_decision(
+        facts.request, decision, call.client.tag, call.plan_slug, facts.scope, call.started,
+        engine.history, engine.refusals,
+    )  # fmt: skip
+    verdict = _verdict(call, decision)
+    verdict.refusal = _shape(engine, decision) if decision.allowed else refusal(call.rules, decision, call.plan_id)
+    return verdict
+
+
+def refusal(rules: RuleSet, decision: Decision, plan_id: int | None) -> ProblemException:
+    """The exception a refused ``decision`` is answered with: its problem body names the limit and
+    the plan that would have served the request."""
+    plan = rules.plans.get(plan_id) if plan_id is not None else None
+    slug = plan.slug if plan is not None else None
+    wait = decision.retry_after
+    if decision.banned or decision.ban_started:
+        return QuotaExceeded(problems.banned(decision, slug), wait=wait)
+    if decision.reduced_only:
+        # Refused only because limits are reduced under load: 503, as the draft asks.
+        return ReducedCapacity(problems.reduced_capacity(decision), wait=wait)
+    upgrade = rules.upgrade_for(plan_id, decision.denying_state().window) if decision.denying_states() else None
+    if decision.budget_denied:
+        return QuotaExceeded(problems.budget_exceeded(decision, upgrade, slug), wait=wait)
+    return QuotaExceeded(problems.rate_limited(decision, upgrade, slug), wait=wait)
+
+
+def _shape(engine: Engine, decision: Decision) -> QuotaExceeded | None:
+    """Hold an admitted request a shaping leaky bucket delays, if this process has sleep to spare
+    (quotas/engine/shaping.py); else take it back and refuse it."""
+    if decision.delay <= 0:
+        return None
+    wait = shaping.budget.take(decision.delay)
+    if wait:
+        engine.withdraw(decision)
+        retry = shaping.retry_after(decision.delay, wait)
+        return QuotaExceeded(problems.shaping_unavailable(retry), wait=retry)
+    time.sleep(decision.delay)
+    return None
+
+
+def _listed(call: _Call, entry: ACLRule) -> Verdict:
+    """Allow entries skip limits and budgets; deny entries refuse with 403. Both are counted.
+
+    An allowed request is counted with its estimated cost like any other, and
+    its decision is reconciled after the view.
+    """
+    facts, engine = call.facts, call.engine
+    allowed = entry.action == "allow"
+    record_acl(
+        facts.request, allowed, call.client.tag, call.plan_slug, facts.scope, entry.id, call.started,
+        engine.history, engine.refusals,
+    )  # fmt: skip
+    if allowed:
+        decision = engine.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)
+        return _verdict(call, decision) if decision is not None else Verdict(call.client, call.plan_id)
+    engine.count_acl(call.client.tag, call.usage, False, None, 0)
+    problem = problems.access_denied(entry, time.time())
+    logger.info("quotas: deny-list entry %s refused %s", entry.id, call.client.tag)
+    return Verdict(call.client, call.plan_id, refusal=AccessDenied(problem, wait=problem.get("retry_after")))
+
+
+def _match_acl(call: _Call) -> ACLRule | None:
+    """The allow or deny entry for this request (an in-process lookup, no Redis)."""
+    subscriber = call.client.subscriber
+    user = call.facts.user
+    return call.rules.acl.match(
+        key_id=subscriber.key_id if subscriber else None,
+        subscription_id=subscriber.id if subscriber else None,
+        user_id=user.pk if user is not None and getattr(user, "is_authenticated", False) else None,
+        ip=client_ip(call.facts.http_request),
+        scope=call.facts.scope,
+        now=time.time(),
+    )
+
+
+def _count_unlimited(call: _Call) -> Decision:
+    """Count an admitted request that no limit applies to (one script call, usage only)."""
+    tag, weight = call.client.tag, call.facts.weight
+    try:
+        return call.engine.decide(tag, (), weight, cost_micros=call.cost, usage=call.usage)
+    except StoreUnavailable:
+        # Admitted whatever the failure mode (no limit applies); its usage waits in-process.
+        return call.engine.decide_locally(tag, (), weight, call.cost, call.usage)
+
+
+def _verdict(call: _Call, decision: Decision) -> Verdict:
+    return Verdict(call.client, call.plan_id, decision, request=call.facts.request)
