@@ -56,9 +56,13 @@ logger = logging.getLogger(__name__)
 
 #: ``count_as(client)``: the client whose counters a request spends (None: the request is not limited).
 CountAs = Callable[[Client], Client | None]
+#: ``fallback()``: the limits of a client no plan covers (DRF's rates), asked only for such a client.
+Fallback = Callable[[], Sequence[LimitRule]]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, a few
+# microseconds per request on the hot path for a guarantee nothing here needs.
+@dataclass(slots=True)
 class Facts:
     """What an adapter knows about one request.
 
@@ -66,7 +70,7 @@ class Facts:
     reports its actual cost, and what the audit log describes. ``auth`` is what
     authentication found (DRF's ``request.auth``). ``limits`` are limits the
     code gave (a decorator's ``rate``), which apply whatever the plans say;
-    ``fallback`` limits apply to a client no plan covers (DRF's rates).
+    ``fallback`` gives the limits of a client no plan covers (DRF's rates).
     ``weight`` overrides each window's own weight; ``cost_micros`` is the
     view's estimate, or None for the limits' prices.
     """
@@ -77,7 +81,7 @@ class Facts:
     auth: Any = None
     scope: str = ""
     limits: tuple[LimitRule, ...] = ()
-    fallback: tuple[LimitRule, ...] = ()
+    fallback: Fallback | None = None
     weight: int | None = None
     cost_micros: int | None = None
     count_as: CountAs | None = None
@@ -104,7 +108,7 @@ class Verdict:
         return self.refusal is None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Call:
     """What the engine call of one request needs, worked out once."""
 
@@ -214,7 +218,8 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
     if plan_id is None:
         # No plan covers this client (no plans, or no subscription and no default plan): the fallback applies.
-        windows = [w for rule in facts.fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
+        fallback = facts.fallback() if facts.fallback is not None else ()
+        windows = [w for rule in fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
     else:
         windows = rules.windows_for(plan_id, client.subscriber, facts.scope, path, method)
     windows += [w for rule in facts.limits for w in rule.windows]

@@ -66,7 +66,7 @@ def facts_for(
         getattr(request, "user", None),  # Django's AuthenticationMiddleware; no DRF authentication here
         scope=scope,
         limits=limits,
-        fallback=fallback,
+        fallback=(lambda: fallback) if fallback else None,
         weight=weight,
         count_as=count_as(request, key) if key is not None else None,
     )

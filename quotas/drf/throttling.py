@@ -13,6 +13,7 @@ the view).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from rest_framework.request import Request
@@ -73,7 +74,7 @@ class QuotaThrottle(BaseThrottle):
             request.user,
             request.auth,
             scope=view_scope(view),
-            fallback=self.get_drf_limits(request, view),
+            fallback=partial(self.get_drf_limits, request, view),
             weight=self.get_weight(request, view),
             cost_micros=self.get_cost(request, view),
             count_as=self._count_as(request, view),
