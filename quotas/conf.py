@@ -102,6 +102,12 @@ DEFAULTS: dict[str, Any] = {
     # Default: 0.25. Seconds of shaping delay the budget regains per second:
     # the share of a process's time that may go to sleeping for shaping.
     "SHAPING_DELAY_SHARE": 0.25,
+    # Default: 0.5. The fraction of that budget one client may have: its own
+    # bucket of SHAPING_CLIENT_SHARE * SHAPING_DELAY_BUDGET seconds, regained at
+    # SHAPING_CLIENT_SHARE * SHAPING_DELAY_SHARE per second. A delay must fit
+    # both, so one client's shaped traffic always leaves the others the rest.
+    # A fraction in (0, 1] (check E047); 1 turns the per-client share off.
+    "SHAPING_CLIENT_SHARE": 0.5,
     # Default: {"address": "30/10min", "username": "10/15min", "device": "10/15min"}.
     # Failed authentications allowed before attempts that cannot succeed are refused
     # with 429 until the window ends (quotas/identity/auth_failures.py): per client

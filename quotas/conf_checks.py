@@ -1,7 +1,7 @@
 """Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, and of the dashboard's alert.
 
 Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E037,
-E046, W010, W011); kept apart so each module stays one concern. None opens a connection.
+E046, E047, W010, W011); kept apart so each module stays one concern. None opens a connection.
 """
 
 from __future__ import annotations
@@ -122,6 +122,20 @@ def check_denial_rate_alert() -> list:
                 f"QUOTAS['DENIAL_RATE_ALERT'] = {value!r} must be a fraction from 0 to 1.",
                 "Default: 0.1 (alert when more than 10 % of a plan's or scope's requests are refused).",
                 46,
+            )
+        ]
+    return []
+
+
+def check_shaping_client_share() -> list:
+    """QUOTAS['SHAPING_CLIENT_SHARE']: a fraction in (0, 1] of the process's shaping budget per client."""
+    value = quota_settings.SHAPING_CLIENT_SHARE
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        return [
+            _error(
+                f"QUOTAS['SHAPING_CLIENT_SHARE'] = {value!r} must be a fraction in (0, 1].",
+                "Default: 0.5 (one client may hold at most half of SHAPING_DELAY_BUDGET); 1 turns the share off.",
+                47,
             )
         ]
     return []

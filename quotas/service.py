@@ -268,7 +268,9 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
         engine.history, engine.refusals,
     )  # fmt: skip
     verdict = _verdict(call, decision)
-    verdict.refusal = _shape(engine, decision) if decision.allowed else refusal(call.rules, decision, call.plan_id)
+    verdict.refusal = (
+        _shape(engine, decision, call.client.tag) if decision.allowed else refusal(call.rules, decision, call.plan_id)
+    )
     return verdict
 
 
@@ -289,12 +291,12 @@ def refusal(rules: RuleSet, decision: Decision, plan_id: int | None) -> ProblemE
     return QuotaExceeded(problems.rate_limited(decision, upgrade, slug), wait=wait)
 
 
-def _shape(engine: Engine, decision: Decision) -> QuotaExceeded | None:
-    """Hold an admitted request a shaping leaky bucket delays, if this process has sleep to spare
-    (quotas/engine/shaping.py); else take it back and refuse it."""
+def _shape(engine: Engine, decision: Decision, client_tag: str) -> QuotaExceeded | None:
+    """Hold an admitted request a shaping leaky bucket delays, if this process has sleep to spare, and
+    ``client_tag`` has some left of its share (quotas/engine/shaping.py); else take it back and refuse it."""
     if decision.delay <= 0:
         return None
-    wait = shaping.budget.take(decision.delay)
+    wait = shaping.budget.take(decision.delay, client_tag)
     if wait:
         engine.withdraw(decision)
         retry = shaping.retry_after(decision.delay, wait)
