@@ -19,6 +19,7 @@ from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, MOVED_IN_QUOTAS, qu
 from quotas.conf_checks import (
     check_denial_rate_alert,
     check_moved,
+    check_refusals_anonymous_per_hour,
     check_sections,
     check_shaping_client_share,
     unknown_settings,
@@ -212,6 +213,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
     errors += check_sections(raw)
     errors += check_denial_rate_alert()
     errors += check_shaping_client_share()
+    errors += check_refusals_anonymous_per_hour()
     header = s.API_KEY_HEADER
     if not isinstance(header, str) or not header or not all(c.isalnum() or c == "-" for c in header):
         errors.append(

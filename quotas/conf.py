@@ -138,6 +138,13 @@ DEFAULTS: dict[str, Any] = {
     # Default: {}. The adaptive app's settings: every key and its default in
     # adaptive/conf.py (validated by adaptive/checks.py when adaptive is installed).
     "ADAPTIVE": {},
+    # Default: 1000. Distinct anonymous clients (ip.* tags) whose refusals one process records
+    # per hour in the last-refusals store (quotas/observability/refusals.py): each leaves a
+    # Redis list for 24 h, and a client rotating IPv6 prefixes is a new client every time.
+    # Refusals of further anonymous clients that hour are counted in
+    # quota_refusal_records_lost_total{reason="anonymous_cap"}; subscribers and users are
+    # never capped so. An int >= 0 (check E048); 0 records no anonymous refusal.
+    "REFUSALS_ANONYMOUS_PER_HOUR": 1000,
     # Default: []. Plain Django views limited by path prefix (quotas.django.middleware.PathQuotaMiddleware):
     # a list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional: the
     # plans' limits of that scope apply, or DEFAULT_THROTTLE_RATES[scope] while there is no plan).

@@ -1,7 +1,7 @@
 """Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, and of the dashboard's alert.
 
 Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E037,
-E046, E047, W010, W011); kept apart so each module stays one concern. None opens a connection.
+E046 to E048, W010, W011); kept apart so each module stays one concern. None opens a connection.
 """
 
 from __future__ import annotations
@@ -136,6 +136,20 @@ def check_shaping_client_share() -> list:
                 f"QUOTAS['SHAPING_CLIENT_SHARE'] = {value!r} must be a fraction in (0, 1].",
                 "Default: 0.5 (one client may hold at most half of SHAPING_DELAY_BUDGET); 1 turns the share off.",
                 47,
+            )
+        ]
+    return []
+
+
+def check_refusals_anonymous_per_hour() -> list:
+    """QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR']: how many anonymous clients' refusals a process records an hour."""
+    value = quota_settings.REFUSALS_ANONYMOUS_PER_HOUR
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return [
+            _error(
+                f"QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR'] = {value!r} must be an int >= 0.",
+                "Default: 1000 anonymous clients per process per hour; 0 records no anonymous refusal.",
+                48,
             )
         ]
     return []

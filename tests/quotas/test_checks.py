@@ -50,6 +50,9 @@ def test_project_settings_pass():
         ({"SHAPING_CLIENT_SHARE": 1.5}, "quotas.E047"),
         ({"SHAPING_CLIENT_SHARE": "0.5"}, "quotas.E047"),
         ({"SHAPING_CLIENT_SHARE": True}, "quotas.E047"),
+        ({"REFUSALS_ANONYMOUS_PER_HOUR": -1}, "quotas.E048"),
+        ({"REFUSALS_ANONYMOUS_PER_HOUR": 10.5}, "quotas.E048"),
+        ({"REFUSALS_ANONYMOUS_PER_HOUR": None}, "quotas.E048"),
     ],
 )
 def test_bad_setting_is_reported(settings, override, expected):
