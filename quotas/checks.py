@@ -22,6 +22,7 @@ from quotas.conf_checks import (
     check_refusals_anonymous_per_hour,
     check_sections,
     check_shaping_client_share,
+    check_usage_api_rate,
     unknown_settings,
 )
 from quotas.engine.redis_connect import validate_url
@@ -214,6 +215,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
     errors += check_denial_rate_alert()
     errors += check_shaping_client_share()
     errors += check_refusals_anonymous_per_hour()
+    errors += check_usage_api_rate()
     header = s.API_KEY_HEADER
     if not isinstance(header, str) or not header or not all(c.isalnum() or c == "-" for c in header):
         errors.append(

@@ -145,6 +145,11 @@ DEFAULTS: dict[str, Any] = {
     # quota_refusal_records_lost_total{reason="anonymous_cap"}; subscribers and users are
     # never capped so. An int >= 0 (check E048); 0 records no anonymous refusal.
     "REFUSALS_ANONYMOUS_PER_HOUR": 1000,
+    # Default: "120/min". The usage API's rate per client (usage.throttling.UsageAPIThrottle)
+    # where the client's plan has no limit of scope "usage_api" (which then replaces it).
+    # The usage API is never limited by a plan's other limits, nor counted in usage.
+    # A rate such as "120/min; 2000/hour", or None for no default (check E049).
+    "USAGE_API_RATE": "120/min",
     # Default: []. Plain Django views limited by path prefix (quotas.django.middleware.PathQuotaMiddleware):
     # a list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional: the
     # plans' limits of that scope apply, or DEFAULT_THROTTLE_RATES[scope] while there is no plan).

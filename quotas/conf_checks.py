@@ -1,7 +1,8 @@
-"""Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, and of the dashboard's alert.
+"""Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, of the dashboard's alert,
+and of the abuse limits (the shaping share per client, anonymous refusal records, the usage API's rate).
 
 Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E037,
-E046 to E048, W010, W011); kept apart so each module stays one concern. None opens a connection.
+E046 to E049, W010, W011); kept apart so each module stays one concern. None opens a connection.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from django.conf import settings
 from django.core.checks import Error, Warning
 
 from quotas.conf import DEFAULTS, LEGACY_TOKEN_VARIABLE, MOVED, MOVED_IN_QUOTAS, SECTIONS, quota_settings
+from quotas.exceptions import InvalidRate
+from quotas.rules.rates import parse_rates
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -150,6 +153,24 @@ def check_refusals_anonymous_per_hour() -> list:
                 f"QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR'] = {value!r} must be an int >= 0.",
                 "Default: 1000 anonymous clients per process per hour; 0 records no anonymous refusal.",
                 48,
+            )
+        ]
+    return []
+
+
+def check_usage_api_rate() -> list:
+    """QUOTAS['USAGE_API_RATE']: a rate, or None for no default limit on the usage API."""
+    rate = quota_settings.USAGE_API_RATE
+    if rate is None:
+        return []
+    try:
+        parse_rates(rate)
+    except (InvalidRate, TypeError, AttributeError, ValueError) as exc:
+        return [
+            _error(
+                f"QUOTAS['USAGE_API_RATE'] = {rate!r} is not a rate: {exc}",
+                "Default: '120/min' per client; None leaves the usage API to the plans' 'usage_api' limits alone.",
+                49,
             )
         ]
     return []

@@ -53,6 +53,8 @@ def test_project_settings_pass():
         ({"REFUSALS_ANONYMOUS_PER_HOUR": -1}, "quotas.E048"),
         ({"REFUSALS_ANONYMOUS_PER_HOUR": 10.5}, "quotas.E048"),
         ({"REFUSALS_ANONYMOUS_PER_HOUR": None}, "quotas.E048"),
+        ({"USAGE_API_RATE": "lots"}, "quotas.E049"),
+        ({"USAGE_API_RATE": 120}, "quotas.E049"),
     ],
 )
 def test_bad_setting_is_reported(settings, override, expected):
