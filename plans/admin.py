@@ -227,11 +227,14 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
 @admin.register(APIKey)
 class APIKeyAdmin(admin.ModelAdmin):
+    """API keys, without their hash: it is all a request needs to be looked up as the key (the rules
+    backend finds subscribers by it), so it is never shown, searched or filtered on; the prefix names a key."""
+
     list_display = ("prefix", "name", "subscription", "created_at", "expires_at", "last_used_at", "revoked_at")
     list_filter = ("subscription__plan",)
     search_fields = ("prefix", "name", "subscription__name")
-    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
-    fields = ("prefix", "name", "subscription", "expires_at", "revoked_at", "created_at", "last_used_at", "key_hash")
+    readonly_fields = ("prefix", "created_at", "last_used_at")
+    fields = ("prefix", "name", "subscription", "expires_at", "revoked_at", "created_at", "last_used_at")
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -241,6 +244,13 @@ class APIKeyAdmin(admin.ModelAdmin):
         # Revocation is final (APIKey.clean): once set, the field is shown, not offered.
         readonly = tuple(super().get_readonly_fields(request, obj))
         return (*readonly, "revoked_at") if obj is not None and obj.revoked_at is not None else readonly
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        # Django allows a filter on any field of the model in the changelist's query string:
+        # ?key_hash__startswith=... would let a viewer read the hash one character at a time.
+        if lookup.split("__", 1)[0] == "key_hash":
+            return False
+        return super().lookup_allowed(lookup, value, request)
 
     @admin.action(description="Revoke selected API keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[APIKey]) -> None:

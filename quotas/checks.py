@@ -16,7 +16,15 @@ from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
 from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, MOVED_IN_QUOTAS, quota_settings
-from quotas.conf_checks import check_denial_rate_alert, check_moved, check_sections, unknown_settings
+from quotas.conf_checks import (
+    check_denial_rate_alert,
+    check_moved,
+    check_refusals_anonymous_per_hour,
+    check_sections,
+    check_shaping_client_share,
+    check_usage_api_rate,
+    unknown_settings,
+)
 from quotas.engine.redis_connect import validate_url
 from quotas.exceptions import InvalidRate
 from quotas.identity.clients import num_proxies
@@ -205,6 +213,9 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
     errors += _check_failed_auth_limits(s.FAILED_AUTH_LIMITS)
     errors += check_sections(raw)
     errors += check_denial_rate_alert()
+    errors += check_shaping_client_share()
+    errors += check_refusals_anonymous_per_hour()
+    errors += check_usage_api_rate()
     header = s.API_KEY_HEADER
     if not isinstance(header, str) or not header or not all(c.isalnum() or c == "-" for c in header):
         errors.append(

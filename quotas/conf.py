@@ -102,6 +102,12 @@ DEFAULTS: dict[str, Any] = {
     # Default: 0.25. Seconds of shaping delay the budget regains per second:
     # the share of a process's time that may go to sleeping for shaping.
     "SHAPING_DELAY_SHARE": 0.25,
+    # Default: 0.5. The fraction of that budget one client may have: its own
+    # bucket of SHAPING_CLIENT_SHARE * SHAPING_DELAY_BUDGET seconds, regained at
+    # SHAPING_CLIENT_SHARE * SHAPING_DELAY_SHARE per second. A delay must fit
+    # both, so one client's shaped traffic always leaves the others the rest.
+    # A fraction in (0, 1] (check E047); 1 turns the per-client share off.
+    "SHAPING_CLIENT_SHARE": 0.5,
     # Default: {"address": "30/10min", "username": "10/15min", "device": "10/15min"}.
     # Failed authentications allowed before attempts that cannot succeed are refused
     # with 429 until the window ends (quotas/identity/auth_failures.py): per client
@@ -132,6 +138,18 @@ DEFAULTS: dict[str, Any] = {
     # Default: {}. The adaptive app's settings: every key and its default in
     # adaptive/conf.py (validated by adaptive/checks.py when adaptive is installed).
     "ADAPTIVE": {},
+    # Default: 1000. Distinct anonymous clients (ip.* tags) whose refusals one process records
+    # per hour in the last-refusals store (quotas/observability/refusals.py): each leaves a
+    # Redis list for 24 h, and a client rotating IPv6 prefixes is a new client every time.
+    # Refusals of further anonymous clients that hour are counted in
+    # quota_refusal_records_lost_total{reason="anonymous_cap"}; subscribers and users are
+    # never capped so. An int >= 0 (check E048); 0 records no anonymous refusal.
+    "REFUSALS_ANONYMOUS_PER_HOUR": 1000,
+    # Default: "120/min". The usage API's rate per client (usage.throttling.UsageAPIThrottle)
+    # where the client's plan has no limit of scope "usage_api" (which then replaces it).
+    # The usage API is never limited by a plan's other limits, nor counted in usage.
+    # A rate such as "120/min; 2000/hour", or None for no default (check E049).
+    "USAGE_API_RATE": "120/min",
     # Default: []. Plain Django views limited by path prefix (quotas.django.middleware.PathQuotaMiddleware):
     # a list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate" optional: the
     # plans' limits of that scope apply, or DEFAULT_THROTTLE_RATES[scope] while there is no plan).

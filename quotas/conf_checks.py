@@ -1,7 +1,8 @@
-"""Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, and of the dashboard's alert.
+"""Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, of the dashboard's alert,
+and of the abuse limits (the shaping share per client, anonymous refusal records, the usage API's rate).
 
 Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E037,
-E046, W010, W011); kept apart so each module stays one concern. None opens a connection.
+E046 to E049, W010, W011); kept apart so each module stays one concern. None opens a connection.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from django.conf import settings
 from django.core.checks import Error, Warning
 
 from quotas.conf import DEFAULTS, LEGACY_TOKEN_VARIABLE, MOVED, MOVED_IN_QUOTAS, SECTIONS, quota_settings
+from quotas.exceptions import InvalidRate
+from quotas.rules.rates import parse_rates
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -122,6 +125,52 @@ def check_denial_rate_alert() -> list:
                 f"QUOTAS['DENIAL_RATE_ALERT'] = {value!r} must be a fraction from 0 to 1.",
                 "Default: 0.1 (alert when more than 10 % of a plan's or scope's requests are refused).",
                 46,
+            )
+        ]
+    return []
+
+
+def check_shaping_client_share() -> list:
+    """QUOTAS['SHAPING_CLIENT_SHARE']: a fraction in (0, 1] of the process's shaping budget per client."""
+    value = quota_settings.SHAPING_CLIENT_SHARE
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        return [
+            _error(
+                f"QUOTAS['SHAPING_CLIENT_SHARE'] = {value!r} must be a fraction in (0, 1].",
+                "Default: 0.5 (one client may hold at most half of SHAPING_DELAY_BUDGET); 1 turns the share off.",
+                47,
+            )
+        ]
+    return []
+
+
+def check_refusals_anonymous_per_hour() -> list:
+    """QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR']: how many anonymous clients' refusals a process records an hour."""
+    value = quota_settings.REFUSALS_ANONYMOUS_PER_HOUR
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return [
+            _error(
+                f"QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR'] = {value!r} must be an int >= 0.",
+                "Default: 1000 anonymous clients per process per hour; 0 records no anonymous refusal.",
+                48,
+            )
+        ]
+    return []
+
+
+def check_usage_api_rate() -> list:
+    """QUOTAS['USAGE_API_RATE']: a rate, or None for no default limit on the usage API."""
+    rate = quota_settings.USAGE_API_RATE
+    if rate is None:
+        return []
+    try:
+        parse_rates(rate)
+    except (InvalidRate, TypeError, AttributeError, ValueError) as exc:
+        return [
+            _error(
+                f"QUOTAS['USAGE_API_RATE'] = {rate!r} is not a rate: {exc}",
+                "Default: '120/min' per client; None leaves the usage API to the plans' 'usage_api' limits alone.",
+                49,
             )
         ]
     return []

@@ -73,6 +73,14 @@ class Facts:
     ``fallback`` gives the limits of a client no plan covers (DRF's rates).
     ``weight`` overrides each window's own weight; ``cost_micros`` is the
     view's estimate, or None for the limits' prices.
+
+    For an API's own housekeeping views (the usage API), limited apart from
+    the API they serve: ``scope_limits_only`` applies only the plan's limits
+    that name ``scope`` (with none, the ``fallback`` limits), never its
+    plan-wide, path or budget limits; ``metered`` False counts the decision
+    neither in the client's usage, nor in the history of plans and scopes,
+    nor toward its plan's bans (metrics, the audit log and the last refusals
+    still see it).
     """
 
     http_request: HttpRequest
@@ -85,6 +93,8 @@ class Facts:
     weight: int | None = None
     cost_micros: int | None = None
     count_as: CountAs | None = None
+    scope_limits_only: bool = False
+    metered: bool = True
 
 
 @dataclass(slots=True)
@@ -133,7 +143,7 @@ class _Call:
             "cost_micros": self.cost,
             "usage": self.usage,
             "multiplier": multiplier,
-            "ban_policy": plan.ban_policy if plan is not None else "",
+            "ban_policy": plan.ban_policy if plan is not None and self.facts.metered else "",
             "request_id": request_id,
         }
 
@@ -216,31 +226,48 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
         return Verdict(request=facts.request)  # the adapter's hook said: not limited
     path, method = http.path, http.method or "GET"
     plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
-    if plan_id is None:
-        # No plan covers this client (no plans, or no subscription and no default plan): the fallback applies.
-        fallback = facts.fallback() if facts.fallback is not None else ()
-        windows = [w for rule in fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
-    else:
-        windows = rules.windows_for(plan_id, client.subscriber, facts.scope, path, method)
+    windows = _plan_windows(facts, rules, client, plan_id, path, method)
     windows += [w for rule in facts.limits for w in rule.windows]
     plan = rules.plans.get(plan_id) if plan_id is not None else None
     cost = facts.cost_micros
     if cost is None:
         cost = rules.price_micros(plan_id, client.subscriber, facts.scope, path, method)
+    usage = usage_field(plan_id, facts.scope) if facts.metered else ""
     call = _Call(
-        facts, engine, rules, client, plan_id, windows, started, usage_field(plan_id, facts.scope), cost,
-        plan.slug if plan is not None else None,
+        facts, engine, rules, client, plan_id, windows, started, usage, cost, plan.slug if plan is not None else None
     )  # fmt: skip
     if rules.acl:
         entry = _match_acl(call)
         if entry is not None:
             return _listed(call, entry)
     if not windows:
-        if rules.empty:
+        if rules.empty or not facts.metered:
             return Verdict(client, plan_id, request=facts.request)
         # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
         return _verdict(call, _count_unlimited(call))
     return call
+
+
+def _plan_windows(
+    facts: Facts, rules: RuleSet, client: Client, plan_id: int | None, path: str, method: str
+) -> list[Window]:
+    """The windows of ``client``'s plan that match the request, else (no plan covers the client, or, with
+    ``scope_limits_only``, the plan names no limit of the scope) those of the fallback limits."""
+    if plan_id is not None and not facts.scope_limits_only:
+        return rules.windows_for(plan_id, client.subscriber, facts.scope, path, method)
+    if plan_id is not None:
+        own = [
+            w
+            for rule in rules.limits_for(plan_id, client.subscriber)
+            if rule.scope and rule.scope == facts.scope and rule.matches(facts.scope, path, method)
+            for w in rule.windows
+        ]
+        if own:
+            return own
+    # No plan covers this client (no plans, or no subscription and no default plan), or none of its plan's
+    # limits names the scope (scope_limits_only): the fallback applies.
+    fallback = facts.fallback() if facts.fallback is not None else ()
+    return [w for rule in fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
 
 
 def _fail(call: _Call) -> Decision | Verdict:
@@ -270,10 +297,12 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
     facts = call.facts
     record_decision(
         facts.request, decision, call.client.tag, call.plan_slug, facts.scope, call.started,
-        engine.history, engine.refusals,
+        engine.history if facts.metered else None, engine.refusals,
     )  # fmt: skip
     verdict = _verdict(call, decision)
-    verdict.refusal = _shape(engine, decision) if decision.allowed else refusal(call.rules, decision, call.plan_id)
+    verdict.refusal = (
+        _shape(engine, decision, call.client.tag) if decision.allowed else refusal(call.rules, decision, call.plan_id)
+    )
     return verdict
 
 
@@ -294,12 +323,12 @@ def refusal(rules: RuleSet, decision: Decision, plan_id: int | None) -> ProblemE
     return QuotaExceeded(problems.rate_limited(decision, upgrade, slug), wait=wait)
 
 
-def _shape(engine: Engine, decision: Decision) -> QuotaExceeded | None:
-    """Hold an admitted request a shaping leaky bucket delays, if this process has sleep to spare
-    (quotas/engine/shaping.py); else take it back and refuse it."""
+def _shape(engine: Engine, decision: Decision, client_tag: str) -> QuotaExceeded | None:
+    """Hold an admitted request a shaping leaky bucket delays, if this process has sleep to spare, and
+    ``client_tag`` has some left of its share (quotas/engine/shaping.py); else take it back and refuse it."""
     if decision.delay <= 0:
         return None
-    wait = shaping.budget.take(decision.delay)
+    wait = shaping.budget.take(decision.delay, client_tag)
     if wait:
         engine.withdraw(decision)
         retry = shaping.retry_after(decision.delay, wait)
@@ -318,7 +347,7 @@ def _listed(call: _Call, entry: ACLRule) -> Verdict:
     allowed = entry.action == "allow"
     record_acl(
         facts.request, allowed, call.client.tag, call.plan_slug, facts.scope, entry.id, call.started,
-        engine.history, engine.refusals,
+        engine.history if facts.metered else None, engine.refusals,
     )  # fmt: skip
     if allowed:
         decision = engine.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)

@@ -260,7 +260,8 @@ def test_the_usage_api_answers_once_usage_is_added(project: Project):
     report, current = result["report"], result["current"]
     assert report["status"] == 200, report
     assert report["headers"]["Content-Type"].startswith("application/json")
-    assert "RateLimit" not in report["headers"]  # the usage API is not counted against the quota
+    # The usage API is not counted against the quota: it has a limit of its own (QUOTAS['USAGE_API_RATE']).
+    assert report["headers"]["RateLimit-Policy"] == '"usage_api";q=120;w=60'
     assert current["status"] == 200, current
     assert result["anonymous"]["status"] == 401, result["anonymous"]
     assert result["anonymous"]["headers"]["Content-Type"] == "application/problem+json"

@@ -5,8 +5,11 @@ Who may see what: a client calling with its API key (or a signed-in user)
 sees only its own usage (and refusals: ``client`` must then be its own tag,
 as ``/current`` shows it); staff with the ``usage.view_all_usage`` permission,
 signed in with a session or basic auth, see every client's, filterable by
-``client`` and ``plan``. These views are not counted or limited by QuotaThrottle, so a
-client at its limit can still read where it stands.
+``client`` and ``plan``. These views have a throttle of their own
+(:class:`usage.throttling.UsageAPIThrottle`): the plan's limits of scope
+``usage_api``, else ``QUOTAS['USAGE_API_RATE']`` per client; never the
+client's other limits, and not counted in its usage, so a client at its
+limit can still read where it stands.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from .renderers import UsageCSVRenderer
 from .reports import build_report
 from .schema import documented
 from .serializers import UsageQuerySerializer
+from .throttling import USAGE_SCOPE, UsageAPIThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +80,8 @@ def _sent_api_key(request: Request) -> bool:
 
 
 class UsageAPIView(APIView):
-    throttle_classes: list = []  # see the module docstring
+    throttle_classes: list = [UsageAPIThrottle]  # see the module docstring
+    throttle_scope = USAGE_SCOPE  # plan limits of this scope apply (quotas.drf.throttling.view_scope)
     permission_classes: list = []  # decided by viewer_for
 
     def get_exception_handler(self) -> Any:

@@ -58,6 +58,11 @@ class QuotaThrottle(BaseThrottle):
 
     rate: str | None = None
     scope: str | None = None
+    #: For an API's own housekeeping views (see usage.throttling.UsageAPIThrottle): ``scope_limits_only``
+    #: applies only the plan's limits that name the view's scope (else get_drf_limits' fallback), and
+    #: ``metered = False`` counts the requests neither in the client's usage, the history, nor toward bans.
+    scope_limits_only: bool = False
+    metered: bool = True
 
     def __init__(self) -> None:
         self._wait: int | None = None
@@ -78,6 +83,8 @@ class QuotaThrottle(BaseThrottle):
             weight=self.get_weight(request, view),
             cost_micros=self.get_cost(request, view),
             count_as=self._count_as(request, view),
+            scope_limits_only=self.scope_limits_only,
+            metered=self.metered,
         )
         verdict = check(facts)
         if verdict.decision is not None:

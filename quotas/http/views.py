@@ -12,10 +12,11 @@ from quotas.conf import quota_settings
 from quotas.engine.redis_connect import STORE_ERRORS, describe
 from quotas.engine.runtime import get_engine
 from quotas.http import problems
+from quotas.identity.auth_failures import address_tag, failed_auth
 from quotas.observability.metrics import exposition
 
 
-def healthz(request: HttpRequest) -> JsonResponse:
+def healthz(request: HttpRequest) -> HttpResponse:
     """200 when Redis answers, else 503; says how this process decides right now.
 
     ``engine.mode`` is ``normal``, or while Redis is down (the circuit breaker
@@ -24,8 +25,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
     database failed; the last good one is served, see ``rules``).
     Anyone gets the status and the mode; operators (staff signed in to the
     admin, or holders of the metrics token) also get the details, whose
-    Redis address and error text are of use to an attacker too.
+    Redis address and error text are of use to an attacker too. A wrong
+    metrics token counts as a failed authentication, as at ``/metrics``
+    (past the limit, token attempts from that address get 429: :func:`token_attempt`).
     """
+    wait = token_attempt(request)
+    if wait:
+        return auth_throttled(wait)
     engine = get_engine()
     started = time.perf_counter()
     try:
@@ -78,8 +84,45 @@ def has_metrics_token(request: HttpRequest) -> bool:
 
 def is_operator(request: HttpRequest) -> bool:
     """Staff signed in to the admin, or a holder of the metrics token."""
+    return is_staff(request) or has_metrics_token(request)
+
+
+def is_staff(request: HttpRequest) -> bool:
+    """Whether the request comes from an active staff user signed in to the admin."""
     user = getattr(request, "user", None)
-    return (user is not None and user.is_active and user.is_staff) or has_metrics_token(request)
+    return user is not None and user.is_active and user.is_staff
+
+
+def token_attempt(request: HttpRequest) -> int:
+    """Seconds ``request`` must wait for its address's failed authentications (0: answer it).
+
+    A request of anyone but staff that sends ``Authorization: Bearer ...``
+    while a metrics token is set is an attempt at that token, counted like a
+    bad API key (:mod:`quotas.identity.auth_failures`): a wrong token is a
+    failure of its address, and once the address has used up
+    ``QUOTAS['FAILED_AUTH_LIMITS']['address']`` every attempt from it is
+    refused until the window ends, the right token included. Unlike a
+    256-bit API key, which is answered on its merits, the token is chosen by
+    the operator and may be guessable: answering it during a block would let
+    the guesser tell right from wrong (200 or 429) without limit. The failure
+    that uses the limit up is answered as usual. No Redis call for the right
+    token while the process knows of no block.
+    """
+    scheme, _, _ = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not metrics_token() or is_staff(request):
+        return 0
+    tag = address_tag(request)
+    wait = failed_auth.wait(tag) if failed_auth.blocking else 0
+    if wait or has_metrics_token(request):
+        return wait
+    return failed_auth.record(tag)
+
+
+def auth_throttled(wait: int) -> HttpResponse:
+    """The 429 problem+json for an address over its failed authentications, with Retry-After."""
+    response = problems.render(problems.auth_throttled(wait))
+    response.headers["Retry-After"] = str(wait)
+    return response
 
 
 def from_loopback(request: HttpRequest) -> bool:
@@ -104,8 +147,13 @@ def metrics(request: HttpRequest) -> HttpResponse:
     <QUOTAS['METRICS']['TOKEN']>``, and, only where the project sets
     ``QUOTAS['METRICS']['ALLOW_LOOPBACK']`` and no token is configured, to
     loopback peers. Others get a problem+json 401 (a token is configured) or
-    403 (none is: it says what to configure).
+    403 (none is: it says what to configure). A wrong token counts as a failed
+    authentication of the client's address: past ``QUOTAS['FAILED_AUTH_LIMITS']``
+    every token attempt from it gets 429 (see :func:`token_attempt`).
     """
+    wait = token_attempt(request)
+    if wait:
+        return auth_throttled(wait)
     if not is_operator(request):
         if metrics_token():
             response = problems.render(

@@ -188,11 +188,12 @@ failed_auth = Counter(
     ["outcome"],
 )
 #: Why a refusal was not kept in the last-refusals store (quotas/observability/refusals.py).
-REFUSAL_RECORD_LOSSES = ("capped", "dropped")
+REFUSAL_RECORD_LOSSES = ("capped", "dropped", "anonymous_cap")
 refusal_records_lost = Counter(
     "quota_refusal_records_lost",
-    "Refusals not kept in the last-refusals store: capped (their client already had a record that second) or "
-    "dropped (the process's buffer was full while Redis could not be written).",
+    "Refusals not kept in the last-refusals store: capped (their client already had a record that second), "
+    "dropped (the process's buffer was full while Redis could not be written) or anonymous_cap (the process "
+    "recorded QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR'] anonymous clients this hour already).",
     ["reason"],
 )
 

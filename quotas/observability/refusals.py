@@ -18,6 +18,12 @@ Bounds:
   :attr:`RefusalLog.capped`;
 * at most :data:`BUFFER_SIZE` records waiting in a process (Redis down): the
   oldest are dropped first and counted in :attr:`RefusalLog.dropped`;
+* at most ``QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR']`` distinct anonymous clients
+  (``ip.*`` tags) recorded per process per hour (by the decision's clock):
+  an attacker rotating through IPv6 prefixes would otherwise leave a list
+  living a day for every address. Later anonymous clients' refusals are
+  counted in :attr:`RefusalLog.anonymous_capped`; subscribers and users are
+  never capped so;
 * what a killed process had not written yet (up to about a second) is lost.
 
 A record is a small JSON object; :func:`read_refusals` returns them newest first.
@@ -32,6 +38,7 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
+from quotas.conf import quota_settings
 from quotas.engine.decision import _US, Decision, WindowState
 from quotas.engine.keys import refusals_key
 from quotas.engine.redis_connect import STORE_ERRORS
@@ -45,6 +52,8 @@ KEEP_PER_CLIENT = 20
 TTL_SECONDS = 86_400
 #: Records a process holds before writing them (more while Redis is unreachable); the oldest go first.
 BUFFER_SIZE = 1_000
+#: The tags of anonymous clients (by address) start so (``{ip.192.0.2.1}``).
+ANONYMOUS = "ip."
 
 Record = dict[str, Any]
 
@@ -58,8 +67,11 @@ class RefusalLog:
         self._pending: deque[tuple[str, Record]] = deque()
         self._last: dict[str, int] = {}  # client -> the second of its last record
         self._newest = 0  # the newest second noted: older entries of _last can no longer block anything
+        self._anonymous: set[str] = set()  # the anonymous clients recorded in hour _anonymous_hour
+        self._anonymous_hour = -1
         self.dropped = 0  # records lost to the buffer's bound
         self.capped = 0  # refusals not recorded: their client already had one that second
+        self.anonymous_capped = 0  # refusals not recorded: too many anonymous clients this hour
 
     def note(self, client_tag: str, decision: Decision, plan: str | None, scope: str, reason: str) -> None:
         """Note the refusal ``decision`` of ``client_tag`` (``reason`` as the metrics label it)."""
@@ -127,6 +139,10 @@ class RefusalLog:
                 self.capped += 1
                 metrics.observe_refusal_record_lost("capped")
                 return False
+            if client_tag.lstrip("{").startswith(ANONYMOUS) and not self._admit_anonymous(client_tag, second):
+                self.anonymous_capped += 1
+                metrics.observe_refusal_record_lost("anonymous_cap")
+                return False
             self._last[client_tag] = second
             self._newest = max(self._newest, second)
             if len(self._last) > self._size:  # many clients within one write interval
@@ -134,6 +150,22 @@ class RefusalLog:
                 if len(self._last) > self._size:  # all within this second: forgetting them costs a record each
                     self._last.clear()
             return True
+
+    def _admit_anonymous(self, client_tag: str, second: int) -> bool:
+        """Whether anonymous ``client_tag`` may be recorded in the hour of ``second`` (called with the lock held).
+
+        A set of at most the cap's size: the clients recorded this hour.
+        """
+        hour = second // 3600
+        if hour > self._anonymous_hour:  # never back: processes' clocks may disagree around the hour
+            self._anonymous_hour = hour
+            self._anonymous.clear()
+        if client_tag in self._anonymous:
+            return True
+        if len(self._anonymous) >= int(quota_settings.REFUSALS_ANONYMOUS_PER_HOUR):
+            return False
+        self._anonymous.add(client_tag)
+        return True
 
     def _push(self, client_tag: str, record: Record) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from prometheus_client import REGISTRY
 
 from quotas.observability import metrics
 
@@ -137,3 +138,53 @@ def test_staff_and_token_holders_get_healthz_details(client, set_quotas, redis_s
         assert body["redis"]["reachable"] is False
         assert body["redis"]["error"]
         assert body["engine"]["failure_mode"] == "local"
+
+
+def assert_auth_throttled(response) -> None:
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 600
+    assert response["Content-Type"] == "application/problem+json"
+    assert json.loads(response.content)["reason"] == "failed_authentications"
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/healthz"])
+def test_wrong_tokens_count_as_failed_authentications(client, set_quotas, path):
+    """Three wrong tokens per address are answered as usual; the fourth attempt from that address, even with
+    the right token, gets 429 with Retry-After. Other addresses, and staff, are not affected."""
+    set_quotas("METRICS", TOKEN="s3cret-token")
+    set_quotas(FAILED_AUTH_LIMITS={"address": "3/10min", "username": None})
+    guesser = {"REMOTE_ADDR": "203.0.113.9"}
+    counted = failed_auth_sample("counted")
+    for i in range(3):
+        response = client.get(path, HTTP_AUTHORIZATION=f"Bearer guess-{i}", **guesser)
+        if path == "/metrics":
+            assert response.status_code == 401
+        else:
+            assert response.status_code == 200
+            assert "redis" not in response.json()  # the details are for the right token only
+    assert failed_auth_sample("counted") == counted + 3
+    assert_auth_throttled(client.get(path, HTTP_AUTHORIZATION="Bearer guess-3", **guesser))
+    assert_auth_throttled(client.get(path, HTTP_AUTHORIZATION="Bearer s3cret-token", **guesser))
+    right = client.get(path, HTTP_AUTHORIZATION="Bearer s3cret-token", REMOTE_ADDR="198.51.100.4")
+    assert right.status_code == 200
+    staff = get_user_model().objects.create_user("ops", password="x", is_staff=True)
+    browser = Client(**guesser)
+    browser.force_login(staff)
+    assert browser.get(path, HTTP_AUTHORIZATION="Bearer stale").status_code == 200
+
+
+def test_only_bearer_attempts_at_a_set_token_are_counted(client, set_quotas):
+    """No token set: nothing to guess, a bearer header is not counted. Other schemes and no header are no
+    attempt at the token either."""
+    set_quotas(FAILED_AUTH_LIMITS={"address": "1/10min", "username": None})
+    for _ in range(3):
+        assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer x", REMOTE_ADDR="203.0.113.10").status_code == 403
+    set_quotas("METRICS", TOKEN="s3cret-token")
+    for extra in ({}, {"HTTP_AUTHORIZATION": "Basic eDp5"}, {}):
+        assert client.get("/metrics", REMOTE_ADDR="203.0.113.10", **extra).status_code == 401
+    right = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token", REMOTE_ADDR="203.0.113.10")
+    assert right.status_code == 200
+
+
+def failed_auth_sample(outcome: str) -> float:
+    return REGISTRY.get_sample_value("quota_failed_authentications_total", {"outcome": outcome}) or 0.0

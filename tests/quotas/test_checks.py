@@ -46,6 +46,15 @@ def test_project_settings_pass():
         ({"DENIAL_RATE_ALERT": "0.1"}, "quotas.E046"),
         ({"DENIAL_RATE_ALERT": True}, "quotas.E046"),
         ({"DENIAL_RATE_ALERT": float("nan")}, "quotas.E046"),
+        ({"SHAPING_CLIENT_SHARE": 0}, "quotas.E047"),
+        ({"SHAPING_CLIENT_SHARE": 1.5}, "quotas.E047"),
+        ({"SHAPING_CLIENT_SHARE": "0.5"}, "quotas.E047"),
+        ({"SHAPING_CLIENT_SHARE": True}, "quotas.E047"),
+        ({"REFUSALS_ANONYMOUS_PER_HOUR": -1}, "quotas.E048"),
+        ({"REFUSALS_ANONYMOUS_PER_HOUR": 10.5}, "quotas.E048"),
+        ({"REFUSALS_ANONYMOUS_PER_HOUR": None}, "quotas.E048"),
+        ({"USAGE_API_RATE": "lots"}, "quotas.E049"),
+        ({"USAGE_API_RATE": 120}, "quotas.E049"),
     ],
 )
 def test_bad_setting_is_reported(settings, override, expected):

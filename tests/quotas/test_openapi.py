@@ -8,6 +8,9 @@ import textwrap
 
 import pytest
 from drf_spectacular.validation import validate_schema
+from rest_framework.views import APIView
+
+from quotas.openapi import refusals_of
 
 pytestmark = pytest.mark.django_db
 
@@ -61,11 +64,20 @@ def test_503_is_documented_where_the_quota_layer_answers_it(client, settings):
     assert "Retry-After" in responses["503"]["headers"]
 
 
-def test_views_not_throttled_by_quota_throttle_document_no_429(client):
-    """The usage API is not limited by QuotaThrottle, so it promises neither 429 nor RateLimit headers."""
+def test_the_usage_api_documents_its_own_limit(client):
+    """The usage API has a throttle of its own (a QuotaThrottle): 429 and the RateLimit headers are documented."""
     responses = fetch_schema(client)["paths"]["/api/v1/usage/current"]["get"]["responses"]
-    assert "429" not in responses
-    assert "headers" not in responses["200"]
+    assert responses["429"]["content"] == {"application/problem+json": {"schema": PROBLEM_REF}}
+    assert {"RateLimit", "RateLimit-Policy"} <= set(responses["200"]["headers"])
+
+
+def test_views_not_throttled_by_quota_throttle_document_no_429():
+    """A view without QuotaThrottle promises neither 429 nor RateLimit headers."""
+
+    class Unthrottled(APIView):
+        throttle_classes: list = []
+
+    assert refusals_of(Unthrottled()) == {}
 
 
 def test_the_api_key_header_is_an_api_key_security_scheme(client, settings):

@@ -37,6 +37,39 @@ def test_budget_reads_its_size_when_first_used(settings):
     assert shaping.budget.take(0.2, now=50.0) == 0
 
 
+def test_a_client_holds_at_most_its_share_of_the_budget(settings):
+    """Half the budget per client: one client's delays stop at its half, another's still fit the rest."""
+    settings.QUOTAS = {
+        **settings.QUOTAS, "SHAPING_DELAY_BUDGET": 1.0, "SHAPING_DELAY_SHARE": 0.25, "SHAPING_CLIENT_SHARE": 0.5
+    }  # fmt: skip
+    budget = ShapingBudget()
+    assert budget.take(0.3, "{s.1}", now=100.0) == 0
+    # 0.2 s of its own half left; the client's half regains 0.125 s a second: 0.8 s until 0.3 s fits.
+    assert budget.take(0.3, "{s.1}", now=100.0) == pytest.approx(0.1 / 0.125)
+    assert budget.take(0.6, "{s.1}", now=100.0) == float("inf")  # more than its whole share: never
+    assert budget.take(0.5, "{s.2}", now=100.0) == 0  # the refused asks spent nothing of the process's budget
+    assert budget.take(0.3, "{s.1}", now=100.81) == 0
+
+
+def test_without_a_client_only_the_process_budget_counts(settings):
+    settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 1.0, "SHAPING_CLIENT_SHARE": 0.5}
+    budget = ShapingBudget()
+    assert budget.take(0.9, now=100.0) == 0
+
+
+def test_clients_remembered_stay_bounded(settings, monkeypatch):
+    """Past MAX_CLIENTS, clients whose share is full again are forgotten, then the least recently seen."""
+    from quotas.engine import shaping
+
+    monkeypatch.setattr(shaping, "MAX_CLIENTS", 3)
+    settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 100.0, "SHAPING_DELAY_SHARE": 1.0}
+    budget = ShapingBudget()
+    for n in range(10):
+        budget.take(1.0, f"{{s.{n}}}", now=100.0 + n)
+    assert len(budget._clients) <= 3
+    assert "{s.9}" in budget._clients
+
+
 def test_retry_after_is_the_sooner_of_the_budget_and_the_drained_bucket():
     from quotas.engine.shaping import retry_after
 
@@ -83,3 +116,35 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
     totals = usage_totals(redis_client)
     assert totals["a"] == 1 + codes.count(200)
     assert totals["dc"] == len(refused)
+
+
+@pytest.mark.slow
+def test_one_client_saturating_shaping_leaves_room_for_another(settings):
+    """One tenant's shaped requests spend its share of the process's budget, then are refused
+    (shaping_capacity); another tenant's shaped requests are still delayed and served, not refused.
+
+    Both are on a 20/s leaky bucket, so each request sent right after the
+    previous one is held about 0.05 s. The budget is 0.2 s of sleep that
+    practically never refills: the first client gets 0.1 s of it.
+    """
+    settings.QUOTAS = {
+        **settings.QUOTAS, "SHAPING_DELAY_BUDGET": 0.2, "SHAPING_DELAY_SHARE": 0.01, "SHAPING_CLIENT_SHARE": 0.5
+    }  # fmt: skip
+    plan = PlanFactory(slug="shaped", is_default=True)
+    EndpointLimitFactory(plan=plan, name="smooth", rates="20/s", algorithm="leaky_bucket", burst=50, max_delay=1.0)
+    greedy, other = issue_key(plan=plan), issue_key(plan=plan)
+    api = APIClient()
+
+    reasons = []
+    for _ in range(10):  # the greedy client sends until the process stops shaping it
+        r = api.get("/api/demo/ping", HTTP_X_API_KEY=greedy)
+        reasons.append(json.loads(r.content).get("reason") if r.status_code == 429 else r.status_code)
+        if r.status_code == 429:
+            break
+    assert reasons[-1] == "shaping_capacity"
+    assert reasons[:-1].count(200) >= 2  # its first, undelayed, and at least one delayed request
+
+    # Two delayed requests of another client after that: each fits what the first client left.
+    for _ in range(3):
+        r = api.get("/api/demo/ping", HTTP_X_API_KEY=other)
+        assert r.status_code == 200, r.content

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import socket
 import time
+from collections import Counter
 
 import pytest
 import redis
@@ -19,6 +20,7 @@ from quotas.observability.record import labels
 from quotas.observability.refusals import KEEP_PER_CLIENT, TTL_SECONDS, RefusalLog, read_refusals
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule, ban_policy_spec
+from tests.clock import avoid_window_edge
 from tests.factories import UserFactory, issue_key
 
 from .conftest import send
@@ -128,6 +130,50 @@ def test_records_a_write_failed_to_store_are_kept_for_the_next_tick(api, free, r
     assert lost("dropped") == dropped_before + 1
     assert log.write(redis_client, "t") is True
     assert [len(read_refusals(redis_client, "t", c)) for c in ("u.901", "u.902", tag, "u.904")] == [0, 1, 1, 1]
+
+
+def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, redis_client, set_quotas):
+    """Twelve anonymous clients, each from a /64 of its own (a rotating IPv6 attacker), are refused: only the
+    first three (the cap) get a list in Redis, the others are counted as lost; a subscriber refused after
+    them is still recorded."""
+    avoid_window_edge(3600, needed=5.0)  # one hour of the cap for the whole test
+    set_quotas(REFUSALS_ANONYMOUS_PER_HOUR=3)
+    engine = get_engine()
+    before = lost("anonymous_cap")
+    for n in range(12):
+        address = f"2001:db8:{n:x}:1::1"
+        codes = Counter(api.get("/api/demo/ping", REMOTE_ADDR=address).status_code for _ in range(6))
+        assert codes == {200: 5, 429: 1}
+    key = issue_key(plan=free)
+    assert send(api, key, 6) == {200: 5, 429: 1}
+    engine.tick()
+    stored = sorted(k.decode() for k in redis_client.scan_iter(match=f"{engine.prefix}:why:*"))
+    anonymous = [k for k in stored if ":why:{ip." in k]
+    assert len(anonymous) == 3
+    assert refusals_key(engine.prefix, tag_of(key)) in stored
+    assert lost("anonymous_cap") - before == 9
+    assert engine.refusals.anonymous_capped == 9
+    assert len(read_refusals(redis_client, engine.prefix, tag_of(key))) == 1
+
+
+def test_an_anonymous_client_already_recorded_this_hour_keeps_being_recorded(api, free, redis_client, set_quotas):
+    """The cap counts clients, not records: a recorded client's later refusals are kept, a new hour starts
+    afresh (by the decision's clock), and 0 records no anonymous client at all."""
+    set_quotas(REFUSALS_ANONYMOUS_PER_HOUR=1)
+    _, decision = refused_decision(api, issue_key(plan=free))
+    hour = (int(decision.now) // 3600 + 1) * 3600  # the start of the next hour
+    log = RefusalLog()
+    for i, client in enumerate(["{ip.192.0.2.1}", "{ip.192.0.2.2}", "{ip.192.0.2.1}", "{u.5}", "{u.6}"]):
+        log.note(client, dataclasses.replace(decision, now=hour + i), "free", "", "rate")
+    log.note("{ip.192.0.2.2}", dataclasses.replace(decision, now=hour + 3600), "free", "", "rate")
+    assert log.anonymous_capped == 1
+    assert log.write(redis_client, "t")
+    counts = [len(read_refusals(redis_client, "t", c)) for c in ("ip.192.0.2.1", "ip.192.0.2.2", "u.5", "u.6")]
+    assert counts == [2, 1, 1, 1]
+    set_quotas(REFUSALS_ANONYMOUS_PER_HOUR=0)
+    log = RefusalLog()
+    log.note("{ip.192.0.2.3}", decision, "free", "", "rate")
+    assert (len(log), log.anonymous_capped) == (0, 1)
 
 
 def lost(reason: str) -> float:
