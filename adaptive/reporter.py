@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from . import store
 from .conf import adaptive_settings
-from .load import CpuMeter, host_sample
+from .load import CpuMeter, host_name, host_sample
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,9 @@ class LoadReporter:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.thread: threading.Thread | None = None
+        #: The sample this process published last (None before the first): what /metrics shows of this host
+        #: until the controller has exported its own reading (see signal_series).
+        self.last_sample: dict[str, Any] | None = None
 
     def ensure_started(self) -> None:
         if self._pid == os.getpid():
@@ -98,6 +101,7 @@ class LoadReporter:
                 return
             try:
                 sample = host_sample(cpu, latency)
+                self.last_sample = sample
                 latency = publish_sample(store.get_client(), sample, float(adaptive_settings.SAMPLE_TTL))
             except RedisError as exc:
                 latency = None
@@ -117,3 +121,20 @@ def ensure_reporter() -> None:
 def stop_reporter() -> None:
     """Stop this process's reporter thread (tests; settings changes)."""
     _reporter.stop()
+
+
+def signal_series() -> list[tuple[dict[str, str], float]]:
+    """This host's load signals for /metrics until the controller exports them: every signal the controller
+    reads (``SIGNALS``), at this process's last published reading, or at 0 before its first or where it has none.
+
+    Registered in :meth:`adaptive.apps.AdaptiveAppConfig.ready` with
+    :func:`quotas.observability.metrics.add_default_series`.
+    """
+    sample = _reporter.last_sample or {}
+    host = str(sample.get("host") or host_name())
+    series = []
+    for name in adaptive_settings.SIGNALS:
+        value = sample.get(name)
+        reading = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+        series.append(({"signal": name, "host": host}, reading))
+    return series

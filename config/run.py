@@ -7,7 +7,8 @@ directly, and honcho stops every child's process group.
 
 Environment: ``PORT`` (default 8000), ``REDIS_URL`` (default: embedded), ``RUN_DIR`` (default ``run/``; the
 end-to-end test points it elsewhere so it never shares the developer's Redis data or beat schedule),
-``PROMETHEUS_MULTIPROC_DIR`` (default: ``$RUN_DIR/prometheus``, emptied at start).
+``PROMETHEUS_MULTIPROC_DIR`` (default: ``$RUN_DIR/prometheus``, emptied at start). It sets
+``SECURE_SSL_REDIRECT``, ``SESSION_COOKIE_SECURE`` and ``CSRF_COOKIE_SECURE`` off: the demo is plain HTTP.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from config.secret_key import ensure_key, run_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_PORT = 8000
+#: gunicorn serves plain HTTP on 127.0.0.1 here, so the HTTPS settings a deployment gets by default with DEBUG off
+#: (config/settings.py) are off: no redirect to an https:// nobody serves, cookies that plain HTTP may carry.
+PLAIN_HTTP = {"SECURE_SSL_REDIRECT": "false", "SESSION_COOKIE_SECURE": "false", "CSRF_COOKIE_SECURE": "false"}
 
 
 def port_is_free(port: int) -> bool:
@@ -106,6 +110,7 @@ def main() -> None:
         # `make run` does not activate the venv; the Procfile's gunicorn and celery must still be ours.
         PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         PYTHONUNBUFFERED="1",  # log lines reach honcho's pipes as they happen
+        **PLAIN_HTTP,
     )
     django.setup()
     from django.conf import settings

@@ -6,6 +6,7 @@ README's table of variables); every default works on a fresh checkout.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -38,6 +39,31 @@ if not SECRET_KEY:
     )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# HTTPS (`manage.py check --deploy`; see the README's "Deployment settings"). With DEBUG off, plain HTTP is
+# redirected and cookies go over HTTPS only; `make run` (config/run.py), which serves plain HTTP on loopback,
+# turns these three off for itself.
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+# HSTS tells browsers never to use plain HTTP here again, which cannot be taken back before max-age runs out: it
+# stays off until a deployment sets it (start small, e.g. 3600, then a year). Subdomains and the browsers' preload
+# list are the domain owner's decision.
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Behind a proxy that terminates TLS: the header by which it says the client used HTTPS, as `Name` (value "https",
+# e.g. X-Forwarded-Proto) or `Name=value` (e.g. X-Forwarded-Ssl=on). Unset: none is believed. Only where that proxy
+# sets the header on every request and drops a client's own, or any client could claim HTTPS.
+_proxy_ssl_header = env.str("SECURE_PROXY_SSL_HEADER", default="")
+if _proxy_ssl_header:
+    _name, _, _value = (part.strip() for part in _proxy_ssl_header.partition("="))
+    if not re.fullmatch(r"[A-Za-z0-9-]+", _name):
+        raise ImproperlyConfigured(
+            f"SECURE_PROXY_SSL_HEADER={_proxy_ssl_header!r}: expected a header name, optionally with =value "
+            "(e.g. X-Forwarded-Proto or X-Forwarded-Ssl=on)."
+        )
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _name.upper().replace("-", "_"), _value or "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

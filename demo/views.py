@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from decimal import Decimal
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,9 +17,24 @@ CHARS_PER_UNIT = 2000
 PRICE_PER_1K_CHARS = Decimal("0.05")
 
 
+class PongSerializer(serializers.Serializer):
+    pong = serializers.BooleanField()
+
+
+class ResultSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+
+
+class SearchSerializer(serializers.Serializer):
+    q = serializers.CharField()
+    results = ResultSerializer(many=True)
+
+
 class PingView(APIView):
     """Cheap: counts only against the plan-wide limit."""
 
+    @extend_schema(responses=PongSerializer)
     def get(self, request: Request) -> Response:
         return Response({"pong": True})
 
@@ -28,6 +44,10 @@ class SearchView(APIView):
 
     quota_scope = "search"
 
+    @extend_schema(
+        parameters=[OpenApiParameter("q", str, description="The words to look for (at most 200 characters).")],
+        responses=SearchSerializer,
+    )
     def get(self, request: Request) -> Response:
         q = request.query_params.get("q", "")
         if len(q) > 200:
@@ -44,6 +64,12 @@ class SearchView(APIView):
 class GenerateSerializer(serializers.Serializer):
     prompt = serializers.CharField(max_length=MAX_PROMPT, allow_blank=False)
     max_output = serializers.IntegerField(min_value=1, max_value=MAX_OUTPUT, default=MAX_OUTPUT)
+
+
+class GeneratedSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    units = serializers.IntegerField(help_text="Rate units spent: 1, plus 1 per full 2,000 prompt characters.")
+    cost = serializers.DecimalField(max_digits=12, decimal_places=6, help_text="The actual cost charged.")
 
 
 class GenerateView(APIView):
@@ -67,6 +93,7 @@ class GenerateView(APIView):
     def get_quota_cost(self, request: Request) -> Decimal:
         return price(len(self._prompt(request)) + MAX_OUTPUT)
 
+    @extend_schema(request=GenerateSerializer, responses=GeneratedSerializer)
     def post(self, request: Request) -> Response:
         serializer = GenerateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -13,7 +13,9 @@ class QuotasConfig(AppConfig):
 
         from quotas import checks  # noqa: F401  (registers the system checks)
         from quotas.engine.runtime import reset_engine
+        from quotas.http.views import plan_multipliers
         from quotas.identity.auth_failures import on_login_failed
+        from quotas.observability import metrics
 
         def _on_setting_changed(*, setting: str, **kwargs: object) -> None:
             # override_settings(QUOTAS=...) in tests must not see a stale engine.
@@ -21,6 +23,8 @@ class QuotasConfig(AppConfig):
                 reset_engine()
 
         setting_changed.connect(_on_setting_changed, weak=False, dispatch_uid="quotas-settings")
+        # Every plan's multiplier is in /metrics from the first scrape, at 1 until the controller cuts it.
+        metrics.add_default_series(metrics.adaptive_multiplier, plan_multipliers)
         if apps.is_installed("django.contrib.auth"):
             from django.contrib.auth.signals import user_logged_in, user_login_failed
 

@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from config.embedded_redis import free_port
+from config.run import PLAIN_HTTP
 from config.secret_key import read_key
 from plans.management.commands.seed_demo import demo_key
 
@@ -118,9 +119,10 @@ def run_env(tmp_path: Path) -> dict[str, str]:
     """config.run's environment as `make run` builds it on a fresh checkout.
 
     A free PORT, no REDIS_URL (so Redis is embedded), no SECRET_KEY (so the run
-    directory's generated key is used by every command), a migrated and seeded SQLite.
+    directory's generated key is used by every command), none of the HTTPS switches
+    the test session sets (config.run must turn them off itself), a migrated and seeded SQLite.
     """
-    unset = ("REDIS_URL", "CELERY_BROKER_URL", "DATABASE_URL", "SECRET_KEY")
+    unset = ("REDIS_URL", "CELERY_BROKER_URL", "DATABASE_URL", "SECRET_KEY", *PLAIN_HTTP)
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(PORT=str(free_port()), SQLITE_PATH=str(tmp_path / "db.sqlite3"), RUN_DIR=str(tmp_path / "run"))
     for command in (["-m", "config.secret_key"], ["manage.py", "migrate", "--noinput"], ["manage.py", "seed_demo"]):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from config.secret_key import key_file, read_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -70,3 +72,92 @@ def test_the_generator_writes_nothing_when_the_environment_has_a_key(tmp_path):
     run_dir = tmp_path / "run"
     assert run(["-m", "config.secret_key"], run_dir, SECRET_KEY="k" * 50).returncode == 0
     assert not key_file(run_dir).exists()
+
+
+def refused(result: subprocess.CompletedProcess, path: Path) -> str:
+    """The ImproperlyConfigured message ``result`` ended with (asserting it failed with one naming ``path``)."""
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), result.stderr
+    assert f"The secret key file {path} " in last
+    assert "or set the SECRET_KEY environment variable" in last
+    return last
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o666], ids=lambda mode: f"{mode:04o}")
+def test_a_key_file_open_to_group_or_others_refuses_to_start(tmp_path, mode):
+    """The usage spool's rule: no permission bits for group or others. The message says to chmod 600."""
+    run_dir = tmp_path / "run"
+    run(["-m", "config.secret_key"], run_dir)
+    key_file(run_dir).chmod(mode)
+    message = refused(run(["manage.py", "check"], run_dir), key_file(run_dir))
+    assert f"is open to group or others (mode {mode:04o})" in message
+    assert f"run `chmod 600 {key_file(run_dir)}`" in message
+    key_file(run_dir).chmod(0o600)
+    assert run(["manage.py", "check"], run_dir).returncode == 0  # the fix the message gave
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_a_key_file_owned_by_another_user_refuses_to_start(tmp_path):
+    """Even private (0600), a file this user does not own is not trusted; the message says to chown it."""
+    run_dir = tmp_path / "run"
+    run(["-m", "config.secret_key"], run_dir)
+    os.chown(key_file(run_dir), 65534, 65534)
+    message = refused(run(["manage.py", "check"], run_dir), key_file(run_dir))
+    assert f"belongs to uid 65534, not to this user (uid {os.getuid()})" in message
+    assert f"run `chown {os.getuid()} {key_file(run_dir)}`" in message
+
+
+def test_an_empty_key_file_refuses_to_start_saying_it_is_empty(tmp_path):
+    """An empty file (a failed write, a truncation) is not "no key": DEBUG or not, nothing starts on it."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    key_file(run_dir).touch(mode=0o600)
+    for debug in ("0", "1"):
+        message = refused(run(["manage.py", "check"], run_dir, DEBUG=debug), key_file(run_dir))
+        assert "is empty" in message
+        assert "python -m config.secret_key" in message
+    assert key_file(run_dir).read_text() == ""  # not overwritten behind the operator's back
+    key_file(run_dir).unlink()
+    assert run(["-m", "config.secret_key"], run_dir).returncode == 0  # the fix the message gave
+    assert len(read_key(run_dir)) >= 50
+
+
+def test_a_symbolic_link_as_key_file_refuses_to_start(tmp_path):
+    """The link may be private while what it points to is not: only a regular file of its own is trusted."""
+    run_dir = tmp_path / "run"
+    run(["-m", "config.secret_key"], tmp_path / "elsewhere")
+    run_dir.mkdir()
+    key_file(run_dir).symlink_to(key_file(tmp_path / "elsewhere"))
+    assert "is a symbolic link" in refused(run(["manage.py", "check"], run_dir), key_file(run_dir))
+
+
+def test_the_make_run_generator_refuses_a_bad_file_too(tmp_path):
+    """`make run`'s first step stops on the same message rather than starting the platform on a bad key."""
+    run_dir = tmp_path / "run"
+    run(["-m", "config.secret_key"], run_dir)
+    key_file(run_dir).chmod(0o644)
+    refused(run(["-m", "config.secret_key"], run_dir), key_file(run_dir))
+
+
+def test_the_environment_key_needs_no_file_so_a_bad_file_is_not_read(tmp_path):
+    """A deployment with SECRET_KEY set starts whatever lies in the run directory."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    key_file(run_dir).touch(mode=0o644)
+    assert run(["manage.py", "check"], run_dir, SECRET_KEY="k" * 50).returncode == 0
+
+
+def test_processes_racing_to_generate_the_key_all_read_the_one_written(tmp_path):
+    """No process sees a half-written (empty) file: each gets the same whole key."""
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    env["RUN_DIR"] = str(run_dir)
+    code = "from config.secret_key import ensure_key, run_dir; print(ensure_key(run_dir()))"
+    racers = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=BASE_DIR, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    keys = {racer.communicate(timeout=60)[0].strip() for racer in racers}
+    assert keys == {read_key(run_dir)}
+    assert [p.name for p in run_dir.iterdir()] == ["secret_key"]  # no temporary file left behind

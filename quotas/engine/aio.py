@@ -29,7 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from quotas.conf import quota_settings
 from quotas.engine.core import Engine
 from quotas.engine.decision import Decision
-from quotas.engine.redis_connect import STORE_ERRORS, parse_url
+from quotas.engine.redis_connect import MAX_CONNECTIONS, STORE_ERRORS, parse_url
 from quotas.engine.scripts import AsyncLuaScript
 from quotas.rules.snapshot import Window
 
@@ -95,6 +95,7 @@ def _script(engine: Engine) -> Any:
         # As the engine's client (quotas/engine/redis_connect.py): a timeout is never retried, since the
         # script may have run; a refused connection is retried once, at once.
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        max_connections=MAX_CONNECTIONS,  # the sync clients' cap: one per in-flight decision at most
     )
     script = AsyncLuaScript(client, "decide")
     # An engine rebuilt after a settings change gets a new client; the old one's connections close

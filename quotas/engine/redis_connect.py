@@ -62,6 +62,12 @@ def is_script_error(exc: BaseException) -> bool:
     return isinstance(exc, ResponseError) and not str(exc).startswith(_UNAVAILABLE_REPLIES)
 
 
+#: Connections a client's pool may hold open (per node of a cluster): the sync clients of :func:`connect` and
+#: the asyncio client of quotas/engine/aio.py alike. redis-py 8's default is the same 100, but older releases,
+#: which pyproject.toml still allows, default to 2**31 (no cap); the cap should not depend on the installed
+#: redis-py. A thread or task that decides holds one connection at a time, so only a leak or a flood reaches it;
+#: past it redis-py raises ConnectionError ("Too many connections") instead of opening connections without end.
+MAX_CONNECTIONS = 100
 #: Retries of a cluster command after a connection error or CLUSTERDOWN, each after re-reading the slot
 #: map (redis-py's default is 10 with exponential backoff, seconds of blocking per request during an
 #: outage). One retry follows a completed failover; anything longer is the failure mode's job.
@@ -157,18 +163,19 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
         "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
     }
     auth: dict[str, Any] = {"username": store.username, "password": store.password}
+    pool: dict[str, Any] = {"max_connections": MAX_CONNECTIONS}
     # redis-py retries timeouts by default, which could run a command twice; here only a connection
     # error is retried, once and at once (the engine's scripts handle their own, see quotas/engine/scripts.py).
     socket["retry"] = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     if store.topology == "standalone":
-        return redis.Redis.from_url(url, **socket)
+        return redis.Redis.from_url(url, **socket, **pool)
     if store.topology == "sentinel":
         sentinel_kwargs = {**socket, "password": store.sentinel_password}
         sentinel_kwargs.pop("retry")
         sentinel = Sentinel(list(store.hosts), sentinel_kwargs=sentinel_kwargs, **socket)
         # A plain redis.Redis (LuaScript keeps its direct path) whose pool finds the primary through the Sentinels.
         return sentinel.master_for(
-            store.service_name, connection_pool_class=FollowingSentinelPool, db=store.db, **auth, **socket
+            store.service_name, connection_pool_class=FollowingSentinelPool, db=store.db, **auth, **socket, **pool
         )
     try:
         socket.pop("retry")
@@ -177,6 +184,7 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
             retry=Retry(NoBackoff(), CLUSTER_RETRIES),
             **auth,
             **socket,
+            **pool,
         )
     except STORE_ERRORS as exc:
         # Imported here: config/settings.py imports this module, and .exceptions imports DRF.

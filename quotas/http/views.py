@@ -13,7 +13,7 @@ from quotas.engine.redis_connect import STORE_ERRORS, describe
 from quotas.engine.runtime import get_engine
 from quotas.http import problems
 from quotas.identity.auth_failures import address_tag, failed_auth
-from quotas.observability.metrics import exposition
+from quotas.observability.metrics import DefaultSeries, default_series, exposition
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -174,10 +174,21 @@ def metrics(request: HttpRequest) -> HttpResponse:
                     "scraper on this host with no proxy in front, set QUOTAS['METRICS']['ALLOW_LOOPBACK'] = True).",
                 )
             )
-    body, content_type = exposition(request.headers.get("Accept", ""))
+    body, content_type = exposition(request.headers.get("Accept", ""), default_series())
     response = HttpResponse(body, content_type=content_type)
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def plan_multipliers() -> list[DefaultSeries]:
+    """Every plan of the rules snapshot at the adaptive multiplier in force (1 unless the controller cut it).
+
+    /metrics shows these wherever no process has published a plan's
+    multiplier yet (see :func:`quotas.observability.metrics.add_default_series`).
+    """
+    rules = get_engine().rules
+    snapshot = rules.current()
+    return [({"plan": plan.slug}, rules.multipliers.get(plan_id, 1.0)) for plan_id, plan in snapshot.plans.items()]
 
 
 def _problem(status: int, slug: str, detail: str) -> dict:

@@ -28,6 +28,13 @@ processes stay, so totals never go backwards. Gauges say how they combine:
 
 Without the variable (tests, ``runserver``) the default registry of this
 process is exposed.
+
+**From the first scrape.** Series that exist before anything set them: the
+Redis operations' errors, the failed-authentication outcomes, the engine
+modes (below, at import), and, computed at each scrape by providers the apps
+register (:func:`add_default_series`), every plan's adaptive multiplier and
+this host's load signals. Those are added to the exposition only where no
+process has set the series, so they never mask a published value.
 """
 
 from __future__ import annotations
@@ -36,10 +43,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 logger = logging.getLogger(__name__)
@@ -113,6 +121,14 @@ class BoundedLabel:
         self._overflow = label_overflow.labels(name)
 
     def __call__(self, value: object) -> str:
+        text = self.admit(value)
+        if text is None:
+            self._overflow.inc()
+            return OTHER
+        return text
+
+    def admit(self, value: object) -> str | None:
+        """The label value for ``value``, or None (counting nothing) where calling the label would give ``other``."""
         text = NONE if value is None or value == "" else str(value)
         if text in self.seen:  # the hot path: a set lookup, no lock
             return text
@@ -121,8 +137,7 @@ class BoundedLabel:
                 if text in self.seen or len(self.seen) < self.limit:
                     self.seen.add(text)
                     return text
-        self._overflow.inc()
-        return OTHER
+        return None
 
     def admits(self, value: object) -> bool:
         """Whether ``value`` is its own label value (or ``none``), now and for the life of the process."""
@@ -134,6 +149,8 @@ scope_label = BoundedLabel("scope", MAX_SCOPES)
 operation_label = BoundedLabel("operation", MAX_OPERATIONS)
 signal_label = BoundedLabel("signal", MAX_SIGNALS)
 host_label = BoundedLabel("host", MAX_HOSTS)
+#: The bounded label behind each label name a default series may carry (see add_default_series).
+_DEFAULT_LABELS = {"plan": plan_label, "signal": signal_label, "host": host_label}
 
 decisions = Counter(
     "quota_decisions",
@@ -303,17 +320,90 @@ def set_active_bans(n: int) -> None:
     active_bans.set(n)
 
 
-def exposition(accept: str = "") -> tuple[bytes, str]:
+#: A series a scrape shows before any process has set it: its labels (raw values) and its value.
+DefaultSeries = tuple[Mapping[str, object], float]
+#: Default series of one metric by label set: the labels (bounded values) and the value.
+_Wanted = dict[frozenset[tuple[str, str]], tuple[dict[str, str], float]]
+#: What :func:`default_series` returns: per metric name, its gauge and its default series.
+Defaults = dict[str, tuple[Gauge, _Wanted]]
+_default_providers: dict[str, tuple[Gauge, Callable[[], Iterable[DefaultSeries]]]] = {}
+
+
+def add_default_series(gauge: Gauge, provider: Callable[[], Iterable[DefaultSeries]]) -> None:
+    """Have /metrics show the series ``provider`` returns wherever no process has set them yet.
+
+    ``provider`` runs at every scrape (not at import: it may read the rules
+    snapshot or settings). A series any process did set is shown as set: a
+    default never masks a published value, which writing the value itself
+    would do under ``mostrecent`` for as long as the default was the newer.
+    Registering again for the same gauge replaces the provider.
+    """
+    _default_providers[_family(gauge).name] = (gauge, provider)
+
+
+def default_series() -> Defaults:
+    """Every registered provider's series by metric name and label set; a failing provider is logged and skipped."""
+    out: Defaults = {}
+    for name, (gauge, provider) in _default_providers.items():
+        wanted: _Wanted = {}
+        try:
+            for raw, value in provider():
+                labels = {label: _DEFAULT_LABELS[label].admit(v) for label, v in raw.items()}
+                admitted = {label: v for label, v in labels.items() if v is not None}
+                if len(admitted) == len(labels):  # a value past its label's bound gets no series of its own
+                    wanted.setdefault(frozenset(admitted.items()), (admitted, float(value)))
+        except Exception as exc:  # a scrape must not fail for want of defaults (e.g. no database yet)
+            logger.warning("quotas.observability.metrics: default series of %s unavailable: %s", name, exc)
+            continue
+        out[name] = (gauge, wanted)
+    return out
+
+
+class _WithDefaults:
+    """A registry's families, each missing default series added (and a family nobody set yet, made)."""
+
+    def __init__(self, registry: CollectorRegistry, defaults: Defaults) -> None:
+        self.registry = registry
+        self.defaults = defaults
+
+    def collect(self) -> Iterator[Metric]:
+        missing = dict(self.defaults)
+        for family in self.registry.collect():
+            entry = missing.pop(family.name, None)
+            if entry is not None:
+                _add_missing(family, entry[1])
+            yield family
+        for gauge, wanted in missing.values():
+            family = _family(gauge)
+            _add_missing(family, wanted)
+            if family.samples:
+                yield family
+
+
+def _family(gauge: Gauge) -> Metric:
+    """A new, empty family of ``gauge``: its name, help and type."""
+    return next(iter(gauge.describe()))
+
+
+def _add_missing(family: Metric, wanted: _Wanted) -> None:
+    present = {frozenset(sample.labels.items()) for sample in family.samples}
+    for key, (labels, value) in wanted.items():
+        if key not in present:
+            family.add_sample(family.name, labels, value)
+
+
+def exposition(accept: str = "", defaults: Defaults | None = None) -> tuple[bytes, str]:
     """The metrics of every process (or of this one) and their content type, as ``accept`` prefers.
 
     Prometheus' text format by default; OpenMetrics when ``accept`` asks for it.
+    ``defaults`` (from :func:`default_series`) adds the series nobody set yet.
     """
     registry: CollectorRegistry = REGISTRY
     if multiprocess_dir():
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
     encoder, content_type = choose_encoder(accept)
-    return encoder(registry), content_type
+    return encoder(_WithDefaults(registry, defaults) if defaults else registry), content_type
 
 
 # Every contracted series exists before its first event: a dashboard or alert on them sees 0, not nothing.

@@ -4,7 +4,8 @@
 daemon thread polls one small version key every ``RULES_CHECK_INTERVAL``
 seconds (never on the request path) and marks the snapshot stale when it
 moved; the next request reloads it. The same thread reads the adaptive
-multipliers and runs the engine's background tick (usage flush, Redis probe).
+multipliers, runs the engine's background tick (usage flush, Redis probe) and
+retries a version bump Redis did not take (:meth:`RulesCache.invalidate`).
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ class RulesCache:
         self._loaded_at = 0.0
         self._last_error = ""
         self._lock = threading.Lock()
+        # A version bump Redis did not take (see invalidate): owed until the poller's retry lands.
+        self._bump_lock = threading.Lock()
+        self._bump_owed = False
+        self._bump_failures = 0
         self._poller_pid: int | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -220,16 +225,42 @@ class RulesCache:
         self._stale = True
 
     def invalidate(self) -> None:
-        """Tell every process that rules changed: bump the version, reload here."""
+        """Tell every process that rules changed: bump the version, reload here.
+
+        A bump Redis does not take (unreachable, a failover) is owed: the poller
+        retries it every ``interval`` until it lands, so that other processes do
+        not keep serving what changed (a revoked key) until the next change.
+        """
         self._stale = True
         self.on_reload()
-        try:
-            self.redis.incr(self.version_key)
-        except STORE_ERRORS:
-            logger.warning(
-                "quotas: could not bump the rules version; other processes will see the change when Redis is back",
-                exc_info=True,
-            )
+        with self._bump_lock:
+            self._bump_owed = True
+        self._bump_version()
+        if self._bump_owed and self.interval > 0 and self._poller_pid != os.getpid():
+            self._start_poller()  # a process that has not decided yet (a shell, a command) retries too
+
+    def _bump_version(self) -> None:
+        """INCR the version key if a bump is owed; logs the first failure and the bump that lands after one."""
+        with self._bump_lock:
+            if not self._bump_owed:
+                return
+            try:
+                self.redis.incr(self.version_key)
+            except STORE_ERRORS as exc:
+                self._bump_failures += 1
+                if self._bump_failures == 1:
+                    retry = f"retrying every {self.interval:g} s, while this process runs, until Redis takes it"
+                    if self.interval <= 0:
+                        retry = "not retried: with RULES_CHECK_INTERVAL 0 no process polls the version"
+                    logger.warning("quotas: could not bump the rules version (%s); %s", exc, retry)
+                return
+            self._bump_owed = False
+            if self._bump_failures:
+                logger.warning(
+                    "quotas: rules version bumped after %d failed attempts; other processes reload their rules now",
+                    self._bump_failures,
+                )
+                self._bump_failures = 0
 
     def subscriber_for_key(self, key_hash: str) -> Subscriber | None:
         """The subscriber of an API key hash (cached; one query per key per reload).
@@ -329,6 +360,8 @@ class RulesCache:
                 logger.exception("quotas: rules poller failed; retrying next interval")
 
     def _poll_once(self) -> None:
+        if self._bump_owed:
+            self._bump_version()
         rules = self._rules
         if rules is not None and not self._stale and self._read_version() != rules.version:
             self._stale = True

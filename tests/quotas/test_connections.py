@@ -8,7 +8,11 @@ import time
 
 import pytest
 import redis
+from asgiref.sync import async_to_sync
 
+from quotas.django.guard import rate_rule
+from quotas.engine import aio
+from quotas.engine.redis_connect import MAX_CONNECTIONS
 from quotas.engine.scripts import LuaScript
 
 
@@ -74,3 +78,18 @@ def test_every_script_on_one_client_shares_the_threads_connection(redis_client):
     assert (first(keys=[], args=[]), second(keys=[], args=[])) == (1, 2)
     assert first._local.held is second._local.held
     assert len(redis_client.connection_pool._in_use_connections) == 1
+
+
+def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(engine, redis_client):
+    """The client async views decide with (a real one, on the test Redis) caps its pool as the sync client does."""
+    window = rate_rule("capped", "5/min", "fixed_window").windows[0]
+
+    async def decide_and_read_the_cap() -> int:
+        decision = await aio.decide(engine, "{ip.192.0.2.9}", [window])
+        assert decision.allowed  # the client was used for a real decision, not only built
+        cap = aio._script(engine).client.connection_pool.max_connections
+        await aio.close()
+        return cap
+
+    assert async_to_sync(decide_and_read_the_cap)() == MAX_CONNECTIONS
+    assert engine.redis.connection_pool.max_connections == MAX_CONNECTIONS

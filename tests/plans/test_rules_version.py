@@ -1,0 +1,75 @@
+"""A rules change tells every process by bumping the version in Redis, even when Redis is down at that moment."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from plans.models import APIKey
+from quotas.conf import quota_settings
+from quotas.engine.keys import rules_version_key
+from quotas.engine.runtime import get_engine
+from tests.factories import issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+INTERVAL = 0.1
+
+
+def wait_for(condition, timeout: float) -> float | None:
+    """Seconds until ``condition()`` held, or None if it did not within ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(0.02)
+    return None
+
+
+def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
+    redis_server, redis_client, set_quotas, django_capture_on_commit_callbacks, caplog
+):
+    """Revoked during an outage: the bump Redis refused is retried by the poller, and lands within a few intervals.
+
+    Without the retry the version stayed where it was, so processes that never saw Redis fail kept serving
+    the revoked key from their caches until some later rules change.
+    """
+    set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
+    issue_key()
+    key = APIKey.objects.get()
+    get_engine().rules.current()  # this process's poller runs, as in a worker that has served requests
+    version_key = rules_version_key(quota_settings.KEY_PREFIX)
+    caplog.set_level(logging.WARNING, logger="quotas.rules.cache")
+
+    redis_server.stop()
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            key.revoke()  # committed: the bump runs now, and Redis refuses it
+        time.sleep(3 * INTERVAL)  # the poller retries meanwhile, in vain
+    finally:
+        redis_server.start()  # empty: without the retried bump, the version key would stay absent
+
+    landed_after = wait_for(lambda: redis_client.get(version_key) is not None, timeout=10 * INTERVAL + 1)
+    assert landed_after is not None, "the owed bump never reached Redis"
+    assert redis_client.get(version_key) == b"1"  # bumped once, not once per failed attempt
+    time.sleep(3 * INTERVAL)
+    assert redis_client.get(version_key) == b"1"  # and no longer owed
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("could not bump the rules version" in m for m in messages) == 1, messages
+    assert sum("rules version bumped after" in m for m in messages) == 1, messages
+
+
+def test_a_bump_that_lands_is_not_repeated(redis_client, set_quotas, django_capture_on_commit_callbacks):
+    """With Redis up a change bumps the version once, and the poller adds nothing."""
+    set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
+    issue_key()
+    key = APIKey.objects.get()
+    get_engine().rules.current()
+    version_key = rules_version_key(quota_settings.KEY_PREFIX)
+    before = int(redis_client.get(version_key) or 0)
+    with django_capture_on_commit_callbacks(execute=True):
+        key.revoke()
+    time.sleep(3 * INTERVAL)
+    assert int(redis_client.get(version_key) or 0) == before + 1
