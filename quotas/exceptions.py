@@ -1,9 +1,10 @@
-"""Exceptions raised by the quota engine; each carries the data a caller needs."""
+"""Exceptions raised by the quota engine and service; each carries the data a caller needs.
+
+Framework-free: the DRF adapter turns a refusal into the DRF exception it is
+(:mod:`quotas.drf.exceptions`).
+"""
 
 from __future__ import annotations
-
-from rest_framework import status
-from rest_framework.exceptions import APIException, AuthenticationFailed, Throttled
 
 
 class QuotaError(Exception):
@@ -29,47 +30,47 @@ class InvalidRate(ValueError):
     """A rate string such as ``"10/s; 100/min"`` could not be parsed."""
 
 
-class ProblemException(APIException):
-    """An ordinary DRF exception that also carries its RFC 9457 problem body.
+class ProblemException(QuotaError):
+    """A request the quota layer refuses, with its RFC 9457 problem body; framework-free.
 
-    ``problem`` is the body (type, title, status, detail, extras); ``detail``
-    is its human sentence, so any exception handler can show it. The handler
-    in :mod:`quotas.drf.handlers` sends the whole body as
-    ``application/problem+json``; DRF's own handler sends ``{"detail": ...}``.
+    ``problem`` is the body (type, title, status, detail, extras);
+    ``status_code`` its HTTP status; ``wait`` the seconds for ``Retry-After``
+    (None: none). Front doors answer it in their framework's way: the plain
+    Django ones with :func:`quotas.http.problems.refusal_response`, the DRF
+    adapter by raising the matching DRF exception
+    (:func:`quotas.drf.exceptions.drf_exception`).
     """
 
-    def __init__(self, problem: dict[str, object], wait: int | None = None) -> None:
-        super().__init__(detail=str(problem.get("detail", problem.get("title"))))
+    status_code = 400
+
+    def __init__(self, problem: dict[str, object], wait: float | None = None) -> None:
+        super().__init__(str(problem.get("detail", problem.get("title"))))
         self.problem = problem
         self.status_code = int(str(problem["status"]))
-        self.wait = wait  # DRF's exception handlers turn it into Retry-After (set after Throttled's __init__)
+        self.wait = wait
+
+    @property
+    def detail(self) -> str:
+        """The problem's human sentence."""
+        return str(self.args[0]) if self.args else ""
 
 
-class QuotaExceeded(ProblemException, Throttled):
-    """A request refused by a limit, a budget, a ban or a full shaping queue (429).
+class QuotaExceeded(ProblemException):
+    """A request refused by a limit, a budget, a ban or a full shaping queue (429)."""
 
-    A :class:`~rest_framework.exceptions.Throttled`, so DRF's handler and a
-    project's own see the refusal they know, with ``wait`` as Retry-After.
-    """
-
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    status_code = 429
 
 
-class InvalidAPIKey(ProblemException, AuthenticationFailed):
-    """The request sent an API key that is unknown, malformed, revoked or expired (401).
+class InvalidAPIKey(ProblemException):
+    """The request sent an API key that is unknown, malformed, revoked or expired (401)."""
 
-    An :class:`~rest_framework.exceptions.AuthenticationFailed`: DRF answers it
-    with the first authentication class's ``WWW-Authenticate`` header, so
-    :class:`quotas.drf.authentication.APIKeyAuthentication` goes first.
-    """
-
-    status_code = status.HTTP_401_UNAUTHORIZED
+    status_code = 401
 
 
 class QuotaServiceUnavailable(ProblemException):
     """The quota store is down and QUOTAS['FAILURE_MODE'] is ``closed`` (503)."""
 
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    status_code = 503
 
 
 class RulesUnavailable(ProblemException):
@@ -80,28 +81,28 @@ class RulesUnavailable(ProblemException):
     ``wait`` is when the next attempt to read the database is due.
     """
 
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    status_code = 503
 
 
 class ReducedCapacity(ProblemException):
     """Refused only because adaptive limits are reduced under load (503)."""
 
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    status_code = 503
 
 
 class AccessDenied(ProblemException):
     """A deny-list entry refuses the request (403)."""
 
-    status_code = status.HTTP_403_FORBIDDEN
+    status_code = 403
 
 
 class InvalidQuotaRequest(ProblemException):
     """A request whose weight or cost, as its view derived it, is out of bounds (400)."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code = 400
 
 
-class AuthThrottled(ProblemException, Throttled):
+class AuthThrottled(ProblemException):
     """Too many failed authentications from this address (or for this username): 429 with Retry-After."""
 
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    status_code = 429

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,37 @@ def test_modules_stay_small(app):
     """No module of a reusable app grows past MAX_LINES lines."""
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in sources(app)}
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+NO_DRF_PROBE = """
+import sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "rest_framework" or name.startswith("rest_framework."):
+            raise ImportError(f"DRF is not installed here: {name}")
+
+sys.meta_path.insert(0, Block())
+import django
+from django.conf import settings
+
+settings.configure(
+    SECRET_KEY="layout-probe", INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "quotas"],
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+)
+django.setup()
+import quotas.api, quotas.django.decorators, quotas.django.middleware, quotas.middleware, quotas.service
+from django.core.checks import run_checks
+
+run_checks()
+assert not [m for m in sys.modules if m.startswith("rest_framework")]
+"""
+
+
+def test_the_plain_django_front_doors_and_the_service_need_no_drf():
+    """A project without DRF can install quotas and use @quota_limited, PathQuotaMiddleware, QuotaHeadersMiddleware
+    and the service: none of them, nor the system checks, imports rest_framework."""
+    result = subprocess.run(
+        [sys.executable, "-c", NO_DRF_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -9,6 +9,7 @@ from django.http import HttpResponse
 from rest_framework import exceptions
 
 from quotas.conf import quota_settings
+from quotas.drf.exceptions import QuotaAPIException
 from quotas.drf.handlers import respond
 from quotas.exceptions import ProblemException
 from quotas.http import problems
@@ -50,7 +51,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse |
     JSON even when the request asked for CSV. Other exceptions (bugs) are
     left to Django: None.
     """
-    if isinstance(exc, ProblemException):
+    if isinstance(exc, ProblemException | QuotaAPIException):
         problem = exc.problem
     elif isinstance(exc, exceptions.ValidationError):
         problem = invalid_query(_flatten(exc.detail))

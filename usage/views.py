@@ -27,11 +27,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from quotas.conf import quota_settings
+from quotas.drf.exceptions import drf_exception
 from quotas.engine.keys import is_client_tag
 from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.engine.runtime import get_engine
 from quotas.engine.standing import current_standing
-from quotas.exceptions import QuotaServiceUnavailable, StoreUnavailable
+from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
 from quotas.http import problems as quota_problems
 from quotas.identity.clients import Client, identify
 from quotas.observability.refusals import read_refusals
@@ -66,7 +67,10 @@ def viewer_for(request: Request) -> Viewer:
     """The caller; raises InvalidAPIKey (401) for a bad key, NotAuthenticated without credentials."""
     engine = get_engine()
     user = request.user
-    client = identify(request._request, user, engine.rules, request.auth)
+    try:
+        client = identify(request._request, user, engine.rules, request.auth)
+    except ProblemException as exc:
+        raise drf_exception(exc) from None
     if client.kind == "ip":
         raise exceptions.NotAuthenticated()
     has_key = client.kind == "subscription" and _sent_api_key(request)
@@ -124,7 +128,7 @@ class UsageReportView(UsageAPIView):
         try:
             body = build_history(params.validated_data, engine.redis, engine.prefix)
         except STORE_ERRORS as exc:
-            raise QuotaServiceUnavailable(quota_problems.store_unavailable()) from exc
+            raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
         response = Response(body)
         if request.accepted_renderer.format == "csv":
             start, end = params.validated_data["start"], params.validated_data["end"]
@@ -142,7 +146,7 @@ class CurrentUsageView(UsageAPIView):
         try:
             return Response(current_standing(viewer.client, engine.rules.current(), engine))
         except StoreUnavailable as exc:
-            raise QuotaServiceUnavailable(quota_problems.store_unavailable()) from exc
+            raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
 
 
 class RefusalsView(UsageAPIView):
@@ -162,7 +166,7 @@ class RefusalsView(UsageAPIView):
         try:
             records = read_refusals(engine.redis, engine.prefix, asked)
         except STORE_ERRORS as exc:
-            raise QuotaServiceUnavailable(quota_problems.store_unavailable()) from exc
+            raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
         return Response({"client": asked, "refusals": records})
 
 

@@ -8,7 +8,9 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from quotas.conf import quota_settings
+from quotas.drf.exceptions import drf_exception
 from quotas.engine.runtime import get_engine
+from quotas.exceptions import ProblemException
 from quotas.identity.clients import api_key_of, authenticate_key
 from quotas.rules.snapshot import Subscriber
 
@@ -71,7 +73,7 @@ class APIKeyAuthentication(BaseAuthentication):
     key's :class:`~quotas.rules.snapshot.Subscriber`, which :class:`QuotaThrottle`
     counts against. A request without the header is left to the next class.
     A malformed, unknown, revoked or expired key raises
-    :class:`~quotas.exceptions.InvalidAPIKey` (401 with ``WWW-Authenticate``
+    :class:`~quotas.drf.exceptions.QuotaAuthenticationFailed` (401 with ``WWW-Authenticate``
     when this class is first in ``DEFAULT_AUTHENTICATION_CLASSES``; DRF
     answers 403 otherwise), and counts as a failed authentication.
     """
@@ -84,8 +86,11 @@ class APIKeyAuthentication(BaseAuthentication):
         rules = get_engine().rules
         if rules.backend is None:
             return None  # no rules backend, so no keys: the header means nothing here
-        rules.current()  # reload a stale snapshot first: a reload empties the key cache the lookup fills
-        client = authenticate_key(http_request, raw_key, rules)
+        try:
+            rules.current()  # reload a stale snapshot first: a reload empties the key cache the lookup fills
+            client = authenticate_key(http_request, raw_key, rules)
+        except ProblemException as exc:  # a bad key (401), a blocked address (429), the database down (503)
+            raise drf_exception(exc) from None
         subscriber = client.subscriber
         assert subscriber is not None  # a key's client is its subscription
         return KeyHolder(subscriber), subscriber

@@ -1,8 +1,9 @@
 """problem+json (RFC 9457) for DRF: the one place a quota refusal becomes a response.
 
-Every refusal the quota layer raises is a :class:`~quotas.exceptions.ProblemException`,
-an ordinary DRF exception (a 429 is a :class:`~rest_framework.exceptions.Throttled`)
-that carries its problem body. Use :func:`exception_handler` as
+Every refusal the quota layer raises in a DRF view is a
+:class:`~quotas.drf.exceptions.QuotaAPIException`, an ordinary DRF exception (a
+429 is a :class:`~rest_framework.exceptions.Throttled`) that carries its problem
+body. Use :func:`exception_handler` as
 ``REST_FRAMEWORK['EXCEPTION_HANDLER']``, or, with a handler of your own, call
 :func:`problem_response` first::
 
@@ -21,13 +22,14 @@ from django.http import HttpResponse
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from quotas.drf.exceptions import QuotaAPIException
 from quotas.exceptions import ProblemException
 from quotas.http import problems
 
 
 def problem_response(exc: Exception) -> HttpResponse | None:
     """The ``application/problem+json`` response for a quota refusal, else None."""
-    if not isinstance(exc, ProblemException):
+    if not isinstance(exc, ProblemException | QuotaAPIException):
         return None
     return respond(exc.problem, exc)
 

@@ -20,6 +20,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from quotas.conf import quota_settings
+from quotas.drf.exceptions import drf_exception
 from quotas.engine.keys import client_tag
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import InvalidQuotaRequest
@@ -65,14 +66,18 @@ class QuotaThrottle(BaseThrottle):
     metered: bool = True
 
     def __init__(self) -> None:
-        self._wait: int | None = None
+        self._wait: float | None = None
         self._client: Client | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        """True to admit; a refusal raises its DRF exception (429 :class:`~quotas.exceptions.QuotaExceeded`,
-        403, 503) after leaving the verdict on the request for the headers."""
+        """True to admit; a refusal raises its DRF exception (429 :class:`~quotas.drf.exceptions.QuotaThrottled`,
+        401, 403, 503) after leaving the verdict on the request for the headers."""
         self._wait = None
         http_request = request._request
+        try:
+            weight, cost = self.get_weight(request, view), self.get_cost(request, view)
+        except InvalidQuotaRequest as exc:
+            raise drf_exception(exc) from None
         facts = Facts(
             http_request,
             request,
@@ -80,8 +85,8 @@ class QuotaThrottle(BaseThrottle):
             request.auth,
             scope=view_scope(view),
             fallback=partial(self.get_drf_limits, request, view),
-            weight=self.get_weight(request, view),
-            cost_micros=self.get_cost(request, view),
+            weight=weight,
+            cost_micros=cost,
             count_as=self._count_as(request, view),
             scope_limits_only=self.scope_limits_only,
             metered=self.metered,
@@ -91,10 +96,10 @@ class QuotaThrottle(BaseThrottle):
             set_verdict(http_request, verdict)
         if verdict.refusal is not None:
             self._wait = verdict.refusal.wait
-            raise verdict.refusal
+            raise drf_exception(verdict.refusal)
         return True
 
-    def wait(self) -> int | None:
+    def wait(self) -> float | None:
         """Seconds until the refused request would be admitted (DRF's hook)."""
         return self._wait
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from rest_framework.request import Request
-
 from quotas.conf import quota_settings
 from quotas.rules.money import to_micros
 
@@ -35,16 +33,13 @@ def actual_cost(request: Any) -> int | None:
     """The actual cost a view reported, in micro-units, or None if it reported none."""
     if request is None:
         return None
-    if type(request) is Request:
-        # DRF's Request.__getattr__ turns a missing attribute into two exceptions, and most
-        # requests report no cost: read its own attributes, then the Django request's.
-        amount = request.__dict__.get("quota_cost")
-        if amount is None:
-            amount = getattr(request._request, "quota_cost", None)
-    else:
-        amount = getattr(request, "quota_cost", None)
-        if amount is None:
-            amount = getattr(getattr(request, "_request", None), "quota_cost", None)
+    # A DRF Request wraps Django's as ``_request``, and its __getattr__ turns a missing attribute into two
+    # exceptions (most requests report no cost): read its own attributes, then the Django request's.
+    # Read from __dict__ so that DRF need not be imported to recognise it.
+    own = getattr(request, "__dict__", {})
+    amount = own.get("quota_cost")
+    if amount is None:
+        amount = getattr(own.get("_request"), "quota_cost", None)
     if amount is None:
         return None
     # Set by the view's code after it ran: out of bounds, it is a programming mistake, not the client's.

@@ -114,7 +114,7 @@ def test_wait_returns_the_same_retry_after(free):
     request = view.initialize_request(factory.get("/api/demo/search", HTTP_X_API_KEY=key))
     with pytest.raises(Throttled) as refused:
         throttle.allow_request(request, view)
-    assert isinstance(refused.value, QuotaExceeded)
+    assert isinstance(refused.value.refusal, QuotaExceeded)
     assert refused.value.problem["reason"] == "rate_limited"
     assert throttle.wait() == refused.value.wait == verdict_of(request._request).decision.retry_after >= 1
 
