@@ -11,7 +11,7 @@ from django.core.checks import Error, Tags, Warning, register
 
 from quotas.checks import unknown_settings
 
-from .conf import AGGREGATES, DEFAULTS, FRACTION_SIGNALS, KNOWN_SIGNALS, LEGACY_NAME, adaptive_settings
+from .conf import AGGREGATES, DEFAULTS, FRACTION_SIGNALS, KNOWN_SIGNALS, adaptive_settings
 
 TASK = "adaptive.control"
 
@@ -26,19 +26,17 @@ def _number(value: Any) -> bool:
 
 @register(Tags.compatibility)
 def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
-    """Validate every adaptive setting (``QUOTAS['ADAPTIVE']``, or the deprecated top-level ``ADAPTIVE``)."""
-    moved = _check_moved()
+    """Validate every adaptive setting (``QUOTAS['ADAPTIVE']``)."""
     raw = adaptive_settings.user_settings()
     if not isinstance(raw, dict):
         return [
-            *moved,
             _error(
                 "QUOTAS['ADAPTIVE'] must be a dict.",
                 "Set QUOTAS['ADAPTIVE'] = {...} in your settings, or leave it out.",
                 1,
             ),
         ]
-    errors: list = [*moved, *unknown_settings("QUOTAS['ADAPTIVE']", raw, DEFAULTS, "adaptive.W001")]
+    errors: list = [*unknown_settings("QUOTAS['ADAPTIVE']", raw, DEFAULTS, "adaptive.W001")]
     s = adaptive_settings
     for name in ("INTERVAL", "SAMPLE_TTL", "PUBLISH_TTL"):
         if not _number(getattr(s, name)) or getattr(s, name) <= 0:
@@ -111,29 +109,6 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
                 _error(f"QUOTAS['ADAPTIVE'][{name!r}] must be True or False.", f"Default: {DEFAULTS[name]}.", 10)
             )
     return errors
-
-
-def _check_moved() -> list:
-    """The top-level ``ADAPTIVE`` of before: still read for one release (a warning), ignored beside the new place."""
-    if getattr(settings, LEGACY_NAME, None) is None:
-        return []
-    quotas = getattr(settings, "QUOTAS", None)
-    if isinstance(quotas, dict) and quotas.get("ADAPTIVE") is not None:
-        return [
-            _error(
-                "Both ADAPTIVE and QUOTAS['ADAPTIVE'] are set: the top-level ADAPTIVE is ignored.",
-                "Merge it into QUOTAS['ADAPTIVE'] and delete ADAPTIVE.",
-                12,
-            )
-        ]
-    return [
-        Warning(
-            "The ADAPTIVE setting is deprecated: it moved to QUOTAS['ADAPTIVE'], and will no longer be read "
-            "in the next release.",
-            hint="Move the dict as it is: QUOTAS = {..., 'ADAPTIVE': {...}}.",
-            id="adaptive.W004",
-        )
-    ]
 
 
 def _check_signals(signals: Any) -> list:

@@ -5,10 +5,6 @@ Read through :data:`adaptive_settings`; every attribute is looked up in
 and nothing is captured at import time), falling back to :data:`DEFAULTS`. A
 key given there replaces the default as a whole (``SIGNALS`` and ``FLOORS``
 too). ``adaptive/checks.py`` validates them at start-up.
-
-Before, these lived in a top-level ``ADAPTIVE`` dict. For one release it is
-still read when ``QUOTAS`` has no ``'ADAPTIVE'`` key (check adaptive.W004
-says where it moved); with both, ``QUOTAS['ADAPTIVE']`` wins (check adaptive.E012).
 """
 
 from __future__ import annotations
@@ -73,10 +69,6 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-#: Where these settings lived before (a top-level Django setting), read for one release.
-LEGACY_NAME = "ADAPTIVE"
-
-
 class AdaptiveSettings:
     """Attribute access to ``settings.QUOTAS['ADAPTIVE']`` with :data:`DEFAULTS` filled in."""
 
@@ -87,12 +79,9 @@ class AdaptiveSettings:
         return user.get(name, DEFAULTS[name]) if isinstance(user, dict) else DEFAULTS[name]
 
     def user_settings(self) -> Any:
-        """The project's adaptive settings, raw (for checks): ``QUOTAS['ADAPTIVE']``, else the
-        deprecated top-level ``ADAPTIVE``, else ``{}``."""
+        """The project's adaptive settings, raw (for checks): ``QUOTAS['ADAPTIVE']``, else ``{}``."""
         quotas = getattr(settings, "QUOTAS", None)
-        if isinstance(quotas, dict) and quotas.get("ADAPTIVE") is not None:
-            return quotas["ADAPTIVE"]
-        value = getattr(settings, LEGACY_NAME, None)
+        value = quotas.get("ADAPTIVE") if isinstance(quotas, dict) else None
         return value if value is not None else {}
 
 

@@ -15,10 +15,9 @@ from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
-from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, MOVED_IN_QUOTAS, quota_settings
+from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, quota_settings
 from quotas.conf_checks import (
     check_denial_rate_alert,
-    check_moved,
     check_refusals_anonymous_per_hour,
     check_sections,
     check_shaping_client_share,
@@ -63,10 +62,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
     raw = quota_settings.user_settings()
     if not isinstance(raw, dict):
         return [_error("QUOTAS must be a dict.", "Set QUOTAS = {...} in your settings.", 1)]
-    errors: list = check_moved(raw)
-    errors += unknown_settings(
-        "QUOTAS", {k: v for k, v in raw.items() if k not in MOVED_IN_QUOTAS}, DEFAULTS, "quotas.W001"
-    )
+    errors: list = unknown_settings("QUOTAS", raw, DEFAULTS, "quotas.W001")
     s = quota_settings
 
     url = s.REDIS_URL
@@ -164,14 +160,6 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
     prefix = s.IPV6_PREFIX_LENGTH
     if isinstance(prefix, bool) or not isinstance(prefix, int) or not 1 <= prefix <= 128:
         errors.append(_error(f"QUOTAS['IPV6_PREFIX_LENGTH'] = {prefix!r} must be 1..128.", "Default: 64.", 8))
-    if s.DEFAULT_ALGORITHM not in ALGORITHMS:
-        errors.append(
-            _error(
-                f"QUOTAS['DEFAULT_ALGORITHM'] = {s.DEFAULT_ALGORITHM!r} is not an algorithm.",
-                f"Choose one of: {', '.join(ALGORITHMS)}.",
-                9,
-            )
-        )
     if s.FAILURE_MODE not in FAILURE_MODES:
         errors.append(
             _error(

@@ -7,16 +7,10 @@ several settings is a nested dict (:data:`SECTIONS`): ``QUOTAS['METRICS']``,
 ``QUOTAS['USAGE_FLUSH']``, and ``QUOTAS['ADAPTIVE']`` (read by
 ``adaptive.conf.adaptive_settings``, whose defaults live there). A project's
 nested dict is merged over the section's defaults key by key.
-
-The names these settings had before (top-level ``ADAPTIVE``,
-``USAGE_FLUSH_*``, ``METRICS_TOKEN``, ``QUOTAS['METRICS_ALLOW_LOOPBACK']``) are
-still read for one release, below the new place (:data:`MOVED`); system
-checks warn about each (``quotas.W010``, ``adaptive.W004``).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.conf import settings
@@ -49,13 +43,10 @@ DEFAULTS: dict[str, Any] = {
     "IPV6_PREFIX_LENGTH": 64,
     # Default: "X-API-Key". Header carrying the API key.
     "API_KEY_HEADER": "X-API-Key",
-    # Default: "token_bucket". Algorithm for rates taken from DRF's configuration.
-    "DEFAULT_ALGORITHM": "token_bucket",
     # Default: "sliding_window_log". Algorithm for rates taken from DRF's configuration
     # (REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'] and a throttle's rate): DRF's own meaning of
     # "N/period", at most N in any rolling period, with Retry-After until the oldest request
-    # leaves. Plans keep their limits' own algorithms. A project that set DEFAULT_ALGORITHM
-    # (its older name) and not this one keeps its choice (quotas.rules.snapshot.code_rate_algorithm).
+    # leaves. Plans keep their limits' own algorithms.
     "DRF_ALGORITHM": "sliding_window_log",
     # Default: 0.25. Seconds before a Redis read is abandoned.
     "SOCKET_TIMEOUT": 0.25,
@@ -173,21 +164,6 @@ DEFAULTS: dict[str, Any] = {
 #: (ADAPTIVE is one too, but its keys and defaults belong to the adaptive app.)
 SECTIONS = ("METRICS", "USAGE_FLUSH")
 
-#: Where settings used to live -> (section, key) where they live now. Still read for one
-#: release when the new place is not set; system check quotas.W010 names the new place.
-MOVED: dict[str, tuple[str, str]] = {
-    "METRICS_TOKEN": ("METRICS", "TOKEN"),
-    "USAGE_FLUSH_BATCH_SIZE": ("USAGE_FLUSH", "BATCH_SIZE"),
-    "USAGE_FLUSH_BATCH_DELAY": ("USAGE_FLUSH", "BATCH_DELAY"),
-}
-#: The same for keys that moved inside QUOTAS.
-MOVED_IN_QUOTAS: dict[str, tuple[str, str]] = {
-    "METRICS_ALLOW_LOOPBACK": ("METRICS", "ALLOW_LOOPBACK"),
-}
-#: The library used to read this environment variable itself; for one release it still
-#: does when QUOTAS['METRICS']['TOKEN'] is not set (check quotas.W011 says how to map it).
-LEGACY_TOKEN_VARIABLE = "METRICS_TOKEN"
-
 
 #: The algorithms a limit may name (periods and budgets have models of their own).
 ALGORITHMS = tuple(a.setting_name for a in Algorithm if a.rolling or a is Algorithm.CONCURRENCY)
@@ -198,8 +174,7 @@ class QuotaSettings:
     """Attribute access to ``settings.QUOTAS`` with :data:`DEFAULTS` filled in.
 
     A section (``quota_settings.METRICS``) is a new dict: its defaults, then
-    the old top-level names still set (see :data:`MOVED`), then the project's
-    ``QUOTAS[section]``. A section that is not a dict reads as its defaults
+    the project's ``QUOTAS[section]``. A section that is not a dict reads as its defaults
     (system check quotas.E034 reports it).
     """
 
@@ -212,22 +187,9 @@ class QuotaSettings:
         if name not in SECTIONS:
             return user.get(name, DEFAULTS[name])
         given = user.get(name)
-        values = {**DEFAULTS[name], **self._moved(name, user)}
+        values = dict(DEFAULTS[name])
         if isinstance(given, dict):
             values.update(given)
-        return values
-
-    def _moved(self, section: str, user: dict[str, Any]) -> dict[str, Any]:
-        """The values this section still gets from where its keys used to live."""
-        values = {}
-        if section == "METRICS" and os.environ.get(LEGACY_TOKEN_VARIABLE):
-            values["TOKEN"] = os.environ[LEGACY_TOKEN_VARIABLE]
-        for old, (where, key) in MOVED.items():
-            if where == section and getattr(settings, old, None) is not None:
-                values[key] = getattr(settings, old)
-        for old, (where, key) in MOVED_IN_QUOTAS.items():
-            if where == section and old in user:
-                values[key] = user[old]
         return values
 
     def user_settings(self) -> Any:

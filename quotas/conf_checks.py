@@ -1,21 +1,19 @@
-"""Checks of the nested sections of ``QUOTAS``, of the settings that moved into them, of the dashboard's alert,
+"""Checks of the nested sections of ``QUOTAS``, of the dashboard's alert,
 and of the abuse limits (the shaping share per client, anonymous refusal records, the usage API's rate).
 
-Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E037,
-E046 to E049, W010, W011); kept apart so each module stays one concern. None opens a connection.
+Called by :func:`quotas.checks.check_settings` (ids quotas.W001, E015, E034 to E036,
+E046 to E049); kept apart so each module stays one concern. None opens a connection.
 """
 
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
 from django.core.checks import Error, Warning
 
-from quotas.conf import DEFAULTS, LEGACY_TOKEN_VARIABLE, MOVED, MOVED_IN_QUOTAS, SECTIONS, quota_settings
+from quotas.conf import DEFAULTS, SECTIONS, quota_settings
 from quotas.exceptions import InvalidRate
 from quotas.rules.rates import parse_rates
 
@@ -79,41 +77,6 @@ def check_sections(raw: dict[str, Any]) -> list:
             )
         )
     return errors
-
-
-def check_moved(raw: dict[str, Any]) -> list:
-    """Settings still set where they used to live: a warning naming the new place, an error if both are set."""
-    found = [(f"settings.{old}", old, new) for old, new in MOVED.items() if getattr(settings, old, None) is not None]
-    found += [(f"QUOTAS[{old!r}]", old, new) for old, new in MOVED_IN_QUOTAS.items() if old in raw]
-    messages: list = []
-    for where, old, (section, key) in found:
-        new = f"QUOTAS[{section!r}][{key!r}]"
-        section_given = raw.get(section)
-        if isinstance(section_given, dict) and key in section_given:
-            messages.append(
-                _error(f"{where} and {new} are both set: {where} is ignored.", f"Delete {where}; keep {new}.", 37)
-            )
-        else:
-            messages.append(
-                Warning(
-                    f"{where} is deprecated: it moved to {new}, and will no longer be read in the next release.",
-                    hint=f"Set QUOTAS = {{..., {section!r}: {{{key!r}: ...}}}} and delete {old}.",
-                    id="quotas.W010",
-                )
-            )
-    section_given = raw.get("METRICS")
-    token_given = isinstance(section_given, dict) and "TOKEN" in section_given
-    if os.environ.get(LEGACY_TOKEN_VARIABLE) and not token_given and getattr(settings, "METRICS_TOKEN", None) is None:
-        messages.append(
-            Warning(
-                f"The {LEGACY_TOKEN_VARIABLE} environment variable is read by quotas itself only for one more "
-                "release: the library will no longer read the environment.",
-                hint="Map it in your settings: "
-                "QUOTAS = {..., 'METRICS': {'TOKEN': os.environ.get('METRICS_TOKEN', '')}}.",
-                id="quotas.W011",
-            )
-        )
-    return messages
 
 
 def check_denial_rate_alert() -> list:
