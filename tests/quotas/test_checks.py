@@ -54,6 +54,15 @@ def test_project_settings_pass():
         ({"REFUSALS_ANONYMOUS_PER_HOUR": None}, "quotas.E048"),
         ({"USAGE_API_RATE": "lots"}, "quotas.E049"),
         ({"USAGE_API_RATE": 120}, "quotas.E049"),
+        ({"ENABLED": "no"}, "quotas.E050"),
+        ({"USAGE_SPOOL_DIR": 3}, "quotas.E051"),
+        ({"LEGACY_HEADERS": 1}, "quotas.E052"),
+        ({"DRF_ALGORITHM": "magic"}, "quotas.E030"),
+        ({"PATH_LIMITS": "/hooks/"}, "quotas.E040"),
+        ({"FAILED_AUTH_LIMITS": {"ip": "10/min"}}, "quotas.E018"),
+        ({"FAILED_AUTH_LIMITS": {"address": "lots"}}, "quotas.E018"),
+        ({"BUDGET_TIME_ZONE": "Mars/Olympus"}, "quotas.E012"),
+        ({"LOCAL_SHARE": 0}, "quotas.E013"),
     ],
 )
 def test_bad_setting_is_reported(settings, override, expected):
