@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint format install clean vendor
+.PHONY: run test bench lint format install clean vendor settings-docs
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
+
+## Rewrite the README's settings tables from the settings' descriptions (quotas/settings_spec.py, adaptive/conf.py).
+settings-docs: $(STAMP)
+	$(PY) -m config.settings_docs
 
 ## Refresh the dashboard's JavaScript from npm (package-lock.json) into dashboard/static; the copy is committed,
 ## so `make run` and the tests need no Node.js and the page works offline. Its licence travels next to it

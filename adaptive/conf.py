@@ -1,80 +1,207 @@
 """The adaptive controller's settings, read from ``QUOTAS['ADAPTIVE']`` in Django settings.
 
-Read through :data:`adaptive_settings`; every attribute is looked up in
-``settings.QUOTAS['ADAPTIVE']`` on each access (so ``override_settings`` works
-and nothing is captured at import time), falling back to :data:`DEFAULTS`. A
-key given there replaces the default as a whole (``SIGNALS`` and ``FLOORS``
-too). ``adaptive/checks.py`` validates them at start-up.
-
-Before, these lived in a top-level ``ADAPTIVE`` dict. For one release it is
-still read when ``QUOTAS`` has no ``'ADAPTIVE'`` key (check adaptive.W004
-says where it moved); with both, ``QUOTAS['ADAPTIVE']`` wins (check adaptive.E012).
+Every key is described once in :data:`SETTINGS` (type, default, allowed
+values, check id, hint, doc): :data:`adaptive_settings` reads its defaults
+from it, ``adaptive/checks.py`` validates each value against it at start-up,
+and the README's table is written from it. Every attribute is looked up in
+``settings.QUOTAS['ADAPTIVE']`` on each access (so ``override_settings``
+works and nothing is captured at import time). A key given there replaces
+the default as a whole (``SIGNALS`` and ``FLOORS`` too).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage, Error
+
+from quotas.setting import Setting, defaults
 
 #: Signals a host sample may carry. Fractions are 0..1; ``redis_ms`` is milliseconds.
 KNOWN_SIGNALS = ("cpu", "memory", "db", "redis_ms")
 FRACTION_SIGNALS = ("cpu", "memory", "db")
 AGGREGATES = ("max", "mean")
 
-#: Every setting with its default. The README's adaptive settings table mirrors this.
-DEFAULTS: dict[str, Any] = {
-    # Default: True. False switches adaptation off: the controller publishes pinned values, else 1.0.
-    # (The admin's AdaptiveConfig row can switch it off too.)
-    "ENABLED": True,
-    # Default: 5.0. Seconds between controller runs; config/settings.py's beat entry uses the same value.
-    "INTERVAL": 5.0,
-    # Default: 1.0. Seconds between the load samples each web process publishes (>= 1; 0 turns reporting off).
-    "REPORT_INTERVAL": 1.0,
-    # Default: 5.0. Seconds a published sample lives; a host silent for longer drops out.
-    "SAMPLE_TTL": 5.0,
-    # Default: below. Per signal: "low" (below it on every signal the fleet is healthy and limits recover),
-    # "high" (at or above it limits are cut) and "critical" (cut on every run, ignoring the cooldown).
-    # Only the signals named here are used; add "redis_ms" (decision round trip, ms) to use Redis latency.
-    "SIGNALS": {
-        "cpu": {"low": 0.60, "high": 0.80, "critical": 0.95},
-        "memory": {"low": 0.80, "high": 0.90, "critical": 0.97},
-        "db": {"low": 0.60, "high": 0.85, "critical": 0.97},
-    },
-    # Default: "max". How hosts are combined per signal: "max" (the worst host decides) or "mean".
-    "AGGREGATE": "max",
-    # Default: True. Also measure PostgreSQL connections in use against max_connections, once per run.
-    "DB_SERVER_SIGNAL": True,
-    # Default: 2.0. Time constant (seconds) of the EWMA that decides cuts (it follows the load both ways).
-    "FAST_SECONDS": 2.0,
-    # Default: 20.0. Time constant (seconds) with which the EWMA deciding recovery falls (it rises as fast as
-    # the other), so a brief dip does not count as recovery.
-    "SLOW_SECONDS": 20.0,
-    # Default: 0.7. Multiplicative decrease of the capacity level per cut.
-    "DECREASE_FACTOR": 0.7,
-    # Default: 10.0. Seconds between two cuts (time for a cut to show in the load), unless critical.
-    "DECREASE_COOLDOWN": 10.0,
-    # Default: 10.0. Seconds every (slow) signal must stay below "low" before limits start recovering.
-    "RECOVERY_DELAY": 10.0,
-    # Default: 0.02. Additive increase of the capacity level per second of recovery (0.1 to 1 in 45 s).
-    "RECOVERY_RATE": 0.02,
-    # Default: 0.05. The lowest capacity level; every plan is then at (or near) its floor.
-    "MIN_LEVEL": 0.05,
-    # Default: 60.0. Seconds the multipliers are held when no host reports; then they recover.
-    "NO_SIGNAL_HOLD": 60.0,
-    # Default: 0.1. The lowest multiplier of a plan not named in FLOORS.
-    "DEFAULT_FLOOR": 0.1,
-    # Default: {"enterprise": 0.8}. Lowest multiplier per plan slug.
-    "FLOORS": {"enterprise": 0.8},
-    # Default: 60.0. Seconds the published multipliers live: if the controller stops, limits return to 1.0.
-    "PUBLISH_TTL": 60.0,
-    # Default: 7. Days AdaptiveSnapshot rows are kept.
-    "RETENTION_DAYS": 7,
-}
+Found = Iterator[str | CheckMessage]
 
 
-#: Where these settings lived before (a top-level Django setting), read for one release.
-LEGACY_NAME = "ADAPTIVE"
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _reports_at_most_once_a_second(interval: float, label: str) -> Found:
+    if 0 < interval < 1:
+        yield f"{label} = {interval!r} must be 0 (off) or at least 1 second."
+
+
+def _outlives_reports(ttl: float, label: str) -> Found:
+    report = adaptive_settings.REPORT_INTERVAL
+    if _number(report) and report >= 1 and ttl <= report:
+        yield Error(
+            f"{label} must be longer than REPORT_INTERVAL, or live hosts would drop out.",
+            hint="Use about 5 times REPORT_INTERVAL (default 5.0 for 1.0).",
+            id="adaptive.E004",
+        )
+
+
+def _outlives_two_runs(ttl: float, label: str) -> Found:
+    interval = adaptive_settings.INTERVAL
+    if _number(interval) and ttl <= 2 * interval:
+        yield Error(
+            f"{label} must be longer than two controller intervals.",
+            hint="Otherwise the multipliers expire between runs. Default: 60.0 for an INTERVAL of 5.0.",
+            id="adaptive.E011",
+        )
+
+
+def _signals(signals: dict[Any, Any], label: str) -> Found:
+    if not signals:
+        yield f"{label} must name at least one signal."
+    for name, marks in signals.items():
+        if name not in KNOWN_SIGNALS:
+            yield f"{label} names an unknown signal {name!r} (known: {', '.join(KNOWN_SIGNALS)})."
+            continue
+        values = [marks.get(k) for k in ("low", "high", "critical")] if isinstance(marks, dict) else []
+        if len(values) != 3 or not all(_number(v) for v in values):
+            yield f"{label}[{name!r}] needs numbers low, high and critical."
+            continue
+        low, high, critical = values
+        top = 1 if name in FRACTION_SIGNALS else float("inf")
+        if not 0 <= low < high <= critical <= top:
+            yield f"{label}[{name!r}] needs 0 <= low < high <= critical" + (" <= 1." if top == 1 else ".")
+
+
+def _floors(floors: dict[Any, Any], label: str) -> Found:
+    for slug, floor in floors.items():
+        if not isinstance(slug, str) or not _number(floor) or not 0 < floor <= 1:
+            yield f"{label}[{slug!r}] = {floor!r} must be in (0, 1]."
+
+
+_SECONDS = "a number of seconds"
+
+#: Every key of QUOTAS['ADAPTIVE'] (the algorithm is in adaptive/policy.py and the README's Adaptive limits).
+SETTINGS = (
+    # The admin's AdaptiveConfig row can switch adaptation off too.
+    Setting(
+        "ENABLED", bool, True, check_id="adaptive.E010",
+        doc="`False` stops adaptation: pinned multipliers are published, else 1.0 (the admin's switch does the "
+        "same)",
+        hint="False publishes the pinned multipliers, else 1.0.",
+    ),
+    Setting(
+        "INTERVAL", float, 5.0, exclusive_minimum=0, kind=_SECONDS, check_id="adaptive.E002",
+        doc="seconds between controller runs; use it as the beat schedule (check `adaptive.W003`)",
+        hint="Use the same value as the schedule of the adaptive.control beat entry.",
+    ),
+    Setting(
+        "REPORT_INTERVAL", float, 1.0, minimum=0, kind=_SECONDS, validate=_reports_at_most_once_a_second,
+        check_id="adaptive.E003",
+        doc="seconds between each web process's load samples (≥ 1; 0 turns reporting off)",
+        hint="Each web process publishes its load at most once a second; 0 turns reporting off.",
+    ),
+    Setting(
+        "SAMPLE_TTL", float, 5.0, exclusive_minimum=0, kind=_SECONDS, validate=_outlives_reports,
+        check_id="adaptive.E002",
+        doc="seconds a sample lives; a host silent for longer drops out (must exceed `REPORT_INTERVAL`: "
+        "`adaptive.E004`)",
+        hint="Use about 5 times REPORT_INTERVAL.",
+    ),
+    # "low": below it on every signal the fleet is healthy and limits recover; "high": at or above it
+    # limits are cut; "critical": cut on every run, ignoring the cooldown. "redis_ms" is the decision
+    # round trip in milliseconds.
+    Setting(
+        "SIGNALS", dict,
+        {
+            "cpu": {"low": 0.60, "high": 0.80, "critical": 0.95},
+            "memory": {"low": 0.80, "high": 0.90, "critical": 0.97},
+            "db": {"low": 0.60, "high": 0.85, "critical": 0.97},
+        },
+        kind="a dict of signal name to thresholds", validate=_signals, check_id="adaptive.E005",
+        doc="per signal `{'low', 'high', 'critical'}`; only the signals named are used; add `redis_ms` "
+        "(milliseconds) to use Redis latency",
+        hint="Thresholds per signal, 0 <= low < high <= critical (<= 1 but for redis_ms); the gap between low "
+        "and high keeps limits from flapping.",
+    ),
+    Setting(
+        "AGGREGATE", str, "max", choices=AGGREGATES, check_id="adaptive.E008",
+        doc="how hosts are combined per signal: `'max'` (the worst host decides) or `'mean'`",
+        hint="'max' lets the worst host decide.",
+    ),
+    Setting(
+        "DB_SERVER_SIGNAL", bool, True, check_id="adaptive.E010",
+        doc="also measure PostgreSQL connections in use against `max_connections`, once per run",
+        hint="False leaves the database server out of the load.",
+    ),
+    Setting(
+        "FAST_SECONDS", float, 2.0, minimum=0, kind=_SECONDS, check_id="adaptive.E002",
+        doc="time constant of the EWMA that decides cuts (it follows the load both ways)",
+        hint="Shorter reacts sooner and to briefer peaks.",
+    ),
+    # It rises as fast as the other, so a brief dip does not count as recovery.
+    Setting(
+        "SLOW_SECONDS", float, 20.0, minimum=0, kind=_SECONDS, check_id="adaptive.E002",
+        doc="time constant with which the EWMA deciding recovery falls",
+        hint="Longer waits for a steadier calm before recovering.",
+    ),
+    Setting(
+        "DECREASE_FACTOR", float, 0.7, exclusive_minimum=0, exclusive_maximum=1, check_id="adaptive.E006",
+        doc="multiplicative cut of the capacity level",
+        hint="0.7 cuts the capacity level by 30 % at a time.",
+    ),
+    Setting(
+        "DECREASE_COOLDOWN", float, 10.0, minimum=0, kind=_SECONDS, check_id="adaptive.E002",
+        doc="seconds between two cuts (time for a cut to show in the load), unless critical",
+        hint="Give a cut time to show in the load.",
+    ),
+    Setting(
+        "RECOVERY_DELAY", float, 10.0, minimum=0, kind=_SECONDS, check_id="adaptive.E002",
+        doc="seconds every signal must stay below `low` before limits recover",
+        hint="Longer waits for a steadier calm before recovering.",
+    ),
+    Setting(
+        "RECOVERY_RATE", float, 0.02, exclusive_minimum=0, kind="a level per second", check_id="adaptive.E006",
+        doc="the capacity level regained per second of recovery (0.1 to 1 in 45 s)",
+        hint="0.02 takes the level from 0.1 to 1 in 45 s.",
+    ),
+    Setting(
+        "MIN_LEVEL", float, 0.05, exclusive_minimum=0, maximum=1, check_id="adaptive.E006",
+        doc="the lowest capacity level; every plan is then at (or near) its floor",
+        hint="Capacity is never cut below this level.",
+    ),
+    Setting(
+        "NO_SIGNAL_HOLD", float, 60.0, minimum=0, kind=_SECONDS, check_id="adaptive.E002",
+        doc="seconds the multipliers are held when no host reports; then they recover",
+        hint="Without samples the controller holds, then recovers.",
+    ),
+    Setting(
+        "DEFAULT_FLOOR", float, 0.1, exclusive_minimum=0, maximum=1, check_id="adaptive.E007",
+        doc="the lowest multiplier of a plan not named in `FLOORS`",
+        hint="A plan's limits are never cut below this share.",
+    ),
+    Setting(
+        "FLOORS", dict, {"enterprise": 0.8}, kind="a dict of plan slug to floor", validate=_floors,
+        check_id="adaptive.E007",
+        doc="the lowest multiplier per plan slug",
+        hint="Map plan slugs to floors in (0, 1], e.g. {'enterprise': 0.8}.",
+    ),
+    Setting(
+        "PUBLISH_TTL", float, 60.0, exclusive_minimum=0, kind=_SECONDS, validate=_outlives_two_runs,
+        check_id="adaptive.E002",
+        doc="seconds published multipliers live: if the controller stops, limits return to 1.0 (more than two "
+        "`INTERVAL`s: `adaptive.E011`)",
+        hint="Use many controller intervals.",
+    ),
+    Setting(
+        "RETENTION_DAYS", int, 7, minimum=1, check_id="adaptive.E009",
+        doc="days `AdaptiveSnapshot` rows are kept",
+        hint="Snapshots older than this many days are deleted.",
+    ),
+)  # fmt: skip
+
+#: Every key's default, by name (derived from :data:`SETTINGS`).
+DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 
 class AdaptiveSettings:
@@ -87,12 +214,9 @@ class AdaptiveSettings:
         return user.get(name, DEFAULTS[name]) if isinstance(user, dict) else DEFAULTS[name]
 
     def user_settings(self) -> Any:
-        """The project's adaptive settings, raw (for checks): ``QUOTAS['ADAPTIVE']``, else the
-        deprecated top-level ``ADAPTIVE``, else ``{}``."""
+        """The project's adaptive settings, raw (for checks): ``QUOTAS['ADAPTIVE']``, else ``{}``."""
         quotas = getattr(settings, "QUOTAS", None)
-        if isinstance(quotas, dict) and quotas.get("ADAPTIVE") is not None:
-            return quotas["ADAPTIVE"]
-        value = getattr(settings, LEGACY_NAME, None)
+        value = quotas.get("ADAPTIVE") if isinstance(quotas, dict) else None
         return value if value is not None else {}
 
 

@@ -1,227 +1,71 @@
 """System checks for ``settings.QUOTAS`` (ids quotas.E0xx / quotas.W0xx).
 
+Every setting is checked against its description (:data:`quotas.settings_spec.SETTINGS`) by one
+loop, :func:`check_dict`; the checks below it compare QUOTAS with DRF's settings and the database.
 None of them opens a connection: they run at every manage.py start.
 """
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Iterable
+import difflib
+from collections.abc import Iterable, Sequence
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
-from quotas.conf import ALGORITHMS, DEFAULTS, FAILURE_MODES, MOVED_IN_QUOTAS, quota_settings
-from quotas.conf_checks import (
-    check_denial_rate_alert,
-    check_moved,
-    check_refusals_anonymous_per_hour,
-    check_sections,
-    check_shaping_client_share,
-    check_usage_api_rate,
-    unknown_settings,
-)
-from quotas.engine.redis_connect import validate_url
+from quotas.conf import quota_settings
 from quotas.exceptions import InvalidRate
 from quotas.identity.clients import num_proxies
-from quotas.rules.money import to_micros
 from quotas.rules.rates import parse_rates
-
-#: The largest MAX_REQUEST_COST, in micro-units: 10**9 currency units (the scripts' doubles are exact to 2**53).
-MAX_COST_MICROS = 10**15
+from quotas.setting import Setting
+from quotas.settings_spec import ADAPTIVE, SETTINGS
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
     return Error(msg, hint=hint, id=f"quotas.E{n:03d}")
 
 
-def _check_failed_auth_limits(limits: Any) -> list:
-    hint = 'For example {"address": "30/10min", "username": "10/15min", "device": "10/15min"}; None turns one off.'
-    if limits is None:
-        return []
-    if not isinstance(limits, dict) or set(limits) - {"address", "username", "device"}:
-        message = f"QUOTAS['FAILED_AUTH_LIMITS'] = {limits!r} must map 'address'/'username'/'device' to rates."
-        return [_error(message, hint, 18)]
-    errors = []
-    for kind, rate in limits.items():
-        if rate is None:
-            continue
-        try:
-            parse_rates(rate)
-        except (InvalidRate, TypeError, ValueError) as exc:
-            errors.append(_error(f"QUOTAS['FAILED_AUTH_LIMITS'][{kind!r}] = {rate!r} is not a rate: {exc}", hint, 18))
-    return errors
+def unknown_settings(namespace: str, raw: dict, known: Iterable[str], check_id: str) -> list[CheckMessage]:
+    """A warning, with a "did you mean", for each key of a settings dict that is not a known setting."""
+    known = list(known)
+    warnings: list[CheckMessage] = []
+    for name in raw:
+        if name not in known:
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f"Did you mean {close[0]!r}?" if close else f"Known settings: {', '.join(sorted(known))}."
+            warnings.append(Warning(f"Unknown setting {namespace}[{name!r}] is ignored.", hint=hint, id=check_id))
+    return warnings
+
+
+def check_dict(label: str, raw: dict, described: Sequence[Setting], unknown_id: str) -> list[CheckMessage]:
+    """``raw`` (a settings dict named ``label``, such as ``QUOTAS``) checked against its description.
+
+    A key not described is a warning ``unknown_id`` with a "did you mean"; every described setting's
+    value (its default when the key is absent) is checked with the setting's own id and hint, and a
+    section's dict key by key the same way.
+    """
+    messages = unknown_settings(label, raw, [s.name for s in described], unknown_id)
+    for setting in described:
+        where = f"{label}[{setting.name!r}]"
+        value = raw.get(setting.name, setting.default)
+        messages += setting.check(value, where)
+        if setting.keys and isinstance(value, dict):
+            messages += check_dict(where, value, setting.keys, unknown_id)
+    return messages
 
 
 @register(Tags.compatibility)
-def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
-    """Validate every QUOTAS setting."""
+def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """Validate every QUOTAS setting against its description."""
     raw = quota_settings.user_settings()
     if not isinstance(raw, dict):
         return [_error("QUOTAS must be a dict.", "Set QUOTAS = {...} in your settings.", 1)]
-    errors: list = check_moved(raw)
-    errors += unknown_settings(
-        "QUOTAS", {k: v for k, v in raw.items() if k not in MOVED_IN_QUOTAS}, DEFAULTS, "quotas.W001"
-    )
-    s = quota_settings
-
-    url = s.REDIS_URL
-    problem = validate_url(url) if isinstance(url, str) else "it is not a string"
-    if problem:
-        # The message never repeats the URL: it may hold a password.
-        errors.append(
-            _error(
-                f"QUOTAS['REDIS_URL'] is not usable: {problem}.",
-                "Use redis://host:6379/0 (rediss:// for TLS, unix:///path.sock), "
-                "redis+sentinel://s1:26379,s2:26379/mymaster or redis+cluster://n1:7000,n2:7000.",
-                2,
-            )
-        )
-    if not isinstance(s.KEY_PREFIX, str) or not s.KEY_PREFIX or any(c in s.KEY_PREFIX for c in "{} "):
-        errors.append(
-            _error(
-                f"QUOTAS['KEY_PREFIX'] = {s.KEY_PREFIX!r} is not usable.",
-                "Use a short non-empty string without braces or spaces, e.g. 'quota:v1'.",
-                3,
-            )
-        )
-    if s.RULES_BACKEND is not None:
-        try:
-            import_string(s.RULES_BACKEND)
-        except ImportError as exc:
-            errors.append(
-                _error(
-                    f"QUOTAS['RULES_BACKEND'] = {s.RULES_BACKEND!r} cannot be imported: {exc}.",
-                    "Use a dotted path such as 'plans.rules.PlansRulesBackend', or None for DRF's rates.",
-                    4,
-                )
-            )
-    for name in (
-        "RULES_CHECK_INTERVAL", "SOCKET_TIMEOUT", "CONNECT_TIMEOUT", "PROBE_INTERVAL", "MAX_DELAY_CAP",
-        "SHAPING_DELAY_BUDGET", "SHAPING_DELAY_SHARE",
-    ):  # fmt: skip
-        value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            errors.append(
-                _error(
-                    f"QUOTAS[{name!r}] = {value!r} must be a number of seconds >= 0.",
-                    f"Default: {DEFAULTS[name]}.",
-                    5,
-                )
-            )
-    buckets = s.KEY_BUCKETS
-    if isinstance(buckets, bool) or not isinstance(buckets, int) or not 1 <= buckets <= 1 << 24:
-        errors.append(
-            _error(
-                f"QUOTAS['KEY_BUCKETS'] = {buckets!r} must be an int from 1 to 16777216.",
-                "Default: 1024. More buckets cost less CPU per decision and more memory per client.",
-                14,
-            )
-        )
-    for name in ("LOCAL_DENY_CACHE_SIZE", "CLIENT_CACHE_SIZE"):
-        value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            errors.append(
-                _error(f"QUOTAS[{name!r}] = {value!r} must be an int >= 1.", f"Default: {DEFAULTS[name]}.", 6)
-            )
-    proxies = s.TRUSTED_PROXIES
-    if isinstance(proxies, str) or not isinstance(proxies, list | tuple):
-        errors.append(
-            _error(
-                "QUOTAS['TRUSTED_PROXIES'] must be a list of CIDRs.",
-                "For example ['10.0.0.0/8', '::1/128'].",
-                7,
-            )
-        )
-    else:
-        for cidr in proxies:
-            if cidr == "unix":  # a proxy on a Unix socket (quotas/identity/clients.py)
-                continue
-            try:
-                ipaddress.ip_network(cidr, strict=False)
-            except (TypeError, ValueError):
-                errors.append(
-                    _error(
-                        f"QUOTAS['TRUSTED_PROXIES'] holds {cidr!r}, which is not an IP network.",
-                        "Write each proxy as an address or CIDR, e.g. '10.0.0.5' or '10.0.0.0/8', "
-                        "or 'unix' for a proxy on a Unix socket.",
-                        7,
-                    )
-                )
-    share = s.LOCAL_SHARE
-    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
-        errors.append(
-            _error(
-                f"QUOTAS['LOCAL_SHARE'] = {share!r} must be a fraction in (0, 1].",
-                "Use about 1 / the number of worker processes, e.g. 0.25 for 4 gunicorn workers.",
-                13,
-            )
-        )
-    prefix = s.IPV6_PREFIX_LENGTH
-    if isinstance(prefix, bool) or not isinstance(prefix, int) or not 1 <= prefix <= 128:
-        errors.append(_error(f"QUOTAS['IPV6_PREFIX_LENGTH'] = {prefix!r} must be 1..128.", "Default: 64.", 8))
-    if s.DEFAULT_ALGORITHM not in ALGORITHMS:
-        errors.append(
-            _error(
-                f"QUOTAS['DEFAULT_ALGORITHM'] = {s.DEFAULT_ALGORITHM!r} is not an algorithm.",
-                f"Choose one of: {', '.join(ALGORITHMS)}.",
-                9,
-            )
-        )
-    if s.FAILURE_MODE not in FAILURE_MODES:
-        errors.append(
-            _error(
-                f"QUOTAS['FAILURE_MODE'] = {s.FAILURE_MODE!r} is not a failure mode.",
-                f"Choose one of: {', '.join(FAILURE_MODES)}.",
-                10,
-            )
-        )
-    try:
-        ZoneInfo(str(s.BUDGET_TIME_ZONE))
-    except (ZoneInfoNotFoundError, ValueError):
-        errors.append(
-            _error(
-                f"QUOTAS['BUDGET_TIME_ZONE'] = {s.BUDGET_TIME_ZONE!r} is not a time zone.",
-                "Use an IANA name such as 'UTC' or 'Europe/Berlin'.",
-                12,
-            )
-        )
-    weight = s.MAX_REQUEST_WEIGHT
-    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 10**12:
-        errors.append(
-            _error(
-                f"QUOTAS['MAX_REQUEST_WEIGHT'] = {weight!r} must be an int from 1 to 10**12.", "Default: 1000000.", 16
-            )
-        )
-    try:
-        # Lua's numbers are doubles: micro-units stay exact, and are written as integers, up to 2**53.
-        cost_ok = 0 < to_micros(s.MAX_REQUEST_COST) <= MAX_COST_MICROS
-    except (TypeError, ArithmeticError, ValueError):
-        cost_ok = False
-    if not cost_ok:
-        errors.append(
-            _error(
-                f"QUOTAS['MAX_REQUEST_COST'] = {s.MAX_REQUEST_COST!r} must be a positive amount up to 10**9.",
-                "Give a Decimal, int or str in currency units. Default: 1000000.",
-                17,
-            )
-        )
-    errors += _check_failed_auth_limits(s.FAILED_AUTH_LIMITS)
-    errors += check_sections(raw)
-    errors += check_denial_rate_alert()
-    errors += check_shaping_client_share()
-    errors += check_refusals_anonymous_per_hour()
-    errors += check_usage_api_rate()
-    header = s.API_KEY_HEADER
-    if not isinstance(header, str) or not header or not all(c.isalnum() or c == "-" for c in header):
-        errors.append(
-            _error(f"QUOTAS['API_KEY_HEADER'] = {header!r} is not a header name.", "Default: 'X-API-Key'.", 11)
-        )
-    return errors
+    # QUOTAS['ADAPTIVE'] is the adaptive app's to check (adaptive.E0xx), when that app is installed.
+    rest = {name: value for name, value in raw.items() if name != ADAPTIVE.name}
+    return check_dict("QUOTAS", rest, [s for s in SETTINGS if s is not ADAPTIVE], "quotas.W001")
 
 
 @register(Tags.compatibility)
@@ -296,22 +140,7 @@ def check_drf_adapter(app_configs: Iterable[Any] | None = None, **kwargs: Any) -
     ]
 
 
-# DRF fidelity (issue 16). Ids from 30 up, apart from the settings checks above.
-
-
-@register(Tags.compatibility)
-def check_drf_algorithm(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
-    """QUOTAS['DRF_ALGORITHM'] must name an algorithm."""
-    algorithm = quota_settings.DRF_ALGORITHM
-    if algorithm in ALGORITHMS:
-        return []
-    return [
-        _error(
-            f"QUOTAS['DRF_ALGORITHM'] = {algorithm!r} is not an algorithm.",
-            f"Default: 'sliding_window_log' (DRF's own meaning of a rate). Choose one of: {', '.join(ALGORITHMS)}.",
-            30,
-        )
-    ]
+# DRF fidelity. Ids from 30 up, apart from the settings checks above.
 
 
 @register(Tags.compatibility)
@@ -402,82 +231,3 @@ def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs
             id="quotas.W032",
         )
     ]
-
-
-@register(Tags.compatibility)
-def check_path_limits(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
-    """QUOTAS['PATH_LIMITS'] (quotas.django.middleware): a list of {"prefix", "scope", "rate"?, "algorithm"?}."""
-    limits = quota_settings.PATH_LIMITS
-    hint = 'A list of {"prefix": "/hooks/", "scope": "webhook", "rate": "100/min"} ("rate", "algorithm" optional).'
-    if not isinstance(limits, list | tuple):
-        return [Error(f"QUOTAS['PATH_LIMITS'] must be a list, not {limits!r}.", hint=hint, id="quotas.E040")]
-    errors: list = []
-    for n, entry in enumerate(limits):
-        problem = _path_limit_problem(entry)
-        if problem:
-            errors.append(Error(f"QUOTAS['PATH_LIMITS'][{n}] {problem}", hint=hint, id="quotas.E040"))
-    return errors
-
-
-def _path_limit_problem(entry: Any) -> str:
-    """What is wrong with one PATH_LIMITS entry ("" when nothing)."""
-    if not isinstance(entry, dict):
-        return f"must be a dict, not {entry!r}."
-    unknown = set(entry) - {"prefix", "scope", "rate", "algorithm"}
-    if unknown:
-        return f"has unknown key(s) {sorted(unknown)}."
-    prefix, scope = entry.get("prefix"), entry.get("scope", "")
-    if not isinstance(prefix, str) or not prefix.startswith("/"):
-        return f"needs a 'prefix' that is a path starting with '/', not {prefix!r}."
-    if not isinstance(scope, str):
-        return f"has a 'scope' that is not a string: {scope!r}."
-    rate = entry.get("rate")
-    if rate is not None:
-        try:
-            parse_rates(rate)
-        except (InvalidRate, TypeError, AttributeError) as exc:
-            return f"has a bad 'rate' {rate!r}: {exc}"
-    algorithm = entry.get("algorithm")
-    if algorithm is not None and algorithm not in ALGORITHMS:
-        return f"has an unknown 'algorithm' {algorithm!r} (one of {', '.join(ALGORITHMS)})."
-    return ""
-
-
-#: RFC 3986 characters a URI reference may hold as they are (the rest must be %-encoded).
-_URI_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%")
-
-
-@register(Tags.compatibility)
-def check_problem_type_base(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
-    """QUOTAS['PROBLEM_TYPE_BASE']: an absolute URI or a path from the root, ending so a slug can follow."""
-    base = quota_settings.PROBLEM_TYPE_BASE
-    hint = "An absolute URI ('https://docs.example.com/problems/') or a path ('/problems/'). Default: '/problems/'."
-    if not isinstance(base, str) or not base or not set(base) <= _URI_CHARS:
-        return [Error(f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} is not a URI reference.", hint=hint, id="quotas.E045")]
-    scheme = base.split(":", 1)[0] if ":" in base.split("/", 1)[0] else ""
-    if not (scheme[:1].isalpha() or base.startswith("/")) or base.startswith("//"):
-        # A relative reference other than a full path resolves differently from every request path (RFC 9457 3.1.1).
-        return [
-            Error(
-                f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} is neither an absolute URI nor a path from the root.",
-                hint=hint,
-                id="quotas.E045",
-            )
-        ]
-    if base[-1] not in "/#:=-_":
-        return [
-            Error(
-                f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} would run into the type's name ({base}forbidden).",
-                hint="End it with '/', '#' or ':'.",
-                id="quotas.E045",
-            )
-        ]
-    if base.lower().startswith("urn:quotas:"):
-        return [
-            Warning(
-                f"QUOTAS['PROBLEM_TYPE_BASE'] = {base!r} is in the URN namespace 'quotas', which is not registered.",
-                hint="Use an https:// URL of your documentation, or the default '/problems/'.",
-                id="quotas.W045",
-            )
-        ]
-    return []

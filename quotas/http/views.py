@@ -66,12 +66,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 
 def metrics_token() -> str:
-    """The scrape token: ``QUOTAS['METRICS']['TOKEN']`` ("" when none is set).
-
-    For one release it falls back to where the token used to be read (the
-    ``METRICS_TOKEN`` setting, then the environment variable): see
-    :data:`quotas.conf.MOVED`.
-    """
+    """The scrape token: ``QUOTAS['METRICS']['TOKEN']`` ("" when none is set)."""
     return str(quota_settings.METRICS["TOKEN"] or "")
 
 

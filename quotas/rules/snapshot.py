@@ -374,11 +374,7 @@ def code_rule(rule_id: str, name: str, rate: str, algorithm: str) -> LimitRule:
 
 def code_rate_algorithm() -> str:
     """The algorithm a rate string given in code or in DRF's settings is counted with, in every front door:
-    ``QUOTAS['DRF_ALGORITHM']`` (DRF's own meaning of "N/period"), unless the project set only
-    ``DEFAULT_ALGORITHM`` (the setting's older name), which then keeps its choice."""
-    own = quota_settings.user_settings()
-    if "DEFAULT_ALGORITHM" in own and "DRF_ALGORITHM" not in own:
-        return str(quota_settings.DEFAULT_ALGORITHM)
+    ``QUOTAS['DRF_ALGORITHM']`` (DRF's own meaning of "N/period")."""
     return str(quota_settings.DRF_ALGORITHM)
 
 

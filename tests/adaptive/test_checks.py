@@ -107,26 +107,3 @@ def test_errors_stop_manage_py(settings) -> None:
     adaptive(settings, AGGREGATE="median")
     with pytest.raises(SystemCheckError, match=r"adaptive\.E008"):
         call_command("check")
-
-
-def test_top_level_adaptive_is_still_read_for_one_release(settings) -> None:
-    """The old top-level ADAPTIVE is read when QUOTAS has none, with a warning naming the new place."""
-    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "ADAPTIVE"}
-    settings.ADAPTIVE = {"INTERVAL": 2.0, "INTERVALL": 1}
-    assert adaptive_settings.INTERVAL == 2.0
-    messages = check_settings()
-    assert ids(messages) == ["adaptive.W001", "adaptive.W004"]  # its keys are still validated
-    (moved,) = [m for m in messages if m.id == "adaptive.W004"]
-    assert "QUOTAS['ADAPTIVE']" in moved.msg
-    assert "QUOTAS" in moved.hint
-
-
-def test_both_places_set_is_an_error(settings) -> None:
-    """QUOTAS['ADAPTIVE'] wins over the old top-level ADAPTIVE, and the check says the old one is ignored."""
-    settings.ADAPTIVE = {"INTERVAL": 2.0}
-    assert settings.QUOTAS["ADAPTIVE"]["INTERVAL"] == adaptive_settings.INTERVAL
-    (error,) = check_settings()
-    assert error.id == "adaptive.E012"
-    assert "ignored" in error.msg
-    with pytest.raises(SystemCheckError, match=r"adaptive\.E012"):
-        call_command("check")

@@ -15,11 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def no_token(monkeypatch, settings, set_quotas):
-    """No token unless a test sets one (the developer's environment must not leak in)."""
-    monkeypatch.delenv("METRICS_TOKEN", raising=False)
-    if hasattr(settings, "METRICS_TOKEN"):
-        del settings.METRICS_TOKEN
+def no_token(set_quotas):
+    """No token unless a test sets one (the project's settings read it from the environment)."""
     set_quotas("METRICS", TOKEN="")
 
 
@@ -64,19 +61,9 @@ def test_a_proxied_request_is_not_loopback_even_from_a_local_proxy(client, loopb
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_FORWARDED="for=198.51.100.7").status_code == 403
 
 
-@pytest.mark.parametrize("source", ["QUOTAS", "deprecated setting", "deprecated environment"])
-def test_with_a_token_the_bearer_token_is_required_even_from_loopback(
-    client, monkeypatch, settings, set_quotas, source, loopback_allowed
-):
-    """The token is QUOTAS['METRICS']['TOKEN']; for one release also where it was read before."""
-    if source == "QUOTAS":
-        set_quotas("METRICS", TOKEN="s3cret-token")
-    else:
-        settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"ALLOW_LOOPBACK": True}}  # no TOKEN key
-        if source == "deprecated setting":
-            settings.METRICS_TOKEN = "s3cret-token"
-        else:
-            monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
+def test_with_a_token_the_bearer_token_is_required_even_from_loopback(client, set_quotas, loopback_allowed):
+    """The token is QUOTAS['METRICS']['TOKEN']."""
+    set_quotas("METRICS", TOKEN="s3cret-token")
     missing = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
     assert missing.status_code == 401
     assert missing["WWW-Authenticate"] == 'Bearer realm="metrics"'
@@ -86,6 +73,18 @@ def test_with_a_token_the_bearer_token_is_required_even_from_loopback(
     right = client.get("/metrics", REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION="Bearer s3cret-token")
     assert right.status_code == 200
     assert b"quota_decisions_total" in right.content or b"# HELP quota_decisions_total" in right.content
+
+
+@pytest.mark.parametrize("where", ["environment", "top-level setting"])
+def test_the_token_is_read_from_quotas_alone(client, monkeypatch, settings, where):
+    """The library reads no METRICS_TOKEN of its own (the project maps its variable into QUOTAS)."""
+    settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"ALLOW_LOOPBACK": False}}  # no TOKEN key
+    if where == "environment":
+        monkeypatch.setenv("METRICS_TOKEN", "s3cret-token")
+    else:
+        settings.METRICS_TOKEN = "s3cret-token"
+    response = client.get("/metrics", REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION="Bearer s3cret-token")
+    assert response.status_code == 403  # no token is set: the bearer is no one's
 
 
 def test_staff_may_read_from_anywhere_other_users_may_not(set_quotas):

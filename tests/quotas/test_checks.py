@@ -33,7 +33,6 @@ def test_project_settings_pass():
         ({"TRUSTED_PROXIES": ["10.0.0.0/8", "not-an-ip"]}, "quotas.E007"),
         ({"TRUSTED_PROXIES": "10.0.0.0/8"}, "quotas.E007"),
         ({"IPV6_PREFIX_LENGTH": 200}, "quotas.E008"),
-        ({"DEFAULT_ALGORITHM": "magic"}, "quotas.E009"),
         ({"FAILURE_MODE": "sometimes"}, "quotas.E010"),
         ({"API_KEY_HEADER": "X API Key"}, "quotas.E011"),
         ({"REDIS_ULR": "redis://x"}, "quotas.W001"),
@@ -55,6 +54,15 @@ def test_project_settings_pass():
         ({"REFUSALS_ANONYMOUS_PER_HOUR": None}, "quotas.E048"),
         ({"USAGE_API_RATE": "lots"}, "quotas.E049"),
         ({"USAGE_API_RATE": 120}, "quotas.E049"),
+        ({"ENABLED": "no"}, "quotas.E050"),
+        ({"USAGE_SPOOL_DIR": 3}, "quotas.E051"),
+        ({"LEGACY_HEADERS": 1}, "quotas.E052"),
+        ({"DRF_ALGORITHM": "magic"}, "quotas.E030"),
+        ({"PATH_LIMITS": "/hooks/"}, "quotas.E040"),
+        ({"FAILED_AUTH_LIMITS": {"ip": "10/min"}}, "quotas.E018"),
+        ({"FAILED_AUTH_LIMITS": {"address": "lots"}}, "quotas.E018"),
+        ({"BUDGET_TIME_ZONE": "Mars/Olympus"}, "quotas.E012"),
+        ({"LOCAL_SHARE": 0}, "quotas.E013"),
     ],
 )
 def test_bad_setting_is_reported(settings, override, expected):
@@ -152,47 +160,14 @@ def test_sections_merge_over_their_defaults_at_call_time(settings):
 
 
 @pytest.mark.parametrize(
-    ("old", "value", "section", "key"),
-    [
-        ("METRICS_TOKEN", "s3cret", "METRICS", "TOKEN"),
-        ("USAGE_FLUSH_BATCH_SIZE", 9, "USAGE_FLUSH", "BATCH_SIZE"),
-        ("USAGE_FLUSH_BATCH_DELAY", 0.5, "USAGE_FLUSH", "BATCH_DELAY"),
-    ],
+    ("name", "close"),
+    [("DEFAULT_ALGORITHM", "DRF_ALGORITHM"), ("METRICS_ALLOW_LOOPBACK", None)],
 )
-def test_old_top_level_names_are_read_for_one_release(settings, old, value, section, key):
-    """An old name still works when the new place is unset, with a warning naming the new place;
-    with both set the new place wins and the check is an error."""
-    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != section}
-    setattr(settings, old, value)
-    assert getattr(quota_settings, section)[key] == value
+def test_names_never_released_are_unknown_settings(settings, name, close):
+    """Earlier names of settings are not read: each is an unknown setting, with a suggestion where one is close."""
+    settings.QUOTAS = {**settings.QUOTAS, name: True}
     (warning,) = check_settings()
-    assert warning.id == "quotas.W010"
-    assert f"QUOTAS[{section!r}][{key!r}]" in warning.msg
-    assert old in warning.hint
-
-    settings.QUOTAS = {**settings.QUOTAS, section: {key: DEFAULTS[section][key]}}
-    assert getattr(quota_settings, section)[key] == DEFAULTS[section][key]
-    (error,) = check_settings()
-    assert error.id == "quotas.E037"
-    assert "ignored" in error.msg
-
-
-def test_metrics_allow_loopback_moved_into_metrics(settings, client):
-    """QUOTAS['METRICS_ALLOW_LOOPBACK'] is read for one release (a warning, not 'unknown setting')."""
-    settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"TOKEN": ""}, "METRICS_ALLOW_LOOPBACK": True}
-    assert quota_settings.METRICS["ALLOW_LOOPBACK"] is True
-    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
-    (warning,) = check_settings()
-    assert warning.id == "quotas.W010"
-    assert "QUOTAS['METRICS']['ALLOW_LOOPBACK']" in warning.msg
-
-
-def test_metrics_token_from_the_environment_is_deprecated(settings, monkeypatch, client):
-    """A project that never set the token relied on quotas reading METRICS_TOKEN itself: still works, warned."""
-    monkeypatch.setenv("METRICS_TOKEN", "from-env")
-    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "METRICS"}
-    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer from-env").status_code == 200
-    assert ids(check_settings()) == ["quotas.W011"]
-    settings.QUOTAS = {**settings.QUOTAS, "METRICS": {"TOKEN": "from-settings"}}  # mapped: no warning
-    assert check_settings() == []
-    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer from-env").status_code == 401
+    assert warning.id == "quotas.W001"
+    assert name in warning.msg
+    if close:
+        assert warning.hint == f"Did you mean {close!r}?"

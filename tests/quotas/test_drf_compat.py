@@ -145,11 +145,9 @@ def test_another_algorithm_can_be_chosen(rates, engine, settings):
     assert engine.decide("{ip.y}", windows, now=t0 + 20).allowed
 
 
-def test_the_older_setting_name_keeps_a_projects_choice(settings):
-    """A project that set DEFAULT_ALGORITHM (and not DRF_ALGORITHM) keeps what it chose."""
+def test_rates_given_in_code_use_drf_algorithm(settings):
+    """Every rate string given in code or in DRF's settings is counted with QUOTAS['DRF_ALGORITHM']."""
     assert code_rate_algorithm() == "sliding_window_log"
-    settings.QUOTAS = {**settings.QUOTAS, "DEFAULT_ALGORITHM": "fixed_window"}
-    assert code_rate_algorithm() == "fixed_window"
     settings.QUOTAS = {**settings.QUOTAS, "DRF_ALGORITHM": "leaky_bucket"}
     assert code_rate_algorithm() == "leaky_bucket"
 

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from plans.models import PeriodQuota
-from quotas.checks import check_problem_type_base
+from quotas.checks import check_settings
 from quotas.engine.runtime import get_engine
 from quotas.http import problems
 from quotas.http.context import verdict_of
@@ -232,7 +232,7 @@ class TestProblemTypes:
     )
     def test_the_base_is_checked(self, settings, base, check_id):
         settings.QUOTAS = {**settings.QUOTAS, "PROBLEM_TYPE_BASE": base}
-        assert [m.id for m in check_problem_type_base()] == ([check_id] if check_id else [])
+        assert [m.id for m in check_settings()] == ([check_id] if check_id else [])
 
     def test_a_bad_base_stops_manage_py_check(self, settings):
         from django.core.management.base import SystemCheckError

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from django.core.checks import run_checks
 from django.test import AsyncClient, Client
 
-from quotas.checks import check_path_limits
+from quotas.checks import check_settings
 from quotas.django.decorators import quota_limited
 from quotas.django.guard import rate_rule
 from quotas.engine import aio
@@ -176,7 +176,7 @@ def test_the_middleware_limits_paths_under_its_prefixes(client, hooks):
 def test_bad_path_limits_are_system_check_errors(settings, limits):
     """A malformed QUOTAS['PATH_LIMITS'] is a quotas.E040 at startup, not a 500 per request."""
     settings.QUOTAS = {**settings.QUOTAS, "PATH_LIMITS": limits}
-    assert [e.id for e in check_path_limits()] == ["quotas.E040"]
+    assert [e.id for e in check_settings()] == ["quotas.E040"]
     assert "quotas.E040" in [e.id for e in run_checks()]
 
 

@@ -1,44 +1,30 @@
-"""The README's settings tables name every setting quotas and adaptive read, nested keys included."""
+"""The README's settings tables are the ones written from the settings' descriptions, so they cannot drift."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
-from adaptive.conf import DEFAULTS as ADAPTIVE_DEFAULTS
-from quotas.conf import DEFAULTS, SECTIONS
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+from config.settings_docs import MARKED_TABLE, README, TABLES, marked_tables, render
+from quotas.setting import markdown_table
 
 
-def settings_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("## Settings (`QUOTAS` in Django settings)")
-    return text[start : text.index("\n## ", start + 1)]
+def readme() -> str:
+    return README.read_text(encoding="utf-8")
 
 
-def first_cells(text: str) -> set[str]:
-    """The names in backticks in the first cell of every table row."""
-    cells = re.findall(r"^\|([^|]*)\|", text, flags=re.MULTILINE)
-    return {name for cell in cells for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
+def test_every_described_dict_has_one_table():
+    """QUOTAS, its sections and QUOTAS['ADAPTIVE'] each have one marked table in the README."""
+    assert sorted(marked_tables(readme())) == sorted(TABLES)
 
 
-def nested_table(section: str) -> set[str]:
-    """The rows of the table that follows the line naming ``QUOTAS['<section>']``."""
-    text = settings_section()
-    start = text.index(f"`QUOTAS['{section}']`")
-    table = re.search(r"(^\|.*\|\n)+", text[start:], flags=re.MULTILINE)
-    assert table, f"no table after QUOTAS['{section}']"
-    return first_cells(table.group(0))
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_the_table_is_the_one_written_from_the_description(name):
+    """After changing a setting's description, `make settings-docs` rewrites the table."""
+    (written,) = [m.group(0) for m in MARKED_TABLE.finditer(readme()) if m.group(1) == name]
+    settings, first = TABLES[name]
+    assert written.split("\n", 1)[1] == markdown_table(settings, first), "run `make settings-docs`"
 
 
-def test_every_top_level_setting_has_a_row():
-    assert set(DEFAULTS) - first_cells(settings_section()) == set()
-
-
-@pytest.mark.parametrize("section", [*SECTIONS, "ADAPTIVE"])
-def test_every_nested_key_has_a_row(section):
-    known = ADAPTIVE_DEFAULTS if section == "ADAPTIVE" else DEFAULTS[section]
-    assert set(known) == nested_table(section)
+def test_rendering_the_readme_changes_nothing():
+    text = readme()
+    assert render(text) == text

@@ -1,0 +1,64 @@
+"""The README's settings tables, written from the settings' descriptions.
+
+Each table follows a ``<!-- settings table: NAME -->`` line in README.md;
+``python -m config.settings_docs`` (``make settings-docs``) rewrites them from
+:data:`quotas.settings_spec.SETTINGS` and :data:`adaptive.conf.SETTINGS`, and
+tests/quotas/test_settings_docs.py fails while one differs. It lives with the
+project because the tables cover two apps, and quotas may not import adaptive.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
+from quotas.setting import Setting, markdown_table
+from quotas.settings_spec import METRICS, SETTINGS, USAGE_FLUSH
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+#: Each table's name in its marker line -> the settings it lists, and the heading of its first column.
+TABLES: dict[str, tuple[Sequence[Setting], str]] = {
+    "QUOTAS": (SETTINGS, "setting"),
+    "QUOTAS['METRICS']": (METRICS, "key"),
+    "QUOTAS['USAGE_FLUSH']": (USAGE_FLUSH, "key"),
+    "QUOTAS['ADAPTIVE']": (ADAPTIVE_SETTINGS, "key"),
+}
+#: A marker line and the table rows right after it.
+MARKED_TABLE = re.compile(r"^<!-- settings table: (.+?) -->\n(?:\|.*\|\n)*", re.MULTILINE)
+
+
+def marked_tables(text: str) -> list[str]:
+    """The names of the marked tables in ``text``, in order."""
+    return [match.group(1) for match in MARKED_TABLE.finditer(text)]
+
+
+def render(text: str) -> str:
+    """``text`` with every marked table written afresh from its settings."""
+
+    def table(match: re.Match[str]) -> str:
+        settings, first = TABLES[match.group(1)]
+        return f"<!-- settings table: {match.group(1)} -->\n{markdown_table(settings, first)}"
+
+    return MARKED_TABLE.sub(table, text)
+
+
+def main() -> int:
+    text = README.read_text(encoding="utf-8")
+    missing = set(TABLES) - set(marked_tables(text))
+    if missing:
+        print(f"README.md has no marker for: {', '.join(sorted(missing))}", file=sys.stderr)
+        return 1
+    rendered = render(text)
+    if rendered == text:
+        print("README.md: the settings tables are up to date.")
+    else:
+        README.write_text(rendered, encoding="utf-8")
+        print("README.md: the settings tables were rewritten.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
