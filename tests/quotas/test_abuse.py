@@ -85,6 +85,22 @@ def test_concurrency_lease_runs_out(engine):
     assert engine.decide("{c}", cc, request_id="r3", now=T0 + 30.001).allowed
 
 
+def test_a_lease_and_a_sliding_log_in_one_decision_are_both_kept(engine, redis_client):
+    """A concurrency limit before a sliding log: each admission takes its lease and logs its request.
+
+    Two requests in flight out of 5, and the log of 2 per minute then refuses
+    the third; every key written carries the client's one {hash tag}.
+    """
+    both = windows("concurrency", "5/30s") + windows("sliding_window_log", "2/min")
+    results = [engine.decide("{c}", both, request_id=f"r{i}", now=T0).allowed for i in range(3)]
+    assert results == [True, True, False]
+    keys = redis_client.keys("*")
+    assert len({tag for key in keys for tag in re.findall(rb"\{[^}]*\}", key)}) == 1, keys
+    assert all(b"{" in key for key in keys), keys
+    sorted_sets = [redis_client.zcard(key) for key in keys if redis_client.type(key) == b"zset"]
+    assert sorted_sets == [2, 2]  # the leases of r0 and r1, and their two log entries
+
+
 def _hold_lease_then_hang(ready):
     from quotas.engine.runtime import get_engine
 
