@@ -4,13 +4,42 @@
 -- under any concurrency. The same call counts the request in the usage hash
 -- of the client's bucket and day, and keeps the client's ban state.
 --
--- It is on every request's path, so it is written to do little: one TIME,
--- one HMGET, one HSET and one HINCRBY for a request whose windows are all
--- counter-style (more for sliding logs, leases, bans, or a new day or
--- client). Each spec is unpacked into named locals rather than a table per
--- window, and the new state goes straight into the HSET's argument list
--- (make bench, 2026-11-23: a table per window cost about 1 us of the 5-limit
--- decision's Lua time per window; see the README's benchmark section).
+-- decide() reads as its phases: parse the arguments, read the client's state
+-- (one HMGET), check the ban and then every window (check_windows), commit
+-- (commit_admission or commit_refusal: logs and leases, one HSET) and count
+-- (count_decision). It is on every request's path, so it is written to do
+-- little: one TIME, one HMGET, one HSET and one HINCRBY for a request whose
+-- windows are all counter-style (more for sliding logs, leases, bans, or a
+-- new day or client). Values pass between the phases as named arguments and
+-- return values, not in tables: each spec is unpacked into named locals, not
+-- a table per window (make bench, 2026-11-23: a table per window cost about
+-- 1 us of the 5-limit decision per window; see the README's benchmark
+-- section); only a sliding log or lease to commit and a budget alert to write
+-- get a small table of named fields.
+--
+-- What the split into phases costs (2026-11-23, a shared VM with 2 cores;
+-- before: one 171-line decide() keeping pending commits in a parallel array).
+-- Instructions per allowed decision in redis-server (valgrind callgrind,
+-- deterministic, bench/redis_cost.py's commands, 200 clients in turn):
+--   Redis 7.0 FCALL     1 limit 125.7k -> 131.4k (+4.6 %), 5 limits 321.3k -> 329.7k (+2.6 %)
+--   Redis 6.2 EVALSHA   1 limit 217.4k -> 250.6k (+15 %),  5 limits 393.8k -> 428.1k (+8.7 %)
+-- (a no-op function costs 31k of those on 7.0: +6 % and +3 % of the script's
+-- own; a first version with a table each for the request, the state read and
+-- the outcome cost +18 % and +8 %). EVALSHA runs the whole library on every
+-- call, so on 6.2 each function of this file is defined again per decision,
+-- capturing its upvalues anew: that, more than the calls, is 6.2's extra.
+-- Script time (commandstats, min of 20 rounds of 2,000, both versions
+-- interleaved on one server): 7.0 1 limit 21.1 -> 22.5 us, 5 limits 47.6 ->
+-- 49.5 us; 6.2 1 limit 32.7 -> 38.3 us, 5 limits 53.5 -> 66.9 us.
+-- make bench --quick --only redis_cost, run alternately, script us for 1 and
+-- 5 limits (limits' own script in the same run) on 7.0, then on 6.2:
+--   before 38.8, 90.4 (20.8); 68.1, 107.0 (18.4)
+--   after  28.8, 70.9 (14.5); 57.4,  77.4 (13.5)
+--   before 26.1, 52.1 (16.8); 46.8,  59.9 (14.7)
+--   after  33.4, 60.1 (16.4); 41.0,  73.5  (9.9)
+--   before 22.5, 70.9 (10.1); 31.3,  54.3  (8.3)
+--   after  19.9, 45.0  (8.6); 40.0,  64.1  (9.5)
+-- (the noise of a quick run on this machine exceeds the difference).
 --
 -- keys[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
 -- keys[2]  the bucket's usage key of the day DECIDE_ARG_DAY names ("...:<YYYYMMDD>")
@@ -36,8 +65,10 @@
 --          delay, used (periods), alert mask (periods) (slots WINDOW_REPLY_*);
 --          flags: FLAG_REDUCED_ONLY, FLAG_BANNED or FLAG_BAN_STARTED;
 --          ban wait: us until the ban ends.
--- Nothing to iterate (`ipairs(list or NONE)`): never written to.
-local NONE = {}
+
+-- Where the fields read_state asks for after the counter-style windows' sit
+-- in the HMGET's reply (the last two only with a ban policy).
+local CLIENT_EXPIRY, BUCKET_EXPIRY, REFUSALS, BAN = 1, 2, 3, 4
 
 -- A reply's head (slots REPLY_*): allowed (1 or 0), now, no flags, no ban wait.
 local function reply_head(allowed, now)
@@ -61,10 +92,10 @@ end
 -- What a request takes from a window: a budget its cost, a count of requests
 -- or a lease one, any other window the request's weight or else the window's
 -- own. The second value says whether it was a weight (what usage counts).
-local function window_weight(code, own_weight, weight, cost)
+local function window_weight(code, own_weight, request_weight, cost)
   if code == BUDGET then return cost, false end
   if code == PERIOD_REQUESTS or code == CONCURRENCY then return 1, false end
-  return weight or own_weight, true
+  return request_weight or own_weight, true
 end
 
 -- One window's verdict at `limit` and `cap_or_stop` (scaled or not): `raw`
@@ -78,124 +109,74 @@ local function check_window(code, limit, weight, window_or_start, cap_or_stop, d
   return ALGORITHMS[code](raw, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, now)
 end
 
--- Parse: the fixed arguments, by name. `usage_key` is nil when the call
--- counts no usage; `weight` nil when each window takes its own.
-local function parse_request(keys, args)
+-- Parse the fixed arguments that are numbers. -> now (us), the request's
+-- weight (nil: each window takes its own), cost (micro-units), multiplier
+local function parse_numbers(args)
   local now = args[DECIDE_ARG_NOW]
   if now == '' then now = server_now() else now = tonumber(now) end
-  local request = {
-    now = now,
-    weight = tonumber(args[DECIDE_ARG_WEIGHT]),
-    cost = tonumber(args[DECIDE_ARG_COST]) or 0,
-    mode = args[DECIDE_ARG_MODE],
-    multiplier = tonumber(args[DECIDE_ARG_MULTIPLIER]) or 1,
-    ban_policy = args[DECIDE_ARG_BAN_POLICY],
-    request_id = args[DECIDE_ARG_REQUEST_ID],
-    prefix = args[DECIDE_ARG_FIELD_PREFIX],
-    bucket = keys[1],
-    windows = #args - DECIDE_FIXED_ARGS,
-  }
-  -- Usage fields are "<client>|<plan>|<scope>|<counter>" in the bucket's hash of the day.
-  local usage = args[DECIDE_ARG_USAGE]
-  if usage ~= '' then
-    request.usage = request.prefix .. usage
-    request.usage_key, request.usage_days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now)
-  end
-  return request
+  local multiplier = tonumber(args[DECIDE_ARG_MULTIPLIER]) or 1
+  return now, tonumber(args[DECIDE_ARG_WEIGHT]), tonumber(args[DECIDE_ARG_COST]) or 0, multiplier
 end
 
--- Add to the request's usage counters (see count_usage), if it counts any.
-local function add_usage(request, n1, a1, n2, a2, n3, a3)
-  if request.usage_key then
-    count_usage(request.usage_key, request.usage_days, request.usage, n1, a1, n2, a2, n3, a3)
-  end
+-- Parse where the request is counted: fields "<client>|<plan>|<scope>|<counter>"
+-- of the bucket's usage hash of the day. -> the fields' prefix, the hash and
+-- its day (count_usage's first three arguments), or nil not to count.
+local function parse_usage(keys, args, now)
+  local usage = args[DECIDE_ARG_USAGE]
+  if usage == '' then return nil end
+  local key, days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now)
+  return args[DECIDE_ARG_FIELD_PREFIX] .. usage, key, days
 end
 
 -- Read, with one HMGET: every counter-style window's field (in the order of
--- the specs), then the client's and the bucket's expiry, then the ban state.
--- -> the fields read and their values, by name where they are not windows'.
-local function read_state(request, args)
-  local prefix, fields = request.prefix, {}
-  for i = 1, request.windows do
+-- the specs), then the client's and the bucket's expiry and, with a ban
+-- policy, the ban state (at CLIENT_EXPIRY ... BAN after the windows').
+-- -> the fields, their values, the number of windows' fields
+local function read_state(bucket, args, prefix, ban_policy)
+  local fields = {}
+  for i = 1, #args - DECIDE_FIXED_ARGS do
     local code, _, _, _, _, _, _, field = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
     if not HAS_OWN_KEY[code] then fields[#fields + 1] = prefix .. field end
   end
   local counters = #fields
-  fields[counters + 1] = prefix .. '~'
-  fields[counters + 2] = '~'
-  if request.ban_policy ~= '' then
-    fields[counters + 3] = prefix .. '!dn'
-    fields[counters + 4] = prefix .. '!bn'
+  fields[counters + CLIENT_EXPIRY] = prefix .. '~'
+  fields[counters + BUCKET_EXPIRY] = '~'
+  if ban_policy ~= '' then
+    fields[counters + REFUSALS] = prefix .. '!dn'
+    fields[counters + BAN] = prefix .. '!bn'
   end
-  local values = redis.call('HMGET', request.bucket, unpack(fields))
-  return {
-    fields = fields,
-    values = values,
-    client_expiry = values[counters + 1],
-    bucket_expiry = values[counters + 2],
-    refusals = values[counters + 3],  -- '!dn' (nil without a ban policy)
-    ban = values[counters + 4],  -- '!bn'
-  }
+  return fields, redis.call('HMGET', bucket, unpack(fields)), counters
 end
 
--- Check the ban: a banned client is refused without looking at its limits.
--- -> the reply (a head alone), or nil when the client is not banned.
-local function check_ban(request, state)
-  if request.ban_policy == '' then return nil end
-  local now = request.now
-  local until_ = parse_ban(state.ban, now)
+-- The reply to a banned client (refused without looking at its limits), or
+-- nil when `raw_ban` (its '!bn' field) holds no ban in force.
+local function banned_reply(raw_ban, now)
+  local until_ = parse_ban(raw_ban, now)
   if until_ <= now then return nil end
   local reply = reply_head(0, now)
   reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BANNED, until_ - now
-  if request.mode ~= 'peek' then add_usage(request, 'dx', 1) end
   return reply
 end
 
--- Note what admitting the request writes for a window that allows it: a
--- sliding log or a lease is committed from a table of its own, any other
--- window's new state joins the HSET.
-local function note_allowed(outcome, code, key, field, window, weight, value, ttl)
-  if key then
-    outcome.pending = outcome.pending or {}
-    table.insert(outcome.pending, {code = code, key = key, window = window, weight = weight, count = value})
-  else
-    local writes = outcome.writes
-    writes[#writes + 1], writes[#writes + 2] = field, value
-    if ttl > outcome.ttl then outcome.ttl = ttl end
-  end
-end
-
--- Note a window that refuses: a shadow window only would have; a budget's
--- first refusal in a period leaves its 100 % alert to write either way.
-local function note_refused(outcome, code, shadow, field, value, ttl)
-  if shadow then
-    outcome.would_deny = true
-  else
-    outcome.allowed = false
-    if code == BUDGET then outcome.budget_denied = true end
-  end
-  if code == BUDGET and value then
-    outcome.alerts = outcome.alerts or {}
-    table.insert(outcome.alerts, {field = field, value = value, ttl = ttl})
-  end
-end
-
--- Check every window, writing its slots of the reply. -> the outcome: whether
--- the request is allowed (`allowed`; `budget_denied`, `would_deny` say why
--- not or what a shadow window would have done), its largest weight
--- (`unit_weight`), and what the decision writes:
---   writes, ttl  an admission's HSET (field, value pairs), living ttl us
---   pending      an admission's sliding logs and leases, a table each
---   alerts       refused budgets' 100 % alerts, a table each, written either way
-local function check_windows(request, keys, args, state, reply)
-  local outcome = {allowed = true, budget_denied = false, would_deny = false, unit_weight = request.weight or 1,
-    writes = {}, ttl = 0, pending = nil, alerts = nil}
-  local multiplier, counter, own_key = request.multiplier, 0, 3  -- the last field read, the next own key
-  for i = 1, request.windows do
+-- Check every window, writing its slots of the reply and appending an
+-- admission's new state of counter-style windows to `writes` (the HSET's
+-- field, value pairs). -> the verdict and what else the decision writes:
+--   allowed        no window refuses (shadow windows never do)
+--   budget_denied  a budget is among the windows that refuse
+--   would_deny     a shadow window would have refused
+--   unit_weight    the request's largest weight (what usage counts)
+--   ttl            how long (us) `writes` must live
+--   pending        an admission's sliding logs and leases, a table each, or nil
+--   alerts         refused budgets' 100 % alerts, a table each, or nil: written either way
+local function check_windows(keys, args, fields, values, now, request_weight, cost, multiplier, writes, reply)
+  local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
+    true, false, false, request_weight or 1, 0, nil, nil
+  local counter, own_key = 0, 3  -- the last field read, the next own key
+  for i = 1, #args - DECIDE_FIXED_ARGS do
     local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
       struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
-    local weight, weighed = window_weight(code, own_weight, request.weight, request.cost)
-    if weighed and weight > outcome.unit_weight then outcome.unit_weight = weight end
+    local weight, weighed = window_weight(code, own_weight, request_weight, cost)
+    if weighed and weight > unit_weight then unit_weight = weight end
     if multiplier ~= 1 and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
       limit = math.max(1, math.floor(limit * multiplier))
       cap_or_stop = math.max(1, math.floor(cap_or_stop * multiplier))
@@ -205,27 +186,37 @@ local function check_windows(request, keys, args, state, reply)
       key, own_key = keys[own_key], own_key + 1
     else
       counter = counter + 1
-      field, raw = state.fields[counter], state.values[counter]
+      field, raw = fields[counter], values[counter]
     end
-    local ok, remaining, reset, retry, delay, value, ttl, used, alert =
-      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, request.now)
-    if ok then
-      note_allowed(outcome, code, key, field, window_or_start, weight, value, ttl)
+    local ok, remaining, reset, retry, delay, value, value_ttl, used, alert =
+      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
+    if ok and key then  -- a sliding log or a lease: committed from a table of its own
+      pending = pending or {}
+      pending[#pending + 1] = {code = code, key = key, window = window_or_start, weight = weight, count = value}
+    elseif ok then  -- any other window's new state joins the HSET
+      writes[#writes + 1], writes[#writes + 2] = field, value
+      if value_ttl > ttl then ttl = value_ttl end
+    elseif shadow == 1 then
+      would_deny = true
     else
-      note_refused(outcome, code, shadow == 1, field, value, ttl)
+      allowed, budget_denied = false, budget_denied or code == BUDGET
+    end
+    if not ok and code == BUDGET and value then  -- a budget's first refusal in its period: its 100 % alert
+      alerts = alerts or {}
+      alerts[#alerts + 1] = {field = field, value = value, ttl = value_ttl}
     end
     put_window_reply(reply, i, ok, remaining, reset, retry, delay, used, alert)
   end
-  return outcome
+  return allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
 end
 
 -- Whether a request the adaptive multiplier refused would pass at full
 -- capacity (then only the reduction refused it): every window checked again
 -- at its own limit. Rare (refusals under reduced capacity), so it unpacks the
 -- specs again rather than keep them all.
-local function passes_at_full_capacity(request, keys, args, state)
+local function passes_at_full_capacity(keys, args, values, now, request_weight, cost)
   local counter, own_key = 0, 3
-  for i = 1, request.windows do
+  for i = 1, #args - DECIDE_FIXED_ARGS do
     local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
       struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
     local raw, key
@@ -233,11 +224,11 @@ local function passes_at_full_capacity(request, keys, args, state)
       key, own_key = keys[own_key], own_key + 1
     else
       counter = counter + 1
-      raw = state.values[counter]
+      raw = values[counter]
     end
-    local weight = window_weight(code, own_weight, request.weight, request.cost)
+    local weight = window_weight(code, own_weight, request_weight, cost)
     local ok =
-      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, request.now)
+      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
     if not ok and shadow == 0 then return false end
   end
   return true
@@ -246,92 +237,122 @@ end
 -- A refusal for abuse (not for load shedding: the reply's flags are still 0)
 -- counts toward a ban: adds the ban state to `writes` and, when this refusal
 -- starts a ban, says so in the reply. -> the HSET's new ttl
-local function note_ban_refusal(request, state, writes, ttl, reply)
-  local now = request.now
-  local refusals, ban, until_ = note_refusal(request.ban_policy, state.refusals, state.ban, now)
-  writes[#writes + 1], writes[#writes + 2] = request.prefix .. '!dn', refusals
-  local _, window = parse_ban_policy(request.ban_policy)
+local function note_ban_refusal(prefix, policy, raw_refusals, raw_ban, now, writes, ttl, reply)
+  local refusals, ban, until_ = note_refusal(policy, raw_refusals, raw_ban, now)
+  writes[#writes + 1], writes[#writes + 2] = prefix .. '!dn', refusals
+  local _, window = parse_ban_policy(policy)
   if window > ttl then ttl = window end
   if ban then
-    writes[#writes + 1], writes[#writes + 2] = request.prefix .. '!bn', ban
+    writes[#writes + 1], writes[#writes + 2] = prefix .. '!bn', ban
     reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BAN_STARTED, until_ - now
     if until_ - now + STRIKE_MEMORY > ttl then ttl = until_ - now + STRIKE_MEMORY end
   end
   return ttl
 end
 
--- Commit: an admission consumes every window (sliding logs and leases, then
--- the HSET of the others' new state); a refusal writes only budgets' alerts
--- and the ban state. The bucket's expiry bookkeeping rides on the same HSET.
-local function commit(request, state, outcome, reply)
-  local now, writes, ttl = request.now, {}, 0
-  if outcome.allowed then
-    for _, p in ipairs(outcome.pending or NONE) do
-      if p.code == SLIDING_WINDOW_LOG then
-        log_commit(p.key, p.window, p.weight, now, p.count)
-      else
-        lease_commit(p.key, p.window, now, request.request_id)
-      end
-    end
-    writes, ttl = outcome.writes, outcome.ttl
-  end
-  for _, alert in ipairs(outcome.alerts or NONE) do
+-- Append refused budgets' 100 % alerts (from check_windows) to `writes`.
+-- -> the HSET's new ttl
+local function add_alerts(writes, ttl, alerts)
+  for _, alert in ipairs(alerts) do
     writes[#writes + 1], writes[#writes + 2] = alert.field, alert.value
     if alert.ttl > ttl then ttl = alert.ttl end
   end
-  if not outcome.allowed and request.ban_policy ~= '' and reply[REPLY_FLAGS] == 0 then
-    ttl = note_ban_refusal(request, state, writes, ttl, reply)
-  end
-  if #writes == 0 then return end
-  local bucket = request.bucket
-  local bucket_until =
-    keep_until(request.prefix, math.ceil((now + ttl) / 1000000), state.client_expiry, state.bucket_expiry, writes)
+  return ttl
+end
+
+-- Write `writes` (field, value pairs living `ttl` us) to the client's bucket,
+-- with the bucket's expiry bookkeeping in the same HSET.
+local function write_bucket(keys, args, values, counters, writes, ttl, now)
+  local bucket, prefix = keys[1], args[DECIDE_ARG_FIELD_PREFIX]
+  local bucket_until = keep_until(prefix, math.ceil((now + ttl) / 1000000), values[counters + CLIENT_EXPIRY],
+    values[counters + BUCKET_EXPIRY], writes)
   redis.call('HSET', bucket, unpack(writes))
   if bucket_until then expire_bucket(bucket, bucket_until, now) end
   maybe_sweep(bucket, now)
 end
 
--- Count: the decision in the usage counters (allowed with its weight beyond
--- one and its cost, or the reason it was refused), and a shadow window's
--- refusal.
-local function count_decision(request, outcome, reply)
-  if not request.usage_key then return end
-  if outcome.allowed then
-    add_usage(request, 'a', 1, 'wx', outcome.unit_weight - 1, 'c', request.cost)
-  elseif outcome.budget_denied then
-    add_usage(request, 'db', 1)
-  elseif reply[REPLY_FLAGS] == FLAG_REDUCED_ONLY then
-    add_usage(request, 'dc', 1)
-  else
-    add_usage(request, 'dr', 1)
+-- Add an admission's entries to its sliding logs and leases (`pending`, from check_windows).
+local function commit_own_keys(pending, now, request_id)
+  for _, p in ipairs(pending) do
+    if p.code == SLIDING_WINDOW_LOG then
+      log_commit(p.key, p.window, p.weight, now, p.count)
+    else
+      lease_commit(p.key, p.window, now, request_id)
+    end
   end
-  if outcome.would_deny then add_usage(request, 'sw', 1) end
 end
 
--- parse -> (ACL modes: count only) -> read -> check the ban, then the windows
+-- Commit an admission: every window is consumed (sliding logs and leases,
+-- then one HSET of the others' new state and any refused shadow budget's alert).
+local function commit_admission(keys, args, values, counters, now, writes, ttl, pending, alerts)
+  if pending then commit_own_keys(pending, now, args[DECIDE_ARG_REQUEST_ID]) end
+  if alerts then ttl = add_alerts(writes, ttl, alerts) end
+  if #writes > 0 then write_bucket(keys, args, values, counters, writes, ttl, now) end
+end
+
+-- Commit a refusal: it consumes nothing, but budgets' 100 % alerts are kept,
+-- and a refusal for abuse (not for load shedding: the reply's flags are still
+-- 0) counts toward a ban.
+local function commit_refusal(keys, args, values, counters, now, alerts, reply)
+  local writes, ttl, policy = {}, 0, args[DECIDE_ARG_BAN_POLICY]
+  if alerts then ttl = add_alerts(writes, ttl, alerts) end
+  if policy ~= '' and reply[REPLY_FLAGS] == 0 then
+    ttl = note_ban_refusal(args[DECIDE_ARG_FIELD_PREFIX], policy, values[counters + REFUSALS], values[counters + BAN],
+      now, writes, ttl, reply)
+  end
+  if #writes > 0 then write_bucket(keys, args, values, counters, writes, ttl, now) end
+end
+
+-- Count the decision the reply holds in the usage hash (`usage`, `at`,
+-- `days`: count_usage's first three arguments): allowed, with its weight
+-- beyond one and its cost, or why it was refused; and a shadow window's refusal.
+local function count_decision(usage, at, days, reply, budget_denied, would_deny, unit_weight, cost)
+  if reply[REPLY_ALLOWED] == 1 then
+    count_usage(at, days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
+  elseif budget_denied then
+    count_usage(at, days, usage, 'db', 1)
+  elseif reply[REPLY_FLAGS] == FLAG_REDUCED_ONLY then
+    count_usage(at, days, usage, 'dc', 1)
+  else
+    count_usage(at, days, usage, 'dr', 1)
+  end
+  if would_deny then count_usage(at, days, usage, 'sw', 1) end
+end
+
+-- parse -> (ACL modes: count only) -> read -> the ban, then every window
 -- -> (peek: reply) -> commit -> count.
 local function decide(keys, args)
-  local request = parse_request(keys, args)
-  if request.mode == 'acl-allow' then
-    add_usage(request, 'a', 1, 'wx', (request.weight or 1) - 1, 'c', request.cost)
-    return reply_head(1, request.now)
-  elseif request.mode == 'acl-deny' then
-    add_usage(request, 'da', 1)
-    return reply_head(0, request.now)
+  local now, weight, cost, multiplier = parse_numbers(args)
+  local mode, ban_policy = args[DECIDE_ARG_MODE], args[DECIDE_ARG_BAN_POLICY]
+  local usage, usage_at, usage_days = parse_usage(keys, args, now)
+  if mode == 'acl-allow' then
+    if usage then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
+    return reply_head(1, now)
+  elseif mode == 'acl-deny' then
+    if usage then count_usage(usage_at, usage_days, usage, 'da', 1) end
+    return reply_head(0, now)
   end
-  local state = read_state(request, args)
-  local banned = check_ban(request, state)
-  if banned then return banned end
-  local reply = reply_head(1, request.now)
-  local outcome = check_windows(request, keys, args, state, reply)
-  if not outcome.allowed then
+  local fields, values, counters = read_state(keys[1], args, args[DECIDE_ARG_FIELD_PREFIX], ban_policy)
+  local banned = ban_policy ~= '' and banned_reply(values[counters + BAN], now)
+  if banned then
+    if usage and mode ~= 'peek' then count_usage(usage_at, usage_days, usage, 'dx', 1) end
+    return banned
+  end
+  local reply, writes = reply_head(1, now), {}
+  local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
+    check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply)
+  if not allowed then
     reply[REPLY_ALLOWED] = 0
-    if request.multiplier < 1 and passes_at_full_capacity(request, keys, args, state) then
+    if multiplier < 1 and passes_at_full_capacity(keys, args, values, now, weight, cost) then
       reply[REPLY_FLAGS] = FLAG_REDUCED_ONLY
     end
   end
-  if request.mode == 'peek' then return reply end
-  commit(request, state, outcome, reply)
-  count_decision(request, outcome, reply)
+  if mode == 'peek' then return reply end
+  if allowed then
+    commit_admission(keys, args, values, counters, now, writes, ttl, pending, alerts)
+  else
+    commit_refusal(keys, args, values, counters, now, alerts, reply)
+  end
+  if usage then count_decision(usage, usage_at, usage_days, reply, budget_denied, would_deny, unit_weight, cost) end
   return reply
 end
