@@ -85,6 +85,23 @@ def test_concurrency_lease_runs_out(engine):
     assert engine.decide("{c}", cc, request_id="r3", now=T0 + 30.001).allowed
 
 
+@pytest.mark.parametrize("second", ["sliding_window_log", "concurrency"])
+def test_a_lease_and_another_own_key_window_in_one_decision_are_both_kept(engine, redis_client, second):
+    """A concurrency limit before a sliding log or a second lease: each admission is recorded in both.
+
+    Two requests in flight out of 5, and the second window's limit of 2 then
+    refuses the third; every key written carries the client's one {hash tag}.
+    """
+    both = windows("concurrency", "5/30s") + windows(second, "2/min")
+    results = [engine.decide("{c}", both, request_id=f"r{i}", now=T0).allowed for i in range(3)]
+    assert results == [True, True, False]
+    keys = redis_client.keys("*")
+    assert len({tag for key in keys for tag in re.findall(rb"\{[^}]*\}", key)}) == 1, keys
+    assert all(b"{" in key for key in keys), keys
+    sorted_sets = [redis_client.zcard(key) for key in keys if redis_client.type(key) == b"zset"]
+    assert sorted_sets == [2, 2]  # r0 and r1 in each window's sorted set
+
+
 def _hold_lease_then_hang(ready):
     from quotas.engine.runtime import get_engine
 

@@ -4,13 +4,42 @@
 -- under any concurrency. The same call counts the request in the usage hash
 -- of the client's bucket and day, and keeps the client's ban state.
 --
--- It is on every request's path, so it is written to do little: one TIME,
--- one HMGET, one HSET and one HINCRBY for a request whose windows are all
--- counter-style (more for sliding logs, leases, bans, or a new day or
--- client). Each spec is unpacked into named locals rather than a table per
--- window, and the new state goes straight into the HSET's argument list
--- (make bench, 2026-11-23: a table per window cost about 1 us of the 5-limit
--- decision's Lua time per window; see the README's benchmark section).
+-- decide() reads as its phases: parse the arguments, read the client's state
+-- (one HMGET), check the ban and then every window (check_windows), commit
+-- (commit_admission or commit_refusal: logs and leases, one HSET) and count
+-- (count_decision). It is on every request's path, so it is written to do
+-- little: one TIME, one HMGET, one HSET and one HINCRBY for a request whose
+-- windows are all counter-style (more for sliding logs, leases, bans, or a
+-- new day or client). Values pass between the phases as named arguments and
+-- return values, not in tables: each spec is unpacked into named locals, not
+-- a table per window (make bench, 2026-11-23: a table per window cost about
+-- 1 us of the 5-limit decision per window; see the README's benchmark
+-- section); only a sliding log or lease to commit and a budget alert to write
+-- get a small table of named fields.
+--
+-- What the split into phases costs (2026-11-23, a shared VM with 2 cores;
+-- before: one 171-line decide() keeping pending commits in a parallel array).
+-- Instructions per allowed decision in redis-server (valgrind callgrind,
+-- deterministic, bench/redis_cost.py's commands, 200 clients in turn):
+--   Redis 7.0 FCALL     1 limit 125.7k -> 131.4k (+4.6 %), 5 limits 321.3k -> 329.7k (+2.6 %)
+--   Redis 6.2 EVALSHA   1 limit 217.4k -> 250.6k (+15 %),  5 limits 393.8k -> 428.1k (+8.7 %)
+-- (a no-op function costs 31k of those on 7.0: +6 % and +3 % of the script's
+-- own; a first version with a table each for the request, the state read and
+-- the outcome cost +18 % and +8 %). EVALSHA runs the whole library on every
+-- call, so on 6.2 each function of this file is defined again per decision,
+-- capturing its upvalues anew: that, more than the calls, is 6.2's extra.
+-- Script time (commandstats, min of 20 rounds of 2,000, both versions
+-- interleaved on one server): 7.0 1 limit 21.1 -> 22.5 us, 5 limits 47.6 ->
+-- 49.5 us; 6.2 1 limit 32.7 -> 38.3 us, 5 limits 53.5 -> 66.9 us.
+-- make bench --quick --only redis_cost, run alternately, script us for 1 and
+-- 5 limits (limits' own script in the same run) on 7.0, then on 6.2:
+--   before 38.8, 90.4 (20.8); 68.1, 107.0 (18.4)
+--   after  28.8, 70.9 (14.5); 57.4,  77.4 (13.5)
+--   before 26.1, 52.1 (16.8); 46.8,  59.9 (14.7)
+--   after  33.4, 60.1 (16.4); 41.0,  73.5  (9.9)
+--   before 22.5, 70.9 (10.1); 31.3,  54.3  (8.3)
+--   after  19.9, 45.0  (8.6); 40.0,  64.1  (9.5)
+-- (the noise of a quick run on this machine exceeds the difference).
 --
 -- keys[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
 -- keys[2]  the bucket's usage key of the day DECIDE_ARG_DAY names ("...:<YYYYMMDD>")
@@ -37,6 +66,10 @@
 --          flags: FLAG_REDUCED_ONLY, FLAG_BANNED or FLAG_BAN_STARTED;
 --          ban wait: us until the ban ends.
 
+-- Where the fields read_state asks for after the counter-style windows' sit
+-- in the HMGET's reply (the last two only with a ban policy).
+local CLIENT_EXPIRY, BUCKET_EXPIRY, REFUSALS, BAN = 1, 2, 3, 4
+
 -- A reply's head (slots REPLY_*): allowed (1 or 0), now, no flags, no ban wait.
 local function reply_head(allowed, now)
   local head = {}
@@ -44,32 +77,148 @@ local function reply_head(allowed, now)
   return head
 end
 
--- What a request takes from a window: a budget its cost, a count of requests
--- or a lease one, any other window the request's weight or else the window's own.
-local function window_weight(code, own_weight, weight, cost)
-  if code == BUDGET then return cost end
-  if code == PERIOD_REQUESTS or code == CONCURRENCY then return 1 end
-  return weight or own_weight
+-- Window i's slots of the reply (WINDOW_REPLY_*), from its check's results.
+local function put_window_reply(reply, i, ok, remaining, reset, retry, delay, used, alert)
+  local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
+  reply[base + WINDOW_REPLY_OK] = ok and 1 or 0
+  reply[base + WINDOW_REPLY_REMAINING] = math.floor(remaining)
+  reply[base + WINDOW_REPLY_RESET_US] = math.ceil(math.max(reset, 0))
+  reply[base + WINDOW_REPLY_RETRY_US] = math.ceil(retry)
+  reply[base + WINDOW_REPLY_DELAY_US] = math.ceil(delay)
+  reply[base + WINDOW_REPLY_USED] = used or 0
+  reply[base + WINDOW_REPLY_ALERT] = alert or 0
 end
 
--- One window's verdict at `limit` and `cap` (scaled or not): `raw` is its
--- field's value (counter-style windows), `key` its own key (logs, leases).
+-- What a request takes from a window: a budget its cost, a count of requests
+-- or a lease one, any other window the request's weight or else the window's
+-- own. The second value says whether it was a weight (what usage counts).
+local function window_weight(code, own_weight, request_weight, cost)
+  if code == BUDGET then return cost, false end
+  if code == PERIOD_REQUESTS or code == CONCURRENCY then return 1, false end
+  return request_weight or own_weight, true
+end
+
+-- One window's verdict at `limit` and `cap_or_stop` (scaled or not): `raw`
+-- is its field's value (counter-style windows), `key` its own key (logs,
+-- leases). The spec's three numbers are passed as they came (see common.lua).
 -- -> ok, remaining, reset, retry, delay, value (new state, or a log's
 -- count), ttl, used, alert
-local function check_window(code, limit, weight, a, cap, c, raw, key, now)
-  if code == SLIDING_WINDOW_LOG then return log_check(key, limit, a, weight, now) end
+local function check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
+  if code == SLIDING_WINDOW_LOG then return log_check(key, limit, window_or_start, weight, now) end
   if code == CONCURRENCY then return lease_check(key, limit, now) end
-  return ALGORITHMS[code](raw, limit, weight, a, cap, c, now)
+  return ALGORITHMS[code](raw, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, now)
+end
+
+-- Parse the fixed arguments that are numbers. -> now (us), the request's
+-- weight (nil: each window takes its own), cost (micro-units), multiplier
+local function parse_numbers(args)
+  local now = args[DECIDE_ARG_NOW]
+  if now == '' then now = server_now() else now = tonumber(now) end
+  local multiplier = tonumber(args[DECIDE_ARG_MULTIPLIER]) or 1
+  return now, tonumber(args[DECIDE_ARG_WEIGHT]), tonumber(args[DECIDE_ARG_COST]) or 0, multiplier
+end
+
+-- Parse where the request is counted: fields "<client>|<plan>|<scope>|<counter>"
+-- of the bucket's usage hash of the day. -> the fields' prefix, the hash and
+-- its day (count_usage's first three arguments), or nil not to count.
+local function parse_usage(keys, args, now)
+  local usage = args[DECIDE_ARG_USAGE]
+  if usage == '' then return nil end
+  local key, days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now)
+  return args[DECIDE_ARG_FIELD_PREFIX] .. usage, key, days
+end
+
+-- Read, with one HMGET: every counter-style window's field (in the order of
+-- the specs), then the client's and the bucket's expiry and, with a ban
+-- policy, the ban state (at CLIENT_EXPIRY ... BAN after the windows').
+-- -> the fields, their values, the number of windows' fields
+local function read_state(bucket, args, prefix, ban_policy)
+  local fields = {}
+  for i = 1, #args - DECIDE_FIXED_ARGS do
+    local code, _, _, _, _, _, _, field = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    if not HAS_OWN_KEY[code] then fields[#fields + 1] = prefix .. field end
+  end
+  local counters = #fields
+  fields[counters + CLIENT_EXPIRY] = prefix .. '~'
+  fields[counters + BUCKET_EXPIRY] = '~'
+  if ban_policy ~= '' then
+    fields[counters + REFUSALS] = prefix .. '!dn'
+    fields[counters + BAN] = prefix .. '!bn'
+  end
+  return fields, redis.call('HMGET', bucket, unpack(fields)), counters
+end
+
+-- The reply to a banned client (refused without looking at its limits), or
+-- nil when `raw_ban` (its '!bn' field) holds no ban in force.
+local function banned_reply(raw_ban, now)
+  local until_ = parse_ban(raw_ban, now)
+  if until_ <= now then return nil end
+  local reply = reply_head(0, now)
+  reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BANNED, until_ - now
+  return reply
+end
+
+-- Check every window, writing its slots of the reply and appending an
+-- admission's new state of counter-style windows to `writes` (the HSET's
+-- field, value pairs). -> the verdict and what else the decision writes:
+--   allowed        no window refuses (shadow windows never do)
+--   budget_denied  a budget is among the windows that refuse
+--   would_deny     a shadow window would have refused
+--   unit_weight    the request's largest weight (what usage counts)
+--   ttl            how long (us) `writes` must live
+--   pending        an admission's sliding logs and leases, a table each, or nil
+--   alerts         refused budgets' 100 % alerts, a table each, or nil: written either way
+local function check_windows(keys, args, fields, values, now, request_weight, cost, multiplier, writes, reply)
+  local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
+    true, false, false, request_weight or 1, 0, nil, nil
+  local counter, own_key = 0, 3  -- the last field read, the next own key
+  for i = 1, #args - DECIDE_FIXED_ARGS do
+    local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
+      struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    local weight, weighed = window_weight(code, own_weight, request_weight, cost)
+    if weighed and weight > unit_weight then unit_weight = weight end
+    if multiplier ~= 1 and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
+      limit = math.max(1, math.floor(limit * multiplier))
+      cap_or_stop = math.max(1, math.floor(cap_or_stop * multiplier))
+    end
+    local raw, key, field
+    if HAS_OWN_KEY[code] then
+      key, own_key = keys[own_key], own_key + 1
+    else
+      counter = counter + 1
+      field, raw = fields[counter], values[counter]
+    end
+    local ok, remaining, reset, retry, delay, value, value_ttl, used, alert =
+      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
+    if ok and key then  -- a sliding log or a lease: committed from a table of its own
+      pending = pending or {}
+      pending[#pending + 1] = {code = code, key = key, window = window_or_start, weight = weight, count = value}
+    elseif ok then  -- any other window's new state joins the HSET
+      writes[#writes + 1], writes[#writes + 2] = field, value
+      if value_ttl > ttl then ttl = value_ttl end
+    elseif shadow == 1 then
+      would_deny = true
+    else
+      allowed, budget_denied = false, budget_denied or code == BUDGET
+    end
+    if not ok and code == BUDGET and value then  -- a budget's first refusal in its period: its 100 % alert
+      alerts = alerts or {}
+      alerts[#alerts + 1] = {field = field, value = value, ttl = value_ttl}
+    end
+    put_window_reply(reply, i, ok, remaining, reset, retry, delay, used, alert)
+  end
+  return allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
 end
 
 -- Whether a request the adaptive multiplier refused would pass at full
 -- capacity (then only the reduction refused it): every window checked again
 -- at its own limit. Rare (refusals under reduced capacity), so it unpacks the
 -- specs again rather than keep them all.
-local function passes_at_full_capacity(keys, args, n, values, weight, cost, now)
+local function passes_at_full_capacity(keys, args, values, now, request_weight, cost)
   local counter, own_key = 0, 3
-  for i = 1, n do
-    local code, limit, a, cap, own_weight, c, shadow = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+  for i = 1, #args - DECIDE_FIXED_ARGS do
+    local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
+      struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
     local raw, key
     if HAS_OWN_KEY[code] then
       key, own_key = keys[own_key], own_key + 1
@@ -77,180 +226,133 @@ local function passes_at_full_capacity(keys, args, n, values, weight, cost, now)
       counter = counter + 1
       raw = values[counter]
     end
-    local ok = check_window(code, limit, window_weight(code, own_weight, weight, cost), a, cap, c, raw, key, now)
+    local weight = window_weight(code, own_weight, request_weight, cost)
+    local ok =
+      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
     if not ok and shadow == 0 then return false end
   end
   return true
 end
 
-local function decide(keys, args)
-  local now = args[DECIDE_ARG_NOW]
-  if now == '' then now = server_now() else now = tonumber(now) end
-  local weight = tonumber(args[DECIDE_ARG_WEIGHT])
-  local cost = tonumber(args[DECIDE_ARG_COST]) or 0
-  local cp = args[DECIDE_ARG_FIELD_PREFIX]
-  local mode = args[DECIDE_ARG_MODE]
-  local ban_policy = args[DECIDE_ARG_BAN_POLICY]
-  local n = #args - DECIDE_FIXED_ARGS
-
-  -- Usage fields are "<client>|<plan>|<scope>|<counter>" in the bucket's hash of the day.
-  local usage, usage_at, usage_days = args[DECIDE_ARG_USAGE], nil, nil
-  if usage ~= '' then
-    usage = cp .. usage
-    usage_at, usage_days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now)
+-- A refusal for abuse (not for load shedding: the reply's flags are still 0)
+-- counts toward a ban: adds the ban state to `writes` and, when this refusal
+-- starts a ban, says so in the reply. -> the HSET's new ttl
+local function note_ban_refusal(prefix, policy, raw_refusals, raw_ban, now, writes, ttl, reply)
+  local refusals, ban, until_ = note_refusal(policy, raw_refusals, raw_ban, now)
+  writes[#writes + 1], writes[#writes + 2] = prefix .. '!dn', refusals
+  local _, window = parse_ban_policy(policy)
+  if window > ttl then ttl = window end
+  if ban then
+    writes[#writes + 1], writes[#writes + 2] = prefix .. '!bn', ban
+    reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BAN_STARTED, until_ - now
+    if until_ - now + STRIKE_MEMORY > ttl then ttl = until_ - now + STRIKE_MEMORY end
   end
+  return ttl
+end
+
+-- Append refused budgets' 100 % alerts (from check_windows) to `writes`.
+-- -> the HSET's new ttl
+local function add_alerts(writes, ttl, alerts)
+  for _, alert in ipairs(alerts) do
+    writes[#writes + 1], writes[#writes + 2] = alert.field, alert.value
+    if alert.ttl > ttl then ttl = alert.ttl end
+  end
+  return ttl
+end
+
+-- Write `writes` (field, value pairs living `ttl` us) to the client's bucket,
+-- with the bucket's expiry bookkeeping in the same HSET.
+local function write_bucket(keys, args, values, counters, writes, ttl, now)
+  local bucket, prefix = keys[1], args[DECIDE_ARG_FIELD_PREFIX]
+  local bucket_until = keep_until(prefix, math.ceil((now + ttl) / 1000000), values[counters + CLIENT_EXPIRY],
+    values[counters + BUCKET_EXPIRY], writes)
+  redis.call('HSET', bucket, unpack(writes))
+  if bucket_until then expire_bucket(bucket, bucket_until, now) end
+  maybe_sweep(bucket, now)
+end
+
+-- Add an admission's entries to its sliding logs and leases (`pending`, from check_windows).
+local function commit_own_keys(pending, now, request_id)
+  for _, p in ipairs(pending) do
+    if p.code == SLIDING_WINDOW_LOG then
+      log_commit(p.key, p.window, p.weight, now, p.count)
+    else
+      lease_commit(p.key, p.window, now, request_id)
+    end
+  end
+end
+
+-- Commit an admission: every window is consumed (sliding logs and leases,
+-- then one HSET of the others' new state and any refused shadow budget's alert).
+local function commit_admission(keys, args, values, counters, now, writes, ttl, pending, alerts)
+  if pending then commit_own_keys(pending, now, args[DECIDE_ARG_REQUEST_ID]) end
+  if alerts then ttl = add_alerts(writes, ttl, alerts) end
+  if #writes > 0 then write_bucket(keys, args, values, counters, writes, ttl, now) end
+end
+
+-- Commit a refusal: it consumes nothing, but budgets' 100 % alerts are kept,
+-- and a refusal for abuse (not for load shedding: the reply's flags are still
+-- 0) counts toward a ban.
+local function commit_refusal(keys, args, values, counters, now, alerts, reply)
+  local writes, ttl, policy = {}, 0, args[DECIDE_ARG_BAN_POLICY]
+  if alerts then ttl = add_alerts(writes, ttl, alerts) end
+  if policy ~= '' and reply[REPLY_FLAGS] == 0 then
+    ttl = note_ban_refusal(args[DECIDE_ARG_FIELD_PREFIX], policy, values[counters + REFUSALS], values[counters + BAN],
+      now, writes, ttl, reply)
+  end
+  if #writes > 0 then write_bucket(keys, args, values, counters, writes, ttl, now) end
+end
+
+-- Count the decision the reply holds in the usage hash (`usage`, `at`,
+-- `days`: count_usage's first three arguments): allowed, with its weight
+-- beyond one and its cost, or why it was refused; and a shadow window's refusal.
+local function count_decision(usage, at, days, reply, budget_denied, would_deny, unit_weight, cost)
+  if reply[REPLY_ALLOWED] == 1 then
+    count_usage(at, days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
+  elseif budget_denied then
+    count_usage(at, days, usage, 'db', 1)
+  elseif reply[REPLY_FLAGS] == FLAG_REDUCED_ONLY then
+    count_usage(at, days, usage, 'dc', 1)
+  else
+    count_usage(at, days, usage, 'dr', 1)
+  end
+  if would_deny then count_usage(at, days, usage, 'sw', 1) end
+end
+
+-- parse -> (ACL modes: count only) -> read -> the ban, then every window
+-- -> (peek: reply) -> commit -> count.
+local function decide(keys, args)
+  local now, weight, cost, multiplier = parse_numbers(args)
+  local mode, ban_policy = args[DECIDE_ARG_MODE], args[DECIDE_ARG_BAN_POLICY]
+  local usage, usage_at, usage_days = parse_usage(keys, args, now)
   if mode == 'acl-allow' then
-    if usage_at then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
+    if usage then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
     return reply_head(1, now)
   elseif mode == 'acl-deny' then
-    if usage_at then count_usage(usage_at, usage_days, usage, 'da', 1) end
+    if usage then count_usage(usage_at, usage_days, usage, 'da', 1) end
     return reply_head(0, now)
   end
-
-  -- The fields to read: every counter-style window's, then the client's and
-  -- the bucket's expiry, then the ban state.
-  local fields = {}
-  for i = 1, n do
-    local code, _, _, _, _, _, _, field = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
-    if not HAS_OWN_KEY[code] then fields[#fields + 1] = cp .. field end
+  local fields, values, counters = read_state(keys[1], args, args[DECIDE_ARG_FIELD_PREFIX], ban_policy)
+  local banned = ban_policy ~= '' and banned_reply(values[counters + BAN], now)
+  if banned then
+    if usage and mode ~= 'peek' then count_usage(usage_at, usage_days, usage, 'dx', 1) end
+    return banned
   end
-  local counters = #fields
-  fields[counters + 1] = cp .. '~'
-  fields[counters + 2] = '~'
-  if ban_policy ~= '' then
-    fields[counters + 3] = cp .. '!dn'
-    fields[counters + 4] = cp .. '!bn'
-  end
-  local values = redis.call('HMGET', keys[1], unpack(fields))
-  local raw_dn, raw_bn = values[counters + 3], values[counters + 4]
-
-  local reply = reply_head(1, now)
-  if ban_policy ~= '' then
-    local until_ = parse_ban(raw_bn, now)
-    if until_ > now then
-      -- Banned: refused without looking at the limits.
-      reply[REPLY_ALLOWED], reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = 0, FLAG_BANNED, until_ - now
-      if mode ~= 'peek' and usage_at then count_usage(usage_at, usage_days, usage, 'dx', 1) end
-      return reply
-    end
-  end
-
-  -- Check every window. What an admission writes is gathered as it goes:
-  -- `writes` (the HSET's field, value pairs, living `ttl` us) and `commits`
-  -- (sliding logs and leases: code, key, window, weight, count); a refused
-  -- budget's 100 % alert is written either way (`alerts`: field, value, ttl).
-  local multiplier = tonumber(args[DECIDE_ARG_MULTIPLIER]) or 1
-  local writes, alerts, commits, ttl = {}, nil, nil, 0
-  local allowed, budget_denied, would_deny = true, false, false
-  local unit_weight = weight or 1
-  local counter, own_key = 0, 3
-  for i = 1, n do
-    local code, limit, a, cap, own_weight, c, shadow = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
-    local w = window_weight(code, own_weight, weight, cost)
-    if w > unit_weight and code ~= BUDGET and code ~= PERIOD_REQUESTS and code ~= CONCURRENCY then unit_weight = w end
-    if multiplier ~= 1 and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
-      limit = math.max(1, math.floor(limit * multiplier))
-      cap = math.max(1, math.floor(cap * multiplier))
-    end
-    local raw, key
-    if HAS_OWN_KEY[code] then
-      key, own_key = keys[own_key], own_key + 1
-    else
-      counter = counter + 1
-      raw = values[counter]
-    end
-    local ok, remaining, reset, retry, delay, value, value_ttl, used, alert =
-      check_window(code, limit, w, a, cap, c, raw, key, now)
-    if ok then
-      if key then
-        commits = commits or {}
-        local k = #commits
-        commits[k + 1], commits[k + 2], commits[k + 3], commits[k + 4], commits[k + 5] = code, key, a, w, value
-      else
-        writes[#writes + 1] = fields[counter]
-        writes[#writes + 1] = value
-        if value_ttl > ttl then ttl = value_ttl end
-      end
-    else
-      if shadow == 1 then
-        would_deny = true
-      else
-        allowed = false
-        if code == BUDGET then budget_denied = true end
-      end
-      if code == BUDGET and value then
-        alerts = alerts or {}
-        alerts[#alerts + 1], alerts[#alerts + 2], alerts[#alerts + 3] = fields[counter], value, value_ttl
-      end
-    end
-    local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
-    reply[base + WINDOW_REPLY_OK] = ok and 1 or 0
-    reply[base + WINDOW_REPLY_REMAINING] = math.floor(remaining)
-    reply[base + WINDOW_REPLY_RESET_US] = math.ceil(math.max(reset, 0))
-    reply[base + WINDOW_REPLY_RETRY_US] = math.ceil(retry)
-    reply[base + WINDOW_REPLY_DELAY_US] = math.ceil(delay)
-    reply[base + WINDOW_REPLY_USED] = used or 0
-    reply[base + WINDOW_REPLY_ALERT] = alert or 0
-  end
+  local reply, writes = reply_head(1, now), {}
+  local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
+    check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply)
   if not allowed then
     reply[REPLY_ALLOWED] = 0
-    if multiplier < 1 and passes_at_full_capacity(keys, args, n, values, weight, cost, now) then
+    if multiplier < 1 and passes_at_full_capacity(keys, args, values, now, weight, cost) then
       reply[REPLY_FLAGS] = FLAG_REDUCED_ONLY
     end
   end
   if mode == 'peek' then return reply end
-
   if allowed then
-    if commits then
-      for k = 1, #commits, 5 do
-        if commits[k] == SLIDING_WINDOW_LOG then
-          log_commit(commits[k + 1], commits[k + 2], commits[k + 3], now, commits[k + 4])
-        else
-          lease_commit(commits[k + 1], commits[k + 2], now, args[DECIDE_ARG_REQUEST_ID])
-        end
-      end
-    end
+    commit_admission(keys, args, values, counters, now, writes, ttl, pending, alerts)
   else
-    writes, ttl = {}, 0
+    commit_refusal(keys, args, values, counters, now, alerts, reply)
   end
-  if alerts then
-    for k = 1, #alerts, 3 do
-      writes[#writes + 1], writes[#writes + 2] = alerts[k], alerts[k + 1]
-      if alerts[k + 2] > ttl then ttl = alerts[k + 2] end
-    end
-  end
-  if not allowed then
-    if ban_policy ~= '' and reply[REPLY_FLAGS] == 0 then
-      -- Refusals for abuse count toward a ban; refusals caused by load shedding do not.
-      local dn, bn, until_ = note_refusal(ban_policy, raw_dn, raw_bn, now)
-      writes[#writes + 1], writes[#writes + 2] = cp .. '!dn', dn
-      local _, window = parse_ban_policy(ban_policy)
-      if window > ttl then ttl = window end
-      if bn then
-        writes[#writes + 1], writes[#writes + 2] = cp .. '!bn', bn
-        reply[REPLY_FLAGS], reply[REPLY_BAN_WAIT_US] = FLAG_BAN_STARTED, until_ - now
-        if until_ - now + STRIKE_MEMORY > ttl then ttl = until_ - now + STRIKE_MEMORY end
-      end
-    end
-  end
-  if #writes > 0 then
-    local bucket_until = keep_until(cp, math.ceil((now + ttl) / 1000000), values[counters + 1], values[counters + 2], writes)
-    redis.call('HSET', keys[1], unpack(writes))
-    if bucket_until then expire_bucket(keys[1], bucket_until, now) end
-    maybe_sweep(keys[1], now)
-  end
-
-  if usage_at then
-    if allowed then
-      count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
-    elseif budget_denied then
-      count_usage(usage_at, usage_days, usage, 'db', 1)
-    elseif reply[REPLY_FLAGS] == FLAG_REDUCED_ONLY then
-      count_usage(usage_at, usage_days, usage, 'dc', 1)
-    else
-      count_usage(usage_at, usage_days, usage, 'dr', 1)
-    end
-    if would_deny then count_usage(usage_at, usage_days, usage, 'sw', 1) end
-  end
+  if usage then count_decision(usage, usage_at, usage_days, reply, budget_denied, would_deny, unit_weight, cost) end
   return reply
 end
