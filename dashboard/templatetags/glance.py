@@ -27,7 +27,7 @@ _UNITS = (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1))
 def format_duration(seconds: float) -> str:
     """``seconds`` in its two largest units, the rest dropped as a clock does: "11 h 56 min", "3 d 4 h", "42 s"."""
     left = max(0, int(-(-float(seconds) // 1)))
-    parts = []
+    parts: list[str] = []
     for name, size in _UNITS:
         if left >= size or (name == "s" and not parts):
             count, left = divmod(left, size)
