@@ -45,6 +45,7 @@ from redis.crc import key_slot
 
 from config.embedded_redis import RedisServer
 from quotas.engine.core import Engine, PendingDecision
+from quotas.engine.decision import DecideCall
 from quotas.engine.keys import client_tag
 from quotas.engine.runtime import build_engine
 from quotas.rules.snapshot import Window
@@ -82,7 +83,7 @@ def quota_commands(engine: Engine, variant: str, clients: range) -> list[Routed]
     windows, usage = _windows(variant)
     out = []
     for i in clients:
-        pending = engine.prepare_decide(_tag(i), windows, None, None, 0, usage, False, 1.0, "", "")
+        pending = engine.prepare_decide(DecideCall(_tag(i), windows, usage=usage))
         if not isinstance(pending, PendingDecision):
             raise RuntimeError(f"the engine answered {_tag(i)} from memory instead of preparing a call")
         command = engine._decide.command(pending.keys, pending.args)  # FCALL, or EVALSHA on Redis 6.2

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from quotas.http.cost import set_cost
 
+MAX_QUERY = 200
 MAX_PROMPT = 4000
 MAX_OUTPUT = 1000
 CHARS_PER_UNIT = 2000
@@ -32,8 +33,8 @@ class SearchView(APIView):
 
     def get(self, request: Request) -> Response:
         q = request.query_params.get("q", "")
-        if len(q) > 200:
-            raise serializers.ValidationError({"q": "At most 200 characters."})
+        if len(q) > MAX_QUERY:
+            raise serializers.ValidationError({"q": f"At most {MAX_QUERY} characters."})
         words = [w for w in q.lower().split() if w]
         return Response(
             {

@@ -15,6 +15,7 @@ that carries its problem body. Use :func:`exception_handler` as
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from django.http import HttpResponse
@@ -49,7 +50,7 @@ def respond(problem: dict[str, Any], exc: Exception) -> HttpResponse:
     status = getattr(exc, "status_code", problem["status"])
     response = problems.refusal_response(problem, status, getattr(exc, "wait", None))
     challenge = getattr(exc, "auth_header", None)
-    if status == 401 and challenge:
+    if status == HTTPStatus.UNAUTHORIZED and challenge:
         response.headers["WWW-Authenticate"] = challenge  # the first authentication class's own
     set_rollback()
     return response

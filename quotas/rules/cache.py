@@ -86,6 +86,7 @@ class RulesCache:
         version_key: str,
         interval: float,
         cache_size: int,
+        *,
         on_reload: Callable[[], None] = lambda: None,
     ) -> None:
         self.backend = backend

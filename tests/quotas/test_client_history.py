@@ -19,7 +19,7 @@ AT = (time.time() // 3600 - 1) * 3600 + 930
 
 def noted(history: History, n: int, outcome: str, reason: str, client: str = "{s.7}", at: float = AT) -> None:
     for _ in range(n):
-        history.note("free", "", outcome, reason, client, at)
+        history.note("free", "", outcome, reason, client, at=at)
 
 
 def test_a_subscriber_gets_a_hash_per_hour_with_allowed_and_denied_per_minute(redis_client):
@@ -46,12 +46,12 @@ def test_read_per_minute_and_per_hour_with_zeros(redis_client):
     history.write(redis_client, PREFIX)
     at = datetime.fromtimestamp(AT, UTC)
     start, end = at - timedelta(minutes=2), at + timedelta(minutes=1)
-    minutes = read_client_history(redis_client, PREFIX, "{s.7}", "minute", start, end)
+    minutes = read_client_history(redis_client, PREFIX, "{s.7}", "minute", start=start, end=end)
     assert [(p.allowed, p.denied) for p in minutes] == [(0, 0), (0, 0), (4, 0), (0, 2)]
     assert minutes[2].start == datetime.fromtimestamp(AT // 60 * 60, UTC)
-    hours = read_client_history(redis_client, PREFIX, "s.7", "hour", at - timedelta(hours=2), at)
+    hours = read_client_history(redis_client, PREFIX, "s.7", "hour", start=at - timedelta(hours=2), end=at)
     assert [(p.allowed, p.denied) for p in hours] == [(0, 0), (3, 0), (4, 2)]
-    assert read_client_history(redis_client, PREFIX, "{s.8}", "hour", at, at)[0].allowed == 0
+    assert read_client_history(redis_client, PREFIX, "{s.8}", "hour", start=at, end=at)[0].allowed == 0
 
 
 def test_a_client_hash_expires_25_hours_after_its_hour(redis_client):
@@ -86,7 +86,7 @@ def test_real_requests_are_written_by_the_engine_tick(engine, redis_client, clie
     sub = subscription_of(demo_key("free"))
     now = datetime.now(UTC)
     engine.tick()
-    (point,) = read_client_history(redis_client, engine.prefix, f"s.{sub.pk}", "hour", now, now)
+    (point,) = read_client_history(redis_client, engine.prefix, f"s.{sub.pk}", "hour", start=now, end=now)
     assert (point.allowed, point.denied) == (codes[200], codes[429]) == (10, 2)
 
 

@@ -295,16 +295,16 @@ def test_the_history_is_written_and_read_on_every_topology(topology, topo_engine
     slots on a cluster), read back with the totals written."""
     now = time.time()
     for i in range(30):
-        topo_engine.history.note("free", "", "allowed", "none", f"{{s.{i}}}", now)
-    topo_engine.history.note("free", "", "denied", "rate", "{s.1}", now)
+        topo_engine.history.note("free", "", "allowed", "none", f"{{s.{i}}}", at=now)
+    topo_engine.history.note("free", "", "denied", "rate", "{s.1}", at=now)
     topo_engine.tick()
     assert topo_engine.history.pending() == 0
     at = datetime.fromtimestamp(now, UTC)
     for resolution in ("minute", "hour"):
         (bucket,) = read_history(topo_engine.redis, PREFIX, resolution, at, at)
         assert (bucket.plan, bucket.total, bucket.denied) == ("free", 31, 1)
-    assert read_top_clients(topo_engine.redis, PREFIX, at, at, "denied", 5) == [("s.1", 1)]
-    assert len(read_top_clients(topo_engine.redis, PREFIX, at, at, "allowed", 100)) == 30
+    assert read_top_clients(topo_engine.redis, PREFIX, at, at, by="denied", limit=5) == [("s.1", 1)]
+    assert len(read_top_clients(topo_engine.redis, PREFIX, at, at, by="allowed", limit=100)) == 30
 
 
 # Cluster down -------------------------------------------------------------------------------------------------------
