@@ -196,7 +196,7 @@ class Topology:
 
 
 def _ladder(
-    topology: Topology, variant: str, routed: Sequence[Routed], max_drivers: int, warmup: float, seconds: float
+    topology: Topology, variant: str, routed: Sequence[Routed], *, max_drivers: int, warmup: float, seconds: float
 ) -> dict[str, Any]:
     """1, 2, ... driver processes while each raises the rate; every run and the best."""
     kind = "limits" if variant == "limits_swc" else "decide"
@@ -229,7 +229,11 @@ def run(max_drivers: int, seconds: float, warmup: float) -> dict[str, Any]:
         for topology in topologies:
             for variant in VARIANTS:
                 topology.load_scripts(variant, commands[variant])
-                rows.append(_ladder(topology, variant, commands[variant], max_drivers, warmup, seconds))
+                rows.append(
+                    _ladder(
+                        topology, variant, commands[variant], max_drivers=max_drivers, warmup=warmup, seconds=seconds
+                    )
+                )
     return {
         "rows": rows,
         "clients_per_driver": CLIENTS_PER_DRIVER,

@@ -20,9 +20,9 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory
 from rest_framework.views import APIView
 
-import quotas.identity.clients as clients
 from quotas.checks import check_throttle_has_rates
 from quotas.drf.throttling import QuotaThrottle
+from quotas.identity import clients
 from quotas.identity.clients import client_ip
 from quotas.rules.snapshot import code_rate_algorithm
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
