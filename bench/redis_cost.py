@@ -100,7 +100,7 @@ def _one_server(binary: str, base: Path, rounds: int, decisions: int) -> dict[st
         probe = engine.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
         if not probe.allowed:
             raise RuntimeError("the probe decision was refused")
-        script = engine._decide
+        script = engine.decide_script
         commands = {v: _our_commands(engine, script, v) for v in OURS}
         storage = RedisStorage(server.url)
         client.script_load(storage.lua_acquire_sliding_window.script)

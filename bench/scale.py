@@ -86,7 +86,7 @@ def quota_commands(engine: Engine, variant: str, clients: range) -> list[Routed]
         pending = engine.prepare_decide(DecideCall(_tag(i), windows, usage=usage))
         if not isinstance(pending, PendingDecision):
             raise RuntimeError(f"the engine answered {_tag(i)} from memory instead of preparing a call")
-        command = engine._decide.command(pending.keys, pending.args)  # FCALL, or EVALSHA on Redis 6.2
+        command = engine.decide_script.command(pending.keys, pending.args)  # FCALL, or EVALSHA on Redis 6.2
         out.append((pending.keys[0], pack_command(command)))  # type: ignore[arg-type]
     return out
 

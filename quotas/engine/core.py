@@ -159,7 +159,7 @@ class Engine:
         )
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
-        return PendingDecision(call, specs, self._script_keys(keys, windows, day[1]), args)
+        return PendingDecision(call, specs, self.script_keys(keys, windows, day[1]), args)
 
     def decide_failed(self, tag: str, exc: Exception) -> StoreUnavailable:
         """The error to raise for a decide call Redis failed (``exc``), counted and logged."""
@@ -237,7 +237,7 @@ class Engine:
             day=day[0],
         )
         try:
-            raw = self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
+            raw = self._decide(keys=self.script_keys(keys, (), day[1]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("count_acl")
             logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
@@ -273,6 +273,12 @@ class Engine:
             raise StoreUnavailable(f"lifting the ban of {tag} failed: {exc}") from exc
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return bool(removed)
+
+    @property
+    def decide_script(self) -> LuaScript:
+        """The library's ``decide`` entry point on this engine's client: whether it calls by FCALL
+        (:attr:`LuaScript.functions`), and the call itself, for benchmarks and tests of the script."""
+        return self._decide
 
     @property
     def mode(self) -> str:
@@ -367,7 +373,7 @@ class Engine:
             specs=[spec for _, spec in budgets],
         )
         try:
-            raw = self._adjust(keys=self._script_keys(keys, (), _day(decision.now)[1]), args=args)
+            raw = self._adjust(keys=self.script_keys(keys, (), _day(decision.now)[1]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("reconcile")
             logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
@@ -387,8 +393,9 @@ class Engine:
         return client_keys(self.prefix, tag, self.buckets)
 
     @staticmethod
-    def _script_keys(keys: ClientKeys, windows: Sequence[Window], day: str = "") -> list[str]:
-        # KEYS for the scripts: the bucket, the usage key of ``day`` (YYYYMMDD), then each own-key window's set.
+    def script_keys(keys: ClientKeys, windows: Sequence[Window], day: str = "") -> list[str]:
+        """The KEYS of a script call for a client's ``windows``: its bucket, its usage key of ``day``
+        (YYYYMMDD; the bare prefix without one), then the set of each window with a key of its own."""
         usage = f"{keys.usage_base}:{day}" if day else keys.usage_base
         return [keys.bucket, usage, *(keys.own_base + w.state_field for w in windows if w.has_own_key)]
 
@@ -405,7 +412,7 @@ class Engine:
             specs=[s.window.spec_at(decision.now) for s in states],
         )
         try:
-            self._refund(keys=self._script_keys(keys, [s.window for s in states]), args=args)
+            self._refund(keys=self.script_keys(keys, [s.window for s in states]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)

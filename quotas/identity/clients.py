@@ -68,7 +68,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
         subscriber = rules.subscriber_for_user(user.pk)
         if subscriber is not None:
             return subscription_client(subscriber)
-        return _user_client(str(user.pk))
+        return user_client(str(user.pk))
     return _ip_client(client_ip(request), int(quota_settings.IPV6_PREFIX_LENGTH))
 
 
@@ -77,7 +77,8 @@ def api_key_of(request: HttpRequest) -> str | None:
     return request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
 
 
-def _user_client(pk: str) -> Client:
+def user_client(pk: str) -> Client:
+    """The client of the signed-in user with primary key ``pk`` (no subscription of their own)."""
     return Client("user", pk, client_tag("u", pk))
 
 

@@ -124,6 +124,10 @@ class _NetworkTable:
     def __bool__(self) -> bool:
         return bool(self._tables)
 
+    def __len__(self) -> int:
+        """The prefix lengths present: the lookups one address costs."""
+        return len(self._tables)
+
 
 class AccessList:
     """An immutable, compiled set of :class:`ACLRule` entries (one per rules snapshot)."""
@@ -195,8 +199,17 @@ class AccessList:
                 if found is not None:
                     yield found
         if ip is not None:
-            if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-                ip = ip.ipv4_mapped
-            network_table = self._v4 if isinstance(ip, ipaddress.IPv4Address) else self._v6
+            ip, network_table = self._table_of(ip)
             if network_table:
                 yield from network_table.lookup(int(ip))
+
+    def ip_lookups(self, ip: IPAddress) -> int:
+        """Table lookups :meth:`match` makes for the address ``ip``: one per prefix length present among the
+        entries of its family, however many entries there are."""
+        return len(self._table_of(ip)[1])
+
+    def _table_of(self, ip: IPAddress) -> tuple[IPAddress, _NetworkTable]:
+        """``ip`` as its entries are matched (an IPv4-mapped IPv6 address as IPv4), and its family's table."""
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        return ip, self._v4 if isinstance(ip, ipaddress.IPv4Address) else self._v6

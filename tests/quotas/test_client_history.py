@@ -96,10 +96,13 @@ def test_a_full_hour_hash_stays_small(redis_client):
     history = History()
     hour = AT // 3600 * 3600
     for minute in range(60):
-        history._clients[(int(hour // 60) + minute, "s.123456", "a")] = 98765
-        history._clients[(int(hour // 60) + minute, "s.123456", "d")] = 4321
+        history.note("free", "", "allowed", "none", "{s.123456}", at=hour + minute * 60)
+        history.note("free", "", "denied", "rate", "{s.123456}", at=hour + minute * 60)
     history.write(redis_client, PREFIX)
     key = client_key(PREFIX, "s.123456", AT)
     assert redis_client.hlen(key) == 120
+    # A busy subscriber's hour: the counts later writes add up to, 98,765 admitted and 4,321 refused a minute.
+    for field in redis_client.hkeys(key):
+        redis_client.hincrby(key, field, 98765 - 1 if field.endswith(b"|a") else 4321 - 1)
     assert redis_client.object("encoding", key) == b"listpack"
     assert redis_client.memory_usage(key) < 1500

@@ -21,7 +21,7 @@ from quotas.engine.decision import Decision, WindowState
 from quotas.http import problems
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
-from quotas.identity.clients import _user_client, subscription_client
+from quotas.identity.clients import subscription_client, user_client
 from quotas.observability import metrics
 from quotas.rules.rates import Rate
 from quotas.rules.snapshot import LimitRule, Subscriber, Window, sf_string
@@ -187,9 +187,10 @@ def test_an_admitted_label_is_counted_the_same_on_the_shortcut():
 def test_actual_cost_reads_both_requests():
     """A cost set on DRF's request, on the Django request, or through set_cost is found; none gives None."""
     factory = APIRequestFactory()
-    request = Request(factory.get("/"))
+    django_request = factory.get("/")
+    request = Request(django_request)
     assert actual_cost(request) is None
-    request._request.quota_cost = "0.5"
+    django_request.quota_cost = "0.5"  # as code given the Django request sets it
     assert actual_cost(request) == 500_000
     request = Request(factory.get("/"))
     request.quota_cost = "0.25"
@@ -202,8 +203,8 @@ def test_actual_cost_reads_both_requests():
 
 def test_clients_follow_a_reloaded_subscriber():
     """A user's client is named by its id; a subscriber's client carries the Subscriber it was made from."""
-    assert _user_client("42") == _user_client("42")
-    assert _user_client("42").tag == "{u.42}"
+    assert user_client("42") == user_client("42")
+    assert user_client("42").tag == "{u.42}"
     old = Subscriber(id=7, plan_id=1)
     assert subscription_client(old).subscriber is old
     new = Subscriber(id=7, plan_id=2)

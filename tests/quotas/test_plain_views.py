@@ -225,7 +225,7 @@ def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
     first = async_to_sync(spend)()
     assert len(redis_client.function_list()) == 1
     assert redis_client.function_list(library=library_name())
-    assert engine._decide.function == function_name("decide")
+    assert engine.decide_script.function == function_name("decide")
     assert first.allowed
     assert first.states[0].remaining == 2
     assert engine.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1
