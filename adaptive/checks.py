@@ -17,6 +17,10 @@ from .conf import SETTINGS, adaptive_settings
 TASK = "adaptive.control"
 
 
+#: Two intervals closer than this (seconds) are the same interval.
+_SAME_SECONDS = 1e-6
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -47,7 +51,7 @@ def check_beat_schedule(app_configs: Iterable[Any] | None = None, **kwargs: Any)
     every = entries[0].get("schedule")
     seconds = every.total_seconds() if isinstance(every, timedelta) else every
     interval = adaptive_settings.INTERVAL
-    if _number(seconds) and _number(interval) and abs(seconds - interval) > 1e-6:
+    if _number(seconds) and _number(interval) and abs(seconds - interval) > _SAME_SECONDS:
         return [
             Warning(
                 f"Beat runs {TASK!r} every {seconds} s but QUOTAS['ADAPTIVE']['INTERVAL'] is {interval} s.",

@@ -27,6 +27,10 @@ AGGREGATES = ("max", "mean")
 Found = Iterator[str | CheckMessage]
 
 
+#: The marks every load signal names, from where cutting starts to where only essentials are left.
+MARKS = ("low", "high", "critical")
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -63,11 +67,11 @@ def _signals(signals: dict[Any, Any], label: str) -> Found:
         if name not in KNOWN_SIGNALS:
             yield f"{label} names an unknown signal {name!r} (known: {', '.join(KNOWN_SIGNALS)})."
             continue
-        values = [marks.get(k) for k in ("low", "high", "critical")] if isinstance(marks, dict) else []
-        if len(values) != 3 or not all(_number(v) for v in values):
+        values = [marks.get(k) for k in MARKS] if isinstance(marks, dict) else []
+        if len(values) != len(MARKS) or not all(_number(v) for v in values):
             yield f"{label}[{name!r}] needs numbers low, high and critical."
             continue
-        low, high, critical = values
+        low, high, critical = (float(v) for v in values if v is not None)
         top = 1 if name in FRACTION_SIGNALS else float("inf")
         if not 0 <= low < high <= critical <= top:
             yield f"{label}[{name!r}] needs 0 <= low < high <= critical" + (" <= 1." if top == 1 else ".")

@@ -202,7 +202,7 @@ def read_state(client: redis.Redis) -> dict[str, Any]:
     return _loads_dict(client.get(store.state_key()))
 
 
-def _loads_dict(raw: bytes | None) -> dict[str, Any]:
+def _loads_dict(raw: bytes | str | None) -> dict[str, Any]:
     if raw is None:
         return {}
     try:

@@ -70,7 +70,10 @@ def db_pool_saturation(conn: BaseDatabaseWrapper | None = None) -> float | None:
     conn = conn or connections["default"]
     if conn.vendor != "postgresql" or not conn.settings_dict.get("OPTIONS", {}).get("pool"):
         return None
-    stats = conn.pool.get_stats()
+    pool = getattr(conn, "pool", None)  # PostgreSQL's wrapper only (Django 5.1+), typed as any backend's
+    if pool is None:
+        return None
+    stats = pool.get_stats()
     size = stats.get("pool_max") or 0
     if size <= 0:
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -39,7 +40,7 @@ class AdaptiveConfig(models.Model):
     def __str__(self) -> str:
         return f"Adaptive limits {'on' if self.enabled else 'off'}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         self.pk = 1
         super().save(*args, **kwargs)
 

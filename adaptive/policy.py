@@ -238,7 +238,7 @@ def step(
     new = replace(state, fast=fast, slow=slow, at=now, plans=plans)
     if fast:
         new.last_signal_at = now
-    action, why = _control(state, new, zone, culprit, dt, now, params, enabled)
+    action, why = _control(_Run(state, new, now, dt, params), zone, culprit, enabled)
 
     computed = plan_multipliers(new.level, plans) if enabled else {p.id: 1.0 for p in plans}
     multipliers = {p.id: float(pins.get(p.id, computed[p.id])) for p in plans}
@@ -259,50 +259,80 @@ def step(
     return Outcome(new, multipliers, multipliers != state.multipliers, action, zone, why, signals)
 
 
-def _control(
-    old: State, new: State, zone: str, culprit: str | None, dt: float | None, now: float, p: Params, enabled: bool
-) -> tuple[str, str]:
-    """Moves ``new.level`` (and the timers) for ``zone``; returns the action and its reason."""
-    level = old.level
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One run of :func:`step`: the state it started from, the state it builds, its time and parameters."""
+
+    old: State
+    new: State
+    now: float
+    dt: float | None  # seconds since the last run, None on the first
+    p: Params
+
+
+#: Seconds of recovery too small to move the level (rounding, not time spent healthy).
+_NO_GAIN = 1e-6
+
+
+def _control(run: _Run, zone: str, culprit: str | None, enabled: bool) -> tuple[str, str]:
+    """Moves ``run.new.level`` (and the timers) for ``zone``; returns the action and its reason."""
+    new = run.new
     if not enabled:
         new.level, new.last_cut_at, new.healthy_since = 1.0, None, None
         return "off", "adaptation off: pinned multipliers, else 1.0"
-    if zone in (OVERLOADED, CRITICAL):
-        new.healthy_since = None
-        t = p.thresholds[culprit]
-        mark = f"{culprit} {new.fast[culprit]:.2f} >= "
-        mark += f"critical {t.critical:.2f}" if zone == CRITICAL else f"high {t.high:.2f}"
-        if level <= p.min_level:
-            return "hold", f"hold at the lowest level {level:.2f}: {mark}"
-        if zone == OVERLOADED and old.last_cut_at is not None and now - old.last_cut_at < p.decrease_cooldown:
-            return "hold", f"hold: {mark}, giving the last cut time to act"
-        new.level = max(p.min_level, level * p.decrease_factor)
-        new.last_cut_at = now
-        return "cut", f"cut: {mark}; level {level:.2f} -> {new.level:.2f}"
     if zone == HEALTHY:
-        since = new.healthy_since = old.healthy_since if old.healthy_since is not None else now
-        why = f"every signal below low for {now - since:.0f} s"
-        return _recover(new, level, since + p.recovery_delay, dt, now, p, why)
+        return _healthy(run)
     new.healthy_since = None
+    if culprit is None:  # unknown: classify() names the signal of every other zone
+        return _no_signal(run)
     if zone == ELEVATED:
         value = max(new.fast[culprit], new.slow.get(culprit, 0.0))
         return "hold", f"hold: {culprit} {value:.2f} between low and high"
-    if old.last_signal_at is None:
+    return _cut(run, zone, culprit)
+
+
+def _cut(run: _Run, zone: str, culprit: str) -> tuple[str, str]:
+    """Overloaded or critical because of ``culprit``: a multiplicative cut, unless at the floor or cooling down."""
+    old, new, p = run.old, run.new, run.p
+    level = old.level
+    t = p.thresholds[culprit]
+    mark = f"{culprit} {new.fast[culprit]:.2f} >= "
+    mark += f"critical {t.critical:.2f}" if zone == CRITICAL else f"high {t.high:.2f}"
+    if level <= p.min_level:
+        return "hold", f"hold at the lowest level {level:.2f}: {mark}"
+    if zone == OVERLOADED and old.last_cut_at is not None and run.now - old.last_cut_at < p.decrease_cooldown:
+        return "hold", f"hold: {mark}, giving the last cut time to act"
+    new.level = max(p.min_level, level * p.decrease_factor)
+    new.last_cut_at = run.now
+    return "cut", f"cut: {mark}; level {level:.2f} -> {new.level:.2f}"
+
+
+def _healthy(run: _Run) -> tuple[str, str]:
+    """Every signal below low: recovery once it has lasted ``recovery_delay`` seconds."""
+    old = run.old
+    since = run.new.healthy_since = old.healthy_since if old.healthy_since is not None else run.now
+    why = f"every signal below low for {run.now - since:.0f} s"
+    return _recover(run, since + run.p.recovery_delay, why)
+
+
+def _no_signal(run: _Run) -> tuple[str, str]:
+    """No host reports load: hold, then recover once nothing has been heard for ``no_signal_hold`` seconds."""
+    last = run.old.last_signal_at
+    if last is None:
         return "hold", "no host reports load yet"
-    why = f"no host has reported for {now - old.last_signal_at:.0f} s"
-    return _recover(new, level, old.last_signal_at + p.no_signal_hold, dt, now, p, why)
+    why = f"no host has reported for {run.now - last:.0f} s"
+    return _recover(run, last + run.p.no_signal_hold, why)
 
 
-def _recover(
-    new: State, level: float, start: float, dt: float | None, now: float, p: Params, why: str
-) -> tuple[str, str]:
-    """Additive increase for the time since ``start`` within the last ``dt`` seconds."""
+def _recover(run: _Run, start: float, why: str) -> tuple[str, str]:
+    """Additive increase for the time since ``start`` within the last ``run.dt`` seconds."""
+    level, new = run.old.level, run.new
     if level >= 1.0:
         return "hold", f"full capacity: {why}"
-    gain = min(dt or 0.0, now - start)
-    if gain <= 1e-6:
-        return "hold", f"hold: {why}, recovery starts after {start - now:.0f} s more"
-    new.level = min(1.0, level + p.recovery_rate * gain)
+    gain = min(run.dt or 0.0, run.now - start)
+    if gain <= _NO_GAIN:
+        return "hold", f"hold: {why}, recovery starts after {start - run.now:.0f} s more"
+    new.level = min(1.0, level + run.p.recovery_rate * gain)
     return "recover", f"recover: {why}; level {level:.2f} -> {new.level:.2f}"
 
 

@@ -40,7 +40,8 @@ def publish_sample(client: redis.Redis, sample: Mapping[str, Any], ttl: float) -
 def read_samples(client: redis.Redis, now: float, forget_after: float = 600.0) -> list[dict[str, Any]]:
     """Every live sample. Names of keys expired for ``forget_after`` seconds leave the index."""
     index = store.hosts_key()
-    names = client.zrange(index, 0, -1)
+    # Member names only: the stubs type zrange's reply as any of its forms, scored pairs included.
+    names = [name for name in client.zrange(index, 0, -1) if isinstance(name, bytes | str)]
     if not names:
         return []
     samples = []

@@ -140,19 +140,8 @@ def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, .
 
     if "memory" in only:
         step("4. Redis memory per client")
-        memory: list[dict[str, Any]] = []
-        per_decision = 0.0
-        race_estimate = RACE_SECONDS * profile.race_trials * len(concurrency.PEERS)
-        for clients in profile.memory_clients:
-            estimate = per_decision * clients * len(ALGORITHMS)
-            if memory and time.monotonic() - started + estimate + race_estimate > DEFAULT_BUDGET:
-                step(f"   skipped {clients} clients per algorithm (estimated {estimate:.0f} s, over budget)")
-                continue
-            t0 = time.monotonic()
-            for algorithm in ALGORITHMS:
-                memory.append(redis_stats.memory_per_client(admin, algorithm, clients))
-            per_decision = (time.monotonic() - t0) / (clients * len(ALGORITHMS))
-        results["memory"] = memory
+        race_estimate = RACE_SECONDS * profile.race_trials * len(concurrency.PEERS)  # section 5 runs later
+        results["memory"] = memory_per_client(admin, profile, deadline=started + DEFAULT_BUDGET - race_estimate)
 
     if "acl" in only:
         step("7. allow/deny list lookup, 0 to 100,000 entries")
@@ -175,6 +164,25 @@ def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, .
     admin.flushall()
     admin.close()
     return results
+
+
+def memory_per_client(admin: redis.Redis, profile: Profile, *, deadline: float) -> list[dict[str, Any]]:
+    """Section 4 for each client count of ``profile`` estimated to end before ``deadline`` (``time.monotonic()``);
+    the first count always runs."""
+    from . import redis_stats
+
+    memory: list[dict[str, Any]] = []
+    per_decision = 0.0
+    for clients in profile.memory_clients:
+        estimate = per_decision * clients * len(ALGORITHMS)
+        if memory and time.monotonic() + estimate > deadline:
+            step(f"   skipped {clients} clients per algorithm (estimated {estimate:.0f} s, over budget)")
+            continue
+        t0 = time.monotonic()
+        for algorithm in ALGORITHMS:
+            memory.append(redis_stats.memory_per_client(admin, algorithm, clients))
+        per_decision = (time.monotonic() - t0) / (clients * len(ALGORITHMS))
+    return memory
 
 
 def step(message: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-import quotas.engine.scripts as scripts
+from quotas.engine import scripts
 
 _NOOP = "return 1"
 

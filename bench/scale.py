@@ -45,6 +45,7 @@ from redis.crc import key_slot
 
 from config.embedded_redis import RedisServer
 from quotas.engine.core import Engine, PendingDecision
+from quotas.engine.decision import DecideCall
 from quotas.engine.keys import client_tag
 from quotas.engine.runtime import build_engine
 from quotas.rules.snapshot import Window
@@ -82,10 +83,10 @@ def quota_commands(engine: Engine, variant: str, clients: range) -> list[Routed]
     windows, usage = _windows(variant)
     out = []
     for i in clients:
-        pending = engine.prepare_decide(_tag(i), windows, None, None, 0, usage, False, 1.0, "", "")
+        pending = engine.prepare_decide(DecideCall(_tag(i), windows, usage=usage))
         if not isinstance(pending, PendingDecision):
             raise RuntimeError(f"the engine answered {_tag(i)} from memory instead of preparing a call")
-        command = engine._decide.command(pending.keys, pending.args)  # FCALL, or EVALSHA on Redis 6.2
+        command = engine.decide_script.command(pending.keys, pending.args)  # FCALL, or EVALSHA on Redis 6.2
         out.append((pending.keys[0], pack_command(command)))  # type: ignore[arg-type]
     return out
 
@@ -195,7 +196,7 @@ class Topology:
 
 
 def _ladder(
-    topology: Topology, variant: str, routed: Sequence[Routed], max_drivers: int, warmup: float, seconds: float
+    topology: Topology, variant: str, routed: Sequence[Routed], *, max_drivers: int, warmup: float, seconds: float
 ) -> dict[str, Any]:
     """1, 2, ... driver processes while each raises the rate; every run and the best."""
     kind = "limits" if variant == "limits_swc" else "decide"
@@ -228,7 +229,11 @@ def run(max_drivers: int, seconds: float, warmup: float) -> dict[str, Any]:
         for topology in topologies:
             for variant in VARIANTS:
                 topology.load_scripts(variant, commands[variant])
-                rows.append(_ladder(topology, variant, commands[variant], max_drivers, warmup, seconds))
+                rows.append(
+                    _ladder(
+                        topology, variant, commands[variant], max_drivers=max_drivers, warmup=warmup, seconds=seconds
+                    )
+                )
     return {
         "rows": rows,
         "clients_per_driver": CLIENTS_PER_DRIVER,

@@ -96,29 +96,7 @@ def _drive(load: DriverLoad, warmup: float, seconds: float, barrier: Barrier, ou
     nodes: list[_Node] = []
     try:
         nodes = [_Node(address, batches, load.reply_kind) for address, batches in load.batches.items()]
-        for node in nodes:
-            for _ in range(IN_FLIGHT):
-                node.send()
-
-        def step() -> None:
-            for node in nodes:
-                node.read_batch()
-                node.send()
-
-        until = time.monotonic() + warmup
-        while time.monotonic() < until:
-            step()
-        barrier.wait(BARRIER_TIMEOUT)
-        cpu0, start = time.process_time(), time.monotonic()
-        until, steps = start + seconds, 0
-        while time.monotonic() < until:
-            step()
-            steps += 1
-        elapsed, cpu = time.monotonic() - start, time.process_time() - cpu0
-        for node in nodes:
-            for _ in range(IN_FLIGHT):
-                node.read_batch()
-        out.send(("ok", steps * BATCH * len(nodes), elapsed, cpu))
+        out.send(("ok", *_counted_run(nodes, warmup, seconds, barrier)))
     except BaseException as exc:  # reported to the parent, which fails loudly
         barrier.abort()
         out.send(("error", f"{type(exc).__name__}: {exc}", 0.0, 0.0))
@@ -126,6 +104,36 @@ def _drive(load: DriverLoad, warmup: float, seconds: float, barrier: Barrier, ou
         for node in nodes:
             node.close()
         out.close()
+
+
+def _counted_run(nodes: list[_Node], warmup: float, seconds: float, barrier: Barrier) -> tuple[int, float, float]:
+    """Fill every node's pipeline, warm up, wait for every driver, then drive for ``seconds``.
+
+    Returns the admissions counted, the seconds they took, and this process's CPU seconds meanwhile.
+    """
+    for node in nodes:
+        for _ in range(IN_FLIGHT):
+            node.send()
+
+    def step() -> None:
+        for node in nodes:
+            node.read_batch()
+            node.send()
+
+    until = time.monotonic() + warmup
+    while time.monotonic() < until:
+        step()
+    barrier.wait(BARRIER_TIMEOUT)
+    cpu0, start = time.process_time(), time.monotonic()
+    until, steps = start + seconds, 0
+    while time.monotonic() < until:
+        step()
+        steps += 1
+    elapsed, cpu = time.monotonic() - start, time.process_time() - cpu0
+    for node in nodes:
+        for _ in range(IN_FLIGHT):
+            node.read_batch()
+    return steps * BATCH * len(nodes), elapsed, cpu
 
 
 def redis_cpu_seconds(clients: Sequence[redis.Redis]) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 import environ
@@ -240,7 +241,7 @@ CELERY_BEAT_SCHEDULE["adaptive-control"] = {
     "options": {"expires": _adaptive_interval},
 }
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},

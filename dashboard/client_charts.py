@@ -35,7 +35,7 @@ def range_from(value: str | None) -> str:
 
 
 def client_chart(
-    chosen: str, rows: list[dict[str, Any]], redis_client: Any, prefix: str, tag: str, now: datetime | None = None
+    chosen: str, rows: list[dict[str, Any]], redis_client: Any, prefix: str, tag: str, *, now: datetime | None = None
 ) -> dict[str, Any]:
     """The chart's JSON for range ``chosen``: ``labels`` (UTC ISO times, or ISO dates for days), ``allowed``,
     ``denied``, ``resolution``, ``title``, ``shown`` (the range drawn: 30d when Redis cannot be read) and
@@ -46,7 +46,7 @@ def client_chart(
         now = now or datetime.now(UTC)
         step = timedelta(minutes=1) if resolution == "minute" else timedelta(hours=1)
         try:
-            points = read_client_history(redis_client, prefix, tag, resolution, now - span + step, now)
+            points = read_client_history(redis_client, prefix, tag, resolution, start=now - span + step, end=now)
         except STORE_ERRORS:
             logger.warning("usage page: the client's history is unreadable, showing days", exc_info=True)
             notice, chosen = UNREADABLE, DEFAULT_RANGE

@@ -108,24 +108,35 @@ def sign_in(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _form_page(request, KeyForm())
     form = KeyForm(request.POST)
-    if not form.is_valid():
+    try:
+        key = _key_signing_in(request, form)
+    except AuthThrottled as exc:
+        return _form_page(request, KeyForm(), status=429, wait=int(exc.wait or 1))
+    if key is None:
         return _form_page(request, form)
+    request.session.cycle_key()  # a new session id on signing in (session fixation)
+    request.session[SESSION_KEY] = {"key": key.pk, "secret": _key_secret(key.key_hash), "at": time.time()}
+    return redirect("usage-page:page")
+
+
+def _key_signing_in(request: HttpRequest, form: KeyForm) -> APIKey | None:
+    """The key the sign-in ``form`` gives, or None with the form's errors saying why.
+
+    Raises :class:`AuthThrottled` while the address is past its failed authentications.
+    """
+    if not form.is_valid():
+        return None
     rules = get_engine().rules
     rules.current()  # reload a stale snapshot first: a reload empties the key cache the lookup fills
     try:
         client = authenticate_key(request, form.cleaned_data["api_key"], rules)
     except InvalidAPIKey:
+        client = None
+    key_id = client.subscriber.key_id if client is not None and client.subscriber is not None else None
+    key = APIKey.objects.filter(pk=key_id).only("key_hash").first() if key_id is not None else None
+    if key is None:  # unknown, revoked or expired, or deleted since the snapshot cached it
         form.add_error("api_key", "This key is unknown, revoked or expired.")
-        return _form_page(request, form)
-    except AuthThrottled as exc:
-        return _form_page(request, KeyForm(), status=429, wait=int(exc.wait or 1))
-    key = APIKey.objects.filter(pk=client.subscriber.key_id).only("key_hash").first() if client.subscriber else None
-    if key is None:  # deleted since the snapshot cached it
-        form.add_error("api_key", "This key is unknown, revoked or expired.")
-        return _form_page(request, form)
-    request.session.cycle_key()  # a new session id on signing in (session fixation)
-    request.session[SESSION_KEY] = {"key": key.pk, "secret": _key_secret(key.key_hash), "at": time.time()}
-    return redirect("usage-page:page")
+    return key
 
 
 @require_POST

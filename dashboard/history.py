@@ -55,10 +55,14 @@ def range_from(value: str | None) -> str:
     return value if value in RANGES else DEFAULT_RANGE
 
 
+#: Characters of an ``alert`` parameter read at most: longer text is no fraction anyone typed.
+_ALERT_TEXT_MAX = 20
+
+
 def alert_from(value: str | None) -> float | None:
     """``?alert=0.05`` as a fraction from 0 to 1; None (the setting applies) for anything else."""
     try:
-        alert = float(value) if value is not None and len(value) < 20 else None
+        alert = float(value) if value is not None and len(value) < _ALERT_TEXT_MAX else None
     except ValueError:
         return None
     return alert if alert is not None and math.isfinite(alert) and 0 <= alert <= 1 else None
@@ -72,7 +76,7 @@ def charts(filters: Filters, rules: RuleSet, usage: UsageSlice, redis_client: An
     notice = None
     if resolution is not None:
         try:
-            labels, cells = history_cells(redis_client, prefix, resolution, span, filters, rules)
+            labels, cells = history_cells(redis_client, prefix, resolution, span, filters=filters, rules=rules)
             return {"shown": filters.range, "resolution": resolution, "notice": None, **build(labels, cells, threshold)}
         except STORE_ERRORS:
             logger.warning("dashboard: the engine's history is unreadable, showing days", exc_info=True)
@@ -82,7 +86,7 @@ def charts(filters: Filters, rules: RuleSet, usage: UsageSlice, redis_client: An
 
 
 def history_cells(
-    redis_client: Any, prefix: str, resolution: Resolution, span: timedelta, filters: Filters, rules: RuleSet,
+    redis_client: Any, prefix: str, resolution: Resolution, span: timedelta, *, filters: Filters, rules: RuleSet,
     now: datetime | None = None,
 ) -> tuple[list[str], list[Cell]]:  # fmt: skip
     """Labels (UTC ISO times of each minute or hour, the current one last) and the cells of the history

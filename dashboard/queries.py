@@ -293,7 +293,7 @@ def budget_panel(today: date) -> list[dict[str, Any]]:
             "amount": str(a.amount),
             "spent_text": format_money(a.spent),
             "amount_text": format_money(a.amount),
-            "over": a.threshold >= 100,
+            "over": a.threshold >= BudgetAlert.Threshold.EXHAUSTED,
             "period_start": a.period_start.date().isoformat(),
         }
         for a in alerts

@@ -11,6 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from quotas.http.cost import set_cost
+
+MAX_QUERY = 200
 MAX_PROMPT = 4000
 MAX_OUTPUT = 1000
 CHARS_PER_UNIT = 2000
@@ -50,8 +53,8 @@ class SearchView(APIView):
     )
     def get(self, request: Request) -> Response:
         q = request.query_params.get("q", "")
-        if len(q) > 200:
-            raise serializers.ValidationError({"q": "At most 200 characters."})
+        if len(q) > MAX_QUERY:
+            raise serializers.ValidationError({"q": f"At most {MAX_QUERY} characters."})
         words = [w for w in q.lower().split() if w]
         return Response(
             {
@@ -101,8 +104,9 @@ class GenerateView(APIView):
         digest = hashlib.sha256(prompt.encode()).hexdigest()
         # A stand-in for a model: the answer's length depends on the prompt.
         answer = ("Generated answer " + digest)[: min(serializer.validated_data["max_output"], 20 + len(prompt) // 4)]
-        request.quota_cost = price(len(prompt) + len(answer))
-        return Response({"text": answer, "units": self.get_quota_weight(request), "cost": str(request.quota_cost)})
+        cost = price(len(prompt) + len(answer))
+        set_cost(request, cost)  # charged after the view, in place of get_quota_cost's estimate
+        return Response({"text": answer, "units": self.get_quota_weight(request), "cost": str(cost)})
 
 
 def price(chars: int) -> Decimal:

@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import redis
+from redis.cluster import RedisCluster
+
 from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
@@ -50,11 +53,11 @@ def reset() -> int:
     return deleted
 
 
-def _delete(client: object, keys: list[bytes]) -> int:
+def _delete(client: redis.Redis | RedisCluster, keys: list[bytes]) -> int:
     if not keys:
         return 0
     # One key per command: a cluster routes each to its own slot.
-    pipe = client.pipeline(transaction=False)  # type: ignore[attr-defined]
+    pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.unlink(key)
     return sum(pipe.execute())

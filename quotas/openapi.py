@@ -31,7 +31,7 @@ from django.apps import apps
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import Direction, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from quotas.conf import quota_settings
@@ -56,7 +56,7 @@ class ProblemSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, help_text="A stable machine-readable reason.")
     retry_after = serializers.IntegerField(required=False, help_text="Seconds to wait, as in Retry-After.")
     # The metaclass takes declared fields off the class, so this does not hide Serializer.errors.
-    errors = serializers.DictField(  # type: ignore[assignment]
+    errors = serializers.DictField(  # type: ignore[assignment]  # a field, not Serializer.errors (see above)
         child=serializers.CharField(), required=False, help_text="Per-parameter messages of a 400."
     )
 
@@ -121,10 +121,10 @@ class QuotaAutoSchema(AutoSchema):
             parameters += [p for p in (*RATE_LIMIT_HEADERS, RETRY_AFTER) if p.name not in named]
         return parameters
 
-    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+    def _get_response_bodies(self, direction: Direction = "response") -> dict[str, Any]:
         # AutoSchema offers no public hook for adding a status to every operation: this wraps the
         # private method that builds the responses, and lets a view's own 429/503 stand.
-        responses: dict[str, Any] = super()._get_response_bodies(direction)  # type: ignore[arg-type]
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
         for status, description in refusals_of(self.view).items():
             if str(status) not in responses:
                 responses[str(status)] = self._get_response_for_code(

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -34,7 +35,7 @@ from django.http import HttpRequest
 from quotas.conf import quota_settings
 from quotas.engine import aio, shaping
 from quotas.engine.core import Engine
-from quotas.engine.decision import Decision
+from quotas.engine.decision import DecideCall, Decision
 from quotas.engine.keys import encode_part
 from quotas.engine.runtime import get_engine
 from quotas.exceptions import (
@@ -133,19 +134,25 @@ class _Call:
     cost: int
     plan_slug: str | None
 
-    def options(self) -> dict[str, Any]:
-        """The keyword arguments of the engine's decide call (sync or async)."""
+    def decide_call(self) -> DecideCall:
+        """The engine's decide call (sync or async)."""
         plan = self.rules.plans.get(self.plan_id) if self.plan_id is not None else None
-        multiplier = self.engine.rules.multipliers.get(self.plan_id, 1.0) if self.plan_id is not None else 1.0
         # Concurrency leases are named by the request, so settling can end them.
         request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in self.windows) else ""
-        return {
-            "cost_micros": self.cost,
-            "usage": self.usage,
-            "multiplier": multiplier,
-            "ban_policy": plan.ban_policy if plan is not None and self.facts.metered else "",
-            "request_id": request_id,
-        }
+        return DecideCall(
+            self.client.tag,
+            self.windows,
+            self.facts.weight,
+            cost_micros=self.cost,
+            usage=self.usage,
+            multiplier=self.multiplier(),
+            ban_policy=plan.ban_policy if plan is not None and self.facts.metered else "",
+            request_id=request_id,
+        )
+
+    def multiplier(self) -> float:
+        """The adaptive multiplier of the client's plan (1.0 without one)."""
+        return self.engine.rules.multipliers.get(self.plan_id, 1.0) if self.plan_id is not None else 1.0
 
 
 def check(facts: Facts) -> Verdict:
@@ -158,7 +165,7 @@ def check(facts: Facts) -> Verdict:
         if isinstance(call, Verdict):
             return call
         try:
-            decision = call.engine.decide(call.client.tag, call.windows, facts.weight, **call.options())
+            decision = call.engine.decide_call(call.decide_call())
         except StoreUnavailable:
             return _conclude(call, _fail(call))
         return _conclude(call, decision)
@@ -182,9 +189,7 @@ async def check_async(facts: Facts) -> Verdict:
     if isinstance(call, Verdict):
         return call
     try:
-        decision: Decision | Verdict = await aio.decide(
-            call.engine, call.client.tag, call.windows, facts.weight, **call.options()
-        )
+        decision: Decision | Verdict = await aio.decide(call.engine, call.decide_call())
     except StoreUnavailable:
         decision = _fail(call)
     return await sync_to_async(_conclude)(call, decision)
@@ -197,7 +202,7 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     if decision is None or not decision.allowed or verdict.client is None:
         return
     engine = get_engine()
-    if status >= 500:
+    if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
         engine.refund(decision)
         actual: int | None = 0  # a failed view releases its estimate
     else:
@@ -226,7 +231,7 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
         return Verdict(request=facts.request)  # the adapter's hook said: not limited
     path, method = http.path, http.method or "GET"
     plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
-    windows = _plan_windows(facts, rules, client, plan_id, path, method)
+    windows = _plan_windows(facts, rules, client, plan_id, path=path, method=method)
     windows += [w for rule in facts.limits for w in rule.windows]
     plan = rules.plans.get(plan_id) if plan_id is not None else None
     cost = facts.cost_micros
@@ -249,7 +254,7 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
 
 
 def _plan_windows(
-    facts: Facts, rules: RuleSet, client: Client, plan_id: int | None, path: str, method: str
+    facts: Facts, rules: RuleSet, client: Client, plan_id: int | None, *, path: str, method: str
 ) -> list[Window]:
     """The windows of ``client``'s plan that match the request, else (no plan covers the client, or, with
     ``scope_limits_only``, the plan names no limit of the scope) those of the fallback limits."""
@@ -278,9 +283,8 @@ def _fail(call: _Call) -> Decision | Verdict:
     if mode == "open":
         return Verdict(call.client, call.plan_id, request=call.facts.request)
     # "local": this process enforces its share of the same limits until Redis is back.
-    options = call.options()
     return call.engine.decide_locally(
-        call.client.tag, call.windows, call.facts.weight, call.cost, call.usage, options["multiplier"]
+        call.client.tag, call.windows, call.facts.weight, call.cost, call.usage, multiplier=call.multiplier()
     )
 
 
@@ -296,8 +300,8 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
     engine = call.engine
     facts = call.facts
     record_decision(
-        facts.request, decision, call.client.tag, call.plan_slug, facts.scope, call.started,
-        engine.history if facts.metered else None, engine.refusals,
+        facts.request, decision, client_tag=call.client.tag, plan=call.plan_slug, scope=facts.scope,
+        started=call.started, history=engine.history if facts.metered else None, refusals=engine.refusals,
     )  # fmt: skip
     verdict = _verdict(call, decision)
     verdict.refusal = (
@@ -346,8 +350,8 @@ def _listed(call: _Call, entry: ACLRule) -> Verdict:
     facts, engine = call.facts, call.engine
     allowed = entry.action == "allow"
     record_acl(
-        facts.request, allowed, call.client.tag, call.plan_slug, facts.scope, entry.id, call.started,
-        engine.history if facts.metered else None, engine.refusals,
+        facts.request, entry, client_tag=call.client.tag, plan=call.plan_slug, scope=facts.scope,
+        started=call.started, history=engine.history if facts.metered else None, refusals=engine.refusals,
     )  # fmt: skip
     if allowed:
         decision = engine.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)

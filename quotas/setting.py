@@ -132,9 +132,13 @@ class Setting:
         return f"{self.hint} Default: {self.default!r}."
 
 
+#: From this size on, bounds are written with digit groups.
+_GROUPED_FROM = 10_000
+
+
 def _number(bound: float) -> str:
     """A bound as a reader takes it in: 16_777_216 rather than 16777216."""
-    return f"{bound:_}" if isinstance(bound, int) and bound >= 10_000 else str(bound)
+    return f"{bound:_}" if isinstance(bound, int) and bound >= _GROUPED_FROM else str(bound)
 
 
 def section(name: str, keys: tuple[Setting, ...], doc: str, check_id: str, hint: str) -> Setting:

@@ -125,6 +125,11 @@ def _path_limit_problem(entry: Any) -> str:
         return f"needs a 'prefix' that is a path starting with '/', not {prefix!r}."
     if not isinstance(scope, str):
         return f"has a 'scope' that is not a string: {scope!r}."
+    return _path_limit_rate_problem(entry)
+
+
+def _path_limit_rate_problem(entry: dict[str, Any]) -> str:
+    """What is wrong with a PATH_LIMITS entry's rate and algorithm ("" when nothing)."""
     text = entry.get("rate")
     if text is not None:
         try:

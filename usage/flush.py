@@ -149,11 +149,8 @@ def write_rows(rows: dict[RowKey, Counters], observed_at: datetime, delay: float
     """Upsert ``rows`` read at ``observed_at`` in one transaction; returns the rows written."""
     if not rows:
         return 0
-    subscriptions = set(
-        Subscription.objects.filter(pk__in={_subscription_id(k.client) for k in rows} - {None}).values_list(
-            "pk", flat=True
-        )
-    )
+    subscription_ids = {sub_id for k in rows if (sub_id := _subscription_id(k.client)) is not None}
+    subscriptions = set(Subscription.objects.filter(pk__in=subscription_ids).values_list("pk", flat=True))
     plans = set(Plan.objects.filter(pk__in={k.plan_key for k in rows} - {0}).values_list("pk", flat=True))
     stamp = timezone.now()
     values = []

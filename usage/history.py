@@ -74,7 +74,7 @@ def build_history(params: dict[str, Any], redis_client: Any, prefix: str) -> dic
     buckets = read_history(redis_client, prefix, params["group_by"], start, end)
     top = {}
     for by in TOP_SIDES:
-        clients = read_top_clients(redis_client, prefix, start, end, by, params["top"])
+        clients = read_top_clients(redis_client, prefix, start, end, by=by, limit=params["top"])
         top[by] = [{"client": client, "requests": n} for client, n in clients]
     return {
         "group_by": params["group_by"],

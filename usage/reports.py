@@ -100,8 +100,10 @@ def _records(query: UsageQuery) -> Any:
     return records
 
 
-def _live_rows(query: UsageQuery, records: Any, days: list[date], redis_client: redis.Redis) -> dict[RowKey, Counters]:
-    if not days:
+def _live_rows(
+    query: UsageQuery, records: Any, days: list[date], redis_client: redis.Redis | None
+) -> dict[RowKey, Counters]:
+    if not days or redis_client is None:
         return {}
     rows: dict[RowKey, Counters] = {
         RowKey(r["client"], r["plan_key"], r["scope"], r["day"], r["generation"]): {c: r[c] for c in COUNTERS}

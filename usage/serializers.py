@@ -35,7 +35,12 @@ class UsageQuerySerializer(serializers.Serializer):
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # Checked before any field reads the database: PostgreSQL refuses NUL in a query's text.
-        nul = {name: "Must not contain NUL characters." for name in self.fields if "\x00" in str(data.get(name, ""))}
+        # items(), not iteration: the stubs say iterating the fields gives Field objects, where it gives names.
+        nul = {
+            name: "Must not contain NUL characters."
+            for name, _field in self.fields.items()
+            if "\x00" in str(data.get(name, ""))
+        }
         if nul:
             raise serializers.ValidationError(nul)
         if "client" in data:  # accept the tag as Redis writes it, braces included

@@ -22,17 +22,21 @@ from quotas.rules.money import format_money, from_micros
 register = template.Library()
 
 _UNITS = (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1))
+#: Units a duration is shown in: the two largest.
+_UNITS_SHOWN = 2
+#: From this factor up, "times" shows whole numbers only.
+_WHOLE_TIMES = 10
 
 
 def format_duration(seconds: float) -> str:
     """``seconds`` in its two largest units, the rest dropped as a clock does: "11 h 56 min", "3 d 4 h", "42 s"."""
     left = max(0, int(-(-float(seconds) // 1)))
-    parts = []
+    parts: list[str] = []
     for name, size in _UNITS:
         if left >= size or (name == "s" and not parts):
             count, left = divmod(left, size)
             parts.append(f"{count} {name}")
-        if len(parts) == 2:
+        if len(parts) == _UNITS_SHOWN:
             break
     return " ".join(parts)
 
@@ -94,7 +98,7 @@ def times(factor: Any) -> str:
         value = float(factor)
     except (TypeError, ValueError):
         return str(factor)
-    return f"{value:,.0f} times" if value >= 10 or value == int(value) else f"{value:.1f} times"
+    return f"{value:,.0f} times" if value >= _WHOLE_TIMES or value == int(value) else f"{value:.1f} times"
 
 
 @register.filter

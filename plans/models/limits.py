@@ -72,6 +72,13 @@ class EndpointLimit(models.Model):
         return f"{self.plan.slug}:{self.name} {self.rates}" if self.plan_id else self.name
 
     def clean(self) -> None:
+        errors = {**self._algorithm_errors(), **self._count_errors(), **self._match_errors(), **self._weight_errors()}
+        self.methods = ", ".join(_split_methods(self.methods))
+        if errors:
+            raise ValidationError(errors)
+
+    def _algorithm_errors(self) -> dict[str, str]:
+        """What is wrong with the algorithm and the delay it may hold requests for, by field."""
         errors = {}
         if self.algorithm not in ALGORITHMS:
             errors["algorithm"] = f"Choose one of: {', '.join(ALGORITHMS)}."
@@ -82,6 +89,11 @@ class EndpointLimit(models.Model):
                 f"At most {quota_settings.MAX_DELAY_CAP} seconds (QUOTAS['MAX_DELAY_CAP']): "
                 "a held request occupies a worker."
             )
+        return errors
+
+    def _count_errors(self) -> dict[str, str]:
+        """What is wrong with the burst, and with the rates of a concurrency limit, by field."""
+        errors = {}
         if self.algorithm == self.Algorithm.CONCURRENCY:
             if self.burst is not None:
                 errors["burst"] = "A concurrency limit has no burst: its count is the requests in flight."
@@ -89,19 +101,26 @@ class EndpointLimit(models.Model):
                 errors["rates"] = "A concurrency limit takes one rate: <requests in flight>/<lease>, e.g. 5/30s."
         if self.burst is not None and self.burst < 1:
             errors["burst"] = "Burst must be at least 1."
+        return errors
+
+    def _match_errors(self) -> dict[str, str]:
+        """What is wrong with what the limit matches (a scope, or a path prefix), by field."""
+        errors = {}
         if self.scope and self.path_prefix:
             errors["path_prefix"] = "Set a scope or a path prefix, not both."
         if self.path_prefix and not self.path_prefix.startswith("/"):
             errors["path_prefix"] = "A path prefix starts with '/'."
+        return errors
+
+    def _weight_errors(self) -> dict[str, str]:
+        """A weight no request could pass with, by field (a malformed rate is the field validator's)."""
         try:
             rates = parse_rates(self.rates)
         except InvalidRate:
-            rates = ()  # reported by the field validator
+            return {}
         if rates and self.weight > max(max(r.limit, self.burst or 0) for r in rates):
-            errors["weight"] = "The weight is larger than every rate's count: no request could ever pass."
-        self.methods = ", ".join(_split_methods(self.methods))
-        if errors:
-            raise ValidationError(errors)
+            return {"weight": "The weight is larger than every rate's count: no request could ever pass."}
+        return {}
 
     @property
     def method_set(self) -> frozenset[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from inspect import iscoroutinefunction
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from quotas.django.guard import KEYS, facts_for, failed, finished, rate_rule, refused
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.rules.rates import parse_rates
-from quotas.service import Verdict, check, check_async
+from quotas.service import Facts, Verdict, check, check_async
 
 
 def quota_limited(
@@ -56,10 +57,7 @@ def quota_limited(
     Raises :class:`~quotas.exceptions.InvalidRate` for a malformed ``rate``, and
     ValueError for another bad argument, when the view is decorated.
     """
-    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or weight < 0):
-        raise ValueError(f"quota_limited(weight={weight!r}): a weight is an int from 0 up.")
-    if isinstance(key, str) and key not in KEYS and not (key.startswith("header:") and len(key) > len("header:")):
-        raise ValueError(f"quota_limited(key={key!r}): use 'ip', 'user', 'header:<name>' or a callable.")
+    _check_weight_and_key(weight, key)
     methods = _methods(method)
     if rate is not None:
         parse_rates(rate)  # a malformed rate fails when the view is decorated, not per request
@@ -68,51 +66,90 @@ def quota_limited(
         own_group = group or f"{view.__module__}.{view.__qualname__}"  # each view counts on its own
         if rate is not None:
             rate_rule(own_group, rate, algorithm)  # a bad algorithm fails here too
-
-        def limited_here(request: HttpRequest) -> bool:
-            return methods is None or (request.method or "GET").upper() in methods
-
-        def facts(request: HttpRequest) -> Any:
-            return facts_for(request, scope, rate, weight=weight, algorithm=algorithm, group=own_group, key=key)
-
-        if iscoroutinefunction(view):
-
-            @functools.wraps(view)
-            async def async_limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-                if not limited_here(request):
-                    return await view(request, *args, **kwargs)
-                verdict = await check_async(facts(request))
-                if _answered(verdict, block):
-                    return await sync_to_async(refused)(request, verdict)
-                request.limited = verdict.refusal is not None  # type: ignore[attr-defined]
-                try:
-                    response = await view(request, *args, **kwargs)
-                except BaseException:
-                    await sync_to_async(failed)(verdict)
-                    raise
-                # Settling (refunds, actual costs, leases) may call Redis: in asgiref's worker thread.
-                return await sync_to_async(finished)(request, verdict, response)
-
-            return async_limited
-
-        @functools.wraps(view)
-        def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if not limited_here(request):
-                return view(request, *args, **kwargs)
-            verdict = check(facts(request))
-            if _answered(verdict, block):
-                return refused(request, verdict)
-            request.limited = verdict.refusal is not None  # type: ignore[attr-defined]
-            try:
-                response = view(request, *args, **kwargs)
-            except BaseException:
-                failed(verdict)
-                raise
-            return finished(request, verdict, response)
-
-        return limited
+        limit = _ViewLimit(scope, rate, weight, algorithm, key, methods, block, own_group)
+        return _async_limited(view, limit) if iscoroutinefunction(view) else _limited(view, limit)
 
     return decorator
+
+
+@dataclass(frozen=True, slots=True)
+class _ViewLimit:
+    """What ``@quota_limited`` asks of one view's requests (its arguments, checked; ``group`` filled in)."""
+
+    scope: str
+    rate: str | None
+    weight: int | None
+    algorithm: str | None
+    key: str | Callable[[HttpRequest], Any] | None
+    methods: frozenset[str] | None
+    block: bool
+    group: str
+
+    def applies(self, request: HttpRequest) -> bool:
+        """Whether ``request``'s method is one the view is limited for."""
+        return self.methods is None or (request.method or "GET").upper() in self.methods
+
+    def facts(self, request: HttpRequest) -> Facts:
+        """What the service is told about ``request``."""
+        return facts_for(
+            request, self.scope, self.rate, weight=self.weight, algorithm=self.algorithm, group=self.group, key=self.key
+        )
+
+
+def _limited(view: Callable[..., HttpResponse], limit: _ViewLimit) -> Callable[..., HttpResponse]:
+    """``view`` (a plain function) decided on before it runs and settled after."""
+
+    @functools.wraps(view)
+    def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not limit.applies(request):
+            return view(request, *args, **kwargs)
+        verdict = check(limit.facts(request))
+        if _answered(verdict, limit.block):
+            return refused(request, verdict)
+        _mark(request, verdict)
+        try:
+            response = view(request, *args, **kwargs)
+        except BaseException:
+            failed(verdict)
+            raise
+        return finished(request, verdict, response)
+
+    return limited
+
+
+def _async_limited(view: Callable[..., Any], limit: _ViewLimit) -> Callable[..., Any]:
+    """``view`` (an ``async def``) decided on before it runs, the decision awaited, and settled after."""
+
+    @functools.wraps(view)
+    async def async_limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not limit.applies(request):
+            return await view(request, *args, **kwargs)
+        verdict = await check_async(limit.facts(request))
+        if _answered(verdict, limit.block):
+            return await sync_to_async(refused)(request, verdict)
+        _mark(request, verdict)
+        try:
+            response = await view(request, *args, **kwargs)
+        except BaseException:
+            await sync_to_async(failed)(verdict)
+            raise
+        # Settling (refunds, actual costs, leases) may call Redis: in asgiref's worker thread.
+        return await sync_to_async(finished)(request, verdict, response)
+
+    return async_limited
+
+
+def _mark(request: HttpRequest, verdict: Verdict) -> None:
+    """Tell the view whether its request was over its limits (it runs anyway only with ``block=False``)."""
+    request.limited = verdict.refusal is not None  # type: ignore[attr-defined]  # documented, not Django's
+
+
+def _check_weight_and_key(weight: int | None, key: str | Callable[[HttpRequest], Any] | None) -> None:
+    """Raise ValueError for a ``weight`` or a ``key`` ``@quota_limited`` cannot use."""
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or weight < 0):
+        raise ValueError(f"quota_limited(weight={weight!r}): a weight is an int from 0 up.")
+    if isinstance(key, str) and key not in KEYS and not (key.startswith("header:") and len(key) > len("header:")):
+        raise ValueError(f"quota_limited(key={key!r}): use 'ip', 'user', 'header:<name>' or a callable.")
 
 
 def _methods(method: str | Iterable[str] | None) -> frozenset[str] | None:

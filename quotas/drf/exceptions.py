@@ -11,6 +11,8 @@ whole problem+json body.
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 from rest_framework.exceptions import APIException, AuthenticationFailed, Throttled
 
 from quotas.exceptions import ProblemException
@@ -37,8 +39,8 @@ class QuotaAuthenticationFailed(QuotaAPIException, AuthenticationFailed):
 
 def drf_exception(refusal: ProblemException) -> QuotaAPIException:
     """The DRF exception ``refusal`` is raised as in a DRF view."""
-    if refusal.status_code == 429:
+    if refusal.status_code == HTTPStatus.TOO_MANY_REQUESTS:
         return QuotaThrottled(refusal)
-    if refusal.status_code == 401:
+    if refusal.status_code == HTTPStatus.UNAUTHORIZED:
         return QuotaAuthenticationFailed(refusal)
     return QuotaAPIException(refusal)

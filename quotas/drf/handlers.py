@@ -16,6 +16,7 @@ body. Use :func:`exception_handler` as
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from django.http import HttpResponse
@@ -51,7 +52,7 @@ def respond(problem: dict[str, Any], exc: Exception) -> HttpResponse:
     status = getattr(exc, "status_code", problem["status"])
     response = problems.refusal_response(problem, status, getattr(exc, "wait", None))
     challenge = getattr(exc, "auth_header", None)
-    if status == 401 and challenge:
+    if status == HTTPStatus.UNAUTHORIZED and challenge:
         response.headers["WWW-Authenticate"] = challenge  # the first authentication class's own
     set_rollback()
     return response

@@ -16,7 +16,6 @@ the engine's own client is used in a worker thread (asgiref's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -28,46 +27,32 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from quotas.conf import quota_settings
 from quotas.engine.core import Engine
-from quotas.engine.decision import Decision
+from quotas.engine.decision import DecideCall, Decision
 from quotas.engine.redis_connect import MAX_CONNECTIONS, STORE_ERRORS, parse_url
 from quotas.engine.scripts import AsyncLuaScript
-from quotas.rules.snapshot import Window
 
 #: Per event loop: the engine the client was made for, the client, and decide.lua registered on it.
 _clients: WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Engine, Any, Any]] = WeakKeyDictionary()
 
 
-async def decide(
-    engine: Engine,
-    tag: str,
-    windows: Sequence[Window],
-    weight: int | None = None,
-    *,
-    cost_micros: int = 0,
-    usage: str | None = None,
-    multiplier: float = 1.0,
-    ban_policy: str = "",
-    request_id: str = "",
-) -> Decision:
-    """:meth:`Engine.decide` for a request (no ``now``, no ``peek``), awaiting Redis instead of blocking.
+async def decide(engine: Engine, call: DecideCall) -> Decision:
+    """:meth:`Engine.decide_call` for a request's ``call``, awaiting Redis instead of blocking.
 
-    Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails, as
+    A request's call: ``call.now`` and ``call.peek`` are for tests and
+    operators, which decide synchronously. Raises
+    :class:`~quotas.exceptions.StoreUnavailable` when Redis fails, as
     :meth:`Engine.decide` does (the circuit breaker and metrics are the engine's).
     """
     script = _script(engine)
     if script is None:
-        return await sync_to_async(engine.decide, thread_sensitive=False)(
-            tag, windows, weight, None, cost_micros, usage, False, multiplier, ban_policy, request_id
-        )
-    pending = engine.prepare_decide(
-        tag, windows, weight, None, cost_micros, usage, False, multiplier, ban_policy, request_id
-    )
+        return await sync_to_async(engine.decide_call, thread_sensitive=False)(call)
+    pending = engine.prepare_decide(call)
     if isinstance(pending, Decision):
         return pending  # answered from this process's memory of refused clients
     try:
         raw = await script(keys=pending.keys, args=pending.args)
     except STORE_ERRORS as exc:
-        raise engine.decide_failed(tag, exc) from exc
+        raise engine.decide_failed(call.tag, exc) from exc
     return engine.finish_decide(pending, raw)
 
 

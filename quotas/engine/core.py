@@ -19,7 +19,7 @@ import redis
 
 from quotas.conf import quota_settings
 from quotas.engine.breaker import CircuitBreaker
-from quotas.engine.decision import _US, Decision, WindowState, scaled
+from quotas.engine.decision import _US, DecideCall, Decision, WindowState, scaled
 from quotas.engine.deny_memory import DenyMemory
 from quotas.engine.fallback import LocalLimiter
 from quotas.engine.key_use import KeyUse
@@ -50,21 +50,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PendingDecision:
-    """A decide call prepared by :meth:`Engine.prepare_decide`: the script's KEYS and ARGV, and the request."""
+    """A decide call prepared by :meth:`Engine.prepare_decide`: the script's KEYS and ARGV, and the call."""
 
-    tag: str
-    windows: Sequence[Window]
-    weight: int | None
-    now: float | None
-    cost_micros: int
-    usage: str | None
-    peek: bool
-    multiplier: float
-    ban_policy: str
-    request_id: str
-    specs: list
+    call: DecideCall
+    specs: list[bytes]
     keys: list[str]
-    args: list
+    args: list[object]
 
 
 class Engine:
@@ -92,11 +83,14 @@ class Engine:
         self._adjust = LuaScript.entry(client, "adjust")
         self._release = LuaScript.entry(client, "release")
 
-    def decide(
+    # The engine's entry point: each option of the script by keyword, with its default (DecideCall documents
+    # them). Bundled into a DecideCall for the steps below; callers that have one use decide_call().
+    def decide(  # noqa: PLR0913
         self,
         tag: str,
         windows: Sequence[Window],
         weight: int | None = None,
+        *,
         now: float | None = None,
         cost_micros: int = 0,
         usage: str | None = None,
@@ -107,56 +101,42 @@ class Engine:
     ) -> Decision:
         """Check and consume ``weight`` in every window for client ``tag``, atomically.
 
-        ``weight`` overrides each rate window's own weight; budgets spend
-        ``cost_micros``. ``usage`` ("<plan>|<scope>") counts the decision in
-        the client's usage of the day; ``peek`` consumes and counts nothing.
-        ``multiplier`` (adaptive limits) scales the rolling rate windows;
-        ``ban_policy`` (see :func:`quotas.rules.snapshot.ban_policy_spec`) enables
-        escalation; ``request_id`` names the request's concurrency leases.
-        ``now`` (seconds since the epoch) replaces the Redis server's clock,
-        for tests. Raises :class:`StoreUnavailable` when Redis fails.
+        The options are :class:`DecideCall`'s. Raises :class:`StoreUnavailable` when Redis fails.
         """
-        pending = self.prepare_decide(
-            tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id
+        return self.decide_call(
+            DecideCall(tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id)
         )
+
+    def decide_call(self, call: DecideCall) -> Decision:
+        """:meth:`decide` for a call already made; raises :class:`StoreUnavailable` when Redis fails."""
+        pending = self.prepare_decide(call)
         if isinstance(pending, Decision):
             return pending  # answered from this process's memory of refused clients
         try:
             raw = self._decide(keys=pending.keys, args=pending.args)
         except STORE_ERRORS as exc:
-            raise self.decide_failed(tag, exc) from exc
+            raise self.decide_failed(call.tag, exc) from exc
         return self.finish_decide(pending, raw)
 
-    # decide() in three steps, so that quotas.engine.aio sends the same script call from asyncio.
+    # decide_call() in three steps, so that quotas.engine.aio sends the same script call from asyncio.
 
-    def prepare_decide(
-        self,
-        tag: str,
-        windows: Sequence[Window],
-        weight: int | None,
-        now: float | None,
-        cost_micros: int,
-        usage: str | None,
-        peek: bool,
-        multiplier: float,
-        ban_policy: str,
-        request_id: str,
-    ) -> Decision | PendingDecision:
-        """The refusal this process remembers for ``tag``, else the script call to send.
+    def prepare_decide(self, call: DecideCall) -> Decision | PendingDecision:
+        """The refusal this process remembers for ``call.tag``, else the script call to send.
 
         Raises :class:`StoreUnavailable` while the circuit breaker is open.
         """
-        if now is None and not peek:
+        tag, windows, weight, now, usage = call.tag, call.windows, call.weight, call.now, call.usage
+        if now is None and not call.peek:
             banned_for = self.deny_memory.banned(tag)
             if banned_for:
                 self._count_locally(tag, usage, "dx")
                 return Decision(
-                    False, _banned_states(windows, banned_for, multiplier), time.time(), weight,
+                    False, _banned_states(windows, banned_for, call.multiplier), time.time(), weight,
                     local=True, tag=tag, banned=True, ban_wait_us=banned_for,
                 )  # fmt: skip
             # With escalation on, refusals must reach Redis to be counted toward a ban
             # (which is then remembered here); a flood costs at most the ban threshold.
-            remembered = [] if ban_policy else self.deny_memory.check(tag, windows, weight)
+            remembered = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
             if remembered:
                 self._count_locally(tag, usage, "dr")
                 return Decision(False, remembered, time.time(), weight, local=True, tag=tag)
@@ -168,21 +148,18 @@ class Engine:
             keys.field_prefix,
             now="" if now is None else int(now * _US),
             weight="" if weight is None else weight,
-            cost=cost_micros,
+            cost=call.cost_micros,
             usage=usage or "",
-            mode="peek" if peek else "",
-            multiplier="" if multiplier == 1.0 else repr(multiplier),
-            ban_policy=ban_policy,
-            request_id=request_id,
+            mode="peek" if call.peek else "",
+            multiplier="" if call.multiplier == 1.0 else repr(call.multiplier),
+            ban_policy=call.ban_policy,
+            request_id=call.request_id,
             day=day[0],
             specs=specs,
         )
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
-        return PendingDecision(
-            tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id,
-            specs, self._script_keys(keys, windows, day[1]), args,
-        )  # fmt: skip
+        return PendingDecision(call, specs, self.script_keys(keys, windows, day[1]), args)
 
     def decide_failed(self, tag: str, exc: Exception) -> StoreUnavailable:
         """The error to raise for a decide call Redis failed (``exc``), counted and logged."""
@@ -198,8 +175,9 @@ class Engine:
 
     def finish_decide(self, pending: PendingDecision, raw: Sequence[int]) -> Decision:
         """The decision from decide.lua's reply ``raw`` to ``pending``; refusals are remembered."""
-        tag, windows, weight, now, peek = pending.tag, pending.windows, pending.weight, pending.now, pending.peek
-        multiplier, ban_policy = pending.multiplier, pending.ban_policy
+        call = pending.call
+        tag, windows, weight, now, peek = call.tag, call.windows, call.weight, call.now, call.peek
+        multiplier, ban_policy = call.multiplier, call.ban_policy
         self.breaker.success()
         reply = DecideReply.decode(raw, len(windows))
         flags = reply.flags
@@ -214,15 +192,15 @@ class Engine:
             reply.now_us / _US,
             weight,
             tag=tag,
-            cost_micros=pending.cost_micros,
-            usage=pending.usage,
+            cost_micros=call.cost_micros,
+            usage=call.usage,
             specs=pending.specs,
             multiplier=multiplier,
             reduced_only=flags == DecideFlag.REDUCED_ONLY,
             banned=banned,
             ban_started=flags == DecideFlag.BAN_STARTED,
             ban_wait_us=reply.ban_wait_us,
-            request_id=pending.request_id,
+            request_id=call.request_id,
         )
         if states and not peek and not banned and any(w.period for w in windows):
             self.fallback.remember(tag, states, decision.now)  # what an outage may still spend (fallback.py)
@@ -259,7 +237,7 @@ class Engine:
             day=day[0],
         )
         try:
-            raw = self._decide(keys=self._script_keys(keys, (), day[1]), args=args)
+            raw = self._decide(keys=self.script_keys(keys, (), day[1]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("count_acl")
             logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
@@ -297,6 +275,12 @@ class Engine:
         return bool(removed)
 
     @property
+    def decide_script(self) -> LuaScript:
+        """The library's ``decide`` entry point on this engine's client: whether it calls by FCALL
+        (:attr:`LuaScript.functions`), and the call itself, for benchmarks and tests of the script."""
+        return self._decide
+
+    @property
     def mode(self) -> str:
         """``normal``, or ``breaker_open`` while Redis is treated as down."""
         return "breaker_open" if self.breaker.is_open else "normal"
@@ -327,6 +311,7 @@ class Engine:
         weight: int | None,
         cost_micros: int,
         usage: str | None,
+        *,
         multiplier: float = 1.0,
     ) -> Decision:
         """Decide in this process (failure mode ``local``), counting usage for later."""
@@ -388,7 +373,7 @@ class Engine:
             specs=[spec for _, spec in budgets],
         )
         try:
-            raw = self._adjust(keys=self._script_keys(keys, (), _day(decision.now)[1]), args=args)
+            raw = self._adjust(keys=self.script_keys(keys, (), _day(decision.now)[1]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("reconcile")
             logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
@@ -408,8 +393,9 @@ class Engine:
         return client_keys(self.prefix, tag, self.buckets)
 
     @staticmethod
-    def _script_keys(keys: ClientKeys, windows: Sequence[Window], day: str = "") -> list[str]:
-        # KEYS for the scripts: the bucket, the usage key of ``day`` (YYYYMMDD), then each own-key window's set.
+    def script_keys(keys: ClientKeys, windows: Sequence[Window], day: str = "") -> list[str]:
+        """The KEYS of a script call for a client's ``windows``: its bucket, its usage key of ``day``
+        (YYYYMMDD; the bare prefix without one), then the set of each window with a key of its own."""
         usage = f"{keys.usage_base}:{day}" if day else keys.usage_base
         return [keys.bucket, usage, *(keys.own_base + w.state_field for w in windows if w.has_own_key)]
 
@@ -426,7 +412,7 @@ class Engine:
             specs=[s.window.spec_at(decision.now) for s in states],
         )
         try:
-            self._refund(keys=self._script_keys(keys, [s.window for s in states]), args=args)
+            self._refund(keys=self.script_keys(keys, [s.window for s in states]), args=args)
         except STORE_ERRORS:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)

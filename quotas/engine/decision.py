@@ -7,6 +7,7 @@ Shared by the engine (decisions from Redis) and the local fallback
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from quotas.engine.protocol import Algorithm
@@ -15,6 +16,32 @@ from quotas.rules.snapshot import Window
 _US = 1_000_000
 #: Algorithms that count one per request whatever its weight (see decide.lua).
 _COUNTS_REQUESTS = frozenset({"period_requests", "concurrency"})
+
+
+# Not frozen, as the service's Facts: a frozen dataclass's __init__ costs more, on every request.
+@dataclass(slots=True)
+class DecideCall:
+    """What one decision is asked: client ``tag``'s ``windows``, and how (see :meth:`Engine.decide`).
+
+    ``weight`` overrides each rate window's own weight; budgets spend
+    ``cost_micros``. ``usage`` ("<plan>|<scope>") counts the decision in
+    the client's usage of the day; ``peek`` consumes and counts nothing.
+    ``multiplier`` (adaptive limits) scales the rolling rate windows;
+    ``ban_policy`` (see :func:`quotas.rules.snapshot.ban_policy_spec`) enables
+    escalation; ``request_id`` names the request's concurrency leases.
+    ``now`` (seconds since the epoch) replaces the Redis server's clock, for tests.
+    """
+
+    tag: str
+    windows: Sequence[Window]
+    weight: int | None = None
+    now: float | None = None
+    cost_micros: int = 0
+    usage: str | None = None
+    peek: bool = False
+    multiplier: float = 1.0
+    ban_policy: str = ""
+    request_id: str = ""
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from quotas.conf import quota_settings
 from quotas.engine.decision import Decision, WindowState, scaled
@@ -32,6 +32,9 @@ from quotas.rules.periods import period_bounds
 from quotas.rules.snapshot import Window
 
 _US = 1_000_000
+
+#: One window checked: its state, and what consumes from it once every window of the request agreed (or None).
+_Checked = tuple[WindowState, Callable[[], None] | None]
 
 
 class LocalLimiter:
@@ -67,7 +70,7 @@ class LocalLimiter:
         """Check and consume like the decision script, all or nothing, in this process only."""
         now = time.time()
         with self._lock:
-            checks = [self._check(tag, w, weight, cost_micros, multiplier, now) for w in windows]
+            checks = [self._check(tag, w, now, weight=weight, cost=cost_micros, multiplier=multiplier) for w in windows]
             allowed = all(state.ok or state.window.shadow for state, _ in checks)
             if allowed:
                 for state, commit in checks:
@@ -93,11 +96,11 @@ class LocalLimiter:
         self._state.move_to_end(key)
         return slot
 
-    def _check(self, tag: str, w: Window, weight: int | None, cost: int, multiplier: float, now: float):
+    def _check(self, tag: str, w: Window, now: float, *, weight: int | None, cost: int, multiplier: float) -> _Checked:
         if w.algorithm == "concurrency":
             return WindowState(w, True, None, 0, 0), None
         if w.period:
-            return self._check_period(tag, w, weight, cost, now)
+            return self._check_period(tag, w, now, weight=weight, cost=cost)
         quota = max(1, math.floor(scaled(w, multiplier) * self.share))
         units = w.weight if weight is None else weight
         interval = w.window / quota  # seconds per unit
@@ -114,7 +117,7 @@ class LocalLimiter:
         retry = None if units > quota else int((new_tat - now - quota * interval) * _US) + 1
         return WindowState(w, False, 0, int((tat - now) * _US), retry, quota=quota), None
 
-    def _check_period(self, tag: str, w: Window, weight: int | None, cost: int, now: float):
+    def _check_period(self, tag: str, w: Window, now: float, *, weight: int | None, cost: int) -> _Checked:
         bounds = period_bounds(w.period, now, quota_settings.BUDGET_TIME_ZONE, w.anchor_day)
         known = self._known.get((tag, w.state_field))
         if known is not None and abs(known[0] - bounds.end) < 1.0:

@@ -111,6 +111,8 @@ ALGORITHM_CODES: dict[str, int] = {a.setting_name: int(a) for a in Algorithm}
 _SPEC = struct.Struct("<BdddddBB")
 #: The same format as Lua's ``struct.unpack`` reads it: "c0" is a string whose length is the number before it.
 SPEC_FORMAT = _SPEC.format + "c0"
+#: The longest field a spec carries, in bytes: its length travels in one byte (the last u8 above).
+FIELD_MAX_BYTES = 255
 
 
 class WindowSpec(NamedTuple):
@@ -148,10 +150,10 @@ class WindowSpec(NamedTuple):
         return cls(code, limit, start_us, end_us, weight, next_end_us, shadow, field)
 
     def pack(self) -> bytes:
-        """The spec's bytes; raises ValueError for a field longer than 255 bytes."""
+        """The spec's bytes; raises ValueError for a field longer than :data:`FIELD_MAX_BYTES`."""
         name = self.field.encode()
-        if len(name) > 255:
-            raise ValueError(f"window field {self.field!r} is longer than 255 bytes")
+        if len(name) > FIELD_MAX_BYTES:
+            raise ValueError(f"window field {self.field!r} is longer than {FIELD_MAX_BYTES} bytes")
         numbers = (self.code, self.limit, self.window_us, self.capacity, self.weight, self.max_delay_us)
         return _SPEC.pack(*numbers, 1 if self.shadow else 0, len(name)) + name
 
@@ -300,7 +302,9 @@ class AdjustedBudget:
         return [cls(raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
 
 
-def decide_args(
+# One keyword per fixed ARGV slot of DecideArg: the builder mirrors the layout it owns, so it takes more
+# arguments than the limit, every one of them by keyword.
+def decide_args(  # noqa: PLR0913
     field_prefix: str,
     *,
     now: object = "",

@@ -130,13 +130,19 @@ def parse_url(url: str) -> StoreURL:
         if any(segments) and segments != ["0"]:
             raise ValueError("a redis+cluster:// URL takes no path: a Redis Cluster has only database 0")
         return StoreURL("cluster", **common)
+    service_name, db = _sentinel_path(segments)
+    return StoreURL("sentinel", service_name=service_name, db=db, sentinel_password=options.get("sentinel_password"),
+                    **common)  # fmt: skip
+
+
+def _sentinel_path(segments: list[str]) -> tuple[str, int]:
+    """``(service_name, db)`` from the path segments of a redis+sentinel:// URL; raises ValueError."""
     if not segments or not segments[0]:
         raise ValueError("a redis+sentinel:// URL needs the service name as its path: .../<service_name>[/<db>]")
-    if len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
+    service_name, *rest = segments
+    if len(rest) > 1 or (rest and not rest[0].isdigit()):
         raise ValueError("the path of a redis+sentinel:// URL is /<service_name>[/<db>] with a numeric db")
-    db = int(segments[1]) if len(segments) == 2 else 0
-    return StoreURL("sentinel", service_name=segments[0], db=db, sentinel_password=options.get("sentinel_password"),
-                    **common)  # fmt: skip
+    return service_name, int(rest[0]) if rest else 0
 
 
 def validate_url(url: Any) -> str | None:
@@ -273,6 +279,10 @@ def _query_options(scheme: str, query: str) -> dict[str, str]:
     return {name: values[-1] for name, values in pairs.items()}
 
 
+#: The highest TCP port.
+_PORT_MAX = 65535
+
+
 def _host_port(item: str, scheme: str) -> tuple[str, int]:
     """``host``, ``host:port`` or ``[v6]:port`` from a comma-separated host list."""
     if not item:
@@ -290,7 +300,7 @@ def _host_port(item: str, scheme: str) -> tuple[str, int]:
         raise ValueError(f"a host is missing before {item!r} in a {scheme}:// URL")
     if not port_text:
         return host, _DEFAULT_PORTS[scheme]
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not port_text.isdigit() or not 0 < int(port_text) <= _PORT_MAX:
         raise ValueError(f"bad port {port_text!r} for {host} in a {scheme}:// URL")
     return host, int(port_text)
 

@@ -169,6 +169,7 @@ class LuaScript:
         """
         if not self._direct:
             return self._call_generic(keys, args)
+        # Both ignores: hiredis's stub types pack_command's argument as a tuple of one value, not of any length.
         held = self._send(pack_command(self.command(keys, args)))  # type: ignore[arg-type]
         conn = held.conn
         try:

@@ -74,6 +74,12 @@ class ShapingBudget:
                 self._forget(capacity * fraction, share * fraction, now)
             return wait
 
+    def remembered_clients(self) -> list[str]:
+        """The clients whose own budget this process remembers, least recently seen first (at most
+        :data:`MAX_CLIENTS`; a client not among them has its whole share)."""
+        with self._lock:
+            return list(self._clients)
+
     def reset(self) -> None:
         """Full again (the engine was rebuilt, e.g. after a settings change)."""
         with self._lock:

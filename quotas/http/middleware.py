@@ -17,6 +17,7 @@ ASGI a request does not go through a thread unless it has a decision to settle.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from inspect import iscoroutinefunction
 from typing import Any
 
@@ -69,7 +70,7 @@ def finish(request: HttpRequest, response: HttpResponse, settled: bool = False) 
     """``response`` with the request's verdict settled (unless ``settled``) and its headers added."""
     devices.set_cookie(request, response)  # a browser that just signed in is trusted from now on
     auth_wait = auth_wait_of(request)
-    if auth_wait and response.status_code < 500:
+    if auth_wait and response.status_code < HTTPStatus.INTERNAL_SERVER_ERROR:
         return auth_throttled(response, auth_wait)
     verdict = verdict_of(request)
     if verdict is None or verdict.decision is None:
@@ -101,4 +102,8 @@ def _needs_settling(verdict: Verdict, response: HttpResponse) -> bool:
     decision = verdict.decision
     if decision is None or not decision.allowed:
         return False
-    return response.status_code >= 500 or bool(decision.request_id) or actual_cost(verdict.request) is not None
+    return (
+        response.status_code >= HTTPStatus.INTERNAL_SERVER_ERROR
+        or bool(decision.request_id)
+        or actual_cost(verdict.request) is not None
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponse
@@ -306,7 +307,7 @@ def refusal_response(problem: dict[str, Any], status: int | None = None, wait: f
         wait = problem.get("retry_after")
     if wait is not None:
         response.headers["Retry-After"] = str(math.ceil(wait))
-    if status == 401:
+    if status == HTTPStatus.UNAUTHORIZED:
         response.headers["WWW-Authenticate"] = f'ApiKey header="{quota_settings.API_KEY_HEADER}"'
     return response
 

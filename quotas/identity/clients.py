@@ -68,7 +68,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
         subscriber = rules.subscriber_for_user(user.pk)
         if subscriber is not None:
             return subscription_client(subscriber)
-        return _user_client(str(user.pk))
+        return user_client(str(user.pk))
     return _ip_client(client_ip(request), int(quota_settings.IPV6_PREFIX_LENGTH))
 
 
@@ -77,7 +77,8 @@ def api_key_of(request: HttpRequest) -> str | None:
     return request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
 
 
-def _user_client(pk: str) -> Client:
+def user_client(pk: str) -> Client:
+    """The client of the signed-in user with primary key ``pk`` (no subscription of their own)."""
     return Client("user", pk, client_tag("u", pk))
 
 
@@ -301,15 +302,21 @@ def _without_port(hop: str) -> str:
 
 
 def _group_ip(ip: IPAddress, prefix: int) -> str:
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
     # One IPv6 host usually owns a whole /64; per-address limits there are trivial to rotate.
-    if ip.version == 6 and ip.ipv4_mapped is None:
-        return str(ipaddress.IPv6Network((ip, prefix), strict=False).network_address) + f"/{prefix}"
-    return str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip)
+    return str(ipaddress.IPv6Network((ip, prefix), strict=False).network_address) + f"/{prefix}"
+
+
+#: Characters of an address (IPv6 with a zone index included) parsed at most: a longer value is no address.
+_ADDRESS_TEXT_MAX = 64
 
 
 def _parse_ip(value: str) -> IPAddress | None:
     try:
-        return ipaddress.ip_address(value.split("%", 1)[0]) if len(value) <= 64 else None
+        return ipaddress.ip_address(value.split("%", 1)[0]) if len(value) <= _ADDRESS_TEXT_MAX else None
     except ValueError:
         return None
 

@@ -31,6 +31,8 @@ MAX_AGE = timedelta(days=180)
 #: Users one browser is remembered for, the most recent first.
 MAX_USERS = 5
 _SALT = "quotas.trusted-device"
+#: Characters of a cookie value read at most: a signed id and MAX_USERS digests fit well within it.
+_COOKIE_MAX = 1024
 _PENDING = "quota_device_cookie"
 
 
@@ -42,7 +44,7 @@ def username_digest(username: object) -> str:
 def _read(request: HttpRequest) -> tuple[str, list[str]] | None:
     """The device id and user digests of ``request``'s cookie, or None (absent, forged, too old, malformed)."""
     raw = request.COOKIES.get(COOKIE_NAME)
-    if not raw or len(raw) > 1024:
+    if not raw or len(raw) > _COOKIE_MAX:
         return None
     try:
         value = signing.loads(raw, salt=_SALT, max_age=MAX_AGE)

@@ -94,7 +94,7 @@ class History:
         self._top: dict[tuple[int, str, str], int] = {}  # (hour since epoch, "a"/"d", client) -> count
         self._clients: dict[tuple[int, str, str], int] = {}  # (minute since epoch, client, "a"/"d") -> count
 
-    def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, at: float) -> None:
+    def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, *, at: float) -> None:
         """Count one decision (``outcome``/``reason`` as :func:`record.labels` names them) at ``at`` (epoch s)."""
         counters = COUNTERS_OF.get((outcome, reason), ())
         minute = int(at // 60)
@@ -255,7 +255,7 @@ def _buckets(start: datetime, fields: Iterable[tuple[bytes, bytes]]) -> list[His
 
 
 def read_top_clients(
-    client: Any, prefix: str, start: datetime, end: datetime, by: str, limit: int
+    client: Any, prefix: str, start: datetime, end: datetime, *, by: str, limit: int
 ) -> list[tuple[str, int]]:
     """The ``limit`` clients with the most ``by`` ("allowed" or "denied") requests in the hours from
     ``start`` to ``end``, as (client tag, count), most first.
@@ -286,7 +286,7 @@ class ClientPoint:
 
 
 def read_client_history(
-    client: Any, prefix: str, tag: str, resolution: Resolution, start: datetime, end: datetime
+    client: Any, prefix: str, tag: str, resolution: Resolution, *, start: datetime, end: datetime
 ) -> list[ClientPoint]:
     """Every minute or hour from the one holding ``start`` to the one holding ``end`` for subscriber ``tag``,
     zeros included, oldest first. One pipeline of HGETALLs (one per hour); raises what the client raises.

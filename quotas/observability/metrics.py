@@ -217,6 +217,8 @@ refusal_records_lost = Counter(
 # (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
 _decision_children: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
 _warned: set[tuple[str, str]] = set()
+#: Unknown label values warned about at most, so a caller's bug cannot grow _warned without end.
+_WARNED_MAX = 100
 # The same children keyed by the caller's raw values, so a decision skips the label checks. Bounded: only
 # admitted values get in (None and "" both stand for "none"), and the cap is a guard should that change.
 _raw_children: dict[tuple[str | None, str | None, str, str], tuple[Counter, Histogram]] = {}
@@ -227,7 +229,7 @@ def _checked(kind: str, value: str, allowed: Iterable[str]) -> str:
     """``value`` if it is one of ``allowed``, else ``other`` (warned about once per value: a caller's bug)."""
     if value in allowed:
         return value
-    if (kind, value) not in _warned and len(_warned) < 100:
+    if (kind, value) not in _warned and len(_warned) < _WARNED_MAX:
         _warned.add((kind, value))
         logger.warning("quotas.observability.metrics: unknown %s %r counted as %r", kind, value, OTHER)
     label_overflow.labels(kind).inc()

@@ -11,6 +11,7 @@ from quotas.observability import metrics
 from quotas.observability.history import History
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
 from quotas.observability.refusals import RefusalLog
+from quotas.rules.acl import ACLRule
 
 
 def labels(decision: Decision) -> tuple[str, str]:
@@ -31,6 +32,7 @@ def labels(decision: Decision) -> tuple[str, str]:
 def record_decision(
     request: Any,
     decision: Decision,
+    *,
     client_tag: str,
     plan: str | None,
     scope: str,
@@ -43,7 +45,7 @@ def record_decision(
     outcome, reason = labels(decision)
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
     if history is not None:
-        history.note(plan, scope, outcome, reason, client_tag, time.time())
+        history.note(plan, scope, outcome, reason, client_tag, at=time.time())
     if decision.ban_started:
         log_ban(request, client_tag, plan, decision.now + decision.ban_wait_us / 1e6)
     if outcome == "denied":
@@ -54,21 +56,22 @@ def record_decision(
 
 def record_acl(
     request: Any,
-    allowed: bool,
+    entry: ACLRule,
+    *,
     client_tag: str,
     plan: str | None,
     scope: str,
-    entry_id: Any,
     started: float,
     history: History | None = None,
     refusals: RefusalLog | None = None,
 ) -> None:
-    """Count a decision an allow or deny list made (metrics and ``history``), and audit a denial (noted in
-    ``refusals`` too)."""
+    """Count a decision the allow or deny list ``entry`` made (metrics and ``history``), and audit a denial
+    (noted in ``refusals`` too)."""
+    allowed, entry_id = not entry.is_deny, entry.id
     outcome, reason = ("allowed", "none") if allowed else ("denied", "acl")
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
     if history is not None:
-        history.note(plan, scope, outcome, reason, client_tag, time.time())
+        history.note(plan, scope, outcome, reason, client_tag, at=time.time())
     if not allowed:
         log_denial(
             request, {"client": client_tag, "plan": plan, "scope": scope, "reason": "acl", "acl_entry": entry_id}

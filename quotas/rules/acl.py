@@ -83,8 +83,10 @@ def as_network(value: IPNetwork | str) -> IPNetwork:
     if isinstance(value, str):
         return parse_network(value)
     network = value
-    if network.version == 6 and network.prefixlen >= 96 and network.subnet_of(_MAPPED_V4):
-        return ipaddress.IPv4Network((int(network.network_address) & 0xFFFFFFFF, network.prefixlen - 96))
+    if isinstance(network, ipaddress.IPv6Network) and network.subnet_of(_MAPPED_V4):
+        return ipaddress.IPv4Network(
+            (int(network.network_address) & 0xFFFFFFFF, network.prefixlen - _MAPPED_V4.prefixlen)
+        )
     return network
 
 
@@ -122,6 +124,10 @@ class _NetworkTable:
     def __bool__(self) -> bool:
         return bool(self._tables)
 
+    def __len__(self) -> int:
+        """The prefix lengths present: the lookups one address costs."""
+        return len(self._tables)
+
 
 class AccessList:
     """An immutable, compiled set of :class:`ACLRule` entries (one per rules snapshot)."""
@@ -135,7 +141,7 @@ class AccessList:
         v6: list[ACLRule] = []
         for rule in self.rules:
             if rule.kind == "ip":
-                (v4 if rule.value.version == 4 else v6).append(rule)
+                (v4 if isinstance(rule.value, ipaddress.IPv4Network) else v6).append(rule)
             else:
                 # Ids are compared as text: a user id may arrive as 5 or "5" (or a UUID).
                 grouped[rule.kind].setdefault(str(rule.value), []).append(rule)
@@ -193,8 +199,17 @@ class AccessList:
                 if found is not None:
                     yield found
         if ip is not None:
-            if ip.version == 6 and ip.ipv4_mapped is not None:
-                ip = ip.ipv4_mapped
-            network_table = self._v4 if ip.version == 4 else self._v6
+            ip, network_table = self._table_of(ip)
             if network_table:
                 yield from network_table.lookup(int(ip))
+
+    def ip_lookups(self, ip: IPAddress) -> int:
+        """Table lookups :meth:`match` makes for the address ``ip``: one per prefix length present among the
+        entries of its family, however many entries there are."""
+        return len(self._table_of(ip)[1])
+
+    def _table_of(self, ip: IPAddress) -> tuple[IPAddress, _NetworkTable]:
+        """``ip`` as its entries are matched (an IPv4-mapped IPv6 address as IPv4), and its family's table."""
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        return ip, self._v4 if isinstance(ip, ipaddress.IPv4Address) else self._v6

@@ -87,6 +87,7 @@ class RulesCache:
         version_key: str,
         interval: float,
         cache_size: int,
+        *,
         on_reload: Callable[[], None] = lambda: None,
     ) -> None:
         self.backend = backend
@@ -313,8 +314,11 @@ class RulesCache:
 
     def _load_known_keys(self) -> tuple[int, frozenset[int]]:
         generation = self._generation
+        backend = self.backend
+        if backend is None:  # the caller asks only with a backend
+            return (generation, frozenset())
         try:
-            hashes = frozenset(int(h[:16], 16) for h in self._query(self.backend.known_key_hashes))  # type: ignore[union-attr]
+            hashes = frozenset(int(h[:16], 16) for h in self._query(backend.known_key_hashes))
         except RulesUnavailable:
             return (generation, frozenset())  # not kept: tried again at the next blocked request after the backoff
         known = (generation, hashes)

@@ -47,6 +47,8 @@ def format_money(amount: Decimal | int | str, currency: str = "") -> str:
     rounded = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
     if rounded == 0 and value != 0:
         rounded = value.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP).normalize()
-        places = max(places, -rounded.as_tuple().exponent)  # type: ignore[operator]
+        exponent = rounded.as_tuple().exponent  # an int: "n", "N" and "F" are NaN and infinity's
+        if isinstance(exponent, int):
+            places = max(places, -exponent)
     text = f"{rounded:,.{places}f}"
     return f"{text} {currency.upper()}" if currency else text

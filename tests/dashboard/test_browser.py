@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from adaptive.models import AdaptiveSnapshot
 from plans.management.commands.seed_demo import demo_key
-from plans.models import Plan
+from plans.models import Plan, Subscription
 from tests.factories import UserFactory
 from usage.flush import flush_usage
 from usage.models import BudgetAlert
@@ -30,6 +30,35 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     base = live_server.url
     assert burst(base, demo_key("free"), 15) == {200: 10, 429: 5}
     flush_usage()
+    free = record_adaptation_and_a_budget_alert()
+    log_in(page, base, "ops")
+    page.wait_for_selector("body[data-ready='1']")
+    assert chart_sum(page, "chart-traffic", "allowed") == 10  # the default range: 24 hours, per hour
+    assert chart_refused(page, "chart-traffic") == 5
+    page.evaluate("window.sameDocument = true")
+    choose_range(page, "1h", 60)
+    assert page.evaluate("window.sameDocument === true")  # no reload
+    assert "range=1h" in page.url  # the query string follows the form, so a reload keeps the range
+    check_the_last_hour(page)
+    page.screenshot(path=ARTIFACTS / "dashboard-history.png", full_page=True)
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the README's pictures; a normal run leaves them alone
+        page.screenshot(path=BASE_DIR / "docs" / "dashboard-history.png", full_page=True)
+    check_longer_ranges_and_the_alert_threshold(page)
+    choose_range(page, "1h", 60)
+    assert page.evaluate("Chart.getChart('chart-adaptive').data.datasets.length") == 3
+    assert page.inner_text("#top-clients tbody tr:first-child").startswith(free.name)
+    assert "Pro" in page.inner_text("#upgrades")
+    assert "day-budget" in page.inner_text("#budgets")
+    assert page.evaluate("Chart.getChart('chart-adaptive').data.labels.length") == 3
+    check_live_traffic_appears(page, base)
+    check_phone_width(page)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    check_a_top_client_opens(page, base, free.pk)
+
+
+def record_adaptation_and_a_budget_alert() -> Subscription:
+    """Three controller snapshots in the last half hour, and the free demo subscriber's 80 % budget alert;
+    returns that subscription."""
     plans = {p.slug: str(p.pk) for p in Plan.objects.all()}
     now = timezone.now()
     for minutes, level, cpu in ((30, 1.0, 0.3), (20, 0.6, 0.92), (10, 0.85, 0.8)):  # what the controller records
@@ -45,14 +74,12 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
         client=f"s.{free.pk}", subscription=free, budget="day-budget", period_start=now, threshold=80,
         spent_micros=400_000, amount_micros=500_000,
     )  # fmt: skip
-    log_in(page, base, "ops")
-    page.wait_for_selector("body[data-ready='1']")
-    assert chart_sum(page, "chart-traffic", "allowed") == 10  # the default range: 24 hours, per hour
-    assert chart_refused(page, "chart-traffic") == 5
-    page.evaluate("window.sameDocument = true")
-    choose_range(page, "1h", 60)
-    assert page.evaluate("window.sameDocument === true")  # no reload
-    assert "range=1h" in page.url  # the query string follows the form, so a reload keeps the range
+    return free
+
+
+def check_the_last_hour(page) -> None:
+    """The last hour per minute: the traffic, labels in the viewer's time, and the denial rates with the free
+    plan's point marked past the alert threshold."""
     assert chart_sum(page, "chart-traffic", "allowed") == 10
     assert chart_refused(page, "chart-traffic") == 5
     assert chart_sum(page, "chart-traffic", "denied: rate") >= 1  # the first refusal asks Redis
@@ -73,9 +100,10 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     assert set(marked) == {"#c62828"}  # a third of the free plan's searches refused: its point is red
     assert "plan: Free" in page.inner_text("#rate-alerts")
     assert "scope: search" in page.inner_text("#rate-alerts")
-    page.screenshot(path=ARTIFACTS / "dashboard-history.png", full_page=True)
-    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the README's pictures; a normal run leaves them alone
-        page.screenshot(path=BASE_DIR / "docs" / "dashboard-history.png", full_page=True)
+
+
+def check_longer_ranges_and_the_alert_threshold(page) -> None:
+    """7 days per hour and 30 days per day show the same traffic; the alert threshold follows its field."""
     choose_range(page, "7d", 168)
     assert chart_sum(page, "chart-traffic", "allowed") == 10
     choose_range(page, "30d", 30)  # the daily rows (the database, with Redis's live counters laid over)
@@ -89,14 +117,10 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     page.fill("#alert", "")  # back to the setting's threshold
     page.dispatch_event("#alert", "change")
     page.wait_for_function("Chart.getChart('chart-rates').data.datasets.at(-1).data[0] === 0.1")
-    choose_range(page, "1h", 60)
-    assert page.evaluate("Chart.getChart('chart-adaptive').data.datasets.length") == 3
-    assert page.inner_text("#top-clients tbody tr:first-child").startswith(free.name)
-    assert "Pro" in page.inner_text("#upgrades")
-    assert "day-budget" in page.inner_text("#budgets")
-    assert page.evaluate("Chart.getChart('chart-adaptive').data.labels.length") == 3
 
-    # Live: more traffic, no flush to the database, no reload: the next poll shows it.
+
+def check_live_traffic_appears(page, base: str) -> None:
+    """More traffic, no flush to the database, no reload: the next poll shows it, timed in the viewer's zone."""
     burst(base, demo_key("pro"), 7)
     page.wait_for_function("document.getElementById('total-allowed').textContent === '17'")
     updated = page.locator("#updated")
@@ -104,7 +128,9 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     assert updated.get_attribute("title").endswith(" UTC")  # UTC on hover
     page.wait_for_function("Chart.getChart('chart-live').data.datasets[0].data.some(v => v > 0)", timeout=20_000)
 
-    # Phone width: one column, nothing wider than the screen.
+
+def check_phone_width(page) -> None:
+    """Phone width: one column, nothing wider than the screen."""
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(300)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
@@ -112,9 +138,11 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":
         page.screenshot(path=BASE_DIR / "docs" / "dashboard-phone.png", full_page=True)
 
-    page.set_viewport_size({"width": 1280, "height": 900})
+
+def check_a_top_client_opens(page, base: str, subscription_id: int) -> None:
+    """The top client's link opens its page at its refusals, values read at a glance."""
     page.click("#top-clients a.client-link")
-    page.wait_for_url(f"{base}/dashboard/clients/s.{free.pk}/#refusals")
+    page.wait_for_url(f"{base}/dashboard/clients/s.{subscription_id}/#refusals")
     assert page.inner_text("#client-plan") == "Free"
     assert page.inner_text("td.remaining[data-limit='search']") == "0"
     # Values read at a glance: "in 23 h 59 min", not raw seconds.

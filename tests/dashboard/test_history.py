@@ -25,7 +25,7 @@ def write(redis_client, notes: list[tuple[int, str, str | None, str, str, str]])
     for n, ago, plan, scope, outcome, reason in notes:
         at = (NOW - timedelta(minutes=ago)).timestamp()
         for _ in range(n):
-            history.note(plan, scope, outcome, reason, "{s.1}", at)
+            history.note(plan, scope, outcome, reason, "{s.1}", at=at)
     history.write(redis_client, get_engine().prefix)
 
 
@@ -46,7 +46,9 @@ def test_the_last_hour_has_one_point_a_minute_with_allowed_and_refused_by_reason
             (9, 90, "pro", "", "allowed", "none"),  # before the hour
         ],
     )
-    labels, cells = history_cells(redis_client, get_engine().prefix, "minute", RANGES["1h"][1], Filters(), rules, NOW)
+    labels, cells = history_cells(
+        redis_client, get_engine().prefix, "minute", RANGES["1h"][1], filters=Filters(), rules=rules, now=NOW
+    )
     assert len(labels) == 60
     assert labels[-1] == NOW.replace(second=0).isoformat().replace("+00:00", "Z")
     body = build(labels, cells, 0.1)
@@ -77,18 +79,26 @@ def test_hours_honour_the_plan_and_scope_filters(redis_client, rules):
     )
     prefix, free = get_engine().prefix, next(p for p in rules.plans.values() if p.slug == "free")
     for name, points in (("24h", 24), ("7d", 168)):
-        labels, cells = history_cells(redis_client, prefix, "hour", RANGES[name][1], Filters(), rules, NOW)
+        labels, cells = history_cells(
+            redis_client, prefix, "hour", RANGES[name][1], filters=Filters(), rules=rules, now=NOW
+        )
         assert len(labels) == points
         assert build(labels, cells, 0.1)["allowed"][-1] == 12
     only_free = Filters(plan_id=free.id)
-    body = build(*history_cells(redis_client, prefix, "hour", RANGES["24h"][1], only_free, rules, NOW), 0.1)
+    body = build(
+        *history_cells(redis_client, prefix, "hour", RANGES["24h"][1], filters=only_free, rules=rules, now=NOW), 0.1
+    )
     assert (body["allowed"][-1], body["denied"]["budget"][-1], body["denied"]["rate"][-1]) == (5, 3, 0)
     only_search = Filters(scope="search")
-    body = build(*history_cells(redis_client, prefix, "hour", RANGES["24h"][1], only_search, rules, NOW), 0.1)
+    body = build(
+        *history_cells(redis_client, prefix, "hour", RANGES["24h"][1], filters=only_search, rules=rules, now=NOW), 0.1
+    )
     assert (body["allowed"][-1], body["denied"]["rate"][-1]) == (5, 2)
     none = Filters(plan_id=999_999)  # no such plan: nothing, not everything
     assert (
-        build(*history_cells(redis_client, prefix, "hour", RANGES["24h"][1], none, rules, NOW), 0.1)["allowed"]
+        build(*history_cells(redis_client, prefix, "hour", RANGES["24h"][1], filters=none, rules=rules, now=NOW), 0.1)[
+            "allowed"
+        ]
         == [0] * 24
     )
 

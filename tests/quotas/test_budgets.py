@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from plans.models import CostBudget, PeriodQuota
 from quotas.engine.keys import client_tag
+from quotas.engine.protocol import decide_args
 from quotas.engine.runtime import get_engine
 from quotas.identity.clients import Client, hash_api_key
 from quotas.rules.money import from_micros, to_micros
@@ -205,13 +206,17 @@ def test_server_clock_picks_the_next_period(engine):
     window = rule.windows[0]
     day0 = period_bounds("day", 1_700_000_000)
     spec = window.spec_at(1_700_000_000)
-    keys = engine._script_keys(engine.keys_of("{c}"), [window])
-    first = engine._decide(keys=keys, args=[day0.start * 10**6 + 5, "", 100, "", "", "", "", "", "c|", "", spec])
+    keys = engine.script_keys(engine.keys_of("{c}"), [window])
+
+    def decide(now_us: int, cost: int) -> list[int]:
+        return engine.decide_script(keys=keys, args=decide_args("c|", now=now_us, cost=cost, specs=[spec]))
+
+    first = decide(day0.start * 10**6 + 5, 100)
     assert first[0] == 1  # the whole day's budget spent
-    refused = engine._decide(keys=keys, args=[day0.start * 10**6 + 6, "", 1, "", "", "", "", "", "c|", "", spec])
+    refused = decide(day0.start * 10**6 + 6, 1)
     assert refused[0] == 0
     # Same spec (an app clock still in day 0), but the server is already in day 1.
-    next_day = engine._decide(keys=keys, args=[day0.end * 10**6 + 1, "", 1, "", "", "", "", "", "c|", "", spec])
+    next_day = decide(day0.end * 10**6 + 1, 1)
     assert next_day[0] == 1
     assert next_day[4 + 2] == (day0.next_end - day0.end) * 10**6 - 1  # reset: to the end of day 1
 

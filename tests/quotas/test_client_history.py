@@ -19,7 +19,7 @@ AT = (time.time() // 3600 - 1) * 3600 + 930
 
 def noted(history: History, n: int, outcome: str, reason: str, client: str = "{s.7}", at: float = AT) -> None:
     for _ in range(n):
-        history.note("free", "", outcome, reason, client, at)
+        history.note("free", "", outcome, reason, client, at=at)
 
 
 def test_a_subscriber_gets_a_hash_per_hour_with_allowed_and_denied_per_minute(redis_client):
@@ -46,12 +46,12 @@ def test_read_per_minute_and_per_hour_with_zeros(redis_client):
     history.write(redis_client, PREFIX)
     at = datetime.fromtimestamp(AT, UTC)
     start, end = at - timedelta(minutes=2), at + timedelta(minutes=1)
-    minutes = read_client_history(redis_client, PREFIX, "{s.7}", "minute", start, end)
+    minutes = read_client_history(redis_client, PREFIX, "{s.7}", "minute", start=start, end=end)
     assert [(p.allowed, p.denied) for p in minutes] == [(0, 0), (0, 0), (4, 0), (0, 2)]
     assert minutes[2].start == datetime.fromtimestamp(AT // 60 * 60, UTC)
-    hours = read_client_history(redis_client, PREFIX, "s.7", "hour", at - timedelta(hours=2), at)
+    hours = read_client_history(redis_client, PREFIX, "s.7", "hour", start=at - timedelta(hours=2), end=at)
     assert [(p.allowed, p.denied) for p in hours] == [(0, 0), (3, 0), (4, 2)]
-    assert read_client_history(redis_client, PREFIX, "{s.8}", "hour", at, at)[0].allowed == 0
+    assert read_client_history(redis_client, PREFIX, "{s.8}", "hour", start=at, end=at)[0].allowed == 0
 
 
 def test_a_client_hash_expires_25_hours_after_its_hour(redis_client):
@@ -86,7 +86,7 @@ def test_real_requests_are_written_by_the_engine_tick(engine, redis_client, clie
     sub = subscription_of(demo_key("free"))
     now = datetime.now(UTC)
     engine.tick()
-    (point,) = read_client_history(redis_client, engine.prefix, f"s.{sub.pk}", "hour", now, now)
+    (point,) = read_client_history(redis_client, engine.prefix, f"s.{sub.pk}", "hour", start=now, end=now)
     assert (point.allowed, point.denied) == (codes[200], codes[429]) == (10, 2)
 
 
@@ -96,10 +96,13 @@ def test_a_full_hour_hash_stays_small(redis_client):
     history = History()
     hour = AT // 3600 * 3600
     for minute in range(60):
-        history._clients[(int(hour // 60) + minute, "s.123456", "a")] = 98765
-        history._clients[(int(hour // 60) + minute, "s.123456", "d")] = 4321
+        history.note("free", "", "allowed", "none", "{s.123456}", at=hour + minute * 60)
+        history.note("free", "", "denied", "rate", "{s.123456}", at=hour + minute * 60)
     history.write(redis_client, PREFIX)
     key = client_key(PREFIX, "s.123456", AT)
     assert redis_client.hlen(key) == 120
+    # A busy subscriber's hour: the counts later writes add up to, 98,765 admitted and 4,321 refused a minute.
+    for field in redis_client.hkeys(key):
+        redis_client.hincrby(key, field, 98765 - 1 if field.endswith(b"|a") else 4321 - 1)
     assert redis_client.object("encoding", key) == b"listpack"
     assert redis_client.memory_usage(key) < 1500

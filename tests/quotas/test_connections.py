@@ -12,13 +12,15 @@ from asgiref.sync import async_to_sync
 
 from quotas.django.guard import rate_rule
 from quotas.engine import aio
+from quotas.engine.decision import DecideCall
 from quotas.engine.redis_connect import MAX_CONNECTIONS
 from quotas.engine.scripts import LuaScript
 
 
-def test_each_thread_keeps_one_connection_and_hands_it_back_when_it_ends(redis_client):
-    script = LuaScript(redis_client, "return redis.call('INCR', KEYS[1])")
-    pool = redis_client.connection_pool
+def test_each_thread_keeps_one_connection_and_hands_it_back_when_it_ends(redis_server):
+    """Four threads fit a pool of four connections, and when they have ended all four are free again."""
+    client = redis.Redis.from_url(redis_server.url, max_connections=4)
+    script = LuaScript(client, "return redis.call('INCR', KEYS[1])")
     results: list[int] = []
 
     def work() -> None:
@@ -31,10 +33,13 @@ def test_each_thread_keeps_one_connection_and_hands_it_back_when_it_ends(redis_c
     for t in threads:
         t.join()
     gc.collect()
-    assert sorted(results) == list(range(1, 81))
+    assert sorted(results) == list(range(1, 81))  # a fifth connection would have been refused
     # Every thread's connection went back to the pool when the thread ended: nothing leaks.
-    assert not pool._in_use_connections
-    assert len(pool._available_connections) <= 4
+    pool = client.connection_pool
+    taken = [pool.get_connection() for _ in range(4)]
+    for connection in taken:
+        pool.release(connection)
+    client.close()
 
 
 def test_a_connection_closed_by_the_server_is_replaced_without_a_failed_call(redis_client):
@@ -72,12 +77,14 @@ def test_a_timeout_after_the_command_was_sent_is_not_retried(redis_server, redis
     assert script(keys=["n"], args=["fast"]) == 3
 
 
-def test_every_script_on_one_client_shares_the_threads_connection(redis_client):
-    first = LuaScript(redis_client, "return 1")
-    second = LuaScript(redis_client, "return 2")
+def test_every_script_on_one_client_shares_the_threads_connection(redis_server, redis_client):
+    """Two scripts called by one thread go out on one connection: the server sees a single client."""
+    client = redis.Redis.from_url(redis_server.url, client_name="two-scripts")
+    first = LuaScript(client, "return 1")
+    second = LuaScript(client, "return 2")
     assert (first(keys=[], args=[]), second(keys=[], args=[])) == (1, 2)
-    assert first._local.held is second._local.held
-    assert len(redis_client.connection_pool._in_use_connections) == 1
+    assert [c["name"] for c in redis_client.client_list()].count("two-scripts") == 1
+    client.close()
 
 
 def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(engine, redis_client):
@@ -85,7 +92,7 @@ def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(engi
     window = rate_rule("capped", "5/min", "fixed_window").windows[0]
 
     async def decide_and_read_the_cap() -> int:
-        decision = await aio.decide(engine, "{ip.192.0.2.9}", [window])
+        decision = await aio.decide(engine, DecideCall("{ip.192.0.2.9}", [window]))
         assert decision.allowed  # the client was used for a real decision, not only built
         cap = aio._script(engine).client.connection_pool.max_connections
         await aio.close()

@@ -20,9 +20,9 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory
 from rest_framework.views import APIView
 
-import quotas.identity.clients as clients
 from quotas.checks import check_throttle_has_rates
 from quotas.drf.throttling import QuotaThrottle
+from quotas.identity import clients
 from quotas.identity.clients import client_ip
 from quotas.rules.snapshot import code_rate_algorithm
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
@@ -200,20 +200,17 @@ def test_client_ip_honours_num_proxies(settings, num_proxies, forwarded, expecte
     assert QuotaThrottle().get_ident(Request(request)) == expected
 
 
-def test_trusted_proxies_win_over_num_proxies(settings, caplog):
+def test_trusted_proxies_win_over_num_proxies(settings, caplog, monkeypatch):
     """With both set, TRUSTED_PROXIES decides; the first request on which they disagree is logged once."""
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 2}
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["10.0.0.0/8"]}
-    clients._warned_disagreement = False
-    try:
-        agreeing = APIRequestFactory().get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="1.1.1.1, 10.0.0.2")
-        assert str(client_ip(agreeing)) == "1.1.1.1"
-        assert "disagree" not in caplog.text
-        disagreeing = APIRequestFactory().get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="1.1.1.1, 2.2.2.2")
-        assert str(client_ip(disagreeing)) == "2.2.2.2"
-        assert "DRF's get_ident() would give 1.1.1.1" in caplog.text
-    finally:
-        clients._warned_disagreement = False
+    monkeypatch.setattr(clients, "_warned_disagreement", False)  # the once-per-process warning, not yet given
+    agreeing = APIRequestFactory().get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="1.1.1.1, 10.0.0.2")
+    assert str(client_ip(agreeing)) == "1.1.1.1"
+    assert "disagree" not in caplog.text
+    disagreeing = APIRequestFactory().get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="1.1.1.1, 2.2.2.2")
+    assert str(client_ip(disagreeing)) == "2.2.2.2"
+    assert "DRF's get_ident() would give 1.1.1.1" in caplog.text
 
 
 # 3. Overridden hooks.

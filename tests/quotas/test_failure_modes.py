@@ -61,7 +61,7 @@ def test_breaker_spares_requests_the_failed_attempt(free, outage):
     client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     engine = get_engine()
     assert engine.breaker.is_open
-    engine.breaker._last_trial = time.monotonic()  # as if a trial just happened
+    engine.breaker.failure()  # as if a trial just failed: the next waits for the probe interval
     assert not engine.breaker.allow()
 
 

@@ -30,7 +30,7 @@ AT = (time.time() // 3600 - 1) * 3600 + 930
 def noted(history: History, n: int, outcome: str, reason: str, client: str = "{s.1}", plan: str | None = "free",
           scope: str = "", at: float = AT) -> None:  # fmt: skip
     for _ in range(n):
-        history.note(plan, scope, outcome, reason, client, at)
+        history.note(plan, scope, outcome, reason, client, at=at)
 
 
 def test_a_write_counts_each_outcome_per_minute_and_hour(redis_client):
@@ -88,10 +88,10 @@ def test_top_clients_are_summed_over_hours_and_trimmed_to_the_top_100(redis_clie
     history.write(redis_client, PREFIX)
     assert redis_client.zcard(top_key(PREFIX, AT, "a")) == TOP_KEEP
     start, end = datetime.fromtimestamp(AT, UTC), datetime.fromtimestamp(AT + 3600, UTC)
-    top = read_top_clients(redis_client, PREFIX, start, end, "allowed", 3)
+    top = read_top_clients(redis_client, PREFIX, start, end, by="allowed", limit=3)
     assert top == [("s.119", 120), ("s.118", 119), ("s.117", 118)]
-    assert read_top_clients(redis_client, PREFIX, start, end, "denied", 10) == [("s.7", 7)]
-    assert read_top_clients(redis_client, PREFIX, start, start, "denied", 10) == [("s.7", 4)]
+    assert read_top_clients(redis_client, PREFIX, start, end, by="denied", limit=10) == [("s.7", 7)]
+    assert read_top_clients(redis_client, PREFIX, start, start, by="denied", limit=10) == [("s.7", 4)]
 
 
 def test_a_failed_write_keeps_the_counts_for_the_next(redis_client):
@@ -106,7 +106,8 @@ def test_a_failed_write_keeps_the_counts_for_the_next(redis_client):
     history.write(redis_client, PREFIX)
     (bucket,) = read_history(redis_client, PREFIX, "hour", *[datetime.fromtimestamp(AT, UTC)] * 2)
     assert (bucket.counters["allowed"], bucket.counters["denied_rate"]) == (3, 2)
-    assert read_top_clients(redis_client, PREFIX, *[datetime.fromtimestamp(AT, UTC)] * 2, "allowed", 5) == [("s.1", 3)]
+    at = datetime.fromtimestamp(AT, UTC)
+    assert read_top_clients(redis_client, PREFIX, at, at, by="allowed", limit=5) == [("s.1", 3)]
 
 
 def test_the_engine_tick_writes_the_history_and_counts_its_failures(redis_server, engine, redis_client):

@@ -21,10 +21,10 @@ from quotas.engine.decision import Decision, WindowState
 from quotas.http import problems
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
-from quotas.identity.clients import _user_client, subscription_client
+from quotas.identity.clients import subscription_client, user_client
 from quotas.observability import metrics
 from quotas.rules.rates import Rate
-from quotas.rules.snapshot import LimitRule, Subscriber, sf_string
+from quotas.rules.snapshot import LimitRule, Subscriber, Window, sf_string
 
 ALGORITHMS = (
     "token_bucket", "fixed_window", "sliding_window_log", "leaky_bucket", "budget",
@@ -37,42 +37,54 @@ def reference_headers(decision: Decision, legacy: bool) -> dict[str, str]:
     states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
     if not states:
         return {}
-
-    def weighted(w) -> bool:
-        units = w.weight if decision.weight is None else decision.weight
-        return w.algorithm not in ("concurrency", "period_requests") and (w.algorithm == "period_quota" or units != 1)
-
-    policy, current = [], []
-    for s in states:
-        w = s.window
-        item = f"{sf_string(w.policy)};q={w.quota}"  # the full quota, whatever the multiplier
-        if w.algorithm == "concurrency":
-            item += ';qu="concurrent-requests"'
-        elif w.period:
-            item += (';qu="requests"' if weighted(w) else "") + f';quotas-period="{w.period}"'
-        else:
-            item += (';qu="requests"' if weighted(w) else "") + f";w={w.window}"
-        policy.append(item)
-        if s.remaining is None:
-            continue
-        state = f"{sf_string(w.policy)};r={max(0, s.remaining)}"
-        if w.algorithm != "concurrency":
-            state += f";t={math.ceil(s.reset_us / 1e6)}"
-        elif not s.ok and s.retry_us is not None:
-            state += f";t={math.ceil(s.retry_us / 1e6)}"
-        if weighted(w):
-            state += f";quotas-weight={w.weight if decision.weight is None else decision.weight}"
-        current.append(state)
+    policy = [reference_policy_item(decision, s.window) for s in states]
+    current = [reference_state_item(decision, s) for s in states if s.remaining is not None]
     headers = {"RateLimit-Policy": ", ".join(policy)}
     if current:
         headers["RateLimit"] = ", ".join(current)
     if legacy:
-        top = decision.most_restrictive()
-        if top is not None:
-            headers["X-RateLimit-Limit"] = str(top.quota)
-            headers["X-RateLimit-Remaining"] = str(max(0, top.remaining or 0))
-            headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + top.reset_us / 1e6))
+        headers.update(reference_legacy_headers(decision))
     return headers
+
+
+def reference_weighted(decision: Decision, w: Window) -> bool:
+    """Whether ``w`` counts weight units for this decision (its items then say so)."""
+    units = w.weight if decision.weight is None else decision.weight
+    return w.algorithm not in ("concurrency", "period_requests") and (w.algorithm == "period_quota" or units != 1)
+
+
+def reference_policy_item(decision: Decision, w: Window) -> str:
+    """One window's item of RateLimit-Policy."""
+    item = f"{sf_string(w.policy)};q={w.quota}"  # the full quota, whatever the multiplier
+    if w.algorithm == "concurrency":
+        return item + ';qu="concurrent-requests"'
+    item += ';qu="requests"' if reference_weighted(decision, w) else ""
+    return item + (f';quotas-period="{w.period}"' if w.period else f";w={w.window}")
+
+
+def reference_state_item(decision: Decision, s: WindowState) -> str:
+    """One window's item of RateLimit (for a state read from Redis)."""
+    w = s.window
+    state = f"{sf_string(w.policy)};r={max(0, s.remaining or 0)}"
+    if w.algorithm != "concurrency":
+        state += f";t={math.ceil(s.reset_us / 1e6)}"
+    elif not s.ok and s.retry_us is not None:
+        state += f";t={math.ceil(s.retry_us / 1e6)}"
+    if reference_weighted(decision, w):
+        state += f";quotas-weight={w.weight if decision.weight is None else decision.weight}"
+    return state
+
+
+def reference_legacy_headers(decision: Decision) -> dict[str, str]:
+    """X-RateLimit-* of the most restrictive window, if any."""
+    top = decision.most_restrictive()
+    if top is None:
+        return {}
+    return {
+        "X-RateLimit-Limit": str(top.quota),
+        "X-RateLimit-Remaining": str(max(0, top.remaining or 0)),
+        "X-RateLimit-Reset": str(math.ceil(decision.now + top.reset_us / 1e6)),
+    }
 
 
 def random_decision(rng: random.Random) -> Decision:
@@ -175,9 +187,10 @@ def test_an_admitted_label_is_counted_the_same_on_the_shortcut():
 def test_actual_cost_reads_both_requests():
     """A cost set on DRF's request, on the Django request, or through set_cost is found; none gives None."""
     factory = APIRequestFactory()
-    request = Request(factory.get("/"))
+    django_request = factory.get("/")
+    request = Request(django_request)
     assert actual_cost(request) is None
-    request._request.quota_cost = "0.5"
+    django_request.quota_cost = "0.5"  # as code given the Django request sets it
     assert actual_cost(request) == 500_000
     request = Request(factory.get("/"))
     request.quota_cost = "0.25"
@@ -190,8 +203,8 @@ def test_actual_cost_reads_both_requests():
 
 def test_clients_follow_a_reloaded_subscriber():
     """A user's client is named by its id; a subscriber's client carries the Subscriber it was made from."""
-    assert _user_client("42") == _user_client("42")
-    assert _user_client("42").tag == "{u.42}"
+    assert user_client("42") == user_client("42")
+    assert user_client("42").tag == "{u.42}"
     old = Subscriber(id=7, plan_id=1)
     assert subscription_client(old).subscriber is old
     new = Subscriber(id=7, plan_id=2)

@@ -77,10 +77,10 @@ def test_redis_6_2_decides_by_evalsha_exactly_as_redis_7_by_fcall(engine, redis6
     try:
         with caplog.at_level(logging.INFO, logger="quotas.engine.scripts"):
             on_62 = _sequence(old)
-        assert not old._decide.functions  # it learned from the first call's "unknown command"
+        assert not old.decide_script.functions  # it learned from the first call's "unknown command"
         assert "runs no functions" in caplog.text
         on_7 = _sequence(engine)
-        assert engine._decide.functions
+        assert engine.decide_script.functions
         assert on_62 == on_7
         assert [allowed for allowed, _ in on_7] == [True, True, True, False, False, True]
         client = redis.Redis.from_url(redis62.url)
@@ -101,7 +101,7 @@ def test_a_lost_library_is_loaded_again_and_the_request_counted_once(engine, red
     assert not redis_client.function_list()
     assert engine.decide("{c.2}", windows, now=T0 + 1).states[0].remaining == 3  # counted once
     assert redis_client.function_list(library=library_name())
-    assert engine._decide.functions
+    assert engine.decide_script.functions
 
 
 def test_a_user_who_may_not_load_functions_is_served_by_evalsha(engine, redis_server, redis_client):
@@ -116,7 +116,7 @@ def test_a_user_who_may_not_load_functions_is_served_by_evalsha(engine, redis_se
         try:
             windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
             assert [limited.decide("{c.3}", windows, now=T0).states[0].remaining for _ in range(2)] == [4, 3]
-            assert not limited._decide.functions
+            assert not limited.decide_script.functions
         finally:
             limited.close()
     finally:

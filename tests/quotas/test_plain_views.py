@@ -14,6 +14,7 @@ from quotas.checks import check_settings
 from quotas.django.decorators import quota_limited
 from quotas.django.guard import rate_rule
 from quotas.engine import aio
+from quotas.engine.decision import DecideCall
 from quotas.engine.library import function_name, library_name
 from quotas.exceptions import InvalidRate
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
@@ -216,7 +217,7 @@ def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
     window = rate_rule("shared", "3/min", "sliding_window_log").windows[0]
 
     async def spend():
-        decision = await aio.decide(engine, "{ip.192.0.2.1}", [window])
+        decision = await aio.decide(engine, DecideCall("{ip.192.0.2.1}", [window]))
         await aio.close()
         return decision
 
@@ -224,7 +225,7 @@ def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
     first = async_to_sync(spend)()
     assert len(redis_client.function_list()) == 1
     assert redis_client.function_list(library=library_name())
-    assert engine._decide.function == function_name("decide")
+    assert engine.decide_script.function == function_name("decide")
     assert first.allowed
     assert first.states[0].remaining == 2
     assert engine.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1

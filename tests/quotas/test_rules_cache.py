@@ -60,14 +60,16 @@ def fast_thread_switches() -> Iterator[None]:
 
 
 @pytest.mark.slow
-def test_threads_share_the_key_cache_while_it_evicts_and_reloads(cache, backend, fast_thread_switches):
+def test_threads_share_the_key_cache_while_it_evicts_and_reloads(backend, redis_client, fast_thread_switches):
     """Lookups never fail because another thread evicted or cleared the entry they were reading.
 
     A race, so it is given time: before the fix a KeyError came within about a second.
     """
     for i in range(3):
         backend.keys[f"k{i}"] = Subscriber(id=i, plan_id=1)
-    cache._by_key.size = 2  # three keys in turn over two places: constant eviction
+    # Three keys in turn over two places: constant eviction.
+    cache = RulesCache(backend, redis_client, "quota:v1:rules:version", interval=0, cache_size=2)
+    cache.current()
     errors: list[BaseException] = []
     stop = threading.Event()
 
@@ -91,6 +93,7 @@ def test_threads_share_the_key_cache_while_it_evicts_and_reloads(cache, backend,
     stop.set()
     for t in threads:
         t.join(10)
+    cache.stop()
     assert errors == []
 
 

@@ -66,8 +66,9 @@ def test_clients_remembered_stay_bounded(settings, monkeypatch):
     budget = ShapingBudget()
     for n in range(10):
         budget.take(1.0, f"{{s.{n}}}", now=100.0 + n)
-    assert len(budget._clients) <= 3
-    assert "{s.9}" in budget._clients
+    remembered = budget.remembered_clients()
+    assert len(remembered) <= 3
+    assert remembered[-1] == "{s.9}"  # the most recently seen
 
 
 def test_retry_after_is_the_sooner_of_the_budget_and_the_drained_bucket():

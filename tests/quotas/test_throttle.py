@@ -116,7 +116,7 @@ def test_wait_returns_the_same_retry_after(free):
         throttle.allow_request(request, view)
     assert isinstance(refused.value.refusal, QuotaExceeded)
     assert refused.value.problem["reason"] == "rate_limited"
-    assert throttle.wait() == refused.value.wait == verdict_of(request._request).decision.retry_after >= 1
+    assert throttle.wait() == refused.value.wait == verdict_of(request).decision.retry_after >= 1
 
 
 @pytest.mark.parametrize(
@@ -188,11 +188,11 @@ def test_forwarded_for_hops_with_a_port_are_parsed(client, free, settings, hop, 
     assert get(client, "/api/demo/ping", HTTP_X_FORWARDED_FOR=hop, **via_proxy).status_code == 429
 
 
-def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog):
+def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog, monkeypatch):
     """Behind a proxy on a Unix socket every anonymous client would share one bucket: say how to fix it, once."""
     from quotas.identity import clients as identity
 
-    identity._warned_peer = False
+    monkeypatch.setattr(identity, "_warned_peer", False)  # the once-per-process warning, not yet given
     for peer in ("", "unix:/run/gunicorn.sock", "unix:/run/other.sock"):
         get(client, "/api/demo/ping", REMOTE_ADDR=peer, HTTP_X_FORWARDED_FOR="198.51.100.1")
     warnings = [r for r in caplog.records if "is not an IP address" in r.getMessage()]
@@ -202,11 +202,11 @@ def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog):
     assert get(client, "/api/demo/ping", REMOTE_ADDR="", HTTP_X_FORWARDED_FOR="198.51.100.2").status_code == 429
 
 
-def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, settings, caplog):
+def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, settings, caplog, monkeypatch):
     """With "unix" in TRUSTED_PROXIES, clients behind a Unix-socket proxy are told apart by X-Forwarded-For."""
     from quotas.identity import clients as identity
 
-    identity._warned_peer = False
+    monkeypatch.setattr(identity, "_warned_peer", False)  # the once-per-process warning, not yet given
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix", "10.0.0.0/8"]}
     for client_ip in ("198.51.100.1", "198.51.100.2"):
         codes = [
@@ -223,11 +223,11 @@ def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, s
     assert codes == [200, 200, 200, 429]
 
 
-def test_a_unix_socket_proxy_that_forwards_nothing_is_warned_about(client, free, settings, caplog):
+def test_a_unix_socket_proxy_that_forwards_nothing_is_warned_about(client, free, settings, caplog, monkeypatch):
     """Trusted, but no X-Forwarded-For: still one bucket for everyone, and the warning says what the proxy lacks."""
     from quotas.identity import clients as identity
 
-    identity._warned_peer = False
+    monkeypatch.setattr(identity, "_warned_peer", False)  # the once-per-process warning, not yet given
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix"]}
     assert get(client, "/api/demo/ping", REMOTE_ADDR="").status_code == 200
     (warning,) = [r.getMessage() for r in caplog.records if "is not an IP address" in r.getMessage()]

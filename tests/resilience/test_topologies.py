@@ -66,7 +66,7 @@ def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_engine):
     """The log's own key and the client's hash hash to one slot (one script call, valid on a cluster)."""
     windows = rule("sliding_window_log", "3/min", id="log").windows
     assert admitted(topo_engine, windows, [T0] * 4) == [True, True, True, False]
-    keys = topo_engine._script_keys(topo_engine.keys_of("{c}"), windows)
+    keys = topo_engine.script_keys(topo_engine.keys_of("{c}"), windows)
     client = topo_engine.redis
     assert client.zcard(keys[-1]) == 3  # refused requests are never logged
     if topology.name == "cluster":
@@ -137,7 +137,7 @@ def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, engine_
             for tag in by_port[node.port][:2]:
                 key = engine.keys_of(tag).bucket
                 assert direct.execute_command("CLUSTER KEYSLOT", key) == client.keyslot(key)
-                own = engine._script_keys(engine.keys_of(tag), windows)[2:]
+                own = engine.script_keys(engine.keys_of(tag), windows)[2:]
                 assert direct.exists(key, *own) == 2  # bucket and log, here
         finally:
             direct.close()
@@ -154,6 +154,63 @@ def _script_calls(server) -> int:
         client.close()
 
 
+class _Traffic:
+    """A thread deciding for one client non-stop, while in a ``with`` block: each outcome is "ok" or the exception."""
+
+    def __init__(self, engine, windows) -> None:
+        self.outcomes: list[object] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(engine, windows), daemon=True)
+
+    def run(self, engine, windows) -> None:
+        while not self.stop.is_set():
+            try:
+                engine.decide("{failover}", windows)
+                self.outcomes.append("ok")
+            except Exception as exc:  # StoreUnavailable is expected; anything else fails the test
+                self.outcomes.append(exc)
+            time.sleep(0.002)
+
+    def oks(self) -> int:
+        return self.outcomes.count("ok")
+
+    def __enter__(self) -> _Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+def _fail_primary(sentinel_group, port: int, how: str) -> None:
+    """Make the primary on ``port`` fail: SIGKILL, or a SENTINEL FAILOVER."""
+    if how == "kill-9":
+        sentinel_group.server(port).stop(kill=True)
+        return
+    sentinel = sentinel_group.sentinels[0].client()
+    try:
+        assert sentinel.execute_command("SENTINEL FAILOVER", "mymaster")
+    finally:
+        sentinel.close()
+
+
+def _restore_old_primary(sentinel_group, old: int, new: int, how: str) -> None:
+    """The old primary back as a replica of the new one (``new``, 0 if none was elected), for the tests that follow.
+
+    Sentinel would demote a live old primary itself, but only some 8 s later: do what it will do, now.
+    """
+    if how == "kill-9":
+        sentinel_group.server(old).start()
+    elif new:
+        demoted = sentinel_group.server(old).client()
+        try:
+            demoted.replicaof("127.0.0.1", new)
+        finally:
+            demoted.close()
+    sentinel_group.wait_healthy(20, sentinel_link_status=False)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["sentinel-failover", "kill-9"])
 def test_decisions_follow_a_sentinel_failover(sentinel_group, engine_on, how):
@@ -166,55 +223,23 @@ def test_decisions_follow_a_sentinel_failover(sentinel_group, engine_on, how):
     sentinel_group.flushall()
     engine = engine_on(sentinel_group.url)
     windows = rule("fixed_window", "1000000/min", id="fo").windows  # never refuses: only failures show
-    outcomes: list[object] = []  # "ok" or the exception
-    stop = threading.Event()
-
-    def traffic() -> None:
-        while not stop.is_set():
-            try:
-                engine.decide("{failover}", windows)
-                outcomes.append("ok")
-            except Exception as exc:  # StoreUnavailable is expected; anything else fails the test below
-                outcomes.append(exc)
-            time.sleep(0.002)
-
-    thread = threading.Thread(target=traffic, daemon=True)
-    thread.start()
     old, new = sentinel_group.primary_port(), 0
     try:
-        wait_until(lambda: outcomes.count("ok") >= 20, 5, "traffic to flow")
-        failed_at = time.monotonic()
-        if how == "kill-9":
-            sentinel_group.server(old).stop(kill=True)
-        else:
-            sentinel = sentinel_group.sentinels[0].client()
-            try:
-                assert sentinel.execute_command("SENTINEL FAILOVER", "mymaster")
-            finally:
-                sentinel.close()
-        new = wait_until(lambda: (port := sentinel_group.primary_port()) != old and port, 15, "a new primary")
-        new_primary = sentinel_group.server(new)
-        wait_until(lambda: _script_calls(new_primary) > 0, 15, "decisions on the new primary")
-        resumed_after = time.monotonic() - failed_at
-        calls, oks = _script_calls(new_primary), outcomes.count("ok")
-        time.sleep(1.0)  # longer than the circuit breaker's probe interval (0.5 s) after a stray failure
-        assert _script_calls(new_primary) > calls  # and they keep going there
-        assert outcomes.count("ok") > oks
+        with _Traffic(engine, windows) as traffic:
+            wait_until(lambda: traffic.oks() >= 20, 5, "traffic to flow")
+            failed_at = time.monotonic()
+            _fail_primary(sentinel_group, old, how)
+            new = wait_until(lambda: (port := sentinel_group.primary_port()) != old and port, 15, "a new primary")
+            new_primary = sentinel_group.server(new)
+            wait_until(lambda: _script_calls(new_primary) > 0, 15, "decisions on the new primary")
+            resumed_after = time.monotonic() - failed_at
+            calls, oks = _script_calls(new_primary), traffic.oks()
+            time.sleep(1.0)  # longer than the circuit breaker's probe interval (0.5 s) after a stray failure
+            assert _script_calls(new_primary) > calls  # and they keep going there
+            assert traffic.oks() > oks
     finally:
-        stop.set()
-        thread.join(timeout=5)
-        # The old primary back as a replica of the new one, for the tests that follow. Sentinel would demote a
-        # live old primary itself, but only some 8 s later: do what it will do, now.
-        if how == "kill-9":
-            sentinel_group.server(old).start()
-        elif new:
-            demoted = sentinel_group.server(old).client()
-            try:
-                demoted.replicaof("127.0.0.1", new)
-            finally:
-                demoted.close()
-        sentinel_group.wait_healthy(20, sentinel_link_status=False)
-    unexpected = [repr(o) for o in outcomes if o != "ok" and not isinstance(o, StoreUnavailable)]
+        _restore_old_primary(sentinel_group, old, new, how)
+    unexpected = [repr(o) for o in traffic.outcomes if o != "ok" and not isinstance(o, StoreUnavailable)]
     assert not unexpected
     assert resumed_after < 15
 
@@ -239,12 +264,12 @@ def test_local_usage_is_written_to_every_node(topology, topo_engine):
     """engine.flush_usage pipelines HINCRBYs for clients on every primary (a non-transactional pipeline)."""
     tags = [f"{{s.{i}}}" for i in range(30)]
     for tag in tags:
-        topo_engine._count_locally(tag, "1|-", "dr")
+        assert topo_engine.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
     assert topo_engine.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
     client = topo_engine.redis
     assert all(
-        client.hget(f"{topo_engine.keys_of(t).usage_base}:{day}", f"{topo_engine.keys_of(t).client}|1|-|dr") == b"1"
+        client.hget(f"{topo_engine.keys_of(t).usage_base}:{day}", f"{topo_engine.keys_of(t).client}|1|-|a") == b"1"
         for t in tags
     )
     if topology.name == "cluster":
@@ -295,16 +320,16 @@ def test_the_history_is_written_and_read_on_every_topology(topology, topo_engine
     slots on a cluster), read back with the totals written."""
     now = time.time()
     for i in range(30):
-        topo_engine.history.note("free", "", "allowed", "none", f"{{s.{i}}}", now)
-    topo_engine.history.note("free", "", "denied", "rate", "{s.1}", now)
+        topo_engine.history.note("free", "", "allowed", "none", f"{{s.{i}}}", at=now)
+    topo_engine.history.note("free", "", "denied", "rate", "{s.1}", at=now)
     topo_engine.tick()
     assert topo_engine.history.pending() == 0
     at = datetime.fromtimestamp(now, UTC)
     for resolution in ("minute", "hour"):
         (bucket,) = read_history(topo_engine.redis, PREFIX, resolution, at, at)
         assert (bucket.plan, bucket.total, bucket.denied) == ("free", 31, 1)
-    assert read_top_clients(topo_engine.redis, PREFIX, at, at, "denied", 5) == [("s.1", 1)]
-    assert len(read_top_clients(topo_engine.redis, PREFIX, at, at, "allowed", 100)) == 30
+    assert read_top_clients(topo_engine.redis, PREFIX, at, at, by="denied", limit=5) == [("s.1", 1)]
+    assert len(read_top_clients(topo_engine.redis, PREFIX, at, at, by="allowed", limit=100)) == 30
 
 
 # Cluster down -------------------------------------------------------------------------------------------------------

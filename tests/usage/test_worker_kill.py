@@ -44,13 +44,7 @@ def test_worker_killed_mid_flush_loses_and_double_counts_nothing(redis_server, r
     its requests got: allowed = its 200s, denied = its 429s. After each kill,
     no flushed total exceeds what Redis holds.
     """
-    free = PlanFactory(slug="free", is_default=True)
-    EndpointLimitFactory(plan=free, name="global", rates="300/min", algorithm="fixed_window")
-    EndpointLimitFactory(plan=free, name="search", scope="search", rates="100/min", algorithm="sliding_window_log")
-    pro = PlanFactory(slug="pro", monthly_price=49, priority=5)
-    EndpointLimitFactory(plan=pro, name="global", rates="5000/min", algorithm="token_bucket")
-    raw = [issue_key(plan=free) for _ in range(3)] + [issue_key(plan=pro)]
-    keys = {tag_of(k): k for k in raw}
+    keys = subscribed_clients()
 
     # Warm this process up (rules and keys cached: the forked senders need no database); count it.
     sent: Counter = Counter()
@@ -76,13 +70,8 @@ def test_worker_killed_mid_flush_loses_and_double_counts_nothing(redis_server, r
         barrier.wait(timeout=30)
         # Twice: a flush starts, commits a batch or two, and the worker dies inside the next transaction.
         for _ in range(2):
-            producer.send_task("usage.flush")
-            worker.wait_for(lambda text: "usage flush: batch 2 written" in text, 30, "a flush to be half done")
-            assert worker.count("usage flush finished") == 0, "the flush finished before it could be killed"
-            worker.kill()
+            worker = kill_mid_flush(worker, producer, database, redis_client)
             kills += 1
-            assert_not_over(database.totals(), redis_totals(redis_client))
-            worker = CeleryWorker(env, log).start()
         # Flush again and again while the senders are still at it.
         flushes = 0
         while any(p.is_alive() for p in senders) and flushes < 50:
@@ -105,7 +94,33 @@ def test_worker_killed_mid_flush_loses_and_double_counts_nothing(redis_server, r
     assert kills == 2
     assert sum(sent.values()) == SENDERS * ROUNDS * len(keys) * len(PATHS) + len(keys)
     assert set(status for _, status in sent) <= {200, 429}
-    totals = database.totals()
+    assert_totals_are_what_clients_got(database.totals(), keys, sent)
+
+
+def subscribed_clients() -> dict[str, str]:
+    """Three free subscribers and one pro: their API keys by client tag."""
+    free = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=free, name="global", rates="300/min", algorithm="fixed_window")
+    EndpointLimitFactory(plan=free, name="search", scope="search", rates="100/min", algorithm="sliding_window_log")
+    pro = PlanFactory(slug="pro", monthly_price=49, priority=5)
+    EndpointLimitFactory(plan=pro, name="global", rates="5000/min", algorithm="token_bucket")
+    raw = [issue_key(plan=free) for _ in range(3)] + [issue_key(plan=pro)]
+    return {tag_of(k): k for k in raw}
+
+
+def kill_mid_flush(worker: CeleryWorker, producer: Celery, database: WorkerDatabase, redis_client) -> CeleryWorker:
+    """A flush starts, commits a batch or two, and ``worker`` dies inside the next transaction: no flushed
+    total may then exceed what Redis holds. Returns the worker started in its place."""
+    producer.send_task("usage.flush")
+    worker.wait_for(lambda text: "usage flush: batch 2 written" in text, 30, "a flush to be half done")
+    assert worker.count("usage flush finished") == 0, "the flush finished before it could be killed"
+    worker.kill()
+    assert_not_over(database.totals(), redis_totals(redis_client))
+    return CeleryWorker(worker.env, worker.log_path).start()
+
+
+def assert_totals_are_what_clients_got(totals: dict[str, Counter], keys: dict[str, str], sent: Counter) -> None:
+    """Each client's flushed totals: allowed (and weight) = its 200s, refusals = its 429s."""
     assert set(totals) == set(keys)
     for client in keys:
         assert totals[client]["allowed"] == sent[client, 200], client
