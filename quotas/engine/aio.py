@@ -43,7 +43,7 @@ async def decide(engine: Engine, call: DecideCall) -> Decision:
     :class:`~quotas.exceptions.StoreUnavailable` when Redis fails, as
     :meth:`Engine.decide` does (the circuit breaker and metrics are the engine's).
     """
-    script = _script(engine)
+    script = script_for(engine)
     if script is None:
         return await sync_to_async(engine.decide_call, thread_sensitive=False)(call)
     pending = engine.prepare_decide(call)
@@ -63,8 +63,9 @@ async def close() -> None:
         await entry[1].aclose()
 
 
-def _script(engine: Engine) -> Any:
-    """decide.lua on this loop's asyncio client for ``engine``, or None where the client is not standalone."""
+def script_for(engine: Engine) -> Any:
+    """The decide function on this loop's asyncio client for ``engine`` (made on first use), or None where the
+    client is not standalone (Sentinel, Cluster: the engine's own client decides in a worker thread)."""
     loop = asyncio.get_running_loop()
     entry = _clients.get(loop)
     if entry is not None and entry[0] is engine:

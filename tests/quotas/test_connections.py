@@ -94,7 +94,7 @@ def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(engi
     async def decide_and_read_the_cap() -> int:
         decision = await aio.decide(engine, DecideCall("{ip.192.0.2.9}", [window]))
         assert decision.allowed  # the client was used for a real decision, not only built
-        cap = aio._script(engine).client.connection_pool.max_connections
+        cap = aio.script_for(engine).client.connection_pool.max_connections
         await aio.close()
         return cap
 
