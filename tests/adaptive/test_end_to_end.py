@@ -9,10 +9,8 @@ are ``tests/adaptive/e2e_settings.py``. Bounded: every wait has a deadline, the 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +26,7 @@ from adaptive import store
 from adaptive.controller import read_state
 from adaptive.publish import read_multipliers
 from config.embedded_redis import RedisServer, free_port
+from tests.process_groups import stop_groups
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 BURN_SECONDS = 8.0
@@ -85,15 +84,7 @@ def services(env: dict[str, str], tmp_path: Path) -> Iterator[dict[str, object]]
                 )  # fmt: skip
         yield {"base_url": f"http://127.0.0.1:{port}", "procs": procs, "logs": logs}
     finally:
-        for proc in procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        stop_groups(procs.values())
 
 
 def logs_of(services: dict) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from plans.management.commands.seed_demo import DEMO_PLANS
 from quotas.engine.runtime import get_engine
 from quotas.observability import metrics
 from tests.factories import PlanFactory
+from tests.process_groups import stop_groups
 
 from .test_metrics import promtool_check
 
@@ -96,13 +96,7 @@ def gunicorn(tmp_path: Path, redis_url: str, multiprocess: bool) -> Iterator[int
             time.sleep(0.1)
         yield port
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_groups([proc])
 
 
 def scrape(port: int) -> str:

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config.embedded_redis import free_port
 from plans.management.commands.seed_demo import demo_key
+from tests.process_groups import stop_groups
 
 from .test_metrics import promtool_check
 from .urls import TEST_PLAN
@@ -143,13 +144,7 @@ def gunicorn(redis_server, tmp_path_factory) -> Iterator[Gunicorn]:
         wait_for(lambda: server.get("/healthz")[0] == 200, 20, "gunicorn did not answer /healthz", log)
         yield server
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_groups([proc])
 
 
 def send(server: Gunicorn, path: str, count: int, headers: dict[str, str] | None = None) -> list[tuple[int, bytes]]:
