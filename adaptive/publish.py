@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import redis
 
-from quotas.engine.protocol import parse_multipliers
+from quotas.store.protocol import parse_multipliers
 
 from . import store
 
@@ -30,7 +30,7 @@ def publish_multipliers(client: redis.Redis, multipliers: Mapping[int, float], n
 def read_multipliers(client: redis.Redis) -> dict[int, float]:
     """The published multipliers by plan id; ``{}`` when none are published (every plan at 1.0).
 
-    Read with the engine's own parser (quotas.engine.protocol.parse_multipliers), so the two never disagree
+    Read with the engine's own parser (quotas.store.protocol.parse_multipliers), so the two never disagree
     on what counts. Raises redis-py's ``RedisError`` when Redis cannot be read.
     """
     return parse_multipliers(client.get(store.multipliers_key()))

@@ -15,9 +15,9 @@ import threading
 import redis
 
 from quotas.conf import quota_settings
-from quotas.engine import keys
-from quotas.engine.keys import encode_part
-from quotas.engine.redis_connect import connect
+from quotas.store import keys
+from quotas.store.connect import connect
+from quotas.store.keys import encode_part
 
 
 def _base() -> str:
@@ -33,7 +33,7 @@ def hosts_key() -> str:
 
 
 def multipliers_key() -> str:
-    return keys.multipliers_key(quota_settings.KEY_PREFIX)  # the engine reads them there (quotas.engine.keys)
+    return keys.multipliers_key(quota_settings.KEY_PREFIX)  # the engine reads them there (quotas.store.keys)
 
 
 def state_key() -> str:

@@ -202,9 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             django_config.configure(server.url)
             results = run_all(profile, server.url, started, args.only)
         finally:
-            from quotas.engine.runtime import reset_engine
+            from quotas.runtime import reset_runtime
 
-            reset_engine()
+            reset_runtime()
             server.stop()
     from .report import render
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import redis
 
-from quotas.engine.keys import client_tag
-from quotas.engine.runtime import build_engine, reset_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
+from quotas.runtime import build_runtime, reset_runtime
+from quotas.store.keys import client_tag
 from tests.clock import avoid_window_edge
 
 from .peers import ratelimit_window_offset
@@ -73,18 +73,18 @@ def _fire(send: Callable[[], bool | None], barrier: Any, out: Any, max_requests:
 
 def quota_worker(barrier: Any, out: Any, algorithm: str, max_requests: int, duration: float) -> None:
     """One racing process deciding through the quota engine directly."""
-    engine = build_engine()  # never the parent's: its connections belong to the parent
+    runtime = build_runtime()  # never the parent's: its connections belong to the parent
     windows = LimitRule(id="race", name="race", rates=parse_rates(RATE), algorithm=algorithm).windows
     tag = client_tag("u", str(RACE_USER_PK))
 
     def send() -> bool | None:
         try:
-            return engine.decide(tag, windows).allowed
+            return runtime.store.decide(tag, windows).allowed
         except StoreUnavailable:
             return None
 
     _fire(send, barrier, out, max_requests, duration)
-    engine.close()
+    runtime.close()
 
 
 #: The peers raced through the same DRF view harness: algorithm -> view.
@@ -162,7 +162,7 @@ def run(admin: redis.Redis, trials: int, max_requests: int, duration: float) -> 
     """Every peer ``trials`` times; Redis is flushed before each race."""
     # The parent's engine runs a rules-poller thread; stop it so no thread is
     # caught holding a lock at fork time (children build their own engines).
-    reset_engine()
+    reset_runtime()
     out: dict[str, Any] = {"processes": PROCESSES, "rate": RATE, "max_requests_per_process": max_requests}
     for name, (worker, algorithm) in PEERS.items():
         runs = [race(admin, worker, algorithm, max_requests, duration) for _ in range(trials)]

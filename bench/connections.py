@@ -1,4 +1,4 @@
-"""Section 8: what one script call costs through each connection path (quotas/engine/scripts.py).
+"""Section 8: what one script call costs through each connection path (quotas/store/transport.py).
 
 The engine writes the packed EVALSHA on a connection its thread holds, after
 one poll(2) that tells whether Redis closed it meanwhile. The alternative is
@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from quotas.engine import scripts
+from quotas.store import transport
 
 _NOOP = "return 1"
 
@@ -37,15 +37,15 @@ def run(redis_url: str, calls: int = 20_000) -> dict[str, float]:
     """Median microseconds per call: held connection with and without the poll, and redis-py's Script."""
     client = redis.Redis.from_url(redis_url)
     try:
-        held = scripts.LuaScript(client, _NOOP)
+        held = transport.LuaScript(client, _NOOP)
         generic = client.register_script(_NOOP)
         with_poll = _median_us(lambda: held(keys=[], args=[]), calls)
-        checked = scripts._closed_or_dirty
-        scripts._closed_or_dirty = lambda conn: False
+        checked = transport._closed_or_dirty
+        transport._closed_or_dirty = lambda conn: False
         try:
             without_poll = _median_us(lambda: held(keys=[], args=[]), calls)
         finally:
-            scripts._closed_or_dirty = checked
+            transport._closed_or_dirty = checked
         redis_py = _median_us(lambda: generic(keys=[], args=[]), calls)
     finally:
         client.close()

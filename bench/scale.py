@@ -44,11 +44,10 @@ from limits.storage import RedisClusterStorage, RedisStorage
 from redis.crc import key_slot
 
 from config.embedded_redis import RedisServer
-from quotas.engine.core import Engine, PendingDecision
-from quotas.engine.decision import DecideCall
-from quotas.engine.keys import client_tag
-from quotas.engine.runtime import build_engine
 from quotas.rules.snapshot import Window
+from quotas.runtime import Runtime, build_runtime
+from quotas.store.decision import DecideCall
+from quotas.store.keys import client_tag
 from tests.resilience.servers import Cluster
 
 from . import rules
@@ -78,16 +77,15 @@ def _tag(i: int) -> str:
     return client_tag("user", str(i))
 
 
-def quota_commands(engine: Engine, variant: str, clients: range) -> list[Routed]:
+def quota_commands(runtime: Runtime, variant: str, clients: range) -> list[Routed]:
     """The decision script call for each client, packed, with its routing key."""
     windows, usage = _windows(variant)
     out = []
     for i in clients:
-        pending = engine.prepare_decide(DecideCall(_tag(i), windows, usage=usage))
-        if not isinstance(pending, PendingDecision):
-            raise RuntimeError(f"the engine answered {_tag(i)} from memory instead of preparing a call")
-        command = engine.decide_script.command(pending.keys, pending.args)  # FCALL, or EVALSHA on Redis 6.2
-        out.append((pending.keys[0], pack_command(command)))  # type: ignore[arg-type]
+        encoded = runtime.redis_store.encode(DecideCall(_tag(i), windows, usage=usage))
+        script = runtime.redis_store.transport.script("decide")
+        command = script.command(encoded.keys, encoded.args)  # FCALL, or EVALSHA on Redis 6.2
+        out.append((encoded.keys[0], pack_command(command)))  # type: ignore[arg-type]
     return out
 
 
@@ -132,10 +130,10 @@ def driver_loads(
     return loads
 
 
-def engine_on(url: str) -> Engine:
+def runtime_on(url: str) -> Runtime:
     """An engine of the bench's settings on the Redis at ``url`` (apart from this process's own engine)."""
     with override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url}):
-        return build_engine()
+        return build_runtime()
 
 
 class Topology:
@@ -167,7 +165,7 @@ class Topology:
                     self._slots.update(dict.fromkeys(range(first, last + 1), node))
         finally:
             admin.close()
-        self.engine = engine_on(self.url)
+        self.engine = runtime_on(self.url)
         stack.callback(self.engine.close)
 
     def route(self, key: str) -> Address:
@@ -191,7 +189,7 @@ class Topology:
             else:
                 i = next(i for i, (key, _) in enumerate(routed) if self.route(key) == address)
                 windows, usage = _windows(variant)
-                if not self.engine.decide(_tag(i), windows, usage=usage).allowed:
+                if not self.engine.store.decide(_tag(i), windows, usage=usage).allowed:
                     raise RuntimeError(f"the warm-up decision for {_tag(i)} on {address} was refused")
 
 
@@ -219,10 +217,10 @@ def run(max_drivers: int, seconds: float, warmup: float) -> dict[str, Any]:
         started = time.monotonic()
         topologies = [Topology(name, base_dir, stack) for name in TOPOLOGIES]
         # Keys do not depend on the topology: every variant's calls are built once and routed per topology.
-        engine = topologies[0].engine
+        runtime = topologies[0].engine
         commands = {
-            "quota_1": quota_commands(engine, "quota_1", clients),
-            "quota_5": quota_commands(engine, "quota_5", clients),
+            "quota_1": quota_commands(runtime, "quota_1", clients),
+            "quota_5": quota_commands(runtime, "quota_5", clients),
             "limits_swc": limits_commands(topologies[0].limits_storage, clients),
         }
         setup_seconds = time.monotonic() - started

@@ -31,14 +31,15 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from plans.models import APIKey
-from quotas.engine.keys import client_tag
-from quotas.engine.redis_connect import STORE_ERRORS
-from quotas.engine.runtime import get_engine
-from quotas.engine.standing import current_standing
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
-from quotas.identity.clients import Client, address_group, authenticate_key
+from quotas.identity.addresses import address_group
+from quotas.identity.clients import Client, authenticate_key
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
+from quotas.runtime import get_runtime
+from quotas.standing import current_standing
+from quotas.store.connect import STORE_ERRORS
+from quotas.store.keys import client_tag
 from usage.reports import UsageQuery, build_report
 
 from .client_charts import client_chart, range_from
@@ -72,7 +73,7 @@ def _page_wait(request: HttpRequest) -> int:
     """Seconds this address must wait before its next page view (0: now); open while Redis is down."""
     tag = client_tag("up", address_group(request))
     try:
-        decision = get_engine().decide(tag, _PAGE_RULE.windows)
+        decision = get_runtime().store.decide(tag, _PAGE_RULE.windows)
     except StoreUnavailable:
         return 0
     return 0 if decision.allowed else max(1, decision.retry_after or 1)
@@ -126,7 +127,7 @@ def _key_signing_in(request: HttpRequest, form: KeyForm) -> APIKey | None:
     """
     if not form.is_valid():
         return None
-    rules = get_engine().rules
+    rules = get_runtime().rules
     rules.current()  # reload a stale snapshot first: a reload empties the key cache the lookup fills
     try:
         client = authenticate_key(request, form.cleaned_data["api_key"], rules)
@@ -156,25 +157,25 @@ def page(request: HttpRequest) -> HttpResponse:
     if key is None:
         request.session.pop(SESSION_KEY, None)
         return _form_page(request, KeyForm(), status=403, expired=True)
-    engine = get_engine()
-    subscriber = engine.rules.subscriber_for_key(key.key_hash)
+    runtime = get_runtime()
+    subscriber = runtime.rules.subscriber_for_key(key.key_hash)
     sub = key.subscription
     tag = client_tag("s", str(sub.pk))
     try:
         client = Client("subscription", str(sub.pk), tag, subscriber)
-        standing = current_standing(client, engine.rules.current(), engine)
+        standing = current_standing(client, runtime.rules.current(), runtime)
     except StoreUnavailable:
         standing = None
     today = timezone.now().date()
     query = UsageQuery(today - timedelta(days=CHART_DAYS - 1), today, "day", client=tag.strip("{}"))
     try:
-        report = build_report(query, engine.redis)
+        report = build_report(query, runtime.redis)
     except STORE_ERRORS:
         report = build_report(query, None, today=today)
     rows = _every_day(report["rows"], query.start)
     chosen = range_from(request.GET.get("range"))
-    chart = client_chart(chosen, rows, engine.redis, engine.prefix, tag)
-    rules = engine.rules.current()
+    chart = client_chart(chosen, rows, runtime.redis, runtime.prefix, tag)
+    rules = runtime.rules.current()
     offered = (standing or {}).get("upgrade") or {}
     target = next_plan(rules, sub.plan_id, offered.get("slug"))
     current = rules.plans.get(sub.plan_id)

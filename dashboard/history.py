@@ -17,9 +17,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from quotas.conf import quota_settings
-from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.observability.history import Resolution, bucket_starts, read_history
 from quotas.rules.snapshot import RuleSet
+from quotas.store.connect import STORE_ERRORS
 
 from .queries import REASONS as DAILY_REASONS
 from .queries import Filters, UsageSlice

@@ -23,10 +23,10 @@ from adaptive.models import AdaptiveSnapshot
 from adaptive.publish import read_multipliers
 from plans.models import Plan, Subscription
 from quotas.conf import quota_settings
-from quotas.engine.redis_connect import STORE_ERRORS
-from quotas.engine.standing import NEAR
 from quotas.rules.money import format_money
 from quotas.rules.snapshot import RuleSet
+from quotas.standing import NEAR
+from quotas.store.connect import STORE_ERRORS
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
 from usage.store import (

@@ -20,13 +20,13 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, ClientBan, Plan, Subscription
 from plans.rules import subscriber_of
-from quotas.engine.keys import is_client_tag
-from quotas.engine.redis_connect import STORE_ERRORS
-from quotas.engine.runtime import get_engine
-from quotas.engine.standing import current_standing
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.clients import Client
 from quotas.observability.refusals import read_refusals
+from quotas.runtime import get_runtime
+from quotas.standing import current_standing
+from quotas.store.connect import STORE_ERRORS
+from quotas.store.keys import is_client_tag
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT
@@ -70,12 +70,12 @@ def filters_from(request: HttpRequest) -> Filters:
 
 def payload(filters: Filters) -> dict[str, Any]:
     """Everything the overview shows, as JSON-ready data."""
-    engine = get_engine()
-    usage = UsageSlice(filters, engine.redis)
+    runtime = get_runtime()
+    usage = UsageSlice(filters, runtime.redis)
     top_clients = usage.top_clients()
     for row in top_clients:  # straight to why they were refused
         row["url"] = reverse("dashboard:client", args=[row["client"]]) + "#refusals"
-    rules = engine.rules.current()
+    rules = runtime.rules.current()
     upgrades = upgrade_candidates(rules, filters.today)
     for row in upgrades:
         row["url"] = reverse("dashboard:client", args=[row["client"]])
@@ -90,12 +90,12 @@ def payload(filters: Filters) -> dict[str, Any]:
             "alert": filters.alert,
         },
         "series": usage.series(),
-        "charts": charts(filters, rules, usage, engine.redis, engine.prefix),
+        "charts": charts(filters, rules, usage, runtime.redis, runtime.prefix),
         "totals": usage.totals(),
         "top_clients": top_clients,
         "top_scopes": usage.top_scopes(),
         "upgrades": upgrades,
-        "adaptive": adaptive_panel(engine.redis),
+        "adaptive": adaptive_panel(runtime.redis),
         "budgets": budget_panel(filters.today),
     }
 
@@ -133,24 +133,24 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
     """One client: plan, live limits and budgets, last refusals, recent usage, bans and access-list entries."""
     if len(client) > MAX_TEXT or "\x00" in client:
         raise Http404("No such client.")
-    engine = get_engine()
+    runtime = get_runtime()
     sub_id = subscription_id(client)
     sub = Subscription.objects.select_related("plan", "user").filter(pk=sub_id).first() if sub_id else None
     today = timezone.now().date()
     query = UsageQuery(today - timedelta(days=RECENT_DAYS - 1), today, "day", client=client)
     try:
-        report = build_report(query, engine.redis)
+        report = build_report(query, runtime.redis)
     except STORE_ERRORS:  # Redis away: flushed rows only
         logger.warning("dashboard: live usage of %s unavailable", client, exc_info=True)
         report = build_report(query, None, today=today)
     try:
         who = Client("subscription", str(sub.pk), "{" + client + "}", subscriber_of(sub)) if sub else None
         who = who or Client(client.partition(".")[0], client.partition(".")[2], "{" + client + "}")
-        standing = current_standing(who, engine.rules.current(), engine)
+        standing = current_standing(who, runtime.rules.current(), runtime)
     except StoreUnavailable:
         standing = None
     try:
-        refusals = refusal_rows(read_refusals(engine.redis, engine.prefix, client)) if is_client_tag(client) else []
+        refusals = refusal_rows(read_refusals(runtime.redis, runtime.prefix, client)) if is_client_tag(client) else []
     except STORE_ERRORS:
         logger.warning("dashboard: the last refusals of %s are unavailable", client, exc_info=True)
         refusals = None

@@ -18,11 +18,11 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from quotas.engine.decision import scaled
-from quotas.engine.protocol import parse_multipliers
-from quotas.engine.redis_connect import STORE_ERRORS
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
+from quotas.runtime import get_runtime
+from quotas.store.connect import STORE_ERRORS
+from quotas.store.decision import scaled
+from quotas.store.protocol import parse_multipliers
 
 from .forms import IssueKeyForm, MovePlanForm
 from .models import (
@@ -64,14 +64,14 @@ class PeriodQuotaInline(admin.TabularInline):
 
 def effective_limits(plan: Plan) -> str:
     """HTML: what a client on ``plan`` gets now, from the live rules snapshot with the adaptive multiplier applied."""
-    engine = get_engine()
+    runtime = get_runtime()
     try:
-        # Read where the engine reads them (quotas.rules.cache): plans knows nothing of the adaptive app.
-        multiplier = parse_multipliers(engine.redis.get(engine.rules.multipliers_key)).get(plan.pk, 1.0)
+        # Read where the runtime reads them (quotas.runtime.multipliers): plans knows nothing of the adaptive app.
+        multiplier = parse_multipliers(runtime.redis.get(runtime.multipliers.key)).get(plan.pk, 1.0)
         source = "published by the adaptive controller" if multiplier != 1.0 else "nominal: no reduction published"
     except STORE_ERRORS:
         multiplier, source = 1.0, "Redis unreachable: nominal limits shown"
-    rules = engine.rules.current().limits_for(plan.pk)
+    rules = runtime.rules.current().limits_for(plan.pk)
     rows = [
         (
             rule.name,
@@ -364,11 +364,11 @@ class ClientBanAdmin(admin.ModelAdmin):
     def lift(self, request: HttpRequest, queryset: QuerySet[ClientBan]) -> None:
         if not self.has_change_permission(request):
             raise PermissionDenied
-        engine = get_engine()
+        runtime = get_runtime()
         lifted = 0
         for ban in queryset.filter(lifted_at__isnull=True):
             try:
-                engine.lift_ban("{" + ban.client + "}")
+                runtime.lift_ban("{" + ban.client + "}")
             except StoreUnavailable as exc:
                 self.message_user(request, f"Could not reach Redis to lift {ban.client}: {exc}", messages.ERROR)
                 continue

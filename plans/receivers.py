@@ -15,7 +15,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.models.signals import post_delete, post_save
 
-from quotas.engine.runtime import get_engine
+from quotas.runtime import get_runtime
 
 from .models import (
     ACLEntry,
@@ -49,7 +49,7 @@ WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget,
 
 
 def rules_changed(**kwargs: Any) -> None:
-    rules = get_engine().rules
+    rules = get_runtime().rules
     rules.mark_stale()
     transaction.on_commit(rules.invalidate)
 

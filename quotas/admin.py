@@ -15,9 +15,9 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.blocks import lift, tag_for
+from quotas.runtime import get_runtime
 
 
 @admin.action(description="Lift failed sign-in blocks of selected users", permissions=["change"])
@@ -25,9 +25,9 @@ def lift_sign_in_blocks(model_admin: admin.ModelAdmin, request: HttpRequest, que
     """End the username blocks of the selected users now (see ``manage.py quota_auth_blocks``)."""
     if not model_admin.has_change_permission(request):
         raise PermissionDenied
-    engine = get_engine()
+    runtime = get_runtime()
     try:
-        lifted = sum(lift(engine, tag_for("username", user.get_username())) for user in queryset)
+        lifted = sum(lift(runtime, tag_for("username", user.get_username())) for user in queryset)
     except StoreUnavailable:
         model_admin.message_user(request, "Redis is unreachable: no block was lifted.", messages.ERROR)
         return

@@ -1,5 +1,5 @@
 """The quotas app's public API for projects and the other apps: what they may call without reaching into
-``quotas.engine``.
+``quotas.store``.
 
 - :func:`reset`: start every counter afresh (a project's tests, a staging reset).
 - :class:`~quotas.service.Facts`, :class:`~quotas.service.Verdict`, :func:`~quotas.service.check`
@@ -11,11 +11,11 @@ from __future__ import annotations
 import redis
 from redis.cluster import RedisCluster
 
-from quotas.engine.redis_connect import STORE_ERRORS
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.auth_failures import failed_auth
+from quotas.runtime import get_runtime
 from quotas.service import Facts, Verdict, check, settle
+from quotas.store.connect import STORE_ERRORS
 
 __all__ = ["Facts", "Verdict", "check", "reset", "settle"]
 
@@ -33,23 +33,23 @@ def reset() -> int:
     second. Returns the number of keys deleted. Raises
     :class:`~quotas.exceptions.StoreUnavailable` when Redis cannot be reached.
     """
-    engine = get_engine()
+    runtime = get_runtime()
     deleted = 0
     try:
         batch: list[bytes] = []
-        for key in engine.redis.scan_iter(match=f"{engine.prefix}:*", count=1000):
+        for key in runtime.redis.scan_iter(match=f"{runtime.prefix}:*", count=1000):
             batch.append(key)
             if len(batch) >= _BATCH:
-                deleted += _delete(engine.redis, batch)
+                deleted += _delete(runtime.redis, batch)
                 batch = []
-        deleted += _delete(engine.redis, batch)
+        deleted += _delete(runtime.redis, batch)
     except STORE_ERRORS as exc:
         raise StoreUnavailable(f"resetting the counters failed: {exc}") from exc
-    engine.deny_memory.clear()
-    engine.fallback.clear()
-    engine.usage_buffer.take()  # counted before the reset: dropped with the rest
+    runtime.store.deny_memory.clear()
+    runtime.store.fallback.clear()
+    runtime.store.usage_buffer.take()  # counted before the reset: dropped with the rest
     failed_auth.clear()
-    engine.rules.invalidate()  # other processes forget what they remember
+    runtime.rules.invalidate()  # other processes forget what they remember
     return deleted
 
 

@@ -12,15 +12,15 @@ class QuotasConfig(AppConfig):
         from django.core.signals import setting_changed
 
         from quotas import checks  # noqa: F401  (registers the system checks)
-        from quotas.engine.runtime import reset_engine
         from quotas.http.views import plan_multipliers
         from quotas.identity.auth_failures import on_login_failed
         from quotas.observability import metrics
+        from quotas.runtime import reset_runtime
 
         def _on_setting_changed(*, setting: str, **kwargs: object) -> None:
             # override_settings(QUOTAS=...) in tests must not see a stale engine.
             if setting in ("QUOTAS", "REST_FRAMEWORK"):
-                reset_engine()
+                reset_runtime()
 
         setting_changed.connect(_on_setting_changed, weak=False, dispatch_uid="quotas-settings")
         # Every plan's multiplier is in /metrics from the first scrape, at 1 until the controller cuts it.

@@ -18,7 +18,7 @@ from django.utils.module_loading import import_string
 
 from quotas.conf import quota_settings
 from quotas.exceptions import InvalidRate
-from quotas.identity.clients import num_proxies
+from quotas.identity.addresses import num_proxies
 from quotas.rules.rates import parse_rates
 from quotas.setting import Setting
 from quotas.settings_spec import ADAPTIVE, SETTINGS

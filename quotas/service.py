@@ -11,7 +11,7 @@ once, in this order:
    method, else the adapter's fallback limits (DRF's rates), plus the limits
    the code gave;
 3. allow and deny lists (in process, no Redis);
-4. every window in one engine call, or the failure mode when Redis is down;
+4. every window in one store call, or the failure mode when Redis is down;
 5. audit and metrics, budget alerts, ban reports;
 6. a shaping leaky bucket's delay.
 
@@ -33,11 +33,6 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
 from quotas.conf import quota_settings
-from quotas.engine import aio, shaping
-from quotas.engine.core import Engine
-from quotas.engine.decision import DecideCall, Decision
-from quotas.engine.keys import encode_part
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import (
     AccessDenied,
     ProblemException,
@@ -47,11 +42,15 @@ from quotas.exceptions import (
     StoreUnavailable,
 )
 from quotas.http import problems
-from quotas.identity.clients import Client, client_ip, identify
+from quotas.identity.addresses import client_ip
+from quotas.identity.clients import Client, identify
 from quotas.observability.events import fire_budget_alerts, report_ban
 from quotas.observability.record import record_acl, record_decision
 from quotas.rules.acl import ACLRule
 from quotas.rules.snapshot import LimitRule, RuleSet, Window
+from quotas.runtime import Runtime, get_runtime, shaping
+from quotas.store.decision import DecideCall, Decision
+from quotas.store.keys import encode_part
 
 logger = logging.getLogger(__name__)
 
@@ -121,10 +120,10 @@ class Verdict:
 
 @dataclass(slots=True)
 class _Call:
-    """What the engine call of one request needs, worked out once."""
+    """What the store call of one request needs, worked out once."""
 
     facts: Facts
-    engine: Engine
+    runtime: Runtime
     rules: RuleSet
     client: Client
     plan_id: int | None
@@ -135,7 +134,7 @@ class _Call:
     plan_slug: str | None
 
     def decide_call(self) -> DecideCall:
-        """The engine's decide call (sync or async)."""
+        """The store's decide call (sync or async)."""
         plan = self.rules.plans.get(self.plan_id) if self.plan_id is not None else None
         # Concurrency leases are named by the request, so settling can end them.
         request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in self.windows) else ""
@@ -152,7 +151,7 @@ class _Call:
 
     def multiplier(self) -> float:
         """The adaptive multiplier of the client's plan (1.0 without one)."""
-        return self.engine.rules.multipliers.get(self.plan_id, 1.0) if self.plan_id is not None else 1.0
+        return self.runtime.multipliers.get(self.plan_id)
 
 
 def check(facts: Facts) -> Verdict:
@@ -165,7 +164,7 @@ def check(facts: Facts) -> Verdict:
         if isinstance(call, Verdict):
             return call
         try:
-            decision = call.engine.decide_call(call.decide_call())
+            decision = call.runtime.store.decide_call(call.decide_call())
         except StoreUnavailable:
             return _conclude(call, _fail(call))
         return _conclude(call, decision)
@@ -174,7 +173,7 @@ def check(facts: Facts) -> Verdict:
 
 
 async def check_async(facts: Facts) -> Verdict:
-    """:func:`check` for an async view: the engine call awaits redis-py's asyncio client.
+    """:func:`check` for an async view: the store call awaits redis-py's asyncio client.
 
     The steps around it may block (the rules snapshot and an API key may be read
     from the database, audit, budget alerts, a shaping delay): they run in
@@ -189,7 +188,7 @@ async def check_async(facts: Facts) -> Verdict:
     if isinstance(call, Verdict):
         return call
     try:
-        decision: Decision | Verdict = await aio.decide(call.engine, call.decide_call())
+        decision: Decision | Verdict = await call.runtime.store.adecide(call.decide_call())
     except StoreUnavailable:
         decision = _fail(call)
     return await sync_to_async(_conclude)(call, decision)
@@ -201,16 +200,16 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     decision = verdict.decision
     if decision is None or not decision.allowed or verdict.client is None:
         return
-    engine = get_engine()
+    store = get_runtime().store
     if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
-        engine.refund(decision)
+        store.refund(decision)
         actual: int | None = 0  # a failed view releases its estimate
     else:
         actual = actual_cost_micros
     if actual is not None and actual != decision.cost_micros:
-        fire_budget_alerts(verdict.client, engine.reconcile(decision, actual))
+        fire_budget_alerts(verdict.client, store.reconcile(decision, actual))
     if decision.request_id:
-        engine.release(decision)
+        store.release(decision)
 
 
 def usage_field(plan_id: int | None, scope: str) -> str:
@@ -219,13 +218,13 @@ def usage_field(plan_id: int | None, scope: str) -> str:
 
 
 def _prepare(facts: Facts, started: float) -> _Call | Verdict:
-    """Steps 1 to 3: the engine call's inputs, or the verdict of a request decided without it."""
-    engine = get_engine()
-    rules = engine.rules.current()
+    """Steps 1 to 3: the store call's inputs, or the verdict of a request decided without it."""
+    runtime = get_runtime()
+    rules = runtime.rules.current()
     http = facts.http_request
-    identified = identify(http, facts.user, engine.rules, facts.auth)
+    identified = identify(http, facts.user, runtime.rules, facts.auth)
     if identified.subscriber is not None:
-        engine.key_use.touch(identified.subscriber.key_id)  # written to Redis by the poller (quotas/engine/key_use.py)
+        runtime.key_use.touch(identified.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
     client = facts.count_as(identified) if facts.count_as is not None else identified
     if client is None:
         return Verdict(request=facts.request)  # the adapter's hook said: not limited
@@ -239,7 +238,7 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
         cost = rules.price_micros(plan_id, client.subscriber, facts.scope, path, method)
     usage = usage_field(plan_id, facts.scope) if facts.metered else ""
     call = _Call(
-        facts, engine, rules, client, plan_id, windows, started, usage, cost, plan.slug if plan is not None else None
+        facts, runtime, rules, client, plan_id, windows, started, usage, cost, plan.slug if plan is not None else None
     )  # fmt: skip
     if rules.acl:
         entry = _match_acl(call)
@@ -283,7 +282,7 @@ def _fail(call: _Call) -> Decision | Verdict:
     if mode == "open":
         return Verdict(call.client, call.plan_id, request=call.facts.request)
     # "local": this process enforces its share of the same limits until Redis is back.
-    return call.engine.decide_locally(
+    return call.runtime.store.decide_locally(
         call.client.tag, call.windows, call.facts.weight, call.cost, call.usage, multiplier=call.multiplier()
     )
 
@@ -297,15 +296,15 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
     fire_budget_alerts(call.client, decision.states)
     if decision.ban_started:
         report_ban(call.client, decision, call.rules.plans.get(call.plan_id) if call.plan_id is not None else None)
-    engine = call.engine
+    runtime = call.runtime
     facts = call.facts
     record_decision(
         facts.request, decision, client_tag=call.client.tag, plan=call.plan_slug, scope=facts.scope,
-        started=call.started, history=engine.history if facts.metered else None, refusals=engine.refusals,
+        started=call.started, history=runtime.history if facts.metered else None, refusals=runtime.refusals,
     )  # fmt: skip
     verdict = _verdict(call, decision)
     verdict.refusal = (
-        _shape(engine, decision, call.client.tag) if decision.allowed else refusal(call.rules, decision, call.plan_id)
+        _shape(runtime, decision, call.client.tag) if decision.allowed else refusal(call.rules, decision, call.plan_id)
     )
     return verdict
 
@@ -327,14 +326,14 @@ def refusal(rules: RuleSet, decision: Decision, plan_id: int | None) -> ProblemE
     return QuotaExceeded(problems.rate_limited(decision, upgrade, slug), wait=wait)
 
 
-def _shape(engine: Engine, decision: Decision, client_tag: str) -> QuotaExceeded | None:
+def _shape(runtime: Runtime, decision: Decision, client_tag: str) -> QuotaExceeded | None:
     """Hold an admitted request a shaping leaky bucket delays, if this process has sleep to spare, and
-    ``client_tag`` has some left of its share (quotas/engine/shaping.py); else take it back and refuse it."""
+    ``client_tag`` has some left of its share (quotas/runtime/shaping.py); else take it back and refuse it."""
     if decision.delay <= 0:
         return None
     wait = shaping.budget.take(decision.delay, client_tag)
     if wait:
-        engine.withdraw(decision)
+        runtime.store.withdraw(decision)
         retry = shaping.retry_after(decision.delay, wait)
         return QuotaExceeded(problems.shaping_unavailable(retry), wait=retry)
     time.sleep(decision.delay)
@@ -347,16 +346,16 @@ def _listed(call: _Call, entry: ACLRule) -> Verdict:
     An allowed request is counted with its estimated cost like any other, and
     its decision is reconciled after the view.
     """
-    facts, engine = call.facts, call.engine
+    facts, runtime = call.facts, call.runtime
     allowed = entry.action == "allow"
     record_acl(
         facts.request, entry, client_tag=call.client.tag, plan=call.plan_slug, scope=facts.scope,
-        started=call.started, history=engine.history if facts.metered else None, refusals=engine.refusals,
+        started=call.started, history=runtime.history if facts.metered else None, refusals=runtime.refusals,
     )  # fmt: skip
     if allowed:
-        decision = engine.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)
+        decision = runtime.store.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)
         return _verdict(call, decision) if decision is not None else Verdict(call.client, call.plan_id)
-    engine.count_acl(call.client.tag, call.usage, False, None, 0)
+    runtime.store.count_acl(call.client.tag, call.usage, False, None, 0)
     problem = problems.access_denied(entry, time.time())
     logger.info("quotas: deny-list entry %s refused %s", entry.id, call.client.tag)
     return Verdict(call.client, call.plan_id, refusal=AccessDenied(problem, wait=problem.get("retry_after")))
@@ -380,10 +379,10 @@ def _count_unlimited(call: _Call) -> Decision:
     """Count an admitted request that no limit applies to (one script call, usage only)."""
     tag, weight = call.client.tag, call.facts.weight
     try:
-        return call.engine.decide(tag, (), weight, cost_micros=call.cost, usage=call.usage)
+        return call.runtime.store.decide(tag, (), weight, cost_micros=call.cost, usage=call.usage)
     except StoreUnavailable:
         # Admitted whatever the failure mode (no limit applies); its usage waits in-process.
-        return call.engine.decide_locally(tag, (), weight, call.cost, call.usage)
+        return call.runtime.store.decide_locally(tag, (), weight, call.cost, call.usage)
 
 
 def _verdict(call: _Call, decision: Decision) -> Verdict:

@@ -81,7 +81,7 @@ SETTINGS = (
         hint="Use a short non-empty string without braces or spaces.",
     ),
     # Fewer buckets hold more clients each: less memory per client (about 70 bytes from 10,000
-    # clients up), a little more CPU per decision (see quotas/engine/keys.py).
+    # clients up), a little more CPU per decision (see quotas/store/keys.py).
     Setting(
         "KEY_BUCKETS", int, 1024, minimum=1, maximum=1 << 24, check_id="quotas.E014",
         doc="hashes the clients' limit state is spread over (see Keys under Algorithms); fewer: less memory "
@@ -155,7 +155,7 @@ SETTINGS = (
         hint="Use about 1 / the number of worker processes, e.g. 0.25 for 4 gunicorn workers.",
     ),
     # The spool is kept private (0700), one subdirectory per Redis URL and key prefix, each file signed
-    # with SECRET_KEY (quotas/engine/usage_buffer.py). Point it at the project's run or state directory.
+    # with SECRET_KEY (quotas/store/usage_buffer.py). Point it at the project's run or state directory.
     Setting(
         "USAGE_SPOOL_DIR", str | PathLike | None, None, kind="a directory path or None", check_id="quotas.E051",
         doc="where a process exiting during an outage leaves the usage it could not write (`None`: "
@@ -203,7 +203,7 @@ SETTINGS = (
         "problem) or report (`request.quota_cost`); at most `10**9`",
         hint="Give a Decimal, int or str in currency units, never a float.",
     ),
-    # See quotas/engine/shaping.py: a delay that does not fit is refused with 429 and the decision taken back.
+    # See quotas/runtime/shaping.py: a delay that does not fit is refused with 429 and the decision taken back.
     Setting(
         "SHAPING_DELAY_BUDGET", float, 1.0, minimum=0, kind=_SECONDS, check_id="quotas.E005",
         doc="seconds of leaky-bucket shaping delay one process may have asleep at once; a delay that does not "

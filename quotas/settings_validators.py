@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.core.checks import CheckMessage, Warning
 from django.utils.module_loading import import_string
 
-from quotas.engine.protocol import Algorithm
-from quotas.engine.redis_connect import validate_url
 from quotas.exceptions import InvalidRate
 from quotas.rules.money import to_micros
 from quotas.rules.rates import parse_rates
+from quotas.store.connect import validate_url
+from quotas.store.protocol import Algorithm
 
 #: The algorithms a limit may name (periods and budgets have models of their own).
 ALGORITHMS = tuple(a.setting_name for a in Algorithm if a.rolling or a is Algorithm.CONCURRENCY)

@@ -13,3 +13,10 @@ budget_threshold_crossed = Signal()
 #: client_tag (str), subscription_id (int | None), plan_id (int | None),
 #: until (aware datetime).
 client_banned = Signal()
+
+#: Sent when what this process remembers from Redis may be stale: the rules
+#: version moved (a revoked key, a lifted ban or failed-authentication block),
+#: the adaptive multipliers changed, or the runtime was rebuilt. Receivers drop
+#: their in-process memory so that the next request asks Redis again.
+#: No keyword arguments.
+remembered_state_stale = Signal()

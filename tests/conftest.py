@@ -19,7 +19,7 @@ import redis
 from django.conf import settings
 
 from config.embedded_redis import RedisServer
-from quotas.engine.runtime import get_engine, reset_engine
+from quotas.runtime import get_runtime, reset_runtime
 from tests.clock import avoid_window_edge
 
 #: The fixtures projects get from the package (quota_reset), tested here as a project would use them.
@@ -91,7 +91,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     settings.QUOTAS = {**original, "REDIS_URL": server.url, "USAGE_SPOOL_DIR": str(spool)}
     yield server
     settings.QUOTAS = original
-    reset_engine()
+    reset_runtime()
     server.stop()
 
 
@@ -103,16 +103,16 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     client.config_resetstat()
-    reset_engine()
+    reset_runtime()
     # A previous test's engine may have spooled usage while its Redis was down: not this test's.
     for leftover in Path(settings.QUOTAS["USAGE_SPOOL_DIR"]).iterdir():
         shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
     yield client
-    reset_engine()
+    reset_runtime()
     client.close()
 
 
 @pytest.fixture
-def engine(redis_client: redis.Redis):
+def runtime(redis_client: redis.Redis):
     """The process's quota engine, pointed at the test Redis."""
-    return get_engine()
+    return get_runtime()

@@ -36,8 +36,8 @@ from django.utils import timezone
 
 from plans.models import APIKey, Plan, Subscription
 from quotas.conf import quota_settings
-from quotas.engine.key_use import KEEP_SECONDS, forget_before, read_last_used
-from quotas.engine.redis_connect import connect
+from quotas.runtime.key_use import KEEP_SECONDS, forget_before, read_last_used
+from quotas.store.connect import connect
 
 from .models import COUNTERS, UsageRecord
 from .store import (

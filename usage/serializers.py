@@ -139,7 +139,7 @@ class UpgradeSerializer(PlanSummarySerializer):
 
 
 class StandingSerializer(serializers.Serializer):
-    """Documents ``GET /api/v1/usage/current`` (the body comes from ``quotas.engine.standing``)."""
+    """Documents ``GET /api/v1/usage/current`` (the body comes from ``quotas.standing``)."""
 
     client = serializers.CharField()
     plan = PlanSummarySerializer(allow_null=True)

@@ -1,8 +1,8 @@
 """Reading the decision script's usage counters from Redis.
 
-The decision script (``quotas/engine/lua/usage.lua``) keeps one hash per bucket of
+The decision script (``quotas/store/lua/usage.lua``) keeps one hash per bucket of
 clients and UTC day, ``<KEY_PREFIX>:{b<bucket>}:u:<YYYYMMDD>`` (see
-:mod:`quotas.engine.keys`), with fields
+:mod:`quotas.store.keys`), with fields
 ``<client>|<plan id or ->|<scope or ->|<counter>`` holding cumulative totals. This
 module only reads them: nothing here writes to or deletes from Redis.
 """
@@ -19,12 +19,12 @@ from typing import Any, NamedTuple
 from redis.exceptions import ResponseError
 
 from quotas.conf import quota_settings
-from quotas.engine.keys import client_keys
-from quotas.engine.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS
+from quotas.store.keys import client_keys
+from quotas.store.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS
 
 logger = logging.getLogger(__name__)
 
-#: Redis counter name -> UsageRecord field (owned by quotas.engine.protocol, shared with the scripts).
+#: Redis counter name -> UsageRecord field (owned by quotas.store.protocol, shared with the scripts).
 COUNTER_FIELDS = USAGE_COUNTERS
 #: The hashes of today and of this many previous days can still be read (they expire after that).
 RETENTION_DAYS = USAGE_TTL_DAYS

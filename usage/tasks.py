@@ -9,7 +9,7 @@ from celery import shared_task
 from django.db import DatabaseError
 
 from quotas.conf import quota_settings
-from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.store.connect import STORE_ERRORS
 
 from .flush import flush_usage
 
@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 @shared_task(
     name="usage.flush",
     acks_late=True,  # safe: a flush is idempotent, and a lost one is redone by the next
-    autoretry_for=(DatabaseError, *STORE_ERRORS),  # a cluster's errors too (see quotas.engine.redis_connect)
+    autoretry_for=(DatabaseError, *STORE_ERRORS),  # a cluster's errors too (see quotas.store.connect)
     retry_backoff=2,
     retry_backoff_max=60,
     max_retries=5,

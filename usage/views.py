@@ -28,14 +28,14 @@ from rest_framework.views import APIView
 
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
-from quotas.engine.keys import is_client_tag
-from quotas.engine.redis_connect import STORE_ERRORS
-from quotas.engine.runtime import get_engine
-from quotas.engine.standing import current_standing
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
 from quotas.http import problems as quota_problems
 from quotas.identity.clients import Client, identify
 from quotas.observability.refusals import read_refusals
+from quotas.runtime import get_runtime
+from quotas.standing import current_standing
+from quotas.store.connect import STORE_ERRORS
+from quotas.store.keys import is_client_tag
 
 from . import problems
 from .history import HISTORY_GROUPS, NOT_FOR_CLIENTS, HistoryQuerySerializer, build_history
@@ -65,10 +65,10 @@ class Viewer:
 
 def viewer_for(request: Request) -> Viewer:
     """The caller; raises InvalidAPIKey (401) for a bad key, NotAuthenticated without credentials."""
-    engine = get_engine()
+    runtime = get_runtime()
     user = request.user
     try:
-        client = identify(request._request, user, engine.rules, request.auth)
+        client = identify(request._request, user, runtime.rules, request.auth)
     except ProblemException as exc:
         raise drf_exception(exc) from None
     if client.kind == "ip":
@@ -107,7 +107,7 @@ class UsageReportView(UsageAPIView):
             raise exceptions.PermissionDenied("You can read your own usage only.")
         query = params.query(None if viewer.sees_all else viewer.own)
         try:
-            report = build_report(query, get_engine().redis)
+            report = build_report(query, get_runtime().redis)
             report["live"] = True
         except STORE_ERRORS:
             logger.warning("usage: Redis unavailable, report from flushed rows only", exc_info=True)
@@ -124,9 +124,9 @@ class UsageReportView(UsageAPIView):
             raise exceptions.ValidationError({"group_by": NOT_FOR_CLIENTS})
         params = HistoryQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        engine = get_engine()
+        runtime = get_runtime()
         try:
-            body = build_history(params.validated_data, engine.redis, engine.prefix)
+            body = build_history(params.validated_data, runtime.redis, runtime.prefix)
         except STORE_ERRORS as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
         response = Response(body)
@@ -142,9 +142,9 @@ class CurrentUsageView(UsageAPIView):
     @documented("usage_current")
     def get(self, request: Request) -> Response:
         viewer = viewer_for(request)
-        engine = get_engine()
+        runtime = get_runtime()
         try:
-            return Response(current_standing(viewer.client, engine.rules.current(), engine))
+            return Response(current_standing(viewer.client, runtime.rules.current(), runtime))
         except StoreUnavailable as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
 
@@ -162,9 +162,9 @@ class RefusalsView(UsageAPIView):
         asked = asked.strip("{}")
         if not viewer.sees_all and asked != viewer.own:
             raise exceptions.PermissionDenied("You can read your own refusals only.")
-        engine = get_engine()
+        runtime = get_runtime()
         try:
-            records = read_refusals(engine.redis, engine.prefix, asked)
+            records = read_refusals(runtime.redis, runtime.prefix, asked)
         except STORE_ERRORS as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
         return Response({"client": asked, "refusals": records})

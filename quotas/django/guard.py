@@ -23,13 +23,14 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import ALGORITHMS
-from quotas.engine.keys import client_tag
 from quotas.http import problems
 from quotas.http.context import set_verdict
 from quotas.http.middleware import finish
-from quotas.identity.clients import Client, address_group
+from quotas.identity.addresses import address_group
+from quotas.identity.clients import Client
 from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_rates
 from quotas.service import CountAs, Facts, Verdict, settle
+from quotas.store.keys import client_tag
 
 #: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,
 #: or the value of a request header (``"header:X-Tenant"``).

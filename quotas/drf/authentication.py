@@ -9,10 +9,10 @@ from rest_framework.request import Request
 
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import ProblemException
 from quotas.identity.clients import api_key_of, authenticate_key
 from quotas.rules.snapshot import Subscriber
+from quotas.runtime import get_runtime
 
 
 class KeyHolder:
@@ -83,7 +83,7 @@ class APIKeyAuthentication(BaseAuthentication):
         raw_key = api_key_of(http_request)
         if raw_key is None:
             return None
-        rules = get_engine().rules
+        rules = get_runtime().rules
         if rules.backend is None:
             return None  # no rules backend, so no keys: the header means nothing here
         try:

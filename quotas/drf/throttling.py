@@ -21,15 +21,16 @@ from rest_framework.throttling import BaseThrottle
 
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
-from quotas.engine.keys import client_tag
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.http import problems
 from quotas.http.context import set_verdict
-from quotas.identity.clients import Client, address_group, identify
+from quotas.identity.addresses import address_group
+from quotas.identity.clients import Client, identify
 from quotas.rules.money import to_micros
 from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_rates
+from quotas.runtime import get_runtime
 from quotas.service import CountAs, Facts, check
+from quotas.store.keys import client_tag
 
 
 class QuotaThrottle(BaseThrottle):
@@ -123,7 +124,7 @@ class QuotaThrottle(BaseThrottle):
         """
         client = self._client
         if client is None:  # called outside allow_request()
-            client = identify(request._request, request.user, get_engine().rules, request.auth)
+            client = identify(request._request, request.user, get_runtime().rules, request.auth)
         return _default_key(client)
 
     def _count_as(self, request: Request, view: Any) -> CountAs | None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from quotas.conf import quota_settings
 
 if TYPE_CHECKING:
-    from quotas.engine.decision import Decision, WindowState
+    from quotas.store.decision import Decision, WindowState
 
 CONCURRENT_REQUESTS = '"concurrent-requests"'
 REQUESTS = '"requests"'

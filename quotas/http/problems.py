@@ -14,8 +14,8 @@ from quotas.conf import quota_settings
 from quotas.rules.money import from_micros
 
 if TYPE_CHECKING:
-    from quotas.engine.decision import Decision
     from quotas.rules.snapshot import PlanRules, Window
+    from quotas.store.decision import Decision
 
 CONTENT_TYPE = "application/problem+json"
 # Problem types registered by draft-ietf-httpapi-ratelimit-headers.

@@ -9,11 +9,11 @@ import time
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas.conf import quota_settings
-from quotas.engine.redis_connect import STORE_ERRORS, describe
-from quotas.engine.runtime import get_engine
 from quotas.http import problems
 from quotas.identity.auth_failures import address_tag, failed_auth
 from quotas.observability.metrics import DefaultSeries, default_series, exposition
+from quotas.runtime import get_runtime
+from quotas.store.connect import STORE_ERRORS, describe
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -32,18 +32,18 @@ def healthz(request: HttpRequest) -> HttpResponse:
     wait = token_attempt(request)
     if wait:
         return auth_throttled(wait)
-    engine = get_engine()
+    runtime = get_runtime()
     started = time.perf_counter()
     try:
-        engine.redis.ping()
+        runtime.redis.ping()
         redis_ok, error = True, None
     except STORE_ERRORS as exc:
         redis_ok, error = False, str(exc)
-    if redis_ok and not engine.breaker.is_open:
+    if redis_ok and not runtime.store.breaker.is_open:
         mode = "normal"
     else:
         mode = {"local": "fallback", "open": "fail-open", "closed": "fail-closed"}[quota_settings.FAILURE_MODE]
-    rules = engine.rules.status()
+    rules = runtime.rules.status()
     status = 200 if redis_ok else 503
     degraded = not redis_ok or rules["state"] != "ok"  # a stale snapshot still serves: 200, but say so
     body: dict = {"status": "degraded" if degraded else "ok", "engine": {"mode": mode}}
@@ -57,8 +57,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
     }
     body["engine"].update(
         failure_mode=quota_settings.FAILURE_MODE,
-        breaker_open=engine.breaker.is_open,
-        usage_held_in_process=bool(engine.usage_buffer),
+        breaker_open=runtime.store.breaker.is_open,
+        usage_held_in_process=bool(runtime.store.usage_buffer),
     )
     if error:
         body["redis"]["error"] = error
@@ -181,9 +181,9 @@ def plan_multipliers() -> list[DefaultSeries]:
     /metrics shows these wherever no process has published a plan's
     multiplier yet (see :func:`quotas.observability.metrics.add_default_series`).
     """
-    rules = get_engine().rules
-    snapshot = rules.current()
-    return [({"plan": plan.slug}, rules.multipliers.get(plan_id, 1.0)) for plan_id, plan in snapshot.plans.items()]
+    runtime = get_runtime()
+    snapshot = runtime.rules.current()
+    return [({"plan": plan.slug}, runtime.multipliers.get(plan_id)) for plan_id, plan in snapshot.plans.items()]
 
 
 def _problem(status: int, slug: str, detail: str) -> dict:

@@ -55,14 +55,16 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas.conf import quota_settings
-from quotas.engine.decision import Decision
-from quotas.engine.keys import client_tag
 from quotas.exceptions import StoreUnavailable
 from quotas.http.context import set_auth_wait
+from quotas.identity.addresses import UNKNOWN_PEER, address_group
 from quotas.identity.devices import trusted_device, username_digest
 from quotas.observability import metrics
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule, Window
+from quotas.runtime import get_runtime
+from quotas.store.decision import Decision
+from quotas.store.keys import client_tag
 
 logger = logging.getLogger(__name__)
 
@@ -106,14 +108,12 @@ class FailedAuth:
         wait = self.wait(*tags)
         if wait:
             return wait
-        from quotas.engine.runtime import get_engine
-
-        engine = get_engine()
+        store = get_runtime().store
         for tag in tags:
             if not tag:
                 continue
             try:
-                decision = engine.peek(tag, _windows(tag))
+                decision = store.peek(tag, _windows(tag))
             except StoreUnavailable:
                 metrics.observe_failed_auth("unchecked")
                 self._log_outage("checked", tag)
@@ -129,15 +129,13 @@ class FailedAuth:
         """
         if not quota_settings.ENABLED:
             return 0
-        from quotas.engine.runtime import get_engine  # the engine imports identity, which imports this module
-
-        engine = get_engine()
+        store = get_runtime().store
         wait = 0
         for tag in tags:
             if not tag:
                 continue
             try:
-                decision = engine.decide(tag, _windows(tag))
+                decision = store.decide(tag, _windows(tag))
             except StoreUnavailable:
                 metrics.observe_failed_auth("uncounted")
                 self._log_outage("counted", tag)
@@ -229,8 +227,6 @@ def address_tag(request: Any) -> str | None:
     """The tag failures of ``request``'s client address count against (None when that limit is off)."""
     if not _enabled("address"):
         return None
-    from quotas.identity.clients import UNKNOWN_PEER, address_group
-
     group = address_group(_http(request))
     if group == str(UNKNOWN_PEER):
         # No client address (a proxy on a Unix socket, not trusted): every client would share this

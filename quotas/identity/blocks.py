@@ -1,11 +1,11 @@
 """Failed-authentication blocks as operators see them: list them, lift them (``manage.py quota_auth_blocks``).
 
 A block is a used-up fixed window of :mod:`quotas.identity.auth_failures`,
-kept in the client's bucket hash like any window (:mod:`quotas.engine.keys`).
+kept in the client's bucket hash like any window (:mod:`quotas.store.keys`).
 Listing scans every bucket for the failed-authentication tags and reads each
 one's standing with a peek (nothing is counted); lifting deletes the window
 and bumps the rules version, so that every process forgets the blocks it
-remembered within a second (see :func:`quotas.engine.runtime.build_engine`).
+remembered within a second (see :meth:`quotas.runtime.Runtime.forget`).
 Addresses are kept as written (IPv6 networks and long values hashed) and
 usernames always hashed, so a listing names usernames only by their hash;
 :func:`tag_for` turns what an operator knows into the tag to lift.
@@ -16,13 +16,13 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from quotas.engine.core import Engine
-from quotas.engine.keys import client_tag
-from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.exceptions import StoreUnavailable
+from quotas.identity.addresses import group_of
 from quotas.identity.auth_failures import KIND_TAG, kind_of, windows_of
-from quotas.identity.clients import group_of
 from quotas.identity.devices import username_digest
+from quotas.runtime import Runtime
+from quotas.store.connect import STORE_ERRORS
+from quotas.store.keys import client_tag
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ def tag_for(kind: str, value: str) -> str:
     raise ValueError(f"{kind!r} is not one of {', '.join(KIND_TAG)}")
 
 
-def list_blocks(engine: Engine, blocked_only: bool = True) -> list[Block]:
+def list_blocks(runtime: Runtime, blocked_only: bool = True) -> list[Block]:
     """Every failed-authentication count in Redis (only those blocking now, by default), longest left first.
 
     Raises :class:`StoreUnavailable` when Redis cannot be read.
@@ -64,43 +64,43 @@ def list_blocks(engine: Engine, blocked_only: bool = True) -> list[Block]:
     fields = {window.state_field: kind for kind in KIND_TAG for window in windows_of(kind)}
     tags: set[str] = set()
     try:
-        for bucket in range(engine.buckets):
-            key = f"{engine.prefix}:{{b{bucket}}}"
-            for field, _ in engine.redis.hscan_iter(key, match="af*|*", count=1000):
+        for bucket in range(runtime.redis_store.buckets):
+            key = f"{runtime.prefix}:{{b{bucket}}}"
+            for field, _ in runtime.redis.hscan_iter(key, match="af*|*", count=1000):
                 client, _, window = field.decode().partition("|")
                 if window in fields:
                     tags.add("{" + client + "}")
     except STORE_ERRORS as exc:
         raise StoreUnavailable(f"listing failed-authentication blocks failed: {exc}") from exc
-    blocks = [block for tag in sorted(tags) if (block := standing(engine, tag)) is not None]
+    blocks = [block for tag in sorted(tags) if (block := standing(runtime, tag)) is not None]
     if blocked_only:
         blocks = [b for b in blocks if b.blocked]
     return sorted(blocks, key=lambda b: (-b.seconds_left, b.tag))
 
 
-def standing(engine: Engine, tag: str) -> Block | None:
+def standing(runtime: Runtime, tag: str) -> Block | None:
     """The count of failed-authentication ``tag`` in its current window (None: no such limit is on)."""
     kind = kind_of(tag)
     windows = windows_of(kind) if kind else ()
     if not windows:
         return None
-    decision = engine.peek(tag, windows)
+    decision = runtime.store.peek(tag, windows)
     state = max(decision.states, key=lambda s: s.reset_us)
     used = state.quota - (state.remaining or 0)
     return Block(kind or "", tag, used, state.quota, -(-state.reset_us // 1_000_000))
 
 
-def lift(engine: Engine, tag: str) -> bool:
+def lift(runtime: Runtime, tag: str) -> bool:
     """End ``tag``'s block now (its failures are forgotten); every process forgets it within a second.
 
     Returns whether there was anything to lift. Raises :class:`StoreUnavailable`.
     """
     kind = kind_of(tag)
     windows = windows_of(kind) if kind else ()
-    keys = engine.keys_of(tag)
+    keys = runtime.redis_store.keys_of(tag)
     try:
-        removed = engine.redis.hdel(keys.bucket, *(keys.field(w.state_field) for w in windows)) if windows else 0
+        removed = runtime.redis.hdel(keys.bucket, *(keys.field(w.state_field) for w in windows)) if windows else 0
     except STORE_ERRORS as exc:
         raise StoreUnavailable(f"lifting the block of {tag} failed: {exc}") from exc
-    engine.rules.invalidate()  # other processes drop the blocks they remembered
+    runtime.rules.invalidate()  # other processes drop the blocks they remembered
     return bool(removed)

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from quotas.conf import quota_settings
-from quotas.engine.decision import Decision
 from quotas.identity.clients import Client
 from quotas.rules.periods import period_bounds
 from quotas.signals import budget_threshold_crossed, client_banned
+from quotas.store.decision import Decision
 
 logger = logging.getLogger(__name__)
 

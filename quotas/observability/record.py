@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from quotas.engine.decision import Decision
 from quotas.observability import metrics
 from quotas.observability.history import History
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.acl import ACLRule
+from quotas.store.decision import Decision
 
 
 def labels(decision: Decision) -> tuple[str, str]:

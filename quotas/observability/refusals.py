@@ -39,10 +39,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotas.conf import quota_settings
-from quotas.engine.decision import _US, Decision, WindowState
-from quotas.engine.keys import refusals_key
-from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.observability import metrics
+from quotas.store.connect import STORE_ERRORS
+from quotas.store.decision import _US, Decision, WindowState
+from quotas.store.keys import refusals_key
 
 logger = logging.getLogger(__name__)
 

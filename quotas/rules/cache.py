@@ -1,18 +1,17 @@
-"""Keeping this process's rules snapshot fresh: reloads, the version poller, adaptive multipliers.
+"""Keeping this process's rules snapshot fresh: reloads, and what a changed version means.
 
-:class:`RulesCache` holds the current :class:`~quotas.rules.snapshot.RuleSet`. A
-daemon thread polls one small version key every ``RULES_CHECK_INTERVAL``
-seconds (never on the request path) and marks the snapshot stale when it
-moved; the next request reloads it. The same thread reads the adaptive
-multipliers, runs the engine's background tick (usage flush, Redis probe) and
-retries a version bump Redis did not take (:meth:`RulesCache.invalidate`).
+:class:`RulesCache` holds the current :class:`~quotas.rules.snapshot.RuleSet`.
+The runtime's poller (:mod:`quotas.runtime.poller`) calls :meth:`RulesCache.poll`
+every ``RULES_CHECK_INTERVAL`` seconds, never on the request path: it reads one
+small version key and marks the snapshot stale when it moved (the next request
+reloads it), retries a reload the database refused, and retries a version bump
+Redis did not take (:meth:`RulesCache.invalidate`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -21,13 +20,11 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from quotas.engine.keys import multipliers_key
-from quotas.engine.protocol import parse_multipliers
-from quotas.engine.redis_connect import STORE_ERRORS
 from quotas.exceptions import RulesUnavailable
 from quotas.http import problems
 from quotas.observability import metrics
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
+from quotas.store.connect import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +72,8 @@ class RulesCache:
     """Holds the current :class:`RuleSet` of this process and keeps it fresh.
 
     ``current()`` is what a request calls: it returns the snapshot, reloading
-    it first only when the version in Redis moved (detected by a daemon thread
-    that polls one small key every ``interval`` seconds) or after
+    it first only when the version in Redis moved (seen by the runtime's poller,
+    which reads one small key every ``interval`` seconds) or after
     :meth:`invalidate` in this process.
     """
 
@@ -95,7 +92,6 @@ class RulesCache:
         self.version_key = version_key
         self.interval = interval
         self.on_reload = on_reload
-        self.on_tick: Callable[[], None] = lambda: None  # run by the poller every interval
         self._rules: RuleSet | None = None
         self._stale = True
         # While the backend (the database) fails: failed loads in a row, when to try again, since when.
@@ -108,9 +104,6 @@ class RulesCache:
         self._bump_lock = threading.Lock()
         self._bump_owed = False
         self._bump_failures = 0
-        self._poller_pid: int | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
         self._by_key = _LRU(cache_size)
         self._by_user = _LRU(cache_size)
         # Bumped by every reload: a lookup that started before a reload must not put what it read
@@ -123,14 +116,9 @@ class RulesCache:
         # Every usable key's hash (its first 64 bits), read only while some address is blocked for failed
         # authentications (see may_know_key), for the generation it was read in.
         self._known_keys: tuple[int, frozenset[int]] | None = None
-        self.multipliers_key = multipliers_key(version_key.rsplit(":", 1)[0])
-        #: Adaptive multipliers by plan id, published by the adaptive controller.
-        self.multipliers: dict[int, float] = {}
 
     def current(self) -> RuleSet:
         """The snapshot to decide with (reloaded first if it is stale)."""
-        if self._poller_pid != os.getpid() and self.interval > 0:
-            self._start_poller()
         rules = self._rules
         if rules is None or self._stale:
             rules = self._reload_or_keep(rules)
@@ -217,7 +205,6 @@ class RulesCache:
                 logger.warning("quotas: rules reloaded after %d failed attempts", self._failures)
                 self._failures, self._retry_at, self._last_error = 0, 0.0, ""
                 metrics.set_rules_stale(False)
-        self.refresh_multipliers()
         self.on_reload()
         return rules
 
@@ -237,8 +224,6 @@ class RulesCache:
         with self._bump_lock:
             self._bump_owed = True
         self._bump_version()
-        if self._bump_owed and self.interval > 0 and self._poller_pid != os.getpid():
-            self._start_poller()  # a process that has not decided yet (a shell, a command) retries too
 
     def _bump_version(self) -> None:
         """INCR the version key if a bump is owed; logs the first failure and the bump that lands after one."""
@@ -348,22 +333,9 @@ class RulesCache:
             return "?"
         return raw.decode() if raw else "0"
 
-    def _start_poller(self) -> None:
-        # Threads do not survive fork(): each gunicorn worker starts its own.
-        self._poller_pid = os.getpid()
-        self._stop = threading.Event()
-        thread = threading.Thread(target=self._poll, args=(self._stop,), name="quota-rules-poller", daemon=True)
-        thread.start()
-        self._thread = thread
-
-    def _poll(self, stop: threading.Event) -> None:
-        while not stop.wait(self.interval):
-            try:
-                self._poll_once()
-            except Exception:  # the poller must outlive any one failure (it also probes a down Redis)
-                logger.exception("quotas: rules poller failed; retrying next interval")
-
-    def _poll_once(self) -> None:
+    def poll(self) -> None:
+        """The poller's visit (see :mod:`quotas.runtime.poller`): pay an owed version bump, see a version that
+        moved, and retry a failed reload off the request path."""
         if self._bump_owed:
             self._bump_version()
         rules = self._rules
@@ -374,31 +346,6 @@ class RulesCache:
             self.on_reload()
         if rules is not None and self._failures and time.monotonic() >= self._retry_at:
             try:
-                self._try_reload(rules)  # the database failed: retried here, off the request path
+                self._try_reload(rules)
             finally:
-                connections.close_all()  # this thread serves no request: hand its connection back now
-        self.refresh_multipliers()
-        self.on_tick()
-
-    def refresh_multipliers(self) -> None:
-        """Read the adaptive multipliers; a change forgets remembered refusals."""
-        try:
-            raw = self.redis.get(self.multipliers_key)
-        except STORE_ERRORS:
-            return  # keep the last known multipliers while Redis is away
-        # Plans at 1.0 are left out: the engine reads a missing plan as 1.0.
-        multipliers = {plan: m for plan, m in parse_multipliers(raw).items() if m != 1.0}
-        if multipliers != self.multipliers:
-            self.multipliers = multipliers
-            self.on_reload()
-
-    def stop(self) -> None:
-        """Stop the poller thread (engines replaced in tests call this), waiting for a poll under way.
-
-        Waiting means nothing polls a Redis that is shut down next (a
-        spurious "unreadable" warning); a poll is bounded by the socket timeout.
-        """
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread() and self._poller_pid == os.getpid():
-            thread.join(timeout=2.0)
+                connections.close_all()  # the poller serves no request: hand its connection back now

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from quotas.conf import quota_settings
-from quotas.engine.keys import window_field
-from quotas.engine.protocol import ALGORITHM_CODES, WindowSpec
 from quotas.rules.acl import AccessList
 from quotas.rules.periods import period_bounds
 from quotas.rules.rates import Rate, parse_rates
+from quotas.store.keys import window_field
+from quotas.store.protocol import ALGORITHM_CODES, WindowSpec
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -70,7 +70,7 @@ class Window:
 
     @property
     def code(self) -> int:
-        """The algorithm's wire code (quotas.engine.protocol.Algorithm)."""
+        """The algorithm's wire code (quotas.store.protocol.Algorithm)."""
         return ALGORITHM_CODES[self.algorithm]
 
     @property

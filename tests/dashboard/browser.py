@@ -12,7 +12,7 @@ from collections import Counter
 from email.message import Message
 from pathlib import Path
 
-from quotas.engine.runtime import get_engine
+from quotas.runtime import get_runtime
 from tests.factories import UserFactory
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -33,9 +33,9 @@ def get(url: str, key: str) -> tuple[int, Message]:
 
 def burst(base: str, key: str, n: int, path: str = "/api/demo/search?q=x") -> Counter:
     codes = Counter(get(base + path, key)[0] for _ in range(n))
-    engine = get_engine()
-    engine.flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
-    engine.history.write(engine.redis, engine.prefix)  # and the per-minute history (also the poller's job)
+    runtime = get_runtime()
+    runtime.store.flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
+    runtime.history.write(runtime.redis, runtime.prefix)  # and the per-minute history (also the poller's job)
     return codes
 
 

@@ -14,8 +14,8 @@ from django.test import Client as DjangoClient
 
 from plans.management.commands.seed_demo import demo_key
 from plans.models import APIKey, Subscription
-from quotas.engine.runtime import get_engine
 from quotas.identity.clients import hash_api_key
+from quotas.runtime import get_runtime
 from tests.conftest import skip_or_fail
 from tests.factories import UserFactory
 from usage.flush import flush_usage
@@ -55,7 +55,7 @@ def traffic(demo, redis_client) -> Traffic:
         "free": send(client, demo_key("free"), 15, "/api/demo/search?q=x"),
         "pro": send(client, demo_key("pro"), 5, "/api/demo/search?q=x"),
     }
-    get_engine().flush_usage()  # the engine's batched counts into Redis, as its poller does every second
+    get_runtime().store.flush_usage()  # the engine's batched counts into Redis, as its poller does every second
     flush_usage()
     return Traffic(subscription_of(demo_key("free")), subscription_of(demo_key("pro")), codes)
 

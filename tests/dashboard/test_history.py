@@ -11,8 +11,8 @@ import redis
 from config.embedded_redis import free_port
 from dashboard.history import RANGES, RATE_LINES, alert_from, build, charts, history_cells, range_from
 from dashboard.queries import Filters, UsageSlice
-from quotas.engine.runtime import get_engine
 from quotas.observability.history import History
+from quotas.runtime import get_runtime
 
 pytestmark = pytest.mark.django_db
 #: Inside a minute, far from its edges (now is fixed for the builders, so only Redis's TTLs see the clock).
@@ -26,12 +26,12 @@ def write(redis_client, notes: list[tuple[int, str, str | None, str, str, str]])
         at = (NOW - timedelta(minutes=ago)).timestamp()
         for _ in range(n):
             history.note(plan, scope, outcome, reason, "{s.1}", at=at)
-    history.write(redis_client, get_engine().prefix)
+    history.write(redis_client, get_runtime().prefix)
 
 
 @pytest.fixture
 def rules(demo, redis_client):
-    return get_engine().rules.current()
+    return get_runtime().rules.current()
 
 
 def test_the_last_hour_has_one_point_a_minute_with_allowed_and_refused_by_reason(redis_client, rules):
@@ -47,7 +47,7 @@ def test_the_last_hour_has_one_point_a_minute_with_allowed_and_refused_by_reason
         ],
     )
     labels, cells = history_cells(
-        redis_client, get_engine().prefix, "minute", RANGES["1h"][1], filters=Filters(), rules=rules, now=NOW
+        redis_client, get_runtime().prefix, "minute", RANGES["1h"][1], filters=Filters(), rules=rules, now=NOW
     )
     assert len(labels) == 60
     assert labels[-1] == NOW.replace(second=0).isoformat().replace("+00:00", "Z")
@@ -77,7 +77,7 @@ def test_hours_honour_the_plan_and_scope_filters(redis_client, rules):
             (2, 0, "pro", "search", "denied", "rate"),
         ],
     )
-    prefix, free = get_engine().prefix, next(p for p in rules.plans.values() if p.slug == "free")
+    prefix, free = get_runtime().prefix, next(p for p in rules.plans.values() if p.slug == "free")
     for name, points in (("24h", 24), ("7d", 168)):
         labels, cells = history_cells(
             redis_client, prefix, "hour", RANGES[name][1], filters=Filters(), rules=rules, now=NOW
@@ -155,8 +155,8 @@ def test_unreachable_redis_falls_back_to_days_with_a_notice(rules, set_quotas):
                                                               ("7d", "hour", 168), ("30d", "day", 30)])  # fmt: skip
 def test_the_feed_returns_the_asked_range_of_real_traffic(staff, traffic, asked, resolution, points):
     """15 searches by the free customer (5 refused) and 5 by the pro one show in every range."""
-    engine = get_engine()
-    engine.history.write(engine.redis, engine.prefix)  # as the engine's poller does every second
+    runtime = get_runtime()
+    runtime.history.write(runtime.redis, runtime.prefix)  # as the engine's poller does every second
     body = staff.get("/dashboard/data.json", {"range": asked}).json()
     c = body["charts"]
     assert (body["filters"]["range"], c["shown"], c["resolution"], c["notice"]) == (asked, asked, resolution, None)

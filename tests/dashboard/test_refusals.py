@@ -8,7 +8,7 @@ import pytest
 from django.test import Client as DjangoClient
 
 from plans.management.commands.seed_demo import demo_key
-from quotas.engine.runtime import get_engine
+from quotas.runtime import get_runtime
 from tests.factories import UserFactory
 
 from .conftest import send, subscription_of
@@ -20,7 +20,7 @@ def test_the_client_page_shows_its_last_refusals(staff, demo):
     """Free's 11th search of the minute is refused; after the poller's tick its page shows the search limit
     (10 per 60 s), remaining 0 and the reset, linked from the overview's top-denied table."""
     assert send(DjangoClient(), demo_key("free"), 11, "/api/demo/search?q=x") == {200: 10, 429: 1}
-    get_engine().tick()  # what the poller thread does every second
+    get_runtime().tick()  # what the poller thread does every second
     sub = subscription_of(demo_key("free"))
     page = staff.get(f"/dashboard/clients/s.{sub.pk}/").content.decode()
     table = page[page.index('id="refusals"') : page.index("</table>", page.index('id="last-refusals"'))]

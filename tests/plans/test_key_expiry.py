@@ -15,8 +15,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from plans.models import APIKey, Subscription
-from quotas.engine.key_use import last_used_key, read_last_used
-from quotas.engine.runtime import get_engine
+from quotas.runtime import get_runtime
+from quotas.runtime.key_use import last_used_key, read_last_used
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 from usage.flush import flush_usage
 
@@ -131,8 +131,8 @@ def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free,
     assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
     used.refresh_from_db()
     assert used.last_used_at is None  # the request wrote nothing to the database
-    engine = get_engine()
-    engine.tick()  # what the poller thread does every second
+    runtime = get_runtime()
+    runtime.tick()  # what the poller thread does every second
     report = flush_usage(redis_client)
     assert report.keys_marked_used == 1
     used.refresh_from_db()
@@ -140,7 +140,7 @@ def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free,
     assert timezone.now() - used.last_used_at < timedelta(seconds=5)
     assert idle.last_used_at is None
     assert flush_usage(redis_client).keys_marked_used == 0  # nothing newer
-    assert re.match(r"\d+", str(redis_client.zscore(f"{engine.prefix}:keys:last-used", str(used.pk))))
+    assert re.match(r"\d+", str(redis_client.zscore(f"{runtime.prefix}:keys:last-used", str(used.pk))))
 
 
 def test_the_flush_copies_every_note_then_forgets_those_older_than_a_day(free, redis_client):
@@ -149,13 +149,13 @@ def test_the_flush_copies_every_note_then_forgets_those_older_than_a_day(free, r
     sub = SubscriptionFactory(plan=free)
     recent, raw = APIKey.issue(sub)
     old, _ = APIKey.issue(sub)
-    engine = get_engine()
+    runtime = get_runtime()
     two_days_ago = time.time() - 2 * 86_400
     # What a process's poller wrote two days ago, the flush not having run since.
-    redis_client.zadd(last_used_key(engine.prefix), {str(old.pk): two_days_ago})
+    redis_client.zadd(last_used_key(runtime.prefix), {str(old.pk): two_days_ago})
     assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
-    engine.tick()
+    runtime.tick()
     assert flush_usage(redis_client).keys_marked_used == 2
     old.refresh_from_db()
     assert abs(old.last_used_at.timestamp() - two_days_ago) < 1
-    assert set(read_last_used(redis_client, engine.prefix)) == {recent.pk}
+    assert set(read_last_used(redis_client, runtime.prefix)) == {recent.pk}

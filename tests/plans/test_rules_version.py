@@ -9,8 +9,8 @@ import pytest
 
 from plans.models import APIKey
 from quotas.conf import quota_settings
-from quotas.engine.keys import rules_version_key
-from quotas.engine.runtime import get_engine
+from quotas.runtime import get_runtime
+from quotas.store.keys import rules_version_key
 from tests.factories import issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -39,7 +39,7 @@ def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
     set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
     issue_key()
     key = APIKey.objects.get()
-    get_engine().rules.current()  # this process's poller runs, as in a worker that has served requests
+    get_runtime().rules.current()  # this process's poller runs, as in a worker that has served requests
     version_key = rules_version_key(quota_settings.KEY_PREFIX)
     caplog.set_level(logging.WARNING, logger="quotas.rules.cache")
 
@@ -66,7 +66,7 @@ def test_a_bump_that_lands_is_not_repeated(redis_client, set_quotas, django_capt
     set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
     issue_key()
     key = APIKey.objects.get()
-    get_engine().rules.current()
+    get_runtime().rules.current()
     version_key = rules_version_key(quota_settings.KEY_PREFIX)
     before = int(redis_client.get(version_key) or 0)
     with django_capture_on_commit_callbacks(execute=True):

@@ -21,18 +21,18 @@ def windows(algorithm="fixed_window", rates="1/min", **kwargs):
     return LimitRule(id="l", name="l", rates=parse_rates(rates), algorithm=algorithm, **kwargs).windows
 
 
-def refuse_until_banned(engine, at, tag="{c}"):
-    results = [engine.decide(tag, windows(), now=at, ban_policy=POLICY) for _ in range(4)]
+def refuse_until_banned(runtime, at, tag="{c}"):
+    results = [runtime.store.decide(tag, windows(), now=at, ban_policy=POLICY) for _ in range(4)]
     return results[-1]
 
 
-def test_repeated_refusals_ban_the_client(engine):
+def test_repeated_refusals_ban_the_client(runtime):
     """More than 3 refusals within 10 s: banned for 60 s, refused without reading the limits."""
-    assert engine.decide("{c}", windows(), now=T0, ban_policy=POLICY).allowed
-    last = refuse_until_banned(engine, T0 + 1)
+    assert runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY).allowed
+    last = refuse_until_banned(runtime, T0 + 1)
     assert last.ban_started
     assert last.retry_after == 60
-    banned = engine.decide("{c}", windows(), now=T0 + 2, ban_policy=POLICY)
+    banned = runtime.store.decide("{c}", windows(), now=T0 + 2, ban_policy=POLICY)
     assert banned.banned
     # The limits were not read: each window only shows nothing left until the ban ends (for the headers).
     assert banned.denying_states() == []
@@ -40,60 +40,60 @@ def test_repeated_refusals_ban_the_client(engine):
     assert banned.retry_after == 59
 
 
-def test_bans_expire_on_their_own(engine):
-    engine.decide("{c}", windows(), now=T0, ban_policy=POLICY)
-    refuse_until_banned(engine, T0 + 1)
-    assert engine.decide("{c}", windows(), now=T0 + 61, ban_policy=POLICY).allowed  # a new minute, ban over
+def test_bans_expire_on_their_own(runtime):
+    runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY)
+    refuse_until_banned(runtime, T0 + 1)
+    assert runtime.store.decide("{c}", windows(), now=T0 + 61, ban_policy=POLICY).allowed  # a new minute, ban over
 
 
-def test_bans_grow_on_repeat_and_are_forgotten_after_a_day(engine):
-    engine.decide("{c}", windows(), now=T0, ban_policy=POLICY)
-    assert refuse_until_banned(engine, T0 + 1).retry_after == 60
-    engine.decide("{c}", windows(), now=T0 + 120, ban_policy=POLICY)
-    assert refuse_until_banned(engine, T0 + 121).retry_after == 600  # second strike
+def test_bans_grow_on_repeat_and_are_forgotten_after_a_day(runtime):
+    runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY)
+    assert refuse_until_banned(runtime, T0 + 1).retry_after == 60
+    runtime.store.decide("{c}", windows(), now=T0 + 120, ban_policy=POLICY)
+    assert refuse_until_banned(runtime, T0 + 121).retry_after == 600  # second strike
     later = T0 + 2 * 86400
-    engine.decide("{c}", windows(), now=later, ban_policy=POLICY)
-    assert refuse_until_banned(engine, later + 1).retry_after == 60  # strikes forgotten
+    runtime.store.decide("{c}", windows(), now=later, ban_policy=POLICY)
+    assert refuse_until_banned(runtime, later + 1).retry_after == 60  # strikes forgotten
 
 
-def test_few_refusals_do_not_ban(engine):
-    engine.decide("{c}", windows(), now=T0, ban_policy=POLICY)
-    results = [engine.decide("{c}", windows(), now=T0 + 1 + i * 4, ban_policy=POLICY) for i in range(5)]
+def test_few_refusals_do_not_ban(runtime):
+    runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY)
+    results = [runtime.store.decide("{c}", windows(), now=T0 + 1 + i * 4, ban_policy=POLICY) for i in range(5)]
     assert not any(r.ban_started or r.banned for r in results)  # never more than 3 within 10 s
 
 
-def test_without_a_policy_nobody_is_banned(engine):
-    results = [engine.decide("{c}", windows(), now=T0) for _ in range(50)]
+def test_without_a_policy_nobody_is_banned(runtime):
+    results = [runtime.store.decide("{c}", windows(), now=T0) for _ in range(50)]
     assert not any(r.ban_started or r.banned for r in results)
 
 
-def test_concurrency_lease_is_taken_and_released(engine):
+def test_concurrency_lease_is_taken_and_released(runtime):
     """At most 2 requests in flight; finishing one frees its slot."""
     cc = windows("concurrency", "2/30s")
-    first = engine.decide("{c}", cc, request_id="r1", now=T0)
-    second = engine.decide("{c}", cc, request_id="r2", now=T0)
-    third = engine.decide("{c}", cc, request_id="r3", now=T0)
+    first = runtime.store.decide("{c}", cc, request_id="r1", now=T0)
+    second = runtime.store.decide("{c}", cc, request_id="r2", now=T0)
+    third = runtime.store.decide("{c}", cc, request_id="r3", now=T0)
     assert (first.allowed, second.allowed, third.allowed) == (True, True, False)
-    engine.release(first)
-    assert engine.decide("{c}", cc, request_id="r4", now=T0 + 1).allowed
+    runtime.store.release(first)
+    assert runtime.store.decide("{c}", cc, request_id="r4", now=T0 + 1).allowed
 
 
-def test_concurrency_lease_runs_out(engine):
+def test_concurrency_lease_runs_out(runtime):
     cc = windows("concurrency", "1/30s")
-    engine.decide("{c}", cc, request_id="r1", now=T0)
-    assert not engine.decide("{c}", cc, request_id="r2", now=T0 + 29).allowed
-    assert engine.decide("{c}", cc, request_id="r3", now=T0 + 30.001).allowed
+    runtime.store.decide("{c}", cc, request_id="r1", now=T0)
+    assert not runtime.store.decide("{c}", cc, request_id="r2", now=T0 + 29).allowed
+    assert runtime.store.decide("{c}", cc, request_id="r3", now=T0 + 30.001).allowed
 
 
 @pytest.mark.parametrize("second", ["sliding_window_log", "concurrency"])
-def test_a_lease_and_another_own_key_window_in_one_decision_are_both_kept(engine, redis_client, second):
+def test_a_lease_and_another_own_key_window_in_one_decision_are_both_kept(runtime, redis_client, second):
     """A concurrency limit before a sliding log or a second lease: each admission is recorded in both.
 
     Two requests in flight out of 5, and the second window's limit of 2 then
     refuses the third; every key written carries the client's one {hash tag}.
     """
     both = windows("concurrency", "5/30s") + windows(second, "2/min")
-    results = [engine.decide("{c}", both, request_id=f"r{i}", now=T0).allowed for i in range(3)]
+    results = [runtime.store.decide("{c}", both, request_id=f"r{i}", now=T0).allowed for i in range(3)]
     assert results == [True, True, False]
     keys = redis_client.keys("*")
     assert len({tag for key in keys for tag in re.findall(rb"\{[^}]*\}", key)}) == 1, keys
@@ -103,15 +103,15 @@ def test_a_lease_and_another_own_key_window_in_one_decision_are_both_kept(engine
 
 
 def _hold_lease_then_hang(ready):
-    from quotas.engine.runtime import get_engine
+    from quotas.runtime import get_runtime
 
-    decision = get_engine().decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
+    decision = get_runtime().store.decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
     ready.send(decision.allowed)
     time.sleep(60)  # killed long before this ends
 
 
 @pytest.mark.slow
-def test_a_killed_worker_gives_its_slot_back_after_the_lease(engine):
+def test_a_killed_worker_gives_its_slot_back_after_the_lease(runtime):
     """A worker killed mid-request never releases; its lease is reclaimed when it runs out."""
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe()
@@ -122,9 +122,9 @@ def test_a_killed_worker_gives_its_slot_back_after_the_lease(engine):
         os.kill(worker.pid, signal.SIGKILL)
         worker.join(timeout=10)
         cc = windows("concurrency", "1/2s")
-        assert not engine.decide("{dying}", cc, request_id="next").allowed
+        assert not runtime.store.decide("{dying}", cc, request_id="next").allowed
         deadline = time.monotonic() + 5
-        while not engine.decide("{dying}", cc, request_id="next").allowed:
+        while not runtime.store.decide("{dying}", cc, request_id="next").allowed:
             assert time.monotonic() < deadline, "the dead worker's lease was never reclaimed"
             time.sleep(0.1)
     finally:

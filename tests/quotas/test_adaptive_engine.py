@@ -8,7 +8,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine.runtime import get_engine
+from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -24,9 +24,9 @@ def free(db):
 def publish(redis_client, multipliers: dict) -> None:
     """As the adaptive controller does; then let this process read it at once."""
     redis_client.set("quota:v1:adaptive:multipliers", json.dumps({**multipliers, "updated_at": time.time()}))
-    engine = get_engine()
-    engine.rules.current()
-    engine.rules.refresh_multipliers()
+    runtime = get_runtime()
+    runtime.rules.current()
+    runtime.multipliers.refresh(runtime.redis)
 
 
 def test_reduced_quota_shows_in_ratelimit_while_the_policy_stays_stable(free, redis_client):
@@ -89,8 +89,8 @@ def test_published_multipliers_reach_the_process_within_two_seconds(free, redis_
 
 def test_junk_multipliers_are_ignored(free, redis_client):
     redis_client.set("quota:v1:adaptive:multipliers", b"{not json")
-    engine = get_engine()
-    engine.rules.refresh_multipliers()
-    assert engine.rules.multipliers == {}
+    runtime = get_runtime()
+    runtime.multipliers.refresh(runtime.redis)
+    assert runtime.multipliers.by_plan == {}
     publish(redis_client, {str(free.pk): "x", "7": -1, "8": 0.5})
-    assert engine.rules.multipliers == {8: 0.5}
+    assert runtime.multipliers.by_plan == {8: 0.5}

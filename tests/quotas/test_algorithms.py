@@ -17,86 +17,86 @@ def rule(algorithm: str, rates: str, **kwargs) -> LimitRule:
                      algorithm=algorithm, **kwargs)  # fmt: skip
 
 
-def admitted(engine, windows, times, tag="{c}", weight=None) -> list[bool]:
-    return [engine.decide(tag, windows, weight=weight, now=t).allowed for t in times]
+def admitted(runtime, windows, times, tag="{c}", weight=None) -> list[bool]:
+    return [runtime.store.decide(tag, windows, weight=weight, now=t).allowed for t in times]
 
 
 ALL = ["fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"]
 
 
 @pytest.mark.parametrize("algorithm", ALL)
-def test_limit_is_enforced_then_refused(engine, algorithm):
+def test_limit_is_enforced_then_refused(runtime, algorithm):
     """Every algorithm admits exactly `limit` requests at one instant, then refuses."""
     windows = rule(algorithm, "5/10s").windows
-    assert admitted(engine, windows, [T0] * 7) == [True] * 5 + [False] * 2
+    assert admitted(runtime, windows, [T0] * 7) == [True] * 5 + [False] * 2
 
 
 @pytest.mark.parametrize("algorithm", ALL)
-def test_denied_request_reports_exact_retry_and_is_admitted_then(engine, algorithm):
+def test_denied_request_reports_exact_retry_and_is_admitted_then(runtime, algorithm):
     """Retry-After is the smallest whole second after which the request is admitted."""
     windows = rule(algorithm, "5/10s").windows
-    admitted(engine, windows, [T0] * 5)
-    denied = engine.decide("{c}", windows, now=T0 + 0.5)
+    admitted(runtime, windows, [T0] * 5)
+    denied = runtime.store.decide("{c}", windows, now=T0 + 0.5)
     assert not denied.allowed
     retry = denied.retry_after
     assert retry >= 1
-    assert not engine.decide("{c}", windows, now=T0 + 0.5 + retry - 1).allowed
-    assert engine.decide("{c}", windows, now=T0 + 0.5 + retry).allowed
+    assert not runtime.store.decide("{c}", windows, now=T0 + 0.5 + retry - 1).allowed
+    assert runtime.store.decide("{c}", windows, now=T0 + 0.5 + retry).allowed
 
 
-def test_fixed_window_resets_at_the_aligned_boundary(engine):
+def test_fixed_window_resets_at_the_aligned_boundary(runtime):
     """A fixed window refuses until its aligned end, and admits a full quota after."""
     windows = rule("fixed_window", "3/10s").windows
-    assert admitted(engine, windows, [T0 + 1, T0 + 2, T0 + 3, T0 + 9.9]) == [True, True, True, False]
-    decision = engine.decide("{c}", windows, now=T0 + 4)
+    assert admitted(runtime, windows, [T0 + 1, T0 + 2, T0 + 3, T0 + 9.9]) == [True, True, True, False]
+    decision = runtime.store.decide("{c}", windows, now=T0 + 4)
     assert decision.states[0].retry_us == 6_000_000
     assert decision.retry_after == 6
-    assert admitted(engine, windows, [T0 + 10] * 4) == [True, True, True, False]
+    assert admitted(runtime, windows, [T0 + 10] * 4) == [True, True, True, False]
 
 
-def test_fixed_window_allows_double_at_the_boundary_as_documented(engine):
+def test_fixed_window_allows_double_at_the_boundary_as_documented(runtime):
     """The known weakness: 2x the limit across a boundary (why the other algorithms exist)."""
     windows = rule("fixed_window", "3/10s").windows
-    assert admitted(engine, windows, [T0 + 9.9] * 3 + [T0 + 10] * 3) == [True] * 6
+    assert admitted(runtime, windows, [T0 + 9.9] * 3 + [T0 + 10] * 3) == [True] * 6
 
 
-def test_sliding_log_is_exact_over_any_interval(engine):
+def test_sliding_log_is_exact_over_any_interval(runtime):
     """At most `limit` in any interval of length `window`; units leave one by one."""
     windows = rule("sliding_window_log", "3/10s").windows
-    assert admitted(engine, windows, [T0, T0 + 1, T0 + 2]) == [True] * 3
-    denied = engine.decide("{c}", windows, now=T0 + 3)
+    assert admitted(runtime, windows, [T0, T0 + 1, T0 + 2]) == [True] * 3
+    denied = runtime.store.decide("{c}", windows, now=T0 + 3)
     assert denied.states[0].retry_us == 7_000_000  # the unit from T0 leaves at T0 + 10
-    assert admitted(engine, windows, [T0 + 9.999999, T0 + 10, T0 + 10]) == [False, True, False]
-    assert admitted(engine, windows, [T0 + 11]) == [True]
+    assert admitted(runtime, windows, [T0 + 9.999999, T0 + 10, T0 + 10]) == [False, True, False]
+    assert admitted(runtime, windows, [T0 + 11]) == [True]
 
 
-def test_sliding_log_does_not_log_denied_requests(engine, redis_client):
+def test_sliding_log_does_not_log_denied_requests(runtime, redis_client):
     """A flood of refused requests cannot grow the log past `limit` members."""
     windows = rule("sliding_window_log", "3/min").windows
-    admitted(engine, windows, [T0] * 500)
+    admitted(runtime, windows, [T0] * 500)
     key = redis_client.keys("*")[0]
     assert redis_client.zcard(key) == 3
 
 
-def test_sliding_log_retry_with_weight_waits_for_enough_units(engine):
+def test_sliding_log_retry_with_weight_waits_for_enough_units(runtime):
     """A request of weight 2 waits until two units have left the window."""
     windows = rule("sliding_window_log", "3/10s").windows
-    admitted(engine, windows, [T0, T0 + 2, T0 + 4])
-    decision = engine.decide("{c}", windows, weight=2, now=T0 + 5)
+    admitted(runtime, windows, [T0, T0 + 2, T0 + 4])
+    decision = runtime.store.decide("{c}", windows, weight=2, now=T0 + 5)
     assert decision.states[0].retry_us == 7_000_000  # T0 + 2 + 10 - (T0 + 5)
 
 
-def test_sliding_counter_weights_the_previous_window(engine):
+def test_sliding_counter_weights_the_previous_window(runtime):
     """estimate = previous * (1 - elapsed/window) + current."""
     windows = rule("sliding_window_counter", "10/10s").windows
-    assert admitted(engine, windows, [T0 + 5] * 10) == [True] * 10
+    assert admitted(runtime, windows, [T0 + 5] * 10) == [True] * 10
     # 3 s into the next window: 10 * 0.7 = 7 still count, so 3 more fit.
-    assert admitted(engine, windows, [T0 + 13] * 4) == [True, True, True, False]
+    assert admitted(runtime, windows, [T0 + 13] * 4) == [True, True, True, False]
     # Halfway: 10 * 0.5 + 3 = 8, so 2 more fit.
-    assert admitted(engine, windows, [T0 + 15] * 3) == [True, True, False]
+    assert admitted(runtime, windows, [T0 + 15] * 3) == [True, True, False]
 
 
-def test_sliding_counter_error_bound(engine):
+def test_sliding_counter_error_bound(runtime):
     """Documented bound: never more than `limit` per aligned window, nor 2x in any window.
 
     Steady traffic (one request every 0.25 s for 60 s against 10/10s) is
@@ -104,7 +104,7 @@ def test_sliding_counter_error_bound(engine):
     """
     windows = rule("sliding_window_counter", "10/10s").windows
     times = [T0 + i * 0.25 for i in range(240)]
-    results = admitted(engine, windows, times)
+    results = admitted(runtime, windows, times)
     accepted = [t for t, ok in zip(times, results, strict=True) if ok]
     for start in range(int(T0), int(T0) + 60, 10):
         assert sum(start <= t < start + 10 for t in accepted) <= 10
@@ -113,18 +113,18 @@ def test_sliding_counter_error_bound(engine):
     assert 54 <= len(accepted) <= 66
 
 
-def test_token_bucket_burst_then_refill(engine):
+def test_token_bucket_burst_then_refill(runtime):
     """Capacity = burst; tokens come back at `rate`."""
     windows = rule("token_bucket", "1/s", burst=5).windows
-    assert admitted(engine, windows, [T0] * 6) == [True] * 5 + [False]
-    assert admitted(engine, windows, [T0 + 1, T0 + 1]) == [True, False]
-    assert admitted(engine, windows, [T0 + 10] * 6) == [True] * 5 + [False]
+    assert admitted(runtime, windows, [T0] * 6) == [True] * 5 + [False]
+    assert admitted(runtime, windows, [T0 + 1, T0 + 1]) == [True, False]
+    assert admitted(runtime, windows, [T0 + 10] * 6) == [True] * 5 + [False]
 
 
-def test_token_bucket_keeps_one_value_per_window(engine, redis_client):
+def test_token_bucket_keeps_one_value_per_window(runtime, redis_client):
     """GCRA: the state is a single timestamp, one field of the client's bucket hash."""
     windows = rule("token_bucket", "10/s").windows
-    admitted(engine, windows, [T0] * 3)
+    admitted(runtime, windows, [T0] * 3)
     (key,) = redis_client.keys("*")
     assert redis_client.type(key) == b"hash"
     field = f"c|{windows[0].state_field}"
@@ -134,108 +134,108 @@ def test_token_bucket_keeps_one_value_per_window(engine, redis_client):
     assert tat == pytest.approx((T0 + 0.3) * 1e6)
 
 
-def test_client_hash_ttl_is_never_shortened(engine, redis_client):
+def test_client_hash_ttl_is_never_shortened(runtime, redis_client):
     """A short window's write keeps the TTL a day window of the same client needs (the bucket's TTL)."""
     day = rule("fixed_window", "5/day", id="day").windows
     second = rule("token_bucket", "5/s", id="sec").windows
     # At T0 (22:14 UTC) the day window has 1 h 46 min left: the real clock could be minutes before midnight.
-    engine.decide("{c}", day, now=T0)
-    engine.decide("{c}", second, now=T0)
+    runtime.store.decide("{c}", day, now=T0)
+    runtime.store.decide("{c}", second, now=T0)
     (key,) = redis_client.keys("*")
     assert redis_client.pttl(key) > 3_600_000
 
 
-def test_leaky_bucket_policing_refuses_excess(engine):
+def test_leaky_bucket_policing_refuses_excess(runtime):
     """Without max_delay, excess over the bucket is refused at once."""
     windows = rule("leaky_bucket", "2/s", burst=2).windows
-    decisions = [engine.decide("{c}", windows, now=T0) for _ in range(3)]
+    decisions = [runtime.store.decide("{c}", windows, now=T0) for _ in range(3)]
     assert [d.allowed for d in decisions] == [True, True, False]
     assert all(d.delay == 0 for d in decisions)
 
 
-def test_leaky_bucket_shaping_delays_up_to_max_delay(engine):
+def test_leaky_bucket_shaping_delays_up_to_max_delay(runtime):
     """With max_delay, requests are spaced at the outflow rate, never held longer."""
     windows = rule("leaky_bucket", "10/s", burst=100, max_delay=0.35).windows
-    decisions = [engine.decide("{c}", windows, now=T0) for _ in range(6)]
+    decisions = [runtime.store.decide("{c}", windows, now=T0) for _ in range(6)]
     assert [d.allowed for d in decisions] == [True, True, True, True, False, False]
     assert [round(d.delay, 3) for d in decisions[:4]] == [0.0, 0.1, 0.2, 0.3]
     assert decisions[4].retry_after == 1  # 0.4 s of queue - 0.35 s allowed -> 0.05 s -> 1 s
-    later = engine.decide("{c}", windows, now=T0 + 0.1)
+    later = runtime.store.decide("{c}", windows, now=T0 + 0.1)
     assert later.allowed
     assert round(later.delay, 3) == 0.3
 
 
-def test_several_windows_of_one_limit_each_count(engine):
+def test_several_windows_of_one_limit_each_count(runtime):
     """'3/s; 5/10s': the per-second and per-10-second windows both apply."""
     windows = rule("fixed_window", "3/s; 5/10s").windows
     assert len(windows) == 2
-    assert admitted(engine, windows, [T0] * 4) == [True, True, True, False]
-    assert admitted(engine, windows, [T0 + 1] * 3) == [True, True, False]
+    assert admitted(runtime, windows, [T0] * 4) == [True, True, True, False]
+    assert admitted(runtime, windows, [T0 + 1] * 3) == [True, True, False]
 
 
-def test_all_or_nothing_across_limits(engine, redis_client):
+def test_all_or_nothing_across_limits(runtime, redis_client):
     """When one limit denies, nothing is consumed from the others."""
     wide = rule("fixed_window", "100/min", id="wide").windows
     narrow = rule("sliding_window_log", "2/min", id="narrow").windows
     both = wide + narrow
-    assert admitted(engine, both, [T0] * 5) == [True, True, False, False, False]
-    wide_alone = engine.decide("{c}", wide, now=T0)
+    assert admitted(runtime, both, [T0] * 5) == [True, True, False, False, False]
+    wide_alone = runtime.store.decide("{c}", wide, now=T0)
     assert wide_alone.states[0].remaining == 100 - 3  # 2 from before + this one
 
 
-def test_weight_spends_several_units(engine):
+def test_weight_spends_several_units(runtime):
     """A request of weight 4 spends 4 units in every window it matches."""
     windows = rule("fixed_window", "10/min").windows
-    assert admitted(engine, windows, [T0] * 3, weight=4) == [True, True, False]
-    assert engine.decide("{c}", windows, weight=2, now=T0).allowed
+    assert admitted(runtime, windows, [T0] * 3, weight=4) == [True, True, False]
+    assert runtime.store.decide("{c}", windows, weight=2, now=T0).allowed
 
 
 @pytest.mark.parametrize("algorithm", ALL)
-def test_weight_beyond_capacity_never_fits(engine, algorithm):
+def test_weight_beyond_capacity_never_fits(runtime, algorithm):
     """A request heavier than the limit is refused with the window as its wait."""
     windows = rule(algorithm, "5/min").windows
-    decision = engine.decide("{c}", windows, weight=6, now=T0)
+    decision = runtime.store.decide("{c}", windows, weight=6, now=T0)
     assert not decision.allowed
     assert decision.states[0].retry_us is None
     assert decision.retry_after == 60
 
 
-def test_shadow_limit_records_but_never_blocks(engine):
+def test_shadow_limit_records_but_never_blocks(runtime):
     """A shadow window reports would-deny and lets the request through."""
     windows = rule("fixed_window", "2/min", shadow=True).windows
-    decisions = [engine.decide("{c}", windows, now=T0) for _ in range(4)]
+    decisions = [runtime.store.decide("{c}", windows, now=T0) for _ in range(4)]
     assert all(d.allowed for d in decisions)
     assert [bool(d.would_deny()) for d in decisions] == [False, False, True, True]
 
 
-def test_clients_are_independent(engine):
+def test_clients_are_independent(runtime):
     """Two clients never share a window."""
     windows = rule("fixed_window", "1/min").windows
-    assert engine.decide("{a}", windows, now=T0).allowed
-    assert engine.decide("{b}", windows, now=T0).allowed
-    assert not engine.decide("{a}", windows, now=T0).allowed
+    assert runtime.store.decide("{a}", windows, now=T0).allowed
+    assert runtime.store.decide("{b}", windows, now=T0).allowed
+    assert not runtime.store.decide("{a}", windows, now=T0).allowed
 
 
-def test_server_clock_is_used_without_now(engine, redis_client):
+def test_server_clock_is_used_without_now(runtime, redis_client):
     """Without `now`, time comes from Redis TIME."""
     windows = rule("token_bucket", "5/min").windows
-    decision = engine.decide("{c}", windows)
+    decision = runtime.store.decide("{c}", windows)
     server_seconds, server_micro = redis_client.time()
     assert abs(decision.now - (server_seconds + server_micro / 1e6)) < 2
 
 
 @pytest.mark.parametrize("algorithm", ALL)
-def test_refund_gives_units_back(engine, algorithm):
+def test_refund_gives_units_back(runtime, algorithm):
     """A refunded decision no longer counts."""
     windows = rule(algorithm, "2/min").windows
-    first = engine.decide("{c}", windows, now=T0)
-    assert engine.decide("{c}", windows, now=T0).allowed
-    engine.refund(first, only_refundable=False)
-    assert engine.decide("{c}", windows, now=T0).allowed
-    assert not engine.decide("{c}", windows, now=T0).allowed
+    first = runtime.store.decide("{c}", windows, now=T0)
+    assert runtime.store.decide("{c}", windows, now=T0).allowed
+    runtime.store.refund(first, only_refundable=False)
+    assert runtime.store.decide("{c}", windows, now=T0).allowed
+    assert not runtime.store.decide("{c}", windows, now=T0).allowed
 
 
-def test_changing_algorithm_uses_a_fresh_key(engine):
+def test_changing_algorithm_uses_a_fresh_key(runtime):
     """Keys name the algorithm, so switching one never meets a value of the wrong type."""
-    engine.decide("{c}", rule("sliding_window_log", "5/min").windows, now=T0)
-    assert engine.decide("{c}", rule("fixed_window", "5/min").windows, now=T0).allowed
+    runtime.store.decide("{c}", rule("sliding_window_log", "5/min").windows, now=T0)
+    assert runtime.store.decide("{c}", rule("fixed_window", "5/min").windows, now=T0).allowed

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from quotas.engine.runtime import get_engine, reset_engine
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
+from quotas.runtime import get_runtime, reset_runtime
 
 T0 = 1_700_000_040.0
 SWEEP_ODDS = 64  # bucket.lua
@@ -16,9 +16,9 @@ SWEEP_ODDS = 64  # bucket.lua
 def one_bucket(redis_client, settings):
     """An engine whose clients all share a single bucket."""
     settings.QUOTAS = {**settings.QUOTAS, "KEY_BUCKETS": 1}
-    reset_engine()
-    yield get_engine()
-    reset_engine()
+    reset_runtime()
+    yield get_runtime()
+    reset_runtime()
 
 
 def window(rates: str, algorithm: str = "token_bucket", limit_id: str = "l1"):

@@ -12,13 +12,13 @@ import pytest
 from rest_framework.test import APIClient
 
 from plans.models import CostBudget, PeriodQuota
-from quotas.engine.keys import client_tag
-from quotas.engine.protocol import decide_args
-from quotas.engine.runtime import get_engine
 from quotas.identity.clients import Client, hash_api_key
 from quotas.rules.money import from_micros, to_micros
 from quotas.rules.periods import period_bounds
+from quotas.runtime import get_runtime
 from quotas.signals import budget_threshold_crossed
+from quotas.store.keys import client_tag
+from quotas.store.protocol import decide_args
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -64,11 +64,11 @@ def get(client, key, **params):
 
 
 def spent(key_tag: str, window_name: str = "day-budget") -> Decimal:
-    engine = get_engine()
-    rules = engine.rules.current()
-    sub = engine.rules.subscriber_for_key(hash_api_key(key_tag))
+    runtime = get_runtime()
+    rules = runtime.rules.current()
+    sub = runtime.rules.subscriber_for_key(hash_api_key(key_tag))
     windows = [w for r in rules.limits_for(sub.plan_id, sub) if r.name == window_name for w in r.windows]
-    state = engine.peek(client_tag("s", str(sub.id)), windows).states[0]
+    state = runtime.store.peek(client_tag("s", str(sub.id)), windows).states[0]
     return from_micros(state.used if state.used else state.window.quota - state.remaining)
 
 
@@ -197,7 +197,7 @@ def test_rate_denials_and_shadow_are_counted(client, free, redis_client):
     assert counts[f"{free.pk}|priced|sw"] == 1
 
 
-def test_server_clock_picks_the_next_period(engine):
+def test_server_clock_picks_the_next_period(runtime):
     """The application sends this and the next period; Redis time chooses."""
     from quotas.rules.rates import Rate
     from quotas.rules.snapshot import LimitRule
@@ -206,10 +206,12 @@ def test_server_clock_picks_the_next_period(engine):
     window = rule.windows[0]
     day0 = period_bounds("day", 1_700_000_000)
     spec = window.spec_at(1_700_000_000)
-    keys = engine.script_keys(engine.keys_of("{c}"), [window])
+    keys = runtime.redis_store.script_keys(runtime.redis_store.keys_of("{c}"), [window])
 
     def decide(now_us: int, cost: int) -> list[int]:
-        return engine.decide_script(keys=keys, args=decide_args("c|", now=now_us, cost=cost, specs=[spec]))
+        return runtime.redis_store.transport.script("decide")(
+            keys=keys, args=decide_args("c|", now=now_us, cost=cost, specs=[spec])
+        )
 
     first = decide(day0.start * 10**6 + 5, 100)
     assert first[0] == 1  # the whole day's budget spent
@@ -270,17 +272,17 @@ def test_negative_or_invalid_budget_is_refused_by_validation(free):
 
 def test_current_standing_reads_without_consuming(client, free, pro):
     """The standing shows limits and budgets, offers an upgrade near a limit, and spends nothing."""
-    from quotas.engine.standing import current_standing
+    from quotas.standing import current_standing
 
     sub = SubscriptionFactory(plan=free)
     key = issue_key(sub)
     for _ in range(4):
         get(client, key)
-    engine = get_engine()
-    subscriber = engine.rules.subscriber_for_key(hash_api_key(key))
+    runtime = get_runtime()
+    subscriber = runtime.rules.subscriber_for_key(hash_api_key(key))
     who = Client("subscription", str(sub.pk), client_tag("s", str(sub.pk)), subscriber)
-    first = current_standing(who, engine.rules.current(), engine)
-    second = current_standing(who, engine.rules.current(), engine)
+    first = current_standing(who, runtime.rules.current(), runtime)
+    second = current_standing(who, runtime.rules.current(), runtime)
     assert first == second  # peeking consumed nothing
     assert first["plan"]["slug"] == "free"
     (budget,) = first["budgets"]
@@ -304,7 +306,7 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
     assert client_usage(redis_client, usage_key)[f"{free.pk}|-|a"] == 3
 
 
-def test_usage_weight_is_the_sum_of_the_weights_admitted(engine, redis_client):
+def test_usage_weight_is_the_sum_of_the_weights_admitted(runtime, redis_client):
     """One-unit requests write no weight counter; heavier and zero-weight ones write what differs from one."""
     from quotas.rules.rates import parse_rates
     from quotas.rules.snapshot import LimitRule
@@ -312,15 +314,15 @@ def test_usage_weight_is_the_sum_of_the_weights_admitted(engine, redis_client):
 
     windows = LimitRule(id="w", name="w", rates=parse_rates("1000/min"), algorithm="token_bucket").windows
     for weight in (1, 3, 3, 0, None):  # None: the window's own weight (1)
-        assert engine.decide("{s.77}", windows, weight=weight, usage="5|-").allowed
+        assert runtime.store.decide("{s.77}", windows, weight=weight, usage="5|-").allowed
     today = date.today()  # UTC on the test machine
-    (key,) = scan_usage_keys(redis_client, engine.prefix, [today])
-    (row,) = read_snapshot(redis_client, engine.prefix, [key]).rows.values()
+    (key,) = scan_usage_keys(redis_client, runtime.prefix, [today])
+    (row,) = read_snapshot(redis_client, runtime.prefix, [key]).rows.values()
     assert row["allowed"] == 5
     assert row["weight"] == 1 + 3 + 3 + 0 + 1
 
 
-def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(engine):
+def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(runtime):
     """A decision admitted at 23:59:59.9 and reconciled after midnight changes only its own day.
 
     Before the fix, A's reconciliation wrote the old day's state over the new
@@ -332,18 +334,18 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(engine):
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)
     day0 = period_bounds("day", 1_700_000_000)
-    a = engine.decide("{boundary}", windows, now=day0.end - 0.1, cost_micros=10)
+    a = runtime.store.decide("{boundary}", windows, now=day0.end - 0.1, cost_micros=10)
     assert a.allowed
-    b = engine.decide("{boundary}", windows, now=day0.end + 1, cost_micros=60)
+    b = runtime.store.decide("{boundary}", windows, now=day0.end + 1, cost_micros=60)
     assert b.allowed
     assert b.states[0].used == 60
-    engine.reconcile(a, 20)  # A actually cost 20: +10 on day 0, which has ended
-    c = engine.decide("{boundary}", windows, now=day0.end + 2, cost_micros=90)
+    runtime.store.reconcile(a, 20)  # A actually cost 20: +10 on day 0, which has ended
+    c = runtime.store.decide("{boundary}", windows, now=day0.end + 2, cost_micros=90)
     assert not c.allowed
-    assert engine.decide("{boundary}", windows, now=day0.end + 3, cost_micros=40).states[0].used == 100
+    assert runtime.store.decide("{boundary}", windows, now=day0.end + 3, cost_micros=40).states[0].used == 100
 
 
-def test_reconciling_within_the_period_adds_the_difference(engine):
+def test_reconciling_within_the_period_adds_the_difference(runtime):
     """The ordinary case still works: the estimate is replaced by the actual cost."""
     from quotas.rules.rates import Rate
     from quotas.rules.snapshot import LimitRule
@@ -351,11 +353,11 @@ def test_reconciling_within_the_period_adds_the_difference(engine):
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)
     day0 = period_bounds("day", 1_700_000_000)
-    a = engine.decide("{same-day}", windows, now=day0.start + 10, cost_micros=10)
-    engine.reconcile(a, 25)
+    a = runtime.store.decide("{same-day}", windows, now=day0.start + 10, cost_micros=10)
+    runtime.store.reconcile(a, 25)
     assert a.states[0].used == 25
-    assert engine.decide("{same-day}", windows, now=day0.start + 20, cost_micros=75).allowed
-    assert not engine.decide("{same-day}", windows, now=day0.start + 30, cost_micros=1).allowed
+    assert runtime.store.decide("{same-day}", windows, now=day0.start + 20, cost_micros=75).allowed
+    assert not runtime.store.decide("{same-day}", windows, now=day0.start + 30, cost_micros=1).allowed
 
 
 def test_allow_listed_requests_are_charged_and_reconciled(client, free, redis_client):

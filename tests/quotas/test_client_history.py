@@ -73,7 +73,7 @@ def test_a_failed_write_keeps_the_client_counts(redis_client):
     assert redis_client.hgetall(client_key(PREFIX, "s.7", AT)) == {b"15|a": b"3", b"15|d": b"1"}
 
 
-def test_real_requests_are_written_by_the_engine_tick(engine, redis_client, client, db):
+def test_real_requests_are_written_by_the_engine_tick(runtime, redis_client, client, db):
     """Requests by a demo subscriber through the throttle reach its hash once the engine ticks (the poller's
     job: the request path only notes them in the process)."""
     from django.core.management import call_command
@@ -85,8 +85,8 @@ def test_real_requests_are_written_by_the_engine_tick(engine, redis_client, clie
     codes = send(client, demo_key("free"), 12, "/api/demo/search?q=x")
     sub = subscription_of(demo_key("free"))
     now = datetime.now(UTC)
-    engine.tick()
-    (point,) = read_client_history(redis_client, engine.prefix, f"s.{sub.pk}", "hour", start=now, end=now)
+    runtime.tick()
+    (point,) = read_client_history(redis_client, runtime.prefix, f"s.{sub.pk}", "hour", start=now, end=now)
     assert (point.allowed, point.denied) == (codes[200], codes[429]) == (10, 2)
 
 

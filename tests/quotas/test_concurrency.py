@@ -9,9 +9,9 @@ from unittest import mock
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine.runtime import get_engine
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
+from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
 
@@ -24,9 +24,9 @@ def _hammer(windows, now, attempts, barrier, results, skew=0.0):
     """One OS process: wait for the others, then fire `attempts` decisions."""
     real_time = time.time
     with mock.patch("time.time", side_effect=lambda: real_time() + skew):
-        engine = get_engine()
+        runtime = get_runtime()
         barrier.wait()
-        results.put(sum(engine.decide("{hammered}", windows, now=now).allowed for _ in range(attempts)))
+        results.put(sum(runtime.store.decide("{hammered}", windows, now=now).allowed for _ in range(attempts)))
 
 
 def _run(windows, now, attempts, skews):
@@ -44,7 +44,7 @@ def _run(windows, now, attempts, skews):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", EXACT)
-def test_eight_processes_admit_exactly_the_limit(engine, algorithm):
+def test_eight_processes_admit_exactly_the_limit(runtime, algorithm):
     """8 processes x 40 attempts against 100/min: exactly 100 admitted, every run.
 
     Time is fixed so that the buckets cannot refill and the windows cannot
@@ -56,14 +56,14 @@ def test_eight_processes_admit_exactly_the_limit(engine, algorithm):
 
 
 @pytest.mark.slow
-def test_eight_processes_on_the_server_clock(engine):
+def test_eight_processes_on_the_server_clock(runtime):
     """The same with Redis's own clock: the sliding log stays exact."""
     windows = LimitRule(id="conc", name="conc", rates=parse_rates("100/min"), algorithm="sliding_window_log").windows
     assert _run(windows, None, 40, [0.0] * PROCESSES) == 100
 
 
 @pytest.mark.slow
-def test_skewed_application_clocks_share_one_limit(engine):
+def test_skewed_application_clocks_share_one_limit(runtime):
     """Two processes whose clocks differ by 5 minutes enforce one limit exactly."""
     windows = LimitRule(id="skew", name="skew", rates=parse_rates("50/min"), algorithm="sliding_window_log").windows
     assert _run(windows, None, 40, [0.0, 300.0]) == 50

@@ -11,10 +11,10 @@ import redis
 from asgiref.sync import async_to_sync
 
 from quotas.django.guard import rate_rule
-from quotas.engine import aio
-from quotas.engine.decision import DecideCall
-from quotas.engine.redis_connect import MAX_CONNECTIONS
-from quotas.engine.scripts import LuaScript
+from quotas.runtime import get_runtime
+from quotas.store.connect import MAX_CONNECTIONS
+from quotas.store.decision import DecideCall
+from quotas.store.transport import LuaScript
 
 
 def test_each_thread_keeps_one_connection_and_hands_it_back_when_it_ends(redis_server):
@@ -87,16 +87,16 @@ def test_every_script_on_one_client_shares_the_threads_connection(redis_server, 
     client.close()
 
 
-def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(engine, redis_client):
+def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(runtime, redis_client):
     """The client async views decide with (a real one, on the test Redis) caps its pool as the sync client does."""
     window = rate_rule("capped", "5/min", "fixed_window").windows[0]
 
     async def decide_and_read_the_cap() -> int:
-        decision = await aio.decide(engine, DecideCall("{ip.192.0.2.9}", [window]))
+        decision = await runtime.store.adecide(DecideCall("{ip.192.0.2.9}", [window]))
         assert decision.allowed  # the client was used for a real decision, not only built
-        cap = aio.script_for(engine).client.connection_pool.max_connections
-        await aio.close()
+        cap = runtime.redis_store.transport.async_script("decide").client.connection_pool.max_connections
+        await get_runtime().redis_store.transport.aclose()
         return cap
 
     assert async_to_sync(decide_and_read_the_cap)() == MAX_CONNECTIONS
-    assert engine.redis.connection_pool.max_connections == MAX_CONNECTIONS
+    assert runtime.redis.connection_pool.max_connections == MAX_CONNECTIONS

@@ -17,8 +17,8 @@ from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
-from quotas.engine.runtime import get_engine, reset_engine
 from quotas.observability import metrics
+from quotas.runtime import get_runtime, reset_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.postgres, pytest.mark.urls("tests.urls")]
@@ -64,7 +64,7 @@ def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, 
     api = APIClient(raise_request_exception=False)
     assert api.get("/api/demo/ping", HTTP_X_API_KEY=key)["X-RateLimit-Limit"] == "3"  # rules and key cached
     EndpointLimit.objects.filter(plan=plan).update(rates="5/day")
-    get_engine().rules.invalidate()  # as the admin's save does: every process reloads on its next request
+    get_runtime().rules.invalidate()  # as the admin's save does: every process reloads on its next request
     failures = metrics.REGISTRY.get_sample_value("quota_rules_load_failures_total") or 0
 
     with database_outage():
@@ -128,7 +128,7 @@ def test_a_worker_started_while_the_database_is_down_answers_503_then_recovers(d
     key = issue_key(plan=plan)
     api = APIClient(raise_request_exception=False)
     with database_outage():
-        reset_engine()  # what a worker started now knows: nothing
+        reset_runtime()  # what a worker started now knows: nothing
         assert_unavailable_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=key))
         assert_unavailable_problem(api.get("/api/demo/ping"))
         assert_unavailable_problem(api.get("/t/plain-search"))

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from quotas.checks import check_throttle_has_rates
 from quotas.drf.throttling import QuotaThrottle
 from quotas.identity import clients
-from quotas.identity.clients import client_ip
+from quotas.identity.addresses import client_ip
 from quotas.rules.snapshot import code_rate_algorithm
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
@@ -104,21 +104,21 @@ def drf_request(user=None) -> Request:
 # 1. "N/period" means at most N in any rolling period.
 
 
-def test_a_drf_rate_admits_at_most_n_in_any_rolling_period(rates, engine):
+def test_a_drf_rate_admits_at_most_n_in_any_rolling_period(rates, runtime):
     """Like SimpleRateThrottle: after 3 of "3/min", nothing until the oldest is 60 s old; Retry-After says when."""
     rates({"anon": "3/min"})
     windows = [w for rule in QuotaThrottle().get_drf_limits(drf_request(), Ok()) for w in rule.windows]
     assert [(w.algorithm, w.quota, w.window) for w in windows] == [("sliding_window_log", 3, 60)]
     t0 = 1_800_000_000.0
     for t in (t0, t0 + 10, t0 + 15):
-        assert engine.decide("{ip.x}", windows, now=t).allowed
-    refused = engine.decide("{ip.x}", windows, now=t0 + 20)  # a token bucket would admit this one
+        assert runtime.store.decide("{ip.x}", windows, now=t).allowed
+    refused = runtime.store.decide("{ip.x}", windows, now=t0 + 20)  # a token bucket would admit this one
     assert not refused.allowed
     assert refused.retry_after == 40  # until the request of t0 leaves the window
-    assert engine.decide("{ip.x}", windows, now=t0 + 59.5).retry_after == 1
-    assert engine.decide("{ip.x}", windows, now=t0 + 60).allowed
-    assert not engine.decide("{ip.x}", windows, now=t0 + 61).allowed  # t0+10 and t0+15 still count
-    assert engine.decide("{ip.x}", windows, now=t0 + 70).allowed
+    assert runtime.store.decide("{ip.x}", windows, now=t0 + 59.5).retry_after == 1
+    assert runtime.store.decide("{ip.x}", windows, now=t0 + 60).allowed
+    assert not runtime.store.decide("{ip.x}", windows, now=t0 + 61).allowed  # t0+10 and t0+15 still count
+    assert runtime.store.decide("{ip.x}", windows, now=t0 + 70).allowed
 
 
 def test_over_http_the_fourth_request_waits_for_the_oldest(client, rates):
@@ -134,15 +134,15 @@ def test_over_http_the_fourth_request_waits_for_the_oldest(client, rates):
     assert body["retry_after"] == 60
 
 
-def test_another_algorithm_can_be_chosen(rates, engine, settings):
+def test_another_algorithm_can_be_chosen(rates, runtime, settings):
     """QUOTAS['DRF_ALGORITHM'] picks the algorithm; a token bucket refills 1 request every 20 s of "3/min"."""
     rates({"anon": "3/min"})
     settings.QUOTAS = {**settings.QUOTAS, "DRF_ALGORITHM": "token_bucket"}
     windows = [w for rule in QuotaThrottle().get_drf_limits(drf_request(), Ok()) for w in rule.windows]
     assert windows[0].algorithm == "token_bucket"
     t0 = 1_800_000_000.0
-    assert all(engine.decide("{ip.y}", windows, now=t0).allowed for _ in range(3))
-    assert engine.decide("{ip.y}", windows, now=t0 + 20).allowed
+    assert all(runtime.store.decide("{ip.y}", windows, now=t0).allowed for _ in range(3))
+    assert runtime.store.decide("{ip.y}", windows, now=t0 + 20).allowed
 
 
 def test_rates_given_in_code_use_drf_algorithm(settings):

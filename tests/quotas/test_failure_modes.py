@@ -7,8 +7,8 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine.runtime import get_engine, reset_engine
-from quotas.engine.usage_buffer import replay_spool, spool_dir
+from quotas.runtime import get_runtime, reset_runtime
+from quotas.store.usage_buffer import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
 from tests.usage_counters import usage_totals
@@ -50,7 +50,7 @@ def test_local_mode_enforces_this_processs_share(free, outage, settings):
     assert codes == [200, 200, 200, 429, 429, 429]  # 10/min x 0.3 = 3 here
     response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     assert response["X-RateLimit-Limit"] == "3"
-    assert get_engine().breaker.is_open
+    assert get_runtime().store.breaker.is_open
 
 
 def test_breaker_spares_requests_the_failed_attempt(free, outage):
@@ -59,10 +59,10 @@ def test_breaker_spares_requests_the_failed_attempt(free, outage):
     client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     outage.begin()
     client.get("/api/demo/ping", HTTP_X_API_KEY=key)
-    engine = get_engine()
-    assert engine.breaker.is_open
-    engine.breaker.failure()  # as if a trial just failed: the next waits for the probe interval
-    assert not engine.breaker.allow()
+    runtime = get_runtime()
+    assert runtime.store.breaker.is_open
+    runtime.store.breaker.failure()  # as if a trial just failed: the next waits for the probe interval
+    assert not runtime.store.breaker.allow()
 
 
 @pytest.mark.slow
@@ -78,7 +78,7 @@ def test_decisions_return_to_redis_within_two_seconds_of_recovery(free, outage, 
         assert time.monotonic() - back < 2.0, "decisions did not return to Redis within 2 s"
         client.get("/api/demo/ping", HTTP_X_API_KEY=key)
         time.sleep(0.05)
-    assert not get_engine().breaker.is_open
+    assert not get_runtime().store.breaker.is_open
 
 
 def test_usage_counted_during_an_outage_reaches_redis_after_it(free, outage, redis_client, settings):
@@ -88,8 +88,8 @@ def test_usage_counted_during_an_outage_reaches_redis_after_it(free, outage, red
     outage.begin()
     codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(12)]
     outage.end()
-    engine = get_engine()
-    engine.tick()  # what the poller thread does every second
+    runtime = get_runtime()
+    runtime.tick()  # what the poller thread does every second
     # The test's redis-server keeps nothing on disk, so only what the process held is there now.
     totals = usage_totals(redis_client)
     assert totals["a"] == codes.count(200) == 5
@@ -102,8 +102,8 @@ def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis
     outage.begin()
     for _ in range(4):
         client.get("/api/demo/ping", HTTP_X_API_KEY=key)
-    engine = get_engine()
-    assert not engine.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
+    runtime = get_runtime()
+    assert not runtime.store.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
     assert len(list(spool_dir().glob("*.spool"))) == 1
     outage.end()
     assert replay_spool(redis_client) == 1
@@ -150,35 +150,35 @@ def test_head_requests_count_toward_limits_on_get(db, outage, settings, mode):
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 429
 
 
-def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(engine, outage, settings):
+def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(runtime, outage, settings):
     """90 of a 100 budget spent through Redis: during the outage this process grants LOCAL_SHARE x 10, not x 100."""
     from quotas.rules.rates import Rate
     from quotas.rules.snapshot import LimitRule
 
     settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.5}
-    reset_engine()
-    engine = get_engine()
+    reset_runtime()
+    runtime = get_runtime()
     budget = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(budget.windows)
-    assert engine.decide("{spender}", windows, cost_micros=90).allowed
+    assert runtime.store.decide("{spender}", windows, cost_micros=90).allowed
     outage.begin()
-    granted = sum(engine.decide_locally("{spender}", windows, None, 1, None).allowed for _ in range(20))
+    granted = sum(runtime.store.decide_locally("{spender}", windows, None, 1, None).allowed for _ in range(20))
     assert granted == 5  # 0.5 x the 10 that remained
     # A client Redis never saw this period: the share of the whole budget, as before.
-    assert sum(engine.decide_locally("{stranger}", windows, None, 10, None).allowed for _ in range(20)) == 5
+    assert sum(runtime.store.decide_locally("{stranger}", windows, None, 10, None).allowed for _ in range(20)) == 5
 
 
 def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(free, redis_client, caplog):
     """A key of the wrong type (a bug, a stray write) is not an outage: other clients stay on Redis."""
-    from quotas.engine.keys import client_tag
     from quotas.observability import metrics
+    from quotas.store.keys import client_tag
     from tests.factories import SubscriptionFactory
 
-    engine = get_engine()
+    runtime = get_runtime()
     broken_sub = SubscriptionFactory(plan=free)
-    bucket = engine.keys_of(client_tag("s", str(broken_sub.pk))).bucket
+    bucket = runtime.redis_store.keys_of(client_tag("s", str(broken_sub.pk))).bucket
     healthy_sub = SubscriptionFactory(plan=free)
-    while engine.keys_of(client_tag("s", str(healthy_sub.pk))).bucket == bucket:  # another bucket's client
+    while runtime.redis_store.keys_of(client_tag("s", str(healthy_sub.pk))).bucket == bucket:  # another bucket's client
         healthy_sub = SubscriptionFactory(plan=free)
     broken, healthy = issue_key(broken_sub), issue_key(healthy_sub)
     client = APIClient()
@@ -187,7 +187,7 @@ def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(f
     before = metrics.REGISTRY.get_sample_value("quota_redis_errors_total", {"operation": "script"}) or 0
     response = client.get("/api/demo/ping", HTTP_X_API_KEY=broken)
     assert response.status_code == 200  # the failure mode ("local") answered this one request
-    assert not engine.breaker.is_open
+    assert not runtime.store.breaker.is_open
     assert metrics.REGISTRY.get_sample_value("quota_redis_errors_total", {"operation": "script"}) == before + 1
     assert "decision script failed" in caplog.text
     ok = client.get("/api/demo/ping", HTTP_X_API_KEY=healthy)

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from plans.models import Plan
 from quotas.api import reset
 from quotas.django.decorators import quota_limited
-from quotas.engine import aio
+from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
@@ -229,7 +229,7 @@ def test_quota_headers_middleware_runs_async_under_asgi(db):
     async def scenario():
         client = AsyncClient()
         response = await client.get("/f/async")
-        await aio.close()
+        await get_runtime().redis_store.transport.aclose()
         return response
 
     response = async_to_sync(scenario)()

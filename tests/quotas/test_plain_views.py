@@ -13,10 +13,10 @@ from django.test import AsyncClient, Client
 from quotas.checks import check_settings
 from quotas.django.decorators import quota_limited
 from quotas.django.guard import rate_rule
-from quotas.engine import aio
-from quotas.engine.decision import DecideCall
-from quotas.engine.library import function_name, library_name
 from quotas.exceptions import InvalidRate
+from quotas.runtime import get_runtime
+from quotas.store.decision import DecideCall
+from quotas.store.library import function_name, library_name
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.plain_urls")]
@@ -195,7 +195,7 @@ def test_an_async_view_is_limited_under_asgi():
         assert first["RateLimit"].startswith('"alogin";r=1;')
         assert (await client.get("/async-login/")).status_code == 200
         assert_refused_like_drf(await client.get("/async-login/"), 2)
-        await aio.close()
+        await get_runtime().redis_store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -207,28 +207,28 @@ def test_the_middleware_limits_async_views_under_asgi(hooks):
         client = AsyncClient(raise_request_exception=False)
         assert (await client.post("/ahooks/receive")).status_code == 200
         assert_refused_like_drf(await client.post("/ahooks/receive"), 1)
-        await aio.close()
+        await get_runtime().redis_store.transport.aclose()
 
     async_to_sync(scenario)()
 
 
-def test_async_and_sync_decisions_share_scripts_and_keys(engine, redis_client):
+def test_async_and_sync_decisions_share_scripts_and_keys(runtime, redis_client):
     """redis-py's asyncio client calls the same decide function on the same keys: each side sees the other's use."""
     window = rate_rule("shared", "3/min", "sliding_window_log").windows[0]
 
     async def spend():
-        decision = await aio.decide(engine, DecideCall("{ip.192.0.2.1}", [window]))
-        await aio.close()
+        decision = await runtime.store.adecide(DecideCall("{ip.192.0.2.1}", [window]))
+        await get_runtime().redis_store.transport.aclose()
         return decision
 
     redis_client.function_flush()  # so the library the asyncio client loads is seen to be the engine's
     first = async_to_sync(spend)()
     assert len(redis_client.function_list()) == 1
     assert redis_client.function_list(library=library_name())
-    assert engine.decide_script.function == function_name("decide")
+    assert runtime.redis_store.transport.script("decide").function == function_name("decide")
     assert first.allowed
     assert first.states[0].remaining == 2
-    assert engine.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1
+    assert runtime.store.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1
     assert async_to_sync(spend)().states[0].remaining == 0
     refused = async_to_sync(spend)()
     assert not refused.allowed
@@ -242,7 +242,7 @@ def test_an_async_view_gets_the_failure_mode_when_redis_is_down(redis_server, se
     async def scenario():
         client = AsyncClient(raise_request_exception=False)
         response = await client.get("/async-login/")
-        await aio.close()
+        await get_runtime().redis_store.transport.aclose()
         return response
 
     redis_server.stop()

@@ -43,11 +43,10 @@ def backend() -> DictBackend:
 
 
 @pytest.fixture
-def cache(backend: DictBackend, redis_client) -> Iterator[RulesCache]:
+def cache(backend: DictBackend, redis_client) -> RulesCache:
     rules = RulesCache(backend, redis_client, "quota:v1:rules:version", interval=0, cache_size=4)
     rules.current()
-    yield rules
-    rules.stop()
+    return rules
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.engine.shaping import ShapingBudget
+from quotas.runtime.shaping import ShapingBudget
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -27,7 +27,7 @@ def test_budget_grants_a_burst_then_its_share_of_time(settings):
 def test_budget_reads_its_size_when_first_used(settings):
     """No size captured at import: the process's budget starts as full as the settings say, and after a
     settings change (the engine is rebuilt) is full again at the new size."""
-    from quotas.engine import shaping
+    from quotas.runtime import shaping
 
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 3.0, "SHAPING_DELAY_SHARE": 0.25}
     assert shaping.budget.take(2.5, now=50.0) == 0
@@ -59,7 +59,7 @@ def test_without_a_client_only_the_process_budget_counts(settings):
 
 def test_clients_remembered_stay_bounded(settings, monkeypatch):
     """Past MAX_CLIENTS, clients whose share is full again are forgotten, then the least recently seen."""
-    from quotas.engine import shaping
+    from quotas.runtime import shaping
 
     monkeypatch.setattr(shaping, "MAX_CLIENTS", 3)
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 100.0, "SHAPING_DELAY_SHARE": 1.0}
@@ -72,7 +72,7 @@ def test_clients_remembered_stay_bounded(settings, monkeypatch):
 
 
 def test_retry_after_is_the_sooner_of_the_budget_and_the_drained_bucket():
-    from quotas.engine.shaping import retry_after
+    from quotas.runtime.shaping import retry_after
 
     assert retry_after(delay=0.4, wait=30.0) == 1
     assert retry_after(delay=1.5, wait=float("inf")) == 2
@@ -111,9 +111,9 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
         assert 1 <= int(r["Retry-After"]) <= 2
         assert r["Content-Type"] == "application/problem+json"
         assert json.loads(r.content)["reason"] == "shaping_capacity"
-    from quotas.engine.runtime import get_engine
+    from quotas.runtime import get_runtime
 
-    get_engine().flush_usage()
+    get_runtime().store.flush_usage()
     totals = usage_totals(redis_client)
     assert totals["a"] == 1 + codes.count(200)
     assert totals["dc"] == len(refused)

@@ -10,17 +10,17 @@ import time
 import pytest
 from django.core import signing
 
-from quotas.engine.runtime import get_engine
-from quotas.engine.usage_buffer import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
+from quotas.runtime import get_runtime
+from quotas.store.usage_buffer import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
 from tests.usage_counters import usage_totals
 
 TODAY = time.strftime("%Y%m%d", time.gmtime())
 
 
 @pytest.fixture
-def base(engine):
+def base(runtime):
     """The usage key base of two clients in different buckets of the test Redis."""
-    return [engine.keys_of("{s.1}").usage_base, engine.keys_of("{s.2}").usage_base]
+    return [runtime.redis_store.keys_of("{s.1}").usage_base, runtime.redis_store.keys_of("{s.2}").usage_base]
 
 
 def test_spool_directory_is_private_and_namespaced(settings, tmp_path):
@@ -117,11 +117,11 @@ def test_buffer_writes_a_batch_once_even_when_a_write_failed_halfway(redis_clien
     assert not buffer
 
 
-def test_engine_exit_spools_into_the_private_directory(redis_server, redis_client, engine, base):
-    engine.usage_buffer.add(base[0], "s.1|1|-|a", 2)
+def test_engine_exit_spools_into_the_private_directory(redis_server, redis_client, runtime, base):
+    runtime.store.usage_buffer.add(base[0], "s.1|1|-|a", 2)
     redis_server.stop()
     try:
-        assert not get_engine().flush_usage(spool_on_failure=True)
+        assert not get_runtime().store.flush_usage(spool_on_failure=True)
     finally:
         redis_server.start()
     (path,) = spool_dir().glob("*.spool")

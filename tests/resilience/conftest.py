@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import pytest
 from django.conf import settings
 from django.test import override_settings
+from quotas.store.core import Engine
 
 from config.embedded_redis import redis_server_binary
-from quotas.engine.core import Engine
-from quotas.engine.runtime import get_engine, reset_engine
+from quotas.runtime import get_runtime, reset_runtime
 from tests.conftest import skip_or_fail
 
 from .servers import Cluster, SentinelGroup
@@ -75,7 +75,7 @@ def topology(request: pytest.FixtureRequest) -> Topology:
 
 
 @pytest.fixture
-def engine_on() -> Iterator:
+def runtime_on() -> Iterator:
     """``engine_on(url)``: the process's engine, built for ``REDIS_URL = url`` until the test ends."""
     overrides = []
 
@@ -83,15 +83,15 @@ def engine_on() -> Iterator:
         override = override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url})
         override.enable()
         overrides.append(override)
-        return get_engine()
+        return get_runtime()
 
     yield build
     for override in reversed(overrides):
         override.disable()
-    reset_engine()
+    reset_runtime()
 
 
 @pytest.fixture
-def topo_engine(topology: Topology, engine_on) -> Engine:
+def topo_runtime(topology: Topology, runtime_on) -> Engine:
     """The engine on the current topology."""
-    return engine_on(topology.url)
+    return runtime_on(topology.url)

@@ -1,4 +1,4 @@
-"""quotas.engine.redis_connect: the REDIS_URL scheme selects the topology; malformed URLs are refused with a reason."""
+"""quotas.store.connect: the REDIS_URL scheme selects the topology; malformed URLs are refused with a reason."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 from config.embedded_redis import free_port
-from quotas.engine.redis_connect import celery_sentinel_broker, connect, describe, parse_url, validate_url
 from quotas.exceptions import StoreUnavailable
+from quotas.store.connect import celery_sentinel_broker, connect, describe, parse_url, validate_url
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_describe_names_the_topology(url, text):
 def test_a_sentinel_client_is_a_plain_client_that_asks_the_sentinels():
     """No connection is made until first use; the pool resolves the primary through the Sentinels."""
     client = connect("redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster/2", 0.2)
-    assert type(client) is redis.Redis  # quotas.engine.scripts.LuaScript keeps its direct EVALSHA path
+    assert type(client) is redis.Redis  # quotas.store.transport.LuaScript keeps its direct EVALSHA path
     pool = client.connection_pool
     assert isinstance(pool, SentinelConnectionPool)
     assert (pool.service_name, pool.connection_kwargs["db"], pool.connection_kwargs["socket_timeout"]) == (

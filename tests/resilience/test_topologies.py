@@ -1,7 +1,7 @@
 """The engine on a real Redis Cluster (3 primaries) and a real Sentinel group: same decisions, same exactness.
 
 Every test here builds the engine from ``REDIS_URL`` alone (``redis+cluster://``
-or ``redis+sentinel://``, see quotas/engine/redis_connect.py) through ``override_settings``.
+or ``redis+sentinel://``, see quotas/store/connect.py) through ``override_settings``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
-from quotas.engine.keys import refusals_key
-from quotas.engine.redis_connect import celery_sentinel_broker
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.observability.history import read_history, read_top_clients
 from quotas.observability.refusals import read_refusals
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
+from quotas.runtime import get_runtime
+from quotas.store.connect import celery_sentinel_broker
+from quotas.store.keys import refusals_key
 from tests.script_calls import script_calls
 from usage.flush import flush_usage
 from usage.models import UsageRecord
@@ -39,35 +39,35 @@ def rule(algorithm: str, rates: str, **kwargs) -> LimitRule:
                      algorithm=algorithm, **kwargs)  # fmt: skip
 
 
-def admitted(engine, windows, times, tag="{c}", **kwargs) -> list[bool]:
-    return [engine.decide(tag, windows, now=t, **kwargs).allowed for t in times]
+def admitted(runtime, windows, times, tag="{c}", **kwargs) -> list[bool]:
+    return [runtime.store.decide(tag, windows, now=t, **kwargs).allowed for t in times]
 
 
 # (a) Decisions at one instant ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("algorithm", ALL)
-def test_every_algorithm_admits_exactly_its_limit(topo_engine, algorithm):
+def test_every_algorithm_admits_exactly_its_limit(topo_runtime, algorithm):
     """5/10s at one instant: exactly 5 admitted, then refusals, on either topology."""
     windows = rule(algorithm, "5/10s").windows
-    assert admitted(topo_engine, windows, [T0] * 7) == [True] * 5 + [False] * 2
+    assert admitted(topo_runtime, windows, [T0] * 7) == [True] * 5 + [False] * 2
 
 
-def test_all_or_nothing_across_limits_and_windows(topo_engine):
+def test_all_or_nothing_across_limits_and_windows(topo_runtime):
     """A refusal by one limit spends nothing from the others (hash fields and a sliding log's own key)."""
     wide = rule("fixed_window", "3/s; 100/min", id="wide").windows
     narrow = rule("sliding_window_log", "2/min", id="narrow").windows
-    assert admitted(topo_engine, wide + narrow, [T0] * 5) == [True, True, False, False, False]
-    alone = topo_engine.decide("{c}", wide, now=T0)
+    assert admitted(topo_runtime, wide + narrow, [T0] * 5) == [True, True, False, False, False]
+    alone = topo_runtime.store.decide("{c}", wide, now=T0)
     assert [s.remaining for s in alone.states] == [0, 100 - 3]  # 2 before + this one; the refusals spent nothing
 
 
-def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_engine):
+def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_runtime):
     """The log's own key and the client's hash hash to one slot (one script call, valid on a cluster)."""
     windows = rule("sliding_window_log", "3/min", id="log").windows
-    assert admitted(topo_engine, windows, [T0] * 4) == [True, True, True, False]
-    keys = topo_engine.script_keys(topo_engine.keys_of("{c}"), windows)
-    client = topo_engine.redis
+    assert admitted(topo_runtime, windows, [T0] * 4) == [True, True, True, False]
+    keys = topo_runtime.redis_store.script_keys(topo_runtime.redis_store.keys_of("{c}"), windows)
+    client = topo_runtime.redis
     assert client.zcard(keys[-1]) == 3  # refused requests are never logged
     if topology.name == "cluster":
         node = topology.servers.nodes[0].client()
@@ -77,10 +77,10 @@ def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_engine):
             node.close()
 
 
-def test_a_budget_spends_cost_micros(topo_engine):
+def test_a_budget_spends_cost_micros(topo_runtime):
     """A 100-micro daily budget admits 3 requests of 30, refuses the 4th, and reports what was spent."""
     budget = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
-    decisions = [topo_engine.decide("{c}", budget.windows, now=T0, cost_micros=30) for _ in range(4)]
+    decisions = [topo_runtime.store.decide("{c}", budget.windows, now=T0, cost_micros=30) for _ in range(4)]
     assert [d.allowed for d in decisions] == [True, True, True, False]
     assert decisions[2].states[0].used == 90
     assert decisions[3].budget_denied
@@ -91,14 +91,14 @@ def test_a_budget_spends_cost_micros(topo_engine):
 
 def _hammer(windows, attempts, barrier, results):
     """One forked process: the engine inherited from the parent (its pools reconnect after fork)."""
-    engine = get_engine()
+    runtime = get_runtime()
     barrier.wait()
-    results.put(sum(engine.decide("{hammered}", windows, now=T0).allowed for _ in range(attempts)))
+    results.put(sum(runtime.store.decide("{hammered}", windows, now=T0).allowed for _ in range(attempts)))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ALL)
-def test_eight_processes_admit_exactly_the_limit(topo_engine, algorithm):
+def test_eight_processes_admit_exactly_the_limit(topo_runtime, algorithm):
     """8 processes x 40 attempts against 100/min: exactly 100 admitted, on either topology."""
     windows = rule(algorithm, "100/min", id="conc").windows
     ctx = multiprocessing.get_context("fork")
@@ -116,28 +116,28 @@ def test_eight_processes_admit_exactly_the_limit(topo_engine, algorithm):
 # (c) Clients on every cluster primary -------------------------------------------------------------------------------
 
 
-def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, engine_on):
+def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, runtime_on):
     """Tags spread over the 3 primaries: each client's keys land on the primary that serves its slot."""
-    engine = engine_on(cluster.url)
-    client = engine.redis
+    runtime = runtime_on(cluster.url)
+    client = runtime.redis
     by_port: dict[int, list[str]] = {}
     i = 0
     while min((len(v) for v in by_port.values()), default=0) < 2 or len(by_port) < 3:
         tag = f"{{s.{i}}}"
-        by_port.setdefault(client.get_node_from_key(engine.keys_of(tag).bucket).port, []).append(tag)
+        by_port.setdefault(client.get_node_from_key(runtime.redis_store.keys_of(tag).bucket).port, []).append(tag)
         i += 1
     assert sorted(by_port) == sorted(n.port for n in cluster.nodes)
     windows = rule("sliding_window_log", "2/min").windows + rule("token_bucket", "3/min", id="l2").windows
     for tags in by_port.values():
         for tag in tags[:2]:
-            assert admitted(engine, windows, [T0] * 3, tag=tag) == [True, True, False]
+            assert admitted(runtime, windows, [T0] * 3, tag=tag) == [True, True, False]
     for node in cluster.nodes:
         direct = node.client()
         try:
             for tag in by_port[node.port][:2]:
-                key = engine.keys_of(tag).bucket
+                key = runtime.redis_store.keys_of(tag).bucket
                 assert direct.execute_command("CLUSTER KEYSLOT", key) == client.keyslot(key)
-                own = engine.script_keys(engine.keys_of(tag), windows)[2:]
+                own = runtime.redis_store.script_keys(runtime.redis_store.keys_of(tag), windows)[2:]
                 assert direct.exists(key, *own) == 2  # bucket and log, here
         finally:
             direct.close()
@@ -157,15 +157,15 @@ def _script_calls(server) -> int:
 class _Traffic:
     """A thread deciding for one client non-stop, while in a ``with`` block: each outcome is "ok" or the exception."""
 
-    def __init__(self, engine, windows) -> None:
+    def __init__(self, runtime, windows) -> None:
         self.outcomes: list[object] = []
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, args=(engine, windows), daemon=True)
+        self.thread = threading.Thread(target=self.run, args=(runtime, windows), daemon=True)
 
-    def run(self, engine, windows) -> None:
+    def run(self, runtime, windows) -> None:
         while not self.stop.is_set():
             try:
-                engine.decide("{failover}", windows)
+                runtime.store.decide("{failover}", windows)
                 self.outcomes.append("ok")
             except Exception as exc:  # StoreUnavailable is expected; anything else fails the test
                 self.outcomes.append(exc)
@@ -213,7 +213,7 @@ def _restore_old_primary(sentinel_group, old: int, new: int, how: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["sentinel-failover", "kill-9"])
-def test_decisions_follow_a_sentinel_failover(sentinel_group, engine_on, how):
+def test_decisions_follow_a_sentinel_failover(sentinel_group, runtime_on, how):
     """While a thread decides non-stop, the primary fails over (SENTINEL FAILOVER, or SIGKILL).
 
     Decisions may fail for a moment, only ever with StoreUnavailable, and are
@@ -221,11 +221,11 @@ def test_decisions_follow_a_sentinel_failover(sentinel_group, engine_on, how):
     primary is still alive (Sentinel demotes it only seconds later).
     """
     sentinel_group.flushall()
-    engine = engine_on(sentinel_group.url)
+    runtime = runtime_on(sentinel_group.url)
     windows = rule("fixed_window", "1000000/min", id="fo").windows  # never refuses: only failures show
     old, new = sentinel_group.primary_port(), 0
     try:
-        with _Traffic(engine, windows) as traffic:
+        with _Traffic(runtime, windows) as traffic:
             wait_until(lambda: traffic.oks() >= 20, 5, "traffic to flow")
             failed_at = time.monotonic()
             _fail_primary(sentinel_group, old, how)
@@ -260,36 +260,34 @@ def test_celery_reaches_the_primary_through_the_sentinels(sentinel_group):
 # (e) Usage on a cluster ---------------------------------------------------------------------------------------------
 
 
-def test_local_usage_is_written_to_every_node(topology, topo_engine):
+def test_local_usage_is_written_to_every_node(topology, topo_runtime):
     """engine.flush_usage pipelines HINCRBYs for clients on every primary (a non-transactional pipeline)."""
     tags = [f"{{s.{i}}}" for i in range(30)]
     for tag in tags:
-        assert topo_engine.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
-    assert topo_engine.flush_usage()
+        assert topo_runtime.store.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
+    assert topo_runtime.store.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
-    client = topo_engine.redis
-    assert all(
-        client.hget(f"{topo_engine.keys_of(t).usage_base}:{day}", f"{topo_engine.keys_of(t).client}|1|-|a") == b"1"
-        for t in tags
-    )
+    client = topo_runtime.redis
+    keys = [topo_runtime.redis_store.keys_of(t) for t in tags]
+    assert all(client.hget(f"{k.usage_base}:{day}", f"{k.client}|1|-|a") == b"1" for k in keys)
     if topology.name == "cluster":
-        assert len({client.get_node_from_key(topo_engine.keys_of(t).bucket).port for t in tags}) == 3
+        assert len({client.get_node_from_key(topo_runtime.redis_store.keys_of(t).bucket).port for t in tags}) == 3
     today = datetime.now(UTC).date()
-    buckets = {topo_engine.keys_of(t).usage_base for t in tags}
+    buckets = {topo_runtime.redis_store.keys_of(t).usage_base for t in tags}
     assert len(set(scan_usage_keys(client, PREFIX, [today]))) == len(buckets)  # SCAN visits every primary
 
 
-def test_refusals_are_written_to_every_node(topology, topo_engine):
+def test_refusals_are_written_to_every_node(topology, topo_runtime):
     """The tick's refusal records (one LPUSH, LTRIM, EXPIRE per client) reach clients on every primary."""
     windows = rule("fixed_window", "1/min").windows
     tags = [f"{{s.{i}}}" for i in range(30)]
     for tag in tags:
-        for decision in (topo_engine.decide(tag, windows, now=T0 + i) for i in range(2)):
+        for decision in (topo_runtime.store.decide(tag, windows, now=T0 + i) for i in range(2)):
             if not decision.allowed:
-                topo_engine.refusals.note(tag, decision, "free", "", "rate")
-    topo_engine.tick()
-    assert len(topo_engine.refusals) == 0
-    client = topo_engine.redis
+                topo_runtime.refusals.note(tag, decision, "free", "", "rate")
+    topo_runtime.tick()
+    assert len(topo_runtime.refusals) == 0
+    client = topo_runtime.redis
     stored = [read_refusals(client, PREFIX, t) for t in tags]
     assert [len(r) for r in stored] == [1] * len(tags)
     assert {r[0]["windows"][0]["remaining"] for r in stored} == {0}
@@ -298,51 +296,51 @@ def test_refusals_are_written_to_every_node(topology, topo_engine):
 
 
 @pytest.mark.django_db
-def test_usage_flush_reads_every_node(topology, topo_engine):
+def test_usage_flush_reads_every_node(topology, topo_runtime):
     """usage.flush.flush_usage copies the counters of clients on every node, given the engine's client."""
     tags = [f"s.{i}" for i in range(30)]
     for tag in tags:
-        assert topo_engine.decide("{" + tag + "}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
-    report = flush_usage(topo_engine.redis)
+        assert topo_runtime.store.decide("{" + tag + "}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
+    report = flush_usage(topo_runtime.redis)
     assert report.keys == 30
     assert sorted(UsageRecord.objects.values_list("client", flat=True)) == sorted(tags)
 
 
 @pytest.mark.django_db
-def test_usage_flush_builds_its_client_from_redis_url(topology, topo_engine):
+def test_usage_flush_builds_its_client_from_redis_url(topology, topo_runtime):
     """flush_usage() without a client connects to QUOTAS['REDIS_URL'] whatever its topology."""
-    assert topo_engine.decide("{s.1}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
+    assert topo_runtime.store.decide("{s.1}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
     assert flush_usage().keys == 1
 
 
-def test_the_history_is_written_and_read_on_every_topology(topology, topo_engine):
+def test_the_history_is_written_and_read_on_every_topology(topology, topo_runtime):
     """The engine's history: one non-transactional pipeline over minute, hour and top keys (in several
     slots on a cluster), read back with the totals written."""
     now = time.time()
     for i in range(30):
-        topo_engine.history.note("free", "", "allowed", "none", f"{{s.{i}}}", at=now)
-    topo_engine.history.note("free", "", "denied", "rate", "{s.1}", at=now)
-    topo_engine.tick()
-    assert topo_engine.history.pending() == 0
+        topo_runtime.history.note("free", "", "allowed", "none", f"{{s.{i}}}", at=now)
+    topo_runtime.history.note("free", "", "denied", "rate", "{s.1}", at=now)
+    topo_runtime.tick()
+    assert topo_runtime.history.pending() == 0
     at = datetime.fromtimestamp(now, UTC)
     for resolution in ("minute", "hour"):
-        (bucket,) = read_history(topo_engine.redis, PREFIX, resolution, at, at)
+        (bucket,) = read_history(topo_runtime.redis, PREFIX, resolution, at, at)
         assert (bucket.plan, bucket.total, bucket.denied) == ("free", 31, 1)
-    assert read_top_clients(topo_engine.redis, PREFIX, at, at, by="denied", limit=5) == [("s.1", 1)]
-    assert len(read_top_clients(topo_engine.redis, PREFIX, at, at, by="allowed", limit=100)) == 30
+    assert read_top_clients(topo_runtime.redis, PREFIX, at, at, by="denied", limit=5) == [("s.1", 1)]
+    assert len(read_top_clients(topo_runtime.redis, PREFIX, at, at, by="allowed", limit=100)) == 30
 
 
 # Cluster down -------------------------------------------------------------------------------------------------------
 
 
-def test_a_cluster_that_is_entirely_down_is_store_unavailable(tmp_path, engine_on):
+def test_a_cluster_that_is_entirely_down_is_store_unavailable(tmp_path, runtime_on):
     """With every node gone, a decision raises StoreUnavailable (so the failure mode applies), not a raw error."""
     small = Cluster(tmp_path, size=1).start()
     try:
-        engine = engine_on(small.url)
+        runtime = runtime_on(small.url)
         windows = rule("token_bucket", "5/min").windows
-        assert engine.decide("{c}", windows).allowed
+        assert runtime.store.decide("{c}", windows).allowed
     finally:
         small.stop()
     with pytest.raises(StoreUnavailable):
-        engine.decide("{c}", windows)
+        runtime.store.decide("{c}", windows)

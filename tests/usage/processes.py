@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import Sum
 from rest_framework.test import APIClient
 
-from quotas.engine.runtime import get_engine
+from quotas.runtime import get_runtime
 from usage.models import COUNTERS, UsageRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,5 +148,5 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
             for path in paths:
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
     # A worker process flushes its in-process usage at exit; multiprocessing children skip atexit.
-    get_engine().flush_usage()
+    get_runtime().store.flush_usage()
     results.put(dict(seen))

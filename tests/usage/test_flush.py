@@ -9,8 +9,8 @@ import pytest
 
 from plans.models import APIKey
 from quotas.conf import quota_settings
-from quotas.engine.runtime import reset_engine
 from quotas.identity.clients import hash_api_key
+from quotas.runtime import reset_runtime
 from tests.factories import issue_key
 from usage.flush import flush_usage, write_rows
 from usage.models import UsageRecord
@@ -136,7 +136,7 @@ def test_redis_losing_its_data_adds_a_generation_instead_of_lowering_usage(api, 
     assert send(api, key, 10, "/t/priced?est=0.01") == {200: 10}
     flush_usage(redis_client)
     redis_client.flushall()
-    reset_engine()
+    reset_runtime()
     assert send(api, key, 4, "/t/priced?est=0.01") == {200: 4}
 
     flush_usage(redis_client)

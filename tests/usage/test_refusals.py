@@ -13,13 +13,13 @@ import redis
 from prometheus_client import REGISTRY
 
 from plans.models import ACLEntry, APIKey
-from quotas.engine.keys import refusals_key
-from quotas.engine.runtime import get_engine
 from quotas.identity.clients import hash_api_key
 from quotas.observability.record import labels
 from quotas.observability.refusals import KEEP_PER_CLIENT, TTL_SECONDS, RefusalLog, read_refusals
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule, ban_policy_spec
+from quotas.runtime import get_runtime
+from quotas.store.keys import refusals_key
 from tests.clock import avoid_window_edge
 from tests.factories import UserFactory, issue_key
 
@@ -45,24 +45,24 @@ class Catching(RefusalLog):
 
 def refused_decision(api, key: str):
     """(tag, decision) of a real refusal of ``key``'s client, decided in Redis (its 6th request of the minute)."""
-    engine = get_engine()
+    runtime = get_runtime()
     send(api, key, 5)
-    engine.deny_memory.clear()  # decide in Redis, not from process memory
-    log, engine.refusals = engine.refusals, Catching()
+    runtime.store.deny_memory.clear()  # decide in Redis, not from process memory
+    log, runtime.refusals = runtime.refusals, Catching()
     try:
         assert send(api, key, 1) == {429: 1}
-        return engine.refusals.caught
+        return runtime.refusals.caught
     finally:
-        engine.refusals = log
+        runtime.refusals = log
 
 
 def test_a_refusal_is_stored_with_its_limit_window_remaining_and_reset(api, free, redis_client):
     """The 6th request of a 5/min plan is refused; after a tick the client's list holds that refusal."""
     key = issue_key(plan=free)
     assert send(api, key, 6) == {200: 5, 429: 1}
-    engine = get_engine()
-    engine.tick()
-    [record] = read_refusals(redis_client, engine.prefix, tag_of(key))
+    runtime = get_runtime()
+    runtime.tick()
+    [record] = read_refusals(redis_client, runtime.prefix, tag_of(key))
     assert (record["reason"], record["plan"], record["scope"]) == ("rate", "free", "")
     [window] = record["windows"]
     assert (window["limit"], window["window"], window["remaining"]) == (5, 60, 0)
@@ -71,7 +71,7 @@ def test_a_refusal_is_stored_with_its_limit_window_remaining_and_reset(api, free
     assert record["retry_after"] == pytest.approx(window["retry_after"], abs=1)
     assert abs(record["at"] - time.time()) < 5
     assert record["time"].endswith("+00:00")
-    assert 0 < redis_client.ttl(refusals_key(engine.prefix, tag_of(key))) <= TTL_SECONDS
+    assert 0 < redis_client.ttl(refusals_key(runtime.prefix, tag_of(key))) <= TTL_SECONDS
 
 
 def test_only_the_last_twenty_are_kept(api, free, redis_client):
@@ -93,19 +93,19 @@ def test_only_the_last_twenty_are_kept(api, free, redis_client):
 def test_a_flood_leaves_at_most_one_record_per_client_per_second(api, free, redis_client):
     """200 refused requests, mostly answered from process memory, leave one record per second they spanned."""
     key = issue_key(plan=free)
-    engine = get_engine()
+    runtime = get_runtime()
     capped_before = lost("capped")
     started = time.time()
     codes = send(api, key, 205)
     ended = time.time()
     assert codes == {200: 5, 429: 200}
-    engine.tick()
-    stored = read_refusals(redis_client, engine.prefix, tag_of(key))
+    runtime.tick()
+    stored = read_refusals(redis_client, runtime.prefix, tag_of(key))
     seconds = int(ended) - int(started) + 1
     assert 1 <= len(stored) <= min(seconds + 1, KEEP_PER_CLIENT)  # +1: Redis's clock and this one's
     assert len({int(r["at"]) for r in stored}) == len(stored)
-    assert engine.refusals.capped >= 200 - len(stored)
-    assert lost("capped") - capped_before == engine.refusals.capped  # exported for operators
+    assert runtime.refusals.capped >= 200 - len(stored)
+    assert lost("capped") - capped_before == runtime.refusals.capped  # exported for operators
     assert all(r["windows"][0]["remaining"] == 0 for r in stored)  # as Redis said, also when from process memory
     assert [r.get("local", False) for r in stored][-1] is False  # the first, decided in Redis
 
@@ -138,7 +138,7 @@ def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, 
     them is still recorded."""
     avoid_window_edge(3600, needed=5.0)  # one hour of the cap for the whole test
     set_quotas(REFUSALS_ANONYMOUS_PER_HOUR=3)
-    engine = get_engine()
+    runtime = get_runtime()
     before = lost("anonymous_cap")
     for n in range(12):
         address = f"2001:db8:{n:x}:1::1"
@@ -146,14 +146,14 @@ def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, 
         assert codes == {200: 5, 429: 1}
     key = issue_key(plan=free)
     assert send(api, key, 6) == {200: 5, 429: 1}
-    engine.tick()
-    stored = sorted(k.decode() for k in redis_client.scan_iter(match=f"{engine.prefix}:why:*"))
+    runtime.tick()
+    stored = sorted(k.decode() for k in redis_client.scan_iter(match=f"{runtime.prefix}:why:*"))
     anonymous = [k for k in stored if ":why:{ip." in k]
     assert len(anonymous) == 3
-    assert refusals_key(engine.prefix, tag_of(key)) in stored
+    assert refusals_key(runtime.prefix, tag_of(key)) in stored
     assert lost("anonymous_cap") - before == 9
-    assert engine.refusals.anonymous_capped == 9
-    assert len(read_refusals(redis_client, engine.prefix, tag_of(key))) == 1
+    assert runtime.refusals.anonymous_capped == 9
+    assert len(read_refusals(redis_client, runtime.prefix, tag_of(key))) == 1
 
 
 def test_an_anonymous_client_already_recorded_this_hour_keeps_being_recorded(api, free, redis_client, set_quotas):
@@ -189,10 +189,10 @@ def test_an_access_list_denial_is_recorded_with_its_entry(api, free, redis_clien
     key = issue_key(plan=free)
     sub = APIKey.objects.get(key_hash=hash_api_key(key)).subscription
     entry = ACLEntry.objects.create(action="deny", subscription=sub, reason="abuse")
-    get_engine().rules.invalidate()
+    get_runtime().rules.invalidate()
     assert send(api, key, 3) == {403: 3}
-    get_engine().tick()
-    [record] = read_refusals(redis_client, get_engine().prefix, tag_of(key))
+    get_runtime().tick()
+    [record] = read_refusals(redis_client, get_runtime().prefix, tag_of(key))
     assert (record["reason"], record["acl_entry"]) == ("acl", entry.pk)
     assert "windows" not in record
 
@@ -203,7 +203,7 @@ def test_an_access_list_denial_is_recorded_with_its_entry(api, free, redis_clien
 def test_staff_read_any_clients_refusals_newest_first(api, free, staff):
     key = issue_key(plan=free)
     send(api, key, 6)
-    get_engine().tick()
+    get_runtime().tick()
     body = api.get(REFUSALS, {"client": tag_of(key)}).json()
     assert body["client"] == tag_of(key)
     [record] = body["refusals"]
@@ -221,7 +221,7 @@ def test_a_key_client_reads_its_own_refusals_only(api, free):
     key = issue_key(plan=free)
     other = issue_key(plan=free)
     send(api, key, 6)
-    get_engine().tick()
+    get_runtime().tick()
     response = api.get(REFUSALS, {"client": tag_of(key)}, HTTP_X_API_KEY=key)
     assert response.status_code == 200
     assert len(response.json()["refusals"]) == 1
@@ -236,13 +236,13 @@ def test_staff_without_the_permission_and_anonymous_callers_are_refused(api, fre
     assert json.loads(api.get(REFUSALS, {"client": "s.1"}).content)["status"] == 403
 
 
-def test_a_ban_is_recorded_with_its_end(engine, redis_client):
+def test_a_ban_is_recorded_with_its_end(runtime, redis_client):
     """The refusal that starts a ban, and one refused during it, record when the ban ends."""
     policy, at = ban_policy_spec(3, 10, (60, 600)), 1_700_000_040.0
     rule = LimitRule(id="l", name="l", rates=parse_rates("1/min"), algorithm="fixed_window")
     log = RefusalLog()
     for i in range(6):  # allowed, 3 refusals, the one starting the ban, one during it (a second apart)
-        decision = engine.decide("{u.7}", rule.windows, now=at + i, ban_policy=policy)
+        decision = runtime.store.decide("{u.7}", rule.windows, now=at + i, ban_policy=policy)
         if not decision.allowed:
             log.note("{u.7}", decision, None, "", labels(decision)[1])
     assert log.write(redis_client, "t")

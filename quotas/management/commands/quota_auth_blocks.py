@@ -7,11 +7,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from quotas.engine.keys import is_client_tag
-from quotas.engine.runtime import get_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.auth_failures import KIND_TAG, kind_of
 from quotas.identity.blocks import lift, list_blocks, tag_for
+from quotas.runtime import get_runtime
+from quotas.store.keys import is_client_tag
 
 
 class Command(BaseCommand):
@@ -29,16 +29,16 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        engine = get_engine()
+        runtime = get_runtime()
         try:
             if options["lift"] or options["lift_tag"]:
-                self._lift(engine, options)
+                self._lift(runtime, options)
             else:
-                self._list(engine, options)
+                self._list(runtime, options)
         except StoreUnavailable as exc:
             raise CommandError(f"Redis is unreachable: {exc}") from None
 
-    def _lift(self, engine: Any, options: dict[str, Any]) -> None:
+    def _lift(self, runtime: Any, options: dict[str, Any]) -> None:
         if options["lift_tag"]:
             tag = options["lift_tag"].strip()
             tag = tag if tag.startswith("{") else "{" + tag + "}"
@@ -50,14 +50,14 @@ class Command(BaseCommand):
                 tag = tag_for(kind, value)
             except ValueError as exc:
                 raise CommandError(f"--lift {kind} {value!r}: {exc}.") from None
-        lifted = lift(engine, tag)
+        lifted = lift(runtime, tag)
         if options["json"]:
             self.stdout.write(json.dumps({"tag": tag, "lifted": lifted}))
         else:
             self.stdout.write(f"Lifted {tag}." if lifted else f"{tag} had no failures counted; nothing to lift.")
 
-    def _list(self, engine: Any, options: dict[str, Any]) -> None:
-        blocks = list_blocks(engine, blocked_only=not options["all"])
+    def _list(self, runtime: Any, options: dict[str, Any]) -> None:
+        blocks = list_blocks(runtime, blocked_only=not options["all"])
         if options["json"]:
             rows = [
                 {"kind": b.kind, "tag": b.tag.strip("{}"), "failures": b.failures, "limit": b.limit,

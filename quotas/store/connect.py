@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url as parse_standalone_url
@@ -63,7 +66,7 @@ def is_script_error(exc: BaseException) -> bool:
 
 
 #: Connections a client's pool may hold open (per node of a cluster): the sync clients of :func:`connect` and
-#: the asyncio client of quotas/engine/aio.py alike. redis-py 8's default is the same 100, but older releases,
+#: the asyncio client of quotas/store/aio.py alike. redis-py 8's default is the same 100, but older releases,
 #: which pyproject.toml still allows, default to 2**31 (no cap); the cap should not depend on the installed
 #: redis-py. A thread or task that decides holds one connection at a time, so only a leak or a flood reaches it;
 #: past it redis-py raises ConnectionError ("Too many connections") instead of opening connections without end.
@@ -171,7 +174,7 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
     auth: dict[str, Any] = {"username": store.username, "password": store.password}
     pool: dict[str, Any] = {"max_connections": MAX_CONNECTIONS}
     # redis-py retries timeouts by default, which could run a command twice; here only a connection
-    # error is retried, once and at once (the engine's scripts handle their own, see quotas/engine/scripts.py).
+    # error is retried, once and at once (the engine's scripts handle their own, see quotas/store/transport.py).
     socket["retry"] = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     if store.topology == "standalone":
         return redis.Redis.from_url(url, **socket, **pool)
@@ -197,6 +200,26 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
         from quotas.exceptions import StoreUnavailable
 
         raise StoreUnavailable(f"no startup node of the Redis Cluster answered: {exc}") from exc
+
+
+def async_connector(url: str, timeout: float, connect_timeout: float | None = None) -> Callable[[], Any] | None:
+    """What makes a redis-py asyncio client for ``url`` (called once per event loop), or None where the
+    topology has none here (Sentinel, Cluster: async calls then use the sync client in a worker thread)."""
+    if parse_url(url).topology != "standalone":
+        return None
+
+    def make() -> Any:
+        return redis.asyncio.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout if connect_timeout is None else connect_timeout,
+            # As the sync client: a timeout is never retried, since the script may have run; a refused
+            # connection is retried once, at once.
+            retry=AsyncRetry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+            max_connections=MAX_CONNECTIONS,
+        )
+
+    return make
 
 
 class FollowingSentinelPool(SentinelConnectionPool):

@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from quotas.engine.protocol import Algorithm
 from quotas.rules.snapshot import Window
+from quotas.store.protocol import Algorithm
 
 _US = 1_000_000
 #: Algorithms that count one per request whatever its weight (see decide.lua).

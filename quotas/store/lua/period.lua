@@ -2,7 +2,7 @@
 -- money budgets (BUDGET: cost in micro-units) per calendar period. The spec
 -- carries the current period [start, stop) and the end of the next one
 -- (next_stop), computed by the application (see
--- quotas.engine.protocol.WindowSpec.for_period); the server clock picks
+-- quotas.store.protocol.WindowSpec.for_period); the server clock picks
 -- between them, so a reset never waits for an application host's clock.
 -- State: "<period start us>:<used>:<alert level>"; alert level 1 = 80 %
 -- reached, 2 = 100 % reached (each level is reported once per period).

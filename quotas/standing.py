@@ -9,22 +9,22 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from quotas.engine.core import Engine
-from quotas.engine.decision import WindowState
 from quotas.identity.clients import Client
 from quotas.rules.money import from_micros
 from quotas.rules.snapshot import PlanRules, RuleSet
+from quotas.store.core import Engine
+from quotas.store.decision import WindowState
 
 NEAR = 0.8  # an upgrade is offered from 80 % of a limit or budget used
 
 
-def current_standing(client: Client, rules: RuleSet, engine: Engine) -> dict[str, Any]:
+def current_standing(client: Client, rules: RuleSet, runtime: Engine) -> dict[str, Any]:
     """Limits (quota, remaining, reset), budgets (spent, remaining, resets_at), plan, upgrade offer."""
     plan_id = client.subscriber.plan_id if client.subscriber else rules.default_plan_id
     plan = rules.plans.get(plan_id) if plan_id is not None else None
     limits = rules.limits_for(plan_id, client.subscriber)
     windows = [w for rule in limits if not rule.shadow for w in rule.windows]
-    states = engine.peek(client.tag, windows).states if windows else []
+    states = runtime.store.peek(client.tag, windows).states if windows else []
     now = datetime.now(UTC)
     body: dict[str, Any] = {
         "client": client.tag.strip("{}"),

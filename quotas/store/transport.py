@@ -1,4 +1,4 @@
-"""Calling the Lua library's entry points (``quotas.engine.library``) from Python.
+"""Calling the Lua library's entry points (``quotas.store.library``) from Python.
 
 ``decide`` is the only call on the request path. :class:`LuaScript` sends it
 as FCALL where the server has functions (Redis 7+) and as EVALSHA where it
@@ -9,6 +9,7 @@ a failover). Those answers mean nothing ran, so the call is simply sent again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -17,16 +18,17 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+from asgiref.sync import sync_to_async
 from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quotas.engine.library import function_name, library_source, script_source
+from quotas.store.library import function_name, library_source, script_source
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ def remedy(exc: ResponseError, functions: bool) -> str | None:
 #: back (and taking one again). Taking a connection costs about as much as
 #: running the decision script; handing it back now and then keeps what the pool
 #: does on checkout (a Sentinel pool asks where the primary is, see
-#: quotas.engine.redis_connect.FollowingSentinelPool) happening about once a second.
+#: quotas.store.connect.FollowingSentinelPool) happening about once a second.
 HOLD_SECONDS = 1.0
 
 
@@ -296,3 +298,61 @@ def _closed_or_dirty(conn: Any) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLIN | select.POLLPRI)
     return bool(poller.poll(0))
+
+
+#: The library's entry points the store calls.
+ENTRIES = ("decide", "refund", "adjust", "release")
+
+
+class Transport:
+    """How the store reaches Redis: each entry point of the Lua library on one client, sync and async.
+
+    :meth:`call` sends on ``client`` through :class:`LuaScript`. :meth:`acall`
+    awaits redis-py's asyncio client, one per event loop (asyncio connections
+    belong to one loop; an ASGI server runs one loop per process), made by
+    ``async_client``. Without one (Sentinel, Cluster) the sync call runs in a
+    worker thread: correct, only not thread-free.
+    """
+
+    def __init__(self, client: Any, async_client: Callable[[], Any] | None = None) -> None:
+        self.client = client
+        self._scripts = {name: LuaScript.entry(client, name) for name in ENTRIES}
+        self._async_client = async_client
+        # Per event loop: its client and the entry points on it.
+        self._loops: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, AsyncLuaScript]]] = weakref.WeakKeyDictionary()
+
+    def call(self, entry: str, keys: Sequence[str], args: Sequence[object]) -> Any:
+        """Run the library's ``entry`` with ``keys`` and ``args``; redis-py errors propagate."""
+        return self._scripts[entry](keys, args)
+
+    async def acall(self, entry: str, keys: Sequence[str], args: Sequence[object]) -> Any:
+        """:meth:`call`, awaited on this event loop's client."""
+        script = self.async_script(entry)
+        if script is None:
+            return await sync_to_async(self.call, thread_sensitive=False)(entry, keys, args)
+        return await script(keys, args)
+
+    def script(self, entry: str) -> LuaScript:
+        """The sync entry point ``entry`` (whether it calls by FCALL: :attr:`LuaScript.functions`)."""
+        return self._scripts[entry]
+
+    def async_script(self, entry: str) -> AsyncLuaScript | None:
+        """The entry point ``entry`` on this event loop's client (made on first use), or None without one."""
+        if self._async_client is None:
+            return None
+        loop = asyncio.get_running_loop()
+        found = self._loops.get(loop)
+        if found is None:
+            client = self._async_client()
+            found = self._loops[loop] = (client, {name: AsyncLuaScript(client, name) for name in ENTRIES})
+        return found[1][entry]
+
+    async def aclose(self) -> None:
+        """Close this event loop's client (before the loop ends: in tests, or at ASGI shutdown)."""
+        found = self._loops.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found[0].aclose()
+
+    def close(self) -> None:
+        """Drop the sync client's connections (an asyncio client's close when it is collected)."""
+        self.client.close()

@@ -9,8 +9,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from quotas.engine.decision import _US, WindowState
 from quotas.rules.snapshot import Window
+from quotas.store.decision import _US, WindowState
 
 
 class _Refusal(NamedTuple):

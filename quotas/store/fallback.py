@@ -27,9 +27,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from quotas.conf import quota_settings
-from quotas.engine.decision import Decision, WindowState, scaled
 from quotas.rules.periods import period_bounds
 from quotas.rules.snapshot import Window
+from quotas.store.decision import Decision, WindowState, scaled
 
 _US = 1_000_000
 

@@ -45,7 +45,7 @@
 -- keys[2]  the bucket's usage key of the day DECIDE_ARG_DAY names ("...:<YYYYMMDD>")
 -- keys[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
--- args, by the slot names of quotas.engine.protocol.DecideArg (generated as DECIDE_ARG_*):
+-- args, by the slot names of quotas.store.protocol.DecideArg (generated as DECIDE_ARG_*):
 --   NOW          now in microseconds, or '' to use the Redis server's clock
 --   WEIGHT       the request's weight for every rate window, or '' for each window's own
 --   COST         the request's estimated cost in micro-units (budget windows spend it)
@@ -58,9 +58,9 @@
 --   REQUEST_ID   the request's id (for concurrency leases), or ''
 --   FIELD_PREFIX the client's field prefix "<client>|"
 --   DAY          the day of keys[2] in days since 1970 (the application's clock), or ''
--- then args[DECIDE_FIXED_ARGS + i], window i's spec (quotas.engine.protocol.WindowSpec,
+-- then args[DECIDE_FIXED_ARGS + i], window i's spec (quotas.store.protocol.WindowSpec,
 --          see common.lua)
--- Returns  quotas.engine.protocol.DecideReply: a head {allowed, now, flags, ban wait}
+-- Returns  quotas.store.protocol.DecideReply: a head {allowed, now, flags, ban wait}
 --          (slots REPLY_*), then per window: ok, remaining, reset, retry,
 --          delay, used (periods), alert mask (periods) (slots WINDOW_REPLY_*);
 --          flags: FLAG_REDUCED_ONLY, FLAG_BANNED or FLAG_BAN_STARTED;

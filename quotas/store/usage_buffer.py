@@ -33,8 +33,8 @@ from typing import Any
 from django.core import signing
 
 from quotas.conf import quota_settings
-from quotas.engine.protocol import usage_add_args
-from quotas.engine.redis_connect import STORE_ERRORS
+from quotas.store.connect import STORE_ERRORS
+from quotas.store.protocol import usage_add_args
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class UsageBuffer:
 
 def write_batch(client: Any, writer: str, batch: Batch) -> None:
     """Add ``batch`` to its usage hashes (one script call per hash; a hash that has it already skips it)."""
-    from quotas.engine.library import script_source  # off the request path: EVALSHA on any server
+    from quotas.store.library import script_source  # off the request path: EVALSHA on any server
 
     script = client.register_script(script_source("usage_add"))
     per_key: defaultdict[tuple[str, str], list[Any]] = defaultdict(list)

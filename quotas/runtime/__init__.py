@@ -1,0 +1,147 @@
+"""This process's quota machinery, built from ``settings.QUOTAS`` on first use.
+
+A :class:`Runtime` holds what lives as long as the process: the rules
+cache, the guarded store, the adaptive multipliers, the notes written off
+the request path (history, last refusals, keys' last use) and the poller
+thread that writes them. The service asks :func:`get_runtime` once per
+request; a settings change (tests) rebuilds it with :func:`reset_runtime`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from django.utils.module_loading import import_string
+
+from quotas.conf import quota_settings
+from quotas.observability import metrics
+from quotas.observability.history import History
+from quotas.observability.refusals import RefusalLog
+from quotas.rules.cache import RulesCache
+from quotas.runtime import shaping
+from quotas.runtime.key_use import KeyUse
+from quotas.runtime.multipliers import Multipliers
+from quotas.runtime.poller import Poller
+from quotas.signals import remembered_state_stale
+from quotas.store.connect import STORE_ERRORS, async_connector, connect
+from quotas.store.guard import Guard
+from quotas.store.keys import rules_version_key
+from quotas.store.redis_store import RedisStore
+from quotas.store.transport import Transport
+from quotas.store.usage_buffer import replay_spool
+
+
+class Runtime:
+    """The rules cache, the guarded store and the background work of one process."""
+
+    def __init__(self, store: RedisStore, rules: RulesCache, guard: Guard, interval: float) -> None:
+        self.redis = store.redis
+        self.redis_store = store
+        self.prefix = store.prefix
+        self.rules = rules
+        self.store = guard
+        self.multipliers = Multipliers(store.prefix)
+        self.history = History()
+        self.refusals = RefusalLog()  # each client's last refusals, for operators
+        self.key_use = KeyUse()
+        self.poller = Poller(interval, self.tick)
+        rules.on_reload = self._rules_changed
+        atexit.register(self.store.flush_usage, spool_on_failure=True)
+
+    def forget(self) -> None:
+        """Drop what this process remembers from Redis (refused clients, blocks): the rules or a ban changed."""
+        self.store.forget()
+        remembered_state_stale.send(sender=Runtime)
+
+    def _rules_changed(self) -> None:
+        # A reload (the first among them) also reads the multipliers, so the first request decides with them.
+        self.multipliers.refresh(self.redis)
+        self.forget()
+
+    def tick(self) -> None:
+        """The poller's work: the rules version and multipliers, probe Redis while down, then write what was
+        held (usage, keys' last use, the history, the last refusals), each kept for the next tick if its write
+        fails."""
+        self.rules.poll()
+        if self.multipliers.refresh(self.redis):
+            self.forget()
+        if not self.store.probe():
+            return
+        if self.store.flush_usage():
+            replay_spool(self.redis)
+        for name, notes in (("key_use", self.key_use), ("history", self.history)):
+            try:
+                notes.write(self.redis, self.prefix)
+            except STORE_ERRORS:
+                metrics.observe_redis_error(name)
+        self.refusals.write(self.redis, self.prefix)  # counts and logs its own errors, keeps what failed
+
+    def lift_ban(self, tag: str) -> bool:
+        """End ``tag``'s ban now (and its refusal count); every process forgets it within a second.
+
+        Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
+        """
+        lifted = self.redis_store.lift_ban(tag)
+        self.rules.invalidate()  # other processes drop their remembered refusals and bans
+        return lifted
+
+    def close(self) -> None:
+        """Stop background work, count what is buffered, and drop connections."""
+        self.poller.stop()
+        self.store.flush_usage(spool_on_failure=True)
+        atexit.unregister(self.store.flush_usage)
+        self.redis_store.close()
+
+
+def build_runtime() -> Runtime:
+    """A runtime configured from ``settings.QUOTAS``."""
+    url, timeout = quota_settings.REDIS_URL, float(quota_settings.SOCKET_TIMEOUT)
+    connect_timeout = float(quota_settings.CONNECT_TIMEOUT)
+    transport = Transport(connect(url, timeout, connect_timeout), async_connector(url, timeout, connect_timeout))
+    prefix = quota_settings.KEY_PREFIX
+    store = RedisStore(transport, prefix, int(quota_settings.KEY_BUCKETS))
+    backend_path = quota_settings.RULES_BACKEND
+    interval = float(quota_settings.RULES_CHECK_INTERVAL)
+    rules = RulesCache(
+        import_string(backend_path)() if backend_path else None,
+        store.redis,
+        rules_version_key(prefix),
+        interval,
+        int(quota_settings.CLIENT_CACHE_SIZE),
+    )
+    guard = Guard(
+        store,
+        deny_memory_size=int(quota_settings.LOCAL_DENY_CACHE_SIZE),
+        probe_interval=float(quota_settings.PROBE_INTERVAL),
+        local_share=float(quota_settings.LOCAL_SHARE),
+    )
+    return Runtime(store, rules, guard, interval)
+
+
+_runtime: Runtime | None = None
+_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """This process's runtime, built on first use; its poller runs in every process that uses it."""
+    global _runtime
+    runtime = _runtime
+    if runtime is None:
+        with _lock:
+            if _runtime is None:
+                _runtime = build_runtime()
+            runtime = _runtime
+    runtime.poller.ensure()
+    return runtime
+
+
+def reset_runtime() -> None:
+    """Forget the runtime (after a settings change); the next use builds a new one."""
+    global _runtime
+    with _lock:
+        if _runtime is not None:
+            _runtime.close()
+        _runtime = None
+        remembered_state_stale.send(sender=Runtime)  # blocks learnt from the old runtime's store
+        shaping.budget.reset()  # its size may be a setting that just changed

@@ -1,0 +1,54 @@
+"""The poller: one daemon thread per process doing the runtime's background work every interval.
+
+Threads do not survive ``fork()``: a gunicorn worker inherits the runtime
+but not its thread, so :meth:`Poller.ensure` starts one in each process
+the first time that process uses the runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+
+class Poller:
+    """Calls ``work`` every ``interval`` seconds on a daemon thread of this process (never with 0)."""
+
+    def __init__(self, interval: float, work: Callable[[], None]) -> None:
+        self.interval = interval
+        self.work = work
+        self.pid: int | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def ensure(self) -> None:
+        """Start this process's thread, unless it runs already (or polling is off)."""
+        if self.pid == os.getpid() or self.interval <= 0:
+            return
+        self.pid = os.getpid()
+        self._stop = threading.Event()
+        thread = threading.Thread(target=self._run, args=(self._stop,), name="quota-poller", daemon=True)
+        thread.start()
+        self._thread = thread
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                self.work()
+            except Exception:  # the poller must outlive any one failure (it also probes a down Redis)
+                logger.exception("quotas: the poller failed; retrying next interval")
+
+    def stop(self) -> None:
+        """Stop the thread, waiting for a visit under way.
+
+        Waiting means nothing polls a Redis that is shut down next (a spurious
+        "unreadable" warning); a visit is bounded by the socket timeout.
+        """
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread() and self.pid == os.getpid():
+            thread.join(timeout=2.0)

@@ -1,0 +1,306 @@
+"""The store as the service uses it: what Redis is spared, and what happens while it is away.
+
+:class:`Guard` wraps a :class:`~quotas.store.redis_store.RedisStore` with
+three things a store must not know about:
+
+* a memory of clients refused recently (:mod:`quotas.store.deny_memory`), so
+  a flood past a limit is refused until its retry time without touching Redis;
+* a circuit breaker (:mod:`quotas.store.breaker`), so an outage costs one
+  timeout, not one per request;
+* the local fallback (:mod:`quotas.store.fallback`): this process's share of
+  each limit, and usage counted in-process (:mod:`quotas.store.usage_buffer`)
+  until Redis is back.
+
+Operations after a decision (refund, cost adjustment, lease release) are best
+effort: a failure is logged and counted, never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from quotas.exceptions import ScriptFailed, StoreUnavailable
+from quotas.observability import metrics
+from quotas.rules.snapshot import Window
+from quotas.store.breaker import CircuitBreaker
+from quotas.store.decision import DecideCall, Decision, WindowState
+from quotas.store.deny_memory import DenyMemory
+from quotas.store.fallback import LocalLimiter
+from quotas.store.redis_store import RedisStore, banned_states, day_of
+from quotas.store.usage_buffer import UsageBuffer
+
+logger = logging.getLogger(__name__)
+
+
+class Guard:
+    """A :class:`RedisStore` behind a memory of refused clients, a circuit breaker and the local fallback."""
+
+    def __init__(self, store: RedisStore, *, deny_memory_size: int, probe_interval: float, local_share: float) -> None:
+        self.store = store
+        self.deny_memory = DenyMemory(deny_memory_size)
+        self.breaker = CircuitBreaker(probe_interval)
+        self.fallback = LocalLimiter(local_share, deny_memory_size)
+        self.usage_buffer = UsageBuffer()
+
+    # The decision: decide() by keyword for tests and operators, decide_call() and adecide() for the service.
+
+    def decide(  # noqa: PLR0913
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None = None,
+        *,
+        now: float | None = None,
+        cost_micros: int = 0,
+        usage: str | None = None,
+        peek: bool = False,
+        multiplier: float = 1.0,
+        ban_policy: str = "",
+        request_id: str = "",
+    ) -> Decision:
+        """Check and consume ``weight`` in every window for client ``tag``, atomically.
+
+        The options are :class:`~quotas.store.decision.DecideCall`'s. Raises
+        :class:`StoreUnavailable` when Redis fails.
+        """
+        return self.decide_call(
+            DecideCall(tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id)
+        )
+
+    def decide_call(self, call: DecideCall) -> Decision:
+        """The decision on ``call``: remembered, else Redis's. Raises :class:`StoreUnavailable` when Redis fails."""
+        remembered = self._remembered(call)
+        if remembered is not None:
+            return remembered
+        try:
+            decision = self.store.decide(call)
+        except StoreUnavailable as exc:
+            raise self._failed(call.tag, exc) from exc
+        return self._learn(call, decision)
+
+    async def adecide(self, call: DecideCall) -> Decision:
+        """:meth:`decide_call` from asyncio: only the round trip is awaited."""
+        remembered = self._remembered(call)
+        if remembered is not None:
+            return remembered
+        try:
+            decision = await self.store.adecide(call)
+        except StoreUnavailable as exc:
+            raise self._failed(call.tag, exc) from exc
+        return self._learn(call, decision)
+
+    def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
+        """The client's standing in ``windows`` without consuming or counting anything."""
+        return self.decide(tag, windows, weight=0, peek=True)
+
+    def _remembered(self, call: DecideCall) -> Decision | None:
+        """The refusal this process remembers for ``call.tag``, if any.
+
+        Raises :class:`StoreUnavailable` while the circuit breaker is open.
+        """
+        tag, windows, weight = call.tag, call.windows, call.weight
+        if call.now is None and not call.peek:
+            banned_for = self.deny_memory.banned(tag)
+            if banned_for:
+                self._count_locally(tag, call.usage, "dx")
+                states = banned_states(windows, banned_for, call.multiplier)
+                now = time.time()
+                return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
+            # With escalation on, refusals must reach Redis to be counted toward a ban
+            # (which is then remembered here); a flood costs at most the ban threshold.
+            refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
+            if refused:
+                self._count_locally(tag, call.usage, "dr")
+                return Decision(False, refused, time.time(), weight, local=True, tag=tag)
+        if not self.breaker.allow():
+            raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
+        return None
+
+    def _failed(self, tag: str, exc: StoreUnavailable) -> StoreUnavailable:
+        """``exc``, counted and logged; an outage (not a script's error) opens the breaker."""
+        if isinstance(exc, ScriptFailed):
+            # A bug or bad state of this client's keys, not an outage: this request alone gets the
+            # failure mode; the breaker (every other client) is left alone.
+            metrics.observe_redis_error("script")
+            logger.error("quotas: the decision script failed for %s: %s", tag, exc)
+            return exc
+        self.breaker.failure()
+        metrics.observe_redis_error("decide")
+        return exc
+
+    def _learn(self, call: DecideCall, decision: Decision) -> Decision:
+        """Note what ``decision`` teaches: Redis is up, what an outage may still spend, who to refuse locally."""
+        self.breaker.success()
+        if call.now is not None or call.peek:
+            return decision  # a test's or an operator's question: nothing to remember
+        tag = call.tag
+        if decision.states and not decision.banned and any(w.period for w in call.windows):
+            self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend (fallback.py)
+        if decision.banned or decision.ban_started:
+            self.deny_memory.ban(tag, decision.ban_wait_us)
+        elif not decision.allowed and not decision.reduced_only and not call.ban_policy:
+            for state in decision.denying_states():
+                if not state.window.period:  # a period's refusal may end with a reconciliation
+                    self.deny_memory.remember(tag, state, state.window.weight if call.weight is None else call.weight)
+        return decision
+
+    # While Redis is away.
+
+    def decide_locally(
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None,
+        cost_micros: int,
+        usage: str | None,
+        *,
+        multiplier: float = 1.0,
+    ) -> Decision:
+        """Decide in this process (failure mode ``local``), counting usage for later."""
+        decision = self.fallback.decide(tag, windows, weight, cost_micros, multiplier)
+        if not usage:
+            return decision
+        if decision.allowed:
+            units = weight if weight is not None else max((w.weight for w in windows if not w.period), default=1)
+            for counter, amount in (("a", 1), ("wx", units - 1), ("c", cost_micros)):
+                if amount:
+                    self._count_locally(tag, usage, counter, amount)
+        else:
+            self._count_locally(tag, usage, "db" if decision.budget_denied else "dr")
+        return decision
+
+    def count_acl(
+        self, tag: str, usage: str | None, allowed: bool, weight: int | None, cost_micros: int
+    ) -> Decision | None:
+        """Count a request an allow or deny list decided (no limits involved).
+
+        Returns the decision of an allowed request, which is settled after the
+        view like any other; None when nothing is counted (no usage field).
+        While Redis is unreachable the count is kept in-process.
+        """
+        if not usage:
+            return None
+        try:
+            return self.store.count(tag, usage, allowed=allowed, weight=weight, cost_micros=cost_micros)
+        except StoreUnavailable:
+            metrics.observe_redis_error("count_acl")
+            logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
+        if not allowed:
+            self._count_locally(tag, usage, "da")
+            return None
+        return self.decide_locally(tag, (), weight, cost_micros, usage)
+
+    def probe(self) -> bool:
+        """While the breaker is open, ask Redis whether it is back (the poller's job); True when Redis is up."""
+        if not self.breaker.is_open:
+            return True
+        if not self.store.ping():
+            return False
+        self.breaker.success()
+        self.fallback.clear()
+        return True
+
+    @property
+    def mode(self) -> str:
+        """``normal``, or ``breaker_open`` while Redis is treated as down."""
+        return "breaker_open" if self.breaker.is_open else "normal"
+
+    # After the view: best effort.
+
+    def refund(self, decision: Decision, only_refundable: bool = True) -> None:
+        """Give back what an admitted ``decision`` consumed (every window, or only those that refund errors)."""
+        states = [s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)]
+        if not decision.allowed or decision.local or not states:
+            return
+        try:
+            self.store.refund(decision, states)
+        except StoreUnavailable:
+            metrics.observe_redis_error("refund")
+            logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
+
+    def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState]:
+        """Replace an admitted decision's estimated cost with the actual one, once.
+
+        Returns the budget states whose alert thresholds were newly reached.
+        """
+        if decision.reconciled or not decision.allowed or decision.local:
+            return []
+        decision.reconciled = True
+        delta = actual_micros - decision.cost_micros
+        budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
+        if delta == 0 or (not budgets and not decision.usage):
+            return []
+        try:
+            adjusted = self.store.adjust(decision, delta, [spec for _, spec in budgets])
+        except StoreUnavailable:
+            metrics.observe_redis_error("reconcile")
+            logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
+            return []
+        decision.cost_micros = actual_micros
+        alerted = []
+        for (state, _), budget in zip(budgets, adjusted, strict=True):
+            if budget.period_ended:  # nothing was changed
+                continue
+            state.used, state.alert = budget.used, budget.alert
+            if state.alert:
+                alerted.append(state)
+        return alerted
+
+    def release(self, decision: Decision) -> None:
+        """End the concurrency leases an admitted decision holds."""
+        if not decision.request_id or not decision.allowed:
+            return
+        try:
+            self.store.release(decision)
+        except StoreUnavailable:
+            metrics.observe_redis_error("release")
+            # The lease runs out on its own; the client is only limited a little longer.
+            logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
+
+    def withdraw(self, decision: Decision) -> None:
+        """Take back an admitted ``decision`` this process then refused (no room to shape it).
+
+        Its units go back to every window, its estimated cost is released, and
+        its usage moves from admitted to refused for capacity ("dc").
+        """
+        if not decision.allowed or decision.local:
+            return
+        self.refund(decision, only_refundable=False)
+        if decision.cost_micros:
+            self.reconcile(decision, 0)
+        if decision.usage:
+            rate_windows = [s.window.weight for s in decision.states if not s.window.period]
+            units = decision.weight if decision.weight is not None else max(rate_windows, default=1)
+            day = day_of(decision.now)
+            for counter, amount in (("a", -1), ("wx", 1 - units), ("dc", 1)):
+                if amount:
+                    self._count_locally(decision.tag, decision.usage, counter, amount, day)
+
+    # Usage counted in-process.
+
+    def _count_locally(
+        self, tag: str, usage: str | None, counter: str, amount: int = 1, day: str | None = None
+    ) -> None:
+        if usage:
+            keys = self.store.keys_of(tag)
+            self.usage_buffer.add(keys.usage_base, f"{keys.field_prefix}{usage}|{counter}", amount, day)
+
+    def flush_usage(self, spool_on_failure: bool = False) -> bool:
+        """Add the usage counted in-process to the day's Redis counters; True when all was written.
+
+        On failure the counts are kept for the next try (or, with
+        ``spool_on_failure``, as at process exit, written to the spool
+        directory for another process to replay).
+        """
+        if not self.usage_buffer or self.usage_buffer.flush(self.store.redis):
+            return True
+        metrics.observe_redis_error("flush_usage")
+        if spool_on_failure:
+            self.usage_buffer.spool()
+        return False
+
+    def forget(self) -> None:
+        """Forget the refused clients this process remembers (every limit is asked of Redis again)."""
+        self.deny_memory.clear()

@@ -1,0 +1,267 @@
+"""The Redis store: each operation encoded for the Lua library, sent through the transport, its reply decoded.
+
+The algorithms live in Lua (``quotas/store/lua``) and the call layout in
+:mod:`quotas.store.protocol`; this module only turns a
+:class:`~quotas.store.decision.DecideCall` into one call's KEYS and ARGV, and
+the reply into a :class:`~quotas.store.decision.Decision`. It remembers
+nothing and retries nothing: a failure raises
+:class:`~quotas.exceptions.StoreUnavailable` (or :class:`~quotas.exceptions.ScriptFailed`
+for an error reply about the call itself), and :class:`~quotas.store.guard.Guard`
+decides what it means.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from quotas.exceptions import ScriptFailed, StoreUnavailable
+from quotas.rules.snapshot import Window
+from quotas.store.connect import STORE_ERRORS, is_script_error
+from quotas.store.decision import _US, DecideCall, Decision, WindowState, scaled
+from quotas.store.keys import ClientKeys, client_keys
+from quotas.store.protocol import (
+    NEVER,
+    AdjustedBudget,
+    DecideFlag,
+    DecideReply,
+    WindowReply,
+    adjust_args,
+    decide_args,
+    refund_args,
+    release_args,
+)
+from quotas.store.transport import Transport
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A decide call as the script takes it: its KEYS and ARGV, and each window's spec at the call's time."""
+
+    call: DecideCall
+    specs: list[bytes]
+    keys: list[str]
+    args: list[object]
+
+
+class RedisStore:
+    """Decides, refunds, adjusts and releases in Redis, one script call each. One per runtime."""
+
+    def __init__(self, transport: Transport, prefix: str, buckets: int = 1024) -> None:
+        self.transport = transport
+        self.prefix = prefix
+        self.buckets = buckets
+
+    @property
+    def redis(self) -> Any:
+        """The redis-py client the transport sends on (for operators' reads and the usage writers)."""
+        return self.transport.client
+
+    # decide() in three steps (encode, send, decode), so that adecide() sends the same call from asyncio.
+
+    def decide(self, call: DecideCall) -> Decision:
+        """Check and consume ``call``'s windows atomically; raises :class:`StoreUnavailable` when Redis fails."""
+        encoded = self.encode(call)
+        try:
+            raw = self.transport.call("decide", encoded.keys, encoded.args)
+        except STORE_ERRORS as exc:
+            raise _failure(f"decision for {call.tag}", exc) from exc
+        return self.decode(encoded, raw)
+
+    async def adecide(self, call: DecideCall) -> Decision:
+        """:meth:`decide` from asyncio: the same call, awaited."""
+        encoded = self.encode(call)
+        try:
+            raw = await self.transport.acall("decide", encoded.keys, encoded.args)
+        except STORE_ERRORS as exc:
+            raise _failure(f"decision for {call.tag}", exc) from exc
+        return self.decode(encoded, raw)
+
+    def encode(self, call: DecideCall) -> Encoded:
+        """The script call of ``call`` (the server's clock decides unless ``call.now`` is given)."""
+        at = time.time() if call.now is None else call.now
+        specs = [w.spec_at(at) for w in call.windows]
+        keys = self.keys_of(call.tag)
+        day = _day(at)
+        args = decide_args(
+            keys.field_prefix,
+            now="" if call.now is None else int(call.now * _US),
+            weight="" if call.weight is None else call.weight,
+            cost=call.cost_micros,
+            usage=call.usage or "",
+            mode="peek" if call.peek else "",
+            multiplier="" if call.multiplier == 1.0 else repr(call.multiplier),
+            ban_policy=call.ban_policy,
+            request_id=call.request_id,
+            day=day[0],
+            specs=specs,
+        )
+        return Encoded(call, specs, self.script_keys(keys, call.windows, day[1]), args)
+
+    def decode(self, encoded: Encoded, raw: Sequence[int]) -> Decision:
+        """The decision in decide.lua's reply ``raw`` to ``encoded``."""
+        call = encoded.call
+        windows, multiplier = call.windows, call.multiplier
+        reply = DecideReply.decode(raw, len(windows))
+        flags = reply.flags
+        banned = flags == DecideFlag.BANNED  # a banned client's limits are not read: no window in the reply
+        if banned:
+            states = banned_states(windows, reply.ban_wait_us, multiplier)
+        else:
+            states = [_state(w, r, multiplier) for w, r in zip(windows, reply.windows, strict=True)]
+        return Decision(
+            reply.allowed,
+            states,
+            reply.now_us / _US,
+            call.weight,
+            tag=call.tag,
+            cost_micros=call.cost_micros,
+            usage=call.usage,
+            specs=encoded.specs,
+            multiplier=multiplier,
+            reduced_only=flags == DecideFlag.REDUCED_ONLY,
+            banned=banned,
+            ban_started=flags == DecideFlag.BAN_STARTED,
+            ban_wait_us=reply.ban_wait_us,
+            request_id=call.request_id,
+        )
+
+    def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
+        """Count in ``tag``'s usage a request decided without limits (an allow or deny list's entry)."""
+        keys = self.keys_of(tag)
+        day = _day(time.time())
+        args = decide_args(
+            keys.field_prefix,
+            weight="" if weight is None else weight,
+            cost=cost_micros,
+            usage=usage,
+            mode="acl-allow" if allowed else "acl-deny",
+            day=day[0],
+        )
+        try:
+            raw = self.transport.call("decide", self.script_keys(keys, (), day[1]), args)
+        except STORE_ERRORS as exc:
+            raise _failure(f"counting a listed request of {tag}", exc) from exc
+        now_us = DecideReply.decode(raw, 0).now_us
+        return Decision(allowed, [], now_us / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage)
+
+    def refund(self, decision: Decision, states: Sequence[WindowState]) -> None:
+        """Give back what ``decision`` consumed in ``states``' windows."""
+        keys = self.keys_of(decision.tag)
+        args = refund_args(
+            keys.field_prefix,
+            now_us=int(decision.now * _US),
+            weight=decision.weight,
+            specs=[s.window.spec_at(decision.now) for s in states],
+        )
+        try:
+            self.transport.call("refund", self.script_keys(keys, [s.window for s in states]), args)
+        except STORE_ERRORS as exc:
+            raise _failure(f"refund for {decision.tag}", exc) from exc
+
+    def adjust(self, decision: Decision, delta_micros: int, budgets: Sequence[bytes]) -> list[AdjustedBudget]:
+        """Add ``delta_micros`` to ``decision``'s cost: in its usage and in the budgets whose specs are ``budgets``."""
+        keys = self.keys_of(decision.tag)
+        args = adjust_args(
+            keys.field_prefix,
+            now_us=int(decision.now * _US),
+            delta=delta_micros,
+            usage=decision.usage or "",
+            specs=list(budgets),
+        )
+        try:
+            raw = self.transport.call("adjust", self.script_keys(keys, (), _day(decision.now)[1]), args)
+        except STORE_ERRORS as exc:
+            raise _failure(f"adjusting the cost of {decision.tag}", exc) from exc
+        return AdjustedBudget.decode_all(raw)
+
+    def release(self, decision: Decision) -> None:
+        """End the concurrency leases ``decision`` holds."""
+        own = self.keys_of(decision.tag)
+        keys = [own.own_key(s.window.state_field) for s in decision.states if s.window.algorithm == "concurrency"]
+        if not keys:
+            return
+        try:
+            self.transport.call("release", keys, release_args(decision.request_id))
+        except STORE_ERRORS as exc:
+            raise _failure(f"releasing the leases of {decision.tag}", exc) from exc
+
+    def lift_ban(self, tag: str) -> bool:
+        """End ``tag``'s ban (and its refusal count); True when there was one."""
+        keys = self.keys_of(tag)
+        try:
+            return bool(self.redis.hdel(keys.bucket, keys.field("!bn"), keys.field("!dn")))
+        except STORE_ERRORS as exc:
+            raise _failure(f"lifting the ban of {tag}", exc) from exc
+
+    def ping(self) -> bool:
+        """Whether Redis answers."""
+        try:
+            self.redis.ping()
+        except STORE_ERRORS:
+            return False
+        return True
+
+    def keys_of(self, tag: str) -> ClientKeys:
+        """Where client ``tag``'s state lives (see :mod:`quotas.store.keys`)."""
+        return client_keys(self.prefix, tag, self.buckets)
+
+    @staticmethod
+    def script_keys(keys: ClientKeys, windows: Sequence[Window], day: str = "") -> list[str]:
+        """The KEYS of a script call for a client's ``windows``: its bucket, its usage key of ``day``
+        (YYYYMMDD; the bare prefix without one), then the set of each window with a key of its own."""
+        usage = f"{keys.usage_base}:{day}" if day else keys.usage_base
+        return [keys.bucket, usage, *(keys.own_base + w.state_field for w in windows if w.has_own_key)]
+
+    def close(self) -> None:
+        """Drop the transport's connections."""
+        self.transport.close()
+
+
+def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:
+    """What a banned client's windows show: nothing left until the ban ends.
+
+    The script does not read a banned client's limits, so there are no real
+    states; these give every 429 of a ban its RateLimit headers (r=0, t = the
+    ban's end) without counting as refusals of those windows (``ok`` stays True:
+    the ban refused the request, not the windows).
+    """
+    return [WindowState(w, True, 0, wait_us, 0, quota=scaled(w, multiplier)) for w in windows]
+
+
+def day_of(now: float) -> str:
+    """``"YYYYMMDD"`` (UTC) of ``now``: the usage key a count made at ``now`` belongs to."""
+    return _day(now)[1]
+
+
+def _failure(what: str, exc: Exception) -> StoreUnavailable:
+    if is_script_error(exc):
+        return ScriptFailed(f"{what} failed: {exc}")
+    return StoreUnavailable(f"{what} failed: {exc}")
+
+
+def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState:
+    """The state of ``window`` from its part of decide.lua's reply, at the quota the multiplier left."""
+    return WindowState(
+        window,
+        ok=reply.ok,
+        remaining=reply.remaining,
+        reset_us=reply.reset_us,
+        retry_us=None if reply.retry_us == NEVER else reply.retry_us,
+        delay_us=reply.delay_us,
+        used=reply.used,
+        alert=reply.alert,
+        quota=scaled(window, multiplier),
+    )
+
+
+def _day(now: float) -> tuple[int, str]:
+    """``(days since 1970, "YYYYMMDD")`` of ``now`` (UTC): which usage key the scripts write.
+
+    The scripts check it against the Redis server's clock and compute the
+    date themselves only when the two disagree (around midnight).
+    """
+    days = int(now // 86400)
+    return days, time.strftime("%Y%m%d", time.gmtime(days * 86400))
