@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class QuotasConfig(AppConfig):
-    """The enforcement engine and DRF throttle."""
+    """The decision service, its store and runtime, and the front doors (DRF, plain Django)."""
 
     name = "quotas"
     verbose_name = "Quotas"
@@ -13,16 +13,19 @@ class QuotasConfig(AppConfig):
 
         from quotas import checks  # noqa: F401  (registers the system checks)
         from quotas.http.views import plan_multipliers
-        from quotas.identity.auth_failures import on_login_failed
+        from quotas.identity.auth_failures import forget_blocks, on_login_failed
         from quotas.observability import metrics
         from quotas.runtime import reset_runtime
+        from quotas.signals import remembered_state_stale
 
         def _on_setting_changed(*, setting: str, **kwargs: object) -> None:
-            # override_settings(QUOTAS=...) in tests must not see a stale engine.
+            # override_settings(QUOTAS=...) in tests must not see a stale runtime.
             if setting in ("QUOTAS", "REST_FRAMEWORK"):
                 reset_runtime()
 
         setting_changed.connect(_on_setting_changed, weak=False, dispatch_uid="quotas-settings")
+        # A rules change or a new runtime: the failed-authentication blocks this process learnt are asked again.
+        remembered_state_stale.connect(forget_blocks, weak=False, dispatch_uid="quotas-forget-blocks")
         # Every plan's multiplier is in /metrics from the first scrape, at 1 until the controller cuts it.
         metrics.add_default_series(metrics.adaptive_multiplier, plan_multipliers)
         if apps.is_installed("django.contrib.auth"):

@@ -12,13 +12,13 @@ from typing import Any
 from quotas.identity.clients import Client
 from quotas.rules.money import from_micros
 from quotas.rules.snapshot import PlanRules, RuleSet
-from quotas.store.core import Engine
+from quotas.runtime import Runtime
 from quotas.store.decision import WindowState
 
 NEAR = 0.8  # an upgrade is offered from 80 % of a limit or budget used
 
 
-def current_standing(client: Client, rules: RuleSet, runtime: Engine) -> dict[str, Any]:
+def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
     """Limits (quota, remaining, reset), budgets (spent, remaining, resets_at), plan, upgrade offer."""
     plan_id = client.subscriber.plan_id if client.subscriber else rules.default_plan_id
     plan = rules.plans.get(plan_id) if plan_id is not None else None

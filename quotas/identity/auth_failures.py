@@ -268,6 +268,11 @@ def _http(request: Any) -> HttpRequest:
     return getattr(request, "_request", request)  # DRF's Request wraps Django's
 
 
+def forget_blocks(sender: Any, **kwargs: Any) -> None:
+    """``remembered_state_stale`` receiver: forget the blocks this process learnt; Redis is asked again."""
+    failed_auth.clear()
+
+
 def on_login_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
     """``user_login_failed`` receiver: count the failure against what the attempt counts against."""
     if request is None:

@@ -123,7 +123,7 @@ def log_ban(
 
 
 def summarize_decision(decision: Any, *, plan: str | None, scope: str | None, reason: str) -> dict[str, Any]:
-    """What :func:`log_denial` should say about a refused :class:`quotas.store.core.Decision`."""
+    """What :func:`log_denial` should say about a refused :class:`quotas.store.decision.Decision`."""
     summary: dict[str, Any] = {
         "client": decision.tag,
         "plan": plan,

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from quotas.checks import check_throttle_has_rates
 from quotas.drf.throttling import QuotaThrottle
-from quotas.identity import clients
+from quotas.identity import addresses
 from quotas.identity.addresses import client_ip
 from quotas.rules.snapshot import code_rate_algorithm
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
@@ -204,7 +204,7 @@ def test_trusted_proxies_win_over_num_proxies(settings, caplog, monkeypatch):
     """With both set, TRUSTED_PROXIES decides; the first request on which they disagree is logged once."""
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 2}
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["10.0.0.0/8"]}
-    monkeypatch.setattr(clients, "_warned_disagreement", False)  # the once-per-process warning, not yet given
+    monkeypatch.setattr(addresses, "_warned_disagreement", False)  # the once-per-process warning, not yet given
     agreeing = APIRequestFactory().get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="1.1.1.1, 10.0.0.2")
     assert str(client_ip(agreeing)) == "1.1.1.1"
     assert "disagree" not in caplog.text

@@ -262,9 +262,9 @@ def test_a_device_cookie_is_trusted_only_for_the_user_who_signed_in_and_only_whe
 
 def test_a_loopback_peer_without_trusted_proxies_is_warned_about_once(free, caplog, monkeypatch):
     """Behind a proxy that is not trusted, every client shares the proxy's address: say which setting fixes it."""
-    from quotas.identity import clients
+    from quotas.identity import addresses
 
-    monkeypatch.setattr(clients, "_warned_local_peer", False)
+    monkeypatch.setattr(addresses, "_warned_local_peer", False)
     api = APIClient()
     for _ in range(3):
         api.get("/api/demo/ping", REMOTE_ADDR="127.0.0.1")
@@ -273,9 +273,9 @@ def test_a_loopback_peer_without_trusted_proxies_is_warned_about_once(free, capl
 
 
 def test_a_public_peer_or_a_trusted_proxy_is_not_warned_about(free, caplog, monkeypatch, set_quotas):
-    from quotas.identity import clients
+    from quotas.identity import addresses
 
-    monkeypatch.setattr(clients, "_warned_local_peer", False)
+    monkeypatch.setattr(addresses, "_warned_local_peer", False)
     APIClient().get("/api/demo/ping", REMOTE_ADDR="198.51.100.30")
     set_quotas(TRUSTED_PROXIES=["127.0.0.1/32"])
     APIClient().get("/api/demo/ping", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.31")

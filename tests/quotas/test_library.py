@@ -115,7 +115,7 @@ def test_a_user_who_may_not_load_functions_is_served_by_evalsha(runtime, redis_s
         limited = _engine_on(url)
         try:
             windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
-            assert [limited.decide("{c.3}", windows, now=T0).states[0].remaining for _ in range(2)] == [4, 3]
+            assert [limited.store.decide("{c.3}", windows, now=T0).states[0].remaining for _ in range(2)] == [4, 3]
             assert not limited.redis_store.transport.script("decide").functions
         finally:
             limited.close()

@@ -92,7 +92,6 @@ def test_threads_share_the_key_cache_while_it_evicts_and_reloads(backend, redis_
     stop.set()
     for t in threads:
         t.join(10)
-    cache.stop()
     assert errors == []
 
 

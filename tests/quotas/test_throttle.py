@@ -190,7 +190,7 @@ def test_forwarded_for_hops_with_a_port_are_parsed(client, free, settings, hop, 
 
 def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog, monkeypatch):
     """Behind a proxy on a Unix socket every anonymous client would share one bucket: say how to fix it, once."""
-    from quotas.identity import clients as identity
+    from quotas.identity import addresses as identity
 
     monkeypatch.setattr(identity, "_warned_peer", False)  # the once-per-process warning, not yet given
     for peer in ("", "unix:/run/gunicorn.sock", "unix:/run/other.sock"):
@@ -204,7 +204,7 @@ def test_an_unparsable_peer_address_is_warned_about_once(client, free, caplog, m
 
 def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, settings, caplog, monkeypatch):
     """With "unix" in TRUSTED_PROXIES, clients behind a Unix-socket proxy are told apart by X-Forwarded-For."""
-    from quotas.identity import clients as identity
+    from quotas.identity import addresses as identity
 
     monkeypatch.setattr(identity, "_warned_peer", False)  # the once-per-process warning, not yet given
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix", "10.0.0.0/8"]}
@@ -225,7 +225,7 @@ def test_a_proxy_on_a_unix_socket_is_trusted_with_the_unix_entry(client, free, s
 
 def test_a_unix_socket_proxy_that_forwards_nothing_is_warned_about(client, free, settings, caplog, monkeypatch):
     """Trusted, but no X-Forwarded-For: still one bucket for everyone, and the warning says what the proxy lacks."""
-    from quotas.identity import clients as identity
+    from quotas.identity import addresses as identity
 
     monkeypatch.setattr(identity, "_warned_peer", False)  # the once-per-process warning, not yet given
     settings.QUOTAS = {**settings.QUOTAS, "TRUSTED_PROXIES": ["unix"]}

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 import pytest
 from django.conf import settings
 from django.test import override_settings
-from quotas.store.core import Engine
 
 from config.embedded_redis import redis_server_binary
-from quotas.runtime import get_runtime, reset_runtime
+from quotas.runtime import Runtime, get_runtime, reset_runtime
 from tests.conftest import skip_or_fail
 
 from .servers import Cluster, SentinelGroup
@@ -79,7 +78,7 @@ def runtime_on() -> Iterator:
     """``engine_on(url)``: the process's engine, built for ``REDIS_URL = url`` until the test ends."""
     overrides = []
 
-    def build(url: str) -> Engine:
+    def build(url: str) -> Runtime:
         override = override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url})
         override.enable()
         overrides.append(override)
@@ -92,6 +91,6 @@ def runtime_on() -> Iterator:
 
 
 @pytest.fixture
-def topo_runtime(topology: Topology, runtime_on) -> Engine:
+def topo_runtime(topology: Topology, runtime_on) -> Runtime:
     """The engine on the current topology."""
     return runtime_on(topology.url)

@@ -261,7 +261,7 @@ def test_celery_reaches_the_primary_through_the_sentinels(sentinel_group):
 
 
 def test_local_usage_is_written_to_every_node(topology, topo_runtime):
-    """engine.flush_usage pipelines HINCRBYs for clients on every primary (a non-transactional pipeline)."""
+    """The guard's flush_usage pipelines HINCRBYs for clients on every primary (a non-transactional pipeline)."""
     tags = [f"{{s.{i}}}" for i in range(30)]
     for tag in tags:
         assert topo_runtime.store.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
