@@ -36,7 +36,7 @@ class ProblemException(QuotaError):
     ``problem`` is the body (type, title, status, detail, extras);
     ``status_code`` its HTTP status; ``wait`` the seconds for ``Retry-After``
     (None: none). Front doors answer it in their framework's way: the plain
-    Django ones with :func:`quotas.http.problems.refusal_response`, the DRF
+    Django ones with :func:`quotas.http.responses.refusal_response`, the DRF
     adapter by raising the matching DRF exception
     (:func:`quotas.drf.exceptions.drf_exception`).
     """

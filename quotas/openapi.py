@@ -36,7 +36,7 @@ from rest_framework import serializers
 
 from quotas.conf import quota_settings
 from quotas.drf.throttling import QuotaThrottle
-from quotas.http.problems import CONTENT_TYPE
+from quotas.problems import CONTENT_TYPE
 
 #: The media type of every quota error body.
 PROBLEM_MEDIA_TYPE = CONTENT_TYPE

@@ -32,6 +32,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
+from quotas import problems
 from quotas.conf import quota_settings
 from quotas.exceptions import (
     AccessDenied,
@@ -41,7 +42,6 @@ from quotas.exceptions import (
     ReducedCapacity,
     StoreUnavailable,
 )
-from quotas.http import problems
 from quotas.identity.addresses import client_ip
 from quotas.identity.clients import Client, identify
 from quotas.observability.events import fire_budget_alerts, report_ban
@@ -207,7 +207,7 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     else:
         actual = actual_cost_micros
     if actual is not None and actual != decision.cost_micros:
-        fire_budget_alerts(verdict.client, store.reconcile(decision, actual))
+        fire_budget_alerts(verdict.client.tag, verdict.client.subscription_id, store.reconcile(decision, actual))
     if decision.request_id:
         store.release(decision)
 
@@ -293,9 +293,10 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
         return decision  # the failure mode answered
     for state in decision.would_deny():
         logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, call.client.tag)
-    fire_budget_alerts(call.client, decision.states)
+    fire_budget_alerts(call.client.tag, call.client.subscription_id, decision.states)
     if decision.ban_started:
-        report_ban(call.client, decision, call.rules.plans.get(call.plan_id) if call.plan_id is not None else None)
+        plan = call.rules.plans.get(call.plan_id) if call.plan_id is not None else None
+        report_ban(call.client.tag, call.client.subscription_id, decision, plan)
     runtime = call.runtime
     facts = call.facts
     record_decision(

@@ -1,10 +1,12 @@
-"""The layout's rules: apps import only apps below them, nothing imports bench/, modules stay small."""
+"""The layout's rules: apps import only apps below them, the layers inside ``quotas`` hold and form no cycle,
+nothing imports bench/, modules stay small."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,166 @@ def test_modules_stay_small(app):
     """No module of a reusable app grows past MAX_LINES lines."""
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in sources(app)}
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+#: The layers inside ``quotas``, bottom up. A module may import modules of its own layer or of a layer below,
+#: never above: at the top of the file, inside a function (a deferred import) or for type checking alike.
+#: A module belongs to the layer of the longest prefix naming it.
+QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Settings, errors and signals, and the formats each owned by one module: rates, money, periods, allow and
+    # deny lists, the Python/Lua protocol, Redis keys and URLs, the Lua library, metrics, log lines, addresses.
+    (
+        "foundations",
+        (
+            "quotas.exceptions",
+            "quotas.signals",
+            "quotas.setting",
+            "quotas.settings_validators",
+            "quotas.settings_spec",
+            "quotas.conf",
+            "quotas.rules.rates",
+            "quotas.rules.money",
+            "quotas.rules.periods",
+            "quotas.rules.acl",
+            "quotas.store.protocol",
+            "quotas.store.keys",
+            "quotas.store.connect",
+            "quotas.store.library",
+            "quotas.observability.metrics",
+            "quotas.observability.logs",
+            "quotas.identity.devices",
+            "quotas.identity.addresses",
+        ),
+    ),
+    ("rules", ("quotas.rules",)),  # the snapshot of plans, limits and keys: data, no I/O
+    ("store", ("quotas.store",)),  # Redis: the transport, the store that encodes and sends, the guard around it
+    ("problems", ("quotas.problems",)),  # the body of every refusal
+    ("observability", ("quotas.observability",)),  # history, last refusals, audit records, alert and ban signals
+    ("runtime", ("quotas.runtime", "quotas.rules.cache")),  # this process: the live rules, the poller, the notes
+    ("identity", ("quotas.identity",)),  # who is calling; failed authentications
+    ("service", ("quotas.service", "quotas.standing")),  # one decision, whatever the front door
+    ("front doors", ("quotas",)),  # DRF, plain Django, HTTP views and middleware, admin, checks, commands, quotas.api
+)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(source: str, known: set[str]) -> Iterator[tuple[str, int]]:
+    """Every module of ``known`` that ``source`` imports, with the line: wherever the import statement is."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # "from a.b import c" imports a.b.c when c is a module, else a name of a.b.
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                yield name, node.lineno
+
+
+def import_graph(paths: list[Path]) -> dict[str, dict[str, int]]:
+    """For each module, the modules of ``paths`` it imports (first line of each)."""
+    modules = {module_name(p): p for p in paths}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        edges: dict[str, int] = {}
+        for target, line in imports_of(path.read_text(encoding="utf-8"), set(modules)):
+            if target != name:
+                edges.setdefault(target, line)
+        graph[name] = edges
+    return graph
+
+
+def reachable(graph: dict[str, dict[str, int]], start: str) -> set[str]:
+    """Every module an import chain from ``start`` reaches."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), {}):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Each group of modules that import one another, directly or through others (a module reaching itself)."""
+    reach = {name: reachable(graph, name) for name in graph}
+    groups = {
+        frozenset({name} | {other for other in reach[name] if name in reach[other]})
+        for name in graph
+        if name in reach[name]
+    }
+    return sorted(sorted(group) for group in groups)
+
+
+def layer_of(module: str) -> int:
+    best, best_length = -1, -1
+    for number, (_, prefixes) in enumerate(QUOTAS_LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = number, len(prefix)
+    return best
+
+
+def test_quotas_has_no_import_cycle():
+    """No chain of imports inside quotas leads back to where it started, deferred imports included."""
+    assert cycles(import_graph(sources("quotas"))) == []
+
+
+def test_the_cycle_check_sees_an_import_deferred_into_a_function(tmp_path):
+    """A cycle hidden by a deferred import (or one for type checking only) is still a cycle."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import thing\n")
+    (package / "b.py").write_text("def thing():\n    from pkg import a\n    return a\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n")
+    graph = _graph_under(tmp_path, sorted(package.glob("*.py")))
+    assert cycles(graph) == [["pkg.a", "pkg.b"]]
+    assert "pkg.a" in graph["pkg.c"]
+
+
+def _graph_under(root: Path, paths: list[Path]) -> dict[str, dict[str, int]]:
+    names = {".".join(p.relative_to(root).with_suffix("").parts): p for p in paths}
+    return {
+        name: {target: line for target, line in imports_of(path.read_text(), set(names)) if target != name}
+        for name, path in names.items()
+    }
+
+
+def test_every_quotas_module_has_a_layer():
+    """A new subpackage is placed in QUOTAS_LAYERS on purpose, not by the catch-all of the front doors."""
+    catch_all = len(QUOTAS_LAYERS) - 1
+    top_level = {"quotas.api", "quotas.apps", "quotas.admin", "quotas.checks", "quotas.middleware", "quotas.openapi",
+                 "quotas.testing", "quotas.throttling", "quotas"}  # fmt: skip
+    front_door_packages = ("quotas.http", "quotas.drf", "quotas.django", "quotas.management")
+    unplaced = [
+        name
+        for name in import_graph(sources("quotas"))
+        if layer_of(name) == catch_all and name not in top_level and not name.startswith(front_door_packages)
+    ]
+    assert unplaced == []
+
+
+def test_quotas_modules_import_only_their_layer_and_those_below():
+    """identity does not import the front doors, the store does not import the runtime, and so on up."""
+    graph = import_graph(sources("quotas"))
+    upward = [
+        f"{module} ({QUOTAS_LAYERS[layer_of(module)][0]}) imports {target} "
+        f"({QUOTAS_LAYERS[layer_of(target)][0]}) at line {line}"
+        for module, edges in sorted(graph.items())
+        for target, line in edges.items()
+        if layer_of(target) > layer_of(module)
+    ]
+    assert upward == []
 
 
 NO_DRF_PROBE = """

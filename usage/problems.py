@@ -8,11 +8,11 @@ from typing import Any
 from django.http import HttpResponse
 from rest_framework import exceptions
 
+from quotas import problems
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import QuotaAPIException
 from quotas.drf.handlers import respond
 from quotas.exceptions import ProblemException
-from quotas.http import problems
 
 
 def invalid_query(errors: dict[str, str]) -> dict[str, Any]:

@@ -26,10 +26,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from quotas import problems as quota_problems
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
-from quotas.http import problems as quota_problems
 from quotas.identity.clients import Client, identify
 from quotas.observability.refusals import read_refusals
 from quotas.runtime import get_runtime

@@ -23,7 +23,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import ALGORITHMS
-from quotas.http import problems
+from quotas.http import responses
 from quotas.http.context import set_verdict
 from quotas.http.middleware import finish
 from quotas.identity.addresses import address_group
@@ -111,7 +111,7 @@ def refused(request: HttpRequest, verdict: Verdict) -> HttpResponse:
     """The problem+json response of a refused ``verdict`` (429, 401, 403 or 503), with its headers."""
     exc = verdict.refusal
     assert exc is not None
-    response = problems.refusal_response(exc.problem, exc.status_code, exc.wait)
+    response = responses.refusal_response(exc.problem, exc.status_code, exc.wait)
     return finished(request, verdict, response)
 
 

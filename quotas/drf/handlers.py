@@ -25,7 +25,7 @@ from rest_framework.views import set_rollback
 
 from quotas.drf.exceptions import QuotaAPIException
 from quotas.exceptions import ProblemException
-from quotas.http import problems
+from quotas.http import responses
 
 
 def problem_response(exc: Exception) -> HttpResponse | None:
@@ -50,7 +50,7 @@ def respond(problem: dict[str, Any], exc: Exception) -> HttpResponse:
     authentication class offers no ``WWW-Authenticate`` challenge.
     """
     status = getattr(exc, "status_code", problem["status"])
-    response = problems.refusal_response(problem, status, getattr(exc, "wait", None))
+    response = responses.refusal_response(problem, status, getattr(exc, "wait", None))
     challenge = getattr(exc, "auth_header", None)
     if status == HTTPStatus.UNAUTHORIZED and challenge:
         response.headers["WWW-Authenticate"] = challenge  # the first authentication class's own

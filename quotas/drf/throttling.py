@@ -19,10 +19,10 @@ from typing import Any
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from quotas import problems
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
-from quotas.http import problems
 from quotas.http.context import set_verdict
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from quotas.service import Verdict
 
 _VERDICT = "quota_verdict"
-_AUTH_WAIT = "quota_auth_wait"
 
 
 def set_verdict(request: Any, verdict: Verdict | None) -> None:
@@ -24,13 +23,3 @@ def set_verdict(request: Any, verdict: Verdict | None) -> None:
 def verdict_of(request: Any) -> Verdict | None:
     """The verdict left on ``request``, if any."""
     return getattr(request, _VERDICT, None)
-
-
-def set_auth_wait(request: Any, seconds: int) -> None:
-    """Mark a sign-in refused for too many failures (see quotas/identity/auth_failures.py)."""
-    setattr(request, _AUTH_WAIT, seconds)
-
-
-def auth_wait_of(request: Any) -> int:
-    """Seconds a refused sign-in must wait (0: not refused)."""
-    return getattr(request, _AUTH_WAIT, 0)

@@ -24,12 +24,14 @@ from typing import Any
 from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
+from quotas import problems
 from quotas.exceptions import ProblemException
-from quotas.http import problems
-from quotas.http.context import auth_wait_of, verdict_of
+from quotas.http import responses
+from quotas.http.context import verdict_of
 from quotas.http.cost import actual_cost
 from quotas.http.headers import rate_limit_headers
 from quotas.identity import devices
+from quotas.identity.auth_failures import refused_for
 from quotas.service import Verdict, settle
 
 
@@ -63,13 +65,13 @@ class QuotaHeadersMiddleware:
         down, say) is answered with its problem+json body and Retry-After, not a 500."""
         if not isinstance(exception, ProblemException):
             return None
-        return problems.refusal_response(exception.problem, exception.status_code, exception.wait)
+        return responses.refusal_response(exception.problem, exception.status_code, exception.wait)
 
 
 def finish(request: HttpRequest, response: HttpResponse, settled: bool = False) -> HttpResponse:
     """``response`` with the request's verdict settled (unless ``settled``) and its headers added."""
     devices.set_cookie(request, response)  # a browser that just signed in is trusted from now on
-    auth_wait = auth_wait_of(request)
+    auth_wait = refused_for(request)
     if auth_wait and response.status_code < HTTPStatus.INTERNAL_SERVER_ERROR:
         return auth_throttled(response, auth_wait)
     verdict = verdict_of(request)
@@ -92,7 +94,7 @@ def auth_throttled(response: HttpResponse, wait: int) -> HttpResponse:
             content_type="text/html; charset=utf-8",
         )
     else:
-        refused = problems.render(problems.auth_throttled(wait))
+        refused = responses.render(problems.auth_throttled(wait))
     refused.headers["Retry-After"] = str(wait)
     return refused
 

@@ -8,8 +8,9 @@ import time
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from quotas import problems
 from quotas.conf import quota_settings
-from quotas.http import problems
+from quotas.http import responses
 from quotas.identity.auth_failures import address_tag, failed_auth
 from quotas.observability.metrics import DefaultSeries, default_series, exposition
 from quotas.runtime import get_runtime
@@ -115,7 +116,7 @@ def token_attempt(request: HttpRequest) -> int:
 
 def auth_throttled(wait: int) -> HttpResponse:
     """The 429 problem+json for an address over its failed authentications, with Retry-After."""
-    response = problems.render(problems.auth_throttled(wait))
+    response = responses.render(problems.auth_throttled(wait))
     response.headers["Retry-After"] = str(wait)
     return response
 
@@ -151,7 +152,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return auth_throttled(wait)
     if not is_operator(request):
         if metrics_token():
-            response = problems.render(
+            response = responses.render(
                 _problem(
                     401,
                     "metrics-token-required",
@@ -161,7 +162,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
         if not (quota_settings.METRICS["ALLOW_LOOPBACK"] and from_loopback(request)):
-            return problems.render(
+            return responses.render(
                 _problem(
                     403,
                     "metrics-not-configured",

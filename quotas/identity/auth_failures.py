@@ -56,7 +56,6 @@ from django.http import HttpRequest
 
 from quotas.conf import quota_settings
 from quotas.exceptions import StoreUnavailable
-from quotas.http.context import set_auth_wait
 from quotas.identity.addresses import UNKNOWN_PEER, address_group
 from quotas.identity.devices import trusted_device, username_digest
 from quotas.observability import metrics
@@ -259,9 +258,18 @@ def password_tags(request: Any, username: object) -> tuple[str | None, ...]:
     return (address_tag(request), username_tag(username))
 
 
+#: The attribute of a Django request that :func:`refuse` sets and :func:`refused_for` reads.
+_AUTH_WAIT = "quota_auth_wait"
+
+
 def refuse(request: Any, wait: int) -> None:
     """Mark ``request`` as refused for ``wait`` seconds; the middleware answers 429 (see the module)."""
-    set_auth_wait(_http(request), wait)
+    setattr(_http(request), _AUTH_WAIT, wait)
+
+
+def refused_for(request: HttpRequest) -> int:
+    """Seconds a sign-in :func:`refuse` marked must wait (0: not refused)."""
+    return getattr(request, _AUTH_WAIT, 0)
 
 
 def _http(request: Any) -> HttpRequest:

@@ -15,9 +15,9 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from quotas import problems
 from quotas.conf import quota_settings
 from quotas.exceptions import AuthThrottled, InvalidAPIKey
-from quotas.http import problems
 from quotas.identity.addresses import address_group
 from quotas.identity.auth_failures import address_tag, failed_auth
 from quotas.rules.cache import RulesCache
@@ -37,6 +37,11 @@ class Client:
     ident: str
     tag: str
     subscriber: Subscriber | None = None
+
+    @property
+    def subscription_id(self) -> int | None:
+        """The id of the client's subscription (None for a user or an address without one)."""
+        return self.subscriber.id if self.subscriber is not None else None
 
 
 def hash_api_key(raw: str) -> str:

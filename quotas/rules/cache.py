@@ -20,8 +20,8 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
+from quotas import problems
 from quotas.exceptions import RulesUnavailable
-from quotas.http import problems
 from quotas.observability import metrics
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
 from quotas.store.connect import STORE_ERRORS

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from plans.models import PeriodQuota
+from quotas import problems
 from quotas.checks import check_settings
-from quotas.http import problems
 from quotas.http.context import verdict_of
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key

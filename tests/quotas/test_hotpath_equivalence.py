@@ -17,7 +17,8 @@ from prometheus_client import REGISTRY
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from quotas.http import problems
+from quotas import problems
+from quotas.http import responses
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
 from quotas.identity.clients import subscription_client, user_client
@@ -157,7 +158,7 @@ def test_a_problem_keeps_the_headers_setting_them_one_by_one_would():
     for name, value in like.headers.items():
         if name.lower() not in ("content-type", "content-length"):
             expected.headers[name] = value
-    response = problems.render({"status": 429, "title": "Quota exceeded"}, like=like)
+    response = responses.render({"status": 429, "title": "Quota exceeded"}, like=like)
     assert list(response.headers.items()) == list(expected.headers.items())
     assert response.content == b'{"status":429,"title":"Quota exceeded"}'
 
