@@ -1,4 +1,4 @@
-"""``@quota_limited``: the plans and engine of QuotaThrottle, for one plain Django view."""
+"""``@quota_limited``: the plans and decision service of QuotaThrottle, for one plain Django view."""
 
 from __future__ import annotations
 

@@ -150,7 +150,7 @@ class FailedAuth:
         return wait
 
     def clear(self) -> None:
-        """Forget every block (the engine was rebuilt, e.g. for another Redis)."""
+        """Forget every block (the runtime was rebuilt, e.g. for another Redis)."""
         with self._lock:
             self._blocked.clear()
             self._logged_at, self._unlogged = -math.inf, 0

@@ -1,8 +1,8 @@
 """Usage history for operators: per minute for 2 hours, per hour for 7 days, recorded off the request path.
 
 Each decision is noted in this process (:meth:`History.note`: a few dict
-increments under a lock, no Redis). The engine's poller thread writes the notes
-about once a second (:meth:`History.write`, from ``Engine.tick``) in one
+increments under a lock, no Redis). The runtime's poller thread writes the notes
+about once a second (:meth:`History.write`, from ``Runtime.tick``) in one
 pipeline:
 
 - ``<prefix>:hist:m:<YYYYMMDDHHMM>``: a hash per UTC minute, fields
@@ -85,7 +85,7 @@ _SECONDS = {"minute": 60, "hour": 3600}
 
 
 class History:
-    """This process's history notes since its last write (one per engine, like ``KeyUse``)."""
+    """This process's history notes since its last write (one per runtime, like ``KeyUse``)."""
 
     def __init__(self) -> None:
         # A lock because "+= 1" on a dict is a read then a write: two request threads could lose one.
@@ -310,5 +310,5 @@ def read_client_history(
 
 
 def _text(value: bytes | str) -> str:
-    # The engine's client returns bytes; a client made with decode_responses=True, str.
+    # The runtime's client returns bytes; a client made with decode_responses=True, str.
     return value.decode() if isinstance(value, bytes) else value

@@ -40,8 +40,8 @@ def record_decision(
     history: History | None = None,
     refusals: RefusalLog | None = None,
 ) -> None:
-    """Count the decision (metrics, and the engine's ``history``), and write audit lines for a refusal
-    (noted in the engine's ``refusals`` too) or a new ban."""
+    """Count the decision (metrics, and the runtime's ``history``), and write audit lines for a refusal
+    (noted in the runtime's ``refusals`` too) or a new ban."""
     outcome, reason = labels(decision)
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
     if history is not None:

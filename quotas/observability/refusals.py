@@ -4,8 +4,8 @@ A refusal is noted in this process (:meth:`RefusalLog.note`, a few dict
 stores under a lock, no Redis): when, why (the metrics' reason), the plan
 and scope, and for each window that refused, its limit, window, remaining,
 reset and retry-after at that moment (a ban's end for a ban; the entry id
-for an access-list denial). The engine's poller thread writes the notes
-about once a second (:meth:`RefusalLog.write`, from ``Engine.tick``) in one
+for an access-list denial). The runtime's poller thread writes the notes
+about once a second (:meth:`RefusalLog.write`, from ``Runtime.tick``) in one
 pipeline: per client, ``LPUSH <KEY_PREFIX>:why:{<client>}`` then ``LTRIM``
 to the last :data:`KEEP_PER_CLIENT` and ``EXPIRE`` :data:`TTL_SECONDS`. So a
 request never waits for it, and the decision script is not involved.
@@ -59,7 +59,7 @@ Record = dict[str, Any]
 
 
 class RefusalLog:
-    """The refusals this process noted since its last write. One per engine; thread-safe."""
+    """The refusals this process noted since its last write. One per runtime; thread-safe."""
 
     def __init__(self, size: int = BUFFER_SIZE) -> None:
         self._lock = threading.Lock()

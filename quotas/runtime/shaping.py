@@ -81,7 +81,7 @@ class ShapingBudget:
             return list(self._clients)
 
     def reset(self) -> None:
-        """Full again (the engine was rebuilt, e.g. after a settings change)."""
+        """Full again (the runtime was rebuilt, e.g. after a settings change)."""
         with self._lock:
             self._tokens = None
             self._clients.clear()

@@ -1,4 +1,4 @@
-"""The Redis client the engine talks to, built from one URL: the scheme selects the topology.
+"""The Redis client the store talks to, built from one URL: the scheme selects the topology.
 
 * ``redis://``, ``rediss://``, ``unix://``: one server; a plain :class:`redis.Redis`
   with a connection pool (redis-py's own URL parsing).
@@ -66,7 +66,7 @@ def is_script_error(exc: BaseException) -> bool:
 
 
 #: Connections a client's pool may hold open (per node of a cluster): the sync clients of :func:`connect` and
-#: the asyncio client of quotas/store/aio.py alike. redis-py 8's default is the same 100, but older releases,
+#: the asyncio clients of quotas/store/transport.py alike. redis-py 8's default is the same 100, but older releases,
 #: which pyproject.toml still allows, default to 2**31 (no cap); the cap should not depend on the installed
 #: redis-py. A thread or task that decides holds one connection at a time, so only a leak or a flood reaches it;
 #: past it redis-py raises ConnectionError ("Too many connections") instead of opening connections without end.
@@ -174,7 +174,7 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
     auth: dict[str, Any] = {"username": store.username, "password": store.password}
     pool: dict[str, Any] = {"max_connections": MAX_CONNECTIONS}
     # redis-py retries timeouts by default, which could run a command twice; here only a connection
-    # error is retried, once and at once (the engine's scripts handle their own, see quotas/store/transport.py).
+    # error is retried, once and at once (the store's scripts handle their own, see quotas/store/transport.py).
     socket["retry"] = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     if store.topology == "standalone":
         return redis.Redis.from_url(url, **socket, **pool)

@@ -1,6 +1,6 @@
 """What a decision says: per window, and for the whole request.
 
-Shared by the engine (decisions from Redis) and the local fallback
+Shared by the Redis store (decisions from Redis) and the local fallback
 (decisions made in-process while Redis is down).
 """
 
@@ -21,7 +21,7 @@ _COUNTS_REQUESTS = frozenset({"period_requests", "concurrency"})
 # Not frozen, as the service's Facts: a frozen dataclass's __init__ costs more, on every request.
 @dataclass(slots=True)
 class DecideCall:
-    """What one decision is asked: client ``tag``'s ``windows``, and how (see :meth:`Engine.decide`).
+    """What one decision is asked: client ``tag``'s ``windows``, and how (see :meth:`quotas.store.guard.Guard.decide`).
 
     ``weight`` overrides each rate window's own weight; budgets spend
     ``cost_micros``. ``usage`` ("<plan>|<scope>") counts the decision in
@@ -71,7 +71,7 @@ class WindowState:
 
 @dataclass(slots=True)
 class Decision:
-    """The result of :meth:`Engine.decide` for one request."""
+    """The result of one decide call (:meth:`quotas.store.guard.Guard.decide_call`)."""
 
     allowed: bool
     states: list[WindowState]

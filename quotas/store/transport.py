@@ -85,7 +85,7 @@ class _HeldConnection:
             self.release()
 
 
-# One thread-local per pool, so that every script of an engine (decide, refund,
+# One thread-local per pool, so that every entry point on a client (decide, refund,
 # adjust, release) shares the thread's one held connection.
 _held_by_pool: weakref.WeakKeyDictionary[Any, threading.local] = weakref.WeakKeyDictionary()
 _held_lock = threading.Lock()
@@ -113,7 +113,7 @@ class LuaScript:
     :data:`HOLD_SECONDS` and writes the packed call to
     it directly: redis-py's generic command path (pool checkout and release,
     argument encoding, retries, callbacks) costs about as much as the decision
-    itself, and the engine handles failures on its own. Other clients
+    itself, and the store and its guard handle failures on their own. Other clients
     (cluster) use redis-py's ``fcall`` and its own :class:`~redis.commands.core.Script`.
 
     Measured (``make bench`` section 8, a no-op script, 2 cores, Redis 7.0,

@@ -111,7 +111,7 @@ def test_a_failed_write_keeps_the_counts_for_the_next(redis_client):
 
 
 def test_the_engine_tick_writes_the_history_and_counts_its_failures(redis_server, runtime, redis_client):
-    """Engine.tick writes the notes; with Redis down it counts a "history" Redis error and keeps them."""
+    """Runtime.tick writes the notes; with Redis down it counts a "history" Redis error and keeps them."""
     errors = {"operation": "history"}
     before = REGISTRY.get_sample_value("quota_redis_errors_total", errors)
     assert before is not None  # present at 0 from the first scrape
