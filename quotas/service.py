@@ -47,7 +47,7 @@ from quotas.identity.clients import Client, identify
 from quotas.observability.events import fire_budget_alerts, report_ban
 from quotas.observability.record import record_acl, record_decision
 from quotas.rules.acl import ACLRule
-from quotas.rules.snapshot import LimitRule, RuleSet, Window
+from quotas.rules.snapshot import LimitRule, RequestRules, RuleSet, Window
 from quotas.runtime import Runtime, get_runtime, shaping
 from quotas.store.decision import DecideCall, Decision
 from quotas.store.keys import encode_part
@@ -230,12 +230,12 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
         return Verdict(request=facts.request)  # the adapter's hook said: not limited
     path, method = http.path, http.method or "GET"
     plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
-    windows = _plan_windows(facts, rules, client, plan_id, path=path, method=method)
+    # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price.
+    matched = rules.for_request(plan_id, client.subscriber, facts.scope, path, method)
+    windows = _plan_windows(facts, rules, client, plan_id, matched, path=path, method=method)
     windows += [w for rule in facts.limits for w in rule.windows]
     plan = rules.plans.get(plan_id) if plan_id is not None else None
-    cost = facts.cost_micros
-    if cost is None:
-        cost = rules.price_micros(plan_id, client.subscriber, facts.scope, path, method)
+    cost = matched.price_micros if facts.cost_micros is None else facts.cost_micros
     usage = usage_field(plan_id, facts.scope) if facts.metered else ""
     call = _Call(
         facts, runtime, rules, client, plan_id, windows, started, usage, cost, plan.slug if plan is not None else None
@@ -253,12 +253,19 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
 
 
 def _plan_windows(
-    facts: Facts, rules: RuleSet, client: Client, plan_id: int | None, *, path: str, method: str
+    facts: Facts,
+    rules: RuleSet,
+    client: Client,
+    plan_id: int | None,
+    matched: RequestRules,
+    *,
+    path: str,
+    method: str,
 ) -> list[Window]:
-    """The windows of ``client``'s plan that match the request, else (no plan covers the client, or, with
-    ``scope_limits_only``, the plan names no limit of the scope) those of the fallback limits."""
+    """The windows of ``client``'s plan that match the request (``matched``), else (no plan covers the client,
+    or, with ``scope_limits_only``, the plan names no limit of the scope) those of the fallback limits."""
     if plan_id is not None and not facts.scope_limits_only:
-        return rules.windows_for(plan_id, client.subscriber, facts.scope, path, method)
+        return list(matched.windows)
     if plan_id is not None:
         own = [
             w

@@ -249,6 +249,7 @@ class RuleSet:
         self.acl = acl if acl is not None else AccessList()
         self._limits_cache: dict[tuple, tuple[LimitRule, ...]] = {}
         self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}
+        self._index_cache: dict[tuple, _PlanIndex] = {}
 
     @property
     def empty(self) -> bool:
@@ -288,23 +289,16 @@ class RuleSet:
             out = [r.anchored(subscriber.anchor_day) if r.period == "billing_month" else r for r in out]
         return tuple(out)
 
-    def windows_for(
+    def for_request(
         self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
-    ) -> list[Window]:
-        """Every window of the plan (as it applies to ``subscriber``) that matches such a request.
-
-        Matched on every request: a memo of the matches measured no gain beyond
-        the noise of ``make bench`` (own cost, 5 limits of an 18-limit plan).
-        """
-        limits = self.limits_for(plan_id, subscriber)
-        return [w for rule in limits if rule.matches(scope, path, method) for w in rule.windows]
-
-    def price_micros(
-        self, plan_id: int | None, subscriber: Subscriber | None, scope: str, path: str, method: str
-    ) -> int:
-        """The list price of such a request: the sum of its matching limits' prices."""
-        limits = self.limits_for(plan_id, subscriber)
-        return sum(r.price_micros for r in limits if r.matches(scope, path, method))
+    ) -> RequestRules:
+        """What a request with that scope, path and method needs of the plan (as it applies to ``subscriber``):
+        its matching windows and its list price, worked out once per snapshot and then looked up."""
+        cache_key = (plan_id, subscriber.rules_key if subscriber else None)
+        index = self._index_cache.get(cache_key)
+        if index is None:
+            index = self._index_cache[cache_key] = _PlanIndex(self.limits_for(plan_id, subscriber))
+        return index.lookup(scope, path, method)
 
     def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
         """The cheapest higher plan whose matching limit is larger for ``window``.
@@ -337,6 +331,42 @@ class RuleSet:
                     found = plan
                     break
         self._upgrade_cache[key] = found
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRules:
+    """What one kind of request needs of a plan: the windows that match it, and its list price."""
+
+    windows: tuple[Window, ...]
+    price_micros: int
+
+
+class _PlanIndex:
+    """A plan's limits, indexed by what decides whether a limit matches a request.
+
+    A limit matches on the request's scope, its method and whether its path
+    starts with the limit's prefix, so two requests that agree on the scope,
+    on the method (or both use one no limit names) and on which of the plan's
+    prefixes their paths start with get the same :class:`RequestRules`. The
+    index is keyed on exactly that, so it stays as small as the plan: a path's
+    ids or a made-up method never add an entry.
+    """
+
+    def __init__(self, limits: tuple[LimitRule, ...]) -> None:
+        self.limits = limits
+        self.prefixes = tuple(sorted({r.path_prefix for r in limits if r.path_prefix and not r.scope}))
+        self.methods = frozenset(m for r in limits for m in r.methods)
+        self.by_request: dict[tuple[str, str, tuple[str, ...]], RequestRules] = {}
+
+    def lookup(self, scope: str, path: str, method: str) -> RequestRules:
+        matched = tuple(p for p in self.prefixes if path.startswith(p))
+        key = (scope, method if method in self.methods else "", matched)
+        found = self.by_request.get(key)
+        if found is None:  # two threads may build the same entry: the same value, so either may stay
+            rules = [r for r in self.limits if r.matches(scope, path, method)]
+            found = RequestRules(tuple(w for r in rules for w in r.windows), sum(r.price_micros for r in rules))
+            self.by_request[key] = found
         return found
 
 
