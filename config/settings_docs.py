@@ -16,7 +16,7 @@ from pathlib import Path
 
 from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
 from quotas.setting import Setting, markdown_table
-from quotas.settings_spec import METRICS, SETTINGS, USAGE_FLUSH
+from quotas.settings_spec import ALLOWANCES, METRICS, SETTINGS, USAGE_FLUSH
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 #: Each table's name in its marker line -> the settings it lists, and the heading of its first column.
@@ -24,6 +24,7 @@ TABLES: dict[str, tuple[Sequence[Setting], str]] = {
     "QUOTAS": (SETTINGS, "setting"),
     "QUOTAS['METRICS']": (METRICS, "key"),
     "QUOTAS['USAGE_FLUSH']": (USAGE_FLUSH, "key"),
+    "QUOTAS['ALLOWANCES']": (ALLOWANCES, "key"),
     "QUOTAS['ADAPTIVE']": (ADAPTIVE_SETTINGS, "key"),
 }
 #: A marker line and the table rows right after it.

@@ -136,6 +136,7 @@ class PlansRulesBackend:
                     ban_policy=ban_policy_spec(
                         plan.ban_threshold, plan.ban_window, parse_durations(plan.ban_durations)
                     ),
+                    local_allowances=plan.local_allowances,
                 )
             )
             if plan.is_default:

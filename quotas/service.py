@@ -147,6 +147,8 @@ class _Call:
             multiplier=self.multiplier(),
             ban_policy=plan.ban_policy if plan is not None and self.facts.metered else "",
             request_id=request_id,
+            # An allowance charges each request the limits' price; a view's own estimate varies per request.
+            allowance_ok=self.facts.cost_micros is None and (plan is None or plan.local_allowances),
         )
 
     def multiplier(self) -> float:

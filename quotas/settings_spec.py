@@ -52,6 +52,38 @@ USAGE_FLUSH = (
     ),
 )  # fmt: skip
 
+#: QUOTAS['ALLOWANCES']: local allowances for busy clients (quotas/store/allowances.py). On by default, with
+#: thresholds that only a client sending one process many requests a second meets.
+ALLOWANCES = (
+    Setting(
+        "ENABLED", bool, True, check_id="quotas.E053",
+        doc="take allowances for busy clients; `False`: every request asks Redis (each plan can also turn them "
+        "off: *Local allowances* in its admin)",
+        hint="True or False.",
+    ),
+    Setting(
+        "MIN_RATE", float, 20.0, exclusive_minimum=0, kind="requests a second", check_id="quotas.E053",
+        doc="requests a second one client must send this process before its decisions take allowances",
+        hint="A positive number of requests a second, e.g. 20.",
+    ),
+    Setting(
+        "HORIZON", float, 0.25, exclusive_minimum=0, maximum=1, kind=_SECONDS, check_id="quotas.E053",
+        doc="how long an allowance may be used, and how many requests it holds: the client's rate here times "
+        "this. Its unused units go back when it ends",
+        hint="Well under a second, e.g. 0.25: longer holds more units back from other processes.",
+    ),
+    Setting(
+        "SHARE", float, 0.1, exclusive_minimum=0, maximum=0.5, kind="a fraction", check_id="quotas.E053",
+        doc="the largest part of any window's remaining units one allowance may take",
+        hint="A fraction up to 0.5, e.g. 0.1: smaller leaves more for other processes.",
+    ),
+    Setting(
+        "MAX_REQUESTS", int, 50, minimum=2, check_id="quotas.E053",
+        doc="the most requests one allowance admits",
+        hint="An integer of at least 2.",
+    ),
+)  # fmt: skip
+
 #: QUOTAS['ADAPTIVE'] itself. Its keys, their defaults and checks are the adaptive app's (adaptive/conf.py),
 #: read and checked when that app is installed.
 ADAPTIVE = Setting(
@@ -288,6 +320,11 @@ SETTINGS = (
     section(
         "USAGE_FLUSH", USAGE_FLUSH, check_id="quotas.E034",
         doc="the `usage.flush` task",
+        hint="A dict of the keys to change; the others keep their defaults.",
+    ),
+    section(
+        "ALLOWANCES", ALLOWANCES, check_id="quotas.E034",
+        doc="local allowances for busy clients",
         hint="A dict of the keys to change; the others keep their defaults.",
     ),
     ADAPTIVE,

@@ -40,6 +40,14 @@ class Plan(models.Model):
         validators=[validate_durations],
         help_text="Seconds of the 1st, 2nd, ... ban (the last repeats), e.g. 60,600,3600.",
     )
+    local_allowances = models.BooleanField(
+        "Local allowances",
+        default=True,
+        help_text="A client sending one server process many requests a second takes a few requests' units at once "
+        "and is admitted from them without asking Redis each time (QUOTAS['ALLOWANCES']). Limits stay exact; "
+        "a client may be held a little under its limit while units sit unused in another process. "
+        "Off: every request asks Redis.",
+    )
 
     class Meta:
         ordering = ["monthly_price", "priority", "slug"]

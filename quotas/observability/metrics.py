@@ -73,6 +73,7 @@ REDIS_OPERATIONS = (
     "key_use",
     "history",
     "refusals",
+    "allowance",
 )
 
 #: Distinct values each free-text label may take in one process before the rest count as ``other``.

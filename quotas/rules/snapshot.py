@@ -204,6 +204,7 @@ class PlanRules:
     priority: int
     limits: tuple[LimitRule, ...]
     ban_policy: str = ""  # escalation, as decide.lua reads it (see ban_policy_spec); "" = off
+    local_allowances: bool = True  # busy clients may be admitted from allowances (quotas/store/allowances.py)
 
 
 @dataclass(frozen=True, slots=True)

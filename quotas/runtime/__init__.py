@@ -24,6 +24,7 @@ from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
 from quotas.runtime.poller import Poller
 from quotas.signals import remembered_state_stale
+from quotas.store.allowances import Allowances
 from quotas.store.connect import STORE_ERRORS, async_connector, connect
 from quotas.store.guard import Guard
 from quotas.store.keys import rules_version_key
@@ -47,7 +48,7 @@ class Runtime:
         self.key_use = KeyUse()
         self.poller = Poller(interval, self.tick)
         rules.on_reload = self._rules_changed
-        atexit.register(self.store.flush_usage, spool_on_failure=True)
+        atexit.register(self._at_exit)
 
     def forget(self) -> None:
         """Drop what this process remembers from Redis (refused clients, blocks): the rules or a ban changed."""
@@ -68,6 +69,7 @@ class Runtime:
             self.forget()
         if not self.store.probe():
             return
+        self.store.settle_allowances()
         if self.store.flush_usage():
             replay_spool(self.redis)
         for name, notes in (("key_use", self.key_use), ("history", self.history)):
@@ -86,11 +88,17 @@ class Runtime:
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return lifted
 
+    def _at_exit(self) -> None:
+        # A graceful shutdown settles everything: unused allowances go back, usage counted here is written
+        # (or spooled for another process to replay when Redis is away).
+        self.store.settle_allowances(everything=True)
+        self.store.flush_usage(spool_on_failure=True)
+
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""
         self.poller.stop()
-        self.store.flush_usage(spool_on_failure=True)
-        atexit.unregister(self.store.flush_usage)
+        self._at_exit()
+        atexit.unregister(self._at_exit)
         self.redis_store.close()
 
 
@@ -115,8 +123,22 @@ def build_runtime() -> Runtime:
         deny_memory_size=int(quota_settings.LOCAL_DENY_CACHE_SIZE),
         probe_interval=float(quota_settings.PROBE_INTERVAL),
         local_share=float(quota_settings.LOCAL_SHARE),
+        allowances=_allowances(),
     )
     return Runtime(store, rules, guard, interval)
+
+
+def _allowances() -> Allowances | None:
+    """Local allowances as ``QUOTAS['ALLOWANCES']`` configures them (None when off)."""
+    conf = quota_settings.ALLOWANCES
+    if not conf["ENABLED"]:
+        return None
+    return Allowances(
+        horizon=float(conf["HORIZON"]),
+        min_rate=float(conf["MIN_RATE"]),
+        share=float(conf["SHARE"]),
+        max_requests=int(conf["MAX_REQUESTS"]),
+    )
 
 
 _runtime: Runtime | None = None

@@ -30,6 +30,10 @@ class DecideCall:
     ``ban_policy`` (see :func:`quotas.rules.snapshot.ban_policy_spec`) enables
     escalation; ``request_id`` names the request's concurrency leases.
     ``now`` (seconds since the epoch) replaces the Redis server's clock, for tests.
+    ``allowance_ok``: the service found nothing against admitting such
+    requests from an allowance (see :mod:`quotas.store.allowances`);
+    ``allowance``, set by the guard for a busy client: (requests wanted, the
+    share of a window they may take, how long in us they may be used).
     """
 
     tag: str
@@ -42,6 +46,8 @@ class DecideCall:
     multiplier: float = 1.0
     ban_policy: str = ""
     request_id: str = ""
+    allowance_ok: bool = False
+    allowance: tuple[int, float, int] | None = None
 
 
 @dataclass(slots=True)
@@ -90,6 +96,8 @@ class Decision:
     ban_wait_us: int = 0  # until the ban ends
     request_id: str = ""  # holds concurrency leases until released
     fallback: bool = False  # decided by the local fallback while Redis is unreachable
+    granted: int = 1  # requests' worth of units the call took: more than 1 for an allowance
+    allowance: bool = False  # admitted from an allowance, without a Redis call
 
     def units(self, window: Window) -> int:
         """Units this request takes from ``window`` (as decide.lua counts them).

@@ -1,8 +1,10 @@
 """The store as the service uses it: what Redis is spared, and what happens while it is away.
 
 :class:`Guard` wraps a :class:`~quotas.store.redis_store.RedisStore` with
-three things a store must not know about:
+what a store must not know about:
 
+* busy clients' local allowances (:mod:`quotas.store.allowances`), so most of
+  their requests need no Redis call while every limit stays exact;
 * a memory of clients refused recently (:mod:`quotas.store.deny_memory`), so
   a flood past a limit is refused until its retry time without touching Redis;
 * a circuit breaker (:mod:`quotas.store.breaker`), so an outage costs one
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.observability import metrics
 from quotas.rules.snapshot import Window
+from quotas.store.allowances import Allowances, eligible
 from quotas.store.breaker import CircuitBreaker
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.deny_memory import DenyMemory
@@ -37,8 +40,17 @@ logger = logging.getLogger(__name__)
 class Guard:
     """A :class:`RedisStore` behind a memory of refused clients, a circuit breaker and the local fallback."""
 
-    def __init__(self, store: RedisStore, *, deny_memory_size: int, probe_interval: float, local_share: float) -> None:
+    def __init__(
+        self,
+        store: RedisStore,
+        *,
+        deny_memory_size: int,
+        probe_interval: float,
+        local_share: float,
+        allowances: Allowances | None = None,
+    ) -> None:
         self.store = store
+        self.allowances = allowances
         self.deny_memory = DenyMemory(deny_memory_size)
         self.breaker = CircuitBreaker(probe_interval)
         self.fallback = LocalLimiter(local_share, deny_memory_size)
@@ -70,7 +82,11 @@ class Guard:
         )
 
     def decide_call(self, call: DecideCall) -> Decision:
-        """The decision on ``call``: remembered, else Redis's. Raises :class:`StoreUnavailable` when Redis fails."""
+        """The decision on ``call``: from an allowance, remembered, else Redis's. Raises
+        :class:`StoreUnavailable` when Redis fails."""
+        served = self._from_allowance(call)
+        if served is not None:
+            return served
         remembered = self._remembered(call)
         if remembered is not None:
             return remembered
@@ -82,6 +98,9 @@ class Guard:
 
     async def adecide(self, call: DecideCall) -> Decision:
         """:meth:`decide_call` from asyncio: only the round trip is awaited."""
+        served = self._from_allowance(call)
+        if served is not None:
+            return served
         remembered = self._remembered(call)
         if remembered is not None:
             return remembered
@@ -94,6 +113,23 @@ class Guard:
     def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
         """The client's standing in ``windows`` without consuming or counting anything."""
         return self.decide(tag, windows, weight=0, peek=True)
+
+    def _from_allowance(self, call: DecideCall) -> Decision | None:
+        """An admission from the client's allowance; else, for a busy client, the allowance its call asks for."""
+        allowances = self.allowances
+        if allowances is None or not call.allowance_ok or call.now is not None or call.peek:
+            return None
+        served = allowances.serve(call)
+        if served is not None:
+            units = call.weight if call.weight is not None else max((w.weight for w in call.windows), default=1)
+            for counter, amount in (("a", 1), ("wx", units - 1), ("c", call.cost_micros)):
+                if amount:
+                    self._count_locally(call.tag, call.usage, counter, amount)
+            return served
+        wanted = allowances.wanted(call)
+        if wanted > 1 and eligible(call.windows):
+            call.allowance = (wanted, allowances.share, allowances.end_us)
+        return None
 
     def _remembered(self, call: DecideCall) -> Decision | None:
         """The refusal this process remembers for ``call.tag``, if any.
@@ -138,6 +174,8 @@ class Guard:
         tag = call.tag
         if decision.states and not decision.banned and any(w.period for w in call.windows):
             self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend (fallback.py)
+        if decision.granted > 1 and self.allowances is not None:
+            return self.allowances.grant(call, decision)  # admitted: no refusal to remember
         if decision.banned or decision.ban_started:
             self.deny_memory.ban(tag, decision.ban_wait_us)
         elif not decision.allowed and not decision.reduced_only and not call.ban_policy:
@@ -214,8 +252,12 @@ class Guard:
         states = [s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)]
         if not decision.allowed or decision.local or not states:
             return
+        # A request from an allowance: its sliding-log units were recorded at the allowance's end.
+        log_at = (
+            int(decision.now * 1_000_000) + self.allowances.end_us if decision.allowance and self.allowances else None
+        )
         try:
-            self.store.refund(decision, states)
+            self.store.refund(decision, states, log_at_us=log_at)
         except StoreUnavailable:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
@@ -301,6 +343,32 @@ class Guard:
             self.usage_buffer.spool()
         return False
 
+    def settle_allowances(self, everything: bool = False) -> None:
+        """Give back what the allowances that are over (or, with ``everything``, all of them) did not use
+        (the poller's work; everything at shutdown). A failure is logged and counted: the client is then held
+        under its limit until the windows move on, never over it."""
+        if self.allowances is None:
+            return
+        for allowance in self.allowances.ended(everything):
+            unused = allowance.unused
+            if unused <= 0:
+                continue
+            granted = allowance.granted
+            rates = [s for s in granted.states if not s.window.is_budget]
+            budgets = [spec for s, spec in zip(granted.states, granted.specs, strict=True) if s.window.is_budget]
+            log_at = int(granted.now * 1_000_000) + allowance.end_us
+            try:
+                if rates:
+                    self.store.refund(granted, rates, times=unused, log_at_us=log_at)
+                if budgets and granted.cost_micros:
+                    self.store.adjust(granted, -unused * granted.cost_micros, budgets, in_usage=False)
+            except StoreUnavailable:
+                metrics.observe_redis_error("allowance")
+                logger.warning("quotas: giving back an allowance of %s failed", granted.tag, exc_info=True)
+
     def forget(self) -> None:
-        """Forget the refused clients this process remembers (every limit is asked of Redis again)."""
+        """Forget the refused clients this process remembers (every limit is asked of Redis again), and end
+        the allowances (the rules they were taken under may have changed; the poller gives them back)."""
         self.deny_memory.clear()
+        if self.allowances is not None:
+            self.allowances.end_all()

@@ -178,6 +178,9 @@ class DecideArg(IntEnum):
     REQUEST_ID = 8  # names the request's concurrency leases, or ""
     FIELD_PREFIX = 9  # the client's field prefix "<client>|"
     DAY = 10  # the usage key's day in days since 1970 (the application's clock), or ""
+    ALLOWANCE = 11  # requests' worth of units to take at once for a busy client (an allowance), or "" for one
+    ALLOWANCE_SHARE = 12  # the most of any window's remaining units an allowance may take, e.g. 0.1
+    ALLOWANCE_END_US = 13  # how long (us) the allowance may be used: a sliding log records its units at the end
 
 
 #: Slots before the first window spec in decide.lua's ARGV.
@@ -190,6 +193,8 @@ class RefundArg(IntEnum):
     NOW = 1  # the decision's time (us)
     WEIGHT = 2  # the decision's weight override, or "" for each window's own
     FIELD_PREFIX = 3  # the client's field prefix "<client>|"
+    TIMES = 4  # how many requests' units to give back (an allowance's unused part), "" for one
+    LOG_AT = 5  # when (us) a sliding log recorded the units (an allowance's end), "" for NOW
 
 
 class AdjustArg(IntEnum):
@@ -258,6 +263,7 @@ class DecideReply:
     now_us: int  # the decision's time (the Redis server's clock unless the call gave one)
     flags: int  # a DecideFlag, or 0
     ban_wait_us: int  # until the client's ban ends (FLAG_BANNED, FLAG_BAN_STARTED)
+    granted: int  # requests' worth of units taken: 1, or an allowance's size
     windows: list[WindowReply]  # one per window spec sent; none when the reply is the head alone
 
     @classmethod
@@ -274,7 +280,7 @@ class DecideReply:
         for base in range(REPLY_HEAD, len(raw), REPLY_PER_WINDOW):
             ok, remaining, reset, retry, delay, used, alert = raw[base : base + REPLY_PER_WINDOW]
             windows.append(WindowReply(ok == 1, remaining, reset, retry, delay, used, alert))
-        return cls(raw[0] == 1, raw[1], raw[2], raw[3], windows)
+        return cls(raw[0] == 1, raw[1], raw[2], raw[3], raw[4], windows)
 
 
 #: decide.lua's reply layout, from the field order above (generated into Lua as REPLY_* and WINDOW_REPLY_*).
@@ -316,15 +322,33 @@ def decide_args(  # noqa: PLR0913
     ban_policy: str = "",
     request_id: str = "",
     day: object = "",
+    allowance: tuple[int, float, int] | None = None,
     specs: Sequence[bytes] = (),
 ) -> list[object]:
-    """decide.lua's ARGV: the fixed slots in :class:`DecideArg` order, then the window specs."""
-    return [now, weight, cost, usage, mode, multiplier, ban_policy, request_id, field_prefix, day, *specs]
+    """decide.lua's ARGV: the fixed slots in :class:`DecideArg` order, then the window specs.
+
+    ``allowance`` asks for an allowance: (requests wanted, the largest share of
+    any window's remaining units it may take, how long in us it may be used).
+    """
+    wanted, share, end_us = allowance if allowance is not None else ("", "", "")
+    return [
+        now, weight, cost, usage, mode, multiplier, ban_policy, request_id, field_prefix, day, wanted, share, end_us,
+        *specs,
+    ]  # fmt: skip
 
 
-def refund_args(field_prefix: str, *, now_us: int, weight: int | None, specs: Sequence[bytes]) -> list[object]:
+def refund_args(
+    field_prefix: str,
+    *,
+    now_us: int,
+    weight: int | None,
+    specs: Sequence[bytes],
+    times: int = 1,
+    log_at_us: int | None = None,
+) -> list[object]:
     """refund.lua's ARGV: the fixed slots in :class:`RefundArg` order, then the specs of the windows to refund."""
-    return [now_us, "" if weight is None else weight, field_prefix, *specs]
+    log_at = "" if log_at_us is None else log_at_us
+    return [now_us, "" if weight is None else weight, field_prefix, times, log_at, *specs]
 
 
 def adjust_args(field_prefix: str, *, now_us: int, delta: int, usage: str, specs: Sequence[bytes]) -> list[object]:

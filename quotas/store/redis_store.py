@@ -96,6 +96,7 @@ class RedisStore:
             ban_policy=call.ban_policy,
             request_id=call.request_id,
             day=day[0],
+            allowance=call.allowance,
             specs=specs,
         )
         return Encoded(call, specs, self.script_keys(keys, call.windows, day[1]), args)
@@ -126,6 +127,7 @@ class RedisStore:
             ban_started=flags == DecideFlag.BAN_STARTED,
             ban_wait_us=reply.ban_wait_us,
             request_id=call.request_id,
+            granted=reply.granted,
         )
 
     def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
@@ -147,28 +149,36 @@ class RedisStore:
         now_us = DecideReply.decode(raw, 0).now_us
         return Decision(allowed, [], now_us / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage)
 
-    def refund(self, decision: Decision, states: Sequence[WindowState]) -> None:
-        """Give back what ``decision`` consumed in ``states``' windows."""
+    def refund(
+        self, decision: Decision, states: Sequence[WindowState], times: int = 1, log_at_us: int | None = None
+    ) -> None:
+        """Give back what ``decision`` consumed in ``states``' windows (``times`` requests' worth: an allowance's
+        unused part, whose sliding-log units were recorded at ``log_at_us``)."""
         keys = self.keys_of(decision.tag)
         args = refund_args(
             keys.field_prefix,
             now_us=int(decision.now * _US),
             weight=decision.weight,
             specs=[s.window.spec_at(decision.now) for s in states],
+            times=times,
+            log_at_us=log_at_us,
         )
         try:
             self.transport.call("refund", self.script_keys(keys, [s.window for s in states]), args)
         except STORE_ERRORS as exc:
             raise _failure(f"refund for {decision.tag}", exc) from exc
 
-    def adjust(self, decision: Decision, delta_micros: int, budgets: Sequence[bytes]) -> list[AdjustedBudget]:
-        """Add ``delta_micros`` to ``decision``'s cost: in its usage and in the budgets whose specs are ``budgets``."""
+    def adjust(
+        self, decision: Decision, delta_micros: int, budgets: Sequence[bytes], *, in_usage: bool = True
+    ) -> list[AdjustedBudget]:
+        """Add ``delta_micros`` to ``decision``'s cost in the budgets whose specs are ``budgets``, and in its usage
+        unless not ``in_usage`` (an allowance's unused part was never counted there)."""
         keys = self.keys_of(decision.tag)
         args = adjust_args(
             keys.field_prefix,
             now_us=int(decision.now * _US),
             delta=delta_micros,
-            usage=decision.usage or "",
+            usage=(decision.usage or "") if in_usage else "",
             specs=list(budgets),
         )
         try:

@@ -18,7 +18,7 @@ from quotas.rules.periods import period_bounds
 from quotas.runtime import get_runtime
 from quotas.signals import budget_threshold_crossed
 from quotas.store.keys import client_tag
-from quotas.store.protocol import decide_args
+from quotas.store.protocol import REPLY_HEAD, decide_args
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -220,7 +220,7 @@ def test_server_clock_picks_the_next_period(runtime):
     # Same spec (an app clock still in day 0), but the server is already in day 1.
     next_day = decide(day0.end * 10**6 + 1, 1)
     assert next_day[0] == 1
-    assert next_day[4 + 2] == (day0.next_end - day0.end) * 10**6 - 1  # reset: to the end of day 1
+    assert next_day[REPLY_HEAD + 2] == (day0.next_end - day0.end) * 10**6 - 1  # reset: to the end of day 1
 
 
 @pytest.mark.parametrize(

@@ -51,12 +51,13 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     expected = [*(int(a) for a in DecideArg), DECIDE_FIXED_ARGS, *(int(f) for f in DecideFlag)]
     assert redis_client.eval(lua, 0) == [*expected, REPLY_HEAD, REPLY_PER_WINDOW]
     args = decide_args("c|", now=1, weight=2, cost=3, usage="u", mode="peek", multiplier="0.5", ban_policy="b",
-                       request_id="r", day=4, specs=[b"s"])  # fmt: skip
+                       request_id="r", day=4, allowance=(8, 0.1, 250_000), specs=[b"s"])  # fmt: skip
     named = {a: args[a - 1] for a in DecideArg}
     assert named == {
         DecideArg.NOW: 1, DecideArg.WEIGHT: 2, DecideArg.COST: 3, DecideArg.USAGE: "u", DecideArg.MODE: "peek",
         DecideArg.MULTIPLIER: "0.5", DecideArg.BAN_POLICY: "b", DecideArg.REQUEST_ID: "r",
-        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4,
+        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4, DecideArg.ALLOWANCE: 8, DecideArg.ALLOWANCE_SHARE: 0.1,
+        DecideArg.ALLOWANCE_END_US: 250_000,
     }  # fmt: skip
     assert args[DECIDE_FIXED_ARGS:] == [b"s"]
     assert not re.search(r"\b(ARGV|args)\[\d", library_source())  # slots by name only
@@ -66,9 +67,11 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     ("script", "layout", "args", "named", "rest"),
     [
         ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=None, specs=[b"s1", b"s2"]),
-         {RefundArg.NOW: 7, RefundArg.WEIGHT: "", RefundArg.FIELD_PREFIX: "c|"}, [b"s1", b"s2"]),
-        ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=3, specs=[]),
-         {RefundArg.NOW: 7, RefundArg.WEIGHT: 3, RefundArg.FIELD_PREFIX: "c|"}, []),
+         {RefundArg.NOW: 7, RefundArg.WEIGHT: "", RefundArg.FIELD_PREFIX: "c|", RefundArg.TIMES: 1,
+          RefundArg.LOG_AT: ""}, [b"s1", b"s2"]),
+        ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=3, specs=[], times=4, log_at_us=9),
+         {RefundArg.NOW: 7, RefundArg.WEIGHT: 3, RefundArg.FIELD_PREFIX: "c|", RefundArg.TIMES: 4,
+          RefundArg.LOG_AT: 9}, []),
         ("ADJUST", AdjustArg, adjust_args("c|", now_us=7, delta=-5, usage="1|s", specs=[b"b"]),
          {AdjustArg.NOW: 7, AdjustArg.DELTA: -5, AdjustArg.USAGE: "1|s", AdjustArg.FIELD_PREFIX: "c|"}, [b"b"]),
         ("RELEASE", ReleaseArg, release_args("r1"), {ReleaseArg.REQUEST_ID: "r1"}, []),
@@ -89,11 +92,11 @@ def test_lua_and_python_agree_on_each_scripts_argv(redis_client, script, layout,
 
 def test_lua_writes_its_reply_in_the_order_of_decide_reply_fields(redis_client):
     """The generated REPLY_* and WINDOW_REPLY_* slots number DecideReply's head and WindowReply's fields in order."""
-    head = [f"REPLY_{name}" for name in ("ALLOWED", "NOW_US", "FLAGS", "BAN_WAIT_US")]
+    head = [f"REPLY_{name}" for name in ("ALLOWED", "NOW_US", "FLAGS", "BAN_WAIT_US", "GRANTED")]
     per_window = [f"WINDOW_REPLY_{name}" for name in ("OK", "REMAINING", "RESET_US", "RETRY_US", "DELAY_US", "USED")]
     lua = lua_constants() + "return {" + ", ".join([*head, *per_window, "WINDOW_REPLY_ALERT", "NEVER"]) + "}"
-    assert redis_client.eval(lua, 0) == [1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, NEVER]
-    assert (REPLY_HEAD, REPLY_PER_WINDOW) == (4, 7)
+    assert redis_client.eval(lua, 0) == [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 6, 7, NEVER]
+    assert (REPLY_HEAD, REPLY_PER_WINDOW) == (5, 7)
 
 
 def test_decide_reply_decodes_what_decide_lua_answers(redis_client):
@@ -108,17 +111,17 @@ def test_decide_reply_decodes_what_decide_lua_answers(redis_client):
         return DecideReply.decode(raw, len(specs))
 
     first = decide(spec, heavy)
-    assert first == DecideReply(True, now, 0, 0, [
+    assert first == DecideReply(True, now, 0, 0, 1, [
         WindowReply(ok=True, remaining=0, reset_us=50_000_000, retry_us=0, delay_us=0, used=0, alert=0),
         WindowReply(ok=False, remaining=1, reset_us=50_000_000, retry_us=NEVER, delay_us=0, used=0, alert=0),
     ])  # fmt: skip
     second = decide(spec)
     assert not second.allowed
     assert second.windows == [WindowReply(False, 0, 50_000_000, 50_000_000, 0, 0, 0)]
-    banned = DecideReply.decode([0, now, DecideFlag.BANNED, 5], 2)  # limits unread: the head alone
+    banned = DecideReply.decode([0, now, DecideFlag.BANNED, 5, 1], 2)  # limits unread: the head alone
     assert (banned.flags, banned.ban_wait_us, banned.windows) == (DecideFlag.BANNED, 5, [])
-    with pytest.raises(ValueError, match="replied 5 values for 1 windows"):
-        DecideReply.decode([1, now, 0, 0, 1], 1)
+    with pytest.raises(ValueError, match="replied 6 values for 1 windows"):
+        DecideReply.decode([1, now, 0, 0, 1, 1], 1)
     budgets = AdjustedBudget.decode_all([-1, 0, 700, 1])
     assert budgets == [AdjustedBudget(-1, 0), AdjustedBudget(700, 1)]
     assert [b.period_ended for b in budgets] == [True, False]

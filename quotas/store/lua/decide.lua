@@ -74,6 +74,7 @@ local CLIENT_EXPIRY, BUCKET_EXPIRY, REFUSALS, BAN = 1, 2, 3, 4
 local function reply_head(allowed, now)
   local head = {}
   head[REPLY_ALLOWED], head[REPLY_NOW_US], head[REPLY_FLAGS], head[REPLY_BAN_WAIT_US] = allowed, now, 0, 0
+  head[REPLY_GRANTED] = 1
   return head
 end
 
@@ -168,7 +169,10 @@ end
 --   ttl            how long (us) `writes` must live
 --   pending        an admission's sliding logs and leases, a table each, or nil
 --   alerts         refused budgets' 100 % alerts, a table each, or nil: written either way
-local function check_windows(keys, args, fields, values, now, request_weight, cost, multiplier, writes, reply)
+-- `times` > 1 checks (and would consume) that many requests' units at once:
+-- an allowance, whose sliding-log units are recorded at `log_at` (its end).
+local function check_windows(keys, args, fields, values, now, request_weight, cost, multiplier, writes, reply,
+                             times, log_at)
   local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
     true, false, false, request_weight or 1, 0, nil, nil
   local counter, own_key = 0, 3  -- the last field read, the next own key
@@ -177,6 +181,7 @@ local function check_windows(keys, args, fields, values, now, request_weight, co
       struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
     local weight, weighed = window_weight(code, own_weight, request_weight, cost)
     if weighed and weight > unit_weight then unit_weight = weight end
+    weight = weight * times
     if multiplier ~= 1 and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
       limit = math.max(1, math.floor(limit * multiplier))
       cap_or_stop = math.max(1, math.floor(cap_or_stop * multiplier))
@@ -192,7 +197,8 @@ local function check_windows(keys, args, fields, values, now, request_weight, co
       check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
     if ok and key then  -- a sliding log or a lease: committed from a table of its own
       pending = pending or {}
-      pending[#pending + 1] = {code = code, key = key, window = window_or_start, weight = weight, count = value}
+      pending[#pending + 1] = {code = code, key = key, window = window_or_start, weight = weight, count = value,
+        at = log_at}
     elseif ok then  -- any other window's new state joins the HSET
       writes[#writes + 1], writes[#writes + 2] = field, value
       if value_ttl > ttl then ttl = value_ttl end
@@ -275,7 +281,7 @@ end
 local function commit_own_keys(pending, now, request_id)
   for _, p in ipairs(pending) do
     if p.code == SLIDING_WINDOW_LOG then
-      log_commit(p.key, p.window, p.weight, now, p.count)
+      log_commit(p.key, p.window, p.weight, p.at or now, p.count, now)
     else
       lease_commit(p.key, p.window, now, request_id)
     end
@@ -319,6 +325,47 @@ local function count_decision(usage, at, days, reply, budget_denied, would_deny,
   if would_deny then count_usage(at, days, usage, 'sw', 1) end
 end
 
+-- An allowance's size, in requests: at most `wanted`, and as many as leave
+-- every window at least (1 - `share`) of the units it had left after this
+-- request (`reply`, from check_windows at one request), so other processes
+-- are not refused early. 1 (no allowance) with a lease or a shadow window,
+-- which must see each request.
+local function allowance_size(args, reply, request_weight, cost, wanted, share)
+  local size = wanted
+  for i = 1, #args - DECIDE_FIXED_ARGS do
+    local code, _, _, _, own_weight, _, shadow = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    if code == CONCURRENCY or shadow == 1 then return 1 end
+    local units = window_weight(code, own_weight, request_weight, cost)
+    if units > 0 then
+      local left = reply[REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW + WINDOW_REPLY_REMAINING]
+      size = math.min(size, 1 + math.floor(share * math.max(left, 0) / units))
+    end
+  end
+  return size
+end
+
+-- Check every window at one request, then, for an allowance that fits, at
+-- `size` requests. -> check_windows' results (and `reply`, `writes`) of the
+-- check that stands: the allowance's when it fits, else the request's.
+local function check_request(keys, args, fields, values, now, weight, cost, multiplier)
+  local reply, writes = reply_head(1, now), {}
+  local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
+    check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply, 1, nil)
+  local wanted = tonumber(args[DECIDE_ARG_ALLOWANCE])
+  if not allowed or not wanted or wanted < 2 or args[DECIDE_ARG_MODE] ~= '' then
+    return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
+  end
+  local size = allowance_size(args, reply, weight, cost, wanted, tonumber(args[DECIDE_ARG_ALLOWANCE_SHARE]))
+  if size < 2 then return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts end
+  local big_reply, big_writes = reply_head(1, now), {}
+  local log_at = now + tonumber(args[DECIDE_ARG_ALLOWANCE_END_US])
+  local fits, b_denied, b_would, b_unit, b_ttl, b_pending, b_alerts =
+    check_windows(keys, args, fields, values, now, weight, cost, multiplier, big_writes, big_reply, size, log_at)
+  if not fits then return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts end
+  big_reply[REPLY_GRANTED] = size
+  return big_reply, big_writes, fits, b_denied, b_would, b_unit, b_ttl, b_pending, b_alerts
+end
+
 -- parse -> (ACL modes: count only) -> read -> the ban, then every window
 -- -> (peek: reply) -> commit -> count.
 local function decide(keys, args)
@@ -338,9 +385,8 @@ local function decide(keys, args)
     if usage and mode ~= 'peek' then count_usage(usage_at, usage_days, usage, 'dx', 1) end
     return banned
   end
-  local reply, writes = reply_head(1, now), {}
-  local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
-    check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply)
+  local reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
+    check_request(keys, args, fields, values, now, weight, cost, multiplier)
   if not allowed then
     reply[REPLY_ALLOWED] = 0
     if multiplier < 1 and passes_at_full_capacity(keys, args, values, now, weight, cost) then

@@ -4,14 +4,19 @@
 --
 -- keys[1] the client's bucket hash, keys[2] unused (usage base), keys[3+] sliding logs
 -- args: the slots of quotas.store.protocol.RefundArg (REFUND_ARG_*): the decision's
--- time (us), its weight override or '', the client's field prefix "<client>|";
--- then args[REFUND_FIXED_ARGS + i], the spec of window i.
+-- time (us), its weight override or '', the client's field prefix "<client>|",
+-- how many requests' units to give back ('' for one: an allowance gives back
+-- its unused part) and when a sliding log recorded them ('' for the decision's
+-- time: an allowance records them at its end); then args[REFUND_FIXED_ARGS + i],
+-- the spec of window i.
 -- Concurrency leases (9) are not refunds' business: release.lua ends them.
 -- Budgets (BUDGET) are not refunded here: their estimate is released by adjust.lua.
 local function refund(keys, args)
   local dnow = tonumber(args[REFUND_ARG_NOW])
   local weight_override = tonumber(args[REFUND_ARG_WEIGHT])
   local cp = args[REFUND_ARG_FIELD_PREFIX]
+  local times = tonumber(args[REFUND_ARG_TIMES]) or 1
+  local log_at = tonumber(args[REFUND_ARG_LOG_AT]) or dnow
   local next_key = 3
   for i = 1, #args - REFUND_FIXED_ARGS do
     local w = parse_spec(args[REFUND_FIXED_ARGS + i])
@@ -19,12 +24,13 @@ local function refund(keys, args)
     local field = cp .. w.field
     local weight = weight_override or w.weight
     if code == PERIOD_REQUESTS then weight = 1 end
+    weight = weight * times
     if code == CONCURRENCY then
       next_key = next_key + 1
     elseif code == SLIDING_WINDOW_LOG then
       local key = keys[next_key]
       next_key = next_key + 1
-      local members = redis.call('ZRANGEBYSCORE', key, dnow, dnow, 'LIMIT', 0, weight)
+      local members = redis.call('ZRANGEBYSCORE', key, log_at, log_at, 'LIMIT', 0, weight)
       if #members > 0 then redis.call('ZREM', key, unpack(members)) end
     else
       local raw = redis.call('HGET', keys[1], field)

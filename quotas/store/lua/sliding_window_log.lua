@@ -30,12 +30,14 @@ local function log_check(key, limit, window, weight, now)
   return false, limit - count, reset, retry, 0, count
 end
 
-local function log_commit(key, window, weight, now, count)
+-- The units are recorded at `at`: now, or an allowance's end (later: used
+-- during the allowance, they must not leave the window before its last use).
+local function log_commit(key, window, weight, at, count, now)
   if weight <= 0 then return end
-  local stamp, n = fmt(now), count
+  local stamp, n = fmt(at), count
   for _ = 1, weight do
     -- Members must be unique; after a refund a suffix may be taken, so skip ahead.
-    repeat n = n + 1 until redis.call('ZADD', key, 'NX', now, stamp .. '-' .. n) == 1
+    repeat n = n + 1 until redis.call('ZADD', key, 'NX', at, stamp .. '-' .. n) == 1
   end
-  redis.call('PEXPIRE', key, ttl_ms(window))
+  redis.call('PEXPIRE', key, ttl_ms(window + at - now))
 end

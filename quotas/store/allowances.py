@@ -1,0 +1,222 @@
+"""Local allowances: a busy client's next requests admitted in this process without a Redis call.
+
+When a client sends one process more than ``MIN_RATE`` requests a second,
+its next decision asks Redis, in the same single call, for an *allowance*:
+``n`` requests' worth of units, checked against every window of the request
+and consumed from all of them at once, exactly as ``n`` requests would be
+(``check_request`` in decide.lua). ``n`` is about the client's rate here
+times ``HORIZON``, at most ``MAX_REQUESTS``, and decide.lua cuts it further
+so that no window gives more than ``SHARE`` of what it has left: other
+processes are not refused early. The process then admits that client's next
+``n - 1`` requests with the same windows from the allowance, until it is
+spent or ends; the request after that goes to Redis as before.
+
+Never more than the limit: the units were taken before the requests they
+admit, and an allowance ends no later than the window or period it was taken
+in (fixed windows, sliding window counters, periods and budgets), so units
+never cross into a window that did not pay for them. A sliding log records
+the units at the allowance's end, so they leave the log no sooner than the
+last request they may admit. Token buckets and GCRA refill on their own:
+taking early only spends sooner.
+
+What is given back: the units an allowance did not use return to the windows
+they came from when it ends (the poller, within about a second; every
+allowance at shutdown). A process killed outright loses them until the windows
+move on: the client is held under its limit by at most one allowance per
+process (at most ``MAX_REQUESTS`` requests, and less than ``SHARE`` of any
+window), never over it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from quotas.rules.snapshot import Window
+from quotas.store.decision import DecideCall, Decision, WindowState
+
+_US = 1_000_000
+#: Seconds over which a client's rate in this process is measured; a span shorter than the second counts
+#: as this long, so that one request alone never reads as a burst.
+_RATE_SPAN, _SHORTEST_SPAN = 1.0, 0.1
+#: Windows whose units must be used in the window (or period) they were taken in.
+_BOUNDED = frozenset({"fixed_window", "sliding_window_counter", "period_requests", "period_quota", "budget"})
+
+
+def eligible(windows: Sequence[Window]) -> bool:
+    """Whether requests with ``windows`` may be admitted from an allowance.
+
+    Not with a concurrency limit (each request holds a lease), a shadow
+    window (each request must be seen by it) or a shaping leaky bucket (each
+    request gets its own delay); not without a window at all.
+    """
+    return bool(windows) and not any(w.algorithm == "concurrency" or w.shadow or w.max_delay > 0 for w in windows)
+
+
+@dataclass(slots=True)
+class Allowance:
+    """What one grant gave: ``size`` requests' units, taken at ``granted``'s time, usable until ``ends_at``."""
+
+    granted: Decision
+    size: int
+    ends_at: float  # time.monotonic()
+    started: float  # time.monotonic() at the grant
+    end_us: int  # what the grant asked: its sliding logs recorded the units this long after its time
+    used: int = 1  # requests admitted from it, the one that took it included
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def unused(self) -> int:
+        """Requests' worth of units taken but not used (what goes back when it ends)."""
+        return self.size - self.used
+
+    def serve(self, now: float) -> Decision | None:
+        """The decision admitting one more request, or None when the allowance is spent or over."""
+        with self.lock:
+            if self.used >= self.size or now >= self.ends_at:
+                return None
+            self.used += 1
+            ahead = self.size - self.used  # requests' units still unused after this one
+        granted = self.granted
+        elapsed_us = int((now - self.started) * _US)
+        states = [_state_now(granted, s, ahead, elapsed_us) for s in granted.states]
+        return Decision(
+            True,
+            states,
+            granted.now,  # the grant's time: a refund or a cost's adjustment finds the same windows and periods
+            granted.weight,
+            tag=granted.tag,
+            cost_micros=granted.cost_micros,
+            usage=granted.usage,
+            specs=granted.specs,
+            multiplier=granted.multiplier,
+            allowance=True,
+        )
+
+
+def _state_now(granted: Decision, state: WindowState, ahead: int, elapsed_us: int) -> WindowState:
+    """A window as one request from an allowance sees it: the grant's state, with the units still ahead in
+    the allowance counted as remaining (they are this client's), and the time since the grant gone by."""
+    units = granted.cost_micros if state.window.is_budget else granted.units(state.window)
+    extra = ahead * units
+    return WindowState(
+        state.window,
+        True,
+        None if state.remaining is None else state.remaining + extra,
+        max(0, state.reset_us - elapsed_us),
+        0,
+        used=max(0, state.used - extra),
+        quota=state.quota,
+    )
+
+
+class Allowances:
+    """This process's allowances, by client and request kind, and how busy each client is here."""
+
+    def __init__(self, *, horizon: float, min_rate: float, share: float, max_requests: int) -> None:
+        self.horizon = horizon
+        self.min_rate = min_rate
+        self.share = share
+        self.max_requests = max_requests
+        self._by_key: dict[tuple, Allowance] = {}
+        self._ended: list[Allowance] = []  # replaced or over, not yet given back
+        # Per client: [when the current span began (monotonic), requests in it, the last span's rate].
+        self._seen: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(call: DecideCall) -> tuple:
+        """What makes two requests of one client interchangeable: the same windows, weight, cost and usage."""
+        return (
+            call.tag,
+            tuple((w.state_field, w.quota) for w in call.windows),
+            call.weight,
+            call.cost_micros,
+            call.usage,
+            call.multiplier,
+        )
+
+    def serve(self, call: DecideCall) -> Decision | None:
+        """An admission from this client's allowance for requests like ``call``, if one has units left."""
+        allowance = self._by_key.get(self.key(call))
+        if allowance is None:
+            return None
+        return allowance.serve(time.monotonic())
+
+    def wanted(self, call: DecideCall) -> int:
+        """Note one more request of ``call.tag``; how many requests' units its decision should ask for
+        (1: none, the client is not busy here)."""
+        now = time.monotonic()
+        seen = self._seen.get(call.tag)
+        if seen is None or now - seen[0] >= 2 * _RATE_SPAN:
+            self._seen[call.tag] = seen = [now, 0, 0.0]
+        elif now - seen[0] >= _RATE_SPAN:
+            seen[:] = [now, 0, seen[1] / (now - seen[0])]
+        seen[1] += 1
+        # Requests a second: over the last span, or over this one so far (a burst shows at once).
+        rate = max(seen[2], seen[1] / max(now - seen[0], _SHORTEST_SPAN))
+        if rate < self.min_rate:
+            return 1
+        return max(1, min(self.max_requests, math.ceil(rate * self.horizon)))
+
+    def grant(self, call: DecideCall, decision: Decision) -> Decision:
+        """Keep the allowance ``decision`` took; returns the decision as its own request sees it (the units
+        still ahead in the allowance count as remaining: they are this client's)."""
+        now = time.monotonic()
+        allowance = Allowance(decision, decision.granted, now + self._lifetime(decision), now, self.end_us)
+        with self._lock:
+            old = self._by_key.get(self.key(call))
+            self._by_key[self.key(call)] = allowance
+            if old is not None:
+                self._ended.append(old)
+        ahead = decision.granted - 1
+        return replace(decision, states=[_state_now(decision, s, ahead, 0) for s in decision.states])
+
+    @property
+    def end_us(self) -> int:
+        """How long an allowance may be used, in us (what decide.lua is told, for sliding logs)."""
+        return math.ceil(self.horizon * _US)
+
+    def _lifetime(self, decision: Decision) -> float:
+        """Seconds the allowance may be used: the horizon, ended early by the end of a window or period
+        its units must stay in."""
+        seconds = self.horizon
+        now_us = int(decision.now * _US)
+        for state in decision.states:
+            window = state.window
+            if window.algorithm not in _BOUNDED:
+                continue
+            if window.period:
+                left_us = state.reset_us  # until the period ends
+            else:
+                span = window.window * _US
+                left_us = span - now_us % span  # until the aligned window (or the counter's current one) ends
+            seconds = min(seconds, left_us / _US)
+        return max(0.0, seconds)
+
+    def end_all(self) -> None:
+        """End every allowance now; :meth:`ended` hands them over to be given back."""
+        with self._lock:
+            self._ended.extend(self._by_key.values())
+            self._by_key.clear()
+            for allowance in self._ended:
+                allowance.ends_at = 0.0
+
+    def ended(self, everything: bool = False) -> list[Allowance]:
+        """Take the allowances that are over (or, with ``everything``, all of them), to give back what they
+        did not use; forgets clients not seen for a while."""
+        now = time.monotonic()
+        with self._lock:
+            over = [k for k, a in self._by_key.items() if everything or now >= a.ends_at or a.used >= a.size]
+            ended, self._ended = self._ended, []
+            for key in over:
+                ended.append(self._by_key.pop(key))
+            for tag in [t for t, seen in list(self._seen.items()) if now - seen[0] >= 2 * _RATE_SPAN]:
+                del self._seen[tag]
+        for allowance in ended:
+            with allowance.lock:  # no request is admitted from it after this
+                allowance.ends_at = 0.0
+        return ended

@@ -1,0 +1,241 @@
+"""Local allowances: a busy client's requests admitted in process, every limit still exact (real Redis)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+
+from quotas.rules.rates import Rate, parse_rates
+from quotas.rules.snapshot import LimitRule
+from quotas.runtime import get_runtime, reset_runtime
+from quotas.store.decision import DecideCall
+from tests.script_calls import script_calls
+
+#: Every algorithm an allowance serves, as a plan limit names it.
+ALGORITHMS = ["fixed_window", "sliding_window_counter", "sliding_window_log", "token_bucket", "leaky_bucket"]
+PROCESSES = 8
+
+
+@pytest.fixture
+def busy(set_quotas):
+    """Allowances for a client sending 2 requests within 0.1 s (1 alone reads as 10 a second), up to 10 requests."""
+    set_quotas("ALLOWANCES", MIN_RATE=15, HORIZON=1.0, SHARE=0.5, MAX_REQUESTS=10)
+
+
+def windows(rate: str, algorithm: str = "fixed_window", **extra):
+    return LimitRule(id="a", name="a", rates=parse_rates(rate), algorithm=algorithm, **extra).windows
+
+
+def ask(tag: str, wins, **options):
+    """One request's decision as the service asks it: allowances allowed."""
+    return get_runtime().store.decide_call(DecideCall(tag, wins, allowance_ok=True, **options))
+
+
+def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_client):
+    """After the first request, the next asks for 10 requests' units at once; 9 more need no Redis call."""
+    wins = windows("1000/hour")
+    assert ask("{c}", wins).granted == 1  # one request is not busy
+    redis_client.config_resetstat()
+    decisions = [ask("{c}", wins) for _ in range(10)]
+    assert all(d.allowed for d in decisions)
+    assert [d.allowance for d in decisions] == [False] + [True] * 9
+    assert decisions[0].granted == 10
+    assert script_calls(redis_client) == 1
+    # The window holds all 11 requests' units; each request's headers count what the client has left, the
+    # units this process holds for it included: down by one a request.
+    assert [d.states[0].remaining for d in decisions] == list(range(998, 988, -1))
+    assert get_runtime().store.peek("{c}", wins).states[0].remaining == 989
+
+
+def test_an_allowance_is_cut_to_a_share_of_what_is_left(busy):
+    """With 9 left after the request, half of that (4) plus the request itself: 5 requests' units."""
+    wins = windows("20/hour")
+    assert get_runtime().store.decide("{c}", wins, weight=10).allowed  # 10 left
+    ask("{c}", wins, weight=1)  # busy from the next request on; 9 left
+    decision = ask("{c}", wins, weight=1)
+    assert decision.granted == 1 + (9 - 1) // 2
+
+
+def test_refusals_stay_exact_when_the_allowance_is_spent(busy):
+    """20 requests for a limit of 12: 12 admitted, allowances or not, then refusals from Redis as before."""
+    wins = windows("12/hour")
+    outcomes = [ask("{c}", wins).allowed for _ in range(20)]
+    assert outcomes == [True] * 12 + [False] * 8
+
+
+def test_unused_units_go_back_when_the_allowance_ends(busy):
+    """The units an allowance did not use return to the window: the next client decision sees them."""
+    wins = windows("100/hour")
+    ask("{c}", wins)
+    granted = ask("{c}", wins)
+    assert granted.granted == 10
+    runtime = get_runtime()
+    assert runtime.store.peek("{c}", wins).states[0].remaining == 100 - 11
+    runtime.store.settle_allowances(everything=True)
+    assert runtime.store.peek("{c}", wins).states[0].remaining == 100 - 2
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_usage_counts_each_request_once(busy, redis_client, algorithm):
+    """Usage counts the requests made, not the units an allowance took: 30 admitted, 30 counted."""
+    wins = windows("1000/hour", algorithm)
+    runtime = get_runtime()
+    for _ in range(30):
+        assert ask("{s.1}", wins, usage="1|-").allowed
+    runtime.store.settle_allowances(everything=True)
+    assert runtime.store.flush_usage()
+    day = time.strftime("%Y%m%d", time.gmtime())
+    keys = runtime.redis_store.keys_of("{s.1}")
+    assert int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a")) == 30
+
+
+def test_a_fixed_window_allowance_ends_with_its_window(busy):
+    """An allowance never outlives the window it was taken in."""
+    wins = windows("1000/s")
+    ask("{c}", wins)
+    decision = ask("{c}", wins)
+    if decision.granted > 1:
+        allowance = next(iter(get_runtime().store.allowances._by_key.values()))
+        now_us = int(decision.now * 1_000_000)
+        left = 1 - (now_us % 1_000_000) / 1_000_000
+        assert allowance.ends_at - allowance.started <= left + 1e-6
+
+
+@pytest.mark.parametrize(
+    "wins",
+    [
+        windows("5/min", "concurrency"),
+        windows("1000/min", "leaky_bucket", max_delay=1.0),
+        windows("100/min", shadow=True),
+    ],
+    ids=["concurrency", "shaping", "shadow"],
+)
+def test_no_allowance_where_each_request_must_be_seen(busy, redis_client, wins):
+    """A lease, a shaping delay or a shadow window needs every request in Redis."""
+    redis_client.config_resetstat()
+    for _ in range(5):
+        ask("{c}", wins, request_id="r")
+    assert script_calls(redis_client) == 5
+
+
+def test_no_allowance_when_turned_off(set_quotas, redis_client):
+    set_quotas("ALLOWANCES", ENABLED=False, MIN_RATE=1)
+    wins = windows("1000/hour")
+    redis_client.config_resetstat()
+    for _ in range(10):
+        ask("{c}", wins)
+    assert script_calls(redis_client) == 10
+
+
+def _race(wins, attempts, cost, seconds, barrier, results):
+    """One OS process: wait for the others, then send ``attempts`` requests (or for ``seconds``) as fast as it
+    can; reports when each admission happened, then shuts down gracefully (allowances settled, usage written)."""
+    reset_runtime()  # this process's own runtime (the parent's connections and allowances stay the parent's)
+    runtime = get_runtime()
+    store = runtime.store
+    barrier.wait()
+    admitted, served, sent, until = [], 0, 0, time.time() + seconds
+    while sent < attempts or time.time() < until:
+        asked = time.time()
+        decision = store.decide_call(DecideCall("{raced}", wins, cost_micros=cost, usage="1|-", allowance_ok=True))
+        sent += 1
+        if decision.allowed:
+            # Redis's time for a decision it made; for one from an allowance, a moment before it was served.
+            admitted.append(asked if decision.allowance else decision.now)
+        served += decision.allowance
+    runtime.close()
+    results.put((admitted, served))
+
+
+def _run_race(wins, attempts=0, cost=0, seconds=0.0):
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(PROCESSES), ctx.Queue()
+    args = (wins, attempts, cost, seconds, barrier, results)
+    procs = [ctx.Process(target=_race, args=args) for _ in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=10)
+        assert p.exitcode == 0
+    return sorted(t for times, _ in outcomes for t in times), sum(served for _, served in outcomes)
+
+
+def _usage_admitted(redis_client) -> int:
+    keys = get_runtime().redis_store.keys_of("{raced}")
+    day = time.strftime("%Y%m%d", time.gmtime())
+    return int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a") or 0)
+
+
+@pytest.fixture
+def racing(set_quotas):
+    set_quotas("ALLOWANCES", MIN_RATE=1, HORIZON=0.25, SHARE=0.1, MAX_REQUESTS=50)
+
+
+BUDGET = LimitRule(id="b", name="b", rates=(Rate(100 * 5_000, 86400),), algorithm="budget", period="day")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("wins", "cost"),
+    [*((windows("100/min", a), 0) for a in ALGORITHMS), (BUDGET.windows, 5_000)],
+    ids=[*ALGORITHMS, "budget"],
+)
+def test_eight_processes_racing_one_client_admit_at_most_the_limit(racing, redis_client, wins, cost):
+    """8 processes x 60 requests against 100 a minute (or a budget of 100 requests' price) with allowances on:
+    never more than 100 admitted, at least 95; usage counts exactly the requests admitted, once every process
+    has shut down gracefully."""
+    admitted, from_allowances = _run_race(wins, attempts=60, cost=cost)
+    assert 95 <= len(admitted) <= 100
+    assert from_allowances > 0
+    assert _usage_admitted(redis_client) == len(admitted)
+
+
+@pytest.mark.slow
+def test_no_fixed_window_admits_more_than_its_limit_across_its_edges(racing, redis_client):
+    """For 2.5 s of a race, 8 processes against 30 a second: no second admits more than 30."""
+    admitted, from_allowances = _run_race(windows("30/s"), seconds=2.5)
+    per_second: dict[int, int] = {}
+    for t in admitted:
+        per_second[int(t)] = per_second.get(int(t), 0) + 1
+    assert max(per_second.values()) <= 30
+    assert len(per_second) >= 3
+    assert from_allowances > 0
+    assert _usage_admitted(redis_client) == len(admitted)
+
+
+@pytest.mark.slow
+def test_no_second_of_a_sliding_log_admits_more_than_its_limit(racing, redis_client):
+    """For 2.5 s of a race against a 30-a-second sliding log: no interval of a second admits more than 30."""
+    admitted, from_allowances = _run_race(windows("30/s", "sliding_window_log"), seconds=2.5)
+    most = max(sum(1 for u in admitted if t <= u < t + 1) for t in admitted)
+    assert most <= 30
+    assert from_allowances > 0
+
+
+def _killed(wins, pipe):
+    reset_runtime()
+    store = get_runtime().store
+    decisions = [store.decide_call(DecideCall("{raced}", wins, usage="1|-", allowance_ok=True)) for _ in range(6)]
+    pipe.send((sum(d.allowed for d in decisions), max(d.granted for d in decisions)))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_killed_process_loses_at_most_one_allowance_of_usage_and_never_adds_any(busy, redis_client):
+    """SIGKILL before the poller wrote them: the requests served from the allowance are not counted (at most
+    MAX_REQUESTS - 1 of them), the others are; nothing is counted that was not admitted."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_killed, args=(windows("1000/hour"), child))
+    process.start()
+    admitted, granted = parent.recv()
+    process.join(timeout=10)
+    assert process.exitcode == -signal.SIGKILL
+    assert granted > 1
+    counted = _usage_admitted(redis_client)
+    assert admitted - (10 - 1) <= counted < admitted
