@@ -1,12 +1,17 @@
-"""The usage API's recent history for operators: ``group_by=minute`` (last 2 hours) or ``hour`` (last 7 days).
+"""The usage API's recent history: ``group_by=minute`` or ``hour``.
 
-The figures are the engine's history (:mod:`quotas.observability.history`):
-requests allowed and refused by reason, per plan and scope, plus the top
-clients of each hour. They are kept per plan and scope, not per client, so only
-callers who may see every client's usage get them; a client calling with its
-API key gets a 400 (its own usage is in the daily report, and a per-client
-history exists only for the busiest clients, which would say nothing to the
-others).
+Operators (callers who may see every client's usage) get the engine's history
+(:mod:`quotas.observability.history`): requests allowed and refused by reason,
+per plan and scope, for the last 2 hours per minute or the last 7 days per
+hour, plus the top clients of each hour.
+
+A client (its API key, or a signed-in user with a subscription) gets its own
+per-subscriber history instead: requests admitted and refused per minute or
+hour, from the same module's per-client hashes. Those keep every minute for
+``CLIENT_KEEP`` (25 hours) after its hour ends, so both resolutions reach back
+24 hours (the usage page's longest recent chart), with the last hour as slack.
+Only subscriptions have such a history; a signed-in user without one gets a 400
+(its own usage is in the daily report).
 """
 
 from __future__ import annotations
@@ -18,13 +23,19 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from quotas.observability.history import (
+    CLIENT_KEEP,
+    CLIENT_KINDS,
     MINUTE_KEEP,
     TOP_KEEP,
     TOP_SIDES,
+    ClientPoint,
     HistoryBucket,
+    read_client_history,
     read_history,
     read_top_clients,
 )
+
+from .serializers import CLIENT_TAG
 
 #: The history's resolutions, as ``group_by`` names them, and how far back each reaches.
 HISTORY_GROUPS = ("minute", "hour")
@@ -33,9 +44,18 @@ KEPT = {"minute": timedelta(hours=2), "hour": timedelta(days=7)}
 #: hash outlives the limit by the keys' margin), so a client's clock a little fast is no error.
 _SLACK = timedelta(seconds=MINUTE_KEEP - 2 * 3600)
 DEFAULT_TOP = 10
+#: How far back a client's own history reaches at each resolution: every minute is kept CLIENT_KEEP after
+#: its hour ends, so 24 hours of minutes (and of hours) are always there, and the rest is slack as above.
+CLIENT_KEPT = {"minute": timedelta(hours=24), "hour": timedelta(hours=24)}
+_CLIENT_SLACK = timedelta(seconds=CLIENT_KEEP) - timedelta(hours=24)
+#: The operators' parameters a client's own history refuses (ignoring a filter would answer another question).
+OPERATORS_ONLY = {
+    "plan": "Your own history is not kept per plan; plan filters the operators' history.",
+    "top": "Your own history has no top clients; top is for operators.",
+}
 NOT_FOR_CLIENTS = (
-    "Per-minute and per-hour history is kept per plan and scope for operators (per client only for the "
-    "busiest clients); use group_by=day or scope for your own usage."
+    "Per-minute and per-hour history is kept per subscription (call with your API key) and, for operators, "
+    "per plan and scope; use group_by=day or scope for your own usage."
 )
 
 
@@ -86,6 +106,74 @@ def build_history(params: dict[str, Any], redis_client: Any, prefix: str) -> dic
     }
 
 
+class ClientHistoryQuerySerializer(serializers.Serializer):
+    """A client's own history: ``group_by`` (minute or hour), ``start`` and ``end`` (ISO 8601), and ``client``
+    (optional: its own tag, which the view checks); ``plan`` and ``top`` are for operators."""
+
+    group_by = serializers.ChoiceField(choices=HISTORY_GROUPS)
+    start = serializers.DateTimeField(required=False, help_text="Default: 24 hours ago.")
+    end = serializers.DateTimeField(required=False, help_text="Default: now.")
+    client = serializers.CharField(required=False, validators=[CLIENT_TAG])
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if "client" in data:  # accept the tag as Redis writes it, braces included (as the daily report does)
+            data = data.copy()
+            data["client"] = data["client"].strip().strip("{}")
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        for name, why in OPERATORS_ONLY.items():
+            if name in self.initial_data:
+                raise serializers.ValidationError({name: why})
+        now = timezone.now()
+        kept = CLIENT_KEPT[attrs["group_by"]]
+        earliest = now - kept
+        kept_for = f"Your own group_by={attrs['group_by']} history is kept for {_span(kept)}"
+        end = min(attrs.get("end") or now, now)  # nothing is counted in the future yet
+        start = attrs.get("start") or min(earliest, end)
+        # The end first: with no start given, an end too early is what makes the start too early too.
+        for name, moment in (("end", end), ("start", start)):
+            if moment < earliest - _CLIENT_SLACK:
+                raise serializers.ValidationError({name: f"{kept_for}: give a {name} after {_iso(earliest)}."})
+        if start > end:
+            raise serializers.ValidationError({"start": f"The start ({_iso(start)}) is after the end ({_iso(end)})."})
+        attrs["start"], attrs["end"] = start, end
+        return attrs
+
+
+def has_client_history(tag: str) -> bool:
+    """Whether the client ``tag`` (with or without braces) has a history of its own: subscriptions only."""
+    return tag.strip("{}").startswith(CLIENT_KINDS)
+
+
+def build_client_history(params: dict[str, Any], redis_client: Any, prefix: str, tag: str) -> dict[str, Any]:
+    """The response body for a client's validated ``params``: its own minutes or hours with any request, in
+    order, from its history under ``prefix``. ``tag`` is its client tag (with or without braces).
+
+    Raises what the Redis client raises.
+    """
+    start, end = params["start"], params["end"]
+    points = read_client_history(redis_client, prefix, tag, params["group_by"], start=start, end=end)
+    return {
+        "group_by": params["group_by"],
+        "start": _iso(start),
+        "end": _iso(end),
+        "client": tag.strip("{}"),
+        "rows": [_client_row(p) for p in points if p.allowed or p.denied],
+    }
+
+
+def _client_row(point: ClientPoint) -> dict[str, Any]:
+    total = point.allowed + point.denied
+    return {
+        "start": _iso(point.start),
+        "allowed": point.allowed,
+        "denied": point.denied,
+        "total": total,
+        "denial_rate": round(point.denied / total, 6) if total else 0.0,
+    }
+
+
 def _row(bucket: HistoryBucket) -> dict[str, Any]:
     return {
         "start": _iso(bucket.start),
@@ -103,4 +191,7 @@ def _iso(moment: datetime) -> str:
 
 
 def _span(kept: timedelta) -> str:
-    return f"{kept.days} days" if kept.days else f"{kept.seconds // 3600} hours"
+    # "7 days", "2 hours"; a single day reads better as "24 hours".
+    if kept.days > 1 and not kept.seconds:
+        return f"{kept.days} days"
+    return f"{int(kept.total_seconds()) // 3600} hours"

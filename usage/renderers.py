@@ -1,4 +1,4 @@
-"""CSV for spreadsheets: ``?format=csv`` on the usage report."""
+"""CSV for spreadsheets: ``?format=csv`` on the usage report and its history."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from .history import HISTORY_GROUPS
 
 DENIED = ("rate", "budget", "acl", "capacity", "banned", "shadow")
 COLUMNS = ("allowed", *(f"denied_{d}" for d in DENIED[:-1]), "shadow_would_deny", "weight", "cost")
+#: group_by=minute|hour: the operators' rows (per plan and scope, every counter) and a client's own.
+HISTORY_COLUMNS = ("start", "plan", "scope", *HISTORY_COUNTERS.values(), "denied", "total", "denial_rate")
+CLIENT_HISTORY_COLUMNS = ("start", "allowed", "denied", "total", "denial_rate")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -32,7 +35,8 @@ class UsageCSVRenderer(BaseRenderer):
         out = io.StringIO()
         writer = csv.writer(out)
         if group in HISTORY_GROUPS:
-            return _history(writer, data["rows"], out).encode(self.charset)
+            columns = CLIENT_HISTORY_COLUMNS if "client" in data else HISTORY_COLUMNS
+            return _history(writer, columns, data["rows"], out).encode(self.charset)
         writer.writerow((group, *COLUMNS))
         for row in data["rows"]:
             counts = (row["denied"][d] for d in DENIED)
@@ -40,9 +44,8 @@ class UsageCSVRenderer(BaseRenderer):
         return out.getvalue().encode(self.charset)
 
 
-def _history(writer: Any, rows: list[dict[str, Any]], out: io.StringIO) -> str:
-    """group_by=minute or hour: one line per bucket (start, plan, scope, each counter, the sums)."""
-    columns = ("start", "plan", "scope", *HISTORY_COUNTERS.values(), "denied", "total", "denial_rate")
+def _history(writer: Any, columns: tuple[str, ...], rows: list[dict[str, Any]], out: io.StringIO) -> str:
+    """group_by=minute or hour: one line per bucket (the operators' per plan and scope, or a client's own)."""
     writer.writerow(columns)
     for row in rows:
         writer.writerow(_cell(row[c]) for c in columns)

@@ -40,7 +40,9 @@ def _report() -> dict[str, Any]:
         "description": (
             "Requests admitted and refused, weight and cost between two UTC days (at most 366), including "
             "today's not yet flushed counts. Callers see their own usage only; staff with the "
-            "usage.view_all_usage permission see everyone's."
+            "usage.view_all_usage permission see everyone's. With group_by=minute or hour, the recent history "
+            "instead: staff get it per plan and scope with the top clients; a client with a subscription (its "
+            "API key) gets its own requests admitted and refused per minute or hour, for the last 24 hours."
         ),
         "parameters": [
             OpenApiParameter("from", OpenApiTypes.DATE, description="First day, YYYY-MM-DD (default: to - 29 days)."),
@@ -49,13 +51,25 @@ def _report() -> dict[str, Any]:
                 "group_by",
                 OpenApiTypes.STR,
                 enum=[*GROUPS, *HISTORY_GROUPS],
-                description="Default: day. minute (last 2 hours) and hour (last 7 days): the per plan and scope "
-                "history with the top clients, for staff with usage.view_all_usage only.",
+                description="Default: day. minute and hour: the recent history. Staff with usage.view_all_usage: "
+                "per plan and scope with the top clients, minute for the last 2 hours, hour for the last 7 days. "
+                "A client with a subscription: its own, rows of start, allowed, denied, total and denial_rate, "
+                "both for the last 24 hours.",
             ),
-            OpenApiParameter("start", OpenApiTypes.DATETIME, description="group_by=minute|hour: ISO 8601 start."),
-            OpenApiParameter("end", OpenApiTypes.DATETIME, description="group_by=minute|hour: ISO 8601 end."),
-            OpenApiParameter("top", OpenApiTypes.INT, description="group_by=minute|hour: top clients (0-100)."),
-            OpenApiParameter("client", OpenApiTypes.STR, description="Staff: one client's tag, e.g. s.12."),
+            OpenApiParameter(
+                "start",
+                OpenApiTypes.DATETIME,
+                description="group_by=minute|hour: ISO 8601 start (default: as far back as kept; earlier is a 400).",
+            ),
+            OpenApiParameter(
+                "end", OpenApiTypes.DATETIME, description="group_by=minute|hour: ISO 8601 end (default: now)."
+            ),
+            OpenApiParameter("top", OpenApiTypes.INT, description="Staff, group_by=minute|hour: top clients (0-100)."),
+            OpenApiParameter(
+                "client",
+                OpenApiTypes.STR,
+                description="Staff: one client's tag, e.g. s.12 (not with group_by=minute|hour). Others: their own.",
+            ),
             OpenApiParameter("plan", OpenApiTypes.STR, description="Only usage under this plan (slug)."),
             OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv"], description="csv for spreadsheets."),
         ],

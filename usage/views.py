@@ -2,7 +2,8 @@
 and ``GET /api/v1/usage/refusals?client=<tag>`` (a client's last refusals).
 
 Who may see what: a client calling with its API key (or a signed-in user)
-sees only its own usage (and refusals: ``client`` must then be its own tag,
+sees only its own usage, its own recent history with ``group_by=minute|hour``
+(subscriptions only), and its own refusals (``client`` must then be its own tag,
 as ``/current`` shows it); staff with the ``usage.view_all_usage`` permission,
 signed in with a session or basic auth, see every client's, filterable by
 ``client`` and ``plan``. These views have a throttle of their own
@@ -38,7 +39,15 @@ from quotas.store.connect import STORE_ERRORS
 from quotas.store.keys import is_client_tag
 
 from . import problems
-from .history import HISTORY_GROUPS, NOT_FOR_CLIENTS, HistoryQuerySerializer, build_history
+from .history import (
+    HISTORY_GROUPS,
+    NOT_FOR_CLIENTS,
+    ClientHistoryQuerySerializer,
+    HistoryQuerySerializer,
+    build_client_history,
+    build_history,
+    has_client_history,
+)
 from .renderers import UsageCSVRenderer
 from .reports import build_report
 from .schema import documented
@@ -119,9 +128,10 @@ class UsageReportView(UsageAPIView):
         return response
 
     def history(self, request: Request, viewer: Viewer) -> Response:
-        """group_by=minute or hour: the engine's recent history, for viewers who see every client."""
+        """group_by=minute or hour: the engine's recent history for viewers who see every client, else the
+        caller's own (subscriptions only: others have no per-client history)."""
         if not viewer.sees_all:
-            raise exceptions.ValidationError({"group_by": NOT_FOR_CLIENTS})
+            return self.own_history(request, viewer)
         params = HistoryQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         runtime = get_runtime()
@@ -129,9 +139,27 @@ class UsageReportView(UsageAPIView):
             body = build_history(params.validated_data, runtime.redis, runtime.prefix)
         except STORE_ERRORS as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
+        return self._history_response(request, body, params.validated_data)
+
+    def own_history(self, request: Request, viewer: Viewer) -> Response:
+        """The caller's own minutes or hours (admitted and refused), from its per-subscriber history."""
+        if not has_client_history(viewer.own):
+            raise exceptions.ValidationError({"group_by": NOT_FOR_CLIENTS})
+        params = ClientHistoryQuerySerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        if params.validated_data.get("client", viewer.own) != viewer.own:
+            raise exceptions.PermissionDenied("You can read your own usage only.")
+        runtime = get_runtime()
+        try:
+            body = build_client_history(params.validated_data, runtime.redis, runtime.prefix, viewer.own)
+        except STORE_ERRORS as exc:
+            raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
+        return self._history_response(request, body, params.validated_data)
+
+    def _history_response(self, request: Request, body: dict[str, Any], params: dict[str, Any]) -> Response:
         response = Response(body)
         if request.accepted_renderer.format == "csv":
-            start, end = params.validated_data["start"], params.validated_data["end"]
+            start, end = params["start"], params["end"]
             response["Content-Disposition"] = f'attachment; filename="history-{start:%Y%m%d%H%M}-{end:%Y%m%d%H%M}.csv"'
         return response
 

@@ -1,4 +1,7 @@
-"""The usage API's history (group_by=minute|hour): counted from real requests, for operators only."""
+"""The usage API's history (group_by=minute|hour) for operators: counted from real requests, per plan and scope.
+
+A client's own history (the same parameters with its API key) is in test_client_history.py.
+"""
 
 from __future__ import annotations
 
@@ -91,15 +94,6 @@ def test_history_as_csv(api, staff, traffic):
     assert header[:4] == ["start", "plan", "scope", "allowed"]
     assert header[-3:] == ["denied", "total", "denial_rate"]
     assert sum(int(line[header.index("total")]) for line in lines) == 10
-
-
-def test_an_api_key_client_is_told_history_is_for_operators(api, traffic):
-    """A client with its key asking group_by=minute|hour gets a 400 naming group_by."""
-    mine, _ = traffic
-    for group_by in ("minute", "hour"):
-        body = problem(report(api, mine, group_by=group_by), 400)
-        assert list(body["errors"]) == ["group_by"]
-        assert "operators" in body["errors"]["group_by"]
 
 
 def ago(**delta: float) -> str:
