@@ -21,7 +21,8 @@ deleted here: the hashes expire on their own three days after their day.
 
 The upsert is one statement per database: ``INSERT ... ON CONFLICT DO UPDATE
 ... WHERE`` on PostgreSQL and SQLite, ``INSERT ... ON DUPLICATE KEY UPDATE``
-on MySQL and MariaDB (:data:`SUPPORTED_VENDORS`). Django's
+on MySQL and MariaDB (:data:`SUPPORTED_VENDORS`; the system check
+``usage.E001`` reports any other). Django's
 ``bulk_create(update_conflicts=True)`` cannot express the rules above: it
 copies every column as read.
 """
@@ -195,7 +196,9 @@ def _upsert_for(vendor: str) -> Callable[[int], str]:
     try:
         return _UPSERTS[vendor]
     except KeyError:
-        raise NotImplementedError(f"usage flushing supports {', '.join(SUPPORTED_VENDORS)}, not {vendor}") from None
+        raise NotImplementedError(
+            f"usage flushing supports {', '.join(SUPPORTED_VENDORS)}, not {vendor} (system check usage.E001)"
+        ) from None
 
 
 def _on_conflict_sql(count: int) -> str:
@@ -269,7 +272,7 @@ _UPSERTS: dict[str, Callable[[int], str]] = {
     "sqlite": _on_conflict_sql,
     "mysql": _on_duplicate_key_sql,  # MariaDB too: Django's vendor for both
 }
-#: The database vendors (``connection.vendor``) the flush writes to.
+#: The database vendors (``connection.vendor``) the flush writes to; the system check usage.E001 reports any other.
 SUPPORTED_VENDORS = tuple(_UPSERTS)
 
 
