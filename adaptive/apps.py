@@ -11,7 +11,10 @@ class AdaptiveAppConfig(AppConfig):
     def ready(self) -> None:
         from quotas.observability import metrics
 
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import checks  # registers the system checks
+
+        if "psutil" in checks.missing_extra():
+            return  # the reporter cannot be imported without it: adaptive.E012 says what to install, not a traceback
         from .reporter import signal_series
 
         # The load signals are in /metrics from the first scrape, before the controller's first run.

@@ -6,3 +6,6 @@ class DashboardConfig(AppConfig):
 
     name = "dashboard"
     verbose_name = "Dashboard"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

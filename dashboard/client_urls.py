@@ -1,6 +1,10 @@
 from django.urls import path
 
-from . import client_views
+from .checks import require_apps_it_reads
+
+require_apps_it_reads()  # the views below import the models of plans, usage and adaptive
+
+from . import client_views  # noqa: E402  (after the check: say which app is missing, not which model failed)
 
 app_name = "usage-page"
 urlpatterns = [

@@ -11,7 +11,10 @@ class UsageConfig(AppConfig):
     def ready(self) -> None:
         from quotas.signals import budget_threshold_crossed
 
-        from . import receivers
+        from . import (
+            checks,  # noqa: F401  (registers the system checks)
+            receivers,
+        )
 
         budget_threshold_crossed.connect(
             receivers.record_budget_alert, dispatch_uid="usage-record-budget-alert", weak=False

@@ -18,13 +18,20 @@ an upsert that only ever moves a row forward:
 Running a flush twice, concurrently, or again after it was killed at any
 point therefore converges on exactly the Redis totals. Redis data is never
 deleted here: the hashes expire on their own three days after their day.
+
+The upsert is one statement per database: ``INSERT ... ON CONFLICT DO UPDATE
+... WHERE`` on PostgreSQL and SQLite, ``INSERT ... ON DUPLICATE KEY UPDATE``
+on MySQL and MariaDB (:data:`SUPPORTED_VENDORS`; the system check
+``usage.E001`` reports any other). Django's
+``bulk_create(update_conflicts=True)`` cannot express the rules above: it
+copies every column as read.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from itertools import islice
@@ -61,7 +68,6 @@ _COLUMNS = (
     "updated_at",
 )  # fmt: skip
 _CONFLICT = ("client", "plan_key", "scope", "day", "generation")
-_GREATEST = {"postgresql": "GREATEST", "sqlite": "MAX"}
 
 
 @dataclass(slots=True)
@@ -172,34 +178,102 @@ def write_rows(rows: dict[RowKey, Counters], observed_at: datetime, delay: float
             )
         )
     written = 0
+    upsert = _upsert_for(connection.vendor)
     per_statement = (connection.features.max_query_params or 65535) // len(_COLUMNS)
     with transaction.atomic():
         with connection.cursor() as cursor:
             for chunk in _chunks(iter(values), per_statement):
-                cursor.execute(_upsert_sql(len(chunk)), [v for row in chunk for v in _adapt(row)])
+                cursor.execute(upsert(len(chunk)), [v for row in chunk for v in _adapt(row)])
                 written += max(cursor.rowcount, 0)
+            if connection.vendor == "mysql":  # its row counts cannot tell inserted rows from unchanged ones
+                written = _count_written(cursor, observed_at, stamp, {k.day for k in rows})
         if delay:
             time.sleep(delay)
     return written
 
 
-def _upsert_sql(count: int) -> str:
-    """INSERT ... ON CONFLICT DO UPDATE for ``count`` rows (PostgreSQL and SQLite share the syntax)."""
-    q = connection.ops.quote_name
+def _upsert_for(vendor: str) -> Callable[[int], str]:
     try:
-        greatest = _GREATEST[connection.vendor]
+        return _UPSERTS[vendor]
     except KeyError:
-        raise NotImplementedError(f"usage flushing supports PostgreSQL and SQLite, not {connection.vendor}") from None
+        raise NotImplementedError(
+            f"usage flushing supports {', '.join(SUPPORTED_VENDORS)}, not {vendor} (system check usage.E001)"
+        ) from None
+
+
+def _on_conflict_sql(count: int) -> str:
+    """INSERT ... ON CONFLICT DO UPDATE ... WHERE for ``count`` rows (PostgreSQL and SQLite share the syntax)."""
+    q = connection.ops.quote_name
+    greatest = "MAX" if connection.vendor == "sqlite" else "GREATEST"  # SQLite's two-argument MAX is GREATEST
     table = q(UsageRecord._meta.db_table)
-    row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
     sets = [f"{q(c)} = {greatest}({table}.{q(c)}, excluded.{q(c)})" for c in MONOTONIC]
     sets += [f"{q(c)} = excluded.{q(c)}" for c in ("cost_micros", "observed_at", "updated_at")]
     changed = " OR ".join(f"{table}.{q(c)} <> excluded.{q(c)}" for c in COUNTERS)
     return (
-        f"INSERT INTO {table} ({', '.join(q(c) for c in _COLUMNS)}) VALUES {', '.join([row] * count)} "
+        f"{_insert_sql(count)} "
         f"ON CONFLICT ({', '.join(q(c) for c in _CONFLICT)}) DO UPDATE SET {', '.join(sets)} "
         f"WHERE {table}.{q('observed_at')} < excluded.{q('observed_at')} AND ({changed})"
     )
+
+
+def _on_duplicate_key_sql(count: int) -> str:
+    """INSERT ... ON DUPLICATE KEY UPDATE for ``count`` rows (MySQL, MariaDB), with the same rules.
+
+    There is no WHERE here, so each assignment carries the condition itself, and MySQL runs them left to
+    right, each seeing the columns assigned before it. So the two that need the row as it was come first:
+    ``updated_at`` and ``observed_at`` move only for a newer snapshot that differs. After them,
+    ``observed_at`` equal to the snapshot's means the row is moving forward (or already held this very
+    snapshot, where the counters' assignments change nothing), and the counters follow it.
+    """
+    q = connection.ops.quote_name
+    if connection.mysql_is_mariadb or connection.mysql_version < (8, 0, 19):  # type: ignore[attr-defined]
+        alias, new = "", "VALUES({})".format  # MariaDB has no row alias; MySQL deprecates VALUES() from 8.0.20
+    else:
+        alias, new = " AS new", "new.{}".format
+
+    def offered(column: str) -> str:  # the value in the row being inserted; q(column) is the stored one
+        return new(q(column))
+
+    differs = " OR ".join(f"{q(c)} <> {offered(c)}" for c in COUNTERS)
+    forward = f"{q('observed_at')} < {offered('observed_at')} AND ({differs})"
+    moving = f"{q('observed_at')} = {offered('observed_at')}"
+    sets = [f"{q(c)} = IF({forward}, {offered(c)}, {q(c)})" for c in ("updated_at", "observed_at")]
+    sets += [f"{q(c)} = IF({moving}, GREATEST({q(c)}, {offered(c)}), {q(c)})" for c in MONOTONIC]
+    sets.append(f"{q('cost_micros')} = IF({moving}, {offered('cost_micros')}, {q('cost_micros')})")
+    return f"{_insert_sql(count)}{alias} ON DUPLICATE KEY UPDATE {', '.join(sets)}"
+
+
+def _insert_sql(count: int) -> str:
+    q = connection.ops.quote_name
+    row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+    columns = ", ".join(q(c) for c in _COLUMNS)
+    return f"INSERT INTO {q(UsageRecord._meta.db_table)} ({columns}) VALUES {', '.join([row] * count)}"
+
+
+def _count_written(cursor: Any, observed_at: datetime, stamp: datetime, days: set[date]) -> int:
+    """The rows just inserted or moved forward (MySQL, MariaDB): those carrying this snapshot and this write's stamp.
+
+    MySQL's row count cannot tell an inserted row from one left as it was (Django connects with
+    CLIENT_FOUND_ROWS: both count 1). The rows are still locked by this transaction, so none has changed since.
+    """
+    q = connection.ops.quote_name
+    ordered = sorted(days)
+    cursor.execute(
+        f"SELECT COUNT(*) FROM {q(UsageRecord._meta.db_table)} WHERE {q('observed_at')} = %s "
+        f"AND {q('updated_at')} = %s AND {q('day')} IN ({', '.join(['%s'] * len(ordered))})",
+        [*_adapt((observed_at, stamp)), *_adapt(ordered)],
+    )
+    return int(cursor.fetchone()[0])
+
+
+#: The statement each database vendor (``connection.vendor``) upserts with; no other can be flushed to.
+_UPSERTS: dict[str, Callable[[int], str]] = {
+    "postgresql": _on_conflict_sql,
+    "sqlite": _on_conflict_sql,
+    "mysql": _on_duplicate_key_sql,  # MariaDB too: Django's vendor for both
+}
+#: The database vendors (``connection.vendor``) the flush writes to; the system check usage.E001 reports any other.
+SUPPORTED_VENDORS = tuple(_UPSERTS)
 
 
 def _adapt(row: Sequence[Any]) -> Iterator[Any]:

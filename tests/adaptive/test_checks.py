@@ -1,13 +1,21 @@
-"""System checks for QUOTAS['ADAPTIVE'] name the bad setting and how to fix it (adaptive/checks.py)."""
+"""The adaptive app's system checks (adaptive/checks.py): bad settings, a missing [adaptive] extra or load reporter."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from adaptive.checks import check_beat_schedule, check_settings
+from adaptive.checks import LOAD_REPORTER, check_beat_schedule, check_extra, check_load_reporter, check_settings
 from adaptive.conf import DEFAULTS, adaptive_settings
+from adaptive.middleware import LoadReporterMiddleware
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ids(messages: list) -> list[str]:
@@ -107,3 +115,63 @@ def test_errors_stop_manage_py(settings) -> None:
     adaptive(settings, AGGREGATE="median")
     with pytest.raises(SystemCheckError, match=r"adaptive\.E008"):
         call_command("check")
+
+
+class LoadReporterSubclass(LoadReporterMiddleware):
+    """A project's own load reporter, under another import path."""
+
+
+def test_the_extra_and_the_load_reporter_are_there(set_quotas) -> None:
+    """The project installs celery and psutil and lists LoadReporterMiddleware."""
+    set_quotas("ADAPTIVE", REPORT_INTERVAL=1.0)  # the test session turns reporting off
+    assert check_extra() == []
+    assert check_load_reporter() == []
+
+
+@pytest.mark.parametrize("missing", [("celery",), ("psutil",), ("celery", "psutil")])
+def test_a_missing_extra_is_an_error_naming_it(monkeypatch, missing) -> None:
+    """adaptive.E012 names the modules that cannot be imported and the extra that installs them."""
+    for name in missing:
+        monkeypatch.setitem(sys.modules, name, None)  # the import system's own "not installed" marker
+
+    (error,) = check_extra()
+
+    assert error.id == "adaptive.E012"
+    assert f"needs {' and '.join(missing)}, which cannot be imported" in error.msg
+    assert error.hint == 'Install the [adaptive] extra: pip install "django-quota-platform[adaptive]".'
+
+
+def test_without_the_load_reporter_this_process_reports_no_load(settings, set_quotas) -> None:
+    """No LoadReporterMiddleware in MIDDLEWARE is adaptive.W004; a subclass of it counts, and so does reporting
+    turned off on purpose (REPORT_INTERVAL = 0, where the middleware would do nothing)."""
+    set_quotas("ADAPTIVE", REPORT_INTERVAL=1.0)
+    project = list(settings.MIDDLEWARE)
+    settings.MIDDLEWARE = [m for m in project if m != LOAD_REPORTER]
+
+    (warning,) = check_load_reporter()
+
+    assert warning.id == "adaptive.W004"
+    assert "adaptive limits will see no load from this process" in warning.msg
+    assert LOAD_REPORTER in warning.hint
+    set_quotas("ADAPTIVE", REPORT_INTERVAL=0)
+    assert check_load_reporter() == []
+    set_quotas("ADAPTIVE", REPORT_INTERVAL=1.0)
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, f"{__name__}.LoadReporterSubclass"]
+    assert check_load_reporter() == []
+
+
+def test_without_psutil_manage_py_names_the_extra() -> None:
+    """Without psutil the app still loads (its load reporter is not imported), so `manage.py check` stops on
+    adaptive.E012 with the extra to install instead of a ModuleNotFoundError."""
+    code = (
+        "import sys; sys.modules['psutil'] = None\n"  # as if it were not installed
+        "from django.core.management import execute_from_command_line\n"
+        "execute_from_command_line(['manage.py', 'check'])\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, timeout=60, check=False)
+
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "(adaptive.E012) The adaptive app needs psutil" in err
+    assert "ModuleNotFoundError" not in err

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 from django.db import connection
@@ -67,8 +68,14 @@ class WorkerDatabase:
             db.close()
 
 
-def process_env(redis_url: str, database: WorkerDatabase, **extra: str) -> dict[str, str]:
-    """The environment of a project process pointed at the test Redis and database."""
+class Database(Protocol):
+    """A database other processes reach: :class:`WorkerDatabase`, or :class:`tests.usage.mariadb.MariaDB`."""
+
+    def env(self) -> dict[str, str]: ...
+
+
+def process_env(redis_url: str, database: Database, **extra: str) -> dict[str, str]:
+    """The environment of a project process pointed at the test Redis and ``database``."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "REDIS_URL": redis_url, **database.env()}
     env["CELERY_BROKER_URL"] = redis_url.rsplit("/", 1)[0] + "/1"  # keep the broker's keys out of db 0
     env["PYTHONPATH"] = str(ROOT)
