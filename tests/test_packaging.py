@@ -3,6 +3,7 @@ the licence is the same everywhere, and the sdist and the wheel hold the apps an
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -16,6 +17,7 @@ import django
 import pytest
 import rest_framework
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from tests.checkout import copy_checkout
 
@@ -88,6 +90,29 @@ def test_every_template_and_static_file_an_app_uses_is_inside_that_app(app: str)
             if not (ROOT / app / "static" / name).is_file():
                 missing.append(f"{source.relative_to(ROOT)}: static {name}")
     assert missing == []
+
+
+def newest_cell() -> dict[str, str]:
+    """What noxfile.py's newest cell pins (its ``NEWEST``), read without importing nox."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["NEWEST"]
+    ]
+    return ast.literal_eval(value)
+
+
+def test_the_django_classifiers_are_the_versions_ci_tests():
+    """The classifiers name the feature releases of Django that CI runs: requirements.txt's (`make test`),
+    the lower bound of the package's range (the oldest cell of `make matrix`) and the newest cell's."""
+    (requirement,) = [r for r in package_requirements() if r.name == "Django"]
+    (floor,) = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+    tested = [pins()["django"], floor, newest_cell()["Django"]]
+    expected = {"{}.{}".format(*Version(v).release[:2]) for v in tested}
+    prefix = "Framework :: Django :: "
+    declared = {c.removeprefix(prefix) for c in PYPROJECT["project"]["classifiers"] if c.startswith(prefix)}
+    assert declared == expected
 
 
 def app_files() -> set[str]:
