@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint format install clean vendor settings-docs
+.PHONY: run test matrix bench lint format install clean vendor settings-docs
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,13 @@ run: $(STAMP)
 ## The whole test suite, against its own redis-server (and PostgreSQL when DATABASE_URL is set).
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## The library's fast tests (tests/quotas, neither slow nor PostgreSQL) on the oldest and the newest versions the
+## package allows, one nox session per cell (noxfile.py). nox looks for python3.11 and python3.13 on PATH: pyenv's
+## go first where pyenv has them.
+PYENV_BINS = $(shell command -v pyenv >/dev/null && for v in 3.11 3.13; do d=$$(pyenv prefix $$v 2>/dev/null) && printf '%s/bin:' "$$d"; done)
+matrix: $(STAMP)
+	PATH="$(PYENV_BINS)$$PATH" $(PY) -m nox $(NOX_ARGS)
 
 ## Benchmarks: prints a table and writes bench-results.json.
 bench: $(STAMP)
@@ -51,4 +58,4 @@ vendor:
 	cp node_modules/chart.js/dist/chart.umd.min.js dashboard/static/dashboard/vendor/chart.umd.min.js
 
 clean:
-	rm -rf run/ .pytest_cache .ruff_cache
+	rm -rf run/ .pytest_cache .ruff_cache .nox

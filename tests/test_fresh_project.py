@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from config.embedded_redis import RedisServer
+from tests.checkout import copy_checkout
 from tests.conftest import skip_or_fail
 
 #: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it.
@@ -39,11 +40,6 @@ PROBE = Path(__file__).with_name("fresh_project_probe.py")
 APPS = ("quotas", "plans", "usage", "adaptive", "dashboard")
 #: Generous: a cold pip cache downloads Django, DRF, redis-py and hiredis.
 PIP_TIMEOUT = 900
-#: The checkout minus what a build must not see (a stale build/ would put moved files back into the wheel).
-NOT_COPIED = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "node_modules", "__pycache__", "run", "var", "*.sqlite3",
-    ".pytest_cache", ".ruff_cache", ".mypy_cache", "test-artifacts", "bench-results*",
-)  # fmt: skip
 #: pip's words for a registry it could not reach, as opposed to dependencies that do not resolve.
 UNREACHABLE = re.compile(
     r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|Network is unreachable|"
@@ -112,8 +108,7 @@ def pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> None:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built from a clean copy of this checkout as ``pip wheel --no-deps .`` builds it."""
-    source = tmp_path_factory.mktemp("source") / "checkout"
-    shutil.copytree(ROOT, source, ignore=NOT_COPIED)
+    source = copy_checkout(tmp_path_factory.mktemp("source"))
     dist = tmp_path_factory.mktemp("dist")
     result = run([sys.executable, "-m", "pip", "wheel", "--no-deps", ".", "-w", dist], source, PIP_TIMEOUT, clean_env())
     if result.returncode != 0:

@@ -1,17 +1,25 @@
 """Each reusable app carries what it uses, the pins of requirements.txt satisfy the package's requirements,
-and the licence is the same everywhere."""
+the licence is the same everywhere, and the sdist and the wheel hold the apps and nothing else."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import subprocess
+import sys
+import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 import django
 import pytest
 import rest_framework
 from packaging.requirements import Requirement
+from packaging.version import Version
+
+from tests.checkout import copy_checkout
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("quotas", "plans", "usage", "adaptive", "dashboard")
@@ -82,3 +90,81 @@ def test_every_template_and_static_file_an_app_uses_is_inside_that_app(app: str)
             if not (ROOT / app / "static" / name).is_file():
                 missing.append(f"{source.relative_to(ROOT)}: static {name}")
     assert missing == []
+
+
+def newest_cell() -> dict[str, str]:
+    """What noxfile.py's newest cell pins (its ``NEWEST``), read without importing nox."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["NEWEST"]
+    ]
+    return ast.literal_eval(value)
+
+
+def test_the_django_classifiers_are_the_versions_ci_tests():
+    """The classifiers name the feature releases of Django that CI runs: requirements.txt's (`make test`),
+    the lower bound of the package's range (the oldest cell of `make matrix`) and the newest cell's."""
+    (requirement,) = [r for r in package_requirements() if r.name == "Django"]
+    (floor,) = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+    tested = [pins()["django"], floor, newest_cell()["Django"]]
+    expected = {"{}.{}".format(*Version(v).release[:2]) for v in tested}
+    prefix = "Framework :: Django :: "
+    declared = {c.removeprefix(prefix) for c in PYPROJECT["project"]["classifiers"] if c.startswith(prefix)}
+    assert declared == expected
+
+
+def app_files() -> set[str]:
+    """Every file of the five apps in this checkout (bytecode aside), relative to the checkout."""
+    return {
+        p.relative_to(ROOT).as_posix()
+        for app in APPS
+        for p in (ROOT / app).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sdist, and the wheel built from it, as ``python -m build`` makes them from a clean copy of this
+    checkout (a few seconds: its isolated build environment takes setuptools from the package registry)."""
+    source = copy_checkout(tmp_path_factory.mktemp("source"))
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (sdist,) = out.glob("django_quota_platform-*.tar.gz")
+    (wheel,) = out.glob("django_quota_platform-*.whl")
+    return sdist, wheel
+
+
+def test_the_sdist_holds_the_apps_and_what_builds_them_and_nothing_else(dists: tuple[Path, Path]):
+    """Every file of the apps (Python, migrations, Lua, templates, static files) and the files the wheel is
+    built from; no tests/, bench/, demo/, config/, docs/, CI or npm files."""
+    sdist, _ = dists
+    top = sdist.name.removesuffix(".tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {m.name.removeprefix(f"{top}/") for m in archive.getmembers() if m.isfile()}
+    # setuptools' own: the metadata it writes, and the egg-info it builds the wheel from.
+    written = {"PKG-INFO", "setup.cfg"} | {n for n in names if n.startswith("django_quota_platform.egg-info/")}
+    assert names - written == app_files() | {"pyproject.toml", "MANIFEST.in", "README.md", "LICENSE"}
+    assert {"quotas/store/lua/decide.lua", "quotas/py.typed", "dashboard/templates/dashboard/base.html"} <= names
+    assert "dashboard/static/dashboard/vendor/chart.js.LICENSE" in names
+
+
+def test_the_wheel_built_from_the_sdist_holds_the_apps_and_their_metadata_only(dists: tuple[Path, Path]):
+    """The wheel is the apps' files (Lua, templates and static files included) and its .dist-info, with the
+    licences and the project's URLs."""
+    _, wheel = dists
+    info = wheel.name.removesuffix("-py3-none-any.whl") + ".dist-info"
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read(f"{info}/METADATA").decode()
+    assert {n for n in names if not n.startswith(f"{info}/")} == app_files()
+    assert {"quotas/store/lua/decide.lua", "quotas/py.typed", "dashboard/templates/dashboard/base.html"} <= names
+    assert {f"{info}/licenses/LICENSE", f"{info}/licenses/dashboard/static/dashboard/vendor/chart.js.LICENSE"} <= names
+    urls = dict(re.findall(r"^Project-URL: ([^,]+), (\S+)$", metadata, re.M))
+    assert set(urls) == {"Homepage", "Documentation", "Source", "Changelog", "Issues"}
