@@ -68,7 +68,9 @@ QUICK = Profile("quick", 5, 400, 200, 500, 200, (10_000,), 1, 200, 1.0, 2, 2.0, 
 DEFAULT = Profile("default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200, 1.0, 6, 3.0, 2.0, 2.5, 0.5, 3)
 
 #: What ``--only`` accepts: the key each section's results are stored under ("commands" includes the flood).
-SECTIONS = ("latency", "redis_cost", "http", "commands", "memory", "acl", "connections", "concurrency", "scale")
+SECTIONS = (
+    "latency", "hot", "redis_cost", "http", "commands", "memory", "acl", "connections", "concurrency", "scale",
+)  # fmt: skip
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -112,25 +114,11 @@ def machine(admin: redis.Redis) -> dict[str, Any]:
 def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
     """The sections in ``only`` (every one by default), in an order that keeps the timing-sensitive one first."""
     # Imported here: these modules need Django configured.
-    from . import acl, concurrency, connections, http_load, inprocess, redis_cost, redis_stats, scale
+    from . import acl, concurrency, connections, redis_stats, scale
 
     admin = redis.Redis.from_url(redis_url)
     results: dict[str, Any] = {"machine": machine(admin), "profile": asdict(profile)}
-
-    if "latency" in only:
-        step("1-2. in-process cost per request and bare GET")
-        results["latency"] = inprocess.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
-
-    if "redis_cost" in only:
-        step("10. Redis CPU and script time per allowed decision, beside limits, on each Redis version")
-        results["redis_cost"] = redis_cost.run(max(3, profile.rounds // 2), profile.decisions * 4)
-
-    if "http" in only:
-        step(
-            f"6. over HTTP through gunicorn ({http_load.loadgen.generator_name()}), QuotaThrottle, limits, no throttle"
-        )
-        admin.flushall()
-        results["http"] = http_load.run(redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup)
+    _timed_sections(results, profile, redis_url, admin, only)
 
     if "commands" in only:
         step("3. Redis commands per decision")
@@ -164,6 +152,32 @@ def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, .
     admin.flushall()
     admin.close()
     return results
+
+
+def _timed_sections(
+    results: dict[str, Any], profile: Profile, redis_url: str, admin: redis.Redis, only: tuple[str, ...]
+) -> None:
+    """The sections whose figures are timings on this machine, first (before the others load Redis)."""
+    from . import hot, http_load, inprocess, redis_cost
+
+    if "latency" in only:
+        step("1-2. in-process cost per request and bare GET")
+        results["latency"] = inprocess.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
+
+    if "hot" in only:
+        step("11. one busy client far below its limit, in process: own cost and Redis calls per request")
+        results["hot"] = hot.run(profile.rounds, profile.requests_per_round, profile.warmup)
+
+    if "redis_cost" in only:
+        step("10. Redis CPU and script time per allowed decision, beside limits, on each Redis version")
+        results["redis_cost"] = redis_cost.run(max(3, profile.rounds // 2), profile.decisions * 4)
+
+    if "http" in only:
+        step(
+            f"6. over HTTP through gunicorn ({http_load.loadgen.generator_name()}), QuotaThrottle, limits, no throttle"
+        )
+        admin.flushall()
+        results["http"] = http_load.run(redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup)
 
 
 def memory_per_client(admin: redis.Redis, profile: Profile, *, deadline: float) -> list[dict[str, Any]]:

@@ -80,6 +80,8 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     out = []
     if "latency" in results:
         out += _latency_targets(results["latency"])
+    if "hot" in results:
+        out += _hot_targets(results["hot"])
     if "redis_cost" in results:
         out += _redis_cost_targets(results["redis_cost"])
     for stream in HTTP_STREAMS:
@@ -111,6 +113,23 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
             (f"flood: Redis round trips per denied request <= {FLOOD_ROUND_TRIPS_MAX} (1 in 20)", f"{per_denied:.3f}",
              per_denied <= FLOOD_ROUND_TRIPS_MAX)
         )  # fmt: skip
+    return out
+
+
+HOT_CALLS_MAX = 0.1  # Redis calls per request of one busy client
+HOT_OWN_VS_PEER_MAX = 0.5  # its own cost p50, as a multiple of limits' for the same client
+
+
+def _hot_targets(hot: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    out = []
+    for key, what in (("quota_1", "1 limit"), ("quota_5", "5 limits")):
+        s = hot[key]
+        calls, ratio = s["redis_calls_per_request"], s["own_vs_limits"]
+        out.append((f"busy client, {what}: Redis calls per request <= {HOT_CALLS_MAX}", f"{calls:.3f}",
+                    calls <= HOT_CALLS_MAX))  # fmt: skip
+        if ratio is not None:
+            out.append((f"busy client, {what}: own cost <= {HOT_OWN_VS_PEER_MAX}x limits'", f"{ratio:.2f}x",
+                        ratio <= HOT_OWN_VS_PEER_MAX))  # fmt: skip
     return out
 
 
@@ -330,6 +349,19 @@ def _connections_section(c: dict[str, Any]) -> str:
     )
 
 
+def _hot_section(hot: dict[str, Any]) -> str:
+    rows = [("no throttle (baseline)", f"{hot['baseline']['median_us']:.1f}", "", "", "")]
+    for key in ("quota_1", "quota_5", "limits_sliding_window"):
+        s = hot[key]
+        rows.append(
+            (
+                LABELS[key], f"{s['median_us']:.1f}", f"{s['own_median_us']:.1f}", f"{s['own_vs_limits']:.2f}",
+                f"{s['redis_calls_per_request']:.3f}",
+            )
+        )  # fmt: skip
+    return table(("variant, one busy client", "p50 us", "own us", "own / limits'", "Redis calls per request"), rows)
+
+
 def _redis_get_us(results: dict[str, Any]) -> float | None:
     """The median of a bare Redis GET (section 1-2), when it ran."""
     return results["latency"]["redis_get"]["median_us"] if "latency" in results else None
@@ -363,24 +395,11 @@ def render(results: dict[str, Any]) -> str:
             "     that only does one GET: the least any Redis-backed throttle can cost from inside a view)\n"
             + _latency_section(results["latency"])
         )
-    if "commands" in results:
-        sections.append("3. Redis commands per decision\n" + _commands_section(results["commands"], results["flood"]))
-    if "memory" in results:
+    sections += _middle_sections(results)
+    if "hot" in results:
         sections.append(
-            "4. Redis memory per client: one admitted decision each, used_memory growth / clients\n"
-            + _memory_section(results["memory"])
-        )
-    if "concurrency" in results:
-        sections.append("5. Over-admission under concurrency\n" + _race_section(results["concurrency"]))
-    if "acl" in results:
-        sections.append(
-            "7. Allow/deny list lookup per request (in-process, no Redis)\n"
-            + _acl_section(results["acl"], _redis_get_us(results))
-        )
-    if "connections" in results:
-        sections.append(
-            "8. One EVALSHA of a no-op script, client side (quotas/store/transport.py)\n"
-            + _connections_section(results["connections"])
+            "11. One busy client far below its limit, in process (local allowances on; Redis calls include the\n"
+            "     poller's background work)\n" + _hot_section(results["hot"])
         )
     if "redis_cost" in results:
         cost = results["redis_cost"]
@@ -400,6 +419,31 @@ def render(results: dict[str, Any]) -> str:
         )
     sections.append(_targets_table(results))
     return "\n\n".join(s for s in sections if s)
+
+
+def _middle_sections(results: dict[str, Any]) -> list[str]:
+    """Sections 3, 4, 5, 7 and 8, those that ran."""
+    sections = []
+    if "commands" in results:
+        sections.append("3. Redis commands per decision\n" + _commands_section(results["commands"], results["flood"]))
+    if "memory" in results:
+        sections.append(
+            "4. Redis memory per client: one admitted decision each, used_memory growth / clients\n"
+            + _memory_section(results["memory"])
+        )
+    if "concurrency" in results:
+        sections.append("5. Over-admission under concurrency\n" + _race_section(results["concurrency"]))
+    if "acl" in results:
+        sections.append(
+            "7. Allow/deny list lookup per request (in-process, no Redis)\n"
+            + _acl_section(results["acl"], _redis_get_us(results))
+        )
+    if "connections" in results:
+        sections.append(
+            "8. One EVALSHA of a no-op script, client side (quotas/store/transport.py)\n"
+            + _connections_section(results["connections"])
+        )
+    return sections
 
 
 def _targets_table(results: dict[str, Any]) -> str:

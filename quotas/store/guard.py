@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.observability import metrics
 from quotas.rules.snapshot import Window
-from quotas.store.allowances import Allowances, eligible
+from quotas.store.allowances import Allowance, Allowances, eligible
 from quotas.store.breaker import CircuitBreaker
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.deny_memory import DenyMemory
@@ -121,11 +121,7 @@ class Guard:
             return None
         served = allowances.serve(call)
         if served is not None:
-            units = call.weight if call.weight is not None else max((w.weight for w in call.windows), default=1)
-            for counter, amount in (("a", 1), ("wx", units - 1), ("c", call.cost_micros)):
-                if amount:
-                    self._count_locally(call.tag, call.usage, counter, amount)
-            return served
+            return served  # counted in the client's usage when the allowance is settled (settle_allowances)
         wanted = allowances.wanted(call)
         if wanted > 1 and eligible(call.windows):
             call.allowance = (wanted, allowances.share, allowances.end_us)
@@ -350,10 +346,11 @@ class Guard:
         if self.allowances is None:
             return
         for allowance in self.allowances.ended(everything):
+            granted = allowance.granted
+            self._count_served(allowance)
             unused = allowance.unused
             if unused <= 0:
                 continue
-            granted = allowance.granted
             rates = [s for s in granted.states if not s.window.is_budget]
             budgets = [spec for s, spec in zip(granted.states, granted.specs, strict=True) if s.window.is_budget]
             log_at = int(granted.now * 1_000_000) + allowance.end_us
@@ -365,6 +362,19 @@ class Guard:
             except StoreUnavailable:
                 metrics.observe_redis_error("allowance")
                 logger.warning("quotas: giving back an allowance of %s failed", granted.tag, exc_info=True)
+
+    def _count_served(self, allowance: Allowance) -> None:
+        """Count the requests ``allowance`` admitted after the one that took it (Redis counted that one) in the
+        client's usage, as the fallback counts its own: written by the poller with the rest."""
+        granted, served = allowance.granted, allowance.used - 1
+        if not served or not granted.usage:
+            return
+        # The request's largest weight, as decide.lua counts it ("wx": weight beyond one).
+        units = max((granted.units(s.window) for s in granted.states if not s.window.is_budget), default=1)
+        day = day_of(granted.now)
+        for counter, amount in (("a", served), ("wx", served * (units - 1)), ("c", served * granted.cost_micros)):
+            if amount:
+                self._count_locally(granted.tag, granted.usage, counter, amount, day)
 
     def forget(self) -> None:
         """Forget the refused clients this process remembers (every limit is asked of Redis again), and end

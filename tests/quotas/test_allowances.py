@@ -8,12 +8,15 @@ import signal
 import time
 
 import pytest
+from rest_framework.test import APIClient
 
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store.decision import DecideCall
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
+from tests.usage_counters import usage_totals
 
 #: Every algorithm an allowance serves, as a plan limit names it.
 ALGORITHMS = ["fixed_window", "sliding_window_counter", "sliding_window_log", "token_bucket", "leaky_bucket"]
@@ -239,3 +242,29 @@ def test_a_killed_process_loses_at_most_one_allowance_of_usage_and_never_adds_an
     assert granted > 1
     counted = _usage_admitted(redis_client)
     assert admitted - (10 - 1) <= counted < admitted
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.urls")
+@pytest.mark.parametrize("on", [True, False], ids=["plan allows", "plan turns them off"])
+def test_a_busy_api_client_over_http(busy, redis_client, on):
+    """Through the DRF throttle: 20 requests in a burst need a few decisions in Redis (until the client reads
+    as busy, then one per allowance of 10), RateLimit's remaining counts down by one a request, and usage counts
+    every request. A plan with allowances off asks Redis for every request."""
+    plan = PlanFactory(slug="free", is_default=True, local_allowances=on)
+    EndpointLimitFactory(plan=plan, name="burst", rates="1000/hour", algorithm="fixed_window")
+    key = issue_key(plan=plan)
+    client = APIClient()
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # loads rules and scripts
+    time.sleep(0.2)  # one request in the span: not busy yet
+    redis_client.config_resetstat()
+    responses = [client.get("/api/demo/ping", HTTP_X_API_KEY=key) for _ in range(20)]
+    assert [r.status_code for r in responses] == [200] * 20
+    remaining = [int(r.headers["RateLimit"].split(";r=")[1].split(";")[0]) for r in responses]
+    assert remaining == list(range(998, 978, -1))
+    calls = script_calls(redis_client)
+    assert calls <= 6 if on else calls == 20
+    runtime = get_runtime()
+    runtime.store.settle_allowances(everything=True)
+    assert runtime.store.flush_usage()
+    assert usage_totals(redis_client)["a"] == 21
