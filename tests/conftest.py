@@ -64,6 +64,17 @@ def quiet_load_reporter() -> Iterator[None]:
     settings.QUOTAS = original
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_allowances_unless_asked() -> Iterator[None]:
+    """Local allowances stay off in tests: whether a client reads as busy depends on how fast the machine sends
+    its requests, and many tests count one Redis decision per request. tests/quotas/test_allowances.py turns
+    them on (the ``busy`` and ``racing`` fixtures), as a project would leave them."""
+    original = settings.QUOTAS
+    settings.QUOTAS = {**original, "ALLOWANCES": {**original.get("ALLOWANCES", {}), "ENABLED": False}}
+    yield
+    settings.QUOTAS = original
+
+
 @pytest.fixture
 def set_quotas(settings) -> Callable[..., None]:
     """Change ``QUOTAS`` for one test (the ``settings`` fixture restores it).

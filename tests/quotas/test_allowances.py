@@ -26,7 +26,7 @@ PROCESSES = 8
 @pytest.fixture
 def busy(set_quotas):
     """Allowances for a client sending 2 requests within 0.1 s (1 alone reads as 10 a second), up to 10 requests."""
-    set_quotas("ALLOWANCES", MIN_RATE=15, HORIZON=1.0, SHARE=0.5, MAX_REQUESTS=10)
+    set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=15, HORIZON=1.0, SHARE=0.5, MAX_REQUESTS=10)
 
 
 def windows(rate: str, algorithm: str = "fixed_window", **extra):
@@ -176,7 +176,7 @@ def _usage_admitted(redis_client) -> int:
 
 @pytest.fixture
 def racing(set_quotas):
-    set_quotas("ALLOWANCES", MIN_RATE=1, HORIZON=0.25, SHARE=0.1, MAX_REQUESTS=50)
+    set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=0.25, SHARE=0.1, MAX_REQUESTS=50)
 
 
 BUDGET = LimitRule(id="b", name="b", rates=(Rate(100 * 5_000, 86400),), algorithm="budget", period="day")
