@@ -297,3 +297,19 @@ def test_usage_is_exact_across_a_redis_restart(busy, set_quotas, tmp_path):
     finally:
         reset_runtime()
         server.stop()
+
+
+def test_headers_from_an_allowance_are_high_by_at_most_what_others_spent_meanwhile(busy):
+    """Another process spending 7 units meanwhile is not seen by this one's headers: they are high by
+    exactly those 7, the documented bound; the shared count is exact."""
+    wins = windows("1000/hour")
+    ask("{c}", wins)
+    granted = ask("{c}", wins)
+    assert granted.granted == 10
+    runtime = get_runtime()
+    runtime.redis_store.decide(DecideCall("{c}", wins, weight=7))  # another process's requests, straight to Redis
+    served = ask("{c}", wins)
+    assert served.allowance
+    shared_left = runtime.store.peek("{c}", wins).states[0].remaining  # all 10 units of the allowance taken
+    unused_here = granted.granted - 2  # two of the allowance's requests made
+    assert served.states[0].remaining - (shared_left + unused_here) == 7
