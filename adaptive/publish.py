@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import redis
 
-from quotas.store.protocol import parse_multipliers
+from quotas.api import parse_multipliers
 
 from . import store
 

@@ -14,10 +14,9 @@ import threading
 
 import redis
 
+from quotas import api
+from quotas.api import connect, encode_part
 from quotas.conf import quota_settings
-from quotas.store import keys
-from quotas.store.connect import connect
-from quotas.store.keys import encode_part
 
 
 def _base() -> str:
@@ -33,7 +32,7 @@ def hosts_key() -> str:
 
 
 def multipliers_key() -> str:
-    return keys.multipliers_key(quota_settings.KEY_PREFIX)  # the engine reads them there (quotas.store.keys)
+    return api.multipliers_key(quota_settings.KEY_PREFIX)  # where the runtime reads them
 
 
 def state_key() -> str:

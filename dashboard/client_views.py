@@ -31,15 +31,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from plans.models import APIKey
+from quotas import api
+from quotas.api import STORE_ERRORS, Client, address_group, authenticate_key, client_tag, get_runtime
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
-from quotas.identity.addresses import address_group
-from quotas.identity.clients import Client, authenticate_key
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
-from quotas.runtime import get_runtime
-from quotas.standing import current_standing
-from quotas.store.connect import STORE_ERRORS
-from quotas.store.keys import client_tag
 from usage.reports import UsageQuery, build_report
 
 from .client_charts import client_chart, range_from
@@ -163,7 +159,7 @@ def page(request: HttpRequest) -> HttpResponse:
     tag = client_tag("s", str(sub.pk))
     try:
         client = Client("subscription", str(sub.pk), tag, subscriber)
-        standing = current_standing(client, runtime.rules.current(), runtime)
+        standing = api.standing(client)
     except StoreUnavailable:
         standing = None
     today = timezone.now().date()

@@ -20,13 +20,9 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, ClientBan, Plan, Subscription
 from plans.rules import subscriber_of
+from quotas import api
+from quotas.api import STORE_ERRORS, Client, get_runtime, is_client_tag
 from quotas.exceptions import StoreUnavailable
-from quotas.identity.clients import Client
-from quotas.observability.refusals import read_refusals
-from quotas.runtime import get_runtime
-from quotas.standing import current_standing
-from quotas.store.connect import STORE_ERRORS
-from quotas.store.keys import is_client_tag
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT
@@ -146,11 +142,11 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
     try:
         who = Client("subscription", str(sub.pk), "{" + client + "}", subscriber_of(sub)) if sub else None
         who = who or Client(client.partition(".")[0], client.partition(".")[2], "{" + client + "}")
-        standing = current_standing(who, runtime.rules.current(), runtime)
+        standing = api.standing(who)
     except StoreUnavailable:
         standing = None
     try:
-        refusals = refusal_rows(read_refusals(runtime.redis, runtime.prefix, client)) if is_client_tag(client) else []
+        refusals = refusal_rows(api.last_refusals(client)) if is_client_tag(client) else []
     except STORE_ERRORS:
         logger.warning("dashboard: the last refusals of %s are unavailable", client, exc_info=True)
         refusals = None

@@ -18,11 +18,8 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from quotas.api import STORE_ERRORS, get_runtime, parse_multipliers, scaled
 from quotas.exceptions import StoreUnavailable
-from quotas.runtime import get_runtime
-from quotas.store.connect import STORE_ERRORS
-from quotas.store.decision import scaled
-from quotas.store.protocol import parse_multipliers
 
 from .forms import IssueKeyForm, MovePlanForm
 from .models import (

@@ -1,23 +1,69 @@
-"""The quotas app's public API for projects and the other apps: what they may call without reaching into
-``quotas.store``.
+"""The quotas app's public API for projects and the other apps (plans, usage, adaptive, dashboard).
 
-- :func:`reset`: start every counter afresh (a project's tests, a staging reset).
-- :class:`~quotas.service.Facts`, :class:`~quotas.service.Verdict`, :func:`~quotas.service.check`
-  and :func:`~quotas.service.settle`: the decision service every front door uses.
+Everything here is stable; what is not exported here (the store, the guard,
+the runtime's parts, identity's internals) may change without notice, and
+``tests/test_layout.py`` keeps the other apps off it. Beside this module, the
+other apps use the contracts that have a module of their own: settings
+(:mod:`quotas.conf`), errors (:mod:`quotas.exceptions`), signals, problem
+bodies (:mod:`quotas.problems`), the rules a backend builds
+(:mod:`quotas.rules`), the DRF adapter (:mod:`quotas.drf`) and the metrics
+registry.
+
+- The decision service: :class:`Facts`, :class:`Verdict`, :func:`check`, :func:`settle`.
+- This process's runtime: :func:`get_runtime` (its ``rules``, ``redis``,
+  ``prefix``, ``store`` and :meth:`~quotas.runtime.Runtime.lift_ban`);
+  :func:`standing` and :func:`last_refusals` of a client; :func:`reset`.
+- Clients: :func:`identify`, :func:`authenticate_key`, :func:`address_group`,
+  :func:`hash_api_key`, :class:`Client`, and their tags (:func:`client_tag`,
+  :func:`is_client_tag`).
+- What other apps read from Redis, by the formats' owners: :data:`STORE_ERRORS`,
+  :func:`connect`, :func:`client_keys`, :func:`encode_part`,
+  :func:`multipliers_key`, :func:`parse_multipliers`, :data:`USAGE_COUNTERS`,
+  :data:`USAGE_TTL_DAYS`, :func:`scaled`, and API keys' last use
+  (:func:`read_last_used`, :func:`forget_before`, :data:`KEEP_SECONDS`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
 
 from quotas.exceptions import StoreUnavailable
+from quotas.identity.addresses import address_group
 from quotas.identity.auth_failures import failed_auth
-from quotas.runtime import get_runtime
+from quotas.identity.clients import Client, authenticate_key, hash_api_key, identify
+from quotas.observability.refusals import read_refusals
+from quotas.runtime import Runtime, get_runtime
+from quotas.runtime.key_use import KEEP_SECONDS, forget_before, read_last_used
 from quotas.service import Facts, Verdict, check, settle
-from quotas.store.connect import STORE_ERRORS
+from quotas.standing import NEAR, current_standing
+from quotas.store.connect import STORE_ERRORS, connect
+from quotas.store.decision import scaled
+from quotas.store.keys import client_keys, client_tag, encode_part, is_client_tag, multipliers_key
+from quotas.store.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, parse_multipliers
 
-__all__ = ["Facts", "Verdict", "check", "reset", "settle"]
+__all__ = [
+    "KEEP_SECONDS", "NEAR", "STORE_ERRORS", "USAGE_COUNTERS", "USAGE_TTL_DAYS", "Client", "Facts", "Runtime",
+    "Verdict", "address_group", "authenticate_key", "check", "client_keys", "client_tag", "connect",
+    "encode_part", "forget_before", "get_runtime", "hash_api_key", "identify", "is_client_tag", "last_refusals",
+    "multipliers_key", "parse_multipliers", "read_last_used", "reset", "scaled", "settle", "standing",
+]  # fmt: skip
+
+
+def standing(client: Client) -> dict[str, Any]:
+    """``client``'s live standing (every limit and budget that applies, its plan, an upgrade offer), read with
+    one peek that consumes nothing. Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
+    runtime = get_runtime()
+    return current_standing(client, runtime.rules.current(), runtime)
+
+
+def last_refusals(tag: str) -> list[Any]:
+    """The last refusals of client ``tag`` that the runtimes wrote to Redis, newest first."""
+    runtime = get_runtime()
+    return read_refusals(runtime.redis, runtime.prefix, tag)
+
 
 #: Keys deleted per pipeline by :func:`reset`.
 _BATCH = 500

@@ -225,6 +225,30 @@ def test_quotas_modules_import_only_their_layer_and_those_below():
     assert upward == []
 
 
+#: What the other apps may import of quotas: its public API (quotas.api) and the contracts that have a module
+#: of their own (settings and their checks, errors, signals, problem bodies, the rules a backend builds, the
+#: DRF adapter, the metrics registry, the history's format). Never the store, the runtime or identity.
+QUOTAS_PUBLIC = (
+    "quotas.api", "quotas.conf", "quotas.setting", "quotas.settings_spec", "quotas.checks", "quotas.exceptions",
+    "quotas.signals", "quotas.problems", "quotas.rules", "quotas.drf", "quotas.openapi", "quotas.throttling",
+    "quotas.middleware", "quotas.observability.metrics", "quotas.observability.history",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("app", sorted(set(MAY_IMPORT) - {"quotas"}))
+def test_other_apps_use_only_the_public_parts_of_quotas(app):
+    """plans, usage, adaptive and dashboard reach quotas through quotas.api and its contracts, deferred imports
+    included."""
+    known = {module_name(p) for p in sources("quotas")} | {"quotas"}
+    offenders = sorted(
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for path in sources(app)
+        for target, line in imports_of(path.read_text(encoding="utf-8"), known)
+        if not any(target == public or target.startswith(public + ".") for public in QUOTAS_PUBLIC)
+    )
+    assert offenders == []
+
+
 NO_DRF_PROBE = """
 import sys
 

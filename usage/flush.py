@@ -42,9 +42,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from plans.models import APIKey, Plan, Subscription
+from quotas.api import KEEP_SECONDS, connect, forget_before, read_last_used
 from quotas.conf import quota_settings
-from quotas.runtime.key_use import KEEP_SECONDS, forget_before, read_last_used
-from quotas.store.connect import connect
 
 from .models import COUNTERS, UsageRecord
 from .store import (

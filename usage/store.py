@@ -18,9 +18,8 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
+from quotas.api import USAGE_COUNTERS, USAGE_TTL_DAYS, client_keys
 from quotas.conf import quota_settings
-from quotas.store.keys import client_keys
-from quotas.store.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS
 
 logger = logging.getLogger(__name__)
 

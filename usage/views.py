@@ -27,16 +27,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from quotas import api
 from quotas import problems as quota_problems
+from quotas.api import STORE_ERRORS, Client, get_runtime, identify, is_client_tag
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
-from quotas.identity.clients import Client, identify
-from quotas.observability.refusals import read_refusals
-from quotas.runtime import get_runtime
-from quotas.standing import current_standing
-from quotas.store.connect import STORE_ERRORS
-from quotas.store.keys import is_client_tag
 
 from . import problems
 from .history import (
@@ -170,9 +166,8 @@ class CurrentUsageView(UsageAPIView):
     @documented("usage_current")
     def get(self, request: Request) -> Response:
         viewer = viewer_for(request)
-        runtime = get_runtime()
         try:
-            return Response(current_standing(viewer.client, runtime.rules.current(), runtime))
+            return Response(api.standing(viewer.client))
         except StoreUnavailable as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
 
@@ -190,9 +185,8 @@ class RefusalsView(UsageAPIView):
         asked = asked.strip("{}")
         if not viewer.sees_all and asked != viewer.own:
             raise exceptions.PermissionDenied("You can read your own refusals only.")
-        runtime = get_runtime()
         try:
-            records = read_refusals(runtime.redis, runtime.prefix, asked)
+            records = api.last_refusals(asked)
         except STORE_ERRORS as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
         return Response({"client": asked, "refusals": records})
