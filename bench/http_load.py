@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from config.embedded_redis import free_port
+from config.run import PLAIN_HTTP
 
 from . import loadgen
 
@@ -93,6 +94,7 @@ class Server:
 def _env(tmp: Path, redis_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "METRICS_TOKEN")}
     env.update(SQLITE_PATH=str(tmp / "db.sqlite3"), REDIS_URL=redis_url, DEBUG="false", PYTHONUNBUFFERED="1")
+    env.update(PLAIN_HTTP)  # plain HTTP on loopback, as `make run` serves: no redirect to https://
     return env
 
 
@@ -221,7 +223,7 @@ def _summarize(runs: dict[str, dict[str, list[loadgen.LoadResult]]], rounds: int
     ``rps_ratio`` is the median over rounds of a run's req/s over the
     baseline's run in the same round and stream: other work on the machine
     can halve one run, and a median of paired ratios shrugs that off where a
-    ratio of sums does not. The target (issue 17): QuotaThrottle's ratio at
+    ratio of sums does not. The target: QuotaThrottle's ratio at
     least the best peer's, in each stream.
     """
     out: dict[str, Any] = {

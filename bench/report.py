@@ -10,7 +10,7 @@ QUOTA_5_VS_GET_MAX = 1.5
 DRF_VS_GET_EXPECTED = 3.0
 BYTES_PER_CLIENT_MAX = 100
 FLOOD_ROUND_TRIPS_MAX = 0.05  # at most one Redis round trip per 20 denied requests
-#: Issue 17's targets against limits' sliding window counter (the best peer).
+#: The targets against limits' sliding window counter (the best peer).
 OWN_COST_1_VS_PEER_MAX = 0.95  # own cost p50, 1 limit, as a multiple of limits'
 OWN_COST_5_VS_PEER_MAX = 1.0  # own cost p50, 5 limits, as a multiple of limits' (1 limit)
 REDIS_CPU_1_VS_PEER_MAX = 1.0  # Redis CPU per allowed decision, 1 limit
