@@ -87,8 +87,8 @@ def admin_actions() -> dict[str, Any]:
             errors[label] = response.content.decode(errors="replace")[:2000]
         return response
 
-    for model in [m for m in admin.site._registry if m._meta.app_label == "plans"]:
-        base = f"/admin/plans/{model._meta.model_name}/"
+    for model in [m for m in admin.site._registry if m._meta.app_label == "quota_plans"]:
+        base = f"/admin/quota_plans/{model._meta.model_name}/"
         page = visit(f"GET {base}", browser.get(base))
         visit(f"GET {base}add/", browser.get(f"{base}add/"))
         obj = model._default_manager.first()

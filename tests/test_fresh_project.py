@@ -182,7 +182,7 @@ def test_the_wheel_carries_every_app_with_its_files_and_licences(wheel: Path):
             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
         }
         assert in_checkout - names == set(), f"{app}: files of the checkout missing from the wheel"
-    assert "plans/templates/admin/plans/subscription/issued_keys.html" in names
+    assert "plans/templates/admin/quota_plans/subscription/issued_keys.html" in names
     assert "dashboard/static/dashboard/vendor/chart.js.LICENSE" in names
     assert not [n for n in names if n.split("/")[0] in {"config", "demo", "tests", "bench"}]
     info = wheel.name.removesuffix("-py3-none-any.whl")
@@ -199,7 +199,7 @@ def test_the_readme_lines_pass_system_checks_and_migrate(project: Project):
     """``manage.py check`` passes and every migration of quotas and plans is applied, from the wheel."""
     checked = project.manage("check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    shown = project.manage("showmigrations", "plans")
+    shown = project.manage("showmigrations", "quota_plans")
     assert shown.returncode == 0, shown.stderr
     assert "[X] 0001_initial" in shown.stdout
     assert "[ ]" not in shown.stdout
@@ -229,10 +229,10 @@ def test_every_plans_admin_page_and_action_answers_without_a_server_error(projec
     statuses = result["statuses"]
     assert not [label for label, status in statuses.items() if not 200 <= status < 500], result
     assert {
-        "POST /admin/plans/subscription/ issue_api_key (confirmed)",
-        "POST /admin/plans/subscription/ move_to_plan (confirmed)",
-        "POST /admin/plans/apikey/ revoke",
-        "POST /admin/plans/clientban/ lift",
+        "POST /admin/quota_plans/subscription/ issue_api_key (confirmed)",
+        "POST /admin/quota_plans/subscription/ move_to_plan (confirmed)",
+        "POST /admin/quota_plans/apikey/ revoke",
+        "POST /admin/quota_plans/clientban/ lift",
     } <= set(statuses), sorted(statuses)
     assert len(result["raw_keys"]) == 1  # shown once, on the page after the confirmation
     assert result["keys_revoked"] == 1
