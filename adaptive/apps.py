@@ -5,6 +5,8 @@ class AdaptiveAppConfig(AppConfig):
     """Load-driven limit multipliers (Celery beat controller)."""
 
     name = "adaptive"
+    # Not "adaptive": a project may well have an app of that name, and Django refuses two apps with one label.
+    label = "quota_adaptive"
     verbose_name = "Adaptive limits"
     default_auto_field = "django.db.models.BigAutoField"
 

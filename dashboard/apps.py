@@ -5,6 +5,8 @@ class DashboardConfig(AppConfig):
     """The staff dashboard."""
 
     name = "dashboard"
+    # Not "dashboard": a project may well have an app of that name, and Django refuses two apps with one label.
+    label = "quota_dashboard"
     verbose_name = "Dashboard"
 
     def ready(self) -> None:

@@ -183,7 +183,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "action": "move_to_plan",
         }
-        return TemplateResponse(request, "admin/plans/subscription/move_plan.html", context)
+        return TemplateResponse(request, "admin/quota_plans/subscription/move_plan.html", context)
 
     @admin.action(description="Issue a new API key for each selected subscription…", permissions=["add_apikey"])
     def issue_api_key(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> HttpResponse:
@@ -201,13 +201,13 @@ class SubscriptionAdmin(admin.ModelAdmin):
             context.update(
                 title="Issue API keys", form=form, action_checkbox_name=ACTION_CHECKBOX_NAME, action="issue_api_key"
             )
-            return TemplateResponse(request, "admin/plans/subscription/issue_keys.html", context)
+            return TemplateResponse(request, "admin/quota_plans/subscription/issue_keys.html", context)
         expires_at = form.cleaned_data["expires"]
         name = f"issued in admin by {request.user}"
         with transaction.atomic():
             issued = [(sub, APIKey.issue(sub, name=name, expires_at=expires_at)[1]) for sub in queryset]
             context.update(title="New API keys", issued=issued, expires_at=expires_at)
-            response = TemplateResponse(request, "admin/plans/subscription/issued_keys.html", context)
+            response = TemplateResponse(request, "admin/quota_plans/subscription/issued_keys.html", context)
             # The page is the only place the raw keys ever appear: render it before the rows commit, so a page
             # that cannot be rendered (a missing template, say) rolls the keys back instead of leaving keys
             # nobody can read.

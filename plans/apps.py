@@ -5,6 +5,8 @@ class PlansConfig(AppConfig):
     """Plans, subscriptions, API keys and endpoint limits, edited in admin."""
 
     name = "plans"
+    # Not "plans": a project may well have an app of that name, and Django refuses two apps with one label.
+    label = "quota_plans"
     verbose_name = "Plans and limits"
     default_auto_field = "django.db.models.BigAutoField"
 

@@ -4,7 +4,7 @@ It imports only what the wheel and Django provide (never this repository's
 tests), drives the project with Django's test client as a user's browser or
 API client would, and prints one JSON object on its last line of output.
 
-Usage: ``python fresh_project_probe.py where|throttle|admin|usage`` in the
+Usage: ``python fresh_project_probe.py where|throttle|admin|usage|labels`` in the
 project's folder, with ``DJANGO_SETTINGS_MODULE`` set.
 """
 
@@ -87,8 +87,8 @@ def admin_actions() -> dict[str, Any]:
             errors[label] = response.content.decode(errors="replace")[:2000]
         return response
 
-    for model in [m for m in admin.site._registry if m._meta.app_label == "plans"]:
-        base = f"/admin/plans/{model._meta.model_name}/"
+    for model in [m for m in admin.site._registry if m._meta.app_label == "quota_plans"]:
+        base = f"/admin/quota_plans/{model._meta.model_name}/"
         page = visit(f"GET {base}", browser.get(base))
         visit(f"GET {base}add/", browser.get(f"{base}add/"))
         obj = model._default_manager.first()
@@ -136,6 +136,30 @@ def usage() -> dict[str, Any]:
     }
 
 
+def labels() -> dict[str, Any]:
+    """The project's own ``plans`` and ``usage`` apps beside ours: every app's label, the tables of the models
+    both name alike, rows written through each (one plan apiece), and each one's admin list as a superuser."""
+    from django.apps import apps
+    from django.urls import reverse
+
+    alike = ["plans.Plan", "quota_plans.Plan", "usage.UsageRecord", "quota_usage.UsageRecord"]
+    models = {name: apps.get_model(name) for name in alike}
+    models["plans.Plan"].objects.create(name="theirs")
+    models["quota_plans.Plan"].objects.create(slug="ours", name="Ours")
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-the-probe-1")
+    browser = Client(raise_request_exception=False)
+    browser.force_login(user)
+    return {
+        "labels": {config.name: config.label for config in apps.get_app_configs()},
+        "tables": {name: model._meta.db_table for name, model in models.items()},
+        "rows": {name: models[name].objects.count() for name in ("plans.Plan", "quota_plans.Plan")},
+        "admin": {
+            name: browser.get(reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")).status_code
+            for name, model in models.items()
+        },
+    }
+
+
 if __name__ == "__main__":
-    probes = {"where": where, "throttle": throttle, "admin": admin_actions, "usage": usage}
+    probes = {"where": where, "throttle": throttle, "admin": admin_actions, "usage": usage, "labels": labels}
     print(json.dumps(probes[sys.argv[1]](), default=str))

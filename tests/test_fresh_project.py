@@ -71,6 +71,37 @@ from fresh.ping import ping  # noqa: E402
 urlpatterns += [_path("api/ping", ping)]
 """
 
+#: Apps of the fresh project's own, in its package ``shop``, labelled ``plans`` and ``usage`` as Django labels
+#: ``shop.plans`` and ``shop.usage`` by default: the labels ours had before their ``quota_`` prefix. Each has
+#: a model named like one of ours (so also the table ours had then) and an admin page.
+OWN_APPS = ("plans", "usage")
+OWN_APP_MODULES = {
+    "apps.py": """from django.apps import AppConfig
+
+
+class Config(AppConfig):
+    name = "shop.{label}"
+    default_auto_field = "django.db.models.BigAutoField"
+""",
+    "models.py": """from django.db import models
+
+
+class {model}(models.Model):
+    name = models.CharField(max_length=50)
+""",
+    "admin.py": """from django.contrib import admin
+
+from .models import {model}
+
+admin.site.register({model})
+""",
+}
+OWN_MODELS = {"plans": "Plan", "usage": "UsageRecord"}
+OWN_SETTINGS = """
+# --- added by tests/test_fresh_project.py, not from the README: the project's own plans and usage apps ---
+INSTALLED_APPS += ["shop.plans", "shop.usage"]
+"""
+
 
 def readme_snippet(name: str) -> str:
     """The Python block of README.md between ``<!-- name:start -->`` and ``<!-- name:end -->``, verbatim."""
@@ -152,6 +183,22 @@ class Project:
         with (self.path / relative).open("a", encoding="utf-8") as file:
             file.write("\n" + text)
 
+    def ok(self, *args: str) -> str:
+        """``manage.py`` with ``args``, which must succeed; its output."""
+        result = self.manage(*args)
+        assert result.returncode == 0, f"manage.py {' '.join(args)}:\n{result.stdout}{result.stderr}"
+        return result.stdout
+
+    def add_own_apps(self) -> None:
+        """The project's own apps of :data:`OWN_APPS` (package ``shop``), installed, without migrations yet."""
+        for label in OWN_APPS:
+            app = self.path / "shop" / label
+            app.mkdir(parents=True)
+            for module, text in {"__init__.py": "", **OWN_APP_MODULES}.items():
+                (app / module).write_text(text.format(label=label, model=OWN_MODELS[label]), encoding="utf-8")
+        (self.path / "shop/__init__.py").write_text("", encoding="utf-8")
+        self.append("fresh/settings.py", OWN_SETTINGS)
+
 
 @pytest.fixture
 def project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Project:
@@ -182,7 +229,7 @@ def test_the_wheel_carries_every_app_with_its_files_and_licences(wheel: Path):
             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
         }
         assert in_checkout - names == set(), f"{app}: files of the checkout missing from the wheel"
-    assert "plans/templates/admin/plans/subscription/issued_keys.html" in names
+    assert "plans/templates/admin/quota_plans/subscription/issued_keys.html" in names
     assert "dashboard/static/dashboard/vendor/chart.js.LICENSE" in names
     assert not [n for n in names if n.split("/")[0] in {"config", "demo", "tests", "bench"}]
     info = wheel.name.removesuffix("-py3-none-any.whl")
@@ -199,7 +246,7 @@ def test_the_readme_lines_pass_system_checks_and_migrate(project: Project):
     """``manage.py check`` passes and every migration of quotas and plans is applied, from the wheel."""
     checked = project.manage("check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    shown = project.manage("showmigrations", "plans")
+    shown = project.manage("showmigrations", "quota_plans")
     assert shown.returncode == 0, shown.stderr
     assert "[X] 0001_initial" in shown.stdout
     assert "[ ]" not in shown.stdout
@@ -229,10 +276,10 @@ def test_every_plans_admin_page_and_action_answers_without_a_server_error(projec
     statuses = result["statuses"]
     assert not [label for label, status in statuses.items() if not 200 <= status < 500], result
     assert {
-        "POST /admin/plans/subscription/ issue_api_key (confirmed)",
-        "POST /admin/plans/subscription/ move_to_plan (confirmed)",
-        "POST /admin/plans/apikey/ revoke",
-        "POST /admin/plans/clientban/ lift",
+        "POST /admin/quota_plans/subscription/ issue_api_key (confirmed)",
+        "POST /admin/quota_plans/subscription/ move_to_plan (confirmed)",
+        "POST /admin/quota_plans/apikey/ revoke",
+        "POST /admin/quota_plans/clientban/ lift",
     } <= set(statuses), sorted(statuses)
     assert len(result["raw_keys"]) == 1  # shown once, on the page after the confirmation
     assert result["keys_revoked"] == 1
@@ -260,3 +307,30 @@ def test_the_usage_api_answers_once_usage_is_added(project: Project):
     assert current["status"] == 200, current
     assert result["anonymous"]["status"] == 401, result["anonymous"]
     assert result["anonymous"]["headers"]["Content-Type"] == "application/problem+json"
+
+
+def test_our_apps_install_beside_the_projects_own_plans_and_usage_apps(project: Project):
+    """A project with apps of its own labelled ``plans`` and ``usage`` (each with a model named like ours and an
+    admin page) installs ours beside them: ``check`` passes, their migrations are made and applied with ours,
+    ``makemigrations`` then finds nothing to do, and each app has its own tables and admin pages."""
+    project.append("fresh/settings.py", readme_snippet("fresh-project-usage-settings"))
+    project.add_own_apps()
+    project.ok("check")
+    project.ok("makemigrations", *OWN_APPS)
+    project.ok("migrate", "--noinput")
+    project.ok("makemigrations", "--check", "--dry-run")
+    shown = project.ok("showmigrations", *OWN_APPS, "quota_plans", "quota_usage")
+    assert shown.count("[X] 0001_initial") == 4, shown
+    assert "[ ]" not in shown, shown
+
+    result = project.probe("labels")
+    assert {"shop.plans": "plans", "shop.usage": "usage"}.items() <= result["labels"].items()
+    assert {"plans": "quota_plans", "usage": "quota_usage", "quotas": "quotas"}.items() <= result["labels"].items()
+    assert result["tables"] == {
+        "plans.Plan": "plans_plan",
+        "quota_plans.Plan": "quota_plans_plan",
+        "usage.UsageRecord": "usage_usagerecord",
+        "quota_usage.UsageRecord": "quota_usage_usagerecord",
+    }
+    assert result["rows"] == {"plans.Plan": 1, "quota_plans.Plan": 1}, result["rows"]
+    assert set(result["admin"].values()) == {200}, result["admin"]

@@ -5,6 +5,8 @@ class UsageConfig(AppConfig):
     """Usage records flushed from Redis, budget alerts, and the usage-report API."""
 
     name = "usage"
+    # Not "usage": a project may well have an app of that name, and Django refuses two apps with one label.
+    label = "quota_usage"
     verbose_name = "Usage"
     default_auto_field = "django.db.models.BigAutoField"
 

@@ -40,7 +40,7 @@ def _report() -> dict[str, Any]:
         "description": (
             "Requests admitted and refused, weight and cost between two UTC days (at most 366), including "
             "today's not yet flushed counts. Callers see their own usage only; staff with the "
-            "usage.view_all_usage permission see everyone's. With group_by=minute or hour, the recent history "
+            "quota_usage.view_all_usage permission see everyone's. With group_by=minute or hour, the recent history "
             "instead: staff get it per plan and scope with the top clients; a client with a subscription (its "
             "API key) gets its own requests admitted and refused per minute or hour, for the last 24 hours."
         ),
@@ -51,7 +51,7 @@ def _report() -> dict[str, Any]:
                 "group_by",
                 OpenApiTypes.STR,
                 enum=[*GROUPS, *HISTORY_GROUPS],
-                description="Default: day. minute and hour: the recent history. Staff with usage.view_all_usage: "
+                description="Default: day. minute and hour: the recent history. Staff with quota_usage.view_all_usage: "
                 "per plan and scope with the top clients, minute for the last 2 hours, hour for the last 7 days. "
                 "A client with a subscription: its own, rows of start, allowed, denied, total and denial_rate, "
                 "both for the last 24 hours.",
@@ -114,7 +114,7 @@ def _refusals() -> dict[str, Any]:
             "The client's last 20 refusals of the past 24 hours (at most one a second per server process), newest "
             "first: when, why, and each refusing limit's window, remaining, reset and retry-after at that moment. "
             "A caller reads its own (its tag as /api/v1/usage/current shows it); staff with the "
-            "usage.view_all_usage permission read anyone's."
+            "quota_usage.view_all_usage permission read anyone's."
         ),
         "parameters": [
             OpenApiParameter("client", OpenApiTypes.STR, required=True, description="A client tag, e.g. s.12."),

@@ -4,7 +4,7 @@ and ``GET /api/v1/usage/refusals?client=<tag>`` (a client's last refusals).
 Who may see what: a client calling with its API key (or a signed-in user)
 sees only its own usage, its own recent history with ``group_by=minute|hour``
 (subscriptions only), and its own refusals (``client`` must then be its own tag,
-as ``/current`` shows it); staff with the ``usage.view_all_usage`` permission,
+as ``/current`` shows it); staff with the ``quota_usage.view_all_usage`` permission,
 signed in with a session or basic auth, see every client's, filterable by
 ``client`` and ``plan``. These views have a throttle of their own
 (:class:`usage.throttling.UsageAPIThrottle`): the plan's limits of scope
@@ -53,7 +53,7 @@ from .throttling import USAGE_SCOPE, UsageAPIThrottle
 logger = logging.getLogger(__name__)
 
 #: Reading every client's usage, not only one's own (superusers have it).
-VIEW_ALL_USAGE = "usage.view_all_usage"
+VIEW_ALL_USAGE = "quota_usage.view_all_usage"
 
 
 @dataclass(frozen=True, slots=True)

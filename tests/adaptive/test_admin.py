@@ -49,17 +49,17 @@ def test_admin_pages(admin_client) -> None:
     MultiplierOverride.objects.create(plan=plan, multiplier=0.5, reason="incident")
     AdaptiveSnapshot.objects.create(level=0.7, signals={"zone": "overloaded"}, multipliers={"1": 0.73}, reason="cut")
     for model in ("adaptiveconfig", "multiplieroverride", "adaptivesnapshot"):
-        assert admin_client.get(reverse(f"admin:adaptive_{model}_changelist")).status_code == 200
-    assert admin_client.get(reverse("admin:adaptive_adaptivesnapshot_add")).status_code == 403
-    assert admin_client.get(reverse("admin:adaptive_adaptiveconfig_add")).status_code == 200
+        assert admin_client.get(reverse(f"admin:quota_adaptive_{model}_changelist")).status_code == 200
+    assert admin_client.get(reverse("admin:quota_adaptive_adaptivesnapshot_add")).status_code == 403
+    assert admin_client.get(reverse("admin:quota_adaptive_adaptiveconfig_add")).status_code == 200
     AdaptiveConfig.objects.create(enabled=False)
-    assert admin_client.get(reverse("admin:adaptive_adaptiveconfig_add")).status_code == 403
+    assert admin_client.get(reverse("admin:quota_adaptive_adaptiveconfig_add")).status_code == 403
 
 
 def test_admin_refuses_a_bad_pin(admin_client) -> None:
     """The add form shows the validation error and stores nothing."""
     plan = PlanFactory(slug="pro")
-    url = reverse("admin:adaptive_multiplieroverride_add")
+    url = reverse("admin:quota_adaptive_multiplieroverride_add")
     response = admin_client.post(url, {"plan": plan.pk, "multiplier": "1.5", "reason": "too much"})
     assert response.status_code == 200
     assert "greater than 0 and at most 1" in response.content.decode()

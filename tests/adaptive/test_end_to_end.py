@@ -120,7 +120,7 @@ def rate_limit_limit(base_url: str) -> int:
 def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> None:
     """Free drops under a CPU burst on every core, enterprise is cut less, both return to 1.0 after it."""
     with sqlite3.connect(env["SQLITE_PATH"]) as db:
-        plans = dict(db.execute("SELECT slug, id FROM plans_plan"))
+        plans = dict(db.execute("SELECT slug, id FROM quota_plans_plan"))
     free, enterprise = plans["free"], plans["enterprise"]
 
     # One request starts the gunicorn worker's reporter; beat and worker then publish every second.
@@ -170,6 +170,6 @@ def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> 
     assert wait_until(lambda: rate_limit_limit(services["base_url"]) == full, 5), "the header never recovered"
 
     with sqlite3.connect(env["SQLITE_PATH"]) as db:
-        reasons = [r for (r,) in db.execute("SELECT reason FROM adaptive_adaptivesnapshot ORDER BY created_at")]
+        reasons = [r for (r,) in db.execute("SELECT reason FROM quota_adaptive_adaptivesnapshot ORDER BY created_at")]
     assert any(r.startswith("cut: cpu") for r in reasons)
     assert any(r.startswith("recover:") for r in reasons)

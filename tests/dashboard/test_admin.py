@@ -14,7 +14,7 @@ from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFacto
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = "/admin/plans/subscription/"
+CHANGELIST = "/admin/quota_plans/subscription/"
 
 
 def inline_management(prefix: str, total: int = 0) -> dict[str, str]:
@@ -31,7 +31,7 @@ def test_effective_limits_apply_the_published_multiplier(staff, redis_client):
     plan = PlanFactory(slug="free")
     EndpointLimitFactory(plan=plan, name="search", scope="search", rates="10/min")
     publish_multipliers(redis_client, {plan.pk: 0.5}, time.time(), ttl=60)
-    page = staff.get(f"/admin/plans/plan/{plan.pk}/change/").content.decode()
+    page = staff.get(f"/admin/quota_plans/plan/{plan.pk}/change/").content.decode()
     assert 'id="effective-multiplier">0.50<' in page
     assert "<td>10 / 60 s</td><td>5 / 60 s</td>" in page
 
@@ -46,7 +46,7 @@ def test_impossible_inline_limit_is_refused_with_its_message(staff):
         "limits-0-name": "search", "limits-0-scope": "search", "limits-0-algorithm": "fixed_window",
         "limits-0-rates": "2/min", "limits-0-weight": "5", "limits-0-max_delay": "0", "limits-0-price": "0",
     }  # fmt: skip
-    response = staff.post(f"/admin/plans/plan/{plan.pk}/change/", data)
+    response = staff.post(f"/admin/quota_plans/plan/{plan.pk}/change/", data)
     assert response.status_code == 200
     assert "The weight is larger than every rate&#x27;s count: no request could ever pass." in response.content.decode()
     assert not EndpointLimit.objects.exists()
@@ -85,5 +85,5 @@ def test_issue_api_key_shows_the_raw_key_once(staff):
     assert key.subscription == sub
     assert key.expires_at is None
     assert "They do not expire." in text
-    assert raw not in staff.get(f"/admin/plans/subscription/{sub.pk}/change/").content.decode()
-    assert raw not in staff.get(f"/admin/plans/apikey/{key.pk}/change/").content.decode()
+    assert raw not in staff.get(f"/admin/quota_plans/subscription/{sub.pk}/change/").content.decode()
+    assert raw not in staff.get(f"/admin/quota_plans/apikey/{key.pk}/change/").content.decode()

@@ -159,7 +159,7 @@ def test_a_limit_edited_in_the_admin_applies_to_the_next_request(page, live_serv
     assert (status, headers["X-RateLimit-Limit"]) == (200, "10")
     log_in(page, base, "ops")
     free = Plan.objects.get(slug="free")
-    page.goto(f"{base}/admin/plans/plan/{free.pk}/change/")
+    page.goto(f"{base}/admin/quota_plans/plan/{free.pk}/change/")
     prefix = page.evaluate(
         """() => [...document.querySelectorAll("input[name^='limits-'][name$='-name']")]
                .find(i => i.value === 'search').name.replace(/-name$/, '')"""

@@ -215,7 +215,7 @@ def test_odd_client_pages_are_404_or_200_never_500(staff, traffic, client_tag):
 
 
 def test_staff_without_view_all_usage_get_403_on_every_dashboard_page(traffic):
-    """Every tenant's usage is behind usage.view_all_usage, not merely is_staff."""
+    """Every tenant's usage is behind quota_usage.view_all_usage, not merely is_staff."""
     support = DjangoClient()
     support.force_login(UserFactory(username="support", is_staff=True))
     for path in ("/dashboard/", "/dashboard/data.json", "/dashboard/clients/s.1/"):

@@ -120,7 +120,7 @@ def test_admin_add_shows_the_message_for_a_bad_cidr(admin_client):
     """A bad CIDR re-displays the form with the message; nothing is saved."""
     data = {"action": "deny", "reason": "scraper", "cidr": "203.0.113.0/33", "scope": "", "expires_at_0": "",
             "expires_at_1": "", "api_key": "", "user": "", "subscription": ""}  # fmt: skip
-    response = admin_client.post("/admin/plans/aclentry/add/", data)
+    response = admin_client.post("/admin/quota_plans/aclentry/add/", data)
     assert response.status_code == 200
     assert "&#x27;203.0.113.0/33&#x27; is not an IPv4 or IPv6 address or network" in response.content.decode()
     assert not ACLEntry.objects.exists()
@@ -129,7 +129,7 @@ def test_admin_add_shows_the_message_for_a_bad_cidr(admin_client):
 def test_admin_add_shows_the_message_for_two_targets(admin_client):
     data = {"action": "deny", "reason": "scraper", "cidr": "203.0.113.0/24", "scope": "", "expires_at_0": "",
             "expires_at_1": "", "api_key": "", "user": str(UserFactory().pk), "subscription": ""}  # fmt: skip
-    response = admin_client.post("/admin/plans/aclentry/add/", data)
+    response = admin_client.post("/admin/quota_plans/aclentry/add/", data)
     assert response.status_code == 200
     assert "matches exactly one of API key, user, subscription or IP/CIDR" in response.content.decode()
     assert not ACLEntry.objects.exists()
@@ -138,7 +138,7 @@ def test_admin_add_shows_the_message_for_two_targets(admin_client):
 def test_admin_add_saves_a_normalised_entry_and_its_author(admin_client):
     data = {"action": "deny", "reason": "scraper", "cidr": "203.0.113.9/24", "scope": "search",
             "expires_at_0": "", "expires_at_1": "", "api_key": "", "user": "", "subscription": ""}  # fmt: skip
-    response = admin_client.post("/admin/plans/aclentry/add/", data)
+    response = admin_client.post("/admin/quota_plans/aclentry/add/", data)
     assert response.status_code == 302
     entry = ACLEntry.objects.get()
     assert (entry.cidr, entry.scope, entry.created_by.username) == ("203.0.113.0/24", "search", "admin")
@@ -153,7 +153,7 @@ def test_admin_list_filters_and_search(admin_client):
     ACLEntry.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(days=1))
 
     def listed(query: str) -> list[str]:
-        response = admin_client.get(f"/admin/plans/aclentry/{query}")
+        response = admin_client.get(f"/admin/quota_plans/aclentry/{query}")
         assert response.status_code == 200
         return sorted(e.reason for e in response.context["cl"].result_list)
 
@@ -167,11 +167,11 @@ def test_admin_list_filters_and_search(admin_client):
     assert listed("?status=expired") == ["spam wave"]
     assert listed("?q=stuffing") == ["credential stuffing"]
     assert listed("?q=198.51.100") == ["credential stuffing"]
-    page = admin_client.get("/admin/plans/aclentry/").content.decode()
+    page = admin_client.get("/admin/quota_plans/aclentry/").content.decode()
     assert "198.51.100.0/24" in page
     assert "mallory" in page
 
 
 def test_admin_change_page_renders(admin_client):
     entry = ACLEntry.objects.create(action="deny", cidr="192.0.2.1/32", reason="abuse")
-    assert admin_client.get(f"/admin/plans/aclentry/{entry.pk}/change/").status_code == 200
+    assert admin_client.get(f"/admin/quota_plans/aclentry/{entry.pk}/change/").status_code == 200

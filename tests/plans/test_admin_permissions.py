@@ -51,9 +51,9 @@ def test_view_only_staff_is_offered_no_action_and_posting_one_changes_nothing(wo
     viewer = staff_with("view_subscription", "view_apikey", "view_clientban", "view_plan")
     sub, key, ban = world["sub"], world["key"], world["ban"]
     pages = {
-        "/admin/plans/subscription/": {"issue_api_key", "move_to_plan"},
-        "/admin/plans/apikey/": {"revoke"},
-        "/admin/plans/clientban/": {"lift"},
+        "/admin/quota_plans/subscription/": {"issue_api_key", "move_to_plan"},
+        "/admin/quota_plans/apikey/": {"revoke"},
+        "/admin/quota_plans/clientban/": {"lift"},
     }
     for url, actions in pages.items():
         page = viewer.get(url)
@@ -61,18 +61,18 @@ def test_view_only_staff_is_offered_no_action_and_posting_one_changes_nothing(wo
         assert not offered_actions(page) & actions
     keys_before = APIKey.objects.count()
     posts = [
-        ("/admin/plans/subscription/", {"action": "issue_api_key", "_selected_action": [sub.pk]}),
+        ("/admin/quota_plans/subscription/", {"action": "issue_api_key", "_selected_action": [sub.pk]}),
         (
-            "/admin/plans/subscription/",
+            "/admin/quota_plans/subscription/",
             {"action": "issue_api_key", "_selected_action": [sub.pk], "issue": "1", "expires": "30d"},
         ),
-        ("/admin/plans/subscription/", {"action": "move_to_plan", "_selected_action": [sub.pk]}),
+        ("/admin/quota_plans/subscription/", {"action": "move_to_plan", "_selected_action": [sub.pk]}),
         (
-            "/admin/plans/subscription/",
+            "/admin/quota_plans/subscription/",
             {"action": "move_to_plan", "_selected_action": [sub.pk], "apply": "1", "plan": world["pro"].pk},
         ),
-        ("/admin/plans/apikey/", {"action": "revoke", "_selected_action": [key.pk]}),
-        ("/admin/plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]}),
+        ("/admin/quota_plans/apikey/", {"action": "revoke", "_selected_action": [key.pk]}),
+        ("/admin/quota_plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]}),
     ]
     for url, data in posts:
         response = viewer.post(url, data, follow=True)
@@ -89,26 +89,26 @@ def test_view_only_staff_is_offered_no_action_and_posting_one_changes_nothing(wo
 def test_each_action_runs_for_the_permission_it_implies(world):
     sub, key, ban = world["sub"], world["key"], world["ban"]
     issuer = staff_with("view_subscription", "add_apikey")
-    assert offered_actions(issuer.get("/admin/plans/subscription/")) >= {"issue_api_key"}
+    assert offered_actions(issuer.get("/admin/quota_plans/subscription/")) >= {"issue_api_key"}
     step = {"action": "issue_api_key", "_selected_action": [sub.pk]}
-    assert 'name="expires"' in issuer.post("/admin/plans/subscription/", step).content.decode()
-    page = issuer.post("/admin/plans/subscription/", {**step, "issue": "1", "expires": ""})
+    assert 'name="expires"' in issuer.post("/admin/quota_plans/subscription/", step).content.decode()
+    page = issuer.post("/admin/quota_plans/subscription/", {**step, "issue": "1", "expires": ""})
     assert RAW_KEY.search(page.content.decode())
     assert APIKey.objects.filter(subscription=sub).count() == 2
 
     mover = staff_with("view_subscription", "change_subscription")
-    assert "issue_api_key" not in offered_actions(mover.get("/admin/plans/subscription/"))
+    assert "issue_api_key" not in offered_actions(mover.get("/admin/quota_plans/subscription/"))
     data = {"action": "move_to_plan", "_selected_action": [sub.pk], "apply": "1", "plan": world["pro"].pk}
-    assert mover.post("/admin/plans/subscription/", data).status_code == 302
+    assert mover.post("/admin/quota_plans/subscription/", data).status_code == 302
     assert Subscription.objects.get(pk=sub.pk).plan == world["pro"]
 
     revoker = staff_with("view_apikey", "change_apikey")
-    revoker.post("/admin/plans/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
+    revoker.post("/admin/quota_plans/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
     key.refresh_from_db()
     assert key.revoked_at is not None
 
     lifter = staff_with("view_clientban", "change_clientban")
-    lifter.post("/admin/plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]})
+    lifter.post("/admin/quota_plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]})
     ban.refresh_from_db()
     assert ban.lifted_at is not None
 
@@ -116,10 +116,10 @@ def test_each_action_runs_for_the_permission_it_implies(world):
 @pytest.mark.parametrize(
     ("action", "url", "target"),
     [
-        ("move_to_plan", "/admin/plans/subscription/", "sub"),
-        ("issue_api_key", "/admin/plans/subscription/", "sub"),
-        ("revoke", "/admin/plans/apikey/", "key"),
-        ("lift", "/admin/plans/clientban/", "ban"),
+        ("move_to_plan", "/admin/quota_plans/subscription/", "sub"),
+        ("issue_api_key", "/admin/quota_plans/subscription/", "sub"),
+        ("revoke", "/admin/quota_plans/apikey/", "key"),
+        ("lift", "/admin/quota_plans/clientban/", "ban"),
     ],
 )
 def test_each_action_checks_its_permission_itself(world, rf, action, url, target):
@@ -140,10 +140,11 @@ def test_each_action_checks_its_permission_itself(world, rf, action, url, target
 
 
 def test_changing_a_subscription_does_not_reach_its_keys_without_change_apikey(world):
-    """The subscription page lists its keys; without plans.change_apikey its form cannot revoke or re-date them."""
+    """The subscription page lists its keys; without quota_plans.change_apikey its form cannot revoke or
+    re-date them."""
     sub, key = world["sub"], world["key"]
     editor = staff_with("view_subscription", "change_subscription", "view_apikey")
-    page = editor.get(f"/admin/plans/subscription/{sub.pk}/change/")
+    page = editor.get(f"/admin/quota_plans/subscription/{sub.pk}/change/")
     assert page.status_code == 200
     assert key.prefix in page.content.decode()
     assert 'name="api_keys-0-revoked_at_0"' not in page.content.decode()
@@ -157,13 +158,13 @@ def test_changing_a_subscription_does_not_reach_its_keys_without_change_apikey(w
         "api_keys-0-expires_at_0": "2030-01-01", "api_keys-0-expires_at_1": "00:00:00",
     }  # fmt: skip
     name_before = key.name
-    assert editor.post(f"/admin/plans/subscription/{sub.pk}/change/", data).status_code == 302
+    assert editor.post(f"/admin/quota_plans/subscription/{sub.pk}/change/", data).status_code == 302
     key.refresh_from_db()
     assert (key.revoked_at, key.expires_at, key.name) == (None, None, name_before)
 
     # The same form from someone who may change keys does reach them (so the POST above was well formed).
     keeper = staff_with("view_subscription", "change_subscription", "view_apikey", "change_apikey")
-    assert keeper.post(f"/admin/plans/subscription/{sub.pk}/change/", data).status_code == 302
+    assert keeper.post(f"/admin/quota_plans/subscription/{sub.pk}/change/", data).status_code == 302
     key.refresh_from_db()
     assert key.revoked_at is not None
     assert key.name == "renamed"

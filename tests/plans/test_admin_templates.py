@@ -44,14 +44,14 @@ def test_issuing_a_key_renders_from_plans_templates_without_dashboard(without_da
     """The intermediate page and the page showing the raw key both answer 200 from plans/templates/."""
     sub = SubscriptionFactory()
     step = {"action": "issue_api_key", "_selected_action": [sub.pk]}
-    asked = admin_client_.post("/admin/plans/subscription/", step)
+    asked = admin_client_.post("/admin/quota_plans/subscription/", step)
     assert asked.status_code == 200
-    assert str(PLANS_TEMPLATES / "admin/plans/subscription/issue_keys.html") in origins(asked)
+    assert str(PLANS_TEMPLATES / "admin/quota_plans/subscription/issue_keys.html") in origins(asked)
 
-    shown = admin_client_.post("/admin/plans/subscription/", {**step, "issue": "1", "expires": ""})
+    shown = admin_client_.post("/admin/quota_plans/subscription/", {**step, "issue": "1", "expires": ""})
     assert shown.status_code == 200
     assert "no-store" in shown["Cache-Control"]
-    assert str(PLANS_TEMPLATES / "admin/plans/subscription/issued_keys.html") in origins(shown)
+    assert str(PLANS_TEMPLATES / "admin/quota_plans/subscription/issued_keys.html") in origins(shown)
     raw = RAW_KEY.findall(shown.content.decode())
     assert len(raw) == 1
     assert APIKey.objects.get(subscription=sub).prefix == raw[0][:10]
@@ -61,11 +61,11 @@ def test_moving_to_a_plan_renders_from_plans_templates_without_dashboard(without
     """The plan chooser answers 200 from plans/templates/, and applying it moves the subscription."""
     sub, pro = SubscriptionFactory(), PlanFactory(slug="pro")
     step = {"action": "move_to_plan", "_selected_action": [sub.pk]}
-    asked = admin_client_.post("/admin/plans/subscription/", step)
+    asked = admin_client_.post("/admin/quota_plans/subscription/", step)
     assert asked.status_code == 200
-    assert str(PLANS_TEMPLATES / "admin/plans/subscription/move_plan.html") in origins(asked)
+    assert str(PLANS_TEMPLATES / "admin/quota_plans/subscription/move_plan.html") in origins(asked)
 
-    moved = admin_client_.post("/admin/plans/subscription/", {**step, "apply": "1", "plan": pro.pk})
+    moved = admin_client_.post("/admin/quota_plans/subscription/", {**step, "apply": "1", "plan": pro.pk})
     assert moved.status_code == 302
     assert Subscription.objects.get(pk=sub.pk).plan == pro
 
@@ -73,14 +73,14 @@ def test_moving_to_a_plan_renders_from_plans_templates_without_dashboard(without
 def test_a_key_page_that_cannot_render_leaves_no_key_behind(settings, tmp_path, admin_client_):
     """When the page showing the raw keys fails (here a template shadowing ours extends one that does not
     exist), the answer is a server error, and no key row exists whose raw key was never shown."""
-    broken = tmp_path / "admin/plans/subscription/issued_keys.html"
+    broken = tmp_path / "admin/quota_plans/subscription/issued_keys.html"
     broken.parent.mkdir(parents=True)
     broken.write_text('{% extends "no/such/template.html" %}')
     settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [str(tmp_path)]}]
     sub = SubscriptionFactory()
 
     response = admin_client_.post(
-        "/admin/plans/subscription/",
+        "/admin/quota_plans/subscription/",
         {"action": "issue_api_key", "_selected_action": [sub.pk], "issue": "1", "expires": ""},
     )
     assert response.status_code == 500

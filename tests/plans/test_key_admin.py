@@ -27,7 +27,7 @@ def key() -> APIKey:
 
 def test_the_change_page_of_a_key_does_not_show_its_hash(superuser, key):
     """Even a superuser sees the prefix, name and dates of a key, never the hash that authenticates it."""
-    page = superuser.get(f"/admin/plans/apikey/{key.pk}/change/")
+    page = superuser.get(f"/admin/quota_plans/apikey/{key.pk}/change/")
     assert page.status_code == 200
     text = page.content.decode()
     assert key.prefix in text
@@ -38,11 +38,15 @@ def test_the_change_page_of_a_key_does_not_show_its_hash(superuser, key):
 
 
 def test_the_list_and_search_do_not_show_the_hash(superuser, key):
-    for url in ("/admin/plans/apikey/", f"/admin/plans/apikey/?q={key.prefix}", "/admin/plans/subscription/"):
+    for url in (
+        "/admin/quota_plans/apikey/",
+        f"/admin/quota_plans/apikey/?q={key.prefix}",
+        "/admin/quota_plans/subscription/",
+    ):
         page = superuser.get(url)
         assert page.status_code == 200
         assert key.key_hash not in page.content.decode()
-    searched = superuser.get(f"/admin/plans/apikey/?q={key.key_hash}")
+    searched = superuser.get(f"/admin/quota_plans/apikey/?q={key.key_hash}")
     assert searched.status_code == 200
     assert "0 API keys" in searched.content.decode()  # the hash is not searchable either
 
@@ -52,14 +56,17 @@ def test_the_hash_cannot_be_guessed_through_a_changelist_filter(superuser, key, 
     """A filter on the hash in the query string is refused (400): the count of matching keys would say
     whether a guess of its first characters is right."""
     value = key.key_hash[:2] if lookup != "key_hash__regex" else f"^{key.key_hash[:2]}"
-    page = superuser.get("/admin/plans/apikey/", {lookup: value})
+    page = superuser.get("/admin/quota_plans/apikey/", {lookup: value})
     assert page.status_code == 400
     assert key.prefix not in page.content.decode()
 
 
 @pytest.mark.parametrize(
     ("url", "lookup"),
-    [("/admin/plans/subscription/", "api_keys__key_hash__startswith"), ("/admin/plans/aclentry/", "api_key__key_hash")],
+    [
+        ("/admin/quota_plans/subscription/", "api_keys__key_hash__startswith"),
+        ("/admin/quota_plans/aclentry/", "api_key__key_hash"),
+    ],
 )
 def test_nor_through_a_related_admin(superuser, key, url, lookup):
     assert superuser.get(url, {lookup: key.key_hash[:2]}).status_code == 400

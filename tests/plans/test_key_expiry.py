@@ -90,7 +90,7 @@ def test_admin_sets_an_expiry_and_refuses_one_in_the_past(free):
     browser = Client()
     browser.force_login(admin)
     key, _ = APIKey.issue(SubscriptionFactory(plan=free))
-    url = f"/admin/plans/apikey/{key.pk}/change/"
+    url = f"/admin/quota_plans/apikey/{key.pk}/change/"
     form = {"name": "ci", "subscription": key.subscription_id, "revoked_at_0": "", "revoked_at_1": ""}
     past = browser.post(url, {**form, "expires_at_0": "2001-01-01", "expires_at_1": "00:00:00"})
     assert past.status_code == 200
@@ -101,7 +101,7 @@ def test_admin_sets_an_expiry_and_refuses_one_in_the_past(free):
     assert done.status_code == 302
     key.refresh_from_db()
     assert key.expires_at.year == 2999
-    assert "expires" in browser.get("/admin/plans/apikey/").content.decode().lower()
+    assert "expires" in browser.get("/admin/quota_plans/apikey/").content.decode().lower()
 
 
 def test_admin_issue_action_sets_an_optional_expiry_and_refuses_a_past_one(free):
@@ -111,12 +111,12 @@ def test_admin_issue_action_sets_an_optional_expiry_and_refuses_a_past_one(free)
     sub = SubscriptionFactory(plan=free)
     step = {"action": "issue_api_key", "_selected_action": [sub.pk], "issue": "1"}
     for bad, message in (("2001-01-01", "in the past"), ("0d", "in the past"), ("soon", "use e.g. 30d")):
-        page = browser.post("/admin/plans/subscription/", {**step, "expires": bad})
+        page = browser.post("/admin/quota_plans/subscription/", {**step, "expires": bad})
         assert page.status_code == 200
         assert message in page.content.decode(), bad
         assert not re.search(r"qk_[A-Za-z0-9_-]{20,}", page.content.decode())
     assert not APIKey.objects.exists()
-    page = browser.post("/admin/plans/subscription/", {**step, "expires": "30d"})
+    page = browser.post("/admin/quota_plans/subscription/", {**step, "expires": "30d"})
     assert "They stop working at" in page.content.decode()
     key = APIKey.objects.get()
     assert abs(key.expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)

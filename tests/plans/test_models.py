@@ -74,7 +74,7 @@ def test_admin_shows_validation_message_for_a_bad_rate():
         "limits-MAX_NUM_FORMS": "1000", "limits-0-name": "global", "limits-0-rates": "0/min",
         "limits-0-algorithm": "token_bucket", "limits-0-weight": "1", "limits-0-max_delay": "0",
     }  # fmt: skip
-    response = client.post("/admin/plans/plan/add/", data)
+    response = client.post("/admin/quota_plans/plan/add/", data)
     assert response.status_code == 200  # the form is shown again, not saved
     assert "must be at least 1" in response.content.decode()
     assert not Plan.objects.filter(slug="x").exists()
@@ -86,8 +86,8 @@ def test_admin_plan_page_renders():
     EndpointLimitFactory(plan=plan)
     client = APIClient()
     client.force_login(admin_user)
-    assert client.get(f"/admin/plans/plan/{plan.pk}/change/").status_code == 200
-    assert client.get("/admin/plans/apikey/").status_code == 200
+    assert client.get(f"/admin/quota_plans/plan/{plan.pk}/change/").status_code == 200
+    assert client.get("/admin/quota_plans/apikey/").status_code == 200
 
 
 def test_issue_key_prints_the_raw_key_once_on_its_last_line():

@@ -191,11 +191,11 @@ def test_bans_are_recorded_and_liftable_in_admin():
     assert ban.subscription is not None
     staff = APIClient()
     staff.force_login(UserFactory(username="admin", is_staff=True, is_superuser=True))
-    listing = staff.get("/admin/plans/clientban/?state=active")
+    listing = staff.get("/admin/quota_plans/clientban/?state=active")
     assert ban.client in listing.content.decode()
     time.sleep(1.05)  # the 1/s window is free again; only the ban stands in the way
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 429
-    staff.post("/admin/plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]})
+    staff.post("/admin/quota_plans/clientban/", {"action": "lift", "_selected_action": [ban.pk]})
     ban.refresh_from_db()
     assert ban.lifted_at is not None
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200

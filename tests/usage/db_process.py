@@ -41,7 +41,7 @@ def migrate() -> dict[str, Any]:
     # Not every app: the adaptive app's first migration does not apply on MySQL or MariaDB (its singleton
     # check constraint is on the auto-increment id, which they refuse). auth first: its later migrations
     # widen the columns its post-migrate step fills.
-    for app in ("auth", "plans", "usage"):
+    for app in ("auth", "quota_plans", "quota_usage"):
         call_command("migrate", app, interactive=False, verbosity=0, skip_checks=True)
     return {"migrated": True}
 

@@ -62,7 +62,7 @@ class WorkerDatabase:
         db = sqlite3.connect(self.sqlite_path, timeout=20)
         try:
             sums = ", ".join(f"SUM({c})" for c in COUNTERS)
-            cursor = db.execute(f"SELECT client, {sums} FROM usage_usagerecord GROUP BY client")
+            cursor = db.execute(f"SELECT client, {sums} FROM quota_usage_usagerecord GROUP BY client")
             return {row[0]: Counter(dict(zip(COUNTERS, row[1:], strict=True))) for row in cursor}
         finally:
             db.close()

@@ -161,7 +161,7 @@ def test_a_signed_in_user_reads_its_subscriptions_history(api, free, traffic):
 
 
 def test_callers_without_a_subscription_get_a_400_naming_group_by(api, traffic):
-    """A user without a subscription (staff without usage.view_all_usage included) has no history of its own."""
+    """A user without a subscription (staff without quota_usage.view_all_usage included) has no history of its own."""
     api.force_authenticate(UserFactory(username="support", is_staff=True))
     for group_by in ("minute", "hour"):
         body = problem(report(api, group_by=group_by), 400)

@@ -55,7 +55,7 @@ def copy_plans(mariadb: MariaDB, redis_url: str, tmp_path: Path) -> None:
     """Empty the MariaDB database, then copy this test's plans and subscriptions there with their ids, so the
     flush finds them and fills its rows' foreign keys."""
     fixture = tmp_path / "plans.json"
-    call_command("dumpdata", "plans.plan", "plans.subscription", output=str(fixture), verbosity=0)
+    call_command("dumpdata", "quota_plans.plan", "quota_plans.subscription", output=str(fixture), verbosity=0)
     mariadb.run(redis_url, "reset", str(fixture))
 
 
