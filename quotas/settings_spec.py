@@ -130,7 +130,7 @@ SETTINGS = (
     Setting(
         "RULES_CHECK_INTERVAL", float, 1.0, minimum=0, kind=_SECONDS, check_id="quotas.E005",
         doc="seconds between each process's checks of the rules version (a background thread; 0 disables "
-        "cross-process reloads)",
+        "cross-process reloads, and local allowances, which need the thread to give back what they did not use)",
         hint="Rule changes reach every process within this many seconds.",
     ),
     Setting(

@@ -129,9 +129,10 @@ def build_runtime() -> Runtime:
 
 
 def _allowances() -> Allowances | None:
-    """Local allowances as ``QUOTAS['ALLOWANCES']`` configures them (None when off)."""
+    """Local allowances as ``QUOTAS['ALLOWANCES']`` configures them (None when off, or without a poller:
+    it gives back what they did not use and writes their usage, so with ``RULES_CHECK_INTERVAL`` 0 they are off)."""
     conf = quota_settings.ALLOWANCES
-    if not conf["ENABLED"]:
+    if not conf["ENABLED"] or float(quota_settings.RULES_CHECK_INTERVAL) <= 0:
         return None
     return Allowances(
         horizon=float(conf["HORIZON"]),

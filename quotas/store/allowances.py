@@ -42,6 +42,8 @@ _US = 1_000_000
 #: Seconds over which a client's rate in this process is measured; a span shorter than the second counts
 #: as this long, so that one request alone never reads as a burst.
 _RATE_SPAN, _SHORTEST_SPAN = 1.0, 0.1
+#: Clients whose rate one process keeps at most between two of the poller's clean-ups.
+_MAX_CLIENTS = 100_000
 #: Windows whose units must be used in the window (or period) they were taken in.
 _BOUNDED = frozenset({"fixed_window", "sliding_window_counter", "period_requests", "period_quota", "budget"})
 
@@ -151,6 +153,10 @@ class Allowances:
         (1: none, the client is not busy here)."""
         now = time.monotonic()
         seen = self._seen.get(call.tag)
+        if seen is None and len(self._seen) >= _MAX_CLIENTS:
+            # A flood of new clients between two of the poller's clean-ups: count afresh (a busy client reads as
+            # busy again within a tenth of a second), rather than scan the table on every request.
+            self._seen.clear()
         if seen is None or now - seen[0] >= 2 * _RATE_SPAN:
             self._seen[call.tag] = seen = [now, 0, 0.0]
         elif now - seen[0] >= _RATE_SPAN:
@@ -205,6 +211,11 @@ class Allowances:
             for allowance in self._ended:
                 allowance.ends_at = 0.0
 
+    def _forget_idle(self, now: float) -> None:
+        """Forget the rates of clients not seen for two spans (they read as not busy anyway)."""
+        for tag in [t for t, seen in list(self._seen.items()) if now - seen[0] >= 2 * _RATE_SPAN]:
+            self._seen.pop(tag, None)
+
     def ended(self, everything: bool = False) -> list[Allowance]:
         """Take the allowances that are over (or, with ``everything``, all of them), to give back what they
         did not use; forgets clients not seen for a while."""
@@ -214,8 +225,7 @@ class Allowances:
             ended, self._ended = self._ended, []
             for key in over:
                 ended.append(self._by_key.pop(key))
-            for tag in [t for t, seen in list(self._seen.items()) if now - seen[0] >= 2 * _RATE_SPAN]:
-                del self._seen[tag]
+            self._forget_idle(now)
         for allowance in ended:
             with allowance.lock:  # no request is admitted from it after this
                 allowance.ends_at = 0.0
