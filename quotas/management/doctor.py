@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.core import checks
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
@@ -59,6 +59,8 @@ def examine() -> list[Finding]:
         runtime: Runtime | None = get_runtime()
     except StoreUnavailable as exc:  # a cluster of which no startup node answers: no client to build
         runtime, unreachable = None, f"no client: {exc}"
+    except ValueError as exc:  # a malformed REDIS_URL (the message never repeats it)
+        runtime, unreachable = None, f"REDIS_URL is not usable: {exc}"
     else:
         unreachable = ""
     nodes = primaries(runtime.redis) if runtime is not None else []
@@ -213,13 +215,16 @@ def check_rules(runtime: Runtime | None) -> Finding:
 
 def check_django() -> list[Finding]:
     """The system checks of this product's apps (database checks included), one finding per message."""
-    messages = [
-        m for m in checks.run_checks(databases=[DEFAULT_DB_ALIAS]) if str(m.id or "").startswith(CHECK_PREFIXES)
-    ]
-    serious = [m for m in messages if m.level >= checks.WARNING]
-    if not serious:
+    skipped = []
+    try:
+        messages = checks.run_checks(databases=[DEFAULT_DB_ALIAS])
+    except DatabaseError as exc:  # a database check could not connect: the others still say something
+        messages = checks.run_checks()
+        skipped = [Finding("django", WARNING, f"database checks not run: the database failed ({exc})".strip())]
+    serious = [m for m in messages if m.level >= checks.WARNING and str(m.id or "").startswith(CHECK_PREFIXES)]
+    if not serious and not skipped:
         return [Finding("django", OK, "the system checks of quotas, adaptive, usage and dashboard report nothing")]
-    return [
+    return skipped + [
         Finding(
             f"django {m.id}",
             ERROR if m.is_serious() else WARNING,

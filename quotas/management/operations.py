@@ -18,7 +18,7 @@ from quotas.identity.addresses import group_of
 from quotas.identity.clients import Client, subscription_client, user_client
 from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import RuleSet, Window
-from quotas.runtime import Runtime
+from quotas.runtime import Runtime, get_runtime
 from quotas.store.connect import STORE_ERRORS, describe, is_script_error, redacted
 from quotas.store.keys import client_tag, is_client_tag
 
@@ -118,6 +118,15 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return ipaddress.ip_network(text, strict=False).network_address
     except ValueError:
         return None
+
+
+def command_runtime() -> Runtime:
+    """This process's runtime; :class:`CommandError` for a ``REDIS_URL`` no client can be built for (call it
+    inside :func:`redis_errors`: a cluster none of whose startup nodes answers is a Redis failure)."""
+    try:
+        return get_runtime()
+    except ValueError as exc:  # the message never repeats the URL
+        raise CommandError(f"QUOTAS['REDIS_URL'] is not usable: {exc}") from None
 
 
 def current_rules(runtime: Runtime) -> RuleSet:

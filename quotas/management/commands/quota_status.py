@@ -10,10 +10,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from quotas.management.operations import CLIENT_HELP, Named, current_rules, redis_errors, resolve_client
+from quotas.management.operations import (
+    CLIENT_HELP,
+    Named,
+    command_runtime,
+    current_rules,
+    redis_errors,
+    resolve_client,
+)
 from quotas.observability.refusals import read_refusals
 from quotas.rules.snapshot import RuleSet
-from quotas.runtime import Runtime, get_runtime
+from quotas.runtime import Runtime
 from quotas.standing import current_standing
 
 
@@ -30,7 +37,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         with redis_errors():
-            runtime = get_runtime()
+            runtime = command_runtime()
             rules = current_rules(runtime)
             named = resolve_client(options["client"], runtime.rules)
             report = status(named, rules, runtime)
