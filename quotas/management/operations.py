@@ -94,6 +94,8 @@ def _subscription(value: str, rules: RulesCache, text: str) -> Named:
 def _user(value: str, rules: RulesCache, text: str) -> Named:
     if not value or len(value) > _MAX_VALUE:
         raise CommandError(f"{text!r}: give a user's primary key (u.5).")
+    if value.isascii() and value.isdigit():
+        value = str(int(value))  # as str(user.pk) writes it: u.05 is user 5
     try:
         subscriber = rules.subscriber_for_user(value)
     except (ValueError, TypeError, ValidationError):  # not of the type of the user model's primary key

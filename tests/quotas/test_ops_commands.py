@@ -89,6 +89,7 @@ def test_subscriptions_and_users_are_named_as_the_runtime_names_them(free):
     assert as_user["note"] == f"user {alice.pk} has subscription {sub.pk}: their requests count as s.{sub.pk}"
     bob = UserFactory(username="bob")
     assert (status(f"u.{bob.pk}")["client"], status(f"u.{bob.pk}")["plan"]) == (f"u.{bob.pk}", "free")
+    assert status(f"user:0{bob.pk}")["client"] == f"u.{bob.pk}"
 
 
 def test_an_ipv6_client_is_named_by_its_network(free):
