@@ -159,6 +159,12 @@ class PlansRulesBackend:
         sub = Subscription.objects.filter(user_id=user_id, is_active=True).first()
         return subscriber_of(sub) if sub is not None else None
 
+    def subscriber_for_subscription(self, subscription_id: int) -> Subscriber | None:
+        """The subscriber of subscription ``subscription_id`` (revoked when it is inactive), for operators'
+        commands (``quota_status s.12``); None when there is no such subscription."""
+        sub = Subscription.objects.filter(pk=subscription_id).first()
+        return subscriber_of(sub, revoked=not sub.is_active) if sub is not None else None
+
     def known_key_hashes(self) -> Iterable[str]:
         return APIKey.objects.usable().values_list("key_hash", flat=True).iterator(chunk_size=10_000)
 

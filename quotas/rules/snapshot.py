@@ -372,7 +372,11 @@ class _PlanIndex:
 
 
 class RulesBackend(Protocol):
-    """Where rules come from. ``plans.rules.PlansRulesBackend`` is the database one."""
+    """Where rules come from. ``plans.rules.PlansRulesBackend`` is the database one.
+
+    A backend may also have ``subscriber_for_subscription(subscription_id) -> Subscriber | None``: with it,
+    the operators' commands (``quota_status``, ``quota_reset``) know the plan of a subscription named by id.
+    """
 
     def load(self) -> RuleSet: ...
 

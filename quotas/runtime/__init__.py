@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Sequence
 
 from django.utils.module_loading import import_string
 
@@ -19,6 +20,7 @@ from quotas.observability import metrics
 from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.cache import RulesCache
+from quotas.rules.snapshot import Window
 from quotas.runtime import shaping
 from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
@@ -87,6 +89,17 @@ class Runtime:
         lifted = self.redis_store.lift_ban(tag)
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return lifted
+
+    def reset_client(self, tag: str, windows: Sequence[Window] | None = None) -> int:
+        """Delete ``tag``'s counters: all of them with its ban and refusal count, or only those of ``windows``
+        (see :meth:`~quotas.store.redis_store.RedisStore.clear`); every process forgets what it remembers of
+        it within a second. Returns how many fields and keys were deleted.
+
+        Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
+        """
+        deleted = self.redis_store.clear(tag, windows)
+        self.rules.invalidate()  # every process drops its remembered refusals, bans and allowances
+        return deleted
 
     def _at_exit(self) -> None:
         # A graceful shutdown settles everything: unused allowances go back, usage counted here is written

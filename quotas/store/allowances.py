@@ -203,6 +203,11 @@ class Allowances:
             seconds = min(seconds, left_us / _US)
         return max(0.0, seconds)
 
+    def held(self, tag: str) -> list[Allowance]:
+        """The allowances this process holds for client ``tag`` now (for operators)."""
+        with self._lock:
+            return [allowance for key, allowance in self._by_key.items() if key[0] == tag]
+
     def end_all(self) -> None:
         """End every allowance now; :meth:`ended` hands them over to be given back."""
         with self._lock:

@@ -269,6 +269,38 @@ def describe(url: str) -> str:
     return "standalone"
 
 
+#: Query options that carry a secret (redis-py's ``?password=`` of a unix:// URL, and the Sentinels' own).
+_SECRET_OPTIONS = ("password", "sentinel_password")
+
+
+def redacted(url: str) -> str:
+    """``url`` with its passwords replaced by ``***``, for messages to operators.
+
+    Both the password in the user information (``redis://:s3cret@host``) and
+    the query options that hold one are hidden; a URL that cannot be split is
+    replaced as a whole (it might hold a password anywhere).
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(an unreadable URL)"
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if ":" in userinfo:
+        userinfo = userinfo.partition(":")[0] + ":***"
+    query = "&".join(
+        f"{name}=***" if name in _SECRET_OPTIONS else f"{name}={value}" if sep else name
+        for name, sep, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    if "://" not in url:  # no user information to hide (and geturl() keeps the form it was given)
+        return parts._replace(query=query).geturl()
+    # Rebuilt by hand: geturl() would drop the empty host of unix:///path.
+    return (
+        f"{parts.scheme}://{userinfo}{at}{hosts}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
+
+
 def celery_sentinel_broker(url: str) -> tuple[str, dict[str, Any]]:
     """Celery's broker URL and transport options for a ``redis+sentinel://`` URL.
 

@@ -12,10 +12,13 @@ decides what it means.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from redis.cluster import RedisCluster
 
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.snapshot import Window
@@ -206,6 +209,54 @@ class RedisStore:
         except STORE_ERRORS as exc:
             raise _failure(f"lifting the ban of {tag}", exc) from exc
 
+    def ban(self, tag: str) -> Ban | None:
+        """``tag``'s ban in force now (by the Redis server's clock), or None."""
+        keys = self.keys_of(tag)
+        try:
+            raw = self.redis.hget(keys.bucket, keys.field("!bn"))
+            ban = parse_ban(raw)
+            now = self.server_time(keys.bucket) if ban is not None else 0.0
+        except STORE_ERRORS as exc:
+            raise _failure(f"reading the ban of {tag}", exc) from exc
+        return replace(ban, seconds_left=ban.until - now) if ban is not None and ban.until > now else None
+
+    def clear(self, tag: str, windows: Sequence[Window] | None = None) -> int:
+        """Delete client ``tag``'s limit state; returns how many fields and keys went.
+
+        Without ``windows``, everything the decisions keep for it: every field of
+        the client in its bucket (each window's counter, its ban and refusal
+        count, its expiry; found by HSCAN) and every key of its own (sliding logs,
+        concurrency leases; found by a SCAN of the keyspace, on every primary of
+        a cluster). With ``windows``, only their state. Its usage counters and its
+        last refusals (a record of what happened) stay. Raises
+        :class:`StoreUnavailable` when Redis fails.
+        """
+        keys = self.keys_of(tag)
+        try:
+            if windows is None:
+                mine = glob_escape(keys.field_prefix) + "*"
+                fields = {f for f, _ in self.redis.hscan_iter(keys.bucket, match=mine, count=1000)}
+                own = set(self.redis.scan_iter(match=glob_escape(keys.own_base) + "*", count=1000))
+            else:
+                fields = {keys.field(w.state_field) for w in windows if not w.has_own_key}
+                own = {keys.own_key(w.state_field) for w in windows if w.has_own_key}
+            deleted = int(self.redis.hdel(keys.bucket, *fields)) if fields else 0
+            for key in own:  # one key per command: each of a cluster's commands names one slot
+                deleted += int(self.redis.unlink(key))
+        except STORE_ERRORS as exc:
+            raise _failure(f"resetting the counters of {tag}", exc) from exc
+        return deleted
+
+    def server_time(self, key: str = "") -> float:
+        """The Redis server's clock (TIME) in seconds since the epoch: the clock decisions and bans use. On a
+        cluster, the clock of the primary serving ``key`` (any primary's without one)."""
+        client = self.redis
+        if isinstance(client, RedisCluster):  # TIME names no key: ask the node itself
+            node = client.get_node_from_key(key) if key else client.get_default_node()
+            client = client.get_redis_connection(node)
+        seconds, micros = client.time()
+        return seconds + micros / _US
+
     def ping(self) -> bool:
         """Whether Redis answers."""
         try:
@@ -228,6 +279,30 @@ class RedisStore:
     def close(self) -> None:
         """Drop the transport's connections."""
         self.transport.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Ban:
+    """A client's ban, as ban.lua keeps it in its ``!bn`` field."""
+
+    until: float  # seconds since the epoch, by the Redis server's clock
+    strikes: int  # bans in a row (the n-th lasts the policy's n-th duration)
+    seconds_left: float = 0.0  # when read by RedisStore.ban: until it ends
+
+
+#: A ``!bn`` value: "<until us>:<strikes>:<strikes kept until us>" (see ban.lua).
+_BAN = re.compile(r"(\d+):(\d+):(\d+)")
+
+
+def parse_ban(raw: bytes | str | None) -> Ban | None:
+    """The ban in a ``!bn`` value (ended or not), or None for no value or one not in ban.lua's format."""
+    found = _BAN.fullmatch(raw.decode() if isinstance(raw, bytes) else raw or "")
+    return Ban(int(found[1]) / _US, int(found[2])) if found else None
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis MATCH pattern (SCAN, HSCAN)."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:

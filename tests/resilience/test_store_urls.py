@@ -10,7 +10,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from config.embedded_redis import free_port
 from quotas.exceptions import StoreUnavailable
-from quotas.store.connect import celery_sentinel_broker, connect, describe, parse_url, validate_url
+from quotas.store.connect import celery_sentinel_broker, connect, describe, parse_url, redacted, validate_url
 
 
 @pytest.mark.parametrize(
@@ -79,6 +79,27 @@ def test_malformed_urls_are_refused_with_the_reason(url, message):
 )
 def test_describe_names_the_topology(url, text):
     assert describe(url) == text
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://:s3cret@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("rediss://app:s3cret@cache:6380/2", "rediss://app:***@cache:6380/2"),
+        ("redis://app@cache:6379", "redis://app@cache:6379"),
+        ("unix:///run/redis.sock?db=1&password=s3cret", "unix:///run/redis.sock?db=1&password=***"),
+        (
+            "redis+sentinel://:s3cret@s1,s2:26380/mymaster/1?sentinel_password=other",
+            "redis+sentinel://:***@s1,s2:26380/mymaster/1?sentinel_password=***",
+        ),
+        ("redis+cluster://u:p%40ss@c1:7000,c2:7001", "redis+cluster://u:***@c1:7000,c2:7001"),
+        ("redis://[::1", "(an unreadable URL)"),
+    ],
+)
+def test_redacted_hides_every_password(url, shown):
+    """What operators' messages show of REDIS_URL: where it points, never a password."""
+    assert redacted(url) == shown
 
 
 def test_a_sentinel_client_is_a_plain_client_that_asks_the_sentinels():
