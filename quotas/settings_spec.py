@@ -151,6 +151,24 @@ SETTINGS = (
         doc="the header carrying API keys",
         hint="Use letters, digits and '-' only.",
     ),
+    # For a project whose own keys travel in the same header: keys without one of these prefixes are left to
+    # the project's own authentication (DRF's next class, Django's middleware), never refused here.
+    Setting(
+        "API_KEY_PREFIXES", list | tuple, [], kind="a list of prefixes", validate=valid.prefixes,
+        check_id="quotas.E054",
+        doc="the prefixes of this platform's API keys (the plans app issues `'qk_'`); a key in `API_KEY_HEADER` "
+        "without one is not ours: it is left to the project's own authentication and the request is limited "
+        "by its user or address. `[]`: every key in the header is ours",
+        hint="A list of non-empty strings, e.g. ['qk_'], or [] when only this platform's keys use the header.",
+    ),
+    Setting(
+        "CLIENT_IP", str | None, None, kind="a dotted path or None", validate=valid.importable,
+        check_id="quotas.E055",
+        doc="dotted path of a callable `(request) -> str | None` naming the client's address everywhere "
+        "(limits, failed sign-ins, allow and deny lists), e.g. one around django-ipware's `get_client_ip`; "
+        "`None`: `REMOTE_ADDR`, or `X-Forwarded-For` behind `TRUSTED_PROXIES`",
+        hint="A dotted path such as 'myproject.net.client_ip', or None.",
+    ),
     # DRF_ALGORITHM covers REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'], a throttle's rate, a decorator's
     # rate and PATH_LIMITS (quotas.rules.snapshot.code_rate_algorithm): "N/period" as DRF means it,
     # with Retry-After until the oldest request leaves.

@@ -63,6 +63,12 @@ def ip_networks(proxies: list[Any] | tuple[Any, ...], label: str) -> Found:
             yield f"{label} holds {cidr!r}, which is not an IP network."
 
 
+def prefixes(values: list[Any] | tuple[Any, ...], label: str) -> Found:
+    for value in values:
+        if not isinstance(value, str) or not value:
+            yield f"{label} holds {value!r}, which is not a non-empty string."
+
+
 def header_name(header: str, label: str) -> Found:
     if not header or not all(c.isalnum() or c == "-" for c in header):
         yield f"{label} = {header!r} is not a header name."

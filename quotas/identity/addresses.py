@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
+from django.utils.module_loading import import_string
 
 from quotas.conf import quota_settings
 
@@ -45,6 +48,9 @@ def client_ip(request: HttpRequest) -> IPAddress:
     honoured as DRF's ``get_ident`` does: 0 means REMOTE_ADDR, N the N-th
     X-Forwarded-For address from the right (see :func:`num_proxies`).
     """
+    hook = quota_settings.CLIENT_IP
+    if hook:
+        return _hooked_ip(request, hook)
     remote_addr = request.META.get("REMOTE_ADDR", "")
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
     trusted = tuple(quota_settings.TRUSTED_PROXIES)
@@ -61,8 +67,33 @@ def client_ip(request: HttpRequest) -> IPAddress:
     return ip
 
 
+def _hooked_ip(request: HttpRequest, path: str) -> IPAddress:
+    """The address ``QUOTAS['CLIENT_IP']`` names; one it cannot name (None, not an address) is the unknown
+    peer, said once per process (as an unparsable REMOTE_ADDR is)."""
+    global _warned_hook
+    value = _hook(path)(request)
+    ip = _parse_ip(str(value)) if value else None
+    if ip is not None:
+        return ip
+    if not _warned_hook:
+        _warned_hook = True
+        logger.warning(
+            "quotas: QUOTAS['CLIENT_IP'] (%s) named no IP address for a request (it returned %r): such requests "
+            "share one anonymous rate limit, and failed sign-ins are limited per username only.",
+            path,
+            str(value)[:64],
+        )
+    return UNKNOWN_PEER
+
+
+@lru_cache(maxsize=4)  # imports the setting's callable once per value, not a request's
+def _hook(path: str) -> Callable[[HttpRequest], Any]:
+    return import_string(path)
+
+
 _warned_disagreement = False
 _warned_local_peer = False
+_warned_hook = False
 #: Where a reverse proxy or load balancer usually sits: private (RFC 1918, RFC 4193), shared (CGNAT) and
 #: link-local networks. (ipaddress's is_private also counts the documentation ranges.)
 _PROXY_NETWORKS = tuple(

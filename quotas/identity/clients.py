@@ -76,8 +76,15 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
 
 
 def api_key_of(request: HttpRequest) -> str | None:
-    """The raw API key ``request`` sends in ``QUOTAS['API_KEY_HEADER']``, or None."""
-    return request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
+    """The raw API key ``request`` sends in ``QUOTAS['API_KEY_HEADER']``, or None (none sent, or, with
+    ``QUOTAS['API_KEY_PREFIXES']``, one that is not this platform's: the project's own authentication's)."""
+    raw = request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
+    if raw is None:
+        return None
+    ours = quota_settings.API_KEY_PREFIXES
+    if ours and not raw.strip().startswith(tuple(ours)):
+        return None
+    return raw
 
 
 def user_client(pk: str) -> Client:
