@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 PROBE = Path(__file__).with_name("fresh_project_probe.py")
 APPS = ("quotas", "plans", "usage", "adaptive", "dashboard")
-#: Generous: a cold pip cache downloads Django, DRF, redis-py and hiredis.
+#: Generous: a cold pip cache downloads Django, DRF and redis-py (the bare wheel: no hiredis, which is an extra).
 PIP_TIMEOUT = 900
 #: pip's words for a registry it could not reach, as opposed to dependencies that do not resolve.
 UNREACHABLE = re.compile(

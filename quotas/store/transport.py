@@ -23,7 +23,6 @@ from typing import Any
 
 import redis
 from asgiref.sync import sync_to_async
-from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -171,8 +170,7 @@ class LuaScript:
         """
         if not self._direct:
             return self._call_generic(keys, args)
-        # Both ignores: hiredis's stub types pack_command's argument as a tuple of one value, not of any length.
-        held = self._send(pack_command(self.command(keys, args)))  # type: ignore[arg-type]
+        held = self._send(self.command(keys, args))
         conn = held.conn
         try:
             try:
@@ -182,7 +180,7 @@ class LuaScript:
                 if fix is None:
                     raise
                 self._apply(fix, lambda *command: _ask(conn, command))
-                conn.send_packed_command([pack_command(self.command(keys, args))], False)  # type: ignore[arg-type]
+                conn.send_packed_command(conn.pack_command(*self.command(keys, args)), False)
                 return conn.read_response()
         except (RedisConnectionError, RedisTimeoutError, OSError):
             # A half-read reply must never be read by the next request on this connection.
@@ -218,8 +216,8 @@ class LuaScript:
         if self._direct:  # redis-py's Script (the other clients) loads itself on NOSCRIPT
             ask("SCRIPT", "LOAD", self.source)
 
-    def _send(self, packed: bytes) -> _HeldConnection:
-        """Write ``packed`` on this thread's connection; returns the connection it went out on.
+    def _send(self, command: tuple[object, ...]) -> _HeldConnection:
+        """Write ``command`` on this thread's connection; returns the connection it went out on.
 
         How a command that never reached Redis is told apart from one that may
         have run: before writing, the idle connection is polled. Redis sends
@@ -237,7 +235,8 @@ class LuaScript:
             try:
                 if _closed_or_dirty(conn):
                     raise RedisConnectionError("connection closed by the server while idle")
-                conn.send_packed_command([packed], False)
+                # redis-py packs it: with hiredis installed (recommended), hiredis's packer.
+                conn.send_packed_command(conn.pack_command(*command), False)
                 return held
             except (RedisConnectionError, OSError):
                 conn.disconnect()
