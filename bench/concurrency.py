@@ -23,6 +23,7 @@ from quotas.exceptions import StoreUnavailable
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import build_runtime, reset_runtime
+from quotas.store.decision import DecideCall
 from quotas.store.keys import client_tag
 from tests.clock import avoid_window_edge
 
@@ -71,15 +72,21 @@ def _fire(send: Callable[[], bool | None], barrier: Any, out: Any, max_requests:
     out.put(WorkerResult(admitted, denied, errors, started, time.time()))
 
 
+#: Suffix of an algorithm raced with local allowances on (QUOTAS['ALLOWANCES'] at its defaults).
+ALLOWANCES = "+allowances"
+
+
 def quota_worker(barrier: Any, out: Any, algorithm: str, max_requests: int, duration: float) -> None:
-    """One racing process deciding through the quota engine directly."""
+    """One racing process deciding through the guarded store directly, as the service asks it (with
+    ``+allowances``, a busy client's decisions may take local allowances)."""
     runtime = build_runtime()  # never the parent's: its connections belong to the parent
-    windows = LimitRule(id="race", name="race", rates=parse_rates(RATE), algorithm=algorithm).windows
+    name, allowances = algorithm.removesuffix(ALLOWANCES), algorithm.endswith(ALLOWANCES)
+    windows = LimitRule(id="race", name="race", rates=parse_rates(RATE), algorithm=name).windows
     tag = client_tag("u", str(RACE_USER_PK))
 
     def send() -> bool | None:
         try:
-            return runtime.store.decide(tag, windows).allowed
+            return runtime.store.decide_call(DecideCall(tag, windows, allowance_ok=allowances)).allowed
         except StoreUnavailable:
             return None
 
@@ -112,7 +119,7 @@ def view_worker(barrier: Any, out: Any, algorithm: str, max_requests: int, durat
 def _allowed(algorithm: str, elapsed: float) -> int:
     """What the algorithm may admit for one client in ``elapsed`` seconds from empty."""
     rate = parse_rates(RATE)[0]
-    if algorithm == "token_bucket":
+    if algorithm.startswith("token_bucket"):
         # A full bucket, plus what refills while the race runs.
         return rate.limit + math.floor(elapsed * rate.limit / rate.window)
     # One fixed window (the race avoids its edge), DRF's 60 s log, limits' moving window, or the first
@@ -151,6 +158,8 @@ def race(admin: redis.Redis, worker: Worker, algorithm: str, max_requests: int, 
 PEERS: dict[str, tuple[Worker, str]] = {
     "quota_fixed_window": (quota_worker, "fixed_window"),
     "quota_token_bucket": (quota_worker, "token_bucket"),
+    "quota_fixed_window_allowances": (quota_worker, "fixed_window" + ALLOWANCES),
+    "quota_token_bucket_allowances": (quota_worker, "token_bucket" + ALLOWANCES),
     "drf_user_rate": (view_worker, "drf"),
     "django_ratelimit": (view_worker, "django_ratelimit"),
     "limits_moving_window": (view_worker, "limits_moving_window"),
@@ -171,6 +180,7 @@ def run(admin: redis.Redis, trials: int, max_requests: int, duration: float) -> 
             "limit": parse_rates(RATE)[0].limit,
             "max_admitted": max(r["admitted"] for r in runs),
             "max_over": max(r["admitted"] - r["allowed"] for r in runs),
+            "max_under": max(r["allowed"] - r["admitted"] for r in runs),
             "exact": all(r["admitted"] == r["allowed"] and not r["errors"] for r in runs),
         }
     return out
