@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test matrix bench lint format install clean vendor settings-docs
+.PHONY: run test matrix bench lint format install clean vendor settings-docs docs
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,9 +46,14 @@ format: $(STAMP)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
-## Rewrite the README's settings tables from the settings' descriptions (quotas/settings_spec.py, adaptive/conf.py).
+## Rewrite the settings tables of docs/settings.md from the settings' descriptions (quotas/settings_spec.py,
+## adaptive/conf.py).
 settings-docs: $(STAMP)
 	$(PY) -m config.settings_docs
+
+## The documentation site (mkdocs.yml, docs/) into run/site; strict: a broken link, anchor or nav entry fails.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir run/site
 
 ## Refresh the dashboard's JavaScript from npm (package-lock.json) into dashboard/static; the copy is committed,
 ## so `make run` and the tests need no Node.js and the page works offline. Its licence travels next to it
