@@ -1,6 +1,6 @@
-"""The README's settings tables, written from the settings' descriptions.
+"""The settings reference's tables, written from the settings' descriptions.
 
-Each table follows a ``<!-- settings table: NAME -->`` line in README.md;
+Each table follows a ``<!-- settings table: NAME -->`` line in docs/settings.md;
 ``python -m config.settings_docs`` (``make settings-docs``) rewrites them from
 :data:`quotas.settings_spec.SETTINGS` and :data:`adaptive.conf.SETTINGS`, and
 tests/quotas/test_settings_docs.py fails while one differs. It lives with the
@@ -18,7 +18,8 @@ from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
 from quotas.setting import Setting, markdown_table
 from quotas.settings_spec import ALLOWANCES, METRICS, SETTINGS, USAGE_FLUSH
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+#: The settings reference page of the documentation site (mkdocs.yml).
+SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 #: Each table's name in its marker line -> the settings it lists, and the heading of its first column.
 TABLES: dict[str, tuple[Sequence[Setting], str]] = {
     "QUOTAS": (SETTINGS, "setting"),
@@ -47,17 +48,18 @@ def render(text: str) -> str:
 
 
 def main() -> int:
-    text = README.read_text(encoding="utf-8")
+    text = SETTINGS_PAGE.read_text(encoding="utf-8")
+    name = "docs/settings.md"
     missing = set(TABLES) - set(marked_tables(text))
     if missing:
-        print(f"README.md has no marker for: {', '.join(sorted(missing))}", file=sys.stderr)
+        print(f"{name} has no marker for: {', '.join(sorted(missing))}", file=sys.stderr)
         return 1
     rendered = render(text)
     if rendered == text:
-        print("README.md: the settings tables are up to date.")
+        print(f"{name}: the settings tables are up to date.")
     else:
-        README.write_text(rendered, encoding="utf-8")
-        print("README.md: the settings tables were rewritten.")
+        SETTINGS_PAGE.write_text(rendered, encoding="utf-8")
+        print(f"{name}: the settings tables were rewritten.")
     return 0
 
 

@@ -1,10 +1,10 @@
-"""What a new user does: install the wheel into a fresh virtualenv, start a project, paste the README's lines.
+"""What a new user does: install the wheel into a fresh virtualenv, start a project, paste Getting started's lines.
 
 The wheel is built from this checkout and installed with its dependencies
 from the package registry into a virtualenv of its own; ``django-admin
-startproject`` makes a project there, and the README's "Adding the throttle
-to another DRF project" lines are appended verbatim (read from README.md
-between their ``<!-- fresh-project-...:start/end -->`` markers, so the README
+startproject`` makes a project there, and the lines of the documentation's
+"Getting started" page are appended verbatim (read from docs/getting-started.md
+between their ``<!-- fresh-project-...:start/end -->`` markers, so the page
 stays what this test runs). Everything then runs with that virtualenv's
 python: system checks, migrations, DRF's rates refusing with RateLimit
 headers, every page and action of the plans admin, and the usage API. The
@@ -35,7 +35,8 @@ from tests.conftest import skip_or_fail
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+#: The page a new user follows; its snippets are pasted into the fresh project.
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
 PROBE = Path(__file__).with_name("fresh_project_probe.py")
 APPS = ("quotas", "plans", "usage", "adaptive", "dashboard")
 #: Generous: a cold pip cache downloads Django, DRF and redis-py (the bare wheel: no hiredis, which is an extra).
@@ -45,10 +46,10 @@ UNREACHABLE = re.compile(
     r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|Network is unreachable|"
     r"ConnectTimeout|ReadTimeout|ProxyError|Connection refused|SSLError"
 )
-#: The fresh project's own lines, appended after the README's: the session's Redis, and a rate that a few
-#: requests reach (the README's 60/min would need 61).
+#: The fresh project's own lines, appended after the page's: the session's Redis, and a rate that a few
+#: requests reach (the page's 60/min would need 61).
 TEST_SETTINGS = """
-# --- added by tests/test_fresh_project.py, not from the README ---
+# --- added by tests/test_fresh_project.py, not from the docs ---
 QUOTAS["REDIS_URL"] = {redis_url!r}
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {{**REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "anon": "3/min"}}
 """
@@ -63,7 +64,7 @@ def ping(request):
     return Response({"pong": True})
 '''
 TEST_URLS = """
-# --- added by tests/test_fresh_project.py, not from the README ---
+# --- added by tests/test_fresh_project.py, not from the docs ---
 from django.urls import path as _path  # noqa: E402
 
 from fresh.ping import ping  # noqa: E402
@@ -98,16 +99,16 @@ admin.site.register({model})
 }
 OWN_MODELS = {"plans": "Plan", "usage": "UsageRecord"}
 OWN_SETTINGS = """
-# --- added by tests/test_fresh_project.py, not from the README: the project's own plans and usage apps ---
+# --- added by tests/test_fresh_project.py, not from the docs: the project's own plans and usage apps ---
 INSTALLED_APPS += ["shop.plans", "shop.usage"]
 """
 
 
-def readme_snippet(name: str) -> str:
-    """The Python block of README.md between ``<!-- name:start -->`` and ``<!-- name:end -->``, verbatim."""
-    text = README.read_text(encoding="utf-8")
+def docs_snippet(name: str) -> str:
+    """The Python block of the Getting started page between ``<!-- name:start/end -->``, verbatim."""
+    text = GETTING_STARTED.read_text(encoding="utf-8")
     found = re.search(rf"<!-- {name}:start -->\n```python\n(.*?)```\n<!-- {name}:end -->", text, re.DOTALL)
-    assert found, f"README.md has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
+    assert found, f"{GETTING_STARTED.name} has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
     return found.group(1)
 
 
@@ -202,13 +203,13 @@ class Project:
 
 @pytest.fixture
 def project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Project:
-    """A new project with the README's settings pasted in, migrated."""
+    """A new project with the Getting started page's settings pasted in, migrated."""
     site = tmp_path / "site"
     site.mkdir()
     started = run([venv / "bin/django-admin", "startproject", "fresh", site], site, 120, clean_env(venv))
     assert started.returncode == 0, started.stderr
     project = Project(venv, site)
-    project.append("fresh/settings.py", readme_snippet("fresh-project-settings"))
+    project.append("fresh/settings.py", docs_snippet("fresh-project-settings"))
     project.append("fresh/settings.py", TEST_SETTINGS.format(redis_url=redis_server.url))
     (site / "fresh/ping.py").write_text(PING_VIEW, encoding="utf-8")
     project.append("fresh/urls.py", TEST_URLS)
@@ -242,7 +243,7 @@ def test_the_wheel_carries_every_app_with_its_files_and_licences(wheel: Path):
     assert {"adaptive", "usage", "openapi", "all"} <= set(re.findall(r"^Provides-Extra: (\S+)$", metadata, re.M))
 
 
-def test_the_readme_lines_pass_system_checks_and_migrate(project: Project):
+def test_the_getting_started_lines_pass_system_checks_and_migrate(project: Project):
     """``manage.py check`` passes and every migration of quotas and plans is applied, from the wheel."""
     checked = project.manage("check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -288,10 +289,10 @@ def test_every_plans_admin_page_and_action_answers_without_a_server_error(projec
 
 
 def test_the_usage_api_answers_once_usage_is_added(project: Project):
-    """With the README's usage lines added (app and URLs), migrate works and the usage API answers a key
+    """With the Getting started page's usage lines added (app and URLs), migrate works and the usage API answers a key
     holder with its report and standing, and an anonymous caller with a 401 problem."""
-    project.append("fresh/settings.py", readme_snippet("fresh-project-usage-settings"))
-    project.append("fresh/urls.py", readme_snippet("fresh-project-usage-urls"))
+    project.append("fresh/settings.py", docs_snippet("fresh-project-usage-settings"))
+    project.append("fresh/urls.py", docs_snippet("fresh-project-usage-urls"))
     checked = project.manage("check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     migrated = project.manage("migrate", "--noinput")
@@ -313,7 +314,7 @@ def test_our_apps_install_beside_the_projects_own_plans_and_usage_apps(project: 
     """A project with apps of its own labelled ``plans`` and ``usage`` (each with a model named like ours and an
     admin page) installs ours beside them: ``check`` passes, their migrations are made and applied with ours,
     ``makemigrations`` then finds nothing to do, and each app has its own tables and admin pages."""
-    project.append("fresh/settings.py", readme_snippet("fresh-project-usage-settings"))
+    project.append("fresh/settings.py", docs_snippet("fresh-project-usage-settings"))
     project.add_own_apps()
     project.ok("check")
     project.ok("makemigrations", *OWN_APPS)
