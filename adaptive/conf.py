@@ -3,7 +3,7 @@
 Every key is described once in :data:`SETTINGS` (type, default, allowed
 values, check id, hint, doc): :data:`adaptive_settings` reads its defaults
 from it, ``adaptive/checks.py`` validates each value against it at start-up,
-and the README's table is written from it. Every attribute is looked up in
+and the settings reference's table (docs/settings.md) is written from it. Every attribute is looked up in
 ``settings.QUOTAS['ADAPTIVE']`` on each access (so ``override_settings``
 works and nothing is captured at import time). A key given there replaces
 the default as a whole (``SIGNALS`` and ``FLOORS`` too).
@@ -85,7 +85,7 @@ def _floors(floors: dict[Any, Any], label: str) -> Found:
 
 _SECONDS = "a number of seconds"
 
-#: Every key of QUOTAS['ADAPTIVE'] (the algorithm is in adaptive/policy.py and the README's Adaptive limits).
+#: Every key of QUOTAS['ADAPTIVE'] (the algorithm is in adaptive/policy.py and "Adaptive limits" in docs/concepts.md).
 SETTINGS = (
     # The admin's AdaptiveConfig row can switch adaptation off too.
     Setting(

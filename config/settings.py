@@ -1,7 +1,7 @@
 """Settings for the quota platform project.
 
 Everything that differs between machines comes from the environment (see the
-README's table of variables); every default works on a fresh checkout.
+table of variables in docs/settings.md); every default works on a fresh checkout.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
-# HTTPS (`manage.py check --deploy`; see the README's "Deployment settings"). With DEBUG off, plain HTTP is
+# HTTPS (`manage.py check --deploy`; see "Deployment settings" in docs/security.md). With DEBUG off, plain HTTP is
 # redirected and cookies go over HTTPS only; `make run` (config/run.py), which serves plain HTTP on loopback,
 # turns these three off for itself.
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
@@ -193,7 +193,7 @@ SPECTACULAR_SETTINGS = {
 
 # Seconds between adaptive controller runs: QUOTAS['ADAPTIVE']['INTERVAL'] and the beat schedule below agree.
 _adaptive_interval = env.float("ADAPTIVE_INTERVAL", default=5.0)
-# Everything the platform's apps read (quotas, plans, usage, adaptive) is in QUOTAS; see the README's settings tables.
+# Everything the platform's apps read (quotas, plans, usage, adaptive) is in QUOTAS; see docs/settings.md.
 QUOTAS = {
     "REDIS_URL": REDIS_URL,
     "RULES_BACKEND": "plans.rules.PlansRulesBackend",

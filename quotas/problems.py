@@ -22,8 +22,8 @@ QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded
 TEMPORARY_REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 ABNORMAL_USAGE = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 
-#: Our own problem types, by slug: appended to QUOTAS['PROBLEM_TYPE_BASE'] (the README's
-#: "Problem types" section documents each one).
+#: Our own problem types, by slug: appended to QUOTAS['PROBLEM_TYPE_BASE'] ("Problem types" in
+#: docs/responses.md documents each one).
 OWN_TYPES = (
     "access-denied",
     "invalid-api-key",

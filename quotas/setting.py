@@ -4,7 +4,7 @@ A settings dict (``QUOTAS``, ``QUOTAS['ADAPTIVE']``) is described once, as a
 tuple of :class:`Setting` (``quotas.settings_spec.SETTINGS``,
 ``adaptive.conf.SETTINGS``). The settings object reads its defaults from it,
 one system-check loop validates it (:func:`quotas.checks.check_dict`), and
-:func:`markdown_table` writes the README's table from it, so the three cannot
+:func:`markdown_table` writes the settings reference's table from it, so the three cannot
 disagree.
 """
 
@@ -152,7 +152,7 @@ def defaults(settings: Iterable[Setting]) -> dict[str, Any]:
 
 
 def markdown_table(settings: Sequence[Setting], first: str = "setting") -> str:
-    """The README's table of ``settings``: name, default, meaning and the check id, one row each."""
+    """The documentation's table of ``settings``: name, default, meaning and the check id, one row each."""
     rows = [f"| {first} | default | meaning | check |", "|---|---|---|---|"]
     for s in settings:
         default = "see below" if s.keys else f"`{s.default!r}`"

@@ -2,7 +2,7 @@
 
 :data:`quotas.conf.quota_settings` reads its defaults from :data:`SETTINGS`,
 :func:`quotas.checks.check_settings` validates each value against it, and the
-README's settings tables are written from it (``make settings-docs``; a test
+settings tables of docs/settings.md are written from it (``make settings-docs``; a test
 fails when they differ). Comments say what a one-line doc cannot.
 """
 
@@ -103,7 +103,7 @@ SETTINGS = (
         "REDIS_URL", str, "redis://127.0.0.1:6379/0", secret=True, validate=valid.redis_url,
         check_id="quotas.E002",
         doc="the Redis the engine uses: `redis://`, `rediss://`, `unix://`, `redis+sentinel://…`, "
-        "`redis+cluster://…` (see Production)",
+        "`redis+cluster://…` (see Operations)",
         hint="Use redis://host:6379/0 (rediss:// for TLS, unix:///path.sock), "
         "redis+sentinel://s1:26379,s2:26379/mymaster or redis+cluster://n1:7000,n2:7000.",
     ),

@@ -14,7 +14,7 @@ from config.run import PLAIN_HTTP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-#: What the README's "Deployment settings" tells a deployment to set (besides its database and Redis).
+#: What "Deployment settings" (docs/security.md) tells a deployment to set (besides its database and Redis).
 PRODUCTION = {
     "SECRET_KEY": secrets.token_urlsafe(50),
     "ALLOWED_HOSTS": "api.example.com",
@@ -36,7 +36,7 @@ def manage(args: list[str], tmp_path: Path, **variables: str) -> subprocess.Comp
 
 
 def test_the_documented_production_environment_passes_check_deploy(tmp_path):
-    """DEBUG off and the README's production variables: not even a warning."""
+    """DEBUG off and the documented production variables: not even a warning."""
     result = manage(["check", "--deploy", "--fail-level", "WARNING"], tmp_path, **PRODUCTION)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout

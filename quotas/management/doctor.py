@@ -30,7 +30,7 @@ OK, WARNING, ERROR = "ok", "warning", "error"
 _RANK = {OK: 0, WARNING: 1, ERROR: 2}
 #: Seconds this machine's clock and Redis's may differ before the doctor warns.
 MAX_SKEW = 1.0
-#: The oldest Redis the engine runs on (see the README: functions from 7, EVALSHA on 6.2).
+#: The oldest Redis the engine runs on (see docs/algorithms.md: functions from 7, EVALSHA on 6.2).
 OLDEST_REDIS = (6, 2)
 #: The system checks reported: those of this product's apps, by the prefix of their ids.
 CHECK_PREFIXES = ("quotas.", "adaptive.", "usage.", "dashboard.")

@@ -24,7 +24,7 @@ pipeline:
   subscriber-hour, so at most 26 hashes per subscriber; measured with
   ``MEMORY USAGE`` (Redis 7.0) at 1,368 bytes per hour hash fully written
   (listpack encoding), so about 34 KB for a subscriber active every minute
-  of 25 h (see the README and ``test_client_history``). Only subscribers: their number is bounded by the
+  of 25 h (see docs/usage-api.md and ``test_client_history``). Only subscribers: their number is bounded by the
   subscriptions sold, while addresses and users are unbounded (one scan of the
   IPv6 space would write a hash per address).
 

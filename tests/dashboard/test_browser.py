@@ -41,7 +41,7 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     assert "range=1h" in page.url  # the query string follows the form, so a reload keeps the range
     check_the_last_hour(page)
     page.screenshot(path=ARTIFACTS / "dashboard-history.png", full_page=True)
-    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the README's pictures; a normal run leaves them alone
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the pictures in docs/; a normal run leaves them alone
         page.screenshot(path=BASE_DIR / "docs" / "dashboard-history.png", full_page=True)
     check_longer_ranges_and_the_alert_threshold(page)
     choose_range(page, "1h", 60)

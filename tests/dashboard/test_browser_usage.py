@@ -34,7 +34,7 @@ def test_client_page_draws_the_last_hour_then_30_days_and_fits_a_phone(page, liv
     assert "T" not in page.evaluate("Chart.getChart('usage-chart').data.labels[59]")
     assert "would have been allowed" in page.inner_text("#upgrade-figures")
     page.screenshot(path=ARTIFACTS / "usage-1h.png", full_page=True)
-    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the README's pictures; a normal run leaves them alone
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the pictures in docs/; a normal run leaves them alone
         page.screenshot(path=BASE_DIR / "docs" / "usage-page.png", full_page=True)
 
     page.click("a[data-range='30d']")

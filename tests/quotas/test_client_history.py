@@ -92,7 +92,7 @@ def test_real_requests_are_written_by_the_engine_tick(runtime, redis_client, cli
 
 def test_a_full_hour_hash_stays_small(redis_client):
     """120 fields (every minute admitted and refused, five-digit counts) take under 1.5 KB: a listpack
-    (the figure the README and the module docstring give, 1,368 bytes on Redis 7.0)."""
+    (the figure docs/usage-api.md and the module docstring give, 1,368 bytes on Redis 7.0)."""
     history = History()
     hour = AT // 3600 * 3600
     for minute in range(60):

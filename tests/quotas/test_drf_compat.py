@@ -340,7 +340,7 @@ def check_ids(**options) -> list[str]:
 
 @pytest.fixture
 def drf_only(settings):
-    """The README's DRF-only setup: QuotaThrottle, no rules backend."""
+    """Getting started's DRF-only setup: QuotaThrottle, no rules backend."""
     settings.QUOTAS = {**settings.QUOTAS, "RULES_BACKEND": None}
     return settings
 

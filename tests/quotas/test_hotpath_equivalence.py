@@ -34,7 +34,7 @@ ALGORITHMS = (
 
 
 def reference_headers(decision: Decision, legacy: bool) -> dict[str, str]:
-    """rate_limit_headers written out plainly from the README's rules (Responses)."""
+    """rate_limit_headers written out plainly from the documented rules (docs/responses.md)."""
     states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
     if not states:
         return {}

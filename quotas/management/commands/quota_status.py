@@ -48,7 +48,7 @@ class Command(BaseCommand):
 
 
 def status(named: Named, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
-    """The client's standing as JSON-ready data (see the README's "Operations commands").
+    """The client's standing as JSON-ready data (see "Operations commands" in docs/operations.md).
 
     Raises :class:`~quotas.exceptions.StoreUnavailable` (or a redis-py error) when Redis fails.
     """

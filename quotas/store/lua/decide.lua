@@ -13,8 +13,8 @@
 -- new day or client). Values pass between the phases as named arguments and
 -- return values, not in tables: each spec is unpacked into named locals, not
 -- a table per window (make bench, 2026-11-23: a table per window cost about
--- 1 us of the 5-limit decision per window; see the README's benchmark
--- section); only a sliding log or lease to commit and a budget alert to write
+-- 1 us of the 5-limit decision per window; see docs/benchmarks.md
+-- and its history); only a sliding log or lease to commit and a budget alert to write
 -- get a small table of named fields.
 --
 -- What the split into phases costs (2026-11-23, a shared VM with 2 cores;

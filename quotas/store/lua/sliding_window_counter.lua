@@ -1,6 +1,6 @@
 -- Sliding window counter: the previous aligned window's count, weighted by
 -- how much of it still overlaps (now - window, now], plus the current count.
--- An approximation (see the README for its bound).
+-- An approximation (see docs/algorithms.md for its bound).
 -- State: "<window index>:<previous count>:<current count>".
 ALGORITHMS[SLIDING_WINDOW_COUNTER] = function(raw, limit, weight, W, _, _, now)
   local idx = math.floor(now / W)
