@@ -136,6 +136,19 @@ def usage() -> dict[str, Any]:
     }
 
 
+def mounted() -> dict[str, Any]:
+    """The views the Operations page mounts: anonymously, then as a superuser (a usage-page sign-in form)."""
+    user = get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-for-the-probe-2")
+    anonymous = Client(raise_request_exception=False)
+    staff = Client(raise_request_exception=False)
+    staff.force_login(user)
+    paths = ("/healthz", "/metrics", "/dashboard/", "/usage/", "/api/v1/usage/")
+    return {
+        "anonymous": {path: anonymous.get(path).status_code for path in paths},
+        "staff": {path: staff.get(path).status_code for path in paths},
+    }
+
+
 def labels() -> dict[str, Any]:
     """The project's own ``plans`` and ``usage`` apps beside ours: every app's label, the tables of the models
     both name alike, rows written through each (one plan apiece), and each one's admin list as a superuser."""
@@ -161,5 +174,8 @@ def labels() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    probes = {"where": where, "throttle": throttle, "admin": admin_actions, "usage": usage, "labels": labels}
+    probes = {
+        "where": where, "throttle": throttle, "admin": admin_actions, "usage": usage, "labels": labels,
+        "mounted": mounted,
+    }  # fmt: skip
     print(json.dumps(probes[sys.argv[1]](), default=str))

@@ -37,6 +37,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 ROOT = Path(__file__).resolve().parent.parent
 #: The page a new user follows; its snippets are pasted into the fresh project.
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+#: The page that mounts the platform's views in a project.
+OPERATIONS = ROOT / "docs" / "operations.md"
 PROBE = Path(__file__).with_name("fresh_project_probe.py")
 APPS = ("quotas", "plans", "usage", "adaptive", "dashboard")
 #: Generous: a cold pip cache downloads Django, DRF and redis-py (the bare wheel: no hiredis, which is an extra).
@@ -104,11 +106,11 @@ INSTALLED_APPS += ["shop.plans", "shop.usage"]
 """
 
 
-def docs_snippet(name: str) -> str:
-    """The Python block of the Getting started page between ``<!-- name:start/end -->``, verbatim."""
-    text = GETTING_STARTED.read_text(encoding="utf-8")
+def docs_snippet(name: str, page: Path = GETTING_STARTED) -> str:
+    """The Python block of ``page`` (Getting started by default) between ``<!-- name:start/end -->``, verbatim."""
+    text = page.read_text(encoding="utf-8")
     found = re.search(rf"<!-- {name}:start -->\n```python\n(.*?)```\n<!-- {name}:end -->", text, re.DOTALL)
-    assert found, f"{GETTING_STARTED.name} has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
+    assert found, f"{page.name} has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
     return found.group(1)
 
 
@@ -161,6 +163,22 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
+@pytest.fixture(scope="module")
+def venv_adaptive(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtualenv with the wheel and its ``[adaptive]`` extra (celery, psutil), as the Operations page asks
+    for the dashboard."""
+    venv = tmp_path_factory.mktemp("venv-adaptive") / "env"
+    created = run([sys.executable, "-m", "venv", venv], venv.parent, 300, clean_env())
+    assert created.returncode == 0, created.stderr
+    requirement = f"{wheel}[adaptive]"
+    installed = run(
+        [venv / "bin/python", "-m", "pip", "install", requirement], venv.parent, PIP_TIMEOUT, clean_env(venv)
+    )
+    if installed.returncode != 0:
+        pip_failed(f"pip install {wheel.name}[adaptive]", installed)
+    return venv
+
+
 @dataclass
 class Project:
     """A project made by ``django-admin startproject fresh`` in the fresh virtualenv."""
@@ -204,6 +222,12 @@ class Project:
 @pytest.fixture
 def project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Project:
     """A new project with the Getting started page's settings pasted in, migrated."""
+    return new_project(venv, tmp_path, redis_server)
+
+
+def new_project(venv: Path, tmp_path: Path, redis_server: RedisServer, *snippets: tuple[str, str]) -> Project:
+    """A new project in ``venv`` with the Getting started page's settings, then ``snippets`` ((file, marker)
+    pairs of the Operations page) pasted in, migrated."""
     site = tmp_path / "site"
     site.mkdir()
     started = run([venv / "bin/django-admin", "startproject", "fresh", site], site, 120, clean_env(venv))
@@ -213,6 +237,8 @@ def project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Project:
     project.append("fresh/settings.py", TEST_SETTINGS.format(redis_url=redis_server.url))
     (site / "fresh/ping.py").write_text(PING_VIEW, encoding="utf-8")
     project.append("fresh/urls.py", TEST_URLS)
+    for relative, marker in snippets:
+        project.append(relative, docs_snippet(marker, OPERATIONS))
     shutil.copy(PROBE, site / PROBE.name)
     migrated = project.manage("migrate", "--noinput")
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
@@ -335,3 +361,23 @@ def test_our_apps_install_beside_the_projects_own_plans_and_usage_apps(project: 
     }
     assert result["rows"] == {"plans.Plan": 1, "quota_plans.Plan": 1}, result["rows"]
     assert set(result["admin"].values()) == {200}, result["admin"]
+
+
+def test_the_operations_page_mounts_the_views(venv_adaptive: Path, tmp_path: Path, redis_server: RedisServer):
+    """With the Operations page's apps, middleware and URLs pasted in (and the [adaptive] extra installed), check
+    and migrate pass and every mounted view answers: /healthz to anyone, /metrics, the dashboard and the usage
+    API to staff only, the usage page's sign-in form to anyone."""
+    project = new_project(
+        venv_adaptive, tmp_path, redis_server,
+        ("fresh/settings.py", "fresh-project-ops-settings"), ("fresh/urls.py", "fresh-project-ops-urls"),
+    )  # fmt: skip
+    project.ok("check")
+    result = project.probe("mounted")
+    assert result["anonymous"]["/healthz"] == 200
+    assert result["anonymous"]["/usage/"] == 200  # the sign-in form
+    assert result["anonymous"]["/metrics"] in (401, 403)
+    assert result["anonymous"]["/dashboard/"] in (302, 403)  # to the admin's sign-in
+    assert {path: status for path, status in result["staff"].items() if path != "/api/v1/usage/"} == {
+        "/healthz": 200, "/metrics": 200, "/dashboard/": 200, "/usage/": 200,
+    }  # fmt: skip
+    assert result["staff"]["/api/v1/usage/"] == 200
