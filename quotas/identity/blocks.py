@@ -96,11 +96,5 @@ def lift(runtime: Runtime, tag: str) -> bool:
     Returns whether there was anything to lift. Raises :class:`StoreUnavailable`.
     """
     kind = kind_of(tag)
-    windows = windows_of(kind) if kind else ()
-    keys = runtime.redis_store.keys_of(tag)
-    try:
-        removed = runtime.redis.hdel(keys.bucket, *(keys.field(w.state_field) for w in windows)) if windows else 0
-    except STORE_ERRORS as exc:
-        raise StoreUnavailable(f"lifting the block of {tag} failed: {exc}") from exc
-    runtime.rules.invalidate()  # other processes drop the blocks they remembered
-    return bool(removed)
+    # Its failed-authentication windows only; every process drops the blocks it remembered.
+    return bool(runtime.reset_client(tag, windows_of(kind) if kind else ()))

