@@ -1,8 +1,10 @@
 """The platform's settings: everything lives in the ``QUOTAS`` dict in Django settings.
 
-Read through :data:`quota_settings`; every attribute is looked up in
-``settings.QUOTAS`` on each access (so ``override_settings`` works and nothing
-is captured at import time), falling back to the defaults of
+Read through :data:`quota_settings`; an attribute is looked up in
+``settings.QUOTAS`` on first access and kept until Django's
+``setting_changed`` signal says ``QUOTAS`` changed (as DRF's ``api_settings``
+does, so ``override_settings`` works and nothing is captured at import time),
+falling back to the defaults of
 :data:`quotas.settings_spec.SETTINGS`, where every setting is described once
 (type, default, allowed values, check id, hint, doc). A concern with several
 settings is a nested dict (:data:`SECTIONS`): ``QUOTAS['METRICS']``,
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 
 from quotas.setting import defaults
 from quotas.settings_spec import SETTINGS
@@ -32,10 +35,15 @@ SECTIONS = tuple(s.name for s in SETTINGS if s.keys)
 class QuotaSettings:
     """Attribute access to ``settings.QUOTAS`` with :data:`DEFAULTS` filled in.
 
-    A section (``quota_settings.METRICS``) is a new dict: its defaults, then
-    the project's ``QUOTAS[section]``. A section that is not a dict reads as
-    its defaults (system check quotas.E034 reports it).
+    A section (``quota_settings.METRICS``) is a new dict on every access: its
+    defaults, then the project's ``QUOTAS[section]``. A section that is not a
+    dict reads as its defaults (system check quotas.E034 reports it). Other
+    values are kept once read (several are read on every request), until
+    :meth:`reload`.
     """
+
+    def __init__(self) -> None:
+        self._cached: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
@@ -44,12 +52,21 @@ class QuotaSettings:
         if not isinstance(user, dict):
             user = {}
         if name not in SECTIONS:
-            return user.get(name, DEFAULTS[name])
+            value = self._cached[name] = user.get(name, DEFAULTS[name])
+            # Found in the instance's __dict__ from now on: __getattr__ is not called again until reload().
+            setattr(self, name, value)
+            return value
         given = user.get(name)
         values = dict(DEFAULTS[name])
         if isinstance(given, dict):
             values.update(given)
         return values
+
+    def reload(self) -> None:
+        """Forget the values read so far (``QUOTAS`` changed)."""
+        for name in self._cached:
+            delattr(self, name)
+        self._cached.clear()
 
     def user_settings(self) -> Any:
         """The raw ``QUOTAS`` value from Django settings (for checks); ``{}`` when unset."""
@@ -58,3 +75,11 @@ class QuotaSettings:
 
 
 quota_settings = QuotaSettings()
+
+
+def _reload(*, setting: str, **kwargs: object) -> None:
+    if setting == "QUOTAS":
+        quota_settings.reload()
+
+
+setting_changed.connect(_reload, weak=False, dispatch_uid="quotas-conf-reload")

@@ -21,6 +21,10 @@
     every client may accept. The units this request took are in the
     vendor-prefixed ``quotas-weight`` parameter of its ``RateLimit`` item.
 
+  The texts that never change for a window (its policy item, the start of its
+  ``RateLimit`` item) are compiled with it, once per rules snapshot
+  (:class:`quotas.rules.snapshot.Window`).
+
 - ``X-RateLimit-Limit/Remaining/Reset`` (Reset as epoch seconds) for the most
   restrictive window, for clients written against GitHub-style headers.
 """
@@ -35,34 +39,23 @@ from quotas.conf import quota_settings
 if TYPE_CHECKING:
     from quotas.store.decision import Decision, WindowState
 
-CONCURRENT_REQUESTS = '"concurrent-requests"'
-REQUESTS = '"requests"'
-
-
 def policy_item(state: WindowState, decision: Decision) -> str:
-    """The window's ``RateLimit-Policy`` item: its full quota, unit and window."""
+    """The window's ``RateLimit-Policy`` item: its full quota, unit and window (compiled with the window)."""
     window = state.window
-    item = f"{window.policy_sf};q={window.quota}"
-    if window.algorithm == "concurrency":
-        return f"{item};qu={CONCURRENT_REQUESTS}"
-    if decision.weighted(window):
-        item += f";qu={REQUESTS}"
-    if window.period:
-        return f'{item};quotas-period="{window.period}"'
-    return f"{item};w={window.window}"
+    return window.policy_item_units if decision.weighted(window) else window.policy_item
 
 
 def state_item(state: WindowState, decision: Decision) -> str:
     """The window's ``RateLimit`` item: what remains of it, and when more is back."""
     window = state.window
-    item = f"{window.state_prefix}{max(0, state.remaining or 0)}"
-    if window.algorithm == "concurrency":
+    remaining = state.remaining or 0
+    item = f"{window.state_prefix}{remaining if remaining > 0 else 0}"
+    if window.algorithm != "concurrency":
+        item += f";t={math.ceil(state.reset_us / 1e6)}"
+    elif not state.ok and state.retry_us is not None:
         # Leases come back when requests end, at no known time: ``t`` only on a refusal,
         # where it is the Retry-After hint (the draft: Retry-After not before ``t``).
-        if not state.ok and state.retry_us is not None:
-            item += f";t={math.ceil(state.retry_us / 1e6)}"
-    else:
-        item += f";t={math.ceil(state.reset_us / 1e6)}"
+        item += f";t={math.ceil(state.retry_us / 1e6)}"
     if decision.weighted(window):
         item += f";quotas-weight={decision.units(window)}"
     return item
@@ -88,7 +81,8 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
         headers["RateLimit"] = ", ".join(current)
     top = decision.most_restrictive() if quota_settings.LEGACY_HEADERS else None
     if top is not None:
+        remaining = top.remaining or 0
         headers["X-RateLimit-Limit"] = str(top.quota)
-        headers["X-RateLimit-Remaining"] = str(max(0, top.remaining or 0))
+        headers["X-RateLimit-Remaining"] = str(remaining if remaining > 0 else 0)
         headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + top.reset_us / 1e6))
     return headers

@@ -47,8 +47,12 @@ class Window:
     currency: str = ""  # budgets only: quota and state are micro-units of this currency
     spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
-    # Header text that never changes for a window, made once here rather than on every response.
+    # Header text that never changes for a window, made once here rather than on every response
+    # (quotas.http.headers puts them together).
     advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
+    counts_requests: bool = field(init=False, compare=False, repr=False)  # one unit a request, whatever its weight
+    policy_item: str = field(init=False, compare=False, repr=False)  # its RateLimit-Policy item
+    policy_item_units: str = field(init=False, compare=False, repr=False)  # ... for a request of other than 1 unit
     state_prefix: str = field(init=False, compare=False, repr=False)  # the start of its RateLimit item
 
     def __post_init__(self) -> None:
@@ -61,6 +65,10 @@ class Window:
         object.__setattr__(self, "policy_sf", policy_sf)
         # Shadow windows never refuse and budgets count money, so neither is advertised.
         object.__setattr__(self, "advertised", not self.shadow and self.algorithm != "budget")
+        object.__setattr__(self, "counts_requests", self.algorithm in ("period_requests", "concurrency"))
+        one, units = _policy_items(self, policy_sf)
+        object.__setattr__(self, "policy_item", one)
+        object.__setattr__(self, "policy_item_units", units)
         object.__setattr__(self, "state_prefix", policy_sf + ";r=")
 
     @property
@@ -178,6 +186,26 @@ class LimitRule:
         object.__setattr__(copy, "anchor_day", day)
         object.__setattr__(copy, "windows", tuple(copy._compile()))
         return copy
+
+
+def _policy_items(window: Window, policy_sf: str) -> tuple[str, str]:
+    """A window's ``RateLimit-Policy`` item (docs/responses.md): for a request taking one unit of it, and for one
+    taking other than one (its unit is then said: ``qu="requests"``, the closest registered unit).
+
+    ``q`` is always the full quota (an adaptive multiplier shows in ``r``); ``w`` only for a window of fixed
+    length: a concurrency limit has none (``qu="concurrent-requests"``), and a calendar period names itself
+    in ``quotas-period`` (a month is 28 to 31 days).
+    """
+    item = f"{policy_sf};q={window.quota}"
+    if window.algorithm == "concurrency":
+        item += ';qu="concurrent-requests"'
+        return item, item
+    length = f';quotas-period="{window.period}"' if window.period else f";w={window.window}"
+    units = f'{item};qu="requests"{length}'
+    if window.algorithm == "period_quota":  # always counts units
+        return units, units
+    one = item + length
+    return one, one if window.counts_requests else units
 
 
 def sf_string(value: str) -> str:

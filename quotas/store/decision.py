@@ -14,8 +14,6 @@ from quotas.rules.snapshot import Window
 from quotas.store.protocol import Algorithm
 
 _US = 1_000_000
-#: Algorithms that count one per request whatever its weight (see decide.lua).
-_COUNTS_REQUESTS = frozenset({"period_requests", "concurrency"})
 
 
 # Not frozen, as the service's Facts: a frozen dataclass's __init__ costs more, on every request.
@@ -105,7 +103,7 @@ class Decision:
         Period requests and concurrency count requests whatever the weight;
         other windows count the request's weight, else the window's own.
         """
-        if window.algorithm in _COUNTS_REQUESTS:
+        if window.counts_requests:
             return 1
         return window.weight if self.weight is None else self.weight
 
@@ -115,7 +113,7 @@ class Decision:
         A period quota always counts units; another window does when this
         request takes other than one unit from it.
         """
-        if window.algorithm in _COUNTS_REQUESTS:
+        if window.counts_requests:
             return False
         return window.algorithm == "period_quota" or self.units(window) != 1
 
@@ -169,14 +167,13 @@ class Decision:
 
         Budgets count money, not requests, so they are never shown there.
         """
-        rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
-        if rate_denials:
-            return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
-        enforced = [
-            s for s in self.states if not s.window.shadow and not s.window.is_budget and s.remaining is not None
-        ]
-        if not enforced:
-            return None
+        if not self.allowed:
+            rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
+            if rate_denials:
+                return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
+        enforced = [s for s in self.states if s.window.advertised and s.remaining is not None]
+        if len(enforced) < 2:
+            return enforced[0] if enforced else None
         return min(enforced, key=lambda s: ((s.remaining or 0) / max(s.quota, 1), -s.reset_us))
 
 
