@@ -39,6 +39,7 @@ from quotas.conf import quota_settings
 if TYPE_CHECKING:
     from quotas.store.decision import Decision, WindowState
 
+
 def policy_item(state: WindowState, decision: Decision) -> str:
     """The window's ``RateLimit-Policy`` item: its full quota, unit and window (compiled with the window)."""
     window = state.window

@@ -172,8 +172,10 @@ class Decision:
             if rate_denials:
                 return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
         enforced = [s for s in self.states if s.window.advertised and s.remaining is not None]
-        if len(enforced) < 2:
-            return enforced[0] if enforced else None
+        if not enforced:
+            return None
+        if len(enforced) == 1:
+            return enforced[0]
         return min(enforced, key=lambda s: ((s.remaining or 0) / max(s.quota, 1), -s.reset_us))
 
 
