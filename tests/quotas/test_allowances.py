@@ -56,6 +56,22 @@ def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_c
     assert get_runtime().store.peek("{c}", wins).states[0].remaining == 989
 
 
+def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_that_reach_redis(set_quotas):
+    """The client's rate counts the requests its allowances served. The first request reads as 10 a second
+    (one within the shortest span, 0.1 s) and takes 10 requests' units; the next call to Redis comes after 11
+    requests, so it asks for at least 22 (11 in at most half a second). Counting only the calls that reached
+    Redis (2) would ask for 20 at most: allowances stuck near the square root of rate x horizon."""
+    set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=1.0, SHARE=0.5, MAX_REQUESTS=1000)
+    wins = windows("100000/hour")
+    started = time.monotonic()
+    decisions = [ask("{c}", wins) for _ in range(12)]
+    assert time.monotonic() - started < 0.5  # else the rate is lower than this test reckons
+    grants = [d.granted for d in decisions if not d.allowance]
+    assert grants[0] == 10
+    assert [d.allowance for d in decisions] == [False] + [True] * 9 + [False, True]
+    assert grants[1] > 20
+
+
 def test_an_allowance_is_cut_to_a_share_of_what_is_left(busy):
     """With 9 left after the request, half of that (4) plus the request itself: 5 requests' units."""
     wins = windows("20/hour")
