@@ -331,7 +331,7 @@ def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState
     """The state of ``window`` from its part of decide.lua's reply, at the quota the multiplier left."""
     return WindowState(
         window,
-        ok=reply.ok,
+        ok=reply.ok == 1,
         remaining=reply.remaining,
         reset_us=reply.reset_us,
         retry_us=None if reply.retry_us == NEVER else reply.retry_us,
