@@ -48,6 +48,8 @@ OURS = {
     "quota_1": ((rules.ONE_LIMIT,), f"{rules.PLAN_ID}|{rules.ONE_LIMIT_SCOPE}"),
     "quota_1_swc": ((rules.ONE_SWC_LIMIT,), f"{rules.PLAN_ID}|{rules.ONE_SWC_SCOPE}"),
     "quota_5": (rules.FIVE_LIMITS, f"{rules.PLAN_ID}|{rules.FIVE_LIMITS_SCOPE}"),
+    # What counting usage exactly, in the same call, costs: a metered=False decision (the usage API's own).
+    "quota_1_nousage": ((rules.ONE_LIMIT,), ""),
 }
 VARIANTS = (*OURS, "limits_swc")
 SCRIPT_CALLS = ("cmdstat_fcall", "cmdstat_evalsha")

@@ -47,6 +47,7 @@ REDIS_COST_LABELS = {
     "quota_1": "QuotaThrottle's decision, 1 limit (token bucket)",
     "quota_1_swc": "QuotaThrottle's decision, 1 limit (sliding window counter)",
     "quota_5": "QuotaThrottle's decision, 5 limits",
+    "quota_1_nousage": "the 1-limit decision with usage not counted",
     "limits_swc": "limits sliding window counter",
 }
 SCALE_LABELS = {
