@@ -40,6 +40,18 @@ def test_quota_settings_read_the_description():
     assert quota_settings.USAGE_FLUSH == {"BATCH_SIZE": 500, "BATCH_DELAY": 0.0}
 
 
+def test_a_value_read_once_is_read_again_when_quotas_changes(settings):
+    """quota_settings keeps what it read until Django says QUOTAS changed (override_settings, the settings
+    fixture): never a stale value, and not settings.QUOTAS again on every request."""
+    settings.QUOTAS = {**settings.QUOTAS, "API_KEY_HEADER": "X-First"}
+    assert quota_settings.API_KEY_HEADER == "X-First"
+    assert "API_KEY_HEADER" in vars(quota_settings)  # kept: the next read does not look in settings.QUOTAS
+    settings.QUOTAS = {**settings.QUOTAS, "API_KEY_HEADER": "X-Second"}
+    assert quota_settings.API_KEY_HEADER == "X-Second"
+    settings.QUOTAS = {}
+    assert quota_settings.API_KEY_HEADER == DEFAULTS["API_KEY_HEADER"]
+
+
 def seconds(**bounds) -> Setting:
     return Setting("T", float, 1.0, doc="d", check_id="quotas.E005", hint="h", kind="a number of seconds", **bounds)
 
