@@ -167,10 +167,9 @@ class Decision:
 
         Budgets count money, not requests, so they are never shown there.
         """
-        if not self.allowed:
-            rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
-            if rate_denials:
-                return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
+        rate_denials = [s for s in self.denying_states() if not s.window.is_budget]
+        if rate_denials:
+            return max(rate_denials, key=lambda s: math.inf if s.retry_us is None else s.retry_us)
         enforced = [s for s in self.states if s.window.advertised and s.remaining is not None]
         if not enforced:
             return None

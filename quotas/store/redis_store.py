@@ -348,12 +348,5 @@ def _day(now: float) -> tuple[int, str]:
     The scripts check it against the Redis server's clock and compute the
     date themselves only when the two disagree (around midnight).
     """
-    global _today
     days = int(now // 86400)
-    if _today[0] != days:  # once a day: formatting the date was 1 of the 50 us of Python a decision costs
-        _today = (days, time.strftime("%Y%m%d", time.gmtime(days * 86400)))
-    return _today
-
-
-#: The last day :func:`_day` formatted.
-_today: tuple[int, str] = (-1, "")
+    return days, time.strftime("%Y%m%d", time.gmtime(days * 86400))
