@@ -42,9 +42,6 @@ class QuotaSettings:
     :meth:`reload`.
     """
 
-    def __init__(self) -> None:
-        self._cached: dict[str, Any] = {}
-
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
             raise AttributeError(f"Invalid QUOTAS setting: {name!r}")
@@ -52,7 +49,7 @@ class QuotaSettings:
         if not isinstance(user, dict):
             user = {}
         if name not in SECTIONS:
-            value = self._cached[name] = user.get(name, DEFAULTS[name])
+            value = user.get(name, DEFAULTS[name])
             # Found in the instance's __dict__ from now on: __getattr__ is not called again until reload().
             # A request reads four or five settings. make bench --quick --only latency,hot, 2026-11-25, the
             # code before and after (this and the header texts compiled per window), alternately twice: one
@@ -66,10 +63,9 @@ class QuotaSettings:
         return values
 
     def reload(self) -> None:
-        """Forget the values read so far (``QUOTAS`` changed)."""
-        for name in self._cached:
+        """Forget the values read so far (``QUOTAS`` changed): the next read of each calls __getattr__ again."""
+        for name in [n for n in vars(self) if n in DEFAULTS]:
             delattr(self, name)
-        self._cached.clear()
 
     def user_settings(self) -> Any:
         """The raw ``QUOTAS`` value from Django settings (for checks); ``{}`` when unset."""
