@@ -120,6 +120,22 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "config.wsgi.application"
 
+
+
+def _use_pure_python_mysql_driver() -> None:
+    """Let Django's MySQL backend run on PyMySQL where mysqlclient is not installed.
+
+    mysqlclient compiles against the MySQL client library; PyMySQL is pure Python, so a machine with
+    Python alone can reach MariaDB or MySQL (the usage flush's MariaDB tests do).
+    """
+    try:
+        import MySQLdb  # noqa: F401  (mysqlclient, when a deployment installed it)
+    except ImportError:
+        import pymysql
+
+        pymysql.install_as_MySQLdb()
+
+
 # SQLite by default; DATABASE_URL=postgres://... selects PostgreSQL with
 # Django's native psycopg pool (which requires persistent connections off).
 DATABASE_URL = env.str("DATABASE_URL", default="")
@@ -133,6 +149,8 @@ if DATABASE_URL:
             "max_size": env.int("DB_POOL_MAX_SIZE", default=10),
             "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
         }
+    if _db["ENGINE"] == "django.db.backends.mysql":
+        _use_pure_python_mysql_driver()
     DATABASES = {"default": _db}
 else:
     DATABASES = {

@@ -230,7 +230,9 @@ class APIKeyAdmin(admin.ModelAdmin):
     list_display = ("prefix", "name", "subscription", "created_at", "expires_at", "last_used_at", "revoked_at")
     list_filter = ("subscription__plan",)
     search_fields = ("prefix", "name", "subscription__name")
-    readonly_fields = ("prefix", "created_at", "last_used_at")
+    # A key's subscription is fixed when it is issued (APIKey.clean): changing it would let anyone who may
+    # change keys make their own key authenticate as another customer.
+    readonly_fields = ("prefix", "subscription", "created_at", "last_used_at")
     fields = ("prefix", "name", "subscription", "expires_at", "revoked_at", "created_at", "last_used_at")
     actions = ["revoke"]
 
@@ -238,9 +240,15 @@ class APIKeyAdmin(admin.ModelAdmin):
         return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: APIKey | None = None) -> tuple[str, ...]:
-        # Revocation is final (APIKey.clean): once set, the field is shown, not offered.
+        # Revocation and a reached expiry are final (APIKey.clean): the field is then shown, not offered.
+        # Judged on the stored key: a form that failed validation has already written its values into ``obj``.
         readonly = tuple(super().get_readonly_fields(request, obj))
-        return (*readonly, "revoked_at") if obj is not None and obj.revoked_at is not None else readonly
+        stored = APIKey.objects.filter(pk=obj.pk).first() if obj is not None else None
+        if stored is not None and stored.revoked_at is not None:
+            readonly = (*readonly, "revoked_at")
+        if stored is not None and stored.is_expired:
+            readonly = (*readonly, "expires_at")
+        return readonly
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         # Django allows a filter on any field of the model in the changelist's query string:

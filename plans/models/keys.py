@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -61,21 +62,39 @@ class APIKey(models.Model):
         return key, raw
 
     def clean(self) -> None:
+        stored = self._stored_state()
+        # A key authenticates as its subscription: moving it would hand whoever holds it another customer's
+        # usage and budget. Whoever needs access to another subscription gets a key issued for it.
+        if stored is not None and stored["subscription_id"] != self.subscription_id:
+            raise ValidationError({"subscription": "A key belongs to the subscription it was issued for."})
         # Only a change can be checked against the clock: an expiry already past when it is set is a typo.
-        if self.expires_at is not None and self.expires_at <= timezone.now() and self._expiry_changed():
+        if self.expires_at is not None and self.expires_at <= timezone.now() and self._expiry_changed(stored):
             raise ValidationError({"expires_at": "This moment is in the past: the key would never work."})
+        # Expiry, once reached, is final like revocation: bringing a key back is issuing one (the permission
+        # quota_plans.add_apikey), not editing one, and every copy of the old key would come back with it.
+        if stored is not None and self._expiry_changed(stored) and _has_passed(stored["expires_at"]):
+            raise ValidationError({"expires_at": "An expired key stays expired: issue a new key instead."})
         # Revocation is final: bringing a key back would bring back every sign-in and copy of it that revoking
         # ended. Whoever should use the API again gets a new key.
-        if self.revoked_at is None and self.pk is not None and self._stored("revoked_at") is not None:
+        if self.revoked_at is None and stored is not None and stored["revoked_at"] is not None:
             raise ValidationError({"revoked_at": "A revoked key stays revoked: issue a new key instead."})
 
-    def _stored(self, field: str) -> object:
-        return type(self).objects.filter(pk=self.pk).values_list(field, flat=True).first()
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The admin and forms call clean(); code that saves directly must not move a key either.
+        update_fields = kwargs.get("update_fields")
+        if self.pk is not None and (update_fields is None or "subscription" in update_fields):
+            stored = self._stored_state()
+            if stored is not None and stored["subscription_id"] != self.subscription_id:
+                raise ValidationError({"subscription": "A key belongs to the subscription it was issued for."})
+        super().save(*args, **kwargs)
 
-    def _expiry_changed(self) -> bool:
+    def _stored_state(self) -> dict[str, Any] | None:
         if self.pk is None:
-            return True
-        return self._stored("expires_at") != self.expires_at
+            return None
+        return type(self).objects.filter(pk=self.pk).values("subscription_id", "expires_at", "revoked_at").first()
+
+    def _expiry_changed(self, stored: dict[str, Any] | None) -> bool:
+        return stored is None or stored["expires_at"] != self.expires_at
 
     @property
     def is_expired(self) -> bool:
@@ -90,3 +109,7 @@ class APIKey(models.Model):
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
+
+
+def _has_passed(moment: datetime | None) -> bool:
+    return moment is not None and moment <= timezone.now()

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin import site as admin_site
 from django.contrib.auth.models import Permission
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 from django.utils import timezone
 
@@ -168,3 +168,74 @@ def test_changing_a_subscription_does_not_reach_its_keys_without_change_apikey(w
     key.refresh_from_db()
     assert key.revoked_at is not None
     assert key.name == "renamed"
+
+
+def key_form(key: APIKey, **changes: object) -> dict[str, object]:
+    """The key's change form as the admin posts it, with ``changes`` on top."""
+    data: dict[str, object] = {"name": key.name, "expires_at_0": "", "expires_at_1": ""}
+    data.update({"revoked_at_0": "", "revoked_at_1": ""})
+    data.update(changes)
+    return data
+
+
+def test_who_may_change_keys_cannot_move_their_own_key_to_another_customer(world):
+    """A staff member with only quota_plans.change_apikey cannot make their key authenticate as another
+    customer: the subscription is shown, not offered, and a POST naming another one changes nothing."""
+    mine = SubscriptionFactory(plan=world["free"], name="staff's own")
+    issue_key(mine)
+    key = APIKey.objects.get(subscription=mine)
+    customer = world["sub"]
+    editor = staff_with("view_apikey", "change_apikey")
+    page = editor.get(f"/admin/quota_plans/apikey/{key.pk}/change/")
+    assert page.status_code == 200
+    assert 'name="subscription"' not in page.content.decode()
+
+    response = editor.post(f"/admin/quota_plans/apikey/{key.pk}/change/", key_form(key, subscription=customer.pk))
+    assert response.status_code == 302
+    key.refresh_from_db()
+    assert key.subscription_id == mine.pk
+
+
+def test_a_key_cannot_be_moved_in_code_either(world):
+    """The model refuses it too, so no form or script can move a key."""
+    key = world["key"]
+    key.subscription = SubscriptionFactory(plan=world["pro"])
+    with pytest.raises(ValidationError, match="issued for"):
+        key.full_clean()
+    with pytest.raises(ValidationError, match="issued for"):
+        key.save()
+    assert APIKey.objects.get(pk=key.pk).subscription_id == world["sub"].pk
+
+
+def test_an_expired_key_cannot_be_revived_by_clearing_its_expiry(world):
+    """Expiry, once reached, is final: the key page shows it read-only, and a POST clearing it changes nothing."""
+    key = world["key"]
+    APIKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    editor = staff_with("view_apikey", "change_apikey")
+    page = editor.get(f"/admin/quota_plans/apikey/{key.pk}/change/")
+    assert 'name="expires_at_0"' not in page.content.decode()
+    assert editor.post(f"/admin/quota_plans/apikey/{key.pk}/change/", key_form(key)).status_code == 302
+    key.refresh_from_db()
+    assert key.is_expired
+
+
+def test_nor_through_its_subscription_page(world):
+    """The subscription page's key rows go through the same rule: a validation message, the key unchanged."""
+    sub, key = world["sub"], world["key"]
+    expired_at = timezone.now() - timedelta(minutes=1)
+    APIKey.objects.filter(pk=key.pk).update(expires_at=expired_at)
+    keeper = staff_with("view_subscription", "change_subscription", "view_apikey", "change_apikey")
+    data = {
+        "name": sub.name, "plan": sub.plan_id, "started_on": str(sub.started_on), "is_active": "on",
+        "overrides-TOTAL_FORMS": "0", "overrides-INITIAL_FORMS": "0",
+        "budgets-TOTAL_FORMS": "0", "budgets-INITIAL_FORMS": "0",
+        "api_keys-TOTAL_FORMS": "1", "api_keys-INITIAL_FORMS": "1", "api_keys-0-id": key.pk,
+        "api_keys-0-subscription": sub.pk, "api_keys-0-name": key.name,
+        "api_keys-0-revoked_at_0": "", "api_keys-0-revoked_at_1": "",
+        "api_keys-0-expires_at_0": "", "api_keys-0-expires_at_1": "",
+    }  # fmt: skip
+    page = keeper.post(f"/admin/quota_plans/subscription/{sub.pk}/change/", data)
+    assert page.status_code == 200
+    assert "An expired key stays expired" in page.content.decode()
+    key.refresh_from_db()
+    assert key.expires_at == expired_at

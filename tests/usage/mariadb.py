@@ -35,19 +35,19 @@ class MariaDB:
 
     def _connect(self) -> Any:
         try:
-            import MySQLdb  # the driver Django's MySQL backend uses (mysqlclient, requirements-dev.txt)
+            import pymysql  # pure Python (requirements-dev.txt); config.settings gives it to Django as MySQLdb
         except ImportError as exc:
-            raise Unavailable(f"needs the mysqlclient driver (pip install -r requirements-dev.txt): {exc}") from exc
+            raise Unavailable(f"needs the PyMySQL driver (pip install -r requirements-dev.txt): {exc}") from exc
         url = urlsplit(self.server_url)
         try:
-            return MySQLdb.connect(
+            return pymysql.connect(
                 host=url.hostname or "127.0.0.1",
                 port=url.port or 3306,
                 user=unquote(url.username or "root"),
                 password=unquote(url.password or ""),
                 connect_timeout=5,
             )
-        except MySQLdb.OperationalError as exc:
+        except pymysql.OperationalError as exc:
             raise Unavailable(f"needs MariaDB or MySQL at {self.server_url} (set MARIADB_URL): {exc}") from exc
 
     def create(self) -> MariaDB:

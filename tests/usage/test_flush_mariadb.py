@@ -2,7 +2,7 @@
 
 The requests go through the real throttle in this process (its own database, its own Redis); the
 flush runs in a project process whose database is a throwaway one on the machine's MariaDB
-(``MARIADB_URL``, see tests/usage/mariadb.py). Without the mysqlclient driver or a reachable server
+(``MARIADB_URL``, see tests/usage/mariadb.py). Without the PyMySQL driver or a reachable server
 these tests are skipped, or failed when QUOTAS_REQUIRE_SERVICES=1. The upsert's rules are also run step
 by step on MariaDB and on the session's own database, which must agree.
 """
