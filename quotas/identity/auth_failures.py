@@ -285,6 +285,11 @@ def on_login_failed(sender: Any, credentials: dict[str, Any], request: Any = Non
     """``user_login_failed`` receiver: count the failure against what the attempt counts against."""
     if request is None:
         return
+    if refused_for(_http(request)):
+        # FailedAuthBackend refused the attempt before any password was checked, and Django sends this signal
+        # after its PermissionDenied all the same. A refused attempt is not a failure: counting it against the
+        # username would let one blocked address lock out every username it names.
+        return
     wait = failed_auth.record(*password_tags(request, credentials.get("username")))
     if wait:
         refuse(request, wait)

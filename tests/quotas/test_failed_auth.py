@@ -280,3 +280,39 @@ def test_a_public_peer_or_a_trusted_proxy_is_not_warned_about(free, caplog, monk
     set_quotas(TRUSTED_PROXIES=["127.0.0.1/32"])
     APIClient().get("/api/demo/ping", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.31")
     assert not [r for r in caplog.records if "loopback or private" in r.getMessage()]
+
+
+def test_sign_ins_refused_for_their_address_count_against_no_username(free, tight, redis_client):
+    """One address that used up its limit cannot lock usernames out: an attempt refused for the address
+    counts nothing and writes nothing, so each user still signs in from another address."""
+    for name in ("alice", "bob", "carol"):
+        UserFactory(username=name, password=PASSWORD)
+    api = APIClient()
+    for i in range(3):  # the address limit (3), spent on usernames nobody has
+        wrong = api.get("/api/v1/usage/", HTTP_AUTHORIZATION=basic(f"spray{i}", "x"), REMOTE_ADDR="203.0.113.20")
+        assert wrong.status_code == 401
+    keys_before = set(redis_client.scan_iter())
+    for name in ("alice", "bob", "carol"):
+        for _ in range(2):  # the username limit (2): refused for the address, so not counted against the name
+            refused = api.get("/api/v1/usage/", HTTP_AUTHORIZATION=basic(name, "x"), REMOTE_ADDR="203.0.113.20")
+            assert_throttled_problem(refused)
+    # A spray of usernames from the blocked address writes no Redis key.
+    for i in range(20):
+        api.get("/api/v1/usage/", HTTP_AUTHORIZATION=basic(f"random{i}", "x"), REMOTE_ADDR="203.0.113.20")
+    assert set(redis_client.scan_iter()) == keys_before
+    for name in ("alice", "bob", "carol"):
+        ok = api.get("/api/v1/usage/", HTTP_AUTHORIZATION=basic(name, PASSWORD), REMOTE_ADDR="198.51.100.20")
+        assert ok.status_code == 200, name
+
+
+def test_admin_sign_ins_refused_for_their_address_count_against_no_username(tight):
+    """The same through the admin's login form: the owner signs in from elsewhere with a new browser."""
+    UserFactory(username="ops", password=PASSWORD, is_staff=True)
+    guesser = Client(REMOTE_ADDR="203.0.113.21")
+    url = "/admin/login/?next=/admin/"
+    for i in range(3):
+        assert guesser.post(url, {"username": f"spray{i}", "password": "x"}).status_code == 200
+    for _ in range(3):
+        assert guesser.post(url, {"username": "ops", "password": "x"}).status_code == 429
+    owner = Client(REMOTE_ADDR="198.51.100.21")
+    assert owner.post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
