@@ -23,6 +23,7 @@ from django.db import DatabaseError, close_old_connections, connections
 from quotas import problems
 from quotas.exceptions import RulesUnavailable
 from quotas.observability import metrics
+from quotas.rules.known_keys import KnownKeys
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
 from quotas.store.connect import STORE_ERRORS
 
@@ -113,9 +114,11 @@ class RulesCache:
         # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
         # meanwhile bumps the rules version), so a new key works at once.
         self._unknown_keys = _LRU(UNKNOWN_KEYS_CACHE_SIZE)
-        # Every usable key's hash (its first 64 bits), read only while some address is blocked for failed
-        # authentications (see may_know_key), for the generation it was read in.
-        self._known_keys: tuple[int, frozenset[int]] | None = None
+        # Every usable key's hash prefix, wanted once some address is blocked for failed authentications here
+        # (see may_know_key), and built off the request path, one build at a time in this process.
+        self._known_keys: KnownKeys | None = None
+        self._known_keys_wanted = False
+        self._known_keys_building = threading.Lock()
 
     def current(self) -> RuleSet:
         """The snapshot to decide with (reloaded first if it is stale)."""
@@ -279,37 +282,64 @@ class RulesCache:
         return subscriber
 
     def may_know_key(self, key_hash: str) -> bool:
-        """Whether ``key_hash`` may be a usable API key's, answered without a query per key.
+        """Whether ``key_hash`` may be a usable API key's, answered without a query per guessed key.
 
         For a client address blocked for failed authentications: its unknown keys
         are refused without touching the database, its valid keys answered. The
-        hashes of every usable key (their first 64 bits: a guess matches one by
-        chance about once in 2**64 / keys) are read once per rules generation,
-        the first time a blocked address sends a key; while the database fails,
+        hashes of every usable key (:class:`~quotas.rules.known_keys.KnownKeys`)
+        are read in the background, the first time a blocked address sends a key
+        and again whenever the rules version moves. A key missing from a set read
+        before the version last moved (a key issued since, in any process), or
+        sent before the first set is read, is looked up alone: one query, so a key
+        that authenticates is never refused for its address. That costs a Redis
+        GET of the rules version per key not in the set; while the database fails,
         only keys cached in this process pass.
         """
         if self.backend is None or key_hash in self._unknown_keys:
             return False
         if self._by_key.lookup(key_hash) is not None:
             return True
+        self._known_keys_wanted = True
         known = self._known_keys
-        if known is None or known[0] != self._generation:
-            known = self._load_known_keys()
-        return int(key_hash[:16], 16) in known[1]
-
-    def _load_known_keys(self) -> tuple[int, frozenset[int]]:
-        generation = self._generation
-        backend = self.backend
-        if backend is None:  # the caller asks only with a backend
-            return (generation, frozenset())
+        if known is not None and key_hash in known:
+            return True
+        version = self._read_version()
+        if known is not None and known.version == version and version != "?":
+            return False  # the set is as current as the rules: a guess
+        self.refresh_known_keys()
         try:
-            hashes = frozenset(int(h[:16], 16) for h in self._query(backend.known_key_hashes))
+            return self.subscriber_for_key(key_hash) is not None
         except RulesUnavailable:
-            return (generation, frozenset())  # not kept: tried again at the next blocked request after the backoff
-        known = (generation, hashes)
-        if generation == self._generation:
-            self._known_keys = known
-        return known
+            return False
+
+    @property
+    def known_keys(self) -> KnownKeys | None:
+        """The usable keys' hashes as last read (None: not read in this process)."""
+        return self._known_keys
+
+    def refresh_known_keys(self) -> None:
+        """Read every usable key's hash again, on a thread of its own; at most one read at a time."""
+        if self.backend is None or not self._known_keys_building.acquire(blocking=False):
+            return
+        try:
+            threading.Thread(target=self._read_known_keys, name="quota-known-keys", daemon=True).start()
+        except BaseException:
+            self._known_keys_building.release()
+            raise
+
+    def _read_known_keys(self) -> None:
+        backend = self.backend
+        try:
+            if backend is None:
+                return
+            # The version first: a key issued after the hashes are read moves it, so the set reads as stale.
+            version = self._read_version()
+            self._known_keys = KnownKeys(version, backend.known_key_hashes())
+        except DatabaseError as exc:
+            logger.warning("quotas: the usable API keys could not be read (%s); keys are looked up one by one", exc)
+        finally:
+            connections.close_all()  # this thread's own connection: it serves no request that would close it
+            self._known_keys_building.release()
 
     def _query(self, lookup: Callable[..., Any], *args: Any) -> Any:
         """``lookup(*args)`` on the backend; :class:`RulesUnavailable` while the database fails.
@@ -339,7 +369,11 @@ class RulesCache:
         if self._bump_owed:
             self._bump_version()
         rules = self._rules
-        if rules is not None and not self._stale and self._read_version() != rules.version:
+        version = self._read_version()
+        known = self._known_keys
+        if self._known_keys_wanted and (known is None or known.version != version):
+            self.refresh_known_keys()  # a key issued or revoked since: read them again before a request must ask
+        if rules is not None and not self._stale and version != rules.version:
             self._stale = True
             # What this process remembers (refused clients, failed-authentication blocks) is forgotten when the
             # change is seen, not at the next reload: a process that serves only sign-ins never reloads.

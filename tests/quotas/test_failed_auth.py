@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
 from plans.models import APIKey
-from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
+from quotas.api import get_runtime, hash_api_key
+from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -178,6 +180,20 @@ def signed_in_browser(username: str, address: str) -> Client:
     return browser
 
 
+def wait_for_known_keys(version: str | None = None) -> None:
+    """Wait until this process has read every usable key's hash in the background (as of ``version``)."""
+    rules = get_runtime().rules
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        known = rules.known_keys
+        if known is not None and (version is None or known.version == version):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the usable keys were never read in the background: {known.version if known is not None else None} {version}")
+
+
+# transaction=True: the usable keys are read on a thread of their own, which sees committed rows only.
+@pytest.mark.django_db(transaction=True)
 def test_45_unknown_keys_then_a_valid_key_from_the_same_address_is_admitted(free, django_assert_num_queries):
     """With the default limits (30 per address in 10 minutes): a guesser cannot lock out a customer at its address,
     and once blocked its guesses are refused without a database query."""
@@ -185,6 +201,7 @@ def test_45_unknown_keys_then_a_valid_key_from_the_same_address_is_admitted(free
     codes = [api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="192.0.2.45").status_code
              for i in range(45)]  # fmt: skip
     assert codes == [401] * 30 + [429] * 15
+    wait_for_known_keys()
     with django_assert_num_queries(0):
         assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY="qk_guess_46", REMOTE_ADDR="192.0.2.45"))
     ok = api.get("/api/demo/ping", HTTP_X_API_KEY=good, REMOTE_ADDR="192.0.2.45")
@@ -192,12 +209,43 @@ def test_45_unknown_keys_then_a_valid_key_from_the_same_address_is_admitted(free
     assert ok["RateLimit-Policy"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_key_issued_while_its_address_is_blocked_works_at_once(free, tight):
     api = APIClient()
     for i in range(4):
         api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="192.0.2.46")
     fresh = issue_key(plan=free)  # bumps the rules version: the known keys are read again
     assert api.get("/api/demo/ping", HTTP_X_API_KEY=fresh, REMOTE_ADDR="192.0.2.46").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_another_process_issued_after_the_keys_were_read_is_admitted_at_once(
+    free, tight, set_quotas, redis_client
+):
+    """This process read the usable keys, then another process issued a key and bumped the rules version, which
+    this process's poller has not seen yet (here: it polls once a minute). The new key still authenticates from
+    the blocked address, and the guesses around it are still refused."""
+    set_quotas(RULES_CHECK_INTERVAL=60)
+    sub = SubscriptionFactory(plan=free)
+    api = APIClient()
+    for i in range(4):
+        api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="192.0.2.47")
+    rules = get_runtime().rules
+    wait_for_known_keys()
+    read_at = rules.known_keys.version
+    # What issuing a key in another process does here: the row committed, the version bumped in Redis; no
+    # signal reaches this process.
+    raw = "qk_" + "another-process-issued-this-key-0123456789"
+    APIKey.objects.bulk_create([APIKey(subscription=sub, prefix=raw[:10], key_hash=hash_api_key(raw))])
+    redis_client.incr(rules.version_key)
+    assert rules.known_keys.version == read_at  # this process has not read the keys again yet
+    assert hash_api_key(raw) not in rules.known_keys
+
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY=raw, REMOTE_ADDR="192.0.2.47").status_code == 200
+    assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY="qk_guess_x", REMOTE_ADDR="192.0.2.47"))
+    # The set is read again in the background, and then holds the new key.
+    wait_for_known_keys(version=redis_client.get(rules.version_key).decode())
+    assert hash_api_key(raw) in rules.known_keys
 
 
 def test_36_wrong_passwords_from_12_addresses_do_not_lock_out_the_owners_browser(free):
