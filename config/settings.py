@@ -121,7 +121,6 @@ TEMPLATES = [
 WSGI_APPLICATION = "config.wsgi.application"
 
 
-
 def _use_pure_python_mysql_driver() -> None:
     """Let Django's MySQL backend run on PyMySQL where mysqlclient is not installed.
 

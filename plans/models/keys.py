@@ -50,6 +50,15 @@ class APIKey(models.Model):
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name or self.subscription.name})"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The admin and forms call clean(); code that saves directly must not move a key either.
+        update_fields = kwargs.get("update_fields")
+        if self.pk is not None and (update_fields is None or "subscription" in update_fields):
+            stored = self._stored_state()
+            if stored is not None and stored["subscription_id"] != self.subscription_id:
+                raise ValidationError({"subscription": "A key belongs to the subscription it was issued for."})
+        super().save(*args, **kwargs)
+
     @classmethod
     def issue(
         cls, subscription: Subscription, name: str = "", raw: str | None = None, expires_at: datetime | None = None
@@ -78,15 +87,6 @@ class APIKey(models.Model):
         # ended. Whoever should use the API again gets a new key.
         if self.revoked_at is None and stored is not None and stored["revoked_at"] is not None:
             raise ValidationError({"revoked_at": "A revoked key stays revoked: issue a new key instead."})
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        # The admin and forms call clean(); code that saves directly must not move a key either.
-        update_fields = kwargs.get("update_fields")
-        if self.pk is not None and (update_fields is None or "subscription" in update_fields):
-            stored = self._stored_state()
-            if stored is not None and stored["subscription_id"] != self.subscription_id:
-                raise ValidationError({"subscription": "A key belongs to the subscription it was issued for."})
-        super().save(*args, **kwargs)
 
     def _stored_state(self) -> dict[str, Any] | None:
         if self.pk is None:

@@ -189,7 +189,7 @@ def wait_for_known_keys(version: str | None = None) -> None:
         if known is not None and (version is None or known.version == version):
             return
         time.sleep(0.01)
-    raise AssertionError(f"the usable keys were never read in the background: {known.version if known is not None else None} {version}")
+    raise AssertionError(f"the usable keys were not read again in time (as of version {version})")
 
 
 # transaction=True: the usable keys are read on a thread of their own, which sees committed rows only.
