@@ -11,7 +11,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
-from quotas.django.guard import KEYS, facts_for, failed, finished, rate_rule, refused
+from quotas.django.guard import KEYS, arespond, facts_for, rate_rule, refused, respond
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.rules.rates import parse_rates
 from quotas.service import Facts, Verdict, check, check_async
@@ -107,12 +107,7 @@ def _limited(view: Callable[..., HttpResponse], limit: _ViewLimit) -> Callable[.
         if _answered(verdict, limit.block):
             return refused(request, verdict)
         _mark(request, verdict)
-        try:
-            response = view(request, *args, **kwargs)
-        except BaseException:
-            failed(verdict)
-            raise
-        return finished(request, verdict, response)
+        return respond(request, verdict, lambda: view(request, *args, **kwargs))
 
     return limited
 
@@ -128,13 +123,7 @@ def _async_limited(view: Callable[..., Any], limit: _ViewLimit) -> Callable[...,
         if _answered(verdict, limit.block):
             return await sync_to_async(refused)(request, verdict)
         _mark(request, verdict)
-        try:
-            response = await view(request, *args, **kwargs)
-        except BaseException:
-            await sync_to_async(failed)(verdict)
-            raise
-        # Settling (refunds, actual costs, leases) may call Redis: in asgiref's worker thread.
-        return await sync_to_async(finished)(request, verdict, response)
+        return await arespond(request, verdict, lambda: view(request, *args, **kwargs))
 
     return async_limited
 

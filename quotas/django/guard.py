@@ -17,9 +17,10 @@ DRF is not imported: these views may live in a project without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import ALGORITHMS
@@ -131,3 +132,32 @@ def finished(request: HttpRequest, verdict: Verdict, response: HttpResponse) -> 
 def failed(verdict: Verdict) -> None:
     """Settle ``verdict`` for a view that raised (the exception then goes on to Django's handlers)."""
     settle(verdict, 500)
+
+
+def respond(request: HttpRequest, verdict: Verdict, view: Callable[[], HttpResponse]) -> HttpResponse:
+    """The response of an admitted request: ``view()``'s, settled, with its headers.
+
+    A view that raises is settled as a failed request (refund, estimate released, leases ended) before the
+    exception goes on. The one sync path of every plain-Django front door (``@quota_limited``,
+    ``PathQuotaMiddleware``); :func:`arespond` is the same for async.
+    """
+    try:
+        response = view()
+    except BaseException:
+        failed(verdict)
+        raise
+    return finished(request, verdict, response)
+
+
+async def arespond(request: HttpRequest, verdict: Verdict, view: Callable[[], Awaitable[HttpResponse]]) -> HttpResponse:
+    """:func:`respond` for an async view. Settling may call Redis, so it runs in asgiref's worker thread.
+
+    ``BaseException`` includes the ``CancelledError`` of a client that went away mid-request (Django cancels
+    the view then): its concurrency lease is released at once, not when it expires.
+    """
+    try:
+        response = await view()
+    except BaseException:
+        await sync_to_async(failed)(verdict)
+        raise
+    return await sync_to_async(finished)(request, verdict, response)

@@ -21,7 +21,7 @@ from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
-from quotas.django.guard import facts_for, failed, finished, refused
+from quotas.django.guard import arespond, facts_for, refused, respond
 from quotas.service import Facts, check, check_async
 
 
@@ -58,12 +58,7 @@ class PathQuotaMiddleware:
         verdict = check(_facts(request, entry))
         if verdict.refusal is not None:
             return refused(request, verdict)
-        try:
-            response = self.get_response(request)
-        except BaseException:
-            failed(verdict)
-            raise
-        return finished(request, verdict, response)
+        return respond(request, verdict, lambda: self.get_response(request))
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         entry = path_limit(request.path)
@@ -72,6 +67,4 @@ class PathQuotaMiddleware:
         verdict = await check_async(_facts(request, entry))
         if verdict.refusal is not None:
             return await sync_to_async(refused)(request, verdict)
-        response = await self.get_response(request)
-        # Settling (refunds, actual costs, leases) may call Redis: in asgiref's worker thread.
-        return await sync_to_async(finished)(request, verdict, response)
+        return await arespond(request, verdict, lambda: self.get_response(request))

@@ -176,7 +176,9 @@ class Guard:
             self.deny_memory.ban(tag, decision.ban_wait_us)
         elif not decision.allowed and not decision.reduced_only and not call.ban_policy:
             for state in decision.denying_states():
-                if not state.window.period:  # a period's refusal may end with a reconciliation
+                # A period's refusal may end with a reconciliation, and a concurrency limit's with any request
+                # of the client finishing (its lease released): neither has a retry time to remember.
+                if not state.window.period and state.window.algorithm != "concurrency":
                     self.deny_memory.remember(tag, state, state.window.weight if call.weight is None else call.weight)
         return decision
 

@@ -1,0 +1,125 @@
+"""Every plain-Django front door settles a decision whatever the view does, sync and async.
+
+A view that raises, and an async view cancelled because its client went away, give back their concurrency
+lease at once (and release their estimate), through ``@quota_limited`` and ``PathQuotaMiddleware`` alike. The
+lease here is "one request at a time for 30 s": a leaked lease shows as a 429 on the next request. A refusal
+by a concurrency limit is not remembered in the process either: it ends as soon as a lease is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+from asgiref.testing import ApplicationCommunicator
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpResponse
+from django.test import AsyncClient, Client
+from django.urls import path
+
+from quotas.django.decorators import quota_limited
+from quotas.runtime import get_runtime
+from tests.factories import EndpointLimitFactory, PlanFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+
+#: Set by a view that waits to be cancelled, once it runs (the test then disconnects its client).
+view_started: asyncio.Event | None = None
+
+
+def raising(request):
+    raise RuntimeError("the view failed")
+
+
+async def async_raising(request):
+    raise RuntimeError("the async view failed")
+
+
+async def waits_forever(request):
+    assert view_started is not None
+    view_started.set()
+    await asyncio.Event().wait()  # until the client goes away and Django cancels the view
+    return HttpResponse("never")
+
+
+def ok(request):
+    return HttpResponse("ok")
+
+
+async def async_ok(request):
+    return HttpResponse("ok")
+
+
+urlpatterns = [
+    path("deco/raising", quota_limited(scope="held")(raising)),
+    path("deco/async-raising", quota_limited(scope="held")(async_raising)),
+    path("deco/waits", quota_limited(scope="held")(waits_forever)),
+    path("deco/ok", quota_limited(scope="held")(ok)),
+    path("deco/async-ok", quota_limited(scope="held")(async_ok)),
+    path("held/raising", raising),
+    path("held/async-raising", async_raising),
+    path("held/waits", waits_forever),
+    path("held/ok", ok),
+    path("held/async-ok", async_ok),
+]
+
+
+@pytest.fixture(autouse=True)
+def one_at_a_time(settings):
+    """The default plan lets one request of scope "held" run at a time (a lease of 30 s); PathQuotaMiddleware
+    limits /held/ with that scope."""
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="inflight", scope="held", rates="1/30s", algorithm="concurrency")
+    settings.QUOTAS = {**settings.QUOTAS, "PATH_LIMITS": [{"prefix": "/held/", "scope": "held"}]}
+    # Only middleware that runs async, so that under ASGI the chain is async all the way (one sync-only
+    # middleware would put PathQuotaMiddleware on its sync path).
+    settings.MIDDLEWARE = [
+        "django.middleware.common.CommonMiddleware",
+        "quotas.middleware.QuotaHeadersMiddleware",
+        "quotas.django.middleware.PathQuotaMiddleware",
+    ]
+
+
+@pytest.mark.parametrize("door", ["deco", "held"])
+def test_a_sync_view_that_raises_gives_its_lease_back(door):
+    client = Client(raise_request_exception=False)
+    assert client.get(f"/{door}/raising").status_code == 500
+    assert client.get(f"/{door}/ok").status_code == 200  # the lease was released: not 429
+
+
+@pytest.mark.parametrize("door", ["deco", "held"])
+def test_an_async_view_that_raises_gives_its_lease_back(door):
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        assert (await client.get(f"/{door}/async-raising")).status_code == 500
+        assert (await client.get(f"/{door}/async-ok")).status_code == 200
+        await get_runtime().redis_store.transport.aclose()
+
+    async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize("door", ["deco", "held"])
+def test_an_async_view_whose_client_went_away_gives_its_lease_back(door):
+    """Under ASGI, a client that disconnects mid-request gets its view cancelled (a CancelledError, which is
+    not an Exception): the lease is still released at once."""
+
+    async def scenario():
+        global view_started
+        view_started = asyncio.Event()
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+            "path": f"/{door}/waits", "raw_path": f"/{door}/waits".encode(), "query_string": b"", "root_path": "",
+            "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+        }  # fmt: skip
+        communicator = ApplicationCommunicator(ASGIHandler(), scope)
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        await asyncio.wait_for(view_started.wait(), timeout=10)
+        client = AsyncClient(raise_request_exception=False)  # the same address: the same client
+        assert (await client.get(f"/{door}/async-ok")).status_code == 429  # while the first one runs
+        await communicator.send_input({"type": "http.disconnect"})
+        await communicator.wait(timeout=10)
+        assert (await client.get(f"/{door}/async-ok")).status_code == 200
+        await get_runtime().redis_store.transport.aclose()
+
+    async_to_sync(scenario)()
