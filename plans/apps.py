@@ -11,9 +11,11 @@ class PlansConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from quotas.observability import metrics as quota_metrics
         from quotas.signals import client_banned
 
-        from . import receivers
+        from . import metrics, receivers
 
         receivers.connect_rules_changes()
+        quota_metrics.add_default_series(quota_metrics.active_bans, metrics.active_ban_series)
         client_banned.connect(receivers.record_ban, dispatch_uid="plans-record-ban")

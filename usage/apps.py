@@ -11,13 +11,16 @@ class UsageConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from quotas.observability import metrics
         from quotas.signals import budget_threshold_crossed
 
         from . import (
             checks,  # noqa: F401  (registers the system checks)
+            flush_mark,
             receivers,
         )
 
+        metrics.add_default_series(metrics.usage_flush_lag, flush_mark.flush_lag_series)
         budget_threshold_crossed.connect(
             receivers.record_budget_alert, dispatch_uid="usage-record-budget-alert", weak=False
         )

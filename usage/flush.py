@@ -45,6 +45,7 @@ from plans.models import APIKey, Plan, Subscription
 from quotas.api import KEEP_SECONDS, connect, forget_before, read_last_used
 from quotas.conf import quota_settings
 
+from .flush_mark import mark_flushed
 from .models import COUNTERS, UsageRecord
 from .store import (
     RETENTION_DAYS,
@@ -129,6 +130,7 @@ def flush_usage(
         report.keys_marked_used = copy_key_use(read_last_used(redis_client, prefix))
         # Copied above: what is older than a day can go, so the next flush reads only the keys used lately.
         forget_before(redis_client, prefix, now.timestamp() - KEEP_SECONDS)
+        mark_flushed(redis_client, prefix, now)  # what quota_usage_flush_lag_seconds counts from
     finally:
         if own_client:
             redis_client.close()

@@ -192,12 +192,18 @@ load_signal = Gauge(
     ["signal", "host"],
     multiprocess_mode="mostrecent",
 )
+# Both are computed at each scrape by a provider of the app that owns the data (add_default_series): the
+# usage app's flush mark in Redis, the plans app's ban records. No process sets them, and they are kept out of
+# the registry: a gauge without labels there always shows a sample (0), which would hide the computed one.
 usage_flush_lag = Gauge(
     "quota_usage_flush_lag_seconds",
-    "Age of the oldest usage counted in Redis but not yet copied to the database, at the last flush.",
-    multiprocess_mode="mostrecent",
+    "Seconds since the last completed usage flush started: usage counted since then may not be in the database "
+    "yet (grows while flushes fail or stop).",
+    registry=None,
 )
-active_bans = Gauge("quota_active_bans", "Clients banned right now.", multiprocess_mode="mostrecent")
+active_bans = Gauge(
+    "quota_active_bans", "Clients banned right now (ban records neither expired nor lifted).", registry=None
+)
 FAILED_AUTH_OUTCOMES = ("counted", "refused", "uncounted", "unchecked")
 failed_auth = Counter(
     "quota_failed_authentications",
@@ -311,16 +317,6 @@ def set_multiplier(plan: str | None, value: float) -> None:
 def set_load_signal(name: str, host: str, value: float) -> None:
     """Record one load signal (``cpu``, ``memory``, ``latency_p95`` ...) of one host."""
     load_signal.labels(signal_label(name), host_label(host)).set(value)
-
-
-def set_flush_lag(seconds: float) -> None:
-    """Record how far the database copy of usage is behind Redis, in seconds."""
-    usage_flush_lag.set(seconds)
-
-
-def set_active_bans(n: int) -> None:
-    """Record how many clients are banned right now."""
-    active_bans.set(n)
 
 
 #: A series a scrape shows before any process has set it: its labels (raw values) and its value.
