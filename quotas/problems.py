@@ -84,19 +84,25 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
     window = state.window
     retry = decision.retry_after or 1
     noun = "unit" if decision.weighted(window) else "request"
-    unit = noun if window.quota == 1 else noun + "s"
+    # The quota in force: the adaptive controller may have cut the plan's (then the body says so, and by how
+    # much, as the 503 of a request refused only for that does).
+    in_force = state.quota
+    unit = noun if in_force == 1 else noun + "s"
+    allows = f"allows {in_force} {unit} {span(window)}"
+    if in_force != window.quota:
+        allows = (
+            f"allows {in_force} {unit} {span(window)} while the service is under load "
+            f"(reduced from {window.quota}, a multiplier of {decision.multiplier:.2f})"
+        )
     body: dict[str, Any] = {
         "type": QUOTA_EXCEEDED,
         "title": "Quota exceeded",
         "status": 429,
-        "detail": (
-            f"The limit '{window.policy}' allows {window.quota} {unit} {span(window)}; "
-            f"retry in {retry} second{'' if retry == 1 else 's'}."
-        ),
+        "detail": f"The limit '{window.policy}' {allows}; retry in {retry} second{'' if retry == 1 else 's'}.",
         "reason": "rate_limited",
         "limit": {
             "name": window.policy,
-            "quota": window.quota,
+            "quota": in_force,
             "window": window.window,
             "algorithm": window.algorithm,
             "remaining": state.remaining,
@@ -104,9 +110,12 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
         "violated_policies": [s.window.policy for s in decision.denying_states()],
         "retry_after": retry,
     }
+    if in_force != window.quota:
+        body["limit"].update(full_quota=window.quota, reduced=True)
+        body["multiplier"] = decision.multiplier
     if state.retry_us is None:
         body["detail"] = (
-            f"This request costs more than the limit '{window.policy}' can ever allow ({window.quota} {span(window)})."
+            f"This request costs more than the limit '{window.policy}' can ever allow ({in_force} {span(window)})."
         )
     if plan_slug:
         body["plan"] = plan_slug

@@ -65,6 +65,39 @@ def test_ordinary_over_limit_stays_429(free, redis_client):
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 429
 
 
+def test_a_429_under_a_reduction_states_the_quota_in_force_and_why(free, redis_client):
+    """The refusal names the quota that applies now (5), that it is reduced under load, and from what (10):
+    never "allows 10 requests per minute" to a client refused at its sixth."""
+    client = APIClient()
+    key = issue_key(plan=free)
+    for _ in range(10):
+        client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    publish(redis_client, {str(free.pk): 0.5})
+    response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    assert response.status_code == 429
+    body = json.loads(response.content)
+    assert body["detail"].startswith(
+        "The limit 'global' allows 5 requests per minute while the service is under load (reduced from 10, "
+        "a multiplier of 0.50); retry in "
+    )
+    assert body["limit"]["quota"] == 5
+    assert body["limit"]["full_quota"] == 10
+    assert body["limit"]["reduced"] is True
+    assert body["multiplier"] == 0.5
+    assert response["X-RateLimit-Limit"] == "5"
+
+
+def test_a_429_at_full_capacity_says_nothing_of_a_reduction(free):
+    client = APIClient()
+    key = issue_key(plan=free)
+    for _ in range(10):
+        client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    body = json.loads(client.get("/api/demo/ping", HTTP_X_API_KEY=key).content)
+    assert body["detail"].startswith("The limit 'global' allows 10 requests per minute; retry in ")
+    assert "full_quota" not in body["limit"]
+    assert "multiplier" not in body
+
+
 def test_other_plans_are_not_touched(free, redis_client):
     pro = PlanFactory(slug="pro")
     EndpointLimitFactory(plan=pro, name="global", rates="10/min")
