@@ -59,7 +59,11 @@ class CostBudget(models.Model):
         return f"{self.period}-budget"
 
     def clean(self) -> None:
-        if bool(self.plan_id) == bool(self.subscription_id):
+        # The owner, not only its id: on an admin add page the budget is validated with its plan or subscription
+        # set but not saved yet (no id), and that is one owner all the same.
+        if (self.plan_id is not None or self.plan is not None) == (
+            self.subscription_id is not None or self.subscription is not None
+        ):
             raise ValidationError("A budget belongs to a plan or to a subscription (exactly one).")
 
 

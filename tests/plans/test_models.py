@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from plans.models import APIKey, EndpointLimit, Plan, Subscription
-from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
+from plans.models import APIKey, CostBudget, EndpointLimit, Plan, Subscription
+from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -128,3 +128,54 @@ def test_seed_demo_is_idempotent():
     assert APIKey.objects.count() == 3
     assert EndpointLimit.objects.count() == 9
     assert Plan.objects.get(is_default=True).slug == "free"
+
+
+def _empty_formsets(*prefixes: str) -> dict[str, str]:
+    data = {}
+    for prefix in prefixes:
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    return data
+
+
+def test_admin_adds_a_plan_with_its_budget_in_one_go():
+    """The add page takes the plan and its budget together (the budget is validated before the plan has an id)."""
+    client = APIClient()
+    client.force_login(UserFactory(username="admin", is_staff=True, is_superuser=True))
+    data = {
+        "slug": "metered", "name": "Metered", "monthly_price": "0", "priority": "0", "description": "",
+        "ban_threshold": "0", "ban_window": "60", "ban_durations": "60", "local_allowances": "on",
+        **_empty_formsets("limits", "period_quotas"),
+        "budgets-TOTAL_FORMS": "1", "budgets-INITIAL_FORMS": "0",
+        "budgets-0-period": "day", "budgets-0-amount": "0.30", "budgets-0-currency": "USD",
+    }  # fmt: skip
+    response = client.post("/admin/quota_plans/plan/add/", data)
+    assert response.status_code == 302, response.content.decode()
+    budget = CostBudget.objects.get()
+    assert budget.plan == Plan.objects.get(slug="metered")
+    assert budget.subscription is None
+    assert str(budget.amount) == "0.300000"
+
+
+def test_admin_adds_a_subscription_with_its_own_budget_in_one_go():
+    client = APIClient()
+    client.force_login(UserFactory(username="admin", is_staff=True, is_superuser=True))
+    plan = PlanFactory(slug="pro")
+    data = {
+        "name": "ACME", "plan": plan.pk, "started_on": "2026-01-01", "is_active": "on",
+        **_empty_formsets("overrides", "api_keys"),
+        "budgets-TOTAL_FORMS": "1", "budgets-INITIAL_FORMS": "0",
+        "budgets-0-period": "month", "budgets-0-amount": "25", "budgets-0-currency": "EUR",
+    }  # fmt: skip
+    response = client.post("/admin/quota_plans/subscription/add/", data)
+    assert response.status_code == 302, response.content.decode()
+    budget = CostBudget.objects.get()
+    assert budget.subscription.name == "ACME"
+    assert budget.plan is None
+
+
+def test_a_budget_still_needs_exactly_one_owner():
+    with pytest.raises(ValidationError, match="exactly one"):
+        CostBudget(period="day", amount=1).full_clean()
+    both = CostBudget(period="day", amount=1, plan=PlanFactory(slug="p1"), subscription=SubscriptionFactory())
+    with pytest.raises(ValidationError, match="exactly one"):
+        both.full_clean()
