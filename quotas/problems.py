@@ -28,6 +28,7 @@ OWN_TYPES = (
     "access-denied",
     "invalid-api-key",
     "request-out-of-bounds",
+    "request-exceeds-budget",
     "shaping-unavailable",
     "too-many-failed-authentications",
     "rules-unavailable",
@@ -152,6 +153,43 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
         },
         "violated_policies": [s.window.policy for s in decision.denying_states()],
         "retry_after": retry,
+    }
+    if plan_slug:
+        body["plan"] = plan_slug
+    if upgrade is not None:
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+    return body
+
+
+def request_exceeds_budget(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
+    """The 429 body for a request whose estimated cost is more than its budget's whole amount.
+
+    Waiting cannot help, so there is no ``retry_after`` (and no Retry-After): a smaller request, or a plan with
+    a larger budget (``upgrade``), can.
+    """
+    state = decision.denying_state()
+    window = state.window
+    amount = from_micros(window.quota)
+    requested = from_micros(decision.cost_micros)
+    period = window.period.replace("_", " ")
+    body: dict[str, Any] = {
+        "type": problem_type("request-exceeds-budget"),
+        "title": "Request exceeds the budget",
+        "status": 429,
+        "detail": (
+            f"This request's estimated cost ({requested} {window.currency}) is more than the whole {period} budget "
+            f"'{window.policy}' ({amount} {window.currency}): it can never be admitted under this budget, so "
+            "retrying will not help. Send a smaller request, or move to a plan with a larger budget."
+        ),
+        "reason": "request_exceeds_budget",
+        "budget": {
+            "name": window.policy,
+            "period": window.period,
+            "currency": window.currency,
+            "amount": str(amount),
+            "requested": str(requested),
+        },
+        "violated_policies": [s.window.policy for s in decision.denying_states()],
     }
     if plan_slug:
         body["plan"] = plan_slug

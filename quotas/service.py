@@ -336,6 +336,8 @@ def refusal(rules: RuleSet, decision: Decision, plan_id: int | None) -> ProblemE
         return ReducedCapacity(problems.reduced_capacity(decision), wait=wait)
     upgrade = rules.upgrade_for(plan_id, decision.denying_state().window) if decision.denying_states() else None
     if decision.budget_denied:
+        if decision.denying_state().retry_us is None:  # more than the whole budget: no wait would help
+            return QuotaExceeded(problems.request_exceeds_budget(decision, upgrade, slug))
         return QuotaExceeded(problems.budget_exceeded(decision, upgrade, slug), wait=wait)
     return QuotaExceeded(problems.rate_limited(decision, upgrade, slug), wait=wait)
 

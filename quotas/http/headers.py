@@ -67,6 +67,10 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
 
     The X-RateLimit-* window is the one :meth:`Decision.most_restrictive` picks.
     """
+    if decision.allowed is False and refused_by_budget_alone(decision):
+        # Its headers would describe rate windows that admitted it, with room left: a client would retry at
+        # once. A budget counts money and has no item; Retry-After (its reset) and the body describe it.
+        return {}
     policy: list[str] = []
     current: list[str] = []
     for s in decision.states:
@@ -87,3 +91,11 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
         headers["X-RateLimit-Remaining"] = str(remaining if remaining > 0 else 0)
         headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + top.reset_us / 1e6))
     return headers
+
+
+def refused_by_budget_alone(decision: Decision) -> bool:
+    """Whether ``decision`` was refused by money budgets and by no window that headers describe (nor a ban)."""
+    if decision.banned or decision.ban_started:
+        return False
+    denying = decision.denying_states()
+    return bool(denying) and not any(s.window.advertised for s in denying)

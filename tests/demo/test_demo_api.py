@@ -71,7 +71,7 @@ def test_free_key_exhausts_its_daily_budget_while_the_rate_limit_has_room(client
     body = refused.json()
     assert body["reason"] == "budget_exceeded"
     assert body["upgrade"]["plan"] == "pro"
-    assert '"generate-1m";r=' in refused["RateLimit"]  # the rate windows still have room
+    assert "RateLimit" not in refused  # the rate windows, which still have room, did not refuse it
     assert "generate-1m" not in body["violated_policies"]
 
 

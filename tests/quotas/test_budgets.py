@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
@@ -88,8 +88,14 @@ def test_budget_refuses_while_rate_limit_has_room(client, free, pro):
     # Retry-After runs until the day ends (UTC by default).
     end = period_bounds("day", time.time()).end
     assert abs(int(refused["Retry-After"]) - (end - time.time())) <= 2
-    # The rate windows still have room and are not charged by the refusal.
-    assert int(refused["X-RateLimit-Remaining"]) > 900
+    # The rate windows, which admitted the request, are not described: only what refused it (the budget, in
+    # Retry-After and the body). Nor are they charged by the refusal.
+    assert "RateLimit" not in refused
+    assert "RateLimit-Policy" not in refused
+    assert "X-RateLimit-Remaining" not in refused
+    after = get(client, key)
+    assert after.status_code == 429
+    assert body["retry_after"] == int(refused["Retry-After"])
 
 
 def test_view_estimate_and_reconciliation(client, free):
@@ -389,3 +395,35 @@ def test_unlimited_requests_are_charged_and_reconciled(client, redis_client):
     totals = usage_totals(redis_client)
     assert totals["a"] == 3
     assert totals["c"] == to_micros(Decimal("0.015"))
+
+
+def test_a_request_that_can_never_fit_its_budget_says_so_without_a_retry_after(client, free, pro):
+    """An estimate (0.08) above the whole daily budget (0.05): no wait would help, so no Retry-After, and a
+    problem type that says why, naming the estimate and the budget."""
+    key = issue_key(plan=free)
+    refused = get(client, key, est="0.08")
+    assert refused.status_code == 429
+    assert "Retry-After" not in refused
+    assert "RateLimit" not in refused
+    body = json.loads(refused.content)
+    assert body["type"].endswith("request-exceeds-budget")
+    assert body["reason"] == "request_exceeds_budget"
+    assert "retry_after" not in body
+    assert body["budget"] == {
+        "name": "day-budget", "period": "day", "currency": "USD", "amount": "0.050000", "requested": "0.080000",
+    }  # fmt: skip
+    assert "can never be admitted" in body["detail"]
+    assert body["upgrade"]["plan"] == "pro"
+    assert spent(key) == 0  # nothing charged
+    assert get(client, key, est="0.01").status_code == 200  # a request that fits is admitted
+
+
+def test_a_budget_refusal_retry_after_agrees_with_its_reset_time(client, free):
+    key = issue_key(plan=free)
+    for _ in range(5):
+        get(client, key)
+    refused = get(client, key)
+    body = json.loads(refused.content)
+    resets_at = datetime.fromisoformat(body["budget"]["resets_at"]).timestamp()
+    assert abs((time.time() + int(refused["Retry-After"])) - resets_at) <= 2
+    assert body["retry_after"] == int(refused["Retry-After"])

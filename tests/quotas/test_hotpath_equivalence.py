@@ -36,6 +36,9 @@ ALGORITHMS = (
 def reference_headers(decision: Decision, legacy: bool) -> dict[str, str]:
     """rate_limit_headers written out plainly from the documented rules (docs/responses.md)."""
     states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
+    refusing = [s for s in decision.states if not s.ok and not s.window.shadow]
+    if not decision.allowed and refusing and all(s.window.is_budget for s in refusing):
+        return {}  # refused by a budget alone: no header describes a window that admitted it
     if not states:
         return {}
     policy = [reference_policy_item(decision, s.window) for s in states]
