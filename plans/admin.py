@@ -21,6 +21,7 @@ from django.utils.html import format_html, format_html_join
 from quotas.api import STORE_ERRORS, get_runtime, parse_multipliers, scaled
 from quotas.exceptions import StoreUnavailable
 
+from .checks import DEFAULT_PLAN_HINT, covers_every_request, default_plan_warning
 from .forms import IssueKeyForm, MovePlanForm
 from .models import (
     ACLEntry,
@@ -114,6 +115,13 @@ class PlanAdmin(admin.ModelAdmin):
     @admin.display(description="Effective limits now")
     def effective_limits_now(self, obj: Plan) -> str:
         return effective_limits(obj) if obj.pk else "Shown once the plan is saved."
+
+    def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        plan = form.instance
+        # Judged once the inlines are saved: the limits are what decides (quota_plans.W001 says the same).
+        if plan.is_default and not covers_every_request(plan):
+            self.message_user(request, f"{default_plan_warning(plan)} {DEFAULT_PLAN_HINT}", messages.WARNING)
 
 
 class LimitOverrideInline(admin.TabularInline):

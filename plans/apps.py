@@ -14,7 +14,11 @@ class PlansConfig(AppConfig):
         from quotas.observability import metrics as quota_metrics
         from quotas.signals import client_banned
 
-        from . import metrics, receivers
+        from . import (
+            checks,  # noqa: F401  (registers the system checks)
+            metrics,
+            receivers,
+        )
 
         receivers.connect_rules_changes()
         quota_metrics.add_default_series(quota_metrics.active_bans, metrics.active_ban_series)

@@ -28,7 +28,10 @@ class Plan(models.Model):
         default=0, help_text="Higher is protected longer under load: the lowest priority is shed first."
     )
     is_default = models.BooleanField(
-        default=False, help_text="The plan of anonymous clients and of users without a subscription."
+        default=False,
+        help_text="The plan of anonymous clients and of users without a subscription. They then get this plan's "
+        "limits instead of DRF's anon and user rates: give it a limit for every request (no scope, path or "
+        "methods), or every view its limits do not name is unlimited for them.",
     )
     ban_threshold = models.PositiveIntegerField(
         default=0, help_text="Ban a client refused more than this many times within the ban window (0: never)."

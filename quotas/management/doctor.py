@@ -33,7 +33,7 @@ MAX_SKEW = 1.0
 #: The oldest Redis the engine runs on (see docs/algorithms.md: functions from 7, EVALSHA on 6.2).
 OLDEST_REDIS = (6, 2)
 #: The system checks reported: those of this product's apps, by the prefix of their ids.
-CHECK_PREFIXES = ("quotas.", "adaptive.", "usage.", "dashboard.")
+CHECK_PREFIXES = ("quotas.", "quota_plans.", "adaptive.", "usage.", "dashboard.")
 
 #: This machine's clock, compared with Redis's TIME (a seam: a test sets it off to see the warning).
 clock: Callable[[], float] = time.time
@@ -223,7 +223,9 @@ def check_django() -> list[Finding]:
         skipped = [Finding("django", WARNING, f"database checks not run: the database failed ({exc})".strip())]
     serious = [m for m in messages if m.level >= checks.WARNING and str(m.id or "").startswith(CHECK_PREFIXES)]
     if not serious and not skipped:
-        return [Finding("django", OK, "the system checks of quotas, adaptive, usage and dashboard report nothing")]
+        return [
+            Finding("django", OK, "the system checks of quotas, plans, adaptive, usage and dashboard report nothing")
+        ]
     return skipped + [
         Finding(
             f"django {m.id}",

@@ -18,7 +18,7 @@ from quotas.management import doctor
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime
-from tests.factories import PlanFactory
+from tests.factories import EndpointLimitFactory, PlanFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,9 @@ class FailingBackend:
 
 @pytest.fixture
 def free(db):
-    return PlanFactory(slug="free", is_default=True)
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="100/min")  # else quota_plans.W001 warns
+    return plan
 
 
 def decide_once(runtime) -> None:
