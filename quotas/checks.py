@@ -69,6 +69,24 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
 
 
 @register(Tags.compatibility)
+def check_failure_mode_chosen(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.W004: ``FAILURE_MODE`` left to its default. What happens while Redis is down is a choice: with
+    ``'local'`` a project whose Redis never started answers every request, which looks like a working setup."""
+    raw = quota_settings.user_settings()
+    if not isinstance(raw, dict) or "FAILURE_MODE" in raw or raw.get("ENABLED") is False:
+        return []
+    return [
+        Warning(
+            "QUOTAS['FAILURE_MODE'] is not set: while Redis is unreachable every process admits requests within "
+            "its own share of each limit ('local'), and only one log line says so.",
+            hint="Choose it: set QUOTAS['FAILURE_MODE'] to 'local', 'open' (admit every request) or 'closed' "
+            "(refuse with 503); see Operations, when Redis or the database fails.",
+            id="quotas.W004",
+        )
+    ]
+
+
+@register(Tags.compatibility)
 def check_drf_rates(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
     """DRF rates that QuotaThrottle would use in compat mode must parse."""
     rates = (getattr(settings, "REST_FRAMEWORK", {}) or {}).get("DEFAULT_THROTTLE_RATES") or {}

@@ -196,7 +196,8 @@ SETTINGS = (
     Setting(
         "FAILURE_MODE", str, "local", choices=FAILURE_MODES, check_id="quotas.E010",
         doc="while Redis is unreachable: `'local'` enforces this process's share of every limit in memory, "
-        "`'open'` admits, `'closed'` refuses with 503 problem+json",
+        "`'open'` admits, `'closed'` refuses with 503 problem+json; left unset, `check` warns (`quotas.W004`): "
+        "with `'local'` a project whose Redis is down still answers every request",
         hint="'local' keeps limiting during an outage; 'open' and 'closed' stop limiting or serving.",
     ),
     Setting(

@@ -91,7 +91,8 @@ class APIKey(models.Model):
     def _stored_state(self) -> dict[str, Any] | None:
         if self.pk is None:
             return None
-        return type(self).objects.filter(pk=self.pk).values("subscription_id", "expires_at", "revoked_at").first()
+        stored = type(self).objects.filter(pk=self.pk).values("subscription_id", "expires_at", "revoked_at").first()
+        return dict(stored) if stored is not None else None
 
     def _expiry_changed(self, stored: dict[str, Any] | None) -> bool:
         return stored is None or stored["expires_at"] != self.expires_at

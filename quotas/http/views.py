@@ -47,7 +47,12 @@ def healthz(request: HttpRequest) -> HttpResponse:
     rules = runtime.rules.status()
     status = 200 if redis_ok else 503
     degraded = not redis_ok or rules["state"] != "ok"  # a stale snapshot still serves: 200, but say so
-    body: dict = {"status": "degraded" if degraded else "ok", "engine": {"mode": mode}}
+    # The failure mode is public: whoever relies on the API may know that its limits hold, lapse or refuse
+    # while Redis is away (mode "fallback" with failure_mode "local": requests are answered, limited per process).
+    body: dict = {
+        "status": "degraded" if degraded else "ok",
+        "engine": {"mode": mode, "failure_mode": quota_settings.FAILURE_MODE},
+    }
     if not is_operator(request):
         return JsonResponse(body, status=status)
     body["rules"] = rules
@@ -57,7 +62,6 @@ def healthz(request: HttpRequest) -> HttpResponse:
         "latency_ms": round((time.perf_counter() - started) * 1000, 2),
     }
     body["engine"].update(
-        failure_mode=quota_settings.FAILURE_MODE,
         breaker_open=runtime.store.breaker.is_open,
         usage_held_in_process=bool(runtime.store.usage_buffer),
     )

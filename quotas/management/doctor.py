@@ -70,7 +70,7 @@ def examine() -> list[Finding]:
         found += [Finding(name, ERROR, "not checked: Redis is unreachable") for name in ("library", "clock")]
     else:
         found += [check_library(nodes, versions, runtime.redis_store.transport), check_clock(nodes)]
-    found.append(check_rules(runtime))
+    found += [check_rules(runtime), check_failure_mode()]
     return found + check_django()
 
 
@@ -211,6 +211,22 @@ def check_rules(runtime: Runtime | None) -> Finding:
     if not version:
         return Finding("rules", WARNING, f"rules version unreadable (Redis unreachable); {loaded}")
     return Finding("rules", OK, f"rules version {version}; {loaded}")
+
+
+#: What each failure mode does while Redis is unreachable, in the doctor's words.
+FAILURE_MODE_EFFECTS = {
+    "local": "each process enforces its own share (LOCAL_SHARE) of every limit in memory and answers requests",
+    "open": "every request is admitted, unlimited",
+    "closed": "every limited request is refused with 503 problem+json",
+}
+
+
+def check_failure_mode() -> Finding:
+    """What happens while Redis is unreachable (never a problem in itself: ``quotas.W004`` warns if unchosen)."""
+    mode = str(quota_settings.FAILURE_MODE)
+    chosen = "FAILURE_MODE" in (quota_settings.user_settings() or {})
+    how = "set in QUOTAS" if chosen else "the default, not chosen in QUOTAS"
+    return Finding("failure_mode", OK, f"while Redis is unreachable, '{mode}' ({how}): {FAILURE_MODE_EFFECTS[mode]}")
 
 
 def check_django() -> list[Finding]:

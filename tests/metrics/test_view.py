@@ -108,14 +108,14 @@ def test_openmetrics_is_served_when_the_scraper_asks_for_it(client, loopback_all
 
 def test_anonymous_healthz_says_only_the_status_and_mode(client, redis_server):
     """No Redis address, port or error text for anyone on the internet."""
-    assert client.get("/healthz").json() == {"status": "ok", "engine": {"mode": "normal"}}
+    assert client.get("/healthz").json() == {"status": "ok", "engine": {"mode": "normal", "failure_mode": "local"}}
     redis_server.stop()
     try:
         response = client.get("/healthz")
     finally:
         redis_server.start()
     assert response.status_code == 503
-    assert response.json() == {"status": "degraded", "engine": {"mode": "fallback"}}
+    assert response.json() == {"status": "degraded", "engine": {"mode": "fallback", "failure_mode": "local"}}
     assert b"127.0.0.1" not in response.content
     assert str(redis_server.port).encode() not in response.content
 

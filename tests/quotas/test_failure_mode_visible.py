@@ -1,0 +1,60 @@
+"""What happens while Redis is down is a visible choice: check warns until it is made, quota_doctor and
+/healthz say which one is in force."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from io import StringIO
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+
+
+def check_ids() -> list[str]:
+    return [m.id for m in checks.run_checks()]
+
+
+def test_an_unset_failure_mode_is_warned_about(settings):
+    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "FAILURE_MODE"}
+    found = [m for m in checks.run_checks() if m.id == "quotas.W004"]
+    assert len(found) == 1
+    assert "QUOTAS['FAILURE_MODE'] is not set" in found[0].msg
+    assert "'closed'" in found[0].hint
+
+
+@pytest.mark.parametrize("mode", ["local", "open", "closed"])
+def test_a_chosen_failure_mode_is_not(settings, mode):
+    settings.QUOTAS = {**settings.QUOTAS, "FAILURE_MODE": mode}
+    assert "quotas.W004" not in check_ids()
+
+
+def test_nor_when_limits_are_off(settings):
+    settings.QUOTAS = {k: v for k, v in settings.QUOTAS.items() if k != "FAILURE_MODE"} | {"ENABLED": False}
+    assert "quotas.W004" not in check_ids()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["local", "closed"])
+def test_quota_doctor_names_the_failure_mode(set_quotas, mode):
+    set_quotas(FAILURE_MODE=mode)
+    out = StringIO()
+    with contextlib.suppress(SystemExit):
+        call_command("quota_doctor", "--json", stdout=out)
+    finding = {f["name"]: f for f in json.loads(out.getvalue())["checks"]}["failure_mode"]
+    assert finding["status"] == "ok"
+    assert f"'{mode}' (set in QUOTAS)" in finding["detail"]
+
+
+@pytest.mark.django_db
+def test_healthz_tells_anyone_the_failure_mode_and_that_redis_is_down(client, set_quotas, redis_server):
+    set_quotas(FAILURE_MODE="local")
+    assert client.get("/healthz").json()["engine"] == {"mode": "normal", "failure_mode": "local"}
+    redis_server.stop()
+    try:
+        response = client.get("/healthz")
+    finally:
+        redis_server.start()
+    assert response.status_code == 503
+    assert response.json()["engine"] == {"mode": "fallback", "failure_mode": "local"}
