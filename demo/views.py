@@ -64,8 +64,18 @@ class SearchView(APIView):
         )
 
 
+class TextField(serializers.CharField):
+    """A CharField that takes text only: DRF's turns a JSON number into its digits, which would be weighed
+    and priced differently from the same text."""
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class GenerateSerializer(serializers.Serializer):
-    prompt = serializers.CharField(max_length=MAX_PROMPT, allow_blank=False)
+    prompt = TextField(max_length=MAX_PROMPT, allow_blank=False)
     max_output = serializers.IntegerField(min_value=1, max_value=MAX_OUTPUT, default=MAX_OUTPUT)
 
 
@@ -86,24 +96,29 @@ class GenerateView(APIView):
 
     quota_scope = "generate"
 
-    def _prompt(self, request: Request) -> str:
-        prompt = request.data.get("prompt", "") if hasattr(request.data, "get") else ""
-        return prompt[:MAX_PROMPT] if isinstance(prompt, str) else ""
+    def _validated(self, request: Request) -> dict:
+        """The request's validated input. The throttle weighs and prices the request before the view runs, so
+        it validates first (a 400 before anything is charged): never weigh input the view would refuse."""
+        validated = getattr(request, "_generate_input", None)
+        if validated is None:
+            serializer = GenerateSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            validated = request._generate_input = serializer.validated_data  # type: ignore[attr-defined]
+        return validated
 
     def get_quota_weight(self, request: Request) -> int:
-        return 1 + len(self._prompt(request)) // CHARS_PER_UNIT
+        return 1 + len(self._validated(request)["prompt"]) // CHARS_PER_UNIT
 
     def get_quota_cost(self, request: Request) -> Decimal:
-        return price(len(self._prompt(request)) + MAX_OUTPUT)
+        return price(len(self._validated(request)["prompt"]) + MAX_OUTPUT)
 
     @extend_schema(request=GenerateSerializer, responses=GeneratedSerializer)
     def post(self, request: Request) -> Response:
-        serializer = GenerateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        prompt = serializer.validated_data["prompt"]
+        validated = self._validated(request)
+        prompt = validated["prompt"]
         digest = hashlib.sha256(prompt.encode()).hexdigest()
         # A stand-in for a model: the answer's length depends on the prompt.
-        answer = ("Generated answer " + digest)[: min(serializer.validated_data["max_output"], 20 + len(prompt) // 4)]
+        answer = ("Generated answer " + digest)[: min(validated["max_output"], 20 + len(prompt) // 4)]
         cost = price(len(prompt) + len(answer))
         set_cost(request, cost)  # charged after the view, in place of get_quota_cost's estimate
         return Response({"text": answer, "units": self.get_quota_weight(request), "cost": str(cost)})

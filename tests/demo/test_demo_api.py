@@ -82,6 +82,19 @@ def test_generate_rejects_bad_input_with_400(client, seeded):
     assert broken.status_code == 400
 
 
+@pytest.mark.parametrize("prompt", [12345678901234567890, 3.5, ["a"], {"a": 1}, None, True])
+def test_generate_refuses_a_prompt_that_is_not_text_before_charging_anything(client, seeded, prompt):
+    """A JSON number is not weighed as an empty prompt (which costs a third of the same text): the input is
+    validated before the throttle weighs and prices it, so a 400 names the field and nothing is spent."""
+    key = demo_key("free")
+    refused = client.post("/api/demo/generate", {"prompt": prompt}, format="json", HTTP_X_API_KEY=key)
+    assert refused.status_code == 400
+    assert "prompt" in refused.json()
+    assert "RateLimit" not in refused
+    usage = client.get("/api/v1/usage/", HTTP_X_API_KEY=key).json()
+    assert Decimal(str(usage["totals"]["cost"])) == 0
+
+
 def test_healthz_reports_redis(client, admin_client):
     body = admin_client.get("/healthz").json()
     assert body["redis"]["reachable"] is True
