@@ -86,6 +86,26 @@ def check_failure_mode_chosen(app_configs: Iterable[Any] | None = None, **kwargs
     ]
 
 
+@register(Tags.security, deploy=True)
+def check_enabled_in_deployment(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.W005 (``check --deploy``): ``ENABLED`` False also turns off the failed-authentication limits.
+
+    ``ENABLED = False`` is meant for a project's tests; in a deployment it leaves the admin login, HTTP Basic
+    and API keys open to unlimited guessing as well as every quota.
+    """
+    raw = quota_settings.user_settings()
+    if not isinstance(raw, dict) or raw.get("ENABLED", True) is not False:
+        return []
+    return [
+        Warning(
+            "QUOTAS['ENABLED'] is False: no limit applies, and neither do the failed-authentication limits "
+            "(FAILED_AUTH_LIMITS), so the admin login, HTTP Basic and API keys can be guessed without limit.",
+            hint="Keep ENABLED False for tests only; in a deployment remove it (or set it to True).",
+            id="quotas.W005",
+        )
+    ]
+
+
 @register(Tags.compatibility)
 def check_drf_rates(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
     """DRF rates that QuotaThrottle would use in compat mode must parse."""

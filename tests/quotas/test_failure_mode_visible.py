@@ -58,3 +58,14 @@ def test_healthz_tells_anyone_the_failure_mode_and_that_redis_is_down(client, se
         redis_server.start()
     assert response.status_code == 503
     assert response.json()["engine"] == {"mode": "fallback", "failure_mode": "local"}
+
+
+def test_limits_off_are_a_deploy_warning_since_sign_ins_lose_their_limits_too(settings):
+    """ENABLED False turns the failed-authentication limits off too: fine in tests, a warning in check --deploy."""
+    settings.QUOTAS = {**settings.QUOTAS, "ENABLED": False}
+    assert "quotas.W005" not in check_ids()
+    found = [m for m in checks.run_checks(include_deployment_checks=True) if m.id == "quotas.W005"]
+    assert len(found) == 1
+    assert "guessed without limit" in found[0].msg
+    settings.QUOTAS = {**settings.QUOTAS, "ENABLED": True}
+    assert "quotas.W005" not in [m.id for m in checks.run_checks(include_deployment_checks=True)]
