@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from quotas import problems
 from quotas.conf import quota_settings
 from quotas.http import responses
-from quotas.identity.auth_failures import address_tag, failed_auth
+from quotas.identity.auth_failures import failed_auth, token_tag
 from quotas.observability.metrics import DefaultSeries, default_series, exposition
 from quotas.runtime import get_runtime
 from quotas.store.connect import STORE_ERRORS, describe
@@ -111,7 +111,7 @@ def token_attempt(request: HttpRequest) -> int:
     scheme, _, _ = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not metrics_token() or is_staff(request):
         return 0
-    tag = address_tag(request)
+    tag = token_tag(request)
     wait = failed_auth.wait(tag) if failed_auth.blocking else 0
     if wait or has_metrics_token(request):
         return wait

@@ -234,6 +234,25 @@ def address_tag(request: Any) -> str | None:
     return client_tag(KIND_TAG["address"], group)
 
 
+#: The address tag of clients without an address (a Unix-socket proxy not in TRUSTED_PROXIES, a CLIENT_IP hook
+#: returning None): used for guesses at a secret chosen by the operator, which must be limited somewhere.
+NO_ADDRESS = "no-address"
+
+
+def token_tag(request: Any) -> str | None:
+    """The tag guesses at the metrics token count against: the client's address, or, for a client without
+    one, the tag they all share (None when the address limit is off).
+
+    Unlike a failed API key (a 256-bit token: its guessers are refused by address and valid keys are
+    answered), the metrics token may be short, so a client that hides its address must not guess it freely.
+    Sharing the tag means such guessers can block each other's token attempts, never API keys or sign-ins.
+    """
+    tag = address_tag(request)
+    if tag is None and _enabled("address"):
+        tag = client_tag(KIND_TAG["address"], NO_ADDRESS)
+    return tag
+
+
 def username_tag(username: object) -> str | None:
     """The tag wrong passwords for ``username`` count against (None when that limit is off)."""
     if not username or not _enabled("username"):

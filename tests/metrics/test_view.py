@@ -187,3 +187,18 @@ def test_only_bearer_attempts_at_a_set_token_are_counted(client, set_quotas):
 
 def failed_auth_sample(outcome: str) -> float:
     return REGISTRY.get_sample_value("quota_failed_authentications_total", {"outcome": outcome}) or 0.0
+
+
+@pytest.mark.parametrize("peer", [{"REMOTE_ADDR": ""}, {"REMOTE_ADDR": "unix:/run/gunicorn.sock"}])
+def test_token_guesses_from_clients_without_an_address_are_counted_too(client, set_quotas, peer):
+    """A client with no address (a Unix-socket proxy not trusted, a CLIENT_IP hook answering None) guesses
+    against a tag all such clients share: past the limit even the right token gets 429 from them."""
+    set_quotas("METRICS", TOKEN="s3cret-token")
+    set_quotas(FAILED_AUTH_LIMITS={"address": "3/10min", "username": None})
+    for i in range(3):
+        assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer guess-{i}", **peer).status_code == 401
+    assert_auth_throttled(client.get("/metrics", HTTP_AUTHORIZATION="Bearer guess-3", **peer))
+    assert_auth_throttled(client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token", **peer))
+    # Clients with an address are not affected.
+    right = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token", REMOTE_ADDR="198.51.100.4")
+    assert right.status_code == 200
