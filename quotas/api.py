@@ -30,7 +30,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from quotas.exceptions import StoreUnavailable
+from quotas.exceptions import ResetNotConfirmed, StoreUnavailable
 from quotas.identity.addresses import address_group
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client, authenticate_key, hash_api_key, identify
@@ -41,7 +41,7 @@ from quotas.service import Facts, Verdict, check, settle
 from quotas.standing import NEAR, current_standing
 from quotas.store.connect import STORE_ERRORS, connect
 from quotas.store.decision import scaled
-from quotas.store.keys import client_keys, client_tag, encode_part, is_client_tag, multipliers_key
+from quotas.store.keys import client_keys, client_tag, encode_part, is_client_tag, is_usage_key, multipliers_key
 from quotas.store.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, parse_multipliers
 
 __all__ = [
@@ -69,21 +69,37 @@ def last_refusals(tag: str) -> list[Any]:
 _BATCH = 500
 
 
-def reset() -> int:
-    """Forget every counter, ban, failed-authentication block and usage count of this project.
+def reset(*, confirm: bool = False, delete_usage: bool = False) -> int:
+    """Forget every counter, ban and failed-authentication block of this project: for a project's tests.
 
     Deletes every Redis key under ``QUOTAS['KEY_PREFIX']`` (on every primary of
-    a cluster), drops what this process remembers (refused clients, blocks,
-    the local fallback's counts, usage not yet written), and bumps the rules
+    a cluster) but the usage counters, drops what this process remembers
+    (refused clients, blocks, the local fallback's counts), and bumps the rules
     version so that every other process forgets what it remembers within a
-    second. Returns the number of keys deleted. Raises
+    second. Returns the number of keys deleted.
+
+    It acts on whatever Redis ``QUOTAS['REDIS_URL']`` names, so it does nothing
+    unless the caller says it means it: ``confirm=True`` (the ``quota_reset``
+    fixture of :mod:`quotas.testing` does). Usage counted but not yet copied to
+    the database is billing data: it is kept (keys and this process's unwritten
+    counts) unless ``delete_usage=True`` too.
+
+    Raises :class:`~quotas.exceptions.ResetNotConfirmed` without ``confirm``, and
     :class:`~quotas.exceptions.StoreUnavailable` when Redis cannot be reached.
     """
+    if not confirm:
+        raise ResetNotConfirmed(
+            "quotas.api.reset() erases every client's counters, bans and blocks on the Redis QUOTAS['REDIS_URL'] "
+            "names; call it as reset(confirm=True) (and delete_usage=True to erase unflushed usage too)."
+        )
     runtime = get_runtime()
+    prefix = runtime.prefix
     deleted = 0
     try:
         batch: list[bytes] = []
-        for key in runtime.redis.scan_iter(match=f"{runtime.prefix}:*", count=1000):
+        for key in runtime.redis.scan_iter(match=f"{prefix}:*", count=1000):
+            if not delete_usage and is_usage_key(prefix, key):
+                continue
             batch.append(key)
             if len(batch) >= _BATCH:
                 deleted += _delete(runtime.redis, batch)
@@ -93,7 +109,8 @@ def reset() -> int:
         raise StoreUnavailable(f"resetting the counters failed: {exc}") from exc
     runtime.store.deny_memory.clear()
     runtime.store.fallback.clear()
-    runtime.store.usage_buffer.take()  # counted before the reset: dropped with the rest
+    if delete_usage:
+        runtime.store.usage_buffer.take()  # counted before the reset: dropped with the rest
     failed_auth.clear()
     runtime.rules.invalidate()  # other processes forget what they remember
     return deleted

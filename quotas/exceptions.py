@@ -11,6 +11,10 @@ class QuotaError(Exception):
     """Base class of the engine's own errors."""
 
 
+class ResetNotConfirmed(QuotaError):
+    """:func:`quotas.api.reset` was called without ``confirm=True`` (it erases every client's counters)."""
+
+
 class StoreUnavailable(QuotaError):
     """Redis could not be reached or answered with an error.
 

@@ -20,7 +20,7 @@ from quotas.api import reset
 
 @pytest.fixture
 def quota_reset() -> Iterator[None]:
-    """Fresh counters before the test, and none left behind after it (see :func:`quotas.api.reset`)."""
-    reset()
+    """Fresh counters and usage before the test, and none left behind after it (see :func:`quotas.api.reset`)."""
+    reset(confirm=True, delete_usage=True)
     yield
-    reset()
+    reset(confirm=True, delete_usage=True)

@@ -100,6 +100,20 @@ def window_field(limit_id: str, algorithm: str, window: int) -> str:
     return f"{encode_part(limit_id)}:{Algorithm.named(algorithm).key_tag}{window}"
 
 
+def is_usage_key(prefix: str, key: str | bytes) -> bool:
+    """Whether ``key`` holds usage: a bucket's usage hash of a day (``<prefix>:{b<n>}:u:<YYYYMMDD>``), or
+    anything under ``<prefix>:usage:`` (the usage app's own keys, such as the flush mark). Billing data not
+    yet copied to the database may be in them."""
+    text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    if text.startswith(f"{prefix}:usage:"):
+        return True
+    head = prefix + ":{b"
+    if not text.startswith(head):
+        return False
+    bucket, sep, rest = text[len(head) :].partition("}:u:")
+    return bool(sep) and bucket.isdigit() and len(rest) == 8 and rest.isdigit()
+
+
 def multipliers_key(prefix: str) -> str:
     """The adaptive multipliers by plan (JSON, written by the adaptive app, read by every engine)."""
     return f"{prefix}:adaptive:multipliers"

@@ -18,6 +18,8 @@ from rest_framework.views import APIView
 
 from plans.models import Plan
 from quotas.api import reset
+from quotas.exceptions import ResetNotConfirmed
+from quotas.store.keys import is_usage_key
 from quotas.django.decorators import quota_limited
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
@@ -210,9 +212,37 @@ def test_reset_clears_counters_and_every_remembered_refusal(db):
     key = issue_key(plan=plan)
     client = Client()
     assert [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(3)] == [200, 200, 429]
-    assert reset() > 0
+    assert reset(confirm=True) > 0
     # Refused from this process's memory before; now counted afresh in Redis.
     assert [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_reset_refuses_unless_the_caller_means_it(db, redis_client):
+    """It acts on whatever Redis QUOTAS names: without confirm=True nothing is deleted."""
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="2/min", algorithm="fixed_window")
+    Client().get("/api/demo/ping", HTTP_X_API_KEY=issue_key(plan=plan))
+    keys = set(redis_client.scan_iter())
+    with pytest.raises(ResetNotConfirmed, match="confirm=True"):
+        reset()
+    assert set(redis_client.scan_iter()) == keys
+
+
+def test_reset_keeps_unflushed_usage_unless_asked(db, redis_client):
+    """Usage counted but not yet flushed is billing data: reset(confirm=True) keeps it; delete_usage=True
+    deletes it too."""
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="5/min", algorithm="fixed_window")
+    Client().get("/api/demo/ping", HTTP_X_API_KEY=issue_key(plan=plan))
+    prefix = get_runtime().prefix
+    usage = {k for k in redis_client.scan_iter() if is_usage_key(prefix, k)}
+    assert usage
+    assert reset(confirm=True) > 0
+    assert {k for k in redis_client.scan_iter() if is_usage_key(prefix, k)} == usage
+    version = get_runtime().rules.version_key.encode()  # bumped by the reset, so other processes forget
+    assert set(redis_client.scan_iter()) - usage == {version}
+    reset(confirm=True, delete_usage=True)
+    assert set(redis_client.scan_iter()) == {version}
 
 
 def test_the_quota_reset_fixture_starts_from_fresh_counters(quota_reset, db):
