@@ -111,7 +111,7 @@ def is_usage_key(prefix: str, key: str | bytes) -> bool:
     if not text.startswith(head):
         return False
     bucket, sep, rest = text[len(head) :].partition("}:u:")
-    return bool(sep) and bucket.isdigit() and len(rest) == 8 and rest.isdigit()
+    return bool(sep) and bucket.isdigit() and len(rest) == len("YYYYMMDD") and rest.isdigit()
 
 
 def multipliers_key(prefix: str) -> str:
