@@ -31,9 +31,11 @@ password hash it costs nothing), so a block holds in every process at once.
 API keys are checked against what the process learnt only: a good key's
 request makes no Redis call.
 
-While Redis is unreachable failures are neither counted nor checked (logged,
-and counted in ``quota_failed_authentications_total``): authentication is
-not made to depend on Redis.
+While Redis is unreachable each process counts failures itself, enforcing
+``QUOTAS['LOCAL_SHARE']`` of each limit as the quota fallback does (logged,
+and counted in ``quota_failed_authentications_total{outcome="local"}``):
+authentication does not depend on Redis, and an outage does not open the
+door to unlimited guessing.
 
 Wiring: :class:`quotas.identity.backends.FailedAuthBackend` first in ``AUTHENTICATION_BACKENDS``
 (passwords: the admin login, HTTP Basic), the ``user_login_failed`` and
@@ -69,7 +71,7 @@ logger = logging.getLogger(__name__)
 
 #: Blocks one process remembers at most (expired ones are dropped first).
 MAX_REMEMBERED = 10_000
-#: Seconds between two warnings that failures went uncounted (Redis unreachable).
+#: Seconds between two warnings that failures were counted in the process only (Redis unreachable).
 LOG_INTERVAL = 60.0
 
 
@@ -78,6 +80,8 @@ class FailedAuth:
 
     def __init__(self) -> None:
         self._blocked: dict[str, float] = {}  # tag -> time.time() the block ends
+        # "<tag>|<window>" -> (time.time() its window started, failures in it): counted here while Redis is away.
+        self._local: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._logged_at = -math.inf  # time.monotonic() of the last outage warning
         self._unlogged = 0
@@ -136,8 +140,9 @@ class FailedAuth:
             try:
                 decision = store.decide(tag, _windows(tag))
             except StoreUnavailable:
-                metrics.observe_failed_auth("uncounted")
+                metrics.observe_failed_auth("local")
                 self._log_outage("counted", tag)
+                wait = max(wait, self._record_locally(tag))
                 continue
             if decision.allowed:
                 metrics.observe_failed_auth("counted")
@@ -149,10 +154,39 @@ class FailedAuth:
                 wait = max(wait, seconds)
         return wait
 
+    def _record_locally(self, tag: str) -> int:
+        """Count one failure in this process while Redis is unreachable; the seconds this attempt must wait.
+
+        As the quota fallback does (``QUOTAS['LOCAL_SHARE']``), each process enforces its share of each
+        window, in fixed windows of its own clock: an outage must not open the door to unlimited guessing.
+        What a process learns this way it remembers as a block (:meth:`wait`), like one learnt from Redis.
+        """
+        now = time.time()
+        share = float(quota_settings.LOCAL_SHARE)
+        wait = 0
+        for window in _windows(tag):
+            limit = max(1, math.floor(window.quota * share))
+            key = f"{tag}|{window.state_field}"
+            with self._lock:
+                start, count = self._local.get(key, (now, 0))
+                if now - start >= window.window:
+                    start, count = now, 0
+                count += 1
+                self._local[key] = (start, count)
+                if len(self._local) > MAX_REMEMBERED:
+                    self._local.pop(next(iter(self._local)))
+            ends = start + window.window
+            if count > limit:  # past the limit: refused, as Redis would
+                wait = max(wait, max(1, math.ceil(ends - now)))
+            if count >= limit:  # used up: the attempts after this one are refused until the window ends
+                self._remember(tag, ends)
+        return wait
+
     def clear(self) -> None:
         """Forget every block (the runtime was rebuilt, e.g. for another Redis)."""
         with self._lock:
             self._blocked.clear()
+            self._local.clear()
             self._logged_at, self._unlogged = -math.inf, 0
 
     def _log_outage(self, what: str, tag: str) -> None:
@@ -164,8 +198,8 @@ class FailedAuth:
                 return
             self._logged_at, count, self._unlogged = now, self._unlogged, 0
         logger.warning(
-            "quotas: failed authentications are not limited while Redis is unreachable (%d not %s in the last "
-            "minute or so, e.g. of %s); authentication goes on without the limit",
+            "quotas: while Redis is unreachable, failed authentications are limited in this process only (its "
+            "LOCAL_SHARE of each limit): %d not %s in Redis in the last minute or so, e.g. of %s",
             count, what, tag,
         )  # fmt: skip
 

@@ -204,11 +204,12 @@ usage_flush_lag = Gauge(
 active_bans = Gauge(
     "quota_active_bans", "Clients banned right now (ban records neither expired nor lifted).", registry=None
 )
-FAILED_AUTH_OUTCOMES = ("counted", "refused", "uncounted", "unchecked")
+FAILED_AUTH_OUTCOMES = ("counted", "refused", "local", "unchecked")
 failed_auth = Counter(
     "quota_failed_authentications",
     "Failed authentications (bad API keys, wrong passwords) per address or username: counted, refused (over "
-    "QUOTAS['FAILED_AUTH_LIMITS']), uncounted or unchecked (Redis unreachable: authentication fails open).",
+    "QUOTAS['FAILED_AUTH_LIMITS']), local (Redis unreachable: counted in this process, against its "
+    "LOCAL_SHARE of the limit) or unchecked (Redis unreachable: the block was not asked of it).",
     ["outcome"],
 )
 #: Why a refusal was not kept in the last-refusals store (quotas/observability/refusals.py).

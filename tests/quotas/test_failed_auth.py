@@ -142,27 +142,36 @@ def test_a_password_block_holds_in_a_process_that_saw_none_of_the_failures(free,
     assert 1 <= int(refused["Retry-After"]) <= 600
 
 
-def test_while_redis_is_down_failures_are_not_counted_and_sign_in_still_works(tight, redis_server, caplog):
-    """Authentication does not depend on Redis: failing open, logged (once, not per attempt) and counted."""
+def test_while_redis_is_down_failures_are_counted_in_the_process(tight, redis_server, caplog, set_quotas):
+    """Authentication does not depend on Redis, and an outage does not open the door to guessing: each process
+    enforces its LOCAL_SHARE of each limit itself (here all of it), logged once, counted as "local"."""
     from prometheus_client import REGISTRY
 
+    set_quotas(LOCAL_SHARE=1.0)
     UserFactory(username="ops", password=PASSWORD, is_staff=True)
-    browser = Client(REMOTE_ADDR="203.0.113.12")
     url = "/admin/login/?next=/admin/"
 
-    def uncounted() -> float:
-        return REGISTRY.get_sample_value("quota_failed_authentications_total", {"outcome": "uncounted"}) or 0.0
+    def local() -> float:
+        return REGISTRY.get_sample_value("quota_failed_authentications_total", {"outcome": "local"}) or 0.0
 
-    before = uncounted()
+    before = local()
     redis_server.stop()
     try:
-        for _ in range(4):
-            assert browser.post(url, {"username": "ops", "password": "nope"}).status_code == 200
-        assert browser.post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
+        # A mistyped password, then the right one: signed in.
+        assert Client(REMOTE_ADDR="203.0.113.12").post(url, {"username": "ops", "password": "nope"}).status_code == 200
+        assert Client(REMOTE_ADDR="203.0.113.12").post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
+        # A guesser: the username's limit (2) is used up by its second failure, so the third attempt is refused,
+        # the right password included, from any address.
+        guesser = Client(REMOTE_ADDR="203.0.113.13")
+        assert guesser.post(url, {"username": "ops", "password": "guess"}).status_code == 200
+        refused = guesser.post(url, {"username": "ops", "password": "guess"})
+        assert refused.status_code == 429
+        assert 1 <= int(refused["Retry-After"]) <= 600
+        assert Client(REMOTE_ADDR="198.51.100.13").post(url, {"username": "ops", "password": PASSWORD}).status_code == 429
     finally:
         redis_server.start()
-    assert uncounted() - before == 8  # four failures, each per address and per username
-    logged = [r for r in caplog.records if "not limited while Redis is unreachable" in r.getMessage()]
+    assert local() - before == 4  # two failures, each per address and per username
+    logged = [r for r in caplog.records if "while Redis is unreachable" in r.getMessage()]
     assert len(logged) == 1
 
 
