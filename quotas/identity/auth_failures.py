@@ -103,8 +103,9 @@ class FailedAuth:
         """Like :meth:`wait`, but asks Redis when this process knows of no block (one peek per tag).
 
         For passwords: a block another process learnt applies here too, and the
-        round trip costs little next to the password hash it may spare. Fails
-        open while Redis is unreachable.
+        round trip costs little next to the password hash it may spare. While
+        Redis is unreachable only the blocks this process knows of apply
+        (including those it counted itself, :meth:`record`).
         """
         if not quota_settings.ENABLED:
             return 0

@@ -154,12 +154,15 @@ def test_while_redis_is_down_failures_are_counted_in_the_process(tight, redis_se
     def local() -> float:
         return REGISTRY.get_sample_value("quota_failed_authentications_total", {"outcome": "local"}) or 0.0
 
+    def sign_in(address: str, password: str):
+        return Client(REMOTE_ADDR=address).post(url, {"username": "ops", "password": password})
+
     before = local()
     redis_server.stop()
     try:
         # A mistyped password, then the right one: signed in.
-        assert Client(REMOTE_ADDR="203.0.113.12").post(url, {"username": "ops", "password": "nope"}).status_code == 200
-        assert Client(REMOTE_ADDR="203.0.113.12").post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
+        assert sign_in("203.0.113.12", "nope").status_code == 200
+        assert sign_in("203.0.113.12", PASSWORD).status_code == 302
         # A guesser: the username's limit (2) is used up by its second failure, so the third attempt is refused,
         # the right password included, from any address.
         guesser = Client(REMOTE_ADDR="203.0.113.13")
@@ -167,7 +170,7 @@ def test_while_redis_is_down_failures_are_counted_in_the_process(tight, redis_se
         refused = guesser.post(url, {"username": "ops", "password": "guess"})
         assert refused.status_code == 429
         assert 1 <= int(refused["Retry-After"]) <= 600
-        assert Client(REMOTE_ADDR="198.51.100.13").post(url, {"username": "ops", "password": PASSWORD}).status_code == 429
+        assert sign_in("198.51.100.13", PASSWORD).status_code == 429
     finally:
         redis_server.start()
     assert local() - before == 4  # two failures, each per address and per username
