@@ -267,14 +267,14 @@ SETTINGS = (
         "goes to shaping",
         hint="The share of a process's time that may go to sleeping for shaping.",
     ),
-    # A client's bucket is SHAPING_CLIENT_SHARE * SHAPING_DELAY_BUDGET seconds, regained at
-    # SHAPING_CLIENT_SHARE * SHAPING_DELAY_SHARE per second.
+    # The most of the budget one client may hold alone; with k clients holding some, each holds at most
+    # 1 / (k + 1) of it, and all of them k / (k + 1) (quotas/runtime/shaping.py).
     Setting(
         "SHAPING_CLIENT_SHARE", float, 0.5, exclusive_minimum=0, maximum=1, kind="a fraction",
         check_id="quotas.E047",
-        doc="the fraction of that budget one client may have, in size and in regain: a delay must fit both, "
-        "so one client's shaped traffic always leaves the others `1 - SHAPING_CLIENT_SHARE` of it; 1 turns "
-        "the share off",
+        doc="the most of that budget one client may hold; and while `k` clients hold some, each holds at most "
+        "`1 / (k + 1)` of it and all of them together `k / (k + 1)`, so a client arriving next always finds "
+        "room and none starves the others; 1 turns the per-client limits off",
         hint="0.5: one client may hold at most half of SHAPING_DELAY_BUDGET; 1 turns the share off.",
     ),
     # Per client address: unknown API keys and passwords from new browsers are refused, valid keys

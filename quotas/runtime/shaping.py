@@ -9,11 +9,15 @@ each process has a budget of sleep, a token bucket in seconds:
 may go to sleeping). A delay that does not fit is refused with 429 and the
 decision is taken back.
 
-Inside the process's budget each client has a budget of its own,
-``SHAPING_CLIENT_SHARE`` of it in size and in refill: a delay must fit both.
-Without it one tenant's shaped traffic could spend the whole budget and every
-other tenant's shaped requests would be refused; with it, whatever one client
-sends, the others always find ``1 - SHAPING_CLIENT_SHARE`` of the budget.
+Inside the process's budget the clients share fairly. What each client
+holds drains as the budget refills, in equal parts among the clients holding
+some. A client's delay is granted only if afterwards, ``k`` being the clients
+that hold some (this one included), they hold at most ``k / (k + 1)`` of the
+budget together and this one at most ``1 / (k + 1)`` of it (and never more
+than ``SHAPING_CLIENT_SHARE``). So however many tenants shape at once and
+however much they send, a client arriving next always finds room, and as the
+budget refills it goes to those holding less than their share: no client can
+starve the others.
 """
 
 from __future__ import annotations
@@ -24,80 +28,95 @@ import time
 
 from quotas.conf import quota_settings
 
-#: Clients whose own budget one process remembers. Past it, clients whose budget has refilled are
-#: forgotten first (they have nothing left to remember), then the least recently seen.
+#: Clients holding shaping budget that one process keeps count of. Only clients holding some are kept (a
+#: client is forgotten once what it held has drained); past this many, a new client's delay is refused until
+#: some drain.
 MAX_CLIENTS = 10_000
+#: The holder of delays taken without a client.
+_NO_CLIENT = ""
 
 
 class ShapingBudget:
-    """The seconds of shaping sleep this process may still start, overall and per client (thread-safe).
+    """The seconds of shaping sleep this process may still start, shared fairly among clients (thread-safe).
 
     Starts full; the settings are read at each :meth:`take` (never at import).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tokens: float | None = None  # None: full (the capacity is read when first needed)
-        self._at = 0.0
-        self._clients: dict[str, tuple[float, float]] = {}  # client -> (its tokens, when last counted)
+        self._held: dict[str, float] = {}  # holder -> seconds of the budget it holds (drains as the budget refills)
+        self._at: float | None = None
 
     def take(self, delay: float, client: str | None = None, now: float | None = None) -> float:
         """Spend ``delay`` seconds of sleep for ``client``; returns 0 when granted, else seconds until it would fit.
 
-        ``client`` (a client tag) must also have that much left of its own
-        share; None spends from the process's budget alone. Nothing is spent
-        unless the delay fits both.
+        ``client`` (a client tag) must also stay within its fair share (see the
+        module docstring); None spends from the process's budget alone. Nothing
+        is spent unless the delay fits both.
         """
         capacity = float(quota_settings.SHAPING_DELAY_BUDGET)
-        share = float(quota_settings.SHAPING_DELAY_SHARE)
+        rate = float(quota_settings.SHAPING_DELAY_SHARE)
         fraction = float(quota_settings.SHAPING_CLIENT_SHARE)
         now = time.monotonic() if now is None else now
         with self._lock:
-            if self._tokens is None:
-                self._tokens = capacity
-            else:
-                self._tokens = min(capacity, self._tokens + max(0.0, now - self._at) * share)
+            self._drain(max(0.0, now - self._at) * rate if self._at is not None else 0.0)
             self._at = now
-            wait = _wait(delay, self._tokens, capacity, share)
-            if client is None:
-                if not wait:
-                    self._tokens -= delay
-                return wait
-            own = self._own_tokens(client, capacity * fraction, share * fraction, now)
-            wait = max(wait, _wait(delay, own, capacity * fraction, share * fraction))
+            held = sum(self._held.values())
+            wait = _wait(delay, capacity - held, capacity, rate)
+            holder = _NO_CLIENT if client is None else client
+            if client is not None and fraction < 1:
+                wait = max(wait, self._client_wait(client, delay, capacity, rate, fraction))
+            if holder not in self._held and len(self._held) >= MAX_CLIENTS:
+                wait = max(wait, delay)  # too many clients shaping at once: retry once some have drained
             if not wait:
-                self._tokens -= delay
-                own -= delay
-            self._clients.pop(client, None)  # re-inserted last: the dict's order is least recently seen first
-            self._clients[client] = (own, now)
-            if len(self._clients) > MAX_CLIENTS:
-                self._forget(capacity * fraction, share * fraction, now)
+                self._held[holder] = self._held.get(holder, 0.0) + delay
             return wait
 
+    def _client_wait(self, client: str, delay: float, capacity: float, rate: float, fraction: float) -> float:
+        # Called with the lock held. Its fair share now: 1 / (k + 1) of the budget, k the clients holding some
+        # with this one counted, so that a client arriving next finds as much.
+        if delay > capacity * fraction:
+            return math.inf  # more than it could ever hold, even alone
+        holders = {c for c in self._held if c != _NO_CLIENT} | {client}
+        k = len(holders)
+        own = self._held.get(client, 0.0)
+        over_own = own + delay - capacity * min(fraction, 1 / (k + 1))
+        # Room kept for a client arriving next: the clients together hold at most k / (k + 1) of the budget.
+        over_all = sum(self._held.values()) + delay - capacity * k / (k + 1)
+        if over_own <= 0 and over_all <= 0:
+            return 0.0
+        if rate <= 0:
+            return math.inf
+        # What it holds drains at its part of the refill, all of them at the whole refill; its share may grow
+        # meanwhile, so this is an upper bound.
+        return max(over_own / (rate / k), over_all / rate)
+
+    def _drain(self, amount: float) -> None:
+        # Called with the lock held. The refill is shared equally among the holders; one holding less than its
+        # part is emptied, and the rest goes to the others (water-filling).
+        if amount <= 0 or not self._held:
+            return
+        left = len(self._held)
+        for holder, seconds in sorted(self._held.items(), key=lambda item: item[1]):
+            part = amount / left
+            left -= 1
+            if seconds <= part:
+                amount -= seconds
+                del self._held[holder]
+            else:
+                self._held[holder] = seconds - part
+                amount -= part
+
     def remembered_clients(self) -> list[str]:
-        """The clients whose own budget this process remembers, least recently seen first (at most
-        :data:`MAX_CLIENTS`; a client not among them has its whole share)."""
+        """The clients holding shaping budget now (at most :data:`MAX_CLIENTS`; any other has its whole share)."""
         with self._lock:
-            return list(self._clients)
+            return [c for c in self._held if c != _NO_CLIENT]
 
     def reset(self) -> None:
         """Full again (the runtime was rebuilt, e.g. after a settings change)."""
         with self._lock:
-            self._tokens = None
-            self._clients.clear()
-
-    def _own_tokens(self, client: str, capacity: float, share: float, now: float) -> float:
-        # Called with the lock held.
-        tokens, at = self._clients.get(client, (capacity, now))
-        return min(capacity, tokens + max(0.0, now - at) * share)
-
-    def _forget(self, capacity: float, share: float, now: float) -> None:
-        # Called with the lock held. A client whose budget is full again is as good as never seen.
-        self._clients = {
-            c: (tokens, at) for c, (tokens, at) in self._clients.items() if tokens + (now - at) * share < capacity
-        }
-        while len(self._clients) > MAX_CLIENTS:
-            del self._clients[next(iter(self._clients))]
+            self._held.clear()
+            self._at = None
 
 
 def _wait(delay: float, tokens: float, capacity: float, share: float) -> float:

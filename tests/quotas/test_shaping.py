@@ -38,17 +38,45 @@ def test_budget_reads_its_size_when_first_used(settings):
 
 
 def test_a_client_holds_at_most_its_share_of_the_budget(settings):
-    """Half the budget per client: one client's delays stop at its half, another's still fit the rest."""
+    """Alone, a client may hold SHAPING_CLIENT_SHARE (half) of the budget; once another holds some, each at most
+    a third, and the two together two thirds, so that a third client still finds room."""
     settings.QUOTAS = {
         **settings.QUOTAS, "SHAPING_DELAY_BUDGET": 1.0, "SHAPING_DELAY_SHARE": 0.25, "SHAPING_CLIENT_SHARE": 0.5
     }  # fmt: skip
     budget = ShapingBudget()
     assert budget.take(0.3, "{s.1}", now=100.0) == 0
-    # 0.2 s of its own half left; the client's half regains 0.125 s a second: 0.8 s until 0.3 s fits.
-    assert budget.take(0.3, "{s.1}", now=100.0) == pytest.approx(0.1 / 0.125)
+    # 0.2 s of its half left; alone, what it holds drains at the whole refill: 0.4 s until 0.3 s fits.
+    assert budget.take(0.3, "{s.1}", now=100.0) == pytest.approx(0.1 / 0.25)
     assert budget.take(0.6, "{s.1}", now=100.0) == float("inf")  # more than its whole share: never
-    assert budget.take(0.5, "{s.2}", now=100.0) == 0  # the refused asks spent nothing of the process's budget
-    assert budget.take(0.3, "{s.1}", now=100.81) == 0
+    assert budget.take(0.5, "{s.2}", now=100.0) > 0  # past a third, with another client holding some
+    assert budget.take(0.3, "{s.2}", now=100.0) == 0  # the refused asks spent nothing
+    assert budget.take(0.3, "{s.3}", now=100.0) > 0  # 0.6 held of a 0.75 cap for three: 0.15 left
+    assert budget.take(0.15, "{s.3}", now=100.0) == 0
+    assert budget.remembered_clients() == ["{s.1}", "{s.2}", "{s.3}"]
+
+
+@pytest.mark.parametrize("clients", [3, 5, 20])
+def test_no_client_starves_the_others(settings, clients):
+    """Clients that each ask for as much as they can, one after another, never use the whole budget: the next
+    one always gets a delay, and once the budget has refilled each holds about an equal share."""
+    settings.QUOTAS = {
+        **settings.QUOTAS, "SHAPING_DELAY_BUDGET": 1.0, "SHAPING_DELAY_SHARE": 0.25, "SHAPING_CLIENT_SHARE": 0.5
+    }  # fmt: skip
+    budget = ShapingBudget()
+    granted: dict[int, float] = {}
+    for n in range(clients):  # each takes what it can, 0.001 s at a time, with no refill in between
+        granted[n] = 0.0
+        while budget.take(0.001, f"{{s.{n}}}", now=100.0) == 0:
+            granted[n] += 0.001
+        assert granted[n] > 0, f"client {n} starved"
+    # Everyone keeps asking while the budget refills: the shares even out.
+    for step in range(1, 4001):
+        for n in range(clients):
+            budget.take(0.001, f"{{s.{n}}}", now=100.0 + step * 0.01)
+    held = budget._held
+    fair = 1.0 / (clients + 1)
+    assert max(held.values()) <= fair + 0.002
+    assert min(held.values()) >= fair - 0.01
 
 
 def test_without_a_client_only_the_process_budget_counts(settings):
@@ -58,17 +86,19 @@ def test_without_a_client_only_the_process_budget_counts(settings):
 
 
 def test_clients_remembered_stay_bounded(settings, monkeypatch):
-    """Past MAX_CLIENTS, clients whose share is full again are forgotten, then the least recently seen."""
+    """Only clients holding budget are kept; past MAX_CLIENTS of them a new client waits until some drain."""
     from quotas.runtime import shaping
 
     monkeypatch.setattr(shaping, "MAX_CLIENTS", 3)
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 100.0, "SHAPING_DELAY_SHARE": 1.0}
     budget = ShapingBudget()
-    for n in range(10):
-        budget.take(1.0, f"{{s.{n}}}", now=100.0 + n)
-    remembered = budget.remembered_clients()
-    assert len(remembered) <= 3
-    assert remembered[-1] == "{s.9}"  # the most recently seen
+    for n in range(3):
+        assert budget.take(1.0, f"{{s.{n}}}", now=100.0) == 0
+    assert budget.take(1.0, "{s.9}", now=100.0) > 0
+    assert len(budget.remembered_clients()) == 3
+    # Three seconds later all three have drained (one second each at the whole refill): room for others.
+    assert budget.take(1.0, "{s.9}", now=103.0) == 0
+    assert budget.remembered_clients() == ["{s.9}"]
 
 
 def test_retry_after_is_the_sooner_of_the_budget_and_the_drained_bucket():
@@ -125,11 +155,12 @@ def test_one_client_saturating_shaping_leaves_room_for_another(settings):
     (shaping_capacity); another tenant's shaped requests are still delayed and served, not refused.
 
     Both are on a 20/s leaky bucket, so each request sent right after the
-    previous one is held about 0.05 s. The budget is 0.2 s of sleep that
-    practically never refills: the first client gets 0.1 s of it.
+    previous one is held about 0.05 s. The budget is 0.6 s of sleep that
+    practically never refills: the first client gets 0.3 s of it (its half),
+    the second what keeps a third free for a client arriving next (0.1 s).
     """
     settings.QUOTAS = {
-        **settings.QUOTAS, "SHAPING_DELAY_BUDGET": 0.2, "SHAPING_DELAY_SHARE": 0.01, "SHAPING_CLIENT_SHARE": 0.5
+        **settings.QUOTAS, "SHAPING_DELAY_BUDGET": 0.6, "SHAPING_DELAY_SHARE": 0.01, "SHAPING_CLIENT_SHARE": 0.5
     }  # fmt: skip
     plan = PlanFactory(slug="shaped", is_default=True)
     EndpointLimitFactory(plan=plan, name="smooth", rates="20/s", algorithm="leaky_bucket", burst=50, max_delay=1.0)
@@ -148,4 +179,9 @@ def test_one_client_saturating_shaping_leaves_room_for_another(settings):
     # Two delayed requests of another client after that: each fits what the first client left.
     for _ in range(3):
         r = api.get("/api/demo/ping", HTTP_X_API_KEY=other)
+        assert r.status_code == 200, r.content
+    # And a third client's short delay still fits: two clients never use the whole budget up.
+    third = issue_key(plan=plan)
+    for _ in range(2):
+        r = api.get("/api/demo/ping", HTTP_X_API_KEY=third)
         assert r.status_code == 200, r.content
