@@ -250,6 +250,8 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 # Copy the decision script's usage counters from Redis to the database (idempotent, safe to overlap).
 CELERY_BEAT_SCHEDULE["usage-flush"] = {"task": "usage.flush", "schedule": 60.0, "options": {"expires": 55}}
+# Delete what QUOTAS['RETENTION'] no longer keeps (usage records, budget alerts, ban records), once a day.
+CELERY_BEAT_SCHEDULE["usage-prune"] = {"task": "usage.prune", "schedule": 86_400.0, "options": {"expires": 3_600}}
 
 # The load controller: reads the hosts' samples, publishes per-plan multipliers. A late run is dropped, not queued.
 CELERY_BEAT_SCHEDULE["adaptive-control"] = {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
 from quotas.setting import Setting, markdown_table
-from quotas.settings_spec import ALLOWANCES, METRICS, SETTINGS, USAGE_FLUSH
+from quotas.settings_spec import ALLOWANCES, METRICS, RETENTION, SETTINGS, USAGE_FLUSH
 
 #: The settings reference page of the documentation site (mkdocs.yml).
 SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
@@ -25,6 +25,7 @@ TABLES: dict[str, tuple[Sequence[Setting], str]] = {
     "QUOTAS": (SETTINGS, "setting"),
     "QUOTAS['METRICS']": (METRICS, "key"),
     "QUOTAS['USAGE_FLUSH']": (USAGE_FLUSH, "key"),
+    "QUOTAS['RETENTION']": (RETENTION, "key"),
     "QUOTAS['ALLOWANCES']": (ALLOWANCES, "key"),
     "QUOTAS['ADAPTIVE']": (ADAPTIVE_SETTINGS, "key"),
 }

@@ -52,6 +52,27 @@ USAGE_FLUSH = (
     ),
 )  # fmt: skip
 
+#: QUOTAS['RETENTION']: how long the tables that grow with traffic keep their rows (the usage app's
+#: ``usage.prune`` task, usage/retention.py).
+RETENTION = (
+    Setting(
+        "USAGE_DAYS", int | None, 400, minimum=1, kind="a number of days or None", check_id="quotas.E056",
+        doc="days a usage record is kept after its day (400: a year of billing history, and a month to dispute "
+        "the last invoice); `None`: forever",
+        hint="Keep it longer than your billing and dispute period; None keeps every row.",
+    ),
+    Setting(
+        "BUDGET_ALERTS_DAYS", int | None, 400, minimum=1, kind="a number of days or None", check_id="quotas.E056",
+        doc="days a budget alert is kept after it was raised; `None`: forever",
+        hint="A number of days, or None to keep every alert.",
+    ),
+    Setting(
+        "BANS_DAYS", int | None, 90, minimum=1, kind="a number of days or None", check_id="quotas.E056",
+        doc="days a ban's record is kept after the ban ended or was lifted; `None`: forever",
+        hint="A number of days, or None to keep every ban record.",
+    ),
+)  # fmt: skip
+
 #: QUOTAS['ALLOWANCES']: local allowances for busy clients (quotas/store/allowances.py). On by default, with
 #: thresholds that only a client sending one process many requests a second meets.
 ALLOWANCES = (
@@ -339,6 +360,11 @@ SETTINGS = (
     section(
         "USAGE_FLUSH", USAGE_FLUSH, check_id="quotas.E034",
         doc="the `usage.flush` task",
+        hint="A dict of the keys to change; the others keep their defaults.",
+    ),
+    section(
+        "RETENTION", RETENTION, check_id="quotas.E034",
+        doc="how long usage records, budget alerts and ban records are kept (the `usage.prune` task)",
         hint="A dict of the keys to change; the others keep their defaults.",
     ),
     section(

@@ -12,6 +12,7 @@ from quotas.api import STORE_ERRORS
 from quotas.conf import quota_settings
 
 from .flush import flush_usage
+from .retention import prune as prune_rows
 
 logger = logging.getLogger(__name__)
 
@@ -34,3 +35,21 @@ def flush() -> dict:
         report.keys, report.rows, report.written, report.skipped, report.seconds,
     )  # fmt: skip
     return {k: v for k, v in asdict(report).items() if k != "days"}
+
+
+@shared_task(
+    name="usage.prune",
+    acks_late=True,  # safe: deleting what is past its retention twice deletes nothing more
+    autoretry_for=(DatabaseError,),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=5,
+)
+def prune() -> dict:
+    """Delete usage records, budget alerts and ban records older than ``QUOTAS['RETENTION']`` keeps."""
+    report = prune_rows()
+    logger.info(
+        "usage prune: %d usage records, %d budget alerts, %d ban records deleted",
+        report.usage_records, report.budget_alerts, report.bans,
+    )  # fmt: skip
+    return asdict(report)

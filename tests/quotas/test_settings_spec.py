@@ -36,7 +36,7 @@ def test_every_description_is_sound(label):
 def test_quota_settings_read_the_description():
     """The defaults quota_settings falls back to are the described ones, a section's are its keys'."""
     assert {s.name: s.default for s in SETTINGS} == DEFAULTS
-    assert set(SECTIONS) == {"METRICS", "USAGE_FLUSH", "ALLOWANCES"}
+    assert set(SECTIONS) == {"METRICS", "USAGE_FLUSH", "RETENTION", "ALLOWANCES"}
     assert quota_settings.USAGE_FLUSH == {"BATCH_SIZE": 500, "BATCH_DELAY": 0.0}
 
 
