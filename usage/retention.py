@@ -1,25 +1,37 @@
-"""Deleting what ``QUOTAS['RETENTION']`` no longer keeps: old usage records, budget alerts and ban records.
+"""Keeping the tables that grow with traffic bounded: retention, and anonymous usage folded once final.
 
-The tables that grow with traffic are pruned once a day by the ``usage.prune`` task (a thin shell around
-:func:`prune`). Rows go in batches of :data:`BATCH` by primary key, each its own statement, so no single
-delete holds locks on a large table for long; running it twice, or concurrently, deletes each row once.
+The ``usage.prune`` task (a thin shell around :func:`prune`) runs once a day. It deletes what
+``QUOTAS['RETENTION']`` no longer keeps: old usage records, budget alerts and ban records, in batches of
+:data:`BATCH` rows by primary key, each its own statement, so no single delete holds locks on a large table
+for long; running it twice, or concurrently, deletes each row once.
+
+It also folds anonymous usage (:data:`usage.store.ANONYMOUS_CLIENT`). The flush stores it as one row per
+usage hash, plan, scope and day, so that each row is an exact copy of a total that Redis may still change.
+Once a day's hashes have expired in Redis (:data:`FINAL_AFTER_DAYS`) nothing can change them any more, and
+their rows are summed into one per plan, scope and day.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
-from django.db.models import Q, QuerySet
+from django.db import transaction
+from django.db.models import Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from plans.models import ClientBan
+from quotas.api import USAGE_TTL_DAYS
 from quotas.conf import quota_settings
 
-from .models import BudgetAlert, UsageRecord
+from .models import COUNTERS, BudgetAlert, UsageRecord
+from .store import ANONYMOUS_CLIENT
 
 #: Rows deleted per statement.
 BATCH = 5_000
+#: Days after which a day's usage hashes are gone from Redis, so no flush can write that day again: a hash
+#: expires USAGE_TTL_DAYS after its day ends; one more day covers a clock of this process behind Redis's.
+FINAL_AFTER_DAYS = USAGE_TTL_DAYS + 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +41,7 @@ class PruneReport:
     usage_records: int
     budget_alerts: int
     bans: int
+    anonymous_rows_folded: int = 0
 
 
 def prune(now: datetime | None = None) -> PruneReport:
@@ -48,7 +61,40 @@ def prune(now: datetime | None = None) -> PruneReport:
         cutoff = now - timedelta(days=ban_days)
         ended = Q(lifted_at__lt=cutoff) | Q(lifted_at__isnull=True, until__lt=cutoff)
         bans = _delete(ClientBan.objects.filter(ended))
-    return PruneReport(usage, alerts, bans)
+    return PruneReport(usage, alerts, bans, fold_anonymous(now))
+
+
+def fold_anonymous(now: datetime | None = None) -> int:
+    """Sum the anonymous usage rows of every final day into one per plan, scope and day; returns rows removed.
+
+    A day is final once no flush can write it again (:data:`FINAL_AFTER_DAYS`). Each group is folded in a
+    transaction of its own: its rows are locked, summed (counters and cost alike: each row holds the total of
+    a different hash), deleted, and the sum written as one row with an empty generation.
+    """
+    now = now or timezone.now()
+    last_final = (now - timedelta(days=FINAL_AFTER_DAYS)).date()
+    anonymous = UsageRecord.objects.filter(client=ANONYMOUS_CLIENT, day__lte=last_final)
+    folded = 0
+    for plan_key, scope, day in anonymous.values_list("plan_key", "scope", "day").order_by().distinct():
+        folded += _fold(plan_key, scope, day)
+    return folded
+
+
+def _fold(plan_key: int, scope: str, day: date) -> int:
+    with transaction.atomic():
+        rows = UsageRecord.objects.select_for_update().filter(
+            client=ANONYMOUS_CLIENT, plan_key=plan_key, scope=scope, day=day
+        )
+        found = list(rows.values_list("pk", flat=True))
+        if len(found) < 2:  # noqa: PLR2004 - one row is already folded
+            return 0
+        sums = rows.aggregate(**{c: Sum(c) for c in COUNTERS}, observed_at=Max("observed_at"), plan=Max("plan"))
+        UsageRecord.objects.filter(pk__in=found).delete()
+        UsageRecord.objects.create(
+            client=ANONYMOUS_CLIENT, plan_id=sums.pop("plan"), plan_key=plan_key, scope=scope, day=day,
+            generation="", observed_at=sums.pop("observed_at"), **{c: sums[c] or 0 for c in COUNTERS},
+        )  # fmt: skip
+        return len(found) - 1
 
 
 def _delete(rows: QuerySet) -> int:

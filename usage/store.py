@@ -37,6 +37,14 @@ GENERATION_FIELD = b"~g"
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
+#: The client of anonymous usage. Every anonymous client (``ip.<address or network>``) is counted in Redis as
+#: itself, but stored as this one aggregate: one row per usage hash (bucket and life), plan, scope and day
+#: while the hash can still change, folded into one per plan, scope and day afterwards (usage/retention.py).
+#: Addresses are unbounded (a /48 holds 65,536 /64s), rows must not be.
+ANONYMOUS_CLIENT = "ip.*"
+#: The tag kind of anonymous clients (quotas.identity.clients).
+ANONYMOUS_KIND = "ip."
+
 
 class RowKey(NamedTuple):
     """What identifies one usage row: client tag (without braces), plan id (0: none), scope, day.
@@ -140,13 +148,23 @@ def read_snapshot(redis_client: Any, prefix: str, keys: list[str]) -> Snapshot:
             snapshot.skipped += 1
             continue
         mapping = dict(zip(reply[::2], reply[1::2], strict=True))
-        snapshot.skipped += add_hash(snapshot.rows, day, mapping)
+        snapshot.skipped += add_hash(snapshot.rows, day, mapping, hash_id=_bucket_of(key))
     return snapshot
 
 
-def add_hash(rows: dict[RowKey, Counters], day: date, mapping: dict, client: str | None = None) -> int:
-    """Add one usage hash's fields to ``rows`` (only ``client``'s, if given); returns how many were skipped."""
+def add_hash(
+    rows: dict[RowKey, Counters], day: date, mapping: dict, client: str | None = None, *, hash_id: str = ""
+) -> int:
+    """Add one usage hash's fields to ``rows`` (only ``client``'s, if given); returns how many were skipped.
+
+    With ``hash_id`` (the hash's bucket, as the flush and the all-clients readers read whole hashes),
+    anonymous clients' counters are summed into one row of :data:`ANONYMOUS_CLIENT` per plan and scope,
+    whose generation names the hash too: a hash is read whole in one snapshot, so that sum is the hash's
+    absolute total, and rows of different hashes never overwrite each other. Adding the same hash again
+    gives the same rows (never twice the counts).
+    """
     skipped = 0
+    hash_rows: dict[RowKey, Counters] = {}
     extra: dict[RowKey, int] = {}  # "wx" of each row in this hash
     raw_generation = mapping.get(GENERATION_FIELD, mapping.get(GENERATION_FIELD.decode(), b""))
     generation = raw_generation.decode() if isinstance(raw_generation, bytes) else str(raw_generation)
@@ -167,17 +185,28 @@ def add_hash(rows: dict[RowKey, Counters], day: date, mapping: dict, client: str
             logger.warning("usage: unknown counter %r of %s on %s; not stored", counter, field_client, day)
             skipped += 1
             continue
-        key = RowKey(field_client, plan_key, scope, day, generation)
-        row = rows.setdefault(key, dict.fromkeys(COUNTER_FIELDS.values(), 0))
+        row_generation = generation
+        if hash_id and field_client.startswith(ANONYMOUS_KIND):
+            field_client, row_generation = ANONYMOUS_CLIENT, f"{generation}@{hash_id}"
+        key = RowKey(field_client, plan_key, scope, day, row_generation)
+        row = hash_rows.setdefault(key, dict.fromkeys(COUNTER_FIELDS.values(), 0))
         if counter == "wx":
-            extra[key] = int(raw_value)
+            extra[key] = extra.get(key, 0) + int(raw_value)
         else:
-            row[name] = int(raw_value)
+            row[name] += int(raw_value)
         extra.setdefault(key, 0)
     for key, units in extra.items():
         # The scripts count only the units beyond one a request ("wx"): one HINCRBY less for most requests.
-        rows[key]["weight"] = rows[key]["allowed"] + units
+        hash_rows[key]["weight"] = hash_rows[key]["allowed"] + units
+    rows.update(hash_rows)
     return skipped
+
+
+def _bucket_of(key: str | bytes) -> str:
+    """``b<n>`` of a usage key ``<prefix>:{b<n>}:u:<day>`` (its hash tag)."""
+    text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    start = text.rfind("{", 0, text.rfind("}:u:"))
+    return text[start + 1 : text.rfind("}:u:")]
 
 
 def _parse_field(raw: str | bytes) -> tuple[str, int, str, str] | None:

@@ -52,7 +52,7 @@ def test_each_table_keeps_its_retention_and_no_longer(set_quotas):
     assert not BudgetAlert.objects.filter(pk=old_alert.pk).exists()
     assert set(ClientBan.objects.values_list("pk", flat=True)) == {recent.pk, active.pk}
     assert not ClientBan.objects.filter(pk__in=[ended.pk, lifted.pk]).exists()
-    assert prune(NOW) == type(report)(0, 0, 0)  # a second run deletes nothing more
+    assert prune(NOW) == type(report)(0, 0, 0, 0)  # a second run deletes nothing more
 
 
 def test_none_keeps_everything(set_quotas):
@@ -60,7 +60,7 @@ def test_none_keeps_everything(set_quotas):
     usage_row(date(2001, 1, 1))
     alert(NOW - timedelta(days=5000))
     ban(until=NOW - timedelta(days=5000))
-    assert prune(NOW) == type(prune(NOW))(0, 0, 0)
+    assert prune(NOW) == type(prune(NOW))(0, 0, 0, 0)
     assert UsageRecord.objects.count() == BudgetAlert.objects.count() == ClientBan.objects.count() == 1
 
 
@@ -77,7 +77,7 @@ def test_the_task_returns_the_report(set_quotas):
     """The task is a thin shell around prune(): its body, called directly, returns the report as a dict."""
     set_quotas("RETENTION", USAGE_DAYS=1)
     usage_row(date(2020, 1, 1))
-    assert tasks.prune.run() == {"usage_records": 1, "budget_alerts": 0, "bans": 0}
+    assert tasks.prune.run() == {"usage_records": 1, "budget_alerts": 0, "bans": 0, "anonymous_rows_folded": 0}
 
 
 @pytest.mark.parametrize("value", [0, -1, "30", 1.5])
