@@ -81,7 +81,7 @@ def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, 
     assert health.json()["status"] == "degraded"
     assert health.json()["rules"]["state"] == "stale"
     assert "OperationalError" in health.json()["rules"]["last_error"]
-    assert anonymous == {"status": "degraded", "engine": {"mode": "normal"}}
+    assert anonymous == {"status": "degraded", "engine": {"mode": "normal", "failure_mode": "local"}}
 
     # The poller retries, backing off (1, 2, 4 ... s); each failed attempt also drops a connection the
     # outage broke. Within a few retries of the database's return, the new rules are in force.

@@ -51,7 +51,7 @@ def test_the_doctor_asks_every_primary(topology, topo_runtime):
         assert topo_runtime.store.decide(tag, windows).allowed
     report = run_json("quota_doctor")
     assert {c["name"]: c["status"] for c in report["checks"]} == {
-        "redis": "ok", "library": "ok", "clock": "ok", "rules": "ok", "django": "ok",
+        "redis": "ok", "library": "ok", "clock": "ok", "rules": "ok", "failure_mode": "ok", "django": "ok",
     }  # fmt: skip
     if topology.name == "cluster":
         assert "3 primaries answered PING" in report["checks"][0]["detail"]
