@@ -264,7 +264,7 @@ def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs
     return [
         Warning(
             f"No default plan and no DRF rate for them: {who} are admitted with no limit and no RateLimit headers.",
-            hint="Mark a plan as the default (is_default) in the admin, or set "
+            hint="Mark a plan with a limit for every request as the default (is_default) in the admin, or set "
             "REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'] for 'anon' and 'user'.",
             id="quotas.W032",
         )

@@ -40,7 +40,8 @@ def tags_on_every_primary(runtime) -> list[str]:
 def test_the_doctor_asks_every_primary(topology, topo_runtime):
     """Before any decision the library is missing everywhere (a warning naming the nodes); after one decision
     on each primary, every check is ok."""
-    PlanFactory(slug="free", is_default=True)  # else quotas.W032: anonymous clients unlimited
+    plan = PlanFactory(slug="free", is_default=True)  # else quotas.W032: anonymous clients unlimited
+    EndpointLimitFactory(plan=plan, name="global", rates="100/min")  # else quota_plans.W001, for the same reason
     report = run_json("quota_doctor")
     checks = {c["name"]: c for c in report["checks"]}
     assert checks["redis"]["status"] == "ok"
