@@ -53,6 +53,9 @@ VARIANTS = {
 }
 THROTTLED = ("quota", "limits_swc")
 STREAMS = ("allowed", "denied")
+#: The quota server's /metrics token (the bench reads quota_usage_write_lag_seconds from it after the load).
+METRICS_TOKEN = "bench-metrics-token"
+LAG_METRIC = "quota_usage_write_lag_seconds"
 
 
 class HttpBenchError(RuntimeError):
@@ -126,6 +129,8 @@ def _start(name: str, env: dict[str, str], tmp: Path) -> Server:
         "DJANGO_SETTINGS_MODULE": VARIANTS[name],
         "PROMETHEUS_MULTIPROC_DIR": str(tmp / f"prometheus-{name}"),
     }
+    if name == "quota":
+        server_env["METRICS_TOKEN"] = METRICS_TOKEN
     with log.open("wb") as out:
         process = subprocess.Popen(
             argv, cwd=BASE_DIR, env=server_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -195,10 +200,55 @@ def run(redis_url: str, rounds: int, seconds: float, warmup: float) -> dict[str,
                 for stream in STREAMS if r % 2 == 0 else STREAMS[::-1]:
                     for name in rotated:
                         runs[stream][name].append(_load(servers[name], stream, headers[stream], seconds))
+            time.sleep(2.5)  # the workers' pollers write what the last run counted in process (1 s ticks)
+            lag = usage_write_lag(servers["quota"])
         finally:
             for server in servers.values():
                 server.stop()
-    return _summarize(runs, rounds, seconds)
+    return {**_summarize(runs, rounds, seconds), "usage_write_lag": lag}
+
+
+def usage_write_lag(server: Server) -> dict[str, Any]:
+    """How long usage counted in the quota server's processes (allowances' requests, refusals answered from
+    memory) waited to reach Redis, over the whole section: p50 and p99 of the batches' oldest request,
+    interpolated within the histogram's buckets, from a real scrape of its /metrics."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+        response = conn.getresponse()
+        text = response.read().decode()
+    finally:
+        conn.close()
+    if response.status != 200:
+        raise HttpBenchError(f"quota: /metrics answered {response.status}")
+    return lag_quantiles(text)
+
+
+def lag_quantiles(text: str) -> dict[str, Any]:
+    """p50 and p99 (seconds) of :data:`LAG_METRIC` in a Prometheus text exposition, and its count."""
+    cumulative: list[tuple[float, float]] = []
+    for line in text.splitlines():
+        if line.startswith(f"{LAG_METRIC}_bucket{{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            cumulative.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    cumulative.sort()
+    count = cumulative[-1][1] if cumulative else 0.0
+    return {"batches": int(count), "p50_s": _quantile(cumulative, 0.5), "p99_s": _quantile(cumulative, 0.99)}
+
+
+def _quantile(cumulative: list[tuple[float, float]], q: float) -> float | None:
+    """Linear interpolation within the bucket holding quantile ``q`` (as PromQL's histogram_quantile)."""
+    if not cumulative or cumulative[-1][1] == 0:
+        return None
+    rank = q * cumulative[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, seen in cumulative:
+        if seen >= rank:
+            if bound == float("inf"):
+                return lower
+            return round(lower + (bound - lower) * (rank - below) / max(seen - below, 1e-9), 3)
+        lower, below = bound, seen
+    return lower
 
 
 def _variant(results: list[loadgen.LoadResult]) -> dict[str, Any]:

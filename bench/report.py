@@ -230,6 +230,13 @@ def _http_section(http: dict[str, Any]) -> str:
                          f"{v['median_ms']:.2f}", f"{v['p99_ms']:.2f}", statuses, target])  # fmt: skip
         headers = [stream_label, "requests", "req/s", "vs no throttle", "median ms", "p99 ms", "statuses", "target"]
         tables.append(table(headers, rows))
+    lag = http.get("usage_write_lag")
+    if lag and lag["batches"]:
+        tables.append(
+            f"usage counted in process (allowances' requests, refusals from memory) reached Redis after "
+            f"p50 {lag['p50_s']:.2f} s, p99 {lag['p99_s']:.2f} s ({lag['batches']} batches, "
+            "quota_usage_write_lag_seconds, interpolated within its buckets)"
+        )
     title = (
         f"GET {http['path']}, gunicorn {http['workers']} sync workers, {http['connections']} connections "
         f"({http['generator']}), {http['rounds']} x {http['seconds_per_run']:g} s per server and stream, rotating;\n"

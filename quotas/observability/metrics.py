@@ -212,6 +212,12 @@ failed_auth = Counter(
     "LOCAL_SHARE of the limit) or unchecked (Redis unreachable: the block was not asked of it).",
     ["outcome"],
 )
+usage_write_lag = Histogram(
+    "quota_usage_write_lag_seconds",
+    "For each batch of usage counted in a process (requests served from local allowances, refusals answered "
+    "from memory, the local fallback), how long its oldest request waited before the batch reached Redis.",
+    buckets=(0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0),
+)
 #: Why a refusal was not kept in the last-refusals store (quotas/observability/refusals.py).
 REFUSAL_RECORD_LOSSES = ("capped", "dropped", "anonymous_cap")
 refusal_records_lost = Counter(
@@ -281,6 +287,11 @@ def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str
 def observe_failed_auth(outcome: str) -> None:
     """Count one failed authentication's outcome (one of :data:`FAILED_AUTH_OUTCOMES`), per address or username."""
     failed_auth.labels(_checked("outcome", outcome, FAILED_AUTH_OUTCOMES)).inc()
+
+
+def observe_usage_write_lag(seconds: float) -> None:
+    """Record how long the oldest request of a batch of in-process usage waited for the batch to reach Redis."""
+    usage_write_lag.observe(seconds)
 
 
 def observe_redis_error(operation: str) -> None:

@@ -67,7 +67,14 @@ class Allowance:
     ends_at: float  # time.monotonic()
     started: float  # time.monotonic() at the grant
     used: int = 1  # requests admitted from it, the one that took it included
+    counted: int = 1  # of those, counted in usage so far (Redis counted the one that took it)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def uncounted(self) -> int:
+        """The requests it admitted that are not in usage yet; from now on they count as counted."""
+        with self.lock:
+            new, self.counted = self.used - self.counted, self.used
+        return new
 
     @property
     def unused(self) -> int:
@@ -219,6 +226,11 @@ class Allowances:
                 left_us = span - now_us % span  # until the aligned window (or the counter's current one) ends
             seconds = min(seconds, left_us / _US)
         return max(0.0, seconds)
+
+    def live(self) -> list[Allowance]:
+        """Every allowance in use now (the poller counts what they served so far)."""
+        with self._lock:
+            return list(self._by_key.values())
 
     def held(self, tag: str) -> list[Allowance]:
         """The allowances this process holds for client ``tag`` now (for operators)."""

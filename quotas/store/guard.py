@@ -319,11 +319,18 @@ class Guard:
     # Usage counted in-process.
 
     def _count_locally(
-        self, tag: str, usage: str | None, counter: str, amount: int = 1, day: str | None = None
+        self,
+        tag: str,
+        usage: str | None,
+        counter: str,
+        amount: int = 1,
+        day: str | None = None,
+        *,
+        since: float | None = None,
     ) -> None:
         if usage:
             keys = self.store.keys_of(tag)
-            self.usage_buffer.add(keys.usage_base, f"{keys.field_prefix}{usage}|{counter}", amount, day)
+            self.usage_buffer.add(keys.usage_base, f"{keys.field_prefix}{usage}|{counter}", amount, day, since=since)
 
     def flush_usage(self, spool_on_failure: bool = False) -> bool:
         """Add the usage counted in-process to the day's Redis counters; True when all was written.
@@ -345,6 +352,10 @@ class Guard:
         under its limit until the windows move on, never over it."""
         if self.allowances is None:
             return
+        # What live allowances served so far goes into usage at every tick, not only when they end: usage
+        # reaches Redis within about one poller interval of the request (quota_usage_write_lag_seconds).
+        for allowance in self.allowances.live():
+            self._count_served(allowance)
         for allowance in self.allowances.ended(everything):
             granted = allowance.granted
             self._count_served(allowance)
@@ -364,9 +375,10 @@ class Guard:
                 logger.warning("quotas: giving back an allowance of %s failed", granted.tag, exc_info=True)
 
     def _count_served(self, allowance: Allowance) -> None:
-        """Count the requests ``allowance`` admitted after the one that took it (Redis counted that one) in the
-        client's usage, as the fallback counts its own: written by the poller with the rest."""
-        granted, served = allowance.granted, allowance.used - 1
+        """Count the requests ``allowance`` admitted since it was last counted (Redis counted the one that took
+        it) in the client's usage, as the fallback counts its own: written by the poller with the rest."""
+        granted = allowance.granted
+        served = allowance.uncounted()
         if not served or not granted.usage:
             return
         # The request's largest weight, as decide.lua counts it ("wx": weight beyond one).
@@ -374,7 +386,8 @@ class Guard:
         day = day_of(granted.now)
         for counter, amount in (("a", served), ("wx", served * (units - 1)), ("c", served * granted.cost_micros)):
             if amount:
-                self._count_locally(granted.tag, granted.usage, counter, amount, day)
+                # Measured from the allowance's start: the oldest request these counts may hold.
+                self._count_locally(granted.tag, granted.usage, counter, amount, day, since=allowance.started)
 
     def forget(self) -> None:
         """Forget the refused clients this process remembers (every limit is asked of Redis again), and end

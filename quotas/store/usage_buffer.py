@@ -33,6 +33,7 @@ from typing import Any
 from django.core import signing
 
 from quotas.conf import quota_settings
+from quotas.observability import metrics
 from quotas.store.connect import STORE_ERRORS
 from quotas.store.protocol import usage_add_args
 
@@ -49,10 +50,12 @@ STALE_CLAIM_SECONDS = 60.0
 
 @dataclass(slots=True)
 class Batch:
-    """Counts written to Redis together, once: ``seq`` orders them per writer."""
+    """Counts written to Redis together, once: ``seq`` orders them per writer; ``oldest`` is when (monotonic)
+    the oldest request they count happened (0: not known, as for a batch read back from a spool file)."""
 
     seq: int
     counts: Counts
+    oldest: float = 0.0
 
 
 class UsageBuffer:
@@ -79,16 +82,27 @@ class UsageBuffer:
         self._pid = os.getpid()
         self.writer = uuid.uuid4().hex  # names this process's batches in the hashes' "~w:" fields
         self._counts: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        self._oldest = 0.0  # when (monotonic) the oldest request in _counts happened; 0: none
         self._pending: list[Batch] = []
         self._seq = itertools.count()
 
-    def add(self, key_base: str, field: str, amount: int = 1, day: str | None = None) -> None:
-        """Count ``amount`` on ``field`` of the usage hash ``key_base`` of ``day`` (default: today, UTC)."""
+    def add(
+        self, key_base: str, field: str, amount: int = 1, day: str | None = None, *, since: float | None = None
+    ) -> None:
+        """Count ``amount`` on ``field`` of the usage hash ``key_base`` of ``day`` (default: today, UTC).
+
+        ``since`` is when (``time.monotonic()``) the oldest request counted happened, if earlier than now (an
+        allowance's requests are counted after they were served): what ``quota_usage_write_lag_seconds``
+        measures from.
+        """
         day = day or time.strftime("%Y%m%d", time.gmtime())
+        since = time.monotonic() if since is None else since
         with self._lock:
             if self._pid != os.getpid():
                 self._start()
             self._counts[key_base, day, field] += amount
+            if not self._oldest or since < self._oldest:
+                self._oldest = since
 
     def take(self) -> list[Batch]:
         """Every batch not yet written, oldest first, with what was counted since the last one as a new batch.
@@ -100,8 +114,9 @@ class UsageBuffer:
             if self._pid != os.getpid():
                 self._start()
             counts, self._counts = self._counts, defaultdict(int)
+            oldest, self._oldest = self._oldest, 0.0
             if counts:
-                self._pending.append(Batch(next(self._seq), dict(counts)))
+                self._pending.append(Batch(next(self._seq), dict(counts), oldest))
             pending, self._pending = self._pending, []
         return pending
 
@@ -121,6 +136,8 @@ class UsageBuffer:
                     self.keep(batches[i:])
                     logger.warning("quotas: could not write %d batches of local usage; keeping them", len(batches) - i)
                     return False
+                if batch.oldest:
+                    metrics.observe_usage_write_lag(time.monotonic() - batch.oldest)
             return True
 
     def spool(self) -> Path | None:

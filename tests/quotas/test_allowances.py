@@ -329,3 +329,36 @@ def test_headers_from_an_allowance_are_high_by_at_most_what_others_spent_meanwhi
     shared_left = runtime.store.peek("{c}", wins).states[0].remaining  # all 10 units of the allowance taken
     unused_here = granted.granted - 2  # two of the allowance's requests made
     assert served.states[0].remaining - (shared_left + unused_here) == 7
+
+
+def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis_client):
+    """The poller counts the requests a live allowance served so far at every tick, not when the allowance
+    ends: a flush right after a burst finds them. Counted once each, however many ticks see the allowance,
+    and the wait is measured (quota_usage_write_lag_seconds)."""
+    from prometheus_client import REGISTRY
+
+    def lag_count() -> float:
+        return REGISTRY.get_sample_value("quota_usage_write_lag_seconds_count") or 0.0
+
+    wins = windows("1000/hour")
+    runtime = get_runtime()
+    day = time.strftime("%Y%m%d", time.gmtime())
+    keys = runtime.redis_store.keys_of("{s.1}")
+
+    def counted() -> int:
+        return int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a") or 0)
+
+    for _ in range(6):
+        assert ask("{s.1}", wins, usage="1|-").allowed
+    assert runtime.store.allowances.live()  # the allowance (10 requests, for 1 s) is still in use
+    observed = lag_count()
+    runtime.tick()  # what the poller does every RULES_CHECK_INTERVAL
+    assert counted() == 6
+    assert lag_count() == observed + 1
+    for _ in range(2):
+        assert ask("{s.1}", wins, usage="1|-").allowed
+    runtime.tick()
+    assert counted() == 8
+    runtime.store.settle_allowances(everything=True)
+    assert runtime.store.flush_usage()
+    assert counted() == 8  # nothing counted twice when it ends
