@@ -107,7 +107,7 @@ def test_openmetrics_is_served_when_the_scraper_asks_for_it(client, loopback_all
 
 
 def test_anonymous_healthz_says_only_the_status_and_mode(client, redis_server):
-    """No Redis address, port or error text for anyone on the internet."""
+    """No Redis address, port or error text for anyone on the internet; the failure mode in force, yes."""
     assert client.get("/healthz").json() == {"status": "ok", "engine": {"mode": "normal", "failure_mode": "local"}}
     redis_server.stop()
     try:
