@@ -311,9 +311,11 @@ class RuleSet:
                 continue  # the subscription's own budget for that period replaces the plan's
             if rule.id in by_id:
                 rates = by_id[rule.id]
-                if rates is UNLIMITED:
+                if rates is UNLIMITED and not rule.price_micros:
                     continue
-                rule = rule.with_rates(rates)
+                # Lifting a priced limit lifts its rates, not its price: the requests it matches are still
+                # charged to the budgets (a rule without rates has no window, only its price).
+                rule = rule.with_rates(() if rates is UNLIMITED else rates)
             out.append(rule)
         out.extend(subscriber.budgets)
         if subscriber.anchor_day != 1:

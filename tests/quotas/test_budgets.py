@@ -427,3 +427,19 @@ def test_a_budget_refusal_retry_after_agrees_with_its_reset_time(client, free):
     resets_at = datetime.fromisoformat(body["budget"]["resets_at"]).timestamp()
     assert abs((time.time() + int(refused["Retry-After"])) - resets_at) <= 2
     assert body["retry_after"] == int(refused["Retry-After"])
+
+
+def test_an_unlimited_override_lifts_the_rate_not_the_price(client, free):
+    """Price 0.01, budget 0.05 a day: a subscriber whose priced limit is lifted is still charged the list
+    price and refused by the budget after 5 requests, like a plain subscriber (the rate no longer refuses)."""
+    from plans.models import LimitOverride
+
+    plain = issue_key(plan=free)
+    sub = SubscriptionFactory(plan=free)
+    LimitOverride.objects.create(subscription=sub, limit=free.limits.get(name="priced"), unlimited=True)
+    lifted = issue_key(sub)
+    for key in (plain, lifted):
+        codes = [get(client, key).status_code for _ in range(6)]
+        assert codes == [200] * 5 + [429], key
+        assert spent(key) == Decimal("0.05")
+    assert json.loads(get(client, lifted).content)["reason"] == "budget_exceeded"
