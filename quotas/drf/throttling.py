@@ -13,6 +13,7 @@ the view).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -72,9 +73,20 @@ class QuotaThrottle(BaseThrottle):
 
     def allow_request(self, request: Request, view: Any) -> bool:
         """True to admit; a refusal raises its DRF exception (429 :class:`~quotas.drf.exceptions.QuotaThrottled`,
-        401, 403, 503) after leaving the verdict on the request for the headers."""
+        401, 403, 503) after leaving the verdict on the request for the headers.
+
+        A view listing several QuotaThrottle classes (DRF's Burst plus Sustained) gets one decision: the first
+        class to run decides for every class that counts the same client the same way (the plan's limits and
+        budgets once, and each class's own DRF rates where no plan covers the client), and the others admit.
+        One request, one charge, one settlement.
+        """
         self._wait = None
         http_request = request._request
+        decided = getattr(http_request, _DECIDED, None)
+        if decided is not None and type(self) in decided:
+            return True  # decided, with this class's rates, by the first QuotaThrottle of the view
+        partners = self._partners(view)
+        setattr(http_request, _DECIDED, (decided or frozenset()) | {type(p) for p in partners})
         try:
             weight, cost = self.get_weight(request, view), self.get_cost(request, view)
         except InvalidQuotaRequest as exc:
@@ -85,7 +97,7 @@ class QuotaThrottle(BaseThrottle):
             request.user,
             request.auth,
             scope=view_scope(view),
-            fallback=partial(self.get_drf_limits, request, view),
+            fallback=partial(_drf_limits_of, partners, request, view),
             weight=weight,
             cost_micros=cost,
             count_as=self._count_as(request, view),
@@ -103,6 +115,21 @@ class QuotaThrottle(BaseThrottle):
     def wait(self) -> float | None:
         """Seconds until the refused request would be admitted (DRF's hook)."""
         return self._wait
+
+    def _partners(self, view: Any) -> list[QuotaThrottle]:
+        """This throttle and the view's other QuotaThrottle classes that one decision can serve: those that count
+        the same client the same way (the same ``get_ident``, ``get_cache_key``, ``scope_limits_only`` and
+        ``metered``). A class that differs decides on its own, as a separate throttle must."""
+        mine = _decision_shape(type(self))
+        others = [
+            cls()
+            for cls in getattr(view, "throttle_classes", ())
+            if isinstance(cls, type)
+            and issubclass(cls, QuotaThrottle)
+            and cls is not type(self)
+            and _decision_shape(cls) == mine
+        ]
+        return [self, *others]
 
     def get_ident(self, request: Request) -> str:
         """The address an anonymous client is counted by (DRF's hook; override it to count otherwise).
@@ -238,3 +265,22 @@ def view_scope(view: Any) -> str:
     """The scope a view's plan limits are matched by: its ``quota_scope``, else DRF's ``throttle_scope``
     (a plan limit scoped ``search`` applies to a view with ``throttle_scope = "search"``)."""
     return getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or ""
+
+
+#: The attribute of a Django request naming the QuotaThrottle classes whose limits were decided for it.
+_DECIDED = "_quota_throttles_decided"
+
+
+def _decision_shape(cls: type[QuotaThrottle]) -> tuple[Any, ...]:
+    """What must agree for two QuotaThrottle classes to share one decision: whose counters are spent, which
+    limits apply and whether usage counts it."""
+    return (cls.get_ident, cls.get_cache_key, cls.scope_limits_only, cls.metered)
+
+
+def _drf_limits_of(throttles: Sequence[QuotaThrottle], request: Request, view: Any) -> tuple[LimitRule, ...]:
+    """The DRF-compatible limits of every throttle in ``throttles`` (a client no plan covers), each once."""
+    limits: dict[str, LimitRule] = {}
+    for throttle in throttles:
+        for rule in throttle.get_drf_limits(request, view):
+            limits.setdefault(rule.id, rule)
+    return tuple(limits.values())
