@@ -85,8 +85,15 @@ class QuotaThrottle(BaseThrottle):
         decided = getattr(http_request, _DECIDED, None)
         if decided is not None and type(self) in decided:
             return True  # decided, with this class's rates, by the first QuotaThrottle of the view
-        partners = self._partners(view)
-        setattr(http_request, _DECIDED, (decided or frozenset()) | {type(p) for p in partners})
+        throttle_classes = tuple(getattr(view, "throttle_classes", ()))
+        classes = _PARTNERS.get((type(self), throttle_classes))
+        if classes is None:
+            classes = _PARTNERS[type(self), throttle_classes] = _partner_classes(type(self), throttle_classes)
+        if len(classes) > 1:
+            setattr(http_request, _DECIDED, (decided or frozenset()) | set(classes))
+            fallback = partial(_drf_limits_of, [self, *(cls() for cls in classes[1:])], request, view)
+        else:
+            fallback = partial(self.get_drf_limits, request, view)
         try:
             weight, cost = self.get_weight(request, view), self.get_cost(request, view)
         except InvalidQuotaRequest as exc:
@@ -97,7 +104,7 @@ class QuotaThrottle(BaseThrottle):
             request.user,
             request.auth,
             scope=view_scope(view),
-            fallback=partial(_drf_limits_of, partners, request, view),
+            fallback=fallback,
             weight=weight,
             cost_micros=cost,
             count_as=self._count_as(request, view),
@@ -115,21 +122,6 @@ class QuotaThrottle(BaseThrottle):
     def wait(self) -> float | None:
         """Seconds until the refused request would be admitted (DRF's hook)."""
         return self._wait
-
-    def _partners(self, view: Any) -> list[QuotaThrottle]:
-        """This throttle and the view's other QuotaThrottle classes that one decision can serve: those that count
-        the same client the same way (the same ``get_ident``, ``get_cache_key``, ``scope_limits_only`` and
-        ``metered``). A class that differs decides on its own, as a separate throttle must."""
-        mine = _decision_shape(type(self))
-        others = [
-            cls()
-            for cls in getattr(view, "throttle_classes", ())
-            if isinstance(cls, type)
-            and issubclass(cls, QuotaThrottle)
-            and cls is not type(self)
-            and _decision_shape(cls) == mine
-        ]
-        return [self, *others]
 
     def get_ident(self, request: Request) -> str:
         """The address an anonymous client is counted by (DRF's hook; override it to count otherwise).
@@ -269,6 +261,25 @@ def view_scope(view: Any) -> str:
 
 #: The attribute of a Django request naming the QuotaThrottle classes whose limits were decided for it.
 _DECIDED = "_quota_throttles_decided"
+
+
+#: (throttle class, the view's throttle_classes) -> its partners: as many entries as the code has views.
+_PARTNERS: dict[tuple[type[QuotaThrottle], tuple[Any, ...]], tuple[type[QuotaThrottle], ...]] = {}
+
+
+def _partner_classes(cls: type[QuotaThrottle], throttle_classes: tuple[Any, ...]) -> tuple[type[QuotaThrottle], ...]:
+    """``cls`` and the other QuotaThrottle classes of a view's ``throttle_classes`` that one decision can serve:
+    those that count the same client the same way (the same ``get_ident``, ``get_cache_key``,
+    ``scope_limits_only`` and ``metered``). A class that differs decides on its own, as a separate throttle must.
+    Worked out once per view and class (:data:`_PARTNERS`)."""
+    mine = _decision_shape(cls)
+    others = tuple(
+        other
+        for other in throttle_classes
+        if isinstance(other, type) and issubclass(other, QuotaThrottle) and other is not cls
+        and _decision_shape(other) == mine
+    )  # fmt: skip
+    return (cls, *others)
 
 
 def _decision_shape(cls: type[QuotaThrottle]) -> tuple[Any, ...]:
