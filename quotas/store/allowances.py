@@ -237,6 +237,16 @@ class Allowances:
         with self._lock:
             return [allowance for key, allowance in self._by_key.items() if key[0] == tag]
 
+    def end_client(self, tag: str) -> None:
+        """End every allowance of client ``tag`` now (its next request asks Redis); :meth:`ended` hands them over
+        to be given back."""
+        with self._lock:
+            for key in [k for k in self._by_key if k[0] == tag]:
+                allowance = self._by_key.pop(key)
+                with allowance.lock:  # no request is admitted from it after this
+                    allowance.ends_at = 0.0
+                self._ended.append(allowance)
+
     def end_all(self) -> None:
         """End every allowance now; :meth:`ended` hands them over to be given back."""
         with self._lock:

@@ -277,6 +277,11 @@ class Guard:
             logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
             return []
         decision.cost_micros = actual_micros
+        if delta > 0 and budgets and self.allowances is not None:
+            # The client's allowances were sized by the estimate: past it, requests must be charged in Redis
+            # again, so a budget is never overspent by more than the documented bound (the in-flight requests'
+            # actual minus estimate). Their unused units go back with the poller's next visit.
+            self.allowances.end_client(decision.tag)
         alerted = []
         for (state, _), budget in zip(budgets, adjusted, strict=True):
             if budget.period_ended:  # nothing was changed

@@ -152,9 +152,10 @@ def test_no_allowance_when_turned_off(set_quotas, redis_client):
     assert script_calls(redis_client) == 10
 
 
-def _race(wins, attempts, cost, seconds, barrier, results):
+def _race(wins, attempts, cost, seconds, barrier, results, actual=None):
     """One OS process: wait for the others, then send ``attempts`` requests (or for ``seconds``) as fast as it
-    can; reports when each admission happened, then shuts down gracefully (allowances settled, usage written)."""
+    can, each reconciled to ``actual`` after its "view" if given; reports when each admission happened, then
+    shuts down gracefully (allowances settled, usage written)."""
     reset_runtime()  # this process's own runtime (the parent's connections and allowances stay the parent's)
     runtime = get_runtime()
     store = runtime.store
@@ -167,15 +168,17 @@ def _race(wins, attempts, cost, seconds, barrier, results):
         if decision.allowed:
             # Redis's time for a decision it made; for one from an allowance, a moment before it was served.
             admitted.append(asked if decision.allowance else decision.now)
+            if actual is not None:
+                store.reconcile(decision, actual)  # what settling does after the view reports its cost
         served += decision.allowance
     runtime.close()
     results.put((admitted, served))
 
 
-def _run_race(wins, attempts=0, cost=0, seconds=0.0):
+def _run_race(wins, attempts=0, cost=0, seconds=0.0, actual=None):
     ctx = multiprocessing.get_context("fork")
     barrier, results = ctx.Barrier(PROCESSES), ctx.Queue()
-    args = (wins, attempts, cost, seconds, barrier, results)
+    args = (wins, attempts, cost, seconds, barrier, results, actual)
     procs = [ctx.Process(target=_race, args=args) for _ in range(PROCESSES)]
     for p in procs:
         p.start()
@@ -214,6 +217,22 @@ def test_eight_processes_racing_one_client_admit_at_most_the_limit(racing, redis
     assert 95 <= len(admitted) <= 100
     assert from_allowances > 0
     assert _usage_admitted(redis_client) == len(admitted)
+
+
+@pytest.mark.slow
+def test_eight_processes_whose_requests_cost_more_than_estimated_keep_the_budget_bound(set_quotas, redis_client):
+    """8 processes x 60 requests estimated at 0.005 that cost 0.05, against a budget of 0.50: each upward
+    reconciliation ends that process's allowance, so the budget is overspent by at most one request in flight
+    per process (8 x 0.045), and each admitted request is charged its actual cost once. Allowances are tuned to
+    be as large as they can (a whole budget's worth)."""
+    set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=1.0, SHARE=1.0, MAX_REQUESTS=100)
+    admitted, _ = _run_race(BUDGET.windows, attempts=60, cost=5_000, actual=50_000)
+    spent = get_runtime().store.peek("{raced}", BUDGET.windows).states[0].used
+    assert spent == 50_000 * len(admitted)
+    assert spent <= 500_000 + PROCESSES * 45_000
+    # Without ending allowances on an upward reconciliation: 40 admitted, 2.00 spent. With it, fewer than the
+    # budget's 10 may be admitted: units an ended allowance holds back go back only with the poller.
+    assert admitted
 
 
 @pytest.mark.slow

@@ -443,3 +443,35 @@ def test_an_unlimited_override_lifts_the_rate_not_the_price(client, free):
         assert codes == [200] * 5 + [429], key
         assert spent(key) == Decimal("0.05")
     assert json.loads(get(client, lifted).content)["reason"] == "budget_exceeded"
+
+
+@pytest.mark.parametrize(
+    "allowances",
+    [
+        {"ENABLED": True},  # the shipped defaults
+        {"ENABLED": True, "MIN_RATE": 1, "HORIZON": 5.0, "SHARE": 1.0, "MAX_REQUESTS": 100},  # tuned to grant big
+    ],
+    ids=["defaults", "tuned"],
+)
+def test_allowances_never_take_a_budget_past_its_bound(client, set_quotas, allowances):
+    """Price 0.01 but an actual cost of 0.30, a budget of 1.00, requests one at a time: an upward
+    reconciliation ends the client's allowances, so the budget is overspent by at most one request's
+    actual minus estimate (0.29), as with allowances off."""
+    set_quotas("ALLOWANCES", **allowances)
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1.00"))
+    key = issue_key(plan=plan)
+    admitted = 0
+    for _ in range(20):
+        response = get(client, key, actual="0.30")
+        if response.status_code != 200:
+            assert response.status_code == 429
+            break
+        admitted += 1
+    get_runtime().store.settle_allowances(everything=True)  # what allowances held back goes back
+    assert spent(key) <= Decimal("1.00") + Decimal("0.29")
+    assert spent(key) == Decimal("0.30") * admitted  # each request charged its actual cost, once
+    # At most 0.30 x 3 = 0.90 spent, and the fourth fits its 0.01 estimate. (Fewer while an ended allowance
+    # still holds units back: the client is held under its budget until the poller gives them back.)
+    assert 1 <= admitted <= 4
