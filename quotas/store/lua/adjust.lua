@@ -18,19 +18,19 @@ local function adjust(keys, args)
   for i = 1, #args - ADJUST_FIXED_ARGS do
     local w = parse_spec(args[ADJUST_FIXED_ARGS + i])
     local field = cp .. w.field
-    local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
+    local pend = period_of(w.start, w.stop, w.next_stop, dnow)
     local raw = redis.call('HGET', keys[1], field)
     local stored = raw and tonumber(string.match(raw, '^(%d+):'))
-    local used, level = parse_period_state(raw, pstart)
+    local _, used, level = parse_period_state(raw, pend)
     local mask = 0
-    if stored and stored ~= pstart then
+    if stored and stored ~= pend then
       -- A later period began after the decision: its state is not ours to change.
       used = -1
     elseif used > 0 or delta > 0 then
       used = math.max(0, used + delta)
       local new_level = math.max(level, alert_level(used, w.limit))
       mask = crossed(level, new_level)
-      redis.call('HSET', keys[1], field, string.format('%d:%d:%d', pstart, used, new_level))
+      redis.call('HSET', keys[1], field, string.format('%d:%d:%d', pend, used, new_level))
     end
     reply[#reply + 1] = used
     reply[#reply + 1] = mask

@@ -1,11 +1,16 @@
 -- Period quotas (PERIOD_QUOTA: weight units, PERIOD_REQUESTS: requests) and
 -- money budgets (BUDGET: cost in micro-units) per calendar period. The spec
--- carries the current period [start, stop) and the end of the next one
--- (next_stop), computed by the application (see
--- quotas.store.protocol.WindowSpec.for_period); the server clock picks
--- between them, so a reset never waits for an application host's clock.
--- State: "<period start us>:<used>:<alert level>"; alert level 1 = 80 %
--- reached, 2 = 100 % reached (each level is reported once per period).
+-- carries the period [start, stop) that holds the application host's clock
+-- and the end of the next one (next_stop), computed by the application (see
+-- quotas.store.protocol.WindowSpec.for_period); the server's clock picks the
+-- period: the previous one (ending at start) while a host ahead of the server
+-- already sends the next period's bounds, the next one once the server has
+-- passed stop. So neither a reset nor a period's spend ever follows one
+-- host's clock.
+-- State: "<period end us>:<used>:<alert level>" (a period is named by its
+-- end, which every host sends for the previous, current or next period);
+-- alert level 1 = 80 % reached, 2 = 100 % reached (each level is reported
+-- once per period). A stored state is never replaced by an earlier period's.
 
 local function alert_level(used, limit)
   if used >= limit then return 2 elseif used * 5 >= limit * 4 then return 1 end
@@ -20,36 +25,41 @@ local function crossed(old_level, new_level)
   return mask
 end
 
+-- The end (us) of the period holding the server's `now`, which names it.
 local function period_of(start, stop, next_stop, now)
-  if now >= stop then return stop, next_stop end
-  return start, stop
+  if now >= stop then return next_stop end
+  if now < start then return start end
+  return stop
 end
 
-local function parse_period_state(raw, pstart)
+-- The period a request at `now` counts in, and what it holds: the server's
+-- period, or the later one a stored state names (a state is never replaced
+-- by an earlier period's). -> the period's end (its name), used, alert level
+local function parse_period_state(raw, pend)
   if raw then
     local s, u, l = string.match(raw, '^(%d+):(%d+):(%d)$')
-    if s and tonumber(s) == pstart then return tonumber(u), tonumber(l) end
+    s = tonumber(s)
+    if s and s >= pend then return s, tonumber(u), tonumber(l) end
   end
-  return 0, 0
+  return pend, 0, 0
 end
 
 -- Periods and budgets are never scaled; a refusal still returns a value
 -- (the 100 % alert, stored once) for decide() to write.
 local function period_algorithm(raw, limit, weight, start, stop, next_stop, now)
-  local pstart, pstop = period_of(start, stop, next_stop, now)
-  local used, level = parse_period_state(raw, pstart)
-  local reset = pstop - now
+  local pend, used, level = parse_period_state(raw, period_of(start, stop, next_stop, now))
+  local reset = pend - now
   if used + weight <= limit then
     local new_used = used + weight
     local new_level = math.max(level, alert_level(new_used, limit))
     return true, limit - new_used, reset, 0, 0,
-      string.format('%d:%d:%d', pstart, new_used, new_level), reset, new_used, crossed(level, new_level)
+      string.format('%d:%d:%d', pend, new_used, new_level), reset, new_used, crossed(level, new_level)
   end
   local retry = reset
   if weight > limit then retry = NEVER end
   -- A refusal means the budget is spent for this period: report 100 % once.
   if level < 2 then
-    return false, math.max(0, limit - used), reset, retry, 0, string.format('%d:%d:%d', pstart, used, 2), reset,
+    return false, math.max(0, limit - used), reset, retry, 0, string.format('%d:%d:%d', pend, used, 2), reset,
       used, 2
   end
   return false, math.max(0, limit - used), reset, retry, 0, nil, reset, used, 0

@@ -50,9 +50,12 @@ local function refund(keys, args)
           value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
         end
       elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
-        local pstart = period_of(w.start, w.stop, w.next_stop, dnow)
-        local used, level = parse_period_state(raw, pstart)
-        if used > 0 then value = string.format('%d:%d:%d', pstart, math.max(0, used - weight), level) end
+        local pend = period_of(w.start, w.stop, w.next_stop, dnow)
+        local stored, used, level = parse_period_state(raw, pend)
+        -- Only the decision's own period gives units back: a later one's are not this request's.
+        if used > 0 and stored == pend then
+          value = string.format('%d:%d:%d', pend, math.max(0, used - weight), level)
+        end
       elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then
         -- A TAT in the past simply means a full bucket, so no clamping is needed.
         value = pack_tat(unpack_tat(raw) - weight * window / limit)
