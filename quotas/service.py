@@ -208,15 +208,18 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     if decision is None or not decision.allowed or verdict.client is None:
         return
     store = get_runtime().store
-    if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
-        store.refund(decision)
-        actual: int | None = 0  # a failed view releases its estimate
-    else:
-        actual = actual_cost_micros
-    if actual is not None and actual != decision.cost_micros:
-        fire_budget_alerts(verdict.client.tag, verdict.client.subscription_id, store.reconcile(decision, actual))
-    if decision.request_id:
-        store.release(decision)
+    try:
+        if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
+            store.refund(decision)
+            actual: int | None = 0  # a failed view releases its estimate
+        else:
+            actual = actual_cost_micros
+        if actual is not None and actual != decision.cost_micros:
+            reconciled = store.reconcile(decision, actual)
+            fire_budget_alerts(verdict.client.tag, verdict.client.subscription_id, reconciled, decision.now)
+    finally:
+        if decision.request_id:  # whatever failed above, the request's leases end with it
+            store.release(decision)
 
 
 def usage_field(plan_id: int | None, scope: str) -> str:
@@ -307,7 +310,7 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
         return decision  # the failure mode answered
     for state in decision.would_deny():
         logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, call.client.tag)
-    fire_budget_alerts(call.client.tag, call.client.subscription_id, decision.states)
+    fire_budget_alerts(call.client.tag, call.client.subscription_id, decision.states, decision.now)
     if decision.ban_started:
         report_ban(call.client.tag, call.client.subscription_id, decision, call.plan)
     runtime = call.runtime

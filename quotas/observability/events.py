@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
+
+from django.dispatch import Signal
 
 from quotas.conf import quota_settings
 from quotas.rules.periods import period_bounds
@@ -16,24 +19,26 @@ logger = logging.getLogger(__name__)
 THRESHOLDS = ((1, 80), (2, 100))
 
 
-def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable) -> None:
+def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, at: float) -> None:
     """Send ``budget_threshold_crossed`` for every threshold a budget of client ``tag`` newly reached.
 
     The decision script reports each threshold once per budget and period
     (the level is stored with the budget's state), so this sends each signal
-    exactly once, whichever process made the decision.
+    exactly once, whichever process made the decision. ``at`` is the
+    decision's time on Redis's clock, which chose the period: a reconciliation
+    that lands after midnight files its alert under the period it belongs to.
+    A receiver that raises is logged; it never turns the request into an error.
     """
     for state in states:
         if not state.alert:
             continue
         window = state.window
-        bounds = period_bounds(window.period, datetime.now(UTC).timestamp(), quota_settings.BUDGET_TIME_ZONE,
-                               window.anchor_day)  # fmt: skip
+        bounds = period_bounds(window.period, at, quota_settings.BUDGET_TIME_ZONE, window.anchor_day)
         for bit, percent in THRESHOLDS:
             if state.alert & bit:
                 logger.info("quotas: %s reached %d%% of budget %r", tag, percent, window.policy)
-                budget_threshold_crossed.send(
-                    sender=Decision,
+                _send(
+                    budget_threshold_crossed,
                     client_tag=tag.strip("{}"),
                     subscription_id=subscription_id,
                     budget=window.policy,
@@ -53,10 +58,24 @@ def report_ban(tag: str, subscription_id: int | None, decision: Decision, plan: 
         until.isoformat(timespec="seconds"),
         getattr(plan, "slug", None),
     )
-    client_banned.send(
-        sender=Decision,
+    _send(
+        client_banned,
         client_tag=tag.strip("{}"),
         subscription_id=subscription_id,
         plan_id=getattr(plan, "id", None),
         until=until,
     )
+
+
+def _send(signal: Signal, **kwargs: Any) -> None:
+    """Send ``signal`` to every receiver; one that raises is logged, and neither stops the others nor fails the
+    request (it has been charged, and the view is about to run or has run)."""
+    for receiver, result in signal.send_robust(sender=Decision, **kwargs):
+        if isinstance(result, Exception):
+            logger.error(
+                "quotas: a receiver of %s failed: %r", _name(signal), receiver, exc_info=(type(result), result, None)
+            )
+
+
+def _name(signal: Signal) -> str:
+    return "client_banned" if signal is client_banned else "budget_threshold_crossed"

@@ -475,3 +475,48 @@ def test_allowances_never_take_a_budget_past_its_bound(client, set_quotas, allow
     # At most 0.30 x 3 = 0.90 spent, and the fourth fits its 0.01 estimate. (Fewer while an ended allowance
     # still holds units back: the client is held under its budget until the poller gives them back.)
     assert 1 <= admitted <= 4
+
+
+def test_a_receiver_that_raises_never_fails_the_request_nor_keeps_its_lease(client, free, caplog):
+    """A budget_threshold_crossed receiver that raises is logged; the requests are answered 200 (each charged
+    once, its view run), and a concurrency lease of one is released after each."""
+    from quotas.signals import budget_threshold_crossed
+
+    EndpointLimitFactory(plan=free, name="inflight", scope="priced", rates="1/30s", algorithm="concurrency")
+
+    def broken(**kwargs):
+        raise RuntimeError("the alert receiver is broken")
+
+    budget_threshold_crossed.connect(broken, weak=False, dispatch_uid="test-broken")
+    try:
+        key = issue_key(plan=free)
+        codes = [get(client, key).status_code for _ in range(5)]
+    finally:
+        budget_threshold_crossed.disconnect(dispatch_uid="test-broken")
+    assert codes == [200] * 5  # 80 % at the fourth, 100 % at the fifth: both receivers raised
+    assert spent(key) == Decimal("0.05")
+    assert sum("a receiver of budget_threshold_crossed failed" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_an_alert_is_filed_under_the_period_its_decision_was_in():
+    """A reconciliation that lands after midnight reports the threshold of the day the request was made in."""
+    from datetime import UTC
+
+    from quotas.observability.events import fire_budget_alerts
+    from quotas.rules.rates import Rate
+    from quotas.rules.snapshot import LimitRule
+    from quotas.store.decision import WindowState
+
+    received = []
+
+    def receiver(**kwargs):
+        received.append(kwargs["period_start"])
+
+    budget_threshold_crossed.connect(receiver, weak=False, dispatch_uid="test-period")
+    try:
+        window = LimitRule("b", "day-budget", (Rate(1_000_000, 86_400),), algorithm="budget", period="day").windows[0]
+        yesterday = datetime(2026, 11, 24, 23, 59, 59, tzinfo=UTC).timestamp()
+        fire_budget_alerts("{s.1}", 1, [WindowState(window, True, 0, 0, 0, used=900_000, alert=1)], yesterday)
+    finally:
+        budget_threshold_crossed.disconnect(dispatch_uid="test-period")
+    assert received == [datetime(2026, 11, 24, tzinfo=UTC)]
