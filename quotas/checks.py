@@ -69,6 +69,24 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
 
 
 @register(Tags.compatibility)
+def check_use_tz(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.E057: ``USE_TZ = False``. Budgets and period quotas begin in ``BUDGET_TIME_ZONE``, keys expire and
+    bans end at instants, and usage is dated in UTC: all of it compares aware datetimes, which naive ones
+    would break (a subscription could not be saved, a charged request would end in a 500)."""
+    if getattr(settings, "USE_TZ", True):
+        return []
+    return [
+        Error(
+            "USE_TZ is False: the quota apps keep their times as aware datetimes (budget periods, key expiry, bans, "
+            "usage days) and cannot run with naive ones.",
+            hint="Set USE_TZ = True (Django's default since 5.0); the time zone periods begin in is "
+            "QUOTAS['BUDGET_TIME_ZONE'].",
+            id="quotas.E057",
+        )
+    ]
+
+
+@register(Tags.compatibility)
 def check_failure_mode_chosen(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """quotas.W004: ``FAILURE_MODE`` left to its default. What happens while Redis is down is a choice: with
     ``'local'`` a project whose Redis never started answers every request, which looks like a working setup."""

@@ -1,5 +1,9 @@
-"""What happens while Redis is down is a visible choice: check warns until it is made, quota_doctor says which
-one is in force (and /healthz tells anyone: tests/metrics/test_view.py)."""
+"""Start-up checks of choices a project must make on purpose.
+
+What happens while Redis is down is a visible choice: check warns until it is made, quota_doctor says which one
+is in force (and /healthz tells anyone: tests/metrics/test_view.py). Limits turned off are a deploy warning;
+naive datetimes an error.
+"""
 
 from __future__ import annotations
 
@@ -56,3 +60,13 @@ def test_limits_off_are_a_deploy_warning_since_sign_ins_lose_their_limits_too(se
     assert "guessed without limit" in found[0].msg
     settings.QUOTAS = {**settings.QUOTAS, "ENABLED": True}
     assert "quotas.W005" not in [m.id for m in checks.run_checks(include_deployment_checks=True)]
+
+
+def test_naive_datetimes_are_refused_at_start_up(settings):
+    """USE_TZ = False would break budgets, expiry and bans at run time: a system check error instead."""
+    settings.USE_TZ = False
+    found = [m for m in checks.run_checks() if m.id == "quotas.E057"]
+    assert len(found) == 1
+    assert found[0].is_serious()
+    settings.USE_TZ = True
+    assert "quotas.E057" not in check_ids()
