@@ -132,13 +132,18 @@ def test_alerts_fire_once_per_threshold_and_period(client, free, alerts):
     assert alerts == [("day-budget", 80, 40000), ("day-budget", 100, 50000)]
 
 
-def test_refusal_alone_reports_100_percent_once(client, free, alerts):
+def test_a_refusal_reports_100_percent_once_only_near_the_end_of_the_budget(client, free, alerts):
+    """70 % spent, a request too big for the rest refused: nothing reported, so the 80 % alert still comes
+    when it is reached. A refusal with 80 % or more spent counts as reaching 100 %, once."""
     key = issue_key(plan=free)
-    get(client, key, est="0.03")  # 60 %
+    get(client, key, est="0.035")  # 70 %
+    assert get(client, key, est="0.025").status_code == 429
     assert alerts == []
-    assert get(client, key, est="0.03").status_code == 429
-    assert get(client, key, est="0.03").status_code == 429
-    assert alerts == [("day-budget", 100, 30000)]
+    assert get(client, key, est="0.0075").status_code == 200  # 85 %
+    assert alerts == [("day-budget", 80, 42500)]
+    assert get(client, key, est="0.02").status_code == 429
+    assert get(client, key, est="0.02").status_code == 429
+    assert alerts == [("day-budget", 80, 42500), ("day-budget", 100, 42500)]
 
 
 def test_subscription_budget_replaces_the_plans(client, free):

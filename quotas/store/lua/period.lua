@@ -57,8 +57,10 @@ local function period_algorithm(raw, limit, weight, start, stop, next_stop, now)
   end
   local retry = reset
   if weight > limit then retry = NEVER end
-  -- A refusal means the budget is spent for this period: report 100 % once.
-  if level < 2 then
+  -- A refusal with 80 % or more spent means the budget is spent for this period: report 100 % once. Below
+  -- that the request was only too big for what is left: nothing is stored, so 80 % is still reported when
+  -- it is reached.
+  if level < 2 and alert_level(used, limit) >= 1 then
     return false, math.max(0, limit - used), reset, retry, 0, string.format('%d:%d:%d', pend, used, 2), reset,
       used, 2
   end
