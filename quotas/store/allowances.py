@@ -105,9 +105,10 @@ class Allowance:
         )
 
 
-def _state_now(granted: Decision, state: WindowState, ahead: int, elapsed_us: int) -> WindowState:
+def _state_now(granted: Decision, state: WindowState, ahead: int, elapsed_us: int, alert: int = 0) -> WindowState:
     """A window as one request from an allowance sees it: the grant's state, with the units still ahead in
-    the allowance counted as remaining (they are this client's), and the time since the grant gone by."""
+    the allowance counted as remaining (they are this client's), and the time since the grant gone by.
+    ``alert``: the budget thresholds the grant newly reached (reported by the request that took it)."""
     units = granted.cost_micros if state.window.is_budget else granted.units(state.window)
     extra = ahead * units
     return WindowState(
@@ -117,6 +118,7 @@ def _state_now(granted: Decision, state: WindowState, ahead: int, elapsed_us: in
         max(0, state.reset_us - elapsed_us),
         0,
         used=max(0, state.used - extra),
+        alert=alert,
         quota=state.quota,
     )
 
@@ -198,7 +200,8 @@ class Allowances:
             if old is not None:
                 self._ended.append(old)
         ahead = decision.granted - 1
-        return replace(decision, states=[_state_now(decision, s, ahead, 0) for s in decision.states])
+        # The thresholds the grant crossed are reported by its own request (the served ones report none).
+        return replace(decision, states=[_state_now(decision, s, ahead, 0, s.alert) for s in decision.states])
 
     @property
     def end_us(self) -> int:

@@ -525,3 +525,23 @@ def test_an_alert_is_filed_under_the_period_its_decision_was_in():
     finally:
         budget_threshold_crossed.disconnect(dispatch_uid="test-period")
     assert received == [datetime(2026, 11, 24, tzinfo=UTC)]
+
+
+@pytest.mark.parametrize("allowances", [False, True], ids=["allowances off", "allowances at their defaults"])
+def test_both_alerts_come_with_allowances_on_or_off(client, alerts, set_quotas, redis_client, allowances):
+    """Thresholds an allowance's grant crosses are reported by the request that took it: 80 % then 100 %,
+    one each, whether the requests are decided in Redis one by one or served from allowances."""
+    from tests.script_calls import script_calls
+
+    set_quotas("ALLOWANCES", ENABLED=allowances)
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="10000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1.00"))
+    key = issue_key(plan=plan)
+    redis_client.config_resetstat()
+    codes = [get(client, key).status_code for _ in range(110)]
+    get_runtime().store.settle_allowances(everything=True)
+    assert 90 <= codes.count(200) <= 100
+    if allowances:
+        assert script_calls(redis_client) < 100  # some requests were served from allowances
+    assert [threshold for _, threshold, _ in alerts] == [80, 100]
