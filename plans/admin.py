@@ -20,6 +20,7 @@ from django.utils.html import format_html, format_html_join
 
 from quotas.api import STORE_ERRORS, get_runtime, parse_multipliers, scaled
 from quotas.exceptions import StoreUnavailable
+from quotas.rules.money import format_money, from_micros
 
 from .checks import DEFAULT_PLAN_HINT, covers_every_request, default_plan_warning
 from .forms import IssueKeyForm, MovePlanForm
@@ -83,7 +84,7 @@ def effective_limits(plan: Plan) -> str:
         if not w.is_budget
     ]
     budgets = [
-        (w.policy, f"{w.quota / 1_000_000:.2f} {w.currency} per {w.period}")
+        (w.policy, f"{format_money(from_micros(w.quota), w.currency)} per {w.period}")
         for r in rules
         for w in r.windows
         if w.is_budget

@@ -130,7 +130,9 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
     state = decision.denying_state()
     window = state.window
     retry = decision.retry_after or 1
-    spent = from_micros(window.quota - max(0, state.remaining or 0))
+    # What the period has used, as the script reports it: past the amount after an overshoot (reconciliation
+    # may add more than was estimated), never capped at it.
+    spent = from_micros(state.used if state.used else window.quota - max(0, state.remaining or 0))
     amount = from_micros(window.quota)
     resets_at = datetime.fromtimestamp(decision.now + state.reset_us / 1e6, UTC).replace(microsecond=0)
     body: dict[str, Any] = {

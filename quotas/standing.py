@@ -76,7 +76,8 @@ def _budget(state: WindowState, now: datetime) -> dict[str, Any]:
         "period": w.period,
         "currency": w.currency,
         "amount": str(from_micros(w.quota)),
-        "spent": str(from_micros(w.quota - remaining)),
+        # As the script reports it: past the amount after an overshoot, never capped at it.
+        "spent": str(from_micros(state.used if state.used else w.quota - remaining)),
         "remaining": str(from_micros(remaining)),
         "resets_at": datetime.fromtimestamp(now.timestamp() + state.reset_us / 1e6, UTC)
         .replace(microsecond=0)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+
+from quotas.rules.money import round_money
 
 from .plans import Plan, Subscription
 
@@ -53,6 +56,12 @@ class CostBudget(models.Model):
     def __str__(self) -> str:
         owner = self.plan or self.subscription
         return f"{owner}: {self.amount} {self.currency} per {self.period}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Rounded half up, as every amount is charged (to_micros): the database would round half-even.
+        if self.amount is not None:
+            self.amount = round_money(Decimal(self.amount))
+        super().save(*args, **kwargs)
 
     @property
     def name(self) -> str:

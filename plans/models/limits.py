@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
@@ -10,6 +11,7 @@ from django.db import models
 
 from quotas.conf import ALGORITHMS, quota_settings
 from quotas.exceptions import InvalidRate
+from quotas.rules.money import round_money
 from quotas.rules.rates import parse_rates
 
 from .plans import Plan, Subscription
@@ -70,6 +72,12 @@ class EndpointLimit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.plan.slug}:{self.name} {self.rates}" if self.plan_id else self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Rounded half up, as a view's estimate is charged (to_micros): the database would round half-even.
+        if self.price is not None:
+            self.price = round_money(Decimal(self.price))
+        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         errors = {**self._algorithm_errors(), **self._count_errors(), **self._match_errors(), **self._weight_errors()}

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 
 MICROS = 1_000_000
+#: The context money is converted in, whatever the thread's decimal context is: enough digits for any amount
+#: (a project that lowered its own precision must not charge 1234.567891 as 1,234,570,000 micro-units), and
+#: half-up rounding, one way everywhere (prices saved through the ORM too: plans.models).
+MONEY_CONTEXT = Context(prec=50, rounding=ROUND_HALF_UP)
+#: One micro-unit as a Decimal: the smallest amount money is counted in.
+MICRO = Decimal("0.000001")
 
 
 def to_micros(amount: Decimal | int | str) -> int:
     """``amount`` in micro-units, rounded half up; floats are refused (they cannot hold cents exactly)."""
     if isinstance(amount, bool | float):
         raise TypeError(f"Money must be a Decimal, an int or a str, not {type(amount).__name__} ({amount!r}).")
-    value = Decimal(amount) * MICROS
-    return int(value.to_integral_value(rounding=ROUND_HALF_UP))
+    value = MONEY_CONTEXT.multiply(Decimal(amount), MICROS)
+    return int(value.to_integral_value(rounding=ROUND_HALF_UP, context=MONEY_CONTEXT))
+
+
+def round_money(amount: Decimal) -> Decimal:
+    """``amount`` rounded half up to whole micro-units, as :func:`to_micros` charges it."""
+    return amount.quantize(MICRO, context=MONEY_CONTEXT)
 
 
 def from_micros(micros: int) -> Decimal:
     """``micros`` as a Decimal amount with six decimal places."""
-    return (Decimal(micros) / MICROS).quantize(Decimal("0.000001"))
+    return MONEY_CONTEXT.divide(Decimal(micros), MICROS).quantize(MICRO, context=MONEY_CONTEXT)
 
 
 #: ISO 4217 currencies whose minor unit is not the hundredth; every other code is shown with 2 decimals.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -179,3 +180,17 @@ def test_a_budget_still_needs_exactly_one_owner():
     both = CostBudget(period="day", amount=1, plan=PlanFactory(slug="p1"), subscription=SubscriptionFactory())
     with pytest.raises(ValidationError, match="exactly one"):
         both.full_clean()
+
+
+def test_the_plan_page_shows_budgets_as_money_not_floats():
+    """Grouped thousands and the currency's own decimals: 1,234.50 USD, 500 JPY (never 1234.50 or 500.00)."""
+    admin_user = UserFactory(username="admin", is_staff=True, is_superuser=True)
+    usd, jpy = PlanFactory(slug="usd"), PlanFactory(slug="jpy")
+    EndpointLimitFactory(plan=usd)
+    EndpointLimitFactory(plan=jpy)
+    CostBudget.objects.create(plan=usd, period="day", amount=Decimal("1234.5"), currency="USD")
+    CostBudget.objects.create(plan=jpy, period="month", amount=Decimal("500"), currency="JPY")
+    client = APIClient()
+    client.force_login(admin_user)
+    assert "1,234.50 USD per day" in client.get(f"/admin/quota_plans/plan/{usd.pk}/change/").content.decode()
+    assert "500 JPY per month" in client.get(f"/admin/quota_plans/plan/{jpy.pk}/change/").content.decode()

@@ -545,3 +545,49 @@ def test_both_alerts_come_with_allowances_on_or_off(client, alerts, set_quotas, 
     if allowances:
         assert script_calls(redis_client) < 100  # some requests were served from allowances
     assert [threshold for _, threshold, _ in alerts] == [80, 100]
+
+
+def test_money_converts_whatever_the_decimal_context():
+    """A project that lowered its decimal precision does not change what is charged."""
+    from decimal import localcontext
+
+    with localcontext() as context:
+        context.prec = 6
+        assert to_micros(Decimal("1234.567891")) == 1_234_567_891
+        assert from_micros(1_234_567_891) == Decimal("1234.567891")
+
+
+def test_a_price_saved_through_the_orm_rounds_as_an_estimate_does(client):
+    """0.0000125 is 13 micro-units whether it is a limit's price or a view's estimate (half up, both)."""
+    plan = PlanFactory(slug="metered", is_default=True)
+    limit = EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.0000125"))
+    limit.refresh_from_db()
+    assert limit.price == Decimal("0.000013")
+    assert to_micros(Decimal("0.0000125")) == 13
+    budget = CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.0000125"))
+    budget.refresh_from_db()
+    assert budget.amount == Decimal("0.000013")
+
+
+def test_a_budget_of_zero_reports_nothing_for_free_requests_and_100_percent_once_when_it_refuses(client, alerts):
+    plan = PlanFactory(slug="zero", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0"))
+    key = issue_key(plan=plan)
+    assert [get(client, key).status_code for _ in range(3)] == [200] * 3  # free requests fit a budget of 0
+    assert alerts == []
+    assert get(client, key, est="0.01").status_code == 429
+    assert get(client, key, est="0.01").status_code == 429
+    assert alerts == [("day-budget", 100, 0)]
+
+
+def test_after_an_overshoot_the_refusal_and_the_standing_show_what_was_spent(client, free):
+    """Estimated 0.01, cost 0.09 (the overspend window): 0.09 spent of 0.05 is said as it is, not as 0.05."""
+    key = issue_key(plan=free)
+    assert get(client, key, actual="0.09").status_code == 200
+    refused = get(client, key)
+    assert refused.status_code == 429
+    assert json.loads(refused.content)["budget"]["spent"] == "0.090000"
+    current = client.get("/api/v1/usage/current", HTTP_X_API_KEY=key).json()
+    (budget,) = current["budgets"]
+    assert budget["spent"] == "0.090000"

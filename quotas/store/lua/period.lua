@@ -13,6 +13,8 @@
 -- once per period). A stored state is never replaced by an earlier period's.
 
 local function alert_level(used, limit)
+  -- Nothing spent is no threshold, even of a budget of 0 (a free request under it reports nothing).
+  if used <= 0 then return 0 end
   if used >= limit then return 2 elseif used * 5 >= limit * 4 then return 1 end
   return 0
 end
@@ -57,10 +59,10 @@ local function period_algorithm(raw, limit, weight, start, stop, next_stop, now)
   end
   local retry = reset
   if weight > limit then retry = NEVER end
-  -- A refusal with 80 % or more spent means the budget is spent for this period: report 100 % once. Below
-  -- that the request was only too big for what is left: nothing is stored, so 80 % is still reported when
-  -- it is reached.
-  if level < 2 and alert_level(used, limit) >= 1 then
+  -- A refusal with 80 % or more spent (or by a budget of 0) means the budget is spent for this period:
+  -- report 100 % once. Below that the request was only too big for what is left: nothing is stored, so 80 %
+  -- is still reported when it is reached.
+  if level < 2 and (alert_level(used, limit) >= 1 or limit <= 0) then
     return false, math.max(0, limit - used), reset, retry, 0, string.format('%d:%d:%d', pend, used, 2), reset,
       used, 2
   end
