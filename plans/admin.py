@@ -9,10 +9,10 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_permission_codename
 from django.contrib.auth.models import AnonymousUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.forms import ModelForm
+from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -48,8 +48,24 @@ class EndpointLimitInline(admin.TabularInline):
     )  # fmt: skip
 
 
+class OneCurrencyFormSet(BaseInlineFormSet):
+    """Budgets added or changed together must share one currency (CostBudget.clean checks the stored ones)."""
+
+    def clean(self) -> None:
+        super().clean()
+        currencies = {
+            form.cleaned_data["currency"]
+            for form in self.forms
+            if getattr(form, "cleaned_data", None) and form.cleaned_data.get("currency")
+            and not form.cleaned_data.get("DELETE")
+        }  # fmt: skip
+        if len(currencies) > 1:
+            raise ValidationError(f"A plan has one currency: these budgets are in {', '.join(sorted(currencies))}.")
+
+
 class PlanBudgetInline(admin.TabularInline):
     model = CostBudget
+    formset = OneCurrencyFormSet
     fk_name = "plan"
     extra = 0
     fields = ("period", "amount", "currency")
@@ -132,6 +148,7 @@ class LimitOverrideInline(admin.TabularInline):
 
 class SubscriptionBudgetInline(admin.TabularInline):
     model = CostBudget
+    formset = OneCurrencyFormSet
     fk_name = "subscription"
     extra = 0
     fields = ("period", "amount", "currency")

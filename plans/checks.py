@@ -55,3 +55,33 @@ def check_default_plan_covers_every_view(app_configs: Any = None, databases: Any
     except DatabaseError:  # no tables yet (before migrate): nothing to say about plans
         return []
     return [checks.Warning(default_plan_warning(plan), hint=DEFAULT_PLAN_HINT, obj=plan, id="quota_plans.W001")]
+
+
+@checks.register(checks.Tags.database)
+def check_one_currency_per_plan(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """quota_plans.E002: a plan whose budgets (its own and its subscriptions') are in several currencies.
+
+    A price is charged to every budget of the request as the same number, so amounts in two currencies would
+    be mixed silently (1.00 charged to a JPY budget and to a EUR one), and upgrade offers could not compare them.
+    """
+    if not databases:
+        return []
+    from .models import CostBudget
+
+    try:
+        by_plan: dict[int, set[str]] = {}
+        for plan_id, sub_plan_id, currency in CostBudget.objects.values_list(
+            "plan_id", "subscription__plan_id", "currency"
+        ):
+            by_plan.setdefault(plan_id or sub_plan_id, set()).add(currency)
+    except DatabaseError:
+        return []
+    return [
+        checks.Error(
+            f"Plan {plan_id} has budgets in several currencies ({', '.join(sorted(currencies))}); a plan has one.",
+            hint="Change the budgets of the plan and of its subscriptions to one currency in the admin.",
+            id="quota_plans.E002",
+        )
+        for plan_id, currencies in sorted(by_plan.items())
+        if len(currencies) > 1
+    ]

@@ -67,7 +67,25 @@ class CostBudget(models.Model):
     def name(self) -> str:
         return f"{self.period}-budget"
 
+    def currencies_beside(self) -> set[str]:
+        """The currencies of the other budgets that must share this one's: its plan's, or its subscription's
+        own and its plan's. A plan has one currency (its prices are in it too)."""
+        if self.subscription_id is not None:
+            others = CostBudget.objects.filter(
+                Q(subscription_id=self.subscription_id) | Q(plan__subscriptions=self.subscription_id)
+            )
+        elif self.plan_id is not None:
+            others = CostBudget.objects.filter(Q(plan_id=self.plan_id) | Q(subscription__plan_id=self.plan_id))
+        else:
+            return set()
+        return set(others.exclude(pk=self.pk).values_list("currency", flat=True))
+
     def clean(self) -> None:
+        beside = self.currencies_beside()
+        if beside and beside != {self.currency}:
+            raise ValidationError(
+                {"currency": f"This plan's budgets are in {', '.join(sorted(beside))}: a plan has one currency."}
+            )
         # The owner, not only its id: on an admin add page the budget is validated with its plan or subscription
         # set but not saved yet (no id), and that is one owner all the same.
         if (self.plan_id is not None or self.plan is not None) == (

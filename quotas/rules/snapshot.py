@@ -353,14 +353,16 @@ class RuleSet:
                 key=lambda p: (p.price, p.priority),
             )
             for plan in higher:
-                quotas = [
-                    w.quota
+                windows = [
+                    w
                     for other in plan.limits
                     if other.same_target(rule) and not other.shadow
                     for w in other.windows
                     if w.window == window.window
                 ]
-                if all(q > window.quota for q in quotas):
+                if any(w.currency != window.currency for w in windows):
+                    continue  # amounts in another currency are not larger or smaller: no offer from them
+                if all(w.quota > window.quota for w in windows):
                     found = plan
                     break
         self._upgrade_cache[key] = found
