@@ -33,6 +33,8 @@ INSTALL = [
     "pytest-django",
     "pytest-timeout",
     "factory-boy",
+    # Imported by tests/quotas/test_budget_properties.py, whose tests (marked slow) are deselected.
+    "hypothesis",
     "dj-database-url",
     "django-environ",
     "whitenoise",
