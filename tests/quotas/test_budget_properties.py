@@ -77,32 +77,8 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
         set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=0.001, **allowances)
     windows = budget_windows(amount)
     processes = [build_runtime() for _ in range(3)]
-    alerts: list[int] = []
-    in_flight: list[tuple[object, object, int, int]] = []  # (runtime, decision, estimate, actual)
-    bound, admitted_actual = 0, 0
-
-    def finish(entry) -> None:
-        runtime, decision, _, actual = entry
-        alerts.extend(s.alert for s in runtime.store.reconcile(decision, actual))
-
     try:
-        for process, estimate, actual, overlap in traffic:
-            runtime = processes[process]
-            decision = runtime.store.decide_call(
-                DecideCall(TAG, windows, cost_micros=estimate, usage=USAGE, allowance_ok=allowances is not None)
-            )
-            alerts.extend(s.alert for s in decision.states if s.alert)
-            if decision.allowed:
-                in_flight.append((runtime, decision, estimate, actual))
-                admitted_actual += actual
-                bound = max(bound, sum(max(0, a - e) for _, _, e, a in in_flight))
-            while len(in_flight) > overlap:  # the oldest views end, keeping `overlap` requests in flight
-                finish(in_flight.pop(0))
-        while in_flight:
-            finish(in_flight.pop(0))
-        for runtime in processes:
-            runtime.store.settle_allowances(everything=True)
-            assert runtime.store.flush_usage()
+        admitted_actual, bound, alerts = run(processes, windows, traffic, allowances is not None)
         spent = processes[0].store.peek(TAG, windows).states[0].used
     finally:
         for runtime in processes:
@@ -111,6 +87,40 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
     assert spent == admitted_actual  # every admitted request charged its actual cost, once
     assert spent <= amount + bound
     assert usage_totals(redis_client).get("c", 0) == admitted_actual
+    assert_one_alert_per_threshold(alerts, amount, spent)
+
+
+def run(processes, windows, traffic, allowances: bool) -> tuple[int, int, list[int]]:
+    """Send ``traffic``; returns the admitted requests' actual costs, the overspend bound, and the alerts."""
+    alerts: list[int] = []
+    in_flight: list[tuple[object, object, int, int]] = []  # (runtime, decision, estimate, actual)
+    bound, admitted_actual = 0, 0
+
+    def finish(entry) -> None:
+        runtime, decision, _, actual = entry
+        alerts.extend(s.alert for s in runtime.store.reconcile(decision, actual))
+
+    for process, estimate, actual, overlap in traffic:
+        runtime = processes[process]
+        call = DecideCall(TAG, windows, cost_micros=estimate, usage=USAGE, allowance_ok=allowances)
+        decision = runtime.store.decide_call(call)
+        alerts.extend(s.alert for s in decision.states if s.alert)
+        if decision.allowed:
+            in_flight.append((runtime, decision, estimate, actual))
+            admitted_actual += actual
+            bound = max(bound, sum(max(0, a - e) for _, _, e, a in in_flight))
+        while len(in_flight) > overlap:  # the oldest views end, keeping `overlap` requests in flight
+            finish(in_flight.pop(0))
+    while in_flight:
+        finish(in_flight.pop(0))
+    for runtime in processes:
+        runtime.store.settle_allowances(everything=True)
+        assert runtime.store.flush_usage()
+    return admitted_actual, bound, alerts
+
+
+def assert_one_alert_per_threshold(alerts: list[int], amount: int, spent: int) -> None:
+    """Each threshold reported at most once, and once if the spend reached it."""
     reached_80 = sum(1 for a in alerts if a & 1)
     reached_100 = sum(1 for a in alerts if a & 2)
     assert reached_80 <= 1
