@@ -83,6 +83,16 @@ class LocalLimiter:
         decision.fallback = True
         return decision
 
+    def adjust(self, tag: str, windows: Sequence[Window], delta: int, at: float) -> None:
+        """Move what ``tag`` spent of each budget window by ``delta`` micro-units (a reconciliation), if the
+        period of ``at`` (the decision's time) is still the one this process counts."""
+        with self._lock:
+            for w in windows:
+                slot = self._state.get((tag, w.state_field))
+                bounds = period_bounds(w.period, at, quota_settings.BUDGET_TIME_ZONE, w.anchor_day)
+                if slot is not None and slot[0] == bounds.start:
+                    slot[1] = max(0, slot[1] + delta)
+
     def clear(self) -> None:
         """Forget the outage's state (Redis is back); what remained of budgets is kept for the next."""
         with self._lock:

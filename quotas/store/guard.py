@@ -198,6 +198,7 @@ class Guard:
         decision = self.fallback.decide(tag, windows, weight, cost_micros, multiplier)
         if not usage:
             return decision
+        decision.usage = usage  # where a reconciliation adds what the actual cost differs by
         if decision.allowed:
             units = weight if weight is not None else max((w.weight for w in windows if not w.period), default=1)
             for counter, amount in (("a", 1), ("wx", units - 1), ("c", cost_micros)):
@@ -263,10 +264,14 @@ class Guard:
 
         Returns the budget states whose alert thresholds were newly reached.
         """
-        if decision.reconciled or not decision.allowed or decision.local:
+        if decision.reconciled or not decision.allowed:
             return []
         decision.reconciled = True
         delta = actual_micros - decision.cost_micros
+        if decision.local:
+            self._reconcile_locally(decision, delta)
+            decision.cost_micros = actual_micros
+            return []
         budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
         if delta == 0 or (not budgets and not decision.usage):
             return []
@@ -290,6 +295,17 @@ class Guard:
             if state.alert:
                 alerted.append(state)
         return alerted
+
+    def _reconcile_locally(self, decision: Decision, delta: int) -> None:
+        """A decision of the local fallback (Redis away): its budgets here and its usage counted here move by
+        ``delta`` too, so usage records actual costs and a failed view releases its estimate."""
+        if not delta:
+            return
+        budgets = [s.window for s in decision.states if s.window.is_budget]
+        if budgets:
+            self.fallback.adjust(decision.tag, budgets, delta, decision.now)
+        if decision.usage:
+            self._count_locally(decision.tag, decision.usage, "c", delta, day_of(decision.now))
 
     def release(self, decision: Decision) -> None:
         """End the concurrency leases an admitted decision holds."""

@@ -192,3 +192,28 @@ def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(f
     assert "decision script failed" in caplog.text
     ok = client.get("/api/demo/ping", HTTP_X_API_KEY=healthy)
     assert ok["X-RateLimit-Remaining"] == "8"  # still decided in Redis: 10/min, two spent
+
+
+def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_its_estimate(outage):
+    """The local failure mode reconciles too: estimated 0.02, cost 0.005, then a view that fails (500) after
+    an estimate of 0.02: once Redis is back, usage holds 0.005, not the estimates' 0.04 (this test's Redis
+    comes back empty: only what was counted during the outage is there)."""
+    from decimal import Decimal
+
+    from plans.models import CostBudget
+    from quotas.rules.money import to_micros
+
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1.00"))
+    client, key = APIClient(raise_request_exception=False), issue_key(plan=plan)
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # rules loaded, Redis up
+    outage.begin()
+    assert client.get("/t/priced?est=0.02&actual=0.005", HTTP_X_API_KEY=key).status_code == 200
+    assert client.get("/t/priced?est=0.02&fail=1", HTTP_X_API_KEY=key).status_code == 500
+    outage.end()
+    runtime = get_runtime()
+    deadline = time.monotonic() + 10
+    while not runtime.store.flush_usage() and time.monotonic() < deadline:  # the breaker may still be open
+        time.sleep(0.2)
+    assert usage_totals(get_runtime().redis)["c"] == to_micros(Decimal("0.005"))
