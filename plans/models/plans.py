@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import date
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -11,6 +13,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from quotas.conf import quota_settings
 
 from .validators import validate_durations
 
@@ -68,6 +72,12 @@ class Plan(models.Model):
         super().validate_constraints(exclude=exclude)
 
 
+def budget_today() -> date:
+    """Today where budget and billing periods begin (``QUOTAS['BUDGET_TIME_ZONE']``), not in ``TIME_ZONE``:
+    a sign-up late on Jan 30 in Los Angeles is Jan 31 in UTC, and its billing month starts with the periods."""
+    return timezone.localdate(timezone=ZoneInfo(str(quota_settings.BUDGET_TIME_ZONE)))
+
+
 class Subscription(models.Model):
     """A client bound to one plan: a Django user, or the holder of API keys.
 
@@ -79,7 +89,10 @@ class Subscription(models.Model):
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="quota_subscription"
     )
-    started_on = models.DateField(default=timezone.localdate, help_text="Anchors billing periods.")
+    started_on = models.DateField(
+        default=budget_today,
+        help_text="Anchors billing periods (its day of the month, in QUOTAS['BUDGET_TIME_ZONE']).",
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -194,3 +194,16 @@ def test_the_plan_page_shows_budgets_as_money_not_floats():
     client.force_login(admin_user)
     assert "1,234.50 USD per day" in client.get(f"/admin/quota_plans/plan/{usd.pk}/change/").content.decode()
     assert "500 JPY per month" in client.get(f"/admin/quota_plans/plan/{jpy.pk}/change/").content.decode()
+
+
+def test_a_subscription_starts_on_the_day_of_the_budget_time_zone(settings, set_quotas):
+    """Its billing anchor is the day where periods begin (BUDGET_TIME_ZONE), not in TIME_ZONE: 25 hours apart
+    here, so the two dates always differ."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    settings.TIME_ZONE = "Pacific/Pago_Pago"  # UTC-11
+    set_quotas(BUDGET_TIME_ZONE="Pacific/Kiritimati")  # UTC+14
+    sub = Subscription.objects.create(name="late sign-up", plan=PlanFactory(slug="p"))
+    assert sub.started_on == datetime.now(ZoneInfo("Pacific/Kiritimati")).date()
+    assert sub.started_on != datetime.now(ZoneInfo("Pacific/Pago_Pago")).date()
