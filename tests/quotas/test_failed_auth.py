@@ -195,7 +195,9 @@ def signed_in_browser(username: str, address: str) -> Client:
 def wait_for_known_keys(version: str | None = None) -> None:
     """Wait until this process has read every usable key's hash in the background (as of ``version``)."""
     rules = get_runtime().rules
-    deadline = time.monotonic() + 10
+    # Longer than the database pool's 10 s timeout: a read that found the pool busy (a previous test's
+    # threads) is tried again by the poller every second until it gets a connection.
+    deadline = time.monotonic() + 45
     while time.monotonic() < deadline:
         known = rules.known_keys
         if known is not None and (version is None or known.version == version):
