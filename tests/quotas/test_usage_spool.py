@@ -105,12 +105,12 @@ def test_a_recent_claim_of_a_live_replayer_is_left_alone(redis_client, base):
 def test_buffer_writes_a_batch_once_even_when_a_write_failed_halfway(redis_client, base):
     """In-process usage: a batch that failed on one hash is retried without double-counting the others."""
     buffer = UsageBuffer()
-    buffer.add(base[0], "s.1|1|-|a", 3)
-    buffer.add(base[1], "s.2|1|-|a", 2)
+    buffer.add(base[0], "s.1|1|-|a", 3, day=TODAY)  # the day named here, even if UTC midnight passed since import
+    buffer.add(base[1], "s.2|1|-|a", 2, day=TODAY)
     broken = f"{base[1]}:{TODAY}"
     redis_client.set(broken, "not a hash")
     assert not buffer.flush(redis_client)
-    buffer.add(base[0], "s.1|1|-|a", 1)  # counted meanwhile: a later batch
+    buffer.add(base[0], "s.1|1|-|a", 1, day=TODAY)  # counted meanwhile: a later batch
     redis_client.delete(broken)
     assert buffer.flush(redis_client)
     assert usage_totals(redis_client)["a"] == 6
