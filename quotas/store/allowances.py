@@ -188,11 +188,19 @@ class Allowances:
         seen[1] += 1
         return seen
 
-    def grant(self, call: DecideCall, decision: Decision) -> Decision:
+    def grant(self, call: DecideCall, decision: Decision, asked: float | None = None) -> Decision:
         """Keep the allowance ``decision`` took; returns the decision as its own request sees it (the units
-        still ahead in the allowance count as remaining: they are this client's)."""
+        still ahead in the allowance count as remaining: they are this client's).
+
+        ``asked`` (``time.monotonic()`` before the call went to Redis) is where its lifetime starts: Redis
+        took the units, and stamped a sliding log's with their end, at some moment after it. Counting from
+        the reply instead would let a reply that came back late serve past that stamp (by the round trip, or
+        however long the process waited for the CPU), and a sliding log could then admit one unit too many
+        in a second.
+        """
         now = time.monotonic()
-        allowance = Allowance(decision, decision.granted, now + self._lifetime(decision), now)
+        started = now if asked is None else min(asked, now)
+        allowance = Allowance(decision, decision.granted, started + self._lifetime(decision), started)
         key = self.key(call)
         with self._lock:
             old = self._by_key.get(key)

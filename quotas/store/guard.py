@@ -87,22 +87,24 @@ class Guard:
         here = self._answered_here(call)
         if here is not None:
             return here
+        asked = time.monotonic()  # before Redis decided: an allowance's lifetime counts from here
         try:
             decision = self.store.decide(call)
         except StoreUnavailable as exc:
             raise self._failed(call.tag, exc) from exc
-        return self._learn(call, decision)
+        return self._learn(call, decision, asked)
 
     async def adecide(self, call: DecideCall) -> Decision:
         """:meth:`decide_call` from asyncio: only the round trip is awaited."""
         here = self._answered_here(call)
         if here is not None:
             return here
+        asked = time.monotonic()
         try:
             decision = await self.store.adecide(call)
         except StoreUnavailable as exc:
             raise self._failed(call.tag, exc) from exc
-        return self._learn(call, decision)
+        return self._learn(call, decision, asked)
 
     def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
         """The client's standing in ``windows`` without consuming or counting anything."""
@@ -162,7 +164,7 @@ class Guard:
         metrics.observe_redis_error("decide")
         return exc
 
-    def _learn(self, call: DecideCall, decision: Decision) -> Decision:
+    def _learn(self, call: DecideCall, decision: Decision, asked: float | None = None) -> Decision:
         """Note what ``decision`` teaches: Redis is up, what an outage may still spend, who to refuse locally."""
         self.breaker.success()
         if call.now is not None or call.peek:
@@ -171,7 +173,7 @@ class Guard:
         if decision.states and not decision.banned and any(w.period for w in call.windows):
             self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend (fallback.py)
         if decision.granted > 1 and self.allowances is not None:
-            return self.allowances.grant(call, decision)  # admitted: no refusal to remember
+            return self.allowances.grant(call, decision, asked)  # admitted: no refusal to remember
         if decision.banned or decision.ban_started:
             self.deny_memory.ban(tag, decision.ban_wait_us)
         elif not decision.allowed and not decision.reduced_only and not call.ban_policy:
