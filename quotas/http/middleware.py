@@ -27,7 +27,7 @@ from django.http import HttpRequest, HttpResponse
 from quotas import problems
 from quotas.exceptions import ProblemException
 from quotas.http import responses
-from quotas.http.context import verdict_of
+from quotas.http.context import set_verdict, verdict_of
 from quotas.http.cost import actual_cost
 from quotas.http.headers import rate_limit_headers
 from quotas.identity import devices
@@ -50,10 +50,21 @@ class QuotaHeadersMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:
             return self.__acall__(request)
-        return finish(request, self.get_response(request))
+        try:
+            response = self.get_response(request)
+        except BaseException:
+            settle_failed(request)
+            raise
+        return finish(request, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        response = await self.get_response(request)
+        try:
+            response = await self.get_response(request)
+        except BaseException:
+            # Above all the CancelledError of a client that went away (Django cancels the request): its
+            # lease ends and its estimate is released now, not when the lease expires.
+            await sync_to_async(settle_failed)(request)
+            raise
         verdict = verdict_of(request)
         if verdict is not None and _needs_settling(verdict, response):
             # Settling may call Redis (a refund, the actual cost, a lease): off the event loop.
@@ -82,6 +93,14 @@ def finish(request: HttpRequest, response: HttpResponse, settled: bool = False) 
     for name, value in rate_limit_headers(verdict.decision).items():
         response.headers[name] = value
     return response
+
+
+def settle_failed(request: HttpRequest) -> None:
+    """Settle the request's verdict as a failed request's (the view raised, or the request was cancelled)."""
+    verdict = verdict_of(request)
+    if verdict is not None:
+        set_verdict(request, None)  # settled here: nothing later settles it again
+        settle(verdict, HTTPStatus.INTERNAL_SERVER_ERROR)
 
 
 def auth_throttled(response: HttpResponse, wait: int) -> HttpResponse:

@@ -1,7 +1,8 @@
-"""Every plain-Django front door settles a decision whatever the view does, sync and async.
+"""Every front door settles a decision whatever the view does, sync and async.
 
 A view that raises, and an async view cancelled because its client went away, give back their concurrency
-lease at once (and release their estimate), through ``@quota_limited`` and ``PathQuotaMiddleware`` alike. The
+lease at once (and release their estimate), through ``@quota_limited``, ``PathQuotaMiddleware`` and a DRF view
+(QuotaThrottle, settled by QuotaHeadersMiddleware) alike. The
 lease here is "one request at a time for 30 s": a leaked lease shows as a 429 on the next request. A refusal
 by a concurrency limit is not remembered in the process either: it ends as soon as a lease is released.
 """
@@ -9,6 +10,7 @@ by a concurrency limit is not remembered in the process either: it ends as soon 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -17,6 +19,8 @@ from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpResponse
 from django.test import AsyncClient, Client
 from django.urls import path
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from quotas.django.decorators import quota_limited
 from quotas.runtime import get_runtime
@@ -47,6 +51,32 @@ def ok(request):
     return HttpResponse("ok")
 
 
+#: Set by the test once its client went away, so that the DRF view (sync, in a worker thread) can end.
+drf_view_may_end = threading.Event()
+
+
+class HeldDrfView(APIView):
+    """A DRF view of scope "held" (QuotaThrottle, the project's default) that runs until the test lets it end."""
+
+    quota_scope = "held"
+
+    def get(self, request):
+        view_started_threadsafe.set()
+        drf_view_may_end.wait(timeout=10)
+        return Response({"ok": True})
+
+
+class OkDrfView(APIView):
+    quota_scope = "held"
+
+    def get(self, request):
+        return Response({"ok": True})
+
+
+#: Set by the DRF view once it runs (a threading event: the view runs in asgiref's worker thread).
+view_started_threadsafe = threading.Event()
+
+
 async def async_ok(request):
     return HttpResponse("ok")
 
@@ -62,6 +92,8 @@ urlpatterns = [
     path("held/waits", waits_forever),
     path("held/ok", ok),
     path("held/async-ok", async_ok),
+    path("drf/waits", HeldDrfView.as_view()),
+    path("drf/ok", OkDrfView.as_view()),
 ]
 
 
@@ -123,3 +155,34 @@ def test_an_async_view_whose_client_went_away_gives_its_lease_back(door):
         await get_runtime().redis_store.transport.aclose()
 
     async_to_sync(scenario)()
+
+
+def test_a_drf_view_whose_client_went_away_gives_its_lease_back():
+    """Under ASGI, QuotaHeadersMiddleware settles the throttle's verdict when the request is cancelled: the
+    sync view may still be running in its thread, but its client is gone and its lease is released."""
+
+    async def scenario():
+        view_started_threadsafe.clear()
+        drf_view_may_end.clear()
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+            "path": "/drf/waits", "raw_path": b"/drf/waits", "query_string": b"", "root_path": "",
+            "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+        }  # fmt: skip
+        communicator = ApplicationCommunicator(ASGIHandler(), scope)
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        while not view_started_threadsafe.is_set():
+            await asyncio.sleep(0.01)
+        client = AsyncClient(raise_request_exception=False)
+        assert (await client.get("/drf/ok")).status_code == 429  # while the first one runs
+        await communicator.send_input({"type": "http.disconnect"})
+        await asyncio.sleep(0.1)  # Django cancels the request; its sync view goes on in its thread, then ends
+        drf_view_may_end.set()
+        await communicator.wait(timeout=10)
+        assert (await client.get("/drf/ok")).status_code == 200
+        await get_runtime().redis_store.transport.aclose()
+
+    try:
+        async_to_sync(scenario)()
+    finally:
+        drf_view_may_end.set()
