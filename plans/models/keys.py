@@ -53,10 +53,8 @@ class APIKey(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The admin and forms call clean(); code that saves directly must not move a key either.
         update_fields = kwargs.get("update_fields")
-        if self.pk is not None and (update_fields is None or "subscription" in update_fields):
-            stored = self._stored_state()
-            if stored is not None and stored["subscription_id"] != self.subscription_id:
-                raise ValidationError({"subscription": "A key belongs to the subscription it was issued for."})
+        if update_fields is None or "subscription" in update_fields:
+            self._refuse_a_move(self._stored_state())
         super().save(*args, **kwargs)
 
     @classmethod
@@ -72,10 +70,7 @@ class APIKey(models.Model):
 
     def clean(self) -> None:
         stored = self._stored_state()
-        # A key authenticates as its subscription: moving it would hand whoever holds it another customer's
-        # usage and budget. Whoever needs access to another subscription gets a key issued for it.
-        if stored is not None and stored["subscription_id"] != self.subscription_id:
-            raise ValidationError({"subscription": "A key belongs to the subscription it was issued for."})
+        self._refuse_a_move(stored)
         # Only a change can be checked against the clock: an expiry already past when it is set is a typo.
         if self.expires_at is not None and self.expires_at <= timezone.now() and self._expiry_changed(stored):
             raise ValidationError({"expires_at": "This moment is in the past: the key would never work."})
@@ -87,6 +82,12 @@ class APIKey(models.Model):
         # ended. Whoever should use the API again gets a new key.
         if self.revoked_at is None and stored is not None and stored["revoked_at"] is not None:
             raise ValidationError({"revoked_at": "A revoked key stays revoked: issue a new key instead."})
+
+    def _refuse_a_move(self, stored: dict[str, Any] | None) -> None:
+        # A key authenticates as its subscription: moving it would hand whoever holds it another customer's
+        # usage and budget. Whoever needs access to another subscription gets a key issued for it.
+        if stored is not None and stored["subscription_id"] != self.subscription_id:
+            raise ValidationError({"subscription": "A key belongs to the subscription it was issued for."})
 
     def _stored_state(self) -> dict[str, Any] | None:
         if self.pk is None:

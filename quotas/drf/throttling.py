@@ -78,7 +78,8 @@ class QuotaThrottle(BaseThrottle):
         A view listing several QuotaThrottle classes (DRF's Burst plus Sustained) gets one decision: the first
         class to run decides for every class that counts the same client the same way (the plan's limits and
         budgets once, and each class's own DRF rates where no plan covers the client), and the others admit.
-        One request, one charge, one settlement.
+        One request, one charge, one settlement. The classes are read from the view's ``throttle_classes``; a
+        view that builds its throttles in its own ``get_throttles()`` gets one decision per QuotaThrottle.
         """
         self._wait = None
         http_request = request._request

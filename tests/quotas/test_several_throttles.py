@@ -10,14 +10,13 @@ from decimal import Decimal
 
 import pytest
 from django.urls import include, path
-from rest_framework.response import Response
 from rest_framework.test import APIClient
-from rest_framework.views import APIView
 
 from plans.models import CostBudget
 from quotas.rules.money import to_micros
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.urls import PricedView
 from tests.usage_counters import usage_totals
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
@@ -31,21 +30,10 @@ class SustainedThrottle(QuotaThrottle):
     rate = "100/day"
 
 
-class PricedBurstView(APIView):
-    """DRF's documented pattern with our throttle: estimates from ?est=, reports ?actual=."""
+class PricedBurstView(PricedView):
+    """DRF's documented pattern with our throttle on the priced view (estimates from ?est=, reports ?actual=)."""
 
     throttle_classes = [BurstThrottle, SustainedThrottle]
-    quota_scope = "priced"
-
-    def get_quota_cost(self, request):
-        est = request.query_params.get("est")
-        return Decimal(est) if est is not None else None
-
-    def get(self, request):
-        actual = request.query_params.get("actual")
-        if actual is not None:
-            request.quota_cost = Decimal(actual)
-        return Response({"ok": True})
 
 
 urlpatterns = [path("burst/", PricedBurstView.as_view()), path("", include("config.urls"))]
