@@ -34,6 +34,7 @@ from plans.models import APIKey
 from quotas import api
 from quotas.api import STORE_ERRORS, Client, address_group, authenticate_key, client_tag, get_runtime
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
+from quotas.rules.periods import usage_date
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from usage.reports import UsageQuery, build_report
@@ -162,7 +163,7 @@ def page(request: HttpRequest) -> HttpResponse:
         standing = api.standing(client)
     except StoreUnavailable:
         standing = None
-    today = timezone.now().date()
+    today = usage_date(timezone.now())
     query = UsageQuery(today - timedelta(days=CHART_DAYS - 1), today, "day", client=tag.strip("{}"))
     try:
         report = build_report(query, runtime.redis)

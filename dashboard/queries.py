@@ -25,6 +25,7 @@ from plans.models import Plan, Subscription
 from quotas.api import NEAR, STORE_ERRORS
 from quotas.conf import quota_settings
 from quotas.rules.money import format_money
+from quotas.rules.periods import usage_date
 from quotas.rules.snapshot import RuleSet
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
@@ -67,7 +68,7 @@ class Filters:
     scope: str | None = None
     range: str = "24h"
     alert: float | None = None
-    today: date = field(default_factory=lambda: timezone.now().date())
+    today: date = field(default_factory=lambda: usage_date(timezone.now()))
 
     @property
     def start(self) -> date:
@@ -88,7 +89,7 @@ class UsageSlice:
         live_days: list[date] = []
         if redis_client is not None:
             try:
-                today = server_now(redis_client).date()
+                today = usage_date(server_now(redis_client))
                 live_days = [d for d in readable_days(today, RETENTION_DAYS) if filters.start <= d <= filters.today]
                 self.live = True
             except STORE_ERRORS:

@@ -23,6 +23,7 @@ from plans.rules import subscriber_of
 from quotas import api
 from quotas.api import STORE_ERRORS, Client, get_runtime, is_client_tag
 from quotas.exceptions import StoreUnavailable
+from quotas.rules.periods import usage_date
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT
@@ -132,7 +133,7 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
     runtime = get_runtime()
     sub_id = subscription_id(client)
     sub = Subscription.objects.select_related("plan", "user").filter(pk=sub_id).first() if sub_id else None
-    today = timezone.now().date()
+    today = usage_date(timezone.now())
     query = UsageQuery(today - timedelta(days=RECENT_DAYS - 1), today, "day", client=client)
     try:
         report = build_report(query, runtime.redis)

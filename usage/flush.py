@@ -44,6 +44,7 @@ from django.utils import timezone
 from plans.models import APIKey, Plan, Subscription
 from quotas.api import KEEP_SECONDS, connect, forget_before, read_last_used
 from quotas.conf import quota_settings
+from quotas.rules.periods import usage_date
 
 from .flush_mark import mark_flushed
 from .models import COUNTERS, UsageRecord
@@ -92,7 +93,8 @@ def flush_usage(
     batch_size: int = DEFAULT_BATCH_SIZE,
     batch_delay: float = 0.0,
 ) -> FlushReport:
-    """Write the usage hashes of ``now``'s UTC day and the ``lookback_days`` before it to the database.
+    """Write the usage hashes of ``now``'s usage day (``BUDGET_TIME_ZONE``) and the ``lookback_days`` before it
+    to the database.
 
     ``redis_client`` defaults to a client of ``QUOTAS['REDIS_URL']``; ``now``
     defaults to the Redis server's clock (the one usage is dated with).
@@ -108,7 +110,7 @@ def flush_usage(
     try:
         prefix = quota_settings.KEY_PREFIX
         now = now or server_now(redis_client)
-        today = now.astimezone(UTC).date()
+        today = usage_date(now)
         report = FlushReport(days=readable_days(today, lookback_days))
         batches = (
             keys

@@ -35,7 +35,7 @@ class UsageRecord(models.Model):
         default=0, help_text="The plan id the usage was counted under (0: none); kept if the plan is deleted."
     )
     scope = models.CharField(max_length=100, blank=True, help_text="The view's quota_scope; empty for none.")
-    day = models.DateField(help_text="The UTC day.")
+    day = models.DateField(help_text="The usage day: a day where budget days begin (QUOTAS['BUDGET_TIME_ZONE']).")
     allowed = models.PositiveBigIntegerField(default=0)
     denied_rate = models.PositiveBigIntegerField(default=0, help_text="Refused by a rate limit.")
     denied_budget = models.PositiveBigIntegerField(default=0, help_text="Refused by a money budget.")

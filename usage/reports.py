@@ -19,6 +19,7 @@ from django.db.models import Sum
 from plans.models import Plan
 from quotas.conf import quota_settings
 from quotas.rules.money import from_micros
+from quotas.rules.periods import usage_date
 
 from .models import COUNTERS, UsageRecord
 from .store import (
@@ -53,14 +54,14 @@ class UsageQuery:
 def build_report(query: UsageQuery, redis_client: redis.Redis | None, today: date | None = None) -> dict[str, Any]:
     """The report of ``query``: ``rows`` (one per day or scope, with usage) and ``totals``.
 
-    ``today`` (UTC) defaults to the Redis server's date, the one usage is
-    counted under. Without ``redis_client`` the report holds flushed rows
+    ``today`` defaults to the usage day (``BUDGET_TIME_ZONE``) of the Redis server's clock, the one usage
+    is counted under. Without ``redis_client`` the report holds flushed rows
     only. Raises redis errors.
     """
     if redis_client is None:
         live = []
     else:
-        today = today or server_now(redis_client).date()
+        today = today or usage_date(server_now(redis_client))
         live = [d for d in readable_days(today, RETENTION_DAYS) if query.start <= d <= query.end]
     groups: dict[Any, Counters] = {}
     records = _records(query)

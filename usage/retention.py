@@ -23,6 +23,7 @@ from django.utils import timezone
 from plans.models import ClientBan
 from quotas.api import USAGE_TTL_DAYS
 from quotas.conf import quota_settings
+from quotas.rules.periods import usage_date
 
 from .models import COUNTERS, BudgetAlert, UsageRecord
 from .store import ANONYMOUS_CLIENT
@@ -51,8 +52,8 @@ def prune(now: datetime | None = None) -> PruneReport:
     usage_days, alert_days, ban_days = retention["USAGE_DAYS"], retention["BUDGET_ALERTS_DAYS"], retention["BANS_DAYS"]
     usage = 0
     if usage_days is not None:
-        # A record's day is a UTC date: it is kept for USAGE_DAYS whole days after that day.
-        usage = _delete(UsageRecord.objects.filter(day__lt=(now - timedelta(days=usage_days)).date()))
+        # A record's day is a usage day (BUDGET_TIME_ZONE): it is kept for USAGE_DAYS whole days after that day.
+        usage = _delete(UsageRecord.objects.filter(day__lt=usage_date(now) - timedelta(days=usage_days)))
     alerts = 0
     if alert_days is not None:
         alerts = _delete(BudgetAlert.objects.filter(created_at__lt=now - timedelta(days=alert_days)))
@@ -72,7 +73,7 @@ def fold_anonymous(now: datetime | None = None) -> int:
     a different hash), deleted, and the sum written as one row with an empty generation.
     """
     now = now or timezone.now()
-    last_final = (now - timedelta(days=FINAL_AFTER_DAYS)).date()
+    last_final = usage_date(now) - timedelta(days=FINAL_AFTER_DAYS)
     anonymous = UsageRecord.objects.filter(client=ANONYMOUS_CLIENT, day__lte=last_final)
     folded = 0
     for plan_key, scope, day in anonymous.values_list("plan_key", "scope", "day").order_by().distinct():

@@ -38,7 +38,8 @@ def _report() -> dict[str, Any]:
         "operation_id": "usage_report",
         "summary": "Usage per day or per scope",
         "description": (
-            "Requests admitted and refused, weight and cost between two UTC days (at most 366), including "
+            "Requests admitted and refused, weight and cost between two usage days (at most 366; days begin "
+            "where budget days do, in QUOTAS['BUDGET_TIME_ZONE']), including "
             "today's not yet flushed counts. Callers see their own usage only; staff with the "
             "quota_usage.view_all_usage permission see everyone's. With group_by=minute or hour, the recent history "
             "instead: staff get it per plan and scope with the top clients; a client with a subscription (its "
@@ -46,7 +47,9 @@ def _report() -> dict[str, Any]:
         ),
         "parameters": [
             OpenApiParameter("from", OpenApiTypes.DATE, description="First day, YYYY-MM-DD (default: to - 29 days)."),
-            OpenApiParameter("to", OpenApiTypes.DATE, description="Last day, YYYY-MM-DD (default: today, UTC)."),
+            OpenApiParameter(
+                "to", OpenApiTypes.DATE, description="Last day, YYYY-MM-DD (default: today in BUDGET_TIME_ZONE)."
+            ),
             OpenApiParameter(
                 "group_by",
                 OpenApiTypes.STR,

@@ -10,6 +10,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from plans.models import Plan
+from quotas.rules.periods import usage_date
 
 from .reports import GROUPS, MAX_DAYS, UsageQuery
 
@@ -53,7 +54,7 @@ class UsageQuerySerializer(serializers.Serializer):
             day = attrs.get(name)
             if day is not None and not FIRST_DAY <= day <= LAST_DAY:
                 raise serializers.ValidationError({name: f"Give a day from {FIRST_DAY} to {LAST_DAY}, not {day}."})
-        end = attrs.get("to") or timezone.now().date()
+        end = attrs.get("to") or usage_date(timezone.now())
         start = attrs.get("from") or max(FIRST_DAY, end - timedelta(days=DEFAULT_DAYS - 1))
         if start > end:
             raise serializers.ValidationError({"from": f"The first day ({start}) is after the last day ({end})."})
@@ -88,7 +89,9 @@ class UsageFiguresSerializer(serializers.Serializer):
 
 
 class UsageRowSerializer(UsageFiguresSerializer):
-    day = serializers.DateField(required=False, help_text="With group_by=day: the UTC day.")
+    day = serializers.DateField(
+        required=False, help_text="With group_by=day: the usage day (in QUOTAS['BUDGET_TIME_ZONE'])."
+    )
     scope = serializers.CharField(
         required=False, allow_null=True, help_text="With group_by=scope: the view's quota_scope (null: none)."
     )

@@ -1,7 +1,7 @@
 """Reading the decision script's usage counters from Redis.
 
 The decision script (``quotas/store/lua/usage.lua``) keeps one hash per bucket of
-clients and UTC day, ``<KEY_PREFIX>:{b<bucket>}:u:<YYYYMMDD>`` (see
+clients and usage day (where budget days begin, ``BUDGET_TIME_ZONE``), ``<KEY_PREFIX>:{b<bucket>}:u:<YYYYMMDD>`` (see
 :mod:`quotas.store.keys`), with fields
 ``<client>|<plan id or ->|<scope or ->|<counter>`` holding cumulative totals. This
 module only reads them: nothing here writes to or deletes from Redis.

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -116,7 +115,7 @@ class UsageReportView(UsageAPIView):
             report["live"] = True
         except STORE_ERRORS:
             logger.warning("usage: Redis unavailable, report from flushed rows only", exc_info=True)
-            report = build_report(query, None, today=timezone.now().date())
+            report = build_report(query, None)
             report["live"] = False
         response = Response(report)
         if request.accepted_renderer.format == "csv":

@@ -18,6 +18,8 @@ from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
+from quotas.conf import quota_settings
+
 PERIODS = ("day", "week", "month", "billing_month")
 
 
@@ -74,3 +76,34 @@ def period_bounds(kind: str, now: float, tz_name: str = "UTC", anchor: int = 1) 
     """The period of ``kind`` containing ``now`` (epoch seconds) in time zone ``tz_name``."""
     today = datetime.fromtimestamp(now, ZoneInfo(tz_name)).date()
     return _bounds_for_day(kind, today, anchor, tz_name)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageDay:
+    """The usage day containing a moment: usage is dated where budget days begin (``BUDGET_TIME_ZONE``).
+
+    A usage row of a day then holds the same requests as a daily budget's period, so a customer whose
+    budget is 1.00 a day never sees a day of 1.80.
+    """
+
+    date: date
+    days: int  # the date's index in days since 1970-01-01 (the usage hash's day, for Lua)
+    stamp: str  # "YYYYMMDD": the suffix of that day's usage keys
+    offset: int  # the time zone's UTC offset (seconds) at that moment, so a script can date by its own clock
+
+
+def usage_day(now: float, tz_name: str | None = None) -> UsageDay:
+    """The usage day containing ``now`` (epoch seconds) in time zone ``tz_name`` (default: ``BUDGET_TIME_ZONE``)."""
+    local = datetime.fromtimestamp(now, ZoneInfo(tz_name or str(quota_settings.BUDGET_TIME_ZONE)))
+    offset = local.utcoffset()
+    seconds = int(offset.total_seconds()) if offset is not None else 0
+    day = local.date()
+    return UsageDay(day, day.toordinal() - _EPOCH_ORDINAL, f"{day:%Y%m%d}", seconds)
+
+
+def usage_date(moment: datetime) -> date:
+    """The usage day containing ``moment`` (an aware datetime): the ``day`` of the usage rows it is counted in."""
+    return usage_day(moment.timestamp()).date
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()

@@ -21,8 +21,10 @@ contract's constants (:func:`quotas.store.protocol.lua_constants`) come first.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from typing import Any, Protocol
 
 from quotas.store.protocol import lua_constants
 
@@ -83,3 +85,26 @@ def library_source() -> str:
     """The function library form, for FUNCTION LOAD (Redis 7+)."""
     registrations = [f"redis.register_function('{function_name(e)}', {e})" for e in ENTRY_POINTS]
     return "\n".join([f"#!lua name={library_name()}", lua_constants(), *map(_part, PARTS), *registrations, ""])
+
+
+class LibraryCaller(Protocol):
+    """What the store calls the library's entry points through: Redis (:class:`quotas.store.transport.Transport`)
+    or this process (:class:`quotas.store.memory.MemoryTransport`)."""
+
+    client: Any
+
+    def call(self, entry: str, keys: Sequence[str], args: Sequence[object]) -> Any:
+        """Run entry point ``entry`` with ``keys`` and ``args``; the client's errors propagate."""
+        ...
+
+    async def acall(self, entry: str, keys: Sequence[str], args: Sequence[object]) -> Any:
+        """:meth:`call`, from asyncio."""
+        ...
+
+    def close(self) -> None:
+        """Drop the sync client's connections."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close this event loop's client."""
+        ...

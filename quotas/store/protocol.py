@@ -178,9 +178,10 @@ class DecideArg(IntEnum):
     REQUEST_ID = 8  # names the request's concurrency leases, or ""
     FIELD_PREFIX = 9  # the client's field prefix "<client>|"
     DAY = 10  # the usage key's day in days since 1970 (the application's clock), or ""
-    ALLOWANCE = 11  # requests' worth of units to take at once for a busy client (an allowance), or "" for one
-    ALLOWANCE_SHARE = 12  # the most of any window's remaining units an allowance may take, e.g. 0.1
-    ALLOWANCE_END_US = 13  # how long (us) the allowance may be used: a sliding log records its units at the end
+    DAY_OFFSET = 11  # the UTC offset (s) of BUDGET_TIME_ZONE, where usage days begin, at the application's clock
+    ALLOWANCE = 12  # requests' worth of units to take at once for a busy client (an allowance), or "" for one
+    ALLOWANCE_SHARE = 13  # the most of any window's remaining units an allowance may take, e.g. 0.1
+    ALLOWANCE_END_US = 14  # how long (us) the allowance may be used: a sliding log records its units at the end
 
 
 #: Slots before the first window spec in decide.lua's ARGV.
@@ -204,6 +205,7 @@ class AdjustArg(IntEnum):
     DELTA = 2  # actual minus estimated cost, micro-units (may be negative)
     USAGE = 3  # the usage field prefix, as for decide.lua, or "" not to count
     FIELD_PREFIX = 4  # the client's field prefix "<client>|"
+    DAY = 5  # the day of the decision's usage key (keys[2]), in days since 1970
 
 
 class ReleaseArg(IntEnum):
@@ -321,6 +323,7 @@ def decide_args(  # noqa: PLR0913
     ban_policy: str = "",
     request_id: str = "",
     day: object = "",
+    day_offset: int = 0,
     allowance: tuple[int, float, int] | None = None,
     specs: Sequence[bytes] = (),
 ) -> list[object]:
@@ -331,8 +334,8 @@ def decide_args(  # noqa: PLR0913
     """
     wanted, share, end_us = allowance if allowance is not None else ("", "", "")
     return [
-        now, weight, cost, usage, mode, multiplier, ban_policy, request_id, field_prefix, day, wanted, share, end_us,
-        *specs,
+        now, weight, cost, usage, mode, multiplier, ban_policy, request_id, field_prefix, day, day_offset, wanted,
+        share, end_us, *specs,
     ]  # fmt: skip
 
 
@@ -350,9 +353,11 @@ def refund_args(
     return [now_us, "" if weight is None else weight, field_prefix, times, log_at, *specs]
 
 
-def adjust_args(field_prefix: str, *, now_us: int, delta: int, usage: str, specs: Sequence[bytes]) -> list[object]:
+def adjust_args(
+    field_prefix: str, *, now_us: int, day: int, delta: int, usage: str, specs: Sequence[bytes]
+) -> list[object]:
     """adjust.lua's ARGV: the fixed slots in :class:`AdjustArg` order, then the budget windows' specs."""
-    return [now_us, delta, usage, field_prefix, *specs]
+    return [now_us, delta, usage, field_prefix, day, *specs]
 
 
 def release_args(request_id: str) -> list[object]:

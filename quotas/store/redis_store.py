@@ -21,10 +21,12 @@ from typing import Any
 from redis.cluster import RedisCluster
 
 from quotas.exceptions import ScriptFailed, StoreUnavailable
+from quotas.rules.periods import usage_day
 from quotas.rules.snapshot import Window
 from quotas.store.connect import STORE_ERRORS, is_script_error
 from quotas.store.decision import _US, DecideCall, Decision, WindowState, scaled
 from quotas.store.keys import ClientKeys, client_keys
+from quotas.store.library import LibraryCaller
 from quotas.store.protocol import (
     NEVER,
     AdjustedBudget,
@@ -36,7 +38,6 @@ from quotas.store.protocol import (
     refund_args,
     release_args,
 )
-from quotas.store.transport import Transport
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,7 @@ class Encoded:
 class RedisStore:
     """Decides, refunds, adjusts and releases in Redis, one script call each. One per runtime."""
 
-    def __init__(self, transport: Transport, prefix: str, buckets: int = 1024) -> None:
+    def __init__(self, transport: LibraryCaller, prefix: str, buckets: int = 1024) -> None:
         self.transport = transport
         self.prefix = prefix
         self.buckets = buckets
@@ -87,7 +88,9 @@ class RedisStore:
         at = time.time() if call.now is None else call.now
         specs = [w.spec_at(at) for w in call.windows]
         keys = self.keys_of(call.tag)
-        day = _day(at)
+        # The scripts check the day against the Redis server's clock and date it themselves only when the two
+        # disagree (around midnight where budget days begin).
+        day = usage_day(at)
         args = decide_args(
             keys.field_prefix,
             now="" if call.now is None else int(call.now * _US),
@@ -98,11 +101,12 @@ class RedisStore:
             multiplier="" if call.multiplier == 1.0 else repr(call.multiplier),
             ban_policy=call.ban_policy,
             request_id=call.request_id,
-            day=day[0],
+            day=day.days,
+            day_offset=day.offset,
             allowance=call.allowance,
             specs=specs,
         )
-        return Encoded(call, specs, self.script_keys(keys, call.windows, day[1]), args)
+        return Encoded(call, specs, self.script_keys(keys, call.windows, day.stamp), args)
 
     def decode(self, encoded: Encoded, raw: Sequence[int]) -> Decision:
         """The decision in decide.lua's reply ``raw`` to ``encoded``."""
@@ -136,17 +140,18 @@ class RedisStore:
     def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
         """Count in ``tag``'s usage a request decided without limits (an allow or deny list's entry)."""
         keys = self.keys_of(tag)
-        day = _day(time.time())
+        day = usage_day(time.time())
         args = decide_args(
             keys.field_prefix,
             weight="" if weight is None else weight,
             cost=cost_micros,
             usage=usage,
             mode="acl-allow" if allowed else "acl-deny",
-            day=day[0],
+            day=day.days,
+            day_offset=day.offset,
         )
         try:
-            raw = self.transport.call("decide", self.script_keys(keys, (), day[1]), args)
+            raw = self.transport.call("decide", self.script_keys(keys, (), day.stamp), args)
         except STORE_ERRORS as exc:
             raise _failure(f"counting a listed request of {tag}", exc) from exc
         now_us = DecideReply.decode(raw, 0).now_us
@@ -177,15 +182,17 @@ class RedisStore:
         """Add ``delta_micros`` to ``decision``'s cost in the budgets whose specs are ``budgets``, and in its usage
         unless not ``in_usage`` (an allowance's unused part was never counted there)."""
         keys = self.keys_of(decision.tag)
+        day = usage_day(decision.now)
         args = adjust_args(
             keys.field_prefix,
             now_us=int(decision.now * _US),
+            day=day.days,
             delta=delta_micros,
             usage=(decision.usage or "") if in_usage else "",
             specs=list(budgets),
         )
         try:
-            raw = self.transport.call("adjust", self.script_keys(keys, (), _day(decision.now)[1]), args)
+            raw = self.transport.call("adjust", self.script_keys(keys, (), day.stamp), args)
         except STORE_ERRORS as exc:
             raise _failure(f"adjusting the cost of {decision.tag}", exc) from exc
         return AdjustedBudget.decode_all(raw)
@@ -317,8 +324,9 @@ def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) ->
 
 
 def day_of(now: float) -> str:
-    """``"YYYYMMDD"`` (UTC) of ``now``: the usage key a count made at ``now`` belongs to."""
-    return _day(now)[1]
+    """``"YYYYMMDD"`` of ``now``'s usage day (``BUDGET_TIME_ZONE``): the usage key a count made at ``now``
+    belongs to."""
+    return usage_day(now).stamp
 
 
 def _failure(what: str, exc: Exception) -> StoreUnavailable:
@@ -340,13 +348,3 @@ def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState
         alert=reply.alert,
         quota=scaled(window, multiplier),
     )
-
-
-def _day(now: float) -> tuple[int, str]:
-    """``(days since 1970, "YYYYMMDD")`` of ``now`` (UTC): which usage key the scripts write.
-
-    The scripts check it against the Redis server's clock and compute the
-    date themselves only when the two disagree (around midnight).
-    """
-    days = int(now // 86400)
-    return days, time.strftime("%Y%m%d", time.gmtime(days * 86400))

@@ -34,6 +34,7 @@ from django.core import signing
 
 from quotas.conf import quota_settings
 from quotas.observability import metrics
+from quotas.rules.periods import usage_day
 from quotas.store.connect import STORE_ERRORS
 from quotas.store.protocol import usage_add_args
 
@@ -89,13 +90,14 @@ class UsageBuffer:
     def add(
         self, key_base: str, field: str, amount: int = 1, day: str | None = None, *, since: float | None = None
     ) -> None:
-        """Count ``amount`` on ``field`` of the usage hash ``key_base`` of ``day`` (default: today, UTC).
+        """Count ``amount`` on ``field`` of the usage hash ``key_base`` of ``day`` (default: today in
+        ``BUDGET_TIME_ZONE``, where usage days begin).
 
         ``since`` is when (``time.monotonic()``) the oldest request counted happened, if earlier than now (an
         allowance's requests are counted after they were served): what ``quota_usage_write_lag_seconds``
         measures from.
         """
-        day = day or time.strftime("%Y%m%d", time.gmtime())
+        day = day or usage_day(time.time()).stamp
         since = time.monotonic() if since is None else since
         with self._lock:
             if self._pid != os.getpid():

@@ -217,3 +217,25 @@ def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_
     while not runtime.store.flush_usage() and time.monotonic() < deadline:  # the breaker may still be open
         time.sleep(0.2)
     assert usage_totals(get_runtime().redis)["c"] == to_micros(Decimal("0.005"))
+
+
+def test_during_an_outage_a_budget_counts_actual_costs(outage, set_quotas):
+    """Redis down, the local failure mode holding the whole budget (LOCAL_SHARE 1): each request is estimated
+    at 0.05 but costs 0.01, so the 0.10 budget admits while what was actually spent plus the next estimate
+    fits: six requests (0.00 ... 0.05 spent before each), not the two the estimates alone would allow. A view
+    that fails gives its estimate back, so it costs no room either."""
+    from decimal import Decimal
+
+    from plans.models import CostBudget
+
+    set_quotas(LOCAL_SHARE=1.0)
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.10"))
+    client, key = APIClient(raise_request_exception=False), issue_key(plan=plan)
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # rules loaded, Redis up
+    outage.begin()
+    assert client.get("/t/priced?est=0.05&fail=1", HTTP_X_API_KEY=key).status_code == 500
+    codes = [client.get("/t/priced?est=0.05&actual=0.01", HTTP_X_API_KEY=key).status_code for _ in range(8)]
+    assert codes == [200] * 6 + [429] * 2
+    assert get_runtime().store.breaker.is_open  # all of it decided in this process

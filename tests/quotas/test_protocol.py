@@ -51,13 +51,13 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     expected = [*(int(a) for a in DecideArg), DECIDE_FIXED_ARGS, *(int(f) for f in DecideFlag)]
     assert redis_client.eval(lua, 0) == [*expected, REPLY_HEAD, REPLY_PER_WINDOW]
     args = decide_args("c|", now=1, weight=2, cost=3, usage="u", mode="peek", multiplier="0.5", ban_policy="b",
-                       request_id="r", day=4, allowance=(8, 0.1, 250_000), specs=[b"s"])  # fmt: skip
+                       request_id="r", day=4, day_offset=-18000, allowance=(8, 0.1, 250_000), specs=[b"s"])  # fmt: skip
     named = {a: args[a - 1] for a in DecideArg}
     assert named == {
         DecideArg.NOW: 1, DecideArg.WEIGHT: 2, DecideArg.COST: 3, DecideArg.USAGE: "u", DecideArg.MODE: "peek",
         DecideArg.MULTIPLIER: "0.5", DecideArg.BAN_POLICY: "b", DecideArg.REQUEST_ID: "r",
-        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4, DecideArg.ALLOWANCE: 8, DecideArg.ALLOWANCE_SHARE: 0.1,
-        DecideArg.ALLOWANCE_END_US: 250_000,
+        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4, DecideArg.DAY_OFFSET: -18000, DecideArg.ALLOWANCE: 8,
+        DecideArg.ALLOWANCE_SHARE: 0.1, DecideArg.ALLOWANCE_END_US: 250_000,
     }  # fmt: skip
     assert args[DECIDE_FIXED_ARGS:] == [b"s"]
     assert not re.search(r"\b(ARGV|args)\[\d", library_source())  # slots by name only
@@ -72,8 +72,9 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
         ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=3, specs=[], times=4, log_at_us=9),
          {RefundArg.NOW: 7, RefundArg.WEIGHT: 3, RefundArg.FIELD_PREFIX: "c|", RefundArg.TIMES: 4,
           RefundArg.LOG_AT: 9}, []),
-        ("ADJUST", AdjustArg, adjust_args("c|", now_us=7, delta=-5, usage="1|s", specs=[b"b"]),
-         {AdjustArg.NOW: 7, AdjustArg.DELTA: -5, AdjustArg.USAGE: "1|s", AdjustArg.FIELD_PREFIX: "c|"}, [b"b"]),
+        ("ADJUST", AdjustArg, adjust_args("c|", now_us=7, delta=-5, usage="1|s", specs=[b"b"], day=19000),
+         {AdjustArg.NOW: 7, AdjustArg.DELTA: -5, AdjustArg.USAGE: "1|s", AdjustArg.FIELD_PREFIX: "c|",
+          AdjustArg.DAY: 19000}, [b"b"]),
         ("RELEASE", ReleaseArg, release_args("r1"), {ReleaseArg.REQUEST_ID: "r1"}, []),
         ("USAGE_ADD", UsageAddArg, usage_add_args(19000, "w", 4, ["f|a", 2]),
          {UsageAddArg.DAY: 19000, UsageAddArg.WRITER: "w", UsageAddArg.SEQ: 4}, ["f|a", 2]),

@@ -107,7 +107,8 @@ def test_redis_is_only_read(api, free, redis_client):
     assert len(before) == 1
     (expires_ms,) = [e for _, e in before.values()]
     day_end = server_now(redis_client).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
-    assert expires_ms == (day_end + timedelta(days=3)).timestamp() * 1000  # three days after the day
+    # Three days after the day ends where it ends last (UTC-12): usage days begin in BUDGET_TIME_ZONE.
+    assert expires_ms == (day_end + timedelta(days=3, hours=12)).timestamp() * 1000
 
 
 def test_an_older_snapshot_never_replaces_a_newer_row(api, pro, redis_client):

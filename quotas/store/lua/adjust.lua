@@ -7,7 +7,7 @@
 -- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day
 -- args: the slots of quotas.store.protocol.AdjustArg (ADJUST_ARG_*): the decision's
 -- time (us), delta (micro-units), the usage field prefix as for decide.lua (or
--- ''), the client's field prefix "<client>|"; then args[ADJUST_FIXED_ARGS + i],
+-- ''), the client's field prefix "<client>|", the day of keys[2]; then args[ADJUST_FIXED_ARGS + i],
 -- budget window i's spec, as sent with the decision.
 local function adjust(keys, args)
   local dnow = tonumber(args[ADJUST_ARG_NOW])
@@ -36,9 +36,8 @@ local function adjust(keys, args)
     reply[#reply + 1] = mask
   end
   if usage ~= '' and delta ~= 0 then
-    -- The usage field of the client, as decide.lua counts it.
-    local key, days = usage_key(keys[2], math.floor(dnow / 86400000000), dnow)
-    count_usage(key, days, cp .. usage, 'c', delta)
+    -- The usage field of the client, as decide.lua counted it: in the decision's day.
+    count_usage(keys[2], tonumber(args[ADJUST_ARG_DAY]), cp .. usage, 'c', delta)
   end
   return reply
 end

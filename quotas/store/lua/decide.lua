@@ -58,6 +58,7 @@
 --   REQUEST_ID   the request's id (for concurrency leases), or ''
 --   FIELD_PREFIX the client's field prefix "<client>|"
 --   DAY          the day of keys[2] in days since 1970 (the application's clock), or ''
+--   DAY_OFFSET   the UTC offset (s) of the zone usage days begin in, at the application's clock
 -- then args[DECIDE_FIXED_ARGS + i], window i's spec (quotas.store.protocol.WindowSpec,
 --          see common.lua)
 -- Returns  quotas.store.protocol.DecideReply: a head {allowed, now, flags, ban wait}
@@ -125,7 +126,7 @@ end
 local function parse_usage(keys, args, now)
   local usage = args[DECIDE_ARG_USAGE]
   if usage == '' then return nil end
-  local key, days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now)
+  local key, days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now, tonumber(args[DECIDE_ARG_DAY_OFFSET]))
   return args[DECIDE_ARG_FIELD_PREFIX] .. usage, key, days
 end
 

@@ -1,4 +1,5 @@
--- Usage counters: one hash per bucket of clients and UTC day, cumulative
+-- Usage counters: one hash per bucket of clients and usage day (a day where
+-- budget days begin, BUDGET_TIME_ZONE), cumulative
 -- totals only (HINCRBY), so a reader can copy them anywhere any number of
 -- times. Fields: "<client>|<plan>|<scope>|<counter>" with counters a (allowed), dr / db
 -- (denied by rate / budget), dc (denied by reduced capacity), sw (shadow would
@@ -24,10 +25,11 @@ end
 
 -- The bucket's usage hash of the day containing `now`, and that day's index.
 -- The application sends the key of the day its own clock says (`day_key`,
--- ending in ":<YYYYMMDD>") with that day's index (`hint_days`); the date is
--- computed here only when the server's clock says otherwise, near midnight.
-local function usage_key(day_key, hint_days, now)
-  local days = math.floor(now / 86400000000)
+-- ending in ":<YYYYMMDD>") with that day's index (`hint_days`) and the time
+-- zone's UTC offset then (`offset`, seconds); the date is computed here only
+-- when the server's clock says otherwise, near midnight.
+local function usage_key(day_key, hint_days, now, offset)
+  local days = math.floor((now + (offset or 0) * 1000000) / 86400000000)
   if days == hint_days then return day_key, days end
   return string.sub(day_key, 1, -9) .. civil_date(days), days
 end
@@ -40,13 +42,15 @@ local GENERATION_FIELD = '~g'
 
 -- After `fresh` fields were created in hash `key` of day `days`: if they are
 -- all it holds, the hash is new and starts a generation. Either way it
--- outlives its day by USAGE_TTL_DAYS.
+-- outlives its day by USAGE_TTL_DAYS: the day is a date where budget days
+-- begin, so it is taken to end as late as it can anywhere (UTC-12, the
+-- westernmost zone).
 local function usage_created(key, days, fresh)
   if redis.call('HLEN', key) == fresh then
     local t = redis.call('TIME')
     redis.call('HSET', key, GENERATION_FIELD, t[1] .. string.format('%06d', tonumber(t[2])))
   end
-  redis.call('PEXPIREAT', key, (days + 1 + USAGE_TTL_DAYS) * 86400000)
+  redis.call('PEXPIREAT', key, (days + 1 + USAGE_TTL_DAYS) * 86400000 + 43200000)
 end
 
 -- Add up to three counters ("<prefix>|<name>" += amount; zero amounts are
