@@ -22,6 +22,7 @@ from quotas.identity.addresses import num_proxies
 from quotas.rules.rates import parse_rates
 from quotas.setting import Setting
 from quotas.settings_spec import ADAPTIVE, SETTINGS
+from quotas.store.memory import is_memory_url, lua_available
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -71,7 +72,7 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
 @register(Tags.compatibility)
 def check_use_tz(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """quotas.E057: ``USE_TZ = False``. Budgets and period quotas begin in ``BUDGET_TIME_ZONE``, keys expire and
-    bans end at instants, and usage is dated in UTC: all of it compares aware datetimes, which naive ones
+    bans end at instants, and usage days begin in that zone: all of it compares aware datetimes, which naive ones
     would break (a subscription could not be saved, a charged request would end in a 500)."""
     if getattr(settings, "USE_TZ", True):
         return []
@@ -100,6 +101,37 @@ def check_failure_mode_chosen(app_configs: Iterable[Any] | None = None, **kwargs
             hint="Choose it: set QUOTAS['FAILURE_MODE'] to 'local', 'open' (admit every request) or 'closed' "
             "(refuse with 503); see Operations, when Redis or the database fails.",
             id="quotas.W004",
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def check_memory_store(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.E058: ``REDIS_URL = "memory://"`` without ``lupa``, which runs the Lua library in process."""
+    if not is_memory_url(quota_settings.REDIS_URL) or lua_available():
+        return []
+    return [
+        _error(
+            "QUOTAS['REDIS_URL'] names the memory store, which runs the quota scripts in this process with lupa, "
+            "and lupa is not installed.",
+            "pip install 'django-quota-platform[memory]' (or lupa), or point REDIS_URL at a Redis.",
+            58,
+        )
+    ]
+
+
+@register(Tags.compatibility, deploy=True)
+def check_memory_store_in_deployment(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.W006 (``check --deploy``): the memory store counts per process and forgets on restart."""
+    if not is_memory_url(quota_settings.REDIS_URL):
+        return []
+    return [
+        Warning(
+            "QUOTAS['REDIS_URL'] is memory://: every process keeps its own counters, so N processes admit N times "
+            "each limit and budget, and a restart forgets what was spent.",
+            hint="Use the memory store for tests and single-process development; point REDIS_URL at a Redis in "
+            "production.",
+            id="quotas.W006",
         )
     ]
 

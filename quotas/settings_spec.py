@@ -124,7 +124,8 @@ SETTINGS = (
         "REDIS_URL", str, "redis://127.0.0.1:6379/0", secret=True, validate=valid.redis_url,
         check_id="quotas.E002",
         doc="the Redis the engine uses: `redis://`, `rediss://`, `unix://`, `redis+sentinel://…`, "
-        "`redis+cluster://…` (see Operations)",
+        "`redis+cluster://…` (see Operations), or `memory://` for no Redis: counters in this process, for tests "
+        "(see Testing)",
         hint="Use redis://host:6379/0 (rediss:// for TLS, unix:///path.sock), "
         "redis+sentinel://s1:26379,s2:26379/mymaster or redis+cluster://n1:7000,n2:7000.",
     ),

@@ -35,6 +35,19 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked redis_only are not collected for the memory store (see store_runtime)."""
+    memory_only = [
+        item
+        for item in items
+        if item.get_closest_marker("redis_only")
+        and getattr(getattr(item, "callspec", None), "params", {}).get("store_runtime") == "memory"
+    ]
+    if memory_only:
+        config.hook.pytest_deselected(items=memory_only)
+        items[:] = [item for item in items if item not in memory_only]
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if (
         item.get_closest_marker("postgres")
@@ -107,7 +120,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 @pytest.fixture(autouse=True)
-def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+def fresh_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
     """A client of the test Redis, emptied before each test; the engine is rebuilt."""
     if redis_server.process is None:
         redis_server.start()
@@ -124,9 +137,43 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
+def redis_client(fresh_redis: redis.Redis) -> redis.Redis:
+    """The session Redis's client (a behaviour module overrides it with the store's own, see store_runtime)."""
+    return fresh_redis
+
+
+@pytest.fixture
 def runtime(redis_client: redis.Redis):
     """The process's quota engine, pointed at the test Redis."""
     return get_runtime()
+
+
+#: Every store the behaviour suite runs on: the session's Redis 7, a Redis 6.2 (EVALSHA, no functions), and
+#: the memory store (the same Lua, in this process). A Redis Cluster runs the same library by FCALL on each
+#: primary: tests/resilience covers it, not this suite (three more servers per module).
+STORES = ("redis7", "redis6.2", "memory")
+MEMORY_URL = "memory://behaviour"
+
+
+@pytest.fixture(params=STORES)
+def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, settings) -> Iterator[Any]:
+    """The engine on each store in turn, each starting empty. A behaviour module names it ``runtime`` and
+    overrides ``redis_client`` with ``runtime.redis``, so its tests read the store they decided on; a test
+    marked ``redis_only`` (it reads Redis's own statistics) is not run on the memory store."""
+    from quotas.store.memory import forget
+
+    kind = request.param
+    if kind == "redis6.2":
+        server = request.getfixturevalue("redis62")
+        old = redis.Redis.from_url(server.url)
+        old.flushall()
+        old.close()
+        settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": server.url}  # the settings change resets the engine
+    elif kind == "memory":
+        forget(MEMORY_URL)
+        settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": MEMORY_URL}
+    yield get_runtime()
+    forget(MEMORY_URL)
 
 
 @pytest.fixture(scope="module")

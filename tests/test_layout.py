@@ -87,6 +87,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "quotas.store.protocol",
             "quotas.store.keys",
             "quotas.store.connect",
+            "quotas.store.memory",
             "quotas.store.library",
             "quotas.observability.metrics",
             "quotas.observability.logs",

@@ -24,6 +24,7 @@ from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.runtime import Runtime, get_runtime
 from quotas.store.connect import STORE_ERRORS, describe
 from quotas.store.library import library_name
+from quotas.store.memory import MemoryRedis
 from quotas.store.transport import Transport
 
 OK, WARNING, ERROR = "ok", "warning", "error"
@@ -63,13 +64,19 @@ def examine() -> list[Finding]:
         runtime, unreachable = None, f"REDIS_URL is not usable: {exc}"
     else:
         unreachable = ""
+    if runtime is not None and isinstance(runtime.redis, MemoryRedis):
+        memory = Finding("redis", WARNING, "memory (this process only): every process counts alone and a restart "
+                         "forgets; for tests and development, not production")  # fmt: skip
+        return [memory, check_rules(runtime), check_failure_mode(), *check_django()]
     nodes = primaries(runtime.redis) if runtime is not None else []
     redis, versions = check_redis(nodes, unreachable)
     found = [redis]
     if redis.status == ERROR or runtime is None:
         found += [Finding(name, ERROR, "not checked: Redis is unreachable") for name in ("library", "clock")]
     else:
-        found += [check_library(nodes, versions, runtime.redis_store.transport), check_clock(nodes)]
+        transport = runtime.redis_store.transport
+        assert isinstance(transport, Transport)  # a memory store returned above
+        found += [check_library(nodes, versions, transport), check_clock(nodes)]
     found += [check_rules(runtime), check_failure_mode()]
     return found + check_django()
 

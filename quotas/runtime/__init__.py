@@ -30,6 +30,8 @@ from quotas.store.allowances import Allowances
 from quotas.store.connect import STORE_ERRORS, async_connector, connect
 from quotas.store.guard import Guard
 from quotas.store.keys import rules_version_key
+from quotas.store.library import LibraryCaller
+from quotas.store.memory import MemoryRedis, MemoryTransport
 from quotas.store.redis_store import RedisStore
 from quotas.store.transport import Transport
 from quotas.store.usage_buffer import replay_spool
@@ -119,7 +121,12 @@ def build_runtime() -> Runtime:
     """A runtime configured from ``settings.QUOTAS``."""
     url, timeout = quota_settings.REDIS_URL, float(quota_settings.SOCKET_TIMEOUT)
     connect_timeout = float(quota_settings.CONNECT_TIMEOUT)
-    transport = Transport(connect(url, timeout, connect_timeout), async_connector(url, timeout, connect_timeout))
+    client = connect(url, timeout, connect_timeout)
+    transport: LibraryCaller = (
+        MemoryTransport(client)
+        if isinstance(client, MemoryRedis)
+        else Transport(client, async_connector(url, timeout, connect_timeout))
+    )
     prefix = quota_settings.KEY_PREFIX
     store = RedisStore(transport, prefix, int(quota_settings.KEY_BUCKETS))
     backend_path = quota_settings.RULES_BACKEND

@@ -12,6 +12,8 @@
   node is enough: the others are discovered). Port defaults to 6379; a cluster has
   only db 0. Every key of one decision shares the client's hash tag, so each
   decision is a single-slot script call on one primary.
+* ``memory://[<name>]``: no Redis; the counters live in this process
+  (:mod:`quotas.store.memory`), for tests and single-process development.
 
 :func:`validate_url` and :func:`parse_url` never connect; :func:`connect` does
 (a cluster client reads the slot map when it is built).
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
 
 import redis
 import redis.asyncio
@@ -37,13 +39,15 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
+from quotas.store.memory import MEMORY_SCHEME, memory_client
+
 logger = logging.getLogger(__name__)
 
 STANDALONE_SCHEMES = ("redis", "rediss", "unix")
 SENTINEL_SCHEME = "redis+sentinel"
 CLUSTER_SCHEME = "redis+cluster"
 #: Every scheme :func:`connect` accepts.
-SCHEMES = (*STANDALONE_SCHEMES, SENTINEL_SCHEME, CLUSTER_SCHEME)
+SCHEMES = (*STANDALONE_SCHEMES, SENTINEL_SCHEME, CLUSTER_SCHEME, MEMORY_SCHEME)
 
 #: What a call through any client of :func:`connect` may raise when the store fails. redis-py's cluster
 #: client raises :class:`~redis.exceptions.RedisClusterException`, which is *not* a RedisError, when no
@@ -86,7 +90,7 @@ _QUERY_OPTIONS = {SENTINEL_SCHEME: ("sentinel_password",), CLUSTER_SCHEME: ()}
 class StoreURL:
     """A parsed ``REDIS_URL``. ``hosts`` are the Sentinels or the cluster's startup nodes."""
 
-    topology: str  # "standalone", "sentinel" or "cluster"
+    topology: str  # "standalone", "sentinel", "cluster" or "memory"
     url: str
     hosts: tuple[tuple[str, int], ...] = ()
     service_name: str = ""  # sentinel: the monitored primary's name
@@ -114,6 +118,8 @@ def parse_url(url: str) -> StoreURL:
         except ValueError as exc:
             raise ValueError(f"malformed {scheme}:// URL: {exc}") from None
         return StoreURL("standalone", url)
+    if scheme == MEMORY_SCHEME:
+        return _memory_url(url, parts)
     if scheme not in (SENTINEL_SCHEME, CLUSTER_SCHEME):
         raise ValueError(f"unknown scheme {scheme + '://' if scheme else '(none)'}; use one of: {', '.join(SCHEMES)}")
     if parts.fragment:
@@ -136,6 +142,12 @@ def parse_url(url: str) -> StoreURL:
     service_name, db = _sentinel_path(segments)
     return StoreURL("sentinel", service_name=service_name, db=db, sentinel_password=options.get("sentinel_password"),
                     **common)  # fmt: skip
+
+
+def _memory_url(url: str, parts: SplitResult) -> StoreURL:
+    if parts.query or parts.fragment or "@" in parts.netloc or ":" in parts.netloc:
+        raise ValueError("a memory:// URL takes only a name: memory:// or memory://<name>")
+    return StoreURL("memory", url)
 
 
 def _sentinel_path(segments: list[str]) -> tuple[str, int]:
@@ -167,6 +179,8 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
     is built; the other clients connect on first use).
     """
     store = parse_url(url)
+    if store.topology == "memory":
+        return memory_client(url)
     socket: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout if connect_timeout is None else connect_timeout,
@@ -266,6 +280,8 @@ def describe(url: str) -> str:
     if store.topology == "cluster":
         count = len(store.hosts)
         return f"cluster ({count} node{'s' if count != 1 else ''})"
+    if store.topology == "memory":
+        return "memory (this process only)"
     return "standalone"
 
 

@@ -140,9 +140,12 @@ class LuaScript:
         """The library's entry point ``name`` ("decide", "refund", ...) on ``client``."""
         return cls(client, script_source(name), function_name(name), library_source())
 
-    def command(self, keys: Sequence[object], args: Sequence[object]) -> tuple[object, ...]:
-        """The command that calls this entry point with ``keys`` and ``args`` (FCALL, or EVALSHA)."""
-        if self.functions:
+    def command(
+        self, keys: Sequence[object], args: Sequence[object], functions: bool | None = None
+    ) -> tuple[object, ...]:
+        """The command that calls this entry point with ``keys`` and ``args`` (FCALL, or EVALSHA; ``functions``
+        defaults to how calls go out now)."""
+        if self.functions if functions is None else functions:
             return ("FCALL", self.function, len(keys), *keys, *args)
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
@@ -170,13 +173,17 @@ class LuaScript:
         """
         if not self._direct:
             return self._call_generic(keys, args)
-        held = self._send(self.command(keys, args))
+        # The form this call goes out in: another thread may switch the entry point to EVALSHA meanwhile, and
+        # this call's "unknown command" must still be read as a reply to FCALL (8 threads' first calls on
+        # Redis 6.2 all failed but one before).
+        functions = self.functions
+        held = self._send(self.command(keys, args, functions))
         conn = held.conn
         try:
             try:
                 return conn.read_response()
             except ResponseError as exc:
-                fix = remedy(exc, self.functions)
+                fix = remedy(exc, functions)
                 if fix is None:
                     raise
                 self._apply(fix, lambda *command: _ask(conn, command))
@@ -190,12 +197,13 @@ class LuaScript:
 
     def _call_generic(self, keys: Sequence[str], args: Sequence[object]) -> Any:
         for attempt in range(2):
+            functions = self.functions  # as in __call__: the form this attempt goes out in
             try:
-                if self.functions:
+                if functions:
                     return self.client.fcall(self.function, len(keys), *keys, *args)
                 return self._script(keys=keys, args=args)  # redis-py's Script loads itself on NOSCRIPT
             except ResponseError as exc:
-                fix = remedy(exc, self.functions)
+                fix = remedy(exc, functions)
                 if fix is None or attempt:
                     raise
                 self._apply(fix, self.client.execute_command)
@@ -259,12 +267,13 @@ class AsyncLuaScript:
     async def __call__(self, keys: Sequence[str], args: Sequence[object]) -> Any:
         """Run the entry point; redis-py errors propagate."""
         for attempt in range(2):
+            functions = self.functions  # as in LuaScript.__call__: the form this attempt goes out in
             try:
-                if self.functions:
+                if functions:
                     return await self.client.fcall(self.function, len(keys), *keys, *args)
                 return await self._script(keys=keys, args=args)  # loads itself on NOSCRIPT
             except ResponseError as exc:
-                fix = remedy(exc, self.functions)
+                fix = remedy(exc, functions)
                 if fix is None or attempt:
                     raise
                 if fix == LOAD_LIBRARY:

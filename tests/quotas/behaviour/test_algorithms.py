@@ -1,4 +1,4 @@
-"""The five algorithms, driven with explicit time against the real Redis."""
+"""The five algorithms, driven with explicit time, on every store (part of the behaviour suite)."""
 
 from __future__ import annotations
 
@@ -70,12 +70,12 @@ def test_sliding_log_is_exact_over_any_interval(runtime):
     assert admitted(runtime, windows, [T0 + 11]) == [True]
 
 
-def test_sliding_log_does_not_log_denied_requests(runtime, redis_client):
+def test_sliding_log_does_not_log_denied_requests(runtime):
     """A flood of refused requests cannot grow the log past `limit` members."""
     windows = rule("sliding_window_log", "3/min").windows
     admitted(runtime, windows, [T0] * 500)
-    key = redis_client.keys("*")[0]
-    assert redis_client.zcard(key) == 3
+    key = runtime.redis.keys("*")[0]
+    assert runtime.redis.zcard(key) == 3
 
 
 def test_sliding_log_retry_with_weight_waits_for_enough_units(runtime):
@@ -121,28 +121,28 @@ def test_token_bucket_burst_then_refill(runtime):
     assert admitted(runtime, windows, [T0 + 10] * 6) == [True] * 5 + [False]
 
 
-def test_token_bucket_keeps_one_value_per_window(runtime, redis_client):
+def test_token_bucket_keeps_one_value_per_window(runtime):
     """GCRA: the state is a single timestamp, one field of the client's bucket hash."""
     windows = rule("token_bucket", "10/s").windows
     admitted(runtime, windows, [T0] * 3)
-    (key,) = redis_client.keys("*")
-    assert redis_client.type(key) == b"hash"
+    (key,) = runtime.redis.keys("*")
+    assert runtime.redis.type(key) == b"hash"
     field = f"c|{windows[0].state_field}"
     # The window's value, the client's expiry, and the bucket's expiry.
-    assert sorted(redis_client.hkeys(key)) == sorted([field.encode(), b"c|~", b"~"])
-    (tat,) = struct.unpack("<d", redis_client.hget(key, field))  # 8 bytes: a double
+    assert sorted(runtime.redis.hkeys(key)) == sorted([field.encode(), b"c|~", b"~"])
+    (tat,) = struct.unpack("<d", runtime.redis.hget(key, field))  # 8 bytes: a double
     assert tat == pytest.approx((T0 + 0.3) * 1e6)
 
 
-def test_client_hash_ttl_is_never_shortened(runtime, redis_client):
+def test_client_hash_ttl_is_never_shortened(runtime):
     """A short window's write keeps the TTL a day window of the same client needs (the bucket's TTL)."""
     day = rule("fixed_window", "5/day", id="day").windows
     second = rule("token_bucket", "5/s", id="sec").windows
     # At T0 (22:14 UTC) the day window has 1 h 46 min left: the real clock could be minutes before midnight.
     runtime.store.decide("{c}", day, now=T0)
     runtime.store.decide("{c}", second, now=T0)
-    (key,) = redis_client.keys("*")
-    assert redis_client.pttl(key) > 3_600_000
+    (key,) = runtime.redis.keys("*")
+    assert runtime.redis.pttl(key) > 3_600_000
 
 
 def test_leaky_bucket_policing_refuses_excess(runtime):
@@ -173,7 +173,7 @@ def test_several_windows_of_one_limit_each_count(runtime):
     assert admitted(runtime, windows, [T0 + 1] * 3) == [True, True, False]
 
 
-def test_all_or_nothing_across_limits(runtime, redis_client):
+def test_all_or_nothing_across_limits(runtime):
     """When one limit denies, nothing is consumed from the others."""
     wide = rule("fixed_window", "100/min", id="wide").windows
     narrow = rule("sliding_window_log", "2/min", id="narrow").windows
@@ -216,11 +216,11 @@ def test_clients_are_independent(runtime):
     assert not runtime.store.decide("{a}", windows, now=T0).allowed
 
 
-def test_server_clock_is_used_without_now(runtime, redis_client):
+def test_server_clock_is_used_without_now(runtime):
     """Without `now`, time comes from Redis TIME."""
     windows = rule("token_bucket", "5/min").windows
     decision = runtime.store.decide("{c}", windows)
-    server_seconds, server_micro = redis_client.time()
+    server_seconds, server_micro = runtime.redis.time()
     assert abs(decision.now - (server_seconds + server_micro / 1e6)) < 2
 
 

@@ -1,8 +1,10 @@
-"""Exactness under real concurrency, clock skew, and Redis round trips per decision."""
+"""Exactness under real concurrency (OS processes sharing a Redis, threads sharing any store), clock skew, and
+Redis round trips per decision."""
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from unittest import mock
 
@@ -42,6 +44,7 @@ def _run(windows, now, attempts, skews):
     return sum(counts)
 
 
+@pytest.mark.redis_only  # OS processes share a Redis server; each has its own memory store
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", EXACT)
 def test_eight_processes_admit_exactly_the_limit(runtime, algorithm):
@@ -55,6 +58,7 @@ def test_eight_processes_admit_exactly_the_limit(runtime, algorithm):
     assert _run(windows, T0, 40, [0.0] * PROCESSES) == 100
 
 
+@pytest.mark.redis_only  # OS processes share a Redis server; each has its own memory store
 @pytest.mark.slow
 def test_eight_processes_on_the_server_clock(runtime):
     """The same with Redis's own clock: the sliding log stays exact."""
@@ -62,6 +66,7 @@ def test_eight_processes_on_the_server_clock(runtime):
     assert _run(windows, None, 40, [0.0] * PROCESSES) == 100
 
 
+@pytest.mark.redis_only  # OS processes share a Redis server; each has its own memory store
 @pytest.mark.slow
 def test_skewed_application_clocks_share_one_limit(runtime):
     """Two processes whose clocks differ by 5 minutes enforce one limit exactly."""
@@ -69,6 +74,26 @@ def test_skewed_application_clocks_share_one_limit(runtime):
     assert _run(windows, None, 40, [0.0, 300.0]) == 50
 
 
+@pytest.mark.parametrize("algorithm", EXACT)
+def test_eight_threads_admit_exactly_the_limit(runtime, algorithm):
+    """8 threads x 40 attempts against 100/min on one engine: exactly 100 admitted (on the memory store, one
+    lock makes each decision atomic, as Redis runs one script at a time)."""
+    windows = LimitRule(id="conc", name="conc", rates=parse_rates("100/min"), algorithm=algorithm).windows
+    barrier, counts = threading.Barrier(PROCESSES), []
+
+    def hammer() -> None:
+        barrier.wait()
+        counts.append(sum(runtime.store.decide("{hammered}", windows, now=T0).allowed for _ in range(40)))
+
+    threads = [threading.Thread(target=hammer) for _ in range(PROCESSES)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sum(counts) == 100
+
+
+@pytest.mark.redis_only  # counts script calls in Redis's command statistics
 @pytest.mark.django_db
 @pytest.mark.urls("tests.urls")
 def test_one_script_call_per_decision_and_none_for_a_remembered_client(redis_client):

@@ -1,0 +1,115 @@
+"""A project's own test suite on the memory store: ``REDIS_URL = "memory://"``, real 429s, no redis-server.
+
+The test writes a small project (settings as Getting started gives them, a DRF view, a plan made in the
+test) and its tests, then runs pytest on it in a subprocess whose ``PATH`` has no ``redis-server`` and whose
+settings name no Redis. ``FAILURE_MODE`` is ``"closed"``: had the engine failed to decide, every request
+would be a 503, never a 200 or a 429. Its second test moves the store's clock instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SETTINGS = """
+SECRET_KEY = "adopter-tests"
+USE_TZ = True
+ROOT_URLCONF = "adopter_urls"
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "rest_framework", "quotas", "plans"]
+MIDDLEWARE = ["quotas.middleware.QuotaHeadersMiddleware"]
+REST_FRAMEWORK = {
+    "DEFAULT_THROTTLE_CLASSES": ["quotas.throttling.QuotaThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "600/min"},
+    "EXCEPTION_HANDLER": "quotas.drf.handlers.exception_handler",
+}
+QUOTAS = {
+    "REDIS_URL": "memory://",
+    "RULES_BACKEND": "plans.rules.PlansRulesBackend",
+    "FAILURE_MODE": "closed",
+}
+"""
+
+URLS = """
+from django.urls import path
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+
+@api_view(["GET"])
+def ping(request):
+    return Response({"pong": True})
+
+
+urlpatterns = [path("ping", ping)]
+"""
+
+TESTS = """
+import pytest
+
+from plans.models import EndpointLimit, Plan
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def free():
+    plan = Plan.objects.create(slug="free", name="Free", is_default=True)
+    EndpointLimit.objects.create(plan=plan, name="global", rates="3/min", algorithm="fixed_window")
+    return plan
+
+
+def test_the_fourth_request_is_refused(client, free, quota_reset):
+    responses = [client.get("/ping") for _ in range(4)]
+    assert [r.status_code for r in responses] == [200, 200, 200, 429]
+    assert responses[0]["RateLimit-Policy"].startswith('"global";q=3')
+    assert responses[3]["Content-Type"] == "application/problem+json"
+    assert 1 <= int(responses[3]["Retry-After"]) <= 60
+
+
+def test_a_minute_passes_without_sleeping(client, free, quota_reset, quota_clock):
+    assert [client.get("/ping").status_code for _ in range(4)] == [200, 200, 200, 429]
+    quota_clock.advance(59)
+    assert client.get("/ping").status_code == 429
+    quota_clock.advance(1)
+    assert client.get("/ping").status_code == 200
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "adopter_settings.py").write_text(textwrap.dedent(SETTINGS))
+    (tmp_path / "adopter_urls.py").write_text(textwrap.dedent(URLS))
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["quotas.testing"]\n')
+    (tmp_path / "test_adopter.py").write_text(textwrap.dedent(TESTS))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nDJANGO_SETTINGS_MODULE = adopter_settings\n")
+    return tmp_path
+
+
+def test_a_projects_tests_get_real_429s_with_no_redis(project: Path):
+    """The project's two tests pass: a 429 after three requests, and a minute moved on the store's clock."""
+    python_dir = str(Path(sys.executable).parent)
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and d != python_dir)
+    path = os.pathsep.join(d for d in path.split(os.pathsep) if not (Path(d) / "redis-server").exists())
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.pop("DATABASE_URL", None)
+    assert shutil.which("redis-server", path=path) is None
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_adopter.py"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "2 passed" in result.stdout
