@@ -86,7 +86,7 @@ def quota_worker(barrier: Any, out: Any, algorithm: str, max_requests: int, dura
 
     def send() -> bool | None:
         try:
-            return runtime.store.decide_call(DecideCall(tag, windows, allowance_ok=allowances)).allowed
+            return runtime.guard.decide_call(DecideCall(tag, windows, allowance_ok=allowances)).allowed
         except StoreUnavailable:
             return None
 

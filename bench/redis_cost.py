@@ -60,7 +60,7 @@ def _our_commands(runtime: Any, script: LuaScript, variant: str) -> list[tuple[o
     windows = [w for rule in limits for w in rule.windows]
     out = []
     for i in range(CLIENTS):
-        encoded = runtime.redis_store.encode(DecideCall(client_tag("user", str(i)), windows, usage=usage))
+        encoded = runtime.store.encode(DecideCall(client_tag("user", str(i)), windows, usage=usage))
         out.append(script.command(encoded.keys, encoded.args))
     return out
 
@@ -96,10 +96,10 @@ def _one_server(binary: str, base: Path, rounds: int, decisions: int) -> dict[st
         runtime = runtime_on(server.url)
         stack.callback(runtime.close)
         # One real decision first: the script object learns whether this server has functions.
-        probe = runtime.store.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
+        probe = runtime.guard.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
         if not probe.allowed:
             raise RuntimeError("the probe decision was refused")
-        script = runtime.redis_store.transport.script("decide")
+        script = runtime.store.transport.script("decide")
         commands = {v: _our_commands(runtime, script, v) for v in OURS}
         storage = RedisStorage(server.url)
         client.script_load(storage.lua_acquire_sliding_window.script)

@@ -137,21 +137,21 @@ def memory_per_client(admin: redis.Redis, algorithm: str, clients: int, rate: st
     runtime = get_runtime()
     rule = LimitRule(id="api", name="api", rates=parse_rates(rate), algorithm=algorithm)
     admin.flushall()
-    runtime.store.decide(client_tag("ip", "192.0.2.1"), rule.windows)  # loads the script before "before"
+    runtime.guard.decide(client_tag("ip", "192.0.2.1"), rule.windows)  # loads the script before "before"
     admin.flushall()
     paused = _set_active_expiry(admin, enabled=False)
     try:
         before = int(admin.info("memory")["used_memory"])
         for i in range(clients):
             tag = client_tag("ip", f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}")
-            if not runtime.store.decide(tag, rule.windows).allowed:
+            if not runtime.guard.decide(tag, rule.windows).allowed:
                 raise RuntimeError(f"{algorithm}: first decision for {tag} was refused")
         time.sleep(0.1)  # let serverCron finish any incremental rehash of the keyspace
         after = int(admin.info("memory")["used_memory"])
         keys = int(admin.dbsize())
         # The last client's key: still within its TTL even for a bucket that refills in 0.6 s.
         own_key = rule.windows[0].has_own_key
-        keys = client_keys(runtime.prefix, tag, runtime.redis_store.buckets)
+        keys = client_keys(runtime.prefix, tag, runtime.store.buckets)
         key = keys.own_key(rule.windows[0].state_field) if own_key else keys.bucket
         one_key = int(admin.memory_usage(key, samples=0) or 0)
     finally:

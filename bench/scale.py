@@ -82,8 +82,8 @@ def quota_commands(runtime: Runtime, variant: str, clients: range) -> list[Route
     windows, usage = _windows(variant)
     out = []
     for i in clients:
-        encoded = runtime.redis_store.encode(DecideCall(_tag(i), windows, usage=usage))
-        script = runtime.redis_store.transport.script("decide")
+        encoded = runtime.store.encode(DecideCall(_tag(i), windows, usage=usage))
+        script = runtime.store.transport.script("decide")
         command = script.command(encoded.keys, encoded.args)  # FCALL, or EVALSHA on Redis 6.2
         out.append((encoded.keys[0], pack_command(command)))  # type: ignore[arg-type]
     return out
@@ -189,7 +189,7 @@ class Topology:
             else:
                 i = next(i for i, (key, _) in enumerate(routed) if self.route(key) == address)
                 windows, usage = _windows(variant)
-                if not self.engine.store.decide(_tag(i), windows, usage=usage).allowed:
+                if not self.engine.guard.decide(_tag(i), windows, usage=usage).allowed:
                     raise RuntimeError(f"the warm-up decision for {_tag(i)} on {address} was refused")
 
 

@@ -70,7 +70,7 @@ def _page_wait(request: HttpRequest) -> int:
     """Seconds this address must wait before its next page view (0: now); open while Redis is down."""
     tag = client_tag("up", address_group(request))
     try:
-        decision = get_runtime().store.decide(tag, _PAGE_RULE.windows)
+        decision = get_runtime().guard.decide(tag, _PAGE_RULE.windows)
     except StoreUnavailable:
         return 0
     return 0 if decision.allowed else max(1, decision.retry_after or 1)

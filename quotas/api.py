@@ -11,7 +11,7 @@ registry.
 
 - The decision service: :class:`Facts`, :class:`Verdict`, :func:`check`, :func:`settle`.
 - This process's runtime: :func:`get_runtime` (its ``rules``, ``redis``,
-  ``prefix``, ``store`` and :meth:`~quotas.runtime.Runtime.lift_ban`);
+  ``prefix``, ``guard``, ``store`` and :meth:`~quotas.runtime.Runtime.lift_ban`);
   :func:`standing` and :func:`last_refusals` of a client; :func:`reset`.
 - Clients: :func:`identify`, :func:`authenticate_key`, :func:`address_group`,
   :func:`hash_api_key`, :class:`Client`, and their tags (:func:`client_tag`,
@@ -19,7 +19,7 @@ registry.
 - What other apps read from Redis, by the formats' owners: :data:`STORE_ERRORS`,
   :func:`connect`, :func:`client_keys`, :func:`encode_part`,
   :func:`multipliers_key`, :func:`parse_multipliers`, :data:`USAGE_COUNTERS`,
-  :data:`USAGE_TTL_DAYS`, :func:`scaled`, and API keys' last use
+  :data:`USAGE_TTL_DAYS`, :class:`UsageCounter`, :func:`scaled`, and API keys' last use
   (:func:`read_last_used`, :func:`forget_before`, :data:`KEEP_SECONDS`).
 """
 
@@ -42,11 +42,11 @@ from quotas.standing import NEAR, current_standing
 from quotas.store.connect import STORE_ERRORS, connect
 from quotas.store.decision import scaled
 from quotas.store.keys import client_keys, client_tag, encode_part, is_client_tag, is_usage_key, multipliers_key
-from quotas.store.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, parse_multipliers
+from quotas.store.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, parse_multipliers
 
 __all__ = [
     "KEEP_SECONDS", "NEAR", "STORE_ERRORS", "USAGE_COUNTERS", "USAGE_TTL_DAYS", "Client", "Facts", "Runtime",
-    "Verdict", "address_group", "authenticate_key", "check", "client_keys", "client_tag", "connect",
+    "UsageCounter", "Verdict", "address_group", "authenticate_key", "check", "client_keys", "client_tag", "connect",
     "encode_part", "forget_before", "get_runtime", "hash_api_key", "identify", "is_client_tag", "last_refusals",
     "multipliers_key", "parse_multipliers", "read_last_used", "reset", "scaled", "settle", "standing",
 ]  # fmt: skip
@@ -107,10 +107,10 @@ def reset(*, confirm: bool = False, delete_usage: bool = False) -> int:
         deleted += _delete(runtime.redis, batch)
     except STORE_ERRORS as exc:
         raise StoreUnavailable(f"resetting the counters failed: {exc}") from exc
-    runtime.store.deny_memory.clear()
-    runtime.store.fallback.clear()
+    runtime.guard.deny_memory.clear()
+    runtime.guard.fallback.clear()
     if delete_usage:
-        runtime.store.usage_buffer.take()  # counted before the reset: dropped with the rest
+        runtime.guard.usage_buffer.take()  # counted before the reset: dropped with the rest
     failed_auth.clear()
     runtime.rules.invalidate()  # other processes forget what they remember
     return deleted

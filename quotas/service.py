@@ -171,7 +171,7 @@ def check(facts: Facts) -> Verdict:
         if isinstance(call, Verdict):
             return call
         try:
-            decision = call.runtime.store.decide_call(call.decide_call())
+            decision = call.runtime.guard.decide_call(call.decide_call())
         except StoreUnavailable:
             return _conclude(call, _fail(call))
         return _conclude(call, decision)
@@ -195,7 +195,7 @@ async def check_async(facts: Facts) -> Verdict:
     if isinstance(call, Verdict):
         return call
     try:
-        decision: Decision | Verdict = await call.runtime.store.adecide(call.decide_call())
+        decision: Decision | Verdict = await call.runtime.guard.adecide(call.decide_call())
     except StoreUnavailable:
         decision = _fail(call)
     return await sync_to_async(_conclude)(call, decision)
@@ -207,7 +207,7 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     decision = verdict.decision
     if decision is None or not decision.allowed or verdict.client is None:
         return
-    store = get_runtime().store
+    store = get_runtime().guard
     try:
         if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
             store.refund(decision)
@@ -299,7 +299,7 @@ def _fail(call: _Call) -> Decision | Verdict:
     if mode == "open":
         return Verdict(call.client, call.plan_id, request=call.facts.request)
     # "local": this process enforces its share of the same limits until Redis is back.
-    return call.runtime.store.decide_locally(
+    return call.runtime.guard.decide_locally(
         call.client.tag, call.windows, call.facts.weight, call.cost, call.usage, multiplier=call.multiplier()
     )
 
@@ -352,7 +352,7 @@ def _shape(runtime: Runtime, decision: Decision, client_tag: str) -> QuotaExceed
         return None
     wait = shaping.budget.take(decision.delay, client_tag)
     if wait:
-        runtime.store.withdraw(decision)
+        runtime.guard.withdraw(decision)
         retry = shaping.retry_after(decision.delay, wait)
         return QuotaExceeded(problems.shaping_unavailable(retry), wait=retry)
     time.sleep(decision.delay)
@@ -372,9 +372,9 @@ def _listed(call: _Call, entry: ACLRule) -> Verdict:
         started=call.started, history=runtime.history if facts.metered else None, refusals=runtime.refusals,
     )  # fmt: skip
     if allowed:
-        decision = runtime.store.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)
+        decision = runtime.guard.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)
         return _verdict(call, decision) if decision is not None else Verdict(call.client, call.plan_id)
-    runtime.store.count_acl(call.client.tag, call.usage, False, None, 0)
+    runtime.guard.count_acl(call.client.tag, call.usage, False, None, 0)
     problem = problems.access_denied(entry, time.time())
     logger.info("quotas: deny-list entry %s refused %s", entry.id, call.client.tag)
     return Verdict(call.client, call.plan_id, refusal=AccessDenied(problem, wait=problem.get("retry_after")))
@@ -398,10 +398,10 @@ def _count_unlimited(call: _Call) -> Decision:
     """Count an admitted request that no limit applies to (one script call, usage only)."""
     tag, weight = call.client.tag, call.facts.weight
     try:
-        return call.runtime.store.decide(tag, (), weight, cost_micros=call.cost, usage=call.usage)
+        return call.runtime.guard.decide(tag, (), weight, cost_micros=call.cost, usage=call.usage)
     except StoreUnavailable:
         # Admitted whatever the failure mode (no limit applies); its usage waits in-process.
-        return call.runtime.store.decide_locally(tag, (), weight, call.cost, call.usage)
+        return call.runtime.guard.decide_locally(tag, (), weight, call.cost, call.usage)
 
 
 def _verdict(call: _Call, decision: Decision) -> Verdict:

@@ -24,7 +24,7 @@ def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[s
     plan = rules.plans.get(plan_id) if plan_id is not None else None
     limits = rules.limits_for(plan_id, client.subscriber)
     windows = [w for rule in limits if not rule.shadow for w in rule.windows]
-    states = runtime.store.peek(client.tag, windows).states if windows else []
+    states = runtime.guard.peek(client.tag, windows).states if windows else []
     now = datetime.now(UTC)
     body: dict[str, Any] = {
         "client": client.tag.strip("{}"),

@@ -48,7 +48,7 @@ class QuotaClock:
     def advance(self, seconds: float) -> None:
         """Move time ``seconds`` forward."""
         self.now += seconds
-        get_runtime().store.forget()
+        get_runtime().guard.forget()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
-from quotas.api import USAGE_COUNTERS, USAGE_TTL_DAYS, client_keys
+from quotas.api import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, client_keys
 from quotas.conf import quota_settings
 
 logger = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ def add_hash(
             field_client, row_generation = ANONYMOUS_CLIENT, f"{generation}@{hash_id}"
         key = RowKey(field_client, plan_key, scope, day, row_generation)
         row = hash_rows.setdefault(key, dict.fromkeys(COUNTER_FIELDS.values(), 0))
-        if counter == "wx":
+        if counter == UsageCounter.EXTRA_WEIGHT:
             extra[key] = extra.get(key, 0) + int(raw_value)
         else:
             row[name] += int(raw_value)

@@ -5,8 +5,8 @@
 - :class:`quotas.django.middleware.PathQuotaMiddleware` limits every view
   under the prefixes of ``QUOTAS['PATH_LIMITS']`` (a webhook receiver).
 
-Both ask :mod:`quotas.guard`'s :func:`~quotas.django.guard.check`, which
-identifies the client, gathers the plan's windows and calls
-:func:`quotas.admission.admit` like :class:`~quotas.drf.throttling.QuotaThrottle`
-does; a refusal is the same problem+json with the same headers.
+Both answer through :mod:`quotas.django.respond` (:func:`~quotas.django.respond.respond` and
+:func:`~quotas.django.respond.arespond`), which identifies the client, gathers the plan's windows and asks
+:func:`quotas.service.check` as :class:`~quotas.drf.throttling.QuotaThrottle` does; a refusal is the same
+problem+json with the same headers.
 """

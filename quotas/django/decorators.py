@@ -11,7 +11,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
-from quotas.django.guard import KEYS, arespond, facts_for, rate_rule, refused, respond
+from quotas.django.respond import KEYS, arespond, facts_for, rate_rule, refused, respond
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.rules.rates import parse_rates
 from quotas.service import Facts, Verdict, check, check_async

@@ -2,7 +2,7 @@
 
 ``QUOTAS['PATH_LIMITS']`` is a list of ``{"prefix": "/hooks/", "scope":
 "webhook", "rate": "100/min"}`` (``rate`` and ``algorithm`` optional, see
-:mod:`quotas.django.guard`; a rate counts like the same string in DRF's
+:mod:`quotas.django.respond`; a rate counts like the same string in DRF's
 settings). The longest matching prefix wins; a request under no prefix passes
 untouched. Each prefix has its own counters. Put this middleware after
 Django's AuthenticationMiddleware (the client is the signed-in user, else the
@@ -21,7 +21,7 @@ from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
-from quotas.django.guard import arespond, facts_for, refused, respond
+from quotas.django.respond import arespond, facts_for, refused, respond
 from quotas.service import Facts, check, check_async
 
 

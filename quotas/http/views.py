@@ -40,7 +40,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
         redis_ok, error = True, None
     except STORE_ERRORS as exc:
         redis_ok, error = False, str(exc)
-    if redis_ok and not runtime.store.breaker.is_open:
+    if redis_ok and not runtime.guard.breaker.is_open:
         mode = "normal"
     else:
         mode = {"local": "fallback", "open": "fail-open", "closed": "fail-closed"}[quota_settings.FAILURE_MODE]
@@ -62,8 +62,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
         "latency_ms": round((time.perf_counter() - started) * 1000, 2),
     }
     body["engine"].update(
-        breaker_open=runtime.store.breaker.is_open,
-        usage_held_in_process=bool(runtime.store.usage_buffer),
+        breaker_open=runtime.guard.breaker.is_open,
+        usage_held_in_process=bool(runtime.guard.usage_buffer),
     )
     if error:
         body["redis"]["error"] = error

@@ -112,7 +112,7 @@ class FailedAuth:
         wait = self.wait(*tags)
         if wait:
             return wait
-        store = get_runtime().store
+        store = get_runtime().guard
         for tag in tags:
             if not tag:
                 continue
@@ -133,7 +133,7 @@ class FailedAuth:
         """
         if not quota_settings.ENABLED:
             return 0
-        store = get_runtime().store
+        store = get_runtime().guard
         wait = 0
         for tag in tags:
             if not tag:

@@ -64,7 +64,7 @@ def list_blocks(runtime: Runtime, blocked_only: bool = True) -> list[Block]:
     fields = {window.state_field: kind for kind in KIND_TAG for window in windows_of(kind)}
     tags: set[str] = set()
     try:
-        for bucket in range(runtime.redis_store.buckets):
+        for bucket in range(runtime.store.buckets):
             key = f"{runtime.prefix}:{{b{bucket}}}"
             for field, _ in runtime.redis.hscan_iter(key, match="af*|*", count=1000):
                 client, _, window = field.decode().partition("|")
@@ -84,7 +84,7 @@ def standing(runtime: Runtime, tag: str) -> Block | None:
     windows = windows_of(kind) if kind else ()
     if not windows:
         return None
-    decision = runtime.store.peek(tag, windows)
+    decision = runtime.guard.peek(tag, windows)
     state = max(decision.states, key=lambda s: s.reset_us)
     used = state.quota - (state.remaining or 0)
     return Block(kind or "", tag, used, state.quota, -(-state.reset_us // 1_000_000))

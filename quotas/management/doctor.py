@@ -74,7 +74,7 @@ def examine() -> list[Finding]:
     if redis.status == ERROR or runtime is None:
         found += [Finding(name, ERROR, "not checked: Redis is unreachable") for name in ("library", "clock")]
     else:
-        transport = runtime.redis_store.transport
+        transport = runtime.store.transport
         assert isinstance(transport, Transport)  # a memory store returned above
         found += [check_library(nodes, versions, transport), check_clock(nodes)]
     found += [check_rules(runtime), check_failure_mode()]

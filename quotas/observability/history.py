@@ -48,25 +48,36 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from quotas.store.protocol import USAGE_COUNTERS
+from quotas.store.protocol import UsageCounter as Counter
 
+#: The usage counters a decision adds to, and the one only the history keeps: refused by this process alone
+#: (the local failure mode), which the usage counters count as a rate refusal.
+_DECISION_COUNTERS = (
+    Counter.ALLOWED, Counter.SHADOW_WOULD_DENY, Counter.DENIED_RATE, Counter.DENIED_BUDGET, Counter.DENIED_CAPACITY,
+    Counter.DENIED_BANNED, Counter.DENIED_ACL,
+)  # fmt: skip
+DENIED_LOCAL = "dl"
 #: Counter names as written to Redis (the usage counters' short names, one owner) and in the API.
 HISTORY_COUNTERS: dict[str, str] = {
-    **{c: USAGE_COUNTERS[c] for c in ("a", "sw", "dr", "db", "dc", "dx", "da")},
-    "dl": "denied_local",
+    **{c: USAGE_COUNTERS[c] for c in _DECISION_COUNTERS},
+    DENIED_LOCAL: "denied_local",
 }
 #: The counters one decision adds 1 to, by its metrics labels (see ``record.labels``).
 #: A shadow-denied request was admitted, so it counts as allowed too (as in the usage counters).
 COUNTERS_OF: dict[tuple[str, str], tuple[str, ...]] = {
-    ("allowed", "none"): ("a",),
-    ("shadow_denied", "none"): ("a", "sw"),
-    ("denied", "rate"): ("dr",),
-    ("denied", "budget"): ("db",),
-    ("denied", "capacity"): ("dc",),
-    ("denied", "banned"): ("dx",),
-    ("denied", "local"): ("dl",),
-    ("denied", "acl"): ("da",),
+    ("allowed", "none"): (Counter.ALLOWED,),
+    ("shadow_denied", "none"): (Counter.ALLOWED, Counter.SHADOW_WOULD_DENY),
+    ("denied", "rate"): (Counter.DENIED_RATE,),
+    ("denied", "budget"): (Counter.DENIED_BUDGET,),
+    ("denied", "capacity"): (Counter.DENIED_CAPACITY,),
+    ("denied", "banned"): (Counter.DENIED_BANNED,),
+    ("denied", "local"): (DENIED_LOCAL,),
+    ("denied", "acl"): (Counter.DENIED_ACL,),
 }
-DENIED_COUNTERS = ("dr", "db", "dc", "dx", "dl", "da")
+DENIED_COUNTERS = (
+    Counter.DENIED_RATE, Counter.DENIED_BUDGET, Counter.DENIED_CAPACITY, Counter.DENIED_BANNED, DENIED_LOCAL,
+    Counter.DENIED_ACL,
+)  # fmt: skip
 #: Seconds a minute's hash lives after its minute ends: 2 hours, plus a margin for clock skew and slow readers.
 MINUTE_KEEP = 2 * 3600 + 300
 #: Seconds an hour's hash and top-client sets live after their hour ends: 7 days, plus a margin.
@@ -208,7 +219,7 @@ class HistoryBucket:
     @property
     def total(self) -> int:
         """Requests decided: admitted plus refused."""
-        return self.counters[HISTORY_COUNTERS["a"]] + self.denied
+        return self.counters[HISTORY_COUNTERS[Counter.ALLOWED]] + self.denied
 
     @property
     def denial_rate(self) -> float:

@@ -41,8 +41,9 @@ from typing import Any
 from quotas.conf import quota_settings
 from quotas.observability import metrics
 from quotas.store.connect import STORE_ERRORS
-from quotas.store.decision import _US, Decision, WindowState
+from quotas.store.decision import Decision, WindowState
 from quotas.store.keys import refusals_key
+from quotas.store.protocol import US_PER_SECOND
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class RefusalLog:
         if decision.local:  # answered from process memory (or by the local fallback), not read from Redis
             record["local"] = True
         if decision.banned or decision.ban_started:
-            record["ban_until"] = round(decision.now + decision.ban_wait_us / _US, 3)
+            record["ban_until"] = round(decision.now + decision.ban_wait_us / US_PER_SECOND, 3)
         self._push(client_tag, record)
 
     def note_acl(self, client_tag: str, plan: str | None, scope: str, entry_id: Any, now: float) -> None:
@@ -198,8 +199,8 @@ def _window(state: WindowState) -> Record:
         "window": window.period or window.window,  # seconds, or a calendar period's name
         "limit": state.quota,
         "remaining": state.remaining,  # from process memory: what Redis said at the refusal remembered
-        "reset": round(state.reset_us / _US, 3),
-        "retry_after": None if state.retry_us is None else round(state.retry_us / _US, 3),
+        "reset": round(state.reset_us / US_PER_SECOND, 3),
+        "retry_after": None if state.retry_us is None else round(state.retry_us / US_PER_SECOND, 3),
     }
     if window.currency:  # a budget: limit and remaining are micro-units of this currency
         out["currency"] = window.currency

@@ -1,7 +1,7 @@
 """This process's quota machinery, built from ``settings.QUOTAS`` on first use.
 
 A :class:`Runtime` holds what lives as long as the process: the rules
-cache, the guarded store, the adaptive multipliers, the notes written off
+cache, the store and its guard, the adaptive multipliers, the notes written off
 the request path (history, last refusals, keys' last use) and the poller
 thread that writes them. The service asks :func:`get_runtime` once per
 request; a settings change (tests) rebuilds it with :func:`reset_runtime`.
@@ -38,14 +38,20 @@ from quotas.store.usage_buffer import replay_spool
 
 
 class Runtime:
-    """The rules cache, the guarded store and the background work of one process."""
+    """The rules cache, the store and its guard, and the background work of one process.
+
+    ``guard`` (:class:`~quotas.store.guard.Guard`) is what decides: the store behind the memory of refused
+    clients, the circuit breaker, the local fallback and allowances. ``store``
+    (:class:`~quotas.store.redis_store.RedisStore`) is the store alone, for operators' calls that must reach
+    Redis (lifting a ban, clearing a client).
+    """
 
     def __init__(self, store: RedisStore, rules: RulesCache, guard: Guard, interval: float) -> None:
         self.redis = store.redis
-        self.redis_store = store
+        self.store = store
         self.prefix = store.prefix
         self.rules = rules
-        self.store = guard
+        self.guard = guard
         self.multipliers = Multipliers(store.prefix)
         self.history = History()
         self.refusals = RefusalLog()  # each client's last refusals, for operators
@@ -56,7 +62,7 @@ class Runtime:
 
     def forget(self) -> None:
         """Drop what this process remembers from Redis (refused clients, blocks): the rules or a ban changed."""
-        self.store.forget()
+        self.guard.forget()
         remembered_state_stale.send(sender=Runtime)
 
     def _rules_changed(self) -> None:
@@ -71,10 +77,10 @@ class Runtime:
         self.rules.poll()
         if self.multipliers.refresh(self.redis):
             self.forget()
-        if not self.store.probe():
+        if not self.guard.probe():
             return
-        self.store.settle_allowances()
-        if self.store.flush_usage():
+        self.guard.settle_allowances()
+        if self.guard.flush_usage():
             replay_spool(self.redis)
         for name, notes in (("key_use", self.key_use), ("history", self.history)):
             try:
@@ -88,7 +94,7 @@ class Runtime:
 
         Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
         """
-        lifted = self.redis_store.lift_ban(tag)
+        lifted = self.store.lift_ban(tag)
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return lifted
 
@@ -99,22 +105,22 @@ class Runtime:
 
         Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
         """
-        deleted = self.redis_store.clear(tag, windows)
+        deleted = self.store.clear(tag, windows)
         self.rules.invalidate()  # every process drops its remembered refusals, bans and allowances
         return deleted
 
     def _at_exit(self) -> None:
         # A graceful shutdown settles everything: unused allowances go back, usage counted here is written
         # (or spooled for another process to replay when Redis is away).
-        self.store.settle_allowances(everything=True)
-        self.store.flush_usage(spool_on_failure=True)
+        self.guard.settle_allowances(everything=True)
+        self.guard.flush_usage(spool_on_failure=True)
 
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""
         self.poller.stop()
         self._at_exit()
         atexit.unregister(self._at_exit)
-        self.redis_store.close()
+        self.store.close()
 
 
 def build_runtime() -> Runtime:

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field, replace
 
 from quotas.rules.snapshot import Window
 from quotas.store.decision import DecideCall, Decision, WindowState
+from quotas.store.protocol import US_PER_SECOND
 
-_US = 1_000_000
 #: Seconds over which a client's rate in this process is measured; a span shorter than the second counts
 #: as this long, so that one request alone never reads as a burst.
 _RATE_SPAN, _SHORTEST_SPAN = 1.0, 0.1
@@ -89,7 +89,7 @@ class Allowance:
             self.used += 1
             ahead = self.size - self.used  # requests' units still unused after this one
         granted = self.granted
-        elapsed_us = int((now - self.started) * _US)
+        elapsed_us = int((now - self.started) * US_PER_SECOND)
         states = [_state_now(granted, s, ahead, elapsed_us) for s in granted.states]
         return Decision(
             True,
@@ -214,18 +214,18 @@ class Allowances:
     @property
     def end_us(self) -> int:
         """How long an allowance may be used, in us (what decide.lua is told, for sliding logs)."""
-        return math.ceil(self.horizon * _US)
+        return math.ceil(self.horizon * US_PER_SECOND)
 
     def logged_at(self, decision: Decision) -> int:
         """When (us) sliding logs recorded the units of the allowance taken by, or served as, ``decision``:
         at its end (decide.lua's ``check_request``), where giving them back must find them."""
-        return int(decision.now * _US) + self.end_us
+        return int(decision.now * US_PER_SECOND) + self.end_us
 
     def _lifetime(self, decision: Decision) -> float:
         """Seconds the allowance may be used: the horizon, ended early by the end of a window or period
         its units must stay in."""
         seconds = self.horizon
-        now_us = int(decision.now * _US)
+        now_us = int(decision.now * US_PER_SECOND)
         for state in decision.states:
             window = state.window
             if window.algorithm not in _BOUNDED:
@@ -233,9 +233,9 @@ class Allowances:
             if window.period:
                 left_us = state.reset_us  # until the period ends
             else:
-                span = window.window * _US
+                span = window.window * US_PER_SECOND
                 left_us = span - now_us % span  # until the aligned window (or the counter's current one) ends
-            seconds = min(seconds, left_us / _US)
+            seconds = min(seconds, left_us / US_PER_SECOND)
         return max(0.0, seconds)
 
     def live(self) -> list[Allowance]:

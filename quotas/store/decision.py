@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from quotas.rules.snapshot import Window
-from quotas.store.protocol import Algorithm
-
-_US = 1_000_000
+from quotas.store.protocol import US_PER_SECOND, Algorithm
 
 
 # Not frozen, as the service's Facts: a frozen dataclass's __init__ costs more, on every request.
@@ -125,7 +123,7 @@ class Decision:
     @property
     def delay(self) -> float:
         """Seconds a shaping leaky bucket asks the request to be held."""
-        return max((s.delay_us for s in self.states), default=0) / _US
+        return max((s.delay_us for s in self.states), default=0) / US_PER_SECOND
 
     def denying_states(self) -> list[WindowState]:
         """Windows that refused the request (shadow windows never refuse)."""
@@ -145,7 +143,7 @@ class Decision:
     @property
     def ban_retry_after(self) -> int:
         """Whole seconds until a ban ends."""
-        return max(1, math.ceil(self.ban_wait_us / _US))
+        return max(1, math.ceil(self.ban_wait_us / US_PER_SECOND))
 
     @property
     def retry_after(self) -> int | None:
@@ -159,8 +157,8 @@ class Decision:
             return None
         if self.banned or self.ban_started:
             return self.ban_retry_after
-        waits = [s.window.window * _US if s.retry_us is None else s.retry_us for s in self.denying_states()]
-        return max(1, math.ceil(max(waits) / _US))
+        waits = [s.window.window * US_PER_SECOND if s.retry_us is None else s.retry_us for s in self.denying_states()]
+        return max(1, math.ceil(max(waits) / US_PER_SECOND))
 
     def most_restrictive(self) -> WindowState | None:
         """The rate window to show in X-RateLimit-*: the denying one, else the least remaining.

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from quotas.rules.snapshot import Window
-from quotas.store.decision import _US, WindowState
+from quotas.store.decision import WindowState
+from quotas.store.protocol import US_PER_SECOND
 
 
 class _Refusal(NamedTuple):
@@ -40,10 +41,10 @@ class DenyMemory:
     def remember(self, tag: str, state: WindowState, weight: int) -> None:
         """Remember that ``state`` (from Redis) refused ``tag`` a request of ``weight`` units."""
         now = time.monotonic()
-        wait_us = state.window.window * _US if state.retry_us is None else state.retry_us
-        until = now + wait_us / _US
+        wait_us = state.window.window * US_PER_SECOND if state.retry_us is None else state.retry_us
+        until = now + wait_us / US_PER_SECOND
         refusal = _Refusal(
-            until, weight, max(until, now + state.reset_us / _US), max(0, state.remaining or 0), state.quota
+            until, weight, max(until, now + state.reset_us / US_PER_SECOND), max(0, state.remaining or 0), state.quota
         )
         with self._lock:
             self._entries[(tag, state.window.state_field)] = refusal
@@ -66,15 +67,15 @@ class DenyMemory:
             if entry.until <= now:
                 self._entries.pop((tag, window.state_field), None)
             elif (window.weight if weight is None else weight) >= entry.min_weight:
-                wait_us = math.ceil((entry.until - now) * _US)
-                reset_us = math.ceil((entry.reset_at - now) * _US)
+                wait_us = math.ceil((entry.until - now) * US_PER_SECOND)
+                reset_us = math.ceil((entry.reset_at - now) * US_PER_SECOND)
                 hits.append(WindowState(window, False, entry.remaining, reset_us, wait_us, quota=entry.quota))
         return hits
 
     def ban(self, tag: str, wait_us: int) -> None:
         """Remember that ``tag`` is banned for ``wait_us`` microseconds."""
         with self._lock:
-            until = time.monotonic() + wait_us / _US
+            until = time.monotonic() + wait_us / US_PER_SECOND
             self._entries[(tag, "!ban")] = _Refusal(until, 0, until, 0, 0)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
@@ -90,7 +91,7 @@ class DenyMemory:
         if left <= 0:
             self._entries.pop((tag, "!ban"), None)
             return 0
-        return math.ceil(left * _US)
+        return math.ceil(left * US_PER_SECOND)
 
     def clear(self) -> None:
         with self._lock:

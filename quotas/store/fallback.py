@@ -30,8 +30,7 @@ from quotas.conf import quota_settings
 from quotas.rules.periods import period_bounds
 from quotas.rules.snapshot import Window
 from quotas.store.decision import Decision, WindowState, scaled
-
-_US = 1_000_000
+from quotas.store.protocol import US_PER_SECOND
 
 #: One window checked: its state, and what consumes from it once every window of the request agreed (or None).
 _Checked = tuple[WindowState, Callable[[], None] | None]
@@ -54,7 +53,7 @@ class LocalLimiter:
             for state in states:
                 if state.window.period and state.remaining is not None:
                     key = (tag, state.window.state_field)
-                    self._known[key] = (now + state.reset_us / _US, int(state.remaining))
+                    self._known[key] = (now + state.reset_us / US_PER_SECOND, int(state.remaining))
                     self._known.move_to_end(key)
             while len(self._known) > self.size:
                 self._known.popitem(last=False)
@@ -123,9 +122,9 @@ class LocalLimiter:
             def commit(slot: list[float] = slot, value: float = new_tat) -> None:
                 slot[0] = value
 
-            return WindowState(w, True, remaining, int((new_tat - now) * _US), 0, quota=quota), commit
-        retry = None if units > quota else int((new_tat - now - quota * interval) * _US) + 1
-        return WindowState(w, False, 0, int((tat - now) * _US), retry, quota=quota), None
+            return WindowState(w, True, remaining, int((new_tat - now) * US_PER_SECOND), 0, quota=quota), commit
+        retry = None if units > quota else int((new_tat - now - quota * interval) * US_PER_SECOND) + 1
+        return WindowState(w, False, 0, int((tat - now) * US_PER_SECOND), retry, quota=quota), None
 
     def _check_period(self, tag: str, w: Window, now: float, *, weight: int | None, cost: int) -> _Checked:
         bounds = period_bounds(w.period, now, quota_settings.BUDGET_TIME_ZONE, w.anchor_day)
@@ -143,7 +142,7 @@ class LocalLimiter:
         slot = self._slot(tag, w, [bounds.start, 0])
         if slot[0] != bounds.start:
             slot[0], slot[1] = bounds.start, 0
-        reset = int((bounds.end - now) * _US)
+        reset = int((bounds.end - now) * US_PER_SECOND)
         if slot[1] + units <= quota:
 
             def commit(slot: list[float] = slot, units: int = units) -> None:

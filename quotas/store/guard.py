@@ -1,6 +1,6 @@
 """The store as the service uses it: what Redis is spared, and what happens while it is away.
 
-:class:`Guard` wraps a :class:`~quotas.store.redis_store.RedisStore` with
+:class:`Guard` wraps a store (:class:`~quotas.store.interface.Store`) with
 what a store must not know about:
 
 * busy clients' local allowances (:mod:`quotas.store.allowances`), so most of
@@ -31,18 +31,21 @@ from quotas.store.breaker import CircuitBreaker
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
-from quotas.store.redis_store import RedisStore, banned_states, day_of
+from quotas.store.interface import Store
+from quotas.store.protocol import UsageCounter as Counter
+from quotas.store.redis_store import banned_states, day_of
 from quotas.store.usage_buffer import UsageBuffer
 
 logger = logging.getLogger(__name__)
 
 
 class Guard:
-    """A :class:`RedisStore` behind a memory of refused clients, a circuit breaker and the local fallback."""
+    """A :class:`~quotas.store.interface.Store` behind a memory of refused clients, a circuit breaker and the
+    local fallback."""
 
     def __init__(
         self,
-        store: RedisStore,
+        store: Store,
         *,
         deny_memory_size: int,
         probe_interval: float,
@@ -142,7 +145,7 @@ class Guard:
         if call.now is None and not call.peek:
             banned_for = self.deny_memory.banned(tag)
             if banned_for:
-                self._count_locally(tag, call.usage, "dx")
+                self._count_locally(tag, call.usage, Counter.DENIED_BANNED)
                 states = banned_states(windows, banned_for, call.multiplier)
                 now = time.time()
                 return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
@@ -150,7 +153,7 @@ class Guard:
             # (which is then remembered here); a flood costs at most the ban threshold.
             refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
             if refused:
-                self._count_locally(tag, call.usage, "dr")
+                self._count_locally(tag, call.usage, Counter.DENIED_RATE)
                 return Decision(False, refused, time.time(), weight, local=True, tag=tag)
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
@@ -207,11 +210,15 @@ class Guard:
         decision.usage = usage  # where a reconciliation adds what the actual cost differs by
         if decision.allowed:
             units = weight if weight is not None else max((w.weight for w in windows if not w.period), default=1)
-            for counter, amount in (("a", 1), ("wx", units - 1), ("c", cost_micros)):
+            for counter, amount in (
+                (Counter.ALLOWED, 1),
+                (Counter.EXTRA_WEIGHT, units - 1),
+                (Counter.COST, cost_micros),
+            ):
                 if amount:
                     self._count_locally(tag, usage, counter, amount)
         else:
-            self._count_locally(tag, usage, "db" if decision.budget_denied else "dr")
+            self._count_locally(tag, usage, Counter.DENIED_BUDGET if decision.budget_denied else Counter.DENIED_RATE)
         return decision
 
     def count_acl(
@@ -231,7 +238,7 @@ class Guard:
             metrics.observe_redis_error("count_acl")
             logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
         if not allowed:
-            self._count_locally(tag, usage, "da")
+            self._count_locally(tag, usage, Counter.DENIED_ACL)
             return None
         return self.decide_locally(tag, (), weight, cost_micros, usage)
 
@@ -311,7 +318,7 @@ class Guard:
         if budgets:
             self.fallback.adjust(decision.tag, budgets, delta, decision.now)
         if decision.usage:
-            self._count_locally(decision.tag, decision.usage, "c", delta, day_of(decision.now))
+            self._count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
 
     def release(self, decision: Decision) -> None:
         """End the concurrency leases an admitted decision holds."""
@@ -339,7 +346,11 @@ class Guard:
             rate_windows = [s.window.weight for s in decision.states if not s.window.period]
             units = decision.weight if decision.weight is not None else max(rate_windows, default=1)
             day = day_of(decision.now)
-            for counter, amount in (("a", -1), ("wx", 1 - units), ("dc", 1)):
+            for counter, amount in (
+                (Counter.ALLOWED, -1),
+                (Counter.EXTRA_WEIGHT, 1 - units),
+                (Counter.DENIED_CAPACITY, 1),
+            ):
                 if amount:
                     self._count_locally(decision.tag, decision.usage, counter, amount, day)
 
@@ -413,7 +424,11 @@ class Guard:
         # The request's largest weight, as decide.lua counts it ("wx": weight beyond one).
         units = max((granted.units(s.window) for s in granted.states if not s.window.is_budget), default=1)
         day = day_of(granted.now)
-        for counter, amount in (("a", served), ("wx", served * (units - 1)), ("c", served * granted.cost_micros)):
+        for counter, amount in (
+            (Counter.ALLOWED, served),
+            (Counter.EXTRA_WEIGHT, served * (units - 1)),
+            (Counter.COST, served * granted.cost_micros),
+        ):
             if amount:
                 # Measured from the allowance's start: the oldest request these counts may hold.
                 self._count_locally(granted.tag, granted.usage, counter, amount, day, since=allowance.started)

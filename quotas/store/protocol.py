@@ -20,7 +20,7 @@ import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from typing import NamedTuple
 
 logger = logging.getLogger(__name__)
@@ -85,20 +85,40 @@ _KEY_TAGS = {
     Algorithm.CONCURRENCY: "cc",
 }
 
-#: Days a usage hash (one bucket of clients, one UTC day) outlives its day: the usage flush and
+#: Microseconds per second: every time the scripts read or return is in microseconds since 1970.
+US_PER_SECOND = 1_000_000
+
+#: Days a usage hash (one bucket of clients, one usage day) outlives its day: the usage flush and
 #: reports can read today's and this many earlier days' counters.
 USAGE_TTL_DAYS = 3
-#: Usage counters, as the scripts name them in a hash's fields, and what each counts.
-USAGE_COUNTERS = {
-    "a": "allowed",
-    "dr": "denied_rate",
-    "db": "denied_budget",
-    "da": "denied_acl",
-    "dc": "denied_capacity",
-    "dx": "denied_banned",
-    "sw": "shadow_would_deny",
-    "wx": "weight",  # units beyond one a request: weight = allowed + wx (one HINCRBY less for most requests)
-    "c": "cost_micros",
+
+
+class UsageCounter(StrEnum):
+    """Usage counters, as the scripts name them: the last part of a usage hash's fields (generated into Lua
+    as the table COUNTER, e.g. COUNTER.ALLOWED)."""
+
+    ALLOWED = "a"
+    DENIED_RATE = "dr"
+    DENIED_BUDGET = "db"
+    DENIED_ACL = "da"
+    DENIED_CAPACITY = "dc"
+    DENIED_BANNED = "dx"
+    SHADOW_WOULD_DENY = "sw"
+    EXTRA_WEIGHT = "wx"  # units beyond one a request: weight = allowed + wx (one HINCRBY less for most requests)
+    COST = "c"
+
+
+#: Each usage counter and the UsageRecord field it is copied to.
+USAGE_COUNTERS: dict[str, str] = {
+    UsageCounter.ALLOWED: "allowed",
+    UsageCounter.DENIED_RATE: "denied_rate",
+    UsageCounter.DENIED_BUDGET: "denied_budget",
+    UsageCounter.DENIED_ACL: "denied_acl",
+    UsageCounter.DENIED_CAPACITY: "denied_capacity",
+    UsageCounter.DENIED_BANNED: "denied_banned",
+    UsageCounter.SHADOW_WOULD_DENY: "shadow_would_deny",
+    UsageCounter.EXTRA_WEIGHT: "weight",
+    UsageCounter.COST: "cost_micros",
 }
 
 #: Wire code of each algorithm by its setting name.
@@ -173,7 +193,7 @@ class DecideArg(IntEnum):
     COST = 3  # the estimated cost in micro-units (budget windows spend it)
     USAGE = 4  # the usage field prefix "<plan>|<scope>", or "" not to count
     MODE = 5  # "" decide, "peek", "acl-allow", "acl-deny"
-    MULTIPLIER = 6  # the plan's adaptive multiplier, "" for 1
+    MULTIPLIER = 6  # the plan's adaptive multiplier, "" for 1: it scales rolling rate windows, never periods
     BAN_POLICY = 7  # "<refusals> <window us> <durations us,...>", or ""
     REQUEST_ID = 8  # names the request's concurrency leases, or ""
     FIELD_PREFIX = 9  # the client's field prefix "<client>|"
@@ -414,4 +434,6 @@ def lua_constants() -> str:
     lines += [f"local REPLY_HEAD = {REPLY_HEAD}", f"local REPLY_PER_WINDOW = {REPLY_PER_WINDOW}"]
     lines.append(f"local NEVER = {NEVER}  -- retry value for a request that can never fit its limit")
     lines.append(f"local USAGE_TTL_DAYS = {USAGE_TTL_DAYS}")
+    counters = ", ".join(f"{c.name} = '{c.value}'" for c in UsageCounter)
+    lines.append(f"local COUNTER = {{{counters}}}  -- usage counters (quotas.store.protocol.UsageCounter)")
     return "\n".join(lines) + "\n"

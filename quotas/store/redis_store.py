@@ -24,11 +24,12 @@ from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.periods import usage_day
 from quotas.rules.snapshot import Window
 from quotas.store.connect import STORE_ERRORS, is_script_error
-from quotas.store.decision import _US, DecideCall, Decision, WindowState, scaled
+from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 from quotas.store.keys import ClientKeys, client_keys
 from quotas.store.library import LibraryCaller
 from quotas.store.protocol import (
     NEVER,
+    US_PER_SECOND,
     AdjustedBudget,
     DecideFlag,
     DecideReply,
@@ -93,7 +94,7 @@ class RedisStore:
         day = usage_day(at)
         args = decide_args(
             keys.field_prefix,
-            now="" if call.now is None else int(call.now * _US),
+            now="" if call.now is None else int(call.now * US_PER_SECOND),
             weight="" if call.weight is None else call.weight,
             cost=call.cost_micros,
             usage=call.usage or "",
@@ -122,7 +123,7 @@ class RedisStore:
         return Decision(
             reply.allowed,
             states,
-            reply.now_us / _US,
+            reply.now_us / US_PER_SECOND,
             call.weight,
             tag=call.tag,
             cost_micros=call.cost_micros,
@@ -155,7 +156,7 @@ class RedisStore:
         except STORE_ERRORS as exc:
             raise _failure(f"counting a listed request of {tag}", exc) from exc
         now_us = DecideReply.decode(raw, 0).now_us
-        return Decision(allowed, [], now_us / _US, weight, tag=tag, cost_micros=cost_micros, usage=usage)
+        return Decision(allowed, [], now_us / US_PER_SECOND, weight, tag=tag, cost_micros=cost_micros, usage=usage)
 
     def refund(
         self, decision: Decision, states: Sequence[WindowState], times: int = 1, log_at_us: int | None = None
@@ -165,7 +166,7 @@ class RedisStore:
         keys = self.keys_of(decision.tag)
         args = refund_args(
             keys.field_prefix,
-            now_us=int(decision.now * _US),
+            now_us=int(decision.now * US_PER_SECOND),
             weight=decision.weight,
             specs=[s.window.spec_at(decision.now) for s in states],
             times=times,
@@ -185,7 +186,7 @@ class RedisStore:
         day = usage_day(decision.now)
         args = adjust_args(
             keys.field_prefix,
-            now_us=int(decision.now * _US),
+            now_us=int(decision.now * US_PER_SECOND),
             day=day.days,
             delta=delta_micros,
             usage=(decision.usage or "") if in_usage else "",
@@ -262,7 +263,7 @@ class RedisStore:
             node = client.get_node_from_key(key) if key else client.get_default_node()
             client = client.get_redis_connection(node)
         seconds, micros = client.time()
-        return seconds + micros / _US
+        return seconds + micros / US_PER_SECOND
 
     def ping(self) -> bool:
         """Whether Redis answers."""
@@ -304,7 +305,7 @@ _BAN = re.compile(r"(\d+):(\d+):(\d+)")
 def parse_ban(raw: bytes | str | None) -> Ban | None:
     """The ban in a ``!bn`` value (ended or not), or None for no value or one not in ban.lua's format."""
     found = _BAN.fullmatch(raw.decode() if isinstance(raw, bytes) else raw or "")
-    return Ban(int(found[1]) / _US, int(found[2])) if found else None
+    return Ban(int(found[1]) / US_PER_SECOND, int(found[2])) if found else None
 
 
 def glob_escape(text: str) -> str:

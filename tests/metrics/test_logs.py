@@ -127,8 +127,8 @@ def test_values_json_cannot_hold_are_written_as_text_and_exceptions_stay_on_one_
 def test_summarize_decision_describes_a_real_refusal(runtime):
     rule = LimitRule(id="search", name="search", rates=parse_rates("1/min"), algorithm="fixed_window")
     tag = "{s.77}"
-    assert runtime.store.decide(tag, rule.windows).allowed
-    refused = runtime.store.decide(tag, rule.windows)
+    assert runtime.guard.decide(tag, rule.windows).allowed
+    refused = runtime.guard.decide(tag, rule.windows)
     assert not refused.allowed
     summary = summarize_decision(refused, plan="free", scope="search", reason="rate")
     assert summary["client"] == tag

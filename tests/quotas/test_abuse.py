@@ -22,17 +22,17 @@ def windows(algorithm="fixed_window", rates="1/min", **kwargs):
 
 
 def refuse_until_banned(runtime, at, tag="{c}"):
-    results = [runtime.store.decide(tag, windows(), now=at, ban_policy=POLICY) for _ in range(4)]
+    results = [runtime.guard.decide(tag, windows(), now=at, ban_policy=POLICY) for _ in range(4)]
     return results[-1]
 
 
 def test_repeated_refusals_ban_the_client(runtime):
     """More than 3 refusals within 10 s: banned for 60 s, refused without reading the limits."""
-    assert runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY).allowed
+    assert runtime.guard.decide("{c}", windows(), now=T0, ban_policy=POLICY).allowed
     last = refuse_until_banned(runtime, T0 + 1)
     assert last.ban_started
     assert last.retry_after == 60
-    banned = runtime.store.decide("{c}", windows(), now=T0 + 2, ban_policy=POLICY)
+    banned = runtime.guard.decide("{c}", windows(), now=T0 + 2, ban_policy=POLICY)
     assert banned.banned
     # The limits were not read: each window only shows nothing left until the ban ends (for the headers).
     assert banned.denying_states() == []
@@ -41,48 +41,48 @@ def test_repeated_refusals_ban_the_client(runtime):
 
 
 def test_bans_expire_on_their_own(runtime):
-    runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY)
+    runtime.guard.decide("{c}", windows(), now=T0, ban_policy=POLICY)
     refuse_until_banned(runtime, T0 + 1)
-    assert runtime.store.decide("{c}", windows(), now=T0 + 61, ban_policy=POLICY).allowed  # a new minute, ban over
+    assert runtime.guard.decide("{c}", windows(), now=T0 + 61, ban_policy=POLICY).allowed  # a new minute, ban over
 
 
 def test_bans_grow_on_repeat_and_are_forgotten_after_a_day(runtime):
-    runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY)
+    runtime.guard.decide("{c}", windows(), now=T0, ban_policy=POLICY)
     assert refuse_until_banned(runtime, T0 + 1).retry_after == 60
-    runtime.store.decide("{c}", windows(), now=T0 + 120, ban_policy=POLICY)
+    runtime.guard.decide("{c}", windows(), now=T0 + 120, ban_policy=POLICY)
     assert refuse_until_banned(runtime, T0 + 121).retry_after == 600  # second strike
     later = T0 + 2 * 86400
-    runtime.store.decide("{c}", windows(), now=later, ban_policy=POLICY)
+    runtime.guard.decide("{c}", windows(), now=later, ban_policy=POLICY)
     assert refuse_until_banned(runtime, later + 1).retry_after == 60  # strikes forgotten
 
 
 def test_few_refusals_do_not_ban(runtime):
-    runtime.store.decide("{c}", windows(), now=T0, ban_policy=POLICY)
-    results = [runtime.store.decide("{c}", windows(), now=T0 + 1 + i * 4, ban_policy=POLICY) for i in range(5)]
+    runtime.guard.decide("{c}", windows(), now=T0, ban_policy=POLICY)
+    results = [runtime.guard.decide("{c}", windows(), now=T0 + 1 + i * 4, ban_policy=POLICY) for i in range(5)]
     assert not any(r.ban_started or r.banned for r in results)  # never more than 3 within 10 s
 
 
 def test_without_a_policy_nobody_is_banned(runtime):
-    results = [runtime.store.decide("{c}", windows(), now=T0) for _ in range(50)]
+    results = [runtime.guard.decide("{c}", windows(), now=T0) for _ in range(50)]
     assert not any(r.ban_started or r.banned for r in results)
 
 
 def test_concurrency_lease_is_taken_and_released(runtime):
     """At most 2 requests in flight; finishing one frees its slot."""
     cc = windows("concurrency", "2/30s")
-    first = runtime.store.decide("{c}", cc, request_id="r1", now=T0)
-    second = runtime.store.decide("{c}", cc, request_id="r2", now=T0)
-    third = runtime.store.decide("{c}", cc, request_id="r3", now=T0)
+    first = runtime.guard.decide("{c}", cc, request_id="r1", now=T0)
+    second = runtime.guard.decide("{c}", cc, request_id="r2", now=T0)
+    third = runtime.guard.decide("{c}", cc, request_id="r3", now=T0)
     assert (first.allowed, second.allowed, third.allowed) == (True, True, False)
-    runtime.store.release(first)
-    assert runtime.store.decide("{c}", cc, request_id="r4", now=T0 + 1).allowed
+    runtime.guard.release(first)
+    assert runtime.guard.decide("{c}", cc, request_id="r4", now=T0 + 1).allowed
 
 
 def test_concurrency_lease_runs_out(runtime):
     cc = windows("concurrency", "1/30s")
-    runtime.store.decide("{c}", cc, request_id="r1", now=T0)
-    assert not runtime.store.decide("{c}", cc, request_id="r2", now=T0 + 29).allowed
-    assert runtime.store.decide("{c}", cc, request_id="r3", now=T0 + 30.001).allowed
+    runtime.guard.decide("{c}", cc, request_id="r1", now=T0)
+    assert not runtime.guard.decide("{c}", cc, request_id="r2", now=T0 + 29).allowed
+    assert runtime.guard.decide("{c}", cc, request_id="r3", now=T0 + 30.001).allowed
 
 
 @pytest.mark.parametrize("second", ["sliding_window_log", "concurrency"])
@@ -93,7 +93,7 @@ def test_a_lease_and_another_own_key_window_in_one_decision_are_both_kept(runtim
     refuses the third; every key written carries the client's one {hash tag}.
     """
     both = windows("concurrency", "5/30s") + windows(second, "2/min")
-    results = [runtime.store.decide("{c}", both, request_id=f"r{i}", now=T0).allowed for i in range(3)]
+    results = [runtime.guard.decide("{c}", both, request_id=f"r{i}", now=T0).allowed for i in range(3)]
     assert results == [True, True, False]
     keys = redis_client.keys("*")
     assert len({tag for key in keys for tag in re.findall(rb"\{[^}]*\}", key)}) == 1, keys
@@ -105,7 +105,7 @@ def test_a_lease_and_another_own_key_window_in_one_decision_are_both_kept(runtim
 def _hold_lease_then_hang(ready):
     from quotas.runtime import get_runtime
 
-    decision = get_runtime().store.decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
+    decision = get_runtime().guard.decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
     ready.send(decision.allowed)
     time.sleep(60)  # killed long before this ends
 
@@ -122,9 +122,9 @@ def test_a_killed_worker_gives_its_slot_back_after_the_lease(runtime):
         os.kill(worker.pid, signal.SIGKILL)
         worker.join(timeout=10)
         cc = windows("concurrency", "1/2s")
-        assert not runtime.store.decide("{dying}", cc, request_id="next").allowed
+        assert not runtime.guard.decide("{dying}", cc, request_id="next").allowed
         deadline = time.monotonic() + 5
-        while not runtime.store.decide("{dying}", cc, request_id="next").allowed:
+        while not runtime.guard.decide("{dying}", cc, request_id="next").allowed:
             assert time.monotonic() < deadline, "the dead worker's lease was never reclaimed"
             time.sleep(0.1)
     finally:

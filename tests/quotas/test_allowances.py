@@ -37,7 +37,7 @@ def windows(rate: str, algorithm: str = "fixed_window", **extra):
 
 def ask(tag: str, wins, **options):
     """One request's decision as the service asks it: allowances allowed."""
-    return get_runtime().store.decide_call(DecideCall(tag, wins, allowance_ok=True, **options))
+    return get_runtime().guard.decide_call(DecideCall(tag, wins, allowance_ok=True, **options))
 
 
 def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_client):
@@ -53,7 +53,7 @@ def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_c
     # The window holds all 11 requests' units; each request's headers count what the client has left, the
     # units this process holds for it included: down by one a request.
     assert [d.states[0].remaining for d in decisions] == list(range(998, 988, -1))
-    assert get_runtime().store.peek("{c}", wins).states[0].remaining == 989
+    assert get_runtime().guard.peek("{c}", wins).states[0].remaining == 989
 
 
 def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_that_reach_redis(set_quotas):
@@ -75,7 +75,7 @@ def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_tha
 def test_an_allowance_is_cut_to_a_share_of_what_is_left(busy):
     """With 9 left after the request, half of that (4) plus the request itself: 5 requests' units."""
     wins = windows("20/hour")
-    assert get_runtime().store.decide("{c}", wins, weight=10).allowed  # 10 left
+    assert get_runtime().guard.decide("{c}", wins, weight=10).allowed  # 10 left
     ask("{c}", wins, weight=1)  # busy from the next request on; 9 left
     decision = ask("{c}", wins, weight=1)
     assert decision.granted == 1 + (9 - 1) // 2
@@ -95,9 +95,9 @@ def test_unused_units_go_back_when_the_allowance_ends(busy):
     granted = ask("{c}", wins)
     assert granted.granted == 10
     runtime = get_runtime()
-    assert runtime.store.peek("{c}", wins).states[0].remaining == 100 - 11
-    runtime.store.settle_allowances(everything=True)
-    assert runtime.store.peek("{c}", wins).states[0].remaining == 100 - 2
+    assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 11
+    runtime.guard.settle_allowances(everything=True)
+    assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -107,10 +107,10 @@ def test_usage_counts_each_request_once(busy, redis_client, algorithm):
     runtime = get_runtime()
     for _ in range(30):
         assert ask("{s.1}", wins, usage="1|-").allowed
-    runtime.store.settle_allowances(everything=True)
-    assert runtime.store.flush_usage()
+    runtime.guard.settle_allowances(everything=True)
+    assert runtime.guard.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
-    keys = runtime.redis_store.keys_of("{s.1}")
+    keys = runtime.store.keys_of("{s.1}")
     assert int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a")) == 30
 
 
@@ -120,7 +120,7 @@ def test_a_fixed_window_allowance_ends_with_its_window(busy):
     ask("{c}", wins)
     decision = ask("{c}", wins)
     if decision.granted > 1:
-        allowance = next(iter(get_runtime().store.allowances._by_key.values()))
+        allowance = next(iter(get_runtime().guard.allowances._by_key.values()))
         now_us = int(decision.now * 1_000_000)
         left = 1 - (now_us % 1_000_000) / 1_000_000
         assert allowance.ends_at - allowance.started <= left + 1e-6
@@ -158,7 +158,7 @@ def _race(wins, attempts, cost, seconds, barrier, results, actual=None):
     shuts down gracefully (allowances settled, usage written)."""
     reset_runtime()  # this process's own runtime (the parent's connections and allowances stay the parent's)
     runtime = get_runtime()
-    store = runtime.store
+    store = runtime.guard
     barrier.wait()
     admitted, served, sent, until = [], 0, 0, time.time() + seconds
     while sent < attempts or time.time() < until:
@@ -190,7 +190,7 @@ def _run_race(wins, attempts=0, cost=0, seconds=0.0, actual=None):
 
 
 def _usage_admitted(redis_client) -> int:
-    keys = get_runtime().redis_store.keys_of("{raced}")
+    keys = get_runtime().store.keys_of("{raced}")
     day = time.strftime("%Y%m%d", time.gmtime())
     return int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a") or 0)
 
@@ -227,7 +227,7 @@ def test_eight_processes_whose_requests_cost_more_than_estimated_keep_the_budget
     be as large as they can (a whole budget's worth)."""
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=1.0, SHARE=1.0, MAX_REQUESTS=100)
     admitted, _ = _run_race(BUDGET.windows, attempts=60, cost=5_000, actual=50_000)
-    spent = get_runtime().store.peek("{raced}", BUDGET.windows).states[0].used
+    spent = get_runtime().guard.peek("{raced}", BUDGET.windows).states[0].used
     assert spent == 50_000 * len(admitted)
     assert spent <= 500_000 + PROCESSES * 45_000
     # Without ending allowances on an upward reconciliation: 40 admitted, 2.00 spent. With it, fewer than the
@@ -259,7 +259,7 @@ def test_no_second_of_a_sliding_log_admits_more_than_its_limit(racing, redis_cli
 
 def _killed(wins, pipe):
     reset_runtime()
-    store = get_runtime().store
+    store = get_runtime().guard
     decisions = [store.decide_call(DecideCall("{raced}", wins, usage="1|-", allowance_ok=True)) for _ in range(6)]
     pipe.send((sum(d.allowed for d in decisions), max(d.granted for d in decisions)))
     os.kill(os.getpid(), signal.SIGKILL)
@@ -302,8 +302,8 @@ def test_a_busy_api_client_over_http(busy, redis_client, on):
     calls = script_calls(redis_client)
     assert calls <= 6 if on else calls == 20
     runtime = get_runtime()
-    runtime.store.settle_allowances(everything=True)
-    assert runtime.store.flush_usage()
+    runtime.guard.settle_allowances(everything=True)
+    assert runtime.guard.flush_usage()
     assert usage_totals(redis_client)["a"] == 21
 
 
@@ -320,10 +320,10 @@ def test_usage_is_exact_across_a_redis_restart(busy, set_quotas, tmp_path):
         assert all(d.allowed for d in decisions)
         assert any(d.allowance for d in decisions)
         server.stop()
-        runtime.store.settle_allowances(everything=True)  # giving back the unused units fails: logged, counted
-        assert not runtime.store.flush_usage()  # the usage of the requests served in process waits
+        runtime.guard.settle_allowances(everything=True)  # giving back the unused units fails: logged, counted
+        assert not runtime.guard.flush_usage()  # the usage of the requests served in process waits
         server.start()
-        assert runtime.store.flush_usage()
+        assert runtime.guard.flush_usage()
         client = redis.Redis.from_url(server.url)
         try:
             assert usage_totals(client)["a"] == 8
@@ -342,10 +342,10 @@ def test_headers_from_an_allowance_are_high_by_at_most_what_others_spent_meanwhi
     granted = ask("{c}", wins)
     assert granted.granted == 10
     runtime = get_runtime()
-    runtime.redis_store.decide(DecideCall("{c}", wins, weight=7))  # another process's requests, straight to Redis
+    runtime.store.decide(DecideCall("{c}", wins, weight=7))  # another process's requests, straight to Redis
     served = ask("{c}", wins)
     assert served.allowance
-    shared_left = runtime.store.peek("{c}", wins).states[0].remaining  # all 10 units of the allowance taken
+    shared_left = runtime.guard.peek("{c}", wins).states[0].remaining  # all 10 units of the allowance taken
     unused_here = granted.granted - 2  # two of the allowance's requests made
     assert served.states[0].remaining - (shared_left + unused_here) == 7
 
@@ -362,14 +362,14 @@ def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis
     wins = windows("1000/hour")
     runtime = get_runtime()
     day = time.strftime("%Y%m%d", time.gmtime())
-    keys = runtime.redis_store.keys_of("{s.1}")
+    keys = runtime.store.keys_of("{s.1}")
 
     def counted() -> int:
         return int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a") or 0)
 
     for _ in range(6):
         assert ask("{s.1}", wins, usage="1|-").allowed
-    assert runtime.store.allowances.live()  # the allowance (10 requests, for 1 s) is still in use
+    assert runtime.guard.allowances.live()  # the allowance (10 requests, for 1 s) is still in use
     observed = lag_count()
     runtime.tick()  # what the poller does every RULES_CHECK_INTERVAL
     assert counted() == 6
@@ -378,6 +378,6 @@ def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis
         assert ask("{s.1}", wins, usage="1|-").allowed
     runtime.tick()
     assert counted() == 8
-    runtime.store.settle_allowances(everything=True)
-    assert runtime.store.flush_usage()
+    runtime.guard.settle_allowances(everything=True)
+    assert runtime.guard.flush_usage()
     assert counted() == 8  # nothing counted twice when it ends

@@ -79,7 +79,7 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
     processes = [build_runtime() for _ in range(3)]
     try:
         admitted_actual, bound, alerts = run(processes, windows, traffic, allowances is not None)
-        spent = processes[0].store.peek(TAG, windows).states[0].used
+        spent = processes[0].guard.peek(TAG, windows).states[0].used
     finally:
         for runtime in processes:
             runtime.close()
@@ -98,12 +98,12 @@ def run(processes, windows, traffic, allowances: bool) -> tuple[int, int, list[i
 
     def finish(entry) -> None:
         runtime, decision, _, actual = entry
-        alerts.extend(s.alert for s in runtime.store.reconcile(decision, actual))
+        alerts.extend(s.alert for s in runtime.guard.reconcile(decision, actual))
 
     for process, estimate, actual, overlap in traffic:
         runtime = processes[process]
         call = DecideCall(TAG, windows, cost_micros=estimate, usage=USAGE, allowance_ok=allowances)
-        decision = runtime.store.decide_call(call)
+        decision = runtime.guard.decide_call(call)
         alerts.extend(s.alert for s in decision.states if s.alert)
         if decision.allowed:
             in_flight.append((runtime, decision, estimate, actual))
@@ -114,8 +114,8 @@ def run(processes, windows, traffic, allowances: bool) -> tuple[int, int, list[i
     while in_flight:
         finish(in_flight.pop(0))
     for runtime in processes:
-        runtime.store.settle_allowances(everything=True)
-        assert runtime.store.flush_usage()
+        runtime.guard.settle_allowances(everything=True)
+        assert runtime.guard.flush_usage()
     return admitted_actual, bound, alerts
 
 

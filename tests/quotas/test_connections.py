@@ -10,7 +10,7 @@ import pytest
 import redis
 from asgiref.sync import async_to_sync
 
-from quotas.django.guard import rate_rule
+from quotas.django.respond import rate_rule
 from quotas.runtime import get_runtime
 from quotas.store.connect import MAX_CONNECTIONS
 from quotas.store.decision import DecideCall
@@ -92,10 +92,10 @@ def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(runt
     window = rate_rule("capped", "5/min", "fixed_window").windows[0]
 
     async def decide_and_read_the_cap() -> int:
-        decision = await runtime.store.adecide(DecideCall("{ip.192.0.2.9}", [window]))
+        decision = await runtime.guard.adecide(DecideCall("{ip.192.0.2.9}", [window]))
         assert decision.allowed  # the client was used for a real decision, not only built
-        cap = runtime.redis_store.transport.async_script("decide").client.connection_pool.max_connections
-        await get_runtime().redis_store.transport.aclose()
+        cap = runtime.store.transport.async_script("decide").client.connection_pool.max_connections
+        await get_runtime().store.transport.aclose()
         return cap
 
     assert async_to_sync(decide_and_read_the_cap)() == MAX_CONNECTIONS

@@ -111,14 +111,14 @@ def test_a_drf_rate_admits_at_most_n_in_any_rolling_period(rates, runtime):
     assert [(w.algorithm, w.quota, w.window) for w in windows] == [("sliding_window_log", 3, 60)]
     t0 = 1_800_000_000.0
     for t in (t0, t0 + 10, t0 + 15):
-        assert runtime.store.decide("{ip.x}", windows, now=t).allowed
-    refused = runtime.store.decide("{ip.x}", windows, now=t0 + 20)  # a token bucket would admit this one
+        assert runtime.guard.decide("{ip.x}", windows, now=t).allowed
+    refused = runtime.guard.decide("{ip.x}", windows, now=t0 + 20)  # a token bucket would admit this one
     assert not refused.allowed
     assert refused.retry_after == 40  # until the request of t0 leaves the window
-    assert runtime.store.decide("{ip.x}", windows, now=t0 + 59.5).retry_after == 1
-    assert runtime.store.decide("{ip.x}", windows, now=t0 + 60).allowed
-    assert not runtime.store.decide("{ip.x}", windows, now=t0 + 61).allowed  # t0+10 and t0+15 still count
-    assert runtime.store.decide("{ip.x}", windows, now=t0 + 70).allowed
+    assert runtime.guard.decide("{ip.x}", windows, now=t0 + 59.5).retry_after == 1
+    assert runtime.guard.decide("{ip.x}", windows, now=t0 + 60).allowed
+    assert not runtime.guard.decide("{ip.x}", windows, now=t0 + 61).allowed  # t0+10 and t0+15 still count
+    assert runtime.guard.decide("{ip.x}", windows, now=t0 + 70).allowed
 
 
 def test_over_http_the_fourth_request_waits_for_the_oldest(client, rates):
@@ -141,8 +141,8 @@ def test_another_algorithm_can_be_chosen(rates, runtime, settings):
     windows = [w for rule in QuotaThrottle().get_drf_limits(drf_request(), Ok()) for w in rule.windows]
     assert windows[0].algorithm == "token_bucket"
     t0 = 1_800_000_000.0
-    assert all(runtime.store.decide("{ip.y}", windows, now=t0).allowed for _ in range(3))
-    assert runtime.store.decide("{ip.y}", windows, now=t0 + 20).allowed
+    assert all(runtime.guard.decide("{ip.y}", windows, now=t0).allowed for _ in range(3))
+    assert runtime.guard.decide("{ip.y}", windows, now=t0 + 20).allowed
 
 
 def test_rates_given_in_code_use_drf_algorithm(settings):

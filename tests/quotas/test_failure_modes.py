@@ -50,7 +50,7 @@ def test_local_mode_enforces_this_processs_share(free, outage, settings):
     assert codes == [200, 200, 200, 429, 429, 429]  # 10/min x 0.3 = 3 here
     response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     assert response["X-RateLimit-Limit"] == "3"
-    assert get_runtime().store.breaker.is_open
+    assert get_runtime().guard.breaker.is_open
 
 
 def test_breaker_spares_requests_the_failed_attempt(free, outage):
@@ -60,9 +60,9 @@ def test_breaker_spares_requests_the_failed_attempt(free, outage):
     outage.begin()
     client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     runtime = get_runtime()
-    assert runtime.store.breaker.is_open
-    runtime.store.breaker.failure()  # as if a trial just failed: the next waits for the probe interval
-    assert not runtime.store.breaker.allow()
+    assert runtime.guard.breaker.is_open
+    runtime.guard.breaker.failure()  # as if a trial just failed: the next waits for the probe interval
+    assert not runtime.guard.breaker.allow()
 
 
 @pytest.mark.slow
@@ -78,7 +78,7 @@ def test_decisions_return_to_redis_within_two_seconds_of_recovery(free, outage, 
         assert time.monotonic() - back < 2.0, "decisions did not return to Redis within 2 s"
         client.get("/api/demo/ping", HTTP_X_API_KEY=key)
         time.sleep(0.05)
-    assert not get_runtime().store.breaker.is_open
+    assert not get_runtime().guard.breaker.is_open
 
 
 def test_usage_counted_during_an_outage_reaches_redis_after_it(free, outage, redis_client, settings):
@@ -103,7 +103,7 @@ def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis
     for _ in range(4):
         client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     runtime = get_runtime()
-    assert not runtime.store.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
+    assert not runtime.guard.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
     assert len(list(spool_dir().glob("*.spool"))) == 1
     outage.end()
     assert replay_spool(redis_client) == 1
@@ -160,12 +160,12 @@ def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(runtime
     runtime = get_runtime()
     budget = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(budget.windows)
-    assert runtime.store.decide("{spender}", windows, cost_micros=90).allowed
+    assert runtime.guard.decide("{spender}", windows, cost_micros=90).allowed
     outage.begin()
-    granted = sum(runtime.store.decide_locally("{spender}", windows, None, 1, None).allowed for _ in range(20))
+    granted = sum(runtime.guard.decide_locally("{spender}", windows, None, 1, None).allowed for _ in range(20))
     assert granted == 5  # 0.5 x the 10 that remained
     # A client Redis never saw this period: the share of the whole budget, as before.
-    assert sum(runtime.store.decide_locally("{stranger}", windows, None, 10, None).allowed for _ in range(20)) == 5
+    assert sum(runtime.guard.decide_locally("{stranger}", windows, None, 10, None).allowed for _ in range(20)) == 5
 
 
 def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(free, redis_client, caplog):
@@ -176,9 +176,9 @@ def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(f
 
     runtime = get_runtime()
     broken_sub = SubscriptionFactory(plan=free)
-    bucket = runtime.redis_store.keys_of(client_tag("s", str(broken_sub.pk))).bucket
+    bucket = runtime.store.keys_of(client_tag("s", str(broken_sub.pk))).bucket
     healthy_sub = SubscriptionFactory(plan=free)
-    while runtime.redis_store.keys_of(client_tag("s", str(healthy_sub.pk))).bucket == bucket:  # another bucket's client
+    while runtime.store.keys_of(client_tag("s", str(healthy_sub.pk))).bucket == bucket:  # another bucket's client
         healthy_sub = SubscriptionFactory(plan=free)
     broken, healthy = issue_key(broken_sub), issue_key(healthy_sub)
     client = APIClient()
@@ -187,7 +187,7 @@ def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(f
     before = metrics.REGISTRY.get_sample_value("quota_redis_errors_total", {"operation": "script"}) or 0
     response = client.get("/api/demo/ping", HTTP_X_API_KEY=broken)
     assert response.status_code == 200  # the failure mode ("local") answered this one request
-    assert not runtime.store.breaker.is_open
+    assert not runtime.guard.breaker.is_open
     assert metrics.REGISTRY.get_sample_value("quota_redis_errors_total", {"operation": "script"}) == before + 1
     assert "decision script failed" in caplog.text
     ok = client.get("/api/demo/ping", HTTP_X_API_KEY=healthy)
@@ -214,7 +214,7 @@ def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_
     outage.end()
     runtime = get_runtime()
     deadline = time.monotonic() + 10
-    while not runtime.store.flush_usage() and time.monotonic() < deadline:  # the breaker may still be open
+    while not runtime.guard.flush_usage() and time.monotonic() < deadline:  # the breaker may still be open
         time.sleep(0.2)
     assert usage_totals(get_runtime().redis)["c"] == to_micros(Decimal("0.005"))
 
@@ -238,4 +238,4 @@ def test_during_an_outage_a_budget_counts_actual_costs(outage, set_quotas):
     assert client.get("/t/priced?est=0.05&fail=1", HTTP_X_API_KEY=key).status_code == 500
     codes = [client.get("/t/priced?est=0.05&actual=0.01", HTTP_X_API_KEY=key).status_code for _ in range(8)]
     assert codes == [200] * 6 + [429] * 2
-    assert get_runtime().store.breaker.is_open  # all of it decided in this process
+    assert get_runtime().guard.breaker.is_open  # all of it decided in this process

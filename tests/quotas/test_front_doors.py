@@ -259,7 +259,7 @@ def test_quota_headers_middleware_runs_async_under_asgi(db):
     async def scenario():
         client = AsyncClient()
         response = await client.get("/f/async")
-        await get_runtime().redis_store.transport.aclose()
+        await get_runtime().store.transport.aclose()
         return response
 
     response = async_to_sync(scenario)()

@@ -66,7 +66,7 @@ class TestUnitsAndWindows:
         key = issue_key(plan=plan)
         first = get(client, "/api/demo/ping", key)
         decision = verdict_of(first.wsgi_request).decision
-        held = get_runtime().store.decide(decision.tag, [s.window for s in decision.states], request_id="held")
+        held = get_runtime().guard.decide(decision.tag, [s.window for s in decision.states], request_id="held")
         assert held.allowed  # another request of this client, still in flight
         refused = get(client, "/api/demo/ping", key)
         assert refused.status_code == 429

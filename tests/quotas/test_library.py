@@ -41,16 +41,16 @@ def _sequence(runtime: Runtime) -> list[tuple[bool, list[tuple[bool, int | None,
     windows = _windows()
     out = []
     for offset in (0, 0.5, 1, 2, 30, 125):
-        d = runtime.store.decide("{c.1}", windows, now=T0 + offset, cost_micros=1, usage="1|api")
+        d = runtime.guard.decide("{c.1}", windows, now=T0 + offset, cost_micros=1, usage="1|api")
         out.append((d.allowed, [(s.ok, s.remaining, s.reset_us, s.retry_us) for s in d.states]))
     return out
 
 
 def test_redis_7_decides_by_fcall(runtime, redis_client):
     assert redis_client.info("server")["redis_version"] >= "7"
-    assert runtime.store.decide("{c.0}", _windows()).allowed  # loads the library if this server lacks it
+    assert runtime.guard.decide("{c.0}", _windows()).allowed  # loads the library if this server lacks it
     redis_client.config_resetstat()
-    assert runtime.store.decide("{c.1}", _windows()).allowed
+    assert runtime.guard.decide("{c.1}", _windows()).allowed
     stats = redis_client.info("commandstats")
     assert stats["cmdstat_fcall"]["calls"] == 1
     assert "cmdstat_evalsha" not in stats
@@ -64,10 +64,10 @@ def test_redis_6_2_decides_by_evalsha_exactly_as_redis_7_by_fcall(runtime, redis
         with caplog.at_level(logging.INFO, logger="quotas.store.transport"):
             on_62 = _sequence(old)
         # It learned from the first call's "unknown command".
-        assert not old.redis_store.transport.script("decide").functions
+        assert not old.store.transport.script("decide").functions
         assert "runs no functions" in caplog.text
         on_7 = _sequence(runtime)
-        assert runtime.redis_store.transport.script("decide").functions
+        assert runtime.store.transport.script("decide").functions
         assert on_62 == on_7
         assert [allowed for allowed, _ in on_7] == [True, True, True, False, False, True]
         client = redis.Redis.from_url(redis62.url)
@@ -83,12 +83,12 @@ def test_redis_6_2_decides_by_evalsha_exactly_as_redis_7_by_fcall(runtime, redis
 def test_a_lost_library_is_loaded_again_and_the_request_counted_once(runtime, redis_client):
     """FUNCTION FLUSH (or a restart without persistence) costs no request: FCALL's "not found" means nothing ran."""
     windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
-    assert runtime.store.decide("{c.2}", windows, now=T0).states[0].remaining == 4
+    assert runtime.guard.decide("{c.2}", windows, now=T0).states[0].remaining == 4
     redis_client.function_flush()
     assert not redis_client.function_list()
-    assert runtime.store.decide("{c.2}", windows, now=T0 + 1).states[0].remaining == 3  # counted once
+    assert runtime.guard.decide("{c.2}", windows, now=T0 + 1).states[0].remaining == 3  # counted once
     assert redis_client.function_list(library=library_name())
-    assert runtime.redis_store.transport.script("decide").functions
+    assert runtime.store.transport.script("decide").functions
 
 
 def test_a_user_who_may_not_load_functions_is_served_by_evalsha(runtime, redis_server, redis_client):
@@ -102,8 +102,8 @@ def test_a_user_who_may_not_load_functions_is_served_by_evalsha(runtime, redis_s
         limited = _engine_on(url)
         try:
             windows = LimitRule(id="l", name="l", rates=parse_rates("5/min"), algorithm="fixed_window").windows
-            assert [limited.store.decide("{c.3}", windows, now=T0).states[0].remaining for _ in range(2)] == [4, 3]
-            assert not limited.redis_store.transport.script("decide").functions
+            assert [limited.guard.decide("{c.3}", windows, now=T0).states[0].remaining for _ in range(2)] == [4, 3]
+            assert not limited.store.transport.script("decide").functions
         finally:
             limited.close()
     finally:

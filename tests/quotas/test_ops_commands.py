@@ -189,7 +189,7 @@ def test_reset_removes_the_ban_and_the_own_keys_of_sliding_logs(free, redis_clie
     runtime.rules.invalidate()
     assert ping(8) == [200] * 5 + [429] * 3
     assert status(ADDRESS)["ban"] is not None
-    own = runtime.redis_store.keys_of(client_tag("ip", ADDRESS)).own_base
+    own = runtime.store.keys_of(client_tag("ip", ADDRESS)).own_base
     assert redis_client.keys(own + "*")
     run("quota_reset", ADDRESS)
     assert redis_client.keys(own + "*") == []

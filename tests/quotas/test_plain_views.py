@@ -12,7 +12,7 @@ from django.test import AsyncClient, Client
 
 from quotas.checks import check_settings
 from quotas.django.decorators import quota_limited
-from quotas.django.guard import rate_rule
+from quotas.django.respond import rate_rule
 from quotas.exceptions import InvalidRate
 from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
@@ -195,7 +195,7 @@ def test_an_async_view_is_limited_under_asgi():
         assert first["RateLimit"].startswith('"alogin";r=1;')
         assert (await client.get("/async-login/")).status_code == 200
         assert_refused_like_drf(await client.get("/async-login/"), 2)
-        await get_runtime().redis_store.transport.aclose()
+        await get_runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -207,7 +207,7 @@ def test_the_middleware_limits_async_views_under_asgi(hooks):
         client = AsyncClient(raise_request_exception=False)
         assert (await client.post("/ahooks/receive")).status_code == 200
         assert_refused_like_drf(await client.post("/ahooks/receive"), 1)
-        await get_runtime().redis_store.transport.aclose()
+        await get_runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -217,18 +217,18 @@ def test_async_and_sync_decisions_share_scripts_and_keys(runtime, redis_client):
     window = rate_rule("shared", "3/min", "sliding_window_log").windows[0]
 
     async def spend():
-        decision = await runtime.store.adecide(DecideCall("{ip.192.0.2.1}", [window]))
-        await get_runtime().redis_store.transport.aclose()
+        decision = await runtime.guard.adecide(DecideCall("{ip.192.0.2.1}", [window]))
+        await get_runtime().store.transport.aclose()
         return decision
 
     redis_client.function_flush()  # so the library the asyncio client loads is seen to be the engine's
     first = async_to_sync(spend)()
     assert len(redis_client.function_list()) == 1
     assert redis_client.function_list(library=library_name())
-    assert runtime.redis_store.transport.script("decide").function == function_name("decide")
+    assert runtime.store.transport.script("decide").function == function_name("decide")
     assert first.allowed
     assert first.states[0].remaining == 2
-    assert runtime.store.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1
+    assert runtime.guard.decide("{ip.192.0.2.1}", [window]).states[0].remaining == 1
     assert async_to_sync(spend)().states[0].remaining == 0
     refused = async_to_sync(spend)()
     assert not refused.allowed
@@ -242,7 +242,7 @@ def test_an_async_view_gets_the_failure_mode_when_redis_is_down(redis_server, se
     async def scenario():
         client = AsyncClient(raise_request_exception=False)
         response = await client.get("/async-login/")
-        await get_runtime().redis_store.transport.aclose()
+        await get_runtime().store.transport.aclose()
         return response
 
     redis_server.stop()

@@ -42,7 +42,7 @@ def free(db):
 def decide_once(runtime) -> None:
     """One decision: it loads the Lua library where the server lacks it."""
     windows = LimitRule(id="d", name="d", rates=parse_rates("10/min")).windows
-    assert runtime.store.decide("{doctor}", windows).allowed
+    assert runtime.guard.decide("{doctor}", windows).allowed
 
 
 def doctor_json() -> dict:

@@ -126,7 +126,7 @@ def test_an_async_view_that_raises_gives_its_lease_back(door):
         client = AsyncClient(raise_request_exception=False)
         assert (await client.get(f"/{door}/async-raising")).status_code == 500
         assert (await client.get(f"/{door}/async-ok")).status_code == 200
-        await get_runtime().redis_store.transport.aclose()
+        await get_runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -152,7 +152,7 @@ def test_an_async_view_whose_client_went_away_gives_its_lease_back(door):
         await communicator.send_input({"type": "http.disconnect"})
         await communicator.wait(timeout=10)
         assert (await client.get(f"/{door}/async-ok")).status_code == 200
-        await get_runtime().redis_store.transport.aclose()
+        await get_runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -180,7 +180,7 @@ def test_a_drf_view_whose_client_went_away_gives_its_lease_back():
         drf_view_may_end.set()
         await communicator.wait(timeout=10)
         assert (await client.get("/drf/ok")).status_code == 200
-        await get_runtime().redis_store.transport.aclose()
+        await get_runtime().store.transport.aclose()
 
     try:
         async_to_sync(scenario)()

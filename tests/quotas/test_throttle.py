@@ -418,7 +418,7 @@ def test_a_weight_out_of_bounds_is_a_400_problem_and_redis_is_never_asked(client
     assert "1000000" in body["detail"]
     assert script_calls(redis_client) == calls
     runtime = get_runtime()
-    assert not runtime.store.breaker.is_open
+    assert not runtime.guard.breaker.is_open
     after = get(client, "/t/weighted?w=1", key)  # the next request is decided by Redis, as before
     assert after.status_code == 200
     assert after["X-RateLimit-Remaining"] == "1"  # global 3/min: the ping and this one spent
@@ -432,7 +432,7 @@ def test_a_cost_estimate_out_of_bounds_is_a_400_problem(client, free, settings):
         assert response.status_code == 400
         assert json.loads(response.content)["reason"] == "quota_cost_out_of_bounds"
     assert get(client, "/t/priced?est=100", key).status_code == 200
-    assert not get_runtime().store.breaker.is_open
+    assert not get_runtime().guard.breaker.is_open
 
 
 def test_the_largest_weight_and_cost_the_checks_allow_are_decided_by_redis(client, free, settings):
@@ -445,7 +445,7 @@ def test_the_largest_weight_and_cost_the_checks_allow_are_decided_by_redis(clien
         assert response.status_code in (200, 429), path  # a refusal by the limit, or admitted
         assert verdict_of(response.wsgi_request) is not None
         assert not verdict_of(response.wsgi_request).decision.fallback, path
-    assert not get_runtime().store.breaker.is_open
+    assert not get_runtime().guard.breaker.is_open
 
 
 def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
@@ -477,7 +477,7 @@ def test_a_non_number_weight_or_cost_is_the_views_mistake(free, redis_client, pa
     with pytest.raises(error, match=message):
         get(api, path, key)
     assert script_calls(redis_client) == calls
-    assert not get_runtime().store.breaker.is_open
+    assert not get_runtime().guard.breaker.is_open
     assert get(api, "/t/weighted?w=1", key).status_code == 200
 
 

@@ -20,7 +20,7 @@ TODAY = time.strftime("%Y%m%d", time.gmtime())
 @pytest.fixture
 def base(runtime):
     """The usage key base of two clients in different buckets of the test Redis."""
-    return [runtime.redis_store.keys_of("{s.1}").usage_base, runtime.redis_store.keys_of("{s.2}").usage_base]
+    return [runtime.store.keys_of("{s.1}").usage_base, runtime.store.keys_of("{s.2}").usage_base]
 
 
 def test_spool_directory_is_private_and_namespaced(settings, tmp_path):
@@ -118,10 +118,10 @@ def test_buffer_writes_a_batch_once_even_when_a_write_failed_halfway(redis_clien
 
 
 def test_engine_exit_spools_into_the_private_directory(redis_server, redis_client, runtime, base):
-    runtime.store.usage_buffer.add(base[0], "s.1|1|-|a", 2)
+    runtime.guard.usage_buffer.add(base[0], "s.1|1|-|a", 2)
     redis_server.stop()
     try:
-        assert not get_runtime().store.flush_usage(spool_on_failure=True)
+        assert not get_runtime().guard.flush_usage(spool_on_failure=True)
     finally:
         redis_server.start()
     (path,) = spool_dir().glob("*.spool")

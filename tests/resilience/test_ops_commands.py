@@ -32,7 +32,7 @@ def tags_on_every_primary(runtime) -> list[str]:
     i = 0
     while len(by_node) < len(client.get_primaries()):
         tag = f"{{s.{i}}}"
-        by_node.setdefault(client.get_node_from_key(runtime.redis_store.keys_of(tag).bucket).name, tag)
+        by_node.setdefault(client.get_node_from_key(runtime.store.keys_of(tag).bucket).name, tag)
         i += 1
     return list(by_node.values())
 
@@ -49,7 +49,7 @@ def test_the_doctor_asks_every_primary(topology, topo_runtime):
     assert checks["library"]["status"] == "warning"
     windows = LimitRule(id="d", name="d", rates=parse_rates("10/min")).windows
     for tag in tags_on_every_primary(topo_runtime):
-        assert topo_runtime.store.decide(tag, windows).allowed
+        assert topo_runtime.guard.decide(tag, windows).allowed
     report = run_json("quota_doctor")
     assert {c["name"]: c["status"] for c in report["checks"]} == {
         "redis": "ok", "library": "ok", "clock": "ok", "rules": "ok", "failure_mode": "ok", "django": "ok",
@@ -69,7 +69,7 @@ def test_status_and_reset_of_clients_on_every_primary(topology, topo_runtime):
     for i in range(3):
         address = f"198.51.100.{i + 1}"
         tag = client_tag("ip", address)
-        decisions = [topo_runtime.store.decide(tag, windows, ban_policy=rules.plans[plan.pk].ban_policy)
+        decisions = [topo_runtime.guard.decide(tag, windows, ban_policy=rules.plans[plan.pk].ban_policy)
                      for _ in range(6)]  # fmt: skip
         assert [d.allowed for d in decisions] == [True] * 3 + [False] * 3
         report = run_json("quota_status", address)

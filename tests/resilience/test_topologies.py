@@ -40,7 +40,7 @@ def rule(algorithm: str, rates: str, **kwargs) -> LimitRule:
 
 
 def admitted(runtime, windows, times, tag="{c}", **kwargs) -> list[bool]:
-    return [runtime.store.decide(tag, windows, now=t, **kwargs).allowed for t in times]
+    return [runtime.guard.decide(tag, windows, now=t, **kwargs).allowed for t in times]
 
 
 # (a) Decisions at one instant ---------------------------------------------------------------------------------------
@@ -58,7 +58,7 @@ def test_all_or_nothing_across_limits_and_windows(topo_runtime):
     wide = rule("fixed_window", "3/s; 100/min", id="wide").windows
     narrow = rule("sliding_window_log", "2/min", id="narrow").windows
     assert admitted(topo_runtime, wide + narrow, [T0] * 5) == [True, True, False, False, False]
-    alone = topo_runtime.store.decide("{c}", wide, now=T0)
+    alone = topo_runtime.guard.decide("{c}", wide, now=T0)
     assert [s.remaining for s in alone.states] == [0, 100 - 3]  # 2 before + this one; the refusals spent nothing
 
 
@@ -66,7 +66,7 @@ def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_runtime):
     """The log's own key and the client's hash hash to one slot (one script call, valid on a cluster)."""
     windows = rule("sliding_window_log", "3/min", id="log").windows
     assert admitted(topo_runtime, windows, [T0] * 4) == [True, True, True, False]
-    keys = topo_runtime.redis_store.script_keys(topo_runtime.redis_store.keys_of("{c}"), windows)
+    keys = topo_runtime.store.script_keys(topo_runtime.store.keys_of("{c}"), windows)
     client = topo_runtime.redis
     assert client.zcard(keys[-1]) == 3  # refused requests are never logged
     if topology.name == "cluster":
@@ -80,7 +80,7 @@ def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_runtime):
 def test_a_budget_spends_cost_micros(topo_runtime):
     """A 100-micro daily budget admits 3 requests of 30, refuses the 4th, and reports what was spent."""
     budget = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
-    decisions = [topo_runtime.store.decide("{c}", budget.windows, now=T0, cost_micros=30) for _ in range(4)]
+    decisions = [topo_runtime.guard.decide("{c}", budget.windows, now=T0, cost_micros=30) for _ in range(4)]
     assert [d.allowed for d in decisions] == [True, True, True, False]
     assert decisions[2].states[0].used == 90
     assert decisions[3].budget_denied
@@ -93,7 +93,7 @@ def _hammer(windows, attempts, barrier, results):
     """One forked process: the engine inherited from the parent (its pools reconnect after fork)."""
     runtime = get_runtime()
     barrier.wait()
-    results.put(sum(runtime.store.decide("{hammered}", windows, now=T0).allowed for _ in range(attempts)))
+    results.put(sum(runtime.guard.decide("{hammered}", windows, now=T0).allowed for _ in range(attempts)))
 
 
 @pytest.mark.slow
@@ -124,7 +124,7 @@ def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, runtime
     i = 0
     while min((len(v) for v in by_port.values()), default=0) < 2 or len(by_port) < 3:
         tag = f"{{s.{i}}}"
-        by_port.setdefault(client.get_node_from_key(runtime.redis_store.keys_of(tag).bucket).port, []).append(tag)
+        by_port.setdefault(client.get_node_from_key(runtime.store.keys_of(tag).bucket).port, []).append(tag)
         i += 1
     assert sorted(by_port) == sorted(n.port for n in cluster.nodes)
     windows = rule("sliding_window_log", "2/min").windows + rule("token_bucket", "3/min", id="l2").windows
@@ -135,9 +135,9 @@ def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, runtime
         direct = node.client()
         try:
             for tag in by_port[node.port][:2]:
-                key = runtime.redis_store.keys_of(tag).bucket
+                key = runtime.store.keys_of(tag).bucket
                 assert direct.execute_command("CLUSTER KEYSLOT", key) == client.keyslot(key)
-                own = runtime.redis_store.script_keys(runtime.redis_store.keys_of(tag), windows)[2:]
+                own = runtime.store.script_keys(runtime.store.keys_of(tag), windows)[2:]
                 assert direct.exists(key, *own) == 2  # bucket and log, here
         finally:
             direct.close()
@@ -165,7 +165,7 @@ class _Traffic:
     def run(self, runtime, windows) -> None:
         while not self.stop.is_set():
             try:
-                runtime.store.decide("{failover}", windows)
+                runtime.guard.decide("{failover}", windows)
                 self.outcomes.append("ok")
             except Exception as exc:  # StoreUnavailable is expected; anything else fails the test
                 self.outcomes.append(exc)
@@ -264,16 +264,16 @@ def test_local_usage_is_written_to_every_node(topology, topo_runtime):
     """The guard's flush_usage pipelines HINCRBYs for clients on every primary (a non-transactional pipeline)."""
     tags = [f"{{s.{i}}}" for i in range(30)]
     for tag in tags:
-        assert topo_runtime.store.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
-    assert topo_runtime.store.flush_usage()
+        assert topo_runtime.guard.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
+    assert topo_runtime.guard.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
     client = topo_runtime.redis
-    keys = [topo_runtime.redis_store.keys_of(t) for t in tags]
+    keys = [topo_runtime.store.keys_of(t) for t in tags]
     assert all(client.hget(f"{k.usage_base}:{day}", f"{k.client}|1|-|a") == b"1" for k in keys)
     if topology.name == "cluster":
-        assert len({client.get_node_from_key(topo_runtime.redis_store.keys_of(t).bucket).port for t in tags}) == 3
+        assert len({client.get_node_from_key(topo_runtime.store.keys_of(t).bucket).port for t in tags}) == 3
     today = datetime.now(UTC).date()
-    buckets = {topo_runtime.redis_store.keys_of(t).usage_base for t in tags}
+    buckets = {topo_runtime.store.keys_of(t).usage_base for t in tags}
     assert len(set(scan_usage_keys(client, PREFIX, [today]))) == len(buckets)  # SCAN visits every primary
 
 
@@ -282,7 +282,7 @@ def test_refusals_are_written_to_every_node(topology, topo_runtime):
     windows = rule("fixed_window", "1/min").windows
     tags = [f"{{s.{i}}}" for i in range(30)]
     for tag in tags:
-        for decision in (topo_runtime.store.decide(tag, windows, now=T0 + i) for i in range(2)):
+        for decision in (topo_runtime.guard.decide(tag, windows, now=T0 + i) for i in range(2)):
             if not decision.allowed:
                 topo_runtime.refusals.note(tag, decision, "free", "", "rate")
     topo_runtime.tick()
@@ -300,7 +300,7 @@ def test_usage_flush_reads_every_node(topology, topo_runtime):
     """usage.flush.flush_usage copies the counters of clients on every node, given the engine's client."""
     tags = [f"s.{i}" for i in range(30)]
     for tag in tags:
-        assert topo_runtime.store.decide("{" + tag + "}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
+        assert topo_runtime.guard.decide("{" + tag + "}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
     report = flush_usage(topo_runtime.redis)
     assert report.keys == 30
     assert sorted(UsageRecord.objects.values_list("client", flat=True)) == sorted(tags)
@@ -309,7 +309,7 @@ def test_usage_flush_reads_every_node(topology, topo_runtime):
 @pytest.mark.django_db
 def test_usage_flush_builds_its_client_from_redis_url(topology, topo_runtime):
     """flush_usage() without a client connects to QUOTAS['REDIS_URL'] whatever its topology."""
-    assert topo_runtime.store.decide("{s.1}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
+    assert topo_runtime.guard.decide("{s.1}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
     assert flush_usage().keys == 1
 
 
@@ -339,8 +339,8 @@ def test_a_cluster_that_is_entirely_down_is_store_unavailable(tmp_path, runtime_
     try:
         runtime = runtime_on(small.url)
         windows = rule("token_bucket", "5/min").windows
-        assert runtime.store.decide("{c}", windows).allowed
+        assert runtime.guard.decide("{c}", windows).allowed
     finally:
         small.stop()
     with pytest.raises(StoreUnavailable):
-        runtime.store.decide("{c}", windows)
+        runtime.guard.decide("{c}", windows)

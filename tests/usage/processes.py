@@ -155,5 +155,5 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
             for path in paths:
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
     # A worker process flushes its in-process usage at exit; multiprocessing children skip atexit.
-    get_runtime().store.flush_usage()
+    get_runtime().guard.flush_usage()
     results.put(dict(seen))

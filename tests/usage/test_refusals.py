@@ -47,7 +47,7 @@ def refused_decision(api, key: str):
     """(tag, decision) of a real refusal of ``key``'s client, decided in Redis (its 6th request of the minute)."""
     runtime = get_runtime()
     send(api, key, 5)
-    runtime.store.deny_memory.clear()  # decide in Redis, not from process memory
+    runtime.guard.deny_memory.clear()  # decide in Redis, not from process memory
     log, runtime.refusals = runtime.refusals, Catching()
     try:
         assert send(api, key, 1) == {429: 1}
@@ -242,7 +242,7 @@ def test_a_ban_is_recorded_with_its_end(runtime, redis_client):
     rule = LimitRule(id="l", name="l", rates=parse_rates("1/min"), algorithm="fixed_window")
     log = RefusalLog()
     for i in range(6):  # allowed, 3 refusals, the one starting the ban, one during it (a second apart)
-        decision = runtime.store.decide("{u.7}", rule.windows, now=at + i, ban_policy=policy)
+        decision = runtime.guard.decide("{u.7}", rule.windows, now=at + i, ban_policy=policy)
         if not decision.allowed:
             log.note("{u.7}", decision, None, "", labels(decision)[1])
     assert log.write(redis_client, "t")

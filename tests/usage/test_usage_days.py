@@ -65,7 +65,7 @@ def test_a_day_of_usage_is_the_budget_zones_day_live_and_flushed(api, metered, s
     codes = [api.get("/t/priced", HTTP_X_API_KEY=key).status_code for _ in range(4)]
     assert codes == [200, 200, 200, 429]  # 0.90 spent; a fourth 0.30 would pass the 1.00 budget
     runtime = get_runtime()
-    runtime.store.flush_usage()
+    runtime.guard.flush_usage()
     assert list(scan_usage_keys(redis_client, runtime.prefix, [now.date()])) == []  # no key of the UTC date
     live = report(api, key, to=local_today.isoformat())
     ((row,),) = [live["rows"]]
@@ -97,7 +97,7 @@ def test_two_new_york_days_in_one_utc_day_are_two_days_of_usage(api, metered, se
     assert evening.astimezone(UTC).date() == morning.astimezone(UTC).date()  # one UTC day
     for at in (evening, morning):
         for _ in range(3):
-            decision = runtime.store.decide(
+            decision = runtime.guard.decide(
                 tag, windows, now=at.timestamp(), cost_micros=to_micros(Decimal("0.30")), usage=f"{sub.plan_id}|priced"
             )
             assert decision.allowed
@@ -152,6 +152,6 @@ def test_a_host_ahead_of_redis_at_the_zones_midnight_counts_in_redis_day(
     shifted = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
     shifted.time = lambda: time.time() + (tomorrow.timestamp() + skew - now)
     monkeypatch.setattr(redis_store, "time", shifted)
-    assert runtime.store.decide_call(DecideCall("{s.9}", (), usage="1|-")).allowed
+    assert runtime.guard.decide_call(DecideCall("{s.9}", (), usage="1|-")).allowed
     keys = list(scan_usage_keys(redis_client, runtime.prefix, [today.date, today.date + timedelta(days=1)]))
     assert [k.rsplit(":", 1)[1] for k in keys] == [today.stamp]

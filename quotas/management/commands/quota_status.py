@@ -57,7 +57,7 @@ def status(named: Named, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
     for limit in standing["limits"]:
         # What the window holds against the client now: for a rolling window, the quota less what is left.
         limit["used"] = max(0, limit["quota"] - limit["remaining"])
-    ban = runtime.redis_store.ban(client.tag)
+    ban = runtime.store.ban(client.tag)
     return {
         "client": named.label,
         "kind": client.kind,
@@ -75,7 +75,7 @@ def status(named: Named, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
 
 def _allowances(runtime: Runtime, tag: str) -> list[dict[str, Any]] | str:
     """What this process holds for ``tag`` ("n/a" with allowances off): in a shell, usually nothing."""
-    allowances = runtime.store.allowances
+    allowances = runtime.guard.allowances
     if allowances is None:
         return "n/a"
     now = time.monotonic()

@@ -37,7 +37,7 @@ local function adjust(keys, args)
   end
   if usage ~= '' and delta ~= 0 then
     -- The usage field of the client, as decide.lua counted it: in the decision's day.
-    count_usage(keys[2], tonumber(args[ADJUST_ARG_DAY]), cp .. usage, 'c', delta)
+    count_usage(keys[2], tonumber(args[ADJUST_ARG_DAY]), cp .. usage, COUNTER.COST, delta)
   end
   return reply
 end

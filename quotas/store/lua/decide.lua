@@ -12,60 +12,21 @@
 -- windows are all counter-style (more for sliding logs, leases, bans, or a
 -- new day or client). Values pass between the phases as named arguments and
 -- return values, not in tables: each spec is unpacked into named locals, not
--- a table per window (make bench, 2026-11-23: a table per window cost about
--- 1 us of the 5-limit decision per window; see docs/benchmarks.md
--- and its history); only a sliding log or lease to commit and a budget alert to write
--- get a small table of named fields.
---
--- What the split into phases costs (2026-11-23, a shared VM with 2 cores;
--- before: one 171-line decide() keeping pending commits in a parallel array).
--- Instructions per allowed decision in redis-server (valgrind callgrind,
--- deterministic, bench/redis_cost.py's commands, 200 clients in turn):
---   Redis 7.0 FCALL     1 limit 125.7k -> 131.4k (+4.6 %), 5 limits 321.3k -> 329.7k (+2.6 %)
---   Redis 6.2 EVALSHA   1 limit 217.4k -> 250.6k (+15 %),  5 limits 393.8k -> 428.1k (+8.7 %)
--- (a no-op function costs 31k of those on 7.0: +6 % and +3 % of the script's
--- own; a first version with a table each for the request, the state read and
--- the outcome cost +18 % and +8 %). EVALSHA runs the whole library on every
--- call, so on 6.2 each function of this file is defined again per decision,
--- capturing its upvalues anew: that, more than the calls, is 6.2's extra.
--- Script time (commandstats, min of 20 rounds of 2,000, both versions
--- interleaved on one server): 7.0 1 limit 21.1 -> 22.5 us, 5 limits 47.6 ->
--- 49.5 us; 6.2 1 limit 32.7 -> 38.3 us, 5 limits 53.5 -> 66.9 us.
--- make bench --quick --only redis_cost, run alternately, script us for 1 and
--- 5 limits (limits' own script in the same run) on 7.0, then on 6.2:
---   before 38.8, 90.4 (20.8); 68.1, 107.0 (18.4)
---   after  28.8, 70.9 (14.5); 57.4,  77.4 (13.5)
---   before 26.1, 52.1 (16.8); 46.8,  59.9 (14.7)
---   after  33.4, 60.1 (16.4); 41.0,  73.5  (9.9)
---   before 22.5, 70.9 (10.1); 31.3,  54.3  (8.3)
---   after  19.9, 45.0  (8.6); 40.0,  64.1  (9.5)
--- (the noise of a quick run on this machine exceeds the difference).
+-- a table per window; only a sliding log or lease to commit and a budget
+-- alert to write get a small table of named fields. What these choices were
+-- measured at is in docs/benchmark-history.md ("The decision script's shape").
 --
 -- keys[1]  the client's bucket hash (fields "<client>|<window>", see bucket.lua)
 -- keys[2]  the bucket's usage key of the day DECIDE_ARG_DAY names ("...:<YYYYMMDD>")
 -- keys[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
--- args, by the slot names of quotas.store.protocol.DecideArg (generated as DECIDE_ARG_*):
---   NOW          now in microseconds, or '' to use the Redis server's clock
---   WEIGHT       the request's weight for every rate window, or '' for each window's own
---   COST         the request's estimated cost in micro-units (budget windows spend it)
---   USAGE        the usage field prefix "<plan>|<scope>", or '' not to count
---   MODE         '' decide; 'peek' read only; 'acl-allow' / 'acl-deny' only
---                count a request an allow / deny list decided
---   MULTIPLIER   the adaptive multiplier of the client's plan ('' = 1): it scales
---                the rolling rate windows, never periods or budgets
---   BAN_POLICY   the plan's ban policy "<refusals> <window us> <duration us,...>", or ''
---   REQUEST_ID   the request's id (for concurrency leases), or ''
---   FIELD_PREFIX the client's field prefix "<client>|"
---   DAY          the day of keys[2] in days since 1970 (the application's clock), or ''
---   DAY_OFFSET   the UTC offset (s) of the zone usage days begin in, at the application's clock
--- then args[DECIDE_FIXED_ARGS + i], window i's spec (quotas.store.protocol.WindowSpec,
---          see common.lua)
--- Returns  quotas.store.protocol.DecideReply: a head {allowed, now, flags, ban wait}
---          (slots REPLY_*), then per window: ok, remaining, reset, retry,
---          delay, used (periods), alert mask (periods) (slots WINDOW_REPLY_*);
---          flags: FLAG_REDUCED_ONLY, FLAG_BANNED or FLAG_BAN_STARTED;
---          ban wait: us until the ban ends.
+-- args     the fixed slots of quotas.store.protocol.DecideArg, each described
+--          there (generated here as DECIDE_ARG_*), then from
+--          args[DECIDE_FIXED_ARGS + 1] each window's spec
+--          (quotas.store.protocol.WindowSpec, see common.lua)
+-- Returns  quotas.store.protocol.DecideReply: a head (slots REPLY_*), then
+--          per window the slots WINDOW_REPLY_* (quotas.store.protocol.WindowReply);
+--          the flags are FLAG_* (quotas.store.protocol.DecideFlag).
 
 -- Where the fields read_state asks for after the counter-style windows' sit
 -- in the HMGET's reply (the last two only with a ban policy).
@@ -315,15 +276,15 @@ end
 -- beyond one and its cost, or why it was refused; and a shadow window's refusal.
 local function count_decision(usage, at, days, reply, budget_denied, would_deny, unit_weight, cost)
   if reply[REPLY_ALLOWED] == 1 then
-    count_usage(at, days, usage, 'a', 1, 'wx', unit_weight - 1, 'c', cost)
+    count_usage(at, days, usage, COUNTER.ALLOWED, 1, COUNTER.EXTRA_WEIGHT, unit_weight - 1, COUNTER.COST, cost)
   elseif budget_denied then
-    count_usage(at, days, usage, 'db', 1)
+    count_usage(at, days, usage, COUNTER.DENIED_BUDGET, 1)
   elseif reply[REPLY_FLAGS] == FLAG_REDUCED_ONLY then
-    count_usage(at, days, usage, 'dc', 1)
+    count_usage(at, days, usage, COUNTER.DENIED_CAPACITY, 1)
   else
-    count_usage(at, days, usage, 'dr', 1)
+    count_usage(at, days, usage, COUNTER.DENIED_RATE, 1)
   end
-  if would_deny then count_usage(at, days, usage, 'sw', 1) end
+  if would_deny then count_usage(at, days, usage, COUNTER.SHADOW_WOULD_DENY, 1) end
 end
 
 -- An allowance's size, in requests: at most `wanted`, and as many as leave
@@ -374,16 +335,16 @@ local function decide(keys, args)
   local mode, ban_policy = args[DECIDE_ARG_MODE], args[DECIDE_ARG_BAN_POLICY]
   local usage, usage_at, usage_days = parse_usage(keys, args, now)
   if mode == 'acl-allow' then
-    if usage then count_usage(usage_at, usage_days, usage, 'a', 1, 'wx', (weight or 1) - 1, 'c', cost) end
+    if usage then count_usage(usage_at, usage_days, usage, COUNTER.ALLOWED, 1, COUNTER.EXTRA_WEIGHT, (weight or 1) - 1, COUNTER.COST, cost) end
     return reply_head(1, now)
   elseif mode == 'acl-deny' then
-    if usage then count_usage(usage_at, usage_days, usage, 'da', 1) end
+    if usage then count_usage(usage_at, usage_days, usage, COUNTER.DENIED_ACL, 1) end
     return reply_head(0, now)
   end
   local fields, values, counters = read_state(keys[1], args, args[DECIDE_ARG_FIELD_PREFIX], ban_policy)
   local banned = ban_policy ~= '' and banned_reply(values[counters + BAN], now)
   if banned then
-    if usage and mode ~= 'peek' then count_usage(usage_at, usage_days, usage, 'dx', 1) end
+    if usage and mode ~= 'peek' then count_usage(usage_at, usage_days, usage, COUNTER.DENIED_BANNED, 1) end
     return banned
   end
   local reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =

@@ -18,7 +18,7 @@ def rule(algorithm: str, rates: str, **kwargs) -> LimitRule:
 
 
 def admitted(runtime, windows, times, tag="{c}", weight=None) -> list[bool]:
-    return [runtime.store.decide(tag, windows, weight=weight, now=t).allowed for t in times]
+    return [runtime.guard.decide(tag, windows, weight=weight, now=t).allowed for t in times]
 
 
 ALL = ["fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"]
@@ -36,19 +36,19 @@ def test_denied_request_reports_exact_retry_and_is_admitted_then(runtime, algori
     """Retry-After is the smallest whole second after which the request is admitted."""
     windows = rule(algorithm, "5/10s").windows
     admitted(runtime, windows, [T0] * 5)
-    denied = runtime.store.decide("{c}", windows, now=T0 + 0.5)
+    denied = runtime.guard.decide("{c}", windows, now=T0 + 0.5)
     assert not denied.allowed
     retry = denied.retry_after
     assert retry >= 1
-    assert not runtime.store.decide("{c}", windows, now=T0 + 0.5 + retry - 1).allowed
-    assert runtime.store.decide("{c}", windows, now=T0 + 0.5 + retry).allowed
+    assert not runtime.guard.decide("{c}", windows, now=T0 + 0.5 + retry - 1).allowed
+    assert runtime.guard.decide("{c}", windows, now=T0 + 0.5 + retry).allowed
 
 
 def test_fixed_window_resets_at_the_aligned_boundary(runtime):
     """A fixed window refuses until its aligned end, and admits a full quota after."""
     windows = rule("fixed_window", "3/10s").windows
     assert admitted(runtime, windows, [T0 + 1, T0 + 2, T0 + 3, T0 + 9.9]) == [True, True, True, False]
-    decision = runtime.store.decide("{c}", windows, now=T0 + 4)
+    decision = runtime.guard.decide("{c}", windows, now=T0 + 4)
     assert decision.states[0].retry_us == 6_000_000
     assert decision.retry_after == 6
     assert admitted(runtime, windows, [T0 + 10] * 4) == [True, True, True, False]
@@ -64,7 +64,7 @@ def test_sliding_log_is_exact_over_any_interval(runtime):
     """At most `limit` in any interval of length `window`; units leave one by one."""
     windows = rule("sliding_window_log", "3/10s").windows
     assert admitted(runtime, windows, [T0, T0 + 1, T0 + 2]) == [True] * 3
-    denied = runtime.store.decide("{c}", windows, now=T0 + 3)
+    denied = runtime.guard.decide("{c}", windows, now=T0 + 3)
     assert denied.states[0].retry_us == 7_000_000  # the unit from T0 leaves at T0 + 10
     assert admitted(runtime, windows, [T0 + 9.999999, T0 + 10, T0 + 10]) == [False, True, False]
     assert admitted(runtime, windows, [T0 + 11]) == [True]
@@ -82,7 +82,7 @@ def test_sliding_log_retry_with_weight_waits_for_enough_units(runtime):
     """A request of weight 2 waits until two units have left the window."""
     windows = rule("sliding_window_log", "3/10s").windows
     admitted(runtime, windows, [T0, T0 + 2, T0 + 4])
-    decision = runtime.store.decide("{c}", windows, weight=2, now=T0 + 5)
+    decision = runtime.guard.decide("{c}", windows, weight=2, now=T0 + 5)
     assert decision.states[0].retry_us == 7_000_000  # T0 + 2 + 10 - (T0 + 5)
 
 
@@ -139,8 +139,8 @@ def test_client_hash_ttl_is_never_shortened(runtime):
     day = rule("fixed_window", "5/day", id="day").windows
     second = rule("token_bucket", "5/s", id="sec").windows
     # At T0 (22:14 UTC) the day window has 1 h 46 min left: the real clock could be minutes before midnight.
-    runtime.store.decide("{c}", day, now=T0)
-    runtime.store.decide("{c}", second, now=T0)
+    runtime.guard.decide("{c}", day, now=T0)
+    runtime.guard.decide("{c}", second, now=T0)
     (key,) = runtime.redis.keys("*")
     assert runtime.redis.pttl(key) > 3_600_000
 
@@ -148,7 +148,7 @@ def test_client_hash_ttl_is_never_shortened(runtime):
 def test_leaky_bucket_policing_refuses_excess(runtime):
     """Without max_delay, excess over the bucket is refused at once."""
     windows = rule("leaky_bucket", "2/s", burst=2).windows
-    decisions = [runtime.store.decide("{c}", windows, now=T0) for _ in range(3)]
+    decisions = [runtime.guard.decide("{c}", windows, now=T0) for _ in range(3)]
     assert [d.allowed for d in decisions] == [True, True, False]
     assert all(d.delay == 0 for d in decisions)
 
@@ -156,11 +156,11 @@ def test_leaky_bucket_policing_refuses_excess(runtime):
 def test_leaky_bucket_shaping_delays_up_to_max_delay(runtime):
     """With max_delay, requests are spaced at the outflow rate, never held longer."""
     windows = rule("leaky_bucket", "10/s", burst=100, max_delay=0.35).windows
-    decisions = [runtime.store.decide("{c}", windows, now=T0) for _ in range(6)]
+    decisions = [runtime.guard.decide("{c}", windows, now=T0) for _ in range(6)]
     assert [d.allowed for d in decisions] == [True, True, True, True, False, False]
     assert [round(d.delay, 3) for d in decisions[:4]] == [0.0, 0.1, 0.2, 0.3]
     assert decisions[4].retry_after == 1  # 0.4 s of queue - 0.35 s allowed -> 0.05 s -> 1 s
-    later = runtime.store.decide("{c}", windows, now=T0 + 0.1)
+    later = runtime.guard.decide("{c}", windows, now=T0 + 0.1)
     assert later.allowed
     assert round(later.delay, 3) == 0.3
 
@@ -179,7 +179,7 @@ def test_all_or_nothing_across_limits(runtime):
     narrow = rule("sliding_window_log", "2/min", id="narrow").windows
     both = wide + narrow
     assert admitted(runtime, both, [T0] * 5) == [True, True, False, False, False]
-    wide_alone = runtime.store.decide("{c}", wide, now=T0)
+    wide_alone = runtime.guard.decide("{c}", wide, now=T0)
     assert wide_alone.states[0].remaining == 100 - 3  # 2 from before + this one
 
 
@@ -187,14 +187,14 @@ def test_weight_spends_several_units(runtime):
     """A request of weight 4 spends 4 units in every window it matches."""
     windows = rule("fixed_window", "10/min").windows
     assert admitted(runtime, windows, [T0] * 3, weight=4) == [True, True, False]
-    assert runtime.store.decide("{c}", windows, weight=2, now=T0).allowed
+    assert runtime.guard.decide("{c}", windows, weight=2, now=T0).allowed
 
 
 @pytest.mark.parametrize("algorithm", ALL)
 def test_weight_beyond_capacity_never_fits(runtime, algorithm):
     """A request heavier than the limit is refused with the window as its wait."""
     windows = rule(algorithm, "5/min").windows
-    decision = runtime.store.decide("{c}", windows, weight=6, now=T0)
+    decision = runtime.guard.decide("{c}", windows, weight=6, now=T0)
     assert not decision.allowed
     assert decision.states[0].retry_us is None
     assert decision.retry_after == 60
@@ -203,7 +203,7 @@ def test_weight_beyond_capacity_never_fits(runtime, algorithm):
 def test_shadow_limit_records_but_never_blocks(runtime):
     """A shadow window reports would-deny and lets the request through."""
     windows = rule("fixed_window", "2/min", shadow=True).windows
-    decisions = [runtime.store.decide("{c}", windows, now=T0) for _ in range(4)]
+    decisions = [runtime.guard.decide("{c}", windows, now=T0) for _ in range(4)]
     assert all(d.allowed for d in decisions)
     assert [bool(d.would_deny()) for d in decisions] == [False, False, True, True]
 
@@ -211,15 +211,15 @@ def test_shadow_limit_records_but_never_blocks(runtime):
 def test_clients_are_independent(runtime):
     """Two clients never share a window."""
     windows = rule("fixed_window", "1/min").windows
-    assert runtime.store.decide("{a}", windows, now=T0).allowed
-    assert runtime.store.decide("{b}", windows, now=T0).allowed
-    assert not runtime.store.decide("{a}", windows, now=T0).allowed
+    assert runtime.guard.decide("{a}", windows, now=T0).allowed
+    assert runtime.guard.decide("{b}", windows, now=T0).allowed
+    assert not runtime.guard.decide("{a}", windows, now=T0).allowed
 
 
 def test_server_clock_is_used_without_now(runtime):
     """Without `now`, time comes from Redis TIME."""
     windows = rule("token_bucket", "5/min").windows
-    decision = runtime.store.decide("{c}", windows)
+    decision = runtime.guard.decide("{c}", windows)
     server_seconds, server_micro = runtime.redis.time()
     assert abs(decision.now - (server_seconds + server_micro / 1e6)) < 2
 
@@ -228,14 +228,14 @@ def test_server_clock_is_used_without_now(runtime):
 def test_refund_gives_units_back(runtime, algorithm):
     """A refunded decision no longer counts."""
     windows = rule(algorithm, "2/min").windows
-    first = runtime.store.decide("{c}", windows, now=T0)
-    assert runtime.store.decide("{c}", windows, now=T0).allowed
-    runtime.store.refund(first, only_refundable=False)
-    assert runtime.store.decide("{c}", windows, now=T0).allowed
-    assert not runtime.store.decide("{c}", windows, now=T0).allowed
+    first = runtime.guard.decide("{c}", windows, now=T0)
+    assert runtime.guard.decide("{c}", windows, now=T0).allowed
+    runtime.guard.refund(first, only_refundable=False)
+    assert runtime.guard.decide("{c}", windows, now=T0).allowed
+    assert not runtime.guard.decide("{c}", windows, now=T0).allowed
 
 
 def test_changing_algorithm_uses_a_fresh_key(runtime):
     """Keys name the algorithm, so switching one never meets a value of the wrong type."""
-    runtime.store.decide("{c}", rule("sliding_window_log", "5/min").windows, now=T0)
-    assert runtime.store.decide("{c}", rule("fixed_window", "5/min").windows, now=T0).allowed
+    runtime.guard.decide("{c}", rule("sliding_window_log", "5/min").windows, now=T0)
+    assert runtime.guard.decide("{c}", rule("fixed_window", "5/min").windows, now=T0).allowed

@@ -68,7 +68,7 @@ def spent(key_tag: str, window_name: str = "day-budget") -> Decimal:
     rules = runtime.rules.current()
     sub = runtime.rules.subscriber_for_key(hash_api_key(key_tag))
     windows = [w for r in rules.limits_for(sub.plan_id, sub) if r.name == window_name for w in r.windows]
-    state = runtime.store.peek(client_tag("s", str(sub.id)), windows).states[0]
+    state = runtime.guard.peek(client_tag("s", str(sub.id)), windows).states[0]
     return from_micros(state.used if state.used else state.window.quota - state.remaining)
 
 
@@ -218,10 +218,10 @@ def test_server_clock_picks_the_next_period(runtime):
     window = rule.windows[0]
     day0 = period_bounds("day", 1_700_000_000)
     spec = window.spec_at(1_700_000_000)
-    keys = runtime.redis_store.script_keys(runtime.redis_store.keys_of("{c}"), [window])
+    keys = runtime.store.script_keys(runtime.store.keys_of("{c}"), [window])
 
     def decide(now_us: int, cost: int) -> list[int]:
-        return runtime.redis_store.transport.script("decide")(
+        return runtime.store.transport.script("decide")(
             keys=keys, args=decide_args("c|", now=now_us, cost=cost, specs=[spec])
         )
 
@@ -326,7 +326,7 @@ def test_usage_weight_is_the_sum_of_the_weights_admitted(runtime, redis_client):
 
     windows = LimitRule(id="w", name="w", rates=parse_rates("1000/min"), algorithm="token_bucket").windows
     for weight in (1, 3, 3, 0, None):  # None: the window's own weight (1)
-        assert runtime.store.decide("{s.77}", windows, weight=weight, usage="5|-").allowed
+        assert runtime.guard.decide("{s.77}", windows, weight=weight, usage="5|-").allowed
     today = date.today()  # UTC on the test machine
     (key,) = scan_usage_keys(redis_client, runtime.prefix, [today])
     (row,) = read_snapshot(redis_client, runtime.prefix, [key]).rows.values()
@@ -346,15 +346,15 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(runtime)
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)
     day0 = period_bounds("day", 1_700_000_000)
-    a = runtime.store.decide("{boundary}", windows, now=day0.end - 0.1, cost_micros=10)
+    a = runtime.guard.decide("{boundary}", windows, now=day0.end - 0.1, cost_micros=10)
     assert a.allowed
-    b = runtime.store.decide("{boundary}", windows, now=day0.end + 1, cost_micros=60)
+    b = runtime.guard.decide("{boundary}", windows, now=day0.end + 1, cost_micros=60)
     assert b.allowed
     assert b.states[0].used == 60
-    runtime.store.reconcile(a, 20)  # A actually cost 20: +10 on day 0, which has ended
-    c = runtime.store.decide("{boundary}", windows, now=day0.end + 2, cost_micros=90)
+    runtime.guard.reconcile(a, 20)  # A actually cost 20: +10 on day 0, which has ended
+    c = runtime.guard.decide("{boundary}", windows, now=day0.end + 2, cost_micros=90)
     assert not c.allowed
-    assert runtime.store.decide("{boundary}", windows, now=day0.end + 3, cost_micros=40).states[0].used == 100
+    assert runtime.guard.decide("{boundary}", windows, now=day0.end + 3, cost_micros=40).states[0].used == 100
 
 
 def test_reconciling_within_the_period_adds_the_difference(runtime):
@@ -365,11 +365,11 @@ def test_reconciling_within_the_period_adds_the_difference(runtime):
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)
     day0 = period_bounds("day", 1_700_000_000)
-    a = runtime.store.decide("{same-day}", windows, now=day0.start + 10, cost_micros=10)
-    runtime.store.reconcile(a, 25)
+    a = runtime.guard.decide("{same-day}", windows, now=day0.start + 10, cost_micros=10)
+    runtime.guard.reconcile(a, 25)
     assert a.states[0].used == 25
-    assert runtime.store.decide("{same-day}", windows, now=day0.start + 20, cost_micros=75).allowed
-    assert not runtime.store.decide("{same-day}", windows, now=day0.start + 30, cost_micros=1).allowed
+    assert runtime.guard.decide("{same-day}", windows, now=day0.start + 20, cost_micros=75).allowed
+    assert not runtime.guard.decide("{same-day}", windows, now=day0.start + 30, cost_micros=1).allowed
 
 
 def test_allow_listed_requests_are_charged_and_reconciled(client, free, redis_client):
@@ -475,7 +475,7 @@ def test_allowances_never_take_a_budget_past_its_bound(client, set_quotas, allow
             assert response.status_code == 429
             break
         admitted += 1
-    get_runtime().store.settle_allowances(everything=True)  # what allowances held back goes back
+    get_runtime().guard.settle_allowances(everything=True)  # what allowances held back goes back
     assert spent(key) <= Decimal("1.00") + Decimal("0.29")
     assert spent(key) == Decimal("0.30") * admitted  # each request charged its actual cost, once
     # At most 0.30 x 3 = 0.90 spent, and the fourth fits its 0.01 estimate. (Fewer while an ended allowance
@@ -542,7 +542,7 @@ def test_both_alerts_come_with_allowances_on_or_off(client, alerts, set_quotas, 
     key = issue_key(plan=plan)
     redis_client.config_resetstat()
     codes = [get(client, key).status_code for _ in range(110)]
-    get_runtime().store.settle_allowances(everything=True)
+    get_runtime().guard.settle_allowances(everything=True)
     assert 90 <= codes.count(200) <= 100
     if allowances:
         assert script_calls(redis_client) < 100  # some requests were served from allowances

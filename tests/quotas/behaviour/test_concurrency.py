@@ -28,7 +28,7 @@ def _hammer(windows, now, attempts, barrier, results, skew=0.0):
     with mock.patch("time.time", side_effect=lambda: real_time() + skew):
         runtime = get_runtime()
         barrier.wait()
-        results.put(sum(runtime.store.decide("{hammered}", windows, now=now).allowed for _ in range(attempts)))
+        results.put(sum(runtime.guard.decide("{hammered}", windows, now=now).allowed for _ in range(attempts)))
 
 
 def _run(windows, now, attempts, skews):
@@ -83,7 +83,7 @@ def test_eight_threads_admit_exactly_the_limit(runtime, algorithm):
 
     def hammer() -> None:
         barrier.wait()
-        counts.append(sum(runtime.store.decide("{hammered}", windows, now=T0).allowed for _ in range(40)))
+        counts.append(sum(runtime.guard.decide("{hammered}", windows, now=T0).allowed for _ in range(40)))
 
     threads = [threading.Thread(target=hammer) for _ in range(PROCESSES)]
     for t in threads:

@@ -39,7 +39,7 @@ def host_clock(monkeypatch):
 
 def spend(runtime, requests: int) -> int:
     """Ask for ``requests`` requests one at a time, as the server's clock decides; returns how many were admitted."""
-    return sum(runtime.store.decide_call(DecideCall(TAG, WINDOWS)).allowed for _ in range(requests))
+    return sum(runtime.guard.decide_call(DecideCall(TAG, WINDOWS)).allowed for _ in range(requests))
 
 
 @pytest.mark.parametrize("skew", [0.005, 3.0], ids=["5ms", "3s"])
@@ -74,7 +74,7 @@ def test_a_later_periods_state_is_never_replaced_by_an_earlier_ones(runtime, red
     """A state written for a later period (a server whose clock ran ahead, then a failover to one behind) is
     counted in, not overwritten: the requests still count against that later period."""
     assert spend(runtime, 10) == 10
-    keys = runtime.redis_store.keys_of(TAG)
+    keys = runtime.store.keys_of(TAG)
     field = keys.field(WINDOWS[0].state_field)
     end, used, level = redis_client.hget(keys.bucket, field).decode().split(":")
     later = f"{int(end) + DAY * 1_000_000}:{used}:{level}"
