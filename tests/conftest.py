@@ -36,16 +36,17 @@ def skip_or_fail(reason: str) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked redis_only are not collected for the memory store (see store_runtime)."""
-    memory_only = [
+    """Tests marked redis_only run on the single Redis servers only, not on the cluster or the memory store
+    (see store_runtime)."""
+    elsewhere = [
         item
         for item in items
         if item.get_closest_marker("redis_only")
-        and getattr(getattr(item, "callspec", None), "params", {}).get("store_runtime") == "memory"
+        and getattr(getattr(item, "callspec", None), "params", {}).get("store_runtime") in ("cluster", "memory")
     ]
-    if memory_only:
-        config.hook.pytest_deselected(items=memory_only)
-        items[:] = [item for item in items if item not in memory_only]
+    if elsewhere:
+        config.hook.pytest_deselected(items=elsewhere)
+        items[:] = [item for item in items if item not in elsewhere]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -148,10 +149,10 @@ def runtime(redis_client: redis.Redis):
     return get_runtime()
 
 
-#: Every store the behaviour suite runs on: the session's Redis 7, a Redis 6.2 (EVALSHA, no functions), and
-#: the memory store (the same Lua, in this process). A Redis Cluster runs the same library by FCALL on each
-#: primary: tests/resilience covers it, not this suite (three more servers per module).
-STORES = ("redis7", "redis6.2", "memory")
+#: Every store the behaviour suite runs on: the session's Redis 7, a Redis 6.2 (EVALSHA, no functions), a
+#: 3-primary Redis Cluster (each decision a single-slot FCALL), and the memory store (the same Lua, in this
+#: process).
+STORES = ("redis7", "redis6.2", "cluster", "memory")
 MEMORY_URL = "memory://behaviour"
 
 
@@ -159,7 +160,7 @@ MEMORY_URL = "memory://behaviour"
 def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, settings) -> Iterator[Any]:
     """The engine on each store in turn, each starting empty. A behaviour module names it ``runtime`` and
     overrides ``redis_client`` with ``runtime.redis``, so its tests read the store they decided on; a test
-    marked ``redis_only`` (it reads Redis's own statistics) is not run on the memory store."""
+    marked ``redis_only`` (it reads one server's own statistics) runs on the single servers only."""
     from quotas.store.memory import forget
 
     kind = request.param
@@ -169,11 +170,29 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
         old.flushall()
         old.close()
         settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": server.url}  # the settings change resets the engine
+    elif kind == "cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": cluster.url}
     elif kind == "memory":
         forget(MEMORY_URL)
         settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": MEMORY_URL}
     yield get_runtime()
     forget(MEMORY_URL)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A running 3-primary Redis Cluster (all slots covered), started once per session."""
+    from tests.resilience.servers import Cluster
+
+    topology = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        topology.start()
+    except RuntimeError as exc:
+        skip_or_fail(f"could not start a Redis Cluster: {exc}")
+    yield topology
+    topology.stop()
 
 
 @pytest.fixture(scope="module")

@@ -31,16 +31,10 @@ def _binary() -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A running 3-primary Redis Cluster (all slots covered)."""
+def cluster(redis_cluster: Cluster) -> Cluster:
+    """A running 3-primary Redis Cluster (all slots covered): the session's, which the behaviour suite uses too."""
     _binary()
-    topology = Cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        topology.start()
-    except RuntimeError as exc:
-        skip_or_fail(f"could not start a Redis Cluster: {exc}")
-    yield topology
-    topology.stop()
+    return redis_cluster
 
 
 @pytest.fixture(scope="session")

@@ -126,11 +126,13 @@ class Cluster:
         return self
 
     def flushall(self) -> None:
+        """Data, scripts, the function library and statistics: as new (the behaviour suite shares it)."""
         for node in self.nodes:
             client = node.client()
             try:
                 client.flushall()
                 client.script_flush()
+                client.function_flush()
                 client.config_resetstat()
             finally:
                 client.close()

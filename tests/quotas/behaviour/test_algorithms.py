@@ -74,7 +74,7 @@ def test_sliding_log_does_not_log_denied_requests(runtime):
     """A flood of refused requests cannot grow the log past `limit` members."""
     windows = rule("sliding_window_log", "3/min").windows
     admitted(runtime, windows, [T0] * 500)
-    key = runtime.redis.keys("*")[0]
+    key = next(iter(runtime.redis.scan_iter(match="*")))
     assert runtime.redis.zcard(key) == 3
 
 
@@ -125,7 +125,7 @@ def test_token_bucket_keeps_one_value_per_window(runtime):
     """GCRA: the state is a single timestamp, one field of the client's bucket hash."""
     windows = rule("token_bucket", "10/s").windows
     admitted(runtime, windows, [T0] * 3)
-    (key,) = runtime.redis.keys("*")
+    (key,) = list(runtime.redis.scan_iter(match="*"))
     assert runtime.redis.type(key) == b"hash"
     field = f"c|{windows[0].state_field}"
     # The window's value, the client's expiry, and the bucket's expiry.
@@ -141,7 +141,7 @@ def test_client_hash_ttl_is_never_shortened(runtime):
     # At T0 (22:14 UTC) the day window has 1 h 46 min left: the real clock could be minutes before midnight.
     runtime.guard.decide("{c}", day, now=T0)
     runtime.guard.decide("{c}", second, now=T0)
-    (key,) = runtime.redis.keys("*")
+    (key,) = list(runtime.redis.scan_iter(match="*"))
     assert runtime.redis.pttl(key) > 3_600_000
 
 

@@ -13,12 +13,18 @@ SWEEP_ODDS = 64  # bucket.lua
 
 
 @pytest.fixture
-def one_bucket(redis_client, settings):
-    """An engine whose clients all share a single bucket."""
+def one_bucket(runtime, settings):
+    """An engine whose clients all share a single bucket (on the store ``runtime`` runs on)."""
     settings.QUOTAS = {**settings.QUOTAS, "KEY_BUCKETS": 1}
     reset_runtime()
     yield get_runtime()
     reset_runtime()
+
+
+@pytest.fixture
+def redis_client(one_bucket):
+    """The client of that engine's store (the one the settings change replaced is closed)."""
+    return one_bucket.redis
 
 
 def window(rates: str, algorithm: str = "token_bucket", limit_id: str = "l1"):
@@ -40,7 +46,7 @@ def test_clients_share_one_hash_and_keep_separate_limits(one_bucket, redis_clien
     for tag in ("{a}", "{b}"):
         decisions = [one_bucket.guard.decide(tag, windows, now=not_sweeping(T0)) for _ in range(3)]
         assert [d.allowed for d in decisions] == [True, True, False]
-    (bucket,) = redis_client.keys("*")
+    (bucket,) = list(redis_client.scan_iter(match="*"))
     assert {f.decode() for f in redis_client.hkeys(bucket)} == {"a|l1:fw60", "a|~", "b|l1:fw60", "b|~", "~"}
 
 
@@ -49,7 +55,7 @@ def test_a_sweep_removes_dead_clients_and_keeps_live_ones(one_bucket, redis_clie
     for i in range(100):
         assert one_bucket.guard.decide(f"{{gone{i}}}", short, now=not_sweeping(T0)).allowed
     assert one_bucket.guard.decide("{stays}", day, now=not_sweeping(T0)).allowed
-    (bucket,) = redis_client.keys("*")
+    (bucket,) = list(redis_client.scan_iter(match="*"))
     assert redis_client.hlen(bucket) == 2 * 101 + 1
     # Three minutes later the 1-second windows (and their headroom) are long dead; the day window is not.
     later = T0 + 180
@@ -66,7 +72,7 @@ def test_the_bucket_lives_as_long_as_its_longest_lived_client(one_bucket, redis_
     # At T0 (22:14 UTC) the day window has 1 h 46 min left: the real clock could be minutes before midnight.
     one_bucket.guard.decide("{long}", window("5/day", "fixed_window"), now=T0)
     one_bucket.guard.decide("{short}", window("5/s"), now=T0)
-    (bucket,) = redis_client.keys("*")
+    (bucket,) = list(redis_client.scan_iter(match="*"))
     assert redis_client.pttl(bucket) > 3_600_000
     assert int(redis_client.hget(bucket, "~")) > int(redis_client.hget(bucket, "long|~"))
 
@@ -88,7 +94,7 @@ def test_a_bucket_over_the_sweep_size_is_swept_less_often_but_still_swept(one_bu
     short = window("5/s")
     for i in range(300):
         assert one_bucket.guard.decide(f"{{old{i}}}", short, now=not_sweeping(T0)).allowed
-    (bucket,) = redis_client.keys("*")
+    (bucket,) = list(redis_client.scan_iter(match="*"))
     assert redis_client.hlen(bucket) == 601  # 2 fields a client, and the bucket's expiry
     later_us = int((T0 + 600) * 1_000_000)
     # 601 fields -> every 3rd sweep-eligible time: find one that skips and one that sweeps.

@@ -183,7 +183,7 @@ def test_usage_is_counted_in_the_decision(client, free, redis_client):
     key = issue_key(plan=free)
     for _ in range(7):
         get(client, key)
-    (usage_key,) = redis_client.keys("*:u:*")
+    (usage_key,) = list(redis_client.scan_iter(match="*:u:*"))
     # One hash per bucket of clients and day: ...{b<n>}:u:<YYYYMMDD> (UTC on the test machine).
     assert re.search(r"\{b\d+\}:u:" + date.today().strftime("%Y%m%d") + "$", usage_key.decode())
     counts = client_usage(redis_client, usage_key)
@@ -202,7 +202,7 @@ def test_rate_denials_and_shadow_are_counted(client, free, redis_client):
     key = issue_key(plan=free)
     get(client, key)
     get(client, key)
-    (usage_key,) = redis_client.keys("*:u:*")
+    (usage_key,) = list(redis_client.scan_iter(match="*:u:*"))
     counts = client_usage(redis_client, usage_key)
     assert counts[f"{free.pk}|priced|a"] == 1
     assert counts[f"{free.pk}|priced|dr"] == 1
@@ -314,7 +314,7 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
     key = issue_key(sub)
     for _ in range(3):
         assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
-    (usage_key,) = redis_client.keys("*:u:*")
+    (usage_key,) = list(redis_client.scan_iter(match="*:u:*"))
     assert client_usage(redis_client, usage_key)[f"{free.pk}|-|a"] == 3
 
 

@@ -44,7 +44,7 @@ def _run(windows, now, attempts, skews):
     return sum(counts)
 
 
-@pytest.mark.redis_only  # OS processes share a Redis server; each has its own memory store
+@pytest.mark.redis_only  # OS processes share a Redis server (each would have its own memory store)
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", EXACT)
 def test_eight_processes_admit_exactly_the_limit(runtime, algorithm):
@@ -58,7 +58,7 @@ def test_eight_processes_admit_exactly_the_limit(runtime, algorithm):
     assert _run(windows, T0, 40, [0.0] * PROCESSES) == 100
 
 
-@pytest.mark.redis_only  # OS processes share a Redis server; each has its own memory store
+@pytest.mark.redis_only  # OS processes share a Redis server (each would have its own memory store)
 @pytest.mark.slow
 def test_eight_processes_on_the_server_clock(runtime):
     """The same with Redis's own clock: the sliding log stays exact."""
@@ -66,7 +66,7 @@ def test_eight_processes_on_the_server_clock(runtime):
     assert _run(windows, None, 40, [0.0] * PROCESSES) == 100
 
 
-@pytest.mark.redis_only  # OS processes share a Redis server; each has its own memory store
+@pytest.mark.redis_only  # OS processes share a Redis server (each would have its own memory store)
 @pytest.mark.slow
 def test_skewed_application_clocks_share_one_limit(runtime):
     """Two processes whose clocks differ by 5 minutes enforce one limit exactly."""
