@@ -99,7 +99,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("quotas.store",)),  # Redis: the transport, the store that encodes and sends, the guard around it
     ("problems", ("quotas.problems",)),  # the body of every refusal
     ("observability", ("quotas.observability",)),  # history, last refusals, audit records, alert and ban signals
-    ("runtime", ("quotas.runtime", "quotas.rules.cache")),  # this process: the live rules, the poller, the notes
+    ("runtime", ("quotas.runtime",)),  # this process: the live rules, the poller, the notes
     ("identity", ("quotas.identity",)),  # who is calling; failed authentications
     ("service", ("quotas.service", "quotas.standing")),  # one decision, whatever the front door
     ("front doors", ("quotas",)),  # DRF, plain Django, HTTP views and middleware, admin, checks, commands, quotas.api

@@ -8,7 +8,7 @@ every process), on a tag of its own:
   one client address. While it is used up, only attempts that cannot
   succeed are refused: an API key this platform does not know (decided in
   the process, without a database query, see
-  :meth:`quotas.rules.cache.RulesCache.may_know_key`) and passwords from
+  :meth:`quotas.runtime.rules_cache.RulesCache.may_know_key`) and passwords from
   browsers that never signed in as that user. A valid key is answered on
   its merits: keys are 256-bit random tokens, so a valid key is never a
   lucky guess, and one guesser behind a NAT or a proxy cannot shut out every

@@ -20,8 +20,8 @@ from quotas.conf import quota_settings
 from quotas.exceptions import AuthThrottled, InvalidAPIKey
 from quotas.identity.addresses import address_group
 from quotas.identity.auth_failures import address_tag, failed_auth
-from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import Subscriber
+from quotas.runtime.rules_cache import RulesCache
 from quotas.store.keys import client_tag
 
 logger = logging.getLogger(__name__)

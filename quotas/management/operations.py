@@ -16,9 +16,9 @@ from quotas.conf import quota_settings
 from quotas.exceptions import RulesUnavailable, ScriptFailed, StoreUnavailable
 from quotas.identity.addresses import group_of
 from quotas.identity.clients import Client, subscription_client, user_client
-from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import RuleSet, Window
 from quotas.runtime import Runtime, get_runtime
+from quotas.runtime.rules_cache import RulesCache
 from quotas.store.connect import STORE_ERRORS, describe, is_script_error, redacted
 from quotas.store.keys import client_tag, is_client_tag
 

@@ -10,7 +10,7 @@ of about 80 in a set of Python ints (200,000 keys: 1.6 MB instead of 15.6 MB).
 
 It also keeps the rules version read *before* the hashes were: a key issued
 afterwards bumps that version, so a set whose version is no longer Redis's may
-lack a key that authenticates (see :meth:`quotas.rules.cache.RulesCache.may_know_key`).
+lack a key that authenticates (see :meth:`quotas.runtime.rules_cache.RulesCache.may_know_key`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A :class:`RuleSet` is an immutable snapshot of every plan and its limits,
 built by a rules backend (``QUOTAS['RULES_BACKEND']``, for this project
 ``plans.rules.PlansRulesBackend``). Requests read it without touching the
-database; :mod:`quotas.rules.cache` keeps it fresh in each process.
+database; :mod:`quotas.runtime.rules_cache` keeps it fresh in each process.
 """
 
 from __future__ import annotations

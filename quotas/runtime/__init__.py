@@ -19,12 +19,12 @@ from quotas.conf import quota_settings
 from quotas.observability import metrics
 from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
-from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import Window
 from quotas.runtime import shaping
 from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
 from quotas.runtime.poller import Poller
+from quotas.runtime.rules_cache import RulesCache
 from quotas.signals import remembered_state_stale
 from quotas.store.allowances import Allowances
 from quotas.store.connect import STORE_ERRORS, async_connector, connect

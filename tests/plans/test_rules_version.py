@@ -41,7 +41,7 @@ def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
     key = APIKey.objects.get()
     get_runtime().rules.current()  # this process's poller runs, as in a worker that has served requests
     version_key = rules_version_key(quota_settings.KEY_PREFIX)
-    caplog.set_level(logging.WARNING, logger="quotas.rules.cache")
+    caplog.set_level(logging.WARNING, logger="quotas.runtime.rules_cache")
 
     redis_server.stop()
     try:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from quotas.rules.cache import RulesCache
 from quotas.rules.snapshot import RuleSet, Subscriber
+from quotas.runtime.rules_cache import RulesCache
 
 
 class DictBackend:
