@@ -350,7 +350,7 @@ def _shape(runtime: Runtime, decision: Decision, client_tag: str) -> QuotaExceed
     ``client_tag`` has some left of its share (quotas/runtime/shaping.py); else take it back and refuse it."""
     if decision.delay <= 0:
         return None
-    wait = shaping.budget.take(decision.delay, client_tag)
+    wait = runtime.shaping.take(decision.delay, client_tag)
     if wait:
         runtime.guard.withdraw(decision)
         retry = shaping.retry_after(decision.delay, wait)

@@ -56,6 +56,7 @@ class Runtime:
         self.history = History()
         self.refusals = RefusalLog()  # each client's last refusals, for operators
         self.key_use = KeyUse()
+        self.shaping = shaping.ShapingBudget()  # the sleep this process may spend holding shaped requests
         self.poller = Poller(interval, self.tick)
         rules.on_reload = self._rules_changed
         atexit.register(self._at_exit)
@@ -193,4 +194,3 @@ def reset_runtime() -> None:
             _runtime.close()
         _runtime = None
         remembered_state_stale.send(sender=Runtime)  # blocks learnt from the old runtime's store
-        shaping.budget.reset()  # its size may be a setting that just changed

@@ -112,12 +112,6 @@ class ShapingBudget:
         with self._lock:
             return [c for c in self._held if c != _NO_CLIENT]
 
-    def reset(self) -> None:
-        """Full again (the runtime was rebuilt, e.g. after a settings change)."""
-        with self._lock:
-            self._held.clear()
-            self._at = None
-
 
 def _wait(delay: float, tokens: float, capacity: float, share: float) -> float:
     """0 when ``delay`` fits ``tokens``, else seconds until it would (inf: never)."""
@@ -136,7 +130,3 @@ def retry_after(delay: float, wait: float) -> int:
     given back), so the retry needs no delay at all.
     """
     return max(1, math.ceil(min(wait, delay)))
-
-
-#: This process's budget (one per process: forked workers each start with a full one).
-budget = ShapingBudget()

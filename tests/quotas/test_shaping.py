@@ -25,16 +25,16 @@ def test_budget_grants_a_burst_then_its_share_of_time(settings):
 
 
 def test_budget_reads_its_size_when_first_used(settings):
-    """No size captured at import: the process's budget starts as full as the settings say, and after a
-    settings change (the engine is rebuilt) is full again at the new size."""
-    from quotas.runtime import shaping
+    """No size captured at import: the process's budget (its runtime's) starts as full as the settings say,
+    and after a settings change (the engine is rebuilt) is full again at the new size."""
+    from quotas.runtime import get_runtime
 
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 3.0, "SHAPING_DELAY_SHARE": 0.25}
-    assert shaping.budget.take(2.5, now=50.0) == 0
-    assert shaping.budget.take(1.0, now=50.0) > 0
+    assert get_runtime().shaping.take(2.5, now=50.0) == 0
+    assert get_runtime().shaping.take(1.0, now=50.0) > 0
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 0.2}
-    assert shaping.budget.take(0.3, now=50.0) == float("inf")
-    assert shaping.budget.take(0.2, now=50.0) == 0
+    assert get_runtime().shaping.take(0.3, now=50.0) == float("inf")
+    assert get_runtime().shaping.take(0.2, now=50.0) == 0
 
 
 def test_a_client_holds_at_most_its_share_of_the_budget(settings):
