@@ -26,7 +26,7 @@ from django.http import HttpRequest, HttpResponse
 from quotas.conf import ALGORITHMS
 from quotas.http import responses
 from quotas.http.context import set_verdict
-from quotas.http.middleware import finish
+from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
 from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_rates
@@ -124,7 +124,7 @@ def finished(request: HttpRequest, verdict: Verdict, response: HttpResponse) -> 
     """
     set_verdict(request, verdict)
     try:
-        return finish(request, response)
+        return after_view(request, response)
     finally:
         set_verdict(request, None)
 

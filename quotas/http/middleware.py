@@ -55,7 +55,7 @@ class QuotaHeadersMiddleware:
         except BaseException:
             settle_failed(request)
             raise
-        return finish(request, response)
+        return after_view(request, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -68,8 +68,8 @@ class QuotaHeadersMiddleware:
         verdict = verdict_of(request)
         if verdict is not None and _needs_settling(verdict, response):
             # Settling may call Redis (a refund, the actual cost, a lease): off the event loop.
-            return await sync_to_async(finish)(request, response)
-        return finish(request, response, settled=True)
+            return await sync_to_async(after_view)(request, response)
+        return after_view(request, response, settled=True)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         """A quota refusal raised outside DRF (a plain view reading the rules while the database is
@@ -79,12 +79,26 @@ class QuotaHeadersMiddleware:
         return responses.refusal_response(exception.problem, exception.status_code, exception.wait)
 
 
-def finish(request: HttpRequest, response: HttpResponse, settled: bool = False) -> HttpResponse:
-    """``response`` with the request's verdict settled (unless ``settled``) and its headers added."""
-    devices.set_cookie(request, response)  # a browser that just signed in is trusted from now on
-    auth_wait = refused_for(request)
-    if auth_wait and response.status_code < HTTPStatus.INTERNAL_SERVER_ERROR:
-        return auth_throttled(response, auth_wait)
+def after_view(request: HttpRequest, response: HttpResponse, settled: bool = False) -> HttpResponse:
+    """Everything the platform does to a response on its way out, in order: trust a browser that just signed
+    in, answer a sign-in refused for too many failures, settle the verdict and label the response."""
+    devices.set_cookie(request, response)
+    refused = refuse_throttled_sign_in(request, response)
+    if refused is not None:
+        return refused
+    return settle_and_label(request, response, settled)
+
+
+def refuse_throttled_sign_in(request: HttpRequest, response: HttpResponse) -> HttpResponse | None:
+    """A 429 in place of ``response`` when Django refused this sign-in for too many failures, else None."""
+    wait = refused_for(request)
+    if wait and response.status_code < HTTPStatus.INTERNAL_SERVER_ERROR:
+        return auth_throttled(response, wait)
+    return None
+
+
+def settle_and_label(request: HttpRequest, response: HttpResponse, settled: bool = False) -> HttpResponse:
+    """``response`` with the request's verdict settled (unless ``settled``) and its rate-limit headers added."""
     verdict = verdict_of(request)
     if verdict is None or verdict.decision is None:
         return response
