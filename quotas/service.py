@@ -36,6 +36,7 @@ from quotas import problems
 from quotas.conf import quota_settings
 from quotas.exceptions import (
     AccessDenied,
+    InvalidQuotaRequest,
     ProblemException,
     QuotaExceeded,
     QuotaServiceUnavailable,
@@ -47,6 +48,7 @@ from quotas.identity.clients import Client, identify
 from quotas.observability.events import fire_budget_alerts, report_ban
 from quotas.observability.record import record_acl, record_decision
 from quotas.rules.acl import ACLRule
+from quotas.rules.money import from_micros, to_micros
 from quotas.rules.snapshot import LimitRule, PlanRules, RequestRules, RuleSet, Window
 from quotas.runtime import Runtime, get_runtime, shaping
 from quotas.store.decision import DecideCall, Decision
@@ -227,8 +229,20 @@ def usage_field(plan_id: int | None, scope: str) -> str:
     return f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}"
 
 
+def _within_bounds(facts: Facts) -> None:
+    """A weight or a cost estimate out of QUOTAS' bounds is a 400 naming them, whichever front door gave it:
+    checked before any Redis call (a negative one would give units or money back; an enormous one would make
+    the script fail, and the failure would look like Redis's)."""
+    weight, cost = facts.weight, facts.cost_micros
+    if weight is not None and not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
+        raise InvalidQuotaRequest(problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT))
+    if cost is not None and not 0 <= cost <= to_micros(quota_settings.MAX_REQUEST_COST):
+        raise InvalidQuotaRequest(problems.out_of_bounds("cost", from_micros(cost), quota_settings.MAX_REQUEST_COST))
+
+
 def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     """Steps 1 to 3: the store call's inputs, or the verdict of a request decided without it."""
+    _within_bounds(facts)
     runtime = get_runtime()
     rules = runtime.rules.current()
     http = facts.http_request

@@ -11,6 +11,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
+from quotas.conf import quota_settings
 from quotas.django.respond import KEYS, arespond, facts_for, rate_rule, refused, respond
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.rules.rates import parse_rates
@@ -137,6 +138,11 @@ def _check_weight_and_key(weight: int | None, key: str | Callable[[HttpRequest],
     """Raise ValueError for a ``weight`` or a ``key`` ``@quota_limited`` cannot use."""
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or weight < 0):
         raise ValueError(f"quota_limited(weight={weight!r}): a weight is an int from 0 up.")
+    if weight is not None and weight > quota_settings.MAX_REQUEST_WEIGHT:
+        raise ValueError(
+            f"quota_limited(weight={weight}): above QUOTAS['MAX_REQUEST_WEIGHT'] "
+            f"({quota_settings.MAX_REQUEST_WEIGHT}), every request would be refused."
+        )
     if isinstance(key, str) and key not in KEYS and not (key.startswith("header:") and len(key) > len("header:")):
         raise ValueError(f"quota_limited(key={key!r}): use 'ip', 'user', 'header:<name>' or a callable.")
 

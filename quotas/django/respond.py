@@ -29,9 +29,8 @@ from quotas.http.context import set_verdict
 from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
-from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_rates
+from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_scope_rule
 from quotas.service import CountAs, Facts, Verdict, settle
-from quotas.store.keys import client_tag
 
 #: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,
 #: or the value of a request header (``"header:X-Tenant"``).
@@ -58,10 +57,9 @@ def facts_for(
     if rate:
         # Headers and problems name the limit by its scope, else by the view's own name.
         limits = (rate_rule(group or scope, rate, algorithm, name=scope or (group or "").rsplit(".", 1)[-1]),)
-    else:
-        scope_rate = drf_rates().get(scope) if scope else None
-        if scope_rate:
-            fallback = (rate_rule(scope, scope_rate, algorithm),)
+    elif scope:
+        rule = drf_scope_rule(scope, algorithm=algorithm)
+        fallback = (rule,) if rule is not None else ()
     return Facts(
         request,
         request,
@@ -93,17 +91,17 @@ def count_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any]) -> C
             value = key(request)
             if value is None:
                 return None  # the key function said: not limited
-            return Client("key", str(value), client_tag("k", str(value)), client.subscriber)
+            return Client.of_key(value, client.subscriber)
         user = getattr(request, "user", None)
         if key == "user" and user is not None and user.is_authenticated:
-            return Client("user", str(user.pk), client_tag("u", str(user.pk)), client.subscriber)
+            return Client.of_user(user.pk, client.subscriber)
         if key.startswith("header:"):
             value = request.headers.get(key.removeprefix("header:"))
             if value:
-                return Client("key", value, client_tag("k", value), client.subscriber)
+                return Client.of_key(value, client.subscriber)
             return client  # no header: counted as the client it is
         group = address_group(request)  # "ip", and "user" for an anonymous request
-        return Client("ip", group, client_tag("ip", group), client.subscriber)
+        return Client.of_address(group, client.subscriber)
 
     return counted
 

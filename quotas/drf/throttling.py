@@ -20,18 +20,15 @@ from typing import Any
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from quotas import problems
-from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.http.context import set_verdict
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.money import to_micros
-from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_rates
+from quotas.rules.snapshot import LimitRule, drf_scope_rule
 from quotas.runtime import get_runtime
 from quotas.service import CountAs, Facts, check
-from quotas.store.keys import client_tag
 
 
 class QuotaThrottle(BaseThrottle):
@@ -161,7 +158,7 @@ class QuotaThrottle(BaseThrottle):
         def count_as(client: Client) -> Client | None:
             if own_ident and client.kind == "ip":
                 ident = str(self.get_ident(request))
-                client = Client("ip", ident, client_tag("ip", ident))
+                client = Client.of_address(ident)
             if not own_key:
                 return client
             self._client = client
@@ -175,7 +172,7 @@ class QuotaThrottle(BaseThrottle):
             if key == _default_key(client):
                 return client
             # The plan still follows the subscription (API key or user); only whose counters are spent changes.
-            return Client("key", key, client_tag("k", key), client.subscriber)
+            return Client.of_key(key, client.subscriber)
 
         return count_as
 
@@ -190,20 +187,16 @@ class QuotaThrottle(BaseThrottle):
         ``user`` rate; for an anonymous client the ``anon`` rate and the ``user``
         rate (DRF's UserRateThrottle counts anonymous clients by address too).
         """
-        rates = drf_rates()
-        algorithm = code_rate_algorithm()
-        if self.rate:
+        if self.rate or self.scope:
             scope = self.scope or getattr(view, "throttle_scope", None) or type(self).__name__.lower()
-            return (_drf_rule(scope, self.rate, algorithm),)
-        if self.scope:
-            rate = rates.get(self.scope)
-            return (_drf_rule(self.scope, rate, algorithm),) if rate else ()
+            rule = drf_scope_rule(scope, self.rate)
+            return (rule,) if rule is not None else ()
         user = request.user
         scopes = [getattr(view, "throttle_scope", None)]
         scopes += ["user"] if user is not None and user.is_authenticated else ["anon", "user"]
         # A throttle_scope named "user" or "anon" shares DRF's cache key with that class: counted once.
-        unique = dict.fromkeys(s for s in scopes if s and rates.get(s))
-        return tuple(_drf_rule(s, rates[s], algorithm) for s in unique)
+        rules = (drf_scope_rule(s) for s in dict.fromkeys(s for s in scopes if s))
+        return tuple(rule for rule in rules if rule is not None)
 
     def get_cost(self, request: Request, view: Any) -> int | None:
         """The view's estimate of this request's cost in micro-units (``get_quota_cost``), or None.
@@ -221,11 +214,7 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
                 "QUOTAS['MAX_REQUEST_COST']."
             ) from exc
-        # Out of range is most often the request's own number passed through (?est=-1): a 400 naming
-        # the bounds, before Redis is asked (a negative estimate would credit the client's budgets).
-        if not 0 <= micros <= to_micros(quota_settings.MAX_REQUEST_COST):
-            raise InvalidQuotaRequest(problems.out_of_bounds("cost", amount, quota_settings.MAX_REQUEST_COST))
-        return micros
+        return micros  # out of QUOTAS' bounds: the service answers 400 (quotas.service._within_bounds)
 
     def get_weight(self, request: Request, view: Any) -> int | None:
         """The view's weight for this request, or None for each limit's own weight."""
@@ -242,19 +231,11 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.{hook} gave {weight!r}; a quota weight is an int from 0 to "
                 "QUOTAS['MAX_REQUEST_WEIGHT'] (validate the request's input in the view)."
             )
-        if not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
-            # Out of range (a negative weight would give units back): most often the request's own
-            # number passed through, so a 400 naming the bounds rather than a server error.
-            raise InvalidQuotaRequest(problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT))
-        return weight
+        return weight  # out of QUOTAS' bounds: the service answers 400 (quotas.service._within_bounds)
 
 
 def _default_key(client: Client) -> str:
     return f"{client.kind}:{client.ident}"
-
-
-def _drf_rule(scope: str, rate: str, algorithm: str) -> LimitRule:
-    return code_rule(f"drf.{scope}", scope, rate, algorithm)
 
 
 def view_scope(view: Any) -> str:

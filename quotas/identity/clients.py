@@ -43,6 +43,33 @@ class Client:
         """The id of the client's subscription (None for a user or an address without one)."""
         return self.subscriber.id if self.subscriber is not None else None
 
+    # Each kind of client and the code of its tag ("{s.12}", "{u.7}", "{ip.203.0.113.9}", "{k.<key>}"), made
+    # here only: every front door re-keys a request (a DRF get_cache_key, a decorator's key=) through these.
+
+    @classmethod
+    def of_subscription(cls, subscriber: Subscriber) -> Client:
+        """The client a subscription is (its API key's)."""
+        ident = str(subscriber.id)
+        return cls("subscription", ident, client_tag("s", ident), subscriber)
+
+    @classmethod
+    def of_user(cls, pk: object, subscriber: Subscriber | None = None) -> Client:
+        """A signed-in user (counted as such; ``subscriber`` keeps the plan of the client it was)."""
+        ident = str(pk)
+        return cls("user", ident, client_tag("u", ident), subscriber)
+
+    @classmethod
+    def of_address(cls, group: str, subscriber: Subscriber | None = None) -> Client:
+        """An address group (an IPv4 address, an IPv6 network)."""
+        return cls("ip", group, client_tag("ip", group), subscriber)
+
+    @classmethod
+    def of_key(cls, key: object, subscriber: Subscriber | None = None) -> Client:
+        """A key a project chose to count by (a DRF cache key, a decorator's ``key=``); the plan stays the
+        client's (``subscriber``)."""
+        ident = str(key)
+        return cls("key", ident, client_tag("k", ident), subscriber)
+
 
 def hash_api_key(raw: str) -> str:
     """How API keys are stored and looked up: hex SHA-256 of the raw key.
@@ -72,7 +99,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
             return subscription_client(subscriber)
         return user_client(str(user.pk))
     group = address_group(request)
-    return Client("ip", group, client_tag("ip", group))
+    return Client.of_address(group)
 
 
 def api_key_of(request: HttpRequest) -> str | None:
@@ -89,12 +116,12 @@ def api_key_of(request: HttpRequest) -> str | None:
 
 def user_client(pk: str) -> Client:
     """The client of the signed-in user with primary key ``pk`` (no subscription of their own)."""
-    return Client("user", pk, client_tag("u", pk))
+    return Client.of_user(pk)
 
 
 def subscription_client(subscriber: Subscriber) -> Client:
     """The client of ``subscriber``."""
-    return Client("subscription", str(subscriber.id), client_tag("s", str(subscriber.id)), subscriber)
+    return Client.of_subscription(subscriber)
 
 
 def authenticate_key(request: HttpRequest, raw_key: str, rules: RulesCache) -> Client:

@@ -20,7 +20,7 @@ from quotas.rules.snapshot import RuleSet, Window
 from quotas.runtime import Runtime, get_runtime
 from quotas.runtime.rules_cache import RulesCache
 from quotas.store.connect import STORE_ERRORS, describe, is_script_error, redacted
-from quotas.store.keys import client_tag, is_client_tag
+from quotas.store.keys import is_client_tag
 
 CLIENT_HELP = (
     "The client: a subscription (s.12 or subscription:12), a user by primary key (u.5 or user:5; a user with an "
@@ -69,7 +69,7 @@ def resolve_client(text: str, rules: RulesCache) -> Named:
             f"{text!r} names no client: use s.12 or subscription:12, u.5 or user:5, ip.203.0.113.9 or an address."
         )
     group = group_of(ip)
-    return Named(Client("ip", group, client_tag("ip", group)))
+    return Named(Client.of_address(group))
 
 
 def _subscription(value: str, rules: RulesCache, text: str) -> Named:

@@ -452,3 +452,13 @@ def drf_rates() -> dict[str, Any]:
     Django front doors honour it too, without importing DRF)."""
     rates = (getattr(settings, "REST_FRAMEWORK", None) or {}).get("DEFAULT_THROTTLE_RATES") or {}
     return rates if isinstance(rates, dict) else {}
+
+
+def drf_scope_rule(scope: str, rate: str | None = None, algorithm: str | None = None) -> LimitRule | None:
+    """The limit DRF's throttles give ``scope``: ``rate``, else ``DEFAULT_THROTTLE_RATES[scope]`` (None
+    without one), counted with ``algorithm`` or :func:`code_rate_algorithm`. Every front door builds DRF's
+    rates here, so a DRF view and a plain Django view of one scope spend the same window."""
+    rate = rate or drf_rates().get(scope)
+    if not rate:
+        return None
+    return code_rule(f"drf.{scope}", scope, rate, algorithm or code_rate_algorithm())

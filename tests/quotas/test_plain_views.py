@@ -128,6 +128,23 @@ def test_without_plans_or_rate_drf_rates_apply_to_the_scope(client, settings):
     assert_refused_like_drf(client.get("/search/"), 1)
 
 
+def test_a_plain_view_and_a_drf_view_of_one_scope_spend_one_window(settings, rf):
+    """DRF's rate of a scope is one limit whichever front door applies it: the decorator's fallback and
+    QuotaThrottle's (DRF's ScopedRateThrottle) name the same window, so a client cannot spend the rate twice."""
+    from rest_framework.request import Request
+
+    from quotas.django.respond import facts_for
+    from quotas.drf.throttling import QuotaThrottle
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"search": "1/min"}}
+    (plain,) = facts_for(rf.get("/search/"), "search").fallback()
+    view = type("SearchView", (), {"throttle_scope": "search"})()
+    drf = QuotaThrottle().get_drf_limits(Request(rf.get("/api/search/")), view)
+    assert [w.state_field for w in plain.windows] == [
+        w.state_field for r in drf if r.name == "search" for w in r.windows
+    ]
+
+
 def test_a_server_error_is_settled_by_the_headers_middleware(client, redis_client, settings):
     """After the view, the decision is settled once (QuotaHeadersMiddleware's code) and headers added."""
     assert "quotas.middleware.QuotaHeadersMiddleware" in settings.MIDDLEWARE  # would settle a second time
@@ -153,6 +170,8 @@ def test_a_malformed_rate_fails_when_the_view_is_decorated():
         quota_limited(scope="x", rate="2/fortnight")
     with pytest.raises(ValueError, match="weight"):
         quota_limited(scope="x", weight=-1)
+    with pytest.raises(ValueError, match=r"MAX_REQUEST_WEIGHT'\] \(1000000\)"):
+        quota_limited(scope="x", weight=1_000_001)  # every request would be refused: said at import
 
 
 def test_the_middleware_limits_paths_under_its_prefixes(client, hooks):
