@@ -65,6 +65,10 @@ format: $(STAMP)
 settings-docs: $(STAMP)
 	$(PY) -m config.settings_docs
 
+## docs/api.md's entries, written from quotas.api's signatures and docstrings.
+api-docs: $(STAMP)
+	DJANGO_SETTINGS_MODULE=config.settings SECRET_KEY=api-docs $(PY) -m config.api_docs
+
 ## The documentation site (mkdocs.yml, docs/) into run/site; strict: a broken link, anchor or nav entry fails.
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict --site-dir run/site

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import redis
 
-from quotas.api import parse_multipliers
+from quotas.siblings import parse_multipliers
 
 from . import store
 

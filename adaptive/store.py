@@ -14,9 +14,9 @@ import threading
 
 import redis
 
-from quotas import api
-from quotas.api import connect, encode_part
+from quotas import siblings
 from quotas.conf import quota_settings
+from quotas.siblings import connect, encode_part
 
 
 def _base() -> str:
@@ -32,7 +32,7 @@ def hosts_key() -> str:
 
 
 def multipliers_key() -> str:
-    return api.multipliers_key(quota_settings.KEY_PREFIX)  # where the runtime reads them
+    return siblings.multipliers_key(quota_settings.KEY_PREFIX)  # where the runtime reads them
 
 
 def state_key() -> str:

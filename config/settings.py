@@ -236,11 +236,11 @@ QUOTAS = {
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
-# A redis+sentinel:// URL (quotas/store/connect.py) in kombu's form: one sentinel:// URL per Sentinel
+# A redis+sentinel:// URL (quotas.api.celery_sentinel_broker) in kombu's form: one sentinel:// URL per Sentinel
 # joined by ";", the service name as the master_name transport option. kombu's Redis transport cannot use a Redis
 # Cluster: with a redis+cluster:// REDIS_URL, set CELERY_BROKER_URL to a plain Redis (redis://) or RabbitMQ (amqp://).
 if CELERY_BROKER_URL.startswith("redis+sentinel://"):
-    from quotas.store.connect import celery_sentinel_broker
+    from quotas.api import celery_sentinel_broker
 
     CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_sentinel_broker(CELERY_BROKER_URL)
 CELERY_RESULT_BACKEND = None

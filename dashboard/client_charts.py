@@ -12,8 +12,8 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from quotas.api import STORE_ERRORS
 from quotas.observability.history import Resolution, read_client_history
+from quotas.siblings import STORE_ERRORS
 
 from .history import UNREADABLE
 

@@ -32,11 +32,12 @@ from django.views.decorators.http import require_POST
 
 from plans.models import APIKey
 from quotas import api
-from quotas.api import STORE_ERRORS, Client, address_group, authenticate_key, client_tag, get_runtime
+from quotas.api import Client
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
 from quotas.rules.periods import usage_date
 from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
+from quotas.siblings import STORE_ERRORS, address_group, authenticate_key, client_tag, get_runtime
 from usage.reports import UsageQuery, build_report
 
 from .client_charts import client_chart, range_from

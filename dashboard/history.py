@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from quotas.api import STORE_ERRORS
 from quotas.conf import quota_settings
 from quotas.observability.history import Resolution, bucket_starts, read_history
 from quotas.rules.snapshot import RuleSet
+from quotas.siblings import STORE_ERRORS
 
 from .queries import REASONS as DAILY_REASONS
 from .queries import Filters, UsageSlice

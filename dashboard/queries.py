@@ -22,11 +22,11 @@ from django.utils import timezone
 from adaptive.models import AdaptiveSnapshot
 from adaptive.publish import read_multipliers
 from plans.models import Plan, Subscription
-from quotas.api import NEAR, STORE_ERRORS
 from quotas.conf import quota_settings
 from quotas.rules.money import format_money
 from quotas.rules.periods import usage_date
 from quotas.rules.snapshot import RuleSet
+from quotas.siblings import NEAR, STORE_ERRORS
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
 from usage.store import (

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.models.signals import post_delete, post_save
 
-from quotas.api import get_runtime
+from quotas.siblings import get_runtime
 
 from .models import (
     ACLEntry,

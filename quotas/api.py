@@ -1,26 +1,16 @@
-"""The quotas app's public API for projects and the other apps (plans, usage, adaptive, dashboard).
+"""The quotas app's public API for projects: the names on the API reference page (``docs/api.md``).
 
-Everything here is stable; what is not exported here (the store, the guard,
-the runtime's parts, identity's internals) may change without notice, and
-``tests/test_layout.py`` keeps the other apps off it. Beside this module, the
-other apps use the contracts that have a module of their own: settings
-(:mod:`quotas.conf`), errors (:mod:`quotas.exceptions`), signals, problem
-bodies (:mod:`quotas.problems`), the rules a backend builds
-(:mod:`quotas.rules`), the DRF adapter (:mod:`quotas.drf`) and the metrics
-registry.
+Everything in ``__all__`` is stable (see ``docs/versioning.md``); a test keeps
+this list and the reference page the same. Anything else under ``quotas``
+may change without notice: the store, the guard, the runtime and the Redis
+formats. The platform's own apps (plans, usage, adaptive, dashboard) reach
+those through :mod:`quotas.siblings`, which is not for projects.
 
-- The decision service: :class:`Facts`, :class:`Verdict`, :func:`check`, :func:`settle`.
-- This process's runtime: :func:`get_runtime` (its ``rules``, ``redis``,
-  ``prefix``, ``guard``, ``store`` and :meth:`~quotas.runtime.Runtime.lift_ban`);
-  :func:`standing` and :func:`last_refusals` of a client; :func:`reset`.
-- Clients: :func:`identify`, :func:`authenticate_key`, :func:`address_group`,
-  :func:`hash_api_key`, :class:`Client`, and their tags (:func:`client_tag`,
-  :func:`is_client_tag`).
-- What other apps read from Redis, by the formats' owners: :data:`STORE_ERRORS`,
-  :func:`connect`, :func:`client_keys`, :func:`encode_part`,
-  :func:`multipliers_key`, :func:`parse_multipliers`, :data:`USAGE_COUNTERS`,
-  :data:`USAGE_TTL_DAYS`, :class:`UsageCounter`, :func:`scaled`, and API keys' last use
-  (:func:`read_last_used`, :func:`forget_before`, :data:`KEEP_SECONDS`).
+- The decision service, for a front door of one's own: :class:`Facts`,
+  :func:`check`, :func:`check_async`, :class:`Verdict`, :func:`settle`.
+- Clients: :class:`Client`, :func:`identify`, :func:`standing`,
+  :func:`last_refusals`, :func:`lift_ban`.
+- Operations and tests: :func:`reset`, :func:`celery_sentinel_broker`.
 """
 
 from __future__ import annotations
@@ -28,28 +18,41 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from django.http import HttpRequest
 from redis.cluster import RedisCluster
 
 from quotas.exceptions import ResetNotConfirmed, StoreUnavailable
-from quotas.identity.addresses import address_group
 from quotas.identity.auth_failures import failed_auth
-from quotas.identity.clients import Client, authenticate_key, hash_api_key, identify
+from quotas.identity.clients import Client
+from quotas.identity.clients import identify as identify_with
 from quotas.observability.refusals import read_refusals
-from quotas.runtime import Runtime, get_runtime
-from quotas.runtime.key_use import KEEP_SECONDS, forget_before, read_last_used
-from quotas.service import Facts, Verdict, check, settle
-from quotas.standing import NEAR, current_standing
-from quotas.store.connect import STORE_ERRORS, connect
-from quotas.store.decision import scaled
-from quotas.store.keys import client_keys, client_tag, encode_part, is_client_tag, is_usage_key, multipliers_key
-from quotas.store.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, parse_multipliers
+from quotas.runtime import get_runtime
+from quotas.service import Facts, Verdict, check, check_async, settle
+from quotas.standing import current_standing
+from quotas.store.connect import STORE_ERRORS, celery_sentinel_broker
+from quotas.store.keys import is_usage_key
 
 __all__ = [
-    "KEEP_SECONDS", "NEAR", "STORE_ERRORS", "USAGE_COUNTERS", "USAGE_TTL_DAYS", "Client", "Facts", "Runtime",
-    "UsageCounter", "Verdict", "address_group", "authenticate_key", "check", "client_keys", "client_tag", "connect",
-    "encode_part", "forget_before", "get_runtime", "hash_api_key", "identify", "is_client_tag", "last_refusals",
-    "multipliers_key", "parse_multipliers", "read_last_used", "reset", "scaled", "settle", "standing",
+    "Client", "Facts", "Verdict", "celery_sentinel_broker", "check", "check_async", "identify", "last_refusals",
+    "lift_ban", "reset", "settle", "standing",
 ]  # fmt: skip
+
+
+def identify(request: HttpRequest, user: Any = None, auth: Any = None) -> Client:
+    """The client of ``request`` as every limit sees it: its API key's subscription, else ``user`` (default:
+    ``request.user``), else its address. ``auth`` is what DRF's authentication found (``request.auth``).
+
+    Raises :class:`~quotas.exceptions.InvalidAPIKey` for a key this platform does not know.
+    """
+    if user is None:
+        user = getattr(request, "user", None)
+    return identify_with(request, user, get_runtime().rules, auth)
+
+
+def lift_ban(tag: str) -> bool:
+    """End client ``tag``'s ban now (and its count of refusals); every process forgets it within a second.
+    Returns whether it was banned. Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
+    return get_runtime().lift_ban(tag)
 
 
 def standing(client: Client) -> dict[str, Any]:

@@ -42,9 +42,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from plans.models import APIKey, Plan, Subscription
-from quotas.api import KEEP_SECONDS, connect, forget_before, read_last_used
 from quotas.conf import quota_settings
 from quotas.rules.periods import usage_date
+from quotas.siblings import KEEP_SECONDS, connect, forget_before, read_last_used
 
 from .flush_mark import mark_flushed
 from .models import COUNTERS, UsageRecord

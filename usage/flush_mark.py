@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from quotas.api import get_runtime
 from quotas.conf import quota_settings
 from quotas.observability.metrics import DefaultSeries
+from quotas.siblings import get_runtime
 
 
 def mark_key(prefix: str) -> str:

@@ -21,9 +21,9 @@ from django.db.models import Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from plans.models import ClientBan
-from quotas.api import USAGE_TTL_DAYS
 from quotas.conf import quota_settings
 from quotas.rules.periods import usage_date
+from quotas.siblings import USAGE_TTL_DAYS
 
 from .models import COUNTERS, BudgetAlert, UsageRecord
 from .store import ANONYMOUS_CLIENT

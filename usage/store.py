@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
-from quotas.api import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, client_keys
 from quotas.conf import quota_settings
+from quotas.siblings import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, client_keys
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from dataclasses import asdict
 from celery import shared_task
 from django.db import DatabaseError
 
-from quotas.api import STORE_ERRORS
 from quotas.conf import quota_settings
+from quotas.siblings import STORE_ERRORS
 
 from .flush import flush_usage
 from .retention import prune as prune_rows

@@ -28,10 +28,11 @@ from rest_framework.views import APIView
 
 from quotas import api
 from quotas import problems as quota_problems
-from quotas.api import STORE_ERRORS, Client, get_runtime, identify, is_client_tag
+from quotas.api import Client
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
+from quotas.siblings import STORE_ERRORS, get_runtime, identify, is_client_tag
 
 from . import problems
 from .history import (

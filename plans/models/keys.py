@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from quotas.api import hash_api_key
+from quotas.siblings import hash_api_key
 
 from .plans import Subscription
 

@@ -31,7 +31,10 @@ MAX_API_KEY_LENGTH = 200
 
 @dataclass(frozen=True, slots=True)
 class Client:
-    """The identity a decision is made for."""
+    """The identity a decision is made for: a subscription (its API key's), a user, an address group, or a key
+    a project counts by. ``tag`` names its counters (``{s.12}``, ``{u.7}``, ``{ip.203.0.113.9}``, ``{k.…}``);
+    ``subscriber`` is the subscription whose plan applies, if any. Made by :func:`identify`, or by the
+    ``of_*`` constructors when a front door counts a request as another client."""
 
     kind: str  # "subscription", "user" or "ip"
     ident: str

@@ -12,7 +12,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from plans.models import APIKey
-from quotas.api import get_runtime, hash_api_key
+from quotas.siblings import get_runtime, hash_api_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]

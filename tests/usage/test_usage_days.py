@@ -15,10 +15,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from plans.models import CostBudget
-from quotas.api import hash_api_key
 from quotas.rules.money import to_micros
 from quotas.rules.periods import usage_day
 from quotas.runtime import get_runtime
+from quotas.siblings import hash_api_key
 from quotas.store import redis_store
 from quotas.store.decision import DecideCall
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
