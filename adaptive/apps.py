@@ -11,7 +11,7 @@ class AdaptiveAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from quotas.observability import metrics
+        from quotas import metrics
 
         from . import checks  # registers the system checks
 

@@ -19,7 +19,7 @@ import redis
 from django.db import DatabaseError
 from redis.exceptions import LockError
 
-from quotas.observability import metrics
+from quotas import metrics
 
 from . import store
 from .conf import KNOWN_SIGNALS, adaptive_settings

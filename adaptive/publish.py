@@ -30,7 +30,7 @@ def publish_multipliers(client: redis.Redis, multipliers: Mapping[int, float], n
 def read_multipliers(client: redis.Redis) -> dict[int, float]:
     """The published multipliers by plan id; ``{}`` when none are published (every plan at 1.0).
 
-    Read with the engine's own parser (quotas.store.protocol.parse_multipliers), so the two never disagree
+    Read with the engine's own parser (quotas.contract.protocol.parse_multipliers), so the two never disagree
     on what counts. Raises redis-py's ``RedisError`` when Redis cannot be read.
     """
     return parse_multipliers(client.get(store.multipliers_key()))

@@ -129,7 +129,7 @@ def signal_series() -> list[tuple[dict[str, str], float]]:
     reads (``SIGNALS``), at this process's last published reading, or at 0 before its first or where it has none.
 
     Registered in :meth:`adaptive.apps.AdaptiveAppConfig.ready` with
-    :func:`quotas.observability.metrics.add_default_series`.
+    :func:`quotas.metrics.add_default_series`.
     """
     sample = _reporter.last_sample or {}
     host = str(sample.get("host") or host_name())

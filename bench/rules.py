@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from quotas.rules.rates import Rate, parse_rates
+from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule, PlanRules, RuleSet, Subscriber
 
 PLAN_ID = 1

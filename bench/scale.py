@@ -44,10 +44,10 @@ from limits.storage import RedisClusterStorage, RedisStorage
 from redis.crc import key_slot
 
 from config.embedded_redis import RedisServer
+from quotas.contract.keys import client_tag
 from quotas.rules.snapshot import Window
 from quotas.runtime import Runtime, build_runtime
 from quotas.store.decision import DecideCall
-from quotas.store.keys import client_tag
 from tests.resilience.servers import Cluster
 
 from . import rules

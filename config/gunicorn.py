@@ -1,6 +1,6 @@
 """gunicorn settings: ``gunicorn -c config/gunicorn.py config.wsgi:application`` (the Procfile's ``web``).
 
-Only what multi-process Prometheus metrics need (see :mod:`quotas.observability.metrics`);
+Only what multi-process Prometheus metrics need (see :mod:`quotas.metrics`);
 bind, workers and timeouts stay on the command line. Every worker writes its
 metrics to files in ``PROMETHEUS_MULTIPROC_DIR`` and ``/metrics`` sums them:
 

@@ -97,7 +97,7 @@ def main() -> None:
     redis = redis_env(run_path)
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # gunicorn's workers and Celery's processes keep their metrics here, for /metrics to sum
-        # (quotas/observability/metrics.py).
+        # (quotas/metrics.py).
         # A new run starts from zero; a directory given in the environment is left as it is.
         metrics_dir = run_path / "prometheus"
         shutil.rmtree(metrics_dir, ignore_errors=True)

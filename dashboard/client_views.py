@@ -34,10 +34,9 @@ from plans.models import APIKey
 from quotas import api
 from quotas.api import Client
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
-from quotas.rules.periods import usage_date
-from quotas.rules.rates import parse_rates
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
-from quotas.siblings import STORE_ERRORS, address_group, authenticate_key, client_tag, get_runtime
+from quotas.siblings import STORE_ERRORS, address_group, authenticate_key, client_tag, get_runtime, usage_date
 from usage.reports import UsageQuery, build_report
 
 from .client_charts import client_chart, range_from

@@ -23,10 +23,9 @@ from adaptive.models import AdaptiveSnapshot
 from adaptive.publish import read_multipliers
 from plans.models import Plan, Subscription
 from quotas.conf import quota_settings
-from quotas.rules.money import format_money
-from quotas.rules.periods import usage_date
+from quotas.formats.money import format_money
 from quotas.rules.snapshot import RuleSet
-from quotas.siblings import NEAR, STORE_ERRORS
+from quotas.siblings import NEAR, STORE_ERRORS, usage_date
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
 from usage.store import (

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from quotas.rules.money import from_micros, to_micros
+from quotas.formats.money import from_micros, to_micros
 from quotas.rules.snapshot import LimitRule, PlanRules, RuleSet
 
 DAY = 86_400

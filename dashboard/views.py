@@ -23,8 +23,7 @@ from plans.rules import subscriber_of
 from quotas import api
 from quotas.api import Client
 from quotas.exceptions import StoreUnavailable
-from quotas.rules.periods import usage_date
-from quotas.siblings import STORE_ERRORS, get_runtime, is_client_tag
+from quotas.siblings import STORE_ERRORS, get_runtime, is_client_tag, usage_date
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT

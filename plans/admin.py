@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from quotas.exceptions import StoreUnavailable
-from quotas.rules.money import format_money, from_micros
+from quotas.formats.money import format_money, from_micros
 from quotas.siblings import STORE_ERRORS, get_runtime, parse_multipliers, scaled
 
 from .checks import DEFAULT_PLAN_HINT, covers_every_request, default_plan_warning

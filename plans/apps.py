@@ -11,7 +11,7 @@ class PlansConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from quotas.observability import metrics as quota_metrics
+        from quotas import metrics as quota_metrics
         from quotas.signals import client_banned
 
         from . import (

@@ -1,4 +1,4 @@
-"""The plans app's series on /metrics, computed at each scrape (see quotas.observability.metrics.add_default_series)."""
+"""The plans app's series on /metrics, computed at each scrape (see quotas.metrics.add_default_series)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from django.utils import timezone
 
-from quotas.observability.metrics import DefaultSeries
+from quotas.metrics import DefaultSeries
 
 from .models import ClientBan
 

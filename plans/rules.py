@@ -9,9 +9,9 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.rules.acl import AccessList, ACLRule, parse_network
-from quotas.rules.money import to_micros
-from quotas.rules.rates import Rate, parse_rates
+from quotas.formats.acl import AccessList, ACLRule, parse_network
+from quotas.formats.money import to_micros
+from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.snapshot import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber, ban_policy_spec
 
 from .models import (

@@ -21,6 +21,8 @@ import redis
 from django.http import HttpRequest
 from redis.cluster import RedisCluster
 
+from quotas.contract.connect import STORE_ERRORS, celery_sentinel_broker
+from quotas.contract.keys import is_usage_key
 from quotas.exceptions import ResetNotConfirmed, StoreUnavailable
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client
@@ -29,8 +31,6 @@ from quotas.observability.refusals import read_refusals
 from quotas.runtime import get_runtime
 from quotas.service import Facts, Verdict, check, check_async, settle
 from quotas.standing import current_standing
-from quotas.store.connect import STORE_ERRORS, celery_sentinel_broker
-from quotas.store.keys import is_usage_key
 
 __all__ = [
     "Client", "Facts", "Verdict", "celery_sentinel_broker", "check", "check_async", "identify", "last_refusals",

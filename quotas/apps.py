@@ -11,10 +11,12 @@ class QuotasConfig(AppConfig):
         from django.apps import apps
         from django.core.signals import setting_changed
 
-        from quotas import checks  # noqa: F401  (registers the system checks)
+        from quotas import (
+            checks,  # noqa: F401  (registers the system checks)
+            metrics,
+        )
         from quotas.http.views import plan_multipliers
         from quotas.identity.auth_failures import forget_blocks, on_login_failed
-        from quotas.observability import metrics
         from quotas.runtime import reset_runtime
         from quotas.signals import remembered_state_stale
 

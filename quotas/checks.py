@@ -17,12 +17,12 @@ from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
 from quotas.conf import quota_settings
+from quotas.contract.memory import is_memory_url, lua_available
 from quotas.exceptions import InvalidRate
+from quotas.formats.rates import parse_rates
 from quotas.identity.addresses import num_proxies
-from quotas.rules.rates import parse_rates
 from quotas.setting import Setting
 from quotas.settings_spec import ADAPTIVE, SETTINGS
-from quotas.store.memory import is_memory_url, lua_available
 
 
 def _error(msg: str, hint: str, n: int) -> Error:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from quotas.conf import quota_settings
-from quotas.rules.money import from_micros
+from quotas.formats.money import from_micros
 
 if TYPE_CHECKING:
     from quotas.rules.snapshot import PlanRules, Window

@@ -34,6 +34,7 @@ from django.http import HttpRequest
 
 from quotas import problems
 from quotas.conf import quota_settings
+from quotas.contract.keys import encode_part
 from quotas.exceptions import (
     AccessDenied,
     InvalidQuotaRequest,
@@ -43,16 +44,15 @@ from quotas.exceptions import (
     ReducedCapacity,
     StoreUnavailable,
 )
+from quotas.formats.acl import ACLRule
+from quotas.formats.money import from_micros, to_micros
 from quotas.identity.addresses import client_ip
 from quotas.identity.clients import Client, identify
 from quotas.observability.events import fire_budget_alerts, report_ban
 from quotas.observability.record import record_acl, record_decision
-from quotas.rules.acl import ACLRule
-from quotas.rules.money import from_micros, to_micros
 from quotas.rules.snapshot import LimitRule, PlanRules, RequestRules, RuleSet, Window
 from quotas.runtime import Runtime, get_runtime, shaping
 from quotas.store.decision import DecideCall, Decision
-from quotas.store.keys import encode_part
 
 logger = logging.getLogger(__name__)
 

@@ -135,7 +135,7 @@ SETTINGS = (
         hint="Use a short non-empty string without braces or spaces.",
     ),
     # Fewer buckets hold more clients each: less memory per client (about 70 bytes from 10,000
-    # clients up), a little more CPU per decision (see quotas/store/keys.py).
+    # clients up), a little more CPU per decision (see quotas/contract/keys.py).
     Setting(
         "KEY_BUCKETS", int, 1024, minimum=1, maximum=1 << 24, check_id="quotas.E014",
         doc="hashes the clients' limit state is spread over (see Keys under Algorithms); fewer: less memory "

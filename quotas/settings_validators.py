@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.core.checks import CheckMessage, Warning
 from django.utils.module_loading import import_string
 
+from quotas.contract.connect import validate_url
+from quotas.contract.protocol import Algorithm
 from quotas.exceptions import InvalidRate
-from quotas.rules.money import to_micros
-from quotas.rules.rates import parse_rates
-from quotas.store.connect import validate_url
-from quotas.store.protocol import Algorithm
+from quotas.formats.money import to_micros
+from quotas.formats.rates import parse_rates
 
 #: The algorithms a limit may name (periods and budgets have models of their own).
 ALGORITHMS = tuple(a.setting_name for a in Algorithm if a.rolling or a is Algorithm.CONCURRENCY)

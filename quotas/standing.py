@@ -9,8 +9,8 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from quotas.formats.money import from_micros
 from quotas.identity.clients import Client
-from quotas.rules.money import from_micros
 from quotas.rules.snapshot import PlanRules, RuleSet
 from quotas.runtime import Runtime
 from quotas.store.decision import WindowState

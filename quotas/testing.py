@@ -19,8 +19,8 @@ import pytest
 
 from quotas.api import reset
 from quotas.conf import quota_settings
+from quotas.contract.memory import is_memory_url, keyspace
 from quotas.runtime import get_runtime
-from quotas.store.memory import is_memory_url, keyspace
 
 
 @pytest.fixture

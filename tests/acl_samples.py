@@ -6,7 +6,7 @@ import ipaddress
 import random
 from typing import Any
 
-from quotas.rules.acl import AccessList, ACLRule
+from quotas.formats.acl import AccessList, ACLRule
 
 
 def build_sample(n: int, seed: int = 0) -> AccessList:

@@ -161,7 +161,7 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
     """The engine on each store in turn, each starting empty. A behaviour module names it ``runtime`` and
     overrides ``redis_client`` with ``runtime.redis``, so its tests read the store they decided on; a test
     marked ``redis_only`` (it reads one server's own statistics) runs on the single servers only."""
-    from quotas.store.memory import forget
+    from quotas.contract.memory import forget
 
     kind = request.param
     if kind == "redis6.2":

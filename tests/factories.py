@@ -8,8 +8,8 @@ import factory
 from django.contrib.auth import get_user_model
 
 from plans.models import APIKey, EndpointLimit, Plan, Subscription
-from quotas.rules.money import to_micros
-from quotas.rules.rates import Rate, parse_rates
+from quotas.formats.money import to_micros
+from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule, PlanRules
 
 

@@ -65,12 +65,14 @@ def test_modules_stay_small(app):
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 
-#: The layers inside ``quotas``, bottom up. A module may import modules of its own layer or of a layer below,
-#: never above: at the top of the file, inside a function (a deferred import) or for type checking alike.
-#: A module belongs to the layer of the longest prefix naming it.
+#: The layers inside ``quotas``, bottom up, by unit: a package (``quotas.store``) or a top-level module
+#: (``quotas.conf``), never a module inside a package. A module may import modules of its own layer or of a
+#: layer below, never above: at the top of the file, inside a function (a deferred import) or for type checking
+#: alike. A unit belongs to the layer naming it; any other is a front door.
 QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # Settings, errors and signals, and the formats each owned by one module: rates, money, periods, allow and
-    # deny lists, the Python/Lua protocol, Redis keys and URLs, the Lua library, metrics, log lines, addresses.
+    # Settings, errors and signals; the metrics registry; the formats every layer reads (rates, money, periods,
+    # allow and deny lists); what the engine and its store share (the Python/Lua protocol, the key layout, the Lua
+    # library, the clients from a URL, the memory store).
     (
         "foundations",
         (
@@ -80,23 +82,13 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "quotas.settings_validators",
             "quotas.settings_spec",
             "quotas.conf",
-            "quotas.rules.rates",
-            "quotas.rules.money",
-            "quotas.rules.periods",
-            "quotas.rules.acl",
-            "quotas.store.protocol",
-            "quotas.store.keys",
-            "quotas.store.connect",
-            "quotas.store.memory",
-            "quotas.store.library",
-            "quotas.observability.metrics",
-            "quotas.observability.logs",
-            "quotas.identity.devices",
-            "quotas.identity.addresses",
+            "quotas.metrics",
+            "quotas.formats",
+            "quotas.contract",
         ),
     ),
     ("rules", ("quotas.rules",)),  # the snapshot of plans, limits and keys: data, no I/O
-    ("store", ("quotas.store",)),  # Redis: the transport, the store that encodes and sends, the guard around it
+    ("store", ("quotas.store",)),  # the transport, the store that encodes and sends, the guard around it
     ("problems", ("quotas.problems",)),  # the body of every refusal
     ("observability", ("quotas.observability",)),  # history, last refusals, audit records, alert and ban signals
     ("runtime", ("quotas.runtime",)),  # this process: the live rules, the poller, the notes
@@ -164,13 +156,42 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     return sorted(sorted(group) for group in groups)
 
 
+def unit_of(module: str) -> str:
+    """The package a module belongs to (``quotas.store.guard`` -> ``quotas.store``), or the top-level module."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or module in PACKAGES else module
+
+
+#: The subpackages of quotas (a module ``quotas.X`` that is a package is its own unit).
+PACKAGES = {f"quotas.{p.name}" for p in (ROOT / "quotas").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+
+
 def layer_of(module: str) -> int:
-    best, best_length = -1, -1
-    for number, (_, prefixes) in enumerate(QUOTAS_LAYERS):
-        for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
-                best, best_length = number, len(prefix)
-    return best
+    """The layer of ``module``'s unit (the last, the front doors, for a unit no layer names)."""
+    unit = unit_of(module)
+    for number, (_, units) in enumerate(QUOTAS_LAYERS):
+        if unit in units:
+            return number
+    return len(QUOTAS_LAYERS) - 1
+
+
+def test_the_layers_name_units_only():
+    """No per-module exception: every layer names packages and top-level modules, never a module inside a
+    package."""
+    named = [unit for _, units in QUOTAS_LAYERS for unit in units]
+    assert [u for u in named if u != "quotas" and unit_of(u) != u] == []
+    assert [u for u in named if u.count(".") > 1] == []
+
+
+def test_the_units_of_quotas_import_no_cycle():
+    """No chain of imports between packages (and top-level modules) leads back to where it started."""
+    graph = import_graph(sources("quotas"))
+    units: dict[str, dict[str, int]] = {}
+    for module, edges in graph.items():
+        for target, line in edges.items():
+            if unit_of(target) != unit_of(module):
+                units.setdefault(unit_of(module), {}).setdefault(unit_of(target), line)
+    assert cycles(units) == []
 
 
 def test_quotas_has_no_import_cycle():
@@ -227,13 +248,13 @@ def test_quotas_modules_import_only_their_layer_and_those_below():
 
 
 #: What the other apps may import of quotas: its public API (quotas.api), what is theirs alone (quotas.siblings)
-#: and the contracts that have a module
-#: of their own (settings and their checks, errors, signals, problem bodies, the rules a backend builds, the
-#: DRF adapter, the metrics registry, the history's format). Never the store, the runtime or identity.
+#: and the contracts that have a module of their own (settings and their checks, errors, signals, problem bodies,
+#: the rules a backend builds and the formats they use, the DRF adapter, the metrics registry, the history's
+#: format). Never the store, the runtime or identity.
 QUOTAS_PUBLIC = (
     "quotas.api", "quotas.siblings", "quotas.conf", "quotas.setting", "quotas.settings_spec", "quotas.checks",
-    "quotas.exceptions", "quotas.signals", "quotas.problems", "quotas.rules", "quotas.drf", "quotas.openapi",
-    "quotas.throttling", "quotas.middleware", "quotas.observability.metrics", "quotas.observability.history",
+    "quotas.exceptions", "quotas.signals", "quotas.problems", "quotas.rules", "quotas.formats", "quotas.drf",
+    "quotas.openapi", "quotas.throttling", "quotas.middleware", "quotas.metrics", "quotas.observability.history",
 )  # fmt: skip
 
 

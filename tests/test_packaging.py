@@ -151,7 +151,7 @@ def test_the_sdist_holds_the_apps_and_what_builds_them_and_nothing_else(dists: t
     # setuptools' own: the metadata it writes, and the egg-info it builds the wheel from.
     written = {"PKG-INFO", "setup.cfg"} | {n for n in names if n.startswith("django_quota_platform.egg-info/")}
     assert names - written == app_files() | {"pyproject.toml", "MANIFEST.in", "README.md", "LICENSE"}
-    assert {"quotas/store/lua/decide.lua", "quotas/py.typed", "dashboard/templates/dashboard/base.html"} <= names
+    assert {"quotas/contract/lua/decide.lua", "quotas/py.typed", "dashboard/templates/dashboard/base.html"} <= names
     assert "dashboard/static/dashboard/vendor/chart.js.LICENSE" in names
 
 
@@ -164,7 +164,7 @@ def test_the_wheel_built_from_the_sdist_holds_the_apps_and_their_metadata_only(d
         names = set(archive.namelist())
         metadata = archive.read(f"{info}/METADATA").decode()
     assert {n for n in names if not n.startswith(f"{info}/")} == app_files()
-    assert {"quotas/store/lua/decide.lua", "quotas/py.typed", "dashboard/templates/dashboard/base.html"} <= names
+    assert {"quotas/contract/lua/decide.lua", "quotas/py.typed", "dashboard/templates/dashboard/base.html"} <= names
     assert {f"{info}/licenses/LICENSE", f"{info}/licenses/dashboard/static/dashboard/vendor/chart.js.LICENSE"} <= names
     urls = dict(re.findall(r"^Project-URL: ([^,]+), (\S+)$", metadata, re.M))
     assert set(urls) == {"Homepage", "Documentation", "Source", "Changelog", "Issues"}

@@ -11,7 +11,7 @@ class UsageConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from quotas.observability import metrics
+        from quotas import metrics
         from quotas.signals import budget_threshold_crossed
 
         from . import (

@@ -43,8 +43,7 @@ from django.utils import timezone
 
 from plans.models import APIKey, Plan, Subscription
 from quotas.conf import quota_settings
-from quotas.rules.periods import usage_date
-from quotas.siblings import KEEP_SECONDS, connect, forget_before, read_last_used
+from quotas.siblings import KEEP_SECONDS, connect, forget_before, read_last_used, usage_date
 
 from .flush_mark import mark_flushed
 from .models import COUNTERS, UsageRecord

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from quotas.conf import quota_settings
-from quotas.observability.metrics import DefaultSeries
+from quotas.metrics import DefaultSeries
 from quotas.siblings import get_runtime
 
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.db import models
 
 from plans.models import Plan, Subscription
-from quotas.rules.money import from_micros
+from quotas.formats.money import from_micros
 
 #: The counters of a usage row (see usage.store.COUNTER_FIELDS for their Redis names).
 COUNTERS = (

@@ -18,8 +18,8 @@ from django.db.models import Sum
 
 from plans.models import Plan
 from quotas.conf import quota_settings
-from quotas.rules.money import from_micros
-from quotas.rules.periods import usage_date
+from quotas.formats.money import from_micros
+from quotas.siblings import usage_date
 
 from .models import COUNTERS, UsageRecord
 from .store import (

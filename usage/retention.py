@@ -22,8 +22,7 @@ from django.utils import timezone
 
 from plans.models import ClientBan
 from quotas.conf import quota_settings
-from quotas.rules.periods import usage_date
-from quotas.siblings import USAGE_TTL_DAYS
+from quotas.siblings import USAGE_TTL_DAYS, usage_date
 
 from .models import COUNTERS, BudgetAlert, UsageRecord
 from .store import ANONYMOUS_CLIENT

@@ -1,8 +1,8 @@
 """Reading the decision script's usage counters from Redis.
 
-The decision script (``quotas/store/lua/usage.lua``) keeps one hash per bucket of
+The decision script (``quotas/contract/lua/usage.lua``) keeps one hash per bucket of
 clients and usage day (where budget days begin, ``BUDGET_TIME_ZONE``), ``<KEY_PREFIX>:{b<bucket>}:u:<YYYYMMDD>`` (see
-:mod:`quotas.store.keys`), with fields
+:mod:`quotas.contract.keys`), with fields
 ``<client>|<plan id or ->|<scope or ->|<counter>`` holding cumulative totals. This
 module only reads them: nothing here writes to or deletes from Redis.
 """
@@ -23,7 +23,7 @@ from quotas.siblings import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, client
 
 logger = logging.getLogger(__name__)
 
-#: Redis counter name -> UsageRecord field (owned by quotas.store.protocol, shared with the scripts).
+#: Redis counter name -> UsageRecord field (owned by quotas.contract.protocol, shared with the scripts).
 COUNTER_FIELDS = USAGE_COUNTERS
 #: The hashes of today and of this many previous days can still be read (they expire after that).
 RETENTION_DAYS = USAGE_TTL_DAYS

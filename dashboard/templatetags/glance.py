@@ -2,7 +2,7 @@
 
 ``{{ seconds|in_duration }}`` gives "in 11 h 56 min"; ``{{ n|count }}`` "1,234"; ``{{ ratio|times }}``
 "10 times"; ``{{ amount|money:currency }}``
-"1,234.50 USD" (see :func:`quotas.rules.money.format_money`); ``{{ when|local_time }}``
+"1,234.50 USD" (see :func:`quotas.formats.money.format_money`); ``{{ when|local_time }}``
 a ``<time>`` element that ``dashboard/glance.js`` rewrites in the viewer's
 time zone, with the UTC time kept as its title (shown on hover) and as the
 text when JavaScript is off.
@@ -17,7 +17,7 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
-from quotas.rules.money import format_money, from_micros
+from quotas.formats.money import format_money, from_micros
 
 register = template.Library()
 

@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.rules.acl import parse_network
+from quotas.formats.acl import parse_network
 
 from .keys import APIKey
 from .plans import Subscription

@@ -10,7 +10,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from quotas.rules.money import round_money
+from quotas.formats.money import round_money
 
 from .plans import Plan, Subscription
 

@@ -11,8 +11,8 @@ from django.db import models
 
 from quotas.conf import ALGORITHMS, quota_settings
 from quotas.exceptions import InvalidRate
-from quotas.rules.money import round_money
-from quotas.rules.rates import parse_rates
+from quotas.formats.money import round_money
+from quotas.formats.rates import parse_rates
 
 from .plans import Plan, Subscription
 from .validators import _split_methods, validate_methods, validate_rates

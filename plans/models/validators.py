@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 
 from quotas.exceptions import InvalidRate
-from quotas.rules.acl import parse_network
-from quotas.rules.rates import parse_rates
+from quotas.formats.acl import parse_network
+from quotas.formats.rates import parse_rates
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from quotas.conf import quota_settings
 from quotas.django.respond import KEYS, arespond, facts_for, rate_rule, refused, respond
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
-from quotas.rules.rates import parse_rates
+from quotas.formats.rates import parse_rates
 from quotas.service import Facts, Verdict, check, check_async
 
 

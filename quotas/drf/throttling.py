@@ -22,10 +22,10 @@ from rest_framework.throttling import BaseThrottle
 
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
+from quotas.formats.money import to_micros
 from quotas.http.context import set_verdict
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
-from quotas.rules.money import to_micros
 from quotas.rules.snapshot import LimitRule, drf_scope_rule
 from quotas.runtime import get_runtime
 from quotas.service import CountAs, Facts, check

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from quotas.conf import quota_settings
-from quotas.rules.money import to_micros
+from quotas.formats.money import to_micros
 
 
 def set_cost(request: Any, amount: Decimal | int | str) -> None:

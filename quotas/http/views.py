@@ -10,11 +10,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas import problems
 from quotas.conf import quota_settings
+from quotas.contract.connect import STORE_ERRORS, describe
 from quotas.http import responses
 from quotas.identity.auth_failures import failed_auth, token_tag
-from quotas.observability.metrics import DefaultSeries, default_series, exposition
+from quotas.metrics import DefaultSeries, default_series, exposition
 from quotas.runtime import get_runtime
-from quotas.store.connect import STORE_ERRORS, describe
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -141,7 +141,7 @@ def from_loopback(request: HttpRequest) -> bool:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus metrics of every process (see :mod:`quotas.observability.metrics`).
+    """Prometheus metrics of every process (see :mod:`quotas.metrics`).
 
     Served to staff signed in to the admin, to ``Authorization: Bearer
     <QUOTAS['METRICS']['TOKEN']>``, and, only where the project sets
@@ -184,7 +184,7 @@ def plan_multipliers() -> list[DefaultSeries]:
     """Every plan of the rules snapshot at the adaptive multiplier in force (1 unless the controller cut it).
 
     /metrics shows these wherever no process has published a plan's
-    multiplier yet (see :func:`quotas.observability.metrics.add_default_series`).
+    multiplier yet (see :func:`quotas.metrics.add_default_series`).
     """
     runtime = get_runtime()
     snapshot = runtime.rules.current()

@@ -56,16 +56,16 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from quotas import metrics
 from quotas.conf import quota_settings
+from quotas.contract.keys import client_tag
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.rates import parse_rates
 from quotas.identity.addresses import UNKNOWN_PEER, address_group
 from quotas.identity.devices import trusted_device, username_digest
-from quotas.observability import metrics
-from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule, Window
 from quotas.runtime import get_runtime
 from quotas.store.decision import Decision
-from quotas.store.keys import client_tag
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Failed-authentication blocks as operators see them: list them, lift them (``manage.py quota_auth_blocks``).
 
 A block is a used-up fixed window of :mod:`quotas.identity.auth_failures`,
-kept in the client's bucket hash like any window (:mod:`quotas.store.keys`).
+kept in the client's bucket hash like any window (:mod:`quotas.contract.keys`).
 Listing scans every bucket for the failed-authentication tags and reads each
 one's standing with a peek (nothing is counted); lifting deletes the window
 and bumps the rules version, so that every process forgets the blocks it
@@ -16,13 +16,13 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from quotas.contract.connect import STORE_ERRORS
+from quotas.contract.keys import client_tag
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.addresses import group_of
 from quotas.identity.auth_failures import KIND_TAG, kind_of, windows_of
 from quotas.identity.devices import username_digest
 from quotas.runtime import Runtime
-from quotas.store.connect import STORE_ERRORS
-from quotas.store.keys import client_tag
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,11 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from quotas.conf import quota_settings
+from quotas.contract.connect import STORE_ERRORS, describe
+from quotas.contract.library import library_name
+from quotas.contract.memory import MemoryRedis
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.runtime import Runtime, get_runtime
-from quotas.store.connect import STORE_ERRORS, describe
-from quotas.store.library import library_name
-from quotas.store.memory import MemoryRedis
 from quotas.store.transport import Transport
 
 OK, WARNING, ERROR = "ok", "warning", "error"

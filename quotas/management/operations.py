@@ -13,14 +13,14 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError
 
 from quotas.conf import quota_settings
+from quotas.contract.connect import STORE_ERRORS, describe, is_script_error, redacted
+from quotas.contract.keys import is_client_tag
 from quotas.exceptions import RulesUnavailable, ScriptFailed, StoreUnavailable
 from quotas.identity.addresses import group_of
 from quotas.identity.clients import Client, subscription_client, user_client
 from quotas.rules.snapshot import RuleSet, Window
 from quotas.runtime import Runtime, get_runtime
 from quotas.runtime.rules_cache import RulesCache
-from quotas.store.connect import STORE_ERRORS, describe, is_script_error, redacted
-from quotas.store.keys import is_client_tag
 
 CLIENT_HELP = (
     "The client: a subscription (s.12 or subscription:12), a user by primary key (u.5 or user:5; a user with an "

@@ -10,7 +10,7 @@ from typing import Any
 from django.dispatch import Signal
 
 from quotas.conf import quota_settings
-from quotas.rules.periods import period_bounds
+from quotas.formats.periods import period_bounds
 from quotas.signals import budget_threshold_crossed, client_banned
 from quotas.store.decision import Decision
 

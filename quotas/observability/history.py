@@ -28,7 +28,7 @@ pipeline:
   subscriptions sold, while addresses and users are unbounded (one scan of the
   IPv6 space would write a hash per address).
 
-Counters are the usage counters' names (:data:`quotas.store.protocol.USAGE_COUNTERS`)
+Counters are the usage counters' names (:data:`quotas.contract.protocol.USAGE_COUNTERS`)
 plus ``dl``: refused from this process's memory of clients over a limit, without asking Redis
 (the metrics' reason "local"; the usage counters count these as ``dr``).
 Notes that fail to reach Redis are kept for the next write. A process killed
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from quotas.store.protocol import USAGE_COUNTERS
-from quotas.store.protocol import UsageCounter as Counter
+from quotas.contract.protocol import USAGE_COUNTERS
+from quotas.contract.protocol import UsageCounter as Counter
 
 #: The usage counters a decision adds to, and the one only the history keeps: refused by this process alone
 #: (the local failure mode), which the usage counters count as a rate refusal.
@@ -86,7 +86,7 @@ HOUR_KEEP = 7 * 86400 + 3600
 TOP_KEEP = 100
 #: Seconds a client's hour hash lives after its hour ends: its 24-hour chart, plus an hour's margin.
 CLIENT_KEEP = 25 * 3600
-#: Client tags (without braces) whose per-client history is kept: subscriptions (quotas.store.keys).
+#: Client tags (without braces) whose per-client history is kept: subscriptions (quotas.contract.keys).
 CLIENT_KINDS = ("s.",)
 #: The top sets: admitted and denied requests.
 TOP_SIDES = {"allowed": "a", "denied": "d"}

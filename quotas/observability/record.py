@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from quotas.observability import metrics
+from quotas import metrics
+from quotas.formats.acl import ACLRule
 from quotas.observability.history import History
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
 from quotas.observability.refusals import RefusalLog
-from quotas.rules.acl import ACLRule
 from quotas.store.decision import Decision
 
 

@@ -38,12 +38,12 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
+from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.observability import metrics
-from quotas.store.connect import STORE_ERRORS
+from quotas.contract.connect import STORE_ERRORS
+from quotas.contract.keys import refusals_key
+from quotas.contract.protocol import US_PER_SECOND
 from quotas.store.decision import Decision, WindowState
-from quotas.store.keys import refusals_key
-from quotas.store.protocol import US_PER_SECOND
 
 logger = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from quotas.conf import quota_settings
-from quotas.rules.acl import AccessList
-from quotas.rules.periods import period_bounds
-from quotas.rules.rates import Rate, parse_rates
-from quotas.store.keys import window_field
-from quotas.store.protocol import ALGORITHM_CODES, WindowSpec
+from quotas.contract.keys import window_field
+from quotas.contract.protocol import ALGORITHM_CODES, WindowSpec
+from quotas.formats.acl import AccessList
+from quotas.formats.periods import period_bounds
+from quotas.formats.rates import Rate, parse_rates
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -42,7 +42,7 @@ class Window:
     shadow: bool
     refund_on_error: bool
     state_field: str = field(compare=False)  # the window's name in the client hash (or its log key)
-    period: str = ""  # a calendar period (quotas.rules.periods.PERIODS) for period quotas and budgets
+    period: str = ""  # a calendar period (quotas.formats.periods.PERIODS) for period quotas and budgets
     anchor_day: int = 1  # first day of a billing month
     currency: str = ""  # budgets only: quota and state are micro-units of this currency
     spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
@@ -80,7 +80,7 @@ class Window:
 
     @property
     def code(self) -> int:
-        """The algorithm's wire code (quotas.store.protocol.Algorithm)."""
+        """The algorithm's wire code (quotas.contract.protocol.Algorithm)."""
         return ALGORITHM_CODES[self.algorithm]
 
     @property
@@ -276,7 +276,7 @@ class RuleSet:
         self.plans: Mapping[int, PlanRules] = {p.id: p for p in plans}
         self.default_plan_id = default_plan_id
         self.version = version
-        #: Who is allowed or denied outright (quotas.rules.acl), before any limit.
+        #: Who is allowed or denied outright (quotas.formats.acl), before any limit.
         self.acl = acl if acl is not None else AccessList()
         self._limits_cache: dict[tuple, tuple[LimitRule, ...]] = {}
         self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}

@@ -15,8 +15,12 @@ from collections.abc import Sequence
 
 from django.utils.module_loading import import_string
 
+from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.observability import metrics
+from quotas.contract.connect import STORE_ERRORS, async_connector, connect
+from quotas.contract.keys import rules_version_key
+from quotas.contract.library import LibraryCaller
+from quotas.contract.memory import MemoryRedis, MemoryTransport
 from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.snapshot import Window
@@ -27,11 +31,7 @@ from quotas.runtime.poller import Poller
 from quotas.runtime.rules_cache import RulesCache
 from quotas.signals import remembered_state_stale
 from quotas.store.allowances import Allowances
-from quotas.store.connect import STORE_ERRORS, async_connector, connect
 from quotas.store.guard import Guard
-from quotas.store.keys import rules_version_key
-from quotas.store.library import LibraryCaller
-from quotas.store.memory import MemoryRedis, MemoryTransport
 from quotas.store.redis_store import RedisStore
 from quotas.store.transport import Transport
 from quotas.store.usage_buffer import replay_spool

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotas.store.connect import STORE_ERRORS
-from quotas.store.keys import multipliers_key
-from quotas.store.protocol import parse_multipliers
+from quotas.contract.connect import STORE_ERRORS
+from quotas.contract.keys import multipliers_key
+from quotas.contract.protocol import parse_multipliers
 
 
 class Multipliers:

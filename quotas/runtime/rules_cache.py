@@ -20,12 +20,11 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from quotas import problems
+from quotas import metrics, problems
+from quotas.contract.connect import STORE_ERRORS
 from quotas.exceptions import RulesUnavailable
-from quotas.observability import metrics
 from quotas.rules.known_keys import KnownKeys
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
-from quotas.store.connect import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from quotas.contract.protocol import US_PER_SECOND
 from quotas.rules.snapshot import Window
 from quotas.store.decision import DecideCall, Decision, WindowState
-from quotas.store.protocol import US_PER_SECOND
 
 #: Seconds over which a client's rate in this process is measured; a span shorter than the second counts
 #: as this long, so that one request alone never reads as a burst.

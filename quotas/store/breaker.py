@@ -14,8 +14,8 @@ import logging
 import threading
 import time
 
+from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.observability import metrics
 
 logger = logging.getLogger(__name__)
 

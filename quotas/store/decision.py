@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from quotas.contract.protocol import US_PER_SECOND, Algorithm
 from quotas.rules.snapshot import Window
-from quotas.store.protocol import US_PER_SECOND, Algorithm
 
 
 # Not frozen, as the service's Facts: a frozen dataclass's __init__ costs more, on every request.

@@ -9,9 +9,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from quotas.contract.protocol import US_PER_SECOND
 from quotas.rules.snapshot import Window
 from quotas.store.decision import WindowState
-from quotas.store.protocol import US_PER_SECOND
 
 
 class _Refusal(NamedTuple):

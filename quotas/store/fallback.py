@@ -27,10 +27,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from quotas.conf import quota_settings
-from quotas.rules.periods import period_bounds
+from quotas.contract.protocol import US_PER_SECOND
+from quotas.formats.periods import period_bounds
 from quotas.rules.snapshot import Window
 from quotas.store.decision import Decision, WindowState, scaled
-from quotas.store.protocol import US_PER_SECOND
 
 #: One window checked: its state, and what consumes from it once every window of the request agreed (or None).
 _Checked = tuple[WindowState, Callable[[], None] | None]

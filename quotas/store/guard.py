@@ -23,8 +23,9 @@ import logging
 import time
 from collections.abc import Sequence
 
+from quotas import metrics
+from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
-from quotas.observability import metrics
 from quotas.rules.snapshot import Window
 from quotas.store.allowances import Allowance, Allowances, eligible
 from quotas.store.breaker import CircuitBreaker
@@ -32,7 +33,6 @@ from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
 from quotas.store.interface import Store
-from quotas.store.protocol import UsageCounter as Counter
 from quotas.store.redis_store import banned_states, day_of
 from quotas.store.usage_buffer import UsageBuffer
 

@@ -1,9 +1,9 @@
 """What the guard needs of a store: the seam between deciding (the guard) and keeping counters (a store).
 
 :class:`~quotas.store.redis_store.RedisStore` is the one implementation: it encodes each operation for the
-Lua library and sends it through a :class:`~quotas.store.library.LibraryCaller`, which reaches Redis
+Lua library and sends it through a :class:`~quotas.contract.library.LibraryCaller`, which reaches Redis
 (:class:`~quotas.store.transport.Transport`) or runs the same library in this process
-(:class:`~quotas.store.memory.MemoryTransport`). A store remembers nothing between calls and raises
+(:class:`~quotas.contract.memory.MemoryTransport`). A store remembers nothing between calls and raises
 :class:`~quotas.exceptions.StoreUnavailable` (or :class:`~quotas.exceptions.ScriptFailed`) when it fails;
 the guard decides what a failure means.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from quotas.contract.keys import ClientKeys
+from quotas.contract.protocol import AdjustedBudget
 from quotas.store.decision import DecideCall, Decision, WindowState
-from quotas.store.keys import ClientKeys
-from quotas.store.protocol import AdjustedBudget
 
 
 class Store(Protocol):

@@ -1,7 +1,7 @@
 """The Redis store: each operation encoded for the Lua library, sent through the transport, its reply decoded.
 
-The algorithms live in Lua (``quotas/store/lua``) and the call layout in
-:mod:`quotas.store.protocol`; this module only turns a
+The algorithms live in Lua (``quotas/contract/lua``) and the call layout in
+:mod:`quotas.contract.protocol`; this module only turns a
 :class:`~quotas.store.decision.DecideCall` into one call's KEYS and ARGV, and
 the reply into a :class:`~quotas.store.decision.Decision`. It remembers
 nothing and retries nothing: a failure raises
@@ -20,14 +20,11 @@ from typing import Any
 
 from redis.cluster import RedisCluster
 
-from quotas.exceptions import ScriptFailed, StoreUnavailable
-from quotas.rules.periods import usage_day
-from quotas.rules.snapshot import Window
-from quotas.store.connect import STORE_ERRORS, is_script_error
-from quotas.store.decision import DecideCall, Decision, WindowState, scaled
-from quotas.store.keys import ClientKeys, client_keys
-from quotas.store.library import LibraryCaller
-from quotas.store.protocol import (
+from quotas.conf import quota_settings
+from quotas.contract.connect import STORE_ERRORS, is_script_error
+from quotas.contract.keys import ClientKeys, client_keys
+from quotas.contract.library import LibraryCaller
+from quotas.contract.protocol import (
     NEVER,
     US_PER_SECOND,
     AdjustedBudget,
@@ -39,6 +36,10 @@ from quotas.store.protocol import (
     refund_args,
     release_args,
 )
+from quotas.exceptions import ScriptFailed, StoreUnavailable
+from quotas.formats.periods import UsageDay, usage_day
+from quotas.rules.snapshot import Window
+from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,7 @@ class RedisStore:
         # same run: 1 limit 1.34, 1.24, 1.39, 1.37 -> 1.36, 1.61, 1.47, 1.34; 5 limits 1.74, 1.49, 1.45, 1.60
         # -> 1.74, 1.80, 1.83, 1.56 (means +0.11 and +0.16, within the runs' spread); 2,000 cold decisions
         # through the guard, alternately twice: 1 limit 231, 189 -> 253, 194 us; 5 limits 268, 203 -> 253, 215.
-        day = usage_day(at)
+        day = usage_day_of(at)
         args = decide_args(
             keys.field_prefix,
             now="" if call.now is None else int(call.now * US_PER_SECOND),
@@ -146,7 +147,7 @@ class RedisStore:
     def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
         """Count in ``tag``'s usage a request decided without limits (an allow or deny list's entry)."""
         keys = self.keys_of(tag)
-        day = usage_day(time.time())
+        day = usage_day_of(time.time())
         args = decide_args(
             keys.field_prefix,
             weight="" if weight is None else weight,
@@ -188,7 +189,7 @@ class RedisStore:
         """Add ``delta_micros`` to ``decision``'s cost in the budgets whose specs are ``budgets``, and in its usage
         unless not ``in_usage`` (an allowance's unused part was never counted there)."""
         keys = self.keys_of(decision.tag)
-        day = usage_day(decision.now)
+        day = usage_day_of(decision.now)
         args = adjust_args(
             keys.field_prefix,
             now_us=int(decision.now * US_PER_SECOND),
@@ -279,7 +280,7 @@ class RedisStore:
         return True
 
     def keys_of(self, tag: str) -> ClientKeys:
-        """Where client ``tag``'s state lives (see :mod:`quotas.store.keys`)."""
+        """Where client ``tag``'s state lives (see :mod:`quotas.contract.keys`)."""
         return client_keys(self.prefix, tag, self.buckets)
 
     @staticmethod
@@ -329,10 +330,15 @@ def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) ->
     return [WindowState(w, True, 0, wait_us, 0, quota=scaled(w, multiplier)) for w in windows]
 
 
+def usage_day_of(now: float) -> UsageDay:
+    """The usage day of ``now``, where budget days begin (``QUOTAS['BUDGET_TIME_ZONE']``)."""
+    return usage_day(now, str(quota_settings.BUDGET_TIME_ZONE))
+
+
 def day_of(now: float) -> str:
     """``"YYYYMMDD"`` of ``now``'s usage day (``BUDGET_TIME_ZONE``): the usage key a count made at ``now``
     belongs to."""
-    return usage_day(now).stamp
+    return usage_day_of(now).stamp
 
 
 def _failure(what: str, exc: Exception) -> StoreUnavailable:

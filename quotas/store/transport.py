@@ -1,4 +1,4 @@
-"""Calling the Lua library's entry points (``quotas.store.library``) from Python.
+"""Calling the Lua library's entry points (``quotas.contract.library``) from Python.
 
 ``decide`` is the only call on the request path. :class:`LuaScript` sends it
 as FCALL where the server has functions (Redis 7+) and as EVALSHA where it
@@ -27,7 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quotas.store.library import function_name, library_source, script_source
+from quotas.contract.library import function_name, library_source, script_source
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def remedy(exc: ResponseError, functions: bool) -> str | None:
 #: back (and taking one again). Taking a connection costs about as much as
 #: running the decision script; handing it back now and then keeps what the pool
 #: does on checkout (a Sentinel pool asks where the primary is, see
-#: quotas.store.connect.FollowingSentinelPool) happening about once a second.
+#: quotas.contract.connect.FollowingSentinelPool) happening about once a second.
 HOLD_SECONDS = 1.0
 
 

@@ -32,11 +32,11 @@ from typing import Any
 
 from django.core import signing
 
+from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.observability import metrics
-from quotas.rules.periods import usage_day
-from quotas.store.connect import STORE_ERRORS
-from quotas.store.protocol import usage_add_args
+from quotas.contract.connect import STORE_ERRORS
+from quotas.contract.protocol import usage_add_args
+from quotas.formats.periods import usage_day
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class UsageBuffer:
         allowance's requests are counted after they were served): what ``quota_usage_write_lag_seconds``
         measures from.
         """
-        day = day or usage_day(time.time()).stamp
+        day = day or usage_day(time.time(), str(quota_settings.BUDGET_TIME_ZONE)).stamp
         since = time.monotonic() if since is None else since
         with self._lock:
             if self._pid != os.getpid():
@@ -156,7 +156,7 @@ class UsageBuffer:
 
 def write_batch(client: Any, writer: str, batch: Batch) -> None:
     """Add ``batch`` to its usage hashes (one script call per hash; a hash that has it already skips it)."""
-    from quotas.store.library import script_source  # off the request path: EVALSHA on any server
+    from quotas.contract.library import script_source  # off the request path: EVALSHA on any server
 
     script = client.register_script(script_source("usage_add"))
     per_key: defaultdict[tuple[str, str], list[Any]] = defaultdict(list)

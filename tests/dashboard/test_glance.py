@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from dashboard.templatetags.glance import format_duration, in_duration, local_time, money, per_window
-from quotas.rules.money import format_money, minor_units
+from quotas.formats.money import format_money, minor_units
 
 
 @pytest.mark.parametrize(

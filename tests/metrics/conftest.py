@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from quotas.observability import metrics
+from quotas import metrics
 
 
 @pytest.fixture(autouse=True)

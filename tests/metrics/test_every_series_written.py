@@ -1,7 +1,7 @@
 """Every series /metrics exports is written by the product: set by its code, or computed at each scrape.
 
 A gauge registered but never set reads 0 on a dashboard forever, which looks like good news. The first test
-reads the source: every metric object of quotas.observability.metrics must be reached from product code
+reads the source: every metric object of quotas.metrics must be reached from product code
 outside that module (through itself or a function of the module that writes it). The others scrape the two
 series computed at scrape time, from what they describe.
 """
@@ -18,8 +18,8 @@ from django.utils import timezone
 from prometheus_client.metrics import MetricWrapperBase
 
 from plans.models import ClientBan
+from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.observability import metrics
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.flush import flush_usage
 from usage.flush_mark import mark_flushed

@@ -27,7 +27,7 @@ from adaptive.conf import adaptive_settings
 from adaptive.publish import publish_multipliers
 from config.embedded_redis import free_port
 from plans.management.commands.seed_demo import DEMO_PLANS
-from quotas.observability import metrics
+from quotas import metrics
 from quotas.runtime import get_runtime
 from tests.factories import PlanFactory
 from tests.process_groups import stop_groups

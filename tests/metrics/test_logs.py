@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from django.test import RequestFactory
 
+from quotas.formats.rates import parse_rates
 from quotas.observability.logs import AUDIT_LOGGER, JsonFormatter, log_ban, log_denial, request_id, summarize_decision
-from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 
 

@@ -1,4 +1,4 @@
-"""quotas.observability.metrics: what each call records, bounded labels, and an exposition promtool accepts."""
+"""quotas.metrics: what each call records, bounded labels, and an exposition promtool accepts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from quotas.observability import metrics
+from quotas import metrics
 from tests.conftest import skip_or_fail
 
 

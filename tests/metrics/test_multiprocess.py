@@ -88,7 +88,7 @@ class Gunicorn:
 def stale_metrics(metrics_dir: Path, env: dict[str, str]) -> list[str]:
     """Files an earlier (now dead) process left: STALE_COUNT decisions of the test plan."""
     code = (
-        "from quotas.observability import metrics\n"
+        "from quotas import metrics\n"
         f"for _ in range({STALE_COUNT}): metrics.observe_decision({TEST_PLAN!r}, 'record', 'allowed', 'none', 0.0)\n"
         "metrics.set_engine_mode('fallback')\n"
     )

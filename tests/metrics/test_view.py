@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from prometheus_client import REGISTRY
 
-from quotas.observability import metrics
+from quotas import metrics
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import time
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
-from quotas.observability import metrics
+from quotas import metrics
 
 TEST_PLAN = "metrics-test"
 

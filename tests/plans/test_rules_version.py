@@ -9,8 +9,8 @@ import pytest
 
 from plans.models import APIKey
 from quotas.conf import quota_settings
+from quotas.contract.keys import rules_version_key
 from quotas.runtime import get_runtime
-from quotas.store.keys import rules_version_key
 from tests.factories import issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from quotas.rules.rates import parse_rates
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule, ban_policy_spec
 
 T0 = 1_700_000_040.0

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, APIKey
 from plans.rules import PlansRulesBackend
-from quotas.rules.acl import AccessList, ACLRule, parse_network
+from quotas.formats.acl import AccessList, ACLRule, parse_network
 from quotas.rules.snapshot import RuleSet
 from quotas.runtime import get_runtime
 from tests.acl_samples import build_sample

@@ -12,7 +12,7 @@ import redis
 from rest_framework.test import APIClient
 
 from config.embedded_redis import RedisServer
-from quotas.rules.rates import Rate, parse_rates
+from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store.decision import DecideCall

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from quotas.rules.rates import Rate
+from quotas.formats.rates import Rate
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import build_runtime
 from quotas.store.decision import DecideCall

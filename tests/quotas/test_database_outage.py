@@ -17,7 +17,7 @@ from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
-from quotas.observability import metrics
+from quotas import metrics
 from quotas.runtime import get_runtime, reset_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 

@@ -152,7 +152,7 @@ def test_head_requests_count_toward_limits_on_get(db, outage, settings, mode):
 
 def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(runtime, outage, settings):
     """90 of a 100 budget spent through Redis: during the outage this process grants LOCAL_SHARE x 10, not x 100."""
-    from quotas.rules.rates import Rate
+    from quotas.formats.rates import Rate
     from quotas.rules.snapshot import LimitRule
 
     settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.5}
@@ -170,8 +170,8 @@ def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(runtime
 
 def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(free, redis_client, caplog):
     """A key of the wrong type (a bug, a stray write) is not an outage: other clients stay on Redis."""
-    from quotas.observability import metrics
-    from quotas.store.keys import client_tag
+    from quotas import metrics
+    from quotas.contract.keys import client_tag
     from tests.factories import SubscriptionFactory
 
     runtime = get_runtime()
@@ -201,7 +201,7 @@ def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_
     from decimal import Decimal
 
     from plans.models import CostBudget
-    from quotas.rules.money import to_micros
+    from quotas.formats.money import to_micros
 
     plan = PlanFactory(slug="metered", is_default=True)
     EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))

@@ -18,10 +18,10 @@ from rest_framework.views import APIView
 
 from plans.models import Plan
 from quotas.api import reset
+from quotas.contract.keys import is_usage_key
 from quotas.django.decorators import quota_limited
 from quotas.exceptions import ResetNotConfirmed
 from quotas.runtime import get_runtime
-from quotas.store.keys import is_usage_key
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]

@@ -17,13 +17,12 @@ from prometheus_client import REGISTRY
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from quotas import problems
+from quotas import metrics, problems
+from quotas.formats.rates import Rate
 from quotas.http import responses
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
 from quotas.identity.clients import subscription_client, user_client
-from quotas.observability import metrics
-from quotas.rules.rates import Rate
 from quotas.rules.snapshot import LimitRule, Subscriber, Window, sf_string
 from quotas.store.decision import Decision, WindowState
 

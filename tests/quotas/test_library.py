@@ -8,10 +8,10 @@ import redis
 from django.conf import settings
 from django.test import override_settings
 
-from quotas.rules.rates import Rate, parse_rates
+from quotas.contract.library import ENTRY_POINTS, function_name, library_name, library_source, script_source
+from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import Runtime, build_runtime
-from quotas.store.library import ENTRY_POINTS, function_name, library_name, library_source, script_source
 from quotas.store.transport import LuaScript
 
 T0 = 1_700_000_040.0  # aligned to a minute

@@ -11,9 +11,9 @@ import pytest
 from django.core import checks
 from django.core.management import call_command
 
-from quotas.store import memory
-from quotas.store.connect import connect, describe, parse_url
-from quotas.store.memory import MemoryRedis, forget, memory_client
+from quotas.contract import memory
+from quotas.contract.connect import connect, describe, parse_url
+from quotas.contract.memory import MemoryRedis, forget, memory_client
 
 URL = "memory://compare"
 

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from config.embedded_redis import free_port
-from quotas.store.keys import client_tag, rules_version_key
+from quotas.contract.keys import client_tag, rules_version_key
 from quotas.store.redis_store import glob_escape
 from tests.clock import avoid_window_edge
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key

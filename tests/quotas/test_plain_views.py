@@ -11,12 +11,12 @@ from django.core.checks import run_checks
 from django.test import AsyncClient, Client
 
 from quotas.checks import check_settings
+from quotas.contract.library import function_name, library_name
 from quotas.django.decorators import quota_limited
 from quotas.django.respond import rate_rule
 from quotas.exceptions import InvalidRate
 from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
-from quotas.store.library import function_name, library_name
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.plain_urls")]

@@ -1,4 +1,4 @@
-"""quotas.store.protocol owns the contract with the scripts: Lua and Python agree on every algorithm code."""
+"""quotas.contract.protocol owns the contract with the scripts: Lua and Python agree on every algorithm code."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from importlib import resources
 import pytest
 
 from quotas.conf import ALGORITHMS
-from quotas.store.keys import window_field
-from quotas.store.library import ENTRY_POINTS, library_source, script_source
-from quotas.store.protocol import (
+from quotas.contract.keys import window_field
+from quotas.contract.library import ENTRY_POINTS, library_source, script_source
+from quotas.contract.protocol import (
     ALGORITHM_CODES,
     DECIDE_FIXED_ARGS,
     NEVER,
@@ -45,7 +45,7 @@ def test_lua_sees_every_algorithm_code_python_sends(redis_client):
 
 
 def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
-    """decide.lua reads its ARGV slots and writes its reply by the names quotas.store.protocol gives them."""
+    """decide.lua reads its ARGV slots and writes its reply by the names quotas.contract.protocol gives them."""
     lua = lua_constants() + "return {" + ", ".join(f"DECIDE_ARG_{a.name}" for a in DecideArg) + ", DECIDE_FIXED_ARGS, "
     lua += ", ".join(f"FLAG_{f.name}" for f in DecideFlag) + ", REPLY_HEAD, REPLY_PER_WINDOW}"
     expected = [*(int(a) for a in DecideArg), DECIDE_FIXED_ARGS, *(int(f) for f in DecideFlag)]
@@ -153,7 +153,7 @@ def test_lua_unpacks_the_window_spec_python_packs(redis_client):
 
 def test_lua_parse_spec_names_a_rolling_window_and_a_period_by_what_they_hold(redis_client):
     """parse_spec gives a rolling window its window, cap and max delay, and a period its start, stop and next stop."""
-    common = (resources.files("quotas.store") / "lua" / "common.lua").read_text(encoding="utf-8")
+    common = (resources.files("quotas.contract") / "lua" / "common.lua").read_text(encoding="utf-8")
     fields = ["code", "limit", "weight", "field", "window", "cap", "max_delay", "start", "stop", "next_stop"]
     lua = lua_constants() + common + "\nlocal w = parse_spec(ARGV[1])\n"
     lua += "return {w.shadow and 'shadow' or 'enforced', " + ", ".join(f"tostring(w.{f})" for f in fields) + "}"

@@ -14,8 +14,8 @@ from django.core.management import CommandError, call_command
 from django.db import OperationalError
 
 from config.embedded_redis import free_port
+from quotas.formats.rates import parse_rates
 from quotas.management import doctor
-from quotas.rules.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory

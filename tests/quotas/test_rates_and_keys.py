@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from quotas.contract.keys import bucket_of, client_id, client_keys, client_tag, encode_part, window_field
 from quotas.exceptions import InvalidRate
-from quotas.rules.rates import Rate, parse_rates
-from quotas.store.keys import bucket_of, client_id, client_keys, client_tag, encode_part, window_field
+from quotas.formats.rates import Rate, parse_rates
 
 
 @pytest.mark.parametrize(

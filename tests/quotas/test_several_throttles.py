@@ -13,7 +13,7 @@ from django.urls import include, path
 from rest_framework.test import APIClient
 
 from plans.models import CostBudget
-from quotas.rules.money import to_micros
+from quotas.formats.money import to_micros
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.urls import PricedView

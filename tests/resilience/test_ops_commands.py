@@ -9,9 +9,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from quotas.rules.rates import parse_rates
+from quotas.contract.keys import client_tag
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
-from quotas.store.keys import client_tag
 from tests.factories import EndpointLimitFactory, PlanFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""quotas.store.connect: the REDIS_URL scheme selects the topology; malformed URLs are refused with a reason."""
+"""quotas.contract.connect: the REDIS_URL scheme selects the topology; malformed URLs are refused with a reason."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 from config.embedded_redis import free_port
+from quotas.contract.connect import celery_sentinel_broker, connect, describe, parse_url, redacted, validate_url
 from quotas.exceptions import StoreUnavailable
-from quotas.store.connect import celery_sentinel_broker, connect, describe, parse_url, redacted, validate_url
 
 
 @pytest.mark.parametrize(

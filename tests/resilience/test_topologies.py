@@ -1,7 +1,7 @@
 """The engine on a real Redis Cluster (3 primaries) and a real Sentinel group: same decisions, same exactness.
 
 Every test here builds the engine from ``REDIS_URL`` alone (``redis+cluster://``
-or ``redis+sentinel://``, see quotas/store/connect.py) through ``override_settings``.
+or ``redis+sentinel://``, see quotas/contract/connect.py) through ``override_settings``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
+from quotas.contract.connect import celery_sentinel_broker
+from quotas.contract.keys import refusals_key
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.rates import Rate, parse_rates
 from quotas.observability.history import read_history, read_top_clients
 from quotas.observability.refusals import read_refusals
-from quotas.rules.rates import Rate, parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime
-from quotas.store.connect import celery_sentinel_broker
-from quotas.store.keys import refusals_key
 from tests.script_calls import script_calls
 from usage.flush import flush_usage
 from usage.models import UsageRecord

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from plans.models import CostBudget
-from quotas.rules.money import to_micros
-from quotas.rules.periods import usage_day
+from quotas.formats.money import to_micros
+from quotas.formats.periods import usage_day
 from quotas.runtime import get_runtime
 from quotas.siblings import hash_api_key
 from quotas.store import redis_store
@@ -147,7 +147,7 @@ def test_a_host_ahead_of_redis_at_the_zones_midnight_counts_in_redis_day(
     zone = other_date_zone(datetime.fromtimestamp(now, UTC))  # its date is not the UTC date
     set_quotas(BUDGET_TIME_ZONE=zone)
     runtime = get_runtime()
-    today = usage_day(now)
+    today = usage_day(now, zone)
     tomorrow = datetime.combine(today.date + timedelta(days=1), datetime.min.time(), ZoneInfo(zone))
     shifted = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
     shifted.time = lambda: time.time() + (tomorrow.timestamp() + skew - now)

@@ -7,11 +7,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from quotas.contract.keys import is_client_tag
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.auth_failures import KIND_TAG, kind_of
 from quotas.identity.blocks import lift, list_blocks, tag_for
 from quotas.runtime import get_runtime
-from quotas.store.keys import is_client_tag
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from quotas.rules.rates import parse_rates
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 
 T0 = 1_700_000_040.0  # aligned to a minute and to 10 seconds

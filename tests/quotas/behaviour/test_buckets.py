@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quotas.rules.rates import parse_rates
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 

@@ -12,13 +12,13 @@ import pytest
 from rest_framework.test import APIClient
 
 from plans.models import CostBudget, PeriodQuota
+from quotas.contract.keys import client_tag
+from quotas.contract.protocol import REPLY_HEAD, decide_args
+from quotas.formats.money import from_micros, to_micros
+from quotas.formats.periods import period_bounds
 from quotas.identity.clients import Client, hash_api_key
-from quotas.rules.money import from_micros, to_micros
-from quotas.rules.periods import period_bounds
 from quotas.runtime import get_runtime
 from quotas.signals import budget_threshold_crossed
-from quotas.store.keys import client_tag
-from quotas.store.protocol import REPLY_HEAD, decide_args
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -211,7 +211,7 @@ def test_rate_denials_and_shadow_are_counted(client, free, redis_client):
 
 def test_server_clock_picks_the_next_period(runtime):
     """The application sends this and the next period; Redis time chooses."""
-    from quotas.rules.rates import Rate
+    from quotas.formats.rates import Rate
     from quotas.rules.snapshot import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
@@ -320,7 +320,7 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
 
 def test_usage_weight_is_the_sum_of_the_weights_admitted(runtime, redis_client):
     """One-unit requests write no weight counter; heavier and zero-weight ones write what differs from one."""
-    from quotas.rules.rates import parse_rates
+    from quotas.formats.rates import parse_rates
     from quotas.rules.snapshot import LimitRule
     from usage.store import read_snapshot, scan_usage_keys
 
@@ -340,7 +340,7 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(runtime)
     Before the fix, A's reconciliation wrote the old day's state over the new
     day's, so B's 60 was forgotten and C's 90 admitted: 150 spent in one day.
     """
-    from quotas.rules.rates import Rate
+    from quotas.formats.rates import Rate
     from quotas.rules.snapshot import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
@@ -359,7 +359,7 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(runtime)
 
 def test_reconciling_within_the_period_adds_the_difference(runtime):
     """The ordinary case still works: the estimate is replaced by the actual cost."""
-    from quotas.rules.rates import Rate
+    from quotas.formats.rates import Rate
     from quotas.rules.snapshot import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
@@ -508,8 +508,8 @@ def test_an_alert_is_filed_under_the_period_its_decision_was_in():
     """A reconciliation that lands after midnight reports the threshold of the day the request was made in."""
     from datetime import UTC
 
+    from quotas.formats.rates import Rate
     from quotas.observability.events import fire_budget_alerts
-    from quotas.rules.rates import Rate
     from quotas.rules.snapshot import LimitRule
     from quotas.store.decision import WindowState
 

@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.rules.rates import parse_rates
+from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from quotas.rules.rates import Rate
+from quotas.formats.rates import Rate
 from quotas.rules.snapshot import LimitRule
 from quotas.store import redis_store
 from quotas.store.decision import DecideCall

@@ -2,7 +2,7 @@
 -- money budgets (BUDGET: cost in micro-units) per calendar period. The spec
 -- carries the period [start, stop) that holds the application host's clock
 -- and the end of the next one (next_stop), computed by the application (see
--- quotas.store.protocol.WindowSpec.for_period); the server's clock picks the
+-- quotas.contract.protocol.WindowSpec.for_period); the server's clock picks the
 -- period: the previous one (ending at start) while a host ahead of the server
 -- already sends the next period's bounds, the next one once the server has
 -- passed stop. So neither a reset nor a period's spend ever follows one

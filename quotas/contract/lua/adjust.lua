@@ -2,10 +2,10 @@
 -- ran: add `delta` (actual - estimate, may be negative) to each budget the
 -- decision spent from, if that budget is still in the same period, and to
 -- the day's usage. Returns {used, alert mask} per budget window
--- (quotas.store.protocol.AdjustedBudget; used is -1 when the period has ended).
+-- (quotas.contract.protocol.AdjustedBudget; used is -1 when the period has ended).
 --
 -- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day
--- args: the slots of quotas.store.protocol.AdjustArg (ADJUST_ARG_*): the decision's
+-- args: the slots of quotas.contract.protocol.AdjustArg (ADJUST_ARG_*): the decision's
 -- time (us), delta (micro-units), the usage field prefix as for decide.lua (or
 -- ''), the client's field prefix "<client>|", the day of keys[2]; then args[ADJUST_FIXED_ARGS + i],
 -- budget window i's spec, as sent with the decision.

@@ -69,7 +69,7 @@ class Algorithm(IntEnum):
 
     @property
     def key_tag(self) -> str:
-        """The two letters naming it in a window's field (quotas.store.keys.window_field): part of stored state."""
+        """The two letters naming it in a window's field (quotas.contract.keys.window_field): part of stored state."""
         return _KEY_TAGS[self]
 
 
@@ -155,7 +155,7 @@ class WindowSpec(NamedTuple):
     weight: int
     max_delay_us: int  # > 0 only for a shaping leaky bucket; periods: the next period's end
     shadow: bool
-    field: str  # the window's field in the client's hash, or its own key's suffix (quotas.store.keys.window_field)
+    field: str  # the window's field in the client's hash, or its own key's suffix (quotas.contract.keys.window_field)
 
     @classmethod
     def for_period(
@@ -391,7 +391,7 @@ def usage_add_args(day: int, writer: str, seq: int, pairs: Sequence[object]) -> 
 
 
 def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
-    """The adaptive multipliers by plan id, as the adaptive app publishes them (quotas.store.keys.multipliers_key).
+    """The adaptive multipliers by plan id, as the adaptive app publishes them (quotas.contract.keys.multipliers_key).
 
     The value is JSON: ``{"<plan id>": multiplier, ..., "updated_at": ...}``.
     Entries that are not a plan id with a multiplier in ``(0, 1]`` are ignored
@@ -418,7 +418,7 @@ def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:
 def lua_constants() -> str:
     """Lua ``local`` definitions of the contract (algorithms, the window spec format, every function's
     ARGV slots, decide's reply layout and flags, the usage TTL), for the top of the assembled library."""
-    lines = ["-- Generated from quotas/store/protocol.py: do not edit in the .lua files."]
+    lines = ["-- Generated from quotas/contract/protocol.py: do not edit in the .lua files."]
     lines += [f"local {a.name} = {int(a)}" for a in Algorithm]
     periodic = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.periodic)
     lines.append(f"local IS_PERIOD = {{{periodic}}}  -- specs carrying a calendar period's bounds")
@@ -435,5 +435,5 @@ def lua_constants() -> str:
     lines.append(f"local NEVER = {NEVER}  -- retry value for a request that can never fit its limit")
     lines.append(f"local USAGE_TTL_DAYS = {USAGE_TTL_DAYS}")
     counters = ", ".join(f"{c.name} = '{c.value}'" for c in UsageCounter)
-    lines.append(f"local COUNTER = {{{counters}}}  -- usage counters (quotas.store.protocol.UsageCounter)")
+    lines.append(f"local COUNTER = {{{counters}}}  -- usage counters (quotas.contract.protocol.UsageCounter)")
     return "\n".join(lines) + "\n"

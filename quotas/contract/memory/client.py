@@ -13,9 +13,9 @@ from redis.commands.core import CoreCommands
 from redis.event import EventDispatcher
 from redis.exceptions import ResponseError
 
-from quotas.store.library import ENTRY_POINTS, script_source
-from quotas.store.memory.keyspace import Keyspace
-from quotas.store.memory.lua import ENCODER, LuaLibrary
+from quotas.contract.library import ENTRY_POINTS, script_source
+from quotas.contract.memory.keyspace import Keyspace
+from quotas.contract.memory.lua import ENCODER, LuaLibrary
 
 MEMORY_SCHEME = "memory"
 

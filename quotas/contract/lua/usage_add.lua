@@ -2,7 +2,7 @@
 -- memory, a replayed spool file) to one usage hash, exactly once per batch.
 --
 -- keys[1]  the usage hash of one bucket and day
--- args, by the slot names of quotas.store.protocol.UsageAddArg (USAGE_ADD_ARG_*):
+-- args, by the slot names of quotas.contract.protocol.UsageAddArg (USAGE_ADD_ARG_*):
 --   DAY     that day, in days since 1970
 --   WRITER  the writer's id (one per process)
 --   SEQ     the batch's sequence number: the hash remembers, in field

@@ -18,8 +18,6 @@ from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from quotas.conf import quota_settings
-
 PERIODS = ("day", "week", "month", "billing_month")
 
 
@@ -92,18 +90,18 @@ class UsageDay:
     offset: int  # the time zone's UTC offset (seconds) at that moment, so a script can date by its own clock
 
 
-def usage_day(now: float, tz_name: str | None = None) -> UsageDay:
-    """The usage day containing ``now`` (epoch seconds) in time zone ``tz_name`` (default: ``BUDGET_TIME_ZONE``)."""
-    local = datetime.fromtimestamp(now, ZoneInfo(tz_name or str(quota_settings.BUDGET_TIME_ZONE)))
+def usage_day(now: float, tz_name: str) -> UsageDay:
+    """The usage day containing ``now`` (epoch seconds) in time zone ``tz_name`` (``BUDGET_TIME_ZONE``)."""
+    local = datetime.fromtimestamp(now, ZoneInfo(tz_name))
     offset = local.utcoffset()
     seconds = int(offset.total_seconds()) if offset is not None else 0
     day = local.date()
     return UsageDay(day, day.toordinal() - _EPOCH_ORDINAL, f"{day:%Y%m%d}", seconds)
 
 
-def usage_date(moment: datetime) -> date:
-    """The usage day containing ``moment`` (an aware datetime): the ``day`` of the usage rows it is counted in."""
-    return usage_day(moment.timestamp()).date
+def usage_date(moment: datetime, tz_name: str) -> date:
+    """The usage day containing ``moment`` (an aware datetime) in ``tz_name``: the ``day`` of its usage rows."""
+    return usage_day(moment.timestamp(), tz_name).date
 
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()

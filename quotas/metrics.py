@@ -245,7 +245,7 @@ def _checked(kind: str, value: str, allowed: Iterable[str]) -> str:
         return value
     if (kind, value) not in _warned and len(_warned) < _WARNED_MAX:
         _warned.add((kind, value))
-        logger.warning("quotas.observability.metrics: unknown %s %r counted as %r", kind, value, OTHER)
+        logger.warning("quotas.metrics: unknown %s %r counted as %r", kind, value, OTHER)
     label_overflow.labels(kind).inc()
     return OTHER
 
@@ -364,7 +364,7 @@ def default_series() -> Defaults:
                 if len(admitted) == len(labels):  # a value past its label's bound gets no series of its own
                     wanted.setdefault(frozenset(admitted.items()), (admitted, float(value)))
         except Exception as exc:  # a scrape must not fail for want of defaults (e.g. no database yet)
-            logger.warning("quotas.observability.metrics: default series of %s unavailable: %s", name, exc)
+            logger.warning("quotas.metrics: default series of %s unavailable: %s", name, exc)
             continue
         out[name] = (gauge, wanted)
     return out

@@ -13,7 +13,7 @@
   only db 0. Every key of one decision shares the client's hash tag, so each
   decision is a single-slot script call on one primary.
 * ``memory://[<name>]``: no Redis; the counters live in this process
-  (:mod:`quotas.store.memory`), for tests and single-process development.
+  (:mod:`quotas.contract.memory`), for tests and single-process development.
 
 :func:`validate_url` and :func:`parse_url` never connect; :func:`connect` does
 (a cluster client reads the slot map when it is built).
@@ -39,7 +39,7 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
-from quotas.store.memory import MEMORY_SCHEME, memory_client
+from quotas.contract.memory import MEMORY_SCHEME, memory_client
 
 logger = logging.getLogger(__name__)
 

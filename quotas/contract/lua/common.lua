@@ -1,7 +1,7 @@
 -- Helpers shared by the library's functions (decide, refund, adjust, ...).
 -- All times are integer microseconds; all counts are request units (weight).
 --
--- A window's spec is packed by quotas.store.protocol.WindowSpec (which also
+-- A window's spec is packed by quotas.contract.protocol.WindowSpec (which also
 -- generates SPEC_FORMAT): code, limit, three numbers whose meaning depends on
 -- the algorithm, weight, shadow (0 or 1) and field, unpacked in that order:
 --   rolling windows and leases: window (us; a lease's length), cap, max_delay (us)

@@ -20,13 +20,13 @@
 -- keys[2]  the bucket's usage key of the day DECIDE_ARG_DAY names ("...:<YYYYMMDD>")
 -- keys[3+] the client's own-key windows (sliding logs, concurrency sets), in
 --          the order of their specs (all keys carry the bucket's {hash tag})
--- args     the fixed slots of quotas.store.protocol.DecideArg, each described
+-- args     the fixed slots of quotas.contract.protocol.DecideArg, each described
 --          there (generated here as DECIDE_ARG_*), then from
 --          args[DECIDE_FIXED_ARGS + 1] each window's spec
---          (quotas.store.protocol.WindowSpec, see common.lua)
--- Returns  quotas.store.protocol.DecideReply: a head (slots REPLY_*), then
---          per window the slots WINDOW_REPLY_* (quotas.store.protocol.WindowReply);
---          the flags are FLAG_* (quotas.store.protocol.DecideFlag).
+--          (quotas.contract.protocol.WindowSpec, see common.lua)
+-- Returns  quotas.contract.protocol.DecideReply: a head (slots REPLY_*), then
+--          per window the slots WINDOW_REPLY_* (quotas.contract.protocol.WindowReply);
+--          the flags are FLAG_* (quotas.contract.protocol.DecideFlag).
 
 -- Where the fields read_state asks for after the counter-style windows' sit
 -- in the HMGET's reply (the last two only with a ban policy).

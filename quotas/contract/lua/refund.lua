@@ -3,7 +3,7 @@
 -- window that has moved on since the decision has nothing left to refund.
 --
 -- keys[1] the client's bucket hash, keys[2] unused (usage base), keys[3+] sliding logs
--- args: the slots of quotas.store.protocol.RefundArg (REFUND_ARG_*): the decision's
+-- args: the slots of quotas.contract.protocol.RefundArg (REFUND_ARG_*): the decision's
 -- time (us), its weight override or '', the client's field prefix "<client>|",
 -- how many requests' units to give back ('' for one: an allowance gives back
 -- its unused part) and when a sliding log recorded them ('' for the decision's

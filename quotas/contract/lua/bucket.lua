@@ -1,4 +1,4 @@
--- Buckets: many clients share one hash (see quotas/store/keys.py for why). Redis
+-- Buckets: many clients share one hash (see quotas/contract/keys.py for why). Redis
 -- expires keys, not fields, so the bucket keeps expiries itself:
 --   '<client>|~'  epoch seconds after which every field of that client is dead
 --   '~'           epoch seconds until which the bucket key must live

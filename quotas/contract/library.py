@@ -1,4 +1,4 @@
-"""The Lua library, assembled from the files in ``quotas/store/lua``, in its two forms.
+"""The Lua library, assembled from the files in ``quotas/contract/lua``, in its two forms.
 
 One source, two thin wrappers (both built here and nowhere else):
 
@@ -15,7 +15,7 @@ One source, two thin wrappers (both built here and nowhere else):
   entry point uses.
 
 Each part defines ``local`` functions that the parts after it may use; the
-contract's constants (:func:`quotas.store.protocol.lua_constants`) come first.
+contract's constants (:func:`quotas.contract.protocol.lua_constants`) come first.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Protocol
 
-from quotas.store.protocol import lua_constants
+from quotas.contract.protocol import lua_constants
 
 #: Every part of the library, in the order they are concatenated.
 PARTS = (
@@ -59,7 +59,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
 
 @cache
 def _part(name: str) -> str:
-    return (resources.files("quotas.store") / "lua" / name).read_text(encoding="utf-8")
+    return (resources.files("quotas.contract") / "lua" / name).read_text(encoding="utf-8")
 
 
 @cache
@@ -89,7 +89,7 @@ def library_source() -> str:
 
 class LibraryCaller(Protocol):
     """What the store calls the library's entry points through: Redis (:class:`quotas.store.transport.Transport`)
-    or this process (:class:`quotas.store.memory.MemoryTransport`)."""
+    or this process (:class:`quotas.contract.memory.MemoryTransport`)."""
 
     client: Any
 

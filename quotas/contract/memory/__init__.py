@@ -6,9 +6,9 @@ own counters, so N processes admit N times a limit, and a restart forgets
 them.
 
 It is the same engine, not a second one: the decision scripts are the Lua
-library's own source, run in process (:mod:`quotas.store.memory.lua`), on a
+library's own source, run in process (:mod:`quotas.contract.memory.lua`), on a
 keyspace that answers the commands they and the rest of the product send
-(:mod:`quotas.store.memory.keyspace`). :class:`MemoryRedis` is that keyspace
+(:mod:`quotas.contract.memory.keyspace`). :class:`MemoryRedis` is that keyspace
 behind redis-py's own command methods and reply parsing, so every reader
 (the usage API, the history, the last refusals) works unchanged; and
 :class:`MemoryTransport` is what the store calls the scripts through.
@@ -19,7 +19,7 @@ reads time from a clock that a test may replace (:func:`keyspace`, then
 ``.clock = ...``): the scripts' ``TIME`` and key expiry both follow it.
 """
 
-from quotas.store.memory.client import (
+from quotas.contract.memory.client import (
     MEMORY_SCHEME,
     MemoryPipeline,
     MemoryRedis,
@@ -30,7 +30,7 @@ from quotas.store.memory.client import (
     keyspace,
     memory_client,
 )
-from quotas.store.memory.lua import lua_available
+from quotas.contract.memory.lua import lua_available
 
 __all__ = [
     "MEMORY_SCHEME", "MemoryPipeline", "MemoryRedis", "MemoryScript", "MemoryTransport", "forget", "is_memory_url",

@@ -5,7 +5,7 @@
 -- (denied by rate / budget), dc (denied by reduced capacity), sw (shadow would
 -- deny), wx (weight beyond one unit per admitted request: weight - 1, so that
 -- the common one-unit request costs one HINCRBY, not two), c (cost).
--- USAGE_TTL_DAYS comes from quotas/store/protocol.py (generated at the top of the script).
+-- USAGE_TTL_DAYS comes from quotas/contract/protocol.py (generated at the top of the script).
 
 local function civil_date(days)
   -- Days since 1970-01-01 -> YYYYMMDD (H. Hinnant's civil_from_days).

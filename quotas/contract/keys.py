@@ -30,7 +30,7 @@ import re
 import zlib
 from typing import NamedTuple
 
-from quotas.store.protocol import Algorithm
+from quotas.contract.protocol import Algorithm
 
 _SAFE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: Client ids longer than this are hashed, so that a field stays small enough
