@@ -26,7 +26,7 @@ from usage.flush_mark import mark_flushed
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("quotas", "plans", "usage", "adaptive", "dashboard")
-METRICS_MODULE = ROOT / "quotas" / "observability" / "metrics.py"
+METRICS_MODULE = ROOT / "quotas" / "metrics.py"
 
 
 def _writers() -> dict[str, set[str]]:
