@@ -36,7 +36,17 @@ from quotas.api import Client
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
 from quotas.formats.rates import parse_rates
 from quotas.rules.snapshot import LimitRule
-from quotas.siblings import STORE_ERRORS, address_group, authenticate_key, client_tag, get_runtime, usage_date
+from quotas.siblings import (
+    STORE_ERRORS,
+    address_group,
+    authenticate_key_now,
+    client_tag,
+    get_runtime,
+    page_wait,
+    rules_snapshot,
+    subscriber_for_key,
+    usage_date,
+)
 from usage.reports import UsageQuery, build_report
 
 from .client_charts import client_chart, range_from
@@ -68,12 +78,7 @@ def _key_secret(key_hash: str) -> str:
 
 def _page_wait(request: HttpRequest) -> int:
     """Seconds this address must wait before its next page view (0: now); open while Redis is down."""
-    tag = client_tag("up", address_group(request))
-    try:
-        decision = get_runtime().guard.decide(tag, _PAGE_RULE.windows)
-    except StoreUnavailable:
-        return 0
-    return 0 if decision.allowed else max(1, decision.retry_after or 1)
+    return page_wait(client_tag("up", address_group(request)), _PAGE_RULE)
 
 
 def _form_page(request: HttpRequest, form: KeyForm, status: int = 200, wait: int = 0, **context: Any) -> HttpResponse:
@@ -124,10 +129,8 @@ def _key_signing_in(request: HttpRequest, form: KeyForm) -> APIKey | None:
     """
     if not form.is_valid():
         return None
-    rules = get_runtime().rules
-    rules.current()  # reload a stale snapshot first: a reload empties the key cache the lookup fills
     try:
-        client = authenticate_key(request, form.cleaned_data["api_key"], rules)
+        client = authenticate_key_now(request, form.cleaned_data["api_key"])
     except InvalidAPIKey:
         client = None
     key_id = client.subscriber.key_id if client is not None and client.subscriber is not None else None
@@ -155,7 +158,7 @@ def page(request: HttpRequest) -> HttpResponse:
         request.session.pop(SESSION_KEY, None)
         return _form_page(request, KeyForm(), status=403, expired=True)
     runtime = get_runtime()
-    subscriber = runtime.rules.subscriber_for_key(key.key_hash)
+    subscriber = subscriber_for_key(key.key_hash)
     sub = key.subscription
     tag = client_tag("s", str(sub.pk))
     try:
@@ -172,7 +175,7 @@ def page(request: HttpRequest) -> HttpResponse:
     rows = _every_day(report["rows"], query.start)
     chosen = range_from(request.GET.get("range"))
     chart = client_chart(chosen, rows, runtime.redis, runtime.prefix, tag)
-    rules = runtime.rules.current()
+    rules = rules_snapshot()
     offered = (standing or {}).get("upgrade") or {}
     target = next_plan(rules, sub.plan_id, offered.get("slug"))
     current = rules.plans.get(sub.plan_id)

@@ -23,7 +23,7 @@ from plans.rules import subscriber_of
 from quotas import api
 from quotas.api import Client
 from quotas.exceptions import StoreUnavailable
-from quotas.siblings import STORE_ERRORS, get_runtime, is_client_tag, usage_date
+from quotas.siblings import STORE_ERRORS, get_runtime, is_client_tag, rules_snapshot, usage_date
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.store import MAX_TEXT
@@ -72,7 +72,7 @@ def payload(filters: Filters) -> dict[str, Any]:
     top_clients = usage.top_clients()
     for row in top_clients:  # straight to why they were refused
         row["url"] = reverse("dashboard:client", args=[row["client"]]) + "#refusals"
-    rules = runtime.rules.current()
+    rules = rules_snapshot()
     upgrades = upgrade_candidates(rules, filters.today)
     for row in upgrades:
         row["url"] = reverse("dashboard:client", args=[row["client"]])

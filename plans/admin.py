@@ -18,9 +18,10 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from quotas.api import lift_ban
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.money import format_money, from_micros
-from quotas.siblings import STORE_ERRORS, get_runtime, parse_multipliers, scaled
+from quotas.siblings import plan_multiplier, rules_snapshot, scaled
 
 from .checks import DEFAULT_PLAN_HINT, covers_every_request, default_plan_warning
 from .forms import IssueKeyForm, MovePlanForm
@@ -79,14 +80,13 @@ class PeriodQuotaInline(admin.TabularInline):
 
 def effective_limits(plan: Plan) -> str:
     """HTML: what a client on ``plan`` gets now, from the live rules snapshot with the adaptive multiplier applied."""
-    runtime = get_runtime()
     try:
-        # Read where the runtime reads them (quotas.runtime.multipliers): plans knows nothing of the adaptive app.
-        multiplier = parse_multipliers(runtime.redis.get(runtime.multipliers.key)).get(plan.pk, 1.0)
+        # Read where the runtime reads them: plans knows nothing of the adaptive app.
+        multiplier = plan_multiplier(plan.pk)
         source = "published by the adaptive controller" if multiplier != 1.0 else "nominal: no reduction published"
-    except STORE_ERRORS:
+    except StoreUnavailable:
         multiplier, source = 1.0, "Redis unreachable: nominal limits shown"
-    rules = runtime.rules.current().limits_for(plan.pk)
+    rules = rules_snapshot().limits_for(plan.pk)
     rows = [
         (
             rule.name,
@@ -395,11 +395,10 @@ class ClientBanAdmin(admin.ModelAdmin):
     def lift(self, request: HttpRequest, queryset: QuerySet[ClientBan]) -> None:
         if not self.has_change_permission(request):
             raise PermissionDenied
-        runtime = get_runtime()
         lifted = 0
         for ban in queryset.filter(lifted_at__isnull=True):
             try:
-                runtime.lift_ban("{" + ban.client + "}")
+                lift_ban("{" + ban.client + "}")
             except StoreUnavailable as exc:
                 self.message_user(request, f"Could not reach Redis to lift {ban.client}: {exc}", messages.ERROR)
                 continue

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.db.models.signals import post_delete, post_save
 
-from quotas.siblings import get_runtime
+from quotas import siblings
 
 from .models import (
     ACLEntry,
@@ -49,9 +49,7 @@ WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget,
 
 
 def rules_changed(**kwargs: Any) -> None:
-    rules = get_runtime().rules
-    rules.mark_stale()
-    transaction.on_commit(rules.invalidate)
+    siblings.rules_changed()
 
 
 def connect_rules_changes() -> None:

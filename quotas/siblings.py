@@ -7,32 +7,61 @@ keeps the sibling apps on :mod:`quotas.api`, this module and the contracts
 that have a module of their own (settings, errors, signals, problem bodies,
 the rules a backend builds, the DRF adapter, the metrics registry).
 
-Still to do (issue "a core a DRF maintainer would take over"): calls
-specific enough that the sibling apps never receive the runtime or a Redis
-client (reading usage counters, the history, multipliers).
+The calls below are specific: the rules snapshot, a plan's multiplier, a key's
+subscriber, a page view's wait. Still to do (issue "a core a DRF maintainer
+would take over"): reading usage counters and the history the same way, so
+that the sibling apps never receive the runtime or a Redis client.
 """
 
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import Any
+
+from django.db import transaction
+from django.http import HttpRequest
 
 from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS, connect
 from quotas.contract.keys import client_keys, client_tag, encode_part, is_client_tag, multipliers_key
 from quotas.contract.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, parse_multipliers
+from quotas.exceptions import StoreUnavailable
 from quotas.formats.periods import usage_day
 from quotas.identity.addresses import address_group
-from quotas.identity.clients import authenticate_key, hash_api_key, identify
-from quotas.runtime import Runtime, get_runtime
+from quotas.identity.clients import authenticate_key, hash_api_key
+from quotas.rules.snapshot import LimitRule, RuleSet, Subscriber
+from quotas.runtime import get_runtime
 from quotas.runtime.key_use import KEEP_SECONDS, forget_before, read_last_used
 from quotas.standing import NEAR
 from quotas.store.decision import scaled
 
 __all__ = [
-    "KEEP_SECONDS", "NEAR", "STORE_ERRORS", "USAGE_COUNTERS", "USAGE_TTL_DAYS", "Runtime", "UsageCounter",
-    "address_group", "authenticate_key", "client_keys", "client_tag", "connect", "encode_part", "forget_before",
-    "get_runtime", "hash_api_key", "identify", "is_client_tag", "multipliers_key", "parse_multipliers",
-    "read_last_used", "scaled", "usage_date",
+    "KEEP_SECONDS",
+    "NEAR",
+    "STORE_ERRORS",
+    "USAGE_COUNTERS",
+    "USAGE_TTL_DAYS",
+    "UsageCounter",
+    "address_group",
+    "authenticate_key_now",
+    "client_keys",
+    "client_tag",
+    "connect",
+    "encode_part",
+    "forget_before",
+    "get_runtime",
+    "hash_api_key",
+    "is_client_tag",
+    "multipliers_key",
+    "page_wait",
+    "parse_multipliers",
+    "plan_multiplier",
+    "read_last_used",
+    "rules_changed",
+    "rules_snapshot",
+    "scaled",
+    "subscriber_for_key",
+    "usage_date",
 ]  # fmt: skip
 
 
@@ -40,3 +69,50 @@ def usage_date(moment: datetime) -> date:
     """The usage day containing ``moment``: its usage rows' ``day``, where budget days begin
     (``QUOTAS['BUDGET_TIME_ZONE']``)."""
     return usage_day(moment.timestamp(), str(quota_settings.BUDGET_TIME_ZONE)).date
+
+
+def rules_snapshot() -> RuleSet:
+    """This process's rules snapshot (plans, limits, subscribers), reloaded first if it is stale."""
+    return get_runtime().rules.current()
+
+
+def rules_changed() -> None:
+    """A model the rules are built from changed: this process reads them again at once, and every process
+    within a second of the transaction's commit."""
+    rules = get_runtime().rules
+    rules.mark_stale()
+    transaction.on_commit(rules.invalidate)
+
+
+def plan_multiplier(plan_id: int) -> float:
+    """The adaptive multiplier published for ``plan_id`` now (1.0: none), read where the runtime reads it.
+    Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
+    runtime = get_runtime()
+    try:
+        raw = runtime.redis.get(runtime.multipliers.key)
+    except STORE_ERRORS as exc:
+        raise StoreUnavailable(f"reading the multipliers failed: {exc}") from exc
+    return parse_multipliers(raw).get(plan_id, 1.0)
+
+
+def subscriber_for_key(key_hash: str) -> Subscriber | None:
+    """The subscription a usable key's hash belongs to, from the rules snapshot (None: no such key)."""
+    return get_runtime().rules.subscriber_for_key(key_hash)
+
+
+def authenticate_key_now(request: HttpRequest, raw_key: str) -> Any:
+    """:func:`authenticate_key` on a fresh snapshot (a stale one is reloaded first: a reload empties the
+    key cache the lookup fills). Raises :class:`~quotas.exceptions.InvalidAPIKey` for an unknown key."""
+    rules = get_runtime().rules
+    rules.current()
+    return authenticate_key(request, raw_key, rules)
+
+
+def page_wait(tag: str, rule: LimitRule) -> int:
+    """Seconds client ``tag`` must wait before its next request against ``rule`` (0: now, which is also the
+    answer while Redis is down: a page of the platform's own is not worth refusing for an outage)."""
+    try:
+        decision = get_runtime().guard.decide(tag, rule.windows)
+    except StoreUnavailable:
+        return 0
+    return 0 if decision.allowed else max(1, decision.retry_after or 1)

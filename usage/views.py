@@ -32,7 +32,7 @@ from quotas.api import Client
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
-from quotas.siblings import STORE_ERRORS, get_runtime, identify, is_client_tag
+from quotas.siblings import STORE_ERRORS, get_runtime, is_client_tag
 
 from . import problems
 from .history import (
@@ -70,10 +70,9 @@ class Viewer:
 
 def viewer_for(request: Request) -> Viewer:
     """The caller; raises InvalidAPIKey (401) for a bad key, NotAuthenticated without credentials."""
-    runtime = get_runtime()
     user = request.user
     try:
-        client = identify(request._request, user, runtime.rules, request.auth)
+        client = api.identify(request._request, user, request.auth)
     except ProblemException as exc:
         raise drf_exception(exc) from None
     if client.kind == "ip":
