@@ -13,8 +13,11 @@ what a store must not know about:
   each limit, and usage counted in-process (:mod:`quotas.store.usage_buffer`)
   until Redis is back.
 
-Operations after a decision (refund, cost adjustment, lease release) are best
-effort: a failure is logged and counted, never raised.
+By job: this module decides (allowances, the memory of refused clients, the
+breaker and the failure mode); :mod:`quotas.store.after_view` holds what
+follows the view (refund, cost adjustment, lease release: best effort, a
+failure is logged and counted, never raised), and
+:mod:`quotas.store.usage_counting` the usage counted in this process.
 """
 
 from __future__ import annotations
@@ -27,21 +30,23 @@ from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.snapshot import Window
-from quotas.store.allowances import Allowance, Allowances, eligible
+from quotas.store.after_view import AfterView
+from quotas.store.allowances import Allowances, eligible
 from quotas.store.breaker import CircuitBreaker
-from quotas.store.decision import DecideCall, Decision, WindowState
+from quotas.store.decision import DecideCall, Decision
 from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
 from quotas.store.interface import Store
-from quotas.store.redis_store import banned_states, day_of
+from quotas.store.redis_store import banned_states
 from quotas.store.usage_buffer import UsageBuffer
 
 logger = logging.getLogger(__name__)
 
 
-class Guard:
+class Guard(AfterView):
     """A :class:`~quotas.store.interface.Store` behind a memory of refused clients, a circuit breaker and the
-    local fallback."""
+    local fallback. What it does after the view is :class:`~quotas.store.after_view.AfterView`'s, and the usage
+    it counts in this process :class:`~quotas.store.usage_counting.InProcessUsage`'s."""
 
     def __init__(
         self,
@@ -256,182 +261,6 @@ class Guard:
     def mode(self) -> str:
         """``normal``, or ``breaker_open`` while Redis is treated as down."""
         return "breaker_open" if self.breaker.is_open else "normal"
-
-    # After the view: best effort.
-
-    def refund(self, decision: Decision, only_refundable: bool = True) -> None:
-        """Give back what an admitted ``decision`` consumed (every window, or only those that refund errors)."""
-        states = [s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)]
-        if not decision.allowed or decision.local or not states:
-            return
-        # A request from an allowance: its sliding-log units were recorded at the allowance's end.
-        log_at = self.allowances.logged_at(decision) if decision.allowance and self.allowances else None
-        try:
-            self.store.refund(decision, states, log_at_us=log_at)
-        except StoreUnavailable:
-            metrics.observe_redis_error("refund")
-            logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
-
-    def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState]:
-        """Replace an admitted decision's estimated cost with the actual one, once.
-
-        Returns the budget states whose alert thresholds were newly reached.
-        """
-        if decision.reconciled or not decision.allowed:
-            return []
-        decision.reconciled = True
-        delta = actual_micros - decision.cost_micros
-        if decision.local:
-            self._reconcile_locally(decision, delta)
-            decision.cost_micros = actual_micros
-            return []
-        budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
-        if delta == 0 or (not budgets and not decision.usage):
-            return []
-        try:
-            adjusted = self.store.adjust(decision, delta, [spec for _, spec in budgets])
-        except StoreUnavailable:
-            metrics.observe_redis_error("reconcile")
-            logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
-            return []
-        decision.cost_micros = actual_micros
-        if delta > 0 and budgets and self.allowances is not None:
-            # The client's allowances were sized by the estimate: past it, requests must be charged in Redis
-            # again, so a budget is never overspent by more than the documented bound (the in-flight requests'
-            # actual minus estimate). Their unused units go back with the poller's next visit.
-            self.allowances.end_client(decision.tag)
-        alerted = []
-        for (state, _), budget in zip(budgets, adjusted, strict=True):
-            if budget.period_ended:  # nothing was changed
-                continue
-            state.used, state.alert = budget.used, budget.alert
-            if state.alert:
-                alerted.append(state)
-        return alerted
-
-    def _reconcile_locally(self, decision: Decision, delta: int) -> None:
-        """A decision of the local fallback (Redis away): its budgets here and its usage counted here move by
-        ``delta`` too, so usage records actual costs and a failed view releases its estimate."""
-        if not delta:
-            return
-        budgets = [s.window for s in decision.states if s.window.is_budget]
-        if budgets:
-            self.fallback.adjust(decision.tag, budgets, delta, decision.now)
-        if decision.usage:
-            self._count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
-
-    def release(self, decision: Decision) -> None:
-        """End the concurrency leases an admitted decision holds."""
-        if not decision.request_id or not decision.allowed:
-            return
-        try:
-            self.store.release(decision)
-        except StoreUnavailable:
-            metrics.observe_redis_error("release")
-            # The lease runs out on its own; the client is only limited a little longer.
-            logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
-
-    def withdraw(self, decision: Decision) -> None:
-        """Take back an admitted ``decision`` this process then refused (no room to shape it).
-
-        Its units go back to every window, its estimated cost is released, and
-        its usage moves from admitted to refused for capacity ("dc").
-        """
-        if not decision.allowed or decision.local:
-            return
-        self.refund(decision, only_refundable=False)
-        if decision.cost_micros:
-            self.reconcile(decision, 0)
-        if decision.usage:
-            rate_windows = [s.window.weight for s in decision.states if not s.window.period]
-            units = decision.weight if decision.weight is not None else max(rate_windows, default=1)
-            day = day_of(decision.now)
-            for counter, amount in (
-                (Counter.ALLOWED, -1),
-                (Counter.EXTRA_WEIGHT, 1 - units),
-                (Counter.DENIED_CAPACITY, 1),
-            ):
-                if amount:
-                    self._count_locally(decision.tag, decision.usage, counter, amount, day)
-
-    # Usage counted in-process.
-
-    def _count_locally(
-        self,
-        tag: str,
-        usage: str | None,
-        counter: str,
-        amount: int = 1,
-        day: str | None = None,
-        *,
-        since: float | None = None,
-    ) -> None:
-        if usage:
-            keys = self.store.keys_of(tag)
-            self.usage_buffer.add(keys.usage_base, f"{keys.field_prefix}{usage}|{counter}", amount, day, since=since)
-
-    def flush_usage(self, spool_on_failure: bool = False) -> bool:
-        """Add the usage counted in-process to the day's Redis counters; True when all was written.
-
-        On failure the counts are kept for the next try (or, with
-        ``spool_on_failure``, as at process exit, written to the spool
-        directory for another process to replay).
-        """
-        if not self.usage_buffer or self.usage_buffer.flush(self.store.redis):
-            return True
-        metrics.observe_redis_error("flush_usage")
-        if spool_on_failure:
-            self.usage_buffer.spool()
-        return False
-
-    def settle_allowances(self, everything: bool = False) -> None:
-        """Give back what the allowances that are over (or, with ``everything``, all of them) did not use
-        (the poller's work; everything at shutdown). A failure is logged and counted: the client is then held
-        under its limit until the windows move on, never over it."""
-        if self.allowances is None:
-            return
-        # What live allowances served so far goes into usage at every tick, not only when they end: usage
-        # reaches Redis within about one poller interval of the request (quota_usage_write_lag_seconds). make
-        # bench, section 6 (2026-11-25): lag p50 1.08 s, p99 1.25 s; the busy client at 88.0 % of the
-        # unthrottled server's req/s, within the spread of runs before this change (79.0 to 88.8 %).
-        for allowance in self.allowances.live():
-            self._count_served(allowance)
-        for allowance in self.allowances.ended(everything):
-            granted = allowance.granted
-            self._count_served(allowance)
-            unused = allowance.unused
-            if unused <= 0:
-                continue
-            rates = [s for s in granted.states if not s.window.is_budget]
-            budgets = [spec for s, spec in zip(granted.states, granted.specs, strict=True) if s.window.is_budget]
-            log_at = self.allowances.logged_at(granted)
-            try:
-                if rates:
-                    self.store.refund(granted, rates, times=unused, log_at_us=log_at)
-                if budgets and granted.cost_micros:
-                    self.store.adjust(granted, -unused * granted.cost_micros, budgets, in_usage=False)
-            except StoreUnavailable:
-                metrics.observe_redis_error("allowance")
-                logger.warning("quotas: giving back an allowance of %s failed", granted.tag, exc_info=True)
-
-    def _count_served(self, allowance: Allowance) -> None:
-        """Count the requests ``allowance`` admitted since it was last counted (Redis counted the one that took
-        it) in the client's usage, as the fallback counts its own: written by the poller with the rest."""
-        granted = allowance.granted
-        served = allowance.uncounted()
-        if not served or not granted.usage:
-            return
-        # The request's largest weight, as decide.lua counts it ("wx": weight beyond one).
-        units = max((granted.units(s.window) for s in granted.states if not s.window.is_budget), default=1)
-        day = day_of(granted.now)
-        for counter, amount in (
-            (Counter.ALLOWED, served),
-            (Counter.EXTRA_WEIGHT, served * (units - 1)),
-            (Counter.COST, served * granted.cost_micros),
-        ):
-            if amount:
-                # Measured from the allowance's start: the oldest request these counts may hold.
-                self._count_locally(granted.tag, granted.usage, counter, amount, day, since=allowance.started)
 
     def forget(self) -> None:
         """Forget the refused clients this process remembers (every limit is asked of Redis again), and end

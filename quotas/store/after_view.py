@@ -1,0 +1,122 @@
+"""What the guard does after the view answered: best effort, a failure is logged and counted, never raised.
+
+A refund of what a failed request consumed, the actual cost in place of the
+estimate (once), the end of a request's concurrency leases, and taking back a
+decision this process could not honour (no room to shape it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from quotas import metrics
+from quotas.contract.protocol import UsageCounter as Counter
+from quotas.exceptions import StoreUnavailable
+from quotas.store.decision import Decision, WindowState
+from quotas.store.fallback import LocalLimiter
+from quotas.store.redis_store import day_of
+from quotas.store.usage_counting import InProcessUsage
+
+logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look
+
+
+class AfterView(InProcessUsage):
+    """The guard's operations after the view (:class:`~quotas.store.guard.Guard` is one); a decision of the
+    local fallback moves the usage counted in this process too."""
+
+    fallback: LocalLimiter
+
+    def refund(self, decision: Decision, only_refundable: bool = True) -> None:
+        """Give back what an admitted ``decision`` consumed (every window, or only those that refund errors)."""
+        states = [s for s in decision.states if s.ok and (s.window.refund_on_error or not only_refundable)]
+        if not decision.allowed or decision.local or not states:
+            return
+        # A request from an allowance: its sliding-log units were recorded at the allowance's end.
+        log_at = self.allowances.logged_at(decision) if decision.allowance and self.allowances else None
+        try:
+            self.store.refund(decision, states, log_at_us=log_at)
+        except StoreUnavailable:
+            metrics.observe_redis_error("refund")
+            logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
+
+    def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState]:
+        """Replace an admitted decision's estimated cost with the actual one, once.
+
+        Returns the budget states whose alert thresholds were newly reached.
+        """
+        if decision.reconciled or not decision.allowed:
+            return []
+        decision.reconciled = True
+        delta = actual_micros - decision.cost_micros
+        if decision.local:
+            self._reconcile_locally(decision, delta)
+            decision.cost_micros = actual_micros
+            return []
+        budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
+        if delta == 0 or (not budgets and not decision.usage):
+            return []
+        try:
+            adjusted = self.store.adjust(decision, delta, [spec for _, spec in budgets])
+        except StoreUnavailable:
+            metrics.observe_redis_error("reconcile")
+            logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
+            return []
+        decision.cost_micros = actual_micros
+        if delta > 0 and budgets and self.allowances is not None:
+            # The client's allowances were sized by the estimate: past it, requests must be charged in Redis
+            # again, so a budget is never overspent by more than the documented bound (the in-flight requests'
+            # actual minus estimate). Their unused units go back with the poller's next visit.
+            self.allowances.end_client(decision.tag)
+        alerted = []
+        for (state, _), budget in zip(budgets, adjusted, strict=True):
+            if budget.period_ended:  # nothing was changed
+                continue
+            state.used, state.alert = budget.used, budget.alert
+            if state.alert:
+                alerted.append(state)
+        return alerted
+
+    def _reconcile_locally(self, decision: Decision, delta: int) -> None:
+        """A decision of the local fallback (Redis away): its budgets here and its usage counted here move by
+        ``delta`` too, so usage records actual costs and a failed view releases its estimate."""
+        if not delta:
+            return
+        budgets = [s.window for s in decision.states if s.window.is_budget]
+        if budgets:
+            self.fallback.adjust(decision.tag, budgets, delta, decision.now)
+        if decision.usage:
+            self._count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
+
+    def release(self, decision: Decision) -> None:
+        """End the concurrency leases an admitted decision holds."""
+        if not decision.request_id or not decision.allowed:
+            return
+        try:
+            self.store.release(decision)
+        except StoreUnavailable:
+            metrics.observe_redis_error("release")
+            # The lease runs out on its own; the client is only limited a little longer.
+            logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
+
+    def withdraw(self, decision: Decision) -> None:
+        """Take back an admitted ``decision`` this process then refused (no room to shape it).
+
+        Its units go back to every window, its estimated cost is released, and
+        its usage moves from admitted to refused for capacity ("dc").
+        """
+        if not decision.allowed or decision.local:
+            return
+        self.refund(decision, only_refundable=False)
+        if decision.cost_micros:
+            self.reconcile(decision, 0)
+        if decision.usage:
+            rate_windows = [s.window.weight for s in decision.states if not s.window.period]
+            units = decision.weight if decision.weight is not None else max(rate_windows, default=1)
+            day = day_of(decision.now)
+            for counter, amount in (
+                (Counter.ALLOWED, -1),
+                (Counter.EXTRA_WEIGHT, 1 - units),
+                (Counter.DENIED_CAPACITY, 1),
+            ):
+                if amount:
+                    self._count_locally(decision.tag, decision.usage, counter, amount, day)
