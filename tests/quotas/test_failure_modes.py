@@ -194,20 +194,30 @@ def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(f
     assert ok["X-RateLimit-Remaining"] == "8"  # still decided in Redis: 10/min, two spent
 
 
+def metered_key(budget: str) -> tuple[APIClient, str]:
+    """A client and the key of a subscriber on a plan priced 0.01 on /t/priced with a daily ``budget``, its
+    rules loaded while Redis is up."""
+    from decimal import Decimal
+
+    from plans.models import CostBudget
+
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal(budget))
+    client, key = APIClient(raise_request_exception=False), issue_key(plan=plan)
+    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
+    return client, key
+
+
 def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_its_estimate(outage):
     """The local failure mode reconciles too: estimated 0.02, cost 0.005, then a view that fails (500) after
     an estimate of 0.02: once Redis is back, usage holds 0.005, not the estimates' 0.04 (this test's Redis
     comes back empty: only what was counted during the outage is there)."""
     from decimal import Decimal
 
-    from plans.models import CostBudget
     from quotas.formats.money import to_micros
 
-    plan = PlanFactory(slug="metered", is_default=True)
-    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
-    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1.00"))
-    client, key = APIClient(raise_request_exception=False), issue_key(plan=plan)
-    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # rules loaded, Redis up
+    client, key = metered_key("1.00")
     outage.begin()
     assert client.get("/t/priced?est=0.02&actual=0.005", HTTP_X_API_KEY=key).status_code == 200
     assert client.get("/t/priced?est=0.02&fail=1", HTTP_X_API_KEY=key).status_code == 500
@@ -224,16 +234,8 @@ def test_during_an_outage_a_budget_counts_actual_costs(outage, set_quotas):
     at 0.05 but costs 0.01, so the 0.10 budget admits while what was actually spent plus the next estimate
     fits: six requests (0.00 ... 0.05 spent before each), not the two the estimates alone would allow. A view
     that fails gives its estimate back, so it costs no room either."""
-    from decimal import Decimal
-
-    from plans.models import CostBudget
-
     set_quotas(LOCAL_SHARE=1.0)
-    plan = PlanFactory(slug="metered", is_default=True)
-    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
-    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.10"))
-    client, key = APIClient(raise_request_exception=False), issue_key(plan=plan)
-    assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # rules loaded, Redis up
+    client, key = metered_key("0.10")
     outage.begin()
     assert client.get("/t/priced?est=0.05&fail=1", HTTP_X_API_KEY=key).status_code == 500
     codes = [client.get("/t/priced?est=0.05&actual=0.01", HTTP_X_API_KEY=key).status_code for _ in range(8)]
