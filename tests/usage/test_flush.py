@@ -186,3 +186,20 @@ def test_the_days_redis_still_holds_are_flushed(api, pro, redis_client):
     assert flush_usage(redis_client, now=now + timedelta(days=3)).keys == 1
     assert flush_usage(redis_client, now=now + timedelta(days=4)).keys == 0
     assert flush_usage(redis_client, now=now - timedelta(days=1)).keys == 0
+
+
+def test_the_flush_copies_the_memory_stores_counts(api, free, set_quotas):
+    """With REDIS_URL = "memory://" (a project's tests), the usage flush run in the same process reads the
+    counts the requests wrote there and copies them to the database, as from Redis."""
+    from quotas.contract.memory import forget
+    from quotas.runtime import get_runtime
+
+    forget("memory://flush")
+    set_quotas(REDIS_URL="memory://flush")
+    assert send(api, issue_key(plan=free), 6) == {200: 5, 429: 1}
+    get_runtime().guard.flush_usage()  # what the engine counted in-process (a refusal from memory), too
+    report = flush_usage()
+    assert report.rows == 1
+    (row,) = UsageRecord.objects.values_list("allowed", "denied_rate")
+    assert row == (5, 1)
+    forget("memory://flush")
