@@ -244,3 +244,24 @@ def test_multipliers_and_signals_are_exported_as_metrics(redis_client, plans) ->
     assert REGISTRY.get_sample_value("quota_adaptive_multiplier", {"plan": "enterprise"}) == 1.0
     assert REGISTRY.get_sample_value("quota_load_signal", {"signal": "cpu", "host": "web-7"}) == 0.97
     assert REGISTRY.get_sample_value("quota_load_signal", {"signal": "memory", "host": "web-7"}) == 0.4
+
+
+def test_the_controller_runs_on_the_memory_store(plans, set_quotas) -> None:
+    """With REDIS_URL = "memory://" (single-process development), a run takes its lock, publishes every
+    plan's multiplier where the engine reads them, and a second run while the first holds the lock skips."""
+    from quotas.contract.connect import connect
+    from quotas.contract.memory import forget
+
+    forget("memory://adaptive")
+    set_quotas(REDIS_URL="memory://adaptive")
+    client = connect("memory://adaptive", 1.0)
+    free, pro, ent = ids(plans)
+    report(client, cpu=0.3)
+    assert run_controller(client, now=T0).changed
+    assert read_multipliers(client) == {free: 1.0, pro: 1.0, ent: 1.0}
+    held = client.lock(store.lock_key(), timeout=10, blocking=False)
+    assert held.acquire()
+    assert run_controller(client, now=T0 + 10) is None  # another run is in progress
+    held.release()
+    assert run_controller(client, now=T0 + 20) is not None
+    forget("memory://adaptive")

@@ -12,6 +12,7 @@ from redis._parsers.helpers import _RedisCallbacks, _RedisCallbacksRESP2
 from redis.commands.core import CoreCommands
 from redis.event import EventDispatcher
 from redis.exceptions import ResponseError
+from redis.lock import Lock
 
 from quotas.contract.library import ENTRY_POINTS, script_source
 from quotas.contract.memory.keyspace import Keyspace
@@ -97,6 +98,14 @@ class MemoryRedis(_Commands):
         """Run one command now."""
         return self._run(args, options)
 
+    def lock(self, name: str, timeout: float | None = None, **options: Any) -> MemoryLock:
+        """redis-py's Lock on this keyspace (the adaptive controller takes one per run)."""
+        return MemoryLock(self, name, timeout=timeout, **options)
+
+    def get_encoder(self) -> Any:
+        """How arguments become bytes: redis-py's encoder, as a real client has (a Lock encodes its token)."""
+        return ENCODER
+
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> MemoryPipeline:
         """Commands queued, then run together under the keyspace's lock (a transaction either way)."""
         return MemoryPipeline(self.keyspace, self.library)
@@ -106,6 +115,19 @@ class MemoryRedis(_Commands):
 
     def __repr__(self) -> str:
         return f"<MemoryRedis keyspace of {len(self.keyspace.data)} keys>"
+
+
+class MemoryLock(Lock):
+    """redis-py's Lock, its scripts registered on this client's keyspace.
+
+    redis-py keeps a Lock's three scripts on the class, registered on the first client that makes one; each
+    memory keyspace runs its own, so they are kept on each lock instead.
+    """
+
+    def register_scripts(self) -> None:
+        self.lua_release = self.redis.register_script(self.LUA_RELEASE_SCRIPT)
+        self.lua_extend = self.redis.register_script(self.LUA_EXTEND_SCRIPT)
+        self.lua_reacquire = self.redis.register_script(self.LUA_REACQUIRE_SCRIPT)
 
 
 class MemoryPipeline(_Commands):
