@@ -21,12 +21,10 @@ from typing import Any
 from django.db import transaction
 from django.http import HttpRequest
 
-from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS, connect
 from quotas.contract.keys import client_keys, client_tag, encode_part, is_client_tag, multipliers_key
 from quotas.contract.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, parse_multipliers
 from quotas.exceptions import StoreUnavailable
-from quotas.formats.periods import usage_day
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.snapshot import LimitRule, RuleSet, Subscriber
@@ -34,6 +32,7 @@ from quotas.runtime import get_runtime
 from quotas.runtime.key_use import KEEP_SECONDS, forget_before, read_last_used
 from quotas.standing import NEAR
 from quotas.store.decision import scaled
+from quotas.store.redis_store import usage_day_of
 
 __all__ = [
     "KEEP_SECONDS",
@@ -68,7 +67,7 @@ __all__ = [
 def usage_date(moment: datetime) -> date:
     """The usage day containing ``moment``: its usage rows' ``day``, where budget days begin
     (``QUOTAS['BUDGET_TIME_ZONE']``)."""
-    return usage_day(moment.timestamp(), str(quota_settings.BUDGET_TIME_ZONE)).date
+    return usage_day_of(moment.timestamp()).date
 
 
 def rules_snapshot() -> RuleSet:

