@@ -1,5 +1,5 @@
 """The client usage page's chart for a chosen range: the last hour per minute or the last 24 hours per hour
-(the subscriber's own history in Redis, :func:`quotas.observability.history.read_client_history`), or the
+(the subscriber's own history in Redis), or the
 last 7 or 30 days (the daily usage rows with the live counters laid over, :mod:`usage.reports`).
 
 When Redis cannot be read, the minute and hour ranges fall back to the daily chart with a notice, as the
@@ -12,8 +12,8 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from quotas.observability.history import Resolution, read_client_history
-from quotas.siblings import STORE_ERRORS
+from quotas.observability.history import Resolution
+from quotas.siblings import STORE_ERRORS, back_office
 
 from .history import UNREADABLE
 
@@ -34,9 +34,7 @@ def range_from(value: str | None) -> str:
     return value if value in RANGES else DEFAULT_RANGE
 
 
-def client_chart(
-    chosen: str, rows: list[dict[str, Any]], redis_client: Any, prefix: str, tag: str, *, now: datetime | None = None
-) -> dict[str, Any]:
+def client_chart(chosen: str, rows: list[dict[str, Any]], tag: str, *, now: datetime | None = None) -> dict[str, Any]:
     """The chart's JSON for range ``chosen``: ``labels`` (UTC ISO times, or ISO dates for days), ``allowed``,
     ``denied``, ``resolution``, ``title``, ``shown`` (the range drawn: 30d when Redis cannot be read) and
     ``notice``. ``rows`` are the client's daily report rows of the last 30 days, oldest first."""
@@ -46,7 +44,7 @@ def client_chart(
         now = now or datetime.now(UTC)
         step = timedelta(minutes=1) if resolution == "minute" else timedelta(hours=1)
         try:
-            points = read_client_history(redis_client, prefix, tag, resolution, start=now - span + step, end=now)
+            points = back_office().client_history(tag, resolution, start=now - span + step, end=now)
         except STORE_ERRORS:
             logger.warning("usage page: the client's history is unreadable, showing days", exc_info=True)
             notice, chosen = UNREADABLE, DEFAULT_RANGE

@@ -41,7 +41,6 @@ from quotas.siblings import (
     address_group,
     authenticate_key_now,
     client_tag,
-    get_runtime,
     page_wait,
     rules_snapshot,
     subscriber_for_key,
@@ -157,7 +156,6 @@ def page(request: HttpRequest) -> HttpResponse:
     if key is None:
         request.session.pop(SESSION_KEY, None)
         return _form_page(request, KeyForm(), status=403, expired=True)
-    runtime = get_runtime()
     subscriber = subscriber_for_key(key.key_hash)
     sub = key.subscription
     tag = client_tag("s", str(sub.pk))
@@ -169,12 +167,12 @@ def page(request: HttpRequest) -> HttpResponse:
     today = usage_date(timezone.now())
     query = UsageQuery(today - timedelta(days=CHART_DAYS - 1), today, "day", client=tag.strip("{}"))
     try:
-        report = build_report(query, runtime.redis)
+        report = build_report(query)
     except STORE_ERRORS:
-        report = build_report(query, None, today=today)
+        report = build_report(query, live=False, today=today)
     rows = _every_day(report["rows"], query.start)
     chosen = range_from(request.GET.get("range"))
-    chart = client_chart(chosen, rows, runtime.redis, runtime.prefix, tag)
+    chart = client_chart(chosen, rows, tag)
     rules = rules_snapshot()
     offered = (standing or {}).get("upgrade") or {}
     target = next_plan(rules, sub.plan_id, offered.get("slug"))

@@ -17,9 +17,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from quotas.conf import quota_settings
-from quotas.observability.history import Resolution, bucket_starts, read_history
+from quotas.observability.history import Resolution, bucket_starts
 from quotas.rules.snapshot import RuleSet
-from quotas.siblings import STORE_ERRORS
+from quotas.siblings import STORE_ERRORS, back_office
 
 from .queries import REASONS as DAILY_REASONS
 from .queries import Filters, UsageSlice
@@ -68,7 +68,7 @@ def alert_from(value: str | None) -> float | None:
     return alert if alert is not None and math.isfinite(alert) and 0 <= alert <= 1 else None
 
 
-def charts(filters: Filters, rules: RuleSet, usage: UsageSlice, redis_client: Any, prefix: str) -> dict[str, Any]:
+def charts(filters: Filters, rules: RuleSet, usage: UsageSlice) -> dict[str, Any]:
     """The traffic and denial-rate charts of ``filters.range``, with the alert threshold and the plans and
     scopes above it. The range shown is ``shown``: ``30d`` (with a ``notice``) when Redis cannot be read."""
     threshold = filters.alert if filters.alert is not None else float(quota_settings.DENIAL_RATE_ALERT)
@@ -76,7 +76,7 @@ def charts(filters: Filters, rules: RuleSet, usage: UsageSlice, redis_client: An
     notice = None
     if resolution is not None:
         try:
-            labels, cells = history_cells(redis_client, prefix, resolution, span, filters=filters, rules=rules)
+            labels, cells = history_cells(resolution, span, filters=filters, rules=rules)
             return {"shown": filters.range, "resolution": resolution, "notice": None, **build(labels, cells, threshold)}
         except STORE_ERRORS:
             logger.warning("dashboard: the engine's history is unreadable, showing days", exc_info=True)
@@ -86,11 +86,10 @@ def charts(filters: Filters, rules: RuleSet, usage: UsageSlice, redis_client: An
 
 
 def history_cells(
-    redis_client: Any, prefix: str, resolution: Resolution, span: timedelta, *, filters: Filters, rules: RuleSet,
-    now: datetime | None = None,
-) -> tuple[list[str], list[Cell]]:  # fmt: skip
+    resolution: Resolution, span: timedelta, *, filters: Filters, rules: RuleSet, now: datetime | None = None
+) -> tuple[list[str], list[Cell]]:
     """Labels (UTC ISO times of each minute or hour, the current one last) and the cells of the history
-    ``span`` back from ``now`` that pass the filters. Raises what the Redis client raises."""
+    ``span`` back from ``now`` that pass the filters. Raises ``STORE_ERRORS`` when Redis fails."""
     now = now or datetime.now(UTC)
     step = timedelta(minutes=1) if resolution == "minute" else timedelta(hours=1)
     starts = bucket_starts(resolution, now - span + step, now)
@@ -99,7 +98,7 @@ def history_cells(
     plan = rules.plans.get(filters.plan_id) if filters.plan_id is not None else None
     names = {p.slug: p.name for p in rules.plans.values()}
     cells: list[Cell] = []
-    for bucket in read_history(redis_client, prefix, resolution, start, now):
+    for bucket in back_office().history(resolution, start, now):
         if filters.plan_id is not None and (plan is None or bucket.plan != plan.slug):
             continue
         if filters.scope is not None and (bucket.scope or "") != filters.scope:

@@ -20,23 +20,12 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from adaptive.models import AdaptiveSnapshot
-from adaptive.publish import read_multipliers
 from plans.models import Plan, Subscription
-from quotas.conf import quota_settings
 from quotas.formats.money import format_money
 from quotas.rules.snapshot import RuleSet
-from quotas.siblings import NEAR, STORE_ERRORS, usage_date
+from quotas.siblings import NEAR, RETENTION_DAYS, STORE_ERRORS, Counters, back_office, readable_days, usage_date
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
-from usage.store import (
-    RETENTION_DAYS,
-    Counters,
-    group_by_slot,
-    read_snapshot,
-    readable_days,
-    scan_usage_keys,
-    server_now,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +43,6 @@ TOP = 10
 UPGRADE_MIN_DENIALS = 5
 UPGRADE_DAYS = 7
 HISTORY = 50
-_SCAN_BATCH = 500
 
 
 @dataclass
@@ -82,13 +70,13 @@ class UsageSlice:
     """Usage of a day range grouped by day (and plan and scope: ``cells``), by client and by scope: four
     queries and one Redis scan."""
 
-    def __init__(self, filters: Filters, redis_client: Any | None) -> None:
+    def __init__(self, filters: Filters, live: bool = True) -> None:
         self.filters = filters
         self.live = False
         live_days: list[date] = []
-        if redis_client is not None:
+        if live:
             try:
-                today = usage_date(server_now(redis_client))
+                today = usage_date(back_office().now())
                 live_days = [d for d in readable_days(today, RETENTION_DAYS) if filters.start <= d <= filters.today]
                 self.live = True
             except STORE_ERRORS:
@@ -103,7 +91,7 @@ class UsageSlice:
         self.cells = _group(settled.values("day", "plan_key", "scope").annotate(**sums), ("day", "plan_key", "scope"))
         self.by_client = _group(settled.values("client").annotate(**sums), ("client",))
         self.by_scope = _group(settled.values("scope").annotate(**sums), ("scope",))
-        for row, counters in self._live_rows(records.filter(day__in=live_days), live_days, redis_client).items():
+        for row, counters in self._live_rows(records.filter(day__in=live_days), live_days).items():
             client, plan_key, scope, day, _generation = row
             if filters.plan_id is not None and plan_key != filters.plan_id:
                 continue
@@ -115,7 +103,7 @@ class UsageSlice:
         for (day, _plan_key, _scope), counters in self.cells.items():
             _add(self.by_day[day], counters)
 
-    def _live_rows(self, records: Any, days: list[date], redis_client: Any) -> dict[tuple, Counters]:
+    def _live_rows(self, records: Any, days: list[date]) -> dict[tuple, Counters]:
         if not days:
             return {}
         rows: dict[tuple, Counters] = {
@@ -123,12 +111,8 @@ class UsageSlice:
             for r in records.values("client", "plan_key", "scope", "day", "generation", *COUNTERS)
         }
         try:
-            prefix = quota_settings.KEY_PREFIX
-            for keys in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, days)):
-                for start in range(0, len(keys), _SCAN_BATCH):
-                    snapshot = read_snapshot(redis_client, prefix, keys[start : start + _SCAN_BATCH])
-                    for key, counters in snapshot.rows.items():
-                        rows[tuple(key)] = merge_live(rows.get(tuple(key), {}), counters)
+            for key, counters in back_office().usage_rows(days).items():
+                rows[tuple(key)] = merge_live(rows.get(tuple(key), {}), counters)
         except STORE_ERRORS:
             self.live = False
             logger.warning("dashboard: Redis unavailable while reading live usage", exc_info=True)
@@ -250,10 +234,10 @@ def _upgrade_plan(rules: RuleSet, plan_id: int, scope: str, by_budget: bool) -> 
     return higher[0] if higher else None
 
 
-def adaptive_panel(redis_client: Any) -> dict[str, Any]:
+def adaptive_panel() -> dict[str, Any]:
     """Current multiplier per plan (Redis), the signals of the latest change, and the history. Two queries."""
     try:
-        current = read_multipliers(redis_client)
+        current = back_office().multipliers()
         published = True
     except STORE_ERRORS:
         current, published = {}, False

@@ -23,10 +23,9 @@ from plans.rules import subscriber_of
 from quotas import api
 from quotas.api import Client
 from quotas.exceptions import StoreUnavailable
-from quotas.siblings import STORE_ERRORS, get_runtime, is_client_tag, rules_snapshot, usage_date
+from quotas.siblings import MAX_TEXT, STORE_ERRORS, is_client_tag, rules_snapshot, usage_date
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
-from usage.store import MAX_TEXT
 from usage.views import VIEW_ALL_USAGE
 
 from .history import RANGES, alert_from, charts, range_from
@@ -67,8 +66,7 @@ def filters_from(request: HttpRequest) -> Filters:
 
 def payload(filters: Filters) -> dict[str, Any]:
     """Everything the overview shows, as JSON-ready data."""
-    runtime = get_runtime()
-    usage = UsageSlice(filters, runtime.redis)
+    usage = UsageSlice(filters)
     top_clients = usage.top_clients()
     for row in top_clients:  # straight to why they were refused
         row["url"] = reverse("dashboard:client", args=[row["client"]]) + "#refusals"
@@ -87,12 +85,12 @@ def payload(filters: Filters) -> dict[str, Any]:
             "alert": filters.alert,
         },
         "series": usage.series(),
-        "charts": charts(filters, rules, usage, runtime.redis, runtime.prefix),
+        "charts": charts(filters, rules, usage),
         "totals": usage.totals(),
         "top_clients": top_clients,
         "top_scopes": usage.top_scopes(),
         "upgrades": upgrades,
-        "adaptive": adaptive_panel(runtime.redis),
+        "adaptive": adaptive_panel(),
         "budgets": budget_panel(filters.today),
     }
 
@@ -130,16 +128,15 @@ def client_detail(request: HttpRequest, client: str) -> HttpResponse:
     """One client: plan, live limits and budgets, last refusals, recent usage, bans and access-list entries."""
     if len(client) > MAX_TEXT or "\x00" in client:
         raise Http404("No such client.")
-    runtime = get_runtime()
     sub_id = subscription_id(client)
     sub = Subscription.objects.select_related("plan", "user").filter(pk=sub_id).first() if sub_id else None
     today = usage_date(timezone.now())
     query = UsageQuery(today - timedelta(days=RECENT_DAYS - 1), today, "day", client=client)
     try:
-        report = build_report(query, runtime.redis)
+        report = build_report(query)
     except STORE_ERRORS:  # Redis away: flushed rows only
         logger.warning("dashboard: live usage of %s unavailable", client, exc_info=True)
-        report = build_report(query, None, today=today)
+        report = build_report(query, live=False, today=today)
     try:
         who = Client("subscription", str(sub.pk), "{" + client + "}", subscriber_of(sub)) if sub else None
         who = who or Client(client.partition(".")[0], client.partition(".")[2], "{" + client + "}")

@@ -8,9 +8,12 @@ that have a module of their own (settings, errors, signals, problem bodies,
 the rules a backend builds, the DRF adapter, the metrics registry).
 
 The calls below are specific: the rules snapshot, a plan's multiplier, a key's
-subscriber, a page view's wait. Still to do (issue "a core a DRF maintainer
-would take over"): reading usage counters and the history the same way, so
-that the sibling apps never receive the runtime or a Redis client.
+subscriber, a page view's wait, and the reads of what the engine keeps in Redis
+(usage counters, the history, keys' last use, the flush mark, the multipliers;
+:class:`~quotas.runtime.back_office.BackOffice`). So the sibling apps never hold
+the runtime, the store or a Redis client. The one exception is the adaptive
+controller's own keyspace (its samples, memory and run lock): it is a worker
+coordinated through Redis, so it connects with :func:`connect` itself.
 """
 
 from __future__ import annotations
@@ -29,33 +32,50 @@ from quotas.identity.addresses import address_group
 from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.snapshot import LimitRule, RuleSet, Subscriber
 from quotas.runtime import get_runtime
-from quotas.runtime.key_use import KEEP_SECONDS, forget_before, read_last_used
+from quotas.runtime.back_office import BackOffice
+from quotas.runtime.key_use import KEEP_SECONDS
 from quotas.standing import NEAR
 from quotas.store.decision import scaled
 from quotas.store.redis_store import usage_day_of
+from quotas.store.usage_hashes import (
+    ANONYMOUS_CLIENT,
+    MAX_TEXT,
+    RETENTION_DAYS,
+    Counters,
+    RowKey,
+    Snapshot,
+    add_hash,
+    readable_days,
+)
 
 __all__ = [
+    "ANONYMOUS_CLIENT",
     "KEEP_SECONDS",
+    "MAX_TEXT",
     "NEAR",
+    "RETENTION_DAYS",
     "STORE_ERRORS",
     "USAGE_COUNTERS",
     "USAGE_TTL_DAYS",
+    "Counters",
+    "RowKey",
+    "Snapshot",
     "UsageCounter",
+    "add_hash",
     "address_group",
     "authenticate_key_now",
+    "back_office",
     "client_keys",
     "client_tag",
     "connect",
     "encode_part",
-    "forget_before",
-    "get_runtime",
     "hash_api_key",
     "is_client_tag",
     "multipliers_key",
     "page_wait",
     "parse_multipliers",
     "plan_multiplier",
-    "read_last_used",
+    "readable_days",
     "rules_changed",
     "rules_snapshot",
     "scaled",
@@ -68,6 +88,12 @@ def usage_date(moment: datetime) -> date:
     """The usage day containing ``moment``: its usage rows' ``day``, where budget days begin
     (``QUOTAS['BUDGET_TIME_ZONE']``)."""
     return usage_day_of(moment.timestamp()).date
+
+
+def back_office() -> BackOffice:
+    """The specific reads of what the engine keeps in Redis (usage, history, keys' last use, the flush mark,
+    the multipliers), through this process's back-office client."""
+    return get_runtime().back_office
 
 
 def rules_snapshot() -> RuleSet:

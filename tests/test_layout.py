@@ -272,6 +272,38 @@ def test_other_apps_use_only_the_public_parts_of_quotas(app):
     assert offenders == []
 
 
+#: The sibling app with a Redis client of its own: the adaptive controller's keyspace (its samples, memory and run
+#: lock) coordinates workers on many hosts, so it connects itself (quotas.siblings says why).
+OWN_REDIS = {"adaptive"}
+#: What no other app may take from quotas: the runtime, and the calls that hand out or take a Redis client.
+HANDS_OUT_REDIS = {"quotas.siblings": {"get_runtime", "connect"}}
+
+
+def imported_names(source: str) -> Iterator[tuple[str, str, int]]:
+    """(module, name, line) of every ``from module import name`` in ``source``, wherever it is."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield from ((node.module, alias.name, node.lineno) for alias in node.names)
+
+
+@pytest.mark.parametrize("app", sorted(set(MAY_IMPORT) - {"quotas"}))
+def test_other_apps_hold_no_runtime_store_or_redis_client(app):
+    """plans, usage and dashboard read what the engine keeps in Redis through quotas.siblings' specific calls
+    (BackOffice): none imports redis, the runtime, a way to connect, or a history reader that takes a client."""
+    offenders = []
+    for path in sources(app):
+        source = path.read_text(encoding="utf-8")
+        where = path.relative_to(ROOT)
+        if app not in OWN_REDIS and "redis" in imported_top_levels(path):
+            offenders.append(f"{where} imports redis")
+        for module, name, line in imported_names(source):
+            if name in HANDS_OUT_REDIS.get(module, set()) and not (app in OWN_REDIS and name == "connect"):
+                offenders.append(f"{where}:{line} imports {module}.{name}")
+            if module == "quotas.observability.history" and name.startswith("read_"):
+                offenders.append(f"{where}:{line} imports {module}.{name} (it takes a Redis client)")
+    assert offenders == []
+
+
 NO_DRF_PROBE = """
 import sys
 

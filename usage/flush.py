@@ -10,7 +10,7 @@ an upsert that only ever moves a row forward:
 * request counters and weight never decrease (``GREATEST``/``MAX``), so even
   a Redis that lost its data cannot erase what was already flushed;
 * a hash Redis created again after losing its data carries a new generation
-  id (``usage.store.GENERATION_FIELD``), so its counts go to a row of their
+  id (``quotas.store.usage_hashes.GENERATION_FIELD``), so its counts go to a row of their
   own and add onto the old one's instead of hiding behind it;
 * cost is copied as read, because reconciling an estimated cost with the
   actual one can lower it.
@@ -37,26 +37,13 @@ from datetime import UTC, date, datetime
 from itertools import islice
 from typing import Any
 
-import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
 from plans.models import APIKey, Plan, Subscription
-from quotas.conf import quota_settings
-from quotas.siblings import KEEP_SECONDS, connect, forget_before, read_last_used, usage_date
+from quotas.siblings import KEEP_SECONDS, RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
 
-from .flush_mark import mark_flushed
 from .models import COUNTERS, UsageRecord
-from .store import (
-    RETENTION_DAYS,
-    Counters,
-    RowKey,
-    group_by_slot,
-    read_snapshot,
-    readable_days,
-    scan_usage_keys,
-    server_now,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +72,6 @@ class FlushReport:
 
 
 def flush_usage(
-    redis_client: redis.Redis | None = None,
     now: datetime | None = None,
     *,
     lookback_days: int = RETENTION_DAYS,
@@ -95,46 +81,31 @@ def flush_usage(
     """Write the usage hashes of ``now``'s usage day (``BUDGET_TIME_ZONE``) and the ``lookback_days`` before it
     to the database.
 
-    ``redis_client`` defaults to a client of ``QUOTAS['REDIS_URL']``; ``now``
-    defaults to the Redis server's clock (the one usage is dated with).
+    ``now`` defaults to the Redis server's clock (the one usage is dated with).
     ``batch_size`` keys are read and written per transaction; ``batch_delay``
     seconds are slept inside each transaction (a test hook to widen the
     window in which a killed worker leaves a batch half done). Returns a
-    :class:`FlushReport`; raises redis or database errors.
+    :class:`FlushReport`; raises ``STORE_ERRORS`` or database errors.
     """
     started = time.monotonic()
-    own_client = redis_client is None
-    if redis_client is None:
-        redis_client = connect(quota_settings.REDIS_URL, 10, connect_timeout=5)
-    try:
-        prefix = quota_settings.KEY_PREFIX
-        now = now or server_now(redis_client)
-        today = usage_date(now)
-        report = FlushReport(days=readable_days(today, lookback_days))
-        batches = (
-            keys
-            for group in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, report.days))
-            for keys in _chunks(iter(group), batch_size)
-        )
-        for keys in batches:
-            snapshot = read_snapshot(redis_client, prefix, keys)
-            report.keys += snapshot.keys
-            report.skipped += snapshot.skipped
-            report.rows += len(snapshot.rows)
-            written = write_rows(snapshot.rows, snapshot.observed_at, batch_delay)
-            report.written += written
-            report.batches += 1
-            logger.info(
-                "usage flush: batch %d written (%d keys, %d rows, %d moved forward)",
-                report.batches, len(keys), len(snapshot.rows), written,
-            )  # fmt: skip
-        report.keys_marked_used = copy_key_use(read_last_used(redis_client, prefix))
-        # Copied above: what is older than a day can go, so the next flush reads only the keys used lately.
-        forget_before(redis_client, prefix, now.timestamp() - KEEP_SECONDS)
-        mark_flushed(redis_client, prefix, now)  # what quota_usage_flush_lag_seconds counts from
-    finally:
-        if own_client:
-            redis_client.close()
+    reads = back_office()
+    now = now or reads.now()
+    report = FlushReport(days=readable_days(usage_date(now), lookback_days))
+    for snapshot in reads.usage_snapshots(report.days, batch_size):
+        report.keys += snapshot.keys
+        report.skipped += snapshot.skipped
+        report.rows += len(snapshot.rows)
+        written = write_rows(snapshot.rows, snapshot.observed_at, batch_delay)
+        report.written += written
+        report.batches += 1
+        logger.info(
+            "usage flush: batch %d written (%d keys, %d rows, %d moved forward)",
+            report.batches, snapshot.keys, len(snapshot.rows), written,
+        )  # fmt: skip
+    report.keys_marked_used = copy_key_use(reads.keys_last_used())
+    # Copied above: what is older than a day can go, so the next flush reads only the keys used lately.
+    reads.forget_key_use_before(now.timestamp() - KEEP_SECONDS)
+    reads.mark_flushed(now)  # what quota_usage_flush_lag_seconds counts from
     report.seconds = time.monotonic() - started
     return report
 

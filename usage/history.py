@@ -30,10 +30,8 @@ from quotas.observability.history import (
     TOP_SIDES,
     ClientPoint,
     HistoryBucket,
-    read_client_history,
-    read_history,
-    read_top_clients,
 )
+from quotas.siblings import back_office
 
 from .serializers import CLIENT_TAG
 
@@ -84,17 +82,18 @@ class HistoryQuerySerializer(serializers.Serializer):
         return attrs
 
 
-def build_history(params: dict[str, Any], redis_client: Any, prefix: str) -> dict[str, Any]:
+def build_history(params: dict[str, Any]) -> dict[str, Any]:
     """The response body for validated ``params``: buckets in order, and the top clients of the hours
-    the range touches (whole hours, every plan), from the history under ``prefix``.
+    the range touches (whole hours, every plan), from the engine's history.
 
-    Raises what the Redis client raises.
+    Raises ``STORE_ERRORS`` when Redis fails.
     """
     start, end, plan = params["start"], params["end"], params.get("plan")
-    buckets = read_history(redis_client, prefix, params["group_by"], start, end)
+    reads = back_office()
+    buckets = reads.history(params["group_by"], start, end)
     top = {}
     for by in TOP_SIDES:
-        clients = read_top_clients(redis_client, prefix, start, end, by=by, limit=params["top"])
+        clients = reads.top_clients(start, end, by=by, limit=params["top"])
         top[by] = [{"client": client, "requests": n} for client, n in clients]
     return {
         "group_by": params["group_by"],
@@ -146,14 +145,14 @@ def has_client_history(tag: str) -> bool:
     return tag.strip("{}").startswith(CLIENT_KINDS)
 
 
-def build_client_history(params: dict[str, Any], redis_client: Any, prefix: str, tag: str) -> dict[str, Any]:
+def build_client_history(params: dict[str, Any], tag: str) -> dict[str, Any]:
     """The response body for a client's validated ``params``: its own minutes or hours with any request, in
-    order, from its history under ``prefix``. ``tag`` is its client tag (with or without braces).
+    order, from its history. ``tag`` is its client tag (with or without braces).
 
-    Raises what the Redis client raises.
+    Raises ``STORE_ERRORS`` when Redis fails.
     """
     start, end = params["start"], params["end"]
-    points = read_client_history(redis_client, prefix, tag, params["group_by"], start=start, end=end)
+    points = back_office().client_history(tag, params["group_by"], start=start, end=end)
     return {
         "group_by": params["group_by"],
         "start": _iso(start),

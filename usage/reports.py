@@ -13,31 +13,16 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-import redis
 from django.db.models import Sum
 
 from plans.models import Plan
-from quotas.conf import quota_settings
 from quotas.formats.money import from_micros
-from quotas.siblings import usage_date
+from quotas.siblings import RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
 
 from .models import COUNTERS, UsageRecord
-from .store import (
-    RETENTION_DAYS,
-    Counters,
-    RowKey,
-    add_hash,
-    group_by_slot,
-    read_snapshot,
-    readable_days,
-    scan_usage_keys,
-    server_now,
-    usage_key,
-)
 
 GROUPS = ("day", "scope")
 MAX_DAYS = 366
-_SCAN_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,24 +36,25 @@ class UsageQuery:
     plan: Plan | None = None
 
 
-def build_report(query: UsageQuery, redis_client: redis.Redis | None, today: date | None = None) -> dict[str, Any]:
+def build_report(query: UsageQuery, live: bool = True, today: date | None = None) -> dict[str, Any]:
     """The report of ``query``: ``rows`` (one per day or scope, with usage) and ``totals``.
 
     ``today`` defaults to the usage day (``BUDGET_TIME_ZONE``) of the Redis server's clock, the one usage
-    is counted under. Without ``redis_client`` the report holds flushed rows
-    only. Raises redis errors.
+    is counted under. With ``live`` False the report holds flushed rows only (and reads nothing from Redis).
+    Raises ``STORE_ERRORS`` when Redis fails.
     """
-    if redis_client is None:
-        live = []
-    else:
-        today = today or usage_date(server_now(redis_client))
-        live = [d for d in readable_days(today, RETENTION_DAYS) if query.start <= d <= query.end]
+    live_days: list[date] = []
+    if live:
+        today = today or usage_date(back_office().now())
+        live_days = [d for d in readable_days(today, RETENTION_DAYS) if query.start <= d <= query.end]
     groups: dict[Any, Counters] = {}
     records = _records(query)
-    settled = records.exclude(day__in=live).order_by().values(query.group_by).annotate(**{c: Sum(c) for c in COUNTERS})
+    settled = (
+        records.exclude(day__in=live_days).order_by().values(query.group_by).annotate(**{c: Sum(c) for c in COUNTERS})
+    )
     for row in settled:
         _add(groups, row[query.group_by], row)
-    for key, counters in _live_rows(query, records.filter(day__in=live), live, redis_client).items():
+    for key, counters in _live_rows(query, records.filter(day__in=live_days), live_days).items():
         _add(groups, key.day if query.group_by == "day" else key.scope, counters)
     rows = [_row(query.group_by, group, groups[group]) for group in sorted(groups)]
     totals = dict.fromkeys(COUNTERS, 0)
@@ -101,35 +87,16 @@ def _records(query: UsageQuery) -> Any:
     return records
 
 
-def _live_rows(
-    query: UsageQuery, records: Any, days: list[date], redis_client: redis.Redis | None
-) -> dict[RowKey, Counters]:
-    if not days or redis_client is None:
+def _live_rows(query: UsageQuery, records: Any, days: list[date]) -> dict[RowKey, Counters]:
+    if not days:
         return {}
     rows: dict[RowKey, Counters] = {
         RowKey(r["client"], r["plan_key"], r["scope"], r["day"], r["generation"]): {c: r[c] for c in COUNTERS}
         for r in records.values("client", "plan_key", "scope", "day", "generation", *COUNTERS)
     }
-    for key, counters in _redis_rows(query, days, redis_client).items():
+    for key, counters in back_office().usage_rows(days, query.client).items():
         if query.plan is None or key.plan_key == query.plan.pk:
             rows[key] = merge_live(rows.get(key, {}), counters)
-    return rows
-
-
-def _redis_rows(query: UsageQuery, days: list[date], redis_client: redis.Redis) -> dict[RowKey, Counters]:
-    prefix = quota_settings.KEY_PREFIX
-    if query.client is not None:
-        pipe = redis_client.pipeline(transaction=False)
-        for day in days:
-            pipe.hgetall(usage_key(prefix, query.client, day))
-        rows: dict[RowKey, Counters] = {}
-        for day, mapping in zip(days, pipe.execute(), strict=True):
-            add_hash(rows, day, mapping, client=query.client)
-        return rows
-    rows = {}
-    for group in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, days)):
-        for start in range(0, len(group), _SCAN_BATCH):
-            rows.update(read_snapshot(redis_client, prefix, group[start : start + _SCAN_BATCH]).rows)
     return rows
 
 

@@ -32,7 +32,7 @@ from quotas.api import Client
 from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
-from quotas.siblings import STORE_ERRORS, get_runtime, is_client_tag
+from quotas.siblings import STORE_ERRORS, is_client_tag
 
 from . import problems
 from .history import (
@@ -111,11 +111,11 @@ class UsageReportView(UsageAPIView):
             raise exceptions.PermissionDenied("You can read your own usage only.")
         query = params.query(None if viewer.sees_all else viewer.own)
         try:
-            report = build_report(query, get_runtime().redis)
+            report = build_report(query)
             report["live"] = True
         except STORE_ERRORS:
             logger.warning("usage: Redis unavailable, report from flushed rows only", exc_info=True)
-            report = build_report(query, None)
+            report = build_report(query, live=False)
             report["live"] = False
         response = Response(report)
         if request.accepted_renderer.format == "csv":
@@ -129,9 +129,8 @@ class UsageReportView(UsageAPIView):
             return self.own_history(request, viewer)
         params = HistoryQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        runtime = get_runtime()
         try:
-            body = build_history(params.validated_data, runtime.redis, runtime.prefix)
+            body = build_history(params.validated_data)
         except STORE_ERRORS as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
         return self._history_response(request, body, params.validated_data)
@@ -144,9 +143,8 @@ class UsageReportView(UsageAPIView):
         params.is_valid(raise_exception=True)
         if params.validated_data.get("client", viewer.own) != viewer.own:
             raise exceptions.PermissionDenied("You can read your own usage only.")
-        runtime = get_runtime()
         try:
-            body = build_client_history(params.validated_data, runtime.redis, runtime.prefix, viewer.own)
+            body = build_client_history(params.validated_data, viewer.own)
         except STORE_ERRORS as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
         return self._history_response(request, body, params.validated_data)

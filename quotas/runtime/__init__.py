@@ -25,6 +25,7 @@ from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.snapshot import Window
 from quotas.runtime import shaping
+from quotas.runtime.back_office import BackOffice
 from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
 from quotas.runtime.poller import Poller
@@ -58,6 +59,7 @@ class Runtime:
         self.key_use = KeyUse()
         self.shaping = shaping.ShapingBudget()  # the sleep this process may spend holding shaped requests
         self.poller = Poller(interval, self.tick)
+        self.back_office = BackOffice(quota_settings.REDIS_URL, store.prefix)  # the platform's apps' reads
         rules.on_reload = self._rules_changed
         atexit.register(self._at_exit)
 
@@ -122,6 +124,7 @@ class Runtime:
         self._at_exit()
         atexit.unregister(self._at_exit)
         self.store.close()
+        self.back_office.close()
 
 
 def build_runtime() -> Runtime:

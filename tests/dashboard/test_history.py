@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import redis
 
 from config.embedded_redis import free_port
 from dashboard.history import RANGES, RATE_LINES, alert_from, build, charts, history_cells, range_from
@@ -46,9 +45,7 @@ def test_the_last_hour_has_one_point_a_minute_with_allowed_and_refused_by_reason
             (9, 90, "pro", "", "allowed", "none"),  # before the hour
         ],
     )
-    labels, cells = history_cells(
-        redis_client, get_runtime().prefix, "minute", RANGES["1h"][1], filters=Filters(), rules=rules, now=NOW
-    )
+    labels, cells = history_cells("minute", RANGES["1h"][1], filters=Filters(), rules=rules, now=NOW)
     assert len(labels) == 60
     assert labels[-1] == NOW.replace(second=0).isoformat().replace("+00:00", "Z")
     body = build(labels, cells, 0.1)
@@ -77,29 +74,20 @@ def test_hours_honour_the_plan_and_scope_filters(redis_client, rules):
             (2, 0, "pro", "search", "denied", "rate"),
         ],
     )
-    prefix, free = get_runtime().prefix, next(p for p in rules.plans.values() if p.slug == "free")
+    free = next(p for p in rules.plans.values() if p.slug == "free")
     for name, points in (("24h", 24), ("7d", 168)):
-        labels, cells = history_cells(
-            redis_client, prefix, "hour", RANGES[name][1], filters=Filters(), rules=rules, now=NOW
-        )
+        labels, cells = history_cells("hour", RANGES[name][1], filters=Filters(), rules=rules, now=NOW)
         assert len(labels) == points
         assert build(labels, cells, 0.1)["allowed"][-1] == 12
     only_free = Filters(plan_id=free.id)
-    body = build(
-        *history_cells(redis_client, prefix, "hour", RANGES["24h"][1], filters=only_free, rules=rules, now=NOW), 0.1
-    )
+    body = build(*history_cells("hour", RANGES["24h"][1], filters=only_free, rules=rules, now=NOW), 0.1)
     assert (body["allowed"][-1], body["denied"]["budget"][-1], body["denied"]["rate"][-1]) == (5, 3, 0)
     only_search = Filters(scope="search")
-    body = build(
-        *history_cells(redis_client, prefix, "hour", RANGES["24h"][1], filters=only_search, rules=rules, now=NOW), 0.1
-    )
+    body = build(*history_cells("hour", RANGES["24h"][1], filters=only_search, rules=rules, now=NOW), 0.1)
     assert (body["allowed"][-1], body["denied"]["rate"][-1]) == (5, 2)
     none = Filters(plan_id=999_999)  # no such plan: nothing, not everything
     assert (
-        build(*history_cells(redis_client, prefix, "hour", RANGES["24h"][1], filters=none, rules=rules, now=NOW), 0.1)[
-            "allowed"
-        ]
-        == [0] * 24
+        build(*history_cells("hour", RANGES["24h"][1], filters=none, rules=rules, now=NOW), 0.1)["allowed"] == [0] * 24
     )
 
 
@@ -141,10 +129,9 @@ def test_query_values_fall_back_to_defaults():
 
 def test_unreachable_redis_falls_back_to_days_with_a_notice(rules, set_quotas):
     """No history readable: the daily chart, saying why; the setting's threshold applies."""
-    set_quotas(DENIAL_RATE_ALERT=0.2)
-    gone = redis.Redis(port=free_port(), socket_connect_timeout=0.2, socket_timeout=0.2)
+    set_quotas(DENIAL_RATE_ALERT=0.2, REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     filters = Filters(range="1h")
-    body = charts(filters, rules, UsageSlice(filters, None), gone, "quota:v1")
+    body = charts(filters, rules, UsageSlice(filters, live=False))
     assert (body["shown"], body["resolution"]) == ("30d", "day")
     assert "Redis" in body["notice"]
     assert len(body["labels"]) == filters.days

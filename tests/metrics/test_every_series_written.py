@@ -19,10 +19,9 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from plans.models import ClientBan
 from quotas import metrics
-from quotas.conf import quota_settings
+from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.flush import flush_usage
-from usage.flush_mark import mark_flushed
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("quotas", "plans", "usage", "adaptive", "dashboard")
@@ -103,9 +102,9 @@ def test_active_bans_count_the_clients_banned_now(scrape):
 def test_the_flush_lag_is_the_age_of_the_last_completed_flush(scrape, redis_client):
     """No series before any flush; about 0 right after one; it grows while no flush completes."""
     assert sample(scrape(), "quota_usage_flush_lag_seconds") is None
-    flush_usage(redis_client)
+    flush_usage()
     assert 0 <= sample(scrape(), "quota_usage_flush_lag_seconds") < 5
     seconds, _ = redis_client.time()
     started = datetime.fromtimestamp(seconds - 600, tz=UTC)
-    mark_flushed(redis_client, quota_settings.KEY_PREFIX, started)  # the last flush that completed, 10 min ago
+    get_runtime().back_office.mark_flushed(started)  # the last flush that completed, 10 min ago
     assert 600 <= sample(scrape(), "quota_usage_flush_lag_seconds") < 605

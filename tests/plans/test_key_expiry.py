@@ -133,13 +133,13 @@ def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free,
     assert used.last_used_at is None  # the request wrote nothing to the database
     runtime = get_runtime()
     runtime.tick()  # what the poller thread does every second
-    report = flush_usage(redis_client)
+    report = flush_usage()
     assert report.keys_marked_used == 1
     used.refresh_from_db()
     idle.refresh_from_db()
     assert timezone.now() - used.last_used_at < timedelta(seconds=5)
     assert idle.last_used_at is None
-    assert flush_usage(redis_client).keys_marked_used == 0  # nothing newer
+    assert flush_usage().keys_marked_used == 0  # nothing newer
     assert re.match(r"\d+", str(redis_client.zscore(f"{runtime.prefix}:keys:last-used", str(used.pk))))
 
 
@@ -155,7 +155,7 @@ def test_the_flush_copies_every_note_then_forgets_those_older_than_a_day(free, r
     redis_client.zadd(last_used_key(runtime.prefix), {str(old.pk): two_days_ago})
     assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
     runtime.tick()
-    assert flush_usage(redis_client).keys_marked_used == 2
+    assert flush_usage().keys_marked_used == 2
     old.refresh_from_db()
     assert abs(old.last_used_at.timestamp() - two_days_ago) < 1
     assert set(read_last_used(redis_client, runtime.prefix)) == {recent.pk}

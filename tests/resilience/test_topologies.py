@@ -22,10 +22,10 @@ from quotas.observability.history import read_history, read_top_clients
 from quotas.observability.refusals import read_refusals
 from quotas.rules.snapshot import LimitRule
 from quotas.runtime import get_runtime
+from quotas.store.usage_hashes import scan_usage_keys
 from tests.script_calls import script_calls
 from usage.flush import flush_usage
 from usage.models import UsageRecord
-from usage.store import scan_usage_keys
 
 from .servers import Cluster, wait_until
 

@@ -63,8 +63,8 @@ def flush() -> dict[str, Any]:
 
 
 def write(steps_file: str) -> dict[str, Any]:
+    from quotas.store.usage_hashes import RowKey
     from usage.flush import write_rows
-    from usage.store import RowKey
 
     done = []
     for step in json.loads(Path(steps_file).read_text()):

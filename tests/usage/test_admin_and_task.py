@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 def test_the_admin_lists_usage_read_only(client, api, free, redis_client):
     """Staff can list and filter usage records, but not add, change or delete them."""
     send(api, issue_key(plan=free), 2)
-    flush_usage(redis_client)
+    flush_usage()
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     record = UsageRecord.objects.get()
 

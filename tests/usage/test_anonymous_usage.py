@@ -13,10 +13,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from quotas.store.usage_hashes import ANONYMOUS_CLIENT
 from usage.flush import flush_usage
 from usage.models import UsageRecord
 from usage.retention import FINAL_AFTER_DAYS, fold_anonymous
-from usage.store import ANONYMOUS_CLIENT
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -37,22 +37,22 @@ def one_request_from_each_of(count: int) -> None:
 
 def test_300_ipv6_networks_make_at_most_one_row_per_usage_hash(free, redis_client, sixteen_buckets):
     one_request_from_each_of(ADDRESSES)
-    flush_usage(redis_client)
+    flush_usage()
     anonymous = UsageRecord.objects.filter(client__startswith="ip.")
     assert set(anonymous.values_list("client", flat=True)) == {ANONYMOUS_CLIENT}
     assert anonymous.count() <= 16  # one per usage hash touched, not one per address
     assert sum(anonymous.values_list("allowed", flat=True)) == ADDRESSES  # nothing lost
     # Flushing again changes nothing (each row is the absolute total of its hash).
-    assert flush_usage(redis_client).written == 0
+    assert flush_usage().written == 0
     assert sum(UsageRecord.objects.filter(client=ANONYMOUS_CLIENT).values_list("allowed", flat=True)) == ADDRESSES
 
 
 def test_more_requests_move_the_same_rows_forward(free, redis_client, sixteen_buckets):
     one_request_from_each_of(100)
-    flush_usage(redis_client)
+    flush_usage()
     rows_before = UsageRecord.objects.filter(client=ANONYMOUS_CLIENT).count()
     one_request_from_each_of(100)  # the same addresses again
-    flush_usage(redis_client)
+    flush_usage()
     assert UsageRecord.objects.filter(client=ANONYMOUS_CLIENT).count() == rows_before
     assert sum(UsageRecord.objects.filter(client=ANONYMOUS_CLIENT).values_list("allowed", flat=True)) == 200
 
@@ -61,14 +61,14 @@ def test_staff_see_the_same_totals_before_and_after_the_flush(api, staff, free, 
     """The usage API merges Redis and the database by the same rows, so flushing moves nothing."""
     one_request_from_each_of(50)
     before = api.get("/api/v1/usage/", {"group_by": "day"}).json()["totals"]["allowed"]
-    flush_usage(redis_client)
+    flush_usage()
     after = api.get("/api/v1/usage/", {"group_by": "day"}).json()["totals"]["allowed"]
     assert before == after == 50
 
 
 def test_a_final_day_is_folded_into_one_row_per_plan_and_scope(free, redis_client, sixteen_buckets):
     one_request_from_each_of(ADDRESSES)
-    flush_usage(redis_client)
+    flush_usage()
     rows = UsageRecord.objects.filter(client=ANONYMOUS_CLIENT)
     assert rows.count() > 1
     assert fold_anonymous() == 0  # today is not final: Redis may still change its hashes

@@ -92,7 +92,7 @@ def test_flushed_and_live_counts_are_not_added_twice(api, two_clients, redis_cli
     mine, theirs = two_clients
     before = report(api, mine).json()
     assert before["totals"]["denied"]["rate"] == 1
-    flush_usage(redis_client)
+    flush_usage()
     assert UsageRecord.objects.count() == 2
     assert report(api, mine).json() == before
     send(api, theirs, 1)  # after the flush: counted once, from Redis
@@ -102,7 +102,7 @@ def test_flushed_and_live_counts_are_not_added_twice(api, two_clients, redis_cli
 def test_old_days_come_from_the_database(api, two_clients, redis_client, today):
     """Days Redis no longer holds are reported from flushed rows; group_by=scope sums them."""
     mine, _ = two_clients
-    flush_usage(redis_client)
+    flush_usage()
     UsageRecord.objects.filter(client=tag_of(mine)).update(day=today - timedelta(days=10))
     redis_client.flushall()  # as if the hashes had expired
 

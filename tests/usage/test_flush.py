@@ -11,10 +11,10 @@ from plans.models import APIKey
 from quotas.conf import quota_settings
 from quotas.identity.clients import hash_api_key
 from quotas.runtime import reset_runtime
+from quotas.store.usage_hashes import read_snapshot, readable_days, scan_usage_keys, server_now
 from tests.factories import issue_key
 from usage.flush import flush_usage, write_rows
 from usage.models import UsageRecord
-from usage.store import read_snapshot, readable_days, scan_usage_keys, server_now
 
 from .conftest import assert_refusals_counted, send
 
@@ -47,7 +47,7 @@ def test_flush_copies_every_decision_of_real_requests(api, free, redis_client):
     assert send(api, key, 4) == {200: 3, 429: 1}  # global: 5/min, 2 spent by the searches
     assert send(api, None, 2) == {200: 2}  # anonymous: the default plan, by IP
 
-    report = flush_usage(redis_client)
+    report = flush_usage()
 
     assert (report.keys, report.rows, report.written, report.skipped) == (2, 3, 3, 0)
     assert rows(client) == {"search": counts(2, 1), "": counts(3, 1)}
@@ -63,10 +63,10 @@ def test_flushing_twice_gives_the_same_totals(api, free, redis_client):
     """The second flush finds nothing to move forward and changes no total."""
     key = issue_key(plan=free)
     send(api, key, 6)
-    flush_usage(redis_client)
+    flush_usage()
     first = rows(tag_of(key))
 
-    again = flush_usage(redis_client)
+    again = flush_usage()
 
     assert (again.rows, again.written) == (1, 0)
     assert rows(tag_of(key)) == first == {"": counts(5, 1)}
@@ -76,7 +76,7 @@ def test_every_refusal_is_counted_even_when_remembered_in_process(api, free, red
     """A flood past the limit: every refused request is in the usage, not only the first."""
     key = issue_key(plan=free)
     assert send(api, key, 8) == {200: 5, 429: 3}
-    flush_usage(redis_client)
+    flush_usage()
     (row,) = UsageRecord.objects.filter(client=tag_of(key))
     assert (row.allowed, row.weight) == (5, 5)
     assert_refusals_counted({row.client: row.denied}, {tag_of(key): 3})
@@ -86,11 +86,11 @@ def test_values_are_absolute_so_more_traffic_is_not_added_twice(api, pro, redis_
     """Redis holds cumulative totals: a later flush replaces a row's counts, it never adds to them."""
     key = issue_key(plan=pro)
     send(api, key, 4)
-    flush_usage(redis_client)
+    flush_usage()
     send(api, key, 6)
 
-    flush_usage(redis_client)
-    flush_usage(redis_client)
+    flush_usage()
+    flush_usage()
 
     assert rows(tag_of(key)) == {"": counts(10)}
 
@@ -100,7 +100,7 @@ def test_redis_is_only_read(api, free, redis_client):
     send(api, issue_key(plan=free), 3)
     before = {k: (redis_client.hgetall(k), redis_client.pexpiretime(k)) for k in redis_client.scan_iter("*:u:*")}
 
-    flush_usage(redis_client)
+    flush_usage()
 
     after = {k: (redis_client.hgetall(k), redis_client.pexpiretime(k)) for k in redis_client.scan_iter("*:u:*")}
     assert after == before
@@ -119,7 +119,7 @@ def test_an_older_snapshot_never_replaces_a_newer_row(api, pro, redis_client):
     days = readable_days(server_now(redis_client).date())
     early = read_snapshot(redis_client, prefix, list(scan_usage_keys(redis_client, prefix, days)))
     send(api, key, 3)
-    flush_usage(redis_client)
+    flush_usage()
 
     assert write_rows(early.rows, early.observed_at) == 0
 
@@ -135,13 +135,13 @@ def test_redis_losing_its_data_adds_a_generation_instead_of_lowering_usage(api, 
     """
     key = issue_key(plan=pro)
     assert send(api, key, 10, "/t/priced?est=0.01") == {200: 10}
-    flush_usage(redis_client)
+    flush_usage()
     redis_client.flushall()
     reset_runtime()
     assert send(api, key, 4, "/t/priced?est=0.01") == {200: 4}
 
-    flush_usage(redis_client)
-    flush_usage(redis_client)  # flushing again changes nothing
+    flush_usage()
+    flush_usage()  # flushing again changes nothing
 
     records = UsageRecord.objects.filter(client=tag_of(key))
     assert records.count() == 2
@@ -164,7 +164,7 @@ def test_a_cost_lowered_after_a_flush_is_copied_lower(api, free, redis_client, m
     view_get = PricedView.get
 
     def get_with_flush(self, request):
-        flush_usage(redis_client)
+        flush_usage()
         return view_get(self, request)
 
     key = issue_key(plan=free)
@@ -173,7 +173,7 @@ def test_a_cost_lowered_after_a_flush_is_copied_lower(api, free, redis_client, m
     assert send(api, key, 1, "/t/priced?est=0.5&fail=1") == {500: 1}
     assert rows(tag_of(key))["priced"]["cost_micros"] == 600_000  # 0.1 + the in-flight estimate
 
-    flush_usage(redis_client)
+    flush_usage()
 
     assert rows(tag_of(key)) == {"priced": counts(2, cost_micros=100_000)}
 
@@ -183,9 +183,9 @@ def test_the_days_redis_still_holds_are_flushed(api, pro, redis_client):
     send(api, issue_key(plan=pro), 1)
     now = server_now(redis_client)
 
-    assert flush_usage(redis_client, now=now + timedelta(days=3)).keys == 1
-    assert flush_usage(redis_client, now=now + timedelta(days=4)).keys == 0
-    assert flush_usage(redis_client, now=now - timedelta(days=1)).keys == 0
+    assert flush_usage(now=now + timedelta(days=3)).keys == 1
+    assert flush_usage(now=now + timedelta(days=4)).keys == 0
+    assert flush_usage(now=now - timedelta(days=1)).keys == 0
 
 
 def test_the_flush_copies_the_memory_stores_counts(api, free, set_quotas):

@@ -21,10 +21,10 @@ from quotas.runtime import get_runtime
 from quotas.siblings import hash_api_key
 from quotas.store import redis_store
 from quotas.store.decision import DecideCall
+from quotas.store.usage_hashes import scan_usage_keys
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.flush import flush_usage
 from usage.models import UsageRecord
-from usage.store import scan_usage_keys
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -74,7 +74,7 @@ def test_a_day_of_usage_is_the_budget_zones_day_live_and_flushed(api, metered, s
     (budget,) = current["budgets"]
     assert Decimal(budget["spent"]) == Decimal(row["cost"])
     assert report(api, key)["rows"] == live["rows"]  # the default last day is the zone's today too
-    flush_usage(redis_client)
+    flush_usage()
     (record,) = UsageRecord.objects.filter(scope="priced")
     assert (record.day, record.allowed, record.cost) == (local_today, 3, Decimal("0.90"))
     assert report(api, key, to=local_today.isoformat())["rows"] == live["rows"]
@@ -103,7 +103,7 @@ def test_two_new_york_days_in_one_utc_day_are_two_days_of_usage(api, metered, se
             assert decision.allowed
     # Then today's 0.30 (after the earlier days: a period's state is never replaced by an earlier one's).
     assert api.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
-    flush_usage(redis_client)
+    flush_usage()
     days = {
         r["day"]: Decimal(r["cost"])
         for r in report(api, key, **{"from": (ny_today - timedelta(days=3)).isoformat()})["rows"]

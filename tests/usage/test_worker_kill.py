@@ -17,9 +17,9 @@ from rest_framework.test import APIClient
 from plans.models import APIKey
 from quotas.conf import quota_settings
 from quotas.identity.clients import hash_api_key
+from quotas.store.usage_hashes import read_snapshot, readable_days, scan_usage_keys, server_now
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.models import DENIALS
-from usage.store import read_snapshot, readable_days, scan_usage_keys, server_now
 
 from .conftest import assert_refusals_counted
 from .processes import CeleryWorker, WorkerDatabase, flush_script, process_env, send_requests

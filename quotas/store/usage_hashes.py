@@ -1,4 +1,4 @@
-"""Reading the decision script's usage counters from Redis.
+"""The format of the decision script's usage counters in Redis, and reading them with a given client.
 
 The decision script (``quotas/contract/lua/usage.lua``) keeps one hash per bucket of
 clients and usage day (where budget days begin, ``BUDGET_TIME_ZONE``), ``<KEY_PREFIX>:{b<bucket>}:u:<YYYYMMDD>`` (see
@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 from redis.exceptions import ResponseError
 
 from quotas.conf import quota_settings
-from quotas.siblings import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, client_keys
+from quotas.contract.keys import client_keys
+from quotas.contract.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 COUNTER_FIELDS = USAGE_COUNTERS
 #: The hashes of today and of this many previous days can still be read (they expire after that).
 RETENTION_DAYS = USAGE_TTL_DAYS
-#: Longest client tag and scope a row can hold (UsageRecord's field lengths).
+#: Longest client tag and scope a row can hold (usage.models.UsageRecord's field lengths).
 MAX_TEXT = 100
 #: The field holding a hash's generation (GENERATION_FIELD in usage.lua): set
 #: when the hash is created, so a hash created again after Redis lost its data
@@ -150,6 +151,31 @@ def read_snapshot(redis_client: Any, prefix: str, keys: list[str]) -> Snapshot:
         mapping = dict(zip(reply[::2], reply[1::2], strict=True))
         snapshot.skipped += add_hash(snapshot.rows, day, mapping, hash_id=_bucket_of(key))
     return snapshot
+
+
+def snapshots(redis_client: Any, prefix: str, days: Iterable[date], batch_size: int) -> Iterator[Snapshot]:
+    """Every usage hash of ``days``, read ``batch_size`` keys per atomic snapshot (keys of one slot each)."""
+    for group in group_by_slot(redis_client, scan_usage_keys(redis_client, prefix, days)):
+        for start in range(0, len(group), batch_size):
+            yield read_snapshot(redis_client, prefix, group[start : start + batch_size])
+
+
+def read_rows(
+    redis_client: Any, prefix: str, days: list[date], client: str | None = None, batch_size: int = 500
+) -> dict[RowKey, Counters]:
+    """The rows of ``days`` as Redis holds them now: every client's (one scan), or only ``client``'s (one
+    pipeline of the hashes it is counted in)."""
+    rows: dict[RowKey, Counters] = {}
+    if client is None:
+        for snapshot in snapshots(redis_client, prefix, days, batch_size):
+            rows.update(snapshot.rows)
+        return rows
+    pipe = redis_client.pipeline(transaction=False)
+    for day in days:
+        pipe.hgetall(usage_key(prefix, client, day))
+    for day, mapping in zip(days, pipe.execute(), strict=True):
+        add_hash(rows, day, mapping, client=client)
+    return rows
 
 
 def add_hash(
