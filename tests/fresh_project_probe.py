@@ -58,6 +58,24 @@ def throttle() -> dict[str, Any]:
     return {"answers": [answer(client.get("/api/ping")) for _ in range(4)]}
 
 
+def drf_settings() -> dict[str, Any]:
+    """What DRF reads of the project's REST_FRAMEWORK once the platform's lines are added."""
+    from rest_framework.settings import api_settings
+
+    def dotted(classes: list[type]) -> list[str]:
+        return [f"{c.__module__}.{c.__name__}" for c in classes]
+
+    return {
+        "DEFAULT_PAGINATION_CLASS": api_settings.DEFAULT_PAGINATION_CLASS.__name__,
+        "PAGE_SIZE": api_settings.PAGE_SIZE,
+        "DEFAULT_RENDERER_CLASSES": dotted(api_settings.DEFAULT_RENDERER_CLASSES),
+        "DEFAULT_AUTHENTICATION_CLASSES": dotted(api_settings.DEFAULT_AUTHENTICATION_CLASSES),
+        "DEFAULT_THROTTLE_CLASSES": dotted(api_settings.DEFAULT_THROTTLE_CLASSES),
+        "DEFAULT_THROTTLE_RATES": api_settings.DEFAULT_THROTTLE_RATES,
+        "EXCEPTION_HANDLER": api_settings.EXCEPTION_HANDLER.__module__,
+    }
+
+
 def world() -> dict[str, Any]:
     """One object of each model the plans admin lists, as an operator would have after a while."""
     from plans.models import ACLEntry, APIKey, ClientBan, Plan, Subscription
@@ -176,6 +194,6 @@ def labels() -> dict[str, Any]:
 if __name__ == "__main__":
     probes = {
         "where": where, "throttle": throttle, "admin": admin_actions, "usage": usage, "labels": labels,
-        "mounted": mounted,
+        "mounted": mounted, "drf_settings": drf_settings,
     }  # fmt: skip
     print(json.dumps(probes[sys.argv[1]](), default=str))

@@ -29,3 +29,31 @@ def test_every_environment_variable_is_in_the_docs():
     read = variables_read()
     assert "USAGE_FLUSH_BATCH_DELAY" in read  # the scan finds what it must
     assert not read - documented, f"read by the code but not in the tables of docs/*.md: {sorted(read - documented)}"
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """The anchor mkdocs (Python-Markdown's toc) and GitHub give a heading: lower case, punctuation dropped."""
+    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+def test_the_readmes_links_resolve_in_the_repository():
+    """Until the site is published, the README links to docs/ pages by relative paths that work on GitHub and
+    in a clone: every such link names a file that exists, and every #anchor a heading on that page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = [link for link in _LINK.findall(readme) if not link.startswith(("http://", "https://", "mailto:"))]
+    assert len(links) > 10  # the scan finds what it must
+    broken = []
+    for link in links:
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        if not target.is_file():
+            broken.append(link)
+        elif anchor:
+            headings = re.findall(r"^#+\s+(.+)$", target.read_text(encoding="utf-8"), flags=re.MULTILINE)
+            if anchor not in {_slug(h) for h in headings}:
+                broken.append(link)
+    assert broken == []
+    assert "readthedocs.io" not in readme  # a site that is not published yet

@@ -245,6 +245,62 @@ def new_project(venv: Path, tmp_path: Path, redis_server: RedisServer, *snippets
     return project
 
 
+#: A project that used DRF before the platform: pagination, renderers, token authentication, DRF's own throttle
+#: at 3/min for anonymous clients (so a few requests reach it). The Getting started page's lines for such a
+#: project go after these.
+EXISTING_DRF = """
+# --- the project's own DRF setup, before the platform (tests/test_fresh_project.py) ---
+INSTALLED_APPS += ["rest_framework", "rest_framework.authtoken"]
+REST_FRAMEWORK = {
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 25,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": "3/min"},
+}
+"""
+
+
+@pytest.fixture
+def drf_project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Project:
+    """A project that already used DRF, with the Getting started page's lines for such a project added, migrated."""
+    site = tmp_path / "site"
+    site.mkdir()
+    started = run([venv / "bin/django-admin", "startproject", "fresh", site], site, 120, clean_env(venv))
+    assert started.returncode == 0, started.stderr
+    project = Project(venv, site)
+    project.append("fresh/settings.py", EXISTING_DRF)
+    project.append("fresh/settings.py", docs_snippet("existing-drf-settings"))
+    project.append("fresh/settings.py", f'QUOTAS["REDIS_URL"] = {redis_server.url!r}  # the session\'s Redis\n')
+    (site / "fresh/ping.py").write_text(PING_VIEW, encoding="utf-8")
+    project.append("fresh/urls.py", TEST_URLS)
+    shutil.copy(PROBE, site / PROBE.name)
+    project.ok("migrate", "--noinput")
+    return project
+
+
+def test_the_lines_for_a_project_that_already_uses_drf_keep_its_settings(drf_project: Project):
+    """Pasted after an existing DRF setup, the page's lines pass the checks, keep the project's pagination,
+    renderers, authentication and anonymous rate, put the API-key class first and QuotaThrottle in place of
+    DRF's throttle: the 4th anonymous request is a problem+json 429 with RateLimit headers."""
+    drf_project.ok("check")
+    drf = drf_project.probe("drf_settings")
+    assert drf["DEFAULT_PAGINATION_CLASS"] == "PageNumberPagination"
+    assert drf["PAGE_SIZE"] == 25
+    assert drf["DEFAULT_RENDERER_CLASSES"] == ["rest_framework.renderers.JSONRenderer"]
+    assert drf["DEFAULT_AUTHENTICATION_CLASSES"] == [
+        "quotas.drf.authentication.APIKeyAuthentication", "rest_framework.authentication.TokenAuthentication",
+    ]  # fmt: skip
+    assert drf["DEFAULT_THROTTLE_CLASSES"] == ["quotas.drf.throttling.QuotaThrottle"]  # quotas.throttling's
+    assert drf["DEFAULT_THROTTLE_RATES"] == {"anon": "3/min", "user": "600/min"}
+    assert drf["EXCEPTION_HANDLER"] == "quotas.drf.handlers"
+    answers = drf_project.probe("throttle")["answers"]
+    assert [a["status"] for a in answers] == [200, 200, 200, 429], answers
+    assert answers[3]["headers"]["Content-Type"] == "application/problem+json"
+    assert "RateLimit" in answers[3]["headers"]
+
+
 def test_the_wheel_carries_every_app_with_its_files_and_licences(wheel: Path):
     """Every app's Python, migrations, templates, static files and Lua scripts are in the wheel, the
     licences are in its metadata, and the core requirements leave out what only some apps need."""
