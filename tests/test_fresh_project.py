@@ -18,8 +18,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import textwrap
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +30,9 @@ from typing import Any
 
 import pytest
 
-from config.embedded_redis import RedisServer
+from config.embedded_redis import RedisServer, free_port
 from tests.checkout import copy_checkout
+from tests.clock import avoid_window_edge
 from tests.conftest import skip_or_fail
 
 #: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it.
@@ -299,6 +303,52 @@ def test_the_lines_for_a_project_that_already_uses_drf_keep_its_settings(drf_pro
     assert [a["status"] for a in answers] == [200, 200, 200, 429], answers
     assert answers[3]["headers"]["Content-Type"] == "application/problem+json"
     assert "RateLimit" in answers[3]["headers"]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def page_shell(name: str) -> str:
+    """The ```sh block of Getting started between ``<!-- name:start/end -->`` (in a list item: dedented)."""
+    text = GETTING_STARTED.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- {name}:start -->\n *```sh\n(.*?) *```\n *<!-- {name}:end -->", text, re.DOTALL)
+    assert found, f"getting-started.md has no ```sh block between <!-- {name}:start --> and <!-- {name}:end -->"
+    return textwrap.dedent(found.group(1))
+
+
+def test_the_check_that_it_works_steps_run_as_written(project: Project):
+    """Getting started's "Check that it works": the doctor finds no error, and the curl loop against the
+    project's runserver prints 200s until the anonymous rate (3/min here) is spent, then 429s; the headers
+    line shows the refusal's Retry-After, RateLimit fields and problem+json."""
+    doctor = run(["bash", "-ec", page_shell("verify-doctor")], project.path, 300, project.env())
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "\nerror " not in doctor.stdout, doctor.stdout
+    port = free_port()
+    server = subprocess.Popen(
+        [project.venv / "bin/python", "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        cwd=project.path, env=project.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not port_open(port):
+            assert server.poll() is None, "runserver exited"
+            assert time.monotonic() < deadline, "runserver did not listen within a minute"
+            time.sleep(0.1)
+        avoid_window_edge(60, needed=15)  # 62 requests inside one minute of the 3/min window
+        loop = page_shell("verify-loop").replace("http://127.0.0.1:8000", f"http://127.0.0.1:{port}")
+        result = run(["bash", "-ec", loop], project.path, 120, project.env())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    codes, *headers = result.stdout.splitlines()
+    assert codes.split() == ["200"] * 3 + ["429"] * 58, codes
+    shown = "\n".join(headers).lower()
+    assert "http/1.1 429" in shown
+    for field in ("retry-after:", "ratelimit:", "ratelimit-policy:", "content-type: application/problem+json"):
+        assert field in shown, shown
 
 
 def test_the_wheel_carries_every_app_with_its_files_and_licences(wheel: Path):

@@ -1,14 +1,16 @@
 """A project's own test suite on the memory store: ``REDIS_URL = "memory://"``, real 429s, no redis-server.
 
-The test writes a small project (settings as Getting started gives them, a DRF view, a plan made in the
-test) and its tests, then runs pytest on it in a subprocess whose ``PATH`` has no ``redis-server`` and whose
-settings name no Redis. ``FAILURE_MODE`` is ``"closed"``: had the engine failed to decide, every request
-would be a 503, never a 200 or a 429. Its second test moves the store's clock instead of sleeping.
+The test writes a small project (settings as Getting started gives them, a DRF view) and the Testing page's
+example tests (read from docs/testing.md, so the page stays what runs), then runs pytest on it in a
+subprocess whose ``PATH`` has no ``redis-server`` and whose settings name no Redis. ``FAILURE_MODE`` is
+``"closed"``: had the engine failed to decide, every request would be a 503, never a 200 or a 429. Its
+second test moves the store's clock instead of sleeping.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +31,10 @@ MIDDLEWARE = ["quotas.middleware.QuotaHeadersMiddleware"]
 REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["quotas.throttling.QuotaThrottle"],
     "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "600/min"},
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "quotas.drf.authentication.APIKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "EXCEPTION_HANDLER": "quotas.drf.handlers.exception_handler",
 }
 QUOTAS = {
@@ -52,50 +58,31 @@ def ping(request):
 urlpatterns = [path("ping", ping)]
 """
 
-TESTS = """
-import pytest
-
-from plans.models import EndpointLimit, Plan
-
-pytestmark = pytest.mark.django_db
+#: The Testing page's example, as a user copies it: the conftest.py and the test file.
+TESTING_PAGE = ROOT / "docs" / "testing.md"
 
 
-@pytest.fixture
-def free():
-    plan = Plan.objects.create(slug="free", name="Free", is_default=True)
-    EndpointLimit.objects.create(plan=plan, name="global", rates="3/min", algorithm="fixed_window")
-    return plan
-
-
-def test_the_fourth_request_is_refused(client, free, quota_reset):
-    responses = [client.get("/ping") for _ in range(4)]
-    assert [r.status_code for r in responses] == [200, 200, 200, 429]
-    assert responses[0]["RateLimit-Policy"].startswith('"global";q=3')
-    assert responses[3]["Content-Type"] == "application/problem+json"
-    assert 1 <= int(responses[3]["Retry-After"]) <= 60
-
-
-def test_a_minute_passes_without_sleeping(client, free, quota_reset, quota_clock):
-    assert [client.get("/ping").status_code for _ in range(4)] == [200, 200, 200, 429]
-    quota_clock.advance(59)
-    assert client.get("/ping").status_code == 429
-    quota_clock.advance(1)
-    assert client.get("/ping").status_code == 200
-"""
+def page_snippet(name: str) -> str:
+    """The ```python block between ``<!-- name:start/end -->`` on the Testing page (in a list item: dedented)."""
+    text = TESTING_PAGE.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- {name}:start -->\n *```python\n(.*?) *```\n *<!-- {name}:end -->", text, re.DOTALL)
+    assert found, f"testing.md has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
+    return textwrap.dedent(found.group(1))
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "adopter_settings.py").write_text(textwrap.dedent(SETTINGS))
     (tmp_path / "adopter_urls.py").write_text(textwrap.dedent(URLS))
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["quotas.testing"]\n')
-    (tmp_path / "test_adopter.py").write_text(textwrap.dedent(TESTS))
+    (tmp_path / "conftest.py").write_text(page_snippet("testing-conftest"))
+    (tmp_path / "test_adopter.py").write_text(page_snippet("testing-example"))
     (tmp_path / "pytest.ini").write_text("[pytest]\nDJANGO_SETTINGS_MODULE = adopter_settings\n")
     return tmp_path
 
 
 def test_a_projects_tests_get_real_429s_with_no_redis(project: Path):
-    """The project's two tests pass: a 429 after three requests, and a minute moved on the store's clock."""
+    """The Testing page's two tests pass as written: a 429 after three requests with a key issued in code, and
+    a minute moved on the store's clock."""
     python_dir = str(Path(sys.executable).parent)
     path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and d != python_dir)
     path = os.pathsep.join(d for d in path.split(os.pathsep) if not (Path(d) / "redis-server").exists())
