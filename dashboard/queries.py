@@ -27,6 +27,8 @@ from quotas.siblings import NEAR, RETENTION_DAYS, STORE_ERRORS, Counters, back_o
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
 
+from .load_signals import signal_rows
+
 logger = logging.getLogger(__name__)
 
 #: Series of the denial chart: label -> UsageRecord counter.
@@ -247,7 +249,7 @@ def adaptive_panel() -> dict[str, Any]:
     return {
         "readable": published,
         "plans": [{"id": p["id"], "name": p["name"], "multiplier": current.get(p["id"], 1.0)} for p in plans],
-        "signals": latest.signals if latest else {},
+        "signals": signal_rows(latest.signals) if latest else [],
         "level": latest.level if latest else 1.0,
         "reason": latest.reason if latest else "",
         "history": [
@@ -262,9 +264,15 @@ def adaptive_panel() -> dict[str, Any]:
 
 
 def budget_panel(today: date) -> list[dict[str, Any]]:
-    """Budget alerts (80 % and 100 %) of the periods that may still run, newest first. One query."""
+    """The budgets near or over of the periods that may still run, newest first: one row per budget (client,
+    budget and period), in its latest state (over once its 100 % alert came, else near). One query."""
     since = timezone.now() - timedelta(days=31)
-    alerts = BudgetAlert.objects.filter(period_start__gte=since).select_related("subscription__plan")[: TOP * 2]
+    alerts = BudgetAlert.objects.filter(period_start__gte=since).select_related("subscription__plan")
+    latest: dict[tuple[str, str, datetime], BudgetAlert] = {}
+    for alert in alerts.order_by("-created_at", "-threshold")[: TOP * 4]:  # both thresholds of TOP * 2 budgets
+        key = (alert.client, alert.budget, alert.period_start)
+        if key not in latest or alert.threshold > latest[key].threshold:
+            latest[key] = alert
     return [
         {
             "client": a.client,
@@ -279,7 +287,7 @@ def budget_panel(today: date) -> list[dict[str, Any]]:
             "over": a.threshold >= BudgetAlert.Threshold.EXHAUSTED,
             "period_start": a.period_start.date().isoformat(),
         }
-        for a in alerts
+        for a in list(latest.values())[: TOP * 2]
     ]
 
 

@@ -165,12 +165,11 @@
     fillTable("multipliers", adaptive.plans, function (p) { return [p.name, p.multiplier.toFixed(2)]; });
     var dl = document.getElementById("signals");
     dl.replaceChildren();
-    Object.keys(adaptive.signals).forEach(function (name) {
-      dl.appendChild(el("dt", name));
-      var v = adaptive.signals[name];
-      dl.appendChild(el("dd", typeof v === "number" ? v.toFixed(2) : JSON.stringify(v)));
+    adaptive.signals.forEach(function (signal) {
+      dl.appendChild(el("dt", signal.name));
+      dl.appendChild(el("dd", signal.note ? signal.value + " (" + signal.note + ")" : signal.value));
     });
-    if (!Object.keys(adaptive.signals).length) dl.appendChild(el("dd", "No snapshot recorded yet."));
+    if (!adaptive.signals.length) dl.appendChild(el("dd", "No snapshot recorded yet."));
     document.getElementById("adaptive-reason").textContent =
       (adaptive.readable ? "" : "Redis unreadable: multipliers unknown. ") + (adaptive.reason || "");
     var names = adaptive.plans.map(function (p) { return p.name; });
