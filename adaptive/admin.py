@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from .conf import adaptive_settings
 from .models import AdaptiveConfig, AdaptiveSnapshot, MultiplierOverride
+
+
+def _takes_effect(what: str) -> str:
+    """When a pin's change reaches the limits: the controller publishes the multipliers on each run."""
+    return (
+        f"{what} takes effect at the adaptive controller's next run, within {adaptive_settings.INTERVAL:g} s "
+        "(ADAPTIVE['INTERVAL']); until then the multipliers it published last stay in force."
+    )
 
 
 @admin.register(AdaptiveConfig)
@@ -31,6 +43,18 @@ class MultiplierOverrideAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="Active")
     def active(self, obj: MultiplierOverride) -> bool:
         return obj.is_active
+
+    def save_model(self, request: HttpRequest, obj: MultiplierOverride, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        self.message_user(request, _takes_effect("The pin"), messages.WARNING)
+
+    def delete_model(self, request: HttpRequest, obj: MultiplierOverride) -> None:
+        super().delete_model(request, obj)
+        self.message_user(request, _takes_effect("Lifting the pin"), messages.WARNING)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[MultiplierOverride]) -> None:
+        super().delete_queryset(request, queryset)
+        self.message_user(request, _takes_effect("Lifting the pins"), messages.WARNING)
 
 
 @admin.register(AdaptiveSnapshot)

@@ -13,28 +13,33 @@ from quotas.formats.money import from_micros
 from quotas.identity.clients import Client
 from quotas.rules.snapshot import PlanRules, RuleSet
 from quotas.runtime import Runtime
-from quotas.store.decision import WindowState
+from quotas.store.decision import WindowState, scaled
 
 NEAR = 0.8  # an upgrade is offered from 80 % of a limit or budget used
 
 
 def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
-    """Limits (quota, remaining, reset), budgets (spent, remaining, resets_at), plan, upgrade offer."""
+    """Limits (quota in force, remaining, reset), budgets (spent, remaining, resets_at), plan, upgrade offer.
+
+    A limit's ``quota`` is the one in force: the plan's (``plan_quota``) scaled by the adaptive ``multiplier``
+    its plan has now, as the client's decisions are.
+    """
     plan_id = client.subscriber.plan_id if client.subscriber else rules.default_plan_id
     plan = rules.plans.get(plan_id) if plan_id is not None else None
     limits = rules.limits_for(plan_id, client.subscriber)
     windows = [w for rule in limits if not rule.shadow for w in rule.windows]
-    states = runtime.guard.peek(client.tag, windows).states if windows else []
+    multiplier = runtime.multipliers.get(plan_id)
+    states = runtime.guard.peek(client.tag, windows, multiplier).states if windows else []
     now = datetime.now(UTC)
     body: dict[str, Any] = {
         "client": client.tag.strip("{}"),
         "plan": _plan(plan),
-        "limits": [_limit(s, rules, limits) for s in states if not s.window.is_budget],
+        "limits": [_limit(s, limits, multiplier) for s in states if not s.window.is_budget],
         "budgets": [_budget(s, now) for s in states if s.window.is_budget],
         "upgrade": None,
     }
-    near = [s for s in states if _used_fraction(s) >= NEAR]
-    for state in sorted(near, key=_used_fraction, reverse=True):
+    near = [s for s in states if _used_fraction(s, multiplier) >= NEAR]
+    for state in sorted(near, key=lambda s: _used_fraction(s, multiplier), reverse=True):
         upgrade = rules.upgrade_for(plan_id, state.window)
         if upgrade is not None:
             body["upgrade"] = {**(_plan(upgrade) or {}), "because": state.window.policy}
@@ -48,19 +53,21 @@ def _plan(plan: PlanRules | None) -> dict[str, Any] | None:
     return {"slug": plan.slug, "name": plan.name, "monthly_price": str(plan.price)}
 
 
-def _used_fraction(state: WindowState) -> float:
-    quota = state.window.quota
+def _used_fraction(state: WindowState, multiplier: float) -> float:
+    quota = scaled(state.window, multiplier)
     return 0.0 if quota <= 0 else 1 - max(0, state.remaining or 0) / quota
 
 
-def _limit(state: WindowState, rules: RuleSet, limits: tuple) -> dict[str, Any]:
+def _limit(state: WindowState, limits: tuple, multiplier: float) -> dict[str, Any]:
     w = state.window
     scope = next((r.scope for r in limits if r.id == w.limit_id), "")
     return {
         "name": w.policy,
         "scope": scope or None,
         "algorithm": w.algorithm,
-        "quota": w.quota,
+        "quota": scaled(w, multiplier),
+        "plan_quota": w.quota,
+        "multiplier": multiplier,
         "window": w.window,
         "period": w.period or None,
         "remaining": max(0, state.remaining or 0),

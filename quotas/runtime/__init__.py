@@ -101,14 +101,14 @@ class Runtime:
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return lifted
 
-    def reset_client(self, tag: str, windows: Sequence[Window] | None = None) -> int:
-        """Delete ``tag``'s counters: all of them with its ban and refusal count, or only those of ``windows``
-        (see :meth:`~quotas.store.redis_store.RedisStore.clear`); every process forgets what it remembers of
-        it within a second. Returns how many fields and keys were deleted.
+    def reset_client(self, tag: str, windows: Sequence[Window] | None = None, keep: Sequence[Window] = ()) -> int:
+        """Delete ``tag``'s counters: all of them with its ban and refusal count, or only those of ``windows``,
+        but those of ``keep`` (see :meth:`~quotas.store.redis_store.RedisStore.clear`); every process forgets
+        what it remembers of it within a second. Returns how many fields and keys were deleted.
 
         Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
         """
-        deleted = self.store.clear(tag, windows)
+        deleted = self.store.clear(tag, windows, keep)
         self.rules.invalidate()  # every process drops its remembered refusals, bans and allowances
         return deleted
 

@@ -118,9 +118,10 @@ class Guard(AfterView):
             raise self._failed(call.tag, exc) from exc
         return self._learn(call, decision, asked)
 
-    def peek(self, tag: str, windows: Sequence[Window]) -> Decision:
-        """The client's standing in ``windows`` without consuming or counting anything."""
-        return self.decide(tag, windows, weight=0, peek=True)
+    def peek(self, tag: str, windows: Sequence[Window], multiplier: float = 1.0) -> Decision:
+        """The client's standing in ``windows`` (rolling rates scaled by the adaptive ``multiplier``, as its
+        decisions are) without consuming or counting anything."""
+        return self.decide(tag, windows, weight=0, peek=True, multiplier=multiplier)
 
     def _answered_here(self, call: DecideCall) -> Decision | None:
         """The decision this process makes without Redis: from the client's allowance, or a refusal it

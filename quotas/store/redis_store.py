@@ -234,14 +234,15 @@ class RedisStore:
             raise _failure(f"reading the ban of {tag}", exc) from exc
         return replace(ban, seconds_left=ban.until - now) if ban is not None and ban.until > now else None
 
-    def clear(self, tag: str, windows: Sequence[Window] | None = None) -> int:
+    def clear(self, tag: str, windows: Sequence[Window] | None = None, keep: Sequence[Window] = ()) -> int:
         """Delete client ``tag``'s limit state; returns how many fields and keys went.
 
         Without ``windows``, everything the decisions keep for it: every field of
         the client in its bucket (each window's counter, its ban and refusal
         count, its expiry; found by HSCAN) and every key of its own (sliding logs,
         concurrency leases; found by a SCAN of the keyspace, on every primary of
-        a cluster). With ``windows``, only their state. Its usage counters and its
+        a cluster). With ``windows``, only their state. The state of the windows
+        in ``keep`` stays either way (a budget's spending, say). Its usage counters and its
         last refusals (a record of what happened) stay. Raises
         :class:`StoreUnavailable` when Redis fails.
         """
@@ -249,11 +250,13 @@ class RedisStore:
         try:
             if windows is None:
                 mine = glob_escape(keys.field_prefix) + "*"
-                fields = {f for f, _ in self.redis.hscan_iter(keys.bucket, match=mine, count=1000)}
-                own = set(self.redis.scan_iter(match=glob_escape(keys.own_base) + "*", count=1000))
+                fields = {_raw(f) for f, _ in self.redis.hscan_iter(keys.bucket, match=mine, count=1000)}
+                own = {_raw(k) for k in self.redis.scan_iter(match=glob_escape(keys.own_base) + "*", count=1000)}
             else:
-                fields = {keys.field(w.state_field) for w in windows if not w.has_own_key}
-                own = {keys.own_key(w.state_field) for w in windows if w.has_own_key}
+                fields = {_raw(keys.field(w.state_field)) for w in windows if not w.has_own_key}
+                own = {_raw(keys.own_key(w.state_field)) for w in windows if w.has_own_key}
+            fields -= {_raw(keys.field(w.state_field)) for w in keep if not w.has_own_key}
+            own -= {_raw(keys.own_key(w.state_field)) for w in keep if w.has_own_key}
             deleted = int(self.redis.hdel(keys.bucket, *fields)) if fields else 0
             for key in own:  # one key per command: each of a cluster's commands names one slot
                 deleted += int(self.redis.unlink(key))
@@ -360,3 +363,8 @@ def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState
         alert=reply.alert,
         quota=scaled(window, multiplier),
     )
+
+
+def _raw(name: bytes | str) -> bytes:
+    """A field or key name as Redis holds it (the layout writes str; a client answers bytes)."""
+    return name if isinstance(name, bytes) else name.encode()

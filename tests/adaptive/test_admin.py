@@ -67,3 +67,20 @@ def test_admin_refuses_a_bad_pin(admin_client) -> None:
     response = admin_client.post(url, {"plan": plan.pk, "multiplier": "0.5", "reason": "incident 7"})
     assert response.status_code == 302
     assert MultiplierOverride.objects.get().multiplier == 0.5
+
+
+def test_the_admin_says_when_a_pin_and_its_lifting_take_effect(admin_client) -> None:
+    """Pins act through the controller's next publication: adding and deleting one say so, with the interval."""
+    plan = PlanFactory()
+    added = admin_client.post(
+        reverse("admin:quota_adaptive_multiplieroverride_add"),
+        {"plan": plan.pk, "multiplier": "0.5", "reason": "incident"},
+        follow=True,
+    )
+    assert "takes effect at the adaptive controller&#x27;s next run, within 5 s" in added.content.decode()
+    pin = MultiplierOverride.objects.get()
+    deleted = admin_client.post(
+        reverse("admin:quota_adaptive_multiplieroverride_delete", args=[pin.pk]), {"post": "yes"}, follow=True
+    )
+    assert "Lifting the pin takes effect at the adaptive controller" in deleted.content.decode()
+    assert not MultiplierOverride.objects.exists()

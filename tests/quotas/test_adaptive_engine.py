@@ -127,3 +127,28 @@ def test_junk_multipliers_are_ignored(free, redis_client):
     assert runtime.multipliers.by_plan == {}
     publish(redis_client, {str(free.pk): "x", "7": -1, "8": 0.5})
     assert runtime.multipliers.by_plan == {8: 0.5}
+
+
+def test_quota_status_shows_the_quota_in_force_and_the_multiplier(free, redis_client):
+    """At 0.2, a 10/min limit admits 2: quota_status says 2 of 10 with nothing remaining after two requests (not
+    quota 10, remaining 8), and names the multiplier; the usage API's standing says the same."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    publish(redis_client, {str(free.pk): 0.2})
+    key = issue_key(plan=free)
+    api = APIClient()
+    assert [api.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(3)] == [200, 200, 503]
+    tag = f"s.{free.subscriptions.get().pk}"
+    out = StringIO()
+    call_command("quota_status", tag, "--json", stdout=out)
+    (limit,) = json.loads(out.getvalue())["limits"]
+    assert (limit["quota"], limit["plan_quota"], limit["multiplier"], limit["remaining"]) == (2, 10, 0.2, 0)
+    assert limit["used"] == 2
+    out = StringIO()
+    call_command("quota_status", tag, stdout=out)
+    assert "adaptive multiplier 0.20 cuts" in out.getvalue()
+    assert "2 of 10" in out.getvalue()
+    (current,) = api.get("/api/v1/usage/current", HTTP_X_API_KEY=key).json()["limits"]
+    assert (current["quota"], current["plan_quota"], current["remaining"]) == (2, 10, 0)

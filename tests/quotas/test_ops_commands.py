@@ -230,3 +230,40 @@ def test_an_unreachable_cluster_or_a_malformed_url_is_a_command_error(free, set_
     set_quotas(REDIS_URL="redis+sentinel://127.0.0.1:26379")
     with pytest.raises(CommandError, match=r"QUOTAS\['REDIS_URL'\] is not usable: a redis\+sentinel:// URL needs"):
         run("quota_reset", ADDRESS)
+
+
+@pytest.fixture
+def metered(db) -> tuple[APIClient, str]:
+    """A subscriber on a plan priced 0.01 a request on /t/priced, with a daily budget of 1.00, and its key."""
+    from decimal import Decimal
+
+    from plans.models import CostBudget
+
+    plan = PlanFactory(slug="metered")
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1.00"))
+    return APIClient(), issue_key(plan=plan)
+
+
+def spent(key_client: str) -> str:
+    (budget,) = status(key_client)["budgets"]
+    return budget["spent"]
+
+
+@pytest.mark.parametrize(("flags", "after"), [((), "0.000000"), (("--keep-spending",), "0.030000")])
+def test_reset_sets_budget_spending_back_unless_told_to_keep_it(metered, flags, after):
+    """Three priced requests spend 0.03 of the day's budget: a reset says it zeroes that too, and with
+    --keep-spending keeps it (the rate windows are reset either way)."""
+    api, key = metered
+    for _ in range(3):
+        assert api.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
+    who = f"s.{SubscriptionFactory._meta.model.objects.get().pk}"
+    assert spent(who) == "0.030000"
+    text = run("quota_reset", who, *flags)
+    assert spent(who) == after
+    assert [w["used"] for w in status(who)["limits"]] == [0]
+    if flags:
+        assert "Budget spending kept: " in text
+        assert json.loads(run("quota_reset", who, "--keep-spending", "--json"))["budgets_kept"]
+    else:
+        assert "--keep-spending keeps it" in text

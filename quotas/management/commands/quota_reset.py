@@ -1,4 +1,4 @@
-"""manage.py quota_reset <client> [--window NAME] [--json]"""
+"""manage.py quota_reset <client> [--window NAME] [--keep-spending] [--json]"""
 
 from __future__ import annotations
 
@@ -23,14 +23,20 @@ class Command(BaseCommand):
     help = (
         "Reset one client's counters: every window it has, with its ban and refusal count, or with --window only "
         "the windows of that policy name; then bump the rules version, so that every process forgets what it "
-        "remembers of the client (refusals, bans, allowances) within about a second. Its usage and its last "
-        "refusals stay. " + CLIENT_HELP
+        "remembers of the client (refusals, bans, allowances) within about a second. A reset of every window "
+        "sets the spending of its budgets in the current day and month back to zero too, unless "
+        "--keep-spending. Its usage and its last refusals stay. " + CLIENT_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("client", help="s.12, subscription:12, u.5, user:5, ip.203.0.113.9 or 203.0.113.9.")
         parser.add_argument(
             "--window", metavar="NAME", help="Reset only the windows with this policy name (quota_status lists them)."
+        )
+        parser.add_argument(
+            "--keep-spending",
+            action="store_true",
+            help="Keep what the client spent of its budgets (money) in the current day and month.",
         )
         parser.add_argument("--json", action="store_true", help="Print JSON instead of text.")
 
@@ -39,12 +45,17 @@ class Command(BaseCommand):
         with redis_errors():
             runtime = command_runtime()
             named = resolve_client(options["client"], runtime.rules)
-            windows = None if name is None else windows_named(named, current_rules(runtime), name)
-            deleted = runtime.reset_client(named.client.tag, windows)
+            rules = current_rules(runtime)
+            windows = None if name is None else windows_named(named, rules, name)
+            kept = budgets_of(named, rules) if options["keep_spending"] else []
+            deleted = runtime.reset_client(named.client.tag, windows, keep=kept)
             raw = runtime.redis.get(runtime.rules.version_key)
         version = raw.decode() if raw else "0"
         if options["json"]:
-            report = {"client": named.label, "window": name, "deleted": deleted, "rules_version": version}
+            report = {
+                "client": named.label, "window": name, "deleted": deleted, "rules_version": version,
+                "budgets_kept": sorted(w.policy for w in kept),
+            }  # fmt: skip
             self.stdout.write(json.dumps(report))
             return
         what = f"window {name!r} of {named.label}" if name is not None else named.label
@@ -54,10 +65,19 @@ class Command(BaseCommand):
             self.stdout.write(f"Reset {what}: {deleted} field(s) and key(s) deleted.")
         else:
             self.stdout.write(f"Nothing to reset for {what}: Redis holds no counter of it.")
+        if kept:
+            self.stdout.write(f"Budget spending kept: {', '.join(sorted(w.policy for w in kept))}.")
+        elif name is None and deleted:
+            self.stdout.write("Budget spending of the current periods was reset too (--keep-spending keeps it).")
         self.stdout.write(
             f"Rules version now {version}: every process forgets what it remembers of {named.label} "
             "within about a second."
         )
+
+
+def budgets_of(named: Named, rules: RuleSet) -> list[Window]:
+    """The money budgets that apply to the client now (its plan's and its own)."""
+    return [w for w in plan_windows(named.client, rules) if w.is_budget]
 
 
 def windows_named(named: Named, rules: RuleSet, name: str) -> list[Window]:

@@ -105,6 +105,9 @@ def text_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"Banned:  until {ban['until']} ({ban['seconds_left']} s left, strike {ban['strikes']})")
     else:
         lines.append("Banned:  no")
+    cut = {w["multiplier"] for w in report["limits"] if w["multiplier"] != 1.0}
+    if cut:
+        lines.append(f"Load:    the adaptive multiplier {min(cut):.2f} cuts the plan's rates (QUOTA: the one in force)")
     lines += _limit_lines(report["limits"], report["budgets"])
     lines += _refusal_lines(report["refusals"])
     allowances = report["allowances"]
@@ -123,7 +126,7 @@ def _limit_lines(limits: list[dict[str, Any]], budgets: list[dict[str, Any]]) ->
         return ["Limits:  none (no plan limit applies to this client)"]
     lines = ["Limits:", f"  {'POLICY':<24} {'ALGORITHM':<22} {'QUOTA':>9} {'USED':>9} {'REMAINING':>9} {'RESET':>8}"]
     lines += [
-        f"  {w['name']:<24} {w['algorithm']:<22} {w['quota']:>9} {w['used']:>9} {w['remaining']:>9} {w['reset']:>7}s"
+        f"  {w['name']:<24} {w['algorithm']:<22} {_quota(w):>9} {w['used']:>9} {w['remaining']:>9} {w['reset']:>7}s"
         for w in limits
     ]
     if budgets:
@@ -148,3 +151,10 @@ def _refusal_lines(refusals: list[dict[str, Any]]) -> list[str]:
             f"  {record['time']}  {record['reason']:<9} {windows}" + (f"  retry after {retry} s" if retry else "")
         )
     return lines
+
+
+def _quota(limit: dict[str, Any]) -> str:
+    """The quota in force, with the plan's beside it when the adaptive multiplier cuts it ("2 of 10")."""
+    if limit["quota"] == limit["plan_quota"]:
+        return str(limit["quota"])
+    return f"{limit['quota']} of {limit['plan_quota']}"
