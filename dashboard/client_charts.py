@@ -67,8 +67,7 @@ def client_chart(chosen: str, rows: list[dict[str, Any]], tag: str, *, now: date
         "notice": notice,
         "labels": [str(r["day"]) for r in days],
         "allowed": [r["allowed"] for r in days],
-        # Shadow would-denies were admitted: counted in "allowed" already, not refused.
-        "denied": [sum(v for k, v in r["denied"].items() if k != "shadow") for r in days],
+        "denied": [r["denied"] for r in days],
     }
 
 

@@ -47,6 +47,7 @@ from quotas.siblings import (
     usage_date,
 )
 from usage.reports import UsageQuery, build_report
+from usage.rows import counters
 
 from .client_charts import client_chart, range_from
 from .queries import decorate_standing
@@ -197,6 +198,6 @@ def page(request: HttpRequest) -> HttpResponse:
 def _every_day(rows: list[dict[str, Any]], start: date) -> list[dict[str, Any]]:
     """The report's rows with a zero row for each day without usage, oldest first (charts need every day)."""
     by_day = {r["day"]: r for r in rows}
-    zero = {"allowed": 0, "denied": {"rate": 0, "budget": 0}, "cost": "0"}
+    zero = counters(0, dict.fromkeys(("rate", "budget", "acl", "capacity", "banned"), 0), weight=0, cost="0")
     days = [start + timedelta(days=n) for n in range(CHART_DAYS)]
     return [by_day.get(d, {"day": d, **zero}) for d in days]

@@ -49,7 +49,7 @@ class UpgradeFigures:
 
 def day_usage(row: dict[str, Any]) -> DayUsage:
     """A :func:`usage.reports.build_report` row as :class:`DayUsage`."""
-    return DayUsage(row["allowed"], row["denied"]["rate"], row["denied"]["budget"], Decimal(row["cost"]))
+    return DayUsage(row["allowed"], row["denied_by"]["rate"], row["denied_by"]["budget"], Decimal(row["cost"]))
 
 
 def rate_capacity(plan: PlanRules) -> float:

@@ -33,6 +33,7 @@ from quotas.observability.history import (
 )
 from quotas.siblings import back_office
 
+from .rows import DENIED_BY, counters
 from .serializers import CLIENT_TAG
 
 #: The history's resolutions, as ``group_by`` names them, and how far back each reaches.
@@ -58,7 +59,8 @@ NOT_FOR_CLIENTS = (
 
 
 class HistoryQuerySerializer(serializers.Serializer):
-    """``group_by`` (minute or hour), ``start`` and ``end`` (ISO 8601), ``plan`` (slug) and ``top``."""
+    """``group_by`` (minute or hour), ``start`` and ``end`` (ISO 8601), ``plan`` (slug) and ``top``: every
+    client's history per plan and scope (with ``client``, the view serves that client's own instead)."""
 
     group_by = serializers.ChoiceField(choices=HISTORY_GROUPS)
     start = serializers.DateTimeField(required=False, help_text="Default: as far back as the resolution is kept.")
@@ -67,8 +69,6 @@ class HistoryQuerySerializer(serializers.Serializer):
     top = serializers.IntegerField(required=False, min_value=0, max_value=TOP_KEEP, default=DEFAULT_TOP)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "client" in self.initial_data:
-            raise serializers.ValidationError({"client": "History is per plan and scope; see top_clients instead."})
         now = timezone.now()
         kept = KEPT[attrs["group_by"]]
         end = min(attrs.get("end") or now, now)  # nothing is counted in the future yet
@@ -163,25 +163,17 @@ def build_client_history(params: dict[str, Any], tag: str) -> dict[str, Any]:
 
 
 def _client_row(point: ClientPoint) -> dict[str, Any]:
-    total = point.allowed + point.denied
-    return {
-        "start": _iso(point.start),
-        "allowed": point.allowed,
-        "denied": point.denied,
-        "total": total,
-        "denial_rate": round(point.denied / total, 6) if total else 0.0,
-    }
+    return {"start": _iso(point.start), **counters(point.allowed, None, denied=point.denied)}
 
 
 def _row(bucket: HistoryBucket) -> dict[str, Any]:
+    c = bucket.counters
+    denied_by = {reason: c[f"denied_{reason}"] for reason in DENIED_BY}
     return {
         "start": _iso(bucket.start),
         "plan": bucket.plan,
         "scope": bucket.scope,
-        **bucket.counters,
-        "denied": bucket.denied,
-        "total": bucket.total,
-        "denial_rate": round(bucket.denial_rate, 6),
+        **counters(c["allowed"], denied_by, denied=bucket.denied, shadow_would_deny=c["shadow_would_deny"]),
     }
 
 

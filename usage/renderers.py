@@ -8,21 +8,16 @@ from typing import Any
 
 from rest_framework.renderers import BaseRenderer
 
-from quotas.observability.history import HISTORY_COUNTERS
-
 from .history import HISTORY_GROUPS
+from .rows import COUNTER_COLUMNS, flat
 
-DENIED = ("rate", "budget", "acl", "capacity", "banned", "shadow")
-COLUMNS = ("allowed", *(f"denied_{d}" for d in DENIED[:-1]), "shadow_would_deny", "weight", "cost")
-#: group_by=minute|hour: the operators' rows (per plan and scope, every counter) and a client's own.
-HISTORY_COLUMNS = ("start", "plan", "scope", *HISTORY_COUNTERS.values(), "denied", "total", "denial_rate")
-CLIENT_HISTORY_COLUMNS = ("start", "allowed", "denied", "total", "denial_rate")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 class UsageCSVRenderer(BaseRenderer):
-    """One line per report row (day, scope or bucket first), with a header line; totals are left to the
-    spreadsheet."""
+    """One line per report row, with a header line: the row's group (day, scope, or start with plan and scope,
+    or start alone for a client's own history), then the counters every mode shares (:mod:`usage.rows`);
+    totals are left to the spreadsheet."""
 
     media_type = "text/csv"
     format = "csv"
@@ -32,24 +27,17 @@ class UsageCSVRenderer(BaseRenderer):
         if not isinstance(data, dict) or "rows" not in data:
             return b""
         group = data["group_by"]
+        if group not in HISTORY_GROUPS:
+            groups: tuple[str, ...] = (group,)
+        else:
+            groups = ("start",) if "client" in data else ("start", "plan", "scope")
         out = io.StringIO()
         writer = csv.writer(out)
-        if group in HISTORY_GROUPS:
-            columns = CLIENT_HISTORY_COLUMNS if "client" in data else HISTORY_COLUMNS
-            return _history(writer, columns, data["rows"], out).encode(self.charset)
-        writer.writerow((group, *COLUMNS))
+        writer.writerow((*groups, *COUNTER_COLUMNS))
         for row in data["rows"]:
-            counts = (row["denied"][d] for d in DENIED)
-            writer.writerow((_cell(row[group]), row["allowed"], *counts, row["weight"], row["cost"]))
+            cells = flat(row)
+            writer.writerow(_cell(cells[column]) for column in (*groups, *COUNTER_COLUMNS))
         return out.getvalue().encode(self.charset)
-
-
-def _history(writer: Any, columns: tuple[str, ...], rows: list[dict[str, Any]], out: io.StringIO) -> str:
-    """group_by=minute or hour: one line per bucket (the operators' per plan and scope, or a client's own)."""
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow(_cell(row[c]) for c in columns)
-    return out.getvalue()
 
 
 def _cell(value: Any) -> str:

@@ -19,6 +19,7 @@ from plans.models import Plan
 from quotas.formats.money import from_micros
 from quotas.siblings import RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
 
+from . import rows as row_shape
 from .models import COUNTERS, UsageRecord
 
 GROUPS = ("day", "scope")
@@ -115,16 +116,11 @@ def _row(group_by: str, group: Any, counters: Counters) -> dict[str, Any]:
 
 
 def _counters_out(c: Counters) -> dict[str, Any]:
-    return {
-        "allowed": c["allowed"],
-        "denied": {
-            "rate": c["denied_rate"],
-            "budget": c["denied_budget"],
-            "acl": c["denied_acl"],
-            "capacity": c["denied_capacity"],
-            "banned": c["denied_banned"],
-            "shadow": c["shadow_would_deny"],
-        },
-        "weight": c["weight"],
-        "cost": str(from_micros(c["cost_micros"])),  # a decimal string: exact, unlike a JSON number
-    }
+    denied_by = {reason: c[f"denied_{reason}"] for reason in ("rate", "budget", "acl", "capacity", "banned")}
+    return row_shape.counters(
+        c["allowed"],
+        denied_by,
+        shadow_would_deny=c["shadow_would_deny"],
+        weight=c["weight"],
+        cost=str(from_micros(c["cost_micros"])),  # a decimal string: exact, unlike a JSON number
+    )

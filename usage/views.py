@@ -127,6 +127,8 @@ class UsageReportView(UsageAPIView):
         caller's own (subscriptions only: others have no per-client history)."""
         if not viewer.sees_all:
             return self.own_history(request, viewer)
+        if "client" in request.query_params:  # one client's history, as that client reads it
+            return self.client_history(request, request.query_params["client"].strip().strip("{}"))
         params = HistoryQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         try:
@@ -143,11 +145,24 @@ class UsageReportView(UsageAPIView):
         params.is_valid(raise_exception=True)
         if params.validated_data.get("client", viewer.own) != viewer.own:
             raise exceptions.PermissionDenied("You can read your own usage only.")
+        return self._client_history(request, params.validated_data, viewer.own)
+
+    def client_history(self, request: Request, tag: str) -> Response:
+        """For a viewer who sees every client: client ``tag``'s minutes or hours, as it reads them itself."""
+        params = ClientHistoryQuerySerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        if not has_client_history(tag):
+            raise exceptions.ValidationError(
+                {"client": f"{tag} has no history of its own: it is kept per subscription (s.<id>)."}
+            )
+        return self._client_history(request, params.validated_data, tag)
+
+    def _client_history(self, request: Request, params: dict[str, Any], tag: str) -> Response:
         try:
-            body = build_client_history(params.validated_data, viewer.own)
+            body = build_client_history(params, tag)
         except STORE_ERRORS as exc:
             raise drf_exception(QuotaServiceUnavailable(quota_problems.store_unavailable())) from exc
-        return self._history_response(request, body, params.validated_data)
+        return self._history_response(request, body, params)
 
     def _history_response(self, request: Request, body: dict[str, Any], params: dict[str, Any]) -> Response:
         response = Response(body)

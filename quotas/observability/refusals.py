@@ -43,6 +43,7 @@ from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS
 from quotas.contract.keys import refusals_key
 from quotas.contract.protocol import US_PER_SECOND
+from quotas.formats.money import from_micros
 from quotas.store.decision import Decision, WindowState
 
 logger = logging.getLogger(__name__)
@@ -202,21 +203,34 @@ def _window(state: WindowState) -> Record:
         "reset": round(state.reset_us / US_PER_SECOND, 3),
         "retry_after": None if state.retry_us is None else round(state.retry_us / US_PER_SECOND, 3),
     }
-    if window.currency:  # a budget: limit and remaining are micro-units of this currency
+    if window.currency:  # a budget: limit and remaining are micro-units here, money when read
         out["currency"] = window.currency
     return out
+
+
+def _as_money(window: Record) -> Record:
+    """A budget's window as the API gives money everywhere: limit and remaining as decimal strings ("0.300000")
+    of its currency; a rate's window unchanged."""
+    if window.get("currency"):
+        for name in ("limit", "remaining"):
+            if isinstance(window.get(name), int):
+                window[name] = str(from_micros(window[name]))
+    return window
 
 
 def read_refusals(client: Any, prefix: str, tag: str) -> list[Record]:
     """Client ``tag``'s last refusals in Redis (``s.12`` or ``{s.12}``), newest first.
 
-    Each record as noted, plus ``time``: its ``at`` (epoch seconds) in ISO 8601, UTC.
+    Each record as noted, plus ``time``: its ``at`` (epoch seconds) in ISO 8601, UTC; a budget's limit and
+    remaining are decimal strings of its currency, as money is everywhere in the API.
     """
     records = []
     for raw in client.lrange(refusals_key(prefix, tag), 0, KEEP_PER_CLIENT - 1):
         try:
             record = json.loads(raw)
             record["time"] = datetime.fromtimestamp(record["at"], UTC).isoformat(timespec="milliseconds")
+            if "windows" in record:
+                record["windows"] = [_as_money(w) for w in record["windows"] or []]
         except (ValueError, TypeError, KeyError):  # not ours: skipped rather than failing the page
             continue
         records.append(record)

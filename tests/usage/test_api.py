@@ -84,14 +84,17 @@ def test_a_key_sees_its_own_live_usage_before_any_flush(api, two_clients, today)
     assert body["totals"]["allowed"] == 5
     assert body["totals"]["weight"] == 5
     assert body["totals"]["cost"] == "0.000000"
-    assert set(body["totals"]["denied"]) == {"rate", "budget", "acl", "capacity", "banned", "shadow"}
+    assert (body["totals"]["denied"], body["totals"]["total"], body["totals"]["shadow_would_deny"]) == (1, 6, 0)
+    assert body["totals"]["denied_by"] == {
+        "rate": 1, "budget": 0, "acl": 0, "capacity": 0, "banned": 0, "local": None,
+    }  # fmt: skip
 
 
 def test_flushed_and_live_counts_are_not_added_twice(api, two_clients, redis_client):
     """After a flush the report is the same: database rows and Redis are merged, not summed."""
     mine, theirs = two_clients
     before = report(api, mine).json()
-    assert before["totals"]["denied"]["rate"] == 1
+    assert before["totals"]["denied_by"]["rate"] == 1
     flush_usage()
     assert UsageRecord.objects.count() == 2
     assert report(api, mine).json() == before
@@ -215,10 +218,10 @@ def test_csv_for_spreadsheets(api, two_clients, today):
     assert response["Content-Disposition"].startswith('attachment; filename="usage-')
     lines = list(csv.reader(io.StringIO(response.content.decode())))
     assert lines[0] == [
-        "day", "allowed", "denied_rate", "denied_budget", "denied_acl", "denied_capacity", "denied_banned",
-        "shadow_would_deny", "weight", "cost",
+        "day", "allowed", "denied", "denied_by_rate", "denied_by_budget", "denied_by_acl", "denied_by_capacity",
+        "denied_by_banned", "denied_by_local", "shadow_would_deny", "total", "denial_rate", "weight", "cost",
     ]  # fmt: skip
-    assert lines[1][:2] == [str(today), "5"]
+    assert lines[1] == [str(today), "5", "1", "1", "0", "0", "0", "0", "", "0", "6", "0.166667", "5", "0.000000"]
     assert len(lines) == 2
 
 

@@ -39,10 +39,10 @@ def per_plan(rows: list[dict]) -> dict[str, dict]:
     sums: dict[str, dict] = {}
     for row in rows:
         into = sums.setdefault(row["plan"], dict.fromkeys(("allowed", "denied_rate", "denied", "total"), 0))
-        for name in into:
+        for name in ("allowed", "denied", "total"):
             into[name] += row[name]
         # A refusal is decided by Redis (rate) or, once refused, from the process's memory (local).
-        into["denied_rate"] += row["denied_local"]
+        into["denied_rate"] += row["denied_by"]["rate"] + row["denied_by"]["local"]
     return sums
 
 
@@ -56,7 +56,12 @@ def test_operators_see_each_plan_per_minute_and_hour(api, staff, traffic, group_
     row = body["rows"][0]
     assert row["start"].endswith("Z")
     assert row["scope"] is None  # the ping view has no quota_scope
-    assert {"allowed", "shadow_would_deny", "denied_budget", "denied_acl", "denied_local"} <= set(row)
+    assert set(row) == {
+        "start", "plan", "scope", "allowed", "denied", "denied_by", "shadow_would_deny", "total", "denial_rate",
+        "weight", "cost",
+    }  # fmt: skip
+    assert set(row["denied_by"]) == {"rate", "budget", "acl", "capacity", "banned", "local"}
+    assert (row["weight"], row["cost"]) == (None, None)  # the daily usage's only
     sums = per_plan(body["rows"])
     assert sums["free"] == {"allowed": 5, "denied_rate": 2, "denied": 2, "total": 7}
     assert sums["pro"] == {"allowed": 3, "denied_rate": 0, "denied": 0, "total": 3}
@@ -92,7 +97,10 @@ def test_history_as_csv(api, staff, traffic):
     assert response["Content-Disposition"].startswith('attachment; filename="history-')
     header, *lines = list(csv.reader(io.StringIO(response.content.decode())))
     assert header[:4] == ["start", "plan", "scope", "allowed"]
-    assert header[-3:] == ["denied", "total", "denial_rate"]
+    assert header[3:] == [
+        "allowed", "denied", "denied_by_rate", "denied_by_budget", "denied_by_acl", "denied_by_capacity",
+        "denied_by_banned", "denied_by_local", "shadow_would_deny", "total", "denial_rate", "weight", "cost",
+    ]  # fmt: skip
     assert sum(int(line[header.index("total")]) for line in lines) == 10
 
 
@@ -110,7 +118,7 @@ def ago(**delta: float) -> str:
         ({"group_by": "minute", "start": "yesterday"}, "start"),
         ({"group_by": "hour", "end": "2026-13-01T00:00:00Z"}, "end"),
         ({"group_by": "hour", "top": "101"}, "top"),
-        ({"group_by": "hour", "client": "s.1"}, "client"),
+        ({"group_by": "hour", "client": "ip.127.0.0.1"}, "client"),
         ({"group_by": "minute", "start": ago(hours=3), "format": "csv"}, "start"),
     ],
 )
@@ -124,3 +132,16 @@ def test_the_whole_kept_range_is_accepted(api, staff):
     """2 hours of minutes and 7 days of hours (each 168 hashes read in one pipeline)."""
     assert report(api, group_by="minute", start=ago(hours=2)).status_code == 200
     assert report(api, group_by="hour", start=ago(days=7)).status_code == 200
+
+
+def test_staff_read_one_clients_minutes_as_that_client_reads_them(api, staff, traffic):
+    """?group_by=minute&client=s.N: the subscription's own history, the shape its key gets; a client with no
+    history of its own (an address) is a 400 naming why."""
+    mine, _ = traffic
+    body = report(api, group_by="minute", client=tag_of(mine)).json()
+    assert set(body) == {"group_by", "start", "end", "client", "rows"}
+    assert body["client"] == tag_of(mine)
+    assert (sum(r["allowed"] for r in body["rows"]), sum(r["denied"] for r in body["rows"])) == (5, 2)
+    assert body["rows"] == report(api, mine, group_by="minute").json()["rows"]
+    refused = problem(report(api, group_by="hour", client="ip.127.0.0.1"), 400)
+    assert "kept per subscription" in refused["errors"]["client"]

@@ -68,7 +68,7 @@ def test_a_client_at_its_api_limit_still_reads_its_usage_and_reading_is_not_coun
     assert "global" not in current["RateLimit-Policy"]
     after = api.get("/api/v1/usage/", HTTP_X_API_KEY=key).json()["totals"]
     assert after == before
-    assert (after["allowed"], after["denied"]["rate"]) == (5, 1)
+    assert (after["allowed"], after["denied_by"]["rate"]) == (5, 1)
 
 
 def test_no_default_rate_leaves_the_usage_api_unlimited(api, free, set_quotas):
