@@ -16,6 +16,7 @@ The CSV columns (:data:`COUNTER_COLUMNS`) are the same counters, flattened.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 #: The reasons of ``denied_by``, in the order of the CSV columns.
@@ -29,7 +30,7 @@ COUNTER_COLUMNS = (
 
 def counters(
     allowed: int,
-    denied_by: dict[str, int | None] | None,
+    denied_by: Mapping[str, int | None] | None,
     *,
     denied: int | None = None,
     shadow_would_deny: int | None = None,

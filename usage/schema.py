@@ -26,13 +26,19 @@ def documented(operation: str) -> Callable[[F], F]:
 
 def _report() -> dict[str, Any]:
     from drf_spectacular.types import OpenApiTypes
-    from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+    from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer
 
     from quotas.openapi import PROBLEM_MEDIA_TYPE, problem
 
     from .history import HISTORY_GROUPS
     from .reports import GROUPS
-    from .serializers import UsageReportSerializer
+    from .serializers import ClientHistoryReportSerializer, HistoryReportSerializer, UsageReportSerializer
+
+    report = PolymorphicProxySerializer(
+        component_name="UsageReportResponse",
+        serializers=[UsageReportSerializer, HistoryReportSerializer, ClientHistoryReportSerializer],
+        resource_type_field_name=None,  # told apart by their required fields: one body matches one of them
+    )
 
     return {
         "operation_id": "usage_report",
@@ -56,8 +62,8 @@ def _report() -> dict[str, Any]:
                 enum=[*GROUPS, *HISTORY_GROUPS],
                 description="Default: day. minute and hour: the recent history. Staff with quota_usage.view_all_usage: "
                 "per plan and scope with the top clients, minute for the last 2 hours, hour for the last 7 days. "
-                "A client with a subscription: its own, rows of start, allowed, denied, total and denial_rate, "
-                "both for the last 24 hours.",
+                "A client with a subscription: its own, for the last 24 hours. Every mode's rows hold the same "
+                "counters (allowed, denied, denied_by, shadow_would_deny, total, denial_rate, weight, cost).",
             ),
             OpenApiParameter(
                 "start",
@@ -71,13 +77,14 @@ def _report() -> dict[str, Any]:
             OpenApiParameter(
                 "client",
                 OpenApiTypes.STR,
-                description="Staff: one client's tag, e.g. s.12 (not with group_by=minute|hour). Others: their own.",
+                description="Staff: one client's tag, e.g. s.12 (with group_by=minute|hour: that subscription's own "
+                "history, as its key reads it). Others: their own.",
             ),
             OpenApiParameter("plan", OpenApiTypes.STR, description="Only usage under this plan (slug)."),
             OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv"], description="csv for spreadsheets."),
         ],
         "responses": {
-            (200, "application/json"): UsageReportSerializer,
+            (200, "application/json"): report,
             (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The rows, with a header line."),
             (400, PROBLEM_MEDIA_TYPE): problem("A bad parameter; `errors` names it."),
             **_errors(PROBLEM_MEDIA_TYPE, problem),
@@ -110,6 +117,8 @@ def _refusals() -> dict[str, Any]:
 
     from quotas.openapi import PROBLEM_MEDIA_TYPE, problem
 
+    from .serializers import RefusalsSerializer
+
     return {
         "operation_id": "usage_refusals",
         "summary": "A client's last refusals",
@@ -123,7 +132,7 @@ def _refusals() -> dict[str, Any]:
             OpenApiParameter("client", OpenApiTypes.STR, required=True, description="A client tag, e.g. s.12."),
         ],
         "responses": {
-            200: OpenApiTypes.OBJECT,
+            200: RefusalsSerializer,
             (400, PROBLEM_MEDIA_TYPE): problem("`client` is missing or is not a client tag."),
             **_errors(PROBLEM_MEDIA_TYPE, problem),
             (503, PROBLEM_MEDIA_TYPE): problem("The quota store (Redis) cannot be reached right now."),

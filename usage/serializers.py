@@ -72,20 +72,46 @@ class UsageQuerySerializer(serializers.Serializer):
 # The response serializers document the bodies in the OpenAPI schema; the views build the bodies.
 
 
-class DeniedSerializer(serializers.Serializer):
-    rate = serializers.IntegerField(help_text="Refused by a rate limit.")
-    budget = serializers.IntegerField(help_text="Refused by a money budget.")
-    acl = serializers.IntegerField(help_text="Refused by an access rule.")
-    capacity = serializers.IntegerField(help_text="Refused while capacity was reduced under load.")
-    banned = serializers.IntegerField(help_text="Refused while the client was banned for repeated refusals.")
-    shadow = serializers.IntegerField(help_text="Admitted, but a shadow limit would have refused.")
+class DeniedBySerializer(serializers.Serializer):
+    """Refusals by reason; null for a reason the mode does not count apart."""
+
+    rate = serializers.IntegerField(allow_null=True, help_text="Refused by a rate limit.")
+    budget = serializers.IntegerField(allow_null=True, help_text="Refused by a money budget.")
+    acl = serializers.IntegerField(allow_null=True, help_text="Refused by an access rule.")
+    capacity = serializers.IntegerField(allow_null=True, help_text="Refused while capacity was reduced under load.")
+    banned = serializers.IntegerField(
+        allow_null=True, help_text="Refused while the client was banned for repeated refusals."
+    )
+    local = serializers.IntegerField(
+        allow_null=True,
+        help_text="Refused from a process's memory of the client (minute and hour only; the daily usage counts "
+        "these under their reason, so null there).",
+    )
 
 
 class UsageFiguresSerializer(serializers.Serializer):
+    """The counters every usage row holds, in every mode (usage.rows)."""
+
     allowed = serializers.IntegerField(help_text="Admitted requests.")
-    denied = DeniedSerializer()
-    weight = serializers.IntegerField(help_text="Units spent by admitted requests.")
-    cost = serializers.DecimalField(max_digits=24, decimal_places=6, help_text="Cost of admitted requests.")
+    denied = serializers.IntegerField(help_text="Refused requests, for every reason.")
+    denied_by = DeniedBySerializer(
+        allow_null=True, help_text="The refusals by reason; null in a client's own history (totals only)."
+    )
+    shadow_would_deny = serializers.IntegerField(
+        allow_null=True,
+        help_text="Admitted, but a shadow limit would have refused (so not among denied); null where not kept.",
+    )
+    total = serializers.IntegerField(help_text="allowed + denied.")
+    denial_rate = serializers.FloatField(help_text="denied / total, 0.0 when nothing was decided.")
+    weight = serializers.IntegerField(
+        allow_null=True, help_text="Units spent by admitted requests (group_by=day|scope; null in the history)."
+    )
+    cost = serializers.DecimalField(
+        max_digits=24,
+        decimal_places=6,
+        allow_null=True,
+        help_text="Cost of admitted requests, a decimal string (group_by=day|scope; null in the history).",
+    )
 
 
 class UsageRowSerializer(UsageFiguresSerializer):
@@ -97,7 +123,50 @@ class UsageRowSerializer(UsageFiguresSerializer):
     )
 
 
+class HistoryRowSerializer(UsageFiguresSerializer):
+    start = serializers.DateTimeField(help_text="The minute's or hour's start, UTC.")
+    plan = serializers.CharField(allow_null=True, help_text="The plan's slug (null: no plan).")
+    scope = serializers.CharField(allow_null=True, help_text="The view's quota_scope (null: none).")
+
+
+class ClientHistoryRowSerializer(UsageFiguresSerializer):
+    start = serializers.DateTimeField(help_text="The minute's or hour's start, UTC.")
+
+
+class TopClientSerializer(serializers.Serializer):
+    client = serializers.CharField()
+    requests = serializers.IntegerField()
+
+
+class TopClientsSerializer(serializers.Serializer):
+    allowed = TopClientSerializer(many=True)
+    denied = TopClientSerializer(many=True)
+
+
+class HistoryReportSerializer(serializers.Serializer):
+    """group_by=minute|hour, for viewers who see every client: per plan and scope, with the top clients."""
+
+    group_by = serializers.ChoiceField(choices=("minute", "hour"))
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    plan = serializers.CharField(allow_null=True)
+    rows = HistoryRowSerializer(many=True, help_text="One per minute or hour, plan and scope with any request.")
+    top_clients = TopClientsSerializer()
+
+
+class ClientHistoryReportSerializer(serializers.Serializer):
+    """group_by=minute|hour for one subscription: its own requests (its key, or staff naming it)."""
+
+    group_by = serializers.ChoiceField(choices=("minute", "hour"))
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    client = serializers.CharField()
+    rows = ClientHistoryRowSerializer(many=True, help_text="One per minute or hour with any request.")
+
+
 class UsageReportSerializer(serializers.Serializer):
+    """group_by=day|scope: usage between two days, with today's not yet flushed counts."""
+
     def get_fields(self) -> dict[str, serializers.Field]:
         return {
             "from": serializers.DateField(),
@@ -107,6 +176,7 @@ class UsageReportSerializer(serializers.Serializer):
             "plan": serializers.CharField(allow_null=True, help_text="The plan filter (slug), if any."),
             "rows": UsageRowSerializer(many=True, help_text="One per day or scope with any usage, in order."),
             "totals": UsageFiguresSerializer(),
+            "live": serializers.BooleanField(help_text="Whether today's counts not yet flushed are included."),
         }
 
 
@@ -114,7 +184,9 @@ class LimitStandingSerializer(serializers.Serializer):
     name = serializers.CharField()
     scope = serializers.CharField(allow_null=True)
     algorithm = serializers.CharField()
-    quota = serializers.IntegerField()
+    quota = serializers.IntegerField(help_text="The quota in force: plan_quota scaled by the adaptive multiplier.")
+    plan_quota = serializers.IntegerField(help_text="The plan's quota.")
+    multiplier = serializers.FloatField(help_text="The adaptive multiplier of the plan now (1.0: none).")
     window = serializers.IntegerField(help_text="Seconds.")
     period = serializers.CharField(allow_null=True)
     remaining = serializers.IntegerField()
@@ -149,3 +221,33 @@ class StandingSerializer(serializers.Serializer):
     limits = LimitStandingSerializer(many=True)
     budgets = BudgetStandingSerializer(many=True)
     upgrade = UpgradeSerializer(allow_null=True, help_text="A bigger plan, offered from 80 % used.")
+
+
+class RefusingWindowSerializer(serializers.Serializer):
+    policy = serializers.CharField(help_text="The limit's policy name (as in RateLimit-Policy).")
+    window = serializers.JSONField(help_text="Seconds, or a calendar period's name (day, month, ...).")
+    limit = serializers.JSONField(help_text="The quota; for a budget, money as a decimal string of its currency.")
+    remaining = serializers.JSONField(help_text="What was left; for a budget, a decimal string of its currency.")
+    reset = serializers.FloatField(help_text="Seconds until the full quota was back.")
+    retry_after = serializers.FloatField(allow_null=True, help_text="Seconds the client had to wait.")
+    currency = serializers.CharField(required=False, help_text="Budgets only: the ISO 4217 currency.")
+
+
+class RefusalSerializer(serializers.Serializer):
+    at = serializers.FloatField(help_text="Epoch seconds.")
+    time = serializers.DateTimeField(help_text="at, in ISO 8601 (UTC).")
+    reason = serializers.CharField(help_text="rate, budget, acl, capacity, banned or local.")
+    plan = serializers.CharField(allow_null=True)
+    scope = serializers.CharField(allow_blank=True)
+    retry_after = serializers.IntegerField(required=False, allow_null=True)
+    windows = RefusingWindowSerializer(many=True, required=False, help_text="The windows that refused.")
+    local = serializers.BooleanField(required=False, help_text="Answered from a process's memory, not Redis.")
+    ban_until = serializers.FloatField(required=False, help_text="A ban's end, epoch seconds.")
+    acl_entry = serializers.IntegerField(required=False, help_text="The access-list entry that refused.")
+
+
+class RefusalsSerializer(serializers.Serializer):
+    """Documents ``GET /api/v1/usage/refusals``."""
+
+    client = serializers.CharField()
+    refusals = RefusalSerializer(many=True, help_text="Newest first.")
