@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -487,3 +488,61 @@ def test_the_operations_page_mounts_the_views(venv_adaptive: Path, tmp_path: Pat
         "/healthz": 200, "/metrics": 200, "/dashboard/": 200, "/usage/": 200,
     }  # fmt: skip
     assert result["staff"]["/api/v1/usage/"] == 200
+
+
+def page_block(name: str, page: Path, language: str) -> str:
+    """The ```language block of ``page`` between ``<!-- name:start/end -->``, verbatim."""
+    text = page.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- {name}:start -->\n```{language}\n(.*?)```\n<!-- {name}:end -->", text, re.DOTALL)
+    assert found, f"{page.name} has no ```{language} block between <!-- {name}:start --> and <!-- {name}:end -->"
+    return found.group(1)
+
+
+def test_the_celery_lines_run_a_worker_and_one_beat(venv_adaptive: Path, tmp_path: Path, redis_server: RedisServer):
+    """The Operations page's broker transport, Celery app, its import in the package, its settings and its two
+    commands, in a new startproject (package ``fresh`` for the page's ``mysite``): the worker runs
+    adaptive.control as beat sends it every 5 s, and usage.flush when asked."""
+    project = new_project(venv_adaptive, tmp_path, redis_server, ("fresh/settings.py", "fresh-project-ops-settings"))
+    (project.path / "fresh/celery.py").write_text(
+        page_block("celery-app", OPERATIONS, "python").replace("mysite", "fresh")
+    )
+    project.append("fresh/__init__.py", page_block("celery-init", OPERATIONS, "python"))
+    project.append("fresh/settings.py", page_block("celery-settings", OPERATIONS, "python"))
+    broker = redis_server.url.rsplit("/", 1)[0] + "/1"  # the session's Redis, a database of its own
+    project.append("fresh/settings.py", f"CELERY_BROKER_URL = {broker!r}  # the test's, not the page's\n")
+    (install,) = page_block("celery-install", OPERATIONS, "sh").splitlines()
+    installed = run(shlex.split(install), project.path, PIP_TIMEOUT, project.env())  # the venv's pip, on PATH
+    if installed.returncode != 0:
+        pip_failed(install, installed)
+    project.ok("check")
+    worker_line, beat_line = page_block("celery-run", OPERATIONS, "sh").replace("mysite", "fresh").splitlines()
+    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("worker", "beat")}
+    processes = [
+        subprocess.Popen(line.split(), cwd=project.path, env=project.env(), stdout=logs[name], stderr=subprocess.STDOUT)
+        for name, line in (("worker", worker_line), ("beat", beat_line))
+    ]
+    try:
+        called = run(
+            [project.venv / "bin/celery", "-A", "fresh", "call", "usage.flush"], project.path, 60, project.env()
+        )
+        assert called.returncode == 0, called.stdout + called.stderr
+        deadline = time.monotonic() + 120
+        while True:
+            worker_log = (tmp_path / "worker.log").read_text()
+            done = {
+                task: re.search(rf"Task {task}\[[^\]]+\] succeeded", worker_log)
+                for task in ("usage.flush", "adaptive.control")
+            }
+            if all(done.values()):
+                break
+            assert all(p.poll() is None for p in processes), worker_log + (tmp_path / "beat.log").read_text()
+            assert time.monotonic() < deadline, f"not run within 2 minutes: {done}\n{worker_log[-3000:]}"
+            time.sleep(0.5)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=60)
+        for log in logs.values():
+            log.close()
+    assert "Sending due task adaptive-control (adaptive.control)" in (tmp_path / "beat.log").read_text()
