@@ -24,7 +24,7 @@ install: $(STAMP)
 ## Nothing `make run` or `make test` installs is built from source: each requirement file resolves to wheels
 ## alone (a package that compiles against system headers fails here, on any machine, before it fails a user's).
 wheels:
-	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && for f in requirements.txt requirements-dev.txt; do \
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && for f in requirements.txt requirements-dev.txt requirements-docs.txt; do \
 	  $(PYTHON) -m pip download --quiet --only-binary=:all: --dest "$$d" -r "$$f" || exit 1; \
 	  echo "$$f: every requirement installs from a wheel"; done
 
@@ -70,8 +70,15 @@ api-docs: $(STAMP)
 	DJANGO_SETTINGS_MODULE=config.settings SECRET_KEY=api-docs $(PY) -m config.api_docs
 
 ## The documentation site (mkdocs.yml, docs/) into run/site; strict: a broken link, anchor or nav entry fails.
-docs: $(STAMP)
-	$(PY) -m mkdocs build --strict --site-dir run/site
+## mkdocs alone, in a virtualenv of its own: building the docs needs none of the project's dependencies.
+DOCS_VENV ?= .venv-docs
+$(DOCS_VENV)/.installed: requirements-docs.txt
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --only-binary=:all: -r requirements-docs.txt
+	touch $@
+
+docs: $(DOCS_VENV)/.installed
+	$(DOCS_VENV)/bin/python -m mkdocs build --strict --site-dir run/site
 
 ## Refresh the dashboard's JavaScript from npm (package-lock.json) into dashboard/static; the copy is committed,
 ## so `make run` and the tests need no Node.js and the page works offline. Its licence travels next to it

@@ -65,7 +65,7 @@ def constraints(pins: dict[str, str]) -> str:
     """A constraints file: ``pins``, then every pin of requirements*.txt for a package ``pins`` does not name."""
     chosen = {name.lower() for name in pins}
     lines = [f"{name}=={version}" for name, version in pins.items()]
-    for file in ("requirements.txt", "requirements-dev.txt"):
+    for file in ("requirements.txt", "requirements-dev.txt", "requirements-docs.txt"):
         for line in (ROOT / file).read_text(encoding="utf-8").splitlines():
             line = line.split("#", 1)[0].strip()
             if not line or line.startswith("-"):
