@@ -191,9 +191,35 @@ def labels() -> dict[str, Any]:
     }
 
 
+def _statuses(responses: list[Any]) -> dict[str, Any]:
+    return {"statuses": [r.status_code for r in responses], "headers": "RateLimit" in responses[-1].headers}
+
+
+def migration_drf() -> dict[str, Any]:
+    """The migration guide's DRF project: anonymous requests to each view, each from an address of its own."""
+    client = Client(raise_request_exception=False)
+    return {
+        "ping": _statuses([client.get("/api/ping", REMOTE_ADDR="198.51.100.1") for _ in range(4)]),
+        "upload": _statuses([client.get("/api/upload", REMOTE_ADDR="198.51.100.2") for _ in range(3)]),
+        "burst": _statuses([client.get("/api/burst", REMOTE_ADDR="198.51.100.3") for _ in range(5)]),
+        "tenant": _statuses([
+            client.get("/api/tenant", REMOTE_ADDR="198.51.100.4", HTTP_X_TENANT=tenant) for tenant in "aaab"
+        ]),
+    }  # fmt: skip
+
+
+def migration_ratelimit() -> dict[str, Any]:
+    """The migration guide's django-ratelimit views: four GETs of one address, three POSTs of one token."""
+    client = Client(raise_request_exception=False)
+    hello = [client.get("/rl/hello", REMOTE_ADDR="198.51.100.5") for _ in range(4)]
+    submit = [client.post("/rl/submit", HTTP_X_API_TOKEN="t-1", REMOTE_ADDR="198.51.100.6") for _ in range(3)]
+    return {**_statuses(hello), "limited": [r.json()["limited"] for r in submit]}
+
+
 if __name__ == "__main__":
     probes = {
         "where": where, "throttle": throttle, "admin": admin_actions, "usage": usage, "labels": labels,
-        "mounted": mounted, "drf_settings": drf_settings,
+        "mounted": mounted, "drf_settings": drf_settings, "migration_drf": migration_drf,
+        "migration_ratelimit": migration_ratelimit,
     }  # fmt: skip
     print(json.dumps(probes[sys.argv[1]](), default=str))

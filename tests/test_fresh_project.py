@@ -546,3 +546,105 @@ def test_the_celery_lines_run_a_worker_and_one_beat(venv_adaptive: Path, tmp_pat
         for log in logs.values():
             log.close()
     assert "Sending due task adaptive-control (adaptive.control)" in (tmp_path / "beat.log").read_text()
+
+
+#: The migration guide, whose steps run in projects that used DRF's throttles or django-ratelimit.
+MIGRATING = ROOT / "docs" / "migrating.md"
+MIGRATION_DRF_VIEWS = """
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from fresh.throttles import BurstRateThrottle, TenantRateThrottle
+
+
+class Ping(APIView):
+    def get(self, request):
+        return Response({"pong": True})
+
+
+class Upload(Ping):
+    throttle_scope = "uploads"
+
+
+class Burst(Ping):
+    throttle_classes = [BurstRateThrottle]
+
+
+class Tenant(Ping):
+    throttle_classes = [TenantRateThrottle]
+"""
+MIGRATION_DRF_URLS = """
+# --- added by tests/test_fresh_project.py: the views of the migration guide's project ---
+from django.urls import path as _path  # noqa: E402
+
+from fresh import drf_views as _views  # noqa: E402
+
+urlpatterns += [_path(f"api/{name.lower()}", getattr(_views, name).as_view()) for name in
+                ("Ping", "Upload", "Burst", "Tenant")]
+"""
+MIGRATION_RATELIMIT_URLS = """
+# --- added by tests/test_fresh_project.py: the views of the migration guide's project ---
+from django.urls import path as _path  # noqa: E402
+
+from fresh import rl_views as _views  # noqa: E402
+
+urlpatterns += [_path("rl/hello", _views.hello), _path("rl/submit", _views.submit)]
+"""
+
+
+def bare_project(venv: Path, tmp_path: Path) -> Project:
+    """A new project as startproject makes it, with the probe."""
+    site = tmp_path / "site"
+    site.mkdir()
+    started = run([venv / "bin/django-admin", "startproject", "fresh", site], site, 120, clean_env(venv))
+    assert started.returncode == 0, started.stderr
+    shutil.copy(PROBE, site / PROBE.name)
+    return Project(venv, site)
+
+
+def test_the_drf_migration_steps_keep_every_rate(venv: Path, tmp_path: Path, redis_server: RedisServer):
+    """A project on DRF's throttles (default classes, a scoped view, a Burst throttle, a per-tenant key) answers
+    the same statuses after the guide's two steps, now with the RateLimit headers."""
+    project = bare_project(venv, tmp_path)
+    project.append("fresh/settings.py", 'INSTALLED_APPS += ["rest_framework"]\n')
+    project.append("fresh/settings.py", page_block("migrate-drf-before", MIGRATING, "python"))
+    (project.path / "fresh/throttles.py").write_text(page_block("migrate-drf-views-before", MIGRATING, "python"))
+    (project.path / "fresh/drf_views.py").write_text(MIGRATION_DRF_VIEWS)
+    project.append("fresh/urls.py", MIGRATION_DRF_URLS)
+    project.ok("check")
+    before = project.probe("migration_drf")
+    assert {name: answers["statuses"] for name, answers in before.items()} == {
+        "ping": [200, 200, 200, 429], "upload": [200, 200, 429], "burst": [200, 200, 200, 200, 429],
+        "tenant": [200, 200, 429, 200],
+    }, before  # fmt: skip
+    project.append("fresh/settings.py", page_block("migrate-drf-after", MIGRATING, "python"))
+    project.append("fresh/settings.py", f'QUOTAS["REDIS_URL"] = {redis_server.url!r}  # the session\'s Redis\n')
+    (project.path / "fresh/throttles.py").write_text(page_block("migrate-drf-views-after", MIGRATING, "python"))
+    project.ok("check")
+    after = project.probe("migration_drf")
+    assert {name: answers["statuses"] for name, answers in after.items()} == {
+        name: answers["statuses"] for name, answers in before.items()
+    }, after  # fmt: skip
+    assert not any(answers["headers"] for answers in before.values())
+    assert all(answers["headers"] for answers in after.values()), after
+
+
+def test_the_django_ratelimit_migration_keeps_every_rate(venv: Path, tmp_path: Path, redis_server: RedisServer):
+    """A project's django-ratelimit views answer the same after the guide's step, the blocked request now a
+    429 (not django-ratelimit's 403) with the RateLimit headers, block=False still setting request.limited."""
+    installed = run([venv / "bin/python", "-m", "pip", "install", "django-ratelimit"], tmp_path, PIP_TIMEOUT,
+                    clean_env(venv))  # fmt: skip
+    if installed.returncode != 0:
+        pip_failed("pip install django-ratelimit", installed)
+    project = bare_project(venv, tmp_path)
+    (project.path / "fresh/rl_views.py").write_text(page_block("migrate-ratelimit-before", MIGRATING, "python"))
+    project.append("fresh/urls.py", MIGRATION_RATELIMIT_URLS)
+    project.ok("check")
+    before = project.probe("migration_ratelimit")
+    assert before == {"statuses": [200, 200, 200, 403], "headers": False, "limited": [False, False, True]}
+    project.append("fresh/settings.py", page_block("migrate-ratelimit-settings", MIGRATING, "python"))
+    project.append("fresh/settings.py", f'QUOTAS["REDIS_URL"] = {redis_server.url!r}  # the session\'s Redis\n')
+    (project.path / "fresh/rl_views.py").write_text(page_block("migrate-ratelimit-after", MIGRATING, "python"))
+    project.ok("check")
+    after = project.probe("migration_ratelimit")
+    assert after == {"statuses": [200, 200, 200, 429], "headers": True, "limited": [False, False, True]}
