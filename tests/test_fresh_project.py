@@ -14,6 +14,7 @@ and a low anonymous rate so a few requests reach it.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import sys
 import textwrap
 import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -648,3 +650,101 @@ def test_the_django_ratelimit_migration_keeps_every_rate(venv: Path, tmp_path: P
     project.ok("check")
     after = project.probe("migration_ratelimit")
     assert after == {"statuses": [200, 200, 200, 429], "headers": True, "limited": [False, False, True]}
+
+
+#: The production deployment page, every block of which runs in order here.
+DEPLOYMENT = ROOT / "docs" / "deployment.md"
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[dict[str, str]]:
+    """A new database on the machine's PostgreSQL (dropped afterwards), as the deployment's DB_* variables."""
+    psycopg = pytest.importorskip("psycopg")
+    name = f"deploy_{os.getpid()}_{int(time.time())}"
+    try:
+        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        skip_or_fail(f"needs PostgreSQL on 127.0.0.1:5432 (user postgres): {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield {"DB_NAME": name, "DB_USER": "postgres", "DB_HOST": "127.0.0.1", "DB_PORT": "5432"}
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def http_get(port: int, path: str) -> tuple[int, dict[str, str]]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path, headers={"Host": "127.0.0.1"})
+        response = connection.getresponse()
+        response.read()
+        return response.status, dict(response.getheaders())
+    finally:
+        connection.close()
+
+
+def test_the_production_deployment_runs_as_written(
+    venv_adaptive: Path, tmp_path: Path, redis_server: RedisServer, postgres_database: dict[str, str]
+):
+    """Every block of the deployment page, in order, in a new project (``fresh`` for the page's ``mysite``) with
+    Getting started's and Operations' lines: the install line, the settings from the environment, gunicorn's
+    config, the release step against PostgreSQL, then the Procfile's web, worker and beat. The web process
+    answers /healthz and refuses the 4th anonymous request with a 429; the worker runs the beat's
+    adaptive.control."""
+    project = new_project(
+        venv_adaptive, tmp_path, redis_server,
+        ("fresh/settings.py", "fresh-project-ops-settings"), ("fresh/urls.py", "fresh-project-ops-urls"),
+    )  # fmt: skip
+    (project.path / "fresh/celery.py").write_text(
+        page_block("celery-app", OPERATIONS, "python").replace("mysite", "fresh")
+    )
+    project.append("fresh/__init__.py", page_block("celery-init", OPERATIONS, "python"))
+    project.append("fresh/settings.py", page_block("celery-settings", OPERATIONS, "python"))
+    (install,) = page_block("deploy-install", DEPLOYMENT, "sh").splitlines()
+    installed = run(shlex.split(install), project.path, PIP_TIMEOUT, project.env())
+    if installed.returncode != 0:
+        pip_failed(install, installed)
+    project.append("fresh/settings.py", page_block("deploy-settings", DEPLOYMENT, "python"))
+    port = free_port()
+    gunicorn_conf = page_block("deploy-gunicorn", DEPLOYMENT, "python")
+    (project.path / "gunicorn.conf.py").write_text(gunicorn_conf.replace("0.0.0.0:8000", f"127.0.0.1:{port}"))
+    env = {
+        **project.env(), **postgres_database, "SECRET_KEY": "deployment-test-" + "x" * 40,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost", "QUOTAS_REDIS_URL": redis_server.url,
+        "CELERY_BROKER_URL": redis_server.url.rsplit("/", 1)[0] + "/1",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
+    }  # fmt: skip
+    release = run(["bash", "-ec", page_block("deploy-release", DEPLOYMENT, "sh")], project.path, 300, env)
+    assert release.returncode == 0, release.stdout[-3000:] + release.stderr[-3000:]
+    procfile = dict(line.split(": ", 1) for line in page_block("deploy-procfile", DEPLOYMENT, "").splitlines())
+    assert set(procfile) == {"web", "worker", "beat"}
+    logs = {name: (tmp_path / f"{name}.log").open("w") for name in procfile}
+    processes = {
+        name: subprocess.Popen(["bash", "-c", "exec " + line.replace("mysite", "fresh")], cwd=project.path, env=env,
+                               stdout=logs[name], stderr=subprocess.STDOUT)
+        for name, line in procfile.items()
+    }  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not port_open(port) or (tmp_path / "worker.log").read_text().find("adaptive.control") < 0:
+            dead = [name for name, process in processes.items() if process.poll() is not None]
+            assert not dead, {name: (tmp_path / f"{name}.log").read_text()[-3000:] for name in dead}
+            assert time.monotonic() < deadline, {name: (tmp_path / f"{name}.log").read_text()[-2000:] for name in logs}
+            time.sleep(0.5)
+        assert http_get(port, "/healthz")[0] == 200
+        avoid_window_edge(60, needed=5)
+        answers = [http_get(port, "/api/ping") for _ in range(4)]
+        assert [status for status, _ in answers] == [200, 200, 200, 429], answers
+        assert "RateLimit" in answers[3][1]
+        deadline = time.monotonic() + 60
+        while not re.search(r"Task adaptive\.control\[[^\]]+\] succeeded", (tmp_path / "worker.log").read_text()):
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            process.wait(timeout=60)
+        for log in logs.values():
+            log.close()
