@@ -1,4 +1,5 @@
-"""Load measurements: host CPU and memory (psutil), database pool and server saturation.
+"""Load measurements: CPU and memory (the container's cgroup limits, else the host's, by psutil), database pool
+and server saturation.
 
 Every measurement returns a fraction in ``0..1``, or ``None`` when it is unavailable (SQLite has no
 pool and no connection limit): unavailable is never reported as zero load. None of this runs on the
@@ -13,11 +14,15 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
 from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from . import cgroups
 
 logger = logging.getLogger(__name__)
 
@@ -29,16 +34,29 @@ _SERVER_QUERY = (
 
 
 class CpuMeter:
-    """Busy fraction of all CPUs since the previous call (its own baseline, unlike psutil's global one)."""
+    """Busy fraction of the CPUs this process may use since the previous call (its own baseline, unlike
+    psutil's global one): of the cgroup's CPU quota when one limits it (:mod:`adaptive.cgroups`), else of all
+    the host's CPUs."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path = cgroups.ROOT, clock: Callable[[], float] = time.monotonic) -> None:
+        self._root, self._clock = root, clock
+        cpus = cgroups.cpu_limit(root)
+        # A quota of at least the host's CPUs limits nothing: the host's figures say the same, more cheaply.
+        self.cpus = cpus if cpus is not None and cpus < (psutil.cpu_count() or 1) else None
         self._last = psutil.cpu_times()
+        self._last_cgroup = (clock(), cgroups.cpu_seconds(root))
         self._lock = threading.Lock()
 
     def read(self) -> float:
         with self._lock:
             now = psutil.cpu_times()
             last, self._last = self._last, now
+            cgroup_now = (self._clock(), cgroups.cpu_seconds(self._root)) if self.cpus is not None else None
+            cgroup_last, self._last_cgroup = self._last_cgroup, cgroup_now or self._last_cgroup
+        if cgroup_now is not None and self.cpus is not None:
+            (at, used), (then, used_before) = cgroup_now, cgroup_last
+            if used is not None and used_before is not None and at > then:
+                return min(1.0, max(0.0, (used - used_before) / ((at - then) * self.cpus)))
         idle = _idle(now) - _idle(last)
         total = _total(now) - _total(last)
         if total <= 0:
@@ -55,9 +73,13 @@ def _total(t: Any) -> float:
     return sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
 
 
-def memory_used() -> float:
-    """Fraction of the host's memory in use (psutil's ``total - available``)."""
-    return psutil.virtual_memory().percent / 100.0
+def memory_used(root: Path = cgroups.ROOT) -> float:
+    """Fraction of the memory this process may use that is in use: the cgroup's working set over its limit when
+    one is set below the host's memory (:mod:`adaptive.cgroups`), else the host's (psutil's ``total -
+    available``)."""
+    host = psutil.virtual_memory()
+    limited = cgroups.memory_fraction(root, below=host.total)
+    return limited if limited is not None else host.percent / 100.0
 
 
 def db_pool_saturation(conn: BaseDatabaseWrapper | None = None) -> float | None:
