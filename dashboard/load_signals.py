@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import connections
 
-from adaptive.conf import FRACTION_SIGNALS, adaptive_settings
+from adaptive.conf import FRACTION_SIGNALS, KNOWN_SIGNALS, adaptive_settings
 
 LABELS = {"cpu": "CPU", "memory": "Memory", "db": "Database connections", "redis_ms": "Redis round trip"}
 
@@ -16,7 +16,9 @@ def signal_rows(signals: dict[str, Any]) -> list[dict[str, str]]:
     """One row per signal of a snapshot (``{"cpu": 0.0302, "db": None, ...}``): ``name``, ``value`` (a
     percentage, or milliseconds) and ``note`` (why there is no value)."""
     rows = []
-    for name, value in signals.items():
+    # In the order the settings name them, whatever order the database kept the keys in (jsonb sorts them).
+    order = {name: n for n, name in enumerate(KNOWN_SIGNALS)}
+    for name, value in sorted(signals.items(), key=lambda item: (order.get(item[0], len(order)), item[0])):
         if isinstance(value, int | float):
             text = f"{value * 100:.1f} %" if name in FRACTION_SIGNALS else f"{value:.1f} ms"
             rows.append({"name": LABELS.get(name, name), "value": text, "note": ""})

@@ -297,20 +297,14 @@ def test_refusals_are_written_to_every_node(topology, topo_runtime):
 
 @pytest.mark.django_db
 def test_usage_flush_reads_every_node(topology, topo_runtime):
-    """usage.flush.flush_usage copies the counters of clients on every node, given the engine's client."""
+    """usage.flush.flush_usage copies the counters of clients on every node, through the back-office client the
+    runtime builds from QUOTAS['REDIS_URL'] whatever its topology."""
     tags = [f"s.{i}" for i in range(30)]
     for tag in tags:
         assert topo_runtime.guard.decide("{" + tag + "}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
-    report = flush_usage(topo_runtime.redis)
+    report = flush_usage()
     assert report.keys == 30
     assert sorted(UsageRecord.objects.values_list("client", flat=True)) == sorted(tags)
-
-
-@pytest.mark.django_db
-def test_usage_flush_builds_its_client_from_redis_url(topology, topo_runtime):
-    """flush_usage() without a client connects to QUOTAS['REDIS_URL'] whatever its topology."""
-    assert topo_runtime.guard.decide("{s.1}", rule("fixed_window", "5/min").windows, usage="-|-").allowed
-    assert flush_usage().keys == 1
 
 
 def test_the_history_is_written_and_read_on_every_topology(topology, topo_runtime):
