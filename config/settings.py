@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "demo",
 ]
 INSTALLED_APPS += ["usage"]  # usage accounting: Redis counters flushed to the database, usage-report API
+INSTALLED_APPS += ["notifications"]  # signed webhooks and e-mail to customers (budget thresholds, ...)
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -252,6 +253,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 CELERY_BEAT_SCHEDULE["usage-flush"] = {"task": "usage.flush", "schedule": 60.0, "options": {"expires": 55}}
 # Delete what QUOTAS['RETENTION'] no longer keeps (usage records, budget alerts, ban records), once a day.
 CELERY_BEAT_SCHEDULE["usage-prune"] = {"task": "usage.prune", "schedule": 86_400.0, "options": {"expires": 3_600}}
+
+# Send the webhooks and e-mails that are due (notifications.dispatch; safe to overlap: each delivery is locked).
+CELERY_BEAT_SCHEDULE["notifications-dispatch"] = {
+    "task": "notifications.dispatch",
+    "schedule": 5.0,
+    "options": {"expires": 5.0},
+}
 
 # The load controller: reads the hosts' samples, publishes per-plan multipliers. A late run is dropped, not queued.
 CELERY_BEAT_SCHEDULE["adaptive-control"] = {

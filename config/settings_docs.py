@@ -2,7 +2,7 @@
 
 Each table follows a ``<!-- settings table: NAME -->`` line in docs/settings.md;
 ``python -m config.settings_docs`` (``make settings-docs``) rewrites them from
-:data:`quotas.settings_spec.SETTINGS` and :data:`adaptive.conf.SETTINGS`, and
+:data:`quotas.settings_spec.SETTINGS`, :data:`adaptive.conf.SETTINGS` and :data:`notifications.conf.SETTINGS`, and
 tests/quotas/test_settings_docs.py fails while one differs. It lives with the
 project because the tables cover two apps, and quotas may not import adaptive.
 """
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
+from notifications.conf import SETTINGS as NOTIFICATION_SETTINGS
 from quotas.setting import Setting, markdown_table
 from quotas.settings_spec import ALLOWANCES, METRICS, RETENTION, SETTINGS, USAGE_FLUSH
 
@@ -28,6 +29,7 @@ TABLES: dict[str, tuple[Sequence[Setting], str]] = {
     "QUOTAS['RETENTION']": (RETENTION, "key"),
     "QUOTAS['ALLOWANCES']": (ALLOWANCES, "key"),
     "QUOTAS['ADAPTIVE']": (ADAPTIVE_SETTINGS, "key"),
+    "QUOTAS['NOTIFICATIONS']": (NOTIFICATION_SETTINGS, "key"),
 }
 #: A marker line and the table rows right after it.
 MARKED_TABLE = re.compile(r"^<!-- settings table: (.+?) -->\n(?:\|.*\|\n)*", re.MULTILINE)

@@ -112,6 +112,11 @@ ADAPTIVE = Setting(
     doc="adaptive limits, read when `adaptive` is installed (its keys below)",
     hint="A dict of the keys to change, or leave it out.",
 )  # fmt: skip
+NOTIFICATIONS = Setting(
+    "NOTIFICATIONS", dict | None, {}, check_id="notifications.E000",
+    doc="webhooks and e-mail to customers, read when `notifications` is installed (its keys below)",
+    hint="A dict of the keys to change, or leave it out.",
+)  # fmt: skip
 
 SETTINGS = (
     Setting(
@@ -374,4 +379,5 @@ SETTINGS = (
         hint="A dict of the keys to change; the others keep their defaults.",
     ),
     ADAPTIVE,
+    NOTIFICATIONS,
 )  # fmt: skip

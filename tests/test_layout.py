@@ -18,6 +18,7 @@ MAY_IMPORT = {
     "plans": {"quotas"},
     "usage": {"quotas", "plans"},
     "adaptive": {"quotas", "plans"},
+    "notifications": {"quotas", "plans"},
     "dashboard": {"quotas", "plans", "usage", "adaptive"},
 }
 PROJECT = {"config", "demo", "bench", "tests"}

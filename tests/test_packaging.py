@@ -22,7 +22,7 @@ from packaging.version import Version
 from tests.checkout import copy_checkout
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("quotas", "plans", "usage", "adaptive", "dashboard")
+APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 #: Where templates an app extends or includes may come from besides itself: Django's and DRF's own.
 FRAMEWORK_TEMPLATES = [
@@ -116,7 +116,7 @@ def test_the_django_classifiers_are_the_versions_ci_tests():
 
 
 def app_files() -> set[str]:
-    """Every file of the five apps in this checkout (bytecode aside), relative to the checkout."""
+    """Every file of the six apps in this checkout (bytecode aside), relative to the checkout."""
     return {
         p.relative_to(ROOT).as_posix()
         for app in APPS

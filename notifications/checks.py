@@ -1,0 +1,60 @@
+"""System checks of the notifications app (ids notifications.E0xx / W0xx): its settings, its extra and the
+beat schedule that sends what is due. None opens a connection."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+
+from quotas.checks import check_dict
+from quotas.settings_spec import NOTIFICATIONS
+
+from .conf import SETTINGS, notification_settings
+
+TASK = "notifications.dispatch"
+#: What the [notifications] extra installs: Celery sends, cryptography keeps endpoint secrets encrypted.
+EXTRA = ("celery", "cryptography")
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """Validate every notification setting (``QUOTAS['NOTIFICATIONS']``) against its description."""
+    raw = notification_settings.user_settings()
+    label = "QUOTAS['NOTIFICATIONS']"
+    if not isinstance(raw, dict):
+        return NOTIFICATIONS.check(raw, label)
+    return check_dict(label, raw, SETTINGS, "notifications.W001")
+
+
+@register(Tags.compatibility)
+def check_beat_schedule(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """Celery beat must run the dispatcher, or events are recorded and never sent."""
+    schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None) or {}
+    if any(isinstance(e, dict) and e.get("task") == TASK for e in schedule.values()):
+        return []
+    return [
+        Warning(
+            f"No CELERY_BEAT_SCHEDULE entry runs {TASK!r}: webhooks and e-mails are recorded but never sent.",
+            hint=f'Add {{"task": "{TASK}", "schedule": 5.0}} (see docs/notifications.md).',
+            id="notifications.W002",
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def check_extra(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """The ``[notifications]`` extra is installed."""
+    missing = [name for name in EXTRA if importlib.util.find_spec(name) is None]
+    if not missing:
+        return []
+    return [
+        Error(
+            f"The notifications app needs {', '.join(missing)}, which is not installed.",
+            hint='pip install "django-quota-platform[notifications]"',
+            id="notifications.E005",
+        )
+    ]

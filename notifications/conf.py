@@ -1,0 +1,87 @@
+"""The notifications' settings, read from ``QUOTAS['NOTIFICATIONS']`` in Django settings.
+
+Every key is described once in :data:`SETTINGS` (type, default, check id, hint, doc), as the adaptive app's
+are: :data:`notification_settings` reads the defaults from it, ``notifications/checks.py`` validates each value
+at start-up and the settings reference's table is written from it. Looked up on every access, so
+``override_settings`` works.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from quotas.setting import Setting, defaults
+
+_SECONDS = "a number of seconds"
+
+SETTINGS = (
+    Setting(
+        "ALLOW_PRIVATE_ADDRESSES", bool, False, check_id="notifications.E001",
+        doc="`True` lets webhooks reach loopback, private, link-local and reserved addresses (tests, an internal "
+        "receiver); off, such a URL is refused when it is saved and again when it is sent to (SSRF)",
+        hint="Leave it False in production: an endpoint's owner could otherwise reach your internal services.",
+    ),
+    Setting(
+        "ALLOW_HTTP", bool, False, check_id="notifications.E001",
+        doc="`True` admits `http://` endpoints; off, only `https://`",
+        hint="Leave it False in production: the body and its signature would travel in clear.",
+    ),
+    Setting(
+        "TIMEOUT", float, 5.0, exclusive_minimum=0, maximum=60, kind=_SECONDS, check_id="notifications.E002",
+        doc="seconds a webhook's connection and its answer may take",
+        hint="A receiver should answer at once and work later; 5 s is generous.",
+    ),
+    Setting(
+        "MAX_RESPONSE_BYTES", int, 65_536, minimum=0, check_id="notifications.E003",
+        doc="bytes of a receiver's answer read (the rest is dropped; the first 1,000 characters are kept)",
+        hint="A receiver's answer only needs its status.",
+    ),
+    Setting(
+        "RETRY_FOR", float, 86_400.0, exclusive_minimum=0, kind=_SECONDS, check_id="notifications.E002",
+        doc="seconds a failing delivery is retried, with exponential backoff, before it is given up",
+        hint="A day covers a receiver's deploy or outage.",
+    ),
+    Setting(
+        "BACKOFF", float, 30.0, exclusive_minimum=0, kind=_SECONDS, check_id="notifications.E002",
+        doc="seconds before the first retry; each next one waits twice as long, up to `MAX_BACKOFF`",
+        hint="30 s, then 1, 2, 4 ... minutes.",
+    ),
+    Setting(
+        "MAX_BACKOFF", float, 3_600.0, exclusive_minimum=0, kind=_SECONDS, check_id="notifications.E002",
+        doc="the longest wait between two attempts of one delivery",
+        hint="An hour keeps a day of retries to about thirty attempts.",
+    ),
+    Setting(
+        "DISABLE_AFTER", int, 20, minimum=1, check_id="notifications.E003",
+        doc="failed attempts in a row after which an endpoint is disabled (its owner's contacts are e-mailed)",
+        hint="An endpoint that answered nothing but errors this many times is turned off until re-enabled.",
+    ),
+    Setting(
+        "FROM_EMAIL", str | None, None, check_id="notifications.E004",
+        doc="the sender of notification e-mails (`None`: Django's `DEFAULT_FROM_EMAIL`)",
+        hint="An address your mail server may send from.",
+    ),
+)  # fmt: skip
+
+DEFAULTS: dict[str, Any] = defaults(SETTINGS)
+
+
+class NotificationSettings:
+    """Attribute access to ``settings.QUOTAS['NOTIFICATIONS']`` with :data:`DEFAULTS` filled in."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid QUOTAS['NOTIFICATIONS'] setting: {name!r}")
+        user = self.user_settings()
+        return user.get(name, DEFAULTS[name]) if isinstance(user, dict) else DEFAULTS[name]
+
+    def user_settings(self) -> Any:
+        """The project's notification settings, raw (for checks): ``QUOTAS['NOTIFICATIONS']``, else ``{}``."""
+        quotas = getattr(settings, "QUOTAS", None)
+        value = quotas.get("NOTIFICATIONS") if isinstance(quotas, dict) else None
+        return value if value is not None else {}
+
+
+notification_settings = NotificationSettings()

@@ -1,0 +1,43 @@
+"""The event types, and the body every webhook carries (one owner of the format, see docs/notifications.md).
+
+A body is JSON: ``{"id": "<uuid>", "type": "<type>", "created": "<ISO 8601, UTC>", "data": {...}}``; ``id`` is
+the same on every attempt and every endpoint, so a receiver drops repeats by it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+BUDGET_THRESHOLD = "budget.threshold_crossed"
+ENDPOINT_DISABLED = "endpoint.disabled"
+#: The threshold of a budget used up (the other is 80).
+EXHAUSTED = 100
+#: Every event type a subscription can ask for.
+EVENT_TYPES = (BUDGET_THRESHOLD, ENDPOINT_DISABLED)
+
+
+def body(event_id: str, event_type: str, created: str, data: dict[str, Any]) -> str:
+    """The JSON body of an event, as sent (and signed) byte for byte."""
+    return json.dumps({"id": event_id, "type": event_type, "created": created, "data": data}, separators=(",", ":"))
+
+
+def email_text(event_type: str, data: dict[str, Any]) -> tuple[str, str]:
+    """The subject and text of an event's e-mail."""
+    if event_type == BUDGET_THRESHOLD:
+        over = data["threshold"] >= EXHAUSTED
+        subject = f"Budget {data['budget']} {'used up' if over else 'at ' + str(data['threshold']) + ' %'}"
+        text = (
+            f"{data['subscription']['name']} has spent {data['spent']} {data['currency']} of its "
+            f"{data['amount']} {data['currency']} {data['budget']} (period from {data['period_start']}). "
+            + ("Requests that cost money are refused until the period ends." if over else "")
+        )
+        return subject, text.strip()
+    if event_type == ENDPOINT_DISABLED:
+        subject = "Webhook endpoint disabled"
+        text = (
+            f"The webhook endpoint {data['url']} failed {data['failures']} times in a row and was disabled; "
+            "nothing is sent there until it is enabled again."
+        )
+        return subject, text
+    raise ValueError(f"no e-mail for event type {event_type!r}")

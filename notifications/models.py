@@ -1,0 +1,123 @@
+"""Endpoints and contacts a subscription registers, the events that happened to it, and their deliveries.
+
+An event is written once (its ``dedupe_key`` is unique), with one delivery per endpoint and contact that wants
+its type (unique per event and target), in the transaction of whatever raised it; the dispatcher
+(:mod:`notifications.dispatch`, a Celery beat task) sends what is due after that commits. So a receiver gets each
+event once per endpoint, unless it fails to answer 2xx (then it is retried, with the same event id).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from plans.models import Subscription
+
+from .events import EVENT_TYPES
+
+
+def _no_events() -> list[str]:
+    return []
+
+
+class Endpoint(models.Model):
+    """A URL a subscription's events are POSTed to, signed with the endpoint's secret."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    url = models.URLField(max_length=500, help_text="https:// URL the events are POSTed to.")
+    events = models.JSONField(
+        default=_no_events, help_text=f"The event types sent here: {', '.join(EVENT_TYPES)} (empty: all)."
+    )
+    description = models.CharField(max_length=200, blank=True)
+    #: The signing secret, encrypted (notifications.secrets): it must be read back to sign each body.
+    secret_encrypted = models.TextField(editable=False)
+    is_active = models.BooleanField(default=True, help_text="Off: nothing is sent here.")
+    disabled_reason = models.CharField(max_length=200, blank=True, editable=False)
+    consecutive_failures = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "webhook endpoint"
+
+    def __str__(self) -> str:
+        return f"{self.subscription}: {self.url}"
+
+    def wants(self, event_type: str) -> bool:
+        return self.is_active and (not self.events or event_type in self.events)
+
+
+class Contact(models.Model):
+    """An e-mail address of a subscription's, with the event types it is sent."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="notification_contacts")
+    email = models.EmailField()
+    events = models.JSONField(
+        default=_no_events, help_text=f"The event types e-mailed: {', '.join(EVENT_TYPES)} (empty: all)."
+    )
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        verbose_name = "notification contact"
+        constraints = [models.UniqueConstraint(fields=["subscription", "email"], name="one_contact_per_address")]
+
+    def __str__(self) -> str:
+        return f"{self.subscription}: {self.email}"
+
+    def wants(self, event_type: str) -> bool:
+        return self.is_active and (not self.events or event_type in self.events)
+
+
+class Event(models.Model):
+    """Something that happened to a subscription, once (``dedupe_key``), as its webhooks' body carries it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    type = models.CharField(max_length=50)
+    subscription = models.ForeignKey(Subscription, null=True, on_delete=models.SET_NULL, related_name="+")
+    dedupe_key = models.CharField(max_length=300, unique=True)
+    data = models.JSONField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id}"
+
+
+class Delivery(models.Model):
+    """One event to one endpoint or contact: its attempts and what the receiver answered."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed (given up)"
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
+    endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")
+    contact = models.ForeignKey(Contact, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(db_index=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.TextField(blank=True, help_text="The first 1,000 characters of the last answer.")
+    error = models.CharField(max_length=300, blank=True, help_text="Why the last attempt failed, if it did.")
+    body = models.TextField(help_text="The JSON body sent (webhooks), or the e-mail's text.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["event", "endpoint"], name="one_delivery_per_endpoint"),
+            models.UniqueConstraint(fields=["event", "contact"], name="one_delivery_per_contact"),
+            models.CheckConstraint(
+                condition=models.Q(endpoint__isnull=False, contact__isnull=True)
+                | models.Q(endpoint__isnull=True, contact__isnull=False),
+                name="delivery_has_one_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} to {self.endpoint or self.contact}"

@@ -1,0 +1,16 @@
+"""Celery task: a thin shell over :func:`notifications.dispatch.dispatch_due`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from celery import shared_task
+
+from .dispatch import dispatch_due
+
+
+@shared_task(name="notifications.dispatch", ignore_result=True)
+def dispatch() -> dict[str, Any]:
+    """Send the webhooks and e-mails that are due (run every few seconds by beat)."""
+    return asdict(dispatch_due())

@@ -1,0 +1,92 @@
+"""The notifications admin as staff with given permissions: endpoints (an internal URL refused, the secret shown
+once and stored encrypted), deliveries (read only, "send again" only with the change permission)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from notifications.models import Delivery, Endpoint
+from notifications.secrets import decrypt
+from tests.factories import SubscriptionFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+ENDPOINTS = "/admin/quota_notifications/endpoint/"
+DELIVERIES = "/admin/quota_notifications/delivery/"
+
+
+def staff_with(*codenames: str) -> Client:
+    user = UserFactory(username="ops", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_an_endpoint_shows_its_secret_once_and_keeps_it_encrypted(set_quotas):
+    """Adding an endpoint answers a page with its secret (whsec_...); the row holds it encrypted only."""
+    client = staff_with("add_endpoint", "view_endpoint", "change_endpoint")
+    sub = SubscriptionFactory()
+    # A public address, written as one: saving resolves the host, and this needs no DNS.
+    page = client.post(ENDPOINTS + "add/", {"subscription": sub.pk, "url": "https://1.1.1.1/q",
+                                            "events": '["budget.threshold_crossed"]', "is_active": "on"})  # fmt: skip
+    assert page.status_code == 200
+    secret = page.context["secret"]
+    assert secret.startswith("whsec_")
+    endpoint = Endpoint.objects.get()
+    assert secret not in endpoint.secret_encrypted
+    assert decrypt(endpoint.secret_encrypted) == secret
+    assert secret not in client.get(ENDPOINTS + f"{endpoint.pk}/change/").content.decode()  # never again
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://hooks.example.com/q", "only https:// URLs"),
+        ("https://127.0.0.1/q", "internal address"),
+        ("https://localhost:8443/q", "internal address"),
+    ],
+)
+def test_an_internal_or_plain_http_url_is_a_validation_message(url, why):
+    client = staff_with("add_endpoint", "view_endpoint")
+    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": url, "events": "[]"})
+    assert page.status_code == 200
+    assert why in page.context["adminform"].form.errors["url"][0]
+    assert not Endpoint.objects.exists()
+
+
+def test_an_unknown_event_type_is_a_validation_message():
+    client = staff_with("add_endpoint", "view_endpoint")
+    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk,
+                                            "url": "https://1.1.1.1/q", "events": '["budget.spent"]'})  # fmt: skip
+    assert "Unknown event type 'budget.spent'" in page.context["adminform"].form.errors["events"][0]
+
+
+@pytest.fixture
+def failed_delivery(metered):
+    from django.utils import timezone
+
+    from notifications.record import record_event
+
+    event = record_event("budget.threshold_crossed", metered.subscription, "k", {"threshold": 80, "budget": "b",
+                         "subscription": {"name": "ACME"}, "spent": "1", "amount": "2", "currency": "USD",
+                         "period_start": "x"}, timezone.now())  # fmt: skip
+    Delivery.objects.filter(event=event).update(status="failed", attempts=20, error="HTTP 500")
+    return Delivery.objects.get(endpoint__isnull=False)
+
+
+def test_send_again_needs_the_change_permission(failed_delivery):
+    """A viewer sees the deliveries but no action; one who may change them queues a failed one again."""
+    viewer = staff_with("view_delivery")
+    listing = viewer.get(DELIVERIES)
+    assert listing.status_code == 200
+    assert "send_again" not in listing.content.decode()
+    viewer.post(DELIVERIES, {"action": "send_again", "_selected_action": [failed_delivery.pk]})  # not offered
+    failed_delivery.refresh_from_db()
+    assert failed_delivery.status == "failed"
+    changer = staff_with("view_delivery", "change_delivery")
+    changer.post(DELIVERIES, {"action": "send_again", "_selected_action": [failed_delivery.pk]})
+    failed_delivery.refresh_from_db()
+    assert failed_delivery.status == "pending"
+    assert changer.get(DELIVERIES + "add/").status_code == 403  # deliveries come from events only
