@@ -260,6 +260,12 @@ CELERY_BEAT_SCHEDULE["notifications-dispatch"] = {
     "schedule": 5.0,
     "options": {"expires": 5.0},
 }
+# Find what no signal reports: bans started and ended, keys about to expire, sustained refusals.
+CELERY_BEAT_SCHEDULE["notifications-watch"] = {
+    "task": "notifications.watch",
+    "schedule": 60.0,
+    "options": {"expires": 55.0},
+}
 
 # The load controller: reads the hosts' samples, publishes per-plan multipliers. A late run is dropped, not queued.
 CELERY_BEAT_SCHEDULE["adaptive-control"] = {

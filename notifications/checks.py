@@ -15,7 +15,7 @@ from quotas.settings_spec import NOTIFICATIONS
 
 from .conf import SETTINGS, notification_settings
 
-TASK = "notifications.dispatch"
+TASKS = {"notifications.dispatch": 5.0, "notifications.watch": 60.0}  # each with the schedule the docs use
 #: What the [notifications] extra installs: Celery sends, cryptography keeps endpoint secrets encrypted.
 EXTRA = ("celery", "cryptography")
 
@@ -32,17 +32,21 @@ def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> l
 
 @register(Tags.compatibility)
 def check_beat_schedule(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
-    """Celery beat must run the dispatcher, or events are recorded and never sent."""
+    """Celery beat must run the dispatcher (or events are recorded and never sent) and the watcher (or bans, key
+    expiries and sustained refusals are never found)."""
     schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None) or {}
-    if any(isinstance(e, dict) and e.get("task") == TASK for e in schedule.values()):
-        return []
+    scheduled = {e.get("task") for e in schedule.values() if isinstance(e, dict)}
     return [
         Warning(
-            f"No CELERY_BEAT_SCHEDULE entry runs {TASK!r}: webhooks and e-mails are recorded but never sent.",
-            hint=f'Add {{"task": "{TASK}", "schedule": 5.0}} (see docs/notifications.md).',
+            f"No CELERY_BEAT_SCHEDULE entry runs {task!r}: "
+            + ("webhooks and e-mails are recorded but never sent." if task.endswith("dispatch") else
+               "bans, expiring keys and sustained refusals are never notified."),
+            hint=f'Add {{"task": "{task}", "schedule": {every}}} (see docs/notifications.md).',
             id="notifications.W002",
         )
-    ]
+        for task, every in TASKS.items()
+        if task not in scheduled
+    ]  # fmt: skip
 
 
 @register(Tags.compatibility)

@@ -59,6 +59,17 @@ SETTINGS = (
         hint="An endpoint that answered nothing but errors this many times is turned off until re-enabled.",
     ),
     Setting(
+        "KEY_EXPIRY_NOTICE_DAYS", int, 7, minimum=1, check_id="notifications.E003",
+        doc="days before an API key expires that its subscription hears of it (`api_key.expiring`, once per key)",
+        hint="A week leaves time to issue a new key.",
+    ),
+    Setting(
+        "REFUSALS_ALERT", int, 100, minimum=1, check_id="notifications.E003",
+        doc="requests of a subscription refused in 5 minutes that make a `refusals.sustained` event (at most one "
+        "an hour per subscription)",
+        hint="The design's 'many refusals in five minutes'; 100 is about one every three seconds.",
+    ),
+    Setting(
         "FROM_EMAIL", str | None, None, check_id="notifications.E004",
         doc="the sender of notification e-mails (`None`: Django's `DEFAULT_FROM_EMAIL`)",
         hint="An address your mail server may send from.",

@@ -10,11 +10,15 @@ import json
 from typing import Any
 
 BUDGET_THRESHOLD = "budget.threshold_crossed"
+CLIENT_BANNED = "client.banned"
+BAN_ENDED = "client.ban_ended"
+KEY_EXPIRING = "api_key.expiring"
+REFUSALS_SUSTAINED = "refusals.sustained"
 ENDPOINT_DISABLED = "endpoint.disabled"
 #: The threshold of a budget used up (the other is 80).
 EXHAUSTED = 100
 #: Every event type a subscription can ask for.
-EVENT_TYPES = (BUDGET_THRESHOLD, ENDPOINT_DISABLED)
+EVENT_TYPES = (BUDGET_THRESHOLD, CLIENT_BANNED, BAN_ENDED, KEY_EXPIRING, REFUSALS_SUSTAINED, ENDPOINT_DISABLED)
 
 
 def body(event_id: str, event_type: str, created: str, data: dict[str, Any]) -> str:
@@ -33,6 +37,24 @@ def email_text(event_type: str, data: dict[str, Any]) -> tuple[str, str]:
             + ("Requests that cost money are refused until the period ends." if over else "")
         )
         return subject, text.strip()
+    name = data["subscription"]["name"] if "subscription" in data else ""
+    if event_type == CLIENT_BANNED:
+        return "API access suspended", (
+            f"{name} was refused too often and is banned until {data['until']}: every request is refused until then."
+        )
+    if event_type == BAN_ENDED:
+        return "API access restored", f"The ban of {name} ended ({data['how']}) at {data['ended']}."
+    if event_type == KEY_EXPIRING:
+        key = data["key"]
+        return f"API key {key['prefix']}... expires soon", (
+            f"The API key {key['name'] or key['prefix'] + '...'} of {name} stops working at {data['expires_at']}. "
+            "Issue a new key before then."
+        )
+    if event_type == REFUSALS_SUSTAINED:
+        return "Many requests refused", (
+            f"{data['refused']} requests of {name} were refused in the {data['window_seconds'] // 60} minutes "
+            f"to {data['at']}: it is over its limits; a bigger plan or fewer requests would help."
+        )
     if event_type == ENDPOINT_DISABLED:
         subject = "Webhook endpoint disabled"
         text = (

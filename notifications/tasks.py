@@ -8,9 +8,16 @@ from typing import Any
 from celery import shared_task
 
 from .dispatch import dispatch_due
+from .watch import watch
 
 
 @shared_task(name="notifications.dispatch", ignore_result=True)
 def dispatch() -> dict[str, Any]:
     """Send the webhooks and e-mails that are due (run every few seconds by beat)."""
     return asdict(dispatch_due())
+
+
+@shared_task(name="notifications.watch", ignore_result=True)
+def watch_task() -> dict[str, Any]:
+    """Record bans started and ended, keys about to expire and sustained refusals (run every minute by beat)."""
+    return asdict(watch())
