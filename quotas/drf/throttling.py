@@ -58,7 +58,7 @@ class QuotaThrottle(BaseThrottle):
 
     rate: str | None = None
     scope: str | None = None
-    #: For an API's own housekeeping views (see usage.throttling.UsageAPIThrottle): ``scope_limits_only``
+    #: For an API's own housekeeping views (see quotas.drf.housekeeping.HousekeepingThrottle): ``scope_limits_only``
     #: applies only the plan's limits that name the view's scope (else get_drf_limits' fallback), and
     #: ``metered = False`` counts the requests neither in the client's usage, the history, nor toward bans.
     scope_limits_only: bool = False

@@ -1,4 +1,4 @@
-"""problem+json (RFC 9457) bodies for the usage API, and its DRF exception handler."""
+"""problem+json (RFC 9457) bodies of the platform's own APIs (usage, notifications), and their DRF exception handler."""
 
 from __future__ import annotations
 

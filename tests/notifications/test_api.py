@@ -1,0 +1,59 @@
+"""GET /api/v1/notifications: a subscription reads its own endpoints and deliveries with its key; others get
+problem+json 401/403; no secret ever appears."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from notifications.dispatch import dispatch_due
+from tests.factories import UserFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+URL = "/api/v1/notifications"
+
+
+def test_a_subscription_reads_its_endpoints_and_deliveries(metered, receiver, internal_allowed):
+    api = APIClient()
+    for _ in range(4):
+        api.get("/t/priced", HTTP_X_API_KEY=metered.key)
+    dispatch_due()
+    response = api.get(URL, HTTP_X_API_KEY=metered.key)
+    assert response.status_code == 200
+    body = response.json()
+    (endpoint,) = body["endpoints"]
+    assert (endpoint["url"], endpoint["is_active"]) == (receiver.url, True)
+    assert {(d["to"], d["status"], d["event"]["type"]) for d in body["deliveries"]} == {
+        (receiver.url, "succeeded", "budget.threshold_crossed"),
+        ("billing@acme.example", "succeeded", "budget.threshold_crossed"),
+    }
+    assert metered.secret not in response.content.decode()
+    assert "secret" not in response.content.decode()
+
+
+def test_another_subscription_sees_only_its_own(metered, free_key_client):
+    body = free_key_client.get(URL).json()
+    assert body == {"endpoints": [], "deliveries": []}
+
+
+@pytest.fixture
+def free_key_client(db):
+    from tests.factories import PlanFactory
+
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=issue_key(plan=PlanFactory(slug="other")))
+    return client
+
+
+def test_anonymous_and_users_without_a_subscription_get_problems(db):
+    anonymous = APIClient().get(URL)
+    assert anonymous.status_code == 401
+    assert anonymous["Content-Type"] == "application/problem+json"
+    user = APIClient()
+    user.force_authenticate(UserFactory(username="nosub"))
+    refused = user.get(URL)
+    assert refused.status_code == 403
+    assert refused["Content-Type"] == "application/problem+json"
+    assert "subscription" in refused.json()["detail"]
+    bad = APIClient().get(URL, HTTP_X_API_KEY="qk_not-a-key")
+    assert bad.status_code == 401
