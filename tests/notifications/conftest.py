@@ -95,3 +95,16 @@ def metered(db, receiver: Receiver) -> Metered:
     )
     contact = Contact.objects.create(subscription=subscription, email="billing@acme.example")
     return Metered(subscription, key, endpoint, secret, contact)
+
+
+@pytest.fixture
+def matches_schema():
+    """``matches_schema(body)``: the errors of a webhook body against notifications/event.schema.json ([]: none)."""
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    path = Path(__file__).resolve().parents[2] / "notifications" / "event.schema.json"
+    check = Draft202012Validator(json.loads(path.read_text(encoding="utf-8")), format_checker=FormatChecker())
+    return lambda body: [f"{list(e.absolute_path)}: {e.message}" for e in check.iter_errors(body)]

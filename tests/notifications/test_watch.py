@@ -32,7 +32,7 @@ def types(receiver) -> list[str]:
     return [json.loads(r.body)["type"] for r in receiver.requests]
 
 
-def test_a_ban_and_its_end_are_found_once_each(every_event, receiver, internal_allowed):
+def test_a_ban_and_its_end_are_found_once_each(every_event, receiver, internal_allowed, matches_schema):
     """A ban found by one look, its lifting by the next; looking again records nothing more."""
     sub = every_event.subscription
     ban = ClientBan.objects.create(client=f"s.{sub.pk}", subscription=sub, until=timezone.now() + timedelta(hours=1))
@@ -42,6 +42,7 @@ def test_a_ban_and_its_end_are_found_once_each(every_event, receiver, internal_a
     assert watch().recorded == {}
     dispatch_due()
     assert sorted(types(receiver)) == ["client.ban_ended", "client.banned"]
+    assert [matches_schema(json.loads(r.body)) for r in receiver.requests] == [[], []]
     ended = next(json.loads(r.body) for r in receiver.requests if b"ban_ended" in r.body)
     assert (ended["data"]["how"], ended["data"]["ban"]) == ("lifted", ban.pk)
     assert {m.subject for m in mail.outbox} == {"API access suspended", "API access restored"}
@@ -54,7 +55,7 @@ def test_an_expired_ban_ends_by_itself(every_event, receiver, internal_allowed):
     assert Event.objects.get(type="client.ban_ended").data["how"] == "expired"
 
 
-def test_a_key_expiring_within_the_notice_is_announced_once(every_event, receiver, internal_allowed):
+def test_a_key_expiring_within_the_notice_is_announced_once(every_event, receiver, internal_allowed, matches_schema):
     """A key expiring in 3 days (notice: 7) is announced; one in 30 days and a revoked one are not."""
     sub = every_event.subscription
     soon, _ = APIKey.issue(sub, name="ci", expires_at=timezone.now() + timedelta(days=3))
@@ -65,11 +66,12 @@ def test_a_key_expiring_within_the_notice_is_announced_once(every_event, receive
     assert watch().recorded == {}
     dispatch_due()
     (got,) = [json.loads(r.body) for r in receiver.requests]
+    assert matches_schema(got) == []
     assert got["data"]["key"] == {"id": soon.pk, "name": "ci", "prefix": soon.prefix}
     assert any(m.subject.startswith(f"API key {soon.prefix}") for m in mail.outbox)
 
 
-def test_sustained_refusals_are_found_from_the_engines_history(every_event, receiver, set_quotas):
+def test_sustained_refusals_are_found_from_the_engines_history(every_event, receiver, set_quotas, matches_schema):
     """With REFUSALS_ALERT 3 and a 2/min limit, 7 requests leave 5 refused in the subscriber's history: one
     refusals.sustained event for the hour, however often the watcher looks."""
     set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True, "REFUSALS_ALERT": 3})
@@ -83,3 +85,6 @@ def test_sustained_refusals_are_found_from_the_engines_history(every_event, rece
     assert watch().recorded == {}
     event = Event.objects.get(type="refusals.sustained")
     assert (event.data["refused"], event.data["window_seconds"]) == (5, 300)
+    dispatch_due()
+    (got,) = [json.loads(r.body) for r in receiver.requests]
+    assert matches_schema(got) == []

@@ -143,3 +143,24 @@ def test_a_private_address_over_https_is_refused_too(metered, receiver, set_quot
     delivery = Delivery.objects.get(endpoint__isnull=False)
     assert "resolves to an internal address (127.0.0.1)" in delivery.error
     assert receiver.requests == []
+
+
+def test_every_body_sent_matches_the_shipped_json_schema(metered, receiver, internal_allowed):
+    """notifications/event.schema.json describes the bodies exactly: the crossing, the endpoint.disabled that
+    follows failures, and an example of each event type on the docs page."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    schema = json.loads((ROOT / "notifications" / "event.schema.json").read_text(encoding="utf-8"))
+    check = Draft202012Validator(schema, format_checker=FormatChecker())
+    Endpoint.objects.update(events=[])  # every type
+    spend(metered, 5)  # 80 % and 100 %
+    dispatch_due()
+    bodies = [json.loads(r.body) for r in receiver.requests]
+    assert sorted(b["data"]["threshold"] for b in bodies) == [80, 100]
+    page = (ROOT / "docs" / "notifications.md").read_text(encoding="utf-8")
+    example = re.search(r"<!-- notifications-body:start -->\n```json\n(.*?)```", page, re.DOTALL).group(1)
+    for body in [*bodies, json.loads(example)]:
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in check.iter_errors(body)]
+        assert errors == [], body
+    wrong = {**bodies[0], "data": {**bodies[0]["data"], "spent": 0.04}}  # money as a number: not the format
+    assert list(check.iter_errors(wrong))
