@@ -52,8 +52,11 @@ def dispatch_due(now: datetime | None = None) -> DispatchReport:
     due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now).order_by("next_attempt_at")
     for delivery_id in list(due.values_list("pk", flat=True)[:BATCH]):
         with transaction.atomic():
+            features = connection.features
+            # The delivery's row only: its endpoint and contact are outer joins, which PostgreSQL cannot lock.
             locked = Delivery.objects.select_for_update(
-                skip_locked=connection.features.has_select_for_update_skip_locked
+                skip_locked=features.has_select_for_update_skip_locked,
+                of=("self",) if features.has_select_for_update_of else (),
             )
             delivery = (
                 locked.select_related("event", "endpoint", "contact")
