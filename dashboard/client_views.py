@@ -23,6 +23,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django import forms
+from django.apps import apps
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -63,6 +64,8 @@ SIGN_IN_MAX_AGE = timedelta(hours=12)
 PAGE_RATE = "60/min"
 SESSION_KEY = "quota_usage_sign_in"
 CHART_DAYS = 30
+#: Deliveries (webhooks and e-mails) the usage page lists, newest first.
+NOTIFICATIONS_SHOWN = 10
 #: Days the upgrade prompt's figures look back over.
 UPGRADE_DAYS = 7
 _PAGE_RULE = LimitRule(id="usage-page", name="usage-page", rates=parse_rates(PAGE_RATE), algorithm="fixed_window")
@@ -191,8 +194,18 @@ def page(request: HttpRequest) -> HttpResponse:
             "report": report,
             "ranges": [(name, name == chart["shown"]) for name in ("1h", "24h", "7d", "30d")],
             "figures": figures,
+            "notifications": _notifications(sub.pk),
         },
     )
+
+
+def _notifications(subscription_id: int) -> dict[str, Any] | None:
+    """The subscription's webhooks and latest deliveries, when the notifications app is installed."""
+    if not apps.is_installed("notifications"):
+        return None
+    from notifications.summary import summary  # an optional app: imported only where it is installed
+
+    return summary(subscription_id, latest=NOTIFICATIONS_SHOWN)
 
 
 def _every_day(rows: list[dict[str, Any]], start: date) -> list[dict[str, Any]]:

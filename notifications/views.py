@@ -21,18 +21,12 @@ from quotas.drf.exceptions import drf_exception
 from quotas.drf.housekeeping import USAGE_SCOPE, HousekeepingThrottle
 from quotas.exceptions import ProblemException
 
-from .models import Delivery, Endpoint
-
-#: Deliveries listed, newest first.
-LATEST = 50
-
-
-def _iso(moment: Any) -> str | None:
-    return None if moment is None else moment.isoformat(timespec="seconds")
+from .summary import LATEST, summary
 
 
 class NotificationsView(APIView):
-    """The caller's endpoints and its :data:`LATEST` deliveries (webhooks and e-mails), newest first."""
+    """The caller's endpoints and its latest deliveries (webhooks and e-mails), newest first
+    (:func:`notifications.summary.summary`)."""
 
     throttle_classes: list = [HousekeepingThrottle]
     throttle_scope = USAGE_SCOPE
@@ -51,25 +45,4 @@ class NotificationsView(APIView):
             raise exceptions.NotAuthenticated()
         if client.kind != "subscription":
             raise exceptions.PermissionDenied("Notifications belong to a subscription: call with its API key.")
-        subscription_id = int(client.ident)
-        endpoints = Endpoint.objects.filter(subscription_id=subscription_id).order_by("pk")
-        deliveries = (
-            Delivery.objects.filter(event__subscription_id=subscription_id)
-            .select_related("event", "endpoint", "contact")
-            .order_by("-created_at", "-pk")[:LATEST]
-        )
-        return Response({
-            "endpoints": [
-                {"id": e.pk, "url": e.url, "events": e.events, "is_active": e.is_active,
-                 "disabled_reason": e.disabled_reason or None, "created_at": _iso(e.created_at)}
-                for e in endpoints
-            ],
-            "deliveries": [
-                {"event": {"id": str(d.event_id), "type": d.event.type, "created": _iso(d.event.created_at)},
-                 "to": d.endpoint.url if d.endpoint else d.contact.email if d.contact else None,
-                 "status": d.status, "attempts": d.attempts, "response_status": d.response_status,
-                 "last_attempt_at": _iso(d.last_attempt_at), "next_attempt_at": _iso(d.next_attempt_at),
-                 "error": d.error or None}
-                for d in deliveries
-            ],
-        })  # fmt: skip
+        return Response(summary(int(client.ident), LATEST))

@@ -57,3 +57,24 @@ def test_anonymous_and_users_without_a_subscription_get_problems(db):
     assert "subscription" in refused.json()["detail"]
     bad = APIClient().get(URL, HTTP_X_API_KEY="qk_not-a-key")
     assert bad.status_code == 401
+
+
+def test_the_usage_page_lists_the_subscriptions_webhooks_and_deliveries(metered, receiver, internal_allowed):
+    """Signed in with its key, a subscription sees its endpoint and each delivery's status on its usage page."""
+    from django.test import Client
+
+    api = APIClient()
+    for _ in range(4):
+        api.get("/t/priced", HTTP_X_API_KEY=metered.key)
+    dispatch_due()
+    browser = Client()
+    signed_in = browser.post("/usage/", {"api_key": metered.key})
+    assert signed_in.status_code == 302
+    page = browser.get(signed_in["Location"])
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="notifications"' in html
+    assert receiver.url in html
+    assert "billing@acme.example" in html
+    assert html.count("succeeded") == 2
+    assert metered.secret not in html
