@@ -1,12 +1,13 @@
 """Sending what is due: the Celery beat task ``notifications.dispatch`` calls :func:`dispatch_due`.
 
-A delivery is due once its event's transaction committed and its ``next_attempt_at`` passed. Each is taken
-under a row lock (``SELECT ... FOR UPDATE SKIP LOCKED`` where the database has it), so two dispatchers never
-send one delivery at once. An answer 2xx (or an e-mail handed to Django's backend) succeeds it; anything else
-is retried after ``BACKOFF`` seconds, twice that the next time, up to ``MAX_BACKOFF``, until ``RETRY_FOR``
-seconds after the event, and then given up. A URL the settings refuse is given up at once. An endpoint that
-failed ``DISABLE_AFTER`` attempts in a row is disabled, and its subscription's contacts get an
-``endpoint.disabled`` event.
+A delivery is due once its event's transaction committed and its ``next_attempt_at`` passed. Each is claimed
+by a conditional ``UPDATE`` that moves ``next_attempt_at`` past the attempt's longest duration, so two
+dispatchers (beat's runs overlapping on a worker pool) never send one delivery twice, on any database (found by
+a real worker on SQLite, where ``SELECT ... FOR UPDATE`` locks nothing). An answer 2xx (or an e-mail handed to
+Django's backend) succeeds it; anything else is retried after ``BACKOFF`` seconds, twice that the next time, up
+to ``MAX_BACKOFF``, until ``RETRY_FOR`` seconds after the event, and then given up. A URL the settings refuse is
+given up at once. An endpoint that failed ``DISABLE_AFTER`` attempts in a row is disabled, and its
+subscription's contacts get an ``endpoint.disabled`` event.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from . import sender
@@ -50,20 +51,17 @@ def dispatch_due(now: datetime | None = None) -> DispatchReport:
     now = now or timezone.now()
     report = DispatchReport()
     due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now).order_by("next_attempt_at")
+    # Longer than an attempt can take: a dispatcher killed mid-attempt leaves the delivery due again after it.
+    lease = now + timedelta(seconds=2 * float(notification_settings.TIMEOUT) + 30)
     for delivery_id in list(due.values_list("pk", flat=True)[:BATCH]):
-        with transaction.atomic():
-            features = connection.features
-            # The delivery's row only: its endpoint and contact are outer joins, which PostgreSQL cannot lock.
-            locked = Delivery.objects.select_for_update(
-                skip_locked=features.has_select_for_update_skip_locked,
-                of=("self",) if features.has_select_for_update_of else (),
-            )
-            delivery = (
-                locked.select_related("event", "endpoint", "contact")
-                .filter(pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now)
-                .first()
-            )
-            if delivery is not None:
+        # Claim it: one conditional UPDATE, which only one dispatcher wins on any database (SQLite included,
+        # where SELECT ... FOR UPDATE is a no-op).
+        claimed = Delivery.objects.filter(
+            pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now
+        ).update(next_attempt_at=lease)
+        if claimed:
+            delivery = Delivery.objects.select_related("event", "endpoint", "contact").get(pk=delivery_id)
+            with transaction.atomic():
                 _attempt(delivery, now, report)
     return report
 

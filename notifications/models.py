@@ -14,8 +14,6 @@ from django.db import models
 
 from plans.models import Subscription
 
-from .events import EVENT_TYPES
-
 
 def _no_events() -> list[str]:
     return []
@@ -27,7 +25,7 @@ class Endpoint(models.Model):
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="webhook_endpoints")
     url = models.URLField(max_length=500, help_text="https:// URL the events are POSTed to.")
     events = models.JSONField(
-        default=_no_events, help_text=f"The event types sent here: {', '.join(EVENT_TYPES)} (empty: all)."
+        default=_no_events, help_text="The event types sent here (see docs/notifications.md); empty: all."
     )
     description = models.CharField(max_length=200, blank=True)
     #: The signing secret, encrypted (notifications.secrets): it must be read back to sign each body.
@@ -53,7 +51,7 @@ class Contact(models.Model):
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="notification_contacts")
     email = models.EmailField()
     events = models.JSONField(
-        default=_no_events, help_text=f"The event types e-mailed: {', '.join(EVENT_TYPES)} (empty: all)."
+        default=_no_events, help_text="The event types e-mailed (see docs/notifications.md); empty: all."
     )
     is_active = models.BooleanField(default=True)
 

@@ -21,6 +21,7 @@ from quotas.drf.exceptions import drf_exception
 from quotas.drf.housekeeping import USAGE_SCOPE, HousekeepingThrottle
 from quotas.exceptions import ProblemException
 
+from .schema import documented
 from .summary import LATEST, summary
 
 
@@ -36,6 +37,7 @@ class NotificationsView(APIView):
     def get_exception_handler(self) -> Any:
         return api_problems.exception_handler
 
+    @documented
     def get(self, request: Request) -> Response:
         try:
             client = api.identify(request._request, request.user, request.auth)

@@ -216,10 +216,33 @@ def migration_ratelimit() -> dict[str, Any]:
     return {**_statuses(hello), "limited": [r.json()["limited"] for r in submit]}
 
 
+def notify() -> dict[str, Any]:
+    """A subscription priced 0.01 a ping with a 0.02 day budget, its webhook endpoint (RECEIVER_URL) and e-mail
+    contact, then two pings: the second spends the whole budget. The events are committed; a worker sends them."""
+    import os
+    from decimal import Decimal
+
+    from notifications.models import Contact, Endpoint
+    from notifications.secrets import encrypt, new_secret
+    from plans.models import APIKey, CostBudget, EndpointLimit, Plan, Subscription
+
+    plan = Plan.objects.create(slug="metered", name="Metered")
+    EndpointLimit.objects.create(plan=plan, name="global", rates="100/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.02"))
+    sub = Subscription.objects.create(name="ACME", plan=plan)
+    _, raw = APIKey.issue(sub)
+    secret = new_secret()
+    Endpoint.objects.create(subscription=sub, url=os.environ["RECEIVER_URL"], secret_encrypted=encrypt(secret))
+    Contact.objects.create(subscription=sub, email="billing@acme.example")
+    client = Client(raise_request_exception=False)
+    statuses = [client.get("/api/ping", HTTP_X_API_KEY=raw).status_code for _ in range(2)]
+    return {"statuses": statuses, "secret": secret}
+
+
 if __name__ == "__main__":
     probes = {
         "where": where, "throttle": throttle, "admin": admin_actions, "usage": usage, "labels": labels,
         "mounted": mounted, "drf_settings": drf_settings, "migration_drf": migration_drf,
-        "migration_ratelimit": migration_ratelimit,
+        "migration_ratelimit": migration_ratelimit, "notify": notify,
     }  # fmt: skip
     print(json.dumps(probes[sys.argv[1]](), default=str))

@@ -37,6 +37,9 @@ from config.embedded_redis import RedisServer, free_port
 from tests.checkout import copy_checkout
 from tests.clock import avoid_window_edge
 from tests.conftest import skip_or_fail
+from tests.notifications import conftest as notification_fixtures
+from tests.notifications.conftest import Receiver
+from tests.notifications.test_webhooks import documented_verifier
 
 #: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -748,3 +751,77 @@ def test_the_production_deployment_runs_as_written(
             process.wait(timeout=60)
         for log in logs.values():
             log.close()
+
+
+#: The real HTTP receiver of the notification tests, as the fixture ``webhook_receiver``.
+webhook_receiver = notification_fixtures.receiver
+#: The customer notifications page, whose settings and URL lines the real-worker test pastes.
+NOTIFICATIONS = ROOT / "docs" / "notifications.md"
+
+
+def test_a_real_worker_and_beat_deliver_a_signed_webhook(
+    wheel: Path, venv_adaptive: Path, tmp_path: Path, redis_server: RedisServer, webhook_receiver: Receiver
+):
+    """The notifications page's lines in a new project with the Operations page's Celery: a request that spends a
+    day budget is answered at once; the project's own worker and beat then POST the signed events (80 % and
+    100 %) to a real receiver, and the page's signature check accepts them."""
+    installed = run([venv_adaptive / "bin/python", "-m", "pip", "install", f"{wheel}[notifications]"], tmp_path,
+                    PIP_TIMEOUT, clean_env(venv_adaptive))  # fmt: skip
+    if installed.returncode != 0:
+        pip_failed("pip install [notifications]", installed)
+    project = new_project(venv_adaptive, tmp_path, redis_server, ("fresh/settings.py", "fresh-project-ops-settings"))
+    (project.path / "fresh/celery.py").write_text(
+        page_block("celery-app", OPERATIONS, "python").replace("mysite", "fresh")
+    )
+    project.append("fresh/__init__.py", page_block("celery-init", OPERATIONS, "python"))
+    project.append("fresh/settings.py", page_block("celery-settings", OPERATIONS, "python"))
+    project.append("fresh/settings.py", page_block("notifications-settings", NOTIFICATIONS, "python"))
+    project.append("fresh/urls.py", page_block("notifications-urls", NOTIFICATIONS, "python"))
+    broker = redis_server.url.rsplit("/", 1)[0] + "/1"
+    project.append(
+        "fresh/settings.py",
+        f"""
+# --- the test's own: its broker, and a receiver on loopback over plain HTTP (refused by default) ---
+CELERY_BROKER_URL = {broker!r}
+QUOTAS["NOTIFICATIONS"] = {{"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True}}
+""",
+    )
+    (install,) = page_block("celery-install", OPERATIONS, "sh").splitlines()
+    installed = run(shlex.split(install), project.path, PIP_TIMEOUT, project.env())
+    if installed.returncode != 0:
+        pip_failed(install, installed)
+    project.ok("migrate", "--noinput")
+    project.ok("check")
+    receiver = webhook_receiver
+    env = {**project.env(), "RECEIVER_URL": receiver.url}
+    made = run([project.venv / "bin/python", project.path / PROBE.name, "notify"], project.path, 300, env)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    notify = json.loads(made.stdout.strip().splitlines()[-1])
+    assert notify["statuses"] == [200, 200]
+    assert receiver.requests == []  # nothing was sent by the requests themselves
+    worker_line, beat_line = page_block("celery-run", OPERATIONS, "sh").replace("mysite", "fresh").splitlines()
+    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("worker", "beat")}
+    processes = [
+        subprocess.Popen(line.split(), cwd=project.path, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
+        for name, line in (("worker", worker_line), ("beat", beat_line))
+    ]
+    try:
+        deadline = time.monotonic() + 90
+        while len(receiver.requests) < 2:
+            assert all(p.poll() is None for p in processes), (tmp_path / "worker.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=60)
+        for log in logs.values():
+            log.close()
+    verify = documented_verifier()
+    bodies = []
+    for got in receiver.requests:
+        assert verify(got.headers["Quota-Signature"], got.body, notify["secret"])
+        bodies.append(json.loads(got.body))
+    assert sorted(b["data"]["threshold"] for b in bodies) == [80, 100]
+    assert {b["type"] for b in bodies} == {"budget.threshold_crossed"}

@@ -78,3 +78,17 @@ def test_the_usage_page_lists_the_subscriptions_webhooks_and_deliveries(metered,
     assert "billing@acme.example" in html
     assert html.count("succeeded") == 2
     assert metered.secret not in html
+
+
+def test_the_body_matches_the_openapi_schema(metered, receiver, internal_allowed):
+    """The served schema describes the body exactly (objects closed), as the usage API's bodies are checked."""
+    from tests.usage.test_schema_bodies import assert_valid, validator
+
+    api = APIClient()
+    for _ in range(4):
+        api.get("/t/priced", HTTP_X_API_KEY=metered.key)
+    dispatch_due()
+    schema = APIClient().get("/api/schema/", {"format": "json"}).json()
+    body = api.get(URL, HTTP_X_API_KEY=metered.key).json()
+    assert body["deliveries"]
+    assert_valid(validator(schema, URL), body)
