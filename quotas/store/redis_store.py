@@ -91,12 +91,8 @@ class RedisStore:
         specs = [w.spec_at(at) for w in call.windows]
         keys = self.keys_of(call.tag)
         # The scripts check the day against the Redis server's clock and date it themselves only when the two
-        # disagree (around midnight where budget days begin). Dating in BUDGET_TIME_ZONE costs 3.8 us here
-        # instead of 1.2 us for a UTC day (timeit). make bench --quick --only latency(,hot), 2026-11-26, the
-        # code before and after alternately four times, own cost p50 / limits' sliding window counter's in the
-        # same run: 1 limit 1.34, 1.24, 1.39, 1.37 -> 1.36, 1.61, 1.47, 1.34; 5 limits 1.74, 1.49, 1.45, 1.60
-        # -> 1.74, 1.80, 1.83, 1.56 (means +0.11 and +0.16, within the runs' spread); 2,000 cold decisions
-        # through the guard, alternately twice: 1 limit 231, 189 -> 253, 194 us; 5 limits 268, 203 -> 253, 215.
+        # disagree (around midnight where budget days begin); the day here is the quarter hour's, kept (its
+        # figures are on quotas.formats.periods.usage_day).
         day = usage_day_of(at)
         args = decide_args(
             keys.field_prefix,
