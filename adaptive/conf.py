@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from django.conf import settings
 from django.core.checks import CheckMessage, Error
 
-from quotas.setting import Setting, defaults
+from quotas.setting import SectionSettings, Setting, defaults
 
 #: Signals a host sample may carry. Fractions are 0..1; ``redis_ms`` is milliseconds.
 KNOWN_SIGNALS = ("cpu", "memory", "db", "redis_ms")
@@ -208,20 +207,5 @@ SETTINGS = (
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 
-class AdaptiveSettings:
-    """Attribute access to ``settings.QUOTAS['ADAPTIVE']`` with :data:`DEFAULTS` filled in."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"Invalid QUOTAS['ADAPTIVE'] setting: {name!r}")
-        user = self.user_settings()
-        return user.get(name, DEFAULTS[name]) if isinstance(user, dict) else DEFAULTS[name]
-
-    def user_settings(self) -> Any:
-        """The project's adaptive settings, raw (for checks): ``QUOTAS['ADAPTIVE']``, else ``{}``."""
-        quotas = getattr(settings, "QUOTAS", None)
-        value = quotas.get("ADAPTIVE") if isinstance(quotas, dict) else None
-        return value if value is not None else {}
-
-
-adaptive_settings = AdaptiveSettings()
+#: ``QUOTAS['ADAPTIVE']``, key by key, with :data:`DEFAULTS` filled in.
+adaptive_settings = SectionSettings("ADAPTIVE", SETTINGS)

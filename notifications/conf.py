@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-
-from quotas.setting import Setting, defaults
+from quotas.setting import SectionSettings, Setting, defaults
 
 _SECONDS = "a number of seconds"
 
@@ -79,20 +77,5 @@ SETTINGS = (
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 
-class NotificationSettings:
-    """Attribute access to ``settings.QUOTAS['NOTIFICATIONS']`` with :data:`DEFAULTS` filled in."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"Invalid QUOTAS['NOTIFICATIONS'] setting: {name!r}")
-        user = self.user_settings()
-        return user.get(name, DEFAULTS[name]) if isinstance(user, dict) else DEFAULTS[name]
-
-    def user_settings(self) -> Any:
-        """The project's notification settings, raw (for checks): ``QUOTAS['NOTIFICATIONS']``, else ``{}``."""
-        quotas = getattr(settings, "QUOTAS", None)
-        value = quotas.get("NOTIFICATIONS") if isinstance(quotas, dict) else None
-        return value if value is not None else {}
-
-
-notification_settings = NotificationSettings()
+#: ``QUOTAS['NOTIFICATIONS']``, key by key, with :data:`DEFAULTS` filled in.
+notification_settings = SectionSettings("NOTIFICATIONS", SETTINGS)

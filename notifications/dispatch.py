@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
 from django.utils import timezone
 
 from . import sender
@@ -60,9 +59,10 @@ def dispatch_due(now: datetime | None = None) -> DispatchReport:
             pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now
         ).update(next_attempt_at=lease)
         if claimed:
+            # No transaction around the attempt: the claim already keeps others off, and a database connection
+            # should not sit in a transaction while a receiver takes its time.
             delivery = Delivery.objects.select_related("event", "endpoint", "contact").get(pk=delivery_id)
-            with transaction.atomic():
-                _attempt(delivery, now, report)
+            _attempt(delivery, now, report)
     return report
 
 
@@ -83,8 +83,7 @@ def _attempt(delivery: Delivery, now: datetime, report: DispatchReport) -> None:
             _mail(delivery)
             ok, delivery.error = True, ""
     except sender.Refused as exc:
-        delivery.error = f"refused: {exc}"[:300]
-        _give_up(delivery, delivery.error, report)
+        _give_up(delivery, f"refused: {exc}", report)
         _count_failure(endpoint, now, report)
         return
     except Exception as exc:  # a network, TLS or mail failure: retried

@@ -45,11 +45,13 @@ def record_event(
     return event
 
 
-def record_quietly(*args: Any) -> Event | None:
+def record_quietly(
+    event_type: str, subscription: Subscription, dedupe_key: str, data: dict[str, Any], at: datetime
+) -> Event | None:
     """:func:`record_event` for a signal receiver on the request path: a database failure is logged, not raised
     (the request must not fail because its notification could not be stored)."""
     try:
-        return record_event(*args)
+        return record_event(event_type, subscription, dedupe_key, data, at)
     except DatabaseError:
-        logger.exception("notifications: could not record a %s event", args[0])
+        logger.exception("notifications: could not record a %s event", event_type)
         return None

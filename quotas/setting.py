@@ -17,6 +17,7 @@ from decimal import Decimal
 from os import PathLike
 from typing import Any
 
+from django.conf import settings
 from django.core.checks import CheckMessage, Error
 
 #: A check beyond type and range. It gets a value of the described type (that is checked first) and the setting's
@@ -159,3 +160,27 @@ def markdown_table(settings: Sequence[Setting], first: str = "setting") -> str:
         cells = [f"`{s.name}`", default, s.doc, f"`{s.check_id}`"]
         rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+class SectionSettings:
+    """Attribute access to the dict ``settings.QUOTAS[section]`` with the defaults of ``described`` filled in.
+
+    Looked up on every access, so ``override_settings`` works and nothing is captured at import time. A key
+    given there replaces its default as a whole (a dict-valued key too).
+    """
+
+    def __init__(self, section: str, described: Iterable[Setting]) -> None:
+        self._section = section
+        self._defaults = defaults(described)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._defaults:
+            raise AttributeError(f"Invalid QUOTAS[{self._section!r}] setting: {name!r}")
+        user = self.user_settings()
+        return user.get(name, self._defaults[name]) if isinstance(user, dict) else self._defaults[name]
+
+    def user_settings(self) -> Any:
+        """The project's section, raw (for checks): ``QUOTAS[section]``, else ``{}``."""
+        quotas = getattr(settings, "QUOTAS", None)
+        value = quotas.get(self._section) if isinstance(quotas, dict) else None
+        return value if value is not None else {}

@@ -25,8 +25,8 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from quotas.contract.connect import STORE_ERRORS, connect
-from quotas.contract.keys import client_keys, client_tag, encode_part, is_client_tag, multipliers_key
-from quotas.contract.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter, parse_multipliers
+from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
+from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import authenticate_key, hash_api_key
@@ -43,8 +43,6 @@ from quotas.store.usage_hashes import (
     RETENTION_DAYS,
     Counters,
     RowKey,
-    Snapshot,
-    add_hash,
     readable_days,
 )
 
@@ -55,17 +53,12 @@ __all__ = [
     "NEAR",
     "RETENTION_DAYS",
     "STORE_ERRORS",
-    "USAGE_COUNTERS",
     "USAGE_TTL_DAYS",
     "Counters",
     "RowKey",
-    "Snapshot",
-    "UsageCounter",
-    "add_hash",
     "address_group",
     "authenticate_key_now",
     "back_office",
-    "client_keys",
     "client_tag",
     "connect",
     "encode_part",
@@ -112,12 +105,10 @@ def rules_changed() -> None:
 def plan_multiplier(plan_id: int) -> float:
     """The adaptive multiplier published for ``plan_id`` now (1.0: none), read where the runtime reads it.
     Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
-    runtime = get_runtime()
     try:
-        raw = runtime.redis.get(runtime.multipliers.key)
+        return get_runtime().back_office.multipliers().get(plan_id, 1.0)
     except STORE_ERRORS as exc:
         raise StoreUnavailable(f"reading the multipliers failed: {exc}") from exc
-    return parse_multipliers(raw).get(plan_id, 1.0)
 
 
 def subscriber_for_key(key_hash: str) -> Subscriber | None:

@@ -23,10 +23,10 @@ import shutil
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from config.embedded_redis import RedisServer, free_port
 from tests.checkout import copy_checkout
 from tests.clock import avoid_window_edge
 from tests.conftest import skip_or_fail
+from tests.doc_blocks import doc_block
 from tests.notifications import conftest as notification_fixtures
 from tests.notifications.conftest import Receiver
 from tests.notifications.test_webhooks import documented_verifier
@@ -114,14 +115,6 @@ OWN_SETTINGS = """
 # --- added by tests/test_fresh_project.py, not from the docs: the project's own plans and usage apps ---
 INSTALLED_APPS += ["shop.plans", "shop.usage"]
 """
-
-
-def docs_snippet(name: str, page: Path = GETTING_STARTED) -> str:
-    """The Python block of ``page`` (Getting started by default) between ``<!-- name:start/end -->``, verbatim."""
-    text = page.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name}:start -->\n```python\n(.*?)```\n<!-- {name}:end -->", text, re.DOTALL)
-    assert found, f"{page.name} has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
-    return found.group(1)
 
 
 def clean_env(venv: Path | None = None, **extra: str) -> dict[str, str]:
@@ -218,6 +211,20 @@ class Project:
         assert result.returncode == 0, f"manage.py {' '.join(args)}:\n{result.stdout}{result.stderr}"
         return result.stdout
 
+    def add_celery(self) -> None:
+        """The Operations page's Celery app, its import in the package and its settings (``fresh`` for
+        ``mysite``)."""
+        (self.path / "fresh/celery.py").write_text(doc_block(OPERATIONS, "celery-app").replace("mysite", "fresh"))
+        self.append("fresh/__init__.py", doc_block(OPERATIONS, "celery-init"))
+        self.append("fresh/settings.py", doc_block(OPERATIONS, "celery-settings"))
+
+    def pip_install(self, page: Path, name: str) -> None:
+        """The ``pip install`` line of ``page``'s block ``name``, with this virtualenv's pip (first on PATH)."""
+        (line,) = doc_block(page, name, "sh").splitlines()
+        installed = run(shlex.split(line), self.path, PIP_TIMEOUT, self.env())
+        if installed.returncode != 0:
+            pip_failed(line, installed)
+
     def add_own_apps(self) -> None:
         """The project's own apps of :data:`OWN_APPS` (package ``shop``), installed, without migrations yet."""
         for label in OWN_APPS:
@@ -227,6 +234,38 @@ class Project:
                 (app / module).write_text(text.format(label=label, model=OWN_MODELS[label]), encoding="utf-8")
         (self.path / "shop/__init__.py").write_text("", encoding="utf-8")
         self.append("fresh/settings.py", OWN_SETTINGS)
+
+
+@contextmanager
+def started(project: Project, lines: dict[str, str], env: dict[str, str], logs: Path) -> Iterator[Callable[[], None]]:
+    """The commands ``lines`` (name -> command line) running in ``project``, each logging to ``logs/<name>.log``;
+    yields a check that every one still runs, and stops them all on the way out."""
+    files = {name: (logs / f"{name}.log").open("w") for name in lines}
+    processes = {
+        name: subprocess.Popen(["bash", "-c", "exec " + line], cwd=project.path, env=env, stdout=files[name],
+                               stderr=subprocess.STDOUT)
+        for name, line in lines.items()
+    }  # fmt: skip
+
+    def alive() -> None:
+        dead = [name for name, process in processes.items() if process.poll() is not None]
+        assert not dead, {name: (logs / f"{name}.log").read_text()[-3000:] for name in dead}
+
+    try:
+        yield alive
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            process.wait(timeout=60)
+        for file in files.values():
+            file.close()
+
+
+def celery_lines() -> dict[str, str]:
+    """The Operations page's worker and beat commands, for the project ``fresh``."""
+    worker, beat = doc_block(OPERATIONS, "celery-run", "sh").replace("mysite", "fresh").splitlines()
+    return {"worker": worker, "beat": beat}
 
 
 @pytest.fixture
@@ -243,12 +282,12 @@ def new_project(venv: Path, tmp_path: Path, redis_server: RedisServer, *snippets
     started = run([venv / "bin/django-admin", "startproject", "fresh", site], site, 120, clean_env(venv))
     assert started.returncode == 0, started.stderr
     project = Project(venv, site)
-    project.append("fresh/settings.py", docs_snippet("fresh-project-settings"))
+    project.append("fresh/settings.py", doc_block(GETTING_STARTED, "fresh-project-settings"))
     project.append("fresh/settings.py", TEST_SETTINGS.format(redis_url=redis_server.url))
     (site / "fresh/ping.py").write_text(PING_VIEW, encoding="utf-8")
     project.append("fresh/urls.py", TEST_URLS)
     for relative, marker in snippets:
-        project.append(relative, docs_snippet(marker, OPERATIONS))
+        project.append(relative, doc_block(OPERATIONS, marker))
     shutil.copy(PROBE, site / PROBE.name)
     migrated = project.manage("migrate", "--noinput")
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
@@ -281,7 +320,7 @@ def drf_project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Projec
     assert started.returncode == 0, started.stderr
     project = Project(venv, site)
     project.append("fresh/settings.py", EXISTING_DRF)
-    project.append("fresh/settings.py", docs_snippet("existing-drf-settings"))
+    project.append("fresh/settings.py", doc_block(GETTING_STARTED, "existing-drf-settings"))
     project.append("fresh/settings.py", f'QUOTAS["REDIS_URL"] = {redis_server.url!r}  # the session\'s Redis\n')
     (site / "fresh/ping.py").write_text(PING_VIEW, encoding="utf-8")
     project.append("fresh/urls.py", TEST_URLS)
@@ -316,19 +355,11 @@ def port_open(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def page_shell(name: str) -> str:
-    """The ```sh block of Getting started between ``<!-- name:start/end -->`` (in a list item: dedented)."""
-    text = GETTING_STARTED.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name}:start -->\n *```sh\n(.*?) *```\n *<!-- {name}:end -->", text, re.DOTALL)
-    assert found, f"getting-started.md has no ```sh block between <!-- {name}:start --> and <!-- {name}:end -->"
-    return textwrap.dedent(found.group(1))
-
-
 def test_the_check_that_it_works_steps_run_as_written(project: Project):
     """Getting started's "Check that it works": the doctor finds no error, and the curl loop against the
     project's runserver prints 200s until the anonymous rate (3/min here) is spent, then 429s; the headers
     line shows the refusal's Retry-After, RateLimit fields and problem+json."""
-    doctor = run(["bash", "-ec", page_shell("verify-doctor")], project.path, 300, project.env())
+    doctor = run(["bash", "-ec", doc_block(GETTING_STARTED, "verify-doctor", "sh")], project.path, 300, project.env())
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "\nerror " not in doctor.stdout, doctor.stdout
     port = free_port()
@@ -343,7 +374,9 @@ def test_the_check_that_it_works_steps_run_as_written(project: Project):
             assert time.monotonic() < deadline, "runserver did not listen within a minute"
             time.sleep(0.1)
         avoid_window_edge(60, needed=15)  # 62 requests inside one minute of the 3/min window
-        loop = page_shell("verify-loop").replace("http://127.0.0.1:8000", f"http://127.0.0.1:{port}")
+        loop = doc_block(GETTING_STARTED, "verify-loop", "sh").replace(
+            "http://127.0.0.1:8000", f"http://127.0.0.1:{port}"
+        )
         result = run(["bash", "-ec", loop], project.path, 120, project.env())
     finally:
         server.terminate()
@@ -429,8 +462,8 @@ def test_every_plans_admin_page_and_action_answers_without_a_server_error(projec
 def test_the_usage_api_answers_once_usage_is_added(project: Project):
     """With the Getting started page's usage lines added (app and URLs), migrate works and the usage API answers a key
     holder with its report and standing, and an anonymous caller with a 401 problem."""
-    project.append("fresh/settings.py", docs_snippet("fresh-project-usage-settings"))
-    project.append("fresh/urls.py", docs_snippet("fresh-project-usage-urls"))
+    project.append("fresh/settings.py", doc_block(GETTING_STARTED, "fresh-project-usage-settings"))
+    project.append("fresh/urls.py", doc_block(GETTING_STARTED, "fresh-project-usage-urls"))
     checked = project.manage("check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     migrated = project.manage("migrate", "--noinput")
@@ -452,7 +485,7 @@ def test_our_apps_install_beside_the_projects_own_plans_and_usage_apps(project: 
     """A project with apps of its own labelled ``plans`` and ``usage`` (each with a model named like ours and an
     admin page) installs ours beside them: ``check`` passes, their migrations are made and applied with ours,
     ``makemigrations`` then finds nothing to do, and each app has its own tables and admin pages."""
-    project.append("fresh/settings.py", docs_snippet("fresh-project-usage-settings"))
+    project.append("fresh/settings.py", doc_block(GETTING_STARTED, "fresh-project-usage-settings"))
     project.add_own_apps()
     project.ok("check")
     project.ok("makemigrations", *OWN_APPS)
@@ -495,38 +528,17 @@ def test_the_operations_page_mounts_the_views(venv_adaptive: Path, tmp_path: Pat
     assert result["staff"]["/api/v1/usage/"] == 200
 
 
-def page_block(name: str, page: Path, language: str) -> str:
-    """The ```language block of ``page`` between ``<!-- name:start/end -->``, verbatim."""
-    text = page.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name}:start -->\n```{language}\n(.*?)```\n<!-- {name}:end -->", text, re.DOTALL)
-    assert found, f"{page.name} has no ```{language} block between <!-- {name}:start --> and <!-- {name}:end -->"
-    return found.group(1)
-
-
 def test_the_celery_lines_run_a_worker_and_one_beat(venv_adaptive: Path, tmp_path: Path, redis_server: RedisServer):
     """The Operations page's broker transport, Celery app, its import in the package, its settings and its two
     commands, in a new startproject (package ``fresh`` for the page's ``mysite``): the worker runs
     adaptive.control as beat sends it every 5 s, and usage.flush when asked."""
     project = new_project(venv_adaptive, tmp_path, redis_server, ("fresh/settings.py", "fresh-project-ops-settings"))
-    (project.path / "fresh/celery.py").write_text(
-        page_block("celery-app", OPERATIONS, "python").replace("mysite", "fresh")
-    )
-    project.append("fresh/__init__.py", page_block("celery-init", OPERATIONS, "python"))
-    project.append("fresh/settings.py", page_block("celery-settings", OPERATIONS, "python"))
+    project.add_celery()
     broker = redis_server.url.rsplit("/", 1)[0] + "/1"  # the session's Redis, a database of its own
     project.append("fresh/settings.py", f"CELERY_BROKER_URL = {broker!r}  # the test's, not the page's\n")
-    (install,) = page_block("celery-install", OPERATIONS, "sh").splitlines()
-    installed = run(shlex.split(install), project.path, PIP_TIMEOUT, project.env())  # the venv's pip, on PATH
-    if installed.returncode != 0:
-        pip_failed(install, installed)
+    project.pip_install(OPERATIONS, "celery-install")
     project.ok("check")
-    worker_line, beat_line = page_block("celery-run", OPERATIONS, "sh").replace("mysite", "fresh").splitlines()
-    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("worker", "beat")}
-    processes = [
-        subprocess.Popen(line.split(), cwd=project.path, env=project.env(), stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, line in (("worker", worker_line), ("beat", beat_line))
-    ]
-    try:
+    with started(project, celery_lines(), project.env(), tmp_path) as alive:
         called = run(
             [project.venv / "bin/celery", "-A", "fresh", "call", "usage.flush"], project.path, 60, project.env()
         )
@@ -540,16 +552,9 @@ def test_the_celery_lines_run_a_worker_and_one_beat(venv_adaptive: Path, tmp_pat
             }
             if all(done.values()):
                 break
-            assert all(p.poll() is None for p in processes), worker_log + (tmp_path / "beat.log").read_text()
+            alive()
             assert time.monotonic() < deadline, f"not run within 2 minutes: {done}\n{worker_log[-3000:]}"
             time.sleep(0.5)
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
-        for log in logs.values():
-            log.close()
     assert "Sending due task adaptive-control (adaptive.control)" in (tmp_path / "beat.log").read_text()
 
 
@@ -612,8 +617,8 @@ def test_the_drf_migration_steps_keep_every_rate(venv: Path, tmp_path: Path, red
     the same statuses after the guide's two steps, now with the RateLimit headers."""
     project = bare_project(venv, tmp_path)
     project.append("fresh/settings.py", 'INSTALLED_APPS += ["rest_framework"]\n')
-    project.append("fresh/settings.py", page_block("migrate-drf-before", MIGRATING, "python"))
-    (project.path / "fresh/throttles.py").write_text(page_block("migrate-drf-views-before", MIGRATING, "python"))
+    project.append("fresh/settings.py", doc_block(MIGRATING, "migrate-drf-before", "python"))
+    (project.path / "fresh/throttles.py").write_text(doc_block(MIGRATING, "migrate-drf-views-before", "python"))
     (project.path / "fresh/drf_views.py").write_text(MIGRATION_DRF_VIEWS)
     project.append("fresh/urls.py", MIGRATION_DRF_URLS)
     project.ok("check")
@@ -622,9 +627,9 @@ def test_the_drf_migration_steps_keep_every_rate(venv: Path, tmp_path: Path, red
         "ping": [200, 200, 200, 429], "upload": [200, 200, 429], "burst": [200, 200, 200, 200, 429],
         "tenant": [200, 200, 429, 200],
     }, before  # fmt: skip
-    project.append("fresh/settings.py", page_block("migrate-drf-after", MIGRATING, "python"))
+    project.append("fresh/settings.py", doc_block(MIGRATING, "migrate-drf-after", "python"))
     project.append("fresh/settings.py", f'QUOTAS["REDIS_URL"] = {redis_server.url!r}  # the session\'s Redis\n')
-    (project.path / "fresh/throttles.py").write_text(page_block("migrate-drf-views-after", MIGRATING, "python"))
+    (project.path / "fresh/throttles.py").write_text(doc_block(MIGRATING, "migrate-drf-views-after", "python"))
     project.ok("check")
     after = project.probe("migration_drf")
     assert {name: answers["statuses"] for name, answers in after.items()} == {
@@ -642,14 +647,14 @@ def test_the_django_ratelimit_migration_keeps_every_rate(venv: Path, tmp_path: P
     if installed.returncode != 0:
         pip_failed("pip install django-ratelimit", installed)
     project = bare_project(venv, tmp_path)
-    (project.path / "fresh/rl_views.py").write_text(page_block("migrate-ratelimit-before", MIGRATING, "python"))
+    (project.path / "fresh/rl_views.py").write_text(doc_block(MIGRATING, "migrate-ratelimit-before", "python"))
     project.append("fresh/urls.py", MIGRATION_RATELIMIT_URLS)
     project.ok("check")
     before = project.probe("migration_ratelimit")
     assert before == {"statuses": [200, 200, 200, 403], "headers": False, "limited": [False, False, True]}
-    project.append("fresh/settings.py", page_block("migrate-ratelimit-settings", MIGRATING, "python"))
+    project.append("fresh/settings.py", doc_block(MIGRATING, "migrate-ratelimit-settings", "python"))
     project.append("fresh/settings.py", f'QUOTAS["REDIS_URL"] = {redis_server.url!r}  # the session\'s Redis\n')
-    (project.path / "fresh/rl_views.py").write_text(page_block("migrate-ratelimit-after", MIGRATING, "python"))
+    (project.path / "fresh/rl_views.py").write_text(doc_block(MIGRATING, "migrate-ratelimit-after", "python"))
     project.ok("check")
     after = project.probe("migration_ratelimit")
     assert after == {"statuses": [200, 200, 200, 429], "headers": True, "limited": [False, False, True]}
@@ -662,7 +667,8 @@ DEPLOYMENT = ROOT / "docs" / "deployment.md"
 @pytest.fixture
 def postgres_database() -> Iterator[dict[str, str]]:
     """A new database on the machine's PostgreSQL (dropped afterwards), as the deployment's DB_* variables."""
-    psycopg = pytest.importorskip("psycopg")
+    import psycopg  # pinned in requirements.txt: its absence is a broken install, not a reason to skip
+
     name = f"deploy_{os.getpid()}_{int(time.time())}"
     try:
         admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True, connect_timeout=5)
@@ -699,18 +705,11 @@ def test_the_production_deployment_runs_as_written(
         venv_adaptive, tmp_path, redis_server,
         ("fresh/settings.py", "fresh-project-ops-settings"), ("fresh/urls.py", "fresh-project-ops-urls"),
     )  # fmt: skip
-    (project.path / "fresh/celery.py").write_text(
-        page_block("celery-app", OPERATIONS, "python").replace("mysite", "fresh")
-    )
-    project.append("fresh/__init__.py", page_block("celery-init", OPERATIONS, "python"))
-    project.append("fresh/settings.py", page_block("celery-settings", OPERATIONS, "python"))
-    (install,) = page_block("deploy-install", DEPLOYMENT, "sh").splitlines()
-    installed = run(shlex.split(install), project.path, PIP_TIMEOUT, project.env())
-    if installed.returncode != 0:
-        pip_failed(install, installed)
-    project.append("fresh/settings.py", page_block("deploy-settings", DEPLOYMENT, "python"))
+    project.add_celery()
+    project.pip_install(DEPLOYMENT, "deploy-install")
+    project.append("fresh/settings.py", doc_block(DEPLOYMENT, "deploy-settings", "python"))
     port = free_port()
-    gunicorn_conf = page_block("deploy-gunicorn", DEPLOYMENT, "python")
+    gunicorn_conf = doc_block(DEPLOYMENT, "deploy-gunicorn", "python")
     (project.path / "gunicorn.conf.py").write_text(gunicorn_conf.replace("0.0.0.0:8000", f"127.0.0.1:{port}"))
     env = {
         **project.env(), **postgres_database, "SECRET_KEY": "deployment-test-" + "x" * 40,
@@ -718,22 +717,18 @@ def test_the_production_deployment_runs_as_written(
         "CELERY_BROKER_URL": redis_server.url.rsplit("/", 1)[0] + "/1",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
     }  # fmt: skip
-    release = run(["bash", "-ec", page_block("deploy-release", DEPLOYMENT, "sh")], project.path, 300, env)
+    release = run(["bash", "-ec", doc_block(DEPLOYMENT, "deploy-release", "sh")], project.path, 300, env)
     assert release.returncode == 0, release.stdout[-3000:] + release.stderr[-3000:]
-    procfile = dict(line.split(": ", 1) for line in page_block("deploy-procfile", DEPLOYMENT, "").splitlines())
+    procfile = dict(line.split(": ", 1) for line in doc_block(DEPLOYMENT, "deploy-procfile", "").splitlines())
     assert set(procfile) == {"web", "worker", "beat"}
-    logs = {name: (tmp_path / f"{name}.log").open("w") for name in procfile}
-    processes = {
-        name: subprocess.Popen(["bash", "-c", "exec " + line.replace("mysite", "fresh")], cwd=project.path, env=env,
-                               stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, line in procfile.items()
-    }  # fmt: skip
-    try:
+    lines = {name: line.replace("mysite", "fresh") for name, line in procfile.items()}
+    with started(project, lines, env, tmp_path) as alive:
         deadline = time.monotonic() + 120
         while not port_open(port) or (tmp_path / "worker.log").read_text().find("adaptive.control") < 0:
-            dead = [name for name, process in processes.items() if process.poll() is not None]
-            assert not dead, {name: (tmp_path / f"{name}.log").read_text()[-3000:] for name in dead}
-            assert time.monotonic() < deadline, {name: (tmp_path / f"{name}.log").read_text()[-2000:] for name in logs}
+            alive()
+            assert time.monotonic() < deadline, {
+                name: (tmp_path / f"{name}.log").read_text()[-2000:] for name in procfile
+            }
             time.sleep(0.5)
         assert http_get(port, "/healthz")[0] == 200
         avoid_window_edge(60, needed=5)
@@ -744,13 +739,6 @@ def test_the_production_deployment_runs_as_written(
         while not re.search(r"Task adaptive\.control\[[^\]]+\] succeeded", (tmp_path / "worker.log").read_text()):
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
             time.sleep(0.5)
-    finally:
-        for process in processes.values():
-            process.terminate()
-        for process in processes.values():
-            process.wait(timeout=60)
-        for log in logs.values():
-            log.close()
 
 
 #: The real HTTP receiver of the notification tests, as the fixture ``webhook_receiver``.
@@ -770,13 +758,9 @@ def test_a_real_worker_and_beat_deliver_a_signed_webhook(
     if installed.returncode != 0:
         pip_failed("pip install [notifications]", installed)
     project = new_project(venv_adaptive, tmp_path, redis_server, ("fresh/settings.py", "fresh-project-ops-settings"))
-    (project.path / "fresh/celery.py").write_text(
-        page_block("celery-app", OPERATIONS, "python").replace("mysite", "fresh")
-    )
-    project.append("fresh/__init__.py", page_block("celery-init", OPERATIONS, "python"))
-    project.append("fresh/settings.py", page_block("celery-settings", OPERATIONS, "python"))
-    project.append("fresh/settings.py", page_block("notifications-settings", NOTIFICATIONS, "python"))
-    project.append("fresh/urls.py", page_block("notifications-urls", NOTIFICATIONS, "python"))
+    project.add_celery()
+    project.append("fresh/settings.py", doc_block(NOTIFICATIONS, "notifications-settings", "python"))
+    project.append("fresh/urls.py", doc_block(NOTIFICATIONS, "notifications-urls", "python"))
     broker = redis_server.url.rsplit("/", 1)[0] + "/1"
     project.append(
         "fresh/settings.py",
@@ -786,10 +770,7 @@ CELERY_BROKER_URL = {broker!r}
 QUOTAS["NOTIFICATIONS"] = {{"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True}}
 """,
     )
-    (install,) = page_block("celery-install", OPERATIONS, "sh").splitlines()
-    installed = run(shlex.split(install), project.path, PIP_TIMEOUT, project.env())
-    if installed.returncode != 0:
-        pip_failed(install, installed)
+    project.pip_install(OPERATIONS, "celery-install")
     project.ok("migrate", "--noinput")
     project.ok("check")
     receiver = webhook_receiver
@@ -799,25 +780,12 @@ QUOTAS["NOTIFICATIONS"] = {{"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True}
     notify = json.loads(made.stdout.strip().splitlines()[-1])
     assert notify["statuses"] == [200, 200]
     assert receiver.requests == []  # nothing was sent by the requests themselves
-    worker_line, beat_line = page_block("celery-run", OPERATIONS, "sh").replace("mysite", "fresh").splitlines()
-    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("worker", "beat")}
-    processes = [
-        subprocess.Popen(line.split(), cwd=project.path, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, line in (("worker", worker_line), ("beat", beat_line))
-    ]
-    try:
+    with started(project, celery_lines(), env, tmp_path) as alive:
         deadline = time.monotonic() + 90
         while len(receiver.requests) < 2:
-            assert all(p.poll() is None for p in processes), (tmp_path / "worker.log").read_text()[-3000:]
+            alive()
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
             time.sleep(0.5)
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
-        for log in logs.values():
-            log.close()
     verify = documented_verifier()
     bodies = []
     for got in receiver.requests:

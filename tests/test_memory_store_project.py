@@ -10,7 +10,6 @@ second test moves the store's clock instead of sleeping.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.doc_blocks import doc_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,24 +59,13 @@ def ping(request):
 urlpatterns = [path("ping", ping)]
 """
 
-#: The Testing page's example, as a user copies it: the conftest.py and the test file.
-TESTING_PAGE = ROOT / "docs" / "testing.md"
-
-
-def page_snippet(name: str) -> str:
-    """The ```python block between ``<!-- name:start/end -->`` on the Testing page (in a list item: dedented)."""
-    text = TESTING_PAGE.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name}:start -->\n *```python\n(.*?) *```\n *<!-- {name}:end -->", text, re.DOTALL)
-    assert found, f"testing.md has no ```python block between <!-- {name}:start --> and <!-- {name}:end -->"
-    return textwrap.dedent(found.group(1))
-
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "adopter_settings.py").write_text(textwrap.dedent(SETTINGS))
     (tmp_path / "adopter_urls.py").write_text(textwrap.dedent(URLS))
-    (tmp_path / "conftest.py").write_text(page_snippet("testing-conftest"))
-    (tmp_path / "test_adopter.py").write_text(page_snippet("testing-example"))
+    (tmp_path / "conftest.py").write_text(doc_block("testing.md", "testing-conftest"))
+    (tmp_path / "test_adopter.py").write_text(doc_block("testing.md", "testing-example"))
     (tmp_path / "pytest.ini").write_text("[pytest]\nDJANGO_SETTINGS_MODULE = adopter_settings\n")
     return tmp_path
 

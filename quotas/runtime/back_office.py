@@ -12,6 +12,7 @@ Every call raises what the client raises (``quotas.contract.connect.STORE_ERRORS
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -65,9 +66,8 @@ class BackOffice:
         """The usage rows of ``days`` as Redis holds them now: every client's, or only ``client``'s."""
         return read_rows(self._redis, self.prefix, days, client) if days else {}
 
-    def usage_snapshots(self, days: list[date], batch_size: int) -> Any:
-        """Every usage hash of ``days`` in atomic snapshots of ``batch_size`` keys (an iterator of
-        :class:`~quotas.store.usage_hashes.Snapshot`), for the flush."""
+    def usage_snapshots(self, days: list[date], batch_size: int) -> Iterator[Snapshot]:
+        """Every usage hash of ``days`` in atomic snapshots of ``batch_size`` keys, for the flush."""
         return snapshots(self._redis, self.prefix, days, batch_size)
 
     def history(self, resolution: Resolution, start: datetime, end: datetime) -> list[HistoryBucket]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import skip_or_fail
+from tests.doc_blocks import doc_block
 from usage.flush import flush_usage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,18 +93,10 @@ def test_every_series_the_rules_and_the_dashboard_query_is_exported(client, set_
     assert {"quota_decisions_total", "quota_usage_flush_lag_seconds", "quota_active_bans"} <= queried
 
 
-def docs_yaml(name: str) -> str:
-    """The ```yaml block of docs/operations.md between ``<!-- name:start/end -->``."""
-    page = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name}:start -->\n```yaml\n(.*?)```\n<!-- {name}:end -->", page, re.DOTALL)
-    assert found, f"operations.md has no ```yaml block between <!-- {name}:start --> and <!-- {name}:end -->"
-    return found.group(1)
-
-
 def test_the_documented_prometheus_and_alertmanager_configs_are_valid(tmp_path: Path):
     """The operations page's prometheus.yml (its rule file and token file put where it says, under a temporary
     root) passes `promtool check config`, rules included; its alertmanager.yml passes `amtool check-config`."""
-    config = docs_yaml("prometheus-config").replace("/etc/", f"{tmp_path}/etc/")
+    config = doc_block("operations.md", "prometheus-config", "yaml").replace("/etc/", f"{tmp_path}/etc/")
     (tmp_path / "etc/prometheus/rules").mkdir(parents=True)
     shutil.copy(RULES, tmp_path / "etc/prometheus/rules/prometheus-alerts.yml")
     (tmp_path / "etc/prometheus/quota-metrics-token").write_text("a-token\n")
@@ -114,7 +107,7 @@ def test_the_documented_prometheus_and_alertmanager_configs_are_valid(tmp_path: 
     amtool = shutil.which("amtool")
     if amtool is None:
         skip_or_fail("amtool is not installed (Debian: apt-get install prometheus-alertmanager)")
-    (tmp_path / "alertmanager.yml").write_text(docs_yaml("alertmanager-config"))
+    (tmp_path / "alertmanager.yml").write_text(doc_block("operations.md", "alertmanager-config", "yaml"))
     routed = subprocess.run(
         [amtool, "check-config", str(tmp_path / "alertmanager.yml")], capture_output=True, text=True, timeout=60,
         check=False,
