@@ -69,7 +69,8 @@ DEFAULT = Profile("default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200,
 
 #: What ``--only`` accepts: the key each section's results are stored under ("commands" includes the flood).
 SECTIONS = (
-    "latency", "hot", "redis_cost", "http", "commands", "memory", "acl", "connections", "concurrency", "scale",
+    "latency", "hot", "traffic", "redis_cost", "http", "traffic_http", "commands", "memory", "acl", "connections",
+    "concurrency", "scale",
 )  # fmt: skip
 
 
@@ -158,7 +159,7 @@ def _timed_sections(
     results: dict[str, Any], profile: Profile, redis_url: str, admin: redis.Redis, only: tuple[str, ...]
 ) -> None:
     """The sections whose figures are timings on this machine, first (before the others load Redis)."""
-    from . import hot, http_load, inprocess, redis_cost
+    from . import hot, http_load, inprocess, redis_cost, traffic, traffic_http
 
     if "latency" in only:
         step("1-2. in-process cost per request and bare GET")
@@ -167,6 +168,10 @@ def _timed_sections(
     if "hot" in only:
         step("11. one busy client far below its limit, in process: own cost and Redis calls per request")
         results["hot"] = hot.run(profile.rounds, profile.requests_per_round, profile.warmup)
+
+    if "traffic" in only:
+        step("12. a real API's traffic in process: 10,000 Zipf clients, three windows, each peer as its users would")
+        results["traffic"] = traffic.run(redis_url, profile.rounds, profile.requests_per_round, profile.warmup)
 
     if "redis_cost" in only:
         step("10. Redis CPU and script time per allowed decision, beside limits, on each Redis version")
@@ -178,6 +183,13 @@ def _timed_sections(
         )
         admin.flushall()
         results["http"] = http_load.run(redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup)
+
+    if "traffic_http" in only:
+        step("12. a real API's traffic over HTTP through gunicorn: 10,000 Zipf clients, each peer as its users would")
+        admin.flushall()
+        results["traffic_http"] = traffic_http.run(
+            redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup
+        )
 
 
 def memory_per_client(admin: redis.Redis, profile: Profile, *, deadline: float) -> list[dict[str, Any]]:

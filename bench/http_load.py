@@ -94,14 +94,14 @@ class Server:
             self.process.wait(timeout=10)
 
 
-def _env(tmp: Path, redis_url: str) -> dict[str, str]:
+def server_env(tmp: Path, redis_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "METRICS_TOKEN")}
     env.update(SQLITE_PATH=str(tmp / "db.sqlite3"), REDIS_URL=redis_url, DEBUG="false", PYTHONUNBUFFERED="1")
     env.update(PLAIN_HTTP)  # plain HTTP on loopback, as `make run` serves: no redirect to https://
     return env
 
 
-def _setup_database(env: dict[str, str]) -> dict[str, Any]:
+def setup_database(env: dict[str, str]) -> dict[str, Any]:
     """Migrate and seed the bench database; return the clients :mod:`bench.http_setup` printed."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.http_setup"],
@@ -117,28 +117,29 @@ def _setup_database(env: dict[str, str]) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _start(name: str, env: dict[str, str], tmp: Path) -> Server:
+def start_server(name: str, env: dict[str, str], tmp: Path, settings_module: str | None = None) -> Server:
+    """A gunicorn of ``config.wsgi`` named ``name``, with the settings of ``VARIANTS[name]`` unless given."""
     port = free_port()
     log = tmp / f"gunicorn-{name}.log"
     argv = [
         sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
         "--bind", f"127.0.0.1:{port}", "--workers", str(WORKERS), "--graceful-timeout", "2", "--no-control-socket",
     ]  # fmt: skip
-    server_env = {
+    process_env = {
         **env,
-        "DJANGO_SETTINGS_MODULE": VARIANTS[name],
+        "DJANGO_SETTINGS_MODULE": settings_module or VARIANTS[name],
         "PROMETHEUS_MULTIPROC_DIR": str(tmp / f"prometheus-{name}"),
     }
     if name == "quota":
-        server_env["METRICS_TOKEN"] = METRICS_TOKEN
+        process_env["METRICS_TOKEN"] = METRICS_TOKEN
     with log.open("wb") as out:
         process = subprocess.Popen(
-            argv, cwd=BASE_DIR, env=server_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=BASE_DIR, env=process_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     return Server(name, port, process, log)
 
 
-def _wait_ready(server: Server, headers: dict[str, str], timeout: float = 60.0) -> http.client.HTTPMessage:
+def wait_ready(server: Server, headers: dict[str, str], timeout: float = 60.0) -> http.client.HTTPMessage:
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError):
@@ -177,14 +178,14 @@ def run(redis_url: str, rounds: int, seconds: float, warmup: float) -> dict[str,
     """``rounds`` rotating runs of ``seconds`` per server and stream after ``warmup`` seconds each; the summary."""
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp_name:
         tmp = Path(tmp_name)
-        env = _env(tmp, redis_url)
-        clients = _setup_database(env)
+        env = server_env(tmp, redis_url)
+        clients = setup_database(env)
         # Only bench.settings_limits reads it: the peer refuses the denied plan's clients at the same rate.
         env["BENCH_LIMITS_PLAN_RATES"] = json.dumps({str(clients["denied_plan_id"]): clients["denied_rate"]})
         headers = {stream: {"X-API-Key": clients[f"{stream}_key"]} for stream in STREAMS}
-        servers = {name: _start(name, env, tmp) for name in VARIANTS}
+        servers = {name: start_server(name, env, tmp) for name in VARIANTS}
         try:
-            seen = {name: _wait_ready(server, headers["allowed"]) for name, server in servers.items()}
+            seen = {name: wait_ready(server, headers["allowed"]) for name, server in servers.items()}
             # QuotaThrottle must be on exactly one server (the peer's DRF 429s carry no RateLimit headers).
             if "RateLimit" not in seen["quota"] or any("RateLimit" in seen[n] for n in VARIANTS if n != "quota"):
                 raise HttpBenchError("QuotaThrottle's server sent no RateLimit header, or another server did")

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,10 +50,18 @@ def generator_name() -> str:
     return "wrk" if shutil.which("wrk") else "python"
 
 
-def run(port: int, path: str, headers: dict[str, str], duration: float, connections: int) -> LoadResult:
-    """One load run against ``http://127.0.0.1:port{path}``."""
-    if shutil.which("wrk"):
-        return _wrk(port, path, headers, duration, connections)
+def run(
+    port: int, path: str, headers: dict[str, str] | Sequence[dict[str, str]], duration: float, connections: int
+) -> LoadResult:
+    """One load run against ``http://127.0.0.1:port{path}``.
+
+    ``headers`` is every request's, or a sequence the requests take in turn (each Python client starting at
+    its own offset): many clients, one per header set. A sequence is sent by the Python clients only.
+    """
+    if isinstance(headers, dict):
+        if shutil.which("wrk"):
+            return _wrk(port, path, headers, duration, connections)
+        headers = [headers]
     return _python(port, path, headers, duration, connections)
 
 
@@ -93,16 +102,20 @@ def _wrk(port: int, path: str, headers: dict[str, str], duration: float, connect
     )
 
 
-def _client(port: int, path: str, headers: dict[str, str], deadline: float, out: Any) -> None:
-    """One forked client: requests one after another, a new connection each, until the deadline."""
+def _client(port: int, path: str, headers: Sequence[dict[str, str]], offset: int, deadline: float, out: Any) -> None:  # noqa: PLR0917
+    """One forked client, sending ``headers`` in turn from ``offset``: requests one after another, a new connection
+    each, until the deadline."""
     samples: list[int] = []
     statuses = Counter[int]()
     errors = 0
+    sent = offset
     while time.time() < deadline and len(samples) < MAX_REQUESTS_PER_CLIENT:
+        request_headers = headers[sent % len(headers)]
+        sent += 1
         start = time.perf_counter_ns()
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", path, headers=headers)
+            conn.request("GET", path, headers=request_headers)
             response = conn.getresponse()
             response.read()
             conn.close()
@@ -114,13 +127,14 @@ def _client(port: int, path: str, headers: dict[str, str], deadline: float, out:
     out.put((samples, statuses, errors))
 
 
-def _python(port: int, path: str, headers: dict[str, str], duration: float, connections: int) -> LoadResult:
+def _python(port: int, path: str, headers: Sequence[dict[str, str]], duration: float, connections: int) -> LoadResult:
     ctx = mp.get_context("fork")
     out = ctx.SimpleQueue()
     started = time.time()
+    offsets = [i * len(headers) // connections for i in range(connections)]
     procs = [
-        ctx.Process(target=_client, args=(port, path, headers, started + duration, out), daemon=True)
-        for _ in range(connections)
+        ctx.Process(target=_client, args=(port, path, headers, offset, started + duration, out), daemon=True)
+        for offset in offsets
     ]
     for proc in procs:
         proc.start()

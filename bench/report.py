@@ -88,6 +88,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
         out += _hot_targets(results["hot"])
     if "redis_cost" in results:
         out += _redis_cost_targets(results["redis_cost"])
+    out += _traffic_targets(results)
     for stream in HTTP_STREAMS:
         if stream in results.get("http", {}):
             s = results["http"][stream]
@@ -385,6 +386,69 @@ def _hot_section(hot: dict[str, Any]) -> str:
     return table(("variant, one busy client", "p50 us", "own us", "own / limits'", "Redis calls per request"), rows)
 
 
+TRAFFIC_LABELS = {
+    "baseline": "no throttle (baseline)",
+    "no_throttle": "no throttle (baseline)",
+    "quota": "QuotaThrottle, one limit of 3 windows",
+    "drf": "DRF, 3 stacked UserRateThrottles",
+    "django_ratelimit": "django-ratelimit, 3 stacked decorators",
+    "limits": "limits SWC, 3 hit() calls",
+}
+TRAFFIC_PEERS = ("drf", "django_ratelimit", "limits")
+
+
+def _traffic_targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    out = []
+    if "traffic" in results:
+        t = results["traffic"]
+        best = min(TRAFFIC_PEERS, key=lambda k: t[k]["own_median_us"])
+        ours, theirs = t["quota"]["own_median_us"], t[best]["own_median_us"]
+        out.append(
+            ("Zipf traffic in process: own cost p50 <= the best peer's", f"{ours:.1f} vs {theirs:.1f} us ({best})",
+             ours <= theirs)
+        )  # fmt: skip
+    if "traffic_http" in results:
+        t = results["traffic_http"]
+        best = max(TRAFFIC_PEERS, key=lambda k: t[k]["rps_share"])
+        ours, theirs = t["quota"]["rps_share"], t[best]["rps_share"]
+        out.append(
+            ("Zipf traffic over HTTP: req/s share of no throttle >= the best peer's",
+             f"{ours:.1%} vs {theirs:.1%} ({best})", ours >= theirs)
+        )  # fmt: skip
+    return out
+
+
+def _traffic_section(t: dict[str, Any]) -> str:
+    rows = [(TRAFFIC_LABELS["baseline"], f"{t['baseline']['median_us']:.1f}", f"{t['baseline']['p99_us']:.1f}",
+             "", "", "100%", "", "")]  # fmt: skip
+    for key in ("quota", *TRAFFIC_PEERS):
+        s = t[key]
+        rows.append(
+            (TRAFFIC_LABELS[key], f"{s['median_us']:.1f}", f"{s['p99_us']:.1f}", f"{s['own_median_us']:.1f}",
+             f"{s['own_p99_us']:.1f}", f"{s['rps_share']:.1%}", f"{s['redis_cpu_us']:.1f}", f"{s['round_trips']:.2f}")
+        )  # fmt: skip
+    headers = ("variant", "p50 us", "p99 us", "own p50", "own p99", "req/s share", "Redis CPU us/req", "round trips")
+    return table(headers, rows)
+
+
+def _traffic_http_section(t: dict[str, Any]) -> str:
+    rows = []
+    for key in ("no_throttle", "quota", *TRAFFIC_PEERS):
+        s = t[key]
+        rows.append(
+            (TRAFFIC_LABELS[key], f"{s['rps']:.0f}", f"{s['rps_share']:.1%}", f"{s['median_ms']:.2f}",
+             f"{s['p99_ms']:.2f}", f"{s['redis_cpu_us']:.1f}")
+        )  # fmt: skip
+    return table(("server", "req/s", "share", "p50 ms", "p99 ms", "Redis CPU us/req"), rows)
+
+
+def _traffic_mix(traffic: dict[str, Any]) -> str:
+    return (
+        f"{traffic['requests']:,} requests from {traffic['distinct_clients']:,} clients, the busiest "
+        f"{traffic['busiest_share']:.1%}, {traffic['repeat_share']:.0%} from a client seen before"
+    )
+
+
 def _redis_get_us(results: dict[str, Any]) -> float | None:
     """The median of a bare Redis GET (section 1-2), when it ran."""
     return results["latency"]["redis_get"]["median_us"] if "latency" in results else None
@@ -424,6 +488,12 @@ def render(results: dict[str, Any]) -> str:
             "11. One busy client far below its limit, in process (local allowances on; Redis calls include the\n"
             "     poller's background work)\n" + _hot_section(results["hot"])
         )
+    if "traffic" in results:
+        sections.append(
+            "12. A real API's traffic in process: 10,000 clients drawn from a Zipf distribution, three windows\n"
+            "     (per second, minute, day), each peer as its users would; "
+            f"{_traffic_mix(results['traffic']['traffic'])}\n" + _traffic_section(results["traffic"])
+        )
     if "redis_cost" in results:
         cost = results["redis_cost"]
         sections.append(
@@ -434,6 +504,13 @@ def render(results: dict[str, Any]) -> str:
     if "http" in results:
         title = "6. Over HTTP through gunicorn: QuotaThrottle, the best peer, no throttle"
         sections.append(f"{title}\n{_http_section(results['http'])}")
+    if "traffic_http" in results:
+        t = results["traffic_http"]
+        sections.append(
+            "12. A real API's traffic over HTTP through gunicorn (2 sync workers, one API key per client, Redis CPU\n"
+            f"     includes every server's idle background work): {_traffic_mix(t['traffic'])}\n"
+            + _traffic_http_section(t)
+        )
     if "scale" in results:
         sections.append(
             "9. Decisions per second one Redis process, and a 3-shard cluster, sustain "

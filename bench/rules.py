@@ -22,6 +22,7 @@ FIVE_LIMITS_SCOPE = "five"
 TEN_LIMITS_SCOPE = "ten"
 FLOOD_SCOPE = "flood"
 ONE_SWC_SCOPE = "one-swc"
+TRAFFIC_SCOPE = "traffic"
 
 #: The limit a flooding client is held to (section 3).
 FLOOD_RATE = "5/min"
@@ -80,6 +81,13 @@ TEN_LIMITS_AND_BUDGET: tuple[LimitRule, ...] = (
 
 FLOOD_LIMIT: LimitRule = _rule("flood", FLOOD_SCOPE, FLOOD_RATE, "fixed_window")
 
+#: The traffic section's plan (section 12): window name -> rate, in a syntax QuotaThrottle, DRF,
+#: django-ratelimit and limits all read. High enough that no client of the Zipf traffic is refused (the
+#: busiest sends about a tenth of all requests).
+TRAFFIC_RATES = {"second": "1000/second", "minute": "20000/minute", "day": "1000000/day"}
+#: The same plan as one QuotaThrottle limit of three rates: one decision, one script call.
+TRAFFIC_LIMIT: LimitRule = _rule("traffic", TRAFFIC_SCOPE, "; ".join(TRAFFIC_RATES.values()), "sliding_window_counter")
+
 
 class BenchBackend:
     """A rules backend with one default plan and no known subscribers."""
@@ -91,7 +99,7 @@ class BenchBackend:
             name="Bench",
             price=Decimal(0),
             priority=0,
-            limits=(ONE_LIMIT, ONE_SWC_LIMIT, *FIVE_LIMITS, *TEN_LIMITS_AND_BUDGET, FLOOD_LIMIT),
+            limits=(ONE_LIMIT, ONE_SWC_LIMIT, *FIVE_LIMITS, *TEN_LIMITS_AND_BUDGET, FLOOD_LIMIT, TRAFFIC_LIMIT),
         )
         return RuleSet([plan], default_plan_id=PLAN_ID)
 
