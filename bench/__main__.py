@@ -148,7 +148,7 @@ def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, .
 
     if "scale" in only:
         # Last: its own servers, and forked drivers that keep both cores busy.
-        step("9. decisions per second one Redis process / a 3-shard cluster sustains")
+        step("9. decisions per second one Redis process / a cluster of 1 and of 3 primaries sustains")
         results["scale"] = scale.run(profile.scale_max_drivers, profile.scale_seconds, profile.scale_warmup)
     admin.flushall()
     admin.close()

@@ -9,10 +9,11 @@ serve ``/api/demo/ping`` on one SQLite file and the bench Redis:
 - ``drf``, ``django_ratelimit``, ``limits``: each peer enforcing the same three
   windows as its users would (:mod:`bench.settings_traffic`).
 
-Every request carries the API key of a client drawn, in the same order for
-every server, from the Zipf sequence of :func:`bench.traffic.zipf_clients`
-(the Python load generator sends them in turn, each of its processes from its
-own offset). Every client authenticates with the project's
+Two streams, each sent to every server in the same order: ``zipf``, every
+request with the API key of a client drawn from the Zipf sequence of
+:func:`bench.traffic.zipf_clients`, and ``new_clients``, the 10,000 keys in
+turn, so every decision is a cold one (the Python load generator sends a
+stream's headers in turn, each of its processes from its own offset). Every client authenticates with the project's
 ``APIKeyAuthentication`` on every server, so they differ only by the limiter.
 Every answer must be 200. Per server: req/s as a share of the baseline's (the
 median over rounds of paired runs, as section 6), latency p50 and p99, and
@@ -46,6 +47,8 @@ SERVERS = {
     "django_ratelimit": "bench.settings_traffic",
     "limits": "bench.settings_traffic",
 }
+#: How far each round starts into a stream: more than one load process sends in a run (about 500 requests).
+ROUND_STEP = 600
 #: Requests in the Zipf sequence the load generator walks (more than any run sends).
 SEQUENCE = 200_000
 
@@ -90,39 +93,51 @@ def run(redis_url: str, rounds: int, seconds: float, warmup: float) -> dict[str,
         env = server_env(tmp, redis_url)
         setup_database(env)
         keys = _keys(env, tmp)
-        headers = [{"X-API-Key": keys[c]} for c in sequence]
+        streams = {
+            "zipf": [{"X-API-Key": keys[c]} for c in sequence],
+            # Every client in turn: each request a client's first in a while (the previous one was 10,000
+            # requests ago, seconds earlier), so every decision is a cold one.
+            "new_clients": [{"X-API-Key": key} for key in keys],
+        }
         servers = {
             name: start_server(name, {**env, "BENCH_TRAFFIC_PEER": name}, tmp, settings)
             for name, settings in SERVERS.items()
         }
         try:
             for server in servers.values():
-                wait_ready(server, headers[0])
+                wait_ready(server, streams["zipf"][0])
             for server in servers.values():
-                _load(server, headers, warmup, admin)
-            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in SERVERS}
+                _load(server, streams["zipf"], warmup, admin)
+            runs: dict[str, dict[str, list[dict[str, Any]]]] = {s: {n: [] for n in SERVERS} for s in streams}
             order = list(SERVERS)
             for r in range(rounds):
-                for name in order[r % len(order) :] + order[: r % len(order)]:
-                    runs[name].append(_load(servers[name], headers, seconds, admin))
+                for stream in streams if r % 2 == 0 else list(streams)[::-1]:
+                    # Each round from another place: a new client's key comes back to a server only rounds
+                    # (minutes) later, once every window of its last request has passed.
+                    start = r * ROUND_STEP % len(streams[stream])
+                    headers = streams[stream][start:] + streams[stream][:start]
+                    for name in order[r % len(order) :] + order[: r % len(order)]:
+                        runs[stream][name].append(_load(servers[name], headers, seconds, admin))
         finally:
             for server in servers.values():
                 server.stop()
             admin.close()
-    return _summarize(runs, rounds, seconds, spread(sequence[: sum(r["requests"] for r in runs["quota"])]))
-
-
-def _summarize(
-    runs: dict[str, list[dict[str, Any]]], rounds: int, seconds: float, traffic: dict[str, Any]
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
+    sent = sum(r["requests"] for r in runs["zipf"]["quota"])
+    return {
         "path": PATH,
         "connections": CONNECTIONS,
         "rounds": rounds,
         "seconds_per_run": seconds,
         "generator": "python",
-        "traffic": traffic,
+        "traffic": spread(sequence[:sent]),
+        **{stream: _summarize(by_name) for stream, by_name in runs.items()},
     }
+
+
+def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each server's figures in one stream; its share is the median over rounds of its req/s over the
+    baseline's in the same round (as section 6)."""
+    out: dict[str, Any] = {}
     baseline = runs["no_throttle"]
     for name, results in runs.items():
         requests = sum(r["requests"] for r in results)
