@@ -21,6 +21,7 @@ from quotas.contract.memory import is_memory_url, lua_available
 from quotas.exceptions import InvalidRate
 from quotas.formats.rates import parse_rates
 from quotas.identity.addresses import num_proxies
+from quotas.observability.otel import available as otel_available
 from quotas.setting import Setting
 from quotas.settings_spec import ADAPTIVE, SETTINGS
 
@@ -116,6 +117,20 @@ def check_memory_store(app_configs: Iterable[Any] | None = None, **kwargs: Any) 
             "and lupa is not installed.",
             "pip install 'django-quota-platform[memory]' (or lupa), or point REDIS_URL at a Redis.",
             58,
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def check_opentelemetry(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.E071: ``OPENTELEMETRY`` on without the OpenTelemetry API installed."""
+    if not quota_settings.OPENTELEMETRY or otel_available():
+        return []
+    return [
+        _error(
+            "QUOTAS['OPENTELEMETRY'] is on, and the OpenTelemetry API (opentelemetry-api) is not installed.",
+            "pip install 'django-quota-platform[opentelemetry]', or set QUOTAS['OPENTELEMETRY'] to False.",
+            71,
         )
     ]
 

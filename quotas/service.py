@@ -134,6 +134,7 @@ class _Call:
     usage: str
     cost: int
     plan: PlanRules | None
+    store_seconds: float = 0.0  # the store call's time (OpenTelemetry's span and histogram)
 
     @property
     def plan_slug(self) -> str | None:
@@ -172,10 +173,13 @@ def check(facts: Facts) -> Verdict:
         call = _prepare(facts, started)
         if isinstance(call, Verdict):
             return call
+        decide = call.decide_call()
+        sent = time.perf_counter()
         try:
-            decision = call.runtime.guard.decide_call(call.decide_call())
+            decision = call.runtime.guard.decide_call(decide)
         except StoreUnavailable:
             return _conclude(call, _fail(call))
+        call.store_seconds = time.perf_counter() - sent
         return _conclude(call, decision)
     except ProblemException as exc:  # a bad API key, a blocked address, rules the database cannot give
         return Verdict(refusal=exc, request=facts.request)
@@ -196,8 +200,11 @@ async def check_async(facts: Facts) -> Verdict:
         return Verdict(refusal=exc, request=facts.request)
     if isinstance(call, Verdict):
         return call
+    decide = call.decide_call()
+    sent = time.perf_counter()
     try:
-        decision: Decision | Verdict = await call.runtime.guard.adecide(call.decide_call())
+        decision: Decision | Verdict = await call.runtime.guard.adecide(decide)
+        call.store_seconds = time.perf_counter() - sent
     except StoreUnavailable:
         decision = _fail(call)
     return await sync_to_async(_conclude)(call, decision)
@@ -332,6 +339,7 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
     record_decision(
         facts.request, decision, client_tag=call.client.tag, plan=call.plan_slug, scope=facts.scope,
         started=call.started, history=runtime.history if facts.metered else None, refusals=runtime.refusals,
+        store_seconds=call.store_seconds,
     )  # fmt: skip
     verdict = _verdict(call, decision)
     verdict.refusal = (

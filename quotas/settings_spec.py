@@ -358,6 +358,15 @@ SETTINGS = (
         "(`'https://docs.example.com/problems/'`) or a path from the root, ending in `/`, `#` or `:`",
         hint="An absolute URI ('https://docs.example.com/problems/') or a path ('/problems/').",
     ),
+    # Off by default: with the API installed but no SDK configured, every span and measurement is the API's
+    # no-op, which still costs the request path a few microseconds.
+    Setting(
+        "OPENTELEMETRY", bool, False, check_id="quotas.E070",
+        doc="a span `quota.decision` per decision and OTel metrics beside the Prometheus ones, through the "
+        "OpenTelemetry API (the `opentelemetry` extra); exported only where the project configures an SDK (see "
+        "Operations, OpenTelemetry)",
+        hint="True or False; True needs pip install 'django-quota-platform[opentelemetry]'.",
+    ),
     section(
         "METRICS", METRICS, check_id="quotas.E034",
         doc="`/metrics` and the details of `/healthz`",

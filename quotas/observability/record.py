@@ -7,7 +7,9 @@ import time
 from typing import Any
 
 from quotas import metrics
+from quotas.conf import quota_settings
 from quotas.formats.acl import ACLRule
+from quotas.observability import otel
 from quotas.observability.history import History
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
 from quotas.observability.refusals import RefusalLog
@@ -29,7 +31,8 @@ def labels(decision: Decision) -> tuple[str, str]:
     return "denied", "rate"
 
 
-def record_decision(
+# Keyword-only beyond the decision: what the service knows of one decision, each read by one record.
+def record_decision(  # noqa: PLR0913
     request: Any,
     decision: Decision,
     *,
@@ -39,11 +42,17 @@ def record_decision(
     started: float,
     history: History | None = None,
     refusals: RefusalLog | None = None,
+    store_seconds: float = 0.0,
 ) -> None:
-    """Count the decision (metrics, and the runtime's ``history``), and write audit lines for a refusal
-    (noted in the runtime's ``refusals`` too) or a new ban."""
+    """Count the decision (metrics, OpenTelemetry when on, and the runtime's ``history``), and write audit
+    lines for a refusal (noted in the runtime's ``refusals`` too) or a new ban. ``store_seconds``: the time
+    the store call took (0 when none was made)."""
     outcome, reason = labels(decision)
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
+    if quota_settings.OPENTELEMETRY:
+        otel.record(
+            plan, scope, outcome, reason, windows=len(decision.states), started=started, store_seconds=store_seconds
+        )
     if history is not None:
         history.note(plan, scope, outcome, reason, client_tag, at=time.time())
     if decision.ban_started:
@@ -70,6 +79,8 @@ def record_acl(
     allowed, entry_id = not entry.is_deny, entry.id
     outcome, reason = ("allowed", "none") if allowed else ("denied", "acl")
     metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
+    if quota_settings.OPENTELEMETRY:
+        otel.record(plan, scope, outcome, reason, windows=0, started=started, store_seconds=0.0)
     if history is not None:
         history.note(plan, scope, outcome, reason, client_tag, at=time.time())
     if not allowed:
