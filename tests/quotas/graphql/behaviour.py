@@ -8,6 +8,8 @@ The schema: ``books { title author { name } }``. Complexities (quotas/graphql/co
 from __future__ import annotations
 
 import json
+import sys
+import types
 from decimal import Decimal
 
 import pytest
@@ -36,6 +38,15 @@ def plan(db):
 def post(client: Client, query: str, path: str = "/graphql", **extra: str):
     """POST ``query`` as GraphQL over HTTP's JSON body."""
     return client.post(path, json.dumps({"query": query}), content_type="application/json", **extra)
+
+
+def docs_module(monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> types.ModuleType:
+    """``source`` (a docs snippet) run as the module ``name``, in sys.modules for this test (strawberry reads
+    a type's annotations from its module)."""
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(source, f"<docs {name}>", "exec"), module.__dict__)
+    return module
 
 
 def remaining(response) -> int:

@@ -1,12 +1,18 @@
 """A graphene-django endpoint behind QuotaGraphQLView (skipped where graphene-django is not installed)."""
 
+import json
+
 import pytest
+from django.test import RequestFactory
 
 pytest.importorskip("graphene_django")
 
+from tests.doc_blocks import doc_block
 from tests.quotas.graphql.behaviour import (
     client,
+    docs_module,
     plan,
+    remaining,
     test_a_bad_api_key_is_a_graphql_401,
     test_a_cheap_query_is_answered_with_its_headers,
     test_a_cost_past_max_request_cost_is_a_400,
@@ -41,3 +47,14 @@ __all__ = [
     "test_the_views_own_cap_replaces_the_setting",
     "test_with_quotas_off_the_library_answers_alone",
 ]
+
+
+def test_the_docs_snippet_serves_a_limited_endpoint(plan, monkeypatch):
+    """docs/graphql.md's graphene snippet, run as written: { hello } is answered and spends 1."""
+    urls = docs_module(monkeypatch, "docs_graphene_urls", doc_block("graphql.md", "graphene-urls"))
+    view = urls.urlpatterns[0].callback
+    request = RequestFactory().post("/graphql", json.dumps({"query": "{ hello }"}), content_type="application/json")
+    response = view(request)
+    assert response.status_code == 200
+    assert json.loads(response.content) == {"data": {"hello": "world"}}
+    assert remaining(response) == 99
