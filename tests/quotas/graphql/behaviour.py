@@ -198,3 +198,14 @@ def test_with_quotas_off_the_library_answers_alone(client, plan, set_quotas):
     response = post(client, EXPENSIVE)
     assert response.status_code == 200
     assert "RateLimit" not in response
+
+
+def test_a_document_too_deep_to_weigh_is_refused(client, plan):
+    """Fragments spreading each other thousands deep: 400 query-too-complex without a figure, not a 500."""
+    fragments = ["fragment F0 on Book { title }"]
+    fragments += [f"fragment F{i} on Book {{ ...F{i - 1} }}" for i in range(1, 3000)]
+    refused = post(client, " ".join(fragments) + " { books { ...F2999 } }")
+    assert refused.status_code == 400
+    problem = json.loads(refused.content)["errors"][0]["extensions"]
+    assert (problem["reason"], problem["complexity"]) == ("query_too_complex", None)
+    assert problem["detail"].startswith("This query nests fields or fragments too deeply to be weighed")

@@ -29,4 +29,5 @@ schema = graphene.Schema(query=Query)
 urlpatterns = [
     path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema))),
     path("graphql-small", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, max_complexity=4))),
+    path("graphql-batch", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, batch=True))),
 ]

@@ -9,6 +9,8 @@ pytest.importorskip("graphene_django")
 
 from tests.doc_blocks import doc_block
 from tests.quotas.graphql.behaviour import (
+    CHEAP,
+    EXPENSIVE,
     client,
     docs_module,
     plan,
@@ -16,6 +18,7 @@ from tests.quotas.graphql.behaviour import (
     test_a_bad_api_key_is_a_graphql_401,
     test_a_cheap_query_is_answered_with_its_headers,
     test_a_cost_past_max_request_cost_is_a_400,
+    test_a_document_too_deep_to_weigh_is_refused,
     test_a_get_query_and_a_query_in_the_url_of_a_post_are_weighed,
     test_a_priced_limit_charges_the_budget_by_complexity,
     test_a_request_with_no_query_is_an_ordinary_request,
@@ -36,6 +39,7 @@ __all__ = [
     "test_a_bad_api_key_is_a_graphql_401",
     "test_a_cheap_query_is_answered_with_its_headers",
     "test_a_cost_past_max_request_cost_is_a_400",
+    "test_a_document_too_deep_to_weigh_is_refused",
     "test_a_get_query_and_a_query_in_the_url_of_a_post_are_weighed",
     "test_a_priced_limit_charges_the_budget_by_complexity",
     "test_a_request_with_no_query_is_an_ordinary_request",
@@ -58,3 +62,12 @@ def test_the_docs_snippet_serves_a_limited_endpoint(plan, monkeypatch):
     assert response.status_code == 200
     assert json.loads(response.content) == {"data": {"hello": "world"}}
     assert remaining(response) == 99
+
+
+def test_a_batch_spends_the_sum_of_its_operations(client, plan):
+    """graphene-django's batching: [cheap (3), expensive (8)] runs both and spends 11."""
+    batch = [{"id": 1, "query": CHEAP}, {"id": 2, "query": EXPENSIVE}]
+    response = client.post("/graphql-batch", json.dumps(batch), content_type="application/json")
+    assert response.status_code == 200
+    assert [item["id"] for item in json.loads(response.content)] == [1, 2]
+    assert remaining(response) == 100 - 11

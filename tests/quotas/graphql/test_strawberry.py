@@ -12,10 +12,12 @@ from tests.quotas.graphql.behaviour import (
     client,
     docs_module,
     plan,
+    post,
     remaining,
     test_a_bad_api_key_is_a_graphql_401,
     test_a_cheap_query_is_answered_with_its_headers,
     test_a_cost_past_max_request_cost_is_a_400,
+    test_a_document_too_deep_to_weigh_is_refused,
     test_a_get_query_and_a_query_in_the_url_of_a_post_are_weighed,
     test_a_priced_limit_charges_the_budget_by_complexity,
     test_a_request_with_no_query_is_an_ordinary_request,
@@ -36,6 +38,7 @@ __all__ = [
     "test_a_bad_api_key_is_a_graphql_401",
     "test_a_cheap_query_is_answered_with_its_headers",
     "test_a_cost_past_max_request_cost_is_a_400",
+    "test_a_document_too_deep_to_weigh_is_refused",
     "test_a_get_query_and_a_query_in_the_url_of_a_post_are_weighed",
     "test_a_priced_limit_charges_the_budget_by_complexity",
     "test_a_request_with_no_query_is_an_ordinary_request",
@@ -58,3 +61,11 @@ def test_the_docs_snippet_serves_a_limited_endpoint(plan, monkeypatch):
     assert response.status_code == 200
     assert json.loads(response.content) == {"data": {"hello": "world"}}
     assert remaining(response) == 99
+
+
+def test_a_strawberry_django_field_spends_its_complexity(client, plan):
+    """{ plans { slug name } } reads the plans app's models through strawberry-django: complexity 5."""
+    response = post(client, "{ plans { slug name } }")
+    assert response.status_code == 200
+    assert json.loads(response.content) == {"data": {"plans": [{"slug": "free", "name": "Free"}]}}
+    assert remaining(response) == 95
