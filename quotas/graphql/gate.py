@@ -26,17 +26,18 @@ ordinary request, with the limits' own weights and prices.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas import problems
 from quotas.conf import quota_settings
-from quotas.django.respond import facts_for, finished, respond
+from quotas.django.respond import arespond, facts_for, finished, respond
 from quotas.graphql.complexity import TooDeep, query_complexity
 from quotas.graphql.operations import Operation, operations_of
 from quotas.graphql.responses import graphql_refusal, refusal_of
-from quotas.service import check
+from quotas.service import Facts, check, check_async
 
 
 def request_complexity(operations: list[Operation]) -> int | None:
@@ -63,6 +64,37 @@ def limit_graphql(
     """
     if not quota_settings.ENABLED:
         return view()
+    weighed = _weigh(request, scope, max_complexity)
+    if isinstance(weighed, HttpResponse):
+        return weighed
+    verdict = check(weighed)
+    if verdict.refusal is not None:
+        return finished(request, verdict, refusal_of(verdict.refusal))
+    return respond(request, verdict, view)
+
+
+async def alimit_graphql(
+    request: HttpRequest,
+    view: Callable[[], Awaitable[HttpResponse]],
+    *,
+    scope: str = "",
+    max_complexity: int | None = None,
+) -> HttpResponse:
+    """:func:`limit_graphql` for an async view: the decision is awaited (redis-py's asyncio client), and what
+    may block (the rules, settling) runs in asgiref's worker thread, as for ``@quota_limited`` async views."""
+    if not quota_settings.ENABLED:
+        return await view()
+    weighed = _weigh(request, scope, max_complexity)  # parsing only: no I/O
+    if isinstance(weighed, HttpResponse):
+        return weighed
+    verdict = await check_async(weighed)
+    if verdict.refusal is not None:
+        return await sync_to_async(finished)(request, verdict, refusal_of(verdict.refusal))
+    return await arespond(request, verdict, view)
+
+
+def _weigh(request: HttpRequest, scope: str, max_complexity: int | None) -> Facts | HttpResponse:
+    """The facts of a GraphQL ``request`` weighed by its complexity, or the 400 of one over the cap."""
     cap = quota_settings.GRAPHQL_MAX_COMPLEXITY if max_complexity is None else max_complexity
     try:
         complexity = request_complexity(operations_of(request))
@@ -72,7 +104,4 @@ def limit_graphql(
         return graphql_refusal(problems.query_too_complex(complexity, cap))
     facts = facts_for(request, scope, weight=complexity)
     facts.price_per_unit = True
-    verdict = check(facts)
-    if verdict.refusal is not None:
-        return finished(request, verdict, refusal_of(verdict.refusal))
-    return respond(request, verdict, view)
+    return facts

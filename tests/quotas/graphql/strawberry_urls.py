@@ -7,7 +7,7 @@ from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
 from plans.models import Plan
-from quotas.graphql.strawberry import QuotaGraphQLView
+from quotas.graphql.strawberry import QuotaAsyncGraphQLView, QuotaGraphQLView
 from tests.quotas.graphql.schema_data import BOOKS
 
 
@@ -42,4 +42,5 @@ schema = strawberry.Schema(query=Query)
 urlpatterns = [
     path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema))),
     path("graphql-small", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, max_complexity=4))),
+    path("agraphql", csrf_exempt(QuotaAsyncGraphQLView.as_view(schema=schema, max_complexity=10))),
 ]

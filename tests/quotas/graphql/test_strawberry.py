@@ -3,12 +3,16 @@
 import json
 
 import pytest
-from django.test import RequestFactory
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient, RequestFactory
 
 pytest.importorskip("strawberry_django")
 
+from quotas.runtime import get_runtime
 from tests.doc_blocks import doc_block
+from tests.factories import EndpointLimitFactory, PlanFactory
 from tests.quotas.graphql.behaviour import (
+    EXPENSIVE,
     client,
     docs_module,
     plan,
@@ -69,3 +73,33 @@ def test_a_strawberry_django_field_spends_its_complexity(client, plan):
     assert response.status_code == 200
     assert json.loads(response.content) == {"data": {"plans": [{"slug": "free", "name": "Free"}]}}
     assert remaining(response) == 95
+
+
+# No async test plugin is installed: each ASGI scenario runs in an event loop of its own (async_to_sync).
+
+
+def test_the_async_view_spends_complexity_and_refuses_like_the_sync_one(db):
+    """QuotaAsyncGraphQLView under ASGI, 10 units a minute and a cap of 10: a query of 8 passes with its headers,
+    the next is the GraphQL 429 with Retry-After, and one of complexity 11 is the 400 before anything is spent."""
+    small = PlanFactory(slug="small", is_default=True)
+    EndpointLimitFactory(plan=small, name="graph", rates="10/min", algorithm="fixed_window")
+    over_cap = "{ books { title author { name } } more: books { title } }"  # 8 + 3 = 11
+
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        body = json.dumps({"query": EXPENSIVE})
+        first = await client.post("/agraphql", body, content_type="application/json")
+        assert first.status_code == 200
+        assert json.loads(first.content)["data"]["books"][1] == {"title": "Emma", "author": {"name": "Austen"}}
+        assert remaining(first) == 2
+        refused = await client.post("/agraphql", body, content_type="application/json")
+        assert refused.status_code == 429
+        assert int(refused["Retry-After"]) >= 1
+        assert remaining(refused) == 2
+        assert json.loads(refused.content)["errors"][0]["extensions"]["reason"] == "rate_limited"
+        capped = await client.post("/agraphql", json.dumps({"query": over_cap}), content_type="application/json")
+        assert capped.status_code == 400
+        assert json.loads(capped.content)["errors"][0]["extensions"]["complexity"] == 11
+        await get_runtime().store.transport.aclose()
+
+    async_to_sync(scenario)()
