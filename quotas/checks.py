@@ -243,6 +243,25 @@ def check_drf_adapter(app_configs: Iterable[Any] | None = None, **kwargs: Any) -
     ]
 
 
+@register(Tags.compatibility)
+def check_graphql_complexity(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.E059: ``GRAPHQL_MAX_COMPLEXITY`` above ``MAX_REQUEST_WEIGHT``. A GraphQL query spends its complexity
+    as its weight, so a query the cap admits could still be refused as out of bounds (each setting's own type
+    and range is checked with the others)."""
+    cap, weight = quota_settings.GRAPHQL_MAX_COMPLEXITY, quota_settings.MAX_REQUEST_WEIGHT
+    numbers = all(isinstance(v, int) and not isinstance(v, bool) for v in (cap, weight))
+    if not numbers or cap <= weight:
+        return []
+    return [
+        _error(
+            f"QUOTAS['GRAPHQL_MAX_COMPLEXITY'] = {cap} is above QUOTAS['MAX_REQUEST_WEIGHT'] = {weight}: a query "
+            "the cap admits would be refused as out of bounds (its complexity is its weight).",
+            "Lower GRAPHQL_MAX_COMPLEXITY, or raise MAX_REQUEST_WEIGHT to at least the same.",
+            59,
+        )
+    ]
+
+
 # DRF fidelity. Ids from 30 up, apart from the settings checks above.
 
 

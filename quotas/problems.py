@@ -28,6 +28,7 @@ OWN_TYPES = (
     "access-denied",
     "invalid-api-key",
     "request-out-of-bounds",
+    "query-too-complex",
     "request-exceeds-budget",
     "shaping-unavailable",
     "too-many-failed-authentications",
@@ -280,6 +281,26 @@ def out_of_bounds(what: str, value: object, maximum: object) -> dict[str, Any]:
         "status": 400,
         "detail": f"This request would spend {what} {value}; a request may spend from 0 to {maximum}.",
         "reason": f"quota_{what}_out_of_bounds",
+    }
+
+
+def query_too_complex(complexity: int | None, maximum: int) -> dict[str, Any]:
+    """The 400 body for a GraphQL query more complex than its endpoint allows (quotas.graphql); ``complexity``
+    None: nested too deeply to be weighed."""
+    weighed = (
+        f"This query's complexity is {complexity}"
+        if complexity is not None
+        else "This query nests fields or fragments too deeply to be weighed"
+    )
+    return {
+        "type": problem_type("query-too-complex"),
+        "title": "Query too complex",
+        "status": 400,
+        "detail": f"{weighed}; this endpoint answers queries of complexity up to {maximum}. Select fewer fields, "
+        "or nest them less deeply.",
+        "reason": "query_too_complex",
+        "complexity": complexity,
+        "max_complexity": maximum,
     }
 
 

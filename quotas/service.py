@@ -74,7 +74,9 @@ class Facts:
     code gave (a decorator's ``rate``), which apply whatever the plans say;
     ``fallback`` gives the limits of a client no plan covers (DRF's rates).
     ``weight`` overrides each window's own weight; ``cost_micros`` is the
-    view's estimate, or None for the limits' prices.
+    view's estimate, or None for the limits' prices; ``price_per_unit``
+    charges the limits' prices once per unit of ``weight`` rather than once
+    per request (a GraphQL query priced by its complexity, quotas.graphql).
 
     For an API's own housekeeping views (the usage API), limited apart from
     the API they serve: ``scope_limits_only`` applies only the plan's limits
@@ -94,6 +96,7 @@ class Facts:
     fallback: Fallback | None = None
     weight: int | None = None
     cost_micros: int | None = None
+    price_per_unit: bool = False
     count_as: CountAs | None = None
     scope_limits_only: bool = False
     metered: bool = True
@@ -247,6 +250,14 @@ def _within_bounds(facts: Facts) -> None:
         raise InvalidQuotaRequest(problems.out_of_bounds("cost", from_micros(cost), quota_settings.MAX_REQUEST_COST))
 
 
+def _priced_per_unit(price_micros: int, weight: int | None) -> int:
+    """The limits' price for ``weight`` units (one without a weight); a 400 naming MAX_REQUEST_COST past it."""
+    cost = price_micros * (1 if weight is None else weight)
+    if cost > to_micros(quota_settings.MAX_REQUEST_COST):
+        raise InvalidQuotaRequest(problems.out_of_bounds("cost", from_micros(cost), quota_settings.MAX_REQUEST_COST))
+    return cost
+
+
 def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     """Steps 1 to 3: the store call's inputs, or the verdict of a request decided without it."""
     _within_bounds(facts)
@@ -266,7 +277,12 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     windows = _plan_windows(facts, rules, client, plan_id, matched, path=path, method=method)
     windows += [w for rule in facts.limits for w in rule.windows]
     plan = rules.plans.get(plan_id) if plan_id is not None else None
-    cost = matched.price_micros if facts.cost_micros is None else facts.cost_micros
+    if facts.cost_micros is not None:
+        cost = facts.cost_micros
+    elif facts.price_per_unit:
+        cost = _priced_per_unit(matched.price_micros, facts.weight)
+    else:
+        cost = matched.price_micros
     usage = usage_field(plan_id, facts.scope) if facts.metered else ""
     call = _Call(
         facts, runtime, rules, client, plan_id, windows, started, usage, cost, plan

@@ -273,6 +273,15 @@ SETTINGS = (
         "problem before Redis is asked (a negative one is the view's error)",
         hint="Raise it if your limits count large units such as bytes.",
     ),
+    # A query's complexity is its weight (quotas/graphql/complexity.py): the cap cannot pass MAX_REQUEST_WEIGHT
+    # (quotas.E059 compares them).
+    Setting(
+        "GRAPHQL_MAX_COMPLEXITY", int, 1000, minimum=1, maximum=10**12, check_id="quotas.E059",
+        doc="largest complexity of a GraphQL query (fields selected, each counted by its depth: see GraphQL) "
+        "that `quotas.graphql`'s views answer; a more complex one is a 400 GraphQL error before Redis is asked; "
+        "at most `MAX_REQUEST_WEIGHT`, since a query spends its complexity as its weight",
+        hint="Raise it for a schema whose ordinary queries select many nested fields.",
+    ),
     # At most 10**9: the scripts count micro-units in doubles, exact to 2**53.
     Setting(
         "MAX_REQUEST_COST", int | Decimal | str, 1_000_000, kind="a Decimal, int or str amount",

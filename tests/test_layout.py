@@ -226,7 +226,7 @@ def test_every_quotas_module_has_a_layer():
     catch_all = len(QUOTAS_LAYERS) - 1
     top_level = {"quotas.api", "quotas.siblings", "quotas.apps", "quotas.admin", "quotas.checks", "quotas.middleware",
                  "quotas.openapi", "quotas.testing", "quotas.throttling", "quotas.gunicorn", "quotas"}  # fmt: skip
-    front_door_packages = ("quotas.http", "quotas.drf", "quotas.django", "quotas.management")
+    front_door_packages = ("quotas.http", "quotas.drf", "quotas.django", "quotas.graphql", "quotas.management")
     unplaced = [
         name
         for name in import_graph(sources("quotas"))

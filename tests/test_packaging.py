@@ -36,22 +36,33 @@ TEMPLATE_NAMES = re.compile(
 STATIC_NAMES = re.compile(r"""{%\s*static\s+["']([^"']+)["']""")
 
 
-def pins() -> dict[str, str]:
-    """requirements.txt's ``name==version`` lines, by lower-case name."""
+#: Extras the example project does not run (it serves no GraphQL and exports no traces): pinned in
+#: requirements-dev.txt, which the tests install, not in requirements.txt, which `make run` installs.
+DEV_ONLY_EXTRAS = ("graphene", "strawberry", "opentelemetry")
+
+
+def pins(files: tuple[str, ...] = ("requirements.txt",)) -> dict[str, str]:
+    """The ``name==version`` lines of ``files`` (requirements.txt's by default), by lower-case name."""
     found = {}
-    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            requirement = Requirement(line)
-            (spec,) = requirement.specifier
-            found[requirement.name.lower()] = spec.version
+    for name in files:
+        for line in (ROOT / name).read_text(encoding="utf-8").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line and not line.startswith("-"):  # not an option nor an included file
+                requirement = Requirement(line)
+                (spec,) = requirement.specifier
+                found[requirement.name.lower()] = spec.version
     return found
 
 
-def package_requirements() -> list[Requirement]:
-    """The core requirements and every extra's, except the extras that name this package itself."""
+def package_requirements(dev_only: bool = False) -> list[Requirement]:
+    """The core requirements and every extra's but :data:`DEV_ONLY_EXTRAS` (with ``dev_only``: theirs alone),
+    except the extras that name this package itself."""
     project = PYPROJECT["project"]
-    listed = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    extras = project["optional-dependencies"]
+    if dev_only:
+        listed = [r for name in DEV_ONLY_EXTRAS for r in extras[name]]
+    else:
+        listed = [*project["dependencies"], *(r for n, e in extras.items() if n not in DEV_ONLY_EXTRAS for r in e)]
     return [Requirement(r) for r in listed if Requirement(r).name != project["name"]]
 
 
@@ -61,6 +72,16 @@ def test_requirements_txt_pins_every_package_requirement_within_its_range(requir
     pinned = pins().get(requirement.name.lower())
     assert pinned is not None, f"{requirement.name} is a requirement of the package but not pinned in requirements.txt"
     assert requirement.specifier.contains(pinned), f"{requirement.name}=={pinned} is outside {requirement.specifier}"
+
+
+@pytest.mark.parametrize("requirement", package_requirements(dev_only=True), ids=str)
+def test_requirements_dev_txt_pins_the_test_only_extras_within_their_range(requirement: Requirement):
+    """The GraphQL and OpenTelemetry extras, which only the tests install, are pinned in requirements-dev.txt,
+    and `all` does not ask for them."""
+    pinned = pins(("requirements-dev.txt",)).get(requirement.name.lower())
+    assert pinned is not None, f"{requirement.name} is in a test-only extra but not pinned in requirements-dev.txt"
+    assert requirement.specifier.contains(pinned), f"{requirement.name}=={pinned} is outside {requirement.specifier}"
+    assert not any(name in PYPROJECT["project"]["optional-dependencies"]["all"][0] for name in DEV_ONLY_EXTRAS)
 
 
 def test_the_licence_is_mit_everywhere():

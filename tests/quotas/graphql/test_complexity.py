@@ -1,0 +1,82 @@
+"""The complexity formula (quotas/graphql/complexity.py): fields counted by depth, fragments expanded,
+introspection cheap. graphql-core only (skipped where no GraphQL extra is installed)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("graphql")
+
+from quotas.graphql.complexity import TooDeep, query_complexity
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("{ books }", 1),
+        ("{ books { title } }", 1 + 2),
+        ("{ books { title author { name } } }", 1 + 2 + 2 + 3),
+        ("{ a b c }", 3),
+        ("{ a { b { c { d } } } }", 1 + 2 + 3 + 4),
+        ("query Q($n: Int) { a(first: $n) @include(if: true) { b } }", 1 + 2),  # arguments and directives: free
+        ('mutation { addBook(title: "x") { title } }', 1 + 2),
+    ],
+)
+def test_each_field_counts_its_depth(query, expected):
+    """complexity = sum of the depth of every selected field, a root field at depth 1."""
+    assert query_complexity(query) == expected
+
+
+def test_a_named_fragment_counts_where_it_is_spread_and_as_often():
+    """F's fields (x at 1, y at 1, z at 2 relative to the spread) count at each spread's depth."""
+    query = "fragment F on T { x y { z } } { a { ...F } b { ...F ... on T { w } } }"
+    # a (1) + x, y (2 each) + z (3); b (1) + x, y (2 each) + z (3) + w (2)
+    assert query_complexity(query) == (1 + 2 + 2 + 3) + (1 + 2 + 2 + 3 + 2)
+
+
+def test_nested_fragments_are_weighed_once_but_counted_every_time():
+    """Thirty fragments, each spreading the one below twice: 2**30 copies of one field, worked out exactly
+    (each fragment's weight is reused, not expanded again)."""
+    fragments = ["fragment F0 on T { leaf }"]
+    fragments += [f"fragment F{i} on T {{ ...F{i - 1} ...F{i - 1} }}" for i in range(1, 31)]
+    assert query_complexity(" ".join(fragments) + " { root { ...F30 } }") == 1 + 2 * 2**30
+
+
+def test_introspection_is_cheap():
+    """__typename is free; __schema and __type count 1 whatever they select (GraphiQL's introspection)."""
+    assert query_complexity("{ books { __typename title } }") == 1 + 2
+    assert query_complexity("{ __schema { types { name fields { name type { name ofType { name } } } } } }") == 1
+    assert query_complexity('{ __type(name: "Book") { name fields { name } } books { title } }') == 1 + 1 + 2
+
+
+def test_the_named_operation_is_weighed():
+    """With several operations, operationName picks one; without a name, or naming none, there is no figure."""
+    document = "query Cheap { a } query Dear { a { b { c } } }"
+    assert query_complexity(document, "Cheap") == 1
+    assert query_complexity(document, "Dear") == 1 + 2 + 3
+    assert query_complexity(document) is None
+    assert query_complexity(document, "Other") is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["{ books { title ", "", "not graphql", "fragment F on T { x }"],  # a syntax error; no operation at all
+)
+def test_what_does_not_parse_or_has_no_operation_gets_no_figure(query):
+    """The GraphQL library answers these with its own error: no complexity here."""
+    assert query_complexity(query) is None
+
+
+def test_unknown_and_cyclic_fragments_weigh_nothing():
+    """GraphQL's validation refuses both before anything runs; weighing them must not loop."""
+    assert query_complexity("{ a { ...Missing } }") == 1
+    assert query_complexity("fragment A on T { x ...B } fragment B on T { y ...A } { r { ...A } }") == 1 + 2 + 2
+
+
+def test_a_document_too_deep_to_weigh_raises_too_deep():
+    """A chain of fragments deeper than Python's recursion limit is TooDeep (the gate refuses it), not a 500."""
+    depth = 3000
+    fragments = ["fragment F0 on T { leaf }"]
+    fragments += [f"fragment F{i} on T {{ ...F{i - 1} }}" for i in range(1, depth)]
+    with pytest.raises(TooDeep):
+        query_complexity(" ".join(fragments) + f" {{ root {{ ...F{depth - 1} }} }}")
