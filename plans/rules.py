@@ -103,16 +103,20 @@ def acl_rule(entry: ACLEntry) -> ACLRule:
 def feed_rules(feed: ACLFeed) -> Iterator[ACLRule]:
     """The engine's view of a feed's last good list: one IP entry per network, named ``feed:<name>``.
 
-    A stored network that does not parse (written around the refresh) is logged and left out.
+    A stored network that does not parse, or an allow of every address (both refused by the refresh and the
+    admin's validation, so written around them), is logged and left out.
     """
-    reason = f"listed by the {feed.name} feed"
+    entry_id, reason = f"feed:{feed.name}", f"listed by the {feed.name} feed"
     for text in feed.networks():
         try:
-            yield ACLRule(
-                id=f"feed:{feed.name}", action=feed.action, kind="ip", value=parse_network(text), reason=reason
-            )
+            network = parse_network(text)
         except ValueError as exc:
             logger.error("quotas: ACL feed %s: network %r ignored: %s", feed.name, text, exc)
+            continue
+        if network.prefixlen == 0 and feed.action == ACLEntry.Action.ALLOW:
+            logger.error("quotas: ACL feed %s: allowing %s would lift every limit; ignored", feed.name, network)
+            continue
+        yield ACLRule(id=entry_id, action=feed.action, kind="ip", value=network, reason=reason)
 
 
 def access_list() -> AccessList:

@@ -59,3 +59,8 @@ class ACLFeed(models.Model):
             check_source(self.source)
         except FeedError as exc:
             raise ValidationError({"source": str(exc)}) from exc
+        # A deny feed may list every address; turned into an allow feed, that list would lift every limit.
+        everyone = [n for n in self.networks() if n.endswith("/0")]
+        if self.action == ACLEntry.Action.ALLOW and everyone:
+            lifted = f"This feed's list holds {everyone[0]}: allowing it would lift every limit for every client."
+            raise ValidationError({"action": lifted})

@@ -13,9 +13,11 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from config.celery import app
 from plans.feeds.parse import parse_feed
 from plans.feeds.refresh import refresh_feeds
 from plans.models import ACLEntry, ACLFeed
+from plans.rules import access_list
 from plans.tasks import refresh_acl_feeds
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
@@ -218,11 +220,16 @@ def test_an_unchanged_list_does_not_reload_the_rules(free, feeds_dir):
     assert rules.current() is snapshot
 
 
-def test_the_celery_task_runs_the_refresh(free, feeds_dir):
-    """The beat task is a thin shell: called in process, it refreshes and reports by feed name."""
+def test_the_celery_task_is_scheduled_every_interval_and_refreshes(free, feeds_dir, settings):
+    """Beat runs plans.refresh_acl_feeds every QUOTAS['ACL_FEEDS']['INTERVAL']; the task is a thin shell that
+    refreshes and reports by feed name."""
+    entry = settings.CELERY_BEAT_SCHEDULE["acl-feeds-refresh"]
+    assert entry["task"] == "plans.refresh_acl_feeds"
+    assert entry["schedule"] == settings.QUOTAS["ACL_FEEDS"]["INTERVAL"] == 3600.0
+    assert "plans.refresh_acl_feeds" in app.tasks
     (feeds_dir / "f.txt").write_text("203.0.113.0/24\n")
     ACLFeed.objects.create(name="f", source=str(feeds_dir / "f.txt"), action="deny")
-    assert refresh_acl_feeds() == {"changed": ["f"], "unchanged": [], "failed": {}}
+    assert refresh_acl_feeds.run() == {"changed": ["f"], "unchanged": [], "failed": {}}
 
 
 @pytest.mark.parametrize(
@@ -247,3 +254,26 @@ def test_parsing_normalises_and_drops_duplicates():
     text = "\ufeff# header\n192.0.2.77/24\n::ffff:192.0.2.1\n\n192.0.2.0/24 # again\n0.0.0.0/0\n"
     assert parse_feed(text.encode("utf-8"), "deny") == ["192.0.2.0/24", "192.0.2.1/32", "0.0.0.0/0"]
     assert parse_feed(b"# only comments\n", "deny") == []
+
+
+def test_a_deny_feed_listing_everyone_cannot_become_an_allow_feed(feeds_dir):
+    """Switching the action of a feed whose list holds 0.0.0.0/0 to allow is refused on the action field."""
+    (feeds_dir / "all.txt").write_text("0.0.0.0/0\n")
+    feed = ACLFeed.objects.create(name="all", source=str(feeds_dir / "all.txt"), action="deny")
+    refresh_feeds()
+    feed.refresh_from_db()
+    feed.action = "allow"
+    with pytest.raises(ValidationError) as info:
+        feed.full_clean()
+    assert info.value.message_dict == {
+        "action": ["This feed's list holds 0.0.0.0/0: allowing it would lift every limit for every client."]
+    }
+
+
+def test_the_snapshot_never_applies_an_allow_of_everyone_written_around_validation(db):
+    """A stored allow of 0.0.0.0/0 (a row written past the refresh and the admin) is left out of the rules, as is
+    a stored line that does not parse; the feed's other networks apply."""
+    stored = "0.0.0.0/0\nbogus\n192.0.2.0/24"
+    ACLFeed.objects.create(name="f", source="/nowhere.txt", action="allow", entries=stored, fetched_at=timezone.now())
+    acl = access_list()
+    assert [str(rule.value) for rule in acl] == ["192.0.2.0/24"]
