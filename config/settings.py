@@ -211,6 +211,8 @@ SPECTACULAR_SETTINGS = {
 
 # Seconds between adaptive controller runs: QUOTAS['ADAPTIVE']['INTERVAL'] and the beat schedule below agree.
 _adaptive_interval = env.float("ADAPTIVE_INTERVAL", default=5.0)
+# Seconds between refreshes of the allow and deny list feeds: QUOTAS['ACL_FEEDS']['INTERVAL'] and beat agree.
+_acl_feeds_interval = env.float("ACL_FEEDS_INTERVAL", default=3_600.0)
 # Everything the platform's apps read (quotas, plans, usage, adaptive) is in QUOTAS; see docs/settings.md.
 QUOTAS = {
     "REDIS_URL": REDIS_URL,
@@ -234,6 +236,8 @@ QUOTAS = {
         "INTERVAL": _adaptive_interval,
         "REPORT_INTERVAL": env.float("ADAPTIVE_REPORT_INTERVAL", default=1.0),
     },
+    # Allow and deny lists kept from feeds (plans/conf.py documents every key): https:// URLs on public addresses.
+    "ACL_FEEDS": {"INTERVAL": _acl_feeds_interval},
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
@@ -272,6 +276,13 @@ CELERY_BEAT_SCHEDULE["adaptive-control"] = {
     "task": "adaptive.control",
     "schedule": _adaptive_interval,
     "options": {"expires": _adaptive_interval},
+}
+
+# Fetch the allow and deny list feeds; a good list replaces the last, a failing feed keeps it (plans.feeds).
+CELERY_BEAT_SCHEDULE["acl-feeds-refresh"] = {
+    "task": "plans.refresh_acl_feeds",
+    "schedule": _acl_feeds_interval,
+    "options": {"expires": _acl_feeds_interval},
 }
 
 LOGGING: dict[str, Any] = {

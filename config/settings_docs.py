@@ -2,7 +2,8 @@
 
 Each table follows a ``<!-- settings table: NAME -->`` line in docs/settings.md;
 ``python -m config.settings_docs`` (``make settings-docs``) rewrites them from
-:data:`quotas.settings_spec.SETTINGS`, :data:`adaptive.conf.SETTINGS` and :data:`notifications.conf.SETTINGS`, and
+:data:`quotas.settings_spec.SETTINGS`, :data:`adaptive.conf.SETTINGS`, :data:`notifications.conf.SETTINGS` and
+:data:`plans.conf.SETTINGS`, and
 tests/quotas/test_settings_docs.py fails while one differs. It lives with the
 project because the tables cover two apps, and quotas may not import adaptive.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
 from notifications.conf import SETTINGS as NOTIFICATION_SETTINGS
+from plans.conf import SETTINGS as FEED_SETTINGS
 from quotas.setting import Setting, markdown_table
 from quotas.settings_spec import ALLOWANCES, METRICS, RETENTION, SETTINGS, USAGE_FLUSH
 
@@ -30,6 +32,7 @@ TABLES: dict[str, tuple[Sequence[Setting], str]] = {
     "QUOTAS['ALLOWANCES']": (ALLOWANCES, "key"),
     "QUOTAS['ADAPTIVE']": (ADAPTIVE_SETTINGS, "key"),
     "QUOTAS['NOTIFICATIONS']": (NOTIFICATION_SETTINGS, "key"),
+    "QUOTAS['ACL_FEEDS']": (FEED_SETTINGS, "key"),
 }
 #: A marker line and the table rows right after it.
 MARKED_TABLE = re.compile(r"^<!-- settings table: (.+?) -->\n(?:\|.*\|\n)*", re.MULTILINE)

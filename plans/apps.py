@@ -19,7 +19,11 @@ class PlansConfig(AppConfig):
             metrics,
             receivers,
         )
+        from .feeds import checks as feed_checks  # noqa: F401  (registers the feeds' system checks)
 
         receivers.connect_rules_changes()
         quota_metrics.add_default_series(quota_metrics.active_bans, metrics.active_ban_series)
+        quota_metrics.add_default_series(quota_metrics.acl_feed_age, metrics.feed_age_series)
+        quota_metrics.add_default_series(quota_metrics.acl_feed_failures, metrics.feed_failure_series)
+        quota_metrics.add_default_series(quota_metrics.acl_feed_entries, metrics.feed_entry_series)
         client_banned.connect(receivers.record_ban, dispatch_uid="plans-record-ban")

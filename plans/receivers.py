@@ -19,6 +19,7 @@ from quotas import siblings
 
 from .models import (
     ACLEntry,
+    ACLFeed,
     APIKey,
     ClientBan,
     CostBudget,
@@ -45,7 +46,9 @@ def record_ban(*, client_tag: str, subscription_id: int | None, plan_id: int | N
         logger.exception("plans: could not record the ban of %s", client_tag)
 
 
-WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry)
+# An ACLFeed saved in the admin (enabled, action) reloads the rules; the refresh task writes with update() and
+# bumps the version itself, only when a list in force changed.
+WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry, ACLFeed)
 
 
 def rules_changed(**kwargs: Any) -> None:

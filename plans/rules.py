@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.db.models import Q
@@ -16,6 +16,7 @@ from quotas.rules.snapshot import UNLIMITED, LimitRule, PlanRules, RuleSet, Subs
 
 from .models import (
     ACLEntry,
+    ACLFeed,
     APIKey,
     CostBudget,
     EndpointLimit,
@@ -99,8 +100,28 @@ def acl_rule(entry: ACLEntry) -> ACLRule:
     )
 
 
+def feed_rules(feed: ACLFeed) -> Iterator[ACLRule]:
+    """The engine's view of a feed's last good list: one IP entry per network, named ``feed:<name>``.
+
+    A stored network that does not parse, or an allow of every address (both refused by the refresh and the
+    admin's validation, so written around them), is logged and left out.
+    """
+    entry_id, reason = f"feed:{feed.name}", f"listed by the {feed.name} feed"
+    for text in feed.networks():
+        try:
+            network = parse_network(text)
+        except ValueError as exc:
+            logger.error("quotas: ACL feed %s: network %r ignored: %s", feed.name, text, exc)
+            continue
+        if network.prefixlen == 0 and feed.action == ACLEntry.Action.ALLOW:
+            logger.error("quotas: ACL feed %s: allowing %s would lift every limit; ignored", feed.name, network)
+            continue
+        yield ACLRule(id=entry_id, action=feed.action, kind="ip", value=network, reason=reason)
+
+
 def access_list() -> AccessList:
-    """Every access-list entry that has not expired yet, compiled.
+    """Every access-list entry that has not expired yet and every enabled feed's networks, compiled into one
+    :class:`AccessList`: a feed's networks are matched exactly as the admin's entries are.
 
     An entry that cannot be compiled (written around model validation) is
     logged and left out rather than breaking every request's rules.
@@ -112,6 +133,8 @@ def access_list() -> AccessList:
             rules.append(acl_rule(entry))
         except ValueError as exc:
             logger.error("quotas: access-list entry %s ignored: %s", entry.pk, exc)
+    for feed in ACLFeed.objects.filter(enabled=True).exclude(entries="").only("name", "action", "entries"):
+        rules.extend(feed_rules(feed))
     return AccessList(rules)
 
 

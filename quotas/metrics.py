@@ -82,6 +82,7 @@ MAX_SCOPES = 50
 MAX_OPERATIONS = 20
 MAX_SIGNALS = 20
 MAX_HOSTS = 50
+MAX_FEEDS = 20
 
 #: Decision latency buckets, seconds: an in-process refusal takes ~50 us, a Redis round trip well under 1 ms,
 #: a stalled one up to SOCKET_TIMEOUT (0.25 s by default, so the slowest land in +Inf).
@@ -150,8 +151,9 @@ scope_label = BoundedLabel("scope", MAX_SCOPES)
 operation_label = BoundedLabel("operation", MAX_OPERATIONS)
 signal_label = BoundedLabel("signal", MAX_SIGNALS)
 host_label = BoundedLabel("host", MAX_HOSTS)
+feed_label = BoundedLabel("feed", MAX_FEEDS)
 #: The bounded label behind each label name a default series may carry (see add_default_series).
-_DEFAULT_LABELS = {"plan": plan_label, "signal": signal_label, "host": host_label}
+_DEFAULT_LABELS = {"plan": plan_label, "signal": signal_label, "host": host_label, "feed": feed_label}
 
 decisions = Counter(
     "quota_decisions",
@@ -203,6 +205,22 @@ usage_flush_lag = Gauge(
 )
 active_bans = Gauge(
     "quota_active_bans", "Clients banned right now (ban records neither expired nor lifted).", registry=None
+)
+# The allow and deny list feeds of the plans app, per enabled feed, computed from their rows at each scrape.
+acl_feed_age = Gauge(
+    "quota_acl_feed_age_seconds",
+    "Seconds since each enabled allow or deny list feed was last fetched and parsed successfully (+Inf: never).",
+    ["feed"],
+    registry=None,
+)
+acl_feed_failures = Gauge(
+    "quota_acl_feed_failures",
+    "Failed fetches in a row of each enabled feed (0 once one succeeds); its last good list stays in force.",
+    ["feed"],
+    registry=None,
+)
+acl_feed_entries = Gauge(
+    "quota_acl_feed_entries", "Networks of each enabled feed's last good list, in force now.", ["feed"], registry=None
 )
 FAILED_AUTH_OUTCOMES = ("counted", "refused", "local", "unchecked")
 failed_auth = Counter(

@@ -117,6 +117,11 @@ NOTIFICATIONS = Setting(
     doc="webhooks and e-mail to customers, read when `notifications` is installed (its keys below)",
     hint="A dict of the keys to change, or leave it out.",
 )  # fmt: skip
+ACL_FEEDS = Setting(
+    "ACL_FEEDS", dict | None, {}, check_id="quota_plans.E010",
+    doc="allow and deny lists kept from feeds (URLs or files), read by the `plans` app (its keys below)",
+    hint="A dict of the keys to change, or leave it out.",
+)  # fmt: skip
 
 SETTINGS = (
     Setting(
@@ -398,4 +403,5 @@ SETTINGS = (
     ),
     ADAPTIVE,
     NOTIFICATIONS,
+    ACL_FEEDS,
 )  # fmt: skip

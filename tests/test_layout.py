@@ -73,7 +73,7 @@ def test_modules_stay_small(app):
 QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Settings, errors and signals; the metrics registry; the formats every layer reads (rates, money, periods,
     # allow and deny lists); what the engine and its store share (the Python/Lua protocol, the key layout, the Lua
-    # library, the clients from a URL, the memory store).
+    # library, the clients from a URL, the memory store); the SSRF guard of requests to URLs operators enter.
     (
         "foundations",
         (
@@ -86,6 +86,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "quotas.metrics",
             "quotas.formats",
             "quotas.contract",
+            "quotas.outbound",
         ),
     ),
     ("rules", ("quotas.rules",)),  # the snapshot of plans, limits and keys: data, no I/O
@@ -251,11 +252,12 @@ def test_quotas_modules_import_only_their_layer_and_those_below():
 #: What the other apps may import of quotas: its public API (quotas.api), what is theirs alone (quotas.siblings)
 #: and the contracts that have a module of their own (settings and their checks, errors, signals, problem bodies,
 #: the rules a backend builds and the formats they use, the DRF adapter, the metrics registry, the history's
-#: format). Never the store, the runtime or identity.
+#: format, the SSRF guard of webhooks and feeds). Never the store, the runtime or identity.
 QUOTAS_PUBLIC = (
     "quotas.api", "quotas.siblings", "quotas.conf", "quotas.setting", "quotas.settings_spec", "quotas.checks",
     "quotas.exceptions", "quotas.signals", "quotas.problems", "quotas.rules", "quotas.formats", "quotas.drf",
     "quotas.openapi", "quotas.throttling", "quotas.middleware", "quotas.metrics", "quotas.observability.history",
+    "quotas.outbound",
 )  # fmt: skip
 
 

@@ -1,8 +1,9 @@
-"""Plans, subscriptions, API keys, limits, budgets, access lists and bans: one module each."""
+"""Plans, subscriptions, API keys, limits, budgets, access lists, their feeds and bans: one module each."""
 
 from .access import ACLEntry
 from .bans import ClientBan
 from .budgets import CostBudget, Period, PeriodQuota
+from .feeds import ACLFeed
 from .keys import API_KEY_PREFIX, APIKey, APIKeyQuerySet
 from .limits import EndpointLimit, LimitOverride
 from .plans import Plan, Subscription
@@ -19,6 +20,7 @@ __all__ = [
     "API_KEY_PREFIX",
     "HTTP_METHODS",
     "ACLEntry",
+    "ACLFeed",
     "APIKey",
     "APIKeyQuerySet",
     "ClientBan",

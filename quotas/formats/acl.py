@@ -1,7 +1,8 @@
 """Access lists: allow or deny a client outright, before any limit is counted.
 
 An :class:`AccessList` is compiled once per rules snapshot from plain
-:class:`ACLRule` entries (``plans.rules`` converts its ``ACLEntry`` rows) and
+:class:`ACLRule` entries (``plans.rules`` converts its ``ACLEntry`` rows and
+the networks of its enabled ``ACLFeed`` rows) and
 answers :meth:`AccessList.match` per request with dictionary lookups only: no
 database, no Redis. A deny beats an allow; a scoped entry applies only to
 requests with that ``quota_scope``; an entry past its ``expires_at`` never
@@ -34,10 +35,11 @@ class ACLRule:
 
     ``value`` is the API key id (``kind="key"``), user id (``"user"``),
     subscription id (``"subscription"``) or an ``ipaddress`` network (``"ip"``).
-    ``expires_at`` is in epoch seconds; ``None`` never expires.
+    ``expires_at`` is in epoch seconds; ``None`` never expires. ``id`` is an
+    ``ACLEntry``'s primary key, or text naming a feed (``"feed:spamhaus-drop"``).
     """
 
-    id: int
+    id: int | str
     action: str  # "allow" or "deny"
     kind: str  # "key", "user", "subscription" or "ip"
     value: Any
@@ -91,8 +93,9 @@ def as_network(value: IPNetwork | str) -> IPNetwork:
 
 
 def _ordered(rules: Iterable[ACLRule]) -> tuple[ACLRule, ...]:
-    # Within one bucket: denies first, then scoped before unscoped, then oldest first.
-    return tuple(sorted(rules, key=lambda r: (not r.is_deny, not r.scope, r.id)))
+    # Within one bucket: denies first, then scoped before unscoped, then admin entries (oldest first) before
+    # feeds' (by name): ids of the two kinds are never compared with each other.
+    return tuple(sorted(rules, key=lambda r: (not r.is_deny, not r.scope, isinstance(r.id, str), r.id)))
 
 
 class _NetworkTable:

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
+from plans.conf import SETTINGS as FEED_SETTINGS
 from quotas.conf import DEFAULTS, SECTIONS, quota_settings
 from quotas.setting import Setting, markdown_table
 from quotas.settings_spec import SETTINGS
@@ -16,6 +17,7 @@ DESCRIBED = {
     "QUOTAS": SETTINGS,
     **{f"QUOTAS[{s.name!r}]": s.keys for s in SETTINGS if s.keys},
     "QUOTAS['ADAPTIVE']": ADAPTIVE_SETTINGS,
+    "QUOTAS['ACL_FEEDS']": FEED_SETTINGS,
 }
 
 
@@ -26,7 +28,7 @@ def test_every_description_is_sound(label):
     assert len({s.name for s in described}) == len(described)
     for s in described:
         assert re.fullmatch(r"[A-Z][A-Z0-9_]*", s.name)
-        assert re.fullmatch(r"(quotas|adaptive|notifications)\.E\d{3}", s.check_id), s.name
+        assert re.fullmatch(r"(quotas|adaptive|notifications|quota_plans)\.E\d{3}", s.check_id), s.name
         assert s.doc, s.name
         assert s.hint, s.name
         assert "\n" not in s.doc + s.hint, s.name

@@ -1,0 +1,67 @@
+"""The allow and deny list feeds' settings, read from ``QUOTAS['ACL_FEEDS']`` in Django settings.
+
+Every key is described once in :data:`SETTINGS` (type, default, check id, hint, doc), as the adaptive and
+notifications apps' are: :data:`feed_settings` reads the defaults from it, ``plans/feeds/checks.py`` validates
+each value at start-up and the settings reference's table is written from it. Looked up on every access, so
+``override_settings`` works.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from quotas.setting import SectionSettings, Setting, defaults
+
+_SECONDS = "a number of seconds"
+
+
+def _absolute_directories(value: Any, label: str) -> Iterator[str]:
+    for entry in value:
+        if not isinstance(entry, str) or not os.path.isabs(entry):
+            yield f"{label} must list absolute directory paths; {entry!r} is not one."
+
+
+SETTINGS = (
+    Setting(
+        "INTERVAL", float, 3_600.0, exclusive_minimum=0, kind=_SECONDS, check_id="quota_plans.E011",
+        doc="seconds between two refreshes of every enabled feed; use it as the beat schedule of "
+        "`plans.refresh_acl_feeds` (check `quota_plans.W011`)",
+        hint="An hour suits most threat-intelligence feeds; their publishers ask for no more than that.",
+    ),
+    Setting(
+        "TIMEOUT", float, 10.0, exclusive_minimum=0, maximum=120, kind=_SECONDS, check_id="quota_plans.E011",
+        doc="seconds a feed URL's connection and its answer may take",
+        hint="10 s is generous for a list of addresses.",
+    ),
+    Setting(
+        "MAX_BYTES", int, 8_388_608, minimum=1, check_id="quota_plans.E012",
+        doc="the largest feed read, in bytes (URL or file); a larger one fails and its last good list stays",
+        hint="8 MiB holds some 200,000 IPv6 networks; raise it for a larger feed.",
+    ),
+    Setting(
+        "ALLOW_HTTP", bool, False, check_id="quota_plans.E013",
+        doc="`True` admits `http://` feed URLs; off, only `https://` (an allow list read in clear could be "
+        "changed on the way to lift every limit)",
+        hint="Leave it False in production, or serve the feed over https://.",
+    ),
+    Setting(
+        "ALLOW_PRIVATE_ADDRESSES", bool, False, check_id="quota_plans.E013",
+        doc="`True` lets feed URLs reach loopback, private, link-local and reserved addresses (tests, an internal "
+        "feed server); off, such a URL is refused when the feed is saved and again when it is fetched (SSRF)",
+        hint="Leave it False in production: whoever may edit feeds could otherwise probe your internal services.",
+    ),
+    Setting(
+        "FILE_DIRECTORIES", list | tuple, (), validate=_absolute_directories, check_id="quota_plans.E014",
+        doc="absolute directories local feed files may be read from; a feed's file must lie inside one "
+        "(empty: no file feeds)",
+        hint="e.g. ['/etc/quota-feeds']: otherwise whoever may edit feeds could make the server read any file.",
+    ),
+)  # fmt: skip
+
+DEFAULTS: dict[str, Any] = defaults(SETTINGS)
+
+
+#: ``QUOTAS['ACL_FEEDS']``, key by key, with :data:`DEFAULTS` filled in.
+feed_settings = SectionSettings("ACL_FEEDS", SETTINGS)

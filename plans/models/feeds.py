@@ -1,0 +1,66 @@
+"""Allow and deny lists kept from feeds (URLs or files), refreshed by the ``plans.refresh_acl_feeds`` task."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from ..feeds.source import FeedError, check_source
+from .access import ACLEntry
+
+
+class ACLFeed(models.Model):
+    """A list of IP addresses and networks to allow or deny, read from a URL or a file on a schedule.
+
+    Its last good list is kept on the row as text, one normalised network a line (``entries``), rather than
+    as one row per network: the list is only ever replaced whole and read whole (to build the rules
+    snapshot), so one UPDATE swaps it atomically, a refresh of 100,000 networks writes one row instead of
+    deleting and inserting 100,000, and a failed or malformed fetch simply leaves the text as it was.
+    Nobody edits a feed's networks one by one: the feed is their source.
+    """
+
+    name = models.SlugField(
+        max_length=64, unique=True, help_text="Names the feed in metrics, logs and the deny refusal's detail."
+    )
+    source = models.CharField(
+        max_length=500,
+        help_text="An https:// URL, or the absolute path of a file inside QUOTAS['ACL_FEEDS']['FILE_DIRECTORIES']. "
+        "One IP address or CIDR network a line; '#' starts a comment.",
+    )
+    action = models.CharField(max_length=8, choices=ACLEntry.Action.choices)
+    enabled = models.BooleanField(default=True, help_text="Off: the feed is neither fetched nor applied.")
+    entries = models.TextField(blank=True, editable=False, help_text="The last good list, one network a line.")
+    entry_count = models.PositiveIntegerField(default=0, editable=False)
+    fetched_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="The last good fetch.")
+    last_error = models.TextField(blank=True, editable=False, help_text="Why the last fetch failed.")
+    last_error_at = models.DateTimeField(null=True, blank=True, editable=False)
+    consecutive_failures = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "access list feed"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.action} feed {self.name}"
+
+    @property
+    def is_failing(self) -> bool:
+        """Whether the last fetch failed (the last good list, if any, is still applied)."""
+        return self.consecutive_failures > 0
+
+    def networks(self) -> list[str]:
+        """The last good list, one network per item."""
+        return self.entries.split()
+
+    def clean(self) -> None:
+        self.source = self.source.strip()
+        try:
+            check_source(self.source)
+        except FeedError as exc:
+            raise ValidationError({"source": str(exc)}) from exc
+        # A deny feed may list every address; turned into an allow feed, that list would lift every limit.
+        everyone = [n for n in self.networks() if n.endswith("/0")]
+        if self.action == ACLEntry.Action.ALLOW and everyone:
+            lifted = f"This feed's list holds {everyone[0]}: allowing it would lift every limit for every client."
+            raise ValidationError({"action": lifted})

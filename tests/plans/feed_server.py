@@ -1,0 +1,30 @@
+"""A real HTTP server for feed tests: ``http.server`` on an ephemeral loopback port, in a thread, serving a folder."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the test's output is the assertions', not the server's access log
+
+
+@contextmanager
+def serving(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` over HTTP until the block ends; yields the base URL (``http://127.0.0.1:PORT/``)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
