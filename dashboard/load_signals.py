@@ -9,7 +9,7 @@ from django.db import connections
 
 from adaptive.conf import FRACTION_SIGNALS, HOOK_SIGNAL, KNOWN_SIGNALS, adaptive_settings
 
-LABELS = {
+LABELS: dict[str, str] = {
     "cpu": "CPU",
     "memory": "Memory",
     "db": "Database connections",
@@ -39,21 +39,21 @@ def signal_rows(signals: dict[str, Any]) -> list[dict[str, str]]:
     """
     nested = signals.get("observed")
     observed = nested if isinstance(nested, dict) else signals
-    measured = signals.get("measured") if isinstance(signals.get("measured"), dict) else {}
-    rows = []
+    measured = signals.get("measured")
+    measured = measured if isinstance(measured, dict) else {}
+    rows: list[dict[str, str]] = []
     # In the order the settings name them, whatever order the database kept the keys in (jsonb sorts them).
     order = {name: n for n, name in enumerate(KNOWN_SIGNALS)}
     for name, value in sorted(observed.items(), key=lambda item: (order.get(item[0], len(order)), item[0])):
-        label = LABELS.get(name, name)
+        label = LABELS.get(str(name), str(name))
         if isinstance(value, int | float) and not isinstance(value, bool):
             rows.append({"name": label, "value": _value(name, float(value), measured), "note": ""})
         else:
             rows.append({"name": label, "value": "not measured", "note": _why_missing(name)})
     planned = signals.get("planned")
     if isinstance(planned, dict) and isinstance(planned.get("capacity"), int | float):
-        rows.append(
-            {"name": "Planned capacity", "value": f"{planned['capacity'] * 100:.0f} %", "note": str(planned["by"])}
-        )
+        share, window = f"{planned['capacity'] * 100:.0f} %", str(planned.get("by", ""))
+        rows.append({"name": "Planned capacity", "value": share, "note": window})
     return rows
 
 

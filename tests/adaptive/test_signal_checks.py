@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from adaptive.checks import check_settings
+from tests.doc_blocks import doc_block
 
 HOOK_THRESHOLDS = {"low": 0.8, "high": 1.0, "critical": 1.5}
 NOT_CALLABLE = "a string"
@@ -81,4 +82,17 @@ def test_a_bad_added_setting_is_reported(settings, override: dict, expected: str
 def test_windows_that_meet_do_not_overlap(settings) -> None:
     """One window's end is the next one's start: no overlap (the end is not in the window)."""
     adaptive(settings, SCHEDULE=[window("01:00", "04:00"), window("04:00", "06:00", 0.7), window("22:00", "01:00")])
+    assert check_settings() == []
+
+
+def test_the_documented_settings_pass_the_checks(settings) -> None:
+    """docs/concepts.md's settings for the added signals, as written, raise nothing but the example hook's
+    path, which is the reader's own module (adaptive.E020 names it); with a hook that imports, nothing."""
+    namespace: dict = {"QUOTAS": {}}
+    exec(doc_block("concepts.md", "adaptive-signals"), namespace)
+    documented = namespace["QUOTAS"]["ADAPTIVE"]
+    settings.QUOTAS = {**settings.QUOTAS, "ADAPTIVE": documented}
+    (message,) = check_settings()
+    assert (message.id, documented["LOAD_HOOK"] in message.msg) == ("adaptive.E020", True)
+    adaptive(settings, LOAD_HOOK=f"{__name__}.project_load")
     assert check_settings() == []
