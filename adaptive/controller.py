@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfoNotFoundError
 
 import redis
 from django.conf import settings
@@ -173,7 +174,11 @@ def scheduled(now: float) -> tuple[float | None, str]:
     if not schedule:
         return None, ""
     zone = adaptive_settings.SCHEDULE_TIME_ZONE or settings.TIME_ZONE
-    capacity, window = planned_capacity(schedule, zone, now)
+    try:
+        capacity, window = planned_capacity(schedule, zone, now)
+    except (ZoneInfoNotFoundError, ValueError):  # adaptive.E019 says so at start-up; the run goes on without it
+        logger.warning("adaptive: SCHEDULE_TIME_ZONE %r unknown; the schedule is left out", zone)
+        return None, ""
     return capacity, f"schedule {window} {zone}" if window else "no window of the schedule"
 
 

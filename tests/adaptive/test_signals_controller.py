@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 from adaptive.controller import run_controller
 from adaptive.publish import read_multipliers
 from adaptive.reporter import publish_sample
+from adaptive.responses import response_signals
 from tests.factories import PlanFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -219,3 +220,15 @@ def test_the_dashboard_shows_the_added_signals(redis_client, plans, signals, set
     assert rows["Planned capacity"] == {"name": "Planned capacity", "value": "60 %", "note": "schedule 00:00-06:00 UTC"}
     assert rows["CPU"]["value"] == "20.0 %"
     assert "hosts" not in rows  # the snapshot's bookkeeping is not a signal
+
+
+def test_a_bad_schedule_zone_or_target_never_stops_reporting_or_control(redis_client, plans, set_quotas) -> None:
+    """Settings the checks refuse (adaptive.E013, E019) but a process runs with anyway: the run publishes
+    without the schedule, and a sample is made without the load figure it cannot compute."""
+    set_quotas("ADAPTIVE", SCHEDULE=[{"start": "00:00", "end": "24:00", "capacity": 0.5}], SCHEDULE_TIME_ZONE="Nowhere")
+    report(redis_client)
+    outcome = run_controller(redis_client, now=T0)
+    assert "planned" not in outcome.signals
+    assert set(read_multipliers(redis_client).values()) == {1.0}
+    fields = response_signals([(0.1, 200)] * 20, latency_target_ms=0, error_rate_target=0.01, min_responses=20)
+    assert (fields["latency_ms"], fields["latency"], fields["errors"]) == (100.0, None, 0.0)
