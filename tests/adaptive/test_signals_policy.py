@@ -75,12 +75,13 @@ def test_response_signals_are_load_figures_against_their_targets() -> None:
 
 
 def test_a_quiet_host_takes_no_part_in_latency() -> None:
-    """Without a latency figure (too few responses) the signal is unavailable: no cut, and once it was high
-    its history is dropped rather than read as zero."""
-    runs = replay([(0.0, [{**CALM, "latency": None}]), (5.0, [{**CALM}])], PARAMS)
-    assert [run.outcome.signals["observed"]["latency"] for run in runs] == [None, None]
-    assert "latency" not in runs[-1].outcome.state.fast
-    assert runs[-1].m[FREE] == 1.0
+    """Without a latency figure (too few responses) the signal is unavailable, not zero: it neither cuts nor
+    counts as calm, and the history of an earlier high figure is dropped."""
+    runs = replay([(0.0, [{**CALM, "latency": 1.6}]), (5.0, [{**CALM, "latency": None}]), (10.0, [CALM])], PARAMS)
+    assert runs[0].outcome.state.fast["latency"] == 1.6
+    assert [run.outcome.signals["observed"]["latency"] for run in runs[1:]] == [None, None]
+    assert "latency" not in runs[1].outcome.state.fast
+    assert "latency" not in runs[1].outcome.signals["fast"]
 
 
 def test_drain_takes_what_was_recorded_once() -> None:
