@@ -33,11 +33,12 @@ SIGNALS = {
     "hook": {"low": 0.8, "high": 1.0, "critical": 1.5},
 }
 #: What tests set the project's hook to return (the hook reads it at call time).
-project_load: dict[str, Any] = {"value": 0.2}
+project_load: dict[str, Any] = {"value": 0.2, "calls": 0}
 
 
 def queue_depth() -> Any:
     """The project's hook: its figure, or what a misbehaving hook returns."""
+    project_load["calls"] += 1
     value = project_load["value"]
     if isinstance(value, Exception):
         raise value
@@ -67,7 +68,7 @@ def staff() -> Client:
 @pytest.fixture
 def signals(set_quotas) -> None:
     set_quotas("ADAPTIVE", SIGNALS=SIGNALS, LOAD_HOOK=f"{__name__}.queue_depth")
-    project_load["value"] = 0.2
+    project_load.update(value=0.2, calls=0)
 
 
 def report(redis_client, **fields: Any) -> None:
@@ -167,12 +168,15 @@ def test_a_hook_that_does_not_import_or_call_never_stops_the_controller(
     assert path in caplog.text
 
 
-def test_the_hook_is_not_called_unless_signals_name_it(redis_client, plans, signals, set_quotas) -> None:
-    """Without SIGNALS['hook'] the hook is not called (the check adaptive.W005 says so)."""
-    set_quotas("ADAPTIVE", SIGNALS={"cpu": SIGNALS["cpu"]})
-    project_load["value"] = RuntimeError("must not be called")
+def test_the_hook_is_called_once_a_run_and_only_if_signals_name_it(redis_client, plans, signals, set_quotas) -> None:
+    """One call per run; without SIGNALS['hook'] none (the check adaptive.W005 says so)."""
     report(redis_client)
-    outcome = run_controller(redis_client, now=T0)
+    run_controller(redis_client, now=T0)
+    run_controller(redis_client, now=T0 + 5)
+    assert project_load["calls"] == 2
+    set_quotas("ADAPTIVE", SIGNALS={"cpu": SIGNALS["cpu"]})
+    outcome = run_controller(redis_client, now=T0 + 10)
+    assert project_load["calls"] == 2
     assert "hook" not in outcome.signals["observed"]
 
 
