@@ -14,12 +14,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from django.core.checks import CheckMessage, Error
+from django.core.checks import CheckMessage, Error, Warning
 
 from quotas.setting import SectionSettings, Setting, defaults
 
-#: Signals a host sample may carry. Fractions are 0..1; ``redis_ms`` is milliseconds.
-KNOWN_SIGNALS = ("cpu", "memory", "db", "redis_ms")
+from .hook import check_hook
+from .schedule import check_schedule, check_time_zone
+
+#: Signals a host sample carries. Fractions are 0..1; ``redis_ms`` is milliseconds; ``latency`` and ``errors`` are
+#: load figures (1.0 = at ``LATENCY_TARGET_MS``, at ``ERROR_RATE_TARGET``: see adaptive/responses.py).
+HOST_SIGNALS = ("cpu", "memory", "db", "redis_ms", "latency", "errors")
+#: The project's own signal, read by the controller from ``LOAD_HOOK`` once per run (adaptive/hook.py).
+HOOK_SIGNAL = "hook"
+#: Every signal ``SIGNALS`` may name.
+KNOWN_SIGNALS = (*HOST_SIGNALS, HOOK_SIGNAL)
 FRACTION_SIGNALS = ("cpu", "memory", "db")
 AGGREGATES = ("max", "mean")
 
@@ -76,6 +84,24 @@ def _signals(signals: dict[Any, Any], label: str) -> Found:
             yield f"{label}[{name!r}] needs 0 <= low < high <= critical" + (" <= 1." if top == 1 else ".")
 
 
+def _hook(path: str | None, label: str) -> Found:
+    yield from check_hook(path, label)
+    signals = adaptive_settings.SIGNALS
+    named = isinstance(signals, dict) and HOOK_SIGNAL in signals
+    if path is not None and not named:
+        yield Warning(
+            f"{label} is set but SIGNALS has no {HOOK_SIGNAL!r} thresholds: the hook is never called.",
+            hint=f"Add '{HOOK_SIGNAL}': {{'low': 0.8, 'high': 1.0, 'critical': 1.5}} to QUOTAS['ADAPTIVE']['SIGNALS'].",
+            id="adaptive.W005",
+        )
+    elif path is None and named:
+        yield Warning(
+            f"SIGNALS names {HOOK_SIGNAL!r} but {label} is None: that signal is never measured.",
+            hint="Set LOAD_HOOK to the dotted path of your load callable, or drop 'hook' from SIGNALS.",
+            id="adaptive.W005",
+        )
+
+
 def _floors(floors: dict[Any, Any], label: str) -> Found:
     for slug, floor in floors.items():
         if not isinstance(slug, str) or not _number(floor) or not 0 < floor <= 1:
@@ -83,6 +109,7 @@ def _floors(floors: dict[Any, Any], label: str) -> Found:
 
 
 _SECONDS = "a number of seconds"
+_OPTIONAL_STRING = "None or a string"
 
 #: Every key of QUOTAS['ADAPTIVE'] (the algorithm is in adaptive/policy.py and "Adaptive limits" in docs/concepts.md).
 SETTINGS = (
@@ -123,9 +150,45 @@ SETTINGS = (
         },
         kind="a dict of signal name to thresholds", validate=_signals, check_id="adaptive.E005",
         doc="per signal `{'low', 'high', 'critical'}`; only the signals named are used; add `redis_ms` "
-        "(milliseconds) to use Redis latency",
-        hint="Thresholds per signal, 0 <= low < high <= critical (<= 1 but for redis_ms); the gap between low "
-        "and high keeps limits from flapping.",
+        "(milliseconds) to use Redis latency, `latency` and `errors` (load figures, 1.0 = at target) to use the "
+        "p90 response time and the 5xx share, `hook` to use `LOAD_HOOK`",
+        hint="Thresholds per signal, 0 <= low < high <= critical (<= 1 for cpu, memory and db); the gap between "
+        "low and high keeps limits from flapping.",
+    ),
+    Setting(
+        "LATENCY_TARGET_MS", float, 250.0, exclusive_minimum=0, kind="a number of milliseconds",
+        check_id="adaptive.E013",
+        doc="the p90 response time a host aims at; the `latency` signal is its p90 over this (1.0 = at target)",
+        hint="The p90 response time in milliseconds your API should keep under load.",
+    ),
+    Setting(
+        "ERROR_RATE_TARGET", float, 0.01, exclusive_minimum=0, maximum=1, check_id="adaptive.E014",
+        doc="the share of 5xx responses a host aims at; the `errors` signal is its share over this",
+        hint="0.01 reads 1 % of responses with status >= 500 as 1.0, at target.",
+    ),
+    Setting(
+        "MIN_RESPONSES", int, 20, minimum=1, check_id="adaptive.E015",
+        doc="responses a process must serve in a reporting interval for its `latency` and `errors` to count "
+        "(a quiet process reports neither)",
+        hint="Fewer responses than this in an interval say nothing: one slow request or one 500 is no load.",
+    ),
+    Setting(
+        "SCHEDULE", list, [], kind="a list of windows", validate=check_schedule, check_id="adaptive.E016",
+        doc="planned capacity by time of day: `[{'start': '01:00', 'end': '04:00', 'capacity': 0.5}]` caps the "
+        "capacity level at 0.5 from 01:00 to 04:00 (`SCHEDULE_TIME_ZONE`) and recovers it gradually after",
+        hint="A list of {'start': 'HH:MM', 'end': 'HH:MM', 'capacity': 0 < c <= 1} that do not overlap.",
+    ),
+    Setting(
+        "SCHEDULE_TIME_ZONE", str | None, None, kind=_OPTIONAL_STRING, validate=check_time_zone,
+        check_id="adaptive.E019",
+        doc="the time zone of `SCHEDULE`'s times (`None`: Django's `TIME_ZONE`)",
+        hint="An IANA time zone name such as 'Europe/Paris', or None for TIME_ZONE.",
+    ),
+    Setting(
+        "LOAD_HOOK", str | None, None, kind=_OPTIONAL_STRING, validate=_hook, check_id="adaptive.E020",
+        doc="dotted path of a callable taking no argument and returning the project's own load figure (1.0 = "
+        "at target), read once per controller run as the `hook` signal; a failing hook is logged and ignored",
+        hint="A dotted path such as 'myproject.load.queue_depth' to a function returning a number >= 0.",
     ),
     Setting(
         "AGGREGATE", str, "max", choices=AGGREGATES, check_id="adaptive.E008",

@@ -14,23 +14,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfoNotFoundError
 
 import redis
+from django.conf import settings
 from django.db import DatabaseError
 from redis.exceptions import LockError
 
 from quotas import metrics
 
 from . import store
-from .conf import KNOWN_SIGNALS, adaptive_settings
+from .conf import HOOK_SIGNAL, HOST_SIGNALS, adaptive_settings
+from .hook import read_hook
 from .load import db_server_saturation
-from .policy import Outcome, Params, PlanInfo, State, Thresholds, step
+from .policy import Fleet, Outcome, Params, PlanInfo, State, Thresholds, aggregate, step
 from .publish import publish_multipliers
 from .reporter import read_samples
+from .schedule import planned_capacity
 
 logger = logging.getLogger(__name__)
 
 PRUNE_EVERY = 3600.0  # seconds between deletions of expired snapshots
+#: Each host's response measurements in their own units, kept in the snapshot for the dashboard (the policy
+#: reads them as load figures against their targets: ``latency`` and ``errors``).
+MEASURED = ("latency_ms", "error_rate")
+#: The host label of the signals the controller measures for the whole fleet in /metrics.
+FLEET_HOST = "controller"
 
 
 def params_from_settings() -> Params:
@@ -135,16 +144,19 @@ def _run(client: redis.Redis, now: float | None) -> Outcome:
     server_db = (
         db_server_saturation() if adaptive_settings.DB_SERVER_SIGNAL and "db" in adaptive_settings.SIGNALS else None
     )
+    hook = read_hook(adaptive_settings.LOAD_HOOK) if HOOK_SIGNAL in adaptive_settings.SIGNALS else None
+    capacity, planned_by = scheduled(now)
     outcome = step(
         state,
         samples,
         inputs.plans,
         now,
         params_from_settings(),
-        server_db=server_db,
+        fleet=Fleet(server_db, {HOOK_SIGNAL: hook}, capacity, planned_by),
         pins=inputs.pins_at(now),
         enabled=enabled,
     )
+    outcome.signals["measured"] = aggregate(samples, MEASURED, adaptive_settings.AGGREGATE)
     publish_multipliers(client, outcome.multipliers, now, float(adaptive_settings.PUBLISH_TTL))
     export_metrics(outcome, samples)
     new_state = outcome.state.to_json()
@@ -156,20 +168,41 @@ def _run(client: redis.Redis, now: float | None) -> Outcome:
     return outcome
 
 
+def scheduled(now: float) -> tuple[float | None, str]:
+    """The capacity ``SCHEDULE`` plans at ``now`` (None without a schedule) and what plans it, for the reason."""
+    schedule = adaptive_settings.SCHEDULE
+    if not schedule:
+        return None, ""
+    zone = adaptive_settings.SCHEDULE_TIME_ZONE or settings.TIME_ZONE
+    try:
+        capacity, window = planned_capacity(schedule, zone, now)
+    except (ZoneInfoNotFoundError, ValueError):  # adaptive.E019 says so at start-up; the run goes on without it
+        logger.warning("adaptive: SCHEDULE_TIME_ZONE %r unknown; the schedule is left out", zone)
+        return None, ""
+    return capacity, f"schedule {window} {zone}" if window else "no window of the schedule"
+
+
 def export_metrics(outcome: Outcome, samples: list[dict[str, Any]]) -> None:
-    """The published multipliers by plan slug, and each host's signals (its worst process), as Prometheus gauges."""
+    """The published multipliers by plan slug, each host's signals (its worst process), and the fleet's own
+    (the hook's figure, the planned capacity) under the host ``controller``, as Prometheus gauges."""
     slugs = {p.id: p.slug for p in outcome.state.plans}
     for plan_id, multiplier in outcome.multipliers.items():
         metrics.set_multiplier(slugs.get(plan_id), multiplier)
     per_host: dict[tuple[str, str], float] = {}
     for sample in samples:
         host = str(sample.get("host", ""))
-        for name in KNOWN_SIGNALS:
+        for name in (*HOST_SIGNALS, *MEASURED):
             value = sample.get(name)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 per_host[host, name] = max(per_host.get((host, name), value), value)
     for (host, name), value in per_host.items():
         metrics.set_load_signal(name, host, value)
+    hook = outcome.signals["observed"].get(HOOK_SIGNAL)
+    if hook is not None:
+        metrics.set_load_signal(HOOK_SIGNAL, FLEET_HOST, hook)
+    planned = outcome.signals.get("planned")
+    if planned is not None:
+        metrics.set_load_signal("capacity", FLEET_HOST, planned["capacity"])
 
 
 def _record(outcome: Outcome, now: float, pruned_at: Any) -> float | None:

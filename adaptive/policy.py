@@ -19,7 +19,10 @@ Each run of :func:`step`:
 5. **Shed by priority.** With ``n`` priority tiers (lowest rank 0), tier ``r`` starts losing capacity
    once the shed amount ``1 - level`` passes ``r / n``, and reaches its plan's floor at level 0:
    the lowest priority is cut first and most, the highest last and least, never below its floor.
-6. **Pins** from the admin replace a plan's computed value; with adaptation off every other plan is 1.0.
+6. **Planned capacity** (``SCHEDULE``, :mod:`adaptive.schedule`) caps the level: entering a window cuts it to
+   the window's capacity at once (a planned cut needs no cooldown), inside it the level never recovers above
+   it, and when the window ends the level recovers like after any cut: gradually, once every signal is healthy.
+7. **Pins** from the admin replace a plan's computed value; with adaptation off every other plan is 1.0.
 """
 
 from __future__ import annotations
@@ -117,6 +120,16 @@ class State:
 
 
 @dataclass(frozen=True, slots=True)
+class Fleet:
+    """What the controller measures once per run for the whole fleet rather than per host."""
+
+    server_db: float | None = None  # the database server's own saturation, merged with the hosts' pools'
+    signals: Mapping[str, float | None] = field(default_factory=dict)  # by name (the hook's); None: unavailable
+    capacity: float | None = None  # planned now (None: no schedule, read as 1.0); caps the level
+    planned_by: str = "the schedule"  # what plans it, for the reason
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """The result of one run: what to publish, and why."""
 
@@ -155,6 +168,18 @@ def aggregate(samples: Iterable[Mapping[str, Any]], names: Iterable[str], how: s
         else:
             out[name] = max(values)
     return out
+
+
+def observe(samples: list[Mapping[str, Any]], params: Params, fleet: Fleet) -> dict[str, float | None]:
+    """Per signal of ``params.thresholds``: the hosts' value (:func:`aggregate`), the database server's merged
+    into ``db``, and the fleet's own signals in place of the hosts' (None: unavailable)."""
+    observed = aggregate(samples, params.thresholds, params.aggregate)
+    if fleet.server_db is not None and "db" in observed:
+        observed["db"] = max(fleet.server_db, observed["db"] or 0.0)
+    for name, value in fleet.signals.items():
+        if name in observed:
+            observed[name] = value
+    return observed
 
 
 def ewma(previous: float | None, value: float, dt: float | None, tau: float) -> float:
@@ -210,21 +235,20 @@ def step(
     now: float,
     params: Params,
     *,
-    server_db: float | None = None,
+    fleet: Fleet | None = None,
     pins: Mapping[int, float] | None = None,
     enabled: bool = True,
 ) -> Outcome:
     """One controller run at time ``now`` (seconds) on the hosts' ``samples``.
 
-    ``server_db`` is the database server's own saturation (merged with the hosts' pool saturation),
-    ``pins`` the admin's multipliers by plan id, ``enabled`` False switches adaptation off.
+    ``fleet`` is what the controller measured for the whole fleet (:class:`Fleet`), ``pins`` the admin's
+    multipliers by plan id, ``enabled`` False switches adaptation off.
     """
     samples = list(samples)
     plans = tuple(plans)
     pins = dict(pins or {})
-    observed = aggregate(samples, params.thresholds, params.aggregate)
-    if server_db is not None and "db" in observed:
-        observed["db"] = max(server_db, observed["db"] or 0.0)
+    fleet = fleet or Fleet()
+    observed = observe(samples, params, fleet)
     dt = None if state.at is None else now - state.at
     fast, slow = {}, {}
     for name, value in observed.items():
@@ -238,7 +262,10 @@ def step(
     new = replace(state, fast=fast, slow=slow, at=now, plans=plans)
     if fast:
         new.last_signal_at = now
-    action, why = _control(_Run(state, new, now, dt, params), zone, culprit, enabled)
+    run = _Run(state, new, now, dt, params)
+    action, why = _control(run, zone, culprit, enabled)
+    if enabled and fleet.capacity is not None:
+        action, why = _cap(run, fleet.capacity, fleet.planned_by, action, why)
 
     computed = plan_multipliers(new.level, plans) if enabled else {p.id: 1.0 for p in plans}
     multipliers = {p.id: float(pins.get(p.id, computed[p.id])) for p in plans}
@@ -256,6 +283,8 @@ def step(
         "zone": zone,
         "level": round(new.level, 4),
     }
+    if fleet.capacity is not None:
+        signals["planned"] = {"capacity": fleet.capacity, "by": fleet.planned_by}
     return Outcome(new, multipliers, multipliers != state.multipliers, action, zone, why, signals)
 
 
@@ -305,6 +334,19 @@ def _cut(run: _Run, zone: str, culprit: str) -> tuple[str, str]:
     new.level = max(p.min_level, level * p.decrease_factor)
     new.last_cut_at = run.now
     return "cut", f"cut: {mark}; level {level:.2f} -> {new.level:.2f}"
+
+
+def _cap(run: _Run, capacity: float, planned_by: str, action: str, why: str) -> tuple[str, str]:
+    """Keeps the level at or below the planned ``capacity`` (never below ``min_level``)."""
+    old, new = run.old, run.new
+    ceiling = max(run.p.min_level, min(1.0, capacity))
+    if new.level <= ceiling:
+        return action, why
+    new.level = ceiling
+    if old.level > ceiling:
+        new.last_cut_at = run.now  # like any cut, it is given time to show before the load cuts again
+        return "cut", f"cut: planned capacity {ceiling:.2f} ({planned_by}); level {old.level:.2f} -> {ceiling:.2f}"
+    return "hold", f"hold at planned capacity {ceiling:.2f} ({planned_by}); {why}"
 
 
 def _healthy(run: _Run) -> tuple[str, str]:

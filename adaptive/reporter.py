@@ -20,8 +20,9 @@ import redis
 from redis.exceptions import RedisError
 
 from . import store
-from .conf import adaptive_settings
+from .conf import HOST_SIGNALS, adaptive_settings
 from .load import CpuMeter, host_name, host_sample
+from .responses import RESPONSES, drain, interval_signals
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +96,14 @@ class LoadReporter:
 
     def _run(self, stop: threading.Event) -> None:
         cpu = CpuMeter()  # the first reading covers the first interval
+        drain(RESPONSES)  # responses served before this thread (or while reporting was off) are no interval's
         latency: float | None = None
         while True:
             interval = max(1.0, float(adaptive_settings.REPORT_INTERVAL))
             if stop.wait(interval):
                 return
             try:
-                sample = host_sample(cpu, latency)
+                sample = {**host_sample(cpu, latency), **interval_signals()}
                 self.last_sample = sample
                 latency = publish_sample(store.get_client(), sample, float(adaptive_settings.SAMPLE_TTL))
             except RedisError as exc:
@@ -126,7 +128,8 @@ def stop_reporter() -> None:
 
 def signal_series() -> list[tuple[dict[str, str], float]]:
     """This host's load signals for /metrics until the controller exports them: every signal the controller
-    reads (``SIGNALS``), at this process's last published reading, or at 0 before its first or where it has none.
+    reads (``SIGNALS``) that hosts report, at this process's last published reading, or at 0 before its first or
+    where it has none. ``hook`` is the controller's own reading: it exports it.
 
     Registered in :meth:`adaptive.apps.AdaptiveAppConfig.ready` with
     :func:`quotas.metrics.add_default_series`.
@@ -135,6 +138,8 @@ def signal_series() -> list[tuple[dict[str, str], float]]:
     host = str(sample.get("host") or host_name())
     series = []
     for name in adaptive_settings.SIGNALS:
+        if name not in HOST_SIGNALS:
+            continue
         value = sample.get(name)
         reading = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
         series.append(({"signal": name, "host": host}, reading))

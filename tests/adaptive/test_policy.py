@@ -15,6 +15,7 @@ from adaptive.policy import (
     HEALTHY,
     OVERLOADED,
     UNKNOWN,
+    Fleet,
     PlanInfo,
     State,
     Thresholds,
@@ -263,10 +264,10 @@ def test_saturated_db_pool_cuts_even_with_idle_cpu() -> None:
 
 def test_server_db_saturation_merges_with_pools() -> None:
     """The server's connections in use count as a db signal, also for hosts without a pool."""
-    runs = replay([(0.0, [host(cpu=0.1, db=None)])], server_db=0.9)
+    runs = replay([(0.0, [host(cpu=0.1, db=None)])], fleet=Fleet(server_db=0.9))
     assert runs[0].outcome.signals["observed"]["db"] == 0.9
     assert runs[0].outcome.action == "cut"
-    runs = replay([(0.0, [host(cpu=0.1, db=0.3)])], server_db=0.1)
+    runs = replay([(0.0, [host(cpu=0.1, db=0.3)])], fleet=Fleet(server_db=0.1))
     assert runs[0].outcome.signals["observed"]["db"] == 0.3
 
 

@@ -57,6 +57,7 @@ def test_a_request_starts_one_reporter_per_process(reporting, redis_client) -> N
     assert sample["pid"] == os.getpid()
     assert 0 <= sample["cpu"] <= 1
     assert 0 < sample["memory"] <= 1
+    assert {"latency_ms", "latency", "error_rate", "errors"} <= set(sample)  # None: fewer than MIN_RESPONSES
     assert 0 < redis_client.pttl(key) <= 5000
     assert redis_client.zscore(store.hosts_key(), key) is not None
 
