@@ -78,7 +78,7 @@ def drf_settings() -> dict[str, Any]:
 
 def world() -> dict[str, Any]:
     """One object of each model the plans admin lists, as an operator would have after a while."""
-    from plans.models import ACLEntry, APIKey, ClientBan, Plan, Subscription
+    from plans.models import ACLEntry, ACLFeed, APIKey, ClientBan, Plan, Subscription
 
     free = Plan.objects.create(slug="free", name="Free")
     pro = Plan.objects.create(slug="pro", name="Pro", monthly_price=49)
@@ -86,7 +86,12 @@ def world() -> dict[str, Any]:
     key, _ = APIKey.issue(sub, name="first")
     ban = ClientBan.objects.create(client=f"s.{sub.pk}", subscription=sub, until=timezone.now() + timedelta(hours=1))
     acl = ACLEntry.objects.create(action="deny", cidr="203.0.113.0/24", reason="probe")
-    return {"free": free, "pro": pro, "sub": sub, "key": key, "ban": ban, "acl": acl}
+    # As a feed is after its first good fetch (refreshing it here fails offline: recorded, the list kept).
+    feed = ACLFeed.objects.create(
+        name="blocklist", source="https://feeds.example.com/block.txt", action="deny", entries="198.51.100.0/24",
+        entry_count=1, fetched_at=timezone.now(),
+    )  # fmt: skip
+    return {"free": free, "pro": pro, "sub": sub, "key": key, "ban": ban, "acl": acl, "feed": feed}
 
 
 def admin_actions() -> dict[str, Any]:
