@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
 from quotas.rules.snapshot import LimitRule, RequestRules
-from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
+from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -250,3 +250,18 @@ def test_without_geoip2_installed_the_check_says_so(free, country_db, set_quotas
     assert [m.id for m in errors] == ["quotas.E081", "quotas.W082"]
     assert "geoip2 is not installed" in errors[0].msg
     assert "[geoip]" in errors[0].hint
+
+
+def test_a_usage_api_limit_kept_to_a_country_holds_only_its_clients(client, free, country_db, set_quotas):
+    """The usage API applies only its scope's limits: one kept to China holds a client there; a client
+    elsewhere has no limit of the scope, so the default USAGE_API_RATE applies to it instead."""
+    EndpointLimitFactory(plan=free, name="cn-usage", scope="usage_api", rates="1/min", countries="CN")
+    set_quotas(GEOIP_COUNTRY_DB=str(country_db), USAGE_API_RATE="3/min")
+    key = issue_key(plan=free)
+    from_china = [client.get("/api/v1/usage/current", HTTP_X_API_KEY=key, REMOTE_ADDR=CHINA) for _ in range(2)]
+    assert [r.status_code for r in from_china] == [200, 429]
+    assert from_china[0]["RateLimit-Policy"] == '"cn-usage";q=1;w=60'
+    other = issue_key(plan=free)
+    elsewhere = [client.get("/api/v1/usage/current", HTTP_X_API_KEY=other, REMOTE_ADDR=GERMANY) for _ in range(2)]
+    assert [r.status_code for r in elsewhere] == [200, 200]
+    assert elsewhere[0]["RateLimit-Policy"].startswith('"usage_api";q=3')
