@@ -45,7 +45,7 @@ class EndpointLimitInline(admin.TabularInline):
     model = EndpointLimit
     extra = 0
     fields = (
-        "name", "scope", "path_prefix", "methods", "algorithm", "rates",
+        "name", "scope", "path_prefix", "methods", "countries", "algorithm", "rates",
         "burst", "weight", "max_delay", "shadow", "refund_on_error", "price",
     )  # fmt: skip
 

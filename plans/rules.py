@@ -49,6 +49,7 @@ def limit_rule(limit: EndpointLimit) -> LimitRule:
         shadow=limit.shadow,
         refund_on_error=limit.refund_on_error,
         price_micros=to_micros(limit.price),
+        countries=limit.country_set,
     )
 
 

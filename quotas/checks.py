@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from os import PathLike
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from quotas.contract.memory import is_memory_url, lua_available
 from quotas.exceptions import InvalidRate
 from quotas.formats.rates import parse_rates
 from quotas.identity.addresses import num_proxies
+from quotas.identity.countries import open_database
 from quotas.observability.otel import available as otel_available
 from quotas.setting import Setting
 from quotas.settings_spec import ADAPTIVE, SETTINGS
@@ -258,6 +260,62 @@ def check_graphql_complexity(app_configs: Iterable[Any] | None = None, **kwargs:
             "the cap admits would be refused as out of bounds (its complexity is its weight).",
             "Lower GRAPHQL_MAX_COMPLEXITY, or raise MAX_REQUEST_WEIGHT to at least the same.",
             59,
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def check_country_database(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.E081: ``GEOIP_COUNTRY_DB`` set, and geoip2 missing or the file not a readable Country or City
+    database. It opens a local file (no connection), closed again at once."""
+    path = quota_settings.GEOIP_COUNTRY_DB
+    if not path or not isinstance(path, str | PathLike):  # unset, or of the wrong type (E080)
+        return []
+    found = open_database(path)
+    if found.reader is not None:
+        found.reader.close()
+        return []
+    return [
+        _error(
+            f"QUOTAS['GEOIP_COUNTRY_DB']: {found.problem}; limits kept to some countries would apply to no request.",
+            "pip install 'django-quota-platform[geoip]' and point it at a GeoLite2 or GeoIP2 Country or City "
+            ".mmdb file this process can read (MaxMind's geoipupdate keeps one fresh).",
+            81,
+        )
+    ]
+
+
+@register(Tags.database)
+def check_country_limits_have_a_database(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """quotas.W082: a limit is kept to some countries, and no usable country database tells them apart.
+
+    A database check (``migrate``, ``check --database default``): the limits are rows. A warning rather than an
+    error because those rows are edited in the admin at run time: an error would stop ``migrate`` in a deploy
+    over an operator's limit, while the request path already copes (the limit applies to nobody, logged once
+    and counted). A misconfigured path is E081's error in every check run.
+    """
+    backend_path = quota_settings.RULES_BACKEND
+    if not backend_path or not kwargs.get("databases"):
+        return []
+    try:
+        rules = import_string(backend_path)().load()
+    except (ImportError, DatabaseError):  # not importable (E004 says so) or not migrated yet
+        return []
+    named = sorted(
+        f"{plan.slug}:{rule.name}" for plan in rules.plans.values() for rule in plan.limits if rule.countries
+    )
+    if not named:
+        return []
+    found = open_database(quota_settings.GEOIP_COUNTRY_DB)
+    if found.reader is not None:
+        found.reader.close()
+        return []
+    return [
+        Warning(
+            f"Limits kept to some countries ({', '.join(named)}) apply to no request: {found.problem}.",
+            hint="Set QUOTAS['GEOIP_COUNTRY_DB'] to a GeoLite2 or GeoIP2 Country or City .mmdb file (pip install "
+            "'django-quota-platform[geoip]'), or clear the limits' countries.",
+            id="quotas.W082",
         )
     ]
 

@@ -245,6 +245,14 @@ refusal_records_lost = Counter(
     "recorded QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR'] anonymous clients this hour already).",
     ["reason"],
 )
+#: Why a client's country could not be looked up (quotas/identity/countries.py).
+COUNTRY_UNAVAILABLE_REASONS = ("unset", "not_installed", "unreadable")
+country_limits_skipped = Counter(
+    "quota_country_limits_skipped",
+    "Requests matched by a limit kept to some countries that could not tell the client's country, so the limit "
+    "did not apply: QUOTAS['GEOIP_COUNTRY_DB'] unset, geoip2 not installed, or the database unreadable.",
+    ["reason"],
+)
 
 # (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
 _decision_children: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
@@ -310,6 +318,11 @@ def observe_failed_auth(outcome: str) -> None:
 def observe_usage_write_lag(seconds: float) -> None:
     """Record how long the oldest request of a batch of in-process usage waited for the batch to reach Redis."""
     usage_write_lag.observe(seconds)
+
+
+def observe_country_limits_skipped(reason: str) -> None:
+    """Count one request whose country limits did not apply (one of :data:`COUNTRY_UNAVAILABLE_REASONS`)."""
+    country_limits_skipped.labels(_checked("reason", reason, COUNTRY_UNAVAILABLE_REASONS)).inc()
 
 
 def observe_redis_error(operation: str) -> None:

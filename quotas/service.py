@@ -48,6 +48,7 @@ from quotas.formats.acl import ACLRule
 from quotas.formats.money import from_micros, to_micros
 from quotas.identity.addresses import client_ip
 from quotas.identity.clients import Client, identify
+from quotas.identity.countries import request_country
 from quotas.observability.events import fire_budget_alerts, report_ban
 from quotas.observability.record import record_acl, record_decision
 from quotas.rules.snapshot import LimitRule, PlanRules, RequestRules, RuleSet, Window
@@ -274,6 +275,8 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
     # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price.
     matched = rules.for_request(plan_id, client.subscriber, facts.scope, path, method)
+    if matched.by_country:  # a limit kept to some countries matched: the client's country decides
+        matched = matched.in_country(request_country(http))
     windows = _plan_windows(facts, rules, client, plan_id, matched, path=path, method=method)
     windows += [w for rule in facts.limits for w in rule.windows]
     plan = rules.plans.get(plan_id) if plan_id is not None else None
@@ -314,12 +317,14 @@ def _plan_windows(
     if plan_id is not None and not facts.scope_limits_only:
         return list(matched.windows)
     if plan_id is not None:
-        own = [
-            w
+        scoped = RequestRules.of(
+            rule
             for rule in rules.limits_for(plan_id, client.subscriber)
             if rule.scope and rule.scope == facts.scope and rule.matches(facts.scope, path, method)
-            for w in rule.windows
-        ]
+        )
+        if scoped.by_country:
+            scoped = scoped.in_country(request_country(facts.http_request))
+        own = list(scoped.windows)
         if own:
             return own
     # No plan covers this client (no plans, or no subscription and no default plan), or none of its plan's

@@ -201,6 +201,15 @@ SETTINGS = (
         "`None`: `REMOTE_ADDR`, or `X-Forwarded-For` behind `TRUSTED_PROXIES`",
         hint="A dotted path such as 'myproject.net.client_ip', or None.",
     ),
+    # Read only for requests that a limit kept to some countries matches (quotas/identity/countries.py);
+    # opened once per process, again when QUOTAS changes. E081 checks the file, W082 the limits needing it.
+    Setting(
+        "GEOIP_COUNTRY_DB", str | PathLike | None, None, kind="a file path or None", check_id="quotas.E080",
+        doc="path of a GeoIP2 or GeoLite2 Country or City database (`.mmdb`, the `geoip` extra) giving the "
+        "client address's country to limits kept to some countries (see Concepts, Per-country limits); `None`: "
+        "no such limit applies",
+        hint="Point it at e.g. /var/lib/GeoIP/GeoLite2-Country.mmdb (kept fresh by geoipupdate), or None.",
+    ),
     # DRF_ALGORITHM covers REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'], a throttle's rate, a decorator's
     # rate and PATH_LIMITS (quotas.rules.snapshot.code_rate_algorithm): "N/period" as DRF means it,
     # with Retry-After until the oldest request leaves.

@@ -36,9 +36,10 @@ TEMPLATE_NAMES = re.compile(
 STATIC_NAMES = re.compile(r"""{%\s*static\s+["']([^"']+)["']""")
 
 
-#: Extras the example project does not run (it serves no GraphQL and exports no traces): pinned in
-#: requirements-dev.txt, which the tests install, not in requirements.txt, which `make run` installs.
-DEV_ONLY_EXTRAS = ("graphene", "strawberry", "opentelemetry")
+#: Extras the example project does not run (it serves no GraphQL, exports no traces and has no country
+#: database): pinned in requirements-dev.txt, which the tests install, not in requirements.txt, which `make run`
+#: installs.
+DEV_ONLY_EXTRAS = ("graphene", "strawberry", "opentelemetry", "geoip")
 
 
 def pins(files: tuple[str, ...] = ("requirements.txt",)) -> dict[str, str]:

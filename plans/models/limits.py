@@ -14,6 +14,7 @@ from quotas.exceptions import InvalidRate
 from quotas.formats.money import round_money
 from quotas.formats.rates import parse_rates
 
+from ..countries import split_countries, validate_countries
 from .plans import Plan, Subscription
 from .validators import _split_methods, validate_methods, validate_rates
 
@@ -23,7 +24,9 @@ class EndpointLimit(models.Model):
 
     It matches a DRF view's ``quota_scope`` if ``scope`` is set, else requests
     whose path starts with ``path_prefix``, else every request (a plan-wide
-    limit), optionally only for some HTTP methods.
+    limit), optionally only for some HTTP methods, and optionally only for
+    requests from some ``countries`` (the client address's country in
+    ``QUOTAS['GEOIP_COUNTRY_DB']``; see Concepts, Per-country limits).
     """
 
     class Algorithm(models.TextChoices):
@@ -44,6 +47,14 @@ class EndpointLimit(models.Model):
     path_prefix = models.CharField(max_length=200, blank=True, help_text="Used when scope is empty, e.g. /api/.")
     methods = models.CharField(
         max_length=100, blank=True, validators=[validate_methods], help_text="Comma-separated; empty for all."
+    )
+    # Room for every code (250 x "XX, "): a limit may name most of the world.
+    countries = models.CharField(
+        max_length=1000,
+        blank=True,
+        validators=[validate_countries],
+        help_text="Only for requests from these countries (ISO 3166-1 alpha-2 codes, e.g. CN, RU; needs "
+        "QUOTAS['GEOIP_COUNTRY_DB']); empty for requests from anywhere.",
     )
     algorithm = models.CharField(max_length=32, choices=Algorithm.choices, default=Algorithm.TOKEN_BUCKET)
     rates = models.CharField(max_length=200, validators=[validate_rates], help_text="e.g. 10/s; 100/min; 5000/day")
@@ -82,6 +93,7 @@ class EndpointLimit(models.Model):
     def clean(self) -> None:
         errors = {**self._algorithm_errors(), **self._count_errors(), **self._match_errors(), **self._weight_errors()}
         self.methods = ", ".join(_split_methods(self.methods))
+        self.countries = ", ".join(split_countries(self.countries))  # stored as it is shown: "CN, RU"
         if errors:
             raise ValidationError(errors)
 
@@ -133,6 +145,11 @@ class EndpointLimit(models.Model):
     @property
     def method_set(self) -> frozenset[str]:
         return frozenset(_split_methods(self.methods))
+
+    @property
+    def country_set(self) -> frozenset[str]:
+        """The countries the limit is kept to (upper-cased codes); empty for requests from anywhere."""
+        return frozenset(split_countries(self.countries))
 
 
 class LimitOverride(models.Model):

@@ -119,6 +119,7 @@ class LimitRule:
     anchor_day: int = 1
     currency: str = ""
     price_micros: int = 0  # what a matching request costs, in micro-units
+    countries: frozenset[str] = frozenset()  # only requests from these countries (ISO codes); empty: from anywhere
     windows: tuple[Window, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -162,15 +163,18 @@ class LimitRule:
             return path.startswith(self.path_prefix)
         return True
 
+    def applies_in(self, country: str | None) -> bool:
+        """Whether this limit applies to a request from ``country`` (None: not known). A limit kept to some
+        countries applies only to requests known to come from one of them."""
+        return not self.countries or country in self.countries
+
     def same_target(self, other: LimitRule) -> bool:
         """Whether ``other`` guards the same requests (used to compare plans)."""
-        return (self.scope, self.path_prefix, self.methods, self.algorithm == "budget", self.period) == (
-            other.scope,
-            other.path_prefix,
-            other.methods,
-            other.algorithm == "budget",
-            other.period,
-        )
+        return (
+            self.scope, self.path_prefix, self.methods, self.algorithm == "budget", self.period, self.countries,
+        ) == (
+            other.scope, other.path_prefix, other.methods, other.algorithm == "budget", other.period, other.countries,
+        )  # fmt: skip
 
     def with_rates(self, rates: tuple[Rate, ...]) -> LimitRule:
         """A copy with other rates (a subscription's override)."""
@@ -180,6 +184,7 @@ class LimitRule:
             burst=self.burst, weight=self.weight, max_delay=self.max_delay,
             shadow=self.shadow, refund_on_error=self.refund_on_error, period=self.period,
             anchor_day=self.anchor_day, currency=self.currency, price_micros=self.price_micros,
+            countries=self.countries,
         )  # fmt: skip
 
     def anchored(self, day: int) -> LimitRule:
@@ -371,10 +376,31 @@ class RuleSet:
 
 @dataclass(frozen=True, slots=True)
 class RequestRules:
-    """What one kind of request needs of a plan: the windows that match it, and its list price."""
+    """What one kind of request needs of a plan: the windows that match it, and its list price.
+
+    When a matching limit is kept to some countries, ``windows`` and ``price_micros`` are those of the limits
+    for every country, and ``by_country`` holds every matching limit: :meth:`in_country` gives what a request
+    from one country needs. Otherwise ``by_country`` is empty, so a plan without country limits costs a
+    request one attribute check.
+    """
 
     windows: tuple[Window, ...]
     price_micros: int
+    by_country: tuple[LimitRule, ...] = ()
+
+    @classmethod
+    def of(cls, rules: Iterable[LimitRule]) -> RequestRules:
+        """The windows and price of the matching limits ``rules`` (those kept to countries set apart)."""
+        rules = tuple(rules)
+        anywhere = [r for r in rules if not r.countries]
+        by_country = rules if len(anywhere) < len(rules) else ()
+        return cls(tuple(w for r in anywhere for w in r.windows), sum(r.price_micros for r in anywhere), by_country)
+
+    def in_country(self, country: str | None) -> RequestRules:
+        """What a request from ``country`` (None: not known) needs: the limits for every country, and those
+        kept to countries that include it, in the plan's order."""
+        rules = [r for r in self.by_country if r.applies_in(country)]
+        return RequestRules(tuple(w for r in rules for w in r.windows), sum(r.price_micros for r in rules))
 
 
 class _PlanIndex:
@@ -399,8 +425,7 @@ class _PlanIndex:
         key = (scope, method if method in self.methods else "", matched)
         found = self.by_request.get(key)
         if found is None:  # two threads may build the same entry: the same value, so either may stay
-            rules = [r for r in self.limits if r.matches(scope, path, method)]
-            found = RequestRules(tuple(w for r in rules for w in r.windows), sum(r.price_micros for r in rules))
+            found = RequestRules.of(r for r in self.limits if r.matches(scope, path, method))
             self.by_request[key] = found
         return found
 
