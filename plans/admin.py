@@ -11,7 +11,7 @@ from django.contrib.auth import get_permission_codename
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Value
 from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -32,10 +32,12 @@ from .models import (
     ClientBan,
     CostBudget,
     EndpointLimit,
+    GroupPlan,
     LimitOverride,
     PeriodQuota,
     Plan,
     Subscription,
+    user_groups_field,
 )
 
 logger = logging.getLogger(__name__)
@@ -247,6 +249,33 @@ class SubscriptionAdmin(admin.ModelAdmin):
         """Issuing a key is adding an API key, whoever's subscription it is for."""
         opts = APIKey._meta
         return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('add', opts)}")
+
+
+@admin.register(GroupPlan)
+class GroupPlanAdmin(admin.ModelAdmin):
+    """Which groups' members are on which plan when they have no active subscription (see GroupPlan)."""
+
+    list_display = ("group", "plan", "plan_priority", "members")
+    list_select_related = ("group", "plan")
+    list_filter = ("plan",)
+    search_fields = ("group__name", "plan__name", "plan__slug")
+    fields = ("group", "plan", "created_at")
+    readonly_fields = ("created_at",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[GroupPlan]:
+        queryset = super().get_queryset(request)
+        field = user_groups_field()
+        if field is None:  # a user model without groups: no one is a member
+            return queryset.annotate(member_count=Value(0))
+        return queryset.annotate(member_count=Count(f"group__{field.related_query_name()}"))
+
+    @admin.display(description="Plan priority", ordering="plan__priority")
+    def plan_priority(self, obj: GroupPlan) -> int:
+        return obj.plan.priority
+
+    @admin.display(description="Members", ordering="member_count")
+    def members(self, obj: GroupPlan) -> int:
+        return obj.member_count  # type: ignore[attr-defined]  # annotated by get_queryset
 
 
 @admin.register(APIKey)

@@ -1,9 +1,10 @@
 """The plans app's signal receivers.
 
-* Any change to plans, limits, keys or access lists reaches every process's
-  rules snapshot: this process marks its snapshot stale at once; the shared
-  version in Redis is bumped when the transaction commits, so other processes
-  reload only data they can already read.
+* Any change to plans, limits, keys, access lists, group plans, or a mapped
+  group's members reaches every process's rules snapshot: this process marks
+  its snapshot stale at once; the shared version in Redis is bumped when the
+  transaction commits, so other processes reload only data they can already
+  read.
 * What the engine reports is recorded: bans become ClientBan rows for the admin.
 """
 
@@ -13,7 +14,7 @@ import logging
 from typing import Any
 
 from django.db import DatabaseError
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from quotas import siblings
 
@@ -24,10 +25,12 @@ from .models import (
     ClientBan,
     CostBudget,
     EndpointLimit,
+    GroupPlan,
     LimitOverride,
     PeriodQuota,
     Plan,
     Subscription,
+    user_groups_field,
 )
 
 logger = logging.getLogger(__name__)
@@ -48,16 +51,40 @@ def record_ban(*, client_tag: str, subscription_id: int | None, plan_id: int | N
 
 # An ACLFeed saved in the admin (enabled, action) reloads the rules; the refresh task writes with update() and
 # bumps the version itself, only when a list in force changed.
-WATCHED = (Plan, Subscription, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry, ACLFeed)
+WATCHED = (
+    Plan, Subscription, GroupPlan, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry, ACLFeed,
+)  # fmt: skip
 
 
 def rules_changed(**kwargs: Any) -> None:
     siblings.rules_changed()
 
 
+def memberships_changed(*, action: str, reverse: bool, instance: Any, pk_set: set[Any] | None, **kwargs: Any) -> None:
+    """Users joined or left groups (``user.groups`` or ``group.user_set``): the rules changed when one of those
+    groups has a plan. Other groups are left alone: a project that files every new user into some group does
+    not reload every process's rules on each sign-up."""
+    if action not in ("post_add", "post_remove", "post_clear"):
+        return
+    if reverse:  # instance is the group
+        groups = {instance.pk}
+    elif pk_set is None:  # user.groups.clear(): which groups they left is no longer known
+        siblings.rules_changed()
+        return
+    else:
+        groups = pk_set
+    if GroupPlan.objects.filter(group_id__in=groups).exists():
+        siblings.rules_changed()
+
+
 def connect_rules_changes() -> None:
-    """Connect :func:`rules_changed` to every model the rules snapshot is built from."""
+    """Connect :func:`rules_changed` to every model the rules snapshot is built from, and
+    :func:`memberships_changed` to the user model's group memberships (when it has groups)."""
     for model in WATCHED:
         uid = f"plans-rules-{model.__name__}"
         post_save.connect(rules_changed, sender=model, dispatch_uid=uid + "-save", weak=False)
         post_delete.connect(rules_changed, sender=model, dispatch_uid=uid + "-delete", weak=False)
+    groups = user_groups_field()
+    if groups is not None:
+        through = groups.remote_field.through
+        m2m_changed.connect(memberships_changed, sender=through, dispatch_uid="plans-rules-memberships", weak=False)

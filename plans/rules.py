@@ -24,6 +24,7 @@ from .models import (
     PeriodQuota,
     Plan,
     Subscription,
+    group_plan_id,
     parse_durations,
 )
 
@@ -140,7 +141,7 @@ def access_list() -> AccessList:
 
 
 class PlansRulesBackend:
-    """Loads every plan with its limits; resolves API keys and users on demand."""
+    """Loads every plan with its limits; resolves API keys and users (subscription, group plan) on demand."""
 
     def load(self) -> RuleSet:
         plans = []
@@ -180,8 +181,13 @@ class PlansRulesBackend:
         )
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
+        """The user's active subscription, else the plan their groups give them (a :class:`Subscriber` without
+        an id: see :class:`~plans.models.GroupPlan`), else None (the default plan)."""
         sub = Subscription.objects.filter(user_id=user_id, is_active=True).first()
-        return subscriber_of(sub) if sub is not None else None
+        if sub is not None:
+            return subscriber_of(sub)
+        plan_id = group_plan_id(user_id)
+        return Subscriber(id=None, plan_id=plan_id) if plan_id is not None else None
 
     def subscriber_for_subscription(self, subscription_id: int) -> Subscriber | None:
         """The subscriber of subscription ``subscription_id`` (revoked when it is inactive), for operators'

@@ -78,10 +78,13 @@ def drf_settings() -> dict[str, Any]:
 
 def world() -> dict[str, Any]:
     """One object of each model the plans admin lists, as an operator would have after a while."""
-    from plans.models import ACLEntry, ACLFeed, APIKey, ClientBan, Plan, Subscription
+    from django.contrib.auth.models import Group
+
+    from plans.models import ACLEntry, ACLFeed, APIKey, ClientBan, GroupPlan, Plan, Subscription
 
     free = Plan.objects.create(slug="free", name="Free")
     pro = Plan.objects.create(slug="pro", name="Pro", monthly_price=49)
+    GroupPlan.objects.create(group=Group.objects.create(name="partners"), plan=pro)
     sub = Subscription.objects.create(name="ACME", plan=free)
     key, _ = APIKey.issue(sub, name="first")
     ban = ClientBan.objects.create(client=f"s.{sub.pk}", subscription=sub, until=timezone.now() + timedelta(hours=1))

@@ -1,9 +1,10 @@
-"""Plans, subscriptions, API keys, limits, budgets, access lists, their feeds and bans: one module each."""
+"""Plans, subscriptions, group plans, API keys, limits, budgets, access lists, their feeds and bans: one module each."""
 
 from .access import ACLEntry
 from .bans import ClientBan
 from .budgets import CostBudget, Period, PeriodQuota
 from .feeds import ACLFeed
+from .groups import GroupPlan, group_plan_id, user_groups_field
 from .keys import API_KEY_PREFIX, APIKey, APIKeyQuerySet
 from .limits import EndpointLimit, LimitOverride
 from .plans import Plan, Subscription
@@ -26,12 +27,15 @@ __all__ = [
     "ClientBan",
     "CostBudget",
     "EndpointLimit",
+    "GroupPlan",
     "LimitOverride",
     "Period",
     "PeriodQuota",
     "Plan",
     "Subscription",
+    "group_plan_id",
     "parse_durations",
+    "user_groups_field",
     "validate_cidr",
     "validate_durations",
     "validate_methods",

@@ -33,9 +33,9 @@ class Plan(models.Model):
     )
     is_default = models.BooleanField(
         default=False,
-        help_text="The plan of anonymous clients and of users without a subscription. They then get this plan's "
-        "limits instead of DRF's anon and user rates: give it a limit for every request (no scope, path or "
-        "methods), or every view its limits do not name is unlimited for them.",
+        help_text="The plan of anonymous clients and of users with neither a subscription nor a group plan. They "
+        "then get this plan's limits instead of DRF's anon and user rates: give it a limit for every request (no "
+        "scope, path or methods), or every view its limits do not name is unlimited for them.",
     )
     ban_threshold = models.PositiveIntegerField(
         default=0, help_text="Ban a client refused more than this many times within the ban window (0: never)."

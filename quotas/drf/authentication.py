@@ -37,6 +37,7 @@ class KeyHolder:
     @property
     def subscription_id(self) -> int:
         """The subscription the key belongs to."""
+        assert self.subscriber.id is not None  # a key is always a subscription's (never a group plan's)
         return self.subscriber.id
 
     @property

@@ -33,7 +33,8 @@ MAX_API_KEY_LENGTH = 200
 class Client:
     """The identity a decision is made for: a subscription (its API key's), a user, an address group, or a key
     a project counts by. ``tag`` names its counters (``{s.12}``, ``{u.7}``, ``{ip.203.0.113.9}``, ``{k.…}``);
-    ``subscriber`` is the subscription whose plan applies, if any. Made by :func:`identify`, or by the
+    ``subscriber`` is what decides its plan, if anything does: its subscription, or a user's plan without one
+    (a group plan, ``subscriber.id`` None). Made by :func:`identify`, or by the
     ``of_*`` constructors when a front door counts a request as another client."""
 
     kind: str  # "subscription", "user" or "ip"
@@ -97,10 +98,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
     if raw_key is not None and rules.backend is not None:
         return authenticate_key(request, raw_key, rules)
     if user is not None and getattr(user, "is_authenticated", False):
-        subscriber = rules.subscriber_for_user(user.pk)
-        if subscriber is not None:
-            return subscription_client(subscriber)
-        return user_client(str(user.pk))
+        return user_client(str(user.pk), rules.subscriber_for_user(user.pk))
     group = address_group(request)
     return Client.of_address(group)
 
@@ -117,9 +115,16 @@ def api_key_of(request: HttpRequest) -> str | None:
     return raw
 
 
-def user_client(pk: str) -> Client:
-    """The client of the signed-in user with primary key ``pk`` (no subscription of their own)."""
-    return Client.of_user(pk)
+def user_client(pk: str, subscriber: Subscriber | None = None) -> Client:
+    """The client of the signed-in user with primary key ``pk``, whose rules backend gave ``subscriber``.
+
+    A user with a subscription is that subscription (``s.<id>``), sharing its counters with its API keys. Any
+    other user is counted as themselves (``u.<pk>``): on the plan of a ``subscriber`` without an id (a plan
+    from the user's groups), else (None) on the default plan.
+    """
+    if subscriber is not None and subscriber.id is not None:
+        return subscription_client(subscriber)
+    return Client.of_user(pk, subscriber)
 
 
 def subscription_client(subscriber: Subscriber) -> Client:

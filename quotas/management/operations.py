@@ -102,10 +102,12 @@ def _user(value: str, rules: RulesCache, text: str) -> Named:
         raise CommandError(f"{text!r}: {value!r} is not a user's primary key.") from None
     except RulesUnavailable:
         raise CommandError(f"Looking up the subscription of user {value} failed: the database is down.") from None
+    client = user_client(value, subscriber)
     if subscriber is None:
-        return Named(user_client(value))
-    note = f"user {value} has subscription {subscriber.id}: their requests count as s.{subscriber.id}"
-    return Named(subscription_client(subscriber), note)
+        return Named(client)
+    if subscriber.id is None:
+        return Named(client, f"user {value} has no subscription: their plan comes from their groups")
+    return Named(client, f"user {value} has subscription {subscriber.id}: their requests count as s.{subscriber.id}")
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -244,8 +244,12 @@ class PlanRules:
 
 @dataclass(frozen=True, slots=True)
 class Subscriber:
-    """A known client: a subscription reached by API key or user.
+    """A known client: a subscription reached by API key or user, or a user on a plan without one.
 
+    ``id`` is the subscription's, or None for a user a rules backend puts on a plan without a subscription
+    (the plans app's group plans): such a user is counted as themselves (``u.<user id>``), never under a
+    subscription (``s.<id>``), so each user's usage stays their own (see
+    :func:`quotas.identity.clients.user_client`).
     ``overrides`` maps a limit id to replacement rates, or to :data:`UNLIMITED`.
     ``revoked`` is set for a revoked API key (or an inactive subscription);
     ``key_expires_at`` (seconds since the epoch) is when the API key it was
@@ -253,7 +257,7 @@ class Subscriber:
     subscriber lapses on its own.
     """
 
-    id: int
+    id: int | None
     plan_id: int
     overrides: tuple[tuple[str, tuple[Rate, ...] | None], ...] = ()
     revoked: bool = False
@@ -441,7 +445,10 @@ class RulesBackend(Protocol):
 
     def subscriber_for_key(self, key_hash: str) -> Subscriber | None: ...
 
-    def subscriber_for_user(self, user_id: Any) -> Subscriber | None: ...
+    def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
+        """The plan user ``user_id`` is on: their subscription's, or a :class:`Subscriber` without an id (a plan
+        the backend gives users without one), or None (the default plan)."""
+        ...
 
     def known_key_hashes(self) -> Iterable[str]:
         """The hashes of every usable API key (read only while an address is blocked for failed sign-ins)."""
