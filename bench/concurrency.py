@@ -22,7 +22,7 @@ import redis
 from quotas.contract.keys import client_tag
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import build_runtime, reset_runtime
 from quotas.store.decision import DecideCall
 from tests.clock import avoid_window_edge

@@ -18,7 +18,7 @@ import redis
 
 from quotas.contract.keys import client_keys, client_tag
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from tests.clock import avoid_window_edge
 

@@ -12,7 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 from quotas.formats.rates import Rate, parse_rates
-from quotas.rules.snapshot import LimitRule, PlanRules, RuleSet, Subscriber
+from quotas.rules.limits import LimitRule
+from quotas.rules.snapshot import PlanRules, RuleSet, Subscriber
 
 PLAN_ID = 1
 

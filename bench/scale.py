@@ -46,7 +46,7 @@ from redis.crc import key_slot
 
 from config.embedded_redis import RedisServer
 from quotas.contract.keys import client_tag
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 from quotas.runtime import Runtime, build_runtime
 from quotas.store.decision import DecideCall
 from tests.resilience.servers import Cluster

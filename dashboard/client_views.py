@@ -36,7 +36,7 @@ from quotas import api
 from quotas.api import Client
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.siblings import (
     STORE_ERRORS,
     address_group,

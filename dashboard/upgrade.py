@@ -20,7 +20,8 @@ from decimal import Decimal
 from typing import Any
 
 from quotas.formats.money import from_micros, to_micros
-from quotas.rules.snapshot import LimitRule, PlanRules, RuleSet
+from quotas.rules.limits import LimitRule
+from quotas.rules.snapshot import PlanRules, RuleSet
 
 DAY = 86_400
 

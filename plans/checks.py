@@ -7,7 +7,7 @@ from typing import Any
 from django.core import checks
 from django.db import DatabaseError
 
-from quotas.rules.snapshot import drf_rates
+from quotas.rules.limits import drf_rates
 
 #: What to do about quota_plans.W001.
 DEFAULT_PLAN_HINT = (

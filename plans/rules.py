@@ -12,7 +12,8 @@ from django.utils import timezone
 from quotas.formats.acl import AccessList, ACLRule, parse_network
 from quotas.formats.money import to_micros
 from quotas.formats.rates import Rate, parse_rates
-from quotas.rules.snapshot import UNLIMITED, LimitRule, PlanRules, RuleSet, Subscriber, ban_policy_spec
+from quotas.rules.limits import UNLIMITED, LimitRule
+from quotas.rules.snapshot import PlanRules, RuleSet, Subscriber, ban_policy_spec
 
 from .models import (
     ACLEntry,

@@ -13,7 +13,8 @@ from quotas.conf import quota_settings
 from quotas.formats.money import from_micros
 
 if TYPE_CHECKING:
-    from quotas.rules.snapshot import PlanRules, Window
+    from quotas.rules.limits import Window
+    from quotas.rules.snapshot import PlanRules
     from quotas.store.decision import Decision
 
 CONTENT_TYPE = "application/problem+json"

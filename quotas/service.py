@@ -51,7 +51,8 @@ from quotas.identity.clients import Client, identify
 from quotas.identity.countries import request_country
 from quotas.observability.events import fire_budget_alerts, report_ban
 from quotas.observability.record import record_acl, record_decision
-from quotas.rules.snapshot import LimitRule, PlanRules, RequestRules, RuleSet, Window
+from quotas.rules.limits import LimitRule, Window
+from quotas.rules.snapshot import PlanRules, RequestRules, RuleSet
 from quotas.runtime import Runtime, get_runtime, shaping
 from quotas.store.decision import DecideCall, Decision
 

@@ -211,7 +211,7 @@ SETTINGS = (
         hint="Point it at e.g. /var/lib/GeoIP/GeoLite2-Country.mmdb (kept fresh by geoipupdate), or None.",
     ),
     # DRF_ALGORITHM covers REST_FRAMEWORK['DEFAULT_THROTTLE_RATES'], a throttle's rate, a decorator's
-    # rate and PATH_LIMITS (quotas.rules.snapshot.code_rate_algorithm): "N/period" as DRF means it,
+    # rate and PATH_LIMITS (quotas.rules.limits.code_rate_algorithm): "N/period" as DRF means it,
     # with Retry-After until the oldest request leaves.
     Setting(
         "DRF_ALGORITHM", str, "sliding_window_log", choices=ALGORITHMS, check_id="quotas.E030",

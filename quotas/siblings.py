@@ -30,7 +30,8 @@ from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import authenticate_key, hash_api_key
-from quotas.rules.snapshot import LimitRule, RuleSet, Subscriber
+from quotas.rules.limits import LimitRule
+from quotas.rules.snapshot import RuleSet, Subscriber
 from quotas.runtime import get_runtime
 from quotas.runtime.back_office import BackOffice
 from quotas.runtime.key_use import KEEP_SECONDS

@@ -10,7 +10,8 @@ from django.contrib.auth import get_user_model
 from plans.models import APIKey, EndpointLimit, Plan, Subscription
 from quotas.formats.money import to_micros
 from quotas.formats.rates import Rate, parse_rates
-from quotas.rules.snapshot import LimitRule, PlanRules
+from quotas.rules.limits import LimitRule
+from quotas.rules.snapshot import PlanRules
 
 
 class PlanFactory(factory.django.DjangoModelFactory):

@@ -29,7 +29,7 @@ from quotas.http.context import set_verdict
 from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
-from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule, drf_scope_rule
+from quotas.rules.limits import LimitRule, code_rate_algorithm, code_rule, drf_scope_rule
 from quotas.service import CountAs, Facts, Verdict, settle
 
 #: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,

@@ -26,7 +26,7 @@ from rest_framework.request import Request
 
 from quotas.conf import quota_settings
 from quotas.drf.throttling import QuotaThrottle
-from quotas.rules.snapshot import LimitRule, code_rate_algorithm, code_rule
+from quotas.rules.limits import LimitRule, code_rate_algorithm, code_rule
 
 #: The ``throttle_scope`` of the housekeeping views: a plan limit with this scope replaces the default rate.
 USAGE_SCOPE = "usage_api"

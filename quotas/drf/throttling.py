@@ -26,7 +26,7 @@ from quotas.formats.money import to_micros
 from quotas.http.context import set_verdict
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
-from quotas.rules.snapshot import LimitRule, drf_scope_rule
+from quotas.rules.limits import LimitRule, drf_scope_rule
 from quotas.runtime import get_runtime
 from quotas.service import CountAs, Facts, check
 

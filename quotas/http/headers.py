@@ -23,7 +23,7 @@
 
   The texts that never change for a window (its policy item, the start of its
   ``RateLimit`` item) are compiled with it, once per rules snapshot
-  (:class:`quotas.rules.snapshot.Window`).
+  (:class:`quotas.rules.limits.Window`).
 
 - ``X-RateLimit-Limit/Remaining/Reset`` (Reset as epoch seconds) for the most
   restrictive window, for clients written against GitHub-style headers.

@@ -63,7 +63,7 @@ from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import parse_rates
 from quotas.identity.addresses import UNKNOWN_PEER, address_group
 from quotas.identity.devices import trusted_device, username_digest
-from quotas.rules.snapshot import LimitRule, Window
+from quotas.rules.limits import LimitRule, Window
 from quotas.runtime import get_runtime
 from quotas.store.decision import Decision
 

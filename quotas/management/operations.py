@@ -18,7 +18,8 @@ from quotas.contract.keys import is_client_tag
 from quotas.exceptions import RulesUnavailable, ScriptFailed, StoreUnavailable
 from quotas.identity.addresses import group_of
 from quotas.identity.clients import Client, subscription_client, user_client
-from quotas.rules.snapshot import RuleSet, Window
+from quotas.rules.limits import Window
+from quotas.rules.snapshot import RuleSet
 from quotas.runtime import Runtime, get_runtime
 from quotas.runtime.rules_cache import RulesCache
 

@@ -23,7 +23,7 @@ from quotas.contract.library import LibraryCaller
 from quotas.contract.memory import MemoryRedis, MemoryTransport
 from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 from quotas.runtime import shaping
 from quotas.runtime.back_office import BackOffice
 from quotas.runtime.key_use import KeyUse

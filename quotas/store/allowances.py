@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from quotas.contract.protocol import US_PER_SECOND
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, WindowState
 
 #: Seconds over which a client's rate in this process is measured; a span shorter than the second counts

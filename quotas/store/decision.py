@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from quotas.contract.protocol import US_PER_SECOND, Algorithm
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 
 
 # Not frozen, as the service's Facts: a frozen dataclass's __init__ costs more, on every request.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from quotas.contract.protocol import US_PER_SECOND
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 from quotas.store.decision import WindowState
 
 

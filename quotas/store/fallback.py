@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from quotas.conf import quota_settings
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.formats.periods import period_bounds
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 from quotas.store.decision import Decision, WindowState, scaled
 
 #: One window checked: its state, and what consumes from it once every window of the request agreed (or None).

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 from quotas.store.after_view import AfterView
 from quotas.store.allowances import Allowances, eligible
 from quotas.store.breaker import CircuitBreaker

@@ -38,7 +38,7 @@ from quotas.contract.protocol import (
 )
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.formats.periods import UsageDay, usage_day
-from quotas.rules.snapshot import Window
+from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 
 

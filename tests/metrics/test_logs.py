@@ -11,7 +11,7 @@ from django.test import RequestFactory
 
 from quotas.formats.rates import parse_rates
 from quotas.observability.logs import AUDIT_LOGGER, JsonFormatter, log_ban, log_denial, request_id, summarize_decision
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 
 
 @pytest.fixture

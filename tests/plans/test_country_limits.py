@@ -19,7 +19,8 @@ from prometheus_client import REGISTRY
 from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
-from quotas.rules.snapshot import LimitRule, RequestRules
+from quotas.rules.limits import LimitRule
+from quotas.rules.snapshot import RequestRules
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule, ban_policy_spec
+from quotas.rules.limits import LimitRule
+from quotas.rules.snapshot import ban_policy_spec
 
 T0 = 1_700_000_040.0
 POLICY = ban_policy_spec(3, 10, (60, 600))

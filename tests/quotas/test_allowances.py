@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from config.embedded_redis import RedisServer
 from quotas.formats.rates import Rate, parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store.decision import DecideCall
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quotas.formats.rates import Rate
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import build_runtime
 from quotas.store.decision import DecideCall
 from tests.usage_counters import usage_totals

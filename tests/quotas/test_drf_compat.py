@@ -24,7 +24,7 @@ from quotas.checks import check_throttle_has_rates
 from quotas.drf.throttling import QuotaThrottle
 from quotas.identity import addresses
 from quotas.identity.addresses import client_ip
-from quotas.rules.snapshot import code_rate_algorithm
+from quotas.rules.limits import code_rate_algorithm
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
 

@@ -153,7 +153,7 @@ def test_head_requests_count_toward_limits_on_get(db, outage, settings, mode):
 def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(runtime, outage, settings):
     """90 of a 100 budget spent through Redis: during the outage this process grants LOCAL_SHARE x 10, not x 100."""
     from quotas.formats.rates import Rate
-    from quotas.rules.snapshot import LimitRule
+    from quotas.rules.limits import LimitRule
 
     settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.5}
     reset_runtime()

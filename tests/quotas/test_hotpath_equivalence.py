@@ -23,7 +23,8 @@ from quotas.http import responses
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
 from quotas.identity.clients import subscription_client, user_client
-from quotas.rules.snapshot import LimitRule, Subscriber, Window, sf_string
+from quotas.rules.limits import LimitRule, Window, sf_string
+from quotas.rules.snapshot import Subscriber
 from quotas.store.decision import Decision, WindowState
 
 ALGORITHMS = (

@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from quotas.contract.library import ENTRY_POINTS, function_name, library_name, library_source, script_source
 from quotas.formats.rates import Rate, parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import Runtime, build_runtime
 from quotas.store.transport import LuaScript
 

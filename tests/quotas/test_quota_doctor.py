@@ -16,7 +16,7 @@ from django.db import OperationalError
 from config.embedded_redis import free_port
 from quotas.formats.rates import parse_rates
 from quotas.management import doctor
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
 

@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from quotas.contract.keys import client_tag
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from tests.factories import EndpointLimitFactory, PlanFactory
 
 pytestmark = pytest.mark.django_db

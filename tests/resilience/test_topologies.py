@@ -20,7 +20,7 @@ from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import Rate, parse_rates
 from quotas.observability.history import read_history, read_top_clients
 from quotas.observability.refusals import read_refusals
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from quotas.store.usage_hashes import scan_usage_keys
 from tests.script_calls import script_calls

@@ -18,7 +18,8 @@ from quotas.formats.rates import parse_rates
 from quotas.identity.clients import hash_api_key
 from quotas.observability.record import labels
 from quotas.observability.refusals import KEEP_PER_CLIENT, TTL_SECONDS, RefusalLog, read_refusals
-from quotas.rules.snapshot import LimitRule, ban_policy_spec
+from quotas.rules.limits import LimitRule
+from quotas.rules.snapshot import ban_policy_spec
 from quotas.runtime import get_runtime
 from tests.clock import avoid_window_edge
 from tests.factories import UserFactory, issue_key

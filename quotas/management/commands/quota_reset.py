@@ -16,7 +16,8 @@ from quotas.management.operations import (
     redis_errors,
     resolve_client,
 )
-from quotas.rules.snapshot import RuleSet, Window
+from quotas.rules.limits import Window
+from quotas.rules.snapshot import RuleSet
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 
 T0 = 1_700_000_040.0  # aligned to a minute and to 10 seconds
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 
 T0 = 1_700_000_040.0

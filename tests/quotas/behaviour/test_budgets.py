@@ -212,7 +212,7 @@ def test_rate_denials_and_shadow_are_counted(client, free, redis_client):
 def test_server_clock_picks_the_next_period(runtime):
     """The application sends this and the next period; Redis time chooses."""
     from quotas.formats.rates import Rate
-    from quotas.rules.snapshot import LimitRule
+    from quotas.rules.limits import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     window = rule.windows[0]
@@ -321,7 +321,7 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
 def test_usage_weight_is_the_sum_of_the_weights_admitted(runtime, redis_client):
     """One-unit requests write no weight counter; heavier and zero-weight ones write what differs from one."""
     from quotas.formats.rates import parse_rates
-    from quotas.rules.snapshot import LimitRule
+    from quotas.rules.limits import LimitRule
     from quotas.store.usage_hashes import read_snapshot, scan_usage_keys
 
     windows = LimitRule(id="w", name="w", rates=parse_rates("1000/min"), algorithm="token_bucket").windows
@@ -341,7 +341,7 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(runtime)
     day's, so B's 60 was forgotten and C's 90 admitted: 150 spent in one day.
     """
     from quotas.formats.rates import Rate
-    from quotas.rules.snapshot import LimitRule
+    from quotas.rules.limits import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)
@@ -360,7 +360,7 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(runtime)
 def test_reconciling_within_the_period_adds_the_difference(runtime):
     """The ordinary case still works: the estimate is replaced by the actual cost."""
     from quotas.formats.rates import Rate
-    from quotas.rules.snapshot import LimitRule
+    from quotas.rules.limits import LimitRule
 
     rule = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(rule.windows)
@@ -510,7 +510,7 @@ def test_an_alert_is_filed_under_the_period_its_decision_was_in():
 
     from quotas.formats.rates import Rate
     from quotas.observability.events import fire_budget_alerts
-    from quotas.rules.snapshot import LimitRule
+    from quotas.rules.limits import LimitRule
     from quotas.store.decision import WindowState
 
     received = []

@@ -12,7 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from quotas.formats.rates import parse_rates
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls

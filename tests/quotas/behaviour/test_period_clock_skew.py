@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from quotas.formats.rates import Rate
-from quotas.rules.snapshot import LimitRule
+from quotas.rules.limits import LimitRule
 from quotas.store import redis_store
 from quotas.store.decision import DecideCall
 
