@@ -54,7 +54,7 @@ def _time_view(view: Callable[[Any], Any], path: str, user: BenchUser, n: int) -
 
 
 @contextmanager
-def _counting_round_trips() -> Iterator[Callable[[], int]]:
+def counting_round_trips() -> Iterator[Callable[[], int]]:
     """Count every write to a redis-py connection in this process (all threads) while inside; yields the count."""
     original = AbstractConnection.send_packed_command
     counter = itertools.count()
@@ -81,7 +81,7 @@ def run(rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
     for key in order:  # warm-up: the rules snapshot, the scripts, the user's first allowance
         view, path = views[key]
         _time_view(view, path, _USERS.get(key, BenchUser(pk=1)), warmup)
-    with _counting_round_trips() as round_trips:
+    with counting_round_trips() as round_trips:
         for r in range(rounds):
             for key in order[r % len(order) :] + order[: r % len(order)]:
                 view, path = views[key]

@@ -32,7 +32,7 @@ from quotas.middleware import QuotaHeadersMiddleware
 from quotas.throttling import QuotaThrottle
 
 from . import traffic_peers
-from .hot import _counting_round_trips
+from .hot import counting_round_trips
 from .rules import TRAFFIC_SCOPE
 from .stats import summarize_ns
 from .views import BenchUser, TinyView, make_request
@@ -127,7 +127,7 @@ def run(redis_url: str, rounds: int, per_round: int, warmup: int) -> dict[str, A
     samples: dict[str, list[int]] = {key: [] for key in order}
     cpu = dict.fromkeys(order, 0.0)
     trips = dict.fromkeys(order, 0)
-    with _counting_round_trips() as round_trips:
+    with counting_round_trips() as round_trips:
         for r in range(rounds):
             batch = users[r * per_round : (r + 1) * per_round]
             for key in order[r % len(order) :] + order[: r % len(order)]:

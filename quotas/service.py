@@ -248,14 +248,13 @@ def _within_bounds(facts: Facts) -> None:
     weight, cost = facts.weight, facts.cost_micros
     if weight is not None and not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
         raise InvalidQuotaRequest(problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT))
-    if cost is not None and not 0 <= cost <= to_micros(quota_settings.MAX_REQUEST_COST):
-        raise InvalidQuotaRequest(problems.out_of_bounds("cost", from_micros(cost), quota_settings.MAX_REQUEST_COST))
+    if cost is not None:
+        _cost_within_bounds(cost)
 
 
-def _priced_per_unit(price_micros: int, weight: int | None) -> int:
-    """The limits' price for ``weight`` units (one without a weight); a 400 naming MAX_REQUEST_COST past it."""
-    cost = price_micros * (1 if weight is None else weight)
-    if cost > to_micros(quota_settings.MAX_REQUEST_COST):
+def _cost_within_bounds(cost: int) -> int:
+    """``cost`` (micro-units), or the 400 naming ``MAX_REQUEST_COST`` when it is out of bounds."""
+    if not 0 <= cost <= to_micros(quota_settings.MAX_REQUEST_COST):
         raise InvalidQuotaRequest(problems.out_of_bounds("cost", from_micros(cost), quota_settings.MAX_REQUEST_COST))
     return cost
 
@@ -284,7 +283,8 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     if facts.cost_micros is not None:
         cost = facts.cost_micros
     elif facts.price_per_unit:
-        cost = _priced_per_unit(matched.price_micros, facts.weight)
+        # The limits' price for each unit of the weight: bounded as a view's own estimate is.
+        cost = _cost_within_bounds(matched.price_micros * (1 if facts.weight is None else facts.weight))
     else:
         cost = matched.price_micros
     usage = usage_field(plan_id, facts.scope) if facts.metered else ""

@@ -8,6 +8,7 @@ that needs a missing service fails instead of being skipped.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -26,6 +27,26 @@ from tests.clock import avoid_window_edge
 pytest_plugins = ["quotas.testing"]
 
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"
+
+
+#: Set by noxfile.py: the library matrix leaves the optional extras out, so their tests skip there.
+WITHOUT_EXTRAS = os.environ.get("QUOTAS_WITHOUT_EXTRAS") == "1"
+
+
+def import_extra(module: str) -> Any:
+    """``module`` of an optional extra (GraphQL, OpenTelemetry), for a test module to import at its top.
+
+    Missing, the module's tests skip in the library matrix, which installs no extra; anywhere else they
+    fail under QUOTAS_REQUIRE_SERVICES=1, since `make test` installs every extra (requirements-dev.txt).
+    """
+    if WITHOUT_EXTRAS:
+        return pytest.importorskip(module)
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if REQUIRE_SERVICES:
+            pytest.fail(f"{module} is not installed (QUOTAS_REQUIRE_SERVICES=1 forbids skipping)", pytrace=False)
+        pytest.skip(f"{module} is not installed: {exc}", allow_module_level=True)
 
 
 def skip_or_fail(reason: str) -> None:

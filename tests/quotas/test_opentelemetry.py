@@ -12,13 +12,14 @@ from django.core import checks
 from rest_framework.test import APIClient
 
 from quotas.observability import otel
+from tests.conftest import import_extra
 from tests.doc_blocks import doc_block
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
-trace = pytest.importorskip("opentelemetry.trace")
-metrics_api = pytest.importorskip("opentelemetry.metrics")
-sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
-sdk_metrics = pytest.importorskip("opentelemetry.sdk.metrics")
+trace = import_extra("opentelemetry.trace")
+metrics_api = import_extra("opentelemetry.metrics")
+sdk_trace = import_extra("opentelemetry.sdk.trace")
+sdk_metrics = import_extra("opentelemetry.sdk.metrics")
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("graphql")
+from tests.conftest import import_extra
 
-from quotas.graphql.complexity import TooDeep, query_complexity
+import_extra("graphql")
+
+from quotas.graphql.complexity import TooDeep, query_complexity  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,12 @@ import json
 import pytest
 from django.test import RequestFactory
 
-pytest.importorskip("graphene_django")
+from tests.conftest import import_extra
 
-from tests.doc_blocks import doc_block
-from tests.quotas.graphql.behaviour import (
+import_extra("graphene_django")
+
+from tests.doc_blocks import doc_block  # noqa: E402
+from tests.quotas.graphql.behaviour import (  # noqa: E402
     CHEAP,
     EXPENSIVE,
     client,

@@ -9,10 +9,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import RequestFactory
 
-pytest.importorskip("graphql")
+from tests.conftest import import_extra
 
-from quotas.graphql.gate import request_complexity
-from quotas.graphql.operations import Operation, operations_of
+import_extra("graphql")
+
+from quotas.graphql.gate import request_complexity  # noqa: E402
+from quotas.graphql.operations import Operation, operations_of  # noqa: E402
 
 QUERY = "query Q { books { title } }"
 

@@ -6,12 +6,14 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient, RequestFactory
 
-pytest.importorskip("strawberry_django")
+from tests.conftest import import_extra
 
-from quotas.runtime import get_runtime
-from tests.doc_blocks import doc_block
-from tests.factories import EndpointLimitFactory, PlanFactory
-from tests.quotas.graphql.behaviour import (
+import_extra("strawberry_django")
+
+from quotas.runtime import get_runtime  # noqa: E402
+from tests.doc_blocks import doc_block  # noqa: E402
+from tests.factories import EndpointLimitFactory, PlanFactory  # noqa: E402
+from tests.quotas.graphql.behaviour import (  # noqa: E402
     EXPENSIVE,
     client,
     docs_module,
