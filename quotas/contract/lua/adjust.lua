@@ -18,12 +18,11 @@ local function adjust(keys, args)
   for i = 1, #args - ADJUST_FIXED_ARGS do
     local w = parse_spec(args[ADJUST_FIXED_ARGS + i])
     local field = cp .. w.field
-    local pend = period_of(w.start, w.stop, w.next_stop, dnow)
+    local pend, span = period_of(w.start, w.stop, w.next_stop, dnow)
     local raw = redis.call('HGET', keys[1], field)
-    local stored = raw and tonumber(string.match(raw, '^(%d+):'))
-    local _, used, level = parse_period_state(raw, pend)
+    local named, used, level = parse_period_state(raw, pend, span)
     local mask = 0
-    if stored and stored ~= pend then
+    if named ~= pend then
       -- A later period began after the decision: its state is not ours to change.
       used = -1
     elseif used > 0 or delta > 0 then
