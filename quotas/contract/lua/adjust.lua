@@ -1,7 +1,8 @@
 -- adjust(keys, args): reconcile a decision's estimated cost with the actual cost, after the view
 -- ran: add `delta` (actual - estimate, may be negative) to each budget the
--- decision spent from, if that budget is still in the same period, and to
--- the day's usage. Returns {used, alert mask} per budget window
+-- decision spent from, if that budget is still in the same period (a state
+-- still naming the previous period is not a later one's: the delta starts the
+-- decision's), and to the day's usage. Returns {used, alert mask} per budget window
 -- (quotas.contract.protocol.AdjustedBudget; used is -1 when the period has ended).
 --
 -- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day
