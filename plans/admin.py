@@ -189,6 +189,10 @@ class SubscriptionAdmin(admin.ModelAdmin):
             raise PermissionDenied
         form = MovePlanForm(request.POST if "apply" in request.POST else None)
         if form.is_valid():
+            refusal = CostBudget.move_refusal(form.cleaned_data["plan"], list(queryset.values_list("pk", flat=True)))
+            if refusal:  # a plan has one currency: asked again, nothing moved
+                form.add_error("plan", refusal)
+        if form.is_valid():
             target = form.cleaned_data["plan"]
             with transaction.atomic():
                 # Overrides name limits of the old plan; they cannot apply on the new one.

@@ -245,6 +245,11 @@ refusal_records_lost = Counter(
     "recorded QUOTAS['REFUSALS_ANONYMOUS_PER_HOUR'] anonymous clients this hour already).",
     ["reason"],
 )
+owed_spend_dropped = Counter(
+    "quota_owed_spend_dropped_micros",
+    "Budget spend (micro-units) a process admitted or settled while Redis was away and could not charge to "
+    "Redis afterwards: its ledger was full, the script refused the client's keys, or it exited still unable.",
+)
 #: Why a client's country could not be looked up (quotas/identity/countries.py).
 COUNTRY_UNAVAILABLE_REASONS = ("unset", "not_installed", "unreadable")
 country_limits_skipped = Counter(

@@ -57,6 +57,11 @@ class RateAttributeView(APIView):
         return Response({"ok": True})
 
 
+#: What PricedView calls before it answers when asked (?during=1): a test's way to act between the decision and
+#: the settlement (stopping Redis, say).
+DURING_VIEW: list = []
+
+
 class PricedView(APIView):
     """Estimates its cost from ?est= and reports the actual cost from ?actual=."""
 
@@ -70,6 +75,9 @@ class PricedView(APIView):
         actual = request.query_params.get("actual")
         if actual is not None:
             request.quota_cost = Decimal(actual)
+        if request.query_params.get("during"):
+            for step in DURING_VIEW:
+                step()
         if request.query_params.get("fail"):
             raise RuntimeError("the priced view failed")
         return Response({"ok": True})

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from quotas.formats.money import round_money
 
@@ -68,23 +69,42 @@ class CostBudget(models.Model):
         return f"{self.period}-budget"
 
     def currencies_beside(self) -> set[str]:
-        """The currencies of the other budgets that must share this one's: its plan's, or its subscription's
-        own and its plan's. A plan has one currency (its prices are in it too)."""
-        if self.subscription_id is not None:
-            others = CostBudget.objects.filter(
-                Q(subscription_id=self.subscription_id) | Q(plan__subscriptions=self.subscription_id)
-            )
-        elif self.plan_id is not None:
-            others = CostBudget.objects.filter(Q(plan_id=self.plan_id) | Q(subscription__plan_id=self.plan_id))
-        else:
+        """The currencies of the other budgets that must share this one's: every budget of its plan (or its
+        subscription's plan), the plan's own and each of its subscriptions'. A plan has one currency (its prices
+        are in it too, and one price is charged to every budget of a request)."""
+        plan_id = self.plan_id if self.plan_id is not None else getattr(self.subscription, "plan_id", None)
+        if plan_id is None:
             return set()
-        return set(others.exclude(pk=self.pk).values_list("currency", flat=True))
+        return set(plan_budgets(plan_id).exclude(pk=self.pk).values_list("currency", flat=True))
+
+    @staticmethod
+    def move_refusal(plan: Plan, subscriptions: Collection[int]) -> str | None:
+        """Why ``subscriptions`` (ids) cannot move to ``plan``: their own budgets would put a second currency on
+        it (or, moved together, several); None when they can."""
+        theirs = set(CostBudget.objects.filter(subscription_id__in=subscriptions).values_list("currency", flat=True))
+        if not theirs:
+            return None
+        plans = set(plan_budgets(plan.pk).exclude(subscription_id__in=subscriptions).values_list("currency", flat=True))
+        if len(theirs | plans) <= 1:
+            return None
+        if not plans:
+            return (
+                f"These subscriptions' own budgets are in {', '.join(sorted(theirs))}: on one plan they would be in "
+                "several currencies, and a plan has one. Change their budgets to one currency first."
+            )
+        return (
+            f"Plan {plan.slug}'s budgets are in {', '.join(sorted(plans))} and the subscription's own budgets in "
+            f"{', '.join(sorted(theirs))}: a plan has one currency. Change the subscription's budgets first."
+        )
 
     def clean(self) -> None:
         beside = self.currencies_beside()
         if beside and beside != {self.currency}:
             raise ValidationError(
-                {"currency": f"This plan's budgets are in {', '.join(sorted(beside))}: a plan has one currency."}
+                {
+                    "currency": f"This plan's budgets (its own and its subscriptions') are in "
+                    f"{', '.join(sorted(beside))}: a plan has one currency."
+                }
             )
         # The owner, not only its id: on an admin add page the budget is validated with its plan or subscription
         # set but not saved yet (no id), and that is one owner all the same.
@@ -92,6 +112,11 @@ class CostBudget(models.Model):
             self.subscription_id is not None or self.subscription is not None
         ):
             raise ValidationError("A budget belongs to a plan or to a subscription (exactly one).")
+
+
+def plan_budgets(plan_id: int) -> QuerySet[CostBudget]:
+    """The budgets that share plan ``plan_id``'s currency: the plan's and each of its subscriptions' own."""
+    return CostBudget.objects.filter(Q(plan_id=plan_id) | Q(subscription__plan_id=plan_id))
 
 
 class PeriodQuota(models.Model):

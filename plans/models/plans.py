@@ -101,3 +101,11 @@ class Subscription(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.plan.slug})" if self.plan_id else self.name
+
+    def clean(self) -> None:
+        # A plan has one currency: its own budgets may not put a second one on the plan it moves to. (The
+        # budget model through the reverse relation: plans.models.budgets imports this module.)
+        if self.pk is not None and self.plan_id is not None:
+            refusal = self.budgets.model.move_refusal(self.plan, [self.pk])
+            if refusal:
+                raise ValidationError({"plan": refusal})

@@ -21,6 +21,7 @@ from quotas.contract.connect import STORE_ERRORS, async_connector, connect
 from quotas.contract.keys import rules_version_key
 from quotas.contract.library import LibraryCaller
 from quotas.contract.memory import MemoryRedis, MemoryTransport
+from quotas.observability.events import fire_budget_alerts
 from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.limits import Window
@@ -82,6 +83,7 @@ class Runtime:
             self.forget()
         if not self.guard.probe():
             return
+        self.charge_owed()
         self.guard.settle_allowances()
         if self.guard.flush_usage():
             replay_spool(self.redis)
@@ -91,6 +93,12 @@ class Runtime:
             except STORE_ERRORS:
                 metrics.observe_redis_error(name)
         self.refusals.write(self.redis, self.prefix)  # counts and logs its own errors, keeps what failed
+
+    def charge_owed(self) -> None:
+        """Charge Redis the budget spend this process admitted or settled while it was away, and send the
+        alerts that spend newly reached (once per threshold and period, as after a request)."""
+        for tag, states, at in self.guard.charge_owed():
+            fire_budget_alerts(tag, subscription_of(tag), states, at)
 
     def lift_ban(self, tag: str) -> bool:
         """End ``tag``'s ban now (and its refusal count); every process forgets it within a second.
@@ -117,6 +125,10 @@ class Runtime:
         # (or spooled for another process to replay when Redis is away).
         self.guard.settle_allowances(everything=True)
         self.guard.flush_usage(spool_on_failure=True)
+        # Budget spend Redis has not seen: one try; what still fails is counted (quota_owed_spend_dropped).
+        self.charge_owed()
+        for entry in self.guard.owed.take():
+            self.guard.owed.drop(entry)
 
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""
@@ -125,6 +137,12 @@ class Runtime:
         atexit.unregister(self._at_exit)
         self.store.close()
         self.back_office.close()
+
+
+def subscription_of(tag: str) -> int | None:
+    """The subscription a client ``tag`` names (``{s.<id>}``), or None for another kind of client."""
+    kind, _, ident = tag.strip("{}").partition(".")
+    return int(ident) if kind == "s" and ident.isdigit() else None
 
 
 def build_runtime() -> Runtime:

@@ -3,6 +3,11 @@
 A refund of what a failed request consumed, the actual cost in place of the
 estimate (once), the end of a request's concurrency leases, and taking back a
 decision this process could not honour (no room to shape it).
+
+An actual cost is never lost: when Redis fails at settlement, or the decision
+was the local fallback's, the difference goes into the usage counted in this
+process and into the ledger of budget spend Redis has not seen yet
+(:mod:`quotas.store.owed`), both written by the poller once Redis answers.
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ import logging
 
 from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
-from quotas.exceptions import StoreUnavailable
+from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.store.decision import Decision, WindowState
 from quotas.store.fallback import LocalLimiter
+from quotas.store.owed import Owed, OwedSpend
 from quotas.store.redis_store import day_of
 from quotas.store.usage_counting import InProcessUsage
 
@@ -25,6 +31,7 @@ class AfterView(InProcessUsage):
     local fallback moves the usage counted in this process too."""
 
     fallback: LocalLimiter
+    owed: OwedSpend
 
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (every window, or only those that refund errors)."""
@@ -58,9 +65,8 @@ class AfterView(InProcessUsage):
         try:
             adjusted = self.store.adjust(decision, delta, [spec for _, spec in budgets])
         except StoreUnavailable:
-            metrics.observe_redis_error("reconcile")
-            logger.warning("quotas: reconciling the cost of %s failed", decision.tag, exc_info=True)
-            return []
+            self._keep_for_later(decision, delta, budgets)
+            adjusted = []
         decision.cost_micros = actual_micros
         if delta > 0 and budgets and self.allowances is not None:
             # The client's allowances were sized by the estimate: past it, requests must be charged in Redis
@@ -68,13 +74,24 @@ class AfterView(InProcessUsage):
             # actual minus estimate). Their unused units go back with the poller's next visit.
             self.allowances.end_client(decision.tag)
         alerted = []
-        for (state, _), budget in zip(budgets, adjusted, strict=True):
+        for (state, _), budget in zip(budgets, adjusted, strict=False):  # none when kept for later
             if budget.period_ended:  # nothing was changed
                 continue
             state.used, state.alert = budget.used, budget.alert
             if state.alert:
                 alerted.append(state)
         return alerted
+
+    def _keep_for_later(self, decision: Decision, delta: int, budgets: list[tuple[WindowState, bytes]]) -> None:
+        """Redis failed at settlement: the decision stays reconciled (never charged twice) and ``delta`` waits
+        in this process, its usage in the usage buffer, its budgets in the ledger, both written once Redis
+        answers."""
+        metrics.observe_redis_error("reconcile")
+        logger.warning("quotas: reconciling the cost of %s failed; kept for the poller", decision.tag, exc_info=True)
+        if decision.usage:
+            self._count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
+        windows, specs = [s.window for s, _ in budgets], [spec for _, spec in budgets]
+        self.owed.owe(decision.tag, windows, specs, decision.now, delta)
 
     def _reconcile_locally(self, decision: Decision, delta: int) -> None:
         """A decision of the local fallback (Redis away): its budgets here and its usage counted here move by
@@ -84,8 +101,53 @@ class AfterView(InProcessUsage):
         budgets = [s.window for s in decision.states if s.window.is_budget]
         if budgets:
             self.fallback.adjust(decision.tag, budgets, delta, decision.now)
+            self.owe_locally(decision, delta)
         if decision.usage:
             self._count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
+
+    def owe_locally(self, decision: Decision, micros: int) -> None:
+        """Keep ``micros`` a local ``decision`` spent of the budgets it was admitted by, for Redis to be charged
+        once it answers (the fallback spends its share without Redis knowing)."""
+        budgets = [s.window for s in decision.states if s.window.is_budget and s.ok]
+        self.owed.owe(decision.tag, budgets, [w.spec_at(decision.now) for w in budgets], decision.now, micros)
+
+    def charge_owed(self) -> list[tuple[str, list[WindowState], float]]:
+        """Charge Redis the budget spend it has not seen (the poller's work, once Redis answers).
+
+        Returns, per charge that newly reached a budget's alert threshold,
+        the client's tag, those budgets' states and the decision's time (for
+        :func:`~quotas.observability.events.fire_budget_alerts`). An entry whose
+        charge fails is kept for the next try, but for a script's refusal (the
+        client's keys in a bad state), which is dropped and counted.
+        """
+        alerted = []
+        entries = self.owed.take()
+        for i, entry in enumerate(entries):
+            try:
+                adjusted = self.store.adjust(self._owed(entry), entry.micros, list(entry.specs), in_usage=False)
+            except ScriptFailed:
+                metrics.observe_redis_error("owed")
+                logger.error("quotas: charging %s's owed budget spend failed; dropped", entry.tag, exc_info=True)
+                self.owed.drop(entry)
+                continue
+            except StoreUnavailable:
+                metrics.observe_redis_error("owed")
+                logger.warning("quotas: charging owed budget spend failed; kept for the next try", exc_info=True)
+                self.owed.keep(entries[i:])
+                break
+            states = [
+                WindowState(w, True, None, 0, 0, used=b.used, alert=b.alert)
+                for w, b in zip(entry.windows, adjusted, strict=True)
+                if b.alert and not b.period_ended
+            ]
+            if states:
+                alerted.append((entry.tag, states, entry.now))
+        return alerted
+
+    @staticmethod
+    def _owed(entry: Owed) -> Decision:
+        """The decision ``entry`` charges as, for :meth:`~quotas.store.interface.Store.adjust`: its client and time."""
+        return Decision(True, [], entry.now, tag=entry.tag)
 
     def release(self, decision: Decision) -> None:
         """End the concurrency leases an admitted decision holds."""

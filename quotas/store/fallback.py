@@ -14,8 +14,10 @@ and during an outage a process spends at most LOCAL_SHARE of that remainder.
 With N processes the outage spends at most N x LOCAL_SHARE x R, R being the
 largest remainder any of them last saw from Redis: with LOCAL_SHARE = 1 / N,
 no more than was left. A client no process decided in Redis this period gets
-LOCAL_SHARE of the whole quota. What is spent locally is counted in usage but
-not charged to the budget in Redis afterwards.
+LOCAL_SHARE of the whole quota. What is spent locally is counted in usage,
+and what budgets spent is charged to Redis once it answers
+(:mod:`quotas.store.owed`), so the period's later requests see it: the outage
+overspends a budget by at most what the processes admitted during it.
 """
 
 from __future__ import annotations

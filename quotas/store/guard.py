@@ -11,7 +11,8 @@ what a store must not know about:
   timeout, not one per request;
 * the local fallback (:mod:`quotas.store.fallback`): this process's share of
   each limit, and usage counted in-process (:mod:`quotas.store.usage_buffer`)
-  until Redis is back.
+  until Redis is back, when the budget spend it admitted is charged to Redis
+  (:mod:`quotas.store.owed`).
 
 By job: this module decides (allowances, the memory of refused clients, the
 breaker and the failure mode); :mod:`quotas.store.after_view` holds what
@@ -37,6 +38,7 @@ from quotas.store.decision import DecideCall, Decision
 from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
 from quotas.store.interface import Store
+from quotas.store.owed import OwedSpend
 from quotas.store.redis_store import banned_states
 from quotas.store.usage_buffer import UsageBuffer
 
@@ -63,6 +65,7 @@ class Guard(AfterView):
         self.breaker = CircuitBreaker(probe_interval)
         self.fallback = LocalLimiter(local_share, deny_memory_size)
         self.usage_buffer = UsageBuffer()
+        self.owed = OwedSpend(deny_memory_size)
 
     # The decision: decide() by keyword for tests and operators, decide_call() and adecide() for the service.
 
@@ -211,6 +214,8 @@ class Guard(AfterView):
     ) -> Decision:
         """Decide in this process (failure mode ``local``), counting usage for later."""
         decision = self.fallback.decide(tag, windows, weight, cost_micros, multiplier)
+        if decision.allowed and cost_micros:
+            self.owe_locally(decision, cost_micros)  # Redis is charged this spend once it answers (owed.py)
         if not usage:
             return decision
         decision.usage = usage  # where a reconciliation adds what the actual cost differs by

@@ -1,7 +1,8 @@
 -- adjust(keys, args): reconcile a decision's estimated cost with the actual cost, after the view
 -- ran: add `delta` (actual - estimate, may be negative) to each budget the
--- decision spent from, if that budget is still in the same period, and to
--- the day's usage. Returns {used, alert mask} per budget window
+-- decision spent from, if that budget is still in the same period (a state
+-- still naming the previous period is not a later one's: the delta starts the
+-- decision's), and to the day's usage. Returns {used, alert mask} per budget window
 -- (quotas.contract.protocol.AdjustedBudget; used is -1 when the period has ended).
 --
 -- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day
@@ -18,12 +19,11 @@ local function adjust(keys, args)
   for i = 1, #args - ADJUST_FIXED_ARGS do
     local w = parse_spec(args[ADJUST_FIXED_ARGS + i])
     local field = cp .. w.field
-    local pend = period_of(w.start, w.stop, w.next_stop, dnow)
+    local pend, span = period_of(w.start, w.stop, w.next_stop, dnow)
     local raw = redis.call('HGET', keys[1], field)
-    local stored = raw and tonumber(string.match(raw, '^(%d+):'))
-    local _, used, level = parse_period_state(raw, pend)
+    local named, used, level = parse_period_state(raw, pend, span)
     local mask = 0
-    if stored and stored ~= pend then
+    if named ~= pend then
       -- A later period began after the decision: its state is not ours to change.
       used = -1
     elseif used > 0 or delta > 0 then

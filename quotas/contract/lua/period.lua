@@ -27,21 +27,29 @@ local function crossed(old_level, new_level)
   return mask
 end
 
--- The end (us) of the period holding the server's `now`, which names it.
+-- The end (us) of the period holding the server's `now`, which names it, and
+-- the length of the host's period (the named one's, give or take the few days
+-- calendar periods differ by).
 local function period_of(start, stop, next_stop, now)
-  if now >= stop then return next_stop end
-  if now < start then return start end
-  return stop
+  local span = stop - start
+  if now >= stop then return next_stop, span end
+  if now < start then return start, span end
+  return stop, span
 end
 
 -- The period a request at `now` counts in, and what it holds: the server's
--- period, or the later one a stored state names (a state is never replaced
--- by an earlier period's). -> the period's end (its name), used, alert level
-local function parse_period_state(raw, pend)
+-- period `pend`, or the later one a stored state names (a state is never
+-- replaced by an earlier period's). A stored period ending in the second half
+-- of this one (`span` long) is this period under another time zone
+-- (BUDGET_TIME_ZONE moved west: the end moved later): its spend and alert
+-- level carry over. An earlier one is the previous period: dropped.
+-- -> the period's end (its name), used, alert level
+local function parse_period_state(raw, pend, span)
   if raw then
     local s, u, l = string.match(raw, '^(%d+):(%d+):(%d)$')
     s = tonumber(s)
     if s and s >= pend then return s, tonumber(u), tonumber(l) end
+    if s and span and (pend - s) * 2 < span then return pend, tonumber(u), tonumber(l) end
   end
   return pend, 0, 0
 end

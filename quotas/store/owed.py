@@ -1,0 +1,93 @@
+"""Budget spend Redis has not seen yet: kept in this process and charged by the poller once Redis answers.
+
+Two kinds of spend reach a budget without Redis's knowledge:
+
+* an actual cost whose settlement failed (Redis away after the view): the
+  difference from the estimate the decision charged;
+* what the local failure mode admitted during an outage (the estimate at the
+  decision, then its reconciliation): Redis never decided those requests.
+
+Both are kept here per client and budget period, as the spec the budget had
+at the decision (its period's bounds) and a decision's time in that period,
+and charged with the reconciliation script (``adjust.lua``): only into that
+period, never into a later one. Usage is not charged here: its cost is counted
+in the usage buffer (:mod:`quotas.store.usage_buffer`), which writes it once.
+
+The ledger is bounded (``size`` entries): past that the oldest entry is
+dropped and counted in ``quota_owed_spend_dropped_micros_total``, as is an
+entry the script refuses (a client's keys in a bad state). A process that
+exits while Redis is still away tries once and counts what it could not charge.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from quotas import metrics
+from quotas.rules.limits import Window
+
+
+@dataclass(slots=True)
+class Owed:
+    """What client ``tag`` owes the budgets ``windows`` (their specs ``specs`` as at a decision at ``now``)."""
+
+    tag: str
+    windows: tuple[Window, ...]
+    specs: tuple[bytes, ...]
+    now: float
+    micros: int
+
+
+class OwedSpend:
+    """The ledger of budget spend this process owes Redis (see the module docstring)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, tuple[bytes, ...]], Owed] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def owe(self, tag: str, windows: Sequence[Window], specs: Sequence[bytes], now: float, micros: int) -> None:
+        """Keep ``micros`` (may be negative: a cost below its estimate) owed to ``tag``'s budgets ``windows``,
+        whose specs at the decision at ``now`` were ``specs``."""
+        if not micros or not windows:
+            return
+        key = (tag, tuple(specs))
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self._entries[key] = Owed(tag, tuple(windows), tuple(specs), now, micros)
+            else:
+                entry.micros += micros
+            while len(self._entries) > self.size:
+                _, dropped = self._entries.popitem(last=False)
+                self.drop(dropped)
+
+    def take(self) -> list[Owed]:
+        """Every entry, removed from the ledger (give back those not charged with :meth:`keep`)."""
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+        return entries
+
+    def keep(self, entries: Sequence[Owed]) -> None:
+        """Owe ``entries`` again (their charge failed)."""
+        for entry in entries:
+            self.owe(entry.tag, entry.windows, entry.specs, entry.now, entry.micros)
+
+    @staticmethod
+    def drop(entry: Owed) -> None:
+        """Count ``entry`` as spend Redis will never see."""
+        if entry.micros > 0:
+            metrics.owed_spend_dropped.inc(entry.micros)
+
+    @property
+    def total(self) -> int:
+        """The micro-units owed, all clients together."""
+        with self._lock:
+            return sum(entry.micros for entry in self._entries.values())

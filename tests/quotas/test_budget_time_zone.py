@@ -1,0 +1,49 @@
+"""Over HTTP: moving ``BUDGET_TIME_ZONE`` west within a month keeps the month's spend and its alerts.
+
+The month under the new zone ends later than the stored one; the spend stored under the old zone is the same
+month's (see tests/quotas/behaviour/test_period_time_zone.py for every store and the east move).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from plans.models import CostBudget
+from quotas.signals import budget_threshold_crossed
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def alerts():
+    """The thresholds of the budget alerts sent."""
+    sent: list[int] = []
+
+    def receiver(sender, threshold, **kwargs):
+        sent.append(threshold)
+
+    budget_threshold_crossed.connect(receiver, weak=False, dispatch_uid="test-time-zone-alerts")
+    yield sent
+    budget_threshold_crossed.disconnect(dispatch_uid="test-time-zone-alerts")
+
+
+def test_moving_the_budget_time_zone_west_keeps_the_months_spend(set_quotas, alerts):
+    """0.90 of a 1.00 month spent in UTC; the zone moves to New York: 0.10 more is admitted, then requests are
+    refused (not another 1.00 spent), and each alert is sent once."""
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="month", amount=Decimal("1.00"))
+    client, key = APIClient(), issue_key(plan=plan)
+    assert client.get("/t/priced?est=0.90", HTTP_X_API_KEY=key).status_code == 200
+    assert alerts == [80]
+    set_quotas(BUDGET_TIME_ZONE="America/New_York")
+    assert client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code == 200
+    codes = [client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code for _ in range(3)]
+    assert codes == [429] * 3
+    assert alerts == [80, 100]
+    budget = client.get("/api/v1/usage/current", HTTP_X_API_KEY=key).json()["budgets"][0]
+    assert Decimal(budget["spent"]) == Decimal("1.00")

@@ -1,0 +1,164 @@
+"""Money that is never lost: budget spend Redis did not see when it was spent is charged to it once it answers.
+
+An actual cost whose settlement met a Redis outage, and what the local failure mode admitted during one, wait in
+the process (quotas/store/owed.py) until the poller's next visit finds Redis up. The test's redis-server is
+stopped for real, its data saved first and loaded when it starts again, as a production Redis keeps it.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.test import RequestFactory
+from rest_framework.test import APIClient
+
+from plans.models import CostBudget
+from quotas import metrics
+from quotas.formats.money import to_micros
+from quotas.runtime import get_runtime
+from quotas.service import Facts, check, settle
+from quotas.signals import budget_threshold_crossed
+from tests import urls
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.usage_counters import usage_totals
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def outage(redis_server, redis_client):
+    """Stop the test's redis-server (``begin``), start it again with the data it had (``end``; always at the end
+    of the test)."""
+    saved = redis_server.data_dir / "dump.rdb"
+
+    class Outage:
+        def begin(self):
+            redis_client.save()
+            redis_server.stop()
+
+        def end(self):
+            if redis_server.process is None:
+                redis_server.start()
+                saved.unlink()  # loaded: no later restart may bring it back
+
+    outage = Outage()
+    yield outage
+    outage.end()
+
+
+@pytest.fixture
+def metered(db):
+    """A plan priced 0.01 a request on /t/priced, with a 1.00 day budget."""
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1.00"))
+    return plan
+
+
+@pytest.fixture
+def alerts():
+    """The budget alerts sent, as (threshold, spent in micro-units)."""
+    sent: list[tuple[int, int]] = []
+
+    def receiver(sender, threshold, spent_micros, **kwargs):
+        sent.append((threshold, spent_micros))
+
+    budget_threshold_crossed.connect(receiver, weak=False)
+    yield sent
+    budget_threshold_crossed.disconnect(receiver)
+
+
+def spent(client: APIClient, key: str) -> Decimal:
+    """What the client's day budget has spent, as /api/v1/usage/current shows it (read from Redis)."""
+    body = client.get("/api/v1/usage/current", HTTP_X_API_KEY=key).json()
+    return Decimal(body["budgets"][0]["spent"])
+
+
+def test_a_redis_error_at_settlement_keeps_the_actual_cost(metered, outage, monkeypatch, alerts):
+    """Two requests estimated at the price (0.01) cost 0.30 each, and Redis is away each time the view answers:
+    once it is back and the poller visits, usage and the budget hold 0.60 (not the estimates' 0.02), and the 80 %
+    alert is not sent for spend that did not reach it."""
+    client, key = APIClient(), issue_key(plan=metered)
+    monkeypatch.setattr(urls, "DURING_VIEW", [outage.begin])
+    for _ in range(2):
+        assert client.get("/t/priced?actual=0.30&during=1", HTTP_X_API_KEY=key).status_code == 200
+        outage.end()
+    get_runtime().tick()  # what the poller thread does every second
+    assert usage_totals(get_runtime().redis)["c"] == to_micros(Decimal("0.60"))
+    assert spent(client, key) == Decimal("0.60")
+    assert alerts == []
+
+
+def test_the_service_keeps_a_cost_whose_settlement_failed(metered, outage, alerts):
+    """Through the service as a front door calls it: check, Redis stops, settle with 0.45 twice; after the
+    poller's visit the budget holds 0.91, and the 80 % alert is sent once, by the visit that reached it."""
+    runtime = get_runtime()
+    client, key = APIClient(), issue_key(plan=metered)
+    assert client.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200  # 0.01 spent, rules loaded
+    for _ in range(2):
+        verdict = check(Facts(RequestFactory().get("/t/priced", HTTP_X_API_KEY=key), scope="priced"))
+        assert verdict.refusal is None
+        outage.begin()
+        settle(verdict, 200, to_micros(Decimal("0.45")))
+        outage.end()
+    assert alerts == []
+    runtime.tick()
+    assert spent(client, key) == Decimal("0.91")  # the first request's 0.01, then two actual costs of 0.45
+    assert alerts == [(80, to_micros(Decimal("0.91")))]
+
+
+def test_spend_admitted_locally_is_charged_to_redis_when_it_returns(metered, outage, set_quotas, alerts):
+    """LOCAL_SHARE 1, 0.60 spent through Redis: during the outage this process admits what remained, 0.40 (four
+    requests of 0.10), from its memory of the budget. Once Redis is back the poller charges those 0.40: the day's
+    budget holds 1.00 spent and the next request is refused, instead of the day spending 1.40 or more. The 100 %
+    alert is sent once, by the charge that reached it."""
+    set_quotas(LOCAL_SHARE=1.0)
+    client, key = APIClient(), issue_key(plan=metered)
+    for _ in range(2):
+        assert client.get("/t/priced?est=0.30", HTTP_X_API_KEY=key).status_code == 200
+    outage.begin()
+    codes = [client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code for _ in range(6)]
+    assert codes == [200] * 4 + [429] * 2
+    outage.end()
+    runtime = get_runtime()
+    runtime.tick()
+    assert not runtime.guard.breaker.is_open
+    assert spent(client, key) == Decimal("1.00")
+    assert client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code == 429
+    assert usage_totals(runtime.redis)["c"] == to_micros(Decimal("1.00"))  # the outage's cost counted once in usage
+    assert [threshold for threshold, _ in alerts] == [80, 100]  # 80 % through Redis (0.60 is not), 100 % after
+
+
+def test_a_charge_that_fails_is_kept_for_the_next_visit(metered, outage, set_quotas):
+    """Redis away at the poller's visit: what is owed stays in the process and is charged at the next visit."""
+    set_quotas(LOCAL_SHARE=1.0)
+    client, key = APIClient(), issue_key(plan=metered)
+    assert client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code == 200
+    outage.begin()
+    assert client.get("/t/priced?est=0.20&actual=0.25", HTTP_X_API_KEY=key).status_code == 200
+    runtime = get_runtime()
+    runtime.tick()
+    runtime.charge_owed()  # as if the probe had said yes just before Redis failed again
+    assert runtime.guard.owed.total == to_micros(Decimal("0.25"))
+    outage.end()
+    runtime.tick()
+    assert runtime.guard.owed.total == 0
+    assert spent(client, key) == Decimal("0.35")
+
+
+def test_a_full_ledger_drops_the_oldest_and_counts_it(metered, outage, set_quotas):
+    """The ledger holds LOCAL_DENY_CACHE_SIZE clients' periods: past that, the oldest is dropped and counted."""
+    set_quotas(LOCAL_SHARE=1.0, LOCAL_DENY_CACHE_SIZE=1)
+    first, second = issue_key(plan=metered), issue_key(plan=metered)
+    client = APIClient()
+    for key in (first, second):
+        assert client.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
+    before = metrics.REGISTRY.get_sample_value("quota_owed_spend_dropped_micros_total") or 0
+    outage.begin()
+    for key in (first, second):
+        assert client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code == 200
+    assert metrics.REGISTRY.get_sample_value("quota_owed_spend_dropped_micros_total") == before + 100_000
+    outage.end()
+    get_runtime().tick()
+    assert (spent(client, first), spent(client, second)) == (Decimal("0.01"), Decimal("0.11"))
