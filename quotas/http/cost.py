@@ -55,5 +55,15 @@ def actual_cost(request: Any) -> int | None:
 def _misreported(request: Any, amount: object) -> str:
     context = getattr(request, "parser_context", None) or {}  # DRF's Request knows its view
     view = context.get("view")
-    where = f"{type(view).__name__} set request.quota_cost" if view is not None else "request.quota_cost is"
+    name = type(view).__name__ if view is not None else _view_name(request)
+    where = f"{name} set request.quota_cost" if name else "request.quota_cost is"
     return f"{where} {amount!r}; an actual cost is a Decimal from 0 to QUOTAS['MAX_REQUEST_COST']."
+
+
+def _view_name(request: Any) -> str | None:
+    """The name of the plain Django view that served ``request`` (its URL resolved to it), if known."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return None
+    view = getattr(match.func, "view_class", match.func)  # a class-based view's as_view() names its class
+    return getattr(view, "__name__", None)

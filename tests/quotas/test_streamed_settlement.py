@@ -1,0 +1,206 @@
+"""A streamed response is settled when its body ends, not when the view returns it.
+
+LLM-style APIs answer with a ``StreamingHttpResponse`` whose generator learns the request's cost as it goes
+and reports it (``request.quota_cost``) at its end. Its settlement (the actual cost charged in place of the
+estimate, the concurrency lease ended) waits for the last byte, or for the response to be closed when the
+client goes away first; a body that fails midway is settled as a failed request. The plan here: a day budget of
+1.00, an estimate of 0.05 a stream, and one stream at a time (a lease of 30 s, so a leaked lease shows as a
+429 on the next request).
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.http import StreamingHttpResponse
+from django.test import AsyncClient, Client
+from django.urls import include, path
+from rest_framework.test import APIClient
+from rest_framework.views import APIView
+
+from plans.models import CostBudget
+from quotas.django.decorators import quota_limited
+from quotas.formats.money import to_micros
+from quotas.runtime import get_runtime
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.usage_counters import usage_totals
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+
+#: Set by a real-server test: the stream waits on it between its first and its last chunk.
+may_finish = threading.Event()
+
+
+def tokens(request, cost: str = "0.30", wait: bool = False):
+    """The body of a streamed answer: three chunks, then the actual cost, reported at the very end."""
+    yield b"one "
+    if wait:
+        may_finish.wait(timeout=10)
+    yield b"two "
+    if request.GET.get("fail"):
+        raise RuntimeError("the stream failed midway")
+    yield b"three"
+    request.quota_cost = Decimal(cost)
+
+
+class StreamedView(APIView):
+    """A DRF view answering with a stream (QuotaThrottle, the project's default): estimate 0.05, actual 0.30."""
+
+    quota_scope = "stream"
+
+    def get_quota_cost(self, request):
+        return Decimal(request.query_params.get("est", "0.05"))
+
+    def get(self, request):
+        return StreamingHttpResponse(tokens(request, wait="wait" in request.query_params))
+
+
+@quota_limited(scope="stream")
+def streamed(request):
+    """A plain Django view behind @quota_limited (the plan's price, 0.05, as the estimate): actual 0.30."""
+    return StreamingHttpResponse(tokens(request))
+
+
+@quota_limited(scope="stream")
+async def astreamed(request):
+    """An async view whose body is an async generator, reporting 0.30 at its end."""
+
+    async def body():
+        for chunk in tokens(request):
+            yield chunk
+
+    return StreamingHttpResponse(body())
+
+
+urlpatterns = [
+    path("drf/stream", StreamedView.as_view()),
+    path("deco/stream", streamed),
+    path("deco/astream", astreamed),
+    path("", include("config.urls")),
+]
+
+
+@pytest.fixture
+def key(db):
+    """A subscriber of a plan pricing a stream at 0.05 (the estimate), with a day budget of 1.00 and one
+    stream at a time."""
+    plan = PlanFactory(slug="streamed")
+    EndpointLimitFactory(plan=plan, name="stream", scope="stream", rates="1000/min", price=Decimal("0.05"))
+    EndpointLimitFactory(plan=plan, name="inflight", scope="stream", rates="1/30s", algorithm="concurrency")
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1"))
+    return issue_key(plan=plan)
+
+
+def read(response) -> bytes:
+    """The whole body of a streamed test-client response (the test client then closes it, as a server does)."""
+    return b"".join(response.streaming_content)
+
+
+@pytest.mark.parametrize("url", ["/drf/stream", "/deco/stream"])
+def test_a_stream_is_charged_the_cost_it_reports_at_its_end(url, key, redis_client):
+    """Three streams reporting 0.30 each spend 0.90 of the 1.00 budget (not three estimates of 0.05): a
+    fourth request estimated at 0.15 no longer fits."""
+    api = APIClient()
+    for _ in range(3):
+        response = api.get(url, HTTP_X_API_KEY=key)
+        assert response.status_code == 200
+        assert "RateLimit-Policy" in response  # headers go out with the status line, before the body
+        assert read(response) == b"one two three"
+    assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.90"))
+    refused = api.get("/drf/stream?est=0.15", HTTP_X_API_KEY=key)
+    assert refused.status_code == 429
+    assert refused.json()["reason"] == "budget_exceeded"
+
+
+@pytest.mark.parametrize("url", ["/drf/stream", "/deco/stream"])
+def test_a_stream_holds_its_lease_until_its_last_byte(url, key):
+    """With one stream at a time, a second request while the first body is still streaming is refused; once
+    the body ended, the next one is admitted."""
+    api = APIClient()
+    first = api.get(url, HTTP_X_API_KEY=key)
+    body = iter(first.streaming_content)
+    assert next(body) == b"one "
+    assert api.get(url, HTTP_X_API_KEY=key).status_code == 429  # mid-stream: the lease is held
+    assert b"".join(body) == b"two three"
+    second = api.get(url, HTTP_X_API_KEY=key)
+    assert second.status_code == 200
+    read(second)
+
+
+def test_a_client_gone_mid_stream_gives_its_lease_back(key):
+    """The server closes the response of a client that went away (response.close()): its lease ends then."""
+    api = APIClient()
+    first = api.get("/drf/stream", HTTP_X_API_KEY=key)
+    assert next(iter(first.streaming_content)) == b"one "
+    first.close()
+    second = api.get("/drf/stream", HTTP_X_API_KEY=key)
+    assert second.status_code == 200
+    read(second)
+
+
+def test_a_closed_stream_is_settled_once(key, redis_client):
+    """A body read to its end and then closed (as every server does) is settled once: charged 0.30, not more."""
+    api = APIClient()
+    response = api.get("/drf/stream", HTTP_X_API_KEY=key)
+    read(response)
+    response.close()
+    response.close()
+    assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.30"))
+
+
+def test_a_stream_that_fails_midway_is_settled_as_a_failed_request(key, redis_client):
+    """A body that raises after its headers went out is settled as a server error: its estimate released, its
+    lease ended."""
+    api = APIClient()
+    response = api.get("/drf/stream?fail=1", HTTP_X_API_KEY=key)
+    with pytest.raises(RuntimeError, match="midway"):
+        read(response)
+    assert usage_totals(redis_client).get("c", 0) == 0
+    assert read(api.get("/drf/stream", HTTP_X_API_KEY=key)) == b"one two three"
+
+
+def test_an_async_stream_is_charged_at_its_end_and_holds_its_lease(key, redis_client):
+    """Under ASGI an async body is settled when it ends too: the lease held mid-stream, 0.30 charged."""
+
+    async def scenario():
+        client = AsyncClient()
+        first = await client.get("/deco/astream", headers={"X-API-Key": key})
+        body = aiter(first.streaming_content)
+        assert await anext(body) == b"one "
+        assert (await client.get("/deco/astream", headers={"X-API-Key": key})).status_code == 429
+        assert [chunk async for chunk in body] == [b"two ", b"three"]
+        second = await client.get("/deco/astream", headers={"X-API-Key": key})
+        assert second.status_code == 200
+        assert b"".join([chunk async for chunk in second.streaming_content]) == b"one two three"
+        await get_runtime().store.transport.aclose()
+
+    async_to_sync(scenario)()
+    assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.60"))
+
+
+def test_over_a_real_server_the_lease_lasts_until_the_last_byte(key, live_server, redis_client):
+    """Through a real WSGI server (Django's live server): while the first body waits between two chunks, a
+    second request is refused; after its last byte the next one is admitted, and the reported cost counts."""
+    may_finish.clear()
+    address = urlsplit(live_server.url)
+    first = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    try:
+        first.request("GET", "/drf/stream?wait=1", headers={"X-API-Key": key})
+        streaming = first.getresponse()
+        assert streaming.status == 200
+        assert streaming.read(4) == b"one "  # the server sent the first chunk and waits
+        assert Client().get("/drf/stream", HTTP_X_API_KEY=key).status_code == 429
+        may_finish.set()
+        assert streaming.read() == b"two three"
+    finally:
+        may_finish.set()
+        first.close()
+    admitted = Client().get("/drf/stream", HTTP_X_API_KEY=key)
+    assert admitted.status_code == 200
+    read(admitted)
+    assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.60"))
