@@ -4,7 +4,9 @@ A view may estimate a request's cost before it runs (``get_quota_cost``,
 see :class:`quotas.drf.throttling.QuotaThrottle`) and report the actual cost
 after it ran, by setting ``request.quota_cost`` (a Decimal, on DRF's request)
 or calling :func:`set_cost`. The middleware then charges the difference to
-the client's budgets, exactly once; a view that fails is charged nothing.
+the client's budgets, exactly once; a view that fails is charged nothing. A
+streamed response's cost is read when its body ends (its generator may set it
+last), see :mod:`quotas.http.settlement`.
 
 Between the decision and the reconciliation other requests of the client see
 only the estimate, so a budget can be overspent by at most the sum, over the

@@ -90,6 +90,8 @@ def after_view(
     devices.set_cookie(request, response)
     refused = refuse_throttled_sign_in(request, response)
     if refused is not None:
+        if not settled:  # the view ran: settled like any request, its leases ended, but only the 429 is told
+            settle_verdicts(verdicts, refused.status_code)
         return refused
     return settle_and_label(response, verdicts, settled)
 

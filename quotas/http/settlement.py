@@ -88,7 +88,7 @@ def settle_at_end(response: StreamingHttpResponse, verdicts: Sequence[Verdict]) 
     # What response.close() runs: the server calls it once done with the response (the body sent, or the
     # client gone; Django's ASGI handler too, after a cancelled send), the test client once the body is read.
     # Handing a close() in with the body would do the same, and also cost a FileResponse its file wrapper.
-    response._resource_closers.append(once)
+    response._resource_closers.append(once)  # type: ignore[attr-defined]  # Django's own, not in its stubs
 
 
 class _SettleOnce:

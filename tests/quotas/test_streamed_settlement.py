@@ -10,6 +10,7 @@ client goes away first; a body that fails midway is settled as a failed request.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import threading
 from decimal import Decimal
@@ -17,6 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from asgiref.sync import async_to_sync
+from asgiref.testing import ApplicationCommunicator
+from django.core.handlers.asgi import ASGIHandler
 from django.http import StreamingHttpResponse
 from django.test import AsyncClient, Client
 from django.urls import include, path
@@ -60,6 +63,20 @@ class StreamedView(APIView):
         return StreamingHttpResponse(tokens(request, wait="wait" in request.query_params))
 
 
+class PartlyStreamedView(StreamedView):
+    """Reports what it generated in a ``finally`` block, so a client gone midway is charged that much."""
+
+    def get(self, request):
+        def body():
+            try:
+                yield b"one "
+                yield b"two "
+            finally:
+                request.quota_cost = Decimal("0.10")
+
+        return StreamingHttpResponse(body())
+
+
 @quota_limited(scope="stream")
 def streamed(request):
     """A plain Django view behind @quota_limited (the plan's price, 0.05, as the estimate): actual 0.30."""
@@ -77,10 +94,23 @@ async def astreamed(request):
     return StreamingHttpResponse(body())
 
 
+@quota_limited(scope="stream")
+async def astreamed_forever(request):
+    """An async body that sends one chunk and then waits until its client goes away."""
+
+    async def body():
+        yield b"one "
+        await asyncio.Event().wait()
+
+    return StreamingHttpResponse(body())
+
+
 urlpatterns = [
     path("drf/stream", StreamedView.as_view()),
+    path("drf/partly", PartlyStreamedView.as_view()),
     path("deco/stream", streamed),
     path("deco/astream", astreamed),
+    path("deco/astream-forever", astreamed_forever),
     path("", include("config.urls")),
 ]
 
@@ -143,6 +173,15 @@ def test_a_client_gone_mid_stream_gives_its_lease_back(key):
     read(second)
 
 
+def test_a_client_gone_mid_stream_is_charged_what_the_body_reported_when_closed(key, redis_client):
+    """The body is closed before the request is settled: a cost it reports in a ``finally`` block counts."""
+    api = APIClient()
+    first = api.get("/drf/partly", HTTP_X_API_KEY=key)
+    assert next(iter(first.streaming_content)) == b"one "
+    first.close()
+    assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.10"))
+
+
 def test_a_closed_stream_is_settled_once(key, redis_client):
     """A body read to its end and then closed (as every server does) is settled once: charged 0.30, not more."""
     api = APIClient()
@@ -181,6 +220,32 @@ def test_an_async_stream_is_charged_at_its_end_and_holds_its_lease(key, redis_cl
 
     async_to_sync(scenario)()
     assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.60"))
+
+
+def test_under_asgi_a_client_gone_mid_stream_gives_its_lease_back(key):
+    """Django's ASGI handler cancels the sending of a body whose client disconnected, then closes the
+    response: the lease held until then is released at once."""
+
+    async def scenario():
+        path = "/deco/astream-forever"
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+            "headers": [(b"host", b"testserver"), (b"x-api-key", key.encode())], "client": ("127.0.0.1", 5000),
+            "server": ("testserver", 80),
+        }  # fmt: skip
+        communicator = ApplicationCommunicator(ASGIHandler(), scope)
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        assert (await communicator.receive_output(timeout=10))["status"] == 200
+        assert (await communicator.receive_output(timeout=10))["body"] == b"one "
+        client = AsyncClient()
+        assert (await client.get(path, headers={"X-API-Key": key})).status_code == 429  # the lease is held
+        await communicator.send_input({"type": "http.disconnect"})
+        await communicator.wait(timeout=10)
+        assert (await client.get("/deco/astream", headers={"X-API-Key": key})).status_code == 200
+        await get_runtime().store.transport.aclose()
+
+    async_to_sync(scenario)()
 
 
 def test_over_a_real_server_the_lease_lasts_until_the_last_byte(key, live_server, redis_client):
