@@ -105,7 +105,12 @@ class _SettleOnce:
             if not self.pending:
                 return
             self.pending = False
-        settle_verdicts(self.verdicts, HTTPStatus.INTERNAL_SERVER_ERROR if failed else self.status)
+        try:
+            settle_verdicts(self.verdicts, HTTPStatus.INTERNAL_SERVER_ERROR if failed else self.status)
+        except Exception:
+            # The body is sent (or the client gone): nothing left to answer. response.close() would drop the
+            # error without a word, so it is logged here; the store's own errors are logged and counted below.
+            logger.exception("quotas: settling a streamed response failed")
 
 
 def _body(chunks: Iterator[bytes], once: _SettleOnce) -> Iterator[bytes]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import io
 import threading
 from decimal import Decimal
 from urllib.parse import urlsplit
@@ -20,7 +21,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from django.core.handlers.asgi import ASGIHandler
-from django.http import StreamingHttpResponse
+from django.http import FileResponse, StreamingHttpResponse
 from django.test import AsyncClient, Client
 from django.urls import include, path
 from rest_framework.test import APIClient
@@ -29,6 +30,7 @@ from rest_framework.views import APIView
 from plans.models import CostBudget
 from quotas.django.decorators import quota_limited
 from quotas.formats.money import to_micros
+from quotas.http.settlement import settle_at_end
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.usage_counters import usage_totals
@@ -77,6 +79,13 @@ class PartlyStreamedView(StreamedView):
         return StreamingHttpResponse(body())
 
 
+class DownloadView(StreamedView):
+    """A file download: three blocks of 4096 bytes."""
+
+    def get(self, request):
+        return FileResponse(io.BytesIO(b"x" * 3 * 4096))
+
+
 @quota_limited(scope="stream")
 def streamed(request):
     """A plain Django view behind @quota_limited (the plan's price, 0.05, as the estimate): actual 0.30."""
@@ -108,6 +117,7 @@ async def astreamed_forever(request):
 urlpatterns = [
     path("drf/stream", StreamedView.as_view()),
     path("drf/partly", PartlyStreamedView.as_view()),
+    path("drf/download", DownloadView.as_view()),
     path("deco/stream", streamed),
     path("deco/astream", astreamed),
     path("deco/astream-forever", astreamed_forever),
@@ -180,6 +190,27 @@ def test_a_client_gone_mid_stream_is_charged_what_the_body_reported_when_closed(
     assert next(iter(first.streaming_content)) == b"one "
     first.close()
     assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.10"))
+
+
+def test_a_file_download_holds_its_lease_until_closed(key):
+    """A FileResponse is settled when the response is closed, here by the test client once the file is read."""
+    api = APIClient()
+    first = api.get("/drf/download", HTTP_X_API_KEY=key)
+    body = iter(first.streaming_content)
+    assert len(next(body)) == 4096
+    assert api.get("/drf/download", HTTP_X_API_KEY=key).status_code == 429
+    assert len(b"".join(body)) == 2 * 4096
+    second = api.get("/drf/download", HTTP_X_API_KEY=key)
+    assert second.status_code == 200
+    read(second)
+
+
+def test_a_file_response_keeps_its_file_for_the_servers_file_wrapper():
+    """Its body is not replaced, so a WSGI server may still send the file itself (wsgi.file_wrapper)."""
+    response = FileResponse(io.BytesIO(b"x"))
+    settle_at_end(response, [])
+    assert response.file_to_stream is not None
+    response.close()
 
 
 def test_a_closed_stream_is_settled_once(key, redis_client):
