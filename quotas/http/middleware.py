@@ -87,6 +87,7 @@ def after_view(
     """Everything the platform does to a response on its way out, in order: trust a browser that just signed
     in, answer a sign-in refused for too many failures, settle ``verdicts`` (unless ``settled``) and label
     the response."""
+    verdicts = [verdict for verdict in verdicts if verdict.decision is not None]  # nothing decided: no part
     devices.set_cookie(request, response)
     refused = refuse_throttled_sign_in(request, response)
     if refused is not None:
@@ -105,13 +106,12 @@ def refuse_throttled_sign_in(request: HttpRequest, response: HttpResponse) -> Ht
 
 
 def settle_and_label(response: HttpResponse, verdicts: Sequence[Verdict], settled: bool = False) -> HttpResponse:
-    """``response`` with ``verdicts`` settled (unless ``settled``; a streamed body's when it ends) and the
-    rate-limit headers of :func:`~quotas.http.settlement.headline`'s verdict added.
+    """``response`` with ``verdicts`` (each with a decision) settled (unless ``settled``; a streamed body's
+    when it ends) and the rate-limit headers of :func:`~quotas.http.settlement.headline`'s verdict added.
 
     A view that reported an actual cost out of bounds gets a 500 ``invalid-reported-cost`` problem in place
     of its response (a streamed one has sent its status already: that error is only logged).
     """
-    verdicts = [verdict for verdict in verdicts if verdict.decision is not None]  # nothing decided: no part
     if not verdicts:
         return response
     if not settled and response.streaming:
