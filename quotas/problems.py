@@ -29,6 +29,7 @@ OWN_TYPES = (
     "access-denied",
     "invalid-api-key",
     "request-out-of-bounds",
+    "invalid-reported-cost",
     "query-too-complex",
     "request-exceeds-budget",
     "shaping-unavailable",
@@ -282,6 +283,19 @@ def out_of_bounds(what: str, value: object, maximum: object) -> dict[str, Any]:
         "status": 400,
         "detail": f"This request would spend {what} {value}; a request may spend from 0 to {maximum}.",
         "reason": f"quota_{what}_out_of_bounds",
+    }
+
+
+def invalid_reported_cost(error: str) -> dict[str, Any]:
+    """The 500 body for a view that reported an actual cost out of bounds (``error`` names the view and the
+    value): the server's mistake, found after the view ran; the request is settled as a failed one."""
+    return {
+        "type": problem_type("invalid-reported-cost"),
+        "title": "Invalid reported cost",
+        "status": 500,
+        "detail": f"The server could not account for this request: {error} It was not charged; this is a "
+        "fault of the server, not of the request.",
+        "reason": "invalid_reported_cost",
     }
 
 

@@ -87,6 +87,11 @@ class Facts:
     neither in the client's usage, nor in the history of plans and scopes,
     nor toward its plan's bans (metrics, the audit log and the last refusals
     still see it).
+
+    ``priced`` False is a further decision on a request another decision
+    already priced (a second throttle class of the view, counting clients
+    otherwise): only its rate windows, at no cost, no budget, and not counted
+    in usage again.
     """
 
     http_request: HttpRequest
@@ -102,6 +107,7 @@ class Facts:
     count_as: CountAs | None = None
     scope_limits_only: bool = False
     metered: bool = True
+    priced: bool = True
 
 
 @dataclass(slots=True)
@@ -280,14 +286,10 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
     windows = _plan_windows(facts, rules, client, plan_id, matched, path=path, method=method)
     windows += [w for rule in facts.limits for w in rule.windows]
     plan = rules.plans.get(plan_id) if plan_id is not None else None
-    if facts.cost_micros is not None:
-        cost = facts.cost_micros
-    elif facts.price_per_unit:
-        # The limits' price for each unit of the weight: bounded as a view's own estimate is.
-        cost = _cost_within_bounds(matched.price_micros * (1 if facts.weight is None else facts.weight))
-    else:
-        cost = matched.price_micros
-    usage = usage_field(plan_id, facts.scope) if facts.metered else ""
+    if not facts.priced:  # the request's budgets are the decision's that priced it
+        windows = [w for w in windows if not w.is_budget]
+    cost = _request_cost(facts, matched)
+    usage = usage_field(plan_id, facts.scope) if facts.metered and facts.priced else ""
     call = _Call(
         facts, runtime, rules, client, plan_id, windows, started, usage, cost, plan
     )  # fmt: skip
@@ -296,11 +298,24 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
         if entry is not None:
             return _listed(call, entry)
     if not windows:
-        if rules.empty or not facts.metered:
+        if rules.empty or not facts.metered or not facts.priced:
             return Verdict(client, plan_id, request=facts.request)
         # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
         return _verdict(call, _count_unlimited(call))
     return call
+
+
+def _request_cost(facts: Facts, matched: RequestRules) -> int:
+    """What the request is charged before the view runs (micro-units): nothing on a decision after the one
+    that priced it, else the view's estimate, else the limits' price."""
+    if not facts.priced:
+        return 0
+    if facts.cost_micros is not None:
+        return facts.cost_micros
+    if facts.price_per_unit:
+        # The limits' price for each unit of the weight: bounded as a view's own estimate is.
+        return _cost_within_bounds(matched.price_micros * (1 if facts.weight is None else facts.weight))
+    return matched.price_micros
 
 
 def _plan_windows(

@@ -25,7 +25,6 @@ from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import ALGORITHMS
 from quotas.http import responses
-from quotas.http.context import set_verdict
 from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
@@ -115,16 +114,12 @@ def refused(request: HttpRequest, verdict: Verdict) -> HttpResponse:
 
 
 def finished(request: HttpRequest, verdict: Verdict, response: HttpResponse) -> HttpResponse:
-    """``response`` with ``verdict`` settled and its rate-limit headers added.
+    """``response`` with ``verdict`` settled (a streamed body's when it ends) and its rate-limit headers added.
 
-    The verdict is taken off the request afterwards, so a QuotaHeadersMiddleware
-    in MIDDLEWARE does not settle it twice.
+    The verdict is never left on the request, so a QuotaHeadersMiddleware in MIDDLEWARE does not settle it
+    twice.
     """
-    set_verdict(request, verdict)
-    try:
-        return after_view(request, response)
-    finally:
-        set_verdict(request, None)
+    return after_view(request, response, [verdict])
 
 
 def failed(verdict: Verdict) -> None:

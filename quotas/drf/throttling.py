@@ -23,7 +23,7 @@ from rest_framework.throttling import BaseThrottle
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
-from quotas.http.context import set_verdict
+from quotas.http.context import add_verdict, verdicts_of
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
@@ -75,8 +75,11 @@ class QuotaThrottle(BaseThrottle):
         A view listing several QuotaThrottle classes (DRF's Burst plus Sustained) gets one decision: the first
         class to run decides for every class that counts the same client the same way (the plan's limits and
         budgets once, and each class's own DRF rates where no plan covers the client), and the others admit.
-        One request, one charge, one settlement. The classes are read from the view's ``throttle_classes``; a
-        view that builds its throttles in its own ``get_throttles()`` gets one decision per QuotaThrottle.
+        The classes are read from the view's ``throttle_classes``; a view that builds its throttles in its own
+        ``get_throttles()`` gets one decision per QuotaThrottle. A class that counts otherwise (its own
+        ``get_cache_key``, say) decides on its own, but a request is priced once: a decision after the first
+        spends its rate windows only (no price, no budget, not counted in usage again). Every verdict is left
+        on the request, and the middleware settles each one.
         """
         self._wait = None
         http_request = request._request
@@ -111,10 +114,11 @@ class QuotaThrottle(BaseThrottle):
             count_as=self._count_as(request, view),
             scope_limits_only=self.scope_limits_only,
             metered=self.metered,
+            priced=not verdicts_of(http_request),  # only decisions are left there: the first one priced it
         )
         verdict = check(facts)
         if verdict.decision is not None:
-            set_verdict(http_request, verdict)
+            add_verdict(http_request, verdict)
         if verdict.refusal is not None:
             self._wait = verdict.refusal.wait
             raise drf_exception(verdict.refusal)

@@ -3,6 +3,9 @@
 DRF throttles cannot touch the response, so :class:`~quotas.drf.throttling.QuotaThrottle`
 leaves its :class:`~quotas.service.Verdict` on the request;
 :class:`~quotas.http.middleware.QuotaHeadersMiddleware` reads it after the view.
+A view may list several throttle classes that decide on their own (one counting
+per tenant beside one counting per subscriber): each leaves its verdict, in the
+order they decided, and every one is settled.
 """
 
 from __future__ import annotations
@@ -12,14 +15,36 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from quotas.service import Verdict
 
-_VERDICT = "quota_verdict"
+_VERDICTS = "quota_verdicts"
+
+
+def add_verdict(request: Any, verdict: Verdict) -> None:
+    """Leave ``verdict`` on the request, after those already there (headers, settling after the view)."""
+    verdicts = getattr(request, _VERDICTS, None)
+    if verdicts is None:
+        setattr(request, _VERDICTS, [verdict])
+    else:
+        verdicts.append(verdict)
 
 
 def set_verdict(request: Any, verdict: Verdict | None) -> None:
-    """Leave the request's verdict (headers, settling after the view); None takes it off."""
-    setattr(request, _VERDICT, verdict)
+    """Leave ``verdict`` as the request's only verdict; None takes every verdict off."""
+    setattr(request, _VERDICTS, [verdict] if verdict is not None else [])
+
+
+def verdicts_of(request: Any) -> list[Verdict]:
+    """The verdicts left on ``request``, in the order they were made (empty if none)."""
+    return getattr(request, _VERDICTS, None) or []
+
+
+def take_verdicts(request: Any) -> list[Verdict]:
+    """The verdicts left on ``request``, taken off it (settled now: nothing settles them again)."""
+    verdicts = verdicts_of(request)
+    setattr(request, _VERDICTS, [])
+    return verdicts
 
 
 def verdict_of(request: Any) -> Verdict | None:
-    """The verdict left on ``request``, if any."""
-    return getattr(request, _VERDICT, None)
+    """The first verdict left on ``request`` (the one that priced it), if any."""
+    verdicts = verdicts_of(request)
+    return verdicts[0] if verdicts else None

@@ -4,7 +4,9 @@ A view may estimate a request's cost before it runs (``get_quota_cost``,
 see :class:`quotas.drf.throttling.QuotaThrottle`) and report the actual cost
 after it ran, by setting ``request.quota_cost`` (a Decimal, on DRF's request)
 or calling :func:`set_cost`. The middleware then charges the difference to
-the client's budgets, exactly once; a view that fails is charged nothing.
+the client's budgets, exactly once; a view that fails is charged nothing. A
+streamed response's cost is read when its body ends (its generator may set it
+last), see :mod:`quotas.http.settlement`.
 
 Between the decision and the reconciliation other requests of the client see
 only the estimate, so a budget can be overspent by at most the sum, over the
@@ -55,5 +57,15 @@ def actual_cost(request: Any) -> int | None:
 def _misreported(request: Any, amount: object) -> str:
     context = getattr(request, "parser_context", None) or {}  # DRF's Request knows its view
     view = context.get("view")
-    where = f"{type(view).__name__} set request.quota_cost" if view is not None else "request.quota_cost is"
+    name = type(view).__name__ if view is not None else _view_name(request)
+    where = f"{name} set request.quota_cost" if name else "request.quota_cost is"
     return f"{where} {amount!r}; an actual cost is a Decimal from 0 to QUOTAS['MAX_REQUEST_COST']."
+
+
+def _view_name(request: Any) -> str | None:
+    """The name of the plain Django view that served ``request`` (its URL resolved to it), if known."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return None
+    view = getattr(match.func, "view_class", match.func)  # a class-based view's as_view() names its class
+    return getattr(view, "__name__", None)

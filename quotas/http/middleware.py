@@ -1,11 +1,12 @@
 """Adds what the throttle decided to the response, and settles the decision after the view.
 
 DRF throttles cannot touch the response, so :class:`QuotaThrottle` leaves
-its verdict on the request (:mod:`quotas.http.context`). After the view, this
-middleware settles it (:func:`quotas.service.settle`: a refund on a server
-error when a limit asks for it, the actual cost a view reported, concurrency
-leases) and adds the rate-limit headers (a refusal's body is the exception
-handler's business, :mod:`quotas.drf.handlers`).
+its verdicts on the request (:mod:`quotas.http.context`). After the view, this
+middleware settles each one (:mod:`quotas.http.settlement`: a refund on a
+server error when a limit asks for it, the actual cost a view reported,
+concurrency leases; a streamed body when it ends) and adds the rate-limit
+headers (a refusal's body is the exception handler's business,
+:mod:`quotas.drf.handlers`).
 
 It also answers a sign-in that Django's authentication refused for too many
 failures (:mod:`quotas.identity.auth_failures`) with a 429: Django's login views
@@ -16,7 +17,7 @@ ASGI a request does not go through a thread unless it has a decision to settle.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 from inspect import iscoroutinefunction
 from typing import Any
@@ -27,9 +28,9 @@ from django.http import HttpRequest, HttpResponse
 from quotas import problems
 from quotas.exceptions import ProblemException
 from quotas.http import responses
-from quotas.http.context import set_verdict, verdict_of
-from quotas.http.cost import actual_cost
+from quotas.http.context import take_verdicts, verdicts_of
 from quotas.http.headers import rate_limit_headers
+from quotas.http.settlement import headline, needs_settling, settle_at_end, settle_verdicts
 from quotas.identity import devices
 from quotas.identity.auth_failures import refused_for
 from quotas.service import Verdict, settle
@@ -55,7 +56,7 @@ class QuotaHeadersMiddleware:
         except BaseException:
             settle_failed(request)
             raise
-        return after_view(request, response)
+        return after_view(request, response, verdicts_of(request))
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -65,11 +66,12 @@ class QuotaHeadersMiddleware:
             # lease ends and its estimate is released now, not when the lease expires.
             await sync_to_async(settle_failed)(request)
             raise
-        verdict = verdict_of(request)
-        if verdict is not None and _needs_settling(verdict, response):
+        verdicts = verdicts_of(request)
+        if not response.streaming and any(needs_settling(v, response) for v in verdicts):
             # Settling may call Redis (a refund, the actual cost, a lease): off the event loop.
-            return await sync_to_async(after_view)(request, response)
-        return after_view(request, response, settled=True)
+            return await sync_to_async(after_view)(request, response, verdicts)
+        # Nothing to settle now, or a streamed body, settled when it ends (quotas.http.settlement).
+        return after_view(request, response, verdicts, settled=not response.streaming)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         """A quota refusal raised outside DRF (a plain view reading the rules while the database is
@@ -79,14 +81,20 @@ class QuotaHeadersMiddleware:
         return responses.refusal_response(exception.problem, exception.status_code, exception.wait)
 
 
-def after_view(request: HttpRequest, response: HttpResponse, settled: bool = False) -> HttpResponse:
+def after_view(
+    request: HttpRequest, response: HttpResponse, verdicts: Sequence[Verdict], settled: bool = False
+) -> HttpResponse:
     """Everything the platform does to a response on its way out, in order: trust a browser that just signed
-    in, answer a sign-in refused for too many failures, settle the verdict and label the response."""
+    in, answer a sign-in refused for too many failures, settle ``verdicts`` (unless ``settled``) and label
+    the response."""
+    verdicts = [verdict for verdict in verdicts if verdict.decision is not None]  # nothing decided: no part
     devices.set_cookie(request, response)
     refused = refuse_throttled_sign_in(request, response)
     if refused is not None:
+        if not settled:  # the view ran: settled like any request, its leases ended, but only the 429 is told
+            settle_verdicts(verdicts, refused.status_code)
         return refused
-    return settle_and_label(request, response, settled)
+    return settle_and_label(response, verdicts, settled)
 
 
 def refuse_throttled_sign_in(request: HttpRequest, response: HttpResponse) -> HttpResponse | None:
@@ -97,23 +105,31 @@ def refuse_throttled_sign_in(request: HttpRequest, response: HttpResponse) -> Ht
     return None
 
 
-def settle_and_label(request: HttpRequest, response: HttpResponse, settled: bool = False) -> HttpResponse:
-    """``response`` with the request's verdict settled (unless ``settled``) and its rate-limit headers added."""
-    verdict = verdict_of(request)
-    if verdict is None or verdict.decision is None:
+def settle_and_label(response: HttpResponse, verdicts: Sequence[Verdict], settled: bool = False) -> HttpResponse:
+    """``response`` with ``verdicts`` (each with a decision) settled (unless ``settled``; a streamed body's
+    when it ends) and the rate-limit headers of :func:`~quotas.http.settlement.headline`'s verdict added.
+
+    A view that reported an actual cost out of bounds gets a 500 ``invalid-reported-cost`` problem in place
+    of its response (a streamed one has sent its status already: that error is only logged).
+    """
+    if not verdicts:
         return response
-    if not settled:
-        settle(verdict, response.status_code, actual_cost(verdict.request))
-    for name, value in rate_limit_headers(verdict.decision).items():
-        response.headers[name] = value
+    if not settled and response.streaming:
+        settle_at_end(response, verdicts)  # type: ignore[arg-type]  # streaming: a StreamingHttpResponse
+    elif not settled:
+        error = settle_verdicts(verdicts, response.status_code)
+        if error is not None:
+            response = responses.render(problems.invalid_reported_cost(error))
+    decision = headline(verdicts).decision
+    if decision is not None:
+        for name, value in rate_limit_headers(decision).items():
+            response.headers[name] = value
     return response
 
 
 def settle_failed(request: HttpRequest) -> None:
-    """Settle the request's verdict as a failed request's (the view raised, or the request was cancelled)."""
-    verdict = verdict_of(request)
-    if verdict is not None:
-        set_verdict(request, None)  # settled here: nothing later settles it again
+    """Settle the request's verdicts as a failed request's (the view raised, or the request was cancelled)."""
+    for verdict in take_verdicts(request):  # taken off: nothing later settles them again
         settle(verdict, HTTPStatus.INTERNAL_SERVER_ERROR)
 
 
@@ -130,15 +146,3 @@ def auth_throttled(response: HttpResponse, wait: int) -> HttpResponse:
         refused = responses.render(problems.auth_throttled(wait))
     refused.headers["Retry-After"] = str(wait)
     return refused
-
-
-def _needs_settling(verdict: Verdict, response: HttpResponse) -> bool:
-    """Whether settling ``verdict`` after ``response`` has anything to do (it may then call Redis)."""
-    decision = verdict.decision
-    if decision is None or not decision.allowed:
-        return False
-    return (
-        response.status_code >= HTTPStatus.INTERNAL_SERVER_ERROR
-        or bool(decision.request_id)
-        or actual_cost(verdict.request) is not None
-    )

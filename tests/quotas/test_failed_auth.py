@@ -378,3 +378,20 @@ def test_admin_sign_ins_refused_for_their_address_count_against_no_username(tigh
         assert guesser.post(url, {"username": "ops", "password": "x"}).status_code == 429
     owner = Client(REMOTE_ADDR="198.51.100.21")
     assert owner.post(url, {"username": "ops", "password": PASSWORD}).status_code == 302
+
+
+def test_a_sign_in_refused_for_too_many_failures_ends_its_concurrency_lease(tight, settings):
+    """A sign-in page limited by PathQuotaMiddleware to one request at a time: the attempt answered 429 for
+    too many failures is settled like any other (its lease ended), so the next page view is not refused."""
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="inflight", scope="signin", rates="1/30s", algorithm="concurrency")
+    settings.QUOTAS = {**settings.QUOTAS, "PATH_LIMITS": [{"prefix": "/admin/login/", "scope": "signin"}]}
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "quotas.django.middleware.PathQuotaMiddleware"]
+    UserFactory(username="ops", password=PASSWORD, is_staff=True)
+    browser = Client(REMOTE_ADDR="203.0.113.9")
+    for _ in range(2):
+        assert browser.post(ADMIN_LOGIN, {"username": "ops", "password": "nope"}).status_code == 200
+    refused = browser.post(ADMIN_LOGIN, {"username": "ops", "password": "nope"})
+    assert refused.status_code == 429
+    assert "Too many failed sign-ins" in refused.content.decode()
+    assert browser.get(ADMIN_LOGIN).status_code == 200  # the form: no lease left behind

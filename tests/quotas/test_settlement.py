@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from decimal import Decimal
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -22,9 +23,12 @@ from django.urls import path
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from plans.models import Plan
 from quotas.django.decorators import quota_limited
+from quotas.formats.money import to_micros
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
+from tests.usage_counters import usage_totals
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
@@ -81,6 +85,29 @@ async def async_ok(request):
     return HttpResponse("ok")
 
 
+class MisreportingDrfView(APIView):
+    """Estimates 0.05 and then reports ?actual= as its cost (out of bounds in the tests: the view's bug)."""
+
+    quota_scope = "held"
+
+    def get_quota_cost(self, request):
+        return Decimal("0.05")
+
+    def get(self, request):
+        request.quota_cost = Decimal(request.query_params["actual"])
+        return Response({"ok": True})
+
+
+def misreporting(request):
+    request.quota_cost = Decimal(request.GET["actual"])
+    return HttpResponse("ok")
+
+
+async def async_misreporting(request):
+    request.quota_cost = Decimal(request.GET["actual"])
+    return HttpResponse("ok")
+
+
 urlpatterns = [
     path("deco/raising", quota_limited(scope="held")(raising)),
     path("deco/async-raising", quota_limited(scope="held")(async_raising)),
@@ -94,6 +121,9 @@ urlpatterns = [
     path("held/async-ok", async_ok),
     path("drf/waits", HeldDrfView.as_view()),
     path("drf/ok", OkDrfView.as_view()),
+    path("drf/misreporting", MisreportingDrfView.as_view()),
+    path("deco/misreporting", quota_limited(scope="held")(misreporting)),
+    path("deco/async-misreporting", quota_limited(scope="held")(async_misreporting)),
 ]
 
 
@@ -186,3 +216,36 @@ def test_a_drf_view_whose_client_went_away_gives_its_lease_back():
         async_to_sync(scenario)()
     finally:
         drf_view_may_end.set()
+
+
+@pytest.mark.parametrize("url", ["/drf/misreporting", "/deco/misreporting"])
+@pytest.mark.parametrize("actual", ["-1", "100.01"])
+def test_a_view_reporting_a_cost_out_of_bounds_is_answered_settled_and_released(url, actual, settings, redis_client):
+    """The view's bug, found after it ran: a clear 500 problem naming the view's value, the request settled as
+    any failed request (its estimate released, nothing charged) and its lease ended (the next request is
+    admitted, not refused for 30 s)."""
+    settings.QUOTAS = {**settings.QUOTAS, "MAX_REQUEST_COST": 100}
+    EndpointLimitFactory(plan=Plan.objects.get(slug="free"), name="priced", scope="held", price=Decimal("0.05"))
+    client = Client(raise_request_exception=False)
+    response = client.get(f"{url}?actual={actual}")
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["reason"] == "invalid_reported_cost"
+    assert problem["type"].endswith("invalid-reported-cost")
+    assert f"Decimal('{actual}')" in problem["detail"]
+    assert usage_totals(redis_client).get("c", 0) == 0  # the estimate is not kept
+    admitted = client.get(f"{url}?actual=0.02")
+    assert admitted.status_code == 200
+    assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.02"))
+
+
+def test_an_async_view_reporting_a_cost_out_of_bounds_is_answered_and_released():
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        response = await client.get("/deco/async-misreporting?actual=-1")
+        assert (response.status_code, response.json()["reason"]) == (500, "invalid_reported_cost")
+        assert (await client.get("/deco/async-misreporting?actual=0")).status_code == 200
+        await get_runtime().store.transport.aclose()
+
+    async_to_sync(scenario)()

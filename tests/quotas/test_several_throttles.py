@@ -2,6 +2,10 @@
 
 The plan's limits and budgets are charged once, the one verdict is settled (estimate replaced by the actual
 cost), and where no plan covers the client each class's own rate applies, all in that one decision.
+
+A class that counts clients otherwise (its own ``get_cache_key``: per tenant) decides on its own, but the
+request is still priced once: only the first decision charges the price and the budgets and counts the request
+in usage; every decision is settled and every concurrency lease it took is released.
 """
 
 from __future__ import annotations
@@ -36,7 +40,24 @@ class PricedBurstView(PricedView):
     throttle_classes = [BurstThrottle, SustainedThrottle]
 
 
-urlpatterns = [path("burst/", PricedBurstView.as_view()), path("", include("config.urls"))]
+class TenantThrottle(QuotaThrottle):
+    """Counts the plan's limits per tenant (the X-Tenant header) rather than per subscriber."""
+
+    def get_cache_key(self, request, view):
+        return f"tenant:{request.headers.get('X-Tenant', 'acme')}"
+
+
+class PricedTenantView(PricedView):
+    """The plan's limits per subscriber and per tenant: two decisions on one request."""
+
+    throttle_classes = [QuotaThrottle, TenantThrottle]
+
+
+urlpatterns = [
+    path("burst/", PricedBurstView.as_view()),
+    path("tenant/", PricedTenantView.as_view()),
+    path("", include("config.urls")),
+]
 
 
 @pytest.fixture
@@ -66,3 +87,38 @@ def test_where_no_plan_covers_the_client_each_class_rate_applies_in_one_decision
     assert '"burstthrottle";q=3;w=60' in policy
     assert '"sustainedthrottle";q=100;w=86400' in policy
     assert usage_totals(redis_client)["a"] == 3  # each admitted request counted once
+
+
+@pytest.fixture
+def per_tenant(metered):
+    """The metered plan (0.01 a request, a day budget of 1.00), three requests a minute and one request at a
+    time (a lease of 30 s: a leaked lease shows as a 429 on the next request)."""
+    EndpointLimitFactory(plan=metered, name="burst", scope="priced", rates="3/min")
+    EndpointLimitFactory(plan=metered, name="inflight", scope="priced", rates="1/30s", algorithm="concurrency")
+    return metered
+
+
+def test_a_class_counting_per_tenant_does_not_charge_the_request_again(per_tenant, redis_client):
+    """Price 0.01, then an estimate of 0.10 with an actual cost of 0.02: 0.03 spent and 2 requests counted,
+    though two decisions were made on each; both settled, both leases released (the third is admitted)."""
+    api, key = APIClient(), issue_key(plan=per_tenant)
+    assert api.get("/tenant/", HTTP_X_API_KEY=key).status_code == 200
+    assert api.get("/tenant/?est=0.10&actual=0.02", HTTP_X_API_KEY=key).status_code == 200
+    totals = usage_totals(redis_client)
+    assert totals["a"] == 2
+    assert totals["c"] == to_micros(Decimal("0.03"))
+    assert api.get("/tenant/", HTTP_X_API_KEY=key).status_code == 200  # no lease left behind
+
+
+def test_a_request_refused_by_the_tenant_class_releases_the_first_decisions_lease(per_tenant):
+    """Two subscribers of one tenant: the tenant's three requests a minute are spent, so the fourth is refused
+    by the tenant class after the first class admitted it; that admission's lease is released with the 429, and
+    the same subscriber's next request (another tenant) is admitted."""
+    api = APIClient()
+    first, second = issue_key(plan=per_tenant), issue_key(plan=per_tenant)
+    for _ in range(3):
+        assert api.get("/tenant/", HTTP_X_API_KEY=first).status_code == 200
+    refused = api.get("/tenant/", HTTP_X_API_KEY=second)
+    assert refused.status_code == 429
+    assert '"burst";r=0' in refused["RateLimit"]  # the refusing decision's headers
+    assert api.get("/tenant/", HTTP_X_API_KEY=second, HTTP_X_TENANT="globex").status_code == 200

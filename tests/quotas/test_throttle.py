@@ -481,14 +481,16 @@ def test_a_non_number_weight_or_cost_is_the_views_mistake(free, redis_client, pa
     assert get(api, "/t/weighted?w=1", key).status_code == 200
 
 
-def test_an_actual_cost_out_of_bounds_names_the_view(free, settings):
-    """request.quota_cost is set by the view's code after it ran: out of bounds, the error names the view."""
+def test_an_actual_cost_out_of_bounds_names_the_view(free, settings, caplog):
+    """request.quota_cost is set by the view's code after it ran: out of bounds, a 500 problem (no exception
+    escapes) and an error log name the view and the value."""
     settings.QUOTAS = {**settings.QUOTAS, "MAX_REQUEST_COST": 100}
     key = issue_key(plan=free)
-    with pytest.raises(ValueError, match=r"PricedView set request\.quota_cost Decimal\('100\.01'\)"):
-        get(APIClient(), "/t/priced?est=1&actual=100.01", key)
-    with pytest.raises(ValueError, match=r"PricedView set request\.quota_cost Decimal\('-1'\)"):
-        get(APIClient(), "/t/priced?est=1&actual=-1", key)
+    for actual in ("100.01", "-1"):
+        response = get(APIClient(), f"/t/priced?est=1&actual={actual}", key)  # would raise what the view raised
+        assert response.status_code == 500
+        assert f"PricedView set request.quota_cost Decimal('{actual}')" in response.json()["detail"]
+        assert f"PricedView set request.quota_cost Decimal('{actual}')" in caplog.text
 
 
 def test_unknown_keys_cost_one_query_each_and_never_evict_known_keys(client, free, settings, django_assert_num_queries):

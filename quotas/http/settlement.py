@@ -1,0 +1,134 @@
+"""Settling a request's verdicts after its view: at once, or when a streamed body ends.
+
+:func:`quotas.service.settle` ends one verdict (a refund on a server error
+where a limit asks for it, the actual cost the view reported, its concurrency
+leases). Here, the request's side of it:
+
+- every verdict the request holds is settled (a view may list throttle classes
+  that decide on their own), the actual cost charged to the first, the one
+  that priced the request (:class:`quotas.drf.throttling.QuotaThrottle`);
+- an actual cost out of bounds is the view's bug, found after it ran: it is
+  logged, the request is settled as a failed one (its estimate released, its
+  leases ended) and the caller answers a 500 ``invalid-reported-cost``
+  problem in place of the view's response;
+- a streamed response (``StreamingHttpResponse``, how LLM-style APIs answer)
+  is settled when its body ends, so the cost its generator reports at the end
+  counts and its lease lasts until the last byte; when the body fails midway,
+  as a failed request; and when the response is closed first (the client went
+  away: the server closes it), then. Whichever comes first settles, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import StreamingHttpResponse
+
+from quotas.http.cost import actual_cost
+from quotas.service import Verdict, settle
+
+logger = logging.getLogger(__name__)
+
+
+def settle_verdicts(verdicts: Sequence[Verdict], status: int) -> str | None:
+    """Settle every verdict of one request whose response had ``status``.
+
+    Returns None, or, when the view reported an actual cost out of bounds, the
+    error naming it (logged; the request is then settled as a server error).
+    """
+    if not verdicts:
+        return None
+    error = None
+    try:
+        actual = actual_cost(verdicts[0].request)
+    except (TypeError, ValueError) as exc:
+        error, actual = str(exc), None
+        logger.error("quotas: %s The request is settled as a failed one (answered 500).", error)
+        status = HTTPStatus.INTERNAL_SERVER_ERROR
+    for index, verdict in enumerate(verdicts):
+        # The first verdict priced the request; the others spent their rate windows only, at no cost.
+        settle(verdict, status, actual if index == 0 else None)
+    return error
+
+
+def headline(verdicts: Sequence[Verdict]) -> Verdict:
+    """Of a request's verdicts (one at least), the one whose headers its response carries: the one that
+    refused it (its headers must agree with its Retry-After and body), else the first (the one that priced
+    it: the plan's windows as counted for the client the plan names)."""
+    refusing = [verdict for verdict in verdicts if verdict.refusal is not None]
+    return refusing[-1] if refusing else verdicts[0]
+
+
+def needs_settling(verdict: Verdict, response: Any) -> bool:
+    """Whether settling ``verdict`` after ``response`` has anything to do (it may then call Redis)."""
+    decision = verdict.decision
+    if decision is None or not decision.allowed:
+        return False
+    if response.status_code >= HTTPStatus.INTERNAL_SERVER_ERROR or decision.request_id:
+        return True
+    try:
+        return actual_cost(verdict.request) is not None
+    except (TypeError, ValueError):
+        return True  # a cost out of bounds: settled as a failed request
+
+
+def settle_at_end(response: StreamingHttpResponse, verdicts: Sequence[Verdict]) -> None:
+    """Settle ``verdicts`` when ``response``'s body ends, fails, or is closed, whichever comes first."""
+    once = _SettleOnce(verdicts, response.status_code)
+    # A FileResponse that a WSGI server sends through its wsgi.file_wrapper is never iterated here; it is
+    # settled when closed (replacing its body would cost it the file wrapper).
+    if getattr(response, "file_to_stream", None) is None:
+        body = response.streaming_content
+        response.streaming_content = _abody(body, once) if response.is_async else _body(body, once)  # type: ignore[arg-type]
+    # What response.close() runs: the server calls it once done with the response (the body sent, or the
+    # client gone; Django's ASGI handler too, after a cancelled send), the test client once the body is read.
+    # Handing a close() in with the body would do the same, and also cost a FileResponse its file wrapper.
+    response._resource_closers.append(once)  # type: ignore[attr-defined]  # Django's own, not in its stubs
+
+
+class _SettleOnce:
+    """Settles a streamed request's verdicts the first time it is called, from any thread."""
+
+    def __init__(self, verdicts: Sequence[Verdict], status: int) -> None:
+        self.verdicts = verdicts
+        self.status = status
+        self.lock = threading.Lock()
+        self.pending = True
+
+    def __call__(self, failed: bool = False) -> None:
+        with self.lock:
+            if not self.pending:
+                return
+            self.pending = False
+        try:
+            settle_verdicts(self.verdicts, HTTPStatus.INTERNAL_SERVER_ERROR if failed else self.status)
+        except Exception:
+            # The body is sent (or the client gone): nothing left to answer. response.close() would drop the
+            # error without a word, so it is logged here; the store's own errors are logged and counted below.
+            logger.exception("quotas: settling a streamed response failed")
+
+
+def _body(chunks: Iterator[bytes], once: _SettleOnce) -> Iterator[bytes]:
+    """``chunks``, settling once the last one is out (or as a failed request if the body raises)."""
+    try:
+        yield from chunks
+    except Exception:
+        once(failed=True)
+        raise
+    once()  # a GeneratorExit (the client gone) goes past: response.close() settles then
+
+
+async def _abody(chunks: AsyncIterator[bytes], once: _SettleOnce) -> AsyncIterator[bytes]:
+    """:func:`_body` for an async body; settling may call Redis, so it runs in asgiref's worker thread."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except Exception:
+        await sync_to_async(once)(failed=True)
+        raise
+    await sync_to_async(once)()
