@@ -1,0 +1,107 @@
+"""Budget alerts report spend that was charged, and only that (issue 44, items 2 and 10), on every store."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from plans.models import CostBudget
+from quotas.signals import budget_threshold_crossed
+from tests.clock import avoid_window_edge
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def client():
+    return APIClient(raise_request_exception=False)
+
+
+@pytest.fixture
+def alerts():
+    """The alerts sent, as (threshold, spent in micro-units)."""
+    received = []
+
+    def receiver(**kwargs):
+        received.append((kwargs["threshold"], kwargs["spent_micros"]))
+
+    budget_threshold_crossed.connect(receiver, weak=False, dispatch_uid="test-budget-alerts")
+    yield received
+    budget_threshold_crossed.disconnect(dispatch_uid="test-budget-alerts")
+
+
+@pytest.fixture
+def daily(db):
+    """0.01 a request on /t/priced, 1000 a minute, and 0.05 a day."""
+    plan = PlanFactory(slug="daily", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.05"))
+    return plan
+
+
+def get(client, key, **params):
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return client.get(f"/t/priced?{query}", HTTP_X_API_KEY=key)
+
+
+def spent(client, key) -> Decimal:
+    (budget,) = client.get("/api/v1/usage/current", HTTP_X_API_KEY=key).json()["budgets"]
+    return Decimal(budget["spent"])
+
+
+def test_a_request_the_rate_limit_refuses_sends_no_budget_alert(client, alerts):
+    """The new user's plan: 3 a second at 0.01 and 0.04 a day. Three requests spend 0.03 (75 %); the fourth,
+    refused by the rate limit, is charged nothing and reports nothing. The next admitted request crosses 80 %
+    and 100 % for real, and the alerts carry the 0.04 then spent."""
+    plan = PlanFactory(slug="starter", is_default=True)
+    EndpointLimitFactory(
+        plan=plan, name="priced", scope="priced", rates="3/s", algorithm="fixed_window", price=Decimal("0.01")
+    )
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.04"))
+    key = issue_key(plan=plan)
+    avoid_window_edge(1, needed=0.5)
+    assert [get(client, key).status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert alerts == []
+    assert spent(client, key) == Decimal("0.03")
+    time.sleep(1 - time.time() % 1 + 0.05)  # the next second: the rate limit has room again
+    assert get(client, key).status_code == 200
+    assert alerts == [(80, 40_000), (100, 40_000)]
+    assert spent(client, key) == Decimal("0.04")
+
+
+def test_a_failed_request_sends_no_alert_and_the_real_crossing_is_reported(client, daily, alerts):
+    """60 % spent; a request that would reach 80 % fails (500): its estimate is released, so it reports
+    nothing. The request that really reaches 80 % does, with the 0.04 spent."""
+    key = issue_key(plan=daily)
+    assert [get(client, key).status_code for _ in range(3)] == [200] * 3
+    assert get(client, key, fail=1).status_code == 500
+    assert alerts == []
+    assert spent(client, key) == Decimal("0.03")
+    assert get(client, key).status_code == 200
+    assert alerts == [(80, 40_000)]
+    assert get(client, key).status_code == 200
+    assert alerts == [(80, 40_000), (100, 50_000)]
+
+
+def test_an_alert_reports_the_settled_cost_not_the_estimate(client, daily, alerts):
+    """60 % spent; a request estimated 0.02 (100 %) costs 0.01: it reports 80 % with the 0.04 it spent, and
+    100 % is reported by the request that reaches it."""
+    key = issue_key(plan=daily)
+    assert [get(client, key).status_code for _ in range(3)] == [200] * 3
+    assert get(client, key, est="0.02", actual="0.01").status_code == 200
+    assert alerts == [(80, 40_000)]
+    assert get(client, key).status_code == 200
+    assert alerts == [(80, 40_000), (100, 50_000)]
+
+
+def test_a_cost_above_the_estimate_reports_what_it_crossed_once(client, daily, alerts):
+    """An actual cost past the estimate crosses 80 % and 100 % at settlement: both reported, once."""
+    key = issue_key(plan=daily)
+    assert get(client, key, est="0.01", actual="0.06").status_code == 200
+    assert alerts == [(80, 60_000), (100, 60_000)]
+    assert get(client, key).status_code == 429
+    assert alerts == [(80, 60_000), (100, 60_000)]
