@@ -141,4 +141,5 @@ def _needs_settling(verdict: Verdict, response: HttpResponse) -> bool:
         response.status_code >= HTTPStatus.INTERNAL_SERVER_ERROR
         or bool(decision.request_id)
         or actual_cost(verdict.request) is not None
+        or decision.unreported  # budget alerts wait for the settled spend
     )

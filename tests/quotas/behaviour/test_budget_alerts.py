@@ -105,3 +105,12 @@ def test_a_cost_above_the_estimate_reports_what_it_crossed_once(client, daily, a
     assert alerts == [(80, 60_000), (100, 60_000)]
     assert get(client, key).status_code == 429
     assert alerts == [(80, 60_000), (100, 60_000)]
+
+
+def test_without_the_settling_middleware_an_admission_reports_its_thresholds_at_once(client, daily, alerts, settings):
+    """QuotaThrottle without QuotaHeadersMiddleware (warned by quotas.W002): nothing settles the request, so its
+    thresholds are sent when it is decided, with the spend it was charged."""
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith("QuotaHeadersMiddleware")]
+    key = issue_key(plan=daily)
+    assert [get(client, key).status_code for _ in range(5)] == [200] * 5
+    assert alerts == [(80, 40_000), (100, 50_000)]
