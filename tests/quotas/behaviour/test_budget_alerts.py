@@ -114,3 +114,21 @@ def test_without_the_settling_middleware_an_admission_reports_its_thresholds_at_
     key = issue_key(plan=daily)
     assert [get(client, key).status_code for _ in range(5)] == [200] * 5
     assert alerts == [(80, 40_000), (100, 50_000)]
+
+
+def test_under_asgi_the_middleware_settles_a_request_that_has_thresholds_to_report(daily, alerts, settings):
+    """The async QuotaHeadersMiddleware settles (in a thread) an admitted request that reached a threshold, even
+    with nothing else to settle: its alert is sent."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    # Only middleware that runs async, so that under ASGI QuotaHeadersMiddleware takes its async path.
+    settings.MIDDLEWARE = ["django.middleware.common.CommonMiddleware", "quotas.middleware.QuotaHeadersMiddleware"]
+    key = issue_key(plan=daily)
+
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        return [(await client.get("/t/priced", headers={"x-api-key": key})).status_code for _ in range(5)]
+
+    assert async_to_sync(scenario)() == [200] * 5
+    assert alerts == [(80, 40_000), (100, 50_000)]
