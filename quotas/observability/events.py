@@ -1,12 +1,23 @@
-"""Budget alerts and bans: turn what a decision reports into signals and log lines."""
+"""Budget alerts and bans: turn what a decision reports into signals and log lines.
+
+Their receivers record rows (``BudgetAlert``, a notification ``Event`` and its
+deliveries, a ban record) that must outlive the request: Redis has stored the
+alert level or the ban, so a row the request's transaction took with it would
+never be written again. Inside an atomic block (``ATOMIC_REQUESTS``, DRF
+rolling back a 4xx, a project's own ``transaction.atomic()``), the signal is
+therefore sent from a thread of its own, whose database connections commit
+on their own (autocommit) and are closed when it ends.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import connections
 from django.dispatch import Signal
 
 from quotas.conf import quota_settings
@@ -68,6 +79,40 @@ def report_ban(tag: str, subscription_id: int | None, decision: Decision, plan: 
 
 
 def _send(signal: Signal, **kwargs: Any) -> None:
+    """Send ``signal`` to every receiver, apart from any transaction open here (see the module docstring)."""
+    if not _in_transaction():
+        _send_now(signal, kwargs)
+        return
+    # A thread per signal costs a few hundred microseconds and a database connection: alerts are rare (at most
+    # two per budget, client and period) and bans rarer, so it is never on a hot path. Joined: the request
+    # goes on once the rows are committed, as it does when they are written inline.
+    thread = threading.Thread(target=_send_apart, args=(signal, kwargs), name="quotas-signal")
+    thread.start()
+    thread.join()
+
+
+def _in_transaction() -> bool:
+    """Whether a database connection of this thread is inside an atomic block that may roll back.
+
+    A test case's own wrapping transaction (Django's TestCase, pytest-django's ``db``) is not the request's:
+    Django marks it, and treats it so for ``durable`` blocks too. Rows written inside it stay visible to the
+    test; a thread's connection could not see the test's rows (its subscriptions) nor write past its locks.
+    """
+    for connection in connections.all(initialized_only=True):
+        if any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
+            return True
+    return False
+
+
+def _send_apart(signal: Signal, kwargs: dict[str, Any]) -> None:
+    """:func:`_send_now` in a thread of its own: its connections (autocommit) commit each row, then close."""
+    try:
+        _send_now(signal, kwargs)
+    finally:
+        connections.close_all()  # this thread's connections only (back to the pool, where there is one)
+
+
+def _send_now(signal: Signal, kwargs: dict[str, Any]) -> None:
     """Send ``signal`` to every receiver; one that raises is logged, and neither stops the others nor fails the
     request (it has been charged, and the view is about to run or has run)."""
     for receiver, result in signal.send_robust(sender=Decision, **kwargs):
