@@ -132,3 +132,72 @@ def test_under_asgi_the_middleware_settles_a_request_that_has_thresholds_to_repo
 
     assert async_to_sync(scenario)() == [200] * 5
     assert alerts == [(80, 40_000), (100, 50_000)]
+
+
+# The engine: what decide.lua and adjust.lua report, whichever process settles first.
+
+TAG = "{s.1}"
+
+
+def budget(amount: int):
+    from quotas.formats.rates import Rate
+    from quotas.rules.limits import LimitRule
+
+    return LimitRule("b", "day-budget", (Rate(amount, 86_400),), algorithm="budget", period="day").windows
+
+
+def decide(runtime, windows, cost: int, multiplier: float = 1.0):
+    from quotas.store.decision import DecideCall
+
+    return runtime.guard.decide_call(DecideCall(TAG, windows, cost_micros=cost, multiplier=multiplier))
+
+
+def reported(decision) -> list[tuple[int, int]]:
+    """The (alert mask, spend) of each budget that has thresholds to report."""
+    return [(s.alert, s.used) for s in decision.states if s.alert]
+
+
+def test_a_refusal_under_reduced_capacity_reports_the_budget_as_it_was(runtime):
+    """A rate window the adaptive multiplier shrank refuses (503): the budget that would have admitted the
+    request reports the 0.70 it holds, and no threshold."""
+    from quotas.formats.rates import Rate
+    from quotas.rules.limits import LimitRule
+
+    rate = LimitRule("r", "global", (Rate(2, 60),), algorithm="fixed_window").windows
+    windows = [*rate, *budget(1_000_000)]
+    assert decide(runtime, windows, 700_000).allowed
+    refused = decide(runtime, windows, 200_000, multiplier=0.5)
+    assert (refused.allowed, refused.reduced_only) == (False, True)
+    state = refused.states[1]
+    assert (state.ok, state.used, state.remaining, state.alert) == (True, 700_000, 300_000, 0)
+    assert runtime.guard.peek(TAG, windows[1:]).states[0].used == 700_000
+
+
+def test_a_refund_takes_back_only_the_thresholds_its_request_raised(runtime):
+    """A reaches 80 %, B then 100 %. A fails (refunded): B raised the level past A's since, so A's 80 % stands and
+    is reported (with the spend as settled, 0.15). B fails too: its 100 % goes back; the request that reaches
+    100 % reports it, and 80 % is not reported twice."""
+    windows = budget(1_000_000)
+    a = decide(runtime, windows, 850_000)
+    b = decide(runtime, windows, 150_000)
+    assert (reported(a), reported(b)) == ([(1, 850_000)], [(2, 1_000_000)])
+    runtime.guard.reconcile(a, 0)
+    assert reported(a) == [(1, 150_000)]
+    runtime.guard.reconcile(b, 0)
+    assert reported(b) == []
+    c = decide(runtime, windows, 1_000_000)
+    assert reported(c) == [(2, 1_000_000)]
+
+
+def test_the_later_request_settling_first_leaves_the_earlier_ones_threshold(runtime):
+    """A reaches 80 %, B 100 %. B fails first: the level goes back to A's 80 %. A then costs less than it
+    estimated (0.5 spent): its 80 % goes back too, and the request that reaches 80 % reports it."""
+    windows = budget(1_000_000)
+    a = decide(runtime, windows, 800_000)
+    b = decide(runtime, windows, 200_000)
+    runtime.guard.reconcile(b, 0)
+    assert reported(b) == []
+    runtime.guard.reconcile(a, 500_000)
+    assert reported(a) == []
+    c = decide(runtime, windows, 300_000)
+    assert reported(c) == [(1, 800_000)]
