@@ -7,19 +7,34 @@ DATABASE_URL=postgres://... (CI does); skipped without it, failed when QUOTAS_RE
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.http import JsonResponse
+from django.test import Client
+from django.urls import include, path
 from rest_framework.test import APIClient
 
 from notifications.events import BUDGET_THRESHOLD
 from notifications.models import Event
-from plans.models import CostBudget
+from plans.models import CostBudget, Subscription
+from quotas.django.decorators import quota_limited
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.models import BudgetAlert
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.urls")]
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+
+
+@quota_limited(scope="locking")
+def locking(request):
+    """A plain view that locks its subscription's row until its transaction ends (a billing view might)."""
+    Subscription.objects.select_for_update().get(pk=request.GET["subscription"])
+    return JsonResponse({"ok": True})
+
+
+urlpatterns = [path("", include("tests.urls")), path("f/locking", locking)]
 
 
 @pytest.fixture
@@ -51,3 +66,23 @@ def test_alerts_of_requests_that_roll_back_are_recorded_once_as_the_spend_crosse
     assert [(e.data["threshold"], e.data["spent"]) for e in events] == [(80, "0.040000"), (100, "0.040000")]
     alerts = BudgetAlert.objects.order_by("threshold")
     assert [(a.threshold, a.spent) for a in alerts] == [(80, Decimal("0.04")), (100, Decimal("0.04"))]
+
+
+def test_an_alert_whose_row_the_request_has_locked_is_recorded_after_the_request(atomic_requests):
+    """The view holds its subscription FOR UPDATE when its settling (inside ATOMIC_REQUESTS) crosses 80 % and
+    100 %: the rows that name the subscription wait for the request's transaction. The request is answered
+    after a short wait, not never, and the events are recorded once it has committed."""
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="locking", scope="locking", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.01"))
+    key = issue_key(plan=plan)
+    subscription = Subscription.objects.get(plan=plan)
+    started = time.monotonic()
+    response = Client().get(f"/f/locking?subscription={subscription.pk}", HTTP_X_API_KEY=key)
+    assert response.status_code == 200
+    assert time.monotonic() - started < 10
+    deadline = time.monotonic() + 10
+    while Event.objects.count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    events = Event.objects.filter(type=BUDGET_THRESHOLD).order_by("data__threshold")
+    assert [(e.data["threshold"], e.data["spent"]) for e in events] == [(80, "0.010000"), (100, "0.010000")]
