@@ -92,11 +92,12 @@ def _send(signal: Signal, *sends: dict[str, Any]) -> None:
     if not _in_transaction():
         _send_now(signal, sends)
         return
-    # A thread per signal costs a few hundred microseconds and a database connection: alerts are rare (at most
-    # two per budget, client and period) and bans rarer, so it is never on a hot path. Joined: the request
-    # goes on once the rows are committed, as it does when they are written inline. But not for ever: a row
-    # the request's transaction has locked (a view that took its subscription FOR UPDATE) holds the thread
-    # until that transaction ends, so past _APART_WAIT the request goes on and the thread commits after it.
+    # A thread (one for all of a call's alerts) costs a few hundred microseconds and a database connection:
+    # alerts are rare (at most two per budget, client and period) and bans rarer, so it is never on a hot path.
+    # Joined: the request goes on once the rows are committed, as it does when they are written inline. But
+    # not for ever: a row the request's transaction has locked (a view that took its subscription FOR UPDATE)
+    # holds the thread until that transaction ends, so past _APART_WAIT the request goes on and the thread
+    # commits after it.
     thread = threading.Thread(target=_send_apart, args=(signal, sends), name="quotas-signal")
     thread.start()
     thread.join(_APART_WAIT)
