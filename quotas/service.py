@@ -12,11 +12,12 @@ once, in this order:
    the code gave;
 3. allow and deny lists (in process, no Redis);
 4. every window in one store call, or the failure mode when Redis is down;
-5. audit and metrics, budget alerts, ban reports;
+5. audit and metrics, a refusal's budget alerts, ban reports;
 6. a shaping leaky bucket's delay.
 
 After the view, :func:`settle` refunds a server error where a limit asks for
-it, charges the actual cost the view reported, and ends concurrency leases.
+it, charges the actual cost the view reported, sends the budget alerts of the
+spend then settled, and ends concurrency leases.
 """
 
 from __future__ import annotations
@@ -223,7 +224,8 @@ async def check_async(facts: Facts) -> Verdict:
 
 def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None) -> None:
     """After the view answered ``status``: refund a server error where a limit asks for it, else charge the
-    actual cost the view reported (once), and end the request's concurrency leases."""
+    actual cost the view reported (once), send the budget alerts of the spend then settled, and end the
+    request's concurrency leases."""
     decision = verdict.decision
     if decision is None or not decision.allowed or verdict.client is None:
         return
@@ -235,11 +237,28 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
         else:
             actual = actual_cost_micros
         if actual is not None and actual != decision.cost_micros:
-            reconciled = store.reconcile(decision, actual)
-            fire_budget_alerts(verdict.client.tag, verdict.client.subscription_id, reconciled, decision.now)
+            # The budgets' states take the settled spend, and keep only the thresholds it still reaches.
+            store.reconcile(decision, actual)
+        send_alerts(verdict)
     finally:
         if decision.request_id:  # whatever failed above, the request's leases end with it
             store.release(decision)
+
+
+def send_alerts(verdict: Verdict) -> None:
+    """Send the budget alerts ``verdict``'s decision holds and has not sent (each once).
+
+    An admitted request's thresholds are sent when it is settled (:func:`settle`), with the spend it was
+    finally charged: a refund or a lower actual cost takes back a threshold it no longer reaches. A refusal
+    was charged nothing, so its alert (a budget that refused with 80 % or more spent reports 100 %) goes at
+    once. A front door that never settles calls this itself (QuotaThrottle without QuotaHeadersMiddleware).
+    """
+    decision, client = verdict.decision, verdict.client
+    if decision is None or client is None or not decision.unreported:
+        return
+    fire_budget_alerts(client.tag, client.subscription_id, decision.states, decision.now)
+    for state in decision.states:
+        state.alert = 0
 
 
 def usage_field(plan_id: int | None, scope: str) -> str:
@@ -368,7 +387,6 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
         return decision  # the failure mode answered
     for state in decision.would_deny():
         logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, call.client.tag)
-    fire_budget_alerts(call.client.tag, call.client.subscription_id, decision.states, decision.now)
     if decision.ban_started:
         report_ban(call.client.tag, call.client.subscription_id, decision, call.plan)
     runtime = call.runtime
@@ -379,6 +397,8 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
         store_seconds=call.store_seconds,
     )  # fmt: skip
     verdict = _verdict(call, decision)
+    if not decision.allowed:
+        send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
     verdict.refusal = (
         _shape(runtime, decision, call.client.tag) if decision.allowed else refusal(call.rules, decision, call.plan_id)
     )

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 from django.urls import include, path
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
@@ -63,7 +63,8 @@ DURING_VIEW: list = []
 
 
 class PricedView(APIView):
-    """Estimates its cost from ?est= and reports the actual cost from ?actual=."""
+    """Estimates its cost from ?est= and reports the actual cost from ?actual=; ?fail=1 raises (a 500), ?invalid=1
+    answers DRF's ValidationError (a 400, which rolls back under ATOMIC_REQUESTS)."""
 
     quota_scope = "priced"
 
@@ -80,6 +81,8 @@ class PricedView(APIView):
                 step()
         if request.query_params.get("fail"):
             raise RuntimeError("the priced view failed")
+        if request.query_params.get("invalid"):
+            raise ValidationError({"invalid": "asked to be invalid"})
         return Response({"ok": True})
 
 

@@ -226,6 +226,7 @@ class AdjustArg(IntEnum):
     USAGE = 3  # the usage field prefix, as for decide.lua, or "" not to count
     FIELD_PREFIX = 4  # the client's field prefix "<client>|"
     DAY = 5  # the day of the decision's usage key (keys[2]), in days since 1970
+    OWN = 6  # the thresholds the decision reached and has not reported, one digit (a mask) per budget, or ""
 
 
 class ReleaseArg(IntEnum):
@@ -374,10 +375,21 @@ def refund_args(
 
 
 def adjust_args(
-    field_prefix: str, *, now_us: int, day: int, delta: int, usage: str, specs: Sequence[bytes]
+    field_prefix: str,
+    *,
+    now_us: int,
+    day: int,
+    delta: int,
+    usage: str,
+    specs: Sequence[bytes],
+    own: Sequence[int] = (),
 ) -> list[object]:
-    """adjust.lua's ARGV: the fixed slots in :class:`AdjustArg` order, then the budget windows' specs."""
-    return [now_us, delta, usage, field_prefix, day, *specs]
+    """adjust.lua's ARGV: the fixed slots in :class:`AdjustArg` order, then the budget windows' specs.
+
+    ``own``: per budget spec, the alert mask the decision reached and has not reported (none: nothing to take
+    back if the spend falls below it).
+    """
+    return [now_us, delta, usage, field_prefix, day, "".join(str(mask) for mask in own), *specs]
 
 
 def release_args(request_id: str) -> list[object]:

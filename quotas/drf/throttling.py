@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -28,7 +29,10 @@ from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
 from quotas.runtime import get_runtime
-from quotas.service import CountAs, Facts, check
+from quotas.service import CountAs, Facts, check, send_alerts
+
+#: The middleware that settles a DRF request's verdict after the view (quotas.checks' W002 looks for it too).
+_SETTLING_MIDDLEWARE = ("quotas.middleware.QuotaHeadersMiddleware", "quotas.http.middleware.QuotaHeadersMiddleware")
 
 
 class QuotaThrottle(BaseThrottle):
@@ -119,6 +123,8 @@ class QuotaThrottle(BaseThrottle):
         verdict = check(facts)
         if verdict.decision is not None:
             add_verdict(http_request, verdict)
+            if verdict.decision.unreported and not _settled_after_view():
+                send_alerts(verdict)  # nothing will settle it (quotas.W002): its spend is final as charged
         if verdict.refusal is not None:
             self._wait = verdict.refusal.wait
             raise drf_exception(verdict.refusal)
@@ -284,3 +290,9 @@ def _drf_limits_of(throttles: Sequence[QuotaThrottle], request: Request, view: A
         for rule in throttle.get_drf_limits(request, view):
             limits.setdefault(rule.id, rule)
     return tuple(limits.values())
+
+
+def _settled_after_view() -> bool:
+    """Whether QuotaHeadersMiddleware will settle this request's verdict (asked only when a decision has budget
+    alerts to send, which happens at most twice per budget and period)."""
+    return any(name in settings.MIDDLEWARE for name in _SETTLING_MIDDLEWARE)

@@ -71,6 +71,8 @@ def needs_settling(verdict: Verdict, response: Any) -> bool:
         return False
     if response.status_code >= HTTPStatus.INTERNAL_SERVER_ERROR or decision.request_id:
         return True
+    if decision.unreported:  # budget alerts wait for the settled spend
+        return True
     try:
         return actual_cost(verdict.request) is not None
     except (TypeError, ValueError):

@@ -1,12 +1,23 @@
-"""Budget alerts and bans: turn what a decision reports into signals and log lines."""
+"""Budget alerts and bans: turn what a decision reports into signals and log lines.
+
+Their receivers record rows (``BudgetAlert``, a notification ``Event`` and its
+deliveries, a ban record) that must outlive the request: Redis has stored the
+alert level or the ban, so a row the request's transaction took with it would
+never be written again. Inside an atomic block (``ATOMIC_REQUESTS``, DRF
+rolling back a 4xx, a project's own ``transaction.atomic()``), the signal is
+therefore sent from a thread of its own, whose database connections commit
+on their own (autocommit) and are closed when it ends.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import connections
 from django.dispatch import Signal
 
 from quotas.conf import quota_settings
@@ -17,6 +28,8 @@ from quotas.store.decision import Decision
 logger = logging.getLogger(__name__)
 
 THRESHOLDS = ((1, 80), (2, 100))
+#: Seconds a request waits for the thread that records its signals apart from its transaction (see _send).
+_APART_WAIT = 2.0
 
 
 def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, at: float) -> None:
@@ -29,6 +42,7 @@ def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, 
     that lands after midnight files its alert under the period it belongs to.
     A receiver that raises is logged; it never turns the request into an error.
     """
+    crossings: list[dict[str, Any]] = []
     for state in states:
         if not state.alert:
             continue
@@ -37,16 +51,19 @@ def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, 
         for bit, percent in THRESHOLDS:
             if state.alert & bit:
                 logger.info("quotas: %s reached %d%% of budget %r", tag, percent, window.policy)
-                _send(
-                    budget_threshold_crossed,
-                    client_tag=tag.strip("{}"),
-                    subscription_id=subscription_id,
-                    budget=window.policy,
-                    threshold=percent,
-                    period_start=datetime.fromtimestamp(bounds.start, UTC),
-                    spent_micros=state.used,
-                    amount_micros=window.quota,
+                crossings.append(
+                    {
+                        "client_tag": tag.strip("{}"),
+                        "subscription_id": subscription_id,
+                        "budget": window.policy,
+                        "threshold": percent,
+                        "period_start": datetime.fromtimestamp(bounds.start, UTC),
+                        "spent_micros": state.used,
+                        "amount_micros": window.quota,
+                    }
                 )
+    if crossings:
+        _send(budget_threshold_crossed, *crossings)
 
 
 def report_ban(tag: str, subscription_id: int | None, decision: Decision, plan: object) -> None:
@@ -60,21 +77,69 @@ def report_ban(tag: str, subscription_id: int | None, decision: Decision, plan: 
     )
     _send(
         client_banned,
-        client_tag=tag.strip("{}"),
-        subscription_id=subscription_id,
-        plan_id=getattr(plan, "id", None),
-        until=until,
+        {
+            "client_tag": tag.strip("{}"),
+            "subscription_id": subscription_id,
+            "plan_id": getattr(plan, "id", None),
+            "until": until,
+        },
     )
 
 
-def _send(signal: Signal, **kwargs: Any) -> None:
-    """Send ``signal`` to every receiver; one that raises is logged, and neither stops the others nor fails the
-    request (it has been charged, and the view is about to run or has run)."""
-    for receiver, result in signal.send_robust(sender=Decision, **kwargs):
-        if isinstance(result, Exception):
-            logger.error(
-                "quotas: a receiver of %s failed: %r", _name(signal), receiver, exc_info=(type(result), result, None)
-            )
+def _send(signal: Signal, *sends: dict[str, Any]) -> None:
+    """Send ``signal`` with each of ``sends`` (its keyword arguments) to every receiver, apart from any
+    transaction open here (see the module docstring)."""
+    if not _in_transaction():
+        _send_now(signal, sends)
+        return
+    # A thread (one for all of a call's alerts) costs a few hundred microseconds and a database connection:
+    # alerts are rare (at most two per budget, client and period) and bans rarer, so it is never on a hot path.
+    # Joined: the request goes on once the rows are committed, as it does when they are written inline. But
+    # not for ever: a row the request's transaction has locked (a view that took its subscription FOR UPDATE)
+    # holds the thread until that transaction ends, so past _APART_WAIT the request goes on and the thread
+    # commits after it.
+    thread = threading.Thread(target=_send_apart, args=(signal, sends), name="quotas-signal")
+    thread.start()
+    thread.join(_APART_WAIT)
+
+
+def _in_transaction() -> bool:
+    """Whether a database connection of this thread is inside an atomic block that may roll back.
+
+    A test case's own wrapping transaction (Django's TestCase, pytest-django's ``db``) is not the request's:
+    Django marks it, and treats it so for ``durable`` blocks too. Rows written inside it stay visible to the
+    test; a thread's connection could not see the test's rows (its subscriptions) nor write past its locks.
+    SQLite is left out: it has one writer at a time, so a second connection would wait for the request's
+    transaction (up to its busy timeout) and then fail; there the rows follow the request's transaction.
+    """
+    for connection in connections.all(initialized_only=True):
+        if connection.vendor == "sqlite":
+            continue
+        if any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
+            return True
+    return False
+
+
+def _send_apart(signal: Signal, sends: tuple[dict[str, Any], ...]) -> None:
+    """:func:`_send_now` in a thread of its own: its connections (autocommit) commit each row, then close."""
+    try:
+        _send_now(signal, sends)
+    finally:
+        connections.close_all()  # this thread's connections only (back to the pool, where there is one)
+
+
+def _send_now(signal: Signal, sends: tuple[dict[str, Any], ...]) -> None:
+    """Send ``signal`` with each of ``sends`` to every receiver; one that raises is logged, and neither stops the
+    others nor fails the request (it has been charged, and the view is about to run or has run)."""
+    for kwargs in sends:
+        for receiver, result in signal.send_robust(sender=Decision, **kwargs):
+            if isinstance(result, Exception):
+                logger.error(
+                    "quotas: a receiver of %s failed: %r",
+                    _name(signal),
+                    receiver,
+                    exc_info=(type(result), result, None),
+                )
 
 
 def _name(signal: Signal) -> str:

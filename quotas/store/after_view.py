@@ -49,7 +49,8 @@ class AfterView(InProcessUsage):
     def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState]:
         """Replace an admitted decision's estimated cost with the actual one, once.
 
-        Returns the budget states whose alert thresholds were newly reached.
+        Returns the budget states whose alert thresholds were newly reached. Each budget's state takes its
+        settled spend and the thresholds the request now reports (see adjust.lua).
         """
         if decision.reconciled or not decision.allowed:
             return []
@@ -63,7 +64,9 @@ class AfterView(InProcessUsage):
         if delta == 0 or (not budgets and not decision.usage):
             return []
         try:
-            adjusted = self.store.adjust(decision, delta, [spec for _, spec in budgets])
+            # The thresholds it reached are reported at settlement: those its settled spend falls below go back.
+            own = [state.alert for state, _ in budgets]
+            adjusted = self.store.adjust(decision, delta, [spec for _, spec in budgets], own=own)
         except StoreUnavailable:
             self._keep_for_later(decision, delta, budgets)
             adjusted = []

@@ -63,7 +63,7 @@ class WindowState:
     retry_us: int | None
     delay_us: int = 0
     used: int = 0  # periods and budgets: what the period has used (after this request)
-    alert: int = 0  # budgets: thresholds newly reached (1 = 80 %, 2 = 100 %)
+    alert: int = 0  # budgets: thresholds newly reached, not yet reported (1 = 80 %, 2 = 100 %)
     quota: int = 0  # the quota in force: the window's, scaled by an adaptive multiplier
 
     def __post_init__(self) -> None:
@@ -114,6 +114,11 @@ class Decision:
         if window.counts_requests:
             return False
         return window.algorithm == "period_quota" or self.units(window) != 1
+
+    @property
+    def unreported(self) -> bool:
+        """Whether budget thresholds this decision reached wait to be reported (see quotas.service.send_alerts)."""
+        return any(s.alert for s in self.states)
 
     @property
     def budget_denied(self) -> bool:

@@ -45,9 +45,16 @@ class Store(Protocol):
         ...
 
     def adjust(
-        self, decision: Decision, delta_micros: int, budgets: Sequence[bytes], *, in_usage: bool = True
+        self,
+        decision: Decision,
+        delta_micros: int,
+        budgets: Sequence[bytes],
+        *,
+        in_usage: bool = True,
+        own: Sequence[int] = (),
     ) -> list[AdjustedBudget]:
-        """Move ``decision``'s cost by ``delta_micros`` in the budgets whose specs are ``budgets``."""
+        """Move ``decision``'s cost by ``delta_micros`` in the budgets whose specs are ``budgets`` (``own``: the
+        alert thresholds it reached and has not reported, per budget)."""
         ...
 
     def release(self, decision: Decision) -> None:

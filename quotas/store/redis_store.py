@@ -180,10 +180,18 @@ class RedisStore:
             raise _failure(f"refund for {decision.tag}", exc) from exc
 
     def adjust(
-        self, decision: Decision, delta_micros: int, budgets: Sequence[bytes], *, in_usage: bool = True
+        self,
+        decision: Decision,
+        delta_micros: int,
+        budgets: Sequence[bytes],
+        *,
+        in_usage: bool = True,
+        own: Sequence[int] = (),
     ) -> list[AdjustedBudget]:
         """Add ``delta_micros`` to ``decision``'s cost in the budgets whose specs are ``budgets``, and in its usage
-        unless not ``in_usage`` (an allowance's unused part was never counted there)."""
+        unless not ``in_usage`` (an allowance's unused part was never counted there). ``own``: per budget, the
+        alert thresholds ``decision`` reached and has not reported (adjust.lua takes back those the spend falls
+        below)."""
         keys = self.keys_of(decision.tag)
         day = usage_day_of(decision.now)
         args = adjust_args(
@@ -193,6 +201,7 @@ class RedisStore:
             delta=delta_micros,
             usage=(decision.usage or "") if in_usage else "",
             specs=list(budgets),
+            own=own,
         )
         try:
             raw = self.transport.call("adjust", self.script_keys(keys, (), day.stamp), args)

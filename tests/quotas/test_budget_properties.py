@@ -8,7 +8,8 @@ several requests in flight. Whatever the draw:
 - the budget is overspent by at most the documented bound: the largest sum, over the requests in flight at one
   moment, of (actual - estimate);
 - the usage counted equals the sum of the admitted requests' actual costs;
-- each threshold (80 %, 100 %) is reported at most once, and once if the spend reached it.
+- each threshold (80 %, 100 %) is reported at most once, and once if the spend reached it: an admitted request's
+  when it is settled, a refusal's when it is decided.
 """
 
 from __future__ import annotations
@@ -97,14 +98,17 @@ def run(processes, windows, traffic, allowances: bool) -> tuple[int, int, list[i
     bound, admitted_actual = 0, 0
 
     def finish(entry) -> None:
+        # As quotas.service.settle: the thresholds an admitted request reports are those its settled cost reaches.
         runtime, decision, _, actual = entry
-        alerts.extend(s.alert for s in runtime.guard.reconcile(decision, actual))
+        runtime.guard.reconcile(decision, actual)
+        alerts.extend(s.alert for s in decision.states if s.alert)
 
     for process, estimate, actual, overlap in traffic:
         runtime = processes[process]
         call = DecideCall(TAG, windows, cost_micros=estimate, usage=USAGE, allowance_ok=allowances)
         decision = runtime.guard.decide_call(call)
-        alerts.extend(s.alert for s in decision.states if s.alert)
+        if not decision.allowed:  # a refusal reports at once (it was charged nothing)
+            alerts.extend(s.alert for s in decision.states if s.alert)
         if decision.allowed:
             in_flight.append((runtime, decision, estimate, actual))
             admitted_actual += actual

@@ -5,11 +5,30 @@
 -- decision's), and to the day's usage. Returns {used, alert mask} per budget window
 -- (quotas.contract.protocol.AdjustedBudget; used is -1 when the period has ended).
 --
+-- The thresholds a decision reached are reported once it is settled, with the
+-- spend then settled: the mask returned is what this request reports, the
+-- thresholds it reached (its own mask, sent back) that its settled spend still
+-- reaches, and any the adjustment newly reached. A threshold it reached that
+-- the spend fell back below (a refund, an actual cost under the estimate) is
+-- taken back: the stored level drops, so the request that really reaches it
+-- reports it. Only the level this request raised is lowered: a level another
+-- request raised further since then stands (and so does this request's part).
+--
 -- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day
 -- args: the slots of quotas.contract.protocol.AdjustArg (ADJUST_ARG_*): the decision's
 -- time (us), delta (micro-units), the usage field prefix as for decide.lua (or
--- ''), the client's field prefix "<client>|", the day of keys[2]; then args[ADJUST_FIXED_ARGS + i],
+-- ''), the client's field prefix "<client>|", the day of keys[2], the decision's
+-- own alert masks (one digit per budget, '' for none); then args[ADJUST_FIXED_ARGS + i],
 -- budget window i's spec, as sent with the decision.
+
+-- The level before a request whose own alert mask is `own` raised it (to 2 with bit 2, else to 1), and
+-- that level. -> before, raised_to (0, 0 for a request that raised nothing)
+local function raised_by(own, level)
+  if own >= 2 then return (own % 2 == 1) and 0 or 1, 2 end
+  if own == 1 then return 0, 1 end
+  return level, level
+end
+
 local function adjust(keys, args)
   local dnow = tonumber(args[ADJUST_ARG_NOW])
   local delta = tonumber(args[ADJUST_ARG_DELTA])
@@ -22,15 +41,22 @@ local function adjust(keys, args)
     local pend, span = period_of(w.start, w.stop, w.next_stop, dnow)
     local raw = redis.call('HGET', keys[1], field)
     local named, used, level = parse_period_state(raw, pend, span)
+    local own = tonumber(string.sub(args[ADJUST_ARG_OWN], i, i)) or 0
     local mask = 0
     if named ~= pend then
       -- A later period began after the decision: its state is not ours to change.
       used = -1
-    elseif used > 0 or delta > 0 then
+    elseif used > 0 or delta > 0 or own > 0 then
       used = math.max(0, used + delta)
-      local new_level = math.max(level, alert_level(used, w.limit))
-      mask = crossed(level, new_level)
-      redis.call('HSET', keys[1], field, string.format('%d:%d:%d', pend, used, new_level))
+      local before, raised_to = raised_by(own, level)
+      if level > raised_to then
+        -- Raised further by another request since: this request's thresholds stand, and are reported.
+        mask = own
+      else
+        level = math.max(before, alert_level(used, w.limit))
+        mask = crossed(before, level)
+      end
+      redis.call('HSET', keys[1], field, string.format('%d:%d:%d', pend, used, level))
     end
     reply[#reply + 1] = used
     reply[#reply + 1] = mask

@@ -121,6 +121,23 @@ local function banned_reply(raw_ban, now)
   return reply
 end
 
+-- A refused request is charged nothing: the periods and budgets that would have admitted it report what
+-- they held before it (used, remaining) and no threshold (nothing was stored). Rare (refusals only), so it
+-- unpacks the specs again rather than keep each window's weight.
+local function uncharge_periods(args, reply, request_weight, cost, times)
+  for i = 1, #args - DECIDE_FIXED_ARGS do
+    local code, limit, _, _, own_weight = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
+    if IS_PERIOD[code] and reply[base + WINDOW_REPLY_OK] == 1 then
+      local weight = window_weight(code, own_weight, request_weight, cost) * times
+      local used = math.max(0, reply[base + WINDOW_REPLY_USED] - weight)
+      reply[base + WINDOW_REPLY_USED] = used
+      reply[base + WINDOW_REPLY_REMAINING] = math.max(0, limit - used)
+      reply[base + WINDOW_REPLY_ALERT] = 0
+    end
+  end
+end
+
 -- Check every window, writing its slots of the reply and appending an
 -- admission's new state of counter-style windows to `writes` (the HSET's
 -- field, value pairs). -> the verdict and what else the decision writes:
@@ -175,6 +192,7 @@ local function check_windows(keys, args, fields, values, now, request_weight, co
     end
     put_window_reply(reply, i, ok, remaining, reset, retry, delay, used, alert)
   end
+  if not allowed then uncharge_periods(args, reply, request_weight, cost, times) end
   return allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
 end
 
