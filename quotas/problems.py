@@ -313,10 +313,10 @@ def query_too_large(bound: str, size: int | None, maximum: int) -> dict[str, Any
     Its type is ``query-too-complex``: the same advice (send a smaller query), a ``reason`` of its own."""
     if bound == "bytes":
         found = f"This request's GraphQL documents are {size:,} bytes long"
-        limit = f"reads documents of up to {maximum:,} bytes (QUOTAS['GRAPHQL_MAX_QUERY_BYTES']), unparsed past that"
+        limit = f"refuses, unparsed, documents longer than {maximum:,} bytes (QUOTAS['GRAPHQL_MAX_QUERY_BYTES'])"
     else:
         found = f"This request's GraphQL documents have more than {maximum:,} tokens"
-        limit = f"parses documents of up to {maximum:,} tokens (QUOTAS['GRAPHQL_MAX_TOKENS'])"
+        limit = f"stops parsing documents at {maximum:,} tokens (QUOTAS['GRAPHQL_MAX_TOKENS'])"
     return {
         "type": problem_type("query-too-complex"),
         "title": "Query too complex",

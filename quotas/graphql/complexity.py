@@ -94,7 +94,7 @@ def parse_query(query: str, max_tokens: int | None = None) -> DocumentNode | Non
 
     Raises :class:`TooManyTokens` when it has more than ``max_tokens`` tokens, comments included: the parse
     stops at the first one too many. graphql-core 3.2.14 deprecates ``max_tokens`` for ``max_lexical_tokens``
-    and ``max_comments``, which earlier 3.2 releases lack; ``max_tokens`` is one bound on both, in all of them.
+    and ``max_comments``, which earlier releases lack; ``max_tokens`` is one bound on both, and older.
     """
     try:
         return parse(query, no_location=True, max_tokens=max_tokens)

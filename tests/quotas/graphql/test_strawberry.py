@@ -43,7 +43,7 @@ def test_a_strawberry_django_field_spends_its_complexity(client, plan):
 
 def test_the_async_view_spends_complexity_and_refuses_like_the_sync_one(db):
     """QuotaAsyncGraphQLView under ASGI, 10 units a minute and a cap of 10: a query of 8 passes with its headers,
-    the next is the GraphQL 429 with Retry-After, and one of complexity 11 is the 400 before anything is spent."""
+    the next is the GraphQL 429 with Retry-After, and one of complexity 11 is the 400, spending 1 of the 2 left."""
     small = PlanFactory(slug="small", is_default=True)
     EndpointLimitFactory(plan=small, name="graph", rates="10/min", algorithm="fixed_window")
     over_cap = "{ books { title author { name } } more: books { title } }"  # 8 + 3 = 11
@@ -63,6 +63,7 @@ def test_the_async_view_spends_complexity_and_refuses_like_the_sync_one(db):
         capped = await client.post("/agraphql", json.dumps({"query": over_cap}), content_type="application/json")
         assert capped.status_code == 400
         assert json.loads(capped.content)["errors"][0]["extensions"]["complexity"] == 11
+        assert remaining(capped) == 1
         await get_runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
