@@ -31,6 +31,8 @@ class QuotaGraphQLView(QuotaGraphQLMixin, GraphQLView):
 
     def quota_operations(self, request: HttpRequest) -> Sequence[Operation]:
         """The operations graphene-django will run for ``request`` (see the module docstring)."""
+        if (request.method or "").lower() not in ("get", "post"):  # dispatch's 405: nothing runs
+            return []
         try:
             body = self.parse_body(request)
         except HttpError as exc:  # not JSON, a batch that is not a list...: graphene-django's 400

@@ -43,8 +43,11 @@ class QuotaGraphQLView(QuotaGraphQLMixin, GraphQLView):
 
     def quota_operations(self, request: HttpRequest) -> Sequence[Operation]:
         """The operations strawberry will run for ``request`` (see the module docstring)."""
+        adapter = self.request_adapter_class(request)
+        if not self.is_request_allowed(adapter):  # run's 405: nothing runs
+            return []
         try:
-            parsed = self.parse_http_body(self.request_adapter_class(request))
+            parsed = self.parse_http_body(adapter)
         except _UNREADABLE as exc:
             raise Unreadable(str(exc)) from exc
         self._quota_parsed = parsed
@@ -86,8 +89,11 @@ class QuotaAsyncGraphQLView(QuotaAsyncGraphQLMixin, AsyncGraphQLView):  # type: 
 
     async def aquota_operations(self, request: HttpRequest) -> Sequence[Operation]:
         """The operations strawberry will run for ``request`` (see the module docstring)."""
+        adapter = self.request_adapter_class(request)
+        if not self.is_request_allowed(adapter):  # run's 405: nothing runs
+            return []
         try:
-            parsed = await self.parse_http_body(self.request_adapter_class(request))
+            parsed = await self.parse_http_body(adapter)
         except _UNREADABLE as exc:
             raise Unreadable(str(exc)) from exc
         self._quota_parsed = parsed

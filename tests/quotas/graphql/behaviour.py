@@ -36,6 +36,7 @@ __all__ = [
     "test_a_flood_of_over_cap_queries_meets_the_rate_limit",
     "test_a_get_query_and_a_query_in_the_url_of_a_post_are_weighed",
     "test_a_json_like_content_type_is_weighed_as_run",
+    "test_a_method_the_library_refuses_is_an_ordinary_request",
     "test_a_multipart_form_query_field_is_weighed_as_run",
     "test_a_priced_limit_charges_the_budget_by_complexity",
     "test_a_request_with_no_query_is_an_ordinary_request",
@@ -255,6 +256,14 @@ def test_a_request_with_no_query_is_an_ordinary_request(client, plan):
     """A GET without a query (GraphiQL's page, or the library's "no query" error) spends the limit's own weight."""
     response = client.get("/graphql")
     assert response.status_code < 500
+    assert remaining(response) == 99
+
+
+def test_a_method_the_library_refuses_is_an_ordinary_request(client, plan):
+    """A PUT carrying a query: the library answers 405 without running it, so it is counted as one request,
+    not by the complexity of a query that never runs."""
+    response = client.put("/graphql", json.dumps({"query": EXPENSIVE}), content_type="application/json")
+    assert response.status_code == 405
     assert remaining(response) == 99
 
 

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.graphql.stra
 
 
 class ASGIClient:
-    """Django's AsyncClient behind the sync test client's ``get`` and ``post``, so the shared tests run
+    """Django's AsyncClient behind the sync test client's ``get``, ``post`` and ``put``, so the shared tests run
     unchanged. No async test plugin is installed: each request runs in an event loop of its own (async_to_sync),
     which closes its Redis client before it ends. ``HTTP_*`` keywords become headers (an ASGI scope has no
     META)."""
@@ -36,6 +36,11 @@ class ASGIClient:
             extra["content_type"] = content_type
         return self._send("post", path, data, extra)
 
+    def put(self, path: str, data: Any = None, content_type: str | None = None, **extra: Any):
+        if content_type is not None:
+            extra["content_type"] = content_type
+        return self._send("put", path, data, extra)
+
     def _send(self, method: str, path: str, data: Any, extra: dict[str, Any]):
         headers = {k.removeprefix("HTTP_").replace("_", "-"): v for k, v in extra.items() if k.startswith("HTTP_")}
         kwargs = {k: v for k, v in extra.items() if not k.startswith("HTTP_")}
@@ -50,5 +55,8 @@ class ASGIClient:
 
 
 @pytest.fixture
-def client() -> ASGIClient:  # replaces behaviour.py's sync client
+def client(set_quotas) -> ASGIClient:  # replaces behaviour.py's sync client
+    # Every request connects afresh (an event loop of its own): on a machine whose cores are busy with other
+    # test runs, CONNECT_TIMEOUT's 50 ms is sometimes too short for that, and the breaker then opens.
+    set_quotas(CONNECT_TIMEOUT=1.0)
     return ASGIClient()
