@@ -31,6 +31,7 @@ OWN_TYPES = (
     "request-out-of-bounds",
     "invalid-reported-cost",
     "query-too-complex",
+    "query-not-weighed",
     "request-exceeds-budget",
     "shaping-unavailable",
     "too-many-failed-authentications",
@@ -316,6 +317,44 @@ def query_too_complex(complexity: int | None, maximum: int) -> dict[str, Any]:
         "reason": "query_too_complex",
         "complexity": complexity,
         "max_complexity": maximum,
+    }
+
+
+def query_too_large(bound: str, size: int | None, maximum: int) -> dict[str, Any]:
+    """The 400 body for a GraphQL request refused before it was weighed (quotas.graphql): its documents are
+    longer than ``GRAPHQL_MAX_QUERY_BYTES`` (``bound`` "bytes", ``size`` their length), or have more tokens than
+    ``GRAPHQL_MAX_TOKENS`` (``bound`` "tokens", ``size`` None: the parse stopped at the first one too many).
+    Its type is ``query-too-complex``: the same advice (send a smaller query), a ``reason`` of its own."""
+    if bound == "bytes":
+        found = f"This request's GraphQL documents are {size:,} bytes long"
+        limit = f"refuses, unparsed, documents longer than {maximum:,} bytes (QUOTAS['GRAPHQL_MAX_QUERY_BYTES'])"
+    else:
+        found = f"This request's GraphQL documents have more than {maximum:,} tokens"
+        limit = f"stops parsing documents at {maximum:,} tokens (QUOTAS['GRAPHQL_MAX_TOKENS'])"
+    return {
+        "type": problem_type("query-too-complex"),
+        "title": "Query too complex",
+        "status": 400,
+        "detail": f"{found}; this endpoint {limit}. Send a shorter query.",
+        "reason": "query_too_large",
+        "bound": bound,
+        "size": size,
+        "maximum": maximum,
+        "complexity": None,
+    }
+
+
+def query_not_weighed() -> dict[str, Any]:
+    """The 400 body for a GraphQL operation its library was about to run although the quota gate had not weighed
+    it (quotas.graphql: the library read the request otherwise than the gate did)."""
+    return {
+        "type": problem_type("query-not-weighed"),
+        "title": "Query not weighed",
+        "status": 400,
+        "detail": "This endpoint was about to run a GraphQL operation other than the one this request was weighed "
+        "by, so it ran nothing. Send the query and its operation name in one place: the JSON body, or the URL of "
+        "a GET.",
+        "reason": "query_not_weighed",
     }
 
 

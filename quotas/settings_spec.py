@@ -292,9 +292,25 @@ SETTINGS = (
     Setting(
         "GRAPHQL_MAX_COMPLEXITY", int, 1000, minimum=1, maximum=10**12, check_id="quotas.E059",
         doc="largest complexity of a GraphQL query (fields selected, each counted by its depth: see GraphQL) "
-        "that `quotas.graphql`'s views answer; a more complex one is a 400 GraphQL error before Redis is asked; "
+        "that `quotas.graphql`'s views answer; a more complex one is a 400 GraphQL error that spends 1 unit; "
         "at most `MAX_REQUEST_WEIGHT`, since a query spends its complexity as its weight",
         hint="Raise it for a schema whose ordinary queries select many nested fields.",
+    ),
+    # Parsing is the one cost a client can impose before its limits are asked (graphql-core parses about
+    # 100,000 tokens a second): these two bound it. Lengths are checked before any parse, tokens during it.
+    Setting(
+        "GRAPHQL_MAX_QUERY_BYTES", int, 100_000, minimum=1, check_id="quotas.E059",
+        doc="longest GraphQL request `quotas.graphql`'s views read: the UTF-8 bytes of its documents (a batch's "
+        "added up); a longer one is a 400 GraphQL error (`query_too_large`) that spends 1 unit, and is never "
+        "parsed",
+        hint="GraphiQL's introspection query is about 1,500 bytes; raise it only for clients that send long "
+        "documents.",
+    ),
+    Setting(
+        "GRAPHQL_MAX_TOKENS", int, 10_000, minimum=1, check_id="quotas.E059",
+        doc="most tokens (comments included) a GraphQL document may have: graphql-core's parse stops at the "
+        "next one, and the request is a 400 GraphQL error (`query_too_large`) that spends 1 unit",
+        hint="A query selecting N fields has about 2 N to 5 N tokens; GraphiQL's introspection query has 163.",
     ),
     # At most 10**9: the scripts count micro-units in doubles, exact to 2**53.
     Setting(

@@ -10,20 +10,24 @@ it depth 2, and so on. ``{ books { title author { name } } }`` selects
 A deeper field costs more because each level usually resolves a list, one
 resolver call per item of the level above.
 
+- **Every selected field counts**, ``__typename`` and introspection
+  (``__schema``, ``__type`` and what they select) included: no resolver of
+  ours may run for them, but the library still validates, plans and answers
+  each one, and graphql-core's validation of repeated fields is quadratic
+  (a thousand free ``__typename`` cost seconds of CPU for one unit).
 - **Fragments** are expanded where they are spread: a named fragment's fields
   count at the depth of its spread, once per spread, and an inline fragment's
   at its own depth. Each named fragment is weighed once and its figure reused
   (a fragment spread ten times in ten fragments is not expanded 10**10 times).
-- **Introspection**: ``__typename`` is free (no resolver runs); ``__schema``
-  and ``__type`` count 1 each, whatever they select, since they read the
-  schema held in memory: GraphiQL's introspection query costs 1, not hundreds.
 - ``@skip`` and ``@include`` are not evaluated (their variables may come from
   anywhere): a field is counted whether it will run or not.
 
 Only graphql-core's parser is used (both graphene and strawberry are built on
 it), and no schema: the figure is the document's, so one function serves every
-library. A document that does not parse, or whose operation cannot be chosen,
-gets no figure here: the GraphQL library answers it with its own error.
+library. The parse is bounded by ``max_tokens`` (graphql-core stops lexing
+past it): the caller bounds the document's length first. A document that does
+not parse, or whose operation cannot be chosen, gets no figure here: the
+GraphQL library answers it with its own error.
 """
 
 from __future__ import annotations
@@ -42,14 +46,17 @@ from graphql.language import (
     SelectionSetNode,
 )
 
-#: Introspection fields answered from the schema in memory: 1 each, their selections not counted.
-INTROSPECTION_FIELDS = frozenset({"__schema", "__type"})
-#: Fields that cost nothing: the type's name, known without a resolver.
-FREE_FIELDS = frozenset({"__typename"})
-
 
 class TooDeep(Exception):
     """The document nests fields or fragments too deeply to be weighed (Python's recursion limit)."""
+
+
+class TooManyTokens(Exception):
+    """The document has more tokens than the parse was allowed (``max_tokens``): parsing stopped there."""
+
+    def __init__(self, max_tokens: int) -> None:
+        super().__init__(f"the document has more than {max_tokens} tokens")
+        self.max_tokens = max_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +78,34 @@ _NOTHING = _Weight()
 _ONE = _Weight(1, 0)
 
 
-def query_complexity(query: str, operation_name: str | None = None) -> int | None:
+def query_complexity(query: str, operation_name: str | None = None, max_tokens: int | None = None) -> int | None:
     """The complexity of ``query``'s operation ``operation_name`` (see the module docstring), or None when the
     query does not parse or names no single operation (the GraphQL library answers it).
 
-    Raises :class:`TooDeep` for a document too deeply nested to weigh.
+    Raises :class:`TooManyTokens` when ``query`` has more than ``max_tokens`` tokens, :class:`TooDeep` for a
+    document too deeply nested to weigh.
+    """
+    document = parse_query(query, max_tokens)
+    return None if document is None else document_complexity(document, operation_name)
+
+
+def parse_query(query: str, max_tokens: int | None = None) -> DocumentNode | None:
+    """``query`` parsed (without locations), or None when it does not parse (the GraphQL library answers it).
+
+    Raises :class:`TooManyTokens` when it has more than ``max_tokens`` tokens, comments included: the parse
+    stops at the first one too many. graphql-core 3.2.14 deprecates ``max_tokens`` for ``max_lexical_tokens``
+    and ``max_comments``, which earlier releases lack; ``max_tokens`` is one bound on both, and older.
     """
     try:
-        document = parse(query, no_location=True)
-    except (GraphQLError, RecursionError):
+        return parse(query, no_location=True, max_tokens=max_tokens)
+    except GraphQLError as exc:
+        # graphql-core says so only in its message ("Document contains more than N tokens. Parsing aborted.");
+        # test_complexity.py pins it, so a change of wording fails there, not in production.
+        if max_tokens is not None and exc.message.endswith(f"more than {max_tokens} tokens. Parsing aborted."):
+            raise TooManyTokens(max_tokens) from exc
         return None
-    return document_complexity(document, operation_name)
+    except RecursionError:
+        return None
 
 
 def document_complexity(document: DocumentNode, operation_name: str | None = None) -> int | None:
@@ -132,11 +156,6 @@ class _Weigher:
 
     def field(self, field: FieldNode) -> _Weight:
         """One field and what it selects."""
-        name = field.name.value
-        if name in FREE_FIELDS:
-            return _NOTHING
-        if name in INTROSPECTION_FIELDS:
-            return _ONE
         return _ONE + self.selection_set(field.selection_set).nested()
 
     def fragment(self, name: str) -> _Weight:

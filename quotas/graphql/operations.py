@@ -1,20 +1,31 @@
-"""The GraphQL operations one HTTP request asks for, read as graphene-django and strawberry read them.
+"""The GraphQL operations one HTTP request asks for: what the gate weighs, and its fallback reading.
 
-GraphQL over HTTP puts the query in one of several places; a request is read
-here without consuming anything the view reads after (Django keeps
-``request.body`` once read, and ``request.POST`` once parsed):
+An :class:`Operation` is what a GraphQL library is about to run: a document
+and the name of the operation in it, as the library read them from the
+request. The library's own view reads them (:mod:`quotas.graphql.graphene`,
+:mod:`quotas.graphql.strawberry`), so what is weighed is what runs; a reader
+that cannot read a request raises :class:`Unreadable`, and the library answers
+it with its own error.
+
+:func:`operations_of` is the fallback for a view that gives no reader (a
+Django view of another library behind ``QuotaGraphQLMixin``): it reads the
+request the way GraphQL over HTTP usually puts it, without consuming anything
+the view reads after (Django keeps ``request.body`` once read, and
+``request.POST`` once parsed):
 
 - ``GET ?query=...&operationName=...``;
 - ``POST`` with ``application/json``: ``{"query": ..., "operationName": ...}``,
-  or a list of them (graphene-django's batching);
+  or a list of them (a batch);
 - ``POST`` with ``application/graphql``: the body is the query;
 - ``POST`` with a form body: its ``query`` field; with ``multipart/form-data``,
   the ``operations`` field of the GraphQL multipart request spec (uploads);
-- a ``query`` in the URL of a ``POST`` is read too: graphene-django prefers
-  it to the body's, so it must be weighed.
+- a ``query`` in the URL of a ``POST`` is read too.
 
-What is not a GraphQL request (GraphiQL's page, a body that is not JSON) gives
-no operation: the view answers it, counted as an ordinary request.
+A library may read a request otherwise (graphene-django and strawberry do:
+see their modules), so the fallback is only as exact as the view is
+conventional. What is not a GraphQL request (GraphiQL's page, a body that is
+not JSON) gives no operation: the view answers it, counted as an ordinary
+request.
 """
 
 from __future__ import annotations
@@ -29,10 +40,17 @@ from django.http.multipartparser import MultiPartParserError
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One operation to run: the query text and the name of the operation in it (None: its only one)."""
+    """One operation to run: the query and the name of the operation in it (None: its only one), exactly as the
+    library will pass them to graphql-core. Either may be of the wrong type (JSON gives what the client sent):
+    the library then answers with its own error, and the gate counts the operation 1."""
 
-    query: str
-    operation_name: str | None = None
+    query: Any
+    operation_name: Any = None
+
+
+class Unreadable(Exception):
+    """A reader could not read the request (not JSON, a content type the library refuses...): the library will
+    answer it with its own error, without running anything."""
 
 
 def operations_of(request: HttpRequest) -> list[Operation]:

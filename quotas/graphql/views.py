@@ -1,19 +1,32 @@
 """The front door every GraphQL library's Django view is given: a ``dispatch`` that asks the gate first.
 
 :class:`QuotaGraphQLMixin` (or :class:`QuotaAsyncGraphQLMixin` for an ``async def dispatch``) goes before the
-library's view class
-(:mod:`quotas.graphql.graphene`, :mod:`quotas.graphql.strawberry` do it); it
-only translates between Django's class-based view and
-:func:`quotas.graphql.gate.limit_graphql`.
+library's view class (:mod:`quotas.graphql.graphene`, :mod:`quotas.graphql.strawberry` do it); it only
+translates between Django's class-based view and :func:`quotas.graphql.gate.limit_graphql`. A library's view
+gives the gate two things through it:
+
+- a reader, :meth:`QuotaGraphQLMixin.quota_operations` (async:
+  :meth:`QuotaAsyncGraphQLMixin.aquota_operations`): the operations of the request, read with the library's
+  own parsing. Without one, the fallback reads the request as GraphQL over HTTP usually puts it
+  (:func:`~quotas.graphql.operations.operations_of`), which a library may not;
+- a guard at execution: the library's hook where it is about to run a document calls
+  :meth:`~_Weighing.quota_admit`, which raises :class:`~quotas.graphql.gate.Unweighed` for an operation the
+  gate did not weigh; ``dispatch`` answers it 400 ``query-not-weighed``.
+
+Django makes a view instance per request, so what the gate read for the request is kept on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from quotas.graphql.gate import alimit_graphql, limit_graphql
+from quotas import problems
+from quotas.graphql.gate import Unweighed, alimit_graphql, limit_graphql
+from quotas.graphql.operations import Operation, operations_of
+from quotas.graphql.responses import graphql_refusal
 
 
 class QuotaGraphQLOptions:
@@ -34,29 +47,78 @@ class QuotaGraphQLOptions:
             self.max_complexity = max_complexity
 
 
-class QuotaGraphQLMixin(QuotaGraphQLOptions):
+class _Weighing(QuotaGraphQLOptions):
+    """What both mixins keep: the operations the gate weighed for this request, and the guard that checks them."""
+
+    #: The operations the gate weighed for this request; None when it read none (quotas off: nothing to guard).
+    quota_weighed: Sequence[Operation] | None = None
+
+    def quota_operations(self, request: HttpRequest) -> Sequence[Operation]:
+        """The operations ``request`` asks for, read as the library will read them; this fallback reads GraphQL
+        over HTTP's usual places (a library's view overrides it with its own parsing).
+
+        Raises :class:`~quotas.graphql.operations.Unreadable` for a request the library answers with an error.
+        """
+        return operations_of(request)
+
+    def quota_admit(self, query: Any, operation_name: Any) -> None:
+        """Let the library run ``query``'s ``operation_name`` only if the gate weighed it for this request.
+
+        A falsy query passes (the library refuses it before running anything), as does every query when the
+        gate read nothing (quotas off). Raises :class:`~quotas.graphql.gate.Unweighed` otherwise.
+        """
+        weighed = self.quota_weighed
+        if weighed is None or not query:
+            return
+        if Operation(query, operation_name) not in weighed:
+            raise Unweighed(f"operation {operation_name!r} of a query of {len(str(query))} characters")
+
+
+def _not_weighed() -> HttpResponse:
+    return graphql_refusal(problems.query_not_weighed())
+
+
+class QuotaGraphQLMixin(_Weighing):
     """Limits a GraphQL view by its queries' complexity (see :mod:`quotas.graphql.gate`)."""
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         """The library's answer to ``request``, or the quota refusal that replaces it."""
         parent = super()
-        return limit_graphql(
-            request,
-            lambda: parent.dispatch(request, *args, **kwargs),  # type: ignore[attr-defined]  # the library view's
-            scope=self.quota_scope,
-            max_complexity=self.max_complexity,
-        )
+
+        def read() -> Sequence[Operation]:
+            self.quota_weighed = ()  # until read: a request that cannot be read may run nothing
+            self.quota_weighed = self.quota_operations(request)
+            return self.quota_weighed
+
+        def run() -> HttpResponse:
+            try:
+                return parent.dispatch(request, *args, **kwargs)  # type: ignore[attr-defined]  # the library view's
+            except Unweighed:
+                return _not_weighed()
+
+        return limit_graphql(request, run, scope=self.quota_scope, max_complexity=self.max_complexity, read=read)
 
 
-class QuotaAsyncGraphQLMixin(QuotaGraphQLOptions):
+class QuotaAsyncGraphQLMixin(_Weighing):
     """:class:`QuotaGraphQLMixin` for a view whose ``dispatch`` is ``async def`` (strawberry's AsyncGraphQLView)."""
+
+    async def aquota_operations(self, request: HttpRequest) -> Sequence[Operation]:
+        """:meth:`~_Weighing.quota_operations` for a library whose parsing is ``async def``."""
+        return self.quota_operations(request)
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         """The library's answer to ``request``, awaited, or the quota refusal that replaces it."""
         parent = super()
-        return await alimit_graphql(
-            request,
-            lambda: parent.dispatch(request, *args, **kwargs),  # type: ignore[attr-defined]  # the library view's
-            scope=self.quota_scope,
-            max_complexity=self.max_complexity,
-        )
+
+        async def read() -> Sequence[Operation]:
+            self.quota_weighed = ()
+            self.quota_weighed = await self.aquota_operations(request)
+            return self.quota_weighed
+
+        async def run() -> HttpResponse:
+            try:
+                return await parent.dispatch(request, *args, **kwargs)  # type: ignore[attr-defined]  # the library's
+            except Unweighed:
+                return _not_weighed()
+
+        return await alimit_graphql(request, run, scope=self.quota_scope, max_complexity=self.max_complexity, read=read)

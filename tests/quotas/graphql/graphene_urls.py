@@ -26,8 +26,19 @@ class Query(graphene.ObjectType):
 
 schema = graphene.Schema(query=Query)
 
+
+class DriftingView(QuotaGraphQLView):
+    """Runs another query than the one it read: what a library that reads a request twice, differently, would
+    do. The gate's guard at execution must refuse it (behaviour.py)."""
+
+    def execute_graphql_request(self, request, data, query, variables, operation_name, show_graphiql=False):
+        drifted = "{ books { title author { name } } }"
+        return super().execute_graphql_request(request, data, drifted, variables, operation_name, show_graphiql)
+
+
 urlpatterns = [
     path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema))),
     path("graphql-small", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, max_complexity=4))),
+    path("graphql-drifting", csrf_exempt(DriftingView.as_view(schema=schema))),
     path("graphql-batch", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, batch=True))),
 ]

@@ -1,6 +1,8 @@
 """/graphql served by strawberry's Django view, limited (test_strawberry.py); ``plans`` is a strawberry-django
 type over the plans app's model."""
 
+import dataclasses
+
 import strawberry
 import strawberry_django
 from django.urls import path
@@ -38,9 +40,27 @@ class Query:
 
 
 schema = strawberry.Schema(query=Query)
+DRIFTED = "{ books { title author { name } } }"
+
+
+class DriftingView(QuotaGraphQLView):
+    """Runs another query than the one it read (see graphene_urls.DriftingView): the guard must refuse it."""
+
+    def execute_single(self, *args, request_data, **kwargs):
+        return super().execute_single(*args, request_data=dataclasses.replace(request_data, query=DRIFTED), **kwargs)
+
+
+class AsyncDriftingView(QuotaAsyncGraphQLView):
+    """DriftingView for the async view, where every operation goes through execute_operation."""
+
+    async def execute_operation(self, *args, request_data, **kwargs):
+        drifted = dataclasses.replace(request_data, query=DRIFTED)
+        return await super().execute_operation(*args, request_data=drifted, **kwargs)
+
 
 urlpatterns = [
     path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema))),
     path("graphql-small", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, max_complexity=4))),
+    path("graphql-drifting", csrf_exempt(DriftingView.as_view(schema=schema))),
     path("agraphql", csrf_exempt(QuotaAsyncGraphQLView.as_view(schema=schema, max_complexity=10))),
 ]

@@ -1,5 +1,5 @@
-"""The complexity formula (quotas/graphql/complexity.py): fields counted by depth, fragments expanded,
-introspection cheap. graphql-core only (skipped where no GraphQL extra is installed)."""
+"""The complexity formula (quotas/graphql/complexity.py): every field counted by its depth, fragments expanded,
+the parse bounded by tokens. graphql-core only (skipped where no GraphQL extra is installed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.conftest import import_extra
 
 import_extra("graphql")
 
-from quotas.graphql.complexity import TooDeep, query_complexity  # noqa: E402
+from quotas.graphql.complexity import TooDeep, TooManyTokens, query_complexity  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -44,11 +44,36 @@ def test_nested_fragments_are_weighed_once_but_counted_every_time():
     assert query_complexity(" ".join(fragments) + " { root { ...F30 } }") == 1 + 2 * 2**30
 
 
-def test_introspection_is_cheap():
-    """__typename is free; __schema and __type count 1 whatever they select (GraphiQL's introspection)."""
-    assert query_complexity("{ books { __typename title } }") == 1 + 2
-    assert query_complexity("{ __schema { types { name fields { name type { name ofType { name } } } } } }") == 1
-    assert query_complexity('{ __type(name: "Book") { name fields { name } } books { title } }') == 1 + 1 + 2
+def test_typename_and_introspection_count_like_any_field():
+    """__typename counts at its depth, and __schema and __type with all they select (issue 44: they were free or
+    1, and graphql-core's validation of a thousand repeated __typename took seconds for one unit)."""
+    assert query_complexity("{ books { __typename title } }") == 1 + 2 + 2
+    assert query_complexity("{ __typename __typename __typename }") == 3
+    assert query_complexity("{ __schema { types { name fields { name } } } }") == 1 + 2 + 3 + 3 + 4
+    assert query_complexity('{ __type(name: "Book") { name fields { name } } books { title } }') == (
+        (1 + 2 + 2 + 3) + (1 + 2)
+    )
+
+
+def test_graphiqls_introspection_query_weighs_its_fields():
+    """graphql-core's introspection query (what GraphiQL sends) weighs 1754, over the default cap of 1000:
+    docs/graphql.md says to give the endpoint that serves GraphiQL a cap of its own."""
+    from graphql import get_introspection_query
+
+    assert query_complexity(get_introspection_query()) == 1754
+
+
+def test_the_parse_stops_at_max_tokens():
+    """10 tokens: parsed with max_tokens 10, TooManyTokens with 9 (graphql-core's message, which the check
+    reads, is pinned here); comments count as tokens; a syntax error is still no figure, whatever the bound."""
+    query = "{ books { title author { name } } }"
+    assert query_complexity(query, max_tokens=10) == 8
+    with pytest.raises(TooManyTokens) as raised:
+        query_complexity(query, max_tokens=9)
+    assert raised.value.max_tokens == 9
+    with pytest.raises(TooManyTokens):
+        query_complexity("#1\n#2\n{ books }", max_tokens=2)  # 2 comments, 3 tokens
+    assert query_complexity("{ books { title ", max_tokens=100) is None
 
 
 def test_the_named_operation_is_weighed():

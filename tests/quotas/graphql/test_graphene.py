@@ -10,49 +10,10 @@ from tests.conftest import import_extra
 import_extra("graphene_django")
 
 from tests.doc_blocks import doc_block  # noqa: E402
-from tests.quotas.graphql.behaviour import (  # noqa: E402
-    CHEAP,
-    EXPENSIVE,
-    client,
-    docs_module,
-    plan,
-    remaining,
-    test_a_bad_api_key_is_a_graphql_401,
-    test_a_cheap_query_is_answered_with_its_headers,
-    test_a_cost_past_max_request_cost_is_a_400,
-    test_a_document_too_deep_to_weigh_is_refused,
-    test_a_get_query_and_a_query_in_the_url_of_a_post_are_weighed,
-    test_a_priced_limit_charges_the_budget_by_complexity,
-    test_a_request_with_no_query_is_an_ordinary_request,
-    test_a_syntax_error_is_the_librarys_to_answer,
-    test_an_expensive_query_spends_its_complexity,
-    test_an_over_complex_query_is_refused_before_anything_is_spent,
-    test_introspection_spends_one,
-    test_the_plans_limit_refuses_with_a_graphql_error_and_the_rest_headers,
-    test_the_views_own_cap_replaces_the_setting,
-    test_with_quotas_off_the_library_answers_alone,
-)
+from tests.quotas.graphql.behaviour import *  # noqa: E402, F403  (the shared tests and their fixtures)
+from tests.quotas.graphql.behaviour import CHEAP, EXPENSIVE, docs_module, remaining  # noqa: E402
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.graphql.graphene_urls")]
-
-__all__ = [
-    "client",
-    "plan",
-    "test_a_bad_api_key_is_a_graphql_401",
-    "test_a_cheap_query_is_answered_with_its_headers",
-    "test_a_cost_past_max_request_cost_is_a_400",
-    "test_a_document_too_deep_to_weigh_is_refused",
-    "test_a_get_query_and_a_query_in_the_url_of_a_post_are_weighed",
-    "test_a_priced_limit_charges_the_budget_by_complexity",
-    "test_a_request_with_no_query_is_an_ordinary_request",
-    "test_a_syntax_error_is_the_librarys_to_answer",
-    "test_an_expensive_query_spends_its_complexity",
-    "test_an_over_complex_query_is_refused_before_anything_is_spent",
-    "test_introspection_spends_one",
-    "test_the_plans_limit_refuses_with_a_graphql_error_and_the_rest_headers",
-    "test_the_views_own_cap_replaces_the_setting",
-    "test_with_quotas_off_the_library_answers_alone",
-]
 
 
 def test_the_docs_snippet_serves_a_limited_endpoint(plan, monkeypatch):
@@ -73,3 +34,13 @@ def test_a_batch_spends_the_sum_of_its_operations(client, plan):
     assert response.status_code == 200
     assert [item["id"] for item in json.loads(response.content)] == [1, 2]
     assert remaining(response) == 100 - 11
+
+
+def test_a_url_query_runs_for_every_item_of_a_batch_and_is_weighed_so(client, plan):
+    """graphene-django runs a batch's every item with the URL's query when there is one: two items under
+    ?query=<complexity 8> run it twice and spend 16 (before issue 44: 8 + the items' own 3 + 3 = 14)."""
+    batch = [{"id": 1, "query": CHEAP}, {"id": 2, "query": CHEAP}]
+    response = client.post(f"/graphql-batch?query={EXPENSIVE}", json.dumps(batch), content_type="application/json")
+    assert response.status_code == 200
+    assert [item["data"]["books"][0]["author"] for item in json.loads(response.content)] == [{"name": "Herbert"}] * 2
+    assert ";quotas-weight=16" in response["RateLimit"]

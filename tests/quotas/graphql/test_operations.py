@@ -1,5 +1,5 @@
-"""What one HTTP request asks a GraphQL endpoint for (quotas/graphql/operations.py), and what it spends
-(quotas/graphql/gate.py's request_complexity)."""
+"""What one HTTP request asks a GraphQL endpoint for, read by the fallback (quotas/graphql/operations.py), and
+what it spends (quotas/graphql/gate.py's weigh and request_complexity)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from tests.conftest import import_extra
 
 import_extra("graphql")
 
-from quotas.graphql.gate import request_complexity  # noqa: E402
+from quotas.graphql.complexity import TooManyTokens  # noqa: E402
+from quotas.graphql.gate import Weighed, request_complexity, weigh  # noqa: E402
 from quotas.graphql.operations import Operation, operations_of  # noqa: E402
 
 QUERY = "query Q { books { title } }"
@@ -78,3 +79,36 @@ def test_what_a_request_spends():
     assert request_complexity([Operation("{ a { b } }"), Operation("{ broken")]) == 3 + 1
     assert request_complexity([Operation("{ __typename }")]) == 1
     assert request_complexity([]) is None
+
+
+def test_a_query_or_name_of_the_wrong_type_counts_one():
+    """As a library passes them on: a query that is not a string, or a name that is neither None nor a string,
+    is refused by graphql-core (1 here); an empty name names no operation (1), it does not mean "the only one"."""
+    assert request_complexity([Operation(5)]) == 1
+    assert request_complexity([Operation("{ a { b } }", ["x"])]) == 1
+    assert request_complexity([Operation("{ a { b } }", "")]) == 1
+    assert request_complexity([Operation("query Q { a { b } }", "Q")]) == 3
+
+
+def test_a_batch_shares_the_token_bound():
+    """Two documents of 6 tokens each: within 12 together, over 11 (the second parse stops)."""
+    batch = [Operation("{ a { b } }"), Operation("{ a { b } }")]
+    assert request_complexity(batch, max_tokens=12) == 6
+    with pytest.raises(TooManyTokens):
+        request_complexity(batch, max_tokens=11)
+
+
+def test_what_weigh_refuses_and_charges(set_quotas):
+    """No query: an ordinary request (None). Over the cap, too long, too many tokens: weight 1 and the 400's
+    problem. The length is UTF-8 bytes, a lone surrogate (which JSON can carry) included."""
+    assert weigh([Operation(None)], cap=10) == Weighed(None)
+    assert weigh([Operation("{ a { b } }")], cap=10) == Weighed(3)
+    over = weigh([Operation("{ a { b } }")], cap=2)
+    assert (over.weight, over.problem["reason"], over.problem["complexity"]) == (1, "query_too_complex", 3)
+    set_quotas(GRAPHQL_MAX_QUERY_BYTES=10, GRAPHQL_MAX_TOKENS=5)
+    long = weigh([Operation("{ a }"), Operation('{ a(s: "\ud800é") }')], cap=10)
+    # 5, then 8 + 3 (the surrogate) + 2 (é) + 4
+    assert (long.weight, long.problem["bound"], long.problem["size"]) == (1, "bytes", 5 + 17)
+    set_quotas(GRAPHQL_MAX_QUERY_BYTES=100)
+    many = weigh([Operation("{ a { b } }")], cap=10)
+    assert (many.weight, many.problem["bound"], many.problem["maximum"]) == (1, "tokens", 5)
