@@ -10,9 +10,9 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from quotas.exceptions import InvalidRate
 from quotas.formats.money import from_micros
 from quotas.identity.clients import Client
-from quotas.exceptions import InvalidRate
 from quotas.rules.limits import LimitRule, drf_rates, drf_scope_rule
 from quotas.rules.snapshot import PlanRules, RuleSet
 from quotas.runtime import Runtime

@@ -111,14 +111,12 @@ def test_client_detail_shows_each_days_refusals_by_reason(staff, traffic):
     page = staff.get(f"/dashboard/clients/s.{traffic.free.pk}/").content.decode()
     table = page[page.index('id="recent-usage"') : page.index("</table>", page.index('id="recent-usage"'))]
     head = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th>(.*?)</th>", table)]
-    rows = [
-        dict(zip(head, (re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S))))
-        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
-    ]
-    reasons = ["Rate", "Budget", "ACL", "Capacity", "Banned"]
+    cells = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]]
+    rows = [dict(zip(head, (re.sub(r"<[^>]+>", "", c).strip() for c in row), strict=True)) for row in cells]
+    shown = ["Allowed", "Denied", "Rate", "Budget", "ACL", "Capacity", "Banned", "Shadow"]
     yesterday, today = rows  # oldest first
-    assert [today[k] for k in ["Allowed", "Denied", *reasons, "Shadow"]] == ["10", "5", "5", "0", "0", "0", "0", "0"]
-    assert [yesterday[k] for k in ["Allowed", "Denied", *reasons, "Shadow"]] == ["7", "11", "1", "1", "2", "4", "3", "6"]
+    assert [today[k] for k in shown] == ["10", "5", "5", "0", "0", "0", "0", "0"]
+    assert [yesterday[k] for k in shown] == ["7", "11", "1", "1", "2", "4", "3", "6"]
 
 
 def test_the_headline_cards_add_up(staff, traffic):
