@@ -1,6 +1,7 @@
 """A client's live standing: every limit and budget that applies, and an upgrade offer.
 
-Read with one EVALSHA in peek mode, which consumes and counts nothing.
+Read with one EVALSHA in peek mode, which consumes and counts nothing. A client no plan covers is limited by
+DRF's ``DEFAULT_THROTTLE_RATES`` (through ``QuotaThrottle``): its standing lists those.
 """
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from quotas.exceptions import InvalidRate
 from quotas.formats.money import from_micros
 from quotas.identity.clients import Client
+from quotas.rules.limits import LimitRule, drf_rates, drf_scope_rule
 from quotas.rules.snapshot import PlanRules, RuleSet
 from quotas.runtime import Runtime
 from quotas.store.decision import WindowState, scaled
 
 NEAR = 0.8  # an upgrade is offered from 80 % of a limit or budget used
+#: DRF's rates that apply to every view (AnonRateThrottle's, UserRateThrottle's); any other names a throttle_scope.
+WHOLE_API_RATES = ("anon", "user")
 
 
 def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
@@ -26,7 +31,11 @@ def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[s
     """
     plan_id = client.subscriber.plan_id if client.subscriber else rules.default_plan_id
     plan = rules.plans.get(plan_id) if plan_id is not None else None
-    limits = rules.limits_for(plan_id, client.subscriber)
+    if plan_id is not None:
+        limits = rules.limits_for(plan_id, client.subscriber)
+        scopes = {rule.id: rule.scope for rule in limits}
+    else:  # as quotas.service._plan_windows: no plan covers the client, DRF's rates limit it
+        limits, scopes = drf_limits(anonymous=client.kind == "ip")
     windows = [w for rule in limits if not rule.shadow for w in rule.windows]
     multiplier = runtime.multipliers.get(plan_id)
     states = runtime.guard.peek(client.tag, windows, multiplier).states if windows else []
@@ -34,7 +43,7 @@ def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[s
     body: dict[str, Any] = {
         "client": client.tag.strip("{}"),
         "plan": _plan(plan),
-        "limits": [_limit(s, limits, multiplier) for s in states if not s.window.is_budget],
+        "limits": [_limit(s, scopes, multiplier) for s in states if not s.window.is_budget],
         "budgets": [_budget(s, now) for s in states if s.window.is_budget],
         "upgrade": None,
     }
@@ -45,6 +54,28 @@ def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[s
             body["upgrade"] = {**(_plan(upgrade) or {}), "because": state.window.policy}
             break
     return body
+
+
+def drf_limits(*, anonymous: bool) -> tuple[tuple[LimitRule, ...], dict[str, str]]:
+    """The limits QuotaThrottle gives a client no plan covers, from ``DEFAULT_THROTTLE_RATES`` (the same rules,
+    so the same counters), and each one's scope (limit id -> scope; "" for a rate of every view).
+
+    Every rate that may apply: ``user`` (anonymous clients are counted by it too, as DRF's UserRateThrottle
+    counts them by address), ``anon`` for an anonymous client only, and each ``throttle_scope``'s rate. A
+    malformed rate is left out here (``check`` names it; quotas.checks).
+    """
+    rules, scopes = [], {}
+    for scope in drf_rates():
+        if scope == "anon" and not anonymous:
+            continue
+        try:
+            rule = drf_scope_rule(str(scope))
+        except InvalidRate:
+            continue
+        if rule is not None:
+            rules.append(rule)
+            scopes[rule.id] = "" if scope in WHOLE_API_RATES else str(scope)
+    return tuple(rules), scopes
 
 
 def _plan(plan: PlanRules | None) -> dict[str, Any] | None:
@@ -58,9 +89,9 @@ def _used_fraction(state: WindowState, multiplier: float) -> float:
     return 0.0 if quota <= 0 else 1 - max(0, state.remaining or 0) / quota
 
 
-def _limit(state: WindowState, limits: tuple, multiplier: float) -> dict[str, Any]:
+def _limit(state: WindowState, scopes: dict[str, str], multiplier: float) -> dict[str, Any]:
     w = state.window
-    scope = next((r.scope for r in limits if r.id == w.limit_id), "")
+    scope = scopes.get(w.limit_id, "")
     return {
         "name": w.policy,
         "scope": scope or None,

@@ -199,13 +199,20 @@ def _window(state: WindowState) -> Record:
         "policy": window.policy,
         "window": window.period or window.window,  # seconds, or a calendar period's name
         "limit": state.quota,
-        "remaining": state.remaining,  # from process memory: what Redis said at the refusal remembered
+        "remaining": _not_negative(state.remaining),  # from process memory: what Redis said at the refusal
         "reset": round(state.reset_us / US_PER_SECOND, 3),
         "retry_after": None if state.retry_us is None else round(state.retry_us / US_PER_SECOND, 3),
     }
     if window.currency:  # a budget: limit and remaining are micro-units here, money when read
         out["currency"] = window.currency
     return out
+
+
+def _not_negative(remaining: int | None) -> int | None:
+    """What a window had left: never below 0. A limit cut by an adaptive multiplier below what the client had
+    already used refuses with ``quota - used`` (5 - 6 = -1 from the scripts' fixed window and log), which means
+    nothing left. None stays None: a refusal remembered in process memory read nothing from Redis."""
+    return None if remaining is None else max(0, remaining)
 
 
 def _as_money(window: Record) -> Record:
@@ -221,8 +228,9 @@ def _as_money(window: Record) -> Record:
 def read_refusals(client: Any, prefix: str, tag: str) -> list[Record]:
     """Client ``tag``'s last refusals in Redis (``s.12`` or ``{s.12}``), newest first.
 
-    Each record as noted, plus ``time``: its ``at`` (epoch seconds) in ISO 8601, UTC; a budget's limit and
-    remaining are decimal strings of its currency, as money is everywhere in the API.
+    Each record as noted, plus ``time``: its ``at`` (epoch seconds) in ISO 8601, UTC; a window's remaining is
+    never below 0; a budget's limit and remaining are decimal strings of its currency, as money is everywhere
+    in the API.
     """
     records = []
     for raw in client.lrange(refusals_key(prefix, tag), 0, KEEP_PER_CLIENT - 1):
@@ -230,7 +238,9 @@ def read_refusals(client: Any, prefix: str, tag: str) -> list[Record]:
             record = json.loads(raw)
             record["time"] = datetime.fromtimestamp(record["at"], UTC).isoformat(timespec="milliseconds")
             if "windows" in record:
-                record["windows"] = [_as_money(w) for w in record["windows"] or []]
+                # Records noted by an earlier version may say -1 (they live a day): read as 0 too.
+                windows = [{**w, "remaining": _not_negative(w.get("remaining"))} for w in record["windows"] or []]
+                record["windows"] = [_as_money(w) for w in windows]
         except (ValueError, TypeError, KeyError):  # not ours: skipped rather than failing the page
             continue
         records.append(record)

@@ -22,6 +22,8 @@ from .browser import ARTIFACTS, BASE_DIR, burst, chart_refused, chart_sum, choos
 from .conftest import subscription_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+#: The refusal kinds counted in Denied: a headline card each, a column each on a client's page.
+KINDS = ("rate", "budget", "acl", "capacity", "banned")
 
 
 def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(page, live_server, live_demo):
@@ -35,6 +37,7 @@ def test_staff_dashboard_draws_real_usage_updates_live_and_links_to_a_client(pag
     page.wait_for_selector("body[data-ready='1']")
     assert chart_sum(page, "chart-traffic", "allowed") == 10  # the default range: 24 hours, per hour
     assert chart_refused(page, "chart-traffic") == 5
+    check_the_cards_add_up(page, denied=5)
     page.evaluate("window.sameDocument = true")
     choose_range(page, "1h", 60)
     assert page.evaluate("window.sameDocument === true")  # no reload
@@ -75,6 +78,12 @@ def record_adaptation_and_a_budget_alert() -> Subscription:
         spent_micros=400_000, amount_micros=500_000,
     )  # fmt: skip
     return free
+
+
+def check_the_cards_add_up(page, denied: int) -> None:
+    """The Denied card is the sum of one card per refusal kind."""
+    cards = {k: int(page.inner_text(f"#total-{k}")) for k in ("denied", *KINDS)}
+    assert cards["denied"] == denied == sum(cards[k] for k in KINDS), cards
 
 
 def check_the_last_hour(page) -> None:
@@ -149,7 +158,25 @@ def check_a_top_client_opens(page, base: str, subscription_id: int) -> None:
     resets = page.locator("table.limits tbody tr td:last-child").all_inner_texts()
     assert resets
     assert all(t == "now" or t.startswith("in ") for t in resets), resets
+    check_recent_usage_by_reason(page, denied=5)
     page.screenshot(path=ARTIFACTS / "client-detail.png", full_page=True)
+
+
+def check_recent_usage_by_reason(page, denied: int) -> None:
+    """Recent usage: a day with refusals shows a count in every reason's column (none blank), adding up to its
+    Denied; here today's ``denied``, all refused by rate."""
+    head = page.locator("#recent-usage thead th").all_inner_texts()
+    cells = page.evaluate(
+        "() => [...document.querySelectorAll('#recent-usage tbody tr')].map(tr => [...tr.cells].map(c => c.innerText))"
+    )
+    rows = [dict(zip(head, (c.strip() for c in row), strict=True)) for row in cells]
+    refused = [row for row in rows if row.get("Denied") != "0"]
+    assert refused, rows
+    for row in refused:
+        counts = [row.get(kind.capitalize() if kind != "acl" else "ACL", "") for kind in KINDS]
+        assert all(c.isdigit() for c in [*counts, row["Shadow"]]), row  # a blank column fails here
+        assert sum(map(int, counts)) == int(row["Denied"]), row
+    assert [(row["Denied"], row["Rate"]) for row in refused] == [(str(denied), str(denied))]
 
 
 def test_a_limit_edited_in_the_admin_applies_to_the_next_request(page, live_server, live_demo):

@@ -10,6 +10,7 @@ from django.test import Client as DjangoClient
 from plans.management.commands.seed_demo import demo_key
 from quotas.runtime import get_runtime
 from tests.factories import UserFactory
+from tests.quotas.test_adaptive_engine import publish
 
 from .conftest import send, subscription_of
 
@@ -22,12 +23,7 @@ def test_the_client_page_shows_its_last_refusals(staff, demo):
     assert send(DjangoClient(), demo_key("free"), 11, "/api/demo/search?q=x") == {200: 10, 429: 1}
     get_runtime().tick()  # what the poller thread does every second
     sub = subscription_of(demo_key("free"))
-    page = staff.get(f"/dashboard/clients/s.{sub.pk}/").content.decode()
-    table = page[page.index('id="refusals"') : page.index("</table>", page.index('id="last-refusals"'))]
-    rows = [
-        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", "<td>" + row, re.S)]
-        for row in re.findall(r"<tr><td>(.*?)</tr>", table, re.S)
-    ]
+    rows = refusal_table(staff, sub.pk)
     # One row per refusing window: the search limit, and the 10/s one too when the 11 fell within a second.
     [(time, reason, scope, _limit, window, remaining, reset, retry)] = [r for r in rows if r[3] == "search: 10"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", time)  # the viewer's zone once glance.js runs
@@ -36,6 +32,31 @@ def test_the_client_page_shows_its_last_refusals(staff, demo):
     assert re.fullmatch(r"in (\d|[1-5]\d|60) s|in 1 min", retry), retry
     top = staff.get("/dashboard/data.json").json()["top_clients"][0]
     assert top["url"] == f"/dashboard/clients/s.{sub.pk}/#refusals"
+
+
+def test_a_capacity_refusal_shows_remaining_0_not_a_negative_count(staff, demo, redis_client):
+    """Free's 7th search of the minute, with its 10/min search limit cut to 5 by a multiplier of 0.5, is refused
+    for capacity (503): its row says remaining 0 (not 5 - 6 = -1)."""
+    client = DjangoClient()
+    assert send(client, demo_key("free"), 6, "/api/demo/search?q=x") == {200: 6}
+    sub = subscription_of(demo_key("free"))
+    publish(redis_client, {str(sub.plan_id): 0.5})
+    assert send(client, demo_key("free"), 1, "/api/demo/search?q=x") == {503: 1}
+    get_runtime().tick()
+    rows = refusal_table(staff, sub.pk)
+    [search] = [r for r in rows if r[3] == "search: 5"]
+    assert (search[1], search[5]) == ("capacity", "0")
+    assert all(not r[5].startswith("-") for r in rows), rows
+
+
+def refusal_table(staff, subscription_id: int) -> list[list[str]]:
+    """The cells' text of each row of a client page's "Last refusals" table."""
+    page = staff.get(f"/dashboard/clients/s.{subscription_id}/").content.decode()
+    table = page[page.index('id="refusals"') : page.index("</table>", page.index('id="last-refusals"'))]
+    return [
+        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", "<td>" + row, re.S)]
+        for row in re.findall(r"<tr><td>(.*?)</tr>", table, re.S)
+    ]
 
 
 def test_a_client_never_refused_has_an_empty_table(staff, demo):

@@ -6,16 +6,20 @@ import json
 import re
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.test import Client as DjangoClient
+from django.utils import timezone
 
 from plans.management.commands.seed_demo import demo_key
 from plans.models import ACLEntry, APIKey
+from quotas.siblings import usage_date
 from tests.factories import UserFactory, issue_key
+from usage.models import UsageRecord
 
 from .conftest import send, subscription_of
 
@@ -88,6 +92,44 @@ def test_client_detail_shows_plan_limits_usage_bans_and_acl(staff, traffic):
     assert "abuse report 42" in page
     assert "Never banned." in page
     assert "Pro" in page  # the upgrade offer: its search limit is used up
+
+
+def every_refusal_kind_yesterday(sub) -> None:
+    """A flushed row of yesterday for ``sub``: 7 allowed; refused 1 by rate, 1 by budget, 2 by the access list,
+    4 for capacity, 3 while banned; 6 a shadow limit would have refused."""
+    UsageRecord.objects.create(
+        client=f"s.{sub.pk}", subscription=sub, plan=sub.plan, plan_key=sub.plan_id, scope="search",
+        day=usage_date(timezone.now()) - timedelta(days=1), allowed=7, denied_rate=1, denied_budget=1, denied_acl=2,
+        denied_capacity=4, denied_banned=3, shadow_would_deny=6, observed_at=timezone.now(),
+    )  # fmt: skip
+
+
+def test_client_detail_shows_each_days_refusals_by_reason(staff, traffic):
+    """Recent usage: one row a day with its refusals by reason (none blank) adding up to its Denied: today's 5
+    rate refusals made by the real throttle, and yesterday's row of every kind."""
+    every_refusal_kind_yesterday(traffic.free)
+    page = staff.get(f"/dashboard/clients/s.{traffic.free.pk}/").content.decode()
+    table = page[page.index('id="recent-usage"') : page.index("</table>", page.index('id="recent-usage"'))]
+    head = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th>(.*?)</th>", table)]
+    cells = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]]
+    rows = [dict(zip(head, (re.sub(r"<[^>]+>", "", c).strip() for c in row), strict=True)) for row in cells]
+    shown = ["Allowed", "Denied", "Rate", "Budget", "ACL", "Capacity", "Banned", "Shadow"]
+    yesterday, today = rows  # oldest first
+    assert [today[k] for k in shown] == ["10", "5", "5", "0", "0", "0", "0", "0"]
+    assert [yesterday[k] for k in shown] == ["7", "11", "1", "1", "2", "4", "3", "6"]
+
+
+def test_the_headline_cards_add_up(staff, traffic):
+    """Denied is the sum of a card per refusal kind (rate, budget, ACL, capacity, banned); shadow's "would deny"
+    are admitted requests, outside Denied. In the page and in its feed."""
+    every_refusal_kind_yesterday(traffic.free)
+    page = staff.get("/dashboard/").content.decode()
+    cards = dict(re.findall(r'<span class="figure" id="total-([a-z]+)">(\d+)</span>', page))
+    kinds = ["rate", "budget", "acl", "capacity", "banned"]
+    assert [cards[k] for k in ["denied", *kinds, "shadow"]] == ["16", "6", "1", "2", "4", "3", "6"]
+    assert int(cards["denied"]) == sum(int(cards[k]) for k in kinds)
+    totals = staff.get("/dashboard/data.json").json()["totals"]
+    assert totals["denied"] == sum(totals[k] for k in kinds) == 16
 
 
 def test_client_usage_page_from_an_api_key(client, traffic):

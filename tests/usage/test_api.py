@@ -258,3 +258,18 @@ def test_the_schema_documents_the_usage_api(api):
     assert {"200", "400", "401", "403"} <= set(report_get["responses"])
     assert "text/csv" in report_get["responses"]["200"]["content"]
     assert "/api/v1/usage/current" in schema["paths"]
+
+
+def test_a_user_no_plan_covers_sees_drfs_rates_with_what_is_left(api, settings):
+    """With no plan, QuotaThrottle limits a user by DRF's DEFAULT_THROTTLE_RATES: /current lists those limits
+    (the user rate, and a throttle_scope's rate under its scope; never the anonymous rate) with what is left."""
+    rates = {"user": "5/min", "anon": "2/min", "scoped": "7/hour"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    api.force_authenticate(UserFactory(username="no-plan"))
+    assert send(api, None, 3) == {200: 3}
+    assert send(api, None, 1, "/t/scoped") == {200: 1}  # the user rate and the scope's, in one decision
+    body = api.get(CURRENT).json()
+    assert body["plan"] is None
+    limits = {(lim["name"], lim["scope"], lim["quota"], lim["window"], lim["remaining"]) for lim in body["limits"]}
+    assert limits == {("user", None, 5, 60, 1), ("scoped", "scoped", 7, 3600, 6)}
+    assert api.get(CURRENT).json()["limits"] == body["limits"]  # reading it spends nothing

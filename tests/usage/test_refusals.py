@@ -23,6 +23,7 @@ from quotas.rules.snapshot import ban_policy_spec
 from quotas.runtime import get_runtime
 from tests.clock import avoid_window_edge
 from tests.factories import UserFactory, issue_key
+from tests.quotas.test_adaptive_engine import publish
 
 from .conftest import send
 from .test_api import problem
@@ -209,6 +210,20 @@ def test_staff_read_any_clients_refusals_newest_first(api, free, staff):
     assert body["client"] == tag_of(key)
     [record] = body["refusals"]
     assert record["windows"][0]["remaining"] == 0
+
+
+def test_a_capacity_refusal_says_nothing_remains_never_a_negative_count(api, free, staff, redis_client):
+    """4 of a 5/min limit used, then a multiplier of 0.6 cuts it to 3: the 5th request is refused for capacity
+    (503). Its record says remaining 0, not 3 - 4 = -1: a refusal's remaining is never negative."""
+    key = issue_key(plan=free)
+    assert send(api, key, 4) == {200: 4}
+    publish(redis_client, {str(free.pk): 0.6})
+    assert send(api, key, 1) == {503: 1}
+    get_runtime().tick()
+    [record] = api.get(REFUSALS, {"client": tag_of(key)}).json()["refusals"]
+    assert record["reason"] == "capacity"
+    [window] = record["windows"]
+    assert (window["limit"], window["remaining"]) == (3, 0)
 
 
 @pytest.mark.parametrize("asked", [None, "", "nope", "s.12}", "{s.1", "s." + "x" * 65, "S.1"])

@@ -195,8 +195,9 @@
     window.glance.localize(updated.parentNode);
     document.getElementById("updated").dataset.polls = String((parseInt(document.getElementById("updated").dataset.polls || "0", 10)) + 1);
     document.getElementById("live-state").textContent = data.live ? "live" : "flushed usage only (Redis unavailable)";
-    ["allowed", "denied", "rate", "budget", "shadow"].forEach(function (k) {
-      document.getElementById("total-" + k).textContent = data.totals[k];
+    Object.keys(data.totals).forEach(function (k) {  // a card per total: Denied and each refusal kind
+      var card = document.getElementById("total-" + k);
+      if (card) { card.textContent = data.totals[k]; }
     });
     drawTraffic(data.charts);
     drawRates(data.charts);
