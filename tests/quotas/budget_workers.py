@@ -20,7 +20,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 #: An operation: ("check", request id, API key, path, kind, actual cost), ("settle", request id, kind, actual
@@ -177,15 +177,26 @@ def check_rolled_back(server: Server, rid: int, key: str, path: str, actual: int
 
     with transaction.atomic():
         verdict = check(_facts(key, path))
+        seen = _seen(verdict)  # before settling: settling sets the decision's cost to the actual one
         transaction.set_rollback(True)
     settle(verdict, 500)
-    return _seen(verdict)
+    return seen
 
 
 def check_streamed(server: Server, rid: int, key: str, path: str, actual: int) -> tuple[bool, bool, int]:
     """Issue 44, item 6: a streaming view through the middleware, which reports its actual cost once its body is
-    sent; the body is read to its end and the response closed, as a WSGI server does. Checked and settled in one
-    operation."""
+    sent. Checked and settled in one operation."""
+    return _stream(key, path, actual)
+
+
+def check_streamed_priced(server: Server, rid: int, key: str, path: str, actual: int) -> tuple[bool, bool, int]:
+    """A streaming view that reports no cost (its price stands). Checked and settled in one operation."""
+    return _stream(key, path, None)
+
+
+def _stream(key: str, path: str, actual: int | None) -> tuple[bool, bool, int]:
+    """A streaming view behind the middleware that sets its actual cost (unless None) as its body ends; the body
+    is read to its end and the response closed, as a WSGI server does."""
     from django.http import HttpResponse, StreamingHttpResponse
 
     from quotas.formats.money import from_micros
@@ -193,19 +204,20 @@ def check_streamed(server: Server, rid: int, key: str, path: str, actual: int) -
     from quotas.http.middleware import QuotaHeadersMiddleware
     from quotas.service import check
 
-    seen: list[Any] = []
+    seen: list[tuple[bool, bool, int]] = []
 
     def view(request: Any) -> HttpResponse | StreamingHttpResponse:
         verdict = check(_facts(key, path))
         verdict.request = request
         set_verdict(request, verdict)
-        seen.append(verdict)
+        seen.append(_seen(verdict))  # before settling: settling sets the decision's cost to the actual one
         if not verdict.allowed:
             return HttpResponse(status=429)
 
         def body() -> Iterator[bytes]:
             yield b"first part"
-            request.quota_cost = from_micros(actual)  # known once the answer is generated
+            if actual is not None:
+                request.quota_cost = from_micros(actual)  # known once the answer is generated
 
         return StreamingHttpResponse(body())
 
@@ -214,7 +226,7 @@ def check_streamed(server: Server, rid: int, key: str, path: str, actual: int) -
     if isinstance(response, StreamingHttpResponse):
         b"".join(response.streaming_content)
     response.close()
-    return _seen(seen[0])
+    return seen[0]
 
 
 def _seen(verdict: Any) -> tuple[bool, bool, int]:
@@ -239,9 +251,10 @@ KINDS: dict[str, tuple[Callable[..., tuple[bool, bool, int]], Callable[[Any, int
     "settle_error": (check_plain, settle_reported),
     "rollback": (check_rolled_back, settle_nothing),
     "stream": (check_streamed, settle_nothing),
+    "stream_priced": (check_streamed_priced, settle_nothing),
 }
 #: Kinds whose request is checked and settled in one operation.
-ONE_OPERATION = frozenset({"rollback", "stream"})
+ONE_OPERATION = frozenset({"rollback", "stream", "stream_priced"})
 
 
 @contextmanager
@@ -322,10 +335,8 @@ class Workers:
     def stop(self) -> None:
         """Stop every worker (each settles and writes what it holds first); kill one that will not stop."""
         for pipe in self._pipes:
-            try:
+            with suppress(BrokenPipeError, OSError):  # one that died has told the test already
                 pipe.send(None)
-            except (BrokenPipeError, OSError):
-                pass
         for process in self._processes:
             process.join(timeout=10)
             if process.is_alive():
