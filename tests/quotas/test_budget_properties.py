@@ -143,7 +143,13 @@ class Request:
     admitted: bool = False
     tick_after: bool = False  # the poller visits this request's process in the next step
     from_allowance: bool = False
+    checked_step: int = -1  # the step whose operations checked it
     settled_step: int = -1  # the step whose operations settled it
+
+    @property
+    def excess(self) -> int:
+        """What it cost beyond its estimate (its price), if anything."""
+        return max(0, self.actual - PRICES[self.price])
 
 
 @dataclass
@@ -209,14 +215,29 @@ class Traffic:
             unmarked = [r for r in self.in_flight if r not in self.settling]
             keep = group[-1].overlap if pending and group else 0
             self.settling += unmarked[: max(0, len(unmarked) - keep)]
-        # What the decision script guarantees on its own: Redis admitted the last request it decided (at step
-        # last_redis_step) only with the budget's spend, estimates and allowances held included, within the
-        # amount; the spend moved past it after that only by the requests settled since (those in flight then,
-        # and those served from allowances after it), by their (actual - estimate).
-        self.outcome.redis_bound = sum(
-            max(0, r.actual - PRICES[r.price]) for r in self.admitted if r.settled_step >= self.last_redis_step
-        )
+        self.outcome.redis_bound = self.redis_bound()
         return self.outcome
+
+    def redis_bound(self) -> int:
+        """The overspend bound the decision script and the allowances guarantee, whatever the processes.
+
+        Redis admitted the last request it decided (in step ``t0``) only with the budget's spend, the estimates
+        in flight and the allowances held all within the amount. The spend moved past it after that only by
+        requests settled since, by their (actual - estimate): those in flight at ``t0``, and those served from
+        allowances after it. An upward reconciliation ends the client's allowances in its process, so after
+        ``t0`` a process serves from them only the requests checked until its first such settlement.
+        """
+        t0 = self.last_redis_step
+        ended: dict[int, int] = {}  # process -> the step of its first upward reconciliation after t0
+        for request in self.admitted:
+            # A settlement that met a Redis error did not reconcile, so it ended nothing.
+            if request.excess and request.settled_step > t0 and request.kind != "settle_error":
+                ended[request.process] = min(ended.get(request.process, request.settled_step), request.settled_step)
+        return sum(
+            r.excess
+            for r in self.admitted
+            if r.settled_step >= t0 and (r.checked_step <= t0 or r.checked_step <= ended.get(r.process, r.checked_step))
+        )
 
     def step(self, checks: list[Request]) -> None:
         """Settle what is due and check ``checks``, all at once; a settlement that meets a Redis error has a
@@ -233,7 +254,7 @@ class Traffic:
             self.checked(request, *results[request.process][index])
         # Every request admitted before or during the step was in flight during it.
         admitted = [r for r in checks if r.admitted]
-        excess = sum(max(0, r.actual - PRICES[r.price]) for r in self.in_flight + admitted)
+        excess = sum(r.excess for r in self.in_flight + admitted)
         self.outcome.bound = max(self.outcome.bound, excess)
         for request in list(self.settling):
             self.done(request)
@@ -272,7 +293,7 @@ class Traffic:
     def checked(self, request: Request, admitted: bool, from_allowance: bool, estimate: int) -> None:
         """Note what checking ``request`` gave."""
         assert estimate == PRICES[request.price] or not admitted
-        request.admitted, request.from_allowance = admitted, from_allowance
+        request.admitted, request.from_allowance, request.checked_step = admitted, from_allowance, self.steps
         if admitted:
             self.admitted.append(request)
             if not from_allowance:
