@@ -223,8 +223,10 @@ def _stream(key: str, path: str, actual: int | None) -> tuple[bool, bool, int]:
 
     request = _facts(key, path).http_request
     response = QuotaHeadersMiddleware(view)(request)
+    assert isinstance(response, HttpResponse | StreamingHttpResponse)  # a sync view: no awaitable
     if isinstance(response, StreamingHttpResponse):
-        b"".join(response.streaming_content)
+        for _ in response:  # the body to its end, as a WSGI server sends it
+            pass
     response.close()
     return seen[0]
 

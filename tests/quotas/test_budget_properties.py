@@ -9,14 +9,18 @@ each burst's requests are checked a few at a time, concurrently, and settled som
 in flight at once. Their actual costs are equal to, below or above their price, or the view fails (5xx, its
 estimate released); the poller's visit is a draw too. Whatever the draw:
 
-- the budget is overspent by at most the documented bound (docs/concepts.md, *Overspend window*): the largest
-  sum, over the requests in flight at one moment, of (actual - estimate);
+- the budget is overspent by at most what the decision script and the allowances guarantee
+  (``Traffic.redis_bound``), and by the documented bound (docs/concepts.md, *Overspend window*: the largest sum,
+  over the requests in flight at one moment, of (actual - estimate)) where one process admitted every request;
+  across processes behind ``DOCUMENTED_BOUND_ACROSS_PROCESSES``, as this test found it broken there;
 - the budget's spend and the usage counted both equal the sum of the admitted requests' actual costs;
-- each threshold (80 %, 100 %) is signalled at most once, and recorded (an Event row, a BudgetAlert row) once
-  if the spend reached it, never otherwise.
+- each threshold (80 %, 100 %) is signalled at most once, recorded (an Event row, a BudgetAlert row) as often as
+  signalled, and so once if the final spend reached it.
 
-The whole run reports the share of admitted requests served from allowances, and fails if it is not most.
-Kinds of request the product still gets wrong on main are written, and left out of the draw (``PENDING_KINDS``).
+The run reports the share of admitted requests served from allowances, and fails if an allowance served less
+than half of those of its busy examples. Kinds of request main still gets wrong are written, and left out of
+the draw (``PENDING_KINDS``). PostgreSQL only: the workers share the test database, which SQLite keeps in the
+test process's memory.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ from tests.quotas.budget_workers import LANES, ONE_OPERATION, Op, Server, Worker
 from tests.usage_counters import usage_totals
 from usage.models import BudgetAlert
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+# About 25 s for 500 examples on two cores; a failure's shrinking may take minutes more, and should end with its
+# example rather than the session's 120 s timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]
 
 #: The plan's prices (micro-units), one per path prefix (/p0/, /p1/, /p2/): every request's estimate is one.
 PRICES = (2_000, 5_000, 12_000)
@@ -79,11 +85,15 @@ PENDING_KINDS = {
 #: adds to that overspend: e.g. amount 0.04, process 1 overspends by 0.004322 with two requests in flight, then
 #: process 0 serves four more from the allowance it took at the start, each costing more than its price, and the
 #: budget ends 0.004346 over. Until that is fixed (or documented), the test asserts the bound the decision script
-#: guarantees (Outcome.redis_bound); set True to assert the documented one.
+#: guarantees (Traffic.redis_bound), and the documented one where one process admitted every request; set True to
+#: assert the documented one everywhere.
 DOCUMENTED_BOUND_ACROSS_PROCESSES = False
 #: Most requests in flight after a step, and most checked in one step; budget_workers.LANES covers both.
 MOST_OVERLAP, MOST_TOGETHER = 3, 3
-#: The least share of admitted requests an allowance must serve over a run's busy examples (see the test).
+#: The least share of a run's busy examples' admitted requests an allowance must serve. Runs measured 62 % to
+#: 79 %: each example starts without allowances (each of 3 processes x 3 prices takes its own), every upward
+#: reconciliation ends its process's, and a nearly spent budget grants small ones (SHARE): half leaves room for
+#: the spread of draws, and still fails when allowances stop serving (the old test's draws: 0-5 of 40).
 LEAST_SHARE = 0.5
 BUSY = 20  # admitted requests that make an example's client busy
 
@@ -160,7 +170,8 @@ class Outcome:
     from_allowances: int = 0
     actual: int = 0  # the admitted requests' actual costs
     bound: int = 0  # the documented overspend bound of this interleaving
-    redis_bound: int = 0  # what the decision script guarantees (see Traffic.send)
+    redis_bound: int = 0  # what the decision script guarantees (see Traffic.redis_bound)
+    requests: list = field(default_factory=list)  # the admitted requests
     signals: Counter = field(default_factory=Counter)
 
 
@@ -296,6 +307,7 @@ class Traffic:
         request.admitted, request.from_allowance, request.checked_step = admitted, from_allowance, self.steps
         if admitted:
             self.admitted.append(request)
+            self.outcome.requests.append(request)
             if not from_allowance:
                 self.last_redis_step = self.steps
             self.outcome.admitted += 1
@@ -311,7 +323,7 @@ class Traffic:
 
 def flatten(traffic: list[tuple[int, int, list[tuple[str, int, int, bool]], bool]]) -> list[Request]:
     """The drawn bursts as requests in order (a burst's first request starts a step of its own)."""
-    flat = []
+    flat: list[Request] = []
     for process, price, burst, tick in traffic:
         for i, (kind, fraction, overlap, together) in enumerate(burst):
             actual = actual_cost(kind, PRICES[price], fraction)
@@ -374,8 +386,9 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
     threshold reached; most of the busy examples' admitted requests are served from allowances."""
     budgets = {amount: budget_of(key) for amount, key in clients.items()}
     version_key = rules_version_key(get_runtime().prefix)
-    totals = Counter()
+    totals: Counter[str] = Counter()
 
+    # Function-scoped fixtures are shared by the examples on purpose (the processes); each example starts clean.
     @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
     @given(amount=st.sampled_from(AMOUNTS), traffic=st.lists(bursts, min_size=1, max_size=6))
     def holds(amount: int, traffic: list) -> None:
@@ -388,7 +401,7 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
         BudgetAlert.objects.all().delete()
 
         outcome = Traffic(cluster, clients[amount], redis_client).send(flatten(traffic))
-        signals = Counter()
+        signals: Counter[int] = Counter()
         for sent in cluster.everywhere(("finish",)):
             signals.update(sent)
 
@@ -396,8 +409,8 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
         spent = get_runtime().guard.peek(tag, windows).states[0].used
         assert spent == outcome.actual  # every admitted request charged its actual cost, once
         assert spent <= amount + outcome.redis_bound
-        if DOCUMENTED_BOUND_ACROSS_PROCESSES:
-            assert spent <= amount + outcome.bound
+        if DOCUMENTED_BOUND_ACROSS_PROCESSES or len({r.process for r in outcome.requests}) == 1:
+            assert spent <= amount + outcome.bound  # in one process, the first upward reconciliation ends them all
         assert usage_totals(redis_client).get("c", 0) == outcome.actual
         assert_one_alert_per_threshold(amount, spent, signals)
         totals["examples"] += 1
@@ -418,7 +431,7 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
     record_property("allowance_share", report)
     with capsys.disabled():
         print(f"\nbudget property: {report}")
-    assert totals["busy_admitted"] >= 1000, report
+    assert totals["busy_admitted"] >= 500, report  # enough busy examples for the share to mean something
     assert busy_share >= LEAST_SHARE, report
 
 
