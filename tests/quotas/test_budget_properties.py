@@ -171,8 +171,7 @@ class Outcome:
     actual: int = 0  # the admitted requests' actual costs
     bound: int = 0  # the documented overspend bound of this interleaving
     redis_bound: int = 0  # what the decision script guarantees (see Traffic.redis_bound)
-    requests: list = field(default_factory=list)  # the admitted requests
-    signals: Counter = field(default_factory=Counter)
+    requests: list[Request] = field(default_factory=list)  # the admitted requests, in the order checked
 
 
 class Cluster:
@@ -212,7 +211,6 @@ class Traffic:
         self.outcome = Outcome()
         self.steps = 0  # steps run so far
         self.last_redis_step = -1  # the last step in which Redis admitted a request (took an allowance or not)
-        self.admitted: list[Request] = []
 
     def send(self, requests: list[Request]) -> Outcome:
         """Send ``requests`` (each checked in its turn, settled when more than its ``overlap`` are in flight)."""
@@ -240,13 +238,13 @@ class Traffic:
         """
         t0 = self.last_redis_step
         ended: dict[int, int] = {}  # process -> the step of its first upward reconciliation after t0
-        for request in self.admitted:
+        for request in self.outcome.requests:
             # A settlement that met a Redis error did not reconcile, so it ended nothing.
             if request.excess and request.settled_step > t0 and request.kind != "settle_error":
                 ended[request.process] = min(ended.get(request.process, request.settled_step), request.settled_step)
         return sum(
             r.excess
-            for r in self.admitted
+            for r in self.outcome.requests
             if r.settled_step >= t0 and (r.checked_step <= t0 or r.checked_step <= ended.get(r.process, r.checked_step))
         )
 
@@ -306,7 +304,6 @@ class Traffic:
         assert estimate == PRICES[request.price] or not admitted
         request.admitted, request.from_allowance, request.checked_step = admitted, from_allowance, self.steps
         if admitted:
-            self.admitted.append(request)
             self.outcome.requests.append(request)
             if not from_allowance:
                 self.last_redis_step = self.steps
