@@ -35,7 +35,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection
 from django.test import RequestFactory
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from notifications.events import BUDGET_THRESHOLD
@@ -388,6 +388,28 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
     # Function-scoped fixtures are shared by the examples on purpose (the processes); each example starts clean.
     @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
     @given(amount=st.sampled_from(AMOUNTS), traffic=st.lists(bursts, min_size=1, max_size=6))
+    # The review's case: requests one at a time, each costing four times its price, from allowances.
+    @example(amount=AMOUNTS[1], traffic=[(0, 0, [("above", 100, 0, False)] * 12, False)])
+    # What broke the documented bound across processes (DOCUMENTED_BOUND_ACROSS_PROCESSES), when the first
+    # allowance of process 0 is small enough that process 1's first request takes one of two.
+    @example(
+        amount=AMOUNTS[0],
+        traffic=[
+            (
+                0,
+                0,
+                [("equal", 0, 0, False), ("equal", 0, 0, False), ("below", 0, 0, False), ("below", 0, 0, False)],
+                False,
+            ),
+            (1, 2, [("above", 0, 0, False), ("above", 12, 0, False)] + [("above", 0, 0, False)] * 8, False),
+            (
+                0,
+                0,
+                [("above", 28, 0, False), ("above", 0, 0, True), ("above", 0, 0, False), ("above", 39, 0, True)],
+                False,
+            ),
+        ],
+    )
     def holds(amount: int, traffic: list) -> None:
         cluster.everywhere(("reset",))
         version = redis_client.get(version_key)
