@@ -10,7 +10,8 @@ last), see :mod:`quotas.http.settlement`.
 
 Between the decision and the reconciliation other requests of the client see
 only the estimate, so a budget can be overspent by at most the sum, over the
-client's requests in flight at once, of (actual - estimate). Estimate high,
+client's requests in flight at once, of (actual - estimate) (with local allowances and several processes,
+each process adds its own: docs/concepts.md, *Overspend window*). Estimate high,
 or cap the actual cost a view reports, to keep that window small.
 """
 
