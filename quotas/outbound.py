@@ -137,20 +137,25 @@ class _DeadlineReader(io.RawIOBase):
     """The socket's bytes, each read allowed only the time left before the deadline (a socket timeout alone
     bounds one read, which a server sending a byte at a time never exceeds)."""
 
-    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+    def __init__(self, owner: _DeadlineSocket) -> None:
         super().__init__()
-        self._sock = sock
-        self._deadline = deadline
+        self._owner = owner
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        self._sock.settimeout(self._deadline.remaining())
+        sock, deadline = self._owner.sock, self._owner.deadline
+        sock.settimeout(deadline.remaining())
         try:
-            return self._sock.recv_into(buffer)
+            return sock.recv_into(buffer)
         except TimeoutError as exc:
-            raise TimeoutError(f"the request passed its deadline ({self._deadline.seconds:g} s)") from exc
+            raise TimeoutError(f"the request passed its deadline ({deadline.seconds:g} s)") from exc
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self._owner.release()
 
 
 class _DeadlineSocket:
@@ -158,21 +163,34 @@ class _DeadlineSocket:
     ending by the deadline."""
 
     def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
-        self._sock = sock
-        self._deadline = deadline
+        self.sock = sock
+        self.deadline = deadline
+        self._readers = 0
+        self._closing = False
 
     def sendall(self, data: bytes) -> None:
-        self._sock.settimeout(self._deadline.remaining())  # sendall's timeout bounds the whole call
-        self._sock.sendall(data)
+        self.sock.settimeout(self.deadline.remaining())  # sendall's timeout bounds the whole call
+        self.sock.sendall(data)
 
     def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+        self._readers += 1
+        return io.BufferedReader(_DeadlineReader(self))
 
     def close(self) -> None:
-        self._sock.close()
+        # As socket.socket does for its makefile(): http.client closes the connection once the response holds
+        # the socket (an answer without keep-alive), and the response still reads its body from it.
+        self._closing = True
+        if not self._readers:
+            self.sock.close()
+
+    def release(self) -> None:
+        """A reader was closed: the socket closes with the last one once :meth:`close` was called."""
+        self._readers -= 1
+        if self._closing and not self._readers:
+            self.sock.close()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
+        return getattr(self.sock, name)
 
 
 def _connect(address: str, port: int, deadline: Deadline) -> socket.socket:
@@ -239,8 +257,8 @@ def request(
         connection.request(
             method, path, body=body, headers={"Host": parts.netloc.rpartition("@")[2], **(headers or {})}
         )
-        response = connection.getresponse()
-        data = response.read(policy.limit + 1)  # one byte more says whether there was more
+        with connection.getresponse() as response:
+            data = response.read(policy.limit + 1)  # one byte more says whether there was more
         return Answer(response.status, data[: policy.limit], len(data) > policy.limit)
     finally:
         connection.close()

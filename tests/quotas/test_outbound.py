@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from quotas.outbound import Policy, Refused, check_url, request
-is_internal = lambda a: not a.is_global
+from quotas.outbound import Policy, Refused, check_url, is_internal, request
 from tests.slow_server import slow_server
 
 #: Addresses ``ipaddress.is_global`` calls global, which lead inside: an IPv4 address embedded in an IPv6 form,
