@@ -59,9 +59,9 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
     for delivery_id in list(due.values_list("pk", flat=True)[:BATCH]):
         # Claim it: one conditional UPDATE, which only one dispatcher wins on any database (SQLite included,
         # where SELECT ... FOR UPDATE is a no-op).
-        if Delivery.objects.filter(
-            pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now
-        ).update(next_attempt_at=lease):
+        if Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now).update(
+            next_attempt_at=lease
+        ):
             claimed[delivery_id] = Delivery.objects.select_related("event", "endpoint", "contact").get(pk=delivery_id)
     jobs = []
     for delivery in claimed.values():
@@ -77,13 +77,14 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
 
 
 def _job(delivery: Delivery) -> Job:
-    common = {"delivery_id": delivery.pk, "body": delivery.body, "event_id": str(delivery.event_id),
-              "event_type": delivery.event.type}  # fmt: skip
+    """What the lanes need to send ``delivery``, read here: the threads use no database."""
+    event_id, event_type = str(delivery.event_id), delivery.event.type
     if delivery.endpoint is not None:
-        secret = decrypt(delivery.endpoint.secret_encrypted)
-        return Job(lane=f"endpoint:{delivery.endpoint_id}", url=delivery.endpoint.url, secret=secret, **common)
+        return Job(delivery.pk, f"endpoint:{delivery.endpoint_id}", delivery.body, event_id, event_type,
+                   url=delivery.endpoint.url, secret=decrypt(delivery.endpoint.secret_encrypted))  # fmt: skip
     assert delivery.contact is not None
-    return Job(lane=f"contact:{delivery.contact_id}", email=delivery.contact.email, **common)
+    return Job(delivery.pk, f"contact:{delivery.contact_id}", delivery.body, event_id, event_type,
+               email=delivery.contact.email)  # fmt: skip
 
 
 def _record(delivery: Delivery, outcome: Outcome, now: datetime, lease: datetime, report: DispatchReport) -> None:
@@ -127,6 +128,8 @@ def _give_up(delivery: Delivery, failure: str, why: str, report: DispatchReport)
     delivery.failure, delivery.error = failure, why[:300]
     report.given_up += 1
     delivery.save()
+
+
 def _count_failure(endpoint: Endpoint | None, now: datetime, report: DispatchReport) -> None:
     """One more failure in a row for ``endpoint``; past ``DISABLE_AFTER`` it is disabled and its owner told."""
     if endpoint is None:

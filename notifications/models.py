@@ -114,7 +114,9 @@ class Delivery(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
     response_body = models.TextField(blank=True, help_text="The first 1,000 characters of the last answer.")
-    error = models.CharField(max_length=300, blank=True, help_text="Why the last attempt failed, if it did (staff only).")
+    error = models.CharField(
+        max_length=300, blank=True, help_text="Why the last attempt failed, if it did (staff only)."
+    )
     failure = models.CharField(
         max_length=20, choices=Failure.choices, blank=True,
         help_text="The kind of the last attempt's failure, if it failed: all its subscription is shown.",

@@ -117,7 +117,8 @@ def test_a_customer_sees_the_kind_of_a_failure_and_staff_the_detail(metered, rec
     assert "127.0.0.1" not in response.content.decode()
     assert "internal" not in response.content.decode()
     page = Client().post("/usage/", {"api_key": metered.key}, follow=True)
-    assert "refused_address" in page.content.decode() and "127.0.0.1" not in page.content.decode()
+    assert "refused_address" in page.content.decode()
+    assert "127.0.0.1" not in page.content.decode()
     staff = UserFactory(username="ops", is_staff=True)
     staff.user_permissions.add(*Permission.objects.filter(codename="view_delivery"))
     admin = Client()
@@ -150,4 +151,5 @@ def test_a_delivered_delivery_has_no_next_attempt(metered, receiver, internal_al
     delivery = Delivery.objects.get(endpoint__isnull=False)
     page = admin.get(f"/admin/quota_notifications/delivery/{delivery.pk}/change/").content.decode()
     field = re.search(r'field-next_attempt_at.*?<div class="readonly">(.*?)</div>', page, re.S)
-    assert field is not None and field.group(1) == "-"
+    assert field is not None
+    assert field.group(1) == "-"

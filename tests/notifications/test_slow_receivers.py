@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 def endpoint_for(subscription, url: str) -> tuple[Endpoint, str]:
     secret = new_secret()
-    return Endpoint.objects.create(subscription=subscription, url=url, events=[], secret_encrypted=encrypt(secret)), secret
+    return Endpoint.objects.create(
+        subscription=subscription, url=url, events=[], secret_encrypted=encrypt(secret)
+    ), secret
 
 
 def raise_events(subscription, count: int) -> None:
@@ -91,7 +93,7 @@ def test_a_run_starts_no_delivery_after_its_time_is_up(receiver, set_quotas, mon
     set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True})
     monkeypatch.setattr(notifications.lanes, "RUN_FOR", 0.0)
     subscription = SubscriptionFactory()
-    endpoint, _ = endpoint_for(subscription, receiver.url)
+    endpoint_for(subscription, receiver.url)
     raise_events(subscription, 2)
     now = timezone.now()
     report = dispatch_due(now)

@@ -127,3 +127,19 @@ def test_a_slow_receiver_holds_up_no_other_task_and_ends_at_its_deadline(redis_s
     assert (status, failure, attempts) == ("pending", "timeout", 1)
     assert "deadline (6 s)" in error
     assert delivery_row(database, fast_endpoint.pk)[:3] == ("succeeded", "", 1)
+
+
+def test_the_documented_queue_and_workers_are_the_projects():
+    """The notifications page's routing lines are the project's settings, and its two worker lines consume the
+    queues the Procfile's worker and notifier do."""
+    from tests.doc_blocks import doc_block
+
+    scope: dict = {}
+    exec(doc_block("notifications.md", "notifications-queue"), scope)
+    assert scope["CELERY_TASK_ROUTES"] == settings.CELERY_TASK_ROUTES
+    assert [q.name for q in scope["CELERY_TASK_QUEUES"]] == [q.name for q in settings.CELERY_TASK_QUEUES]
+    documented = doc_block("notifications.md", "notifications-workers", "sh").splitlines()
+    for line, name in zip(documented, ("worker", "notifier"), strict=True):
+        queues = shlex.split(line)[shlex.split(line).index("--queues") + 1]
+        shipped = procfile_command(name)
+        assert shipped[shipped.index("--queues") + 1] == queues
