@@ -101,3 +101,33 @@ def test_a_run_starts_no_delivery_after_its_time_is_up(receiver, set_quotas, mon
     assert receiver.requests == []
     assert list(Delivery.objects.values_list("attempts", "next_attempt_at")) == [(0, now), (0, now)]
     assert dispatch_due(now + timedelta(seconds=1)).deferred == 2  # taken again by the next run
+
+
+def test_a_certificate_that_does_not_verify_is_a_tls_failure(tmp_path, set_quotas):
+    """An https:// receiver whose certificate is self-signed: the attempt fails as `tls`, retried; the detail
+    (the verification error) is kept for staff."""
+    import ssl
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True})
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        subscription = SubscriptionFactory()
+        endpoint, _ = endpoint_for(subscription, f"https://127.0.0.1:{server.server_address[1]}/hook")
+        raise_events(subscription, 1)
+        assert dispatch_due().failed == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    delivery = Delivery.objects.get(endpoint=endpoint)
+    assert (delivery.status, delivery.failure) == ("pending", "tls")
+    assert "CERTIFICATE_VERIFY_FAILED" in delivery.error
