@@ -12,7 +12,8 @@ from .controller import run_controller
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="adaptive.control", ignore_result=True)
+# A run takes milliseconds; one stuck on Redis must not hold the worker past the next runs (every few seconds).
+@shared_task(name="adaptive.control", ignore_result=True, soft_time_limit=20, time_limit=30)
 def control() -> dict | None:
     """One controller run (beat sends one every ``QUOTAS['ADAPTIVE']['INTERVAL']`` seconds).
 

@@ -1,6 +1,8 @@
 """``python -m config.run``: the whole platform in the foreground, supervised by honcho (``make run``).
 
-Redis is ``REDIS_URL`` when set. Otherwise a real redis-server is embedded: a free loopback port, AOF under
+It starts the Procfile's processes: gunicorn (``web``), two Celery workers (``worker`` for the periodic tasks,
+``notifier`` for the webhook dispatcher on its own queue) and beat. Redis is ``REDIS_URL`` when set. Otherwise
+a real redis-server is embedded: a free loopback port, AOF under
 ``run/redis/``, and it is one of the Procfile's processes, so the Ctrl-C that stops gunicorn and Celery stops
 it too. After printing the URLs and demo keys this process *becomes* honcho (exec): Ctrl-C reaches honcho
 directly, and honcho stops every child's process group.
@@ -121,7 +123,7 @@ def main() -> None:
     print(banner(port, redis["REDIS_URL"], embedded), flush=True)
 
     # honcho gives each process type PORT = base + 100 * position, so "web" goes first to get PORT itself.
-    names = ["web", "worker", "beat", *(["redis"] if embedded else [])]
+    names = ["web", "worker", "notifier", "beat", *(["redis"] if embedded else [])]
     argv = [
         sys.executable, "-m", "honcho", "start",
         "--procfile", str(BASE_DIR / "Procfile"),

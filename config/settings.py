@@ -14,6 +14,7 @@ from typing import Any
 import dj_database_url
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from config.secret_key import ensure_key, key_file, read_key, run_dir
 
@@ -250,6 +251,15 @@ if CELERY_BROKER_URL.startswith("redis+sentinel://"):
     CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_sentinel_broker(CELERY_BROKER_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
+# Every task ends: a soft limit raises SoftTimeLimitExceeded in it, the hard one replaces its worker process.
+# The platform's tasks carry their own (tighter) limits; these bound any other task of the project.
+CELERY_TASK_SOFT_TIME_LIMIT = 300
+CELERY_TASK_TIME_LIMIT = 360
+# The webhook dispatcher has a queue of its own, consumed by a worker of its own (the Procfile's `notifier`), so
+# receivers taking their time never hold up the usage flush, the controller, the feeds or the watcher. A worker
+# started without --queues consumes both queues, so a single worker still runs everything.
+CELERY_TASK_QUEUES = (Queue("celery"), Queue("notifications"))
+CELERY_TASK_ROUTES = {"notifications.dispatch": {"queue": "notifications"}}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}

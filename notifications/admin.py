@@ -18,6 +18,8 @@ from .secrets import encrypt, new_secret
 
 
 def _event_types(value: Any) -> list[str]:
+    if value is None:  # the field left empty: [] (all events), as the model's default
+        return []
     if not isinstance(value, list) or any(not isinstance(v, str) for v in value):
         raise forms.ValidationError('A list of event types, e.g. ["budget.threshold_crossed"] ([]: all).')
     unknown = sorted(set(value) - set(EVENT_TYPES))
@@ -85,12 +87,14 @@ class ContactAdmin(admin.ModelAdmin):
 
 @admin.register(Delivery)
 class DeliveryAdmin(admin.ModelAdmin):
-    list_display = ("event", "endpoint", "contact", "status", "attempts", "response_status", "last_attempt_at")
-    list_filter = ("status", "event__type")
+    list_display = ("event", "endpoint", "contact", "status", "attempts", "response_status", "failure",
+                    "last_attempt_at", "next_attempt_at")  # fmt: skip
+    list_filter = ("status", "failure", "event__type")
     search_fields = ("event__id", "endpoint__url", "contact__email")
+    # error: the detail (the address a host resolved to, the resolver's message) for staff; customers see failure.
     readonly_fields = (
         "event", "endpoint", "contact", "status", "attempts", "next_attempt_at", "last_attempt_at",
-        "response_status", "response_body", "error", "body", "created_at",
+        "response_status", "response_body", "failure", "error", "body", "created_at",
     )  # fmt: skip
     actions = ["send_again"]
 

@@ -1,38 +1,38 @@
 """Sending what is due: the Celery beat task ``notifications.dispatch`` calls :func:`dispatch_due`.
 
 A delivery is due once its event's transaction committed and its ``next_attempt_at`` passed. Each is claimed
-by a conditional ``UPDATE`` that moves ``next_attempt_at`` past the attempt's longest duration, so two
-dispatchers (beat's runs overlapping on a worker pool) never send one delivery twice, on any database (found by
-a real worker on SQLite, where ``SELECT ... FOR UPDATE`` locks nothing). An answer 2xx (or an e-mail handed to
-Django's backend) succeeds it; anything else is retried after ``BACKOFF`` seconds, twice that the next time, up
-to ``MAX_BACKOFF``, until ``RETRY_FOR`` seconds after the event, and then given up. A URL the settings refuse is
-given up at once. An endpoint that failed ``DISABLE_AFTER`` attempts in a row is disabled, and its
-subscription's contacts get an ``endpoint.disabled`` event.
+by a conditional ``UPDATE`` that moves ``next_attempt_at`` past the run's longest duration, so two dispatchers
+(beat's runs overlapping on a worker pool) never send one delivery twice, on any database (found by a real
+worker on SQLite, where ``SELECT ... FOR UPDATE`` locks nothing). :mod:`notifications.lanes` sends them, one
+lane per endpoint or contact, lanes side by side, each webhook signed as it leaves. An answer 2xx (or an e-mail
+handed to Django's backend) succeeds it; anything else is retried after ``BACKOFF`` seconds, twice that the
+next time, up to ``MAX_BACKOFF``, until ``RETRY_FOR`` seconds after the event, and then given up. A URL the
+settings refuse is given up at once. A delivery its lane did not reach (the endpoint failed earlier in the run,
+or the run's time was up) is due again at once, no attempt counted. An endpoint that failed ``DISABLE_AFTER``
+attempts in a row is disabled, and its subscription's contacts get an ``endpoint.disabled`` event. Only an
+endpoint's own attempts count toward disabling it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
-from django.core.mail import send_mail
 from django.utils import timezone
 
-from . import sender
 from .conf import notification_settings
 from .events import ENDPOINT_DISABLED
+from .lanes import RUN_FOR, Job, Outcome, send_all
 from .models import Delivery, Endpoint
 from .record import record_event
 from .secrets import decrypt
-from .signing import HEADER, signature
 
 logger = logging.getLogger(__name__)
 #: Deliveries sent per dispatch, at most: the next run takes the rest.
 BATCH = 100
-#: A receiver's answers that deliver; anything else (a redirect included) is retried.
-SUCCESS = range(200, 300)
 
 
 @dataclass(slots=True)
@@ -43,53 +43,69 @@ class DispatchReport:
     failed: int = 0
     given_up: int = 0
     disabled: int = 0
+    deferred: int = 0  # not reached in this run: due again at once
 
 
-def dispatch_due(now: datetime | None = None) -> DispatchReport:
-    """Send every delivery due at ``now`` (default: now), at most :data:`BATCH`."""
+def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = time.time) -> DispatchReport:
+    """Send every delivery due at ``now`` (default: now), at most :data:`BATCH`; ``clock`` is the Unix time
+    each webhook is signed with when it is sent (a seam for tests)."""
     now = now or timezone.now()
     report = DispatchReport()
     due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now).order_by("next_attempt_at")
-    # Longer than an attempt can take: a dispatcher killed mid-attempt leaves the delivery due again after it.
-    lease = now + timedelta(seconds=2 * float(notification_settings.TIMEOUT) + 30)
+    # Longer than a run can take (no attempt starts after RUN_FOR, each ends by its deadline): a dispatcher
+    # killed mid-run leaves its deliveries due again after it, and no other dispatcher takes one meanwhile.
+    lease = now + timedelta(seconds=RUN_FOR + float(notification_settings.TIMEOUT) + 30)
+    claimed: dict[int, Delivery] = {}
     for delivery_id in list(due.values_list("pk", flat=True)[:BATCH]):
         # Claim it: one conditional UPDATE, which only one dispatcher wins on any database (SQLite included,
         # where SELECT ... FOR UPDATE is a no-op).
-        claimed = Delivery.objects.filter(
-            pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now
-        ).update(next_attempt_at=lease)
-        if claimed:
-            # No transaction around the attempt: the claim already keeps others off, and a database connection
-            # should not sit in a transaction while a receiver takes its time.
-            delivery = Delivery.objects.select_related("event", "endpoint", "contact").get(pk=delivery_id)
-            _attempt(delivery, now, report)
+        if Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now).update(
+            next_attempt_at=lease
+        ):
+            claimed[delivery_id] = Delivery.objects.select_related("event", "endpoint", "contact").get(pk=delivery_id)
+    jobs = []
+    for delivery in claimed.values():
+        if delivery.endpoint is not None and not delivery.endpoint.is_active:
+            _give_up(delivery, Delivery.Failure.ENDPOINT_DISABLED, "the endpoint is disabled", report)
+        else:
+            jobs.append(_job(delivery))
+    # No transaction around the sending: the claims already keep others off, and a database connection should
+    # not sit in a transaction while receivers take their time. Only this thread uses the database.
+    for outcome in send_all(jobs, clock):
+        _record(claimed[outcome.job.delivery_id], outcome, now, lease, report)
     return report
 
 
-def _attempt(delivery: Delivery, now: datetime, report: DispatchReport) -> None:
+def _job(delivery: Delivery) -> Job:
+    """What the lanes need to send ``delivery``, read here: the threads use no database."""
+    event_id, event_type = str(delivery.event_id), delivery.event.type
+    if delivery.endpoint is not None:
+        return Job(delivery.pk, f"endpoint:{delivery.endpoint_id}", delivery.body, event_id, event_type,
+                   url=delivery.endpoint.url, secret=decrypt(delivery.endpoint.secret_encrypted))  # fmt: skip
+    assert delivery.contact is not None
+    return Job(delivery.pk, f"contact:{delivery.contact_id}", delivery.body, event_id, event_type,
+               email=delivery.contact.email)  # fmt: skip
+
+
+def _record(delivery: Delivery, outcome: Outcome, now: datetime, lease: datetime, report: DispatchReport) -> None:
     endpoint = delivery.endpoint
-    if endpoint is not None and not endpoint.is_active:
-        _give_up(delivery, "the endpoint is disabled", report)
+    if not outcome.attempted:
+        # Due again at once, unless another dispatcher took it meanwhile (then the lease is no longer ours).
+        Delivery.objects.filter(pk=delivery.pk, next_attempt_at=lease).update(next_attempt_at=now)
+        report.deferred += 1
         return
     delivery.attempts += 1
     delivery.last_attempt_at = now
-    try:
-        if endpoint is not None:
-            answer = _post(delivery, endpoint, now)
-            delivery.response_status, delivery.response_body = answer.status, answer.body
-            ok = answer.status in SUCCESS
-            delivery.error = "" if ok else f"HTTP {answer.status}"
-        else:
-            _mail(delivery)
-            ok, delivery.error = True, ""
-    except sender.Refused as exc:
-        _give_up(delivery, f"refused: {exc}", report)
+    delivery.error, delivery.failure = outcome.error[:300], outcome.failure
+    if outcome.status is not None:
+        delivery.response_status, delivery.response_body = outcome.status, outcome.answer
+    if outcome.refused:
+        _give_up(delivery, outcome.failure, outcome.error, report)
         _count_failure(endpoint, now, report)
         return
-    except Exception as exc:  # a network, TLS or mail failure: retried
-        ok, delivery.error = False, f"{type(exc).__name__}: {exc}"[:300]
-    if ok:
+    if outcome.ok:
         delivery.status = Delivery.Status.SUCCEEDED
+        delivery.next_attempt_at = None  # delivered: there is no next attempt
         report.sent += 1
         if endpoint is not None and endpoint.consecutive_failures:
             Endpoint.objects.filter(pk=endpoint.pk).update(consecutive_failures=0)
@@ -99,33 +115,17 @@ def _attempt(delivery: Delivery, now: datetime, report: DispatchReport) -> None:
                    float(notification_settings.MAX_BACKOFF))  # fmt: skip
         next_at = now + timedelta(seconds=wait)
         if next_at > delivery.event.created_at + timedelta(seconds=float(notification_settings.RETRY_FOR)):
-            delivery.status = Delivery.Status.FAILED
+            delivery.status = Delivery.Status.FAILED  # given up: no next attempt
             report.given_up += 1
-        delivery.next_attempt_at = next_at
+        delivery.next_attempt_at = next_at if delivery.status == Delivery.Status.PENDING else None
         _count_failure(endpoint, now, report)
     delivery.save()
 
 
-def _post(delivery: Delivery, endpoint: Endpoint, now: datetime) -> sender.Answer:
-    timestamp = int(now.timestamp())
-    headers = {
-        HEADER: signature(decrypt(endpoint.secret_encrypted), timestamp, delivery.body),
-        "Quota-Event-Id": str(delivery.event_id),
-        "Quota-Event-Type": delivery.event.type,
-    }
-    return sender.post(endpoint.url, delivery.body, headers)
-
-
-def _mail(delivery: Delivery) -> None:
-    subject, _, text = delivery.body.partition("\n\n")
-    sender_address = notification_settings.FROM_EMAIL or settings.DEFAULT_FROM_EMAIL
-    assert delivery.contact is not None
-    send_mail(subject, text, sender_address, [delivery.contact.email], fail_silently=False)
-
-
-def _give_up(delivery: Delivery, why: str, report: DispatchReport) -> None:
+def _give_up(delivery: Delivery, failure: str, why: str, report: DispatchReport) -> None:
     delivery.status = Delivery.Status.FAILED
-    delivery.error = why[:300]
+    delivery.next_attempt_at = None
+    delivery.failure, delivery.error = failure, why[:300]
     report.given_up += 1
     delivery.save()
 

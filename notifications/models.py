@@ -24,8 +24,9 @@ class Endpoint(models.Model):
 
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="webhook_endpoints")
     url = models.URLField(max_length=500, help_text="https:// URL the events are POSTed to.")
+    # blank: [] (all events) is a value the admin's form must accept, not a missing one.
     events = models.JSONField(
-        default=_no_events, help_text="The event types sent here (see docs/notifications.md); empty: all."
+        default=_no_events, blank=True, help_text="The event types sent here (see docs/notifications.md); empty: all."
     )
     description = models.CharField(max_length=200, blank=True)
     #: The signing secret, encrypted (notifications.secrets): it must be read back to sign each body.
@@ -51,7 +52,7 @@ class Contact(models.Model):
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="notification_contacts")
     email = models.EmailField()
     events = models.JSONField(
-        default=_no_events, help_text="The event types e-mailed (see docs/notifications.md); empty: all."
+        default=_no_events, blank=True, help_text="The event types e-mailed (see docs/notifications.md); empty: all."
     )
     is_active = models.BooleanField(default=True)
 
@@ -91,16 +92,35 @@ class Delivery(models.Model):
         SUCCEEDED = "succeeded", "succeeded"
         FAILED = "failed", "failed (given up)"
 
+    class Failure(models.TextChoices):
+        """What kind of failure an attempt was: what a customer is shown (the detail, ``error``, is staff's)."""
+
+        REFUSED_URL = "refused_url", "URL not allowed (scheme or port)"
+        REFUSED_ADDRESS = "refused_address", "host unresolvable or not on a public address"
+        TIMEOUT = "timeout", "no complete answer within TIMEOUT"
+        CONNECTION_FAILED = "connection_failed", "connection failed"
+        TLS = "tls", "TLS failed"
+        HTTP_STATUS = "http_status", "answered a status other than 2xx"
+        ENDPOINT_DISABLED = "endpoint_disabled", "endpoint disabled"
+        MAIL_FAILED = "mail_failed", "e-mail not accepted"
+
     event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
     endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")
     contact = models.ForeignKey(Contact, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(db_index=True)
+    #: None once there is none (succeeded, or given up).
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
     response_body = models.TextField(blank=True, help_text="The first 1,000 characters of the last answer.")
-    error = models.CharField(max_length=300, blank=True, help_text="Why the last attempt failed, if it did.")
+    error = models.CharField(
+        max_length=300, blank=True, help_text="Why the last attempt failed, if it did (staff only)."
+    )
+    failure = models.CharField(
+        max_length=20, choices=Failure.choices, blank=True,
+        help_text="The kind of the last attempt's failure, if it failed: all its subscription is shown.",
+    )  # fmt: skip
     body = models.TextField(help_text="The JSON body sent (webhooks), or the e-mail's text.")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from .models import Delivery
+
 
 class EndpointSummarySerializer(serializers.Serializer):
     id = serializers.IntegerField()
@@ -27,8 +29,11 @@ class DeliverySummarySerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
     response_status = serializers.IntegerField(allow_null=True)
     last_attempt_at = serializers.DateTimeField(allow_null=True)
-    next_attempt_at = serializers.DateTimeField(allow_null=True)
-    error = serializers.CharField(allow_null=True)
+    next_attempt_at = serializers.DateTimeField(allow_null=True, help_text="None once succeeded or given up.")
+    error = serializers.ChoiceField(
+        choices=Delivery.Failure.choices, allow_null=True,
+        help_text="The kind of the last attempt's failure, if it failed (the detail is in the admin).",
+    )  # fmt: skip
 
 
 class NotificationsSerializer(serializers.Serializer):

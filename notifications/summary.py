@@ -16,7 +16,8 @@ def _iso(moment: Any) -> str | None:
 
 def summary(subscription_id: int, latest: int = LATEST) -> dict[str, Any]:
     """``endpoints`` (never their secrets) and the ``latest`` ``deliveries`` of subscription ``subscription_id``:
-    two queries."""
+    two queries. A delivery's ``error`` is the kind of its last failure (``Delivery.Failure``), never the detail
+    the admin shows: that could tell a customer what the platform's resolver and network look like inside."""
     endpoints = Endpoint.objects.filter(subscription_id=subscription_id).order_by("pk")
     deliveries = (
         Delivery.objects.filter(event__subscription_id=subscription_id)
@@ -34,7 +35,7 @@ def summary(subscription_id: int, latest: int = LATEST) -> dict[str, Any]:
              "to": d.endpoint.url if d.endpoint else d.contact.email if d.contact else None,
              "status": d.status, "attempts": d.attempts, "response_status": d.response_status,
              "last_attempt_at": _iso(d.last_attempt_at), "next_attempt_at": _iso(d.next_attempt_at),
-             "error": d.error or None}
+             "error": d.failure or None}  # the kind only: the detail (addresses, resolver errors) is staff's
             for d in deliveries
         ],
     }  # fmt: skip

@@ -32,7 +32,7 @@ SETTINGS = (
     ),
     Setting(
         "TIMEOUT", float, 10.0, exclusive_minimum=0, maximum=120, kind=_SECONDS, check_id="quota_plans.E011",
-        doc="seconds a feed URL's connection and its answer may take",
+        doc="seconds a feed URL's whole request may take, from connecting to the answer's last byte",
         hint="10 s is generous for a list of addresses.",
     ),
     Setting(
@@ -48,8 +48,9 @@ SETTINGS = (
     ),
     Setting(
         "ALLOW_PRIVATE_ADDRESSES", bool, False, check_id="quota_plans.E013",
-        doc="`True` lets feed URLs reach loopback, private, link-local and reserved addresses (tests, an internal "
-        "feed server); off, such a URL is refused when the feed is saved and again when it is fetched (SSRF)",
+        doc="`True` lets feed URLs reach internal addresses, for tests or an internal feed server (loopback, private, "
+        "link-local, site-local, reserved, and such IPv4 addresses in NAT64, 6to4, Teredo or IPv4-mapped form); "
+        "off, such a URL is refused when the feed is saved and again when it is fetched (SSRF)",
         hint="Leave it False in production: whoever may edit feeds could otherwise probe your internal services.",
     ),
     Setting(

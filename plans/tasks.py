@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
     retry_backoff=30,
     retry_backoff_max=600,
     max_retries=3,
+    soft_time_limit=600,  # each feed's fetch ends by its own TIMEOUT; this bounds them all
+    time_limit=660,
 )
 def refresh_acl_feeds() -> dict[str, Any]:
     """Fetch every enabled allow or deny list feed and apply the good ones (run by beat every ``INTERVAL``)."""

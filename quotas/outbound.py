@@ -1,9 +1,14 @@
 """HTTP requests to URLs that operators enter (webhooks, allow and deny list feeds): the SSRF guard.
 
 The URL's host is resolved once; every address it resolves to must be public (not loopback, private,
-link-local, multicast or reserved) unless the caller's setting allows private addresses, and the connection
-goes to the address checked (its TLS still verifies the host name), so a DNS answer that changes between the
-check and the connection cannot lead elsewhere. Redirects are not followed: the caller sees the 3xx.
+link-local, site-local, multicast or reserved, nor such an IPv4 address embedded in an IPv6 form: NAT64,
+IPv4-mapped, IPv4-compatible, 6to4, Teredo) unless the caller's setting allows private addresses, and the
+connection goes to the address checked (its TLS still verifies the host name), so a DNS answer that changes
+between the check and the connection cannot lead elsewhere. Redirects are not followed: the caller sees the 3xx.
+
+Each request has one deadline, ``Policy.timeout`` seconds from the connection's start to the answer's last byte
+(TLS handshake, sending and every read included): a server that trickles its answer a byte at a time is cut off
+there, not after one timeout per read.
 
 Each app keeps its own settings (``QUOTAS['NOTIFICATIONS']``, ``QUOTAS['ACL_FEEDS']``) and passes them in;
 this module reads none.
@@ -12,15 +17,38 @@ this module reads none.
 from __future__ import annotations
 
 import http.client
+import io
 import ipaddress
 import socket
 import ssl
+import time
 from dataclasses import dataclass
+from typing import Any, Literal
 from urllib.parse import urlsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+#: NAT64's well-known prefix (RFC 6052): the last 32 bits are the IPv4 address the translator connects to.
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+#: NAT64's local-use prefix (RFC 8215): where the IPv4 address sits depends on the operator's prefix length, so
+#: no one reading is right; it leads to the operator's own translator, so it is refused whatever it embeds.
+NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+#: IPv4-compatible addresses (``::a.b.c.d``, deprecated by RFC 4291), ``::`` and ``::1`` aside.
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+#: Site-local (deprecated by RFC 3879, yet still routed inside some networks); ``is_global`` accepts it.
+SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")
 
 
 class Refused(Exception):
-    """A URL the caller's settings do not allow (scheme or address): not requested, not worth retrying."""
+    """A URL the caller's settings do not allow: not requested, not worth retrying.
+
+    ``kind`` is ``"url"`` (its scheme or port) or ``"address"`` (its host does not resolve, or resolves to an
+    internal address: one kind for both, so that whoever sees only the kind cannot tell which names resolve
+    inside the platform's network)."""
+
+    def __init__(self, message: str, kind: Literal["url", "address"] = "url") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,30 +84,150 @@ def check_url(url: str, *, allow_http: bool, allow_private: bool) -> Target:
     try:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise Refused(f"{parts.hostname} does not resolve: {exc}") from exc
+        raise Refused(f"{parts.hostname} does not resolve: {exc}", "address") from exc
     addresses = [str(info[4][0]) for info in infos]
     if not allow_private:
-        internal = [a for a in addresses if not ipaddress.ip_address(a.split("%")[0]).is_global]
+        internal = [a for a in addresses if is_internal(ipaddress.ip_address(a.split("%")[0]))]
         if internal:
-            raise Refused(f"{parts.hostname} resolves to an internal address ({internal[0]})")
+            raise Refused(f"{parts.hostname} resolves to an internal address ({internal[0]})", "address")
     return Target(parts.scheme, parts.hostname, port, addresses[0])
 
 
-class _Pinned(http.client.HTTPSConnection):
-    """An HTTPS connection to an address checked beforehand, verifying the certificate of the URL's host."""
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to through a translation or tunnel: IPv4-mapped, NAT64
+    (``64:ff9b::/96``), IPv4-compatible, 6to4 (``2002::/16``) and Teredo (``2001::/32``: its server and client)."""
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
+        return [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
 
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
-        self._address = address
+
+def is_internal(address: IPAddress) -> bool:
+    """Whether ``address`` leads inside: not global (``ipaddress``'s view), site-local, NAT64's local-use prefix,
+    or an IPv6 form of an IPv4 address that is not global."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in SITE_LOCAL or address in NAT64_LOCAL:
+            return True
+        if any(not v4.is_global for v4 in embedded_ipv4(address)):
+            return True
+    return not address.is_global
+
+
+class Deadline:
+    """A moment (``time.monotonic``) by which the whole request must be done."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        """Seconds left; raises ``TimeoutError`` once there are none."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the request passed its deadline ({self.seconds:g} s)")
+        return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket's bytes, each read allowed only the time left before the deadline (a socket timeout alone
+    bounds one read, which a server sending a byte at a time never exceeds)."""
+
+    def __init__(self, owner: _DeadlineSocket) -> None:
+        super().__init__()
+        self._owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        sock, deadline = self._owner.sock, self._owner.deadline
+        sock.settimeout(deadline.remaining())
+        try:
+            return sock.recv_into(buffer)
+        except TimeoutError as exc:
+            raise TimeoutError(f"the request passed its deadline ({deadline.seconds:g} s)") from exc
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self._owner.release()
+
+
+class _DeadlineSocket:
+    """A connected socket as ``http.client`` uses it (``sendall``, ``makefile``, ``close``), every operation
+    ending by the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self._readers = 0
+        self._closing = False
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.settimeout(self.deadline.remaining())  # sendall's timeout bounds the whole call
+        self.sock.sendall(data)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        self._readers += 1
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def close(self) -> None:
+        # As socket.socket does for its makefile(): http.client closes the connection once the response holds
+        # the socket (an answer without keep-alive), and the response still reads its body from it.
+        self._closing = True
+        if not self._readers:
+            self.sock.close()
+
+    def release(self) -> None:
+        """A reader was closed: the socket closes with the last one once :meth:`close` was called."""
+        self._readers -= 1
+        if self._closing and not self._readers:
+            self.sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def _connect(address: str, port: int, deadline: Deadline) -> socket.socket:
+    return socket.create_connection((address, port), deadline.remaining())
+
+
+class _Plain(http.client.HTTPConnection):
+    """A plain HTTP connection to an address checked beforehand, within a deadline."""
+
+    def __init__(self, address: str, port: int, deadline: Deadline) -> None:
+        super().__init__(address, port, timeout=deadline.seconds)
+        self._deadline = deadline
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        self.sock = _DeadlineSocket(_connect(self.host, self.port, self._deadline), self._deadline)
+
+
+class _Pinned(http.client.HTTPSConnection):
+    """An HTTPS connection to an address checked beforehand, verifying the certificate of the URL's host,
+    within a deadline (the TLS handshake included)."""
+
+    def __init__(self, host: str, port: int, address: str, deadline: Deadline) -> None:
+        super().__init__(host, port, timeout=deadline.seconds, context=ssl.create_default_context())
+        self._address = address
+        self._deadline = deadline
+
+    def connect(self) -> None:
+        sock = _connect(self._address, self.port, self._deadline)
+        sock.settimeout(self._deadline.remaining())  # the handshake's reads and writes, in all
+        tls = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        self.sock = _DeadlineSocket(tls, self._deadline)
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """What a caller allows: plain ``http://``, private addresses, how long (seconds) and how much (bytes)."""
+    """What a caller allows: plain ``http://``, private addresses, how long the whole request may take (seconds,
+    from connecting to the answer's last byte) and how much of the answer is read (bytes)."""
 
     allow_http: bool
     allow_private: bool
@@ -92,23 +240,25 @@ def request(
 ) -> Answer:
     """Send one request to ``url`` as ``policy`` allows; the answer, its body read up to ``policy.limit`` bytes.
 
-    Raises :class:`Refused` for a URL not allowed and ``OSError`` (timeouts included) or
-    ``http.client.HTTPException`` when the exchange fails.
+    Raises :class:`Refused` for a URL not allowed and ``OSError`` (``TimeoutError`` once ``policy.timeout``
+    seconds passed since connecting, ``ssl.SSLError`` for TLS) or ``http.client.HTTPException`` when the
+    exchange fails. The host's resolution (in :func:`check_url`) is the resolver's to bound, not the deadline's.
     """
     target = check_url(url, allow_http=policy.allow_http, allow_private=policy.allow_private)
     parts = urlsplit(url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    deadline = Deadline(policy.timeout)
     connection: http.client.HTTPConnection = (
-        _Pinned(target.host, target.port, target.address, policy.timeout)
+        _Pinned(target.host, target.port, target.address, deadline)
         if target.scheme == "https"
-        else http.client.HTTPConnection(target.address, target.port, policy.timeout)
+        else _Plain(target.address, target.port, deadline)
     )
     try:
         connection.request(
             method, path, body=body, headers={"Host": parts.netloc.rpartition("@")[2], **(headers or {})}
         )
-        response = connection.getresponse()
-        data = response.read(policy.limit + 1)  # one byte more says whether there was more
+        with connection.getresponse() as response:
+            data = response.read(policy.limit + 1)  # one byte more says whether there was more
         return Answer(response.status, data[: policy.limit], len(data) > policy.limit)
     finally:
         connection.close()

@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
     retry_backoff=2,
     retry_backoff_max=60,
     max_retries=5,
+    soft_time_limit=240,  # a flush stopped half way is safe: the next one copies the rest (tested)
+    time_limit=300,
 )
 def flush() -> dict:
     """Copy the Redis usage counters to the database (see :func:`usage.flush.flush_usage`)."""
@@ -44,6 +46,8 @@ def flush() -> dict:
     retry_backoff=30,
     retry_backoff_max=600,
     max_retries=5,
+    soft_time_limit=1_800,  # deletes in batches; what is left goes tomorrow
+    time_limit=2_100,
 )
 def prune() -> dict:
     """Delete usage records, budget alerts and ban records older than ``QUOTAS['RETENTION']`` keeps."""

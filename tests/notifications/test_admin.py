@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from notifications.models import Delivery, Endpoint
+from notifications.models import Contact, Delivery, Endpoint
 from notifications.secrets import decrypt
 from tests.factories import SubscriptionFactory, UserFactory
 
@@ -90,3 +90,42 @@ def test_send_again_needs_the_change_permission(failed_delivery):
     failed_delivery.refresh_from_db()
     assert failed_delivery.status == "pending"
     assert changer.get(DELIVERIES + "add/").status_code == 403  # deliveries come from events only
+
+
+@pytest.mark.parametrize("events", ["[]", ""])
+def test_an_endpoint_for_all_events_is_saved(events):
+    """The add form offers [] (all events), and saving it, or the field left empty, saves an endpoint for all."""
+    client = staff_with("add_endpoint", "view_endpoint")
+    form = client.get(ENDPOINTS + "add/")
+    assert form.context["adminform"].form["events"].value() == "[]"
+    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": "https://1.1.1.1/q",
+                                            "events": events, "is_active": "on"})  # fmt: skip
+    assert page.status_code == 200, page.context["adminform"].form.errors
+    assert page.context["secret"].startswith("whsec_")
+    endpoint = Endpoint.objects.get()
+    assert endpoint.events == []
+    assert endpoint.wants("client.banned")
+    assert endpoint.wants("budget.threshold_crossed")
+
+
+def test_a_contact_for_all_events_is_saved():
+    client = staff_with("add_contact", "view_contact")
+    page = client.post("/admin/quota_notifications/contact/add/",
+                       {"subscription": SubscriptionFactory().pk, "email": "ops@acme.example", "events": "[]",
+                        "is_active": "on"})  # fmt: skip
+    assert page.status_code == 302, page.context["adminform"].form.errors
+    assert Contact.objects.get().events == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://[64:ff9b::a9fe:a9fe]/q", "https://[64:ff9b::a00:1]/q", "https://[::127.0.0.1]/q",
+     "https://[2002:7f00:1::]/q", "https://[fec0::1]/q"],
+)  # fmt: skip
+def test_an_internal_ipv4_address_in_an_ipv6_form_is_refused(url):
+    """NAT64, IPv4-compatible and 6to4 forms of internal IPv4 addresses, and site-local: a validation message."""
+    client = staff_with("add_endpoint", "view_endpoint")
+    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": url, "events": "[]"})
+    assert page.status_code == 200
+    assert "internal address" in page.context["adminform"].form.errors["url"][0]
+    assert not Endpoint.objects.exists()

@@ -92,3 +92,64 @@ def test_the_body_matches_the_openapi_schema(metered, receiver, internal_allowed
     body = api.get(URL, HTTP_X_API_KEY=metered.key).json()
     assert body["deliveries"]
     assert_valid(validator(schema, URL), body)
+
+
+def test_a_customer_sees_the_kind_of_a_failure_and_staff_the_detail(metered, receiver, set_quotas):
+    """An endpoint whose host resolves to loopback is refused. Its customer reads `refused_address`, never the
+    address its host resolved to (which would let a customer probe the platform's resolver); staff read the
+    detail in the admin."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from notifications.models import Delivery
+
+    set_quotas(NOTIFICATIONS={"ALLOW_HTTP": True})
+    port = receiver.url.split(":")[2].split("/")[0]
+    metered.endpoint.url = f"http://localhost:{port}/hooks/quota"
+    metered.endpoint.save()
+    api = APIClient()
+    for _ in range(4):
+        api.get("/t/priced", HTTP_X_API_KEY=metered.key)
+    dispatch_due()
+    response = api.get(URL, HTTP_X_API_KEY=metered.key)
+    (hook,) = [d for d in response.json()["deliveries"] if d["to"].startswith("http")]
+    assert (hook["status"], hook["error"], hook["next_attempt_at"]) == ("failed", "refused_address", None)
+    assert "127.0.0.1" not in response.content.decode()
+    assert "internal" not in response.content.decode()
+    page = Client().post("/usage/", {"api_key": metered.key}, follow=True)
+    assert "refused_address" in page.content.decode()
+    assert "127.0.0.1" not in page.content.decode()
+    staff = UserFactory(username="ops", is_staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(codename="view_delivery"))
+    admin = Client()
+    admin.force_login(staff)
+    delivery = Delivery.objects.get(endpoint__isnull=False)
+    detail = admin.get(f"/admin/quota_notifications/delivery/{delivery.pk}/change/").content.decode()
+    assert "localhost resolves to an internal address (127.0.0.1)" in detail
+
+
+def test_a_delivered_delivery_has_no_next_attempt(metered, receiver, internal_allowed):
+    """Once delivered, `next_attempt_at` is null in the API and empty in the admin (it showed the claim's lease,
+    a moment in the future when nothing would happen)."""
+    import re
+
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from notifications.models import Delivery
+
+    api = APIClient()
+    for _ in range(4):
+        api.get("/t/priced", HTTP_X_API_KEY=metered.key)
+    assert dispatch_due().sent == 2
+    deliveries = api.get(URL, HTTP_X_API_KEY=metered.key).json()["deliveries"]
+    assert [(d["status"], d["next_attempt_at"], d["error"]) for d in deliveries] == [("succeeded", None, None)] * 2
+    staff = UserFactory(username="ops", is_staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(codename="view_delivery"))
+    admin = Client()
+    admin.force_login(staff)
+    delivery = Delivery.objects.get(endpoint__isnull=False)
+    page = admin.get(f"/admin/quota_notifications/delivery/{delivery.pk}/change/").content.decode()
+    field = re.search(r'field-next_attempt_at.*?<div class="readonly">(.*?)</div>', page, re.S)
+    assert field is not None
+    assert field.group(1) == "-"
