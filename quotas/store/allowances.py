@@ -44,6 +44,8 @@ from quotas.store.decision import DecideCall, Decision, WindowState
 _RATE_SPAN, _SHORTEST_SPAN = 1.0, 0.1
 #: Clients whose rate one process keeps at most between two of the poller's clean-ups.
 _MAX_CLIENTS = 100_000
+#: How long (s) an upward reconciliation's cut is remembered: longer than any decision's round trip.
+_CUT_MEMORY = 60.0
 #: Windows whose units must be used in the window (or period) they were taken in.
 _BOUNDED = frozenset({"fixed_window", "sliding_window_counter", "period_requests", "period_quota", "budget"})
 
@@ -135,6 +137,8 @@ class Allowances:
         self._ended: list[Allowance] = []  # replaced or over, not yet given back
         # Per client: [when the current span began (monotonic), requests in it, the last span's rate].
         self._seen: dict[str, list[float]] = {}
+        # Per client: when (monotonic) end_client last ended its allowances (a cost above its estimate).
+        self._cut: dict[str, float] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -203,10 +207,17 @@ class Allowances:
         allowance = Allowance(decision, decision.granted, started + self._lifetime(decision), started)
         key = self.key(call)
         with self._lock:
-            old = self._by_key.get(key)
-            self._by_key[key] = allowance
-            if old is not None:
-                self._ended.append(old)
+            if self._cut.get(call.tag, -math.inf) >= started:
+                # A cost above its estimate ended the client's allowances while this call was on its way: Redis
+                # may have sized the grant without that cost, so it is given back unused, not served from. The
+                # budget property test found the overspend past its one-moment bound without this (issue 44).
+                allowance.ends_at = 0.0
+                self._ended.append(allowance)
+            else:
+                old = self._by_key.get(key)
+                self._by_key[key] = allowance
+                if old is not None:
+                    self._ended.append(old)
         ahead = decision.granted - 1
         # The thresholds the grant crossed are reported by its own request (the served ones report none).
         return replace(decision, states=[_state_now(decision, s, ahead, 0, s.alert) for s in decision.states])
@@ -252,6 +263,7 @@ class Allowances:
         """End every allowance of client ``tag`` now (its next request asks Redis); :meth:`ended` hands them over
         to be given back."""
         with self._lock:
+            self._cut[tag] = time.monotonic()
             for key in [k for k in self._by_key if k[0] == tag]:
                 allowance = self._by_key.pop(key)
                 with allowance.lock:  # no request is admitted from it after this
@@ -270,6 +282,8 @@ class Allowances:
         """Forget the rates of clients not seen for two spans (they read as not busy anyway)."""
         for tag in [t for t, seen in list(self._seen.items()) if now - seen[0] >= 2 * _RATE_SPAN]:
             self._seen.pop(tag, None)
+        for tag in [t for t, cut in list(self._cut.items()) if now - cut >= _CUT_MEMORY]:
+            self._cut.pop(tag, None)
 
     def ended(self, everything: bool = False) -> list[Allowance]:
         """Take the allowances that are over (or, with ``everything``, all of them), to give back what they

@@ -381,3 +381,26 @@ def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis
     runtime.guard.settle_allowances(everything=True)
     assert runtime.guard.flush_usage()
     assert counted() == 8  # nothing counted twice when it ends
+
+
+def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_allowances_serves_nothing(busy):
+    """A request settled above its estimate ends the client's allowances; a grant whose call was already on its
+    way to Redis then (Redis may have sized it without that cost) is given back unused, and the next request
+    asks Redis. The budget property test found the overspend past its one-moment bound without this."""
+    wins = windows("100/hour")
+    ask("{c}", wins)
+    runtime = get_runtime()
+    allowances = runtime.guard.allowances
+    asked = time.monotonic()
+    allowances.end_client("{c}")  # another thread's request settled above its estimate meanwhile
+    call = DecideCall("{c}", wins, allowance_ok=True)
+    call.allowance = (10, allowances.share, allowances.end_us)
+    decision = runtime.guard.store.decide(call)
+    assert decision.granted == 10
+    allowances.grant(call, decision, asked)
+    assert allowances.serve(call) is None
+    runtime.guard.settle_allowances()
+    assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2  # its 9 unused units went back
+    # A grant asked for after the cut is served from as before.
+    assert ask("{c}", wins).allowed
+    assert ask("{c}", wins).allowance

@@ -19,7 +19,7 @@ estimate released); the poller's visit is a draw too. Whatever the draw:
   signalled, and so once if the final spend reached it.
 
 The run reports the share of admitted requests served from allowances, and fails if an allowance served less
-than half of those of its busy examples. PostgreSQL only: the workers share the test database, which SQLite keeps in the
+than 45 % of those of its busy examples. PostgreSQL only: the workers share the test database, which SQLite keeps in the
 test process's memory.
 """
 
@@ -80,11 +80,12 @@ DRAWS = {
 DOCUMENTED_BOUND_ACROSS_PROCESSES = False
 #: Most requests in flight after a step, and most checked in one step; budget_workers.LANES covers both.
 MOST_OVERLAP, MOST_TOGETHER = 3, 3
-#: The least share of a run's busy examples' admitted requests an allowance must serve. Runs measured 62 % to
-#: 79 %: each example starts without allowances (each of 3 processes x 3 prices takes its own), every upward
-#: reconciliation ends its process's, and a nearly spent budget grants small ones (SHARE): half leaves room for
-#: the spread of draws, and still fails when allowances stop serving (the old test's draws: 0-5 of 40).
-LEAST_SHARE = 0.5
+#: The least share of a run's busy examples' admitted requests an allowance must serve. Runs measured 56 % to
+#: 65 % (2026-11-27, after a grant asked for before an upward reconciliation is given back unused): each example
+#: starts without allowances (each of 3 processes x 3 prices takes its own), every upward reconciliation ends its
+#: process's, and a nearly spent budget grants small ones (SHARE). 45 % leaves room for the spread of draws, and
+#: still fails when allowances stop serving (the old test's draws: 0-5 of 40).
+LEAST_SHARE = 0.45
 BUSY = 20  # admitted requests that make an example's client busy
 
 
@@ -145,6 +146,12 @@ class Request:
     from_allowance: bool = False
     checked_step: int = -1  # the step whose operations checked it
     settled_step: int = -1  # the step whose operations settled it
+    charged_step: int = -1  # a settlement that met a Redis error: the step whose poller visit charged it
+
+    @property
+    def reached_redis_step(self) -> int:
+        """The step in which Redis learnt its actual cost: its settlement's, or its charge's after an error."""
+        return self.charged_step if self.kind == "settle_error" else self.settled_step
 
     @property
     def excess(self) -> int:
@@ -197,6 +204,7 @@ class Traffic:
         self.redis = redis_client
         self.in_flight: list[Request] = []  # admitted, not settled, oldest first
         self.settling: list[Request] = []  # of those, the ones the next step settles
+        self.owing: list[Request] = []  # settled with a Redis error, their difference not charged yet
         self.ticks: set[int] = set()  # processes the poller visits in the next step
         self.outcome = Outcome()
         self.steps = 0  # steps run so far
@@ -214,6 +222,8 @@ class Traffic:
             unmarked = [r for r in self.in_flight if r not in self.settling]
             keep = group[-1].overlap if pending and group else 0
             self.settling += unmarked[: max(0, len(unmarked) - keep)]
+        for request in self.owing:  # charged by the poller's visit at the example's end
+            request.charged_step = self.steps
         self.outcome.redis_bound = self.redis_bound()
         return self.outcome
 
@@ -224,7 +234,9 @@ class Traffic:
         in flight and the allowances held all within the amount. The spend moved past it after that only by
         requests settled since, by their (actual - estimate): those in flight at ``t0``, and those served from
         allowances after it. An upward reconciliation ends the client's allowances in its process, so after
-        ``t0`` a process serves from them only the requests checked until its first such settlement.
+        ``t0`` a process serves from them only the requests checked until its first such settlement. A
+        settlement that met a Redis error reaches Redis only with its process's next poller visit (the ledger of
+        quotas.store.owed): until then it is in flight as far as Redis knows.
         """
         t0 = self.last_redis_step
         ended: dict[int, int] = {}  # process -> the step of its first upward reconciliation after t0
@@ -235,7 +247,8 @@ class Traffic:
         return sum(
             r.excess
             for r in self.outcome.requests
-            if r.settled_step >= t0 and (r.checked_step <= t0 or r.checked_step <= ended.get(r.process, r.checked_step))
+            if r.reached_redis_step >= t0
+            and (r.checked_step <= t0 or r.checked_step <= ended.get(r.process, r.checked_step))
         )
 
     def step(self, checks: list[Request]) -> None:
@@ -245,7 +258,9 @@ class Traffic:
             with refusing_commands(self.redis):
                 self.cluster.run({request.process: [(request.lane, self.settle_op(request))]})
             self.done(request)
+            self.owing.append(request)
             self.steps += 1
+        visited = set(self.ticks)
         ops = self.operations(checks)
         results = self.cluster.run(ops)
         for request in checks:
@@ -253,7 +268,10 @@ class Traffic:
             self.checked(request, *results[request.process][index])
         # Every request admitted before or during the step was in flight during it.
         admitted = [r for r in checks if r.admitted]
-        excess = sum(r.excess for r in self.in_flight + admitted)
+        for request in [r for r in self.owing if r.process in visited]:
+            request.charged_step = self.steps
+            self.owing.remove(request)
+        excess = sum(r.excess for r in self.in_flight + self.owing + admitted)
         self.outcome.bound = max(self.outcome.bound, excess)
         for request in list(self.settling):
             self.done(request)
