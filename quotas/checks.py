@@ -155,18 +155,18 @@ def check_memory_store_in_deployment(app_configs: Iterable[Any] | None = None, *
 
 @register(Tags.security, deploy=True)
 def check_enabled_in_deployment(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
-    """quotas.W005 (``check --deploy``): ``ENABLED`` False also turns off the failed-authentication limits.
+    """quotas.W005 (``check --deploy``): ``ENABLED`` False turns every quota and rate limit off.
 
-    ``ENABLED = False`` is meant for a project's tests; in a deployment it leaves the admin login, HTTP Basic
-    and API keys open to unlimited guessing as well as every quota.
+    ``ENABLED = False`` is meant for a project's tests; in a deployment no plan's limit applies (the
+    failed-authentication limits stay on: ``FAILED_AUTH_LIMITS`` alone turns them off).
     """
     raw = quota_settings.user_settings()
     if not isinstance(raw, dict) or raw.get("ENABLED", True) is not False:
         return []
     return [
         Warning(
-            "QUOTAS['ENABLED'] is False: no limit applies, and neither do the failed-authentication limits "
-            "(FAILED_AUTH_LIMITS), so the admin login, HTTP Basic and API keys can be guessed without limit.",
+            "QUOTAS['ENABLED'] is False: no quota or rate limit applies to any client (the failed-authentication "
+            "limits stay on).",
             hint="Keep ENABLED False for tests only; in a deployment remove it (or set it to True).",
             id="quotas.W005",
         )

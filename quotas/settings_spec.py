@@ -126,8 +126,9 @@ ACL_FEEDS = Setting(
 SETTINGS = (
     Setting(
         "ENABLED", bool, True, check_id="quotas.E050",
-        doc="`False` turns every limit off (no decision, no headers, no failed-authentication limits): for a "
-        "project's tests, or to take the platform out of the request path at once",
+        doc="`False` turns every limit off (no decision, no headers): for a project's tests, or to take the "
+        "platform out of the request path at once; the failed-authentication limits stay on "
+        "(`FAILED_AUTH_LIMITS` turns them off)",
         hint="True limits requests; False lets every request through unlimited.",
     ),
     Setting(
