@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.formats.acl import covers_everyone, AccessList, ACLRule, parse_network
+from quotas.formats.acl import AccessList, ACLRule, covers_everyone, parse_network
 from quotas.formats.money import to_micros
 from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.limits import UNLIMITED, LimitRule

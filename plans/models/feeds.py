@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from collections.abc import Iterable, Iterator
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from quotas.formats.acl import IPNetwork, covers_everyone, parse_network

@@ -85,6 +85,8 @@ def parse_network(text: str) -> IPNetwork:
 #: ``128.0.0.0/1``, is refused as ``0.0.0.0/0`` is, while any list a real allow feed holds (a provider's
 #: ranges, an office's prefixes) is far below it.
 EVERYONE_SHARE = 0.5
+#: How many of the collapsed networks a refusal names.
+_SHOWN_NETWORKS = 3
 
 
 def covers_everyone(networks: Iterable[IPNetwork]) -> str | None:
@@ -99,9 +101,10 @@ def covers_everyone(networks: Iterable[IPNetwork]) -> str | None:
     for version, found in sorted(by_version.items()):
         collapsed = list(ipaddress.collapse_addresses(found))  # type: ignore[type-var]  # one version each
         covered = sum(n.num_addresses for n in collapsed)
-        space = 2 ** (32 if version == 4 else 128)
+        space = 2 ** found[0].max_prefixlen
         if covered >= space * EVERYONE_SHARE:
-            shown = ", ".join(str(n) for n in collapsed[:3]) + (", …" if len(collapsed) > 3 else "")
+            shown = ", ".join(str(n) for n in collapsed[:_SHOWN_NETWORKS])
+            shown += ", …" if len(collapsed) > _SHOWN_NETWORKS else ""
             return f"{shown} ({covered / space:.0%} of the IPv{version} addresses)"
     return None
 

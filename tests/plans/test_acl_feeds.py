@@ -299,9 +299,8 @@ def test_the_snapshot_never_applies_an_allow_list_covering_every_address_in_part
     ACLFeed.objects.create(
         name="v6", source="/nowhere.txt", action="allow", entries="::/1\n8000::/1", fetched_at=timezone.now()
     )
-    ACLFeed.objects.create(
-        name="fine", source="/nowhere.txt", action="allow", entries="0.0.0.0/2\n2001:db8::/32", fetched_at=timezone.now()
-    )
+    fine = "0.0.0.0/2\n2001:db8::/32"
+    ACLFeed.objects.create(name="fine", source="/nowhere.txt", action="allow", entries=fine, fetched_at=timezone.now())
     ACLFeed.objects.create(
         name="quarters", source="/nowhere.txt", action="allow", entries="0.0.0.0/2\n64.0.0.0/2\n192.0.2.0/24",
         fetched_at=timezone.now(),
