@@ -10,10 +10,13 @@ from __future__ import annotations
 import pytest
 from django.core import checks
 from django.core.management import call_command
+from django.test import Client
 
 from quotas.contract import memory
 from quotas.contract.connect import connect, describe, parse_url
-from quotas.contract.memory import MemoryRedis, forget, memory_client
+from quotas.contract.memory import MemoryRedis, forget, keyspace, memory_client
+from quotas.contract.memory.base import SWEEP_EVERY
+from tests.factories import EndpointLimitFactory, PlanFactory
 
 URL = "memory://compare"
 
@@ -138,3 +141,41 @@ def test_the_doctor_says_the_memory_store_is_for_tests(set_quotas, capsys):
     out = capsys.readouterr().out
     assert "memory (this process only)" in out
     assert '"warning"' in out
+
+
+SWEPT = "memory://sweep"
+
+
+@pytest.fixture
+def one_off_store(set_quotas, request):
+    """The engine on a memory keyspace of its own (a default plan of 100/min for anonymous clients), and its clock."""
+    forget(SWEPT)
+    set_quotas(REDIS_URL=SWEPT)
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="100/min", algorithm="fixed_window")
+    yield request.getfixturevalue("quota_clock")
+    forget(SWEPT)
+
+
+def entries(space) -> int:
+    """What a keyspace holds: a string counts one, a hash, sorted set or list its fields, members or items."""
+    return sum(len(value) if isinstance(value, dict | list) or hasattr(value, "scores") else 1
+               for value in space.data.values())  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.urls")
+def test_one_off_clients_entries_are_swept_once_their_windows_pass(one_off_store):
+    """6,000 clients that each send one request and never return leave over 20,000 entries; ten days later
+    (every window and usage day passed) they are gone though nothing reads them again: 200 later clients'
+    requests leave only their own."""
+    client = Client()
+    for i in range(6000):
+        address = f"2001:db8:{i // 256:x}:{i % 256:x}::1"  # one /64 each: one client each
+        assert client.get("/api/demo/ping", REMOTE_ADDR=address).status_code == 200
+    space = keyspace(SWEPT)
+    assert entries(space) > 20_000
+    one_off_store.advance(10 * 86_400)
+    for i in range(SWEEP_EVERY + 10):
+        assert client.get("/api/demo/ping", REMOTE_ADDR=f"198.51.100.{i % 200}").status_code == 200
+    assert entries(space) < 1_500  # about five entries for each of the 200 later clients
