@@ -13,6 +13,7 @@ from os import PathLike
 from typing import Any
 
 from django.conf import settings
+from django.core import mail
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
@@ -133,6 +134,32 @@ def check_opentelemetry(app_configs: Iterable[Any] | None = None, **kwargs: Any)
             "QUOTAS['OPENTELEMETRY'] is on, and the OpenTelemetry API (opentelemetry-api) is not installed.",
             "pip install 'django-quota-platform[opentelemetry]', or set QUOTAS['OPENTELEMETRY'] to False.",
             71,
+        )
+    ]
+
+
+def running_tests() -> bool:
+    """Whether Django's test environment is set up (its test runner, pytest-django): it gives mail an outbox."""
+    return hasattr(mail, "outbox")
+
+
+@register(Tags.compatibility)
+def check_memory_store_in_production(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.E091: ``memory://`` with ``DEBUG`` off, outside tests, unless ``ALLOW_MEMORY_STORE_IN_PRODUCTION``.
+
+    A deployment on it admits N times each limit and budget with N processes, and forgets them on restart.
+    """
+    if not is_memory_url(str(quota_settings.REDIS_URL)) or settings.DEBUG or running_tests():
+        return []
+    if quota_settings.ALLOW_MEMORY_STORE_IN_PRODUCTION is True:
+        return []
+    return [
+        _error(
+            "QUOTAS['REDIS_URL'] is memory:// with DEBUG off: every process would keep its own counters (N "
+            "processes admit N times each limit and budget) and forget them on restart.",
+            "Point REDIS_URL at a Redis; memory:// is for tests and DEBUG development (or set "
+            "QUOTAS['ALLOW_MEMORY_STORE_IN_PRODUCTION'] = True for one process that may forget).",
+            91,
         )
     ]
 

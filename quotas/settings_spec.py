@@ -140,6 +140,13 @@ SETTINGS = (
         hint="Use redis://host:6379/0 (rediss:// for TLS, unix:///path.sock), "
         "redis+sentinel://s1:26379,s2:26379/mymaster or redis+cluster://n1:7000,n2:7000.",
     ),
+    # The memory store counts per process and forgets on restart: a deployment on it admits N times each limit.
+    Setting(
+        "ALLOW_MEMORY_STORE_IN_PRODUCTION", bool, False, check_id="quotas.E090",
+        doc="`True` lets a process with `DEBUG` off start on `REDIS_URL = 'memory://'` outside tests (one "
+        "process that may forget its counters); otherwise that is the start-up error `quotas.E091`",
+        hint="True only for a single-process deployment that accepts per-process, forgetful limits.",
+    ),
     Setting(
         "KEY_PREFIX", str, "quota:v1", validate=valid.key_prefix, check_id="quotas.E003",
         doc="prefix of every Redis key; change it to start afresh",

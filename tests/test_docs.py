@@ -57,3 +57,16 @@ def test_the_readmes_links_resolve_in_the_repository():
                 broken.append(link)
     assert broken == []
     assert "readthedocs.io" not in readme  # a site that is not published yet
+
+
+def test_the_testing_page_says_what_to_install_and_which_settings_the_tests_run_on():
+    """Testing your project starts with what a new team lacks: the pip line (pytest, pytest-django, the memory
+    extra), the test settings module and how pytest-django finds it (the settings and ini blocks are run by
+    tests/test_memory_store_project.py)."""
+    from tests.doc_blocks import doc_block
+
+    install = doc_block("testing.md", "testing-install", language="sh")
+    assert install.split()[:4] == ["pip", "install", "pytest", "pytest-django"]
+    assert "django-quota-platform[memory]" in install
+    assert 'QUOTAS = {**QUOTAS, "REDIS_URL": "memory://"}' in doc_block("testing.md", "testing-settings")
+    assert "DJANGO_SETTINGS_MODULE = mysite.test_settings" in doc_block("testing.md", "testing-ini", language="ini")

@@ -8,7 +8,7 @@ methods, Lua's values crossing to Python and back, and what the URL, the checks 
 from __future__ import annotations
 
 import pytest
-from django.core import checks
+from django.core import checks, mail
 from django.core.management import call_command
 from django.test import Client
 
@@ -126,6 +126,23 @@ def test_without_lupa_the_system_check_says_what_to_install(set_quotas, monkeypa
     assert "quotas.E058" not in ids()
     monkeypatch.setattr(memory.lua, "lua51", None)
     assert "quotas.E058" in ids()
+
+
+def test_outside_tests_and_debug_the_memory_store_is_a_start_up_error(set_quotas, settings, monkeypatch):
+    """quotas.E091 with DEBUG off outside a test environment; DEBUG, a test run, or the setting lift it."""
+    set_quotas(REDIS_URL="memory://")
+    ids = lambda: {m.id for m in checks.run_checks()}  # noqa: E731
+    assert "quotas.E091" not in ids()  # this is a test run (Django's test environment gives mail an outbox)
+    monkeypatch.delattr(mail, "outbox")
+    settings.DEBUG = False
+    assert "quotas.E091" in ids()
+    settings.DEBUG = True
+    assert "quotas.E091" not in ids()
+    settings.DEBUG = False
+    set_quotas(ALLOW_MEMORY_STORE_IN_PRODUCTION=True)
+    assert "quotas.E091" not in ids()
+    set_quotas(ALLOW_MEMORY_STORE_IN_PRODUCTION="yes")
+    assert "quotas.E090" in ids()
 
 
 def test_check_deploy_warns_that_the_memory_store_counts_per_process(set_quotas):
