@@ -30,6 +30,9 @@ HOOK_SIGNAL = "hook"
 KNOWN_SIGNALS = (*HOST_SIGNALS, HOOK_SIGNAL)
 FRACTION_SIGNALS = ("cpu", "memory", "db")
 AGGREGATES = ("max", "mean")
+#: ``'observe'``: the controller computes and shows its multipliers but publishes none of them (only pins);
+#: ``'enforce'``: the engine applies them.
+MODES = ("observe", "enforce")
 
 Found = Iterator[str | CheckMessage]
 
@@ -119,6 +122,15 @@ SETTINGS = (
         doc="`False` stops adaptation: pinned multipliers are published, else 1.0 (the admin's switch does the "
         "same)",
         hint="False publishes the pinned multipliers, else 1.0.",
+    ),
+    # Observing is the default: load shedding by the host's CPU acts on customers only once an operator who has
+    # watched what it would do (dashboard, quota_adaptive_computed_multiplier) switches it on.
+    Setting(
+        "MODE", str, "observe", choices=MODES, check_id="adaptive.E021",
+        doc="`'observe'` (the default) computes the multipliers and shows them (dashboard, "
+        "`quota_adaptive_computed_multiplier`) without applying them; `'enforce'` applies them to the limits. "
+        "Pins apply in both modes",
+        hint="Watch what the controller would do in 'observe', then set 'enforce' to let it cut limits.",
     ),
     Setting(
         "INTERVAL", float, 5.0, exclusive_minimum=0, kind=_SECONDS, check_id="adaptive.E002",

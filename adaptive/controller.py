@@ -157,15 +157,24 @@ def _run(client: redis.Redis, now: float | None) -> Outcome:
         enabled=enabled,
     )
     outcome.signals["measured"] = aggregate(samples, MEASURED, adaptive_settings.AGGREGATE)
-    publish_multipliers(client, outcome.multipliers, now, float(adaptive_settings.PUBLISH_TTL))
-    export_metrics(outcome, samples)
+    enforced = adaptive_settings.MODE == "enforce"
+    outcome.signals["mode"] = adaptive_settings.MODE
+    applied = outcome.multipliers if enforced else observed_only(outcome, inputs.pins_at(now))
+    publish_multipliers(client, applied, now, float(adaptive_settings.PUBLISH_TTL))
+    export_metrics(outcome, samples, applied)
     new_state = outcome.state.to_json()
     new_state["inputs"] = inputs.to_json()
     new_state["pruned_at"] = _record(outcome, now, stored.get("pruned_at"))
     client.set(store.state_key(), json.dumps(new_state))
     if outcome.changed or outcome.action in ("cut", "recover"):
-        logger.info("adaptive: %s %s", outcome.reason, outcome.multipliers)
+        logger.info("adaptive: %s %s%s", outcome.reason, outcome.multipliers, "" if enforced else " (observed only)")
     return outcome
+
+
+def observed_only(outcome: Outcome, pins: Mapping[int, float]) -> dict[int, float]:
+    """What ``'observe'`` mode publishes: 1.0 for every plan but the pinned ones (an operator's own choice), so
+    the computed multipliers are shown (snapshot, state, metrics) and never applied."""
+    return {p.id: float(pins.get(p.id, 1.0)) for p in outcome.state.plans}
 
 
 def scheduled(now: float) -> tuple[float | None, str]:
@@ -182,12 +191,15 @@ def scheduled(now: float) -> tuple[float | None, str]:
     return capacity, f"schedule {window} {zone}" if window else "no window of the schedule"
 
 
-def export_metrics(outcome: Outcome, samples: list[dict[str, Any]]) -> None:
-    """The published multipliers by plan slug, each host's signals (its worst process), and the fleet's own
-    (the hook's figure, the planned capacity) under the host ``controller``, as Prometheus gauges."""
+def export_metrics(outcome: Outcome, samples: list[dict[str, Any]], applied: Mapping[int, float]) -> None:
+    """The published (``applied``) and the computed multipliers by plan slug, each host's signals (its worst
+    process), and the fleet's own (the hook's figure, the planned capacity) under the host ``controller``, as
+    Prometheus gauges."""
     slugs = {p.id: p.slug for p in outcome.state.plans}
-    for plan_id, multiplier in outcome.multipliers.items():
+    for plan_id, multiplier in applied.items():
         metrics.set_multiplier(slugs.get(plan_id), multiplier)
+    for plan_id, multiplier in outcome.multipliers.items():
+        metrics.set_computed_multiplier(slugs.get(plan_id), multiplier)
     per_host: dict[tuple[str, str], float] = {}
     for sample in samples:
         host = str(sample.get("host", ""))

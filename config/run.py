@@ -4,8 +4,9 @@ It starts the Procfile's processes: gunicorn (``web``), two Celery workers (``wo
 ``notifier`` for the webhook dispatcher on its own queue) and beat. Redis is ``REDIS_URL`` when set. Otherwise
 a real redis-server is embedded: a free loopback port, AOF under
 ``run/redis/``, and it is one of the Procfile's processes, so the Ctrl-C that stops gunicorn and Celery stops
-it too. After printing the URLs and demo keys this process *becomes* honcho (exec): Ctrl-C reaches honcho
-directly, and honcho stops every child's process group.
+it too. After printing the URLs and demo keys this process runs honcho and waits: Ctrl-C reaches honcho
+directly (the terminal signals the whole foreground group), honcho stops every child's process group, and this
+process then exits 0, so ``make run`` ends quietly instead of reporting honcho's 130 as an error.
 
 Environment: ``PORT`` (default 8000), ``REDIS_URL`` (default: embedded), ``RUN_DIR`` (default ``run/``; the
 end-to-end test points it elsewhere so it never shares the developer's Redis data or beat schedule),
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,6 +66,9 @@ def banner(port: int, redis_url: str, embedded: bool) -> str:
     from plans.management.commands.seed_demo import DEMO_PLANS, demo_key
 
     base = f"http://127.0.0.1:{port}"
+    # The free plan's first rate per limit, read from the seed data so the banner says what the headers will.
+    (free_plan,) = (plan for plan in DEMO_PLANS if plan["slug"] == "free")
+    free = {limit["name"]: limit["rates"].split(";")[0].strip() for limit in free_plan["limits"]}
     lines = [
         f"Quota platform on {base}  (Redis {redis_url}, {'embedded' if embedded else 'from REDIS_URL'})",
         f"  API     {base}/api/demo/ping",
@@ -76,7 +82,8 @@ def banner(port: int, redis_url: str, embedded: bool) -> str:
         lines.append(f'  curl -H "X-API-Key: {demo_key(plan["slug"])}" {base}/api/demo/ping   # {plan["slug"]}')
     lines += [
         "",
-        "A burst past the free plan's limits (5/s overall, 10/min on search) gets 429 with Retry-After:",
+        f"A burst past the free plan's limits ({free['global']} overall, {free['search']} on search) gets 429 with "
+        "Retry-After:",
         f"  for i in $(seq 12); do curl -si -H \"X-API-Key: {demo_key('free')}\" '{base}/api/demo/search?q=x'"
         " | grep -iE '^(HTTP|retry-after)'; done",
         "",
@@ -133,7 +140,28 @@ def main() -> None:
         *names,
     ]  # fmt: skip
     os.chdir(BASE_DIR)  # gunicorn and celery import `config` from the working directory
-    os.execv(sys.executable, argv)
+    sys.exit(supervise(argv))
+
+
+def supervise(argv: list[str]) -> int:
+    """Run honcho (``argv``) to its end; the exit status for ``make``: 0 when Ctrl-C stopped it.
+
+    The terminal sends Ctrl-C's SIGINT to honcho as well as to this process; here it only marks the run as
+    interrupted (no KeyboardInterrupt while honcho stops the others). honcho answers it with 130, which make
+    would print as "Error 130"; a stop the user asked for is a success.
+    """
+    interrupted = False
+
+    def note_interrupt(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+
+    # A handler, not SIG_IGN: exec resets handlers to the default, so honcho still gets Ctrl-C.
+    signal.signal(signal.SIGINT, note_interrupt)
+    code = subprocess.call(argv)
+    if interrupted and code in (0, 130, -signal.SIGINT):
+        return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -221,6 +221,8 @@ QUOTAS = {
     "TRUSTED_PROXIES": env.list("QUOTAS_TRUSTED_PROXIES", default=[]),
     # While Redis is unreachable: "local" (each process enforces LOCAL_SHARE of every limit), "open" or "closed".
     "FAILURE_MODE": env.str("QUOTAS_FAILURE_MODE", default="local"),
+    # memory:// with DEBUG off is a start-up error (quotas.E091) unless this says a single process may forget.
+    "ALLOW_MEMORY_STORE_IN_PRODUCTION": env.bool("QUOTAS_ALLOW_MEMORY_STORE_IN_PRODUCTION", default=False),
     "LOCAL_SHARE": env.float("QUOTAS_LOCAL_SHARE", default=0.5),
     # Usage a process could not write at exit (Redis down), kept private to this checkout's run directory.
     "USAGE_SPOOL_DIR": str(RUN_DIR / "usage-spool"),
@@ -241,7 +243,11 @@ QUOTAS = {
     "ACL_FEEDS": {"INTERVAL": _acl_feeds_interval},
 }
 
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
+# The broker follows REDIS_URL, but never to memory://: kombu reads that as its in-process transport, where beat's
+# tasks never reach a worker. With the memory store (tests, DEBUG development) the broker stays on Redis.
+CELERY_BROKER_URL = env.str(
+    "CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0" if REDIS_URL.startswith("memory:") else REDIS_URL
+)
 # A redis+sentinel:// URL (quotas.api.celery_sentinel_broker) in kombu's form: one sentinel:// URL per Sentinel
 # joined by ";", the service name as the master_name transport option. kombu's Redis transport cannot use a Redis
 # Cluster: with a redis+cluster:// REDIS_URL, set CELERY_BROKER_URL to a plain Redis (redis://) or RabbitMQ (amqp://).

@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import Sum
 from django.utils import timezone
 
+from adaptive.conf import adaptive_settings
 from adaptive.models import AdaptiveSnapshot
 from plans.models import Plan, Subscription
 from quotas.formats.money import format_money
@@ -246,9 +247,21 @@ def adaptive_panel() -> dict[str, Any]:
     plans = list(Plan.objects.order_by("monthly_price", "priority").values("id", "name"))
     history = list(AdaptiveSnapshot.objects.order_by("-created_at", "-id")[:HISTORY])
     latest = history[0] if history else None
+    # A snapshot is recorded whenever the computed multipliers change, so the latest holds them now; in 'observe'
+    # mode they differ from the published ones (1.0 but pins), and the panel shows both.
+    computed = latest.multipliers if latest else {}
     return {
         "readable": published,
-        "plans": [{"id": p["id"], "name": p["name"], "multiplier": current.get(p["id"], 1.0)} for p in plans],
+        "mode": adaptive_settings.MODE,
+        "plans": [
+            {
+                "id": p["id"],
+                "name": p["name"],
+                "multiplier": current.get(p["id"], 1.0),
+                "computed": computed.get(str(p["id"]), 1.0),
+            }
+            for p in plans
+        ],
         "signals": signal_rows(latest.signals) if latest else [],
         "level": latest.level if latest else 1.0,
         "reason": latest.reason if latest else "",

@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.formats.acl import AccessList, ACLRule, parse_network
+from quotas.formats.acl import AccessList, ACLRule, covers_everyone, parse_network
 from quotas.formats.money import to_micros
 from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.limits import UNLIMITED, LimitRule
@@ -106,19 +106,27 @@ def acl_rule(entry: ACLEntry) -> ACLRule:
 def feed_rules(feed: ACLFeed) -> Iterator[ACLRule]:
     """The engine's view of a feed's last good list: one IP entry per network, named ``feed:<name>``.
 
-    A stored network that does not parse, or an allow of every address (both refused by the refresh and the
-    admin's validation, so written around them), is logged and left out.
+    A stored network that does not parse, or an allow of half the addresses or more (both refused by the refresh
+    and the admin's validation, so written around them), is logged and left out; an allow list whose networks
+    together cover that much (quotas.formats.acl.covers_everyone) is left out whole.
     """
     entry_id, reason = f"feed:{feed.name}", f"listed by the {feed.name} feed"
+    allow = feed.action == ACLEntry.Action.ALLOW
+    networks = []
     for text in feed.networks():
         try:
             network = parse_network(text)
         except ValueError as exc:
             logger.error("quotas: ACL feed %s: network %r ignored: %s", feed.name, text, exc)
             continue
-        if network.prefixlen == 0 and feed.action == ACLEntry.Action.ALLOW:
+        if allow and covers_everyone([network]):
             logger.error("quotas: ACL feed %s: allowing %s would lift every limit; ignored", feed.name, network)
             continue
+        networks.append(network)
+    if allow and (covered := covers_everyone(networks)):
+        logger.error("quotas: ACL feed %s: allowing its list would lift every limit (%s); ignored", feed.name, covered)
+        return
+    for network in networks:
         yield ACLRule(id=entry_id, action=feed.action, kind="ip", value=network, reason=reason)
 
 

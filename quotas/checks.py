@@ -13,6 +13,7 @@ from os import PathLike
 from typing import Any
 
 from django.conf import settings
+from django.core import mail
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
@@ -137,6 +138,32 @@ def check_opentelemetry(app_configs: Iterable[Any] | None = None, **kwargs: Any)
     ]
 
 
+def running_tests() -> bool:
+    """Whether Django's test environment is set up (its test runner, pytest-django): it gives mail an outbox."""
+    return hasattr(mail, "outbox")
+
+
+@register(Tags.compatibility)
+def check_memory_store_in_production(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """quotas.E091: ``memory://`` with ``DEBUG`` off, outside tests, unless ``ALLOW_MEMORY_STORE_IN_PRODUCTION``.
+
+    A deployment on it admits N times each limit and budget with N processes, and forgets them on restart.
+    """
+    if not is_memory_url(str(quota_settings.REDIS_URL)) or settings.DEBUG or running_tests():
+        return []
+    if quota_settings.ALLOW_MEMORY_STORE_IN_PRODUCTION is True:
+        return []
+    return [
+        _error(
+            "QUOTAS['REDIS_URL'] is memory:// with DEBUG off: every process would keep its own counters (N "
+            "processes admit N times each limit and budget) and forget them on restart.",
+            "Point REDIS_URL at a Redis; memory:// is for tests and DEBUG development (or set "
+            "QUOTAS['ALLOW_MEMORY_STORE_IN_PRODUCTION'] = True for one process that may forget).",
+            91,
+        )
+    ]
+
+
 @register(Tags.compatibility, deploy=True)
 def check_memory_store_in_deployment(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """quotas.W006 (``check --deploy``): the memory store counts per process and forgets on restart."""
@@ -155,18 +182,18 @@ def check_memory_store_in_deployment(app_configs: Iterable[Any] | None = None, *
 
 @register(Tags.security, deploy=True)
 def check_enabled_in_deployment(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
-    """quotas.W005 (``check --deploy``): ``ENABLED`` False also turns off the failed-authentication limits.
+    """quotas.W005 (``check --deploy``): ``ENABLED`` False turns every quota and rate limit off.
 
-    ``ENABLED = False`` is meant for a project's tests; in a deployment it leaves the admin login, HTTP Basic
-    and API keys open to unlimited guessing as well as every quota.
+    ``ENABLED = False`` is meant for a project's tests; in a deployment no plan's limit applies (the
+    failed-authentication limits stay on: ``FAILED_AUTH_LIMITS`` alone turns them off).
     """
     raw = quota_settings.user_settings()
     if not isinstance(raw, dict) or raw.get("ENABLED", True) is not False:
         return []
     return [
         Warning(
-            "QUOTAS['ENABLED'] is False: no limit applies, and neither do the failed-authentication limits "
-            "(FAILED_AUTH_LIMITS), so the admin login, HTTP Basic and API keys can be guessed without limit.",
+            "QUOTAS['ENABLED'] is False: no quota or rate limit applies to any client (the failed-authentication "
+            "limits stay on).",
             hint="Keep ENABLED False for tests only; in a deployment remove it (or set it to True).",
             id="quotas.W005",
         )

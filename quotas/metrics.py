@@ -188,6 +188,12 @@ adaptive_multiplier = Gauge(
     ["plan"],
     multiprocess_mode="mostrecent",
 )
+adaptive_computed_multiplier = Gauge(
+    "quota_adaptive_computed_multiplier",
+    "The adaptive multiplier the controller computes for each plan; applied only in ADAPTIVE['MODE'] 'enforce'.",
+    ["plan"],
+    multiprocess_mode="mostrecent",
+)
 load_signal = Gauge(
     "quota_load_signal",
     "Load signals the adaptive controller reads, per signal and host.",
@@ -360,6 +366,11 @@ def set_rules_stale(stale: bool) -> None:
 def set_multiplier(plan: str | None, value: float) -> None:
     """Record the adaptive multiplier in force for ``plan`` (a slug)."""
     adaptive_multiplier.labels(plan_label(plan)).set(value)
+
+
+def set_computed_multiplier(plan: str | None, value: float) -> None:
+    """Record the adaptive multiplier the controller computes for ``plan`` (a slug), applied or not."""
+    adaptive_computed_multiplier.labels(plan_label(plan)).set(value)
 
 
 def set_load_signal(name: str, host: str, value: float) -> None:

@@ -126,8 +126,9 @@ ACL_FEEDS = Setting(
 SETTINGS = (
     Setting(
         "ENABLED", bool, True, check_id="quotas.E050",
-        doc="`False` turns every limit off (no decision, no headers, no failed-authentication limits): for a "
-        "project's tests, or to take the platform out of the request path at once",
+        doc="`False` turns every limit off (no decision, no headers): for a project's tests, or to take the "
+        "platform out of the request path at once; the failed-authentication limits stay on "
+        "(`FAILED_AUTH_LIMITS` turns them off)",
         hint="True limits requests; False lets every request through unlimited.",
     ),
     Setting(
@@ -138,6 +139,13 @@ SETTINGS = (
         "(see Testing)",
         hint="Use redis://host:6379/0 (rediss:// for TLS, unix:///path.sock), "
         "redis+sentinel://s1:26379,s2:26379/mymaster or redis+cluster://n1:7000,n2:7000.",
+    ),
+    # The memory store counts per process and forgets on restart: a deployment on it admits N times each limit.
+    Setting(
+        "ALLOW_MEMORY_STORE_IN_PRODUCTION", bool, False, check_id="quotas.E090",
+        doc="`True` lets a process with `DEBUG` off start on `REDIS_URL = 'memory://'` outside tests (one "
+        "process that may forget its counters); otherwise that is the start-up error `quotas.E091`",
+        hint="True only for a single-process deployment that accepts per-process, forgetful limits.",
     ),
     Setting(
         "KEY_PREFIX", str, "quota:v1", validate=valid.key_prefix, check_id="quotas.E003",

@@ -88,3 +88,34 @@ def test_a_malformed_proxy_header_refuses_to_start(tmp_path):
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert "SECURE_PROXY_SSL_HEADER" in result.stderr
+
+
+def test_the_memory_store_with_debug_off_is_a_start_up_error_unless_a_setting_allows_it(tmp_path):
+    """REDIS_URL memory:// and DEBUG off: `manage.py check` (and every command that checks) fails with
+    quotas.E091; DEBUG on, or QUOTAS['ALLOW_MEMORY_STORE_IN_PRODUCTION'], lets it start."""
+    key = PRODUCTION["SECRET_KEY"]
+    refused = manage(["check"], tmp_path, SECRET_KEY=key, REDIS_URL="memory://")
+    assert refused.returncode == 1
+    assert "quotas.E091" in refused.stderr
+    assert "ALLOW_MEMORY_STORE_IN_PRODUCTION" in refused.stderr
+    allowed = manage(["check"], tmp_path, SECRET_KEY=key, REDIS_URL="memory://", DEBUG="true")
+    assert allowed.returncode == 0, allowed.stderr
+    said_so = manage(
+        ["check"], tmp_path, SECRET_KEY=key, REDIS_URL="memory://", QUOTAS_ALLOW_MEMORY_STORE_IN_PRODUCTION="true"
+    )
+    assert said_so.returncode == 0, said_so.stderr
+
+
+def test_the_celery_broker_never_follows_redis_url_to_an_in_process_transport(tmp_path):
+    """With REDIS_URL memory:// the demo's broker is still a Redis (kombu's memory:// would keep beat's tasks in
+    beat's own process); any other REDIS_URL is the broker too, and CELERY_BROKER_URL wins."""
+    show = ["shell", "--no-imports", "-c", "from django.conf import settings; print(settings.CELERY_BROKER_URL)"]
+    key = PRODUCTION["SECRET_KEY"]
+    on_memory = manage(show, tmp_path, SECRET_KEY=key, REDIS_URL="memory://", DEBUG="true")
+    assert on_memory.stdout.strip() == "redis://127.0.0.1:6379/0", on_memory.stderr
+    on_redis = manage(show, tmp_path, SECRET_KEY=key, REDIS_URL="redis://10.0.0.5:6379/2", DEBUG="true")
+    assert on_redis.stdout.strip() == "redis://10.0.0.5:6379/2", on_redis.stderr
+    chosen = manage(
+        show, tmp_path, SECRET_KEY=key, REDIS_URL="memory://", CELERY_BROKER_URL="amqp://mq//", DEBUG="true"
+    )
+    assert chosen.stdout.strip() == "amqp://mq//", chosen.stderr

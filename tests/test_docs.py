@@ -57,3 +57,72 @@ def test_the_readmes_links_resolve_in_the_repository():
                 broken.append(link)
     assert broken == []
     assert "readthedocs.io" not in readme  # a site that is not published yet
+
+
+def test_the_testing_page_says_what_to_install_and_which_settings_the_tests_run_on():
+    """Testing your project starts with what a new team lacks: the pip line (pytest, pytest-django, the memory
+    extra), the test settings module and how pytest-django finds it (the settings and ini blocks are run by
+    tests/test_memory_store_project.py)."""
+    from tests.doc_blocks import doc_block
+
+    install = doc_block("testing.md", "testing-install", language="sh")
+    assert install.split()[:4] == ["pip", "install", "pytest", "pytest-django"]
+    assert "django-quota-platform[memory]" in install
+    assert 'QUOTAS = {**QUOTAS, "REDIS_URL": "memory://"}' in doc_block("testing.md", "testing-settings")
+    assert "DJANGO_SETTINGS_MODULE = mysite.test_settings" in doc_block("testing.md", "testing-ini", language="ini")
+
+
+def test_the_readme_opens_with_a_three_line_quick_start():
+    """The README's first command block, before any other command and within its first 40 lines, is `make run`,
+    `make test` and the curl to the demo API."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = re.search(r"```sh\n(.*?)```", readme, re.DOTALL)
+    assert first is not None
+    assert readme[: first.start()].count("\n") < 40
+    assert "make docs" not in readme[: first.start()]
+    lines = first.group(1).strip().splitlines()
+    assert [line.split("#")[0].split()[:2] for line in lines] == [["make", "run"], ["make", "test"], ["curl", "-i"]]
+    assert lines[2].rstrip().endswith("http://127.0.0.1:8000/api/demo/ping")
+
+
+def test_every_extra_of_all_is_named_in_the_readme_and_getting_started():
+    """The extras lists a new team reads name every extra `[all]` installs (notifications and feeds included)."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    bundled = re.search(r"\[(.*)\]", extras["all"][0]).group(1).split(",")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = re.findall(r"^\| `\[(\w+)\]` \|", (ROOT / "docs" / "getting-started.md").read_text(), re.MULTILINE)
+    for extra in bundled:
+        assert f"`[{extra}]`" in readme, extra
+        assert extra in table, extra
+
+
+def test_the_dashboard_page_names_the_action_that_issues_keys():
+    """Keys are issued by an action of the subscriptions list, and docs/dashboard.md says so by its name."""
+    from django.contrib import admin
+
+    from plans.models import Subscription
+
+    action = admin.site.get_model_admin(Subscription).issue_api_key
+    description = " ".join(str(action.short_description).split())
+    page = " ".join((ROOT / "docs" / "dashboard.md").read_text(encoding="utf-8").split())
+    assert f"*{description}*" in page
+    assert "from the subscription page" not in page
+
+
+def test_migrating_from_drf_adds_the_api_key_authentication_with_plans():
+    """Migrating's DRF blocks, run in order on an empty project, end with plans installed and APIKeyAuthentication
+    first, before DRF's default classes, as Getting started's existing-DRF block does."""
+    from tests.doc_blocks import doc_block
+
+    namespace: dict = {"INSTALLED_APPS": [], "MIDDLEWARE": []}
+    for name in ("migrate-drf-before", "migrate-drf-after", "migrate-drf-plans"):
+        exec(doc_block("migrating.md", name), namespace)  # the page's own settings lines, run as written
+    assert "plans" in namespace["INSTALLED_APPS"]
+    assert namespace["QUOTAS"]["RULES_BACKEND"] == "plans.rules.PlansRulesBackend"
+    assert namespace["REST_FRAMEWORK"]["DEFAULT_AUTHENTICATION_CLASSES"] == [
+        "quotas.drf.authentication.APIKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ]

@@ -1,8 +1,9 @@
 """A project's own test suite on the memory store: ``REDIS_URL = "memory://"``, real 429s, no redis-server.
 
-The test writes a small project (settings as Getting started gives them, a DRF view) and the Testing page's
-example tests (read from docs/testing.md, so the page stays what runs), then runs pytest on it in a
-subprocess whose ``PATH`` has no ``redis-server`` and whose settings name no Redis. ``FAILURE_MODE`` is
+The test writes a small project (settings as Getting started gives them, naming a Redis that is not there, and a
+DRF view) and what the Testing page adds (test settings on ``memory://``, ``pytest.ini`` naming them, the
+conftest and the example tests, read from docs/testing.md, so the page stays what runs), then runs pytest on it
+in a subprocess whose ``PATH`` has no ``redis-server`` and whose test settings name no Redis. ``FAILURE_MODE`` is
 ``"closed"``: had the engine failed to decide, every request would be a 503, never a 200 or a 429. Its
 second test moves the store's clock instead of sleeping.
 """
@@ -39,7 +40,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "quotas.drf.handlers.exception_handler",
 }
 QUOTAS = {
-    "REDIS_URL": "memory://",
+    "REDIS_URL": "redis://127.0.0.1:1/0",  # nothing listens: only the Testing page's test settings make it work
     "RULES_BACKEND": "plans.rules.PlansRulesBackend",
     "FAILURE_MODE": "closed",
 }
@@ -62,11 +63,16 @@ urlpatterns = [path("ping", ping)]
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "adopter_settings.py").write_text(textwrap.dedent(SETTINGS))
+    """The project's own settings (mysite/settings.py), and, from the Testing page, its test settings, pytest.ini,
+    conftest.py and tests."""
+    (tmp_path / "mysite").mkdir()
+    (tmp_path / "mysite" / "__init__.py").write_text("")
+    (tmp_path / "mysite" / "settings.py").write_text(textwrap.dedent(SETTINGS))
+    (tmp_path / "mysite" / "test_settings.py").write_text(doc_block("testing.md", "testing-settings"))
     (tmp_path / "adopter_urls.py").write_text(textwrap.dedent(URLS))
     (tmp_path / "conftest.py").write_text(doc_block("testing.md", "testing-conftest"))
     (tmp_path / "test_adopter.py").write_text(doc_block("testing.md", "testing-example"))
-    (tmp_path / "pytest.ini").write_text("[pytest]\nDJANGO_SETTINGS_MODULE = adopter_settings\n")
+    (tmp_path / "pytest.ini").write_text(doc_block("testing.md", "testing-ini", language="ini"))
     return tmp_path
 
 

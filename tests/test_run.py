@@ -169,6 +169,10 @@ def platform(run_env: dict[str, str], tmp_path: Path) -> Iterator[Platform]:
 
 
 def test_run_serves_the_demo_api_and_sigint_stops_every_process(platform: Platform) -> None:
+    """The banner states the free plan's seeded limits; the demo API answers with RateLimit headers and a burst
+    is refused; Ctrl-C stops every process and config.run exits 0."""
+    banner = (platform.run_dir.parent / "run.log").read_text()
+    assert "free plan's limits (10/s overall, 10/min on search)" in banner
     status, headers = get(f"{platform.base_url}/api/demo/ping", run_dir_demo_key(platform.run_dir, "free"))
     assert status == 200
     assert headers["RateLimit"]
@@ -184,6 +188,6 @@ def test_run_serves_the_demo_api_and_sigint_stops_every_process(platform: Platfo
 
     sessions = {os.getsid(p.pid) for p in platform.seen if alive(p)}
     os.killpg(platform.process.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
-    platform.process.wait(timeout=20)
+    assert platform.process.wait(timeout=20) == 0  # a stop asked for: `make run` reports no "Error 130"
     wait_until(lambda: not survivors(platform.seen, sessions), 10)
     assert describe(survivors(platform.seen, sessions)) == []

@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.formats.acl import parse_network
+from quotas.formats.acl import covers_everyone, parse_network
 
 from .keys import APIKey
 from .plans import Subscription
@@ -159,7 +159,7 @@ class ACLEntry(models.Model):
                 pass  # reported by the field validator
             else:
                 self.cidr = str(network)
-                if network.prefixlen == 0 and self.action == self.Action.ALLOW:
+                if self.action == self.Action.ALLOW and covers_everyone([network]):
                     errors["cidr"] = (
                         f"Allowing {network} would lift every limit for every client; allow narrower networks."
                     )

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from django.core.exceptions import ValidationError
 from django.db import models
+
+from quotas.formats.acl import IPNetwork, covers_everyone, parse_network
 
 from ..feeds.source import FeedError, check_source
 from .access import ACLEntry
@@ -60,7 +64,16 @@ class ACLFeed(models.Model):
         except FeedError as exc:
             raise ValidationError({"source": str(exc)}) from exc
         # A deny feed may list every address; turned into an allow feed, that list would lift every limit.
-        everyone = [n for n in self.networks() if n.endswith("/0")]
-        if self.action == ACLEntry.Action.ALLOW and everyone:
-            lifted = f"This feed's list holds {everyone[0]}: allowing it would lift every limit for every client."
+        covered = self.action == ACLEntry.Action.ALLOW and covers_everyone(_parsed(self.networks()))
+        if covered:
+            lifted = f"This feed's list covers {covered}: allowing it would lift every limit for every client."
             raise ValidationError({"action": lifted})
+
+
+def _parsed(networks: Iterable[str]) -> Iterator[IPNetwork]:
+    """The networks of a stored list that parse (the refresh stores none that do not)."""
+    for text in networks:
+        try:
+            yield parse_network(text)
+        except ValueError:
+            continue

@@ -80,6 +80,35 @@ def parse_network(text: str) -> IPNetwork:
     return as_network(network)
 
 
+#: An allow list whose networks cover this share of an address family's space or more is refused: it
+#: would lift every limit for nearly every client. Half, so that ``0.0.0.0/1`` alone, or ``0.0.0.0/1`` with
+#: ``128.0.0.0/1``, is refused as ``0.0.0.0/0`` is, while any list a real allow feed holds (a provider's
+#: ranges, an office's prefixes) is far below it.
+EVERYONE_SHARE = 0.5
+#: How many of the collapsed networks a refusal names.
+_SHOWN_NETWORKS = 3
+
+
+def covers_everyone(networks: Iterable[IPNetwork]) -> str | None:
+    """Why allowing ``networks`` together would lift every limit, or None when they cover less than
+    :data:`EVERYONE_SHARE` of the IPv4 and of the IPv6 addresses.
+
+    Counted by the addresses covered (the networks collapsed, overlaps once), not by prefix length.
+    """
+    by_version: dict[int, list[IPNetwork]] = {}
+    for network in networks:
+        by_version.setdefault(network.version, []).append(network)
+    for version, found in sorted(by_version.items()):
+        collapsed = list(ipaddress.collapse_addresses(found))  # type: ignore[type-var]  # one version each
+        covered = sum(n.num_addresses for n in collapsed)
+        space = 2 ** found[0].max_prefixlen
+        if covered >= space * EVERYONE_SHARE:
+            shown = ", ".join(str(n) for n in collapsed[:_SHOWN_NETWORKS])
+            shown += ", …" if len(collapsed) > _SHOWN_NETWORKS else ""
+            return f"{shown} ({covered / space:.0%} of the IPv{version} addresses)"
+    return None
+
+
 def as_network(value: IPNetwork | str) -> IPNetwork:
     """``value`` as a network, IPv4-mapped IPv6 networks as IPv4 (see :func:`parse_network`)."""
     if isinstance(value, str):

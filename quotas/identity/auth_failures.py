@@ -107,8 +107,8 @@ class FailedAuth:
         Redis is unreachable only the blocks this process knows of apply
         (including those it counted itself, :meth:`record`).
         """
-        if not quota_settings.ENABLED:
-            return 0
+        # Not QUOTAS['ENABLED']: turning quotas off leaves brute-force protection on (FAILED_AUTH_LIMITS turns
+        # it off, kind by kind or all at once with None: the tags are then None).
         wait = self.wait(*tags)
         if wait:
             return wait
@@ -131,9 +131,7 @@ class FailedAuth:
         The failure that uses up a limit is answered as usual (a 401, the login
         form again); the attempts after it are refused until the window ends.
         """
-        if not quota_settings.ENABLED:
-            return 0
-        store = get_runtime().guard
+        store = get_runtime().guard  # whatever QUOTAS['ENABLED'] says, as in check()
         wait = 0
         for tag in tags:
             if not tag:

@@ -95,3 +95,9 @@ def no_reporter() -> Iterator[None]:
     stop_reporter()
     yield
     stop_reporter()
+
+
+@pytest.fixture
+def enforce(settings: Any) -> None:
+    """``QUOTAS['ADAPTIVE']['MODE'] = 'enforce'``: the controller's multipliers are applied (the default observes)."""
+    settings.QUOTAS = {**settings.QUOTAS, "ADAPTIVE": {**settings.QUOTAS.get("ADAPTIVE", {}), "MODE": "enforce"}}

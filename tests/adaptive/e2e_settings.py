@@ -11,6 +11,7 @@ from config.settings import QUOTAS as PROJECT_QUOTAS
 QUOTAS = dict(PROJECT_QUOTAS)
 QUOTAS["ADAPTIVE"] = {
     **PROJECT_QUOTAS["ADAPTIVE"],
+    "MODE": "enforce",
     "INTERVAL": 1.0,
     "REPORT_INTERVAL": 1.0,
     "SAMPLE_TTL": 5.0,

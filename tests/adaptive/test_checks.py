@@ -67,6 +67,7 @@ def test_settings_are_read_at_access_time(settings) -> None:
         ({"AGGREGATE": "median"}, "adaptive.E008"),
         ({"RETENTION_DAYS": 0}, "adaptive.E009"),
         ({"ENABLED": "yes"}, "adaptive.E010"),
+        ({"MODE": "on"}, "adaptive.E021"),
         ({"PUBLISH_TTL": 6.0}, "adaptive.E011"),
         ({"INTERVALL": 5}, "adaptive.W001"),
     ],

@@ -20,7 +20,8 @@ from tests.factories import PlanFactory
 
 from .conftest import DEFAULT_PARAMS
 
-pytestmark = pytest.mark.django_db
+#: These tests are of the controller acting on limits: it enforces (the default only observes: test_mode.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enforce")]
 
 T0 = 1_800_000_000.0
 

@@ -17,7 +17,7 @@ from adaptive.load import CpuMeter, db_pool_saturation, db_server_saturation, ho
 from adaptive.reporter import publish_sample
 from tests.factories import PlanFactory
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("enforce")]
 
 
 def pool_stats() -> dict[str, int]:

@@ -21,7 +21,8 @@ from adaptive.reporter import publish_sample
 from adaptive.responses import response_signals
 from tests.factories import PlanFactory, UserFactory
 
-pytestmark = pytest.mark.django_db
+#: These tests are of the controller acting on limits: it enforces (the default only observes: test_mode.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enforce")]
 
 #: 2026-11-26 00:30 in Paris (winter: UTC+1).
 PARIS = ZoneInfo("Europe/Paris")

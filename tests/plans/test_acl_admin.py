@@ -39,6 +39,7 @@ def admin_client() -> APIClient:
         ({"cidr": "fe80::1%eth0"}, "cidr", "is not an IPv4 or IPv6 address or network"),
         ({"cidr": "0.0.0.0/0", "action": "allow"}, "cidr", "would lift every limit for every client"),
         ({"cidr": "::/0", "action": "allow"}, "cidr", "would lift every limit for every client"),
+        ({"cidr": "128.0.0.0/1", "action": "allow"}, "cidr", "would lift every limit for every client"),
         ({"cidr": "10.0.0.1", "expires_at": -60}, "expires_at", "The expiry must be in the future"),
         ({"cidr": "10.0.0.1", "reason": ""}, "reason", "This field cannot be blank"),
         ({"cidr": "10.0.0.1", "reason": "   "}, "reason", "Say why"),

@@ -186,3 +186,31 @@ def test_the_admin_refuses_a_source_the_settings_do_not_allow(feed_file, tmp_pat
     ok = editor.post(f"{ADMIN}add/", {"name": "x", "source": str(feed_file), "action": "deny", "enabled": "on"})
     assert ok.status_code == 302
     assert ACLFeed.objects.get().name == "x"
+
+
+#: Two halves of each address family: together every address, though no line is a /0.
+HALVES = "0.0.0.0/1\n128.0.0.0/1\n::/1\n8000::/1\n"
+
+
+def test_the_admin_refuses_an_allow_feed_whose_halves_cover_every_address(free, feed_file):
+    """An allow feed whose lines together cover every address fails its refresh (nothing applied), and a deny feed
+    holding them cannot be switched to allow in its change form: counted by addresses, not by prefix length."""
+    editor = staff_with("view_aclfeed", "change_aclfeed")
+    feed_file.write_text(HALVES)
+    allow = ACLFeed.objects.create(name="halves", source=str(feed_file), action="allow")
+    page = editor.post(ADMIN, {"action": "refresh_now", "_selected_action": [allow.pk]}, follow=True)
+    assert "Feed halves failed: line 1: allowing 0.0.0.0/1 would lift every limit for every client" in (
+        page.content.decode()
+    )
+    allow.refresh_from_db()
+    assert (allow.entry_count, allow.consecutive_failures) == (0, 1)
+    deny = ACLFeed.objects.create(name="deny-halves", source=str(feed_file), action="deny")
+    refresh_feeds([deny])
+    deny.refresh_from_db()
+    assert deny.entry_count == 4
+    fields = {"name": "deny-halves", "source": str(feed_file), "action": "allow", "enabled": "on"}
+    edit = editor.post(f"{ADMIN}{deny.pk}/change/", fields)
+    assert edit.status_code == 200  # the form again, with the error
+    assert "This feed&#x27;s list covers 0.0.0.0/0 (100% of the IPv4 addresses): allowing it would lift every " \
+        "limit for every client." in edit.content.decode()  # fmt: skip
+    assert ACLFeed.objects.get(pk=deny.pk).action == "deny"

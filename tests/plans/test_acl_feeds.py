@@ -240,6 +240,14 @@ def test_the_celery_task_is_scheduled_every_interval_and_refreshes(free, feeds_d
         ("fe80::1%eth0\n", "deny", "line 1: 'fe80::1%eth0' is neither"),
         ("10.0.0.1 10.0.0.2\n", "deny", "line 1: '10.0.0.1 10.0.0.2' is neither"),
         ("0.0.0.0/0\n", "allow", "line 1: allowing 0.0.0.0/0 would lift every limit for every client"),
+        ("::/1\n", "allow", "line 1: allowing ::/1 would lift every limit for every client"),
+        ("0.0.0.0/1\n128.0.0.0/1\n", "allow", "line 1: allowing 0.0.0.0/1 would lift every limit for every client"),
+        (
+            "0.0.0.0/2\n64.0.0.0/2\n",
+            "allow",
+            "allowing these networks would lift every limit for every client: together 0.0.0.0/1 (50% of the IPv4",
+        ),
+        ("::/3\n2000::/3\n4000::/3\n6000::/3\n", "allow", "allowing these networks would lift every limit for"),
         ("", "deny", "the feed is empty"),
     ],
 )
@@ -266,7 +274,10 @@ def test_a_deny_feed_listing_everyone_cannot_become_an_allow_feed(feeds_dir):
     with pytest.raises(ValidationError) as info:
         feed.full_clean()
     assert info.value.message_dict == {
-        "action": ["This feed's list holds 0.0.0.0/0: allowing it would lift every limit for every client."]
+        "action": [
+            "This feed's list covers 0.0.0.0/0 (100% of the IPv4 addresses): allowing it would lift every limit for "
+            "every client."
+        ]
     }
 
 
@@ -277,3 +288,27 @@ def test_the_snapshot_never_applies_an_allow_of_everyone_written_around_validati
     ACLFeed.objects.create(name="f", source="/nowhere.txt", action="allow", entries=stored, fetched_at=timezone.now())
     acl = access_list()
     assert [str(rule.value) for rule in acl] == ["192.0.2.0/24"]
+
+
+def test_the_snapshot_never_applies_an_allow_list_covering_every_address_in_parts(db):
+    """Stored allow lists written past the refresh and the admin: halves of each family are left out (each covers
+    half), two quarters together are left out whole with the list's other networks (counted by addresses
+    covered, not prefix length); a list under half of each family applies."""
+    halves = "0.0.0.0/1\n128.0.0.0/1\n::/1\n8000::/1"
+    ACLFeed.objects.create(name="v4", source="/nowhere.txt", action="allow", entries=halves, fetched_at=timezone.now())
+    ACLFeed.objects.create(
+        name="v6", source="/nowhere.txt", action="allow", entries="::/1\n8000::/1", fetched_at=timezone.now()
+    )
+    fine = "0.0.0.0/2\n2001:db8::/32"
+    ACLFeed.objects.create(name="fine", source="/nowhere.txt", action="allow", entries=fine, fetched_at=timezone.now())
+    ACLFeed.objects.create(
+        name="quarters", source="/nowhere.txt", action="allow", entries="0.0.0.0/2\n64.0.0.0/2\n192.0.2.0/24",
+        fetched_at=timezone.now(),
+    )  # fmt: skip
+    ACLFeed.objects.create(name="deny", source="/nowhere.txt", action="deny", entries=halves, fetched_at=timezone.now())
+    acl = access_list()
+    assert sorted((rule.action, str(rule.value)) for rule in acl if rule.action == "allow") == [
+        ("allow", "0.0.0.0/2"),
+        ("allow", "2001:db8::/32"),
+    ]
+    assert len([rule for rule in acl if rule.action == "deny"]) == 4  # a deny list may cover everyone

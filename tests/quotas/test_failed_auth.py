@@ -58,6 +58,20 @@ def test_guessing_api_keys_is_refused_after_the_limit_but_a_valid_key_is_answere
     assert api.get("/api/demo/ping", REMOTE_ADDR="203.0.113.5").status_code == 200
 
 
+def test_limits_turned_off_keep_guessing_refused(free, settings):
+    """QUOTAS['ENABLED'] False turns quotas off, not brute-force protection: with an address limit of 9, nine
+    unknown keys get 401 and the tenth 429 (only FAILED_AUTH_LIMITS turns those limits off)."""
+    limits = {"address": "9/10min", "username": "10/15min", "device": "10/15min"}
+    settings.QUOTAS = {**settings.QUOTAS, "ENABLED": False, "FAILED_AUTH_LIMITS": limits}
+    api = APIClient()
+    codes = [api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_off_{i}", REMOTE_ADDR="203.0.113.9").status_code
+             for i in range(9)]  # fmt: skip
+    assert codes == [401] * 9
+    assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY="qk_off_9", REMOTE_ADDR="203.0.113.9"))
+    settings.QUOTAS = {**settings.QUOTAS, "FAILED_AUTH_LIMITS": None}
+    assert api.get("/api/demo/ping", HTTP_X_API_KEY="qk_off_10", REMOTE_ADDR="203.0.113.9").status_code == 401
+
+
 def test_the_usage_api_counts_bad_keys_too(free, tight):
     api = APIClient()
     for i in range(3):

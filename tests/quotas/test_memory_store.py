@@ -8,12 +8,15 @@ methods, Lua's values crossing to Python and back, and what the URL, the checks 
 from __future__ import annotations
 
 import pytest
-from django.core import checks
+from django.core import checks, mail
 from django.core.management import call_command
+from django.test import Client
 
 from quotas.contract import memory
 from quotas.contract.connect import connect, describe, parse_url
-from quotas.contract.memory import MemoryRedis, forget, memory_client
+from quotas.contract.memory import MemoryRedis, forget, keyspace, memory_client
+from quotas.contract.memory.base import SWEEP_EVERY
+from tests.factories import EndpointLimitFactory, PlanFactory
 
 URL = "memory://compare"
 
@@ -125,6 +128,23 @@ def test_without_lupa_the_system_check_says_what_to_install(set_quotas, monkeypa
     assert "quotas.E058" in ids()
 
 
+def test_outside_tests_and_debug_the_memory_store_is_a_start_up_error(set_quotas, settings, monkeypatch):
+    """quotas.E091 with DEBUG off outside a test environment; DEBUG, a test run, or the setting lift it."""
+    set_quotas(REDIS_URL="memory://")
+    ids = lambda: {m.id for m in checks.run_checks()}  # noqa: E731
+    assert "quotas.E091" not in ids()  # this is a test run (Django's test environment gives mail an outbox)
+    monkeypatch.delattr(mail, "outbox")
+    settings.DEBUG = False
+    assert "quotas.E091" in ids()
+    settings.DEBUG = True
+    assert "quotas.E091" not in ids()
+    settings.DEBUG = False
+    set_quotas(ALLOW_MEMORY_STORE_IN_PRODUCTION=True)
+    assert "quotas.E091" not in ids()
+    set_quotas(ALLOW_MEMORY_STORE_IN_PRODUCTION="yes")
+    assert "quotas.E090" in ids()
+
+
 def test_check_deploy_warns_that_the_memory_store_counts_per_process(set_quotas):
     set_quotas(REDIS_URL="memory://")
     assert "quotas.W006" in {m.id for m in checks.run_checks(include_deployment_checks=True)}
@@ -138,3 +158,41 @@ def test_the_doctor_says_the_memory_store_is_for_tests(set_quotas, capsys):
     out = capsys.readouterr().out
     assert "memory (this process only)" in out
     assert '"warning"' in out
+
+
+SWEPT = "memory://sweep"
+
+
+@pytest.fixture
+def one_off_store(set_quotas, request):
+    """The engine on a memory keyspace of its own (a default plan of 100/min for anonymous clients), and its clock."""
+    forget(SWEPT)
+    set_quotas(REDIS_URL=SWEPT)
+    plan = PlanFactory(slug="free", is_default=True)
+    EndpointLimitFactory(plan=plan, name="global", rates="100/min", algorithm="fixed_window")
+    yield request.getfixturevalue("quota_clock")
+    forget(SWEPT)
+
+
+def entries(space) -> int:
+    """What a keyspace holds: a string counts one, a hash, sorted set or list its fields, members or items."""
+    return sum(len(value) if isinstance(value, dict | list) or hasattr(value, "scores") else 1
+               for value in space.data.values())  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.urls")
+def test_one_off_clients_entries_are_swept_once_their_windows_pass(one_off_store):
+    """6,000 clients that each send one request and never return leave over 20,000 entries; ten days later
+    (every window and usage day passed) they are gone though nothing reads them again: 200 later clients'
+    requests leave only their own."""
+    client = Client()
+    for i in range(6000):
+        address = f"2001:db8:{i // 256:x}:{i % 256:x}::1"  # one /64 each: one client each
+        assert client.get("/api/demo/ping", REMOTE_ADDR=address).status_code == 200
+    space = keyspace(SWEPT)
+    assert entries(space) > 20_000
+    one_off_store.advance(10 * 86_400)
+    for i in range(SWEEP_EVERY + 10):
+        assert client.get("/api/demo/ping", REMOTE_ADDR=f"198.51.100.{i % 200}").status_code == 200
+    assert entries(space) < 1_500  # about five entries for each of the 200 later clients

@@ -51,13 +51,13 @@ def test_quota_doctor_names_the_failure_mode(set_quotas, mode):
     assert f"'{mode}' (set in QUOTAS)" in finding["detail"]
 
 
-def test_limits_off_are_a_deploy_warning_since_sign_ins_lose_their_limits_too(settings):
-    """ENABLED False turns the failed-authentication limits off too: fine in tests, a warning in check --deploy."""
+def test_limits_off_are_a_deploy_warning(settings):
+    """ENABLED False turns every quota off: fine in tests, a warning in check --deploy."""
     settings.QUOTAS = {**settings.QUOTAS, "ENABLED": False}
     assert "quotas.W005" not in check_ids()
     found = [m for m in checks.run_checks(include_deployment_checks=True) if m.id == "quotas.W005"]
     assert len(found) == 1
-    assert "guessed without limit" in found[0].msg
+    assert "no quota or rate limit applies" in found[0].msg
     settings.QUOTAS = {**settings.QUOTAS, "ENABLED": True}
     assert "quotas.W005" not in [m.id for m in checks.run_checks(include_deployment_checks=True)]
 

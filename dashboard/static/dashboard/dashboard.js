@@ -162,7 +162,12 @@
   }
 
   function drawAdaptive(adaptive) {
-    fillTable("multipliers", adaptive.plans, function (p) { return [p.name, p.multiplier.toFixed(2)]; });
+    fillTable("multipliers", adaptive.plans, function (p) {
+      return [p.name, p.multiplier.toFixed(2), p.computed.toFixed(2)];
+    });
+    document.getElementById("adaptive-mode").textContent = adaptive.mode === "enforce"
+      ? "Enforcing: the computed multipliers are applied."
+      : "Observing: the computed multipliers are shown, not applied (QUOTAS['ADAPTIVE']['MODE'] = 'enforce' applies them).";
     var dl = document.getElementById("signals");
     dl.replaceChildren();
     adaptive.signals.forEach(function (signal) {

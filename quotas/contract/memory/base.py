@@ -97,8 +97,18 @@ def glob(pattern: bytes) -> re.Pattern[bytes]:
     return re.compile(b"".join(out) + b"\\Z", re.DOTALL)
 
 
+#: The fewest commands between two sweeps of expired keys (:meth:`KeyspaceBase.sweep`).
+SWEEP_EVERY = 1000
+
+
 class KeyspaceBase:
-    """One in-process keyspace (a Redis database): what every kind of value shares, and strings."""
+    """One in-process keyspace (a Redis database): what every kind of value shares, and strings.
+
+    A key is removed when it is read after its expiry, and by a sweep of every key with an expiry, run once
+    the keyspace has answered as many commands as there are such keys (at least :data:`SWEEP_EVERY`): a key
+    never read again (a one-off client's counters) goes at the latest then, and a sweep costs each command
+    O(1) amortised, as Redis's own active expiry bounds its work.
+    """
 
     #: What TYPE answers for each kind of value (a subclass adds its own kinds).
     TYPE_NAMES: dict[type, str] = {bytes: "string", dict: "hash", list: "list"}
@@ -108,6 +118,7 @@ class KeyspaceBase:
         self.lock = threading.RLock()
         self.data: dict[bytes, Any] = {}
         self.expires: dict[bytes, int] = {}  # key -> expiry, ms since 1970
+        self.commands_since_sweep = 0
         self._handlers: dict[str, Callable[[Sequence[bytes]], Reply]] = {
             name[4:].upper(): getattr(self, name) for name in dir(self) if name.startswith("cmd_")
         }
@@ -121,7 +132,21 @@ class KeyspaceBase:
         if handler is None:
             raise ResponseError(f"ERR unknown command '{key}'")
         with self.lock:
+            self.commands_since_sweep += 1
+            if self.commands_since_sweep >= max(SWEEP_EVERY, len(self.expires)):
+                self.sweep()
             return handler(args)
+
+    def sweep(self) -> int:
+        """Remove every expired key now; returns how many went. (Called every so many commands, see the class.)"""
+        with self.lock:
+            self.commands_since_sweep = 0
+            now = self.now_ms()
+            expired = [key for key, until in self.expires.items() if until <= now]
+            for key in expired:
+                self.data.pop(key, None)
+                del self.expires[key]
+            return len(expired)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
