@@ -12,6 +12,7 @@ import_extra("graphene_django")
 from tests.doc_blocks import doc_block  # noqa: E402
 from tests.quotas.graphql.behaviour import *  # noqa: E402, F403  (the shared tests and their fixtures)
 from tests.quotas.graphql.behaviour import CHEAP, EXPENSIVE, docs_module, remaining  # noqa: E402
+from tests.quotas.graphql.csrf_behaviour import *  # noqa: E402, F403  (the CSRF tests, issue 45)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.graphql.graphene_urls")]
 
