@@ -14,7 +14,7 @@ from django.conf import settings
 from django.test import Client
 
 from tests.factories import UserFactory, issue_key
-from tests.quotas.graphql.behaviour import CHEAP, CHEAP_DATA, post, problem_of, remaining
+from tests.quotas.graphql.behaviour import CHEAP, CHEAP_DATA, docs_module, post, problem_of, remaining
 
 __all__ = [
     "browser",
@@ -45,6 +45,22 @@ def signed_in(browser, db):
     browser.force_login(UserFactory())
     browser.cookies[settings.CSRF_COOKIE_NAME] = SECRET
     return browser
+
+
+def assert_docs_snippet_handles_csrf(monkeypatch, settings, signed_in, plan, name: str, source: str) -> None:
+    """docs/graphql.md's snippet ``source``, with no csrf_exempt, served as the project's urls.py: a signed-in
+    browser's POST of { hello } is a 403 csrf-failed without its token and answered with it; an API key client
+    needs none."""
+    assert "csrf_exempt" not in source  # the views handle CSRF: a wrapper only hides that from the reader
+    docs_module(monkeypatch, name, source)
+    settings.ROOT_URLCONF = name
+    hello = {"data": {"hello": "world"}}
+    assert problem_of(post(signed_in, "{ hello }"))["reason"] == "csrf_failed"
+    answered = post(signed_in, "{ hello }", HTTP_X_CSRFTOKEN=SECRET)
+    assert (answered.status_code, json.loads(answered.content)) == (200, hello)
+    assert remaining(answered) == 99
+    api = post(Client(enforce_csrf_checks=True), "{ hello }", HTTP_X_API_KEY=issue_key(plan=plan))
+    assert (api.status_code, json.loads(api.content)) == (200, hello)
 
 
 FORGERIES = {

@@ -24,7 +24,7 @@ class ASGIClient:
     """Django's AsyncClient behind the sync test client's ``get``, ``post`` and ``put``, so the shared tests run
     unchanged. No async test plugin is installed: each request runs in an event loop of its own (async_to_sync),
     which closes its Redis client before it ends. ``HTTP_*`` keywords become headers (an ASGI scope has no
-    META)."""
+    META); ``cookies`` and ``force_login`` are the AsyncClient's (csrf_behaviour.py signs a browser in)."""
 
     def __init__(self, **options: Any) -> None:
         self.client = AsyncClient(raise_request_exception=False, **options)
