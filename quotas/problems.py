@@ -32,6 +32,7 @@ OWN_TYPES = (
     "invalid-reported-cost",
     "query-too-complex",
     "query-not-weighed",
+    "csrf-failed",
     "request-exceeds-budget",
     "shaping-unavailable",
     "too-many-failed-authentications",
@@ -355,6 +356,21 @@ def query_not_weighed() -> dict[str, Any]:
         "by, so it ran nothing. Send the query and its operation name in one place: the JSON body, or the URL of "
         "a GET.",
         "reason": "query_not_weighed",
+    }
+
+
+def csrf_failed(reason: str) -> dict[str, Any]:
+    """The 403 body for a GraphQL request of a signed-in browser that fails Django's CSRF check (quotas.graphql);
+    ``reason`` is Django's (e.g. "CSRF token missing.")."""
+    return {
+        "type": problem_type("csrf-failed"),
+        "title": "CSRF check failed",
+        "status": 403,
+        "detail": f"This request comes with a signed-in session and failed Django's CSRF check ({reason}), so "
+        "nothing ran and nothing was counted. A browser sends its CSRF token (by default the csrftoken cookie's "
+        "value) in the X-CSRFToken header; an API client sends its API key.",
+        "reason": "csrf_failed",
+        "csrf_reason": reason,
     }
 
 

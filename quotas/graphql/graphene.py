@@ -2,7 +2,10 @@
 
 Installed with the ``graphene`` extra (``pip install django-quota-platform[graphene]``). In urls.py::
 
-    path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, quota_scope="graphql")))
+    path("graphql", QuotaGraphQLView.as_view(schema=schema, quota_scope="graphql"))
+
+No ``csrf_exempt``: the view makes its own CSRF check (:mod:`quotas.graphql.csrf`); graphene-django's
+``dispatch`` sets the ``csrftoken`` cookie its GraphiQL sends back as ``X-CSRFToken``.
 
 The gate reads a request with graphene-django's own parsing, as its ``dispatch`` does: ``parse_body`` (kept,
 so the view runs the very data the gate read), then ``get_graphql_params`` for the body (a batch view: for

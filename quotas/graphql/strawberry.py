@@ -3,7 +3,11 @@
 :class:`QuotaAsyncGraphQLView` is the same for strawberry's ``AsyncGraphQLView`` (under ASGI). Installed with
 the ``strawberry`` extra (``pip install django-quota-platform[strawberry]``). In urls.py::
 
-    path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, quota_scope="graphql")))
+    path("graphql", QuotaGraphQLView.as_view(schema=schema, quota_scope="graphql"))
+
+No ``csrf_exempt``: the views make their own CSRF check (:mod:`quotas.graphql.csrf`), and the GraphiQL page
+they serve sets the ``csrftoken`` cookie its script sends back as ``X-CSRFToken`` (as graphene-django's view
+does on every answer), so a signed-in user's GraphiQL works without a page of the project setting it first.
 
 The gate reads a request with strawberry's own ``parse_http_body`` (the query string of a GET; the body of a
 POST whose ``Content-Type`` contains ``application/json``, or a multipart upload's ``operations`` where the
@@ -18,7 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cross_web import HTTPException
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from strawberry.django.views import AsyncGraphQLView, GraphQLView
 from strawberry.http import GraphQLRequestData
 
@@ -58,6 +63,11 @@ class QuotaGraphQLView(QuotaGraphQLMixin, GraphQLView):
         if self._quota_parsed is not None:
             return self._quota_parsed
         return super().parse_http_body(request)
+
+    def render_graphql_ide(self, request: HttpRequest) -> HttpResponse:
+        """strawberry's GraphiQL page, setting the CSRF cookie its script sends back (see the module docstring)."""
+        get_token(request)
+        return super().render_graphql_ide(request)
 
     def execute_single(  # noqa: PLR0917  # strawberry's signature
         self,
@@ -104,6 +114,11 @@ class QuotaAsyncGraphQLView(QuotaAsyncGraphQLMixin, AsyncGraphQLView):  # type: 
         if self._quota_parsed is not None:
             return self._quota_parsed
         return await super().parse_http_body(request)
+
+    async def render_graphql_ide(self, request: HttpRequest) -> HttpResponse:
+        """strawberry's GraphiQL page, setting the CSRF cookie its script sends back (see the module docstring)."""
+        get_token(request)
+        return await super().render_graphql_ide(request)
 
     async def execute_operation(  # noqa: PLR0917  # strawberry's signature
         self,

@@ -13,6 +13,10 @@ gives the gate two things through it:
   :meth:`~_Weighing.quota_admit`, which raises :class:`~quotas.graphql.gate.Unweighed` for an operation the
   gate did not weigh; ``dispatch`` answers it 400 ``query-not-weighed``.
 
+Before the gate, ``dispatch`` runs the CSRF check of :mod:`quotas.graphql.csrf` (a signed-in browser's
+unsafe request must carry its token; an API key client needs none): ``as_view()`` marks the view exempt from
+Django's middleware check, which would refuse every API client, because the view makes its own.
+
 Django makes a view instance per request, so what the gate read for the request is kept on it.
 """
 
@@ -21,9 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from quotas import problems
+from quotas.graphql.csrf import csrf_failure, csrf_refusal, needs_check
 from quotas.graphql.gate import Unweighed, alimit_graphql, limit_graphql
 from quotas.graphql.operations import Operation, operations_of
 from quotas.graphql.responses import graphql_refusal
@@ -32,19 +39,36 @@ from quotas.graphql.responses import graphql_refusal
 class QuotaGraphQLOptions:
     """The options of a limited GraphQL view: ``quota_scope`` selects the plan's limits (as a DRF view's does;
     "" for the plan-wide and path limits); ``max_complexity`` overrides ``QUOTAS['GRAPHQL_MAX_COMPLEXITY']`` for
-    this endpoint. Both can be class attributes or ``as_view()`` arguments.
+    this endpoint; ``quota_csrf`` False turns the view's CSRF check off (:mod:`quotas.graphql.csrf`), leaving it
+    exempt altogether, as ``csrf_exempt`` did. Each can be a class attribute or an ``as_view()`` argument.
     """
 
     quota_scope: str = ""
     max_complexity: int | None = None
+    quota_csrf: bool = True
 
-    def __init__(self, *args: Any, quota_scope: str | None = None, max_complexity: int | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        quota_scope: str | None = None,
+        max_complexity: int | None = None,
+        quota_csrf: bool | None = None,
+        **kwargs: Any,
+    ):
         # Taken here: graphene-django's view names the keyword arguments it accepts, and refuses others.
         super().__init__(*args, **kwargs)
         if quota_scope is not None:
             self.quota_scope = quota_scope
         if max_complexity is not None:
             self.max_complexity = max_complexity
+        if quota_csrf is not None:
+            self.quota_csrf = quota_csrf
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        """The library's view function, exempt from ``CsrfViewMiddleware``'s check: ``dispatch`` makes its own,
+        for the requests that need it (as DRF's ``APIView.as_view`` and ``SessionAuthentication`` do)."""
+        return csrf_exempt(super().as_view(**initkwargs))  # type: ignore[misc]  # the library view's
 
 
 class _Weighing(QuotaGraphQLOptions):
@@ -82,7 +106,10 @@ class QuotaGraphQLMixin(_Weighing):
     """Limits a GraphQL view by its queries' complexity (see :mod:`quotas.graphql.gate`)."""
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        """The library's answer to ``request``, or the quota refusal that replaces it."""
+        """The library's answer to ``request``, or the refusal (CSRF, then quota) that replaces it."""
+        reason = csrf_failure(request) if self.quota_csrf else None
+        if reason is not None:
+            return csrf_refusal(reason)
         parent = super()
 
         def read() -> Sequence[Operation]:
@@ -107,7 +134,11 @@ class QuotaAsyncGraphQLMixin(_Weighing):
         return self.quota_operations(request)
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        """The library's answer to ``request``, awaited, or the quota refusal that replaces it."""
+        """The library's answer to ``request``, awaited, or the refusal (CSRF, then quota) that replaces it."""
+        # The user and the session are read in sync code: only for a request that may need the check.
+        reason = await sync_to_async(csrf_failure)(request) if self.quota_csrf and needs_check(request) else None
+        if reason is not None:
+            return csrf_refusal(reason)
         parent = super()
 
         async def read() -> Sequence[Operation]:

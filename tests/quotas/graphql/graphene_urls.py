@@ -2,7 +2,6 @@
 
 import graphene
 from django.urls import path
-from django.views.decorators.csrf import csrf_exempt
 
 from quotas.graphql.graphene import QuotaGraphQLView
 from tests.quotas.graphql.schema_data import BOOKS
@@ -37,8 +36,9 @@ class DriftingView(QuotaGraphQLView):
 
 
 urlpatterns = [
-    path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema))),
-    path("graphql-small", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, max_complexity=4))),
-    path("graphql-drifting", csrf_exempt(DriftingView.as_view(schema=schema))),
-    path("graphql-batch", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, batch=True))),
+    path("graphql", QuotaGraphQLView.as_view(schema=schema)),
+    path("graphql-small", QuotaGraphQLView.as_view(schema=schema, max_complexity=4)),
+    path("graphql-drifting", DriftingView.as_view(schema=schema)),
+    path("graphql-batch", QuotaGraphQLView.as_view(schema=schema, batch=True)),
+    path("graphql-no-csrf", QuotaGraphQLView.as_view(schema=schema, quota_csrf=False)),
 ]

@@ -6,7 +6,6 @@ import dataclasses
 import strawberry
 import strawberry_django
 from django.urls import path
-from django.views.decorators.csrf import csrf_exempt
 
 from plans.models import Plan
 from quotas.graphql.strawberry import QuotaAsyncGraphQLView, QuotaGraphQLView
@@ -59,8 +58,9 @@ class AsyncDriftingView(QuotaAsyncGraphQLView):
 
 
 urlpatterns = [
-    path("graphql", csrf_exempt(QuotaGraphQLView.as_view(schema=schema))),
-    path("graphql-small", csrf_exempt(QuotaGraphQLView.as_view(schema=schema, max_complexity=4))),
-    path("graphql-drifting", csrf_exempt(DriftingView.as_view(schema=schema))),
-    path("agraphql", csrf_exempt(QuotaAsyncGraphQLView.as_view(schema=schema, max_complexity=10))),
+    path("graphql", QuotaGraphQLView.as_view(schema=schema)),
+    path("graphql-small", QuotaGraphQLView.as_view(schema=schema, max_complexity=4)),
+    path("graphql-drifting", DriftingView.as_view(schema=schema)),
+    path("graphql-no-csrf", QuotaGraphQLView.as_view(schema=schema, quota_csrf=False)),
+    path("agraphql", QuotaAsyncGraphQLView.as_view(schema=schema, max_complexity=10)),
 ]

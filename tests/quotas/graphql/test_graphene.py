@@ -12,6 +12,8 @@ import_extra("graphene_django")
 from tests.doc_blocks import doc_block  # noqa: E402
 from tests.quotas.graphql.behaviour import *  # noqa: E402, F403  (the shared tests and their fixtures)
 from tests.quotas.graphql.behaviour import CHEAP, EXPENSIVE, docs_module, remaining  # noqa: E402
+from tests.quotas.graphql.csrf_behaviour import *  # noqa: E402, F403  (the CSRF tests, issue 45)
+from tests.quotas.graphql.csrf_behaviour import assert_docs_snippet_handles_csrf  # noqa: E402
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.graphql.graphene_urls")]
 
@@ -25,6 +27,13 @@ def test_the_docs_snippet_serves_a_limited_endpoint(plan, monkeypatch):
     assert response.status_code == 200
     assert json.loads(response.content) == {"data": {"hello": "world"}}
     assert remaining(response) == 99
+
+
+def test_the_docs_snippet_handles_csrf_without_csrf_exempt(plan, monkeypatch, settings, signed_in):
+    """docs/graphql.md's graphene snippet as urls.py: a signed-in browser needs its CSRF token, an API key client
+    none (before issue 45 the snippet wrapped the view in csrf_exempt)."""
+    source = doc_block("graphql.md", "graphene-urls")
+    assert_docs_snippet_handles_csrf(monkeypatch, settings, signed_in, plan, "docs_graphene_urls", source)
 
 
 def test_a_batch_spends_the_sum_of_its_operations(client, plan):

@@ -15,6 +15,8 @@ from tests.doc_blocks import doc_block  # noqa: E402
 from tests.factories import EndpointLimitFactory, PlanFactory  # noqa: E402
 from tests.quotas.graphql.behaviour import *  # noqa: E402, F403  (the shared tests and their fixtures)
 from tests.quotas.graphql.behaviour import EXPENSIVE, docs_module, post, remaining  # noqa: E402
+from tests.quotas.graphql.csrf_behaviour import *  # noqa: E402, F403  (the CSRF tests, issue 45)
+from tests.quotas.graphql.csrf_behaviour import assert_docs_snippet_handles_csrf  # noqa: E402
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.graphql.strawberry_urls")]
 
@@ -28,6 +30,13 @@ def test_the_docs_snippet_serves_a_limited_endpoint(plan, monkeypatch):
     assert response.status_code == 200
     assert json.loads(response.content) == {"data": {"hello": "world"}}
     assert remaining(response) == 99
+
+
+def test_the_docs_snippet_handles_csrf_without_csrf_exempt(plan, monkeypatch, settings, signed_in):
+    """docs/graphql.md's strawberry snippet as urls.py: a signed-in browser needs its CSRF token, an API key client
+    none (before issue 45 the snippet wrapped the view in csrf_exempt)."""
+    source = doc_block("graphql.md", "strawberry-urls")
+    assert_docs_snippet_handles_csrf(monkeypatch, settings, signed_in, plan, "docs_strawberry_urls", source)
 
 
 def test_a_strawberry_django_field_spends_its_complexity(client, plan):

@@ -15,6 +15,7 @@ import_extra("strawberry_django")
 
 from quotas.runtime import get_runtime  # noqa: E402
 from tests.quotas.graphql.behaviour import *  # noqa: E402, F403  (the shared tests and their fixtures)
+from tests.quotas.graphql.csrf_behaviour import *  # noqa: E402, F403  (the CSRF tests, issue 45)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.quotas.graphql.strawberry_async_urls")]
 
@@ -23,10 +24,17 @@ class ASGIClient:
     """Django's AsyncClient behind the sync test client's ``get``, ``post`` and ``put``, so the shared tests run
     unchanged. No async test plugin is installed: each request runs in an event loop of its own (async_to_sync),
     which closes its Redis client before it ends. ``HTTP_*`` keywords become headers (an ASGI scope has no
-    META)."""
+    META); ``cookies`` and ``force_login`` are the AsyncClient's (csrf_behaviour.py signs a browser in)."""
 
-    def __init__(self) -> None:
-        self.client = AsyncClient(raise_request_exception=False)
+    def __init__(self, **options: Any) -> None:
+        self.client = AsyncClient(raise_request_exception=False, **options)
+
+    @property
+    def cookies(self):
+        return self.client.cookies
+
+    def force_login(self, user: Any) -> None:
+        self.client.force_login(user)
 
     def get(self, path: str, data: Any = None, **extra: Any):
         return self._send("get", path, data, extra)
@@ -60,3 +68,9 @@ def client(set_quotas) -> ASGIClient:  # replaces behaviour.py's sync client
     # test runs, CONNECT_TIMEOUT's 50 ms is sometimes too short for that, and the breaker then opens.
     set_quotas(CONNECT_TIMEOUT=1.0)
     return ASGIClient()
+
+
+@pytest.fixture
+def browser(set_quotas) -> ASGIClient:  # replaces csrf_behaviour.py's sync browser
+    set_quotas(CONNECT_TIMEOUT=1.0)
+    return ASGIClient(enforce_csrf_checks=True)
