@@ -70,6 +70,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item not in elsewhere]
 
 
+#: What a test reports for the run's summary (``record_property(name, text)``): the budget property test's share
+#: of requests served from allowances. Read from the reports, which pytest-xdist's workers send to the controller.
+SUMMARY_PROPERTIES = {"allowance_share": "budget property"}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for report in [r for key in ("passed", "failed") for r in terminalreporter.getreports(key)]:
+        if report.when != "call":
+            continue
+        for name, value in report.user_properties:
+            if name in SUMMARY_PROPERTIES:
+                terminalreporter.write_line(f"{SUMMARY_PROPERTIES[name]}: {value}")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if (
         item.get_closest_marker("postgres")

@@ -384,9 +384,7 @@ def budget_of(key: str) -> tuple[str, list]:
     return client.tag, [w for rule in limits if rule.algorithm == "budget" for w in rule.windows]
 
 
-def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
-    cluster, clients, redis_client, record_property, capsys
-):
+def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(cluster, clients, redis_client, record_property):
     """Over 500 drawn examples: the bound, the spend and usage equal to the actual costs, one alert per
     threshold reached; most of the busy examples' admitted requests are served from allowances."""
     budgets = {amount: budget_of(key) for amount, key in clients.items()}
@@ -453,9 +451,7 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(
         f"served from allowances ({share:.0%}); in examples of {BUSY} or more, {totals['busy_from_allowances']} "
         f"of {totals['busy_admitted']} ({busy_share:.0%})"
     )
-    record_property("allowance_share", report)
-    with capsys.disabled():
-        print(f"\nbudget property: {report}")
+    record_property("allowance_share", report)  # tests/conftest.py prints it in the run's summary
     assert totals["busy_admitted"] >= 500, report  # enough busy examples for the share to mean something
     assert busy_share >= LEAST_SHARE, report
 
