@@ -52,7 +52,7 @@ def get(client, path, key=None, **extra):
     return client.get(path, **extra)
 
 
-def test_admitted_response_carries_standard_headers(client, free):
+def test_admitted_response_carries_standard_headers(client, free, memory_clock):
     """Every throttled response says how much is left, in both header styles."""
     response = get(client, "/api/demo/ping", issue_key(plan=free))
     assert response.status_code == 200
