@@ -70,6 +70,8 @@ def wait_for_room_in_the_minute(needed: float) -> None:
     left = 60 - time.time() % 60
     if left < needed:
         time.sleep(left + 0.05)  # a real process's real clock: see above
+
+
 #: The fresh project's own lines, appended after the page's: the session's Redis, and a rate that a few
 #: requests reach (the page's 60/min would need 61).
 TEST_SETTINGS = """
