@@ -26,8 +26,9 @@ from quotas.runtime import get_runtime, reset_runtime
 if TYPE_CHECKING:
     from quotas.testing import QuotaClock
 
-#: The fixtures projects get from the package (quota_reset), tested here as a project would use them.
-pytest_plugins = ["quotas.testing"]
+#: The fixtures projects get from the package (quota_reset), tested here as a project would use them; and the one
+#: rerun of a test that failed across a minute's edge (tests/minute_edges.py).
+pytest_plugins = ["quotas.testing", "tests.minute_edges"]
 
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"
 
@@ -230,7 +231,8 @@ def memory_clock(request: pytest.FixtureRequest, settings) -> Iterator[QuotaCloc
 
 
 class _TimeAhead:
-    """The ``time`` module as seen by one module of the product: ``time.time()`` ``ahead`` seconds later."""
+    """The ``time`` module as seen by one module of the product: ``time()`` and ``monotonic()`` ``ahead``
+    seconds later."""
 
     def __init__(self, ahead: float) -> None:
         self.ahead = ahead
@@ -238,15 +240,19 @@ class _TimeAhead:
     def time(self) -> float:
         return time.time() + self.ahead
 
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
 
 
 @pytest.fixture
 def clock_ahead(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, float], None]:
-    """``clock_ahead(module, seconds)``: ``module`` (one that does ``import time``) reads the wall clock
-    ``seconds`` later, for the rest of the test. For expiries the process itself judges by ``time.time()``
-    (an API key's, an access-list entry's), as DRF's tests override the throttle's timer instead of sleeping."""
+    """``clock_ahead(module, seconds)``: ``module`` (one that does ``import time``) reads the clocks (``time()``,
+    ``monotonic()``) ``seconds`` later, for the rest of the test. For what the process itself judges by its own
+    clock (an API key's or an access-list entry's expiry, how busy a client is), as DRF's tests override the
+    throttle's timer instead of sleeping; Redis's clock stays the real one."""
 
     def move(module: Any, seconds: float) -> None:
         monkeypatch.setattr(module, "time", _TimeAhead(seconds))

@@ -17,17 +17,13 @@ from django.test import Client
 
 from adaptive import reporter, store
 from adaptive.load import CpuMeter, db_pool_saturation, db_server_saturation, host_name, host_sample
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("no_reporter")
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 5.0) -> object:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
-    return value
+    return wait_until(condition, timeout)
 
 
 def reporter_threads() -> list[threading.Thread]:

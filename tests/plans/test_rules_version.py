@@ -12,6 +12,7 @@ from quotas.conf import quota_settings
 from quotas.contract.keys import rules_version_key
 from quotas.runtime import get_runtime
 from tests.factories import issue_key
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -21,11 +22,7 @@ INTERVAL = 0.1
 def wait_for(condition, timeout: float) -> float | None:
     """Seconds until ``condition()`` held, or None if it did not within ``timeout``."""
     started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if condition():
-            return time.monotonic() - started
-        time.sleep(0.02)
-    return None
+    return time.monotonic() - started if wait_until(condition, timeout, every=0.02) else None
 
 
 def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
