@@ -54,6 +54,7 @@ def test_a_connection_closed_by_the_server_is_replaced_without_a_failed_call(red
         assert script(keys=["n"], args=[]) == expected  # counted exactly once each time
 
 
+@pytest.mark.slow  # waits 0.4 s for a script busy on the Redis server, whose clock no test moves
 def test_a_timeout_after_the_command_was_sent_is_not_retried(redis_server, redis_client):
     """The script ran, but its reply came too late: a second try would count the request twice."""
     slow = redis.Redis.from_url(redis_server.url, socket_timeout=0.2)
