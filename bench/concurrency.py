@@ -25,8 +25,8 @@ from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
 from quotas.runtime import build_runtime, reset_runtime
 from quotas.store.decision import DecideCall
-from tests.clock import avoid_window_edge
 
+from .clock import avoid_window_edge
 from .peers import ratelimit_window_offset
 from .views import (
     BenchUser,

@@ -20,8 +20,8 @@ from quotas.contract.keys import client_keys, client_tag
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
-from tests.clock import avoid_window_edge
 
+from .clock import avoid_window_edge
 from .rules import FLOOD_LIMIT
 from .views import BenchUser, FiveLimitsView, FloodView, make_request
 

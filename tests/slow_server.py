@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from tests.waiting import wait_until
+
 
 @dataclass
 class Exchange:
@@ -40,10 +42,8 @@ class SlowServer:
 
     def wait_for(self, count: int, timeout: float) -> None:
         """Wait until ``count`` requests have arrived (AssertionError after ``timeout`` seconds)."""
-        deadline = time.monotonic() + timeout
-        while len(self.exchanges) < count:
-            assert time.monotonic() < deadline, f"{len(self.exchanges)} requests arrived, not {count}"
-            time.sleep(0.01)
+        arrived = wait_until(lambda: len(self.exchanges) >= count, timeout, every=0.01)
+        assert arrived, f"{len(self.exchanges)} requests arrived, not {count}"
 
 
 def _read_request(conn: socket.socket) -> tuple[bytes, bytes]:
@@ -77,7 +77,7 @@ def _serve(server: SlowServer, conn: socket.socket) -> None:
             for byte in server.answer:
                 conn.sendall(bytes([byte]))
                 exchange.sent += 1
-                time.sleep(server.interval)
+                time.sleep(server.interval)  # the slowness under test: a socket's real clock, which no test moves
             exchange.completed = True
             conn.recv(1)  # until the client closes
         except OSError:

@@ -16,6 +16,7 @@ from adaptive.controller import run_controller
 from adaptive.load import CpuMeter, db_pool_saturation, db_server_saturation, host_sample
 from adaptive.reporter import publish_sample
 from tests.factories import PlanFactory
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("enforce")]
 
@@ -42,10 +43,10 @@ def test_exhausted_pool_raises_the_db_signal_and_cuts(redis_client) -> None:
     for thread in threads:
         thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while not (pool_stats()["pool_available"] == 0 and pool_stats().get("requests_waiting", 0) >= 1):
-            assert time.monotonic() < deadline, pool_stats()
-            time.sleep(0.05)
+        exhausted = wait_until(
+            lambda: pool_stats()["pool_available"] == 0 and pool_stats().get("requests_waiting", 0) >= 1, 10
+        )
+        assert exhausted, pool_stats()
         during = db_pool_saturation()
         sample = host_sample(CpuMeter())
     finally:

@@ -17,17 +17,13 @@ from django.test import Client
 
 from adaptive import reporter, store
 from adaptive.load import CpuMeter, db_pool_saturation, db_server_saturation, host_name, host_sample
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("no_reporter")
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 5.0) -> object:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
-    return value
+    return wait_until(condition, timeout)
 
 
 def reporter_threads() -> list[threading.Thread]:
@@ -62,25 +58,29 @@ def test_a_request_starts_one_reporter_per_process(reporting, redis_client) -> N
     assert redis_client.zscore(store.hosts_key(), key) is not None
 
 
-@pytest.mark.slow
 def test_requests_never_wait_for_measurements(reporting, redis_client, monkeypatch) -> None:
-    """Even a measurement taking 2 s does not slow a request: it runs in the reporter thread."""
+    """Even a measurement that has not ended does not slow a request: it runs in the reporter thread. The
+    measurement is held until the requests are done (one that waited for it would wait 10 s)."""
     seen: list[str] = []
+    began, release = threading.Event(), threading.Event()
 
-    def slow_sample(cpu: CpuMeter, redis_ms: float | None = None) -> dict:
+    def held_sample(cpu: CpuMeter, redis_ms: float | None = None) -> dict:
         seen.append(threading.current_thread().name)
-        time.sleep(2)
+        began.set()
+        release.wait(10)
         return host_sample(cpu, redis_ms)
 
-    monkeypatch.setattr(reporter, "host_sample", slow_sample)
+    monkeypatch.setattr(reporter, "host_sample", held_sample)
     client = Client()
-    started = time.perf_counter()
-    for _ in range(3):
-        client.get("/healthz")
-        time.sleep(0.5)
-    elapsed = time.perf_counter() - started - 1.5
-    assert elapsed < 0.5
-    assert wait_for(lambda: seen, timeout=3)
+    try:
+        client.get("/healthz")  # starts the reporter
+        assert began.wait(5), "the reporter never measured"
+        started = time.perf_counter()
+        for _ in range(3):
+            client.get("/healthz")
+        assert time.perf_counter() - started < 0.5
+    finally:
+        release.set()
     assert set(seen) == {"adaptive-load"}
 
 

@@ -22,6 +22,7 @@ from notifications.models import Event
 from plans.models import CostBudget, Subscription
 from quotas.django.decorators import quota_limited
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.waiting import wait_until
 from usage.models import BudgetAlert
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
@@ -81,8 +82,6 @@ def test_an_alert_whose_row_the_request_has_locked_is_recorded_after_the_request
     response = Client().get(f"/f/locking?subscription={subscription.pk}", HTTP_X_API_KEY=key)
     assert response.status_code == 200
     assert time.monotonic() - started < 10
-    deadline = time.monotonic() + 10
-    while Event.objects.count() < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: Event.objects.count() >= 2, 10)
     events = Event.objects.filter(type=BUDGET_THRESHOLD).order_by("data__threshold")
     assert [(e.data["threshold"], e.data["spent"]) for e in events] == [(80, "0.010000"), (100, "0.010000")]

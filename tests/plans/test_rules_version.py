@@ -12,6 +12,7 @@ from quotas.conf import quota_settings
 from quotas.contract.keys import rules_version_key
 from quotas.runtime import get_runtime
 from tests.factories import issue_key
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -21,11 +22,7 @@ INTERVAL = 0.1
 def wait_for(condition, timeout: float) -> float | None:
     """Seconds until ``condition()`` held, or None if it did not within ``timeout``."""
     started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if condition():
-            return time.monotonic() - started
-        time.sleep(0.02)
-    return None
+    return time.monotonic() - started if wait_until(condition, timeout, every=0.02) else None
 
 
 def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
@@ -39,7 +36,8 @@ def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
     set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
     issue_key()
     key = APIKey.objects.get()
-    get_runtime().rules.current()  # this process's poller runs, as in a worker that has served requests
+    rules = get_runtime().rules
+    rules.current()  # this process's poller runs, as in a worker that has served requests
     version_key = rules_version_key(quota_settings.KEY_PREFIX)
     caplog.set_level(logging.WARNING, logger="quotas.runtime.rules_cache")
 
@@ -47,14 +45,16 @@ def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
     try:
         with django_capture_on_commit_callbacks(execute=True):
             key.revoke()  # committed: the bump runs now, and Redis refuses it
-        time.sleep(3 * INTERVAL)  # the poller retries meanwhile, in vain
+        retried = wait_until(lambda: rules._bump_failures >= 3, 10 * INTERVAL + 1)  # the poller retries, in vain
+        assert retried, "the poller did not retry the bump"
     finally:
         redis_server.start()  # empty: without the retried bump, the version key would stay absent
 
     landed_after = wait_for(lambda: redis_client.get(version_key) is not None, timeout=10 * INTERVAL + 1)
     assert landed_after is not None, "the owed bump never reached Redis"
     assert redis_client.get(version_key) == b"1"  # bumped once, not once per failed attempt
-    time.sleep(3 * INTERVAL)
+    for _ in range(3):
+        rules.poll()  # the poller's visits
     assert redis_client.get(version_key) == b"1"  # and no longer owed
     messages = [record.getMessage() for record in caplog.records]
     assert sum("could not bump the rules version" in m for m in messages) == 1, messages
@@ -66,10 +66,12 @@ def test_a_bump_that_lands_is_not_repeated(redis_client, set_quotas, django_capt
     set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
     issue_key()
     key = APIKey.objects.get()
-    get_runtime().rules.current()
+    rules = get_runtime().rules
+    rules.current()
     version_key = rules_version_key(quota_settings.KEY_PREFIX)
     before = int(redis_client.get(version_key) or 0)
     with django_capture_on_commit_callbacks(execute=True):
         key.revoke()
-    time.sleep(3 * INTERVAL)
+    for _ in range(3):
+        rules.poll()  # the poller's visits
     assert int(redis_client.get(version_key) or 0) == before + 1

@@ -15,6 +15,7 @@ from config.embedded_redis import RedisServer
 from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
+from quotas.store import allowances
 from quotas.store.decision import DecideCall
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
@@ -284,7 +285,7 @@ def test_a_killed_process_loses_at_most_one_allowance_of_usage_and_never_adds_an
 @pytest.mark.django_db
 @pytest.mark.urls("tests.urls")
 @pytest.mark.parametrize("on", [True, False], ids=["plan allows", "plan turns them off"])
-def test_a_busy_api_client_over_http(busy, redis_client, on):
+def test_a_busy_api_client_over_http(busy, redis_client, clock_ahead, on):
     """Through the DRF throttle: 20 requests in a burst need a few decisions in Redis (until the client reads
     as busy, then one per allowance of 10), RateLimit's remaining counts down by one a request, and usage counts
     every request. A plan with allowances off asks Redis for every request."""
@@ -293,7 +294,7 @@ def test_a_busy_api_client_over_http(busy, redis_client, on):
     key = issue_key(plan=plan)
     client = APIClient()
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # loads rules and scripts
-    time.sleep(0.2)  # one request in the span: not busy yet
+    clock_ahead(allowances, 0.2)  # one request in the span: not busy yet (judged on this process's clock)
     redis_client.config_resetstat()
     responses = [client.get("/api/demo/ping", HTTP_X_API_KEY=key) for _ in range(20)]
     assert [r.status_code for r in responses] == [200] * 20

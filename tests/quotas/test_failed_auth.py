@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 from django.test import Client
@@ -14,6 +13,7 @@ from rest_framework.test import APIClient
 from plans.models import APIKey
 from quotas.siblings import get_runtime, hash_api_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -211,13 +211,12 @@ def wait_for_known_keys(version: str | None = None) -> None:
     rules = get_runtime().rules
     # Longer than the database pool's 10 s timeout: a read that found the pool busy (a previous test's
     # threads) is tried again by the poller every second until it gets a connection.
-    deadline = time.monotonic() + 45
-    while time.monotonic() < deadline:
+
+    def read() -> bool:
         known = rules.known_keys
-        if known is not None and (version is None or known.version == version):
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"the usable keys were not read again in time (as of version {version})")
+        return known is not None and (version is None or known.version == version)
+
+    assert wait_until(read, 45, every=0.01), f"the usable keys were not read again in time (as of version {version})"
 
 
 # transaction=True: the usable keys are read on a thread of their own, which sees committed rows only.

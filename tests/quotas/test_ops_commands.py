@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 
 from config.embedded_redis import free_port
 from quotas.contract.keys import client_tag, rules_version_key
+from quotas.runtime import get_runtime
 from quotas.store.redis_store import glob_escape
-from tests.clock import avoid_window_edge
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -21,9 +21,15 @@ ADDRESS = "203.0.113.9"
 
 
 @pytest.fixture
-def free(db):
+def redis_client(memory_clock):
+    """The engine's store: the memory store, whose clock stands still (see memory_clock), so that a test's
+    requests share one fixed window."""
+    return get_runtime().redis
+
+
+@pytest.fixture
+def free(db, redis_client):
     """The default plan: 5 requests a minute (fixed window), so that counts are exact."""
-    avoid_window_edge(60, needed=5.0)
     plan = PlanFactory(slug="free", is_default=True)
     EndpointLimitFactory(plan=plan, name="global", rates="5/min", algorithm="fixed_window")
     return plan

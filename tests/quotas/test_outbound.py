@@ -10,6 +10,7 @@ import pytest
 
 from quotas.outbound import Policy, Refused, check_url, is_internal, request
 from tests.slow_server import slow_server
+from tests.waiting import wait_until
 
 #: Addresses ``ipaddress.is_global`` calls global, which lead inside: an IPv4 address embedded in an IPv6 form,
 #: or IPv6 site-local.
@@ -87,10 +88,7 @@ def test_a_receiver_that_trickles_is_cut_off_at_the_deadline():
         took = time.monotonic() - started
         assert 0.9 < took < 1.6, took
         (exchange,) = server.exchanges
-        deadline = time.monotonic() + 2
-        while exchange.ended is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert exchange.ended is not None
+        assert wait_until(lambda: exchange.ended is not None, 2)
         assert exchange.ended - started < 2.5
         assert not exchange.completed
         assert exchange.body == b"{}"

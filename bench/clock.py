@@ -1,4 +1,4 @@
-"""Keeping short experiments inside one fixed window (tests, and make bench's races)."""
+"""Keeping make bench's races inside one fixed window (the tests move the memory store's clock instead)."""
 
 from __future__ import annotations
 
