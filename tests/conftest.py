@@ -99,22 +99,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def quiet_load_reporter() -> Iterator[None]:
     """The adaptive load reporter stays off in tests (its writes would land in every test's Redis);
-    tests/adaptive turns it on where it is tested."""
+    tests/adaptive turns it on where it is tested.
+
+    The one production default the whole session changes: the reporter is a daemon thread publishing the
+    host's load, not something a request, its headers or its counts show (the adaptive multipliers it feeds
+    stay 1.0 unless a test sets them)."""
     original = settings.QUOTAS
     settings.QUOTAS = {**original, "ADAPTIVE": {**original.get("ADAPTIVE", {}), "REPORT_INTERVAL": 0}}
     yield
     settings.QUOTAS = original
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_allowances_unless_asked() -> Iterator[None]:
-    """Local allowances stay off in tests: whether a client reads as busy depends on how fast the machine sends
-    its requests, and many tests count one Redis decision per request. tests/quotas/test_allowances.py turns
-    them on (the ``busy`` and ``racing`` fixtures), as a project would leave them."""
-    original = settings.QUOTAS
-    settings.QUOTAS = {**original, "ALLOWANCES": {**original.get("ALLOWANCES", {}), "ENABLED": False}}
-    yield
-    settings.QUOTAS = original
+@pytest.fixture
+def no_allowances(set_quotas) -> None:
+    """Local allowances off for one test. They are on by default, as users get them; a test turns them off
+    when what it counts legitimately changes with them (one Redis call per request, say; docs/concepts.md,
+    "Local allowances")."""
+    set_quotas("ALLOWANCES", ENABLED=False)
 
 
 @pytest.fixture

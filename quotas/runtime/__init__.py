@@ -83,8 +83,10 @@ class Runtime:
             self.forget()
         if not self.guard.probe():
             return
-        self.charge_owed()
+        # Allowances that ended give back what they did not use before the owed spend is charged: the budget
+        # alerts that charge fires then see the spend admitted, not units an ended allowance held.
         self.guard.settle_allowances()
+        self.charge_owed()
         if self.guard.flush_usage():
             replay_spool(self.redis)
         for name, notes in (("key_use", self.key_use), ("history", self.history)):

@@ -55,7 +55,7 @@ def traffic(demo, redis_client) -> Traffic:
         "free": send(client, demo_key("free"), 15, "/api/demo/search?q=x"),
         "pro": send(client, demo_key("pro"), 5, "/api/demo/search?q=x"),
     }
-    get_runtime().guard.flush_usage()  # the engine's batched counts into Redis, as its poller does every second
+    get_runtime().tick()  # allowances' and the engine's batched counts into Redis, as its poller does every second
     flush_usage()
     return Traffic(subscription_of(demo_key("free")), subscription_of(demo_key("pro")), codes)
 

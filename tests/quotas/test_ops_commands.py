@@ -59,12 +59,13 @@ def test_status_shows_used_and_remaining_after_three_requests(free):
     assert (limit["name"], limit["algorithm"], limit["quota"]) == ("global", "fixed_window", 5)
     assert (limit["used"], limit["remaining"]) == (3, 2)
     assert 0 < limit["reset"] <= 60
-    assert (report["ban"], report["refusals"], report["allowances"]) == (None, [], "n/a")
+    # Allowances are on (the default); 5/min is too small a limit for one (SHARE of what is left).
+    assert (report["ban"], report["refusals"], report["allowances"]) == (None, [], [])
     assert status(ADDRESS) == report  # the bare address names the same client
     text = run("quota_status", ADDRESS)
     assert "Plan:    free" in text
     assert "Banned:  no" in text
-    assert "n/a" in text
+    assert "Allowances held by this process: none" in text
     assert [line.split()[:5] for line in text.splitlines() if line.strip().startswith("global")] == [
         ["global", "fixed_window", "5", "3", "2"]
     ]
@@ -86,6 +87,7 @@ def test_subscriptions_and_users_are_named_as_the_runtime_names_them(free):
     sub = SubscriptionFactory(plan=pro, user=alice)
     key = issue_key(sub)
     assert ping(2, HTTP_X_API_KEY=key) == [200, 200]
+    get_runtime().guard.settle_allowances(everything=True)  # the allowance ended, its unused units given back
     by_id = status(f"s.{sub.pk}")
     assert (by_id["client"], by_id["kind"], by_id["plan"]) == (f"s.{sub.pk}", "subscription", "pro")
     assert by_id["limits"][0]["used"] == 2
@@ -127,12 +129,12 @@ def test_a_banned_client_shows_its_ban_and_last_refusals(free, runtime):
     assert "Last refusals (newest first):" in text
 
 
-def test_status_reports_the_allowances_this_process_holds(free, set_quotas):
-    """With allowances on, the list of what this process holds (none in a shell) replaces "n/a"."""
-    set_quotas("ALLOWANCES", ENABLED=True)
+def test_status_says_n_a_for_allowances_when_they_are_off(free, no_allowances):
+    """With allowances off "n/a" replaces the list of what this process holds (with them on, the default, see
+    the first test: none in a shell)."""
     ping(1)
-    assert status(ADDRESS)["allowances"] == []
-    assert "Allowances held by this process: none" in run("quota_status", ADDRESS)
+    assert status(ADDRESS)["allowances"] == "n/a"
+    assert "Allowances held by this process: n/a (QUOTAS['ALLOWANCES'] is off)" in run("quota_status", ADDRESS)
 
 
 @pytest.mark.parametrize(
@@ -263,6 +265,7 @@ def test_reset_sets_budget_spending_back_unless_told_to_keep_it(metered, flags, 
     api, key = metered
     for _ in range(3):
         assert api.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
+    get_runtime().guard.settle_allowances(everything=True)  # the allowance ended, its unused units given back
     who = f"s.{SubscriptionFactory._meta.model.objects.get().pk}"
     assert spent(who) == "0.030000"
     text = run("quota_reset", who, *flags)

@@ -90,9 +90,14 @@ def test_a_redis_error_at_settlement_keeps_the_actual_cost(metered, outage, monk
     assert alerts == []
 
 
-def test_the_service_keeps_a_cost_whose_settlement_failed(metered, outage, alerts):
+# The defaults, and a client busy from its second request however fast the machine sends (an allowance is
+# then always held when the cost above its estimate ends it: charged before it gave its unused 0.11 back, the
+# visit read 1.02 and sent the 100 % alert too).
+@pytest.mark.parametrize("allowances", [{}, {"MIN_RATE": 1, "HORIZON": 1.0}], ids=["defaults", "busy"])
+def test_the_service_keeps_a_cost_whose_settlement_failed(metered, outage, alerts, set_quotas, allowances):
     """Through the service as a front door calls it: check, Redis stops, settle with 0.45 twice; after the
     poller's visit the budget holds 0.91, and the 80 % alert is sent once, by the visit that reached it."""
+    set_quotas("ALLOWANCES", **allowances)
     runtime = get_runtime()
     client, key = APIClient(), issue_key(plan=metered)
     assert client.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200  # 0.01 spent, rules loaded

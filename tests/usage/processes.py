@@ -154,6 +154,8 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
         for client, key in keys.items():
             for path in paths:
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
-    # A worker process flushes its in-process usage at exit; multiprocessing children skip atexit.
+    # A worker process settles its allowances and flushes its in-process usage at exit (Runtime._at_exit);
+    # multiprocessing children skip atexit.
+    get_runtime().guard.settle_allowances(everything=True)
     get_runtime().guard.flush_usage()
     results.put(dict(seen))
