@@ -22,6 +22,7 @@ from quotas.conf import quota_settings
 from quotas.contract.memory import is_memory_url, lua_available
 from quotas.exceptions import InvalidRate
 from quotas.formats.rates import parse_rates
+from quotas.http.context import SETTLING_MIDDLEWARE
 from quotas.identity.addresses import num_proxies
 from quotas.identity.countries import open_database
 from quotas.observability.otel import available as otel_available
@@ -230,8 +231,7 @@ def _uses_quota_throttle(drf: dict[str, Any]) -> bool:
 def check_middleware(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
     """QuotaThrottle needs its middleware to send headers and settle decisions after the view."""
     drf = getattr(settings, "REST_FRAMEWORK", {}) or {}
-    installed = {"quotas.middleware.QuotaHeadersMiddleware", "quotas.http.middleware.QuotaHeadersMiddleware"}
-    if _uses_quota_throttle(drf) and not installed & set(settings.MIDDLEWARE):
+    if _uses_quota_throttle(drf) and SETTLING_MIDDLEWARE.isdisjoint(settings.MIDDLEWARE):
         return [
             Warning(
                 "QuotaThrottle is a default throttle but QuotaHeadersMiddleware is not installed: "

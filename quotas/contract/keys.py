@@ -57,6 +57,12 @@ def client_tag(kind: str, value: str | bytes) -> str:
     return "{" + kind + "." + encode_part(value) + "}"
 
 
+def subscription_id(tag: str) -> int | None:
+    """The subscription a client ``tag`` names (:func:`client_tag`'s kind ``s``: ``{s.12}``), else None."""
+    kind, _, ident = tag.strip("{}").partition(".")
+    return int(ident) if kind == "s" and ident.isdigit() else None
+
+
 def client_id(tag: str) -> str:
     """The client part of its fields and keys: the tag without braces, hashed when long."""
     text = tag.strip("{}")

@@ -24,15 +24,12 @@ from rest_framework.throttling import BaseThrottle
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
-from quotas.http.context import add_verdict, verdicts_of
+from quotas.http.context import SETTLING_MIDDLEWARE, add_verdict, verdicts_of
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
 from quotas.runtime import get_runtime
 from quotas.service import CountAs, Facts, check, send_alerts
-
-#: The middleware that settles a DRF request's verdict after the view (quotas.checks' W002 looks for it too).
-_SETTLING_MIDDLEWARE = ("quotas.middleware.QuotaHeadersMiddleware", "quotas.http.middleware.QuotaHeadersMiddleware")
 
 
 class QuotaThrottle(BaseThrottle):
@@ -295,4 +292,4 @@ def _drf_limits_of(throttles: Sequence[QuotaThrottle], request: Request, view: A
 def _settled_after_view() -> bool:
     """Whether QuotaHeadersMiddleware will settle this request's verdict (asked only when a decision has budget
     alerts to send, which happens at most twice per budget and period)."""
-    return any(name in settings.MIDDLEWARE for name in _SETTLING_MIDDLEWARE)
+    return not SETTLING_MIDDLEWARE.isdisjoint(settings.MIDDLEWARE)

@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 
 _VERDICTS = "quota_verdicts"
 
+#: The middleware that settles the verdicts left on a request after the view, by either of its import paths
+#: (QuotaThrottle and check W002 look for it in MIDDLEWARE).
+SETTLING_MIDDLEWARE = frozenset(
+    {"quotas.middleware.QuotaHeadersMiddleware", "quotas.http.middleware.QuotaHeadersMiddleware"}
+)
+
 
 def add_verdict(request: Any, verdict: Verdict) -> None:
     """Leave ``verdict`` on the request, after those already there (headers, settling after the view)."""
@@ -25,11 +31,6 @@ def add_verdict(request: Any, verdict: Verdict) -> None:
         setattr(request, _VERDICTS, [verdict])
     else:
         verdicts.append(verdict)
-
-
-def set_verdict(request: Any, verdict: Verdict | None) -> None:
-    """Leave ``verdict`` as the request's only verdict; None takes every verdict off."""
-    setattr(request, _VERDICTS, [verdict] if verdict is not None else [])
 
 
 def verdicts_of(request: Any) -> list[Verdict]:

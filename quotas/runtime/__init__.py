@@ -18,7 +18,7 @@ from django.utils.module_loading import import_string
 from quotas import metrics
 from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS, async_connector, connect
-from quotas.contract.keys import rules_version_key
+from quotas.contract.keys import rules_version_key, subscription_id
 from quotas.contract.library import LibraryCaller
 from quotas.contract.memory import MemoryRedis, MemoryTransport
 from quotas.observability.events import fire_budget_alerts
@@ -100,7 +100,7 @@ class Runtime:
         """Charge Redis the budget spend this process admitted or settled while it was away, and send the
         alerts that spend newly reached (once per threshold and period, as after a request)."""
         for tag, states, at in self.guard.charge_owed():
-            fire_budget_alerts(tag, subscription_of(tag), states, at)
+            fire_budget_alerts(tag, subscription_id(tag), states, at)
 
     def lift_ban(self, tag: str) -> bool:
         """End ``tag``'s ban now (and its refusal count); every process forgets it within a second.
@@ -139,12 +139,6 @@ class Runtime:
         atexit.unregister(self._at_exit)
         self.store.close()
         self.back_office.close()
-
-
-def subscription_of(tag: str) -> int | None:
-    """The subscription a client ``tag`` names (``{s.<id>}``), or None for another kind of client."""
-    kind, _, ident = tag.strip("{}").partition(".")
-    return int(ident) if kind == "s" and ident.isdigit() else None
 
 
 def build_runtime() -> Runtime:

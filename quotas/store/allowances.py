@@ -210,7 +210,7 @@ class Allowances:
             if self._cut.get(call.tag, -math.inf) >= started:
                 # A cost above its estimate ended the client's allowances while this call was on its way: Redis
                 # may have sized the grant without that cost, so it is given back unused, not served from. The
-                # budget property test found the overspend past its one-moment bound without this (issue 44).
+                # budget property test found the overspend past its one-moment bound.
                 allowance.ends_at = 0.0
                 self._ended.append(allowance)
             else:

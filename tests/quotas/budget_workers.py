@@ -200,7 +200,7 @@ def _stream(key: str, path: str, actual: int | None) -> tuple[bool, bool, int]:
     from django.http import HttpResponse, StreamingHttpResponse
 
     from quotas.formats.money import from_micros
-    from quotas.http.context import set_verdict
+    from quotas.http.context import add_verdict
     from quotas.http.middleware import QuotaHeadersMiddleware
     from quotas.service import check
 
@@ -209,7 +209,7 @@ def _stream(key: str, path: str, actual: int | None) -> tuple[bool, bool, int]:
     def view(request: Any) -> HttpResponse | StreamingHttpResponse:
         verdict = check(_facts(key, path))
         verdict.request = request
-        set_verdict(request, verdict)
+        add_verdict(request, verdict)
         seen.append(_seen(verdict))  # before settling: settling sets the decision's cost to the actual one
         if not verdict.allowed:
             return HttpResponse(status=429)

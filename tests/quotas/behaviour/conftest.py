@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rest_framework.test import APIClient
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +23,9 @@ def runtime(store_runtime: Any) -> Any:
 def redis_client(runtime: Any) -> Any:
     """The client of the store the test decides on: what a test reads back is that store's."""
     return runtime.redis
+
+
+@pytest.fixture
+def client() -> Any:
+    """An HTTP client that answers a view's error with its 500 response, as a user sees it, not by raising."""
+    return APIClient(raise_request_exception=False)

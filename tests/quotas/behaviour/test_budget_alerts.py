@@ -5,18 +5,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from rest_framework.test import APIClient
 
 from plans.models import CostBudget
 from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
-
-
-@pytest.fixture
-def client():
-    return APIClient(raise_request_exception=False)
 
 
 @pytest.fixture

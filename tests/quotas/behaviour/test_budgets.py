@@ -9,7 +9,6 @@ from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
-from rest_framework.test import APIClient
 
 from plans.models import CostBudget, PeriodQuota
 from quotas.contract.keys import client_tag
@@ -39,11 +38,6 @@ def pro(db):
     plan = PlanFactory(slug="pro", monthly_price=Decimal("49"), priority=5)
     CostBudget.objects.create(plan=plan, period="day", amount=Decimal("10"))
     return plan
-
-
-@pytest.fixture
-def client():
-    return APIClient(raise_request_exception=False)
 
 
 @pytest.fixture
