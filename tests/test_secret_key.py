@@ -14,6 +14,9 @@ from config.secret_key import key_file, read_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+#: Each test starts the project's own processes (manage.py, the key generator).
+pytestmark = pytest.mark.slow
+
 
 def run(args: list[str], run_dir: Path, **extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG")}

@@ -161,6 +161,7 @@ def test_without_the_load_reporter_this_process_reports_no_load(settings, set_qu
     assert check_load_reporter() == []
 
 
+@pytest.mark.slow  # a real Python process
 def test_without_psutil_manage_py_names_the_extra() -> None:
     """Without psutil the app still loads (its load reporter is not imported), so `manage.py check` stops on
     adaptive.E012 with the extra to install instead of a ModuleNotFoundError."""

@@ -112,6 +112,7 @@ def test_a_forked_process_starts_its_own_reporter(reporting, redis_client) -> No
     assert redis_client.get(store.host_key(host_name(), child.pid)) is not None
 
 
+@pytest.mark.slow  # a real process burning a core for a second
 def test_cpu_meter_sees_a_busy_core() -> None:
     """One process spinning for a second on this machine shows as at least a third of all cores busy."""
     meter = CpuMeter()

@@ -31,6 +31,7 @@ def test_a_missing_app_is_an_error_naming_it(settings, missing):
     assert error.hint.startswith(f"Add {', '.join(repr(app) for app in missing)} to INSTALLED_APPS")
 
 
+@pytest.mark.slow  # a real Python process
 def test_a_project_including_the_dashboard_urls_is_told_which_app_is_missing():
     """Django's URL checks import every URLconf before this app's check reports: `manage.py check` in a project
     whose URLs include the dashboard's stops on dashboard.E001's message, not on a model's RuntimeError."""

@@ -219,7 +219,7 @@ def test_45_wrong_keys_on_the_form_from_one_address_are_slowed_down(client, traf
     assert client.post("/usage/", {"api_key": demo_key("free")}, REMOTE_ADDR="192.0.2.77").status_code == 302
 
 
-def test_the_usage_page_is_rate_limited_per_address(client, traffic, memory_clock):
+def test_the_usage_page_is_rate_limited_per_address(client, traffic, quota_clock):
     client.post("/usage/", {"api_key": demo_key("free")}, REMOTE_ADDR="192.0.2.78")
     codes = Counter(client.get("/usage/me/", REMOTE_ADDR="192.0.2.78").status_code for _ in range(65))
     assert codes[200] == 59  # the sign-in was the first of 60 per minute

@@ -173,15 +173,9 @@ class TestOverHTTP:
         assert {client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(5)} == {200}
 
 
-@pytest.fixture
-def memory_store(set_quotas) -> None:
-    """This test's limits in the memory store, whose clock the test moves (no sleep)."""
-    set_quotas(REDIS_URL="memory://bans-in-admin")
-
-
 @pytest.mark.django_db
 @pytest.mark.urls("tests.urls")
-def test_bans_are_recorded_and_liftable_in_admin(memory_store, quota_clock):
+def test_bans_are_recorded_and_liftable_in_admin(quota_clock):
     """A ban shows in the admin; lifting it lets the client in at once."""
     from rest_framework.test import APIClient
 

@@ -41,6 +41,7 @@ def ask(tag: str, wins, **options):
     return get_runtime().guard.decide_call(DecideCall(tag, wins, allowance_ok=True, **options))
 
 
+@pytest.mark.redis
 def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_client):
     """After the first request, the next asks for 10 requests' units at once; 9 more need no Redis call."""
     wins = windows("1000/hour")
@@ -136,6 +137,7 @@ def test_a_fixed_window_allowance_ends_with_its_window(busy):
     ],
     ids=["concurrency", "shaping", "shadow"],
 )
+@pytest.mark.redis
 def test_no_allowance_where_each_request_must_be_seen(busy, redis_client, wins):
     """A lease, a shaping delay or a shadow window needs every request in Redis."""
     redis_client.config_resetstat()
@@ -144,6 +146,7 @@ def test_no_allowance_where_each_request_must_be_seen(busy, redis_client, wins):
     assert script_calls(redis_client) == 5
 
 
+@pytest.mark.redis
 def test_no_allowance_when_turned_off(set_quotas, redis_client):
     set_quotas("ALLOWANCES", ENABLED=False, MIN_RATE=1)
     wins = windows("1000/hour")
@@ -282,6 +285,7 @@ def test_a_killed_process_loses_at_most_one_allowance_of_usage_and_never_adds_an
     assert admitted - (10 - 1) <= counted < admitted
 
 
+@pytest.mark.redis
 @pytest.mark.django_db
 @pytest.mark.urls("tests.urls")
 @pytest.mark.parametrize("on", [True, False], ids=["plan allows", "plan turns them off"])

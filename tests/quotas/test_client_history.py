@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from config.embedded_redis import free_port
 from quotas.observability.history import CLIENT_KEEP, History, client_key, read_client_history
+from tests.unreachable import unreachable_redis
 
 PREFIX = "quota:v1"
 #: 15 min 30 s into the last hour (recent enough that its hash has not expired: EXPIREAT is absolute).
@@ -54,6 +54,7 @@ def test_read_per_minute_and_per_hour_with_zeros(redis_client):
     assert read_client_history(redis_client, PREFIX, "{s.8}", "hour", start=at, end=at)[0].allowed == 0
 
 
+@pytest.mark.redis
 def test_a_client_hash_expires_25_hours_after_its_hour(redis_client):
     history = History()
     noted(history, 1, "allowed", "none")
@@ -65,7 +66,7 @@ def test_a_client_hash_expires_25_hours_after_its_hour(redis_client):
 def test_a_failed_write_keeps_the_client_counts(redis_client):
     history = History()
     noted(history, 3, "allowed", "none")
-    closed = redis.Redis(port=free_port(), socket_connect_timeout=0.5)
+    closed = unreachable_redis()
     with pytest.raises(redis.ConnectionError):
         history.write(closed, PREFIX)
     noted(history, 1, "denied", "rate")
@@ -90,6 +91,7 @@ def test_real_requests_are_written_by_the_engine_tick(runtime, redis_client, cli
     assert (point.allowed, point.denied) == (codes[200], codes[429]) == (10, 2)
 
 
+@pytest.mark.redis
 def test_a_full_hour_hash_stays_small(redis_client):
     """120 fields (every minute admitted and refused, five-digit counts) take under 1.5 KB: a listpack
     (the figure docs/usage-api.md and the module docstring give, 1,368 bytes on Redis 7.0)."""

@@ -16,6 +16,9 @@ from quotas.store.decision import DecideCall
 from quotas.store.transport import LuaScript
 from tests.waiting import wait_until
 
+#: A real server's connections (CLIENT LIST, closed sockets).
+pytestmark = pytest.mark.redis
+
 
 def test_each_thread_keeps_one_connection_and_hands_it_back_when_it_ends(redis_server):
     """Four threads fit a pool of four connections, and when they have ended all four are free again."""

@@ -228,6 +228,7 @@ def test_get_cache_key_counts_per_tenant(client, rates):
     assert statuses(client, "/tenant", 2) == [200, 200]  # no tenant: the default key, this user's own
 
 
+@pytest.mark.redis
 def test_get_cache_key_returning_none_is_not_throttled(client, rates, redis_client):
     """None: admitted, nothing spent, no rate-limit headers, Redis not asked (DRF's contract)."""
     rates({"anon": "1/min"})
@@ -274,6 +275,7 @@ def test_default_hooks_name_the_client(rates):
 # 4. anon, user and scope together, as AnonRateThrottle + UserRateThrottle + ScopedRateThrottle.
 
 
+@pytest.mark.redis
 def test_a_scoped_view_also_gets_the_anon_and_user_rates(client, rates, redis_client):
     """An anonymous client of a scoped view is held to the scope's, the anon and the user rate: one decision."""
     rates({"anon": "2/min", "user": "5/min", "uploads": "3/min"})

@@ -153,6 +153,7 @@ class TestAdaptiveReduction:
         assert param(items(refused["RateLimit"])['"global"'], "r") == "0"
 
 
+@pytest.mark.redis  # the store's clock and this process's both real, as in production
 class TestRefusalsFromMemory:
     @pytest.mark.parametrize("algorithm", ["token_bucket", "fixed_window", "sliding_window_log"])
     def test_a_429_from_memory_repeats_what_redis_said(self, client, plan, algorithm):

@@ -9,7 +9,6 @@ import pytest
 import redis
 from prometheus_client import REGISTRY
 
-from config.embedded_redis import free_port
 from quotas.observability.history import (
     HOUR_KEEP,
     MINUTE_KEEP,
@@ -20,6 +19,7 @@ from quotas.observability.history import (
     read_top_clients,
     top_key,
 )
+from tests.unreachable import unreachable_redis
 
 PREFIX = "quota:v1"
 #: 15 min 30 s into the last hour: inside a minute and an hour, far from both edges, and recent enough that
@@ -62,6 +62,7 @@ def test_a_write_counts_each_outcome_per_minute_and_hour(redis_client):
     }
 
 
+@pytest.mark.redis
 def test_keys_expire_two_hours_and_seven_days_after_their_bucket(redis_client):
     """The minute hash lives 2 h after its minute ends, the hour hash and top sets 7 days after their hour
     (plus the documented margins)."""
@@ -98,7 +99,7 @@ def test_a_failed_write_keeps_the_counts_for_the_next(redis_client):
     """Redis unreachable: the write raises and nothing is lost; the next write counts everything once."""
     history = History()
     noted(history, 3, "allowed", "none")
-    closed = redis.Redis(port=free_port(), socket_connect_timeout=0.5)
+    closed = unreachable_redis()
     with pytest.raises(redis.ConnectionError):
         history.write(closed, PREFIX)
     noted(history, 2, "denied", "rate")  # counted meanwhile

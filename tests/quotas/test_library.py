@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 import redis
 from django.conf import settings
 from django.test import override_settings
@@ -13,6 +14,9 @@ from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.limits import LimitRule
 from quotas.runtime import Runtime, build_runtime
 from quotas.store.transport import LuaScript
+
+#: How the library is loaded into a redis-server (FUNCTION, SCRIPT) on 7 and 6.2.
+pytestmark = pytest.mark.redis
 
 T0 = 1_700_000_040.0  # aligned to a minute
 

@@ -16,6 +16,7 @@ from quotas.contract import memory
 from quotas.contract.connect import connect, describe, parse_url
 from quotas.contract.memory import MemoryRedis, forget, keyspace, memory_client
 from quotas.contract.memory.base import SWEEP_EVERY
+from tests.conftest import TEST_STORE_URL
 from tests.factories import EndpointLimitFactory, PlanFactory
 
 URL = "memory://compare"
@@ -160,18 +161,12 @@ def test_the_doctor_says_the_memory_store_is_for_tests(set_quotas, capsys):
     assert '"warning"' in out
 
 
-SWEPT = "memory://sweep"
-
-
 @pytest.fixture
-def one_off_store(set_quotas, request):
-    """The engine on a memory keyspace of its own (a default plan of 100/min for anonymous clients), and its clock."""
-    forget(SWEPT)
-    set_quotas(REDIS_URL=SWEPT)
+def one_off_store(db, quota_clock):
+    """The tests' memory store with a default plan of 100/min for anonymous clients, and its clock."""
     plan = PlanFactory(slug="free", is_default=True)
     EndpointLimitFactory(plan=plan, name="global", rates="100/min", algorithm="fixed_window")
-    yield request.getfixturevalue("quota_clock")
-    forget(SWEPT)
+    return quota_clock
 
 
 def entries(space) -> int:
@@ -190,7 +185,7 @@ def test_one_off_clients_entries_are_swept_once_their_windows_pass(one_off_store
     for i in range(6000):
         address = f"2001:db8:{i // 256:x}:{i % 256:x}::1"  # one /64 each: one client each
         assert client.get("/api/demo/ping", REMOTE_ADDR=address).status_code == 200
-    space = keyspace(SWEPT)
+    space = keyspace(TEST_STORE_URL)
     assert entries(space) > 20_000
     one_off_store.advance(10 * 86_400)
     for i in range(SWEEP_EVERY + 10):

@@ -89,6 +89,7 @@ def test_the_api_key_header_is_an_api_key_security_scheme(client, settings):
     assert {"ApiKeyAuth": []} in schema["paths"]["/api/v1/usage/current"]["get"]["security"]
 
 
+@pytest.mark.slow  # a real Python process
 def test_quotas_and_usage_work_without_drf_spectacular(tmp_path):
     """drf-spectacular is optional: without it, the throttle, the handler and the usage API still import."""
     script = textwrap.dedent(

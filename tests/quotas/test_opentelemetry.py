@@ -126,6 +126,7 @@ def test_a_setting_that_is_not_a_bool_is_refused_at_start_up(set_quotas):
     assert "quotas.E070" in {m.id for m in checks.run_checks()}
 
 
+@pytest.mark.slow  # a real Python process
 def test_the_docs_sdk_snippet_runs_as_written(tmp_path):
     """docs/operations.md's SDK configuration runs as written (in its own process: a global provider is set
     once per process)."""

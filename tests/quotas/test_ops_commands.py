@@ -21,8 +21,8 @@ ADDRESS = "203.0.113.9"
 
 
 @pytest.fixture
-def redis_client(memory_clock):
-    """The engine's store: the memory store, whose clock stands still (see memory_clock), so that a test's
+def redis_client(quota_clock):
+    """The engine's store: the tests' memory store, whose clock stands still (quota_clock), so that a test's
     requests share one fixed window."""
     return get_runtime().redis
 

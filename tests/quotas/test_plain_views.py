@@ -231,6 +231,7 @@ def test_the_middleware_limits_async_views_under_asgi(hooks):
     async_to_sync(scenario)()
 
 
+@pytest.mark.redis
 def test_async_and_sync_decisions_share_scripts_and_keys(runtime, redis_client):
     """redis-py's asyncio client calls the same decide function on the same keys: each side sees the other's use."""
     window = rate_rule("shared", "3/min", "sliding_window_log").windows[0]

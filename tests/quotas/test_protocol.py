@@ -35,6 +35,9 @@ from quotas.contract.protocol import (
     usage_add_args,
 )
 
+#: The scripts run by Redis's own EVAL, the reference the memory store is held to.
+pytestmark = pytest.mark.redis
+
 
 def test_lua_sees_every_algorithm_code_python_sends(redis_client):
     """The generated constants, run by Redis itself, give each algorithm the code Python packs into specs."""

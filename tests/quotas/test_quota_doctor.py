@@ -20,7 +20,8 @@ from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
 
-pytestmark = pytest.mark.django_db
+#: What the doctor reads off a real server (INFO, FUNCTION LIST, TIME).
+pytestmark = [pytest.mark.django_db, pytest.mark.redis]
 
 CHECKS = ["redis", "library", "clock", "rules", "failure_mode", "django"]
 

@@ -53,7 +53,7 @@ def get(client, path, key=None, **extra):
     return client.get(path, **extra)
 
 
-def test_admitted_response_carries_standard_headers(client, free, memory_clock):
+def test_admitted_response_carries_standard_headers(client, free, quota_clock):
     """Every throttled response says how much is left, in both header styles."""
     response = get(client, "/api/demo/ping", issue_key(plan=free))
     assert response.status_code == 200
@@ -399,6 +399,7 @@ def test_redis_down_fails_closed_when_configured(client, free, redis_server, set
         redis_server.start()
 
 
+@pytest.mark.redis
 @pytest.mark.parametrize("w", [str(10**12), "1000001", "-5"])
 def test_a_weight_out_of_bounds_is_a_400_problem_and_redis_is_never_asked(client, free, redis_client, w):
     """An enormous weight would make the script's HINCRBY fail and open the breaker for every tenant."""
@@ -462,6 +463,7 @@ def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
         ("/t/priced?est=Infinity", TypeError, r"PricedView\.get_quota_cost\(\) gave Decimal\('Infinity'\)"),
     ],
 )
+@pytest.mark.redis
 def test_a_non_number_weight_or_cost_is_the_views_mistake(free, redis_client, path, error, message):
     """A view's hook must never give a non-number: an error naming the view (a server error for the
     client), raised before Redis is asked; the breaker stays closed."""

@@ -47,6 +47,7 @@ def test_300_ipv6_networks_make_at_most_one_row_per_usage_hash(free, redis_clien
     assert sum(UsageRecord.objects.filter(client=ANONYMOUS_CLIENT).values_list("allowed", flat=True)) == ADDRESSES
 
 
+@pytest.mark.redis
 def test_more_requests_move_the_same_rows_forward(free, redis_client, sixteen_buckets):
     one_request_from_each_of(100)
     flush_usage()

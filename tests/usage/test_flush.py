@@ -82,6 +82,7 @@ def test_every_refusal_is_counted_even_when_remembered_in_process(api, free, red
     assert_refusals_counted({row.client: row.denied}, {tag_of(key): 3})
 
 
+@pytest.mark.redis
 def test_values_are_absolute_so_more_traffic_is_not_added_twice(api, pro, redis_client):
     """Redis holds cumulative totals: a later flush replaces a row's counts, it never adds to them."""
     key = issue_key(plan=pro)
@@ -95,6 +96,7 @@ def test_values_are_absolute_so_more_traffic_is_not_added_twice(api, pro, redis_
     assert rows(tag_of(key)) == {"": counts(10)}
 
 
+@pytest.mark.redis
 def test_redis_is_only_read(api, free, redis_client):
     """A flush deletes nothing and leaves every hash and its expiry as it was."""
     send(api, issue_key(plan=free), 3)
@@ -126,6 +128,7 @@ def test_an_older_snapshot_never_replaces_a_newer_row(api, pro, redis_client):
     assert rows(tag_of(key)) == {"": counts(5)}
 
 
+@pytest.mark.redis
 def test_redis_losing_its_data_adds_a_generation_instead_of_lowering_usage(api, pro, redis_client):
     """10 requests flushed, FLUSHALL, 4 more flushed: the database holds 14, with the cost of all 14.
 
@@ -153,6 +156,7 @@ def test_redis_losing_its_data_adds_a_generation_instead_of_lowering_usage(api, 
     assert Decimal(body["totals"]["cost"]) == Decimal("0.14")
 
 
+@pytest.mark.redis
 def test_a_cost_lowered_after_a_flush_is_copied_lower(api, free, redis_client, monkeypatch):
     """Cost is reconciled after the view: a flush that saw the estimate is corrected by the next.
 

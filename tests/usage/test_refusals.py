@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 import time
 from collections import Counter
 
 import pytest
-import redis
 from prometheus_client import REGISTRY
 
 from plans.models import ACLEntry, APIKey
@@ -23,6 +21,7 @@ from quotas.rules.snapshot import ban_policy_spec
 from quotas.runtime import get_runtime
 from tests.factories import UserFactory, issue_key
 from tests.quotas.test_adaptive_engine import publish
+from tests.unreachable import unreachable_redis
 
 from .conftest import send
 from .test_api import problem
@@ -57,6 +56,7 @@ def refused_decision(api, key: str):
         runtime.refusals = log
 
 
+@pytest.mark.redis
 def test_a_refusal_is_stored_with_its_limit_window_remaining_and_reset(api, free, redis_client):
     """The 6th request of a 5/min plan is refused; after a tick the client's list holds that refusal."""
     key = issue_key(plan=free)
@@ -114,9 +114,7 @@ def test_a_flood_leaves_at_most_one_record_per_client_per_second(api, free, redi
 def test_records_a_write_failed_to_store_are_kept_for_the_next_tick(api, free, redis_client):
     """Redis refusing the connection: the records stay (within the bound), the error is counted, the next
     write stores them."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        dead = redis.Redis(port=probe.getsockname()[1], socket_connect_timeout=0.5)
+    dead = unreachable_redis()
     tag, decision = refused_decision(api, issue_key(plan=free))
     log = RefusalLog(size=3)
     for client in ("{u.901}", "{u.902}", tag):
@@ -133,7 +131,7 @@ def test_records_a_write_failed_to_store_are_kept_for_the_next_tick(api, free, r
     assert [len(read_refusals(redis_client, "t", c)) for c in ("u.901", "u.902", tag, "u.904")] == [0, 1, 1, 1]
 
 
-def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, set_quotas, memory_clock):
+def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, set_quotas, quota_clock):
     """Twelve anonymous clients, each from a /64 of its own (a rotating IPv6 attacker), are refused: only the
     first three (the cap) get a list in Redis, the others are counted as lost; a subscriber refused after
     them is still recorded."""
@@ -185,7 +183,7 @@ def redis_errors() -> float:
     return REGISTRY.get_sample_value("quota_redis_errors_total", {"operation": "refusals"}) or 0.0
 
 
-def test_an_access_list_denial_is_recorded_with_its_entry(api, free, memory_clock):
+def test_an_access_list_denial_is_recorded_with_its_entry(api, free, quota_clock):
     """A deny-list entry refuses with 403: the record names the entry, and no window."""
     key = issue_key(plan=free)
     sub = APIKey.objects.get(key_hash=hash_api_key(key)).subscription
