@@ -30,4 +30,6 @@ def test_tests_that_do_not_ask_for_redis_pass_with_no_redis_server(tmp_path):
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     summary = ran.stdout.strip().splitlines()[-1]
-    assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
+    assert " passed" in summary, summary
+    assert "failed" not in summary, summary
+    assert "error" not in summary, summary
