@@ -95,6 +95,7 @@ def test_state_is_kept_in_redis_between_runs(redis_client, plans) -> None:
     assert read_state(redis_client)["level"] == pytest.approx(0.49)
 
 
+@pytest.mark.redis
 @pytest.mark.slow  # waits 0.2 s for a sample's TTL on the Redis server, whose clock no test moves
 def test_hosts_that_stop_reporting_drop_out(redis_client, plans) -> None:
     """A sample lives SAMPLE_TTL seconds; the index forgets keys long expired."""

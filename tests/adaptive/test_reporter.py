@@ -97,6 +97,7 @@ def _child(queue: multiprocessing.Queue) -> None:
     queue.put([t.name for t in reporter_threads()])
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_a_forked_process_starts_its_own_reporter(reporting, redis_client) -> None:
     """After fork() (a gunicorn worker), the child sees the parent's thread is not its own and starts one."""

@@ -111,6 +111,7 @@ def _hold_lease_then_hang(ready):
     time.sleep(60)  # killed long before this ends
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_a_killed_worker_gives_its_slot_back_after_the_lease(runtime):
     """A worker killed mid-request never releases; its lease is reclaimed when it runs out."""

@@ -213,6 +213,7 @@ BUDGET = LimitRule(id="b", name="b", rates=(Rate(100 * 5_000, 86400),), algorith
     [*((windows("100/min", a), 0) for a in ALGORITHMS), (BUDGET.windows, 5_000)],
     ids=[*ALGORITHMS, "budget"],
 )
+@pytest.mark.redis
 def test_eight_processes_racing_one_client_admit_at_most_the_limit(racing, redis_client, wins, cost):
     """8 processes x 60 requests against 100 a minute (or a budget of 100 requests' price) with allowances on:
     never more than 100 admitted, at least 95; usage counts exactly the requests admitted, once every process
@@ -223,6 +224,7 @@ def test_eight_processes_racing_one_client_admit_at_most_the_limit(racing, redis
     assert _usage_admitted(redis_client) == len(admitted)
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_eight_processes_whose_requests_cost_more_than_estimated_keep_the_budget_bound(set_quotas, redis_client):
     """8 processes x 60 requests estimated at 0.005 that cost 0.05, against a budget of 0.50: each upward
@@ -239,6 +241,7 @@ def test_eight_processes_whose_requests_cost_more_than_estimated_keep_the_budget
     assert admitted
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_no_fixed_window_admits_more_than_its_limit_across_its_edges(racing, redis_client):
     """For 2.5 s of a race, 8 processes against 30 a second: no second admits more than 30."""
@@ -252,6 +255,7 @@ def test_no_fixed_window_admits_more_than_its_limit_across_its_edges(racing, red
     assert _usage_admitted(redis_client) == len(admitted)
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_no_second_of_a_sliding_log_admits_more_than_its_limit(racing, redis_client):
     """For 2.5 s of a race against a 30-a-second sliding log: no interval of a second admits more than 30."""

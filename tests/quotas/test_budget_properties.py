@@ -384,6 +384,7 @@ def budget_of(key: str) -> tuple[str, list]:
     return client.tag, [w for rule in limits if rule.algorithm == "budget" for w in rule.windows]
 
 
+@pytest.mark.redis
 def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(cluster, clients, redis_client, record_property):
     """Over 500 drawn examples: the bound, the spend and usage equal to the actual costs, one alert per
     threshold reached; most of the busy examples' admitted requests are served from allowances."""

@@ -149,6 +149,7 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
     assert totals["dc"] == len(refused)
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_one_client_saturating_shaping_leaves_room_for_another(settings):
     """One tenant's shaped requests spend its share of the process's budget, then are refused
