@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .count_report import count_section
 from .tables import table
 
 #: Targets the run is judged against (printed next to the figures).
@@ -503,6 +504,8 @@ def render(results: dict[str, Any]) -> str:
             + "\n\n12. The same servers, a new client each request (10,000 API keys in turn)\n"
             + _traffic_http_section(t["new_clients"])
         )
+    if "count" in results:
+        sections.append(count_section(results["count"]))
     if "scale" in results:
         sections.append(
             "9. Decisions per second one Redis process, and a cluster of 1 and of 3 primaries, sustain "
