@@ -61,6 +61,11 @@ matrix: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
+## Section 13 alone: CPU instructions per decision under valgrind's cachegrind, QuotaThrottle beside limits
+## (deterministic, unlike wall clock; about 80 s on 2 cores). Needs valgrind (Debian: apt-get install valgrind).
+bench-count: $(STAMP)
+	$(PY) -m bench --only count $(BENCH_ARGS)
+
 ## ruff, then mypy (django-stubs' plugin loads config.settings, which needs a key; mypy only reads types).
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -3,10 +3,12 @@
 All sections run in one invocation against one private redis-server, so the
 figures are comparable (the bare GET baseline is measured alongside the
 throttles it is compared with, the no-throttle gunicorn alongside the
-throttled one). ``--quick`` takes about two minutes (the HTTP section about
-40 s of it, section 9, Redis's own capacity, about 20 s); the default run
-takes about 8 minutes on a 2-core machine. ``--only scale,acl`` runs just the sections named (see
-:data:`SECTIONS`).
+throttled one). ``--quick`` takes about three minutes (the HTTP section
+about 40 s of it, section 13, instructions under cachegrind, about a minute,
+section 9, Redis's own capacity, about 20 s); the default run takes about
+9 minutes on a 2-core machine. ``--only scale,acl`` runs just the
+sections named (see :data:`SECTIONS`); ``make bench-count`` is ``--only
+count``. Sections 9, 10 and 13 start redis-servers of their own.
 """
 
 from __future__ import annotations
@@ -60,17 +62,24 @@ class Profile:
     scale_seconds: float  # per run of section 9 (6 variants x 1 to scale_max_drivers runs)
     scale_warmup: float
     scale_max_drivers: int
+    count_warmup: int  # section 13: W, the decisions both runs of a workload make under cachegrind
+    count_decisions: int  # N, the decisions the second run adds
 
 
 # HTTP: 3 servers x 2 streams per round; short runs, many rounds, so a burst of other work on the machine
 # lands in one round's runs (the ratios are medians over rounds); about 40 s quick, 130 s default.
-QUICK = Profile("quick", 5, 400, 200, 500, 200, (10_000,), 1, 200, 1.0, 2, 2.0, 1.0, 0.8, 0.3, 2)
-DEFAULT = Profile("default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200, 1.0, 6, 3.0, 2.0, 2.5, 0.5, 3)
+# Section 13: a row's figure is the same at N = 500 and N = 2,000 (within 0.05 %); W = 300, N = 1,000 took 72 to
+# 94 s on 2 cores shared with other work (one valgrind start of about 15 s, then 16 runs two at a time), W = 100,
+# N = 300 about 60 s (each run's first request, building the engine under valgrind, costs the same either way).
+QUICK = Profile("quick", 5, 400, 200, 500, 200, (10_000,), 1, 200, 1.0, 2, 2.0, 1.0, 0.8, 0.3, 2, 100, 300)
+DEFAULT = Profile(
+    "default", 8, 3000, 500, 2000, 200, (10_000, 100_000), 5, 200, 1.0, 6, 3.0, 2.0, 2.5, 0.5, 3, 300, 1000
+)
 
 #: What ``--only`` accepts: the key each section's results are stored under ("commands" includes the flood).
 SECTIONS = (
     "latency", "hot", "traffic", "redis_cost", "http", "traffic_http", "commands", "memory", "acl", "connections",
-    "concurrency", "scale",
+    "concurrency", "count", "scale",
 )  # fmt: skip
 
 
@@ -146,6 +155,10 @@ def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, .
             admin, profile.race_trials, profile.race_max_requests, profile.race_duration
         )
 
+    if "count" in only:
+        step("13. CPU instructions per decision under cachegrind, QuotaThrottle and limits")
+        results["count"] = count_section(profile)
+
     if "scale" in only:
         # Last: its own servers, and forked drivers that keep both cores busy.
         step("9. decisions per second one Redis process / a cluster of 1 and of 3 primaries sustains")
@@ -190,6 +203,16 @@ def _timed_sections(
         results["traffic_http"] = traffic_http.run(
             redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup
         )
+
+
+def count_section(profile: Profile) -> dict[str, Any]:
+    """Section 13's figures, or why it was skipped: it needs valgrind, which a machine may lack."""
+    from . import count
+
+    if count.valgrind_binary() is None:
+        step(f"   skipped: {count.VALGRIND_MISSING}")
+        return {"skipped": count.VALGRIND_MISSING}
+    return count.run(profile.count_warmup, profile.count_decisions)
 
 
 def memory_per_client(admin: redis.Redis, profile: Profile, *, deadline: float) -> list[dict[str, Any]]:

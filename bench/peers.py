@@ -5,7 +5,9 @@
   per key, its edge shifted by a hash of the key);
 - limits: ``MovingWindowRateLimiter`` (a sorted set per key, one Lua script)
   and ``SlidingWindowCounterRateLimiter`` (two counters, one Lua script) on
-  ``limits.storage.RedisStorage``, wrapped in a DRF throttle.
+  ``limits.storage.RedisStorage``, wrapped in a DRF throttle; and the sliding
+  window counter with one ``hit()`` per window of the five-limit plan, as
+  its users enforce several limits.
 
 Import this module only after Django is configured.
 """
@@ -19,11 +21,13 @@ from typing import Any
 from django.conf import settings
 from django.utils.decorators import method_decorator
 from django_ratelimit.decorators import ratelimit
-from limits import parse
+from limits import RateLimitItem, parse
 from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter, SlidingWindowCounterRateLimiter
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
+
+from .rules import FIVE_LIMITS
 
 HUGE_RATE = "1000000/m"  # django-ratelimit's syntax; what no run can reach
 RACE_RATE = "100/m"
@@ -68,6 +72,22 @@ class LimitsMovingWindowRaceThrottle(LimitsThrottle):
 class LimitsSlidingWindowRaceThrottle(LimitsThrottle):
     strategy = SlidingWindowCounterRateLimiter
     rate = "100/minute"
+
+
+#: The windows of QuotaThrottle's five limits (:data:`bench.rules.FIVE_LIMITS`) in limits' syntax, each under
+#: its limit's name, so two windows of one size stay two counters.
+FIVE_WINDOWS: tuple[tuple[str, RateLimitItem], ...] = tuple(
+    (rule.id, parse(f"{rate.limit}/{rate.window} seconds")) for rule in FIVE_LIMITS for rate in rule.rates
+)
+
+
+class LimitsFiveWindowsThrottle(BaseThrottle):
+    """limits' sliding window counter, one ``hit()`` per window of the five-limit plan (one round trip each)."""
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        limiter = SlidingWindowCounterRateLimiter(limits_storage())
+        user = str(request.user.pk)
+        return all(limiter.hit(item, "bench", name, user) for name, item in FIVE_WINDOWS)
 
 
 def ratelimited(rate: str) -> Any:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
+
+from .count_report import count_section
+from .tables import table
 
 #: Targets the run is judged against (printed next to the figures).
 QUOTA_5_VS_GET_MAX = 1.5
@@ -64,19 +66,6 @@ RACE_ROWS = (
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Columns padded to their widest cell; the first column left-aligned, the rest right."""
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-
-    def line(row: Sequence[str]) -> str:
-        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-        return "  ".join(parts).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
 
 
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
@@ -515,6 +504,8 @@ def render(results: dict[str, Any]) -> str:
             + "\n\n12. The same servers, a new client each request (10,000 API keys in turn)\n"
             + _traffic_http_section(t["new_clients"])
         )
+    if "count" in results:
+        sections.append(count_section(results["count"]))
     if "scale" in results:
         sections.append(
             "9. Decisions per second one Redis process, and a cluster of 1 and of 3 primaries, sustain "

@@ -21,6 +21,7 @@ from quotas.throttling import QuotaThrottle
 from .peers import (
     HUGE_RATE,
     RACE_RATE,
+    LimitsFiveWindowsThrottle,
     LimitsMovingWindowRaceThrottle,
     LimitsMovingWindowThrottle,
     LimitsSlidingWindowRaceThrottle,
@@ -109,6 +110,10 @@ class LimitsMovingWindowView(TinyView):
 
 class LimitsSlidingWindowView(TinyView):
     throttle_classes = (LimitsSlidingWindowThrottle,)
+
+
+class LimitsFiveWindowsView(TinyView):
+    throttle_classes = (LimitsFiveWindowsThrottle,)
 
 
 @ratelimited(RACE_RATE)
