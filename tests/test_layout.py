@@ -1,5 +1,5 @@
-"""The layout's rules: apps import only apps below them, the layers inside ``quotas`` hold and form no cycle,
-nothing imports bench/, modules stay small."""
+"""The layout's rules: apps import only apps below them, the layers inside ``quotas`` hold, no app's modules (nor
+its packages) import one another in a cycle, nothing imports bench/, modules stay small."""
 
 from __future__ import annotations
 
