@@ -94,6 +94,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Answers a sign-in refused for too many failures with a 429 and sets the trusted-device cookie; before the
+    # headers middleware, so it sees the response once the request's quota decisions are settled.
+    "quotas.middleware.SignInThrottleMiddleware",
     # Adds the rate-limit headers and problem+json bodies decided by QuotaThrottle.
     "quotas.middleware.QuotaHeadersMiddleware",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from os import PathLike
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import mail
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
@@ -23,6 +24,7 @@ from quotas.contract.memory import is_memory_url, lua_available
 from quotas.exceptions import InvalidRate
 from quotas.formats.rates import parse_rates
 from quotas.http.context import SETTLING_MIDDLEWARE
+from quotas.http.sign_in import SIGN_IN_MIDDLEWARE
 from quotas.identity.addresses import num_proxies
 from quotas.identity.countries import open_database
 from quotas.observability.otel import available as otel_available
@@ -242,6 +244,27 @@ def check_middleware(app_configs: Iterable[Any] | None = None, **kwargs: Any) ->
             )
         ]
     return []
+
+
+@register(Tags.compatibility)
+def check_sign_in_middleware(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list:
+    """quotas.W007: QuotaHeadersMiddleware is installed without SignInThrottleMiddleware, which has done the
+    sign-in half of its old job since they were split (settings written before that list only the first)."""
+    listed = set(settings.MIDDLEWARE)
+    if SETTLING_MIDDLEWARE.isdisjoint(listed) or not SIGN_IN_MIDDLEWARE.isdisjoint(listed):
+        return []
+    if not apps.is_installed("django.contrib.auth"):  # no sign-ins to refuse or remember
+        return []
+    return [
+        Warning(
+            "QuotaHeadersMiddleware is installed but SignInThrottleMiddleware is not: a sign-in refused for too "
+            "many failures is answered as a wrong password instead of a 429, and no browser gets the "
+            "trusted-device cookie, so a username under attack locks its owner out too.",
+            hint="Add 'quotas.middleware.SignInThrottleMiddleware' to MIDDLEWARE, just before "
+            "'quotas.middleware.QuotaHeadersMiddleware'.",
+            id="quotas.W007",
+        )
+    ]
 
 
 API_KEY_AUTHENTICATION = "quotas.drf.authentication.APIKeyAuthentication"

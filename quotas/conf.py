@@ -51,9 +51,8 @@ class QuotaSettings:
         if name not in SECTIONS:
             value = user.get(name, DEFAULTS[name])
             # Found in the instance's __dict__ from now on: __getattr__ is not called again until reload().
-            # A request reads four or five settings. make bench --quick --only latency,hot, 2026-11-25, the
-            # code before and after (this and the header texts compiled per window), alternately twice: one
-            # busy client's own cost 37.2, 38.0 -> 31.9, 33.7 us (1 limit), 46.8, 48.2 -> 41.1, 42.9 us (5).
+            # A request reads four or five settings: with the header texts made once per window, keeping them
+            # saves about 5 us of a busy client's 37 (docs/benchmark-history.md).
             setattr(self, name, value)
             return value
         given = user.get(name)

@@ -1,5 +1,5 @@
-"""The layout's rules: apps import only apps below them, the layers inside ``quotas`` hold and form no cycle,
-nothing imports bench/, modules stay small."""
+"""The layout's rules: apps import only apps below them, the layers inside ``quotas`` hold, no app's modules (nor
+its packages) import one another in a cycle, nothing imports bench/, modules stay small."""
 
 from __future__ import annotations
 
@@ -106,19 +106,43 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(source: str, known: set[str]) -> Iterator[tuple[str, int]]:
-    """Every module of ``known`` that ``source`` imports, with the line: wherever the import statement is."""
+def package_of(path: Path, root: Path = ROOT) -> str:
+    """The package a relative import in ``path`` starts from: the module itself for an ``__init__.py``."""
+    name = module_name(path, root)
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def imported_modules(node: ast.ImportFrom, package: str) -> list[str]:
+    """What ``from ... import a, b`` may name, as dotted paths, relative ones resolved against ``package``.
+
+    ``from a.b import c`` imports the module a.b.c when c is a module, else a name of a.b; ``from . import x``
+    in package p imports p.x; ``from ..m import y`` in p.q imports p.m.y (or a name of p.m). A relative import
+    with no package to start from (or that climbs above it) names nothing here.
+    """
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        parts = package.split(".") if package else []
+        if not parts or node.level - 1 >= len(parts):
+            return []
+        base = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def imports_of(source: str, known: set[str], package: str = "") -> Iterator[tuple[str, int]]:
+    """Every module of ``known`` that ``source`` imports, with the line: wherever the import statement is.
+
+    ``package`` is the source's own package, against which its relative imports resolve."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # "from a.b import c" imports a.b.c when c is a module, else a name of a.b.
-            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = imported_modules(node, package)
         else:
             continue
         for name in names:
@@ -128,13 +152,13 @@ def imports_of(source: str, known: set[str]) -> Iterator[tuple[str, int]]:
                 yield name, node.lineno
 
 
-def import_graph(paths: list[Path]) -> dict[str, dict[str, int]]:
-    """For each module, the modules of ``paths`` it imports (first line of each)."""
-    modules = {module_name(p): p for p in paths}
+def import_graph(paths: list[Path], root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """For each module, the modules of ``paths`` it imports (first line of each), absolute or relative."""
+    modules = {module_name(p, root): p for p in paths}
     graph: dict[str, dict[str, int]] = {}
     for name, path in modules.items():
         edges: dict[str, int] = {}
-        for target, line in imports_of(path.read_text(encoding="utf-8"), set(modules)):
+        for target, line in imports_of(path.read_text(encoding="utf-8"), set(modules), package_of(path, root)):
             if target != name:
                 edges.setdefault(target, line)
         graph[name] = edges
@@ -157,21 +181,25 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     """Each group of modules that import one another, directly or through others (a module reaching itself)."""
     reach = {name: reachable(graph, name) for name in graph}
     groups = {
-        frozenset({name} | {other for other in reach[name] if name in reach[other]})
+        frozenset({name} | {other for other in reach[name] if name in reach.get(other, set())})
         for name in graph
         if name in reach[name]
     }
     return sorted(sorted(group) for group in groups)
 
 
-def unit_of(module: str) -> str:
+#: Every app whose imports form no cycle: the reusable apps and the project around them.
+CYCLE_FREE = sorted(set(MAY_IMPORT) | {"config", "demo"})
+
+
+#: The subpackages of each app (a module ``app.X`` that is a package is its own unit).
+PACKAGES = {f"{app}.{p.name}" for app in CYCLE_FREE for p in (ROOT / app).iterdir() if (p / "__init__.py").exists()}
+
+
+def unit_of(module: str, packages: set[str] = PACKAGES) -> str:
     """The package a module belongs to (``quotas.store.guard`` -> ``quotas.store``), or the top-level module."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if len(parts) > 2 or module in PACKAGES else module
-
-
-#: The subpackages of quotas (a module ``quotas.X`` that is a package is its own unit).
-PACKAGES = {f"quotas.{p.name}" for p in (ROOT / "quotas").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    return ".".join(parts[:2]) if len(parts) > 2 or module in packages else module
 
 
 def layer_of(module: str) -> int:
@@ -191,41 +219,76 @@ def test_the_layers_name_units_only():
     assert [u for u in named if u.count(".") > 1] == []
 
 
-def test_the_units_of_quotas_import_no_cycle():
-    """No chain of imports between packages (and top-level modules) leads back to where it started."""
-    graph = import_graph(sources("quotas"))
+def unit_graph(graph: dict[str, dict[str, int]], packages: set[str] = PACKAGES) -> dict[str, dict[str, int]]:
+    """The module graph folded into units: an edge between two units for each import from one into the other."""
     units: dict[str, dict[str, int]] = {}
     for module, edges in graph.items():
+        source = unit_of(module, packages)
         for target, line in edges.items():
-            if unit_of(target) != unit_of(module):
-                units.setdefault(unit_of(module), {}).setdefault(unit_of(target), line)
-    assert cycles(units) == []
+            if unit_of(target, packages) != source:
+                units.setdefault(source, {}).setdefault(unit_of(target, packages), line)
+    return units
 
 
-def test_quotas_has_no_import_cycle():
-    """No chain of imports inside quotas leads back to where it started, deferred imports included."""
-    assert cycles(import_graph(sources("quotas"))) == []
+@pytest.mark.parametrize("app", CYCLE_FREE)
+def test_the_units_of_an_app_import_no_cycle(app):
+    """No chain of imports between an app's packages (and top-level modules) leads back to where it started:
+    plans.models does not import plans.feeds while plans.feeds imports plans.models."""
+    assert cycles(unit_graph(import_graph(sources(app)))) == []
+
+
+@pytest.mark.parametrize("app", CYCLE_FREE)
+def test_an_app_has_no_import_cycle(app):
+    """No chain of imports inside an app leads back to where it started, deferred and relative imports
+    included."""
+    assert cycles(import_graph(sources(app))) == []
+
+
+def _package(root: Path, files: dict[str, str]) -> list[Path]:
+    """Writes ``files`` (path under ``root``: source) and returns their paths, sorted."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return sorted(root / name for name in files)
 
 
 def test_the_cycle_check_sees_an_import_deferred_into_a_function(tmp_path):
     """A cycle hidden by a deferred import (or one for type checking only) is still a cycle."""
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "a.py").write_text("from pkg.b import thing\n")
-    (package / "b.py").write_text("def thing():\n    from pkg import a\n    return a\n")
-    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n")
-    graph = _graph_under(tmp_path, sorted(package.glob("*.py")))
+    paths = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg.b import thing\n",
+            "pkg/b.py": "def thing():\n    from pkg import a\n    return a\n",
+            "pkg/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n",
+        },
+    )
+    graph = import_graph(paths, tmp_path)
     assert cycles(graph) == [["pkg.a", "pkg.b"]]
     assert "pkg.a" in graph["pkg.c"]
 
 
-def _graph_under(root: Path, paths: list[Path]) -> dict[str, dict[str, int]]:
-    names = {".".join(p.relative_to(root).with_suffix("").parts): p for p in paths}
-    return {
-        name: {target: line for target, line in imports_of(path.read_text(), set(names)) if target != name}
-        for name, path in names.items()
-    }
+def test_the_cycle_check_follows_relative_imports(tmp_path):
+    """``from . import x``, ``from .x import y`` and ``from ..m import z`` are edges like absolute imports, so a
+    cycle written with them is seen, between modules and between the units holding them."""
+    paths = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from . import b\n",
+            "pkg/b.py": "def later():\n    from .a import thing\n",
+            "pkg/models/__init__.py": "from .feed import Feed\n",
+            "pkg/models/feed.py": "from ..feeds.source import check\n",
+            "pkg/feeds/__init__.py": "",
+            "pkg/feeds/source.py": "",
+            "pkg/feeds/refresh.py": "from ..models import Feed\n",
+        },
+    )
+    graph = import_graph(paths, tmp_path)
+    assert graph["pkg.models.feed"] == {"pkg.feeds.source": 1}
+    assert graph["pkg.feeds.refresh"] == {"pkg.models": 1}
+    assert cycles(graph) == [["pkg.a", "pkg.b"]]
+    assert cycles(unit_graph(graph, {"pkg.models", "pkg.feeds"})) == [["pkg.a", "pkg.b"], ["pkg.feeds", "pkg.models"]]
 
 
 def test_every_quotas_module_has_a_layer():

@@ -32,7 +32,7 @@ USE_TZ = True
 ROOT_URLCONF = "adopter_urls"
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "rest_framework", "quotas", "plans"]
-MIDDLEWARE = ["quotas.middleware.QuotaHeadersMiddleware"]
+MIDDLEWARE = ["quotas.middleware.SignInThrottleMiddleware", "quotas.middleware.QuotaHeadersMiddleware"]
 REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["quotas.throttling.QuotaThrottle"],
     "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "600/min"},

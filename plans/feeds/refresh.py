@@ -17,8 +17,9 @@ from django.utils import timezone
 from quotas import siblings
 
 from ..models import ACLFeed
+from ..models.feeds import FeedError
 from .parse import parse_feed
-from .source import FeedError, read_source
+from .source import read_source
 
 logger = logging.getLogger(__name__)
 

@@ -1,36 +1,20 @@
-"""Reading a feed's bytes: an http(s) URL through the SSRF guard, or a file inside an allowed directory."""
+"""Reading a feed's bytes: an http(s) URL through the SSRF guard, or a file inside an allowed directory.
+
+What a source may be is the model's rule (:mod:`plans.models.feeds`, checked when a feed is saved); it is checked
+again here, at every read, because the settings or a name's addresses may have changed since.
+"""
 
 from __future__ import annotations
 
 import http.client
-import os
 
-from quotas.outbound import Policy, Refused, check_url, request
+from quotas.outbound import Policy, Refused, request
 
 from ..conf import feed_settings
+from ..models.feeds import FeedError, allowed_path, is_url
 
 USER_AGENT = "quota-platform-acl-feeds/1"
 HTTP_OK = 200
-
-
-class FeedError(Exception):
-    """A feed that could not be read or parsed; the message says why, in words an operator can act on."""
-
-
-def is_url(source: str) -> bool:
-    """Whether ``source`` names a URL (else it is a file path)."""
-    return source.startswith(("http://", "https://"))
-
-
-def check_source(source: str) -> None:
-    """Raise :class:`FeedError` unless ``source`` is a URL or file the settings allow reading (nothing is read)."""
-    if is_url(source):
-        try:
-            check_url(source, allow_http=bool(feed_settings.ALLOW_HTTP), allow_private=_private())
-        except Refused as exc:
-            raise FeedError(f"not fetched: {exc}") from exc
-        return
-    _allowed_path(source)
 
 
 def read_source(source: str) -> bytes:
@@ -70,20 +54,8 @@ def _fetch(url: str) -> bytes:
     return answer.body
 
 
-def _allowed_path(path: str) -> str:
-    """``path`` resolved, once it lies inside one of ``FILE_DIRECTORIES`` (symbolic links followed first)."""
-    if not os.path.isabs(path):
-        raise FeedError("a feed's source is an https:// URL or an absolute file path")
-    real = os.path.realpath(path)
-    for directory in feed_settings.FILE_DIRECTORIES:
-        root = os.path.realpath(directory)
-        if os.path.commonpath([root, real]) == root:
-            return real
-    raise FeedError(f"{path} is not inside a directory of QUOTAS['ACL_FEEDS']['FILE_DIRECTORIES'], so it is not read")
-
-
 def _read_file(path: str) -> bytes:
-    real = _allowed_path(path)
+    real = allowed_path(path)
     try:
         with open(real, "rb") as file:
             data = file.read(_limit() + 1)

@@ -1,15 +1,19 @@
-"""Allow and deny lists kept from feeds (URLs or files), refreshed by the ``plans.refresh_acl_feeds`` task."""
+"""Allow and deny lists kept from feeds (URLs or files), refreshed by the ``plans.refresh_acl_feeds`` task, and
+what a feed's source may be: the rule :meth:`ACLFeed.clean` applies when a feed is saved and ``plans.feeds.source``
+again before each read (the feeds package builds on this module, never the other way round)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from quotas.formats.acl import IPNetwork, covers_everyone, parse_network
+from quotas.outbound import Refused, check_url
 
-from ..feeds.source import FeedError, check_source
+from ..conf import feed_settings
 from .access import ACLEntry
 
 
@@ -77,3 +81,40 @@ def _parsed(networks: Iterable[str]) -> Iterator[IPNetwork]:
             yield parse_network(text)
         except ValueError:
             continue
+
+
+class FeedError(Exception):
+    """A feed that could not be read or parsed; the message says why, in words an operator can act on."""
+
+
+def is_url(source: str) -> bool:
+    """Whether ``source`` names a URL (else it is a file path)."""
+    return source.startswith(("http://", "https://"))
+
+
+def check_source(source: str) -> None:
+    """Raise :class:`FeedError` unless ``source`` is a URL or file the settings allow reading (nothing is read)."""
+    if is_url(source):
+        try:
+            check_url(
+                source,
+                allow_http=bool(feed_settings.ALLOW_HTTP),
+                allow_private=bool(feed_settings.ALLOW_PRIVATE_ADDRESSES),
+            )
+        except Refused as exc:
+            raise FeedError(f"not fetched: {exc}") from exc
+        return
+    allowed_path(source)
+
+
+def allowed_path(path: str) -> str:
+    """``path`` resolved, once it lies inside one of ``FILE_DIRECTORIES`` (symbolic links followed first); raises
+    :class:`FeedError` otherwise."""
+    if not os.path.isabs(path):
+        raise FeedError("a feed's source is an https:// URL or an absolute file path")
+    real = os.path.realpath(path)
+    for directory in feed_settings.FILE_DIRECTORIES:
+        root = os.path.realpath(directory)
+        if os.path.commonpath([root, real]) == root:
+            return real
+    raise FeedError(f"{path} is not inside a directory of QUOTAS['ACL_FEEDS']['FILE_DIRECTORIES'], so it is not read")

@@ -266,7 +266,7 @@ NEVER = -1
 
 
 # A NamedTuple rather than a frozen dataclass: made from its slice of the reply with one tuple copy, on every
-# decision and for every window (0.2 instead of 0.65 us a window, timeit, 2026-11-25).
+# decision and for every window (0.2 instead of 0.65 us a window; docs/benchmark-history.md).
 class WindowReply(NamedTuple):
     """One window's outcome in decide.lua's reply: its slots, in the order of these fields."""
 

@@ -87,9 +87,7 @@ class QuotaThrottle(BaseThrottle):
         decided = getattr(http_request, _DECIDED, None)
         if decided is not None and type(self) in decided:
             return True  # decided, with this class's rates, by the first QuotaThrottle of the view
-        # make bench --quick --only latency, 2026-11-25, two runs each, alternated: QuotaThrottle 1 limit's own
-        # cost 309.7 / 290.7 us before this look-up, 292.6 / 306.3 us with it (limits' SWC 221.7 / 217.3 and
-        # 215.5 / 223.3 in the same runs): within the noise.
+        # This look-up costs nothing beyond the noise (docs/benchmark-history.md).
         throttle_classes = tuple(getattr(view, "throttle_classes", ()))
         classes = _PARTNERS.get((type(self), throttle_classes))
         if classes is None:

@@ -101,10 +101,8 @@ def usage_day(now: float, tz_name: str) -> UsageDay:
     """The usage day containing ``now`` (epoch seconds) in time zone ``tz_name`` (``BUDGET_TIME_ZONE``).
 
     Every decision dates its usage, so the day of the current quarter hour is kept: a cold decision then spends
-    no time on time zones. make bench --quick --only latency, 2026-11-26, the code before and after alternately
-    three times, own cost p50 of a cold decision (its ratio to limits' sliding window counter in the same run):
-    1 limit 258.7, 260.4, 251.7 us (1.41, 1.50, 1.48) -> 244.7, 224.5, 221.3 us (1.42, 1.35, 1.31); 5 limits
-    294.1, 290.5, 292.4 us (1.60, 1.67, 1.72) -> 283.5, 257.1, 266.3 us (1.64, 1.55, 1.57).
+    no time on time zones, about 25 us of its own cost (``make bench``'s latency section; the runs are in
+    docs/benchmark-history.md).
     """
     global _cached
     quarter = int(now // _QUARTER)

@@ -6,13 +6,11 @@ middleware settles each one (:mod:`quotas.http.settlement`: a refund on a
 server error when a limit asks for it, the actual cost a view reported,
 concurrency leases; a streamed body when it ends) and adds the rate-limit
 headers (a refusal's body is the exception handler's business,
-:mod:`quotas.drf.handlers`).
+:mod:`quotas.drf.handlers`). Sync and async: under ASGI a request does not go
+through a thread unless it has a decision to settle.
 
-It also answers a sign-in that Django's authentication refused for too many
-failures (:mod:`quotas.identity.auth_failures`) with a 429: Django's login views
-cannot say so themselves; and it sets the trusted-device cookie of a browser
-that just signed in (:mod:`quotas.identity.devices`). Sync and async: under
-ASGI a request does not go through a thread unless it has a decision to settle.
+Sign-ins (a 429 for one refused for too many failures, the trusted-device
+cookie) are :class:`~quotas.http.sign_in.SignInThrottleMiddleware`'s job.
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ from quotas.http import responses
 from quotas.http.context import take_verdicts, verdicts_of
 from quotas.http.headers import rate_limit_headers
 from quotas.http.settlement import headline, needs_settling, settle_at_end, settle_verdicts
-from quotas.identity import devices
-from quotas.identity.auth_failures import refused_for
 from quotas.service import Verdict, settle
 
 
@@ -84,25 +80,11 @@ class QuotaHeadersMiddleware:
 def after_view(
     request: HttpRequest, response: HttpResponse, verdicts: Sequence[Verdict], settled: bool = False
 ) -> HttpResponse:
-    """Everything the platform does to a response on its way out, in order: trust a browser that just signed
-    in, answer a sign-in refused for too many failures, settle ``verdicts`` (unless ``settled``) and label
-    the response."""
+    """What the platform does to a response on its way out: settle ``verdicts`` (unless ``settled``) and label
+    the response. ``request`` is not read since sign-ins left for :mod:`quotas.http.sign_in`; it stays so the
+    front doors calling this (the middleware, :mod:`quotas.django.respond`) keep one signature."""
     verdicts = [verdict for verdict in verdicts if verdict.decision is not None]  # nothing decided: no part
-    devices.set_cookie(request, response)
-    refused = refuse_throttled_sign_in(request, response)
-    if refused is not None:
-        if not settled:  # the view ran: settled like any request, its leases ended, but only the 429 is told
-            settle_verdicts(verdicts, refused.status_code)
-        return refused
     return settle_and_label(response, verdicts, settled)
-
-
-def refuse_throttled_sign_in(request: HttpRequest, response: HttpResponse) -> HttpResponse | None:
-    """A 429 in place of ``response`` when Django refused this sign-in for too many failures, else None."""
-    wait = refused_for(request)
-    if wait and response.status_code < HTTPStatus.INTERNAL_SERVER_ERROR:
-        return auth_throttled(response, wait)
-    return None
 
 
 def settle_and_label(response: HttpResponse, verdicts: Sequence[Verdict], settled: bool = False) -> HttpResponse:
@@ -131,18 +113,3 @@ def settle_failed(request: HttpRequest) -> None:
     """Settle the request's verdicts as a failed request's (the view raised, or the request was cancelled)."""
     for verdict in take_verdicts(request):  # taken off: nothing later settles them again
         settle(verdict, HTTPStatus.INTERNAL_SERVER_ERROR)
-
-
-def auth_throttled(response: HttpResponse, wait: int) -> HttpResponse:
-    """A sign-in refused for too many failures (quotas.identity.auth_failures): 429, a page or a problem."""
-    if response.get("Content-Type", "").startswith("text/html"):
-        refused = HttpResponse(
-            "<!doctype html><title>Too many failed sign-ins</title><h1>Too many failed sign-ins</h1>"
-            f"<p>Too many attempts with wrong credentials. Try again in {wait} seconds.</p>",
-            status=429,
-            content_type="text/html; charset=utf-8",
-        )
-    else:
-        refused = responses.render(problems.auth_throttled(wait))
-    refused.headers["Retry-After"] = str(wait)
-    return refused

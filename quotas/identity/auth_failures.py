@@ -41,7 +41,7 @@ Wiring: :class:`quotas.identity.backends.FailedAuthBackend` first in ``AUTHENTIC
 (passwords: the admin login, HTTP Basic), the ``user_login_failed`` and
 ``user_logged_in`` receivers (connected by the app), API keys in
 :func:`quotas.identity.clients.authenticate_key`, and
-:class:`~quotas.http.middleware.QuotaHeadersMiddleware` turning a refusal into a
+:class:`~quotas.http.sign_in.SignInThrottleMiddleware` turning a refusal into a
 429 and setting the trusted-device cookie.
 """
 

@@ -43,9 +43,8 @@ class Window:
     spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
     # Header text that never changes for a window, made once here rather than on every response
-    # (quotas.http.headers puts them together). make bench --quick --only latency,hot, 2026-11-25, before
-    # and after (this and settings kept once read), alternately twice: one busy client's own cost
-    # 37.2, 38.0 -> 31.9, 33.7 us (1 limit), 46.8, 48.2 -> 41.1, 42.9 us (5 limits).
+    # (quotas.http.headers puts them together): with settings kept once read (quotas.conf), about 5 us of a
+    # busy client's 37 (docs/benchmark-history.md).
     advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
     counts_requests: bool = field(init=False, compare=False, repr=False)  # one unit a request, whatever its weight
     policy_item: str = field(init=False, compare=False, repr=False)  # its RateLimit-Policy item

@@ -98,10 +98,8 @@ class Guard(AfterView):
         here = self._answered_here(call)
         if here is not None:
             return here
-        # Before Redis decided: an allowance's lifetime counts from here. make bench --quick --only hot,
-        # 2026-11-26, two runs each, alternated: the busy client's own cost 61.6 / 58.1 us before, 56.9 / 58.2 us
-        # after (0.27-0.28x limits' in every run), Redis calls per request 0.020 / 0.021 before, 0.022 / 0.022
-        # after (allowances end earlier by the round trip).
+        # Before Redis decided: an allowance's lifetime counts from here, so it ends earlier by the round trip
+        # (a cost within the noise: docs/benchmark-history.md).
         asked = time.monotonic()
         try:
             decision = self.store.decide(call)

@@ -115,12 +115,11 @@ class LuaScript:
     itself, and the store and its guard handle failures on their own. Other clients
     (cluster) use redis-py's ``fcall`` and its own :class:`~redis.commands.core.Script`.
 
-    Measured (``make bench`` section 8, a no-op script, 2 cores, Redis 7.0,
-    run of 2026-11-22 17:27 UTC): 39.4 us per call on the held connection
-    with its poll for a closed socket, 37.7 us without the poll, 84.2 us
-    through redis-py's ``register_script`` (pool checkout, Retry, callbacks).
-    The held path is kept for that factor of two; the poll's 2 us buy never
-    losing a request to a connection Redis closed (see :meth:`_send`).
+    The held path is kept because a call on it costs half of one through
+    redis-py's ``register_script`` (``make bench`` section 8: 39 against
+    84 us); its poll for a closed socket, 2 us of those, buys never losing a
+    request to a connection Redis closed (see :meth:`_send`). The runs are
+    in docs/benchmark-history.md.
     """
 
     def __init__(self, client: Any, source: str, function: str | None = None, library: str | None = None) -> None:

@@ -61,9 +61,8 @@ class InProcessUsage:
         if self.allowances is None:
             return
         # What live allowances served so far goes into usage at every tick, not only when they end: usage
-        # reaches Redis within about one poller interval of the request (quota_usage_write_lag_seconds). make
-        # bench, section 6 (2026-11-25): lag p50 1.08 s, p99 1.25 s; the busy client at 88.0 % of the
-        # unthrottled server's req/s, within the spread of runs before this change (79.0 to 88.8 %).
+        # reaches Redis within about one poller interval of the request (quota_usage_write_lag_seconds), at
+        # no cost the request path shows (docs/benchmark-history.md).
         for allowance in self.allowances.live():
             self._count_served(allowance)
         for allowance in self.allowances.ended(everything):

@@ -6,7 +6,14 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from quotas.checks import API_KEY_AUTHENTICATION, check_drf_adapter, check_drf_rates, check_middleware, check_settings
+from quotas.checks import (
+    API_KEY_AUTHENTICATION,
+    check_drf_adapter,
+    check_drf_rates,
+    check_middleware,
+    check_settings,
+    check_sign_in_middleware,
+)
 from quotas.conf import DEFAULTS, quota_settings
 
 
@@ -18,6 +25,7 @@ def test_project_settings_pass():
     assert check_settings() == []
     assert check_drf_rates() == []
     assert check_middleware() == []
+    assert check_sign_in_middleware() == []
 
 
 @pytest.mark.parametrize(
