@@ -17,13 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from django.http import HttpRequest
-from redis.cluster import RedisCluster
 
-from quotas.contract.connect import STORE_ERRORS, celery_sentinel_broker
-from quotas.contract.keys import is_usage_key
-from quotas.exceptions import ResetNotConfirmed, StoreUnavailable
+from quotas.contract.connect import celery_sentinel_broker
+from quotas.exceptions import ResetNotConfirmed
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client
 from quotas.identity.clients import identify as identify_with
@@ -65,11 +62,7 @@ def standing(client: Client) -> dict[str, Any]:
 def last_refusals(tag: str) -> list[Any]:
     """The last refusals of client ``tag`` that the runtimes wrote to Redis, newest first."""
     runtime = get_runtime()
-    return read_refusals(runtime.redis, runtime.prefix, tag)
-
-
-#: Keys deleted per pipeline by :func:`reset`.
-_BATCH = 500
+    return read_refusals(runtime.store.refusals, tag)
 
 
 def reset(*, confirm: bool = False, delete_usage: bool = False) -> int:
@@ -96,20 +89,7 @@ def reset(*, confirm: bool = False, delete_usage: bool = False) -> int:
             "names; call it as reset(confirm=True) (and delete_usage=True to erase unflushed usage too)."
         )
     runtime = get_runtime()
-    prefix = runtime.prefix
-    deleted = 0
-    try:
-        batch: list[bytes] = []
-        for key in runtime.redis.scan_iter(match=f"{prefix}:*", count=1000):
-            if not delete_usage and is_usage_key(prefix, key):
-                continue
-            batch.append(key)
-            if len(batch) >= _BATCH:
-                deleted += _delete(runtime.redis, batch)
-                batch = []
-        deleted += _delete(runtime.redis, batch)
-    except STORE_ERRORS as exc:
-        raise StoreUnavailable(f"resetting the counters failed: {exc}") from exc
+    deleted = runtime.store.server.erase(keep_usage=not delete_usage)
     runtime.guard.deny_memory.clear()
     runtime.guard.fallback.clear()
     if delete_usage:
@@ -117,13 +97,3 @@ def reset(*, confirm: bool = False, delete_usage: bool = False) -> int:
     failed_auth.clear()
     runtime.rules.invalidate()  # other processes forget what they remember
     return deleted
-
-
-def _delete(client: redis.Redis | RedisCluster, keys: list[bytes]) -> int:
-    if not keys:
-        return 0
-    # One key per command: a cluster routes each to its own slot.
-    pipe = client.pipeline(transaction=False)
-    for key in keys:
-        pipe.unlink(key)
-    return sum(pipe.execute())

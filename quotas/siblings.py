@@ -10,7 +10,7 @@ the rules a backend builds, the DRF adapter, the metrics registry).
 The calls below are specific: the rules snapshot, a plan's multiplier, a key's
 subscriber, a page view's wait, and the reads of what the engine keeps in Redis
 (usage counters, the history, keys' last use, the flush mark, the multipliers;
-:class:`~quotas.runtime.back_office.BackOffice`). So the sibling apps never hold
+:class:`~quotas.store.back_office.BackOffice`). So the sibling apps never hold
 the runtime, the store or a Redis client. The one exception is the adaptive
 controller's own keyspace (its samples, memory and run lock): it is a worker
 coordinated through Redis, so it connects with :func:`connect` itself.
@@ -24,7 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.http import HttpRequest
 
-from quotas.contract.connect import STORE_ERRORS, connect
+from quotas.contract.connect import connect
 from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
 from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
 from quotas.exceptions import StoreUnavailable
@@ -33,9 +33,9 @@ from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.limits import LimitRule
 from quotas.rules.snapshot import RuleSet, Subscriber
 from quotas.runtime import get_runtime
-from quotas.runtime.back_office import BackOffice
 from quotas.runtime.key_use import KEEP_SECONDS
 from quotas.standing import NEAR
+from quotas.store.back_office import BackOffice
 from quotas.store.decision import scaled
 from quotas.store.redis_store import usage_day_of
 from quotas.store.usage_hashes import (
@@ -78,6 +78,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+#: What the back office's reads raise when Redis fails: the store's own error (every Redis call goes through it).
+STORE_ERRORS: tuple[type[Exception], ...] = (StoreUnavailable,)
+
+
 def usage_date(moment: datetime) -> date:
     """The usage day containing ``moment``: its usage rows' ``day``, where budget days begin
     (``QUOTAS['BUDGET_TIME_ZONE']``)."""
@@ -106,10 +110,7 @@ def rules_changed() -> None:
 def plan_multiplier(plan_id: int) -> float:
     """The adaptive multiplier published for ``plan_id`` now (1.0: none), read where the runtime reads it.
     Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
-    try:
-        return get_runtime().back_office.multipliers().get(plan_id, 1.0)
-    except STORE_ERRORS as exc:
-        raise StoreUnavailable(f"reading the multipliers failed: {exc}") from exc
+    return get_runtime().back_office.multipliers().get(plan_id, 1.0)
 
 
 def subscriber_for_key(key_hash: str) -> Subscriber | None:

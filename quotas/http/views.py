@@ -10,7 +10,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas import problems
 from quotas.conf import quota_settings
-from quotas.contract.connect import STORE_ERRORS, describe
+from quotas.contract.connect import describe
+from quotas.exceptions import StoreUnavailable
 from quotas.http import responses
 from quotas.identity.auth_failures import failed_auth, token_tag
 from quotas.metrics import DefaultSeries, default_series, exposition
@@ -36,9 +37,9 @@ def healthz(request: HttpRequest) -> HttpResponse:
     runtime = get_runtime()
     started = time.perf_counter()
     try:
-        runtime.redis.ping()
+        runtime.store.server.ping()
         redis_ok, error = True, None
-    except STORE_ERRORS as exc:
+    except StoreUnavailable as exc:
         redis_ok, error = False, str(exc)
     if redis_ok and not runtime.guard.breaker.is_open:
         mode = "normal"

@@ -16,9 +16,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from quotas.contract.connect import STORE_ERRORS
 from quotas.contract.keys import client_tag
-from quotas.exceptions import StoreUnavailable
 from quotas.identity.addresses import group_of
 from quotas.identity.auth_failures import KIND_TAG, kind_of, windows_of
 from quotas.identity.devices import username_digest
@@ -62,16 +60,8 @@ def list_blocks(runtime: Runtime, blocked_only: bool = True) -> list[Block]:
     Raises :class:`StoreUnavailable` when Redis cannot be read.
     """
     fields = {window.state_field: kind for kind in KIND_TAG for window in windows_of(kind)}
-    tags: set[str] = set()
-    try:
-        for bucket in range(runtime.store.buckets):
-            key = f"{runtime.prefix}:{{b{bucket}}}"
-            for field, _ in runtime.redis.hscan_iter(key, match="af*|*", count=1000):
-                client, _, window = field.decode().partition("|")
-                if window in fields:
-                    tags.add("{" + client + "}")
-    except STORE_ERRORS as exc:
-        raise StoreUnavailable(f"listing failed-authentication blocks failed: {exc}") from exc
+    found = runtime.store.server.client_tags("af*|*")
+    tags = {tag for tag, windows in found.items() if windows & fields.keys()}
     blocks = [block for tag in sorted(tags) if (block := standing(runtime, tag)) is not None]
     if blocked_only:
         blocks = [b for b in blocks if b.blocked]

@@ -12,20 +12,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from django.core import checks
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
-from redis.cluster import RedisCluster
-from redis.exceptions import ResponseError
 
 from quotas.conf import quota_settings
-from quotas.contract.connect import STORE_ERRORS, describe
-from quotas.contract.library import library_name
-from quotas.contract.memory import MemoryRedis
+from quotas.contract.connect import describe
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.runtime import Runtime, get_runtime
-from quotas.store.transport import Transport
+from quotas.store.primaries import Primary
 
 OK, WARNING, ERROR = "ok", "warning", "error"
 _RANK = {OK: 0, WARNING: 1, ERROR: 2}
@@ -38,8 +33,6 @@ CHECK_PREFIXES = ("quotas.", "quota_plans.", "adaptive.", "usage.", "dashboard."
 
 #: This machine's clock, compared with Redis's TIME (a seam: a test sets it off to see the warning).
 clock: Callable[[], float] = time.time
-
-Node = tuple[str, Any]  # a primary's name ("" for the one server) and a redis-py client of it alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +57,17 @@ def examine() -> list[Finding]:
         runtime, unreachable = None, f"REDIS_URL is not usable: {exc}"
     else:
         unreachable = ""
-    if runtime is not None and isinstance(runtime.redis, MemoryRedis):
+    if runtime is not None and runtime.store.primaries.in_process:
         memory = Finding("redis", WARNING, "memory (this process only): every process counts alone and a restart "
                          "forgets; for tests and development, not production")  # fmt: skip
         return [memory, check_rules(runtime), check_failure_mode(), *check_django()]
-    nodes = primaries(runtime.redis) if runtime is not None else []
+    nodes = runtime.store.primaries.all() if runtime is not None else []
     redis, versions = check_redis(nodes, unreachable)
     found = [redis]
     if redis.status == ERROR or runtime is None:
         found += [Finding(name, ERROR, "not checked: Redis is unreachable") for name in ("library", "clock")]
     else:
-        transport = runtime.store.transport
-        assert isinstance(transport, Transport)  # a memory store returned above
-        found += [check_library(nodes, versions, transport), check_clock(nodes)]
+        found += [check_library(nodes, versions), check_clock(nodes)]
     found += [check_rules(runtime), check_failure_mode()]
     return found + check_django()
 
@@ -86,33 +77,25 @@ def worst(findings: list[Finding]) -> str:
     return max((f.status for f in findings), key=_RANK.__getitem__, default=OK)
 
 
-def primaries(client: Any) -> list[Node]:
-    """Each server a decision may run on, with a client of it alone."""
-    if isinstance(client, RedisCluster):
-        return [(node.name, client.get_redis_connection(node)) for node in client.get_primaries()]
-    return [("", client)]
-
-
 def _on(name: str) -> str:
     return f" on {name}" if name else ""
 
 
-def check_redis(nodes: list[Node], unreachable: str = "") -> tuple[Finding, dict[str, tuple[int, ...]]]:
+def check_redis(nodes: list[Primary], unreachable: str = "") -> tuple[Finding, dict[str, tuple[int, ...]]]:
     """PING and INFO server on every primary: reachable, and which Redis. Also returns each node's version."""
     topology = describe(str(quota_settings.REDIS_URL))
     if unreachable:
         return Finding("redis", ERROR, f"{topology}: {unreachable}"), {}
     versions: dict[str, tuple[int, ...]] = {}
     slowest = 0.0
-    for name, client in nodes:
+    for node in nodes:
         try:
             started = time.perf_counter()
-            client.ping()
+            node.ping()
             slowest = max(slowest, time.perf_counter() - started)
-            text = str(client.info("server").get("redis_version", "0"))
-        except STORE_ERRORS as exc:
-            return Finding("redis", ERROR, f"{topology}: PING failed{_on(name)}: {exc}"), {}
-        versions[name] = tuple(int(p) for p in text.split(".") if p.isdigit())
+            versions[node.name] = node.version()
+        except StoreUnavailable as exc:
+            return Finding("redis", ERROR, f"{topology}: PING failed{_on(node.name)}: {exc.__cause__ or exc}"), {}
     shown = ", ".join(sorted({".".join(map(str, v)) for v in versions.values()}))
     ping = f"{slowest * 1000:.1f} ms"
     answered = f"{len(nodes)} primaries answered PING in {ping} at most" if len(nodes) > 1 else f"PING in {ping}"
@@ -123,16 +106,16 @@ def check_redis(nodes: list[Node], unreachable: str = "") -> tuple[Finding, dict
     return Finding("redis", OK, detail), versions
 
 
-def check_library(nodes: list[Node], versions: dict[str, tuple[int, ...]], transport: Transport) -> Finding:
+def check_library(nodes: list[Primary], versions: dict[str, tuple[int, ...]]) -> Finding:
     """Whether each primary has this release's Lua: its function library (Redis 7+), else the decide script
     (Redis 6.2, called by EVALSHA). Not there yet is a warning: the first decision there loads it."""
-    sha = transport.script("decide").sha
     missing, notes = [], set()
-    for name, client in nodes:
+    for node in nodes:
+        name = node.name
         try:
-            loaded, how = _has_library(client, sha, versions.get(name, ()) >= (7,))
-        except STORE_ERRORS as exc:
-            return Finding("library", ERROR, f"could not ask{_on(name)}: {exc}")
+            loaded, how = node.has_library(versions.get(name, ()) >= (7,))
+        except StoreUnavailable as exc:
+            return Finding("library", ERROR, f"could not ask{_on(name)}: {exc.__cause__ or exc}")
         notes.add(how)
         if not loaded:
             missing.append(name or "the server")
@@ -143,44 +126,21 @@ def check_library(nodes: list[Node], versions: dict[str, tuple[int, ...]], trans
     return Finding("library", OK, f"{how}: loaded" + (f" on all {len(nodes)} primaries" if len(nodes) > 1 else ""))
 
 
-def _has_library(client: Any, sha: str, functions: bool) -> tuple[bool, str]:
-    """Whether ``client``'s server has this release's Lua, and how it was asked."""
-    if functions:
-        try:
-            listed = client.function_list(library=library_name())
-        except ResponseError as exc:  # e.g. NOPERM: this ACL user may not list functions; calls go by EVALSHA
-            refused = f"FUNCTION LIST refused ({str(exc).split(' ', 1)[0]}), so decide is called by EVALSHA"
-            return bool(client.script_exists(sha)[0]), f"{refused}; script {sha[:12]} (SCRIPT EXISTS)"
-        names = {_field(entry, "library_name") for entry in listed}
-        return library_name() in names, f"function library {library_name()} (FUNCTION LIST)"
-    how = f"Redis 6.2 has no functions, so decide is called by EVALSHA; script {sha[:12]} (SCRIPT EXISTS)"
-    return bool(client.script_exists(sha)[0]), how
-
-
-def _field(entry: Any, name: str) -> str:
-    """A field of one FUNCTION LIST entry: a dict (RESP3) or a flat list of names and values (RESP2)."""
-    pairs = entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2], strict=True))
-    for key, value in pairs.items():
-        if (key.decode() if isinstance(key, bytes) else key) == name:
-            return value.decode() if isinstance(value, bytes) else str(value)
-    return ""
-
-
-def check_clock(nodes: list[Node]) -> Finding:
+def check_clock(nodes: list[Primary]) -> Finding:
     """Redis's TIME against this machine's clock, on every primary; a warning past :data:`MAX_SKEW`.
 
     Windows, bans and retry times run on Redis's clock; calendar periods' bounds, the day of usage counters and
     API keys' expiry on this machine's: the two must agree.
     """
     skews = {}
-    for name, client in nodes:
+    for node in nodes:
         try:
             before = clock()
-            seconds, micros = client.time()
+            server = node.time()
             after = clock()
-        except STORE_ERRORS as exc:
-            return Finding("clock", ERROR, f"TIME failed{_on(name)}: {exc}")
-        skews[name] = seconds + micros / 1_000_000 - (before + after) / 2
+        except StoreUnavailable as exc:
+            return Finding("clock", ERROR, f"TIME failed{_on(node.name)}: {exc.__cause__ or exc}")
+        skews[node.name] = server - (before + after) / 2
     name, skew = max(skews.items(), key=lambda item: abs(item[1]))
     way = "ahead of" if skew > 0 else "behind"
     if abs(skew) > MAX_SKEW:
@@ -196,9 +156,8 @@ def check_rules(runtime: Runtime | None) -> Finding:
     if runtime is None:
         return Finding("rules", ERROR, "not checked: without Redis there is no engine to load them")
     try:
-        raw = runtime.redis.get(runtime.rules.version_key)
-        version = raw.decode() if raw else "0"
-    except STORE_ERRORS:
+        version = runtime.store.rules_version.read()
+    except StoreUnavailable:
         version = ""
     try:
         rules = runtime.rules.current()

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError
 
 from quotas.conf import quota_settings
-from quotas.contract.connect import STORE_ERRORS, describe, is_script_error, redacted
+from quotas.contract.connect import describe, redacted
 from quotas.contract.keys import is_client_tag
 from quotas.exceptions import RulesUnavailable, ScriptFailed, StoreUnavailable
 from quotas.identity.addresses import group_of
@@ -156,13 +156,9 @@ def redis_location() -> str:
 
 def store_failure(exc: BaseException) -> str:
     """One line saying that Redis failed, naming where it is."""
-    if isinstance(exc, ScriptFailed) or is_script_error(exc):
+    if isinstance(exc, ScriptFailed):
         return f"Redis at {redis_location()} answered with an error: {exc}"
     return f"Redis at {redis_location()} is unreachable: {exc}"
-
-
-#: What a call to Redis may raise: through the store, or straight from redis-py.
-_FAILURES: tuple[type[Exception], ...] = (StoreUnavailable, *STORE_ERRORS)
 
 
 @contextmanager
@@ -170,5 +166,5 @@ def redis_errors() -> Iterator[None]:
     """Turn a Redis failure inside the block into a :class:`CommandError` naming the Redis URL."""
     try:
         yield
-    except _FAILURES as exc:
+    except StoreUnavailable as exc:  # every call to Redis goes through the store, which raises only this
         raise CommandError(store_failure(exc)) from None

@@ -5,10 +5,11 @@ stores under a lock, no Redis): when, why (the metrics' reason), the plan
 and scope, and for each window that refused, its limit, window, remaining,
 reset and retry-after at that moment (a ban's end for a ban; the entry id
 for an access-list denial). The runtime's poller thread writes the notes
-about once a second (:meth:`RefusalLog.write`, from ``Runtime.tick``) in one
-pipeline: per client, ``LPUSH <KEY_PREFIX>:why:{<client>}`` then ``LTRIM``
-to the last :data:`KEEP_PER_CLIENT` and ``EXPIRE`` :data:`TTL_SECONDS`. So a
-request never waits for it, and the decision script is not involved.
+about once a second (:meth:`RefusalLog.write`, from ``Runtime.tick``) through
+the store's :class:`~quotas.store.refusal_lists.RefusalLists`, in one pipeline:
+per client, ``LPUSH <KEY_PREFIX>:why:{<client>}`` then ``LTRIM`` to the last
+:data:`KEEP_PER_CLIENT` and ``EXPIRE`` :data:`TTL_SECONDS`. So a request never
+waits for it, and the decision script is not involved.
 
 Bounds:
 
@@ -40,11 +41,11 @@ from typing import Any
 
 from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.contract.connect import STORE_ERRORS
-from quotas.contract.keys import refusals_key
 from quotas.contract.protocol import US_PER_SECOND
+from quotas.exceptions import StoreUnavailable
 from quotas.formats.money import from_micros
 from quotas.store.decision import Decision, WindowState
+from quotas.store.refusal_lists import RefusalLists
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +100,8 @@ class RefusalLog:
             record = {"at": round(now, 3), "reason": "acl", "plan": plan, "scope": scope, "acl_entry": entry_id}
             self._push(client_tag, record)
 
-    def write(self, client: Any, prefix: str) -> bool:
-        """Write the noted records to Redis in one pipeline; True when written (or nothing to write).
+    def write(self, lists: RefusalLists) -> bool:
+        """Write the noted records to the store's lists; True when written (or nothing to write).
 
         On a Redis error the records are kept for the next call (within the
         buffer's bound), the error is counted as
@@ -115,15 +116,9 @@ class RefusalLog:
         by_client: dict[str, list[str]] = {}
         for tag, record in pending:
             by_client.setdefault(tag, []).append(json.dumps(record, separators=(",", ":")))
-        pipe = client.pipeline(transaction=False)
-        for tag, records in by_client.items():
-            key = refusals_key(prefix, tag)
-            pipe.lpush(key, *records[-KEEP_PER_CLIENT:])  # oldest first, so the newest ends at the head
-            pipe.ltrim(key, 0, KEEP_PER_CLIENT - 1)
-            pipe.expire(key, TTL_SECONDS)
         try:
-            pipe.execute()
-        except STORE_ERRORS:
+            lists.write(by_client, KEEP_PER_CLIENT, TTL_SECONDS)
+        except StoreUnavailable:
             metrics.observe_redis_error("refusals")
             logger.warning("quotas: writing %d refusal records failed; kept for the next try", len(pending))
             self._keep(pending)
@@ -225,15 +220,15 @@ def _as_money(window: Record) -> Record:
     return window
 
 
-def read_refusals(client: Any, prefix: str, tag: str) -> list[Record]:
-    """Client ``tag``'s last refusals in Redis (``s.12`` or ``{s.12}``), newest first.
+def read_refusals(lists: RefusalLists, tag: str) -> list[Record]:
+    """Client ``tag``'s last refusals in the store (``s.12`` or ``{s.12}``), newest first.
 
     Each record as noted, plus ``time``: its ``at`` (epoch seconds) in ISO 8601, UTC; a window's remaining is
     never below 0; a budget's limit and remaining are decimal strings of its currency, as money is everywhere
-    in the API.
+    in the API. Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
     """
     records = []
-    for raw in client.lrange(refusals_key(prefix, tag), 0, KEEP_PER_CLIENT - 1):
+    for raw in lists.read(tag, KEEP_PER_CLIENT):
         try:
             record = json.loads(raw)
             record["time"] = datetime.fromtimestamp(record["at"], UTC).isoformat(timespec="milliseconds")

@@ -17,26 +17,23 @@ from django.utils.module_loading import import_string
 
 from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.contract.connect import STORE_ERRORS, async_connector, connect
-from quotas.contract.keys import rules_version_key, subscription_id
-from quotas.contract.library import LibraryCaller
-from quotas.contract.memory import MemoryRedis, MemoryTransport
+from quotas.contract.keys import subscription_id
+from quotas.exceptions import StoreUnavailable
 from quotas.observability.events import fire_budget_alerts
 from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.limits import Window
 from quotas.runtime import shaping
-from quotas.runtime.back_office import BackOffice
 from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
 from quotas.runtime.poller import Poller
 from quotas.runtime.rules_cache import RulesCache
 from quotas.signals import remembered_state_stale
 from quotas.store.allowances import Allowances
+from quotas.store.back_office import BackOffice
 from quotas.store.guard import Guard
-from quotas.store.redis_store import RedisStore
-from quotas.store.transport import Transport
-from quotas.store.usage_buffer import replay_spool
+from quotas.store.interface import Store
+from quotas.store.opening import open_store
 
 
 class Runtime:
@@ -44,17 +41,16 @@ class Runtime:
 
     ``guard`` (:class:`~quotas.store.guard.Guard`) is what decides: the store behind the memory of refused
     clients, the circuit breaker, the local fallback and allowances. ``store``
-    (:class:`~quotas.store.redis_store.RedisStore`) is the store alone, for operators' calls that must reach
-    Redis (lifting a ban, clearing a client).
+    (:class:`~quotas.store.interface.Store`) is the store alone, for operators' calls that must reach
+    Redis (lifting a ban, clearing a client) and, through its parts, for the notes the poller writes.
     """
 
-    def __init__(self, store: RedisStore, rules: RulesCache, guard: Guard, interval: float) -> None:
-        self.redis = store.redis
+    def __init__(self, store: Store, rules: RulesCache, guard: Guard, interval: float) -> None:
         self.store = store
         self.prefix = store.prefix
         self.rules = rules
         self.guard = guard
-        self.multipliers = Multipliers(store.prefix)
+        self.multipliers = Multipliers()
         self.history = History()
         self.refusals = RefusalLog()  # each client's last refusals, for operators
         self.key_use = KeyUse()
@@ -71,7 +67,7 @@ class Runtime:
 
     def _rules_changed(self) -> None:
         # A reload (the first among them) also reads the multipliers, so the first request decides with them.
-        self.multipliers.refresh(self.redis)
+        self.multipliers.refresh(self.store.multipliers)
         self.forget()
 
     def tick(self) -> None:
@@ -79,7 +75,7 @@ class Runtime:
         held (usage, keys' last use, the history, the last refusals), each kept for the next tick if its write
         fails."""
         self.rules.poll()
-        if self.multipliers.refresh(self.redis):
+        if self.multipliers.refresh(self.store.multipliers):
             self.forget()
         if not self.guard.probe():
             return
@@ -88,13 +84,16 @@ class Runtime:
         self.guard.settle_allowances()
         self.charge_owed()
         if self.guard.flush_usage():
-            replay_spool(self.redis)
-        for name, notes in (("key_use", self.key_use), ("history", self.history)):
-            try:
-                notes.write(self.redis, self.prefix)
-            except STORE_ERRORS:
-                metrics.observe_redis_error(name)
-        self.refusals.write(self.redis, self.prefix)  # counts and logs its own errors, keeps what failed
+            self.store.usage.replay_spool()  # a file Redis did not take stays for the next tick
+        try:
+            self.key_use.write(self.store.key_use)
+        except StoreUnavailable:
+            metrics.observe_redis_error("key_use")
+        try:
+            self.history.write(self.store.history)
+        except StoreUnavailable:
+            metrics.observe_redis_error("history")
+        self.refusals.write(self.store.refusals)  # counts and logs its own errors, keeps what failed
 
     def charge_owed(self) -> None:
         """Charge Redis the budget spend this process admitted or settled while it was away, and send the
@@ -145,20 +144,12 @@ def build_runtime() -> Runtime:
     """A runtime configured from ``settings.QUOTAS``."""
     url, timeout = quota_settings.REDIS_URL, float(quota_settings.SOCKET_TIMEOUT)
     connect_timeout = float(quota_settings.CONNECT_TIMEOUT)
-    client = connect(url, timeout, connect_timeout)
-    transport: LibraryCaller = (
-        MemoryTransport(client)
-        if isinstance(client, MemoryRedis)
-        else Transport(client, async_connector(url, timeout, connect_timeout))
-    )
-    prefix = quota_settings.KEY_PREFIX
-    store = RedisStore(transport, prefix, int(quota_settings.KEY_BUCKETS))
+    store = open_store(url, quota_settings.KEY_PREFIX, int(quota_settings.KEY_BUCKETS), timeout, connect_timeout)
     backend_path = quota_settings.RULES_BACKEND
     interval = float(quota_settings.RULES_CHECK_INTERVAL)
     rules = RulesCache(
         import_string(backend_path)() if backend_path else None,
-        store.redis,
-        rules_version_key(prefix),
+        store.rules_version,
         interval,
         int(quota_settings.CLIENT_CACHE_SIZE),
     )

@@ -1,10 +1,9 @@
 """When each API key was last used, recorded off the request path.
 
 A request with a key notes the time in this process (a dict assignment).
-The poller thread writes the notes to one Redis sorted set,
-``<KEY_PREFIX>:keys:last-used`` (member: the key's id, score: epoch seconds,
-``ZADD GT`` so an older note never replaces a newer one), about once a
-second; the usage flush copies it to ``APIKey.last_used_at`` and then drops
+The poller thread writes the notes to one Redis sorted set
+(:class:`~quotas.store.key_use_set.KeyUseSet`: an older note never replaces a
+newer one), about once a second; the usage flush copies it to ``APIKey.last_used_at`` and then drops
 the notes older than a day (``KEEP_SECONDS``), so the set holds the keys used
 lately, not every key ever used. So the date is as precise as the flush
 interval, and a request never waits for it.
@@ -13,9 +12,9 @@ interval, and a request never waits for it.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-_SUFFIX = "keys:last-used"
+from quotas.store.key_use_set import KeyUseSet
+
 #: Notes older than this are dropped by the flush once it has copied them. A note that reaches Redis
 #: later than this after its request (the poller kept it through a day-long outage) may be lost; the
 #: key's next use records it again.
@@ -33,29 +32,15 @@ class KeyUse:
         if key_id is not None:
             self._seen[key_id] = time.time()
 
-    def write(self, client: Any, prefix: str) -> None:
-        """Add the notes to Redis (one ZADD); kept for the next try if Redis fails."""
+    def write(self, store: KeyUseSet) -> None:
+        """Add the notes to the store's set; kept for the next try if Redis fails (which raises
+        :class:`~quotas.exceptions.StoreUnavailable`)."""
         seen, self._seen = self._seen, {}
         if not seen:
             return
         try:
-            client.zadd(last_used_key(prefix), {str(k): v for k, v in seen.items()}, gt=True)
+            store.write(seen)
         except Exception:
             for key_id, at in seen.items():  # the newer of the two, should the key be used meanwhile
                 self._seen[key_id] = max(at, self._seen.get(key_id, 0.0))
             raise
-
-
-def last_used_key(prefix: str) -> str:
-    """The sorted set of keys' last use under ``prefix``."""
-    return f"{prefix}:{_SUFFIX}"
-
-
-def read_last_used(client: Any, prefix: str) -> dict[int, float]:
-    """Every key id with the epoch seconds of its last use, as recorded in Redis."""
-    return {int(member): score for member, score in client.zrange(last_used_key(prefix), 0, -1, withscores=True)}
-
-
-def forget_before(client: Any, prefix: str, before: float) -> int:
-    """Drop the notes of keys last used before ``before`` (epoch seconds); returns how many went."""
-    return int(client.zremrangebyscore(last_used_key(prefix), "-inf", f"({before}"))

@@ -21,10 +21,10 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, connections
 
 from quotas import metrics, problems
-from quotas.contract.connect import STORE_ERRORS
-from quotas.exceptions import RulesUnavailable
+from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.rules.known_keys import KnownKeys
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
+from quotas.store.rules_version import RulesVersion
 
 logger = logging.getLogger(__name__)
 
@@ -80,16 +80,14 @@ class RulesCache:
     def __init__(
         self,
         backend: RulesBackend | None,
-        redis_client: Any,
-        version_key: str,
+        version_counter: RulesVersion,
         interval: float,
         cache_size: int,
         *,
         on_reload: Callable[[], None] = lambda: None,
     ) -> None:
         self.backend = backend
-        self.redis = redis_client
-        self.version_key = version_key
+        self.version_counter = version_counter
         self.interval = interval
         self.on_reload = on_reload
         self._rules: RuleSet | None = None
@@ -233,8 +231,8 @@ class RulesCache:
             if not self._bump_owed:
                 return
             try:
-                self.redis.incr(self.version_key)
-            except STORE_ERRORS as exc:
+                self.version_counter.bump()
+            except StoreUnavailable as exc:
                 self._bump_failures += 1
                 if self._bump_failures == 1:
                     retry = f"retrying every {self.interval:g} s, while this process runs, until Redis takes it"
@@ -356,11 +354,10 @@ class RulesCache:
 
     def _read_version(self) -> str:
         try:
-            raw = self.redis.get(self.version_key)
-        except STORE_ERRORS:
+            return self.version_counter.read()
+        except StoreUnavailable:
             logger.warning("quotas: rules version unreadable (Redis down?)")
             return "?"
-        return raw.decode() if raw else "0"
 
     def poll(self) -> None:
         """The poller's visit (see :mod:`quotas.runtime.poller`): pay an owed version bump, see a version that

@@ -11,20 +11,45 @@ the guard decides what a failure means.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from quotas.contract.keys import ClientKeys
 from quotas.contract.protocol import AdjustedBudget
+from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, WindowState
+from quotas.store.history_store import HistoryStore
+from quotas.store.key_use_set import KeyUseSet
+from quotas.store.primaries import Primaries
+from quotas.store.published_multipliers import PublishedMultipliers
+from quotas.store.redis_store import Ban
+from quotas.store.refusal_lists import RefusalLists
+from quotas.store.rules_version import RulesVersion
+from quotas.store.server import Server
+from quotas.store.usage_counters import UsageCounters
 
 
 class Store(Protocol):
-    """Every limit of a request decided at once, and what follows a decision."""
+    """Every limit of a request decided at once, what follows a decision, and (through its parts) everything
+    else the engine keeps in Redis. Nothing above the store holds a Redis client."""
 
-    @property
-    def redis(self) -> Any:
-        """The client whose data the store keeps (usage written in batches goes through it)."""
-        ...
+    #: The key prefix of everything the store keeps.
+    prefix: str
+    #: The history of decisions, written from each process's notes.
+    history: HistoryStore
+    #: Each client's last refusals.
+    refusals: RefusalLists
+    #: When each API key was last used.
+    key_use: KeyUseSet
+    #: The adaptive multipliers the controller publishes.
+    multipliers: PublishedMultipliers
+    #: The rules version every process polls.
+    rules_version: RulesVersion
+    #: The usage counters: batches counted in a process, the spool, the flush's reads.
+    usage: UsageCounters
+    #: Operators' calls on the whole keyspace.
+    server: Server
+    #: Each server a decision may run on, for the doctor.
+    primaries: Primaries
 
     def decide(self, call: DecideCall) -> Decision:
         """Check and consume every window of ``call`` at once, or none."""
@@ -66,5 +91,22 @@ class Store(Protocol):
         ...
 
     def keys_of(self, tag: str) -> ClientKeys:
-        """Where client ``tag``'s state lives."""
+        """Where client ``tag``'s state lives (for the guard, which counts usage in this process)."""
+        ...
+
+    def ban(self, tag: str) -> Ban | None:
+        """``tag``'s ban in force now, or None."""
+        ...
+
+    def lift_ban(self, tag: str) -> bool:
+        """End ``tag``'s ban (and its refusal count); True when there was one."""
+        ...
+
+    def clear(self, tag: str, windows: Sequence[Window] | None = None, keep: Sequence[Window] = ()) -> int:
+        """Delete client ``tag``'s limit state (that of ``windows`` only, if given) but ``keep``'s; returns how
+        many fields and keys went."""
+        ...
+
+    def close(self) -> None:
+        """Drop the store's connections."""
         ...

@@ -40,6 +40,14 @@ from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.formats.periods import UsageDay, usage_day
 from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
+from quotas.store.history_store import HistoryStore
+from quotas.store.key_use_set import KeyUseSet
+from quotas.store.primaries import Primaries
+from quotas.store.published_multipliers import PublishedMultipliers
+from quotas.store.refusal_lists import RefusalLists
+from quotas.store.rules_version import RulesVersion
+from quotas.store.server import Server
+from quotas.store.usage_counters import UsageCounters
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +61,30 @@ class Encoded:
 
 
 class RedisStore:
-    """Decides, refunds, adjusts and releases in Redis, one script call each. One per runtime."""
+    """Decides, refunds, adjusts and releases in Redis, one script call each. One per runtime.
+
+    What else the engine keeps in Redis goes through its parts, each over the transport's client: the history,
+    the last refusals, keys' last use, the multipliers, the rules version, the usage counters and the operators'
+    calls on the whole keyspace and its servers. Nothing above the store holds a client.
+    """
 
     def __init__(self, transport: LibraryCaller, prefix: str, buckets: int = 1024) -> None:
         self.transport = transport
         self.prefix = prefix
         self.buckets = buckets
+        client = transport.client
+        self.history = HistoryStore(client, prefix)
+        self.refusals = RefusalLists(client, prefix)
+        self.key_use = KeyUseSet(client, prefix)
+        self.multipliers = PublishedMultipliers(client, prefix)
+        self.rules_version = RulesVersion(client, prefix)
+        self.usage = UsageCounters(client, prefix)
+        self.server = Server(client, prefix, buckets)
+        self.primaries = Primaries(client)
 
     @property
-    def redis(self) -> Any:
-        """The redis-py client the transport sends on (for operators' reads and the usage writers)."""
+    def _client(self) -> Any:
+        # The redis-py client (or the memory store's) for the operators' calls that are not scripts.
         return self.transport.client
 
     # decide() in three steps (encode, send, decode), so that adecide() sends the same call from asyncio.
@@ -224,7 +246,7 @@ class RedisStore:
         """End ``tag``'s ban (and its refusal count); True when there was one."""
         keys = self.keys_of(tag)
         try:
-            return bool(self.redis.hdel(keys.bucket, keys.field("!bn"), keys.field("!dn")))
+            return bool(self._client.hdel(keys.bucket, keys.field("!bn"), keys.field("!dn")))
         except STORE_ERRORS as exc:
             raise _failure(f"lifting the ban of {tag}", exc) from exc
 
@@ -232,7 +254,7 @@ class RedisStore:
         """``tag``'s ban in force now (by the Redis server's clock), or None."""
         keys = self.keys_of(tag)
         try:
-            raw = self.redis.hget(keys.bucket, keys.field("!bn"))
+            raw = self._client.hget(keys.bucket, keys.field("!bn"))
             ban = parse_ban(raw)
             now = self.server_time(keys.bucket) if ban is not None else 0.0
         except STORE_ERRORS as exc:
@@ -255,16 +277,16 @@ class RedisStore:
         try:
             if windows is None:
                 mine = glob_escape(keys.field_prefix) + "*"
-                fields = {_raw(f) for f, _ in self.redis.hscan_iter(keys.bucket, match=mine, count=1000)}
-                own = {_raw(k) for k in self.redis.scan_iter(match=glob_escape(keys.own_base) + "*", count=1000)}
+                fields = {_raw(f) for f, _ in self._client.hscan_iter(keys.bucket, match=mine, count=1000)}
+                own = {_raw(k) for k in self._client.scan_iter(match=glob_escape(keys.own_base) + "*", count=1000)}
             else:
                 fields = {_raw(keys.field(w.state_field)) for w in windows if not w.has_own_key}
                 own = {_raw(keys.own_key(w.state_field)) for w in windows if w.has_own_key}
             fields -= {_raw(keys.field(w.state_field)) for w in keep if not w.has_own_key}
             own -= {_raw(keys.own_key(w.state_field)) for w in keep if w.has_own_key}
-            deleted = int(self.redis.hdel(keys.bucket, *fields)) if fields else 0
+            deleted = int(self._client.hdel(keys.bucket, *fields)) if fields else 0
             for key in own:  # one key per command: each of a cluster's commands names one slot
-                deleted += int(self.redis.unlink(key))
+                deleted += int(self._client.unlink(key))
         except STORE_ERRORS as exc:
             raise _failure(f"resetting the counters of {tag}", exc) from exc
         return deleted
@@ -272,7 +294,7 @@ class RedisStore:
     def server_time(self, key: str = "") -> float:
         """The Redis server's clock (TIME) in seconds since the epoch: the clock decisions and bans use. On a
         cluster, the clock of the primary serving ``key`` (any primary's without one)."""
-        client = self.redis
+        client = self._client
         if isinstance(client, RedisCluster):  # TIME names no key: ask the node itself
             node = client.get_node_from_key(key) if key else client.get_default_node()
             client = client.get_redis_connection(node)
@@ -282,7 +304,7 @@ class RedisStore:
     def ping(self) -> bool:
         """Whether Redis answers."""
         try:
-            self.redis.ping()
+            self._client.ping()
         except STORE_ERRORS:
             return False
         return True

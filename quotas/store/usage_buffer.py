@@ -36,7 +36,7 @@ from quotas import metrics
 from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS
 from quotas.contract.protocol import usage_add_args
-from quotas.store.redis_store import day_of
+from quotas.formats.periods import usage_day
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,8 @@ class UsageBuffer:
         allowance's requests are counted after they were served): what ``quota_usage_write_lag_seconds``
         measures from.
         """
-        day = day or day_of(time.time())
+        # The usage day where budget days begin, as the store dates a count (redis_store.day_of).
+        day = day or usage_day(time.time(), str(quota_settings.BUDGET_TIME_ZONE)).stamp
         since = time.monotonic() if since is None else since
         with self._lock:
             if self._pid != os.getpid():

@@ -47,7 +47,7 @@ class InProcessUsage:
         ``spool_on_failure``, as at process exit, written to the spool
         directory for another process to replay).
         """
-        if not self.usage_buffer or self.usage_buffer.flush(self.store.redis):
+        if not self.usage_buffer or self.store.usage.write(self.usage_buffer):
             return True
         metrics.observe_redis_error("flush_usage")
         if spool_on_failure:

@@ -44,7 +44,7 @@ def overload(redis_client) -> None:
     run_controller(redis_client)
     runtime = get_runtime()
     runtime.rules.current()
-    runtime.multipliers.refresh(runtime.redis)  # this process reads the published multipliers at once
+    runtime.multipliers.refresh(runtime.store.multipliers)  # this process reads the published multipliers at once
 
 
 def limit_seen(plan) -> str:

@@ -12,6 +12,7 @@ from dashboard.history import RANGES, RATE_LINES, alert_from, build, charts, his
 from dashboard.queries import Filters, UsageSlice
 from quotas.observability.history import History
 from quotas.runtime import get_runtime
+from quotas.store.history_store import HistoryStore
 
 pytestmark = pytest.mark.django_db
 #: Inside a minute, far from its edges (now is fixed for the builders, so only Redis's TTLs see the clock).
@@ -25,7 +26,7 @@ def write(redis_client, notes: list[tuple[int, str, str | None, str, str, str]])
         at = (NOW - timedelta(minutes=ago)).timestamp()
         for _ in range(n):
             history.note(plan, scope, outcome, reason, "{s.1}", at=at)
-    history.write(redis_client, get_runtime().prefix)
+    history.write(HistoryStore(redis_client, get_runtime().prefix))
 
 
 @pytest.fixture
@@ -143,7 +144,7 @@ def test_unreachable_redis_falls_back_to_days_with_a_notice(rules, set_quotas):
 def test_the_feed_returns_the_asked_range_of_real_traffic(staff, traffic, asked, resolution, points):
     """15 searches by the free customer (5 refused) and 5 by the pro one show in every range."""
     runtime = get_runtime()
-    runtime.history.write(runtime.redis, runtime.prefix)  # as the engine's poller does every second
+    runtime.history.write(runtime.store.history)  # as the engine's poller does every second
     body = staff.get("/dashboard/data.json", {"range": asked}).json()
     c = body["charts"]
     assert (body["filters"]["range"], c["shown"], c["resolution"], c["notice"]) == (asked, asked, resolution, None)

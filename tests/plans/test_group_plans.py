@@ -17,6 +17,7 @@ from quotas.conf import quota_settings
 from quotas.contract.keys import rules_version_key
 from quotas.runtime import get_runtime
 from quotas.runtime.rules_cache import RulesCache
+from quotas.store.rules_version import RulesVersion
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -165,7 +166,7 @@ def test_another_process_sees_the_member_leave_at_its_next_poll(
     member = UserFactory()
     member.groups.add(groups["team"])
     other = RulesCache(
-        PlansRulesBackend(), redis_client, rules_version_key(quota_settings.KEY_PREFIX), interval=1, cache_size=16
+        PlansRulesBackend(), RulesVersion(redis_client, quota_settings.KEY_PREFIX), interval=1, cache_size=16
     )
     other.current()
     assert other.subscriber_for_user(member.pk).plan_id == groups["team"].quota_plan.plan_id

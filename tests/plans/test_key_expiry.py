@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from plans.models import APIKey, Subscription
 from quotas.identity import clients
 from quotas.runtime import get_runtime
-from quotas.runtime.key_use import last_used_key, read_last_used
+from quotas.store.key_use_set import KeyUseSet, last_used_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 from usage.flush import flush_usage
 
@@ -158,4 +158,4 @@ def test_the_flush_copies_every_note_then_forgets_those_older_than_a_day(free, r
     assert flush_usage().keys_marked_used == 2
     old.refresh_from_db()
     assert abs(old.last_used_at.timestamp() - two_days_ago) < 1
-    assert set(read_last_used(redis_client, runtime.prefix)) == {recent.pk}
+    assert set(KeyUseSet(redis_client, runtime.prefix).last_used()) == {recent.pk}

@@ -106,7 +106,7 @@ class Server:
         if name == "reset":  # between examples: nothing of the last one stays in this process
             self.verdicts.clear()
             runtime.guard.settle_allowances(everything=True)
-            runtime.guard.usage_buffer.flush(runtime.redis)
+            runtime.store.usage.write(runtime.guard.usage_buffer)
             runtime.forget()  # refusals remembered, allowances
             with self._lock:
                 self.signals = {80: 0, 100: 0}
@@ -115,7 +115,7 @@ class Server:
             assert not self.verdicts, "every request is settled before the example ends"
             runtime.guard.settle_allowances(everything=True)
             runtime.tick()
-            assert runtime.guard.usage_buffer.flush(runtime.redis)  # waits for a flush under way, if any
+            assert runtime.store.usage.write(runtime.guard.usage_buffer)  # waits for a flush under way, if any
             with self._lock:
                 return dict(self.signals)
         raise ValueError(f"unknown operation {name!r}")

@@ -27,7 +27,7 @@ def publish(redis_client, multipliers: dict) -> None:
     redis_client.set("quota:v1:adaptive:multipliers", json.dumps({**multipliers, "updated_at": time.time()}))
     runtime = get_runtime()
     runtime.rules.current()
-    runtime.multipliers.refresh(runtime.redis)
+    runtime.multipliers.refresh(runtime.store.multipliers)
 
 
 def test_reduced_quota_shows_in_ratelimit_while_the_policy_stays_stable(free, redis_client):
@@ -120,7 +120,7 @@ def test_published_multipliers_reach_the_process_within_two_seconds(free, redis_
 def test_junk_multipliers_are_ignored(free, redis_client):
     redis_client.set("quota:v1:adaptive:multipliers", b"{not json")
     runtime = get_runtime()
-    runtime.multipliers.refresh(runtime.redis)
+    runtime.multipliers.refresh(runtime.store.multipliers)
     assert runtime.multipliers.by_plan == {}
     publish(redis_client, {str(free.pk): "x", "7": -1, "8": 0.5})
     assert runtime.multipliers.by_plan == {8: 0.5}

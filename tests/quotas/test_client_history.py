@@ -7,9 +7,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import redis
 
-from quotas.observability.history import CLIENT_KEEP, History, client_key, read_client_history
+from quotas.exceptions import StoreUnavailable
+from quotas.observability.history import CLIENT_KEEP, History
+from quotas.store.history_store import HistoryStore, client_key, read_client_history
 from tests.unreachable import unreachable_redis
 
 PREFIX = "quota:v1"
@@ -32,7 +33,7 @@ def test_a_subscriber_gets_a_hash_per_hour_with_allowed_and_denied_per_minute(re
     noted(history, 1, "denied", "budget", at=AT + 60)
     noted(history, 3, "allowed", "none", client="{ip.10.0.0.1}")
     noted(history, 3, "allowed", "none", client="{u.5}")
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     assert redis_client.hgetall(client_key(PREFIX, "{s.7}", AT)) == {b"15|a": b"5", b"15|d": b"2", b"16|d": b"1"}
     assert redis_client.keys(f"{PREFIX}:hist:c:*") == [client_key(PREFIX, "s.7", AT).encode()]
 
@@ -43,7 +44,7 @@ def test_read_per_minute_and_per_hour_with_zeros(redis_client):
     noted(history, 4, "allowed", "none")
     noted(history, 2, "denied", "rate", at=AT + 60)
     noted(history, 3, "allowed", "none", at=AT - 3600)
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     at = datetime.fromtimestamp(AT, UTC)
     start, end = at - timedelta(minutes=2), at + timedelta(minutes=1)
     minutes = read_client_history(redis_client, PREFIX, "{s.7}", "minute", start=start, end=end)
@@ -58,7 +59,7 @@ def test_read_per_minute_and_per_hour_with_zeros(redis_client):
 def test_a_client_hash_expires_25_hours_after_its_hour(redis_client):
     history = History()
     noted(history, 1, "allowed", "none")
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     hour_end = (AT // 3600 + 1) * 3600
     assert redis_client.expiretime(client_key(PREFIX, "s.7", AT)) == hour_end + CLIENT_KEEP == hour_end + 25 * 3600
 
@@ -67,10 +68,10 @@ def test_a_failed_write_keeps_the_client_counts(redis_client):
     history = History()
     noted(history, 3, "allowed", "none")
     closed = unreachable_redis()
-    with pytest.raises(redis.ConnectionError):
-        history.write(closed, PREFIX)
+    with pytest.raises(StoreUnavailable):
+        history.write(HistoryStore(closed, PREFIX))
     noted(history, 1, "denied", "rate")
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     assert redis_client.hgetall(client_key(PREFIX, "s.7", AT)) == {b"15|a": b"3", b"15|d": b"1"}
 
 
@@ -100,7 +101,7 @@ def test_a_full_hour_hash_stays_small(redis_client):
     for minute in range(60):
         history.note("free", "", "allowed", "none", "{s.123456}", at=hour + minute * 60)
         history.note("free", "", "denied", "rate", "{s.123456}", at=hour + minute * 60)
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     key = client_key(PREFIX, "s.123456", AT)
     assert redis_client.hlen(key) == 120
     # A busy subscriber's hour: the counts later writes add up to, 98,765 admitted and 4,321 refused a minute.

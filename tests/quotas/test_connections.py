@@ -14,6 +14,7 @@ from quotas.django.respond import rate_rule
 from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
 from quotas.store.transport import LuaScript
+from tests.store_client import client_of
 from tests.waiting import wait_until
 
 #: A real server's connections (CLIENT LIST, closed sockets).
@@ -102,4 +103,4 @@ def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(runt
         return cap
 
     assert async_to_sync(decide_and_read_the_cap)() == MAX_CONNECTIONS
-    assert runtime.redis.connection_pool.max_connections == MAX_CONNECTIONS
+    assert client_of(runtime).connection_pool.max_connections == MAX_CONNECTIONS

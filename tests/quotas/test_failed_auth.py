@@ -267,14 +267,14 @@ def test_a_key_another_process_issued_after_the_keys_were_read_is_admitted_at_on
     # signal reaches this process.
     raw = "qk_" + "another-process-issued-this-key-0123456789"
     APIKey.objects.bulk_create([APIKey(subscription=sub, prefix=raw[:10], key_hash=hash_api_key(raw))])
-    redis_client.incr(rules.version_key)
+    redis_client.incr(rules.version_counter.key)
     assert rules.known_keys.version == read_at  # this process has not read the keys again yet
     assert hash_api_key(raw) not in rules.known_keys
 
     assert api.get("/api/demo/ping", HTTP_X_API_KEY=raw, REMOTE_ADDR="192.0.2.47").status_code == 200
     assert_throttled_problem(api.get("/api/demo/ping", HTTP_X_API_KEY="qk_guess_x", REMOTE_ADDR="192.0.2.47"))
     # The set is read again in the background, and then holds the new key.
-    wait_for_known_keys(version=redis_client.get(rules.version_key).decode())
+    wait_for_known_keys(version=redis_client.get(rules.version_counter.key).decode())
     assert hash_api_key(raw) in rules.known_keys
 
 

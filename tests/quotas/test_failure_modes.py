@@ -9,6 +9,7 @@ from quotas.runtime import get_runtime, reset_runtime
 from quotas.store.usage_buffer import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
+from tests.store_client import client_of
 from tests.usage_counters import usage_totals
 from tests.waiting import wait_until
 
@@ -224,7 +225,7 @@ def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_
     outage.end()
     runtime = get_runtime()
     wait_until(runtime.guard.flush_usage, 10, every=0.2)  # the breaker may still be open
-    assert usage_totals(get_runtime().redis)["c"] == to_micros(Decimal("0.005"))
+    assert usage_totals(client_of(get_runtime()))["c"] == to_micros(Decimal("0.005"))
 
 
 def test_during_an_outage_a_budget_counts_actual_costs(outage, set_quotas):

@@ -241,7 +241,7 @@ def test_reset_keeps_unflushed_usage_unless_asked(db, redis_client):
     assert usage
     assert reset(confirm=True) > 0
     assert {k for k in redis_client.scan_iter() if is_usage_key(prefix, k)} == usage
-    version = get_runtime().rules.version_key.encode()  # bumped by the reset, so other processes forget
+    version = get_runtime().rules.version_counter.key.encode()  # bumped by the reset, so other processes forget
     assert set(redis_client.scan_iter()) - usage == {version}
     reset(confirm=True, delete_usage=True)
     assert set(redis_client.scan_iter()) == {version}

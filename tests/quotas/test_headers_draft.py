@@ -134,7 +134,7 @@ class TestAdaptiveReduction:
         redis_client.set("quota:v1:adaptive:multipliers", json.dumps({str(plan.pk): multiplier}))
         runtime = get_runtime()
         runtime.rules.current()
-        runtime.multipliers.refresh(runtime.redis)
+        runtime.multipliers.refresh(runtime.store.multipliers)
 
     def test_the_policy_stays_stable_and_r_shows_the_reduction(self, client, plan, redis_client):
         """Before and under a 0.5 multiplier the policy is the same; r counts from the reduced quota."""

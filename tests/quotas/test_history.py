@@ -6,19 +6,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import redis
 from prometheus_client import REGISTRY
 
-from quotas.observability.history import (
-    HOUR_KEEP,
-    MINUTE_KEEP,
-    TOP_KEEP,
-    History,
-    bucket_key,
-    read_history,
-    read_top_clients,
-    top_key,
-)
+from quotas.exceptions import StoreUnavailable
+from quotas.observability.history import HOUR_KEEP, MINUTE_KEEP, TOP_KEEP, History
+from quotas.store.history_store import HistoryStore, bucket_key, read_history, read_top_clients, top_key
 from tests.unreachable import unreachable_redis
 
 PREFIX = "quota:v1"
@@ -42,7 +34,7 @@ def test_a_write_counts_each_outcome_per_minute_and_hour(redis_client):
     noted(history, 2, "denied", "rate")
     noted(history, 1, "denied", "local")
     noted(history, 3, "denied", "acl", plan=None, scope="search")
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     assert history.pending() == 0
     at = datetime.fromtimestamp(AT, UTC)
     for resolution in ("minute", "hour"):
@@ -69,7 +61,7 @@ def test_keys_expire_two_hours_and_seven_days_after_their_bucket(redis_client):
     history = History()
     noted(history, 1, "allowed", "none")
     noted(history, 1, "denied", "rate")
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     minute_end = (AT // 60 + 1) * 60
     hour_end = (AT // 3600 + 1) * 3600
     assert redis_client.expiretime(bucket_key(PREFIX, "minute", AT)) == minute_end + MINUTE_KEEP
@@ -86,7 +78,7 @@ def test_top_clients_are_summed_over_hours_and_trimmed_to_the_top_100(redis_clie
         noted(history, i + 1, "allowed", "none", client=f"{{s.{i}}}")
     noted(history, 4, "denied", "budget", client="{s.7}")
     noted(history, 3, "denied", "rate", client="{s.7}", at=AT + 3600)  # the next hour
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     assert redis_client.zcard(top_key(PREFIX, AT, "a")) == TOP_KEEP
     start, end = datetime.fromtimestamp(AT, UTC), datetime.fromtimestamp(AT + 3600, UTC)
     top = read_top_clients(redis_client, PREFIX, start, end, by="allowed", limit=3)
@@ -100,11 +92,11 @@ def test_a_failed_write_keeps_the_counts_for_the_next(redis_client):
     history = History()
     noted(history, 3, "allowed", "none")
     closed = unreachable_redis()
-    with pytest.raises(redis.ConnectionError):
-        history.write(closed, PREFIX)
+    with pytest.raises(StoreUnavailable):
+        history.write(HistoryStore(closed, PREFIX))
     noted(history, 2, "denied", "rate")  # counted meanwhile
     assert history.pending() == 5
-    history.write(redis_client, PREFIX)
+    history.write(HistoryStore(redis_client, PREFIX))
     (bucket,) = read_history(redis_client, PREFIX, "hour", *[datetime.fromtimestamp(AT, UTC)] * 2)
     assert (bucket.counters["allowed"], bucket.counters["denied_rate"]) == (3, 2)
     at = datetime.fromtimestamp(AT, UTC)

@@ -14,6 +14,7 @@ from quotas.contract.keys import client_tag, rules_version_key
 from quotas.runtime import get_runtime
 from quotas.store.redis_store import glob_escape
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
+from tests.store_client import client_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -24,7 +25,7 @@ ADDRESS = "203.0.113.9"
 def redis_client(quota_clock):
     """The engine's store: the tests' memory store, whose clock stands still (quota_clock), so that a test's
     requests share one fixed window."""
-    return get_runtime().redis
+    return client_of(get_runtime())
 
 
 @pytest.fixture
@@ -117,7 +118,7 @@ def test_a_banned_client_shows_its_ban_and_last_refusals(free, runtime):
     free.save()
     runtime.rules.invalidate()
     assert ping(9) == [200] * 5 + [429] * 4
-    runtime.refusals.write(runtime.redis, runtime.prefix)  # the poller's job, about once a second
+    runtime.refusals.write(runtime.store.refusals)  # the poller's job, about once a second
     report = status(ADDRESS)
     assert report["ban"]["strikes"] == 1
     assert 590 < report["ban"]["seconds_left"] <= 600

@@ -19,6 +19,7 @@ from quotas.management import doctor
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
+from tests.store_client import client_of
 
 #: What the doctor reads off a real server (INFO, FUNCTION LIST, TIME).
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
@@ -93,7 +94,7 @@ def test_on_redis_6_2_the_decide_script_is_looked_up_by_its_sha(free, runtime, r
     """No functions on 6.2: the doctor asks SCRIPT EXISTS for the decide script that EVALSHA calls."""
     set_quotas(REDIS_URL=redis62.url)
     runtime62 = get_runtime()
-    runtime62.redis.script_flush()
+    client_of(runtime62).script_flush()
     report = doctor_json()
     library = report["checks"][1]
     assert "Redis 6.2." in report["checks"][0]["detail"]

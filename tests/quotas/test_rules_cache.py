@@ -10,6 +10,7 @@ import pytest
 
 from quotas.rules.snapshot import RuleSet, Subscriber
 from quotas.runtime.rules_cache import RulesCache
+from quotas.store.rules_version import RulesVersion
 
 
 class DictBackend:
@@ -44,7 +45,7 @@ def backend() -> DictBackend:
 
 @pytest.fixture
 def cache(backend: DictBackend, redis_client) -> RulesCache:
-    rules = RulesCache(backend, redis_client, "quota:v1:rules:version", interval=0, cache_size=4)
+    rules = RulesCache(backend, RulesVersion(redis_client, "quota:v1"), interval=0, cache_size=4)
     rules.current()
     return rules
 
@@ -67,7 +68,7 @@ def test_threads_share_the_key_cache_while_it_evicts_and_reloads(backend, redis_
     for i in range(3):
         backend.keys[f"k{i}"] = Subscriber(id=i, plan_id=1)
     # Three keys in turn over two places: constant eviction.
-    cache = RulesCache(backend, redis_client, "quota:v1:rules:version", interval=0, cache_size=2)
+    cache = RulesCache(backend, RulesVersion(redis_client, "quota:v1"), interval=0, cache_size=2)
     cache.current()
     errors: list[BaseException] = []
     stop = threading.Event()

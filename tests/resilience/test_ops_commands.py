@@ -13,6 +13,7 @@ from quotas.contract.keys import client_tag
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
 from tests.factories import EndpointLimitFactory, PlanFactory
+from tests.store_client import client_of
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def run_json(command: str, *args: str) -> dict:
 
 def tags_on_every_primary(runtime) -> list[str]:
     """Client tags whose keys land on each primary in turn (one tag where there is a single server)."""
-    client = runtime.redis
+    client = client_of(runtime)
     if not hasattr(client, "get_primaries"):
         return ["{s.0}"]
     by_node: dict[str, str] = {}

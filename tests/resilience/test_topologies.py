@@ -18,12 +18,14 @@ from quotas.contract.connect import celery_sentinel_broker
 from quotas.contract.keys import refusals_key
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import Rate, parse_rates
-from quotas.observability.history import read_history, read_top_clients
 from quotas.observability.refusals import read_refusals
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
+from quotas.store.history_store import read_history, read_top_clients
+from quotas.store.refusal_lists import RefusalLists
 from quotas.store.usage_hashes import scan_usage_keys
 from tests.script_calls import script_calls
+from tests.store_client import client_of
 from usage.flush import flush_usage
 from usage.models import UsageRecord
 
@@ -67,7 +69,7 @@ def test_a_sliding_log_key_lives_in_the_clients_slot(topology, topo_runtime):
     windows = rule("sliding_window_log", "3/min", id="log").windows
     assert admitted(topo_runtime, windows, [T0] * 4) == [True, True, True, False]
     keys = topo_runtime.store.script_keys(topo_runtime.store.keys_of("{c}"), windows)
-    client = topo_runtime.redis
+    client = client_of(topo_runtime)
     assert client.zcard(keys[-1]) == 3  # refused requests are never logged
     if topology.name == "cluster":
         node = topology.servers.nodes[0].client()
@@ -119,7 +121,7 @@ def test_eight_processes_admit_exactly_the_limit(topo_runtime, algorithm):
 def test_clients_on_every_primary_are_decided_on_their_own_node(cluster, runtime_on):
     """Tags spread over the 3 primaries: each client's keys land on the primary that serves its slot."""
     runtime = runtime_on(cluster.url)
-    client = runtime.redis
+    client = client_of(runtime)
     by_port: dict[int, list[str]] = {}
     i = 0
     while min((len(v) for v in by_port.values()), default=0) < 2 or len(by_port) < 3:
@@ -267,7 +269,7 @@ def test_local_usage_is_written_to_every_node(topology, topo_runtime):
         assert topo_runtime.guard.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
     assert topo_runtime.guard.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
-    client = topo_runtime.redis
+    client = client_of(topo_runtime)
     keys = [topo_runtime.store.keys_of(t) for t in tags]
     assert all(client.hget(f"{k.usage_base}:{day}", f"{k.client}|1|-|a") == b"1" for k in keys)
     if topology.name == "cluster":
@@ -287,8 +289,8 @@ def test_refusals_are_written_to_every_node(topology, topo_runtime):
                 topo_runtime.refusals.note(tag, decision, "free", "", "rate")
     topo_runtime.tick()
     assert len(topo_runtime.refusals) == 0
-    client = topo_runtime.redis
-    stored = [read_refusals(client, PREFIX, t) for t in tags]
+    client = client_of(topo_runtime)
+    stored = [read_refusals(RefusalLists(client, PREFIX), t) for t in tags]
     assert [len(r) for r in stored] == [1] * len(tags)
     assert {r[0]["windows"][0]["remaining"] for r in stored} == {0}
     if topology.name == "cluster":
@@ -318,10 +320,10 @@ def test_the_history_is_written_and_read_on_every_topology(topology, topo_runtim
     assert topo_runtime.history.pending() == 0
     at = datetime.fromtimestamp(now, UTC)
     for resolution in ("minute", "hour"):
-        (bucket,) = read_history(topo_runtime.redis, PREFIX, resolution, at, at)
+        (bucket,) = read_history(client_of(topo_runtime), PREFIX, resolution, at, at)
         assert (bucket.plan, bucket.total, bucket.denied) == ("free", 31, 1)
-    assert read_top_clients(topo_runtime.redis, PREFIX, at, at, by="denied", limit=5) == [("s.1", 1)]
-    assert len(read_top_clients(topo_runtime.redis, PREFIX, at, at, by="allowed", limit=100)) == 30
+    assert read_top_clients(client_of(topo_runtime), PREFIX, at, at, by="denied", limit=5) == [("s.1", 1)]
+    assert len(read_top_clients(client_of(topo_runtime), PREFIX, at, at, by="allowed", limit=100)) == 30
 
 
 # Cluster down -------------------------------------------------------------------------------------------------------

@@ -19,8 +19,10 @@ from quotas.observability.refusals import KEEP_PER_CLIENT, TTL_SECONDS, RefusalL
 from quotas.rules.limits import LimitRule
 from quotas.rules.snapshot import ban_policy_spec
 from quotas.runtime import get_runtime
+from quotas.store.refusal_lists import RefusalLists
 from tests.factories import UserFactory, issue_key
 from tests.quotas.test_adaptive_engine import publish
+from tests.store_client import client_of
 from tests.unreachable import unreachable_redis
 
 from .conftest import send
@@ -63,7 +65,7 @@ def test_a_refusal_is_stored_with_its_limit_window_remaining_and_reset(api, free
     assert send(api, key, 6) == {200: 5, 429: 1}
     runtime = get_runtime()
     runtime.tick()
-    [record] = read_refusals(redis_client, runtime.prefix, tag_of(key))
+    [record] = read_refusals(RefusalLists(redis_client, runtime.prefix), tag_of(key))
     assert (record["reason"], record["plan"], record["scope"]) == ("rate", "free", "")
     [window] = record["windows"]
     assert (window["limit"], window["window"], window["remaining"]) == (5, 60, 0)
@@ -83,9 +85,9 @@ def test_only_the_last_twenty_are_kept(api, free, redis_client):
     for i in range(30):
         log.note(tag, dataclasses.replace(decision, now=decision.now + i), "free", "", "rate")
         if i % 7 == 0:
-            assert log.write(redis_client, "t")
-    assert log.write(redis_client, "t")
-    stored = read_refusals(redis_client, "t", tag)
+            assert log.write(RefusalLists(redis_client, "t"))
+    assert log.write(RefusalLists(redis_client, "t"))
+    stored = read_refusals(RefusalLists(redis_client, "t"), tag)
     assert len(stored) == KEEP_PER_CLIENT
     assert [r["at"] for r in stored] == [round(decision.now + i, 3) for i in range(29, 9, -1)]
     assert 86_000 < redis_client.ttl(refusals_key("t", tag)) <= TTL_SECONDS
@@ -101,7 +103,7 @@ def test_a_flood_leaves_at_most_one_record_per_client_per_second(api, free, redi
     ended = time.time()
     assert codes == {200: 5, 429: 200}
     runtime.tick()
-    stored = read_refusals(redis_client, runtime.prefix, tag_of(key))
+    stored = read_refusals(RefusalLists(redis_client, runtime.prefix), tag_of(key))
     seconds = int(ended) - int(started) + 1
     assert 1 <= len(stored) <= min(seconds + 1, KEEP_PER_CLIENT)  # +1: Redis's clock and this one's
     assert len({int(r["at"]) for r in stored}) == len(stored)
@@ -120,15 +122,16 @@ def test_records_a_write_failed_to_store_are_kept_for_the_next_tick(api, free, r
     for client in ("{u.901}", "{u.902}", tag):
         log.note(client, decision, "free", "", "rate")
     before = redis_errors()
-    assert log.write(dead, "t") is False
+    assert log.write(RefusalLists(dead, "t")) is False
     assert redis_errors() == before + 1
     assert len(log) == 3
     dropped_before = lost("dropped")
     log.note("{u.904}", decision, "free", "", "rate")  # past the bound: the oldest goes
     assert (len(log), log.dropped) == (3, 1)
     assert lost("dropped") == dropped_before + 1
-    assert log.write(redis_client, "t") is True
-    assert [len(read_refusals(redis_client, "t", c)) for c in ("u.901", "u.902", tag, "u.904")] == [0, 1, 1, 1]
+    lists = RefusalLists(redis_client, "t")
+    assert log.write(lists) is True
+    assert [len(read_refusals(lists, c)) for c in ("u.901", "u.902", tag, "u.904")] == [0, 1, 1, 1]
 
 
 def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, set_quotas, quota_clock):
@@ -137,7 +140,7 @@ def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, 
     them is still recorded."""
     set_quotas(REFUSALS_ANONYMOUS_PER_HOUR=3)  # the clock stands still: one hour of the cap for the whole test
     runtime = get_runtime()
-    redis_client = runtime.redis
+    redis_client = client_of(runtime)
     before = lost("anonymous_cap")
     for n in range(12):
         address = f"2001:db8:{n:x}:1::1"
@@ -152,7 +155,7 @@ def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, 
     assert refusals_key(runtime.prefix, tag_of(key)) in stored
     assert lost("anonymous_cap") - before == 9
     assert runtime.refusals.anonymous_capped == 9
-    assert len(read_refusals(redis_client, runtime.prefix, tag_of(key))) == 1
+    assert len(read_refusals(RefusalLists(redis_client, runtime.prefix), tag_of(key))) == 1
 
 
 def test_an_anonymous_client_already_recorded_this_hour_keeps_being_recorded(api, free, redis_client, set_quotas):
@@ -166,8 +169,10 @@ def test_an_anonymous_client_already_recorded_this_hour_keeps_being_recorded(api
         log.note(client, dataclasses.replace(decision, now=hour + i), "free", "", "rate")
     log.note("{ip.192.0.2.2}", dataclasses.replace(decision, now=hour + 3600), "free", "", "rate")
     assert log.anonymous_capped == 1
-    assert log.write(redis_client, "t")
-    counts = [len(read_refusals(redis_client, "t", c)) for c in ("ip.192.0.2.1", "ip.192.0.2.2", "u.5", "u.6")]
+    assert log.write(RefusalLists(redis_client, "t"))
+    counts = [
+        len(read_refusals(RefusalLists(redis_client, "t"), c)) for c in ("ip.192.0.2.1", "ip.192.0.2.2", "u.5", "u.6")
+    ]
     assert counts == [2, 1, 1, 1]
     set_quotas(REFUSALS_ANONYMOUS_PER_HOUR=0)
     log = RefusalLog()
@@ -191,7 +196,7 @@ def test_an_access_list_denial_is_recorded_with_its_entry(api, free, quota_clock
     get_runtime().rules.invalidate()
     assert send(api, key, 3) == {403: 3}
     get_runtime().tick()
-    [record] = read_refusals(get_runtime().redis, get_runtime().prefix, tag_of(key))
+    [record] = read_refusals(get_runtime().store.refusals, tag_of(key))
     assert (record["reason"], record["acl_entry"]) == ("acl", entry.pk)
     assert "windows" not in record
 
@@ -258,8 +263,8 @@ def test_a_ban_is_recorded_with_its_end(runtime, redis_client):
         decision = runtime.guard.decide("{u.7}", rule.windows, now=at + i, ban_policy=policy)
         if not decision.allowed:
             log.note("{u.7}", decision, None, "", labels(decision)[1])
-    assert log.write(redis_client, "t")
-    during, started, *rate = read_refusals(redis_client, "t", "u.7")
+    assert log.write(RefusalLists(redis_client, "t"))
+    during, started, *rate = read_refusals(RefusalLists(redis_client, "t"), "u.7")
     assert [r["reason"] for r in (during, started, *rate)] == ["banned", "banned", "rate", "rate", "rate"]
     assert started["ban_until"] == during["ban_until"] == at + 4 + 60
     assert during["windows"] == []  # a ban reads no limit

@@ -50,8 +50,7 @@ class Command(BaseCommand):
             windows = None if name is None else windows_named(named, rules, name)
             kept = budgets_of(named, rules) if options["keep_spending"] else []
             deleted = runtime.reset_client(named.client.tag, windows, keep=kept)
-            raw = runtime.redis.get(runtime.rules.version_key)
-        version = raw.decode() if raw else "0"
+            version = runtime.store.rules_version.read()
         if options["json"]:
             report = {
                 "client": named.label, "window": name, "deleted": deleted, "rules_version": version,

@@ -50,7 +50,7 @@ class Command(BaseCommand):
 def status(named: Named, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
     """The client's standing as JSON-ready data (see "Operations commands" in docs/operations.md).
 
-    Raises :class:`~quotas.exceptions.StoreUnavailable` (or a redis-py error) when Redis fails.
+    Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
     """
     client = named.client
     standing = current_standing(client, rules, runtime)
@@ -68,7 +68,7 @@ def status(named: Named, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
         "ban": None
         if ban is None
         else {"until": _iso(ban.until), "seconds_left": math.ceil(ban.seconds_left), "strikes": ban.strikes},
-        "refusals": read_refusals(runtime.redis, runtime.prefix, client.tag),
+        "refusals": read_refusals(runtime.store.refusals, client.tag),
         "allowances": _allowances(runtime, client.tag),
     }
 

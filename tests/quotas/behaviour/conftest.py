@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from tests.store_client import client_of
+
 
 @pytest.fixture(autouse=True)
 def runtime(store_runtime: Any) -> Any:
@@ -22,7 +24,7 @@ def runtime(store_runtime: Any) -> Any:
 @pytest.fixture
 def redis_client(runtime: Any) -> Any:
     """The client of the store the test decides on: what a test reads back is that store's."""
-    return runtime.redis
+    return client_of(runtime)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
+from tests.store_client import client_of
 
 T0 = 1_700_000_040.0  # aligned to a minute and to 10 seconds
 
@@ -74,8 +75,8 @@ def test_sliding_log_does_not_log_denied_requests(runtime):
     """A flood of refused requests cannot grow the log past `limit` members."""
     windows = rule("sliding_window_log", "3/min").windows
     admitted(runtime, windows, [T0] * 500)
-    key = next(iter(runtime.redis.scan_iter(match="*")))
-    assert runtime.redis.zcard(key) == 3
+    key = next(iter(client_of(runtime).scan_iter(match="*")))
+    assert client_of(runtime).zcard(key) == 3
 
 
 def test_sliding_log_retry_with_weight_waits_for_enough_units(runtime):
@@ -125,12 +126,12 @@ def test_token_bucket_keeps_one_value_per_window(runtime):
     """GCRA: the state is a single timestamp, one field of the client's bucket hash."""
     windows = rule("token_bucket", "10/s").windows
     admitted(runtime, windows, [T0] * 3)
-    (key,) = list(runtime.redis.scan_iter(match="*"))
-    assert runtime.redis.type(key) == b"hash"
+    (key,) = list(client_of(runtime).scan_iter(match="*"))
+    assert client_of(runtime).type(key) == b"hash"
     field = f"c|{windows[0].state_field}"
     # The window's value, the client's expiry, and the bucket's expiry.
-    assert sorted(runtime.redis.hkeys(key)) == sorted([field.encode(), b"c|~", b"~"])
-    (tat,) = struct.unpack("<d", runtime.redis.hget(key, field))  # 8 bytes: a double
+    assert sorted(client_of(runtime).hkeys(key)) == sorted([field.encode(), b"c|~", b"~"])
+    (tat,) = struct.unpack("<d", client_of(runtime).hget(key, field))  # 8 bytes: a double
     assert tat == pytest.approx((T0 + 0.3) * 1e6)
 
 
@@ -141,8 +142,8 @@ def test_client_hash_ttl_is_never_shortened(runtime):
     # At T0 (22:14 UTC) the day window has 1 h 46 min left: the real clock could be minutes before midnight.
     runtime.guard.decide("{c}", day, now=T0)
     runtime.guard.decide("{c}", second, now=T0)
-    (key,) = list(runtime.redis.scan_iter(match="*"))
-    assert runtime.redis.pttl(key) > 3_600_000
+    (key,) = list(client_of(runtime).scan_iter(match="*"))
+    assert client_of(runtime).pttl(key) > 3_600_000
 
 
 def test_leaky_bucket_policing_refuses_excess(runtime):
@@ -220,7 +221,7 @@ def test_server_clock_is_used_without_now(runtime):
     """Without `now`, time comes from Redis TIME."""
     windows = rule("token_bucket", "5/min").windows
     decision = runtime.guard.decide("{c}", windows)
-    server_seconds, server_micro = runtime.redis.time()
+    server_seconds, server_micro = client_of(runtime).time()
     assert abs(decision.now - (server_seconds + server_micro / 1e6)) < 2
 
 

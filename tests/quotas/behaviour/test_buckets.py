@@ -7,6 +7,7 @@ import pytest
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
+from tests.store_client import client_of
 
 T0 = 1_700_000_040.0
 SWEEP_ODDS = 64  # bucket.lua
@@ -24,7 +25,7 @@ def one_bucket(runtime, settings):
 @pytest.fixture
 def redis_client(one_bucket):
     """The client of that engine's store (the one the settings change replaced is closed)."""
-    return one_bucket.redis
+    return client_of(one_bucket)
 
 
 def window(rates: str, algorithm: str = "token_bucket", limit_id: str = "l1"):

@@ -1,0 +1,22 @@
+"""The store of a ``REDIS_URL``: the client and transport the URL names, and the store over them."""
+
+from __future__ import annotations
+
+from quotas.contract.connect import async_connector, connect
+from quotas.contract.library import LibraryCaller
+from quotas.contract.memory import MemoryRedis, MemoryTransport
+from quotas.store.redis_store import RedisStore
+from quotas.store.transport import Transport
+
+
+def open_store(url: str, prefix: str, buckets: int, timeout: float, connect_timeout: float) -> RedisStore:
+    """The store of ``url``: Redis (standalone, Sentinel or Cluster) through the transport, or the memory store
+    run in this process. Raises :class:`~quotas.exceptions.StoreUnavailable` when a cluster's startup nodes do
+    not answer, and ``ValueError`` for a malformed URL."""
+    client = connect(url, timeout, connect_timeout)
+    transport: LibraryCaller = (
+        MemoryTransport(client)
+        if isinstance(client, MemoryRedis)
+        else Transport(client, async_connector(url, timeout, connect_timeout))
+    )
+    return RedisStore(transport, prefix, buckets)
