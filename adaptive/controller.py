@@ -16,12 +16,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfoNotFoundError
 
-import redis
 from django.conf import settings
 from django.db import DatabaseError
-from redis.exceptions import LockError
 
 from quotas import metrics
+from quotas.siblings import ControllerBoard
 
 from . import store
 from .conf import HOOK_SIGNAL, HOST_SIGNALS, adaptive_settings
@@ -107,34 +106,31 @@ def load_inputs(now: float) -> Inputs:
     return Inputs(plans, pins, AdaptiveConfig.is_enabled())
 
 
-def run_controller(client: redis.Redis | None = None, now: float | None = None) -> Outcome | None:
+def run_controller(board: ControllerBoard | None = None, now: float | None = None) -> Outcome | None:
     """Run the controller once; returns its outcome, or None when another run holds the lock.
 
     ``now`` (seconds since the epoch) replaces the Redis server's clock, for tests.
-    Raises redis-py's ``RedisError`` when Redis is unusable.
+    Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis is unusable.
     """
-    client = client or store.get_client()
+    board = board or store.get_board()
     interval = float(adaptive_settings.INTERVAL)
-    lock = client.lock(store.lock_key(), timeout=max(1.0, interval * 2), blocking=False)
+    lock = board.run_lock(timeout=max(1.0, interval * 2))
     if not lock.acquire():
         logger.info("adaptive: another controller run is in progress; skipping")
         return None
     try:
-        return _run(client, now)
+        return _run(board, now)
     finally:
-        try:
-            lock.release()
-        except LockError:
+        if not lock.release():
             logger.warning("adaptive: the controller run outlived its lock (%.1f s)", interval * 2)
 
 
-def _run(client: redis.Redis, now: float | None) -> Outcome:
+def _run(board: ControllerBoard, now: float | None) -> Outcome:
     if now is None:
-        seconds, micros = client.time()
-        now = seconds + micros / 1_000_000
-    stored = _loads_dict(client.get(store.state_key()))
+        now = board.server_time()
+    stored = _loads_dict(board.state())
     state = State.from_json(stored)
-    samples = read_samples(client, now)
+    samples = read_samples(board, now)
     try:
         inputs = load_inputs(now)
     except DatabaseError as exc:
@@ -160,12 +156,12 @@ def _run(client: redis.Redis, now: float | None) -> Outcome:
     enforced = adaptive_settings.MODE == "enforce"
     outcome.signals["mode"] = adaptive_settings.MODE
     applied = outcome.multipliers if enforced else observed_only(outcome, inputs.pins_at(now))
-    publish_multipliers(client, applied, now, float(adaptive_settings.PUBLISH_TTL))
+    publish_multipliers(board, applied, now, float(adaptive_settings.PUBLISH_TTL))
     export_metrics(outcome, samples, applied)
     new_state = outcome.state.to_json()
     new_state["inputs"] = inputs.to_json()
     new_state["pruned_at"] = _record(outcome, now, stored.get("pruned_at"))
-    client.set(store.state_key(), json.dumps(new_state))
+    board.save_state(json.dumps(new_state))
     if outcome.changed or outcome.action in ("cut", "recover"):
         logger.info("adaptive: %s %s%s", outcome.reason, outcome.multipliers, "" if enforced else " (observed only)")
     return outcome
@@ -242,9 +238,9 @@ def _record(outcome: Outcome, now: float, pruned_at: Any) -> float | None:
     return pruned_at if isinstance(pruned_at, int | float) else None
 
 
-def read_state(client: redis.Redis) -> dict[str, Any]:
+def read_state(board: ControllerBoard) -> dict[str, Any]:
     """The controller's stored state as JSON (for the dashboard and tests)."""
-    return _loads_dict(client.get(store.state_key()))
+    return _loads_dict(board.state())
 
 
 def _loads_dict(raw: bytes | str | None) -> dict[str, Any]:

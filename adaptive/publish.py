@@ -10,27 +10,20 @@ The key expires after ``PUBLISH_TTL`` seconds, so if the controller stops, limit
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
-import redis
-
-from quotas.siblings import parse_multipliers
-
-from . import store
+from quotas.siblings import ControllerBoard
 
 
-def publish_multipliers(client: redis.Redis, multipliers: Mapping[int, float], now: float, ttl: float) -> None:
+def publish_multipliers(board: ControllerBoard, multipliers: Mapping[int, float], now: float, ttl: float) -> None:
     """Replace the published multipliers (valid for ``ttl`` seconds)."""
-    body: dict[str, float] = {str(plan_id): float(m) for plan_id, m in sorted(multipliers.items())}
-    body["updated_at"] = round(now, 3)
-    client.set(store.multipliers_key(), json.dumps(body), px=max(1, int(ttl * 1000)))
+    board.multipliers.publish(multipliers, now, ttl)
 
 
-def read_multipliers(client: redis.Redis) -> dict[int, float]:
+def read_multipliers(board: ControllerBoard) -> dict[int, float]:
     """The published multipliers by plan id; ``{}`` when none are published (every plan at 1.0).
 
     Read with the engine's own parser (quotas.contract.protocol.parse_multipliers), so the two never disagree
-    on what counts. Raises redis-py's ``RedisError`` when Redis cannot be read.
+    on what counts. Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis cannot be read.
     """
-    return parse_multipliers(client.get(store.multipliers_key()))
+    return board.multipliers.read()

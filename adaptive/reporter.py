@@ -16,8 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import redis
-from redis.exceptions import RedisError
+from quotas.exceptions import StoreUnavailable
+from quotas.siblings import ControllerBoard
 
 from . import store
 from .conf import HOST_SIGNALS, adaptive_settings
@@ -27,28 +27,17 @@ from .responses import RESPONSES, drain, interval_signals
 logger = logging.getLogger(__name__)
 
 
-def publish_sample(client: redis.Redis, sample: Mapping[str, Any], ttl: float) -> float:
+def publish_sample(board: ControllerBoard, sample: Mapping[str, Any], ttl: float) -> float:
     """Store one process's ``sample`` for ``ttl`` seconds; returns the round trip in milliseconds."""
-    key = store.host_key(str(sample["host"]), int(sample["pid"]))
     started = time.perf_counter()
-    pipe = client.pipeline(transaction=False)
-    pipe.set(key, json.dumps(sample), px=max(1, int(ttl * 1000)))
-    pipe.zadd(store.hosts_key(), {key: time.time() + ttl})
-    pipe.execute()
+    board.publish_sample(str(sample["host"]), int(sample["pid"]), json.dumps(sample), ttl)
     return (time.perf_counter() - started) * 1000
 
 
-def read_samples(client: redis.Redis, now: float, forget_after: float = 600.0) -> list[dict[str, Any]]:
+def read_samples(board: ControllerBoard, now: float, forget_after: float = 600.0) -> list[dict[str, Any]]:
     """Every live sample. Names of keys expired for ``forget_after`` seconds leave the index."""
-    index = store.hosts_key()
-    # Member names only: the stubs type zrange's reply as any of its forms, scored pairs included.
-    names = [name for name in client.zrange(index, 0, -1) if isinstance(name, bytes | str)]
-    if not names:
-        return []
     samples = []
-    for raw in client.mget(names):
-        if raw is None:
-            continue  # expired: that process stopped reporting
+    for raw in board.samples(now, forget_after):
         try:
             sample = json.loads(raw)
         except ValueError:
@@ -56,8 +45,6 @@ def read_samples(client: redis.Redis, now: float, forget_after: float = 600.0) -
             continue
         if isinstance(sample, dict):
             samples.append(sample)
-    # Scores are the publishers' clocks: the generous margin keeps clock skew harmless.
-    client.zremrangebyscore(index, "-inf", now - forget_after)
     return samples
 
 
@@ -105,8 +92,8 @@ class LoadReporter:
             try:
                 sample = {**host_sample(cpu, latency), **interval_signals()}
                 self.last_sample = sample
-                latency = publish_sample(store.get_client(), sample, float(adaptive_settings.SAMPLE_TTL))
-            except RedisError as exc:
+                latency = publish_sample(store.get_board(), sample, float(adaptive_settings.SAMPLE_TTL))
+            except StoreUnavailable as exc:
                 latency = None
                 logger.warning("adaptive: load sample not published: %s", exc)
             except Exception:  # the thread must outlive any surprise; the next interval tries again

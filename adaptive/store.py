@@ -1,63 +1,38 @@
-"""The adaptive app's Redis keys and client; every key starts with ``QUOTAS['KEY_PREFIX']``.
-
-* ``<prefix>:adaptive:host:<host>:<pid>``: one process's latest sample (JSON, expires after SAMPLE_TTL);
-* ``<prefix>:adaptive:hosts``: sorted set of those keys' names, scored by when they expire, so the
-  controller reads samples with one ZRANGE and one MGET instead of scanning the keyspace;
-* ``<prefix>:adaptive:multipliers``: what the controller publishes (see :mod:`adaptive.publish`);
-* ``<prefix>:adaptive:state`` and ``<prefix>:adaptive:lock``: the controller's memory and run lock.
-"""
+"""The adaptive app's board in Redis (see :mod:`quotas.store.controller_board` for its keys); every key starts
+with ``QUOTAS['KEY_PREFIX']``."""
 
 from __future__ import annotations
 
-import os
-import threading
-
-import redis
-
 from quotas import siblings
 from quotas.conf import quota_settings
-from quotas.siblings import connect, encode_part
-
-
-def _base() -> str:
-    return f"{quota_settings.KEY_PREFIX}:adaptive"
+from quotas.siblings import ControllerBoard
 
 
 def host_key(host: str, pid: int) -> str:
-    return f"{_base()}:host:{encode_part(host)}:{pid}"
+    """The key of one process's latest load sample."""
+    return siblings.controller_host_key(quota_settings.KEY_PREFIX, host, pid)
 
 
 def hosts_key() -> str:
-    return f"{_base()}:hosts"
+    """The index of the sample keys."""
+    return siblings.controller_hosts_key(quota_settings.KEY_PREFIX)
 
 
 def multipliers_key() -> str:
-    return siblings.multipliers_key(quota_settings.KEY_PREFIX)  # where the runtime reads them
+    """Where the controller publishes the multipliers (where the runtime reads them)."""
+    return siblings.multipliers_key(quota_settings.KEY_PREFIX)
 
 
 def state_key() -> str:
-    return f"{_base()}:state"
+    """The controller's memory between runs."""
+    return siblings.controller_state_key(quota_settings.KEY_PREFIX)
 
 
 def lock_key() -> str:
-    return f"{_base()}:lock"
+    """The lock a controller run holds."""
+    return siblings.controller_lock_key(quota_settings.KEY_PREFIX)
 
 
-_clients: dict[tuple[int, str], redis.Redis] = {}
-_clients_lock = threading.Lock()
-
-
-def get_client() -> redis.Redis:
-    """A client of ``QUOTAS['REDIS_URL']`` for this process (fork-safe, rebuilt if the URL changes)."""
-    url = quota_settings.REDIS_URL
-    key = (os.getpid(), url)
-    client = _clients.get(key)
-    if client is None:
-        timeout = float(quota_settings.SOCKET_TIMEOUT)
-        with _clients_lock:
-            client = _clients.get(key)
-            if client is None:
-                client = connect(url, timeout * 4, connect_timeout=timeout * 4)
-                _clients.clear()
-                _clients[key] = client
-    return client
+def get_board() -> ControllerBoard:
+    """This process's board of ``QUOTAS['REDIS_URL']`` (fork-safe, made again if the URL changes)."""
+    return siblings.controller_board()

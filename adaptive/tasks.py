@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from redis.exceptions import RedisError
+
+from quotas.exceptions import StoreUnavailable
 
 from .controller import run_controller
 
@@ -22,7 +23,7 @@ def control() -> dict | None:
     """
     try:
         outcome = run_controller()
-    except RedisError as exc:
+    except StoreUnavailable as exc:
         logger.warning("adaptive: controller run skipped, Redis unusable: %s", exc)
         return None
     if outcome is None:

@@ -11,9 +11,9 @@ The calls below are specific: the rules snapshot, a plan's multiplier, a key's
 subscriber, a page view's wait, and the reads of what the engine keeps in Redis
 (usage counters, the history, keys' last use, the flush mark, the multipliers;
 :class:`~quotas.store.back_office.BackOffice`). So the sibling apps never hold
-the runtime, the store or a Redis client. The one exception is the adaptive
-controller's own keyspace (its samples, memory and run lock): it is a worker
-coordinated through Redis, so it connects with :func:`connect` itself.
+the runtime, the store or a Redis client. The adaptive controller, a worker
+coordinated through Redis, keeps its samples, memory and run lock on a board
+of its own (:func:`controller_board`), whose calls are the store's too.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.http import HttpRequest
 
-from quotas.contract.connect import connect
+from quotas.conf import quota_settings
 from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
 from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
 from quotas.exceptions import StoreUnavailable
@@ -36,6 +36,12 @@ from quotas.runtime import get_runtime
 from quotas.runtime.key_use import KEEP_SECONDS
 from quotas.standing import NEAR
 from quotas.store.back_office import BackOffice
+from quotas.store.controller_board import ControllerBoard
+from quotas.store.controller_board import controller_board as _controller_board
+from quotas.store.controller_board import host_key as controller_host_key
+from quotas.store.controller_board import hosts_key as controller_hosts_key
+from quotas.store.controller_board import lock_key as controller_lock_key
+from quotas.store.controller_board import state_key as controller_state_key
 from quotas.store.decision import scaled
 from quotas.store.redis_store import usage_day_of
 from quotas.store.usage_hashes import (
@@ -55,13 +61,18 @@ __all__ = [
     "RETENTION_DAYS",
     "STORE_ERRORS",
     "USAGE_TTL_DAYS",
+    "ControllerBoard",
     "Counters",
     "RowKey",
     "address_group",
     "authenticate_key_now",
     "back_office",
     "client_tag",
-    "connect",
+    "controller_board",
+    "controller_host_key",
+    "controller_hosts_key",
+    "controller_lock_key",
+    "controller_state_key",
     "encode_part",
     "hash_api_key",
     "is_client_tag",
@@ -92,6 +103,13 @@ def back_office() -> BackOffice:
     """The specific reads of what the engine keeps in Redis (usage, history, keys' last use, the flush mark,
     the multipliers), through this process's back-office client."""
     return get_runtime().back_office
+
+
+def controller_board() -> ControllerBoard:
+    """The adaptive controller's board in ``QUOTAS['REDIS_URL']`` for this process: its samples, memory, run lock
+    and the multipliers it publishes. Its reads wait four times ``SOCKET_TIMEOUT`` (a run is not a request)."""
+    timeout = float(quota_settings.SOCKET_TIMEOUT) * 4
+    return _controller_board(str(quota_settings.REDIS_URL), str(quota_settings.KEY_PREFIX), timeout)
 
 
 def rules_snapshot() -> RuleSet:

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from quotas.conf import quota_settings
+from quotas.store.controller_board import ControllerBoard
+
 
 def client_of(runtime: Any) -> Any:
     """The redis-py client (or the memory store's) that ``runtime``'s store sends on."""
     return runtime.store.transport.client
+
+
+def board_of(client: Any) -> ControllerBoard:
+    """The adaptive controller's board over ``client`` (a test's own Redis client), under ``KEY_PREFIX``."""
+    return ControllerBoard(client, str(quota_settings.KEY_PREFIX))

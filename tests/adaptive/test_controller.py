@@ -17,6 +17,7 @@ from adaptive.publish import publish_multipliers, read_multipliers
 from adaptive.reporter import publish_sample, read_samples
 from adaptive.tasks import control
 from tests.factories import PlanFactory
+from tests.store_client import board_of
 from tests.waiting import wait_until
 
 from .conftest import DEFAULT_PARAMS
@@ -39,7 +40,7 @@ def plans() -> dict:
 def report(redis_client, cpu: float, host: str = "web1", pid: int = 1, db: float | None = None, ttl: float = 5.0):
     """Publish one process's sample as its reporter thread would."""
     sample = {"host": host, "pid": pid, "at": time.time(), "cpu": cpu, "memory": 0.4, "db": db, "redis_ms": 0.2}
-    publish_sample(redis_client, sample, ttl)
+    publish_sample(board_of(redis_client), sample, ttl)
 
 
 def ids(plans: dict) -> tuple[int, int, int]:
@@ -50,9 +51,9 @@ def test_a_run_publishes_every_plan_and_records_the_change(redis_client, plans) 
     """The first run publishes 1.0 for every plan with updated_at, expiring after PUBLISH_TTL, and one snapshot."""
     free, pro, ent = ids(plans)
     report(redis_client, cpu=0.3)
-    outcome = run_controller(redis_client, now=T0)
+    outcome = run_controller(board_of(redis_client), now=T0)
     assert outcome.changed
-    assert read_multipliers(redis_client) == {free: 1.0, pro: 1.0, ent: 1.0}
+    assert read_multipliers(board_of(redis_client)) == {free: 1.0, pro: 1.0, ent: 1.0}
     body = json.loads(redis_client.get(store.multipliers_key()))
     assert body["updated_at"] == T0
     assert 55_000 < redis_client.pttl(store.multipliers_key()) <= 60_000
@@ -66,13 +67,13 @@ def test_only_changes_are_recorded(redis_client, plans) -> None:
     """Runs that publish the same multipliers add no snapshot; a cut adds one with its reason."""
     free, _, ent = ids(plans)
     report(redis_client, cpu=0.3)
-    run_controller(redis_client, now=T0)
-    run_controller(redis_client, now=T0 + 5)
+    run_controller(board_of(redis_client), now=T0)
+    run_controller(board_of(redis_client), now=T0 + 5)
     assert AdaptiveSnapshot.objects.count() == 1
     report(redis_client, cpu=0.97)
-    outcome = run_controller(redis_client, now=T0 + 10)
+    outcome = run_controller(board_of(redis_client), now=T0 + 10)
     assert outcome.action == "cut"
-    published = read_multipliers(redis_client)
+    published = read_multipliers(board_of(redis_client))
     assert published[free] < 1.0
     assert published[ent] == 1.0
     latest = AdaptiveSnapshot.objects.latest()
@@ -84,15 +85,15 @@ def test_only_changes_are_recorded(redis_client, plans) -> None:
 def test_state_is_kept_in_redis_between_runs(redis_client, plans) -> None:
     """EWMA values, the level and the timers live in Redis, so any worker can run the next tick."""
     report(redis_client, cpu=0.97)
-    run_controller(redis_client, now=T0)
-    state = read_state(redis_client)
+    run_controller(board_of(redis_client), now=T0)
+    state = read_state(board_of(redis_client))
     assert state["level"] == pytest.approx(0.7)
     assert state["fast"]["cpu"] == pytest.approx(0.97)
     assert state["last_cut_at"] == T0
     assert state["multipliers"][str(plans["free"].pk)] < 1.0
     report(redis_client, cpu=0.97)
-    run_controller(redis_client, now=T0 + 5)  # critical: cut again from the stored level
-    assert read_state(redis_client)["level"] == pytest.approx(0.49)
+    run_controller(board_of(redis_client), now=T0 + 5)  # critical: cut again from the stored level
+    assert read_state(board_of(redis_client))["level"] == pytest.approx(0.49)
 
 
 @pytest.mark.redis
@@ -101,12 +102,14 @@ def test_hosts_that_stop_reporting_drop_out(redis_client, plans) -> None:
     """A sample lives SAMPLE_TTL seconds; the index forgets keys long expired."""
     report(redis_client, cpu=0.97, host="a", ttl=0.2)
     report(redis_client, cpu=0.3, host="b")
-    assert {s["host"] for s in read_samples(redis_client, time.time())} == {"a", "b"}
-    assert wait_until(lambda: {s["host"] for s in read_samples(redis_client, time.time())} == {"b"}, 2)  # Redis's TTL
-    outcome = run_controller(redis_client, now=T0)
+    assert {s["host"] for s in read_samples(board_of(redis_client), time.time())} == {"a", "b"}
+    assert wait_until(
+        lambda: {s["host"] for s in read_samples(board_of(redis_client), time.time())} == {"b"}, 2
+    )  # Redis's TTL
+    outcome = run_controller(board_of(redis_client), now=T0)
     assert outcome.signals["hosts"] == 1
     assert outcome.action == "hold"
-    read_samples(redis_client, time.time() + 3600)
+    read_samples(board_of(redis_client), time.time() + 3600)
     assert redis_client.zcard(store.hosts_key()) == 0
 
 
@@ -119,8 +122,8 @@ def test_pinned_multiplier_is_published(redis_client, plans) -> None:
     MultiplierOverride.objects.create(plan=plans["pro"], multiplier=0.4, reason="incident 12, tighter")
     MultiplierOverride.objects.create(plan=plans["free"], multiplier=0.2, reason="old", expires_at=at - timedelta(1))
     report(redis_client, cpu=0.3)
-    outcome = run_controller(redis_client, now=now)
-    assert read_multipliers(redis_client) == {free: 1.0, pro: 0.4, ent: 1.0}
+    outcome = run_controller(board_of(redis_client), now=now)
+    assert read_multipliers(board_of(redis_client)) == {free: 1.0, pro: 0.4, ent: 1.0}
     assert "pinned: pro=0.40" in outcome.reason
 
 
@@ -134,9 +137,9 @@ def test_switched_off_publishes_pins_else_one(redis_client, plans, set_quotas, s
         AdaptiveConfig.objects.create(enabled=False)
     MultiplierOverride.objects.create(plan=plans["enterprise"], multiplier=0.9, reason="maintenance")
     report(redis_client, cpu=0.99)
-    outcome = run_controller(redis_client, now=time.time())
+    outcome = run_controller(board_of(redis_client), now=time.time())
     assert outcome.action == "off"
-    assert read_multipliers(redis_client) == {free: 1.0, pro: 1.0, ent: 0.9}
+    assert read_multipliers(board_of(redis_client)) == {free: 1.0, pro: 1.0, ent: 0.9}
 
 
 def test_admin_switch_is_a_singleton() -> None:
@@ -155,11 +158,11 @@ def test_old_snapshots_are_deleted(redis_client, plans, set_quotas) -> None:
     old = AdaptiveSnapshot.objects.create(created_at=at - timedelta(days=8), level=1, reason="old")
     kept = AdaptiveSnapshot.objects.create(created_at=at - timedelta(days=6), level=1, reason="recent")
     report(redis_client, cpu=0.3)
-    run_controller(redis_client, now=now)
+    run_controller(board_of(redis_client), now=now)
     remaining = set(AdaptiveSnapshot.objects.values_list("pk", flat=True))
     assert old.pk not in remaining
     assert kept.pk in remaining
-    assert read_state(redis_client)["pruned_at"] == now
+    assert read_state(board_of(redis_client))["pruned_at"] == now
 
 
 def test_database_unreadable_keeps_the_known_plans_and_pins(redis_client, plans, monkeypatch) -> None:
@@ -169,26 +172,26 @@ def test_database_unreadable_keeps_the_known_plans_and_pins(redis_client, plans,
     until = datetime.fromtimestamp(now + 60, tz=UTC)
     MultiplierOverride.objects.create(plan=plans["enterprise"], multiplier=0.9, reason="x", expires_at=until)
     report(redis_client, cpu=0.3)
-    run_controller(redis_client, now=now)
+    run_controller(board_of(redis_client), now=now)
 
     def broken(now: float):
         raise DatabaseError("connection refused")
 
     monkeypatch.setattr(controller, "load_inputs", broken)
     report(redis_client, cpu=0.97)
-    outcome = run_controller(redis_client, now=now + 5)
+    outcome = run_controller(board_of(redis_client), now=now + 5)
     assert outcome.action == "cut"
-    published = read_multipliers(redis_client)
+    published = read_multipliers(board_of(redis_client))
     assert set(published) == {free, pro, ent}
     assert published[ent] == 0.9
-    run_controller(redis_client, now=now + 61)
-    assert read_multipliers(redis_client)[ent] != 0.9
+    run_controller(board_of(redis_client), now=now + 61)
+    assert read_multipliers(board_of(redis_client))[ent] != 0.9
 
 
 def test_overlapping_runs_skip(redis_client, plans) -> None:
     """A run that finds another holding the lock does nothing."""
     redis_client.set(store.lock_key(), "someone else")
-    assert run_controller(redis_client, now=T0) is None
+    assert run_controller(board_of(redis_client), now=T0) is None
     assert redis_client.get(store.multipliers_key()) is None
 
 
@@ -197,7 +200,7 @@ def test_celery_task_runs_the_controller(redis_client, plans) -> None:
     report(redis_client, cpu=0.97)
     result = control.apply().get()
     assert result["action"] == "cut"
-    assert read_multipliers(redis_client)[plans["free"].pk] < 1.0
+    assert read_multipliers(board_of(redis_client))[plans["free"].pk] < 1.0
 
 
 def test_celery_task_survives_redis_down(redis_server, plans) -> None:
@@ -211,17 +214,17 @@ def test_celery_task_survives_redis_down(redis_server, plans) -> None:
 
 def test_read_multipliers_is_strict_about_what_it_returns(redis_client) -> None:
     """Missing key: {}; only plan ids with 0 < m <= 1 come back; broken JSON is {}."""
-    assert read_multipliers(redis_client) == {}
-    publish_multipliers(redis_client, {1: 0.5, 2: 1.0}, T0, ttl=60)
-    assert read_multipliers(redis_client) == {1: 0.5, 2: 1.0}
+    assert read_multipliers(board_of(redis_client)) == {}
+    publish_multipliers(board_of(redis_client), {1: 0.5, 2: 1.0}, T0, ttl=60)
+    assert read_multipliers(board_of(redis_client)) == {1: 0.5, 2: 1.0}
     redis_client.set(
         store.multipliers_key(), json.dumps({"1": 0.5, "x": 0.3, "2": 0, "3": 7, "4": "a", "updated_at": 1})
     )
-    assert read_multipliers(redis_client) == {1: 0.5}
+    assert read_multipliers(board_of(redis_client)) == {1: 0.5}
     redis_client.set(store.multipliers_key(), b"{not json")
-    assert read_multipliers(redis_client) == {}
+    assert read_multipliers(board_of(redis_client)) == {}
     redis_client.set(store.multipliers_key(), b"[1, 2]")
-    assert read_multipliers(redis_client) == {}
+    assert read_multipliers(board_of(redis_client)) == {}
 
 
 def test_keys_use_the_quota_prefix(settings) -> None:
@@ -242,7 +245,7 @@ def test_multipliers_and_signals_are_exported_as_metrics(redis_client, plans) ->
     """Each run sets quota_adaptive_multiplier per plan slug and quota_load_signal per host and signal."""
     report(redis_client, cpu=0.97, host="web-7", pid=1)
     report(redis_client, cpu=0.5, host="web-7", pid=2)
-    run_controller(redis_client, now=T0)
+    run_controller(board_of(redis_client), now=T0)
     assert REGISTRY.get_sample_value("quota_adaptive_multiplier", {"plan": "free"}) < 1.0
     assert REGISTRY.get_sample_value("quota_adaptive_multiplier", {"plan": "enterprise"}) == 1.0
     assert REGISTRY.get_sample_value("quota_load_signal", {"signal": "cpu", "host": "web-7"}) == 0.97
@@ -260,11 +263,11 @@ def test_the_controller_runs_on_the_memory_store(plans, set_quotas) -> None:
     client = connect("memory://adaptive", 1.0)
     free, pro, ent = ids(plans)
     report(client, cpu=0.3)
-    assert run_controller(client, now=T0).changed
-    assert read_multipliers(client) == {free: 1.0, pro: 1.0, ent: 1.0}
+    assert run_controller(board_of(client), now=T0).changed
+    assert read_multipliers(board_of(client)) == {free: 1.0, pro: 1.0, ent: 1.0}
     held = client.lock(store.lock_key(), timeout=10, blocking=False)
     assert held.acquire()
-    assert run_controller(client, now=T0 + 10) is None  # another run is in progress
+    assert run_controller(board_of(client), now=T0 + 10) is None  # another run is in progress
     held.release()
-    assert run_controller(client, now=T0 + 20) is not None
+    assert run_controller(board_of(client), now=T0 + 20) is not None
     forget("memory://adaptive")

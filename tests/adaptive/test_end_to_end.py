@@ -27,6 +27,7 @@ from adaptive.controller import read_state
 from adaptive.publish import read_multipliers
 from config.embedded_redis import RedisServer, free_port
 from tests.process_groups import stop_groups
+from tests.store_client import board_of
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 BURN_SECONDS = 8.0
@@ -126,16 +127,16 @@ def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> 
     # One request starts the gunicorn worker's reporter; beat and worker then publish every second.
     assert wait_until(lambda: healthy(services["base_url"]), 30), logs_of(services)
     assert wait_until(lambda: redis_client.zcard(store.hosts_key()), 10), logs_of(services)
-    assert wait_until(lambda: len(read_multipliers(redis_client)) == 3, 20), logs_of(services)
+    assert wait_until(lambda: len(read_multipliers(board_of(redis_client))) == 3, 20), logs_of(services)
     # Start from a calm machine (other jobs may share it): full capacity and CPU below the low mark.
     wait_until(
         lambda: (
-            read_multipliers(redis_client).get(free) == 1.0
-            and read_state(redis_client).get("slow", {}).get("cpu", 1) < 0.7
+            read_multipliers(board_of(redis_client)).get(free) == 1.0
+            and read_state(board_of(redis_client)).get("slow", {}).get("cpu", 1) < 0.7
         ),
         20,
     )
-    assert read_multipliers(redis_client)[free] == 1.0, logs_of(services)
+    assert read_multipliers(board_of(redis_client))[free] == 1.0, logs_of(services)
 
     timeline: list[tuple[float, dict[int, float]]] = []
     started = time.monotonic()
@@ -146,7 +147,7 @@ def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> 
     limits_seen: list[int] = []  # the free key's per-second quota, as real requests see it during the burst
     try:
         while time.monotonic() - started < BURN_SECONDS + 1:
-            timeline.append((time.monotonic() - started, read_multipliers(redis_client)))
+            timeline.append((time.monotonic() - started, read_multipliers(board_of(redis_client))))
             limits_seen.append(rate_limit_limit(services["base_url"]))
             time.sleep(0.25)
     finally:
@@ -163,9 +164,11 @@ def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> 
     full = limits_seen[0]
     assert min(limits_seen) < full, f"no request ever saw a reduced quota: {limits_seen}"
 
-    recovered = wait_until(lambda: read_multipliers(redis_client) == {p: 1.0 for p in plans.values()}, 30, 0.25)
+    recovered = wait_until(
+        lambda: read_multipliers(board_of(redis_client)) == {p: 1.0 for p in plans.values()}, 30, 0.25
+    )
     print(f"back to 1.0 {time.monotonic() - started - BURN_SECONDS:.1f} s after the burst")
-    assert recovered, f"no recovery: {read_multipliers(redis_client)} {read_state(redis_client)}"
+    assert recovered, f"no recovery: {read_multipliers(board_of(redis_client))} {read_state(board_of(redis_client))}"
 
     assert wait_until(lambda: rate_limit_limit(services["base_url"]) == full, 5), "the header never recovered"
 

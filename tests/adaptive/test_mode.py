@@ -19,6 +19,7 @@ from adaptive.publish import read_multipliers
 from adaptive.reporter import publish_sample
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
+from tests.store_client import board_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("config.urls")]
 
@@ -40,8 +41,8 @@ def staff(db) -> Client:
 def overload(redis_client) -> None:
     """The whole machine's CPU over the critical mark, reported as a web process does, then one controller run."""
     sample = {"host": "web1", "pid": 1, "at": time.time(), "cpu": 0.97, "memory": 0.4, "db": None, "redis_ms": 0.2}
-    publish_sample(redis_client, sample, 5.0)
-    run_controller(redis_client)
+    publish_sample(board_of(redis_client), sample, 5.0)
+    run_controller(board_of(redis_client))
     runtime = get_runtime()
     runtime.rules.current()
     runtime.multipliers.refresh(runtime.store.multipliers)  # this process reads the published multipliers at once
@@ -65,9 +66,9 @@ def test_a_new_project_observes_and_shows_what_it_would_do(free, staff, redis_cl
     dashboard and /metrics show the multiplier it would apply."""
     assert adaptive_settings.MODE == "observe"
     overload(redis_client)
-    assert read_multipliers(redis_client) == {free.pk: 1.0}
+    assert read_multipliers(board_of(redis_client)) == {free.pk: 1.0}
     assert limit_seen(free) == "10"
-    computed = read_state(redis_client)["multipliers"][str(free.pk)]
+    computed = read_state(board_of(redis_client))["multipliers"][str(free.pk)]
     assert computed < 1.0
     adaptive = staff.get("/dashboard/data.json").json()["adaptive"]
     assert adaptive["mode"] == "observe"
@@ -80,8 +81,8 @@ def test_a_new_project_observes_and_shows_what_it_would_do(free, staff, redis_cl
 def test_enforce_applies_the_computed_multiplier(free, staff, redis_client) -> None:
     """MODE 'enforce': the same overload cuts the free plan's limit by the computed multiplier."""
     overload(redis_client)
-    computed = read_state(redis_client)["multipliers"][str(free.pk)]
-    assert read_multipliers(redis_client) == {free.pk: computed}
+    computed = read_state(board_of(redis_client))["multipliers"][str(free.pk)]
+    assert read_multipliers(board_of(redis_client)) == {free.pk: computed}
     assert int(limit_seen(free)) < 10
     assert staff.get("/dashboard/data.json").json()["adaptive"]["mode"] == "enforce"
     assert gauge(staff, "quota_adaptive_multiplier", "free") == computed

@@ -16,6 +16,7 @@ from adaptive.controller import run_controller
 from adaptive.load import CpuMeter, db_pool_saturation, db_server_saturation, host_sample
 from adaptive.reporter import publish_sample
 from tests.factories import PlanFactory
+from tests.store_client import board_of
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("enforce")]
@@ -60,8 +61,8 @@ def test_exhausted_pool_raises_the_db_signal_and_cuts(redis_client) -> None:
     assert after < 0.5
 
     sample["cpu"] = 0.1  # only the database is saturated
-    publish_sample(redis_client, sample, ttl=5)
-    outcome = run_controller(redis_client, now=time.time())
+    publish_sample(board_of(redis_client), sample, ttl=5)
+    outcome = run_controller(board_of(redis_client), now=time.time())
     assert outcome.reason.startswith("cut: db 1.00 >= critical")
     assert outcome.multipliers[free.pk] < 1.0
 
@@ -91,6 +92,6 @@ def test_server_connections_raise_the_db_signal() -> None:
 def test_controller_measures_the_server_without_any_host(redis_client) -> None:
     """With DB_SERVER_SIGNAL on, the controller reads the server itself: a db value even with no host reporting."""
     PlanFactory(slug="free")
-    outcome = run_controller(redis_client, now=time.time())
+    outcome = run_controller(board_of(redis_client), now=time.time())
     assert 0 < outcome.signals["observed"]["db"] < 1
     assert outcome.signals["hosts"] == 0

@@ -13,6 +13,7 @@ from django.urls import path
 from adaptive import store
 from adaptive.reporter import publish_sample
 from adaptive.responses import RESPONSES, drain, interval_signals
+from tests.store_client import board_of
 
 
 def ok(request: HttpRequest) -> HttpResponse:
@@ -81,6 +82,6 @@ def test_the_published_sample_carries_the_response_fields(browser, redis_client,
     set_quotas("ADAPTIVE", MIN_RESPONSES=1)
     browser.get("/unavailable")
     sample = {"host": "web1", "pid": 1, "at": 0.0, "cpu": 0.1, "memory": 0.2, "db": None, **interval_signals()}
-    publish_sample(redis_client, sample, ttl=5)
+    publish_sample(board_of(redis_client), sample, ttl=5)
     published = json.loads(redis_client.get(store.host_key("web1", 1)))
     assert (published["error_rate"], published["errors"]) == (1.0, 100.0)

@@ -20,6 +20,7 @@ from adaptive.publish import read_multipliers
 from adaptive.reporter import publish_sample
 from adaptive.responses import response_signals
 from tests.factories import PlanFactory, UserFactory
+from tests.store_client import board_of
 
 #: These tests are of the controller acting on limits: it enforces (the default only observes: test_mode.py).
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enforce")]
@@ -75,7 +76,7 @@ def signals(set_quotas) -> None:
 def report(redis_client, **fields: Any) -> None:
     """One process's sample, as its reporter thread publishes it: a calm host with ``fields``."""
     sample = {"host": "web1", "pid": 1, "at": time.time(), "cpu": 0.2, "memory": 0.4, "db": None, **fields}
-    publish_sample(redis_client, sample, ttl=60)
+    publish_sample(board_of(redis_client), sample, ttl=60)
 
 
 def run_until_recovered(redis_client, plans, start: float, calm: Callable[[], None]) -> list[dict[str, float]]:
@@ -84,8 +85,8 @@ def run_until_recovered(redis_client, plans, start: float, calm: Callable[[], No
     seen = []
     for n in range(60):
         calm()
-        run_controller(redis_client, now=start + 5 * n)
-        published = read_multipliers(redis_client)
+        run_controller(board_of(redis_client), now=start + 5 * n)
+        published = read_multipliers(board_of(redis_client))
         seen.append(published)
         if set(published.values()) == {1.0}:
             break
@@ -94,7 +95,7 @@ def run_until_recovered(redis_client, plans, start: float, calm: Callable[[], No
 
 def check_cut(redis_client, plans) -> None:
     """The free plan is cut, pro no more than free, and enterprise not."""
-    published = read_multipliers(redis_client)
+    published = read_multipliers(board_of(redis_client))
     assert published[plans["free"]] < 1.0
     assert published[plans["free"]] <= published[plans["pro"]] <= published[plans["enterprise"]] == 1.0
 
@@ -117,7 +118,7 @@ def check_recovered(seen: list[dict[str, float]], plans) -> None:
 def test_a_response_signal_cuts_then_recovers(redis_client, plans, signals, loaded, calm, reason) -> None:
     """A host's p90 or 5xx share over its target cuts the cheap plans first; back under, limits recover."""
     report(redis_client, **loaded)
-    outcome = run_controller(redis_client, now=T0)
+    outcome = run_controller(board_of(redis_client), now=T0)
     assert outcome.reason.startswith(reason)
     check_cut(redis_client, plans)
     seen = run_until_recovered(redis_client, plans, T0 + 5, lambda: report(redis_client, **calm))
@@ -128,7 +129,7 @@ def test_the_hook_cuts_then_recovers(redis_client, plans, signals) -> None:
     """LOAD_HOOK is called once per run; its figure over high cuts, under low recovers; /metrics shows it."""
     report(redis_client)
     project_load["value"] = 1.7
-    outcome = run_controller(redis_client, now=T0)
+    outcome = run_controller(board_of(redis_client), now=T0)
     assert outcome.reason.startswith("cut: hook 1.70")
     assert outcome.signals["observed"]["hook"] == 1.7
     assert REGISTRY.get_sample_value("quota_load_signal", {"signal": "hook", "host": "controller"}) == 1.7
@@ -149,10 +150,10 @@ def test_a_misbehaving_hook_is_logged_and_ignored(redis_client, plans, signals, 
     report(redis_client, cpu=0.97)
     project_load["value"] = misbehaviour
     with caplog.at_level(logging.WARNING, logger="adaptive.hook"):
-        outcome = run_controller(redis_client, now=T0)
+        outcome = run_controller(board_of(redis_client), now=T0)
     assert outcome.signals["observed"]["hook"] is None
     assert outcome.reason.startswith("cut: cpu")  # the controller went on
-    assert read_multipliers(redis_client)[plans["free"]] < 1.0
+    assert read_multipliers(board_of(redis_client))[plans["free"]] < 1.0
     assert f"{__name__}.queue_depth" in caplog.text
 
 
@@ -163,20 +164,20 @@ def test_a_hook_that_does_not_import_or_call_never_stops_the_controller(
     """A path that does not import (the check adaptive.E020 says so at start-up) is logged on each run."""
     set_quotas("ADAPTIVE", LOAD_HOOK=path)
     report(redis_client)
-    outcome = run_controller(redis_client, now=T0)
+    outcome = run_controller(board_of(redis_client), now=T0)
     assert outcome.signals["observed"]["hook"] is None
-    assert set(read_multipliers(redis_client).values()) == {1.0}
+    assert set(read_multipliers(board_of(redis_client)).values()) == {1.0}
     assert path in caplog.text
 
 
 def test_the_hook_is_called_once_a_run_and_only_if_signals_name_it(redis_client, plans, signals, set_quotas) -> None:
     """One call per run; without SIGNALS['hook'] none (the check adaptive.W005 says so)."""
     report(redis_client)
-    run_controller(redis_client, now=T0)
-    run_controller(redis_client, now=T0 + 5)
+    run_controller(board_of(redis_client), now=T0)
+    run_controller(board_of(redis_client), now=T0 + 5)
     assert project_load["calls"] == 2
     set_quotas("ADAPTIVE", SIGNALS={"cpu": SIGNALS["cpu"]})
-    outcome = run_controller(redis_client, now=T0 + 10)
+    outcome = run_controller(board_of(redis_client), now=T0 + 10)
     assert project_load["calls"] == 2
     assert "hook" not in outcome.signals["observed"]
 
@@ -190,20 +191,20 @@ def test_the_schedule_cuts_in_its_window_and_recovers_after(redis_client, plans,
         SCHEDULE_TIME_ZONE="Europe/Paris",
     )
     report(redis_client)
-    before = run_controller(redis_client, now=T0)
-    assert set(read_multipliers(redis_client).values()) == {1.0}
+    before = run_controller(board_of(redis_client), now=T0)
+    assert set(read_multipliers(board_of(redis_client)).values()) == {1.0}
     assert before.signals["planned"] == {"capacity": 1.0, "by": "no window of the schedule"}
 
     one = T0 + 30 * 60
-    outcome = run_controller(redis_client, now=one)
+    outcome = run_controller(board_of(redis_client), now=one)
     assert outcome.reason == "cut: planned capacity 0.50 (schedule 01:00-04:00 Europe/Paris); level 1.00 -> 0.50"
-    published = read_multipliers(redis_client)
+    published = read_multipliers(board_of(redis_client))
     assert published[plans["free"]] < published[plans["pro"]] < published[plans["enterprise"]] == 1.0
     assert REGISTRY.get_sample_value("quota_load_signal", {"signal": "capacity", "host": "controller"}) == 0.5
     four = one + 3 * 3600
     for at in (one + 600, one + 3600, four - 5):  # healthy load does not lift it inside the window
         report(redis_client)
-        assert run_controller(redis_client, now=at).state.level == 0.5
+        assert run_controller(board_of(redis_client), now=at).state.level == 0.5
 
     seen = run_until_recovered(redis_client, plans, four, lambda: report(redis_client))
     check_recovered(seen, plans)
@@ -216,7 +217,7 @@ def test_the_dashboard_shows_the_added_signals(redis_client, plans, signals, set
     set_quotas("ADAPTIVE", SCHEDULE=[{"start": "00:00", "end": "06:00", "capacity": 0.6}], SCHEDULE_TIME_ZONE="UTC")
     report(redis_client, latency_ms=180.0, latency=0.72, error_rate=0.004, errors=0.4)
     project_load["value"] = 0.85
-    run_controller(redis_client, now=datetime(2026, 11, 26, 3, 0, tzinfo=ZoneInfo("UTC")).timestamp())
+    run_controller(board_of(redis_client), now=datetime(2026, 11, 26, 3, 0, tzinfo=ZoneInfo("UTC")).timestamp())
     rows = {row["name"]: row for row in staff.get("/dashboard/data.json").json()["adaptive"]["signals"]}
     assert rows["Response time (p90)"]["value"] == "180 ms, 72 % of target"
     assert rows["Server errors (5xx)"]["value"] == "0.40 % of responses, 40 % of target"
@@ -231,8 +232,8 @@ def test_a_bad_schedule_zone_or_target_never_stops_reporting_or_control(redis_cl
     without the schedule, and a sample is made without the load figure it cannot compute."""
     set_quotas("ADAPTIVE", SCHEDULE=[{"start": "00:00", "end": "24:00", "capacity": 0.5}], SCHEDULE_TIME_ZONE="Nowhere")
     report(redis_client)
-    outcome = run_controller(redis_client, now=T0)
+    outcome = run_controller(board_of(redis_client), now=T0)
     assert "planned" not in outcome.signals
-    assert set(read_multipliers(redis_client).values()) == {1.0}
+    assert set(read_multipliers(board_of(redis_client)).values()) == {1.0}
     fields = response_signals([(0.1, 200)] * 20, latency_target_ms=0, error_rate_target=0.01, min_responses=20)
     assert (fields["latency_ms"], fields["latency"], fields["errors"]) == (100.0, None, 0.0)

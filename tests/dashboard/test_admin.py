@@ -11,6 +11,7 @@ from adaptive.publish import publish_multipliers
 from plans.models import APIKey, EndpointLimit, LimitOverride, Subscription
 from quotas.identity.clients import hash_api_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory
+from tests.store_client import board_of
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +31,7 @@ def test_effective_limits_apply_the_published_multiplier(staff, redis_client):
     """The plan page shows each rate as it is enforced now: 10/min at a multiplier of 0.5 is 5/min."""
     plan = PlanFactory(slug="free")
     EndpointLimitFactory(plan=plan, name="search", scope="search", rates="10/min")
-    publish_multipliers(redis_client, {plan.pk: 0.5}, time.time(), ttl=60)
+    publish_multipliers(board_of(redis_client), {plan.pk: 0.5}, time.time(), ttl=60)
     page = staff.get(f"/admin/quota_plans/plan/{plan.pk}/change/").content.decode()
     assert 'id="effective-multiplier">0.50<' in page
     assert "<td>10 / 60 s</td><td>5 / 60 s</td>" in page

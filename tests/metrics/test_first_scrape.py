@@ -31,6 +31,7 @@ from quotas import metrics
 from quotas.runtime import get_runtime
 from tests.factories import PlanFactory
 from tests.process_groups import stop_groups
+from tests.store_client import board_of
 
 from .test_metrics import promtool_check
 
@@ -134,7 +135,7 @@ def staff_client(db) -> Client:
 def test_a_new_plan_is_at_the_multiplier_in_force(staff_client, redis_client):
     """A plan nobody published a multiplier for is at 1, or at the cut the controller published to Redis."""
     nominal, reduced = PlanFactory(slug="first-scrape-a"), PlanFactory(slug="first-scrape-b")
-    publish_multipliers(redis_client, {reduced.pk: 0.5}, time.time(), 60)
+    publish_multipliers(board_of(redis_client), {reduced.pk: 0.5}, time.time(), 60)
     get_runtime().multipliers.refresh(get_runtime().store.multipliers)  # what the poller does every second
     shown = series(staff_client.get("/metrics").content.decode(), "quota_adaptive_multiplier")
     assert shown[of(plan=nominal.slug)] == 1.0
