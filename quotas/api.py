@@ -19,7 +19,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from quotas.contract.connect import celery_sentinel_broker
+from quotas.contract.urls import celery_sentinel_broker
 from quotas.exceptions import ResetNotConfirmed
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client

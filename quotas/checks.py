@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
 from quotas.conf import quota_settings
-from quotas.contract.memory import is_memory_url, lua_available
+from quotas.contract.urls import is_memory_url
 from quotas.exceptions import InvalidRate
 from quotas.formats.rates import parse_rates
 from quotas.http.context import SETTLING_MIDDLEWARE
@@ -30,6 +30,7 @@ from quotas.identity.countries import open_database
 from quotas.observability.otel import available as otel_available
 from quotas.setting import Setting
 from quotas.settings_spec import ADAPTIVE, SETTINGS
+from quotas.store.opening import memory_store_available
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -115,7 +116,7 @@ def check_failure_mode_chosen(app_configs: Iterable[Any] | None = None, **kwargs
 @register(Tags.compatibility)
 def check_memory_store(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """quotas.E058: ``REDIS_URL = "memory://"`` without ``lupa``, which runs the Lua library in process."""
-    if not is_memory_url(quota_settings.REDIS_URL) or lua_available():
+    if not is_memory_url(quota_settings.REDIS_URL) or memory_store_available():
         return []
     return [
         _error(

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.core.checks import CheckMessage, Warning
 from django.utils.module_loading import import_string
 
-from quotas.contract.connect import validate_url
 from quotas.contract.protocol import Algorithm
+from quotas.contract.urls import validate_url
 from quotas.exceptions import InvalidRate
 from quotas.formats.money import to_micros
 from quotas.formats.rates import parse_rates

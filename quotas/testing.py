@@ -19,8 +19,9 @@ import pytest
 
 from quotas.api import reset
 from quotas.conf import quota_settings
-from quotas.contract.memory import is_memory_url, keyspace
+from quotas.contract.urls import is_memory_url
 from quotas.runtime import get_runtime
+from quotas.store.opening import memory_keyspace
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ def quota_clock() -> Iterator[QuotaClock]:
     if not is_memory_url(url):
         raise pytest.UsageError(f"quota_clock moves the memory store's clock: set QUOTAS['REDIS_URL'] to memory://, "
                                 f"not {url.split(':', 1)[0]}://")  # fmt: skip
-    store = keyspace(url)
+    store = memory_keyspace(url)
     clock, real = QuotaClock(), store.clock
     store.clock = clock
     try:

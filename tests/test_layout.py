@@ -409,3 +409,37 @@ def test_the_plain_django_front_doors_and_the_service_need_no_drf():
         [sys.executable, "-c", NO_DRF_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+#: The engine's modules that talk to Redis themselves, besides redis-py: the transport, the clients made from a
+#: URL and the memory store. Only the store (and what it stands on) imports them; everything above asks the store.
+REDIS_TALKERS = ("quotas.store.transport", "quotas.contract.connect", "quotas.contract.memory")
+#: The layers at or below the store, whose modules may import REDIS_TALKERS.
+AT_OR_BELOW_STORE = {name for name, _ in QUOTAS_LAYERS[: [n for n, _ in QUOTAS_LAYERS].index("store") + 1]}
+
+
+def test_nothing_above_the_store_talks_to_redis():
+    """The store owns every Redis call: no module above quotas/store/ (nor any other app) imports redis-py, the
+    transport, the clients or the memory store, at the top of the file, deferred or for type checking alike."""
+    known = {module_name(p) for app in MAY_IMPORT for p in sources(app)}
+    offenders = []
+    for app in sorted(MAY_IMPORT):
+        for path in sources(app):
+            module = module_name(path)
+            if app == "quotas" and QUOTAS_LAYERS[layer_of(module)][0] in AT_OR_BELOW_STORE:
+                continue
+            source = path.read_text(encoding="utf-8")
+            if "redis" in imported_top_levels(path):
+                offenders.append(f"{path.relative_to(ROOT)} imports redis")
+            for target, line in imports_of(source, known, package_of(path)):
+                if target.startswith(REDIS_TALKERS):
+                    offenders.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert offenders == []
+
+
+def test_the_store_hands_out_no_redis_client():
+    """Neither the Store protocol nor RedisStore has a ``redis`` attribute: callers use the store's parts."""
+    from quotas.store.interface import Store
+    from quotas.store.redis_store import RedisStore
+
+    assert not [cls.__name__ for cls in (Store, RedisStore) if "redis" in dir(cls) or "redis" in cls.__annotations__]

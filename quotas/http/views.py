@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas import problems
 from quotas.conf import quota_settings
-from quotas.contract.connect import describe
+from quotas.contract.urls import describe
 from quotas.exceptions import StoreUnavailable
 from quotas.http import responses
 from quotas.identity.auth_failures import failed_auth, token_tag

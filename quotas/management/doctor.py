@@ -17,7 +17,7 @@ from django.core import checks
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from quotas.conf import quota_settings
-from quotas.contract.connect import describe
+from quotas.contract.urls import describe
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.runtime import Runtime, get_runtime
 from quotas.store.primaries import Primary

@@ -1,10 +1,12 @@
-"""The store of a ``REDIS_URL``: the client and transport the URL names, and the store over them."""
+"""The store of a ``REDIS_URL``: the client and transport the URL names, and the store over them; and what the
+system checks and the test helpers ask of the memory store."""
 
 from __future__ import annotations
 
 from quotas.contract.connect import async_connector, connect
 from quotas.contract.library import LibraryCaller
-from quotas.contract.memory import MemoryRedis, MemoryTransport
+from quotas.contract.memory import MemoryRedis, MemoryTransport, keyspace, lua_available
+from quotas.contract.memory.keyspace import Keyspace
 from quotas.store.redis_store import RedisStore
 from quotas.store.transport import Transport
 
@@ -20,3 +22,13 @@ def open_store(url: str, prefix: str, buckets: int, timeout: float, connect_time
         else Transport(client, async_connector(url, timeout, connect_timeout))
     )
     return RedisStore(transport, prefix, buckets)
+
+
+def memory_store_available() -> bool:
+    """Whether the memory store can run here: ``lupa``, which runs the Lua library in process, is installed."""
+    return lua_available()
+
+
+def memory_keyspace(url: str) -> Keyspace:
+    """The memory store's keyspace ``url`` (``memory://[<name>]``) names, whose ``clock`` a test may replace."""
+    return keyspace(url)

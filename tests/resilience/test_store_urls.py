@@ -9,7 +9,8 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 from config.embedded_redis import free_port
-from quotas.contract.connect import celery_sentinel_broker, connect, describe, parse_url, redacted, validate_url
+from quotas.contract.connect import connect
+from quotas.contract.urls import celery_sentinel_broker, describe, parse_url, redacted, validate_url
 from quotas.exceptions import StoreUnavailable
 
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
-from quotas.contract.connect import celery_sentinel_broker
 from quotas.contract.keys import refusals_key
+from quotas.contract.urls import celery_sentinel_broker
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import Rate, parse_rates
 from quotas.observability.refusals import read_refusals

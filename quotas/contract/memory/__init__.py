@@ -20,17 +20,16 @@ reads time from a clock that a test may replace (:func:`keyspace`, then
 """
 
 from quotas.contract.memory.client import (
-    MEMORY_SCHEME,
     MemoryPipeline,
     MemoryRedis,
     MemoryScript,
     MemoryTransport,
     forget,
-    is_memory_url,
     keyspace,
     memory_client,
 )
 from quotas.contract.memory.lua import lua_available
+from quotas.contract.urls import MEMORY_SCHEME, is_memory_url
 
 __all__ = [
     "MEMORY_SCHEME", "MemoryPipeline", "MemoryRedis", "MemoryScript", "MemoryTransport", "forget", "is_memory_url",

@@ -18,8 +18,6 @@ from quotas.contract.library import ENTRY_POINTS, script_source
 from quotas.contract.memory.keyspace import Keyspace
 from quotas.contract.memory.lua import ENCODER, LuaLibrary
 
-MEMORY_SCHEME = "memory"
-
 _keyspaces: dict[str, tuple[Keyspace, LuaLibrary]] = {}
 _registry_lock = threading.Lock()
 
@@ -223,8 +221,3 @@ class MemoryTransport:
 def memory_client(url: str) -> MemoryRedis:
     """A client of the keyspace ``url`` (``memory://[<name>]``) names."""
     return MemoryRedis(*_space(url))
-
-
-def is_memory_url(url: Any) -> bool:
-    """Whether ``url`` names the memory store."""
-    return isinstance(url, str) and url.lower().startswith(MEMORY_SCHEME + "://")
