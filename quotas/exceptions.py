@@ -26,7 +26,7 @@ class ScriptFailed(StoreUnavailable):
     """Redis answered the decision script with an error about the call itself (not an outage).
 
     The request is answered by the failure mode like any other Redis failure,
-    but the circuit breaker stays closed (see :func:`quotas.contract.connect.is_script_error`).
+    but the circuit breaker stays closed (see :func:`quotas.store.backends.connect.is_script_error`).
     """
 
 

@@ -185,7 +185,7 @@ def fresh_store(request: pytest.FixtureRequest) -> Iterator[None]:
         request.getfixturevalue("fresh_redis")
         yield
         return
-    from quotas.contract.memory import forget
+    from quotas.store.backends.memory import forget
 
     forget(TEST_STORE_URL)
     reset_runtime()
@@ -258,7 +258,7 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
     """The engine on each store in turn, each starting empty. A behaviour module names it ``runtime`` and
     overrides ``redis_client`` with ``client_of(runtime)``, so its tests read the store they decided on; a test
     marked ``redis_only`` (it reads one server's own statistics) runs on the single servers only."""
-    from quotas.contract.memory import forget
+    from quotas.store.backends.memory import forget
 
     kind = request.param
     if kind == "redis6.2":

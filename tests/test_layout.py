@@ -413,7 +413,7 @@ def test_the_plain_django_front_doors_and_the_service_need_no_drf():
 
 #: The engine's modules that talk to Redis themselves, besides redis-py: the transport, the clients made from a
 #: URL and the memory store. Only the store (and what it stands on) imports them; everything above asks the store.
-REDIS_TALKERS = ("quotas.store.transport", "quotas.contract.connect", "quotas.contract.memory")
+REDIS_TALKERS = ("quotas.store.transport", "quotas.store.backends.connect", "quotas.store.backends.memory")
 #: The layers at or below the store, whose modules may import REDIS_TALKERS.
 AT_OR_BELOW_STORE = {name for name, _ in QUOTAS_LAYERS[: [n for n, _ in QUOTAS_LAYERS].index("store") + 1]}
 

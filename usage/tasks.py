@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 @shared_task(
     name="usage.flush",
     acks_late=True,  # safe: a flush is idempotent, and a lost one is redone by the next
-    autoretry_for=(DatabaseError, *STORE_ERRORS),  # a cluster's errors too (see quotas.contract.connect)
+    autoretry_for=(DatabaseError, *STORE_ERRORS),  # a cluster's errors too (see quotas.store.backends.connect)
     retry_backoff=2,
     retry_backoff_max=60,
     max_retries=5,

@@ -89,7 +89,7 @@ def library_source() -> str:
 
 class LibraryCaller(Protocol):
     """What the store calls the library's entry points through: Redis (:class:`quotas.store.transport.Transport`)
-    or this process (:class:`quotas.contract.memory.MemoryTransport`)."""
+    or this process (:class:`quotas.store.backends.memory.MemoryTransport`)."""
 
     client: Any
 

@@ -1,4 +1,4 @@
-"""A ``REDIS_URL`` as text: its scheme names the topology (see :mod:`quotas.contract.connect` for the clients).
+"""A ``REDIS_URL`` as text: its scheme names the topology (see :mod:`quotas.store.backends.connect` for the clients).
 
 * ``redis://``, ``rediss://``, ``unix://``: one server (redis-py's own URL parsing).
 * ``redis+sentinel://[[user]:password@]host1:26379,host2:26379/<service>[/<db>]``:
@@ -25,7 +25,7 @@ STANDALONE_SCHEMES = ("redis", "rediss", "unix")
 SENTINEL_SCHEME = "redis+sentinel"
 CLUSTER_SCHEME = "redis+cluster"
 MEMORY_SCHEME = "memory"
-#: Every scheme :func:`~quotas.contract.connect.connect` accepts.
+#: Every scheme :func:`~quotas.store.backends.connect.connect` accepts.
 SCHEMES = (*STANDALONE_SCHEMES, SENTINEL_SCHEME, CLUSTER_SCHEME, MEMORY_SCHEME)
 
 _DEFAULT_PORTS = {SENTINEL_SCHEME: 26379, CLUSTER_SCHEME: 6379}

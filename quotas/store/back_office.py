@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from quotas.contract.connect import connect
+from quotas.store.backends.connect import connect
 from quotas.store.history_store import ClientPoint, HistoryBucket, HistoryStore, Resolution
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.published_multipliers import PublishedMultipliers

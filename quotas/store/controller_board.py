@@ -21,8 +21,8 @@ from typing import Any
 
 from redis.exceptions import LockError
 
-from quotas.contract.connect import connect
 from quotas.contract.keys import encode_part
+from quotas.store.backends.connect import connect
 from quotas.store.failures import unavailable
 from quotas.store.published_multipliers import PublishedMultipliers
 

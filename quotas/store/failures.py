@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from quotas.contract.connect import STORE_ERRORS, is_script_error
 from quotas.exceptions import ScriptFailed, StoreUnavailable
+from quotas.store.backends.connect import STORE_ERRORS, is_script_error
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 :class:`~quotas.store.redis_store.RedisStore` is the one implementation: it encodes each operation for the
 Lua library and sends it through a :class:`~quotas.contract.library.LibraryCaller`, which reaches Redis
 (:class:`~quotas.store.transport.Transport`) or runs the same library in this process
-(:class:`~quotas.contract.memory.MemoryTransport`). A store remembers nothing between calls and raises
+(:class:`~quotas.store.backends.memory.MemoryTransport`). A store remembers nothing between calls and raises
 :class:`~quotas.exceptions.StoreUnavailable` (or :class:`~quotas.exceptions.ScriptFailed`) when it fails;
 the guard decides what a failure means.
 """

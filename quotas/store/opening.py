@@ -3,10 +3,10 @@ system checks and the test helpers ask of the memory store."""
 
 from __future__ import annotations
 
-from quotas.contract.connect import async_connector, connect
 from quotas.contract.library import LibraryCaller
-from quotas.contract.memory import MemoryRedis, MemoryTransport, keyspace, lua_available
-from quotas.contract.memory.keyspace import Keyspace
+from quotas.store.backends.connect import async_connector, connect
+from quotas.store.backends.memory import MemoryRedis, MemoryTransport, keyspace, lua_available
+from quotas.store.backends.memory.keyspace import Keyspace
 from quotas.store.redis_store import RedisStore
 from quotas.store.transport import Transport
 

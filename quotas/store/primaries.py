@@ -14,7 +14,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from quotas.contract.library import library_name, script_source
-from quotas.contract.memory import MemoryRedis
+from quotas.store.backends.memory import MemoryRedis
 from quotas.store.failures import unavailable
 
 

@@ -21,7 +21,6 @@ from typing import Any
 from redis.cluster import RedisCluster
 
 from quotas.conf import quota_settings
-from quotas.contract.connect import STORE_ERRORS, is_script_error
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
 from quotas.contract.protocol import (
@@ -39,6 +38,7 @@ from quotas.contract.protocol import (
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.formats.periods import UsageDay, usage_day
 from quotas.rules.limits import Window
+from quotas.store.backends.connect import STORE_ERRORS, is_script_error
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet

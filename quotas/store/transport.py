@@ -57,7 +57,7 @@ def remedy(exc: ResponseError, functions: bool) -> str | None:
 #: back (and taking one again). Taking a connection costs about as much as
 #: running the decision script; handing it back now and then keeps what the pool
 #: does on checkout (a Sentinel pool asks where the primary is, see
-#: quotas.contract.connect.FollowingSentinelPool) happening about once a second.
+#: quotas.store.backends.connect.FollowingSentinelPool) happening about once a second.
 HOLD_SECONDS = 1.0
 
 

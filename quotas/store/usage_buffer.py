@@ -34,9 +34,9 @@ from django.core import signing
 
 from quotas import metrics
 from quotas.conf import quota_settings
-from quotas.contract.connect import STORE_ERRORS
 from quotas.contract.protocol import usage_add_args
 from quotas.formats.periods import usage_day
+from quotas.store.backends.connect import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 

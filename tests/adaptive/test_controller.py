@@ -255,8 +255,8 @@ def test_multipliers_and_signals_are_exported_as_metrics(redis_client, plans) ->
 def test_the_controller_runs_on_the_memory_store(plans, set_quotas) -> None:
     """With REDIS_URL = "memory://" (single-process development), a run takes its lock, publishes every
     plan's multiplier where the engine reads them, and a second run while the first holds the lock skips."""
-    from quotas.contract.connect import connect
-    from quotas.contract.memory import forget
+    from quotas.store.backends.connect import connect
+    from quotas.store.backends.memory import forget
 
     forget("memory://adaptive")
     set_quotas(REDIS_URL="memory://adaptive")

@@ -9,9 +9,9 @@ import pytest
 import redis
 from asgiref.sync import async_to_sync
 
-from quotas.contract.connect import MAX_CONNECTIONS
 from quotas.django.respond import rate_rule
 from quotas.runtime import get_runtime
+from quotas.store.backends.connect import MAX_CONNECTIONS
 from quotas.store.decision import DecideCall
 from quotas.store.transport import LuaScript
 from tests.store_client import client_of

@@ -12,11 +12,11 @@ from django.core import checks, mail
 from django.core.management import call_command
 from django.test import Client
 
-from quotas.contract import memory
-from quotas.contract.connect import connect
-from quotas.contract.memory import MemoryRedis, forget, keyspace, memory_client
-from quotas.contract.memory.base import SWEEP_EVERY
 from quotas.contract.urls import describe, parse_url
+from quotas.store.backends import memory
+from quotas.store.backends.connect import connect
+from quotas.store.backends.memory import MemoryRedis, forget, keyspace, memory_client
+from quotas.store.backends.memory.base import SWEEP_EVERY
 from tests.conftest import TEST_STORE_URL
 from tests.factories import EndpointLimitFactory, PlanFactory
 

@@ -1,4 +1,5 @@
-"""quotas.contract.connect: the REDIS_URL scheme selects the topology; malformed URLs are refused with a reason."""
+"""quotas.store.backends.connect: the REDIS_URL scheme selects the topology; malformed URLs are refused with a
+reason."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 from config.embedded_redis import free_port
-from quotas.contract.connect import connect
 from quotas.contract.urls import celery_sentinel_broker, describe, parse_url, redacted, validate_url
 from quotas.exceptions import StoreUnavailable
+from quotas.store.backends.connect import connect
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The engine on a real Redis Cluster (3 primaries) and a real Sentinel group: same decisions, same exactness.
 
 Every test here builds the engine from ``REDIS_URL`` alone (``redis+cluster://``
-or ``redis+sentinel://``, see quotas/contract/connect.py) through ``override_settings``.
+or ``redis+sentinel://``, see quotas/store/backends/connect.py) through ``override_settings``.
 """
 
 from __future__ import annotations

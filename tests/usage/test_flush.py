@@ -195,8 +195,8 @@ def test_the_days_redis_still_holds_are_flushed(api, pro, redis_client):
 def test_the_flush_copies_the_memory_stores_counts(api, free, set_quotas):
     """With REDIS_URL = "memory://" (a project's tests), the usage flush run in the same process reads the
     counts the requests wrote there and copies them to the database, as from Redis."""
-    from quotas.contract.memory import forget
     from quotas.runtime import get_runtime
+    from quotas.store.backends.memory import forget
 
     forget("memory://flush")
     set_quotas(REDIS_URL="memory://flush")

@@ -15,8 +15,8 @@ from redis.exceptions import ResponseError
 from redis.lock import Lock
 
 from quotas.contract.library import ENTRY_POINTS, script_source
-from quotas.contract.memory.keyspace import Keyspace
-from quotas.contract.memory.lua import ENCODER, LuaLibrary
+from quotas.store.backends.memory.keyspace import Keyspace
+from quotas.store.backends.memory.lua import ENCODER, LuaLibrary
 
 _keyspaces: dict[str, tuple[Keyspace, LuaLibrary]] = {}
 _registry_lock = threading.Lock()

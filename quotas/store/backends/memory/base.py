@@ -5,8 +5,8 @@ from an injectable clock. :meth:`KeyspaceBase.command` runs one command as
 Redis would (arguments and replies in RESP2's shapes: ``bytes``, ``int``,
 ``None``, lists, :class:`Status`, or a raised
 :class:`redis.exceptions.ResponseError`). Both the Lua library's ``redis.call``
-(:mod:`quotas.contract.memory.lua`) and the Python client
-(:mod:`quotas.contract.memory.client`) call it, so the two cannot see different
+(:mod:`quotas.store.backends.memory.lua`) and the Python client
+(:mod:`quotas.store.backends.memory.client`) call it, so the two cannot see different
 data. Only the commands the product sends are implemented; any other answers
 "unknown command", as an old server would.
 

@@ -4,7 +4,7 @@ The memory store does not port the algorithms to Python: it runs the very
 scripts Redis runs (:func:`quotas.contract.library.script_source`, the EVAL form)
 in Lua 5.1, Redis's Lua, through ``lupa``. What those scripts need of Redis
 is provided here: ``redis.call`` and ``redis.pcall`` on the
-:class:`~quotas.contract.memory.keyspace.Keyspace`, ``struct.pack`` and
+:class:`~quotas.store.backends.memory.keyspace.Keyspace`, ``struct.pack`` and
 ``struct.unpack`` for the formats the library uses, and Redis's conversions
 between Lua values and replies. So a decision in memory is the decision
 ``decide.lua`` makes, by construction; the behaviour suite
@@ -23,8 +23,8 @@ from typing import Any
 from redis.connection import Encoder
 from redis.exceptions import ResponseError
 
-from quotas.contract.memory.base import Reply, Status
-from quotas.contract.memory.keyspace import Keyspace
+from quotas.store.backends.memory.base import Reply, Status
+from quotas.store.backends.memory.keyspace import Keyspace
 
 try:  # lupa is an extra ([memory]): a project that never uses memory:// does not need it
     from lupa import lua51

@@ -13,7 +13,7 @@
   only db 0. Every key of one decision shares the client's hash tag, so each
   decision is a single-slot script call on one primary.
 * ``memory://[<name>]``: no Redis; the counters live in this process
-  (:mod:`quotas.contract.memory`), for tests and single-process development.
+  (:mod:`quotas.store.backends.memory`), for tests and single-process development.
 
 The URL's parsing is :mod:`quotas.contract.urls` (which never connects); :func:`connect` does
 (a cluster client reads the slot map when it is built).
@@ -36,8 +36,8 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
-from quotas.contract.memory import memory_client
 from quotas.contract.urls import parse_url
+from quotas.store.backends.memory import memory_client
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from redis.exceptions import ResponseError
 
-from quotas.contract.memory.base import OK, KeyspaceBase, Reply, glob, integer, number, text
+from quotas.store.backends.memory.base import OK, KeyspaceBase, Reply, glob, integer, number, text
 
 
 class SortedSet:

@@ -6,9 +6,9 @@ own counters, so N processes admit N times a limit, and a restart forgets
 them.
 
 It is the same engine, not a second one: the decision scripts are the Lua
-library's own source, run in process (:mod:`quotas.contract.memory.lua`), on a
+library's own source, run in process (:mod:`quotas.store.backends.memory.lua`), on a
 keyspace that answers the commands they and the rest of the product send
-(:mod:`quotas.contract.memory.keyspace`). :class:`MemoryRedis` is that keyspace
+(:mod:`quotas.store.backends.memory.keyspace`). :class:`MemoryRedis` is that keyspace
 behind redis-py's own command methods and reply parsing, so every reader
 (the usage API, the history, the last refusals) works unchanged; and
 :class:`MemoryTransport` is what the store calls the scripts through.
@@ -19,7 +19,8 @@ reads time from a clock that a test may replace (:func:`keyspace`, then
 ``.clock = ...``): the scripts' ``TIME`` and key expiry both follow it.
 """
 
-from quotas.contract.memory.client import (
+from quotas.contract.urls import MEMORY_SCHEME, is_memory_url
+from quotas.store.backends.memory.client import (
     MemoryPipeline,
     MemoryRedis,
     MemoryScript,
@@ -28,8 +29,7 @@ from quotas.contract.memory.client import (
     keyspace,
     memory_client,
 )
-from quotas.contract.memory.lua import lua_available
-from quotas.contract.urls import MEMORY_SCHEME, is_memory_url
+from quotas.store.backends.memory.lua import lua_available
 
 __all__ = [
     "MEMORY_SCHEME", "MemoryPipeline", "MemoryRedis", "MemoryScript", "MemoryTransport", "forget", "is_memory_url",
