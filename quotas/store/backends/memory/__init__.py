@@ -7,10 +7,11 @@ them.
 
 It is the same engine, not a second one: the decision scripts are the Lua
 library's own source, run in process (:mod:`quotas.store.backends.memory.lua`), on a
-keyspace that answers the commands they and the rest of the product send
-(:mod:`quotas.store.backends.memory.keyspace`). :class:`MemoryRedis` is that keyspace
-behind redis-py's own command methods and reply parsing, so every reader
-(the usage API, the history, the last refusals) works unchanged; and
+keyspace that answers the commands they and the store's parts send, and the few
+more that tests read the keys with (:mod:`quotas.store.backends.memory.keyspace`;
+nothing above the store sends any). :class:`MemoryRedis` is that keyspace
+behind redis-py's own command methods and reply parsing, so every part of the
+store (the usage counters, the history, the last refusals) works unchanged; and
 :class:`MemoryTransport` is what the store calls the scripts through.
 
 ``memory://`` names the process's default keyspace; ``memory://<name>``

@@ -193,15 +193,10 @@ class KeyspaceBase:
         micros = int(self.clock() * 1_000_000)
         return [str(micros // 1_000_000).encode(), str(micros % 1_000_000).encode()]
 
-    def cmd_flushdb(self, args: Sequence[bytes]) -> Reply:
+    def cmd_flushall(self, args: Sequence[bytes]) -> Reply:
         self.data.clear()
         self.expires.clear()
         return OK
-
-    cmd_flushall = cmd_flushdb
-
-    def cmd_dbsize(self, args: Sequence[bytes]) -> Reply:
-        return len(self.keys())
 
     def cmd_scan(self, args: Sequence[bytes]) -> Reply:
         # One pass answers everything (cursor 0 back): SCAN may return any number of keys per call.
@@ -326,6 +321,3 @@ class KeyspaceBase:
         value = (integer(current) if current is not None else 0) + integer(args[1])
         self.data[args[0]] = str(value).encode()
         return value
-
-    def cmd_incr(self, args: Sequence[bytes]) -> Reply:
-        return self.cmd_incrby([args[0], b"1"])

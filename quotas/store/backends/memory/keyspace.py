@@ -92,9 +92,6 @@ class Keyspace(KeyspaceBase):
     def cmd_hlen(self, args: Sequence[bytes]) -> Reply:
         return len(self._typed(args[0], dict) or {})
 
-    def cmd_hexists(self, args: Sequence[bytes]) -> Reply:
-        return int(args[1] in (self._typed(args[0], dict) or {}))
-
     def cmd_hkeys(self, args: Sequence[bytes]) -> Reply:
         return list(self._typed(args[0], dict) or {})
 
