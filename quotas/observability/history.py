@@ -3,30 +3,10 @@
 Each decision is noted in this process (:meth:`History.note`: a few dict
 increments under a lock, no Redis). The runtime's poller thread writes the notes
 about once a second (:meth:`History.write`, from ``Runtime.tick``) through the
-store's :class:`~quotas.store.history_store.HistoryStore`, in one pipeline:
-
-- ``<prefix>:hist:m:<YYYYMMDDHHMM>``: a hash per UTC minute, fields
-  ``<plan or ->|<scope or ->|<counter>`` (HINCRBY), kept :data:`MINUTE_KEEP`
-  seconds after its minute ends;
-- ``<prefix>:hist:h:<YYYYMMDDHH>``: the same fields per UTC hour, kept
-  :data:`HOUR_KEEP` seconds after its hour ends;
-- ``<prefix>:hist:top:<YYYYMMDDHH>:<a or d>``: a sorted set per hour of the
-  clients' admitted (``a``) or denied (``d``) requests (ZINCRBY), trimmed to
-  the :data:`TOP_KEEP` largest after every write, with the hourly TTL. The trim
-  makes "top" approximate near the boundary: a client dropped at rank 101 starts
-  again from its next second's count if it climbs back.
-
-- ``<prefix>:hist:c:{<client>}:<YYYYMMDDHH>``: subscribers only (client tags
-  ``s.<subscription id>``), a hash per client and UTC hour, fields ``<MM>|a``
-  and ``<MM>|d`` (admitted and refused in minute ``MM``), kept
-  :data:`CLIENT_KEEP` (25 h) after its hour ends, for the client's own usage
-  page (1 h per minute, 24 h per hour). At most 120 fields per active
-  subscriber-hour, so at most 26 hashes per subscriber; measured with
-  ``MEMORY USAGE`` (Redis 7.0) at 1,368 bytes per hour hash fully written
-  (listpack encoding), so about 34 KB for a subscriber active every minute
-  of 25 h (see docs/usage-api.md and ``test_client_history``). Only subscribers: their number is bounded by the
-  subscriptions sold, while addresses and users are unbounded (one scan of the
-  IPv6 space would write a hash per address).
+store's :class:`~quotas.store.history_store.HistoryStore`, in one pipeline: a hash
+per UTC minute and per UTC hour of each plan's and scope's counters, the top clients
+of each hour, and each subscriber's own minutes (the keys, and how long each is
+kept, are described there).
 
 Counters are the usage counters' names (:data:`quotas.contract.protocol.USAGE_COUNTERS`)
 plus ``dl``: refused from this process's memory of clients over a limit, without asking Redis

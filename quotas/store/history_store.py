@@ -10,9 +10,21 @@ those notes to Redis in one pipeline (no transaction: fine on a cluster client):
   :data:`HOUR_KEEP` seconds after its hour ends;
 - ``<prefix>:hist:top:<YYYYMMDDHH>:<a or d>``: a sorted set per hour of the
   clients' admitted (``a``) or denied (``d``) requests (ZINCRBY), trimmed to
-  the :data:`TOP_KEEP` largest after every write, with the hourly TTL;
-- ``<prefix>:hist:c:{<client>}:<YYYYMMDDHH>``: subscribers only, a hash per client and UTC hour, fields ``<MM>|a``
-  and ``<MM>|d`` (admitted and refused in minute ``MM``), kept :data:`CLIENT_KEEP` after its hour ends.
+  the :data:`TOP_KEEP` largest after every write, with the hourly TTL. The trim
+  makes "top" approximate near the boundary: a client dropped at rank 101 starts
+  again from its next second's count if it climbs back.
+
+- ``<prefix>:hist:c:{<client>}:<YYYYMMDDHH>``: subscribers only (client tags
+  ``s.<subscription id>``), a hash per client and UTC hour, fields ``<MM>|a``
+  and ``<MM>|d`` (admitted and refused in minute ``MM``), kept
+  :data:`CLIENT_KEEP` (25 h) after its hour ends, for the client's own usage
+  page (1 h per minute, 24 h per hour). At most 120 fields per active
+  subscriber-hour, so at most 26 hashes per subscriber; measured with
+  ``MEMORY USAGE`` (Redis 7.0) at 1,368 bytes per hour hash fully written
+  (listpack encoding), so about 34 KB for a subscriber active every minute
+  of 25 h (see docs/usage-api.md and ``test_client_history``). Only subscribers: their number is bounded by the
+  subscriptions sold, while addresses and users are unbounded (one scan of the
+  IPv6 space would write a hash per address).
 
 Every call raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
 """
