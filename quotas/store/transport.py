@@ -30,9 +30,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from quotas.contract.library import function_name, library_source, script_source
 
 try:
-    from hiredis import pack_command as _pack_with_hiredis
+    from hiredis import pack_command
 except ImportError:  # hiredis is recommended, not required: redis-py's own packer then
-    _pack_with_hiredis = None
+    pack_command = None  # type: ignore[assignment]  # the name stands for "no hiredis"
+#: hiredis's packer, typed for what the store sends (str, bytes, int, float), or None without hiredis.
+_pack_with_hiredis: Callable[[Any], bytes] | None = pack_command
 
 logger = logging.getLogger(__name__)
 
