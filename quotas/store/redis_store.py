@@ -357,16 +357,12 @@ def _failure(what: str, exc: Exception) -> StoreUnavailable:
 
 def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState:
     """The state of ``window`` from its part of decide.lua's reply, at the quota the multiplier left."""
+    # Positional, in WindowState's field order (window, ok, remaining, reset_us, retry_us, delay_us, used, alert,
+    # quota): keywords cost a dataclass's __init__ more, for every window of every decision.
+    ok, remaining, reset_us, retry_us, delay_us, used, alert = reply
+    quota = window.quota if multiplier == 1.0 else scaled(window, multiplier)
     return WindowState(
-        window,
-        ok=reply.ok == 1,
-        remaining=reply.remaining,
-        reset_us=reply.reset_us,
-        retry_us=None if reply.retry_us == NEVER else reply.retry_us,
-        delay_us=reply.delay_us,
-        used=reply.used,
-        alert=reply.alert,
-        quota=scaled(window, multiplier),
+        window, ok == 1, remaining, reset_us, None if retry_us == NEVER else retry_us, delay_us, used, alert, quota
     )
 
 
