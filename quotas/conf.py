@@ -8,9 +8,11 @@ falling back to the defaults of
 :data:`quotas.settings_spec.SETTINGS`, where every setting is described once
 (type, default, allowed values, check id, hint, doc). A concern with several
 settings is a nested dict (:data:`SECTIONS`): ``QUOTAS['METRICS']``,
-``QUOTAS['USAGE_FLUSH']``, and ``QUOTAS['ADAPTIVE']`` (read by
-``adaptive.conf.adaptive_settings``, whose keys are described there). A
-project's nested dict is merged over the section's defaults key by key.
+``QUOTAS['USAGE_FLUSH']``, ... A project's nested dict is merged over the
+section's defaults key by key. The sections other apps read
+(``QUOTAS['ADAPTIVE']``, ...) are theirs: each app describes its keys and reads
+them with a :class:`quotas.setting.SectionSettings` of its own, and registers
+the section (:mod:`quotas.settings.registry`) so that it is checked.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from quotas.settings_validators import ALGORITHMS as ALGORITHMS
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 #: Settings that are nested dicts of their own keys, merged over their defaults key by key.
-#: (ADAPTIVE is one too, but its keys and defaults belong to the adaptive app.)
 SECTIONS = tuple(s.name for s in SETTINGS if s.keys)
 
 
