@@ -2,7 +2,7 @@
 
 Each table follows a ``<!-- settings table: NAME -->`` line in docs/settings.md;
 ``python -m config.settings_docs`` (``make settings-docs``) rewrites them from
-:data:`quotas.settings_spec.SETTINGS` (the engine's settings and its sections)
+:data:`quotas.settings.spec.SETTINGS` (the engine's settings and its sections)
 and from the section each installed app registered (``QUOTAS['ADAPTIVE']`` from
 ``adaptive/conf.py``, ...: :mod:`quotas.settings.registry`), so the project's
 settings (every app installed) are loaded first. tests/quotas/test_settings_docs.py

@@ -5,13 +5,13 @@ Read through :data:`quota_settings`; an attribute is looked up in
 ``setting_changed`` signal says ``QUOTAS`` changed (as DRF's ``api_settings``
 does, so ``override_settings`` works and nothing is captured at import time),
 falling back to the defaults of
-:data:`quotas.settings_spec.SETTINGS`, where every setting is described once
+:data:`quotas.settings.spec.SETTINGS`, where every setting is described once
 (type, default, allowed values, check id, hint, doc). A concern with several
 settings is a nested dict (:data:`SECTIONS`): ``QUOTAS['METRICS']``,
 ``QUOTAS['USAGE_FLUSH']``, ... A project's nested dict is merged over the
 section's defaults key by key. The sections other apps read
 (``QUOTAS['ADAPTIVE']``, ...) are theirs: each app describes its keys and reads
-them with a :class:`quotas.setting.SectionSettings` of its own, and registers
+them with a :class:`quotas.settings.setting.SectionSettings` of its own, and registers
 the section (:mod:`quotas.settings.registry`) so that it is checked.
 """
 

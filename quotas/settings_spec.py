@@ -1,6 +1,6 @@
 """Every setting of the engine in ``QUOTAS``, described once: type, default, allowed values, check id, hint and doc.
 
-:data:`quotas.conf.quota_settings` reads its defaults from :data:`SETTINGS`,
+:data:`quotas.settings.quota_settings` reads its defaults from :data:`SETTINGS`,
 :func:`quotas.checks.check_settings` validates each value against it, and the
 settings tables of docs/settings.md are written from it (``make settings-docs``; a test
 fails when they differ). Comments say what a one-line doc cannot. The sections other apps

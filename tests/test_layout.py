@@ -73,7 +73,7 @@ def test_modules_stay_small(app):
 
 
 #: The layers inside ``quotas``, bottom up, by unit: a package (``quotas.store``) or a top-level module
-#: (``quotas.conf``), never a module inside a package. A module may import modules of its own layer or of a
+#: (``quotas.checks``), never a module inside a package. A module may import modules of its own layer or of a
 #: layer below, never above: at the top of the file, inside a function (a deferred import) or for type checking
 #: alike. A unit belongs to the layer naming it; any other is a front door.
 QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -1,6 +1,6 @@
 """The check of ``settings.QUOTAS`` against its descriptions: the engine's settings and every app's section.
 
-One loop (:func:`check_dict`) checks a settings dict against the :class:`~quotas.setting.Setting` tuple that
+One loop (:func:`check_dict`) checks a settings dict against the :class:`~quotas.settings.setting.Setting` tuple that
 describes it; :func:`check_quotas` runs it over the engine's settings and the section of every installed app
 that registered one (:mod:`quotas.settings.registry`). ``quotas.checks.check_settings`` is the system check
 that calls it. Nothing here opens a connection.

@@ -1,6 +1,6 @@
 """The sections of ``QUOTAS`` that other apps own, registered by each app from its ``AppConfig.ready()``.
 
-The engine describes its own settings (:data:`quotas.settings_spec.SETTINGS`); a nested dict read by another
+The engine describes its own settings (:data:`quotas.settings.spec.SETTINGS`); a nested dict read by another
 app (``QUOTAS['ADAPTIVE']``, ``QUOTAS['NOTIFICATIONS']``, ``QUOTAS['ACL_FEEDS']``) is described by that app,
 next to the object that reads it (``adaptive/conf.py``, ...), and registered here when Django starts, as
 django-cors-headers and django-axes keep their settings in their own app. The system check of ``QUOTAS``
