@@ -16,7 +16,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Warning
 
 from quotas.setting import SectionSettings, Setting, defaults
-from quotas.settings.registry import AppSection
+from quotas.settings.registry import app_section
 
 from .hook import check_hook
 from .schedule import check_schedule, check_time_zone
@@ -284,14 +284,9 @@ DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 #: ``QUOTAS['ADAPTIVE']`` itself, registered by :meth:`adaptive.apps.AdaptiveAppConfig.ready`: checked with
 #: ``QUOTAS`` (quotas/settings/checking.py), and a table of the settings reference.
-SECTION = AppSection(
-    "adaptive",
-    Setting(
-        "ADAPTIVE", dict | None, {}, check_id="adaptive.E001", keys=SETTINGS,
-        doc="adaptive limits, read when `adaptive` is installed (its keys below)",
-        hint="A dict of the keys to change, or leave it out.",
-    ),
-    unknown_id="adaptive.W001",
+SECTION = app_section(
+    "adaptive", SETTINGS, "ADAPTIVE", check_id="adaptive.E001", unknown_id="adaptive.W001",
+    doc="adaptive limits, read when `adaptive` is installed (its keys below)",
 )  # fmt: skip
 
 #: ``QUOTAS['ADAPTIVE']``, key by key, with :data:`DEFAULTS` filled in.

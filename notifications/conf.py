@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from quotas.setting import SectionSettings, Setting, defaults
-from quotas.settings.registry import AppSection
+from quotas.settings.registry import app_section
 
 _SECONDS = "a number of seconds"
 
@@ -82,14 +82,9 @@ DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 #: ``QUOTAS['NOTIFICATIONS']`` itself, registered by :meth:`notifications.apps.NotificationsAppConfig.ready`:
 #: checked with ``QUOTAS`` (quotas/settings/checking.py), and a table of the settings reference.
-SECTION = AppSection(
-    "notifications",
-    Setting(
-        "NOTIFICATIONS", dict | None, {}, check_id="notifications.E000", keys=SETTINGS,
-        doc="webhooks and e-mail to customers, read when `notifications` is installed (its keys below)",
-        hint="A dict of the keys to change, or leave it out.",
-    ),
-    unknown_id="notifications.W001",
+SECTION = app_section(
+    "notifications", SETTINGS, "NOTIFICATIONS", check_id="notifications.E000", unknown_id="notifications.W001",
+    doc="webhooks and e-mail to customers, read when `notifications` is installed (its keys below)",
 )  # fmt: skip
 
 #: ``QUOTAS['NOTIFICATIONS']``, key by key, with :data:`DEFAULTS` filled in.

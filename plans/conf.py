@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from quotas.setting import SectionSettings, Setting, defaults
-from quotas.settings.registry import AppSection
+from quotas.settings.registry import app_section
 
 _SECONDS = "a number of seconds"
 
@@ -67,14 +67,9 @@ DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 #: ``QUOTAS['ACL_FEEDS']`` itself, registered by :meth:`plans.apps.PlansConfig.ready`: checked with ``QUOTAS``
 #: (quotas/settings/checking.py), and a table of the settings reference.
-SECTION = AppSection(
-    "plans",
-    Setting(
-        "ACL_FEEDS", dict | None, {}, check_id="quota_plans.E010", keys=SETTINGS,
-        doc="allow and deny lists kept from feeds (URLs or files), read by the `plans` app (its keys below)",
-        hint="A dict of the keys to change, or leave it out.",
-    ),
-    unknown_id="quota_plans.W010",
+SECTION = app_section(
+    "plans", SETTINGS, "ACL_FEEDS", check_id="quota_plans.E010", unknown_id="quota_plans.W010",
+    doc="allow and deny lists kept from feeds (URLs or files), read by the `plans` app (its keys below)",
 )  # fmt: skip
 
 #: ``QUOTAS['ACL_FEEDS']``, key by key, with :data:`DEFAULTS` filled in.

@@ -44,6 +44,17 @@ class AppSection:
         return apps.is_installed(self.app)
 
 
+def app_section(
+    app: str, keys: tuple[Setting, ...], name: str, *, doc: str, check_id: str, unknown_id: str
+) -> AppSection:
+    """``QUOTAS[name]``, read by ``app``: a dict of ``keys``, or None (None or left out, it reads as their defaults).
+
+    ``check_id`` is the error when it is something else, ``unknown_id`` the warning for a key not in ``keys``.
+    """
+    hint = "A dict of the keys to change, or leave it out."
+    return AppSection(app, Setting(name, dict | None, {}, doc, check_id, hint, keys=keys), unknown_id)
+
+
 _registered: dict[str, AppSection] = {}
 
 
