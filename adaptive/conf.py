@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning
 
-from quotas.setting import SectionSettings, Setting, defaults
+from quotas.settings import SectionSettings, Setting, defaults
 from quotas.settings.registry import app_section
 
 from .hook import check_hook

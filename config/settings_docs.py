@@ -20,9 +20,9 @@ from pathlib import Path
 
 import django
 
-from quotas.setting import Setting, markdown_table
+from quotas.settings import Setting, markdown_table
 from quotas.settings.registry import registered
-from quotas.settings_spec import SETTINGS
+from quotas.settings.spec import SETTINGS
 
 #: The settings reference page of the documentation site (mkdocs.yml).
 SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"

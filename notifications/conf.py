@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotas.setting import SectionSettings, Setting, defaults
+from quotas.settings import SectionSettings, Setting, defaults
 from quotas.settings.registry import app_section
 
 _SECONDS = "a number of seconds"

@@ -18,7 +18,6 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
-from quotas.conf import quota_settings
 from quotas.contract.memory import is_memory_url, lua_available
 from quotas.exceptions import InvalidRate
 from quotas.formats.rates import parse_rates
@@ -27,6 +26,7 @@ from quotas.http.sign_in import SIGN_IN_MIDDLEWARE
 from quotas.identity.addresses import num_proxies
 from quotas.identity.countries import open_database
 from quotas.observability.otel import available as otel_available
+from quotas.settings import quota_settings
 from quotas.settings.checking import check_quotas
 
 

@@ -85,10 +85,6 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "quotas.exceptions",
             "quotas.signals",
-            "quotas.setting",
-            "quotas.settings_validators",
-            "quotas.settings_spec",
-            "quotas.conf",
             "quotas.settings",
             "quotas.metrics",
             "quotas.formats",
@@ -324,7 +320,7 @@ def test_quotas_modules_import_only_their_layer_and_those_below():
 #: the rules a backend builds and the formats they use, the DRF adapter, the metrics registry, the history's
 #: format, the SSRF guard of webhooks and feeds). Never the store, the runtime or identity.
 QUOTAS_PUBLIC = (
-    "quotas.api", "quotas.siblings", "quotas.conf", "quotas.setting", "quotas.settings_spec", "quotas.settings",
+    "quotas.api", "quotas.siblings", "quotas.settings",
     "quotas.checks",
     "quotas.exceptions", "quotas.signals", "quotas.problems", "quotas.rules", "quotas.formats", "quotas.drf",
     "quotas.openapi", "quotas.throttling", "quotas.middleware", "quotas.metrics", "quotas.observability.history",

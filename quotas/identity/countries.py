@@ -28,8 +28,8 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.identity.addresses import IPAddress, client_ip
+from quotas.settings import quota_settings
 
 logger = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS, describe
 from quotas.contract.library import library_name
 from quotas.contract.memory import MemoryRedis
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.runtime import Runtime, get_runtime
+from quotas.settings import quota_settings
 from quotas.store.transport import Transport
 
 OK, WARNING, ERROR = "ok", "warning", "error"

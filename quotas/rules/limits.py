@@ -12,11 +12,11 @@ from typing import Any
 
 from django.conf import settings
 
-from quotas.conf import quota_settings
 from quotas.contract.keys import window_field
 from quotas.contract.protocol import ALGORITHM_CODES, WindowSpec
 from quotas.formats.periods import period_bounds
 from quotas.formats.rates import Rate, parse_rates
+from quotas.settings import quota_settings
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None

@@ -8,3 +8,20 @@ described as data, and :class:`SectionSettings`, the reader of an app's section)
 and register from their ``ready()``) and :mod:`~quotas.settings.checking` (``QUOTAS`` checked against every
 description). Modules of this package import one another by module path, never through this one.
 """
+
+from .conf import ALGORITHMS, DEFAULTS, SECTIONS, QuotaSettings, quota_settings
+from .setting import SectionSettings, Setting, Validator, defaults, markdown_table, section
+
+__all__ = [
+    "ALGORITHMS",
+    "DEFAULTS",
+    "SECTIONS",
+    "QuotaSettings",
+    "SectionSettings",
+    "Setting",
+    "Validator",
+    "defaults",
+    "markdown_table",
+    "quota_settings",
+    "section",
+]

@@ -14,10 +14,9 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning
 
-from quotas.setting import Setting
-from quotas.settings_spec import SETTINGS
-
 from .registry import absent_sections, installed_sections
+from .setting import Setting
+from .spec import SETTINGS
 
 
 def unknown_settings(namespace: str, raw: dict, known: Iterable[str], check_id: str) -> list[CheckMessage]:

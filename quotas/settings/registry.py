@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from django.apps import apps
 
-from quotas.setting import Setting
+from .setting import Setting
 
 #: Which app reads each section of the platform's other apps, by the name it has in INSTALLED_APPS. Only the
 #: names: the keys, defaults and checks are the app's own. Kept here so that a project setting a section without

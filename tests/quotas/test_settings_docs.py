@@ -8,7 +8,7 @@ from adaptive.conf import SECTION as ADAPTIVE
 from config.settings_docs import MARKED_TABLE, SETTINGS_PAGE, marked_tables, render, tables
 from notifications.conf import SECTION as NOTIFICATIONS
 from plans.conf import SECTION as ACL_FEEDS
-from quotas.setting import markdown_table
+from quotas.settings import markdown_table
 
 
 def settings_page() -> str:

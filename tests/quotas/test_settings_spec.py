@@ -7,10 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from quotas.conf import DEFAULTS, SECTIONS, quota_settings
-from quotas.setting import Setting, markdown_table
+from quotas.settings import DEFAULTS, SECTIONS, Setting, markdown_table, quota_settings
 from quotas.settings.registry import registered
-from quotas.settings_spec import SETTINGS
+from quotas.settings.spec import SETTINGS
 
 #: The engine's settings and sections, and the section each app registered (all are installed here).
 DESCRIBED = {

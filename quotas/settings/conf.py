@@ -22,9 +22,9 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from quotas.setting import defaults
-from quotas.settings_spec import SETTINGS
-from quotas.settings_validators import ALGORITHMS as ALGORITHMS
+from .setting import defaults
+from .spec import SETTINGS
+from .validators import ALGORITHMS as ALGORITHMS
 
 #: Every setting's default, by name (derived from :data:`SETTINGS`; a section's is the dict of its keys').
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from decimal import Decimal
 from os import PathLike
 
-from quotas import settings_validators as valid
-from quotas.setting import Setting, section
-from quotas.settings_validators import ALGORITHMS
+from . import validators as valid
+from .setting import Setting, section
+from .validators import ALGORITHMS
 
 FAILURE_MODES = ("local", "open", "closed")
 _SECONDS = "a number of seconds"
