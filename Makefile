@@ -76,8 +76,8 @@ format: $(STAMP)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
-## Rewrite the settings tables of docs/settings.md from the settings' descriptions (quotas/settings_spec.py,
-## adaptive/conf.py).
+## Rewrite the settings tables of docs/settings.md from the settings' descriptions (quotas/settings/spec.py,
+## and the section each app registers: adaptive/conf.py, notifications/conf.py, plans/conf.py).
 settings-docs: $(STAMP)
 	$(PY) -m config.settings_docs
 

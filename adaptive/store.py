@@ -15,7 +15,7 @@ import threading
 import redis
 
 from quotas import siblings
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 from quotas.siblings import connect, encode_part
 
 

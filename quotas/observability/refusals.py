@@ -39,11 +39,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS
 from quotas.contract.keys import refusals_key
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.formats.money import from_micros
+from quotas.settings import quota_settings
 from quotas.store.decision import Decision, WindowState
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,6 @@ from typing import Any
 
 from redis.cluster import RedisCluster
 
-from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS, is_script_error
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
@@ -39,6 +38,7 @@ from quotas.contract.protocol import (
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.formats.periods import UsageDay, usage_day
 from quotas.rules.limits import Window
+from quotas.settings import quota_settings
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 
 

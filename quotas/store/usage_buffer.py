@@ -33,9 +33,9 @@ from typing import Any
 from django.core import signing
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.contract.connect import STORE_ERRORS
 from quotas.contract.protocol import usage_add_args
+from quotas.settings import quota_settings
 from quotas.store.redis_store import day_of
 
 logger = logging.getLogger(__name__)
