@@ -44,7 +44,7 @@ run: $(RUN_STAMP)
 ## 7 min 58 s in one process, 4 min 38 s with two workers, the same 2,187 tests passing.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 ## The edit-run loop: every test but the slow ones (real time, real processes, browsers), in parallel.
 test-fast: $(STAMP)
@@ -76,8 +76,8 @@ format: $(STAMP)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
-## Rewrite the settings tables of docs/settings.md from the settings' descriptions (quotas/settings_spec.py,
-## adaptive/conf.py).
+## Rewrite the settings tables of docs/settings.md from the settings' descriptions (quotas/settings/spec.py,
+## and the section each app registers: adaptive/conf.py, notifications/conf.py, plans/conf.py).
 settings-docs: $(STAMP)
 	$(PY) -m config.settings_docs
 

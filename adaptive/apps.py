@@ -12,8 +12,12 @@ class AdaptiveAppConfig(AppConfig):
 
     def ready(self) -> None:
         from quotas import metrics
+        from quotas.settings.registry import register
 
         from . import checks  # registers the system checks
+        from .conf import SECTION
+
+        register(SECTION)  # QUOTAS['ADAPTIVE'] is checked with QUOTAS and listed in the settings reference
 
         if "psutil" in checks.missing_extra():
             return  # the reporter cannot be imported without it: adaptive.E012 says what to install, not a traceback

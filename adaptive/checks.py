@@ -15,10 +15,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from quotas.checks import check_dict
-from quotas.settings_spec import ADAPTIVE
-
-from .conf import SETTINGS, adaptive_settings
+from .conf import adaptive_settings
 
 TASK = "adaptive.control"
 #: What the [adaptive] extra installs: the controller runs on Celery beat, the load signals come from psutil.
@@ -32,16 +29,6 @@ _SAME_SECONDS = 1e-6
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-@register(Tags.compatibility)
-def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
-    """Validate every adaptive setting (``QUOTAS['ADAPTIVE']``) against its description."""
-    raw = adaptive_settings.user_settings()
-    label = "QUOTAS['ADAPTIVE']"
-    if not isinstance(raw, dict):
-        return ADAPTIVE.check(raw, label)  # quotas describes the dict itself (adaptive.E001)
-    return check_dict(label, raw, SETTINGS, "adaptive.W001")
 
 
 @register(Tags.compatibility)

@@ -1,12 +1,11 @@
 """The adaptive controller's settings, read from ``QUOTAS['ADAPTIVE']`` in Django settings.
 
-Every key is described once in :data:`SETTINGS` (type, default, allowed
-values, check id, hint, doc): :data:`adaptive_settings` reads its defaults
-from it, ``adaptive/checks.py`` validates each value against it at start-up,
-and the settings reference's table (docs/settings.md) is written from it. Every attribute is looked up in
-``settings.QUOTAS['ADAPTIVE']`` on each access (so ``override_settings``
-works and nothing is captured at import time). A key given there replaces
-the default as a whole (``SIGNALS`` and ``FLOORS`` too).
+Every key is described once in :data:`SETTINGS` (type, default, allowed values, check id, hint, doc):
+:data:`adaptive_settings` reads its defaults from it, the check of ``QUOTAS`` validates each value against it at
+start-up (the app registers :data:`SECTION`), and the settings reference's table (docs/settings.md) is written
+from it. Every attribute is looked up in ``settings.QUOTAS['ADAPTIVE']`` on each access (so
+``override_settings`` works and nothing is captured at import time). A key given there replaces the default as a
+whole (``SIGNALS`` and ``FLOORS`` too).
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning
 
-from quotas.setting import SectionSettings, Setting, defaults
+from quotas.settings import SectionSettings, Setting, defaults
+from quotas.settings.registry import app_section
 
 from .hook import check_hook
 from .schedule import check_schedule, check_time_zone
@@ -281,6 +281,13 @@ SETTINGS = (
 #: Every key's default, by name (derived from :data:`SETTINGS`).
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
+
+#: ``QUOTAS['ADAPTIVE']`` itself, registered by :meth:`adaptive.apps.AdaptiveAppConfig.ready`: checked with
+#: ``QUOTAS`` (quotas/settings/checking.py), and a table of the settings reference.
+SECTION = app_section(
+    "adaptive", SETTINGS, "ADAPTIVE", check_id="adaptive.E001", unknown_id="adaptive.W001",
+    doc="adaptive limits, read when `adaptive` is installed (its keys below)",
+)  # fmt: skip
 
 #: ``QUOTAS['ADAPTIVE']``, key by key, with :data:`DEFAULTS` filled in.
 adaptive_settings = SectionSettings("ADAPTIVE", SETTINGS)

@@ -4,7 +4,7 @@ with ``QUOTAS['KEY_PREFIX']``."""
 from __future__ import annotations
 
 from quotas import siblings
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 from quotas.siblings import ControllerBoard
 
 

@@ -143,9 +143,20 @@ def _count_all(valgrind: str, urls: list[str], warmup: int, decisions: int, out_
     return lines
 
 
+def _trace(url: str) -> dict[str, Any]:
+    """The trace count of one cold decision (:mod:`bench.count_trace`), run without valgrind on ``url``."""
+    command = [sys.executable, "-m", "bench.count_trace", "--redis-url", url]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise CountError(f"the trace count exited {done.returncode}: {done.stderr[-3000:]}")
+    trace: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return trace
+
+
 def run(warmup: int, decisions: int, lanes: int | None = None) -> dict[str, Any]:
     """Every workload with ``warmup`` and with ``warmup + decisions`` decisions, ``lanes`` runs at a time (one
-    per core by default, at most 2); the figures of :func:`summarize` and the run's settings."""
+    per core by default, at most 2); the figures of :func:`summarize`, the trace count of one cold decision
+    (:mod:`bench.count_trace`) and the run's settings."""
     valgrind = valgrind_binary()
     if valgrind is None:
         raise CountError(VALGRIND_MISSING)
@@ -153,6 +164,7 @@ def run(warmup: int, decisions: int, lanes: int | None = None) -> dict[str, Any]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-count-") as tmp, _servers(lanes, Path(tmp)) as urls:
         lines = _count_all(valgrind, urls, warmup, decisions, Path(tmp))
+        trace = _trace(urls[0])
     counts = {
         (line["workload"], line["decisions"]): Count(line["instructions"], line["script_calls"]) for line in lines
     }
@@ -165,4 +177,5 @@ def run(warmup: int, decisions: int, lanes: int | None = None) -> dict[str, Any]
         "valgrind": subprocess.run([valgrind, "--version"], capture_output=True, text=True).stdout.strip(),
         "seconds": round(time.monotonic() - started, 1),
         "rows": summarize(runs, decisions),
+        "trace": trace,
     }

@@ -44,4 +44,11 @@ def count_section(count: dict[str, Any]) -> str:
         "mostly from local allowances;\n script calls: INFO commandstats around the last N requests, the engine's "
         f"background work included; {count['valgrind']}, {count['seconds']:.0f} s)"
     )
-    return f"{TITLE}\n{table(HEADERS, body)}\n{note}"
+    trace = count.get("trace")
+    traced = (
+        f"cold decision: {trace['modules']} modules, {trace['functions']} functions, {trace['calls']} calls "
+        "(product code from QuotaThrottle.allow_request to the headers, comprehensions apart; bench/count_trace.py)\n"
+        if trace
+        else ""
+    )
+    return f"{TITLE}\n{table(HEADERS, body)}\n{traced}{note}"

@@ -2,38 +2,45 @@
 
 Each table follows a ``<!-- settings table: NAME -->`` line in docs/settings.md;
 ``python -m config.settings_docs`` (``make settings-docs``) rewrites them from
-:data:`quotas.settings_spec.SETTINGS`, :data:`adaptive.conf.SETTINGS`, :data:`notifications.conf.SETTINGS` and
-:data:`plans.conf.SETTINGS`, and
-tests/quotas/test_settings_docs.py fails while one differs. It lives with the
-project because the tables cover two apps, and quotas may not import adaptive.
+:data:`quotas.settings.spec.SETTINGS` (the engine's settings and its sections)
+and from the section each installed app registered (``QUOTAS['ADAPTIVE']`` from
+``adaptive/conf.py``, ...: :mod:`quotas.settings.registry`), so the project's
+settings (every app installed) are loaded first. tests/quotas/test_settings_docs.py
+fails while one differs, or while a registered section has no table.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
-from notifications.conf import SETTINGS as NOTIFICATION_SETTINGS
-from plans.conf import SETTINGS as FEED_SETTINGS
-from quotas.setting import Setting, markdown_table
-from quotas.settings_spec import ALLOWANCES, METRICS, RETENTION, SETTINGS, USAGE_FLUSH
+import django
+
+from quotas.settings import Setting, markdown_table
+from quotas.settings.registry import registered
+from quotas.settings.spec import SETTINGS
 
 #: The settings reference page of the documentation site (mkdocs.yml).
 SETTINGS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
-#: Each table's name in its marker line -> the settings it lists, and the heading of its first column.
-TABLES: dict[str, tuple[Sequence[Setting], str]] = {
-    "QUOTAS": (SETTINGS, "setting"),
-    "QUOTAS['METRICS']": (METRICS, "key"),
-    "QUOTAS['USAGE_FLUSH']": (USAGE_FLUSH, "key"),
-    "QUOTAS['RETENTION']": (RETENTION, "key"),
-    "QUOTAS['ALLOWANCES']": (ALLOWANCES, "key"),
-    "QUOTAS['ADAPTIVE']": (ADAPTIVE_SETTINGS, "key"),
-    "QUOTAS['NOTIFICATIONS']": (NOTIFICATION_SETTINGS, "key"),
-    "QUOTAS['ACL_FEEDS']": (FEED_SETTINGS, "key"),
-}
+
+
+def tables() -> dict[str, tuple[Sequence[Setting], str]]:
+    """Each table's name in its marker line -> the settings it lists, and the heading of its first column.
+
+    ``QUOTAS`` lists the engine's settings, then a line for each app's section; then a table per section, the
+    engine's first, then the apps' by name (whatever the order of INSTALLED_APPS).
+    """
+    sections = sorted((s.setting for s in registered()), key=lambda setting: setting.name)
+    found: dict[str, tuple[Sequence[Setting], str]] = {"QUOTAS": ((*SETTINGS, *sections), "setting")}
+    for section in (*(s for s in SETTINGS if s.keys), *sections):
+        found[f"QUOTAS[{section.name!r}]"] = (section.keys, "key")
+    return found
+
+
 #: A marker line and the table rows right after it.
 MARKED_TABLE = re.compile(r"^<!-- settings table: (.+?) -->\n(?:\|.*\|\n)*", re.MULTILINE)
 
@@ -47,16 +54,20 @@ def render(text: str) -> str:
     """``text`` with every marked table written afresh from its settings."""
 
     def table(match: re.Match[str]) -> str:
-        settings, first = TABLES[match.group(1)]
+        settings, first = tables()[match.group(1)]
         return f"<!-- settings table: {match.group(1)} -->\n{markdown_table(settings, first)}"
 
     return MARKED_TABLE.sub(table, text)
 
 
 def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # The project's settings need a key; this process signs nothing, so a random one does (as in the tests).
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    django.setup()  # each app registers its section in its ready()
     text = SETTINGS_PAGE.read_text(encoding="utf-8")
     name = "docs/settings.md"
-    missing = set(TABLES) - set(marked_tables(text))
+    missing = set(tables()) - set(marked_tables(text))
     if missing:
         print(f"{name} has no marker for: {', '.join(sorted(missing))}", file=sys.stderr)
         return 1

@@ -11,8 +11,12 @@ class NotificationsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from quotas.settings.registry import register
         from quotas.signals import budget_threshold_crossed
 
         from . import checks, receivers  # noqa: F401  (checks registers the system checks)
+        from .conf import SECTION
+
+        register(SECTION)  # QUOTAS['NOTIFICATIONS'] is checked with QUOTAS and listed in the settings reference
 
         budget_threshold_crossed.connect(receivers.budget_event, dispatch_uid="notifications-budget")

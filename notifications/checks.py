@@ -10,24 +10,9 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
-from quotas.checks import check_dict
-from quotas.settings_spec import NOTIFICATIONS
-
-from .conf import SETTINGS, notification_settings
-
 TASKS = {"notifications.dispatch": 5.0, "notifications.watch": 60.0}  # each with the schedule the docs use
 #: What the [notifications] extra installs: Celery sends, cryptography keeps endpoint secrets encrypted.
 EXTRA = ("celery", "cryptography")
-
-
-@register(Tags.compatibility)
-def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
-    """Validate every notification setting (``QUOTAS['NOTIFICATIONS']``) against its description."""
-    raw = notification_settings.user_settings()
-    label = "QUOTAS['NOTIFICATIONS']"
-    if not isinstance(raw, dict):
-        return NOTIFICATIONS.check(raw, label)
-    return check_dict(label, raw, SETTINGS, "notifications.W001")
 
 
 @register(Tags.compatibility)

@@ -1,16 +1,17 @@
 """The notifications' settings, read from ``QUOTAS['NOTIFICATIONS']`` in Django settings.
 
-Every key is described once in :data:`SETTINGS` (type, default, check id, hint, doc), as the adaptive app's
-are: :data:`notification_settings` reads the defaults from it, ``notifications/checks.py`` validates each value
-at start-up and the settings reference's table is written from it. Looked up on every access, so
-``override_settings`` works.
+Every key is described once in :data:`SETTINGS` (type, default, check id, hint, doc), as the adaptive app's are:
+:data:`notification_settings` reads the defaults from it, the check of ``QUOTAS`` validates each value at
+start-up (the app registers :data:`SECTION`) and the settings reference's table is written from it. Looked up on
+every access, so ``override_settings`` works.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from quotas.setting import SectionSettings, Setting, defaults
+from quotas.settings import SectionSettings, Setting, defaults
+from quotas.settings.registry import app_section
 
 _SECONDS = "a number of seconds"
 
@@ -78,6 +79,13 @@ SETTINGS = (
 
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
+
+#: ``QUOTAS['NOTIFICATIONS']`` itself, registered by :meth:`notifications.apps.NotificationsAppConfig.ready`:
+#: checked with ``QUOTAS`` (quotas/settings/checking.py), and a table of the settings reference.
+SECTION = app_section(
+    "notifications", SETTINGS, "NOTIFICATIONS", check_id="notifications.E000", unknown_id="notifications.W001",
+    doc="webhooks and e-mail to customers, read when `notifications` is installed (its keys below)",
+)  # fmt: skip
 
 #: ``QUOTAS['NOTIFICATIONS']``, key by key, with :data:`DEFAULTS` filled in.
 notification_settings = SectionSettings("NOTIFICATIONS", SETTINGS)

@@ -12,6 +12,7 @@ class PlansConfig(AppConfig):
 
     def ready(self) -> None:
         from quotas import metrics as quota_metrics
+        from quotas.settings.registry import register
         from quotas.signals import client_banned
 
         from . import (
@@ -19,7 +20,10 @@ class PlansConfig(AppConfig):
             metrics,
             receivers,
         )
+        from .conf import SECTION
         from .feeds import checks as feed_checks  # noqa: F401  (registers the feeds' system checks)
+
+        register(SECTION)  # QUOTAS['ACL_FEEDS'] is checked with QUOTAS and listed in the settings reference
 
         receivers.connect_rules_changes()
         quota_metrics.add_default_series(quota_metrics.active_bans, metrics.active_ban_series)

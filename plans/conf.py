@@ -1,9 +1,9 @@
 """The allow and deny list feeds' settings, read from ``QUOTAS['ACL_FEEDS']`` in Django settings.
 
 Every key is described once in :data:`SETTINGS` (type, default, check id, hint, doc), as the adaptive and
-notifications apps' are: :data:`feed_settings` reads the defaults from it, ``plans/feeds/checks.py`` validates
-each value at start-up and the settings reference's table is written from it. Looked up on every access, so
-``override_settings`` works.
+notifications apps' are: :data:`feed_settings` reads the defaults from it, the check of ``QUOTAS`` validates
+each value at start-up (the app registers :data:`SECTION`) and the settings reference's table is written from
+it. Looked up on every access, so ``override_settings`` works.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from quotas.setting import SectionSettings, Setting, defaults
+from quotas.settings import SectionSettings, Setting, defaults
+from quotas.settings.registry import app_section
 
 _SECONDS = "a number of seconds"
 
@@ -63,6 +64,13 @@ SETTINGS = (
 
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
+
+#: ``QUOTAS['ACL_FEEDS']`` itself, registered by :meth:`plans.apps.PlansConfig.ready`: checked with ``QUOTAS``
+#: (quotas/settings/checking.py), and a table of the settings reference.
+SECTION = app_section(
+    "plans", SETTINGS, "ACL_FEEDS", check_id="quota_plans.E010", unknown_id="quota_plans.W010",
+    doc="allow and deny lists kept from feeds (URLs or files), read by the `plans` app (its keys below)",
+)  # fmt: skip
 
 #: ``QUOTAS['ACL_FEEDS']``, key by key, with :data:`DEFAULTS` filled in.
 feed_settings = SectionSettings("ACL_FEEDS", SETTINGS)

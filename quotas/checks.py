@@ -1,14 +1,13 @@
 """System checks for ``settings.QUOTAS`` (ids quotas.E0xx / quotas.W0xx).
 
-Every setting is checked against its description (:data:`quotas.settings_spec.SETTINGS`) by one
-loop, :func:`check_dict`; the checks below it compare QUOTAS with DRF's settings and the database.
-None of them opens a connection: they run at every manage.py start.
+Every setting, the engine's and those of each installed app's section, is checked against its description by
+one loop (:mod:`quotas.settings.checking`); the checks below it compare QUOTAS with DRF's settings and the
+database. None of them opens a connection: they run at every manage.py start.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from os import PathLike
 from typing import Any
 
@@ -19,7 +18,6 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
-from quotas.conf import quota_settings
 from quotas.contract.urls import is_memory_url
 from quotas.exceptions import InvalidRate
 from quotas.formats.rates import parse_rates
@@ -28,8 +26,8 @@ from quotas.http.sign_in import SIGN_IN_MIDDLEWARE
 from quotas.identity.addresses import num_proxies
 from quotas.identity.countries import open_database
 from quotas.observability.otel import available as otel_available
-from quotas.setting import Setting
-from quotas.settings_spec import ADAPTIVE, SETTINGS
+from quotas.settings import quota_settings
+from quotas.settings.checking import check_quotas
 from quotas.store.opening import memory_store_available
 
 
@@ -37,44 +35,10 @@ def _error(msg: str, hint: str, n: int) -> Error:
     return Error(msg, hint=hint, id=f"quotas.E{n:03d}")
 
 
-def unknown_settings(namespace: str, raw: dict, known: Iterable[str], check_id: str) -> list[CheckMessage]:
-    """A warning, with a "did you mean", for each key of a settings dict that is not a known setting."""
-    known = list(known)
-    warnings: list[CheckMessage] = []
-    for name in raw:
-        if name not in known:
-            close = difflib.get_close_matches(str(name), known, n=1)
-            hint = f"Did you mean {close[0]!r}?" if close else f"Known settings: {', '.join(sorted(known))}."
-            warnings.append(Warning(f"Unknown setting {namespace}[{name!r}] is ignored.", hint=hint, id=check_id))
-    return warnings
-
-
-def check_dict(label: str, raw: dict, described: Sequence[Setting], unknown_id: str) -> list[CheckMessage]:
-    """``raw`` (a settings dict named ``label``, such as ``QUOTAS``) checked against its description.
-
-    A key not described is a warning ``unknown_id`` with a "did you mean"; every described setting's
-    value (its default when the key is absent) is checked with the setting's own id and hint, and a
-    section's dict key by key the same way.
-    """
-    messages = unknown_settings(label, raw, [s.name for s in described], unknown_id)
-    for setting in described:
-        where = f"{label}[{setting.name!r}]"
-        value = raw.get(setting.name, setting.default)
-        messages += setting.check(value, where)
-        if setting.keys and isinstance(value, dict):
-            messages += check_dict(where, value, setting.keys, unknown_id)
-    return messages
-
-
 @register(Tags.compatibility)
 def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
-    """Validate every QUOTAS setting against its description."""
-    raw = quota_settings.user_settings()
-    if not isinstance(raw, dict):
-        return [_error("QUOTAS must be a dict.", "Set QUOTAS = {...} in your settings.", 1)]
-    # QUOTAS['ADAPTIVE'] is the adaptive app's to check (adaptive.E0xx), when that app is installed.
-    rest = {name: value for name, value in raw.items() if name != ADAPTIVE.name}
-    return check_dict("QUOTAS", rest, [s for s in SETTINGS if s is not ADAPTIVE], "quotas.W001")
+    """Validate every QUOTAS setting against its description: the engine's and each installed app's section."""
+    return check_quotas(quota_settings.user_settings())
 
 
 @register(Tags.compatibility)

@@ -34,9 +34,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import Direction, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from quotas.conf import quota_settings
 from quotas.drf.throttling import QuotaThrottle
 from quotas.problems import CONTENT_TYPE
+from quotas.settings import quota_settings
 
 #: The media type of every quota error body.
 PROBLEM_MEDIA_TYPE = CONTENT_TYPE

@@ -9,8 +9,8 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from quotas.conf import quota_settings
 from quotas.formats.money import from_micros
+from quotas.settings import quota_settings
 
 if TYPE_CHECKING:
     from quotas.rules.limits import Window

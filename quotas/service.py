@@ -34,7 +34,6 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
 from quotas import problems
-from quotas.conf import quota_settings
 from quotas.contract.keys import encode_part
 from quotas.exceptions import (
     AccessDenied,
@@ -55,6 +54,7 @@ from quotas.observability.record import record_acl, record_decision
 from quotas.rules.limits import LimitRule, Window
 from quotas.rules.snapshot import PlanRules, RequestRules, RuleSet
 from quotas.runtime import Runtime, get_runtime, shaping
+from quotas.settings import quota_settings
 from quotas.store.decision import DecideCall, Decision
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,6 @@ from typing import Any
 from django.db import transaction
 from django.http import HttpRequest
 
-from quotas.conf import quota_settings
 from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
 from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
 from quotas.exceptions import StoreUnavailable
@@ -34,6 +33,7 @@ from quotas.rules.limits import LimitRule
 from quotas.rules.snapshot import RuleSet, Subscriber
 from quotas.runtime import get_runtime
 from quotas.runtime.key_use import KEEP_SECONDS
+from quotas.settings import quota_settings
 from quotas.standing import NEAR
 from quotas.store.back_office import BackOffice
 from quotas.store.controller_board import ControllerBoard

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import pytest
 
 from quotas.api import reset
-from quotas.conf import quota_settings
 from quotas.contract.urls import is_memory_url
 from quotas.runtime import get_runtime
+from quotas.settings import quota_settings
 from quotas.store.opening import memory_keyspace
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 from quotas.store.controller_board import ControllerBoard
 
 

@@ -42,7 +42,9 @@ from tests.notifications.conftest import Receiver
 from tests.notifications.test_webhooks import documented_verifier
 
 #: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+#: One xdist worker runs the module (make test's --dist loadgroup): its wheel and virtualenvs are built once, not
+#: once by each worker that gets one of its tests.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.xdist_group("fresh_project")]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The page a new user follows; its snippets are pasted into the fresh project.

@@ -73,7 +73,7 @@ def test_modules_stay_small(app):
 
 
 #: The layers inside ``quotas``, bottom up, by unit: a package (``quotas.store``) or a top-level module
-#: (``quotas.conf``), never a module inside a package. A module may import modules of its own layer or of a
+#: (``quotas.checks``), never a module inside a package. A module may import modules of its own layer or of a
 #: layer below, never above: at the top of the file, inside a function (a deferred import) or for type checking
 #: alike. A unit belongs to the layer naming it; any other is a front door.
 QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -85,10 +85,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "quotas.exceptions",
             "quotas.signals",
-            "quotas.setting",
-            "quotas.settings_validators",
-            "quotas.settings_spec",
-            "quotas.conf",
+            "quotas.settings",
             "quotas.metrics",
             "quotas.formats",
             "quotas.contract",
@@ -323,7 +320,8 @@ def test_quotas_modules_import_only_their_layer_and_those_below():
 #: the rules a backend builds and the formats they use, the DRF adapter, the metrics registry, the history's
 #: format, the SSRF guard of webhooks and feeds). Never the store, the runtime or identity.
 QUOTAS_PUBLIC = (
-    "quotas.api", "quotas.siblings", "quotas.conf", "quotas.setting", "quotas.settings_spec", "quotas.checks",
+    "quotas.api", "quotas.siblings", "quotas.settings",
+    "quotas.checks",
     "quotas.exceptions", "quotas.signals", "quotas.problems", "quotas.rules", "quotas.formats", "quotas.drf",
     "quotas.openapi", "quotas.throttling", "quotas.middleware", "quotas.metrics", "quotas.observability.history",
     "quotas.outbound",

@@ -21,7 +21,7 @@ from django.db.models import Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from plans.models import ClientBan
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 from quotas.siblings import ANONYMOUS_CLIENT, USAGE_TTL_DAYS, usage_date
 
 from .models import COUNTERS, BudgetAlert, UsageRecord

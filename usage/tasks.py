@@ -8,7 +8,7 @@ from dataclasses import asdict
 from celery import shared_task
 from django.db import DatabaseError
 
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 from quotas.siblings import STORE_ERRORS
 
 from .flush import flush_usage

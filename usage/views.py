@@ -29,10 +29,10 @@ from rest_framework.views import APIView
 from quotas import api
 from quotas import problems as quota_problems
 from quotas.api import Client
-from quotas.conf import quota_settings
 from quotas.drf import api_problems as problems
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
+from quotas.settings import quota_settings
 from quotas.siblings import STORE_ERRORS, is_client_tag
 
 from .history import (

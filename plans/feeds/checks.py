@@ -16,22 +16,9 @@ from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from quotas.checks import check_dict
-from quotas.settings_spec import ACL_FEEDS
-
-from ..conf import SETTINGS, feed_settings
+from ..conf import feed_settings
 
 TASK = "plans.refresh_acl_feeds"
-
-
-@register(Tags.compatibility)
-def check_settings(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
-    """Validate every feed setting (``QUOTAS['ACL_FEEDS']``) against its description."""
-    raw = feed_settings.user_settings()
-    label = "QUOTAS['ACL_FEEDS']"
-    if not isinstance(raw, dict):
-        return ACL_FEEDS.check(raw, label)
-    return check_dict(label, raw, SETTINGS, "quota_plans.W010")
 
 
 def _enabled_feeds() -> list[Any]:

@@ -9,10 +9,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from quotas.conf import ALGORITHMS, quota_settings
 from quotas.exceptions import InvalidRate
 from quotas.formats.money import round_money
 from quotas.formats.rates import parse_rates
+from quotas.settings import ALGORITHMS, quota_settings
 
 from ..countries import split_countries, validate_countries
 from .plans import Plan, Subscription

@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 
 from .validators import validate_durations
 

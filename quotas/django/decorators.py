@@ -11,11 +11,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
-from quotas.conf import quota_settings
 from quotas.django.respond import KEYS, arespond, facts_for, rate_rule, refused, respond
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.formats.rates import parse_rates
 from quotas.service import Facts, Verdict, check, check_async
+from quotas.settings import quota_settings
 
 
 def quota_limited(

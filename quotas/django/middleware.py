@@ -20,9 +20,9 @@ from typing import Any
 from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
-from quotas.conf import quota_settings
 from quotas.django.respond import arespond, facts_for, refused, respond
 from quotas.service import Facts, check, check_async
+from quotas.settings import quota_settings
 
 
 def path_limit(path: str) -> dict[str, Any] | None:

@@ -23,13 +23,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
-from quotas.conf import ALGORITHMS
 from quotas.http import responses
 from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
 from quotas.rules.limits import LimitRule, code_rate_algorithm, code_rule, drf_scope_rule
 from quotas.service import CountAs, Facts, Verdict, settle
+from quotas.settings import ALGORITHMS
 
 #: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,
 #: or the value of a request header (``"header:X-Tenant"``).

@@ -9,10 +9,10 @@ from django.http import HttpResponse
 from rest_framework import exceptions
 
 from quotas import problems
-from quotas.conf import quota_settings
 from quotas.drf.exceptions import QuotaAPIException
 from quotas.drf.handlers import respond
 from quotas.exceptions import ProblemException
+from quotas.settings import quota_settings
 
 
 def invalid_query(errors: dict[str, str]) -> dict[str, Any]:

@@ -7,12 +7,12 @@ from typing import Any
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
-from quotas.conf import quota_settings
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException
 from quotas.identity.clients import api_key_of, authenticate_key
 from quotas.rules.snapshot import Subscriber
 from quotas.runtime import get_runtime
+from quotas.settings import quota_settings
 
 
 class KeyHolder:

@@ -24,9 +24,9 @@ from typing import Any
 
 from rest_framework.request import Request
 
-from quotas.conf import quota_settings
 from quotas.drf.throttling import QuotaThrottle
 from quotas.rules.limits import LimitRule, code_rate_algorithm, code_rule
+from quotas.settings import quota_settings
 
 #: The ``throttle_scope`` of the housekeeping views: a plan limit with this scope replaces the default rate.
 USAGE_SCOPE = "usage_api"

@@ -20,8 +20,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from quotas.conf import quota_settings
 from quotas.formats.money import to_micros
+from quotas.settings import quota_settings
 
 
 def set_cost(request: Any, amount: Decimal | int | str) -> None:

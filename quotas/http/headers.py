@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 
 if TYPE_CHECKING:
     from quotas.store.decision import Decision, WindowState

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.http import HttpResponse
 
-from quotas.conf import quota_settings
 from quotas.problems import CONTENT_TYPE
+from quotas.settings import quota_settings
 
 
 def render(problem: dict[str, Any], like: HttpResponse | None = None) -> HttpResponse:

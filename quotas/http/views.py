@@ -9,13 +9,13 @@ import time
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas import problems
-from quotas.conf import quota_settings
 from quotas.contract.urls import describe
 from quotas.exceptions import StoreUnavailable
 from quotas.http import responses
 from quotas.identity.auth_failures import failed_auth, token_tag
 from quotas.metrics import DefaultSeries, default_series, exposition
 from quotas.runtime import get_runtime
+from quotas.settings import quota_settings
 
 
 def healthz(request: HttpRequest) -> HttpResponse:

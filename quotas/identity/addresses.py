@@ -18,7 +18,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 
 logger = logging.getLogger(__name__)
 

@@ -57,7 +57,6 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.contract.keys import client_tag
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import parse_rates
@@ -65,6 +64,7 @@ from quotas.identity.addresses import UNKNOWN_PEER, address_group
 from quotas.identity.devices import trusted_device, username_digest
 from quotas.rules.limits import LimitRule, Window
 from quotas.runtime import get_runtime
+from quotas.settings import quota_settings
 from quotas.store.decision import Decision
 
 logger = logging.getLogger(__name__)

@@ -16,13 +16,13 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas import problems
-from quotas.conf import quota_settings
 from quotas.contract.keys import client_tag
 from quotas.exceptions import AuthThrottled, InvalidAPIKey
 from quotas.identity.addresses import address_group
 from quotas.identity.auth_failures import address_tag, failed_auth
 from quotas.rules.snapshot import Subscriber
 from quotas.runtime.rules_cache import RulesCache
+from quotas.settings import quota_settings
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ A GeoIP2 or GeoLite2 Country or City database is opened with MaxMind's
 ``geoip2`` library (the ``geoip`` extra) the first time a request needs a
 country, once per process, and again only when ``QUOTAS`` changes (the
 setting's value is compared with the path the open reader was given, and
-:mod:`quotas.conf` forgets values on Django's ``setting_changed``). A request
+:mod:`quotas.settings` forgets values on Django's ``setting_changed``). A request
 pays for the lookup only when one of the limits it matched is kept to some
 countries (:meth:`quotas.rules.snapshot.RequestRules.in_country`).
 
@@ -28,8 +28,8 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.identity.addresses import IPAddress, client_ip
+from quotas.settings import quota_settings
 
 logger = logging.getLogger(__name__)
 

@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from django.apps import AppConfig, apps
 from django.core import checks
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from quotas.conf import quota_settings
 from quotas.contract.urls import describe
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.runtime import Runtime, get_runtime
+from quotas.settings import quota_settings
 from quotas.store.primaries import Primary
 
 OK, WARNING, ERROR = "ok", "warning", "error"
@@ -28,8 +29,10 @@ _RANK = {OK: 0, WARNING: 1, ERROR: 2}
 MAX_SKEW = 1.0
 #: The oldest Redis the engine runs on (see docs/algorithms.md: functions from 7, EVALSHA on 6.2).
 OLDEST_REDIS = (6, 2)
-#: The system checks reported: those of this product's apps, by the prefix of their ids.
-CHECK_PREFIXES = ("quotas.", "quota_plans.", "adaptive.", "usage.", "dashboard.")
+#: The apps of this product, as INSTALLED_APPS names them (the packages pyproject.toml ships; a test compares).
+#: The doctor reports the system checks of those installed, whose ids begin with the app's name or label
+#: (``adaptive.E002``, ``quota_plans.W001``).
+PRODUCT_APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications")
 
 #: This machine's clock, compared with Redis's TIME (a seam: a test sets it off to see the warning).
 clock: Callable[[], float] = time.time
@@ -195,19 +198,27 @@ def check_failure_mode() -> Finding:
     return Finding("failure_mode", OK, f"while Redis is unreachable, '{mode}' ({how}): {FAILURE_MODE_EFFECTS[mode]}")
 
 
+def installed_product_apps() -> list[AppConfig]:
+    """The installed apps of this product, in the order of INSTALLED_APPS."""
+    return [config for config in apps.get_app_configs() if config.name in PRODUCT_APPS]
+
+
 def check_django() -> list[Finding]:
-    """The system checks of this product's apps (database checks included), one finding per message."""
+    """The system checks of every installed app of this product (database checks included), one finding per
+    message."""
+    installed = installed_product_apps()
+    prefixes = tuple({f"{name}." for config in installed for name in (config.name, config.label)})
     skipped = []
     try:
         messages = checks.run_checks(databases=[DEFAULT_DB_ALIAS])
     except DatabaseError as exc:  # a database check could not connect: the others still say something
         messages = checks.run_checks()
         skipped = [Finding("django", WARNING, f"database checks not run: the database failed ({exc})".strip())]
-    serious = [m for m in messages if m.level >= checks.WARNING and str(m.id or "").startswith(CHECK_PREFIXES)]
+    serious = [m for m in messages if m.level >= checks.WARNING and str(m.id or "").startswith(prefixes)]
     if not serious and not skipped:
-        return [
-            Finding("django", OK, "the system checks of quotas, plans, adaptive, usage and dashboard report nothing")
-        ]
+        names = [config.name for config in installed]
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+        return [Finding("django", OK, f"the system checks of {listed} report nothing")]
     return skipped + [
         Finding(
             f"django {m.id}",

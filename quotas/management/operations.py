@@ -12,7 +12,6 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
-from quotas.conf import quota_settings
 from quotas.contract.keys import is_client_tag
 from quotas.contract.urls import describe, redacted
 from quotas.exceptions import RulesUnavailable, ScriptFailed, StoreUnavailable
@@ -22,6 +21,7 @@ from quotas.rules.limits import Window
 from quotas.rules.snapshot import RuleSet
 from quotas.runtime import Runtime, get_runtime
 from quotas.runtime.rules_cache import RulesCache
+from quotas.settings import quota_settings
 
 CLIENT_HELP = (
     "The client: a subscription (s.12 or subscription:12), a user by primary key (u.5 or user:5; a user with an "

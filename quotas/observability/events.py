@@ -20,8 +20,8 @@ from typing import Any
 from django.db import connections
 from django.dispatch import Signal
 
-from quotas.conf import quota_settings
 from quotas.formats.periods import period_bounds
+from quotas.settings import quota_settings
 from quotas.signals import budget_threshold_crossed, client_banned
 from quotas.store.decision import Decision
 

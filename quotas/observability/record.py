@@ -7,12 +7,12 @@ import time
 from typing import Any
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.formats.acl import ACLRule
 from quotas.observability import otel
 from quotas.observability.history import History
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
 from quotas.observability.refusals import RefusalLog
+from quotas.settings import quota_settings
 from quotas.store.decision import Decision
 
 

@@ -40,10 +40,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.money import from_micros
+from quotas.settings import quota_settings
 from quotas.store.decision import Decision, WindowState
 from quotas.store.refusal_lists import RefusalLists
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from django.conf import settings
 
-from quotas.conf import quota_settings
 from quotas.contract.keys import window_field
 from quotas.contract.protocol import ALGORITHM_CODES, WindowSpec
 from quotas.formats.periods import period_bounds
 from quotas.formats.rates import Rate, parse_rates
+from quotas.settings import quota_settings
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
@@ -43,7 +43,7 @@ class Window:
     spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
     # Header text that never changes for a window, made once here rather than on every response
-    # (quotas.http.headers puts them together): with settings kept once read (quotas.conf), about 5 us of a
+    # (quotas.http.headers puts them together): with settings kept once read (quotas.settings), about 5 us of a
     # busy client's 37 (docs/benchmark-history.md).
     advertised: bool = field(init=False, compare=False, repr=False)  # shown in RateLimit headers
     counts_requests: bool = field(init=False, compare=False, repr=False)  # one unit a request, whatever its weight

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from django.utils.module_loading import import_string
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.contract.keys import subscription_id
 from quotas.exceptions import StoreUnavailable
 from quotas.observability.events import fire_budget_alerts
@@ -28,6 +27,7 @@ from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
 from quotas.runtime.poller import Poller
 from quotas.runtime.rules_cache import RulesCache
+from quotas.settings import quota_settings
 from quotas.signals import remembered_state_stale
 from quotas.store.allowances import Allowances
 from quotas.store.back_office import BackOffice

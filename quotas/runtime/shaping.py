@@ -26,7 +26,7 @@ import math
 import threading
 import time
 
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 
 #: Clients holding shaping budget that one process keeps count of. Only clients holding some are kept (a
 #: client is forgotten once what it held has drained); past this many, a new client's delay is refused until

@@ -15,7 +15,7 @@ import threading
 import time
 
 from quotas import metrics
-from quotas.conf import quota_settings
+from quotas.settings import quota_settings
 
 logger = logging.getLogger(__name__)
 

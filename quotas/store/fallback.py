@@ -28,10 +28,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from quotas.conf import quota_settings
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.formats.periods import period_bounds
 from quotas.rules.limits import Window
+from quotas.settings import quota_settings
 from quotas.store.decision import Decision, WindowState, scaled
 
 #: One window checked: its state, and what consumes from it once every window of the request agreed (or None).

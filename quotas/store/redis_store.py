@@ -20,7 +20,6 @@ from typing import Any
 
 from redis.cluster import RedisCluster
 
-from quotas.conf import quota_settings
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
 from quotas.contract.protocol import (
@@ -38,6 +37,7 @@ from quotas.contract.protocol import (
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.formats.periods import UsageDay, usage_day
 from quotas.rules.limits import Window
+from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 from quotas.store.history_store import HistoryStore
@@ -379,16 +379,12 @@ def _failure(what: str, exc: Exception) -> StoreUnavailable:
 
 def _state(window: Window, reply: WindowReply, multiplier: float) -> WindowState:
     """The state of ``window`` from its part of decide.lua's reply, at the quota the multiplier left."""
+    # Positional, in WindowState's field order (window, ok, remaining, reset_us, retry_us, delay_us, used, alert,
+    # quota): keywords cost a dataclass's __init__ more, for every window of every decision.
+    ok, remaining, reset_us, retry_us, delay_us, used, alert = reply
+    quota = window.quota if multiplier == 1.0 else scaled(window, multiplier)
     return WindowState(
-        window,
-        ok=reply.ok == 1,
-        remaining=reply.remaining,
-        reset_us=reply.reset_us,
-        retry_us=None if reply.retry_us == NEVER else reply.retry_us,
-        delay_us=reply.delay_us,
-        used=reply.used,
-        alert=reply.alert,
-        quota=scaled(window, multiplier),
+        window, ok == 1, remaining, reset_us, None if retry_us == NEVER else retry_us, delay_us, used, alert, quota
     )
 
 

@@ -33,9 +33,9 @@ from typing import Any
 from django.core import signing
 
 from quotas import metrics
-from quotas.conf import quota_settings
 from quotas.contract.protocol import usage_add_args
 from quotas.formats.periods import usage_day
+from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS
 
 logger = logging.getLogger(__name__)

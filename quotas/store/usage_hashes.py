@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
-from quotas.conf import quota_settings
 from quotas.contract.keys import client_keys
 from quotas.contract.protocol import USAGE_COUNTERS, USAGE_TTL_DAYS, UsageCounter
+from quotas.settings import quota_settings
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from adaptive.checks import LOAD_REPORTER, check_beat_schedule, check_extra, check_load_reporter, check_settings
+from adaptive.checks import LOAD_REPORTER, check_beat_schedule, check_extra, check_load_reporter
 from adaptive.conf import DEFAULTS, adaptive_settings
 from adaptive.middleware import LoadReporterMiddleware
+from quotas.checks import check_settings  # QUOTAS['ADAPTIVE'] is checked with QUOTAS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adaptive.checks import check_settings
+from quotas.checks import check_settings  # QUOTAS['ADAPTIVE'] is checked with QUOTAS
 from tests.doc_blocks import doc_block
 
 HOOK_THRESHOLDS = {"low": 0.8, "high": 1.0, "critical": 1.5}

@@ -90,3 +90,22 @@ def test_the_workload_program_runs_each_workload_twice(redis_server):
     }  # fmt: skip
     assert all(line["failed"] == 0 for line in lines)
     assert len({line["pid"] for line in lines}) == 6  # each run a process of its own, as cachegrind counts them
+
+
+def test_the_trace_counts_the_product_code_of_one_cold_decision(redis_server):
+    """The trace program counts one new user's decision from QuotaThrottle.allow_request on: product modules only
+    (the throttle and the store among them, no Django or redis-py file), each function once, at least one call
+    per function."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    command = [sys.executable, "-m", "bench.count_trace", "--warmup", "3", "--redis-url", redis_server.url]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout.splitlines()[-1])
+    visited = trace["visited"]
+    assert "quotas/drf/throttling.py" in visited
+    assert "quotas/store/redis_store.py" in visited
+    assert all(path.split("/")[0] in {"quotas", "plans", "usage", "adaptive"} for path in visited)
+    assert trace["modules"] == len(visited)
+    assert trace["functions"] == sum(len(names) for names in visited.values())
+    assert trace["calls"] >= trace["functions"]
+    assert not any(name.startswith("<") for names in visited.values() for name in names)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -14,6 +13,7 @@ from notifications.models import Contact, Endpoint
 from notifications.secrets import encrypt, new_secret
 from plans.models import CostBudget, Subscription
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.serving import served
 
 
 @dataclass
@@ -52,14 +52,9 @@ def receiver() -> Iterator[Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/quota"
-    try:
+    with served(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from notifications.models import Delivery, Endpoint
 from notifications.record import record_event
 from notifications.secrets import encrypt, new_secret
 from tests.factories import SubscriptionFactory
+from tests.serving import served
 from tests.slow_server import slow_server
 
 from .test_webhooks import documented_verifier
@@ -108,7 +109,6 @@ def test_a_certificate_that_does_not_verify_is_a_tls_failure(tmp_path, set_quota
     (the verification error) is kept for staff."""
     import ssl
     import subprocess
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True})
@@ -119,15 +119,11 @@ def test_a_certificate_that_does_not_verify_is_a_tls_failure(tmp_path, set_quota
     context.load_cert_chain(cert, key)
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with served(server):
         subscription = SubscriptionFactory()
         endpoint, _ = endpoint_for(subscription, f"https://127.0.0.1:{server.server_address[1]}/hook")
         raise_events(subscription, 1)
         assert dispatch_due().failed == 1
-    finally:
-        server.shutdown()
-        server.server_close()
     delivery = Delivery.objects.get(endpoint=endpoint)
     assert (delivery.status, delivery.failure) == ("pending", "tls")
     assert "CERTIFICATE_VERIFY_FAILED" in delivery.error

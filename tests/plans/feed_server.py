@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.serving import served
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -20,11 +21,5 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 def serving(folder: Path) -> Iterator[str]:
     """Serve ``folder`` over HTTP until the block ends; yields the base URL (``http://127.0.0.1:PORT/``)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with served(server):
         yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

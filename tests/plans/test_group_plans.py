@@ -13,10 +13,10 @@ from django.test import Client
 
 from plans.models import GroupPlan, Subscription
 from plans.rules import PlansRulesBackend
-from quotas.conf import quota_settings
 from quotas.contract.keys import rules_version_key
 from quotas.runtime import get_runtime
 from quotas.runtime.rules_cache import RulesCache
+from quotas.settings import quota_settings
 from quotas.store.rules_version import RulesVersion
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 

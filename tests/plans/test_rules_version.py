@@ -8,9 +8,9 @@ import time
 import pytest
 
 from plans.models import APIKey
-from quotas.conf import quota_settings
 from quotas.contract.keys import rules_version_key
 from quotas.runtime import get_runtime
+from quotas.settings import quota_settings
 from tests.factories import issue_key
 from tests.waiting import wait_until
 

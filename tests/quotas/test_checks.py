@@ -14,7 +14,7 @@ from quotas.checks import (
     check_settings,
     check_sign_in_middleware,
 )
-from quotas.conf import DEFAULTS, quota_settings
+from quotas.settings import DEFAULTS, quota_settings
 
 
 def ids(messages):

@@ -104,3 +104,17 @@ def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(runt
 
     assert async_to_sync(decide_and_read_the_cap)() == MAX_CONNECTIONS
     assert client_of(runtime).connection_pool.max_connections == MAX_CONNECTIONS
+
+
+def test_a_call_reaches_redis_as_redis_py_would_have_written_it(redis_server):
+    """The held path packs a call itself (hiredis's packer, without redis-py's per-command copy): text (UTF-8),
+    bytes, ints, floats (by repr) and empty strings arrive in Redis as redis-py writes them, and a value no
+    packer can write is redis-py's DataError, raised before anything is sent (the connection stays usable)."""
+    client = redis.Redis.from_url(redis_server.url)
+    script = LuaScript(client, "return ARGV")
+    args: list[object] = ["é", b"\x00spec", 7, -3, 0.1, 1 / 3, 1e20, ""]
+    assert script(keys=[], args=args) == [b"\xc3\xa9", b"\x00spec", b"7", b"-3", b"0.1", b"0.3333333333333333",
+                                          b"1e+20", b""]  # fmt: skip
+    with pytest.raises(redis.DataError):
+        script(keys=[], args=[None])
+    assert script(keys=[], args=["still usable"]) == [b"still usable"]

@@ -176,6 +176,7 @@ def entries(space) -> int:
                for value in space.data.values())  # fmt: skip
 
 
+@pytest.mark.slow  # 6,000 clients' requests: seconds of work
 @pytest.mark.django_db
 @pytest.mark.urls("tests.urls")
 def test_one_off_clients_entries_are_swept_once_their_windows_pass(one_off_store):

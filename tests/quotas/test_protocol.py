@@ -7,7 +7,6 @@ from importlib import resources
 
 import pytest
 
-from quotas.conf import ALGORITHMS
 from quotas.contract.keys import window_field
 from quotas.contract.library import ENTRY_POINTS, library_source, script_source
 from quotas.contract.protocol import (
@@ -34,6 +33,7 @@ from quotas.contract.protocol import (
     release_args,
     usage_add_args,
 )
+from quotas.settings import ALGORITHMS
 
 #: The scripts run by Redis's own EVAL, the reference the memory store is held to.
 pytestmark = pytest.mark.redis

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core import checks
@@ -203,3 +204,23 @@ def test_database_checks_that_cannot_run_are_a_warning(free, runtime):
         "status": "warning",
         "detail": "database checks not run: the database failed (could not connect to server)",
     }
+
+
+def test_the_system_checks_of_every_installed_app_of_the_product_are_reported(free, set_quotas):
+    """The notifications app's checks are reported too (each app by its name or label: quota_plans.W001)."""
+    set_quotas(NOTIFICATIONS={"TIMEOUT": 0})
+    found = {f.name: f.status for f in doctor.check_django()}
+    assert found == {"django notifications.E002": "error"}
+
+
+def test_the_product_apps_are_the_packages_shipped():
+    """PRODUCT_APPS names every app pyproject.toml ships, so a new app's checks are never left out."""
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    (include,) = re.findall(r"packages = \{ find = \{ include = \[(.*?)\] \} \}", text)
+    assert sorted(doctor.PRODUCT_APPS) == sorted(re.findall(r'"(\w+)\*"', include))
+
+
+def test_nothing_to_report_names_the_installed_apps(free, settings):
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a not in ("notifications",)]
+    (finding,) = doctor.check_django()
+    assert finding.detail == "the system checks of quotas, plans, adaptive, dashboard and usage report nothing"

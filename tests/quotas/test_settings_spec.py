@@ -7,17 +7,14 @@ from decimal import Decimal
 
 import pytest
 
-from adaptive.conf import SETTINGS as ADAPTIVE_SETTINGS
-from plans.conf import SETTINGS as FEED_SETTINGS
-from quotas.conf import DEFAULTS, SECTIONS, quota_settings
-from quotas.setting import Setting, markdown_table
-from quotas.settings_spec import SETTINGS
+from quotas.settings import DEFAULTS, SECTIONS, Setting, markdown_table, quota_settings
+from quotas.settings.registry import registered
+from quotas.settings.spec import SETTINGS
 
+#: The engine's settings and sections, and the section each app registered (all are installed here).
 DESCRIBED = {
-    "QUOTAS": SETTINGS,
-    **{f"QUOTAS[{s.name!r}]": s.keys for s in SETTINGS if s.keys},
-    "QUOTAS['ADAPTIVE']": ADAPTIVE_SETTINGS,
-    "QUOTAS['ACL_FEEDS']": FEED_SETTINGS,
+    "QUOTAS": (*SETTINGS, *(s.setting for s in registered())),
+    **{f"QUOTAS[{s.name!r}]": s.keys for s in (*SETTINGS, *(s.setting for s in registered())) if s.keys},
 }
 
 

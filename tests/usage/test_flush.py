@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 
 from plans.models import APIKey
-from quotas.conf import quota_settings
 from quotas.identity.clients import hash_api_key
 from quotas.runtime import reset_runtime
+from quotas.settings import quota_settings
 from quotas.store.usage_hashes import read_snapshot, readable_days, scan_usage_keys, server_now
 from tests.factories import issue_key
 from usage.flush import flush_usage, write_rows

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from quotas.conf import quota_settings
 from quotas.contract.urls import describe, redacted
 from quotas.management.doctor import ERROR, examine, worst
+from quotas.settings import quota_settings
 
 
 class Command(BaseCommand):

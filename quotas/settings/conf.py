@@ -5,12 +5,14 @@ Read through :data:`quota_settings`; an attribute is looked up in
 ``setting_changed`` signal says ``QUOTAS`` changed (as DRF's ``api_settings``
 does, so ``override_settings`` works and nothing is captured at import time),
 falling back to the defaults of
-:data:`quotas.settings_spec.SETTINGS`, where every setting is described once
+:data:`quotas.settings.spec.SETTINGS`, where every setting is described once
 (type, default, allowed values, check id, hint, doc). A concern with several
 settings is a nested dict (:data:`SECTIONS`): ``QUOTAS['METRICS']``,
-``QUOTAS['USAGE_FLUSH']``, and ``QUOTAS['ADAPTIVE']`` (read by
-``adaptive.conf.adaptive_settings``, whose keys are described there). A
-project's nested dict is merged over the section's defaults key by key.
+``QUOTAS['USAGE_FLUSH']``, ... A project's nested dict is merged over the
+section's defaults key by key. The sections other apps read
+(``QUOTAS['ADAPTIVE']``, ...) are theirs: each app describes its keys and reads
+them with a :class:`quotas.settings.setting.SectionSettings` of its own, and registers
+the section (:mod:`quotas.settings.registry`) so that it is checked.
 """
 
 from __future__ import annotations
@@ -20,15 +22,14 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from quotas.setting import defaults
-from quotas.settings_spec import SETTINGS
-from quotas.settings_validators import ALGORITHMS as ALGORITHMS
+from .setting import defaults
+from .spec import SETTINGS
+from .validators import ALGORITHMS as ALGORITHMS
 
 #: Every setting's default, by name (derived from :data:`SETTINGS`; a section's is the dict of its keys').
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 #: Settings that are nested dicts of their own keys, merged over their defaults key by key.
-#: (ADAPTIVE is one too, but its keys and defaults belong to the adaptive app.)
 SECTIONS = tuple(s.name for s in SETTINGS if s.keys)
 
 

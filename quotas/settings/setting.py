@@ -1,7 +1,7 @@
 """One setting described as data: its type, default, allowed values, check id, hint and doc.
 
 A settings dict (``QUOTAS``, ``QUOTAS['ADAPTIVE']``) is described once, as a
-tuple of :class:`Setting` (``quotas.settings_spec.SETTINGS``,
+tuple of :class:`Setting` (``quotas.settings.spec.SETTINGS``,
 ``adaptive.conf.SETTINGS``). The settings object reads its defaults from it,
 one system-check loop validates it (:func:`quotas.checks.check_dict`), and
 :func:`markdown_table` writes the settings reference's table from it, so the three cannot

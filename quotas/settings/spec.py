@@ -1,9 +1,11 @@
-"""Every ``QUOTAS`` setting, described once: type, default, allowed values, check id, hint and doc.
+"""Every setting of the engine in ``QUOTAS``, described once: type, default, allowed values, check id, hint and doc.
 
-:data:`quotas.conf.quota_settings` reads its defaults from :data:`SETTINGS`,
+:data:`quotas.settings.quota_settings` reads its defaults from :data:`SETTINGS`,
 :func:`quotas.checks.check_settings` validates each value against it, and the
 settings tables of docs/settings.md are written from it (``make settings-docs``; a test
-fails when they differ). Comments say what a one-line doc cannot.
+fails when they differ). Comments say what a one-line doc cannot. The sections other apps
+read (``ADAPTIVE``, ``NOTIFICATIONS``, ``ACL_FEEDS``) are described by those apps and
+registered with :mod:`quotas.settings.registry`.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 from decimal import Decimal
 from os import PathLike
 
-from quotas import settings_validators as valid
-from quotas.setting import Setting, section
-from quotas.settings_validators import ALGORITHMS
+from . import validators as valid
+from .setting import Setting, section
+from .validators import ALGORITHMS
 
 FAILURE_MODES = ("local", "open", "closed")
 _SECONDS = "a number of seconds"
@@ -103,24 +105,6 @@ ALLOWANCES = (
         doc="the most requests one allowance admits",
         hint="An integer of at least 2.",
     ),
-)  # fmt: skip
-
-#: QUOTAS['ADAPTIVE'] itself. Its keys, their defaults and checks are the adaptive app's (adaptive/conf.py),
-#: read and checked when that app is installed.
-ADAPTIVE = Setting(
-    "ADAPTIVE", dict | None, {}, check_id="adaptive.E001",
-    doc="adaptive limits, read when `adaptive` is installed (its keys below)",
-    hint="A dict of the keys to change, or leave it out.",
-)  # fmt: skip
-NOTIFICATIONS = Setting(
-    "NOTIFICATIONS", dict | None, {}, check_id="notifications.E000",
-    doc="webhooks and e-mail to customers, read when `notifications` is installed (its keys below)",
-    hint="A dict of the keys to change, or leave it out.",
-)  # fmt: skip
-ACL_FEEDS = Setting(
-    "ACL_FEEDS", dict | None, {}, check_id="quota_plans.E010",
-    doc="allow and deny lists kept from feeds (URLs or files), read by the `plans` app (its keys below)",
-    hint="A dict of the keys to change, or leave it out.",
 )  # fmt: skip
 
 SETTINGS = (
@@ -434,7 +418,4 @@ SETTINGS = (
         doc="local allowances for busy clients",
         hint="A dict of the keys to change; the others keep their defaults.",
     ),
-    ADAPTIVE,
-    NOTIFICATIONS,
-    ACL_FEEDS,
 )  # fmt: skip

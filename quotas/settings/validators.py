@@ -1,6 +1,6 @@
 """The QUOTAS settings' checks beyond a type and a range, each named in its setting's description.
 
-See :data:`quotas.setting.Validator`: each gets a value of the described type
+See :data:`quotas.settings.setting.Validator`: each gets a value of the described type
 and the setting's name as messages write it, and yields what is wrong. None
 opens a connection (the checks run at every ``manage.py`` start).
 """
