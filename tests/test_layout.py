@@ -79,7 +79,7 @@ def test_modules_stay_small(app):
 QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Settings, errors and signals; the metrics registry; the formats every layer reads (rates, money, periods,
     # allow and deny lists); what the engine and its store share (the Python/Lua protocol, the key layout, the Lua
-    # library, the clients from a URL, the memory store); the SSRF guard of requests to URLs operators enter.
+    # library, a REDIS_URL's parsing); the SSRF guard of requests to URLs operators enter.
     (
         "foundations",
         (
@@ -342,11 +342,9 @@ def test_other_apps_use_only_the_public_parts_of_quotas(app):
     assert offenders == []
 
 
-#: The sibling app with a Redis client of its own: the adaptive controller's keyspace (its samples, memory and run
-#: lock) coordinates workers on many hosts, so it connects itself (quotas.siblings says why).
-OWN_REDIS = {"adaptive"}
-#: What no other app may take from quotas: the runtime, and the calls that hand out or take a Redis client.
-HANDS_OUT_REDIS = {"quotas.siblings": {"get_runtime", "connect"}}
+#: What no other app may take from quotas: the runtime. (The adaptive controller's own keys go through the store's
+#: ControllerBoard, quotas.siblings.controller_board, which hands out no client.)
+HANDS_OUT_REDIS = {"quotas.siblings": {"get_runtime"}}
 
 
 def imported_names(source: str) -> Iterator[tuple[str, str, int]]:
@@ -358,16 +356,17 @@ def imported_names(source: str) -> Iterator[tuple[str, str, int]]:
 
 @pytest.mark.parametrize("app", sorted(set(MAY_IMPORT) - {"quotas"}))
 def test_other_apps_hold_no_runtime_store_or_redis_client(app):
-    """plans, usage and dashboard read what the engine keeps in Redis through quotas.siblings' specific calls
-    (BackOffice): none imports redis, the runtime, a way to connect, or a history reader that takes a client."""
+    """plans, usage, adaptive and dashboard read what the engine keeps in Redis through quotas.siblings' specific
+    calls (BackOffice, the controller's board): none imports redis, the runtime, or a history reader that takes a
+    client."""
     offenders = []
     for path in sources(app):
         source = path.read_text(encoding="utf-8")
         where = path.relative_to(ROOT)
-        if app not in OWN_REDIS and "redis" in imported_top_levels(path):
+        if "redis" in imported_top_levels(path):
             offenders.append(f"{where} imports redis")
         for module, name, line in imported_names(source):
-            if name in HANDS_OUT_REDIS.get(module, set()) and not (app in OWN_REDIS and name == "connect"):
+            if name in HANDS_OUT_REDIS.get(module, set()):
                 offenders.append(f"{where}:{line} imports {module}.{name}")
             if module == "quotas.observability.history" and name.startswith("read_"):
                 offenders.append(f"{where}:{line} imports {module}.{name} (it takes a Redis client)")
