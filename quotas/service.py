@@ -5,8 +5,8 @@ their async forms) only builds the :class:`Facts` of a request and turns the
 :class:`Verdict` into its framework's answer. Everything else happens here,
 once, in this order:
 
-1. the rules snapshot and the client (API key, user or address; the
-   adapter's ``count_as`` hook may count it as someone else);
+1. the rules snapshot and the client (API key, user or address; an adapter
+   that counts the request as someone else resolves it first, :func:`identified`);
 2. the windows: the client's plan's limits matching the scope, path and
    method, else the adapter's fallback limits (DRF's rates), plus the limits
    the code gave;
@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -59,11 +59,6 @@ from quotas.store.decision import DecideCall, Decision
 
 logger = logging.getLogger(__name__)
 
-#: ``count_as(client)``: the client whose counters a request spends (None: the request is not limited).
-CountAs = Callable[[Client], Client | None]
-#: ``fallback()``: the limits of a client no plan covers (DRF's rates), asked only for such a client.
-Fallback = Callable[[], Sequence[LimitRule]]
-
 
 # Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, a few
 # microseconds per request on the hot path for a guarantee nothing here needs.
@@ -75,7 +70,7 @@ class Facts:
     reports its actual cost, and what the audit log describes. ``auth`` is what
     authentication found (DRF's ``request.auth``). ``limits`` are limits the
     code gave (a decorator's ``rate``), which apply whatever the plans say;
-    ``fallback`` gives the limits of a client no plan covers (DRF's rates).
+    ``fallback`` are the limits of a client no plan covers (DRF's rates).
     ``weight`` overrides each window's own weight; ``cost_micros`` is the
     view's estimate, or None for the limits' prices; ``price_per_unit``
     charges the limits' prices once per unit of ``weight`` rather than once
@@ -93,6 +88,10 @@ class Facts:
     already priced (a second throttle class of the view, counting clients
     otherwise): only its rate windows, at no cost, no budget, and not counted
     in usage again.
+
+    ``client`` is the client whose counters the request spends, when the
+    adapter resolved it itself (DRF's ``get_cache_key``, a decorator's
+    ``key=``: see :func:`identified`); None lets the service identify it.
     """
 
     http_request: HttpRequest
@@ -101,11 +100,11 @@ class Facts:
     auth: Any = None
     scope: str = ""
     limits: tuple[LimitRule, ...] = ()
-    fallback: Fallback | None = None
+    fallback: tuple[LimitRule, ...] = ()
     weight: int | None = None
     cost_micros: int | None = None
     price_per_unit: bool = False
-    count_as: CountAs | None = None
+    client: Client | None = None
     scope_limits_only: bool = False
     metered: bool = True
     priced: bool = True
@@ -132,48 +131,44 @@ class Verdict:
         return self.refusal is None
 
 
-@dataclass(slots=True)
-class _Call:
-    """What the store call of one request needs, worked out once."""
+class Call(DecideCall):
+    """One request's store call, resolved from its facts against the compiled rules: what the store is asked
+    (it is a :class:`~quotas.store.decision.DecideCall`) with what the service needs around it, so a request
+    keeps this one shape from the rules to the reply."""
 
-    facts: Facts
-    runtime: Runtime
-    rules: RuleSet
-    client: Client
-    plan_id: int | None
-    windows: Sequence[Window]
-    started: float
-    usage: str
-    cost: int
-    plan: PlanRules | None
-    store_seconds: float = 0.0  # the store call's time (OpenTelemetry's span and histogram)
+    __slots__ = ("client", "facts", "plan", "plan_id", "rules", "runtime", "started", "store_seconds")
 
-    @property
-    def plan_slug(self) -> str | None:
-        """The client's plan's slug (metrics, audit, history), None without a plan."""
-        return self.plan.slug if self.plan is not None else None
-
-    def decide_call(self) -> DecideCall:
-        """The store's decide call (sync or async)."""
-        plan = self.plan
+    def __init__(  # noqa: PLR0913, PLR0917
+        self,
+        facts: Facts,
+        runtime: Runtime,
+        rules: RuleSet,
+        client: Client,
+        plan_id: int | None,
+        windows: Sequence[Window],
+        cost: int,
+        usage: str,
+        started: float,
+    ) -> None:
+        plan = rules.plans.get(plan_id) if plan_id is not None else None
         # Concurrency leases are named by the request, so settling can end them.
-        request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in self.windows) else ""
-        return DecideCall(
-            self.client.tag,
-            self.windows,
-            self.facts.weight,
-            cost_micros=self.cost,
-            usage=self.usage,
-            multiplier=self.multiplier(),
-            ban_policy=plan.ban_policy if plan is not None and self.facts.metered else "",
-            request_id=request_id,
+        request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in windows) else ""
+        DecideCall.__init__(
+            self, client.tag, windows, facts.weight, None, cost, usage, False,
+            runtime.multipliers.get(plan_id),  # the adaptive multiplier of the plan (1.0 without one)
+            plan.ban_policy if plan is not None and facts.metered else "",
+            request_id,
             # An allowance charges each request the limits' price; a view's own estimate varies per request.
-            allowance_ok=self.facts.cost_micros is None and (plan is None or plan.local_allowances),
-        )
-
-    def multiplier(self) -> float:
-        """The adaptive multiplier of the client's plan (1.0 without one)."""
-        return self.runtime.multipliers.get(self.plan_id)
+            facts.cost_micros is None and (plan is None or plan.local_allowances),
+        )  # fmt: skip
+        self.facts = facts
+        self.runtime = runtime
+        self.rules = rules
+        self.client = client
+        self.plan_id = plan_id
+        self.plan = plan
+        self.started = started
+        self.store_seconds = 0.0  # the store call's time (OpenTelemetry's span and histogram)
 
 
 def check(facts: Facts) -> Verdict:
@@ -185,10 +180,9 @@ def check(facts: Facts) -> Verdict:
         call = _prepare(facts, started)
         if isinstance(call, Verdict):
             return call
-        decide = call.decide_call()
         sent = time.perf_counter()
         try:
-            decision = call.runtime.guard.decide_call(decide)
+            decision = call.runtime.guard.decide_call(call)
         except StoreUnavailable:
             return _conclude(call, _fail(call))
         call.store_seconds = time.perf_counter() - sent
@@ -212,14 +206,27 @@ async def check_async(facts: Facts) -> Verdict:
         return Verdict(refusal=exc, request=facts.request)
     if isinstance(call, Verdict):
         return call
-    decide = call.decide_call()
     sent = time.perf_counter()
     try:
-        decision: Decision | Verdict = await call.runtime.guard.adecide(decide)
+        decision: Decision | Verdict = await call.runtime.guard.adecide(call)
         call.store_seconds = time.perf_counter() - sent
     except StoreUnavailable:
         decision = _fail(call)
     return await sync_to_async(_conclude)(call, decision)
+
+
+def identified(facts: Facts) -> Client | Verdict:
+    """For an adapter that counts a request as another client (DRF's ``get_cache_key``, a decorator's
+    ``key=``): the client the request is identified as (API key, user or address), which the adapter then
+    sets as ``facts.client``; or the verdict of a request answered without a decision (limits off, a bad
+    API key, a weight or cost out of bounds). It may read the database (an API key): sync code only."""
+    if not quota_settings.ENABLED:
+        return Verdict(request=facts.request)
+    try:
+        _within_bounds(facts)
+        return _identify(facts, get_runtime())
+    except ProblemException as exc:
+        return Verdict(refusal=exc, request=facts.request)
 
 
 def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None) -> None:
@@ -284,18 +291,21 @@ def _cost_within_bounds(cost: int) -> int:
     return cost
 
 
-def _prepare(facts: Facts, started: float) -> _Call | Verdict:
-    """Steps 1 to 3: the store call's inputs, or the verdict of a request decided without it."""
+def _identify(facts: Facts, runtime: Runtime) -> Client:
+    """The client ``facts``' request comes from (API key, user or address); its API key's use is noted."""
+    client = identify(facts.http_request, facts.user, runtime.rules, facts.auth)
+    if client.subscriber is not None:
+        runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
+    return client
+
+
+def _prepare(facts: Facts, started: float) -> Call | Verdict:
+    """Steps 1 to 3: the store call, or the verdict of a request decided without it."""
     _within_bounds(facts)
     runtime = get_runtime()
     rules = runtime.rules.current()
+    client = facts.client if facts.client is not None else _identify(facts, runtime)
     http = facts.http_request
-    identified = identify(http, facts.user, runtime.rules, facts.auth)
-    if identified.subscriber is not None:
-        runtime.key_use.touch(identified.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
-    client = facts.count_as(identified) if facts.count_as is not None else identified
-    if client is None:
-        return Verdict(request=facts.request)  # the adapter's hook said: not limited
     path, method = http.path, http.method or "GET"
     plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
     # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price.
@@ -304,14 +314,11 @@ def _prepare(facts: Facts, started: float) -> _Call | Verdict:
         matched = matched.in_country(request_country(http))
     windows = _plan_windows(facts, rules, client, plan_id, matched, path=path, method=method)
     windows += [w for rule in facts.limits for w in rule.windows]
-    plan = rules.plans.get(plan_id) if plan_id is not None else None
     if not facts.priced:  # the request's budgets are the decision's that priced it
         windows = [w for w in windows if not w.is_budget]
     cost = _request_cost(facts, matched)
     usage = usage_field(plan_id, facts.scope) if facts.metered and facts.priced else ""
-    call = _Call(
-        facts, runtime, rules, client, plan_id, windows, started, usage, cost, plan
-    )  # fmt: skip
+    call = Call(facts, runtime, rules, client, plan_id, windows, cost, usage, started)
     if rules.acl:
         entry = _match_acl(call)
         if entry is not None:
@@ -364,11 +371,10 @@ def _plan_windows(
             return own
     # No plan covers this client (no plans, or no subscription and no default plan), or none of its plan's
     # limits names the scope (scope_limits_only): the fallback applies.
-    fallback = facts.fallback() if facts.fallback is not None else ()
-    return [w for rule in fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
+    return [w for rule in facts.fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
 
 
-def _fail(call: _Call) -> Decision | Verdict:
+def _fail(call: Call) -> Decision | Verdict:
     """Redis unreachable: the failure mode's verdict, or this process's local decision."""
     mode = quota_settings.FAILURE_MODE
     if mode == "closed":
@@ -377,11 +383,11 @@ def _fail(call: _Call) -> Decision | Verdict:
         return Verdict(call.client, call.plan_id, request=call.facts.request)
     # "local": this process enforces its share of the same limits until Redis is back.
     return call.runtime.guard.decide_locally(
-        call.client.tag, call.windows, call.facts.weight, call.cost, call.usage, multiplier=call.multiplier()
+        call.tag, call.windows, call.weight, call.cost_micros, call.usage, multiplier=call.multiplier
     )
 
 
-def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
+def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     """Steps 5 and 6: audit, metrics, alerts and bans, then the refusal or the shaping delay."""
     if isinstance(decision, Verdict):
         return decision  # the failure mode answered
@@ -392,7 +398,7 @@ def _conclude(call: _Call, decision: Decision | Verdict) -> Verdict:
     runtime = call.runtime
     facts = call.facts
     record_decision(
-        facts.request, decision, client_tag=call.client.tag, plan=call.plan_slug, scope=facts.scope,
+        facts.request, decision, client_tag=call.client.tag, plan=_slug(call.plan), scope=facts.scope,
         started=call.started, history=runtime.history if facts.metered else None, refusals=runtime.refusals,
         store_seconds=call.store_seconds,
     )  # fmt: skip
@@ -438,7 +444,7 @@ def _shape(runtime: Runtime, decision: Decision, client_tag: str) -> QuotaExceed
     return None
 
 
-def _listed(call: _Call, entry: ACLRule) -> Verdict:
+def _listed(call: Call, entry: ACLRule) -> Verdict:
     """Allow entries skip limits and budgets; deny entries refuse with 403. Both are counted.
 
     An allowed request is counted with its estimated cost like any other, and
@@ -447,11 +453,11 @@ def _listed(call: _Call, entry: ACLRule) -> Verdict:
     facts, runtime = call.facts, call.runtime
     allowed = entry.action == "allow"
     record_acl(
-        facts.request, entry, client_tag=call.client.tag, plan=call.plan_slug, scope=facts.scope,
+        facts.request, entry, client_tag=call.client.tag, plan=_slug(call.plan), scope=facts.scope,
         started=call.started, history=runtime.history if facts.metered else None, refusals=runtime.refusals,
     )  # fmt: skip
     if allowed:
-        decision = runtime.guard.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost)
+        decision = runtime.guard.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost_micros)
         return _verdict(call, decision) if decision is not None else Verdict(call.client, call.plan_id)
     runtime.guard.count_acl(call.client.tag, call.usage, False, None, 0)
     problem = problems.access_denied(entry, time.time())
@@ -459,7 +465,7 @@ def _listed(call: _Call, entry: ACLRule) -> Verdict:
     return Verdict(call.client, call.plan_id, refusal=AccessDenied(problem, wait=problem.get("retry_after")))
 
 
-def _match_acl(call: _Call) -> ACLRule | None:
+def _match_acl(call: Call) -> ACLRule | None:
     """The allow or deny entry for this request (an in-process lookup, no Redis)."""
     subscriber = call.client.subscriber
     user = call.facts.user
@@ -473,15 +479,21 @@ def _match_acl(call: _Call) -> ACLRule | None:
     )
 
 
-def _count_unlimited(call: _Call) -> Decision:
+def _count_unlimited(call: Call) -> Decision:
     """Count an admitted request that no limit applies to (one script call, usage only)."""
-    tag, weight = call.client.tag, call.facts.weight
+    # Nothing is limited: no ban to check, no allowance to serve from, nothing to scale.
+    call.multiplier, call.ban_policy, call.allowance_ok = 1.0, "", False
     try:
-        return call.runtime.guard.decide(tag, (), weight, cost_micros=call.cost, usage=call.usage)
+        return call.runtime.guard.decide_call(call)
     except StoreUnavailable:
         # Admitted whatever the failure mode (no limit applies); its usage waits in-process.
-        return call.runtime.guard.decide_locally(tag, (), weight, call.cost, call.usage)
+        return call.runtime.guard.decide_locally(call.tag, (), call.weight, call.cost_micros, call.usage)
 
 
-def _verdict(call: _Call, decision: Decision) -> Verdict:
+def _verdict(call: Call, decision: Decision) -> Verdict:
     return Verdict(call.client, call.plan_id, decision, request=call.facts.request)
+
+
+def _slug(plan: PlanRules | None) -> str | None:
+    """A plan's slug (metrics, audit, history), None without a plan."""
+    return plan.slug if plan is not None else None

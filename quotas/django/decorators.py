@@ -12,10 +12,10 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
-from quotas.django.respond import KEYS, arespond, facts_for, rate_rule, refused, respond
+from quotas.django.respond import KEYS, achecked, arespond, checked, facts_for, rate_rule, refused, respond
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.formats.rates import parse_rates
-from quotas.service import Facts, Verdict, check, check_async
+from quotas.service import Facts, Verdict
 
 
 def quota_limited(
@@ -92,9 +92,7 @@ class _ViewLimit:
 
     def facts(self, request: HttpRequest) -> Facts:
         """What the service is told about ``request``."""
-        return facts_for(
-            request, self.scope, self.rate, weight=self.weight, algorithm=self.algorithm, group=self.group, key=self.key
-        )
+        return facts_for(request, self.scope, self.rate, weight=self.weight, algorithm=self.algorithm, group=self.group)
 
 
 def _limited(view: Callable[..., HttpResponse], limit: _ViewLimit) -> Callable[..., HttpResponse]:
@@ -104,7 +102,7 @@ def _limited(view: Callable[..., HttpResponse], limit: _ViewLimit) -> Callable[.
     def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not limit.applies(request):
             return view(request, *args, **kwargs)
-        verdict = check(limit.facts(request))
+        verdict = checked(request, limit.facts(request), limit.key)
         if _answered(verdict, limit.block):
             return refused(request, verdict)
         _mark(request, verdict)
@@ -120,7 +118,7 @@ def _async_limited(view: Callable[..., Any], limit: _ViewLimit) -> Callable[...,
     async def async_limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not limit.applies(request):
             return await view(request, *args, **kwargs)
-        verdict = await check_async(limit.facts(request))
+        verdict = await achecked(request, limit.facts(request), limit.key)
         if _answered(verdict, limit.block):
             return await sync_to_async(refused)(request, verdict)
         _mark(request, verdict)

@@ -29,7 +29,7 @@ from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
 from quotas.rules.limits import LimitRule, code_rate_algorithm, code_rule, drf_scope_rule
-from quotas.service import CountAs, Facts, Verdict, settle
+from quotas.service import Facts, Verdict, check, check_async, identified, settle
 
 #: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,
 #: or the value of a request header (``"header:X-Tenant"``).
@@ -44,12 +44,11 @@ def facts_for(
     weight: int | None = None,
     algorithm: str | None = None,
     group: str | None = None,
-    key: str | Callable[[HttpRequest], Any] | None = None,
 ) -> Facts:
     """The facts of a plain Django ``request`` (see the module docstring).
 
-    ``group`` names the counters a ``rate`` spends (views of one group share them);
-    ``key`` counts the request for another client than the one identified.
+    ``group`` names the counters a ``rate`` spends (views of one group share them); a ``key=`` counting the
+    request for another client than the one identified goes to :func:`checked`.
     """
     limits: tuple[LimitRule, ...] = ()
     fallback: tuple[LimitRule, ...] = ()
@@ -65,9 +64,8 @@ def facts_for(
         getattr(request, "user", None),  # Django's AuthenticationMiddleware; no DRF authentication here
         scope=scope,
         limits=limits,
-        fallback=(lambda: fallback) if fallback else None,
+        fallback=fallback,
         weight=weight,
-        count_as=count_as(request, key) if key is not None else None,
     )
 
 
@@ -82,27 +80,55 @@ def rate_rule(group: str, rate: str, algorithm: str | None = None, name: str | N
     return code_rule(f"view.{group or '-'}", name or group or "view", rate, algorithm or code_rate_algorithm())
 
 
-def count_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any]) -> CountAs:
-    """The service's ``count_as`` for a decorator's ``key=`` (see :data:`KEYS`); the plan stays the client's."""
+def checked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+    """:func:`~quotas.service.check` of ``facts``; with a ``key=``, the client is identified first and counted
+    as the key says (data for the service, which never calls back), and a request whose key function gives
+    None is admitted without a decision. It may read the database (an API key): sync code only."""
+    if key is None:
+        return check(facts)
+    found = identified(facts)
+    if isinstance(found, Verdict):
+        return found  # limits off, or answered without a decision (a bad API key, out of bounds)
+    client = counted_as(request, key, found)
+    if client is None:
+        return Verdict(request=facts.request)  # the key function said: not limited
+    facts.client = client
+    return check(facts)
 
-    def counted(client: Client) -> Client | None:
-        if callable(key):
-            value = key(request)
-            if value is None:
-                return None  # the key function said: not limited
+
+async def achecked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+    """:func:`checked` for an async view: identifying the client and the key function run in asgiref's worker
+    thread (either may read the database), the decision is awaited."""
+    if key is None:
+        return await check_async(facts)
+    found = await sync_to_async(identified)(facts)
+    if isinstance(found, Verdict):
+        return found
+    client = await sync_to_async(counted_as)(request, key, found)
+    if client is None:
+        return Verdict(request=facts.request)
+    facts.client = client
+    return await check_async(facts)
+
+
+def counted_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any], client: Client) -> Client | None:
+    """The client a decorator's ``key=`` (see :data:`KEYS`) counts ``request`` as, ``client`` being the one
+    identified (the plan stays its); None for a key function that says the request is not limited."""
+    if callable(key):
+        value = key(request)
+        if value is None:
+            return None
+        return Client.of_key(value, client.subscriber)
+    user = getattr(request, "user", None)
+    if key == "user" and user is not None and user.is_authenticated:
+        return Client.of_user(user.pk, client.subscriber)
+    if key.startswith("header:"):
+        value = request.headers.get(key.removeprefix("header:"))
+        if value:
             return Client.of_key(value, client.subscriber)
-        user = getattr(request, "user", None)
-        if key == "user" and user is not None and user.is_authenticated:
-            return Client.of_user(user.pk, client.subscriber)
-        if key.startswith("header:"):
-            value = request.headers.get(key.removeprefix("header:"))
-            if value:
-                return Client.of_key(value, client.subscriber)
-            return client  # no header: counted as the client it is
-        group = address_group(request)  # "ip", and "user" for an anonymous request
-        return Client.of_address(group, client.subscriber)
-
-    return counted
+        return client  # no header: counted as the client it is
+    group = address_group(request)  # "ip", and "user" for an anonymous request
+    return Client.of_address(group, client.subscriber)
 
 
 def refused(request: HttpRequest, verdict: Verdict) -> HttpResponse:
