@@ -23,13 +23,13 @@ from redis.cluster import RedisCluster
 
 from quotas.contract.connect import STORE_ERRORS, celery_sentinel_broker
 from quotas.contract.keys import is_usage_key
+from quotas.decide import Facts, Verdict, check, check_async, settle
 from quotas.exceptions import ResetNotConfirmed, StoreUnavailable
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client
 from quotas.identity.clients import identify as identify_with
 from quotas.observability.refusals import read_refusals
 from quotas.runtime import get_runtime
-from quotas.service import Facts, Verdict, check, check_async, settle
 from quotas.standing import current_standing
 
 __all__ = [

@@ -7,6 +7,6 @@
 
 Both answer through :mod:`quotas.django.respond` (:func:`~quotas.django.respond.respond` and
 :func:`~quotas.django.respond.arespond`), which identifies the client, gathers the plan's windows and asks
-:func:`quotas.service.check` as :class:`~quotas.drf.throttling.QuotaThrottle` does; a refusal is the same
+:func:`quotas.decide.check` as :class:`~quotas.drf.throttling.QuotaThrottle` does; a refusal is the same
 problem+json with the same headers.
 """

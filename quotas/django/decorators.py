@@ -12,10 +12,10 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
+from quotas.decide import Facts, Verdict
 from quotas.django.respond import KEYS, achecked, arespond, checked, facts_for, rate_rule, refused, respond
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.formats.rates import parse_rates
-from quotas.service import Facts, Verdict
 
 
 def quota_limited(

@@ -21,8 +21,8 @@ from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import quota_settings
+from quotas.decide import Facts, check, check_async
 from quotas.django.respond import arespond, facts_for, refused, respond
-from quotas.service import Facts, check, check_async
 
 
 def path_limit(path: str) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""The quota check of a plain Django request: build its :class:`~quotas.service.Facts`, answer its verdict.
+"""The quota check of a plain Django request: build its :class:`~quotas.decide.Facts`, answer its verdict.
 
 What :class:`~quotas.drf.throttling.QuotaThrottle` does for DRF, for views
 that are not DRF's (:func:`~quotas.django.decorators.quota_limited`,
@@ -24,12 +24,12 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.conf import ALGORITHMS
+from quotas.decide import Facts, Verdict, check, check_async, identified, settle
 from quotas.http import responses
 from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
 from quotas.rules.limits import LimitRule, code_rate_algorithm, code_rule, drf_scope_rule
-from quotas.service import Facts, Verdict, check, check_async, identified, settle
 
 #: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,
 #: or the value of a request header (``"header:X-Tenant"``).
@@ -81,7 +81,7 @@ def rate_rule(group: str, rate: str, algorithm: str | None = None, name: str | N
 
 
 def checked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
-    """:func:`~quotas.service.check` of ``facts``; with a ``key=``, the client is identified first and counted
+    """:func:`~quotas.decide.check` of ``facts``; with a ``key=``, the client is identified first and counted
     as the key says (data for the service, which never calls back), and a request whose key function gives
     None is admitted without a decision. It may read the database (an API key): sync code only."""
     if key is None:

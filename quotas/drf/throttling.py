@@ -2,9 +2,9 @@
 
 It keeps DRF's hooks (``allow_request``, ``wait``, ``get_ident``,
 ``get_cache_key``) and only translates: it builds the request's
-:class:`~quotas.service.Facts` (DRF's user and auth, the view's scope, weight
+:class:`~quotas.decide.Facts` (DRF's user and auth, the view's scope, weight
 and cost, DRF's rates as the fallback, the client its own hooks count the
-request as), asks :func:`quotas.service.check`, and
+request as), asks :func:`quotas.decide.check`, and
 raises a refusal as the DRF exception it is (a
 :class:`~rest_framework.exceptions.Throttled` for a 429) carrying its
 problem+json body. The verdict is left on the request for
@@ -23,6 +23,7 @@ from django.core.signals import setting_changed
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from quotas.decide import Facts, Verdict, check, identified, send_alerts
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
@@ -31,7 +32,6 @@ from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
 from quotas.runtime import get_runtime
-from quotas.service import Facts, Verdict, check, identified, send_alerts
 
 
 class QuotaThrottle(BaseThrottle):
@@ -151,7 +151,7 @@ class QuotaThrottle(BaseThrottle):
         return _default_key(client)
 
     def _checked(self, facts: Facts, request: Request, view: Any) -> Verdict:
-        """:func:`~quotas.service.check` for a subclass with its own ``get_ident`` or ``get_cache_key``: the
+        """:func:`~quotas.decide.check` for a subclass with its own ``get_ident`` or ``get_cache_key``: the
         client is identified first, counted as the hooks say (data for the service, which never calls back),
         and a request the hooks leave unthrottled is admitted without a decision."""
         found = identified(facts)
@@ -212,7 +212,7 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
                 "QUOTAS['MAX_REQUEST_COST']."
             ) from exc
-        return micros  # out of QUOTAS' bounds: the service answers 400 (quotas.service._within_bounds)
+        return micros  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.check._within_bounds)
 
     def get_weight(self, request: Request, view: Any) -> int | None:
         """The view's weight for this request, or None for each limit's own weight."""
@@ -229,7 +229,7 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.{hook} gave {weight!r}; a quota weight is an int from 0 to "
                 "QUOTAS['MAX_REQUEST_WEIGHT'] (validate the request's input in the view)."
             )
-        return weight  # out of QUOTAS' bounds: the service answers 400 (quotas.service._within_bounds)
+        return weight  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.check._within_bounds)
 
 
 def _default_key(client: Client) -> str:

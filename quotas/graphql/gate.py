@@ -54,11 +54,11 @@ from django.http import HttpRequest, HttpResponse
 
 from quotas import problems
 from quotas.conf import quota_settings
+from quotas.decide import Facts, Verdict, check, check_async
 from quotas.django.respond import arespond, facts_for, finished, respond
 from quotas.graphql.complexity import TooDeep, TooManyTokens, document_complexity, parse_query
 from quotas.graphql.operations import Operation, Unreadable, operations_of
 from quotas.graphql.responses import graphql_refusal, refusal_of
-from quotas.service import Facts, Verdict, check, check_async
 
 #: A view's reader: the operations of the request it was made for (raises Unreadable).
 Read = Callable[[], Sequence[Operation]]
