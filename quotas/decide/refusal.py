@@ -37,7 +37,7 @@ def shaped(runtime: Runtime, decision: Decision, client_tag: str) -> QuotaExceed
     take it back and refuse it."""
     wait = runtime.shaping.take(decision.delay, client_tag)
     if wait:
-        runtime.guard.withdraw(decision)
+        runtime.guard.settlement.withdraw(decision)
         retry = shaping.retry_after(decision.delay, wait)
         return QuotaExceeded(problems.shaping_unavailable(retry), wait=retry)
     time.sleep(decision.delay)

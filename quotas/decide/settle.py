@@ -20,7 +20,7 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     actual = 0 if failed else actual_cost_micros  # a failed view releases its estimate
     if not failed and actual in {None, decision.cost_micros} and not decision.request_id and not decision.unreported:
         return  # nothing to refund, charge, report or release (most requests)
-    store = get_runtime().guard
+    store = get_runtime().guard.settlement
     try:
         if failed:
             store.refund(decision)
