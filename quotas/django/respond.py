@@ -18,6 +18,7 @@ DRF is not imported: these views may live in a project without it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -48,7 +49,7 @@ def facts_for(
     """The facts of a plain Django ``request`` (see the module docstring).
 
     ``group`` names the counters a ``rate`` spends (views of one group share them); a ``key=`` counting the
-    request for another client than the one identified goes to :func:`checked`.
+    request for another client than the one identified goes to :func:`gate`.
     """
     limits: tuple[LimitRule, ...] = ()
     fallback: tuple[LimitRule, ...] = ()
@@ -80,7 +81,77 @@ def rate_rule(group: str, rate: str, algorithm: str | None = None, name: str | N
     return code_rule(f"view.{group or '-'}", name or group or "view", rate, algorithm or code_rate_algorithm())
 
 
-def checked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+#: A front door's answer to a verdict before the view runs: the response that replaces the view's, or None to
+#: run the view (:func:`refusal` answers every refusal; ``@quota_limited(block=False)`` and GraphQL answer
+#: otherwise).
+Refuse = Callable[[HttpRequest, Verdict], HttpResponse | None]
+
+
+def gate(
+    request: HttpRequest,
+    facts: Facts,
+    view: Callable[[], HttpResponse],
+    *,
+    key: str | Callable[[HttpRequest], Any] | None = None,
+    refuse: Refuse | None = None,
+) -> HttpResponse:
+    """Check, then refuse or respond: the one sync path of every plain-Django front door (``@quota_limited``,
+    ``PathQuotaMiddleware``, GraphQL); :func:`agate` is the same for async.
+
+    The request is decided from ``facts`` (counted as ``key=`` says, see :func:`counted_as`); the response
+    ``refuse`` gives (by default :func:`refusal`) replaces the view's, else ``view()`` answers. Either is
+    settled (a streamed body's when it ends) and carries the rate-limit headers; a view that raises is settled
+    as a failed request (refund, estimate released, leases ended) before the exception goes on.
+    """
+    verdict = _checked(request, facts, key)
+    refused = (refuse or refusal)(request, verdict)
+    if refused is not None:
+        return after_view(request, refused, [verdict])
+    try:
+        response = view()
+    except BaseException:
+        settle(verdict, HTTPStatus.INTERNAL_SERVER_ERROR)
+        raise
+    return after_view(request, response, [verdict])
+
+
+async def agate(
+    request: HttpRequest,
+    facts: Facts,
+    view: Callable[[], Awaitable[HttpResponse]],
+    *,
+    key: str | Callable[[HttpRequest], Any] | None = None,
+    refuse: Refuse | None = None,
+) -> HttpResponse:
+    """:func:`gate` for an async view: the decision is awaited (redis-py's asyncio client); what may block
+    (identifying a client counted otherwise, settling, which may call Redis) runs in asgiref's worker thread.
+
+    ``BaseException`` includes the ``CancelledError`` of a client that went away mid-request (Django cancels
+    the view then): its concurrency lease is released at once, not when it expires.
+    """
+    verdict = await _achecked(request, facts, key)
+    refused = (refuse or refusal)(request, verdict)
+    if refused is not None:
+        return await sync_to_async(after_view)(request, refused, [verdict])
+    try:
+        response = await view()
+    except BaseException:
+        await sync_to_async(settle)(verdict, HTTPStatus.INTERNAL_SERVER_ERROR)
+        raise
+    return await sync_to_async(after_view)(request, response, [verdict])
+
+
+def refusal(request: HttpRequest, verdict: Verdict) -> HttpResponse | None:
+    """The problem+json response of a refused ``verdict`` (429, 401, 403 or 503, its Retry-After set), or None
+    for an admitted one. The verdict is never left on the request, so a QuotaHeadersMiddleware in MIDDLEWARE
+    does not settle it twice."""
+    exc = verdict.refusal
+    if exc is None:
+        return None
+    return responses.refusal_response(exc.problem, exc.status_code, exc.wait)
+
+
+def _checked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
     """:func:`~quotas.decide.check` of ``facts``; with a ``key=``, the client is identified first and counted
     as the key says (data for the service, which never calls back), and a request whose key function gives
     None is admitted without a decision. It may read the database (an API key): sync code only."""
@@ -96,8 +167,8 @@ def checked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest
     return check(facts)
 
 
-async def achecked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
-    """:func:`checked` for an async view: identifying the client and the key function run in asgiref's worker
+async def _achecked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+    """:func:`_checked` for an async view: identifying the client and the key function run in asgiref's worker
     thread (either may read the database), the decision is awaited."""
     if key is None:
         return await check_async(facts)
@@ -129,54 +200,3 @@ def counted_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any], cl
         return client  # no header: counted as the client it is
     group = address_group(request)  # "ip", and "user" for an anonymous request
     return Client.of_address(group, client.subscriber)
-
-
-def refused(request: HttpRequest, verdict: Verdict) -> HttpResponse:
-    """The problem+json response of a refused ``verdict`` (429, 401, 403 or 503), with its headers."""
-    exc = verdict.refusal
-    assert exc is not None
-    response = responses.refusal_response(exc.problem, exc.status_code, exc.wait)
-    return finished(request, verdict, response)
-
-
-def finished(request: HttpRequest, verdict: Verdict, response: HttpResponse) -> HttpResponse:
-    """``response`` with ``verdict`` settled (a streamed body's when it ends) and its rate-limit headers added.
-
-    The verdict is never left on the request, so a QuotaHeadersMiddleware in MIDDLEWARE does not settle it
-    twice.
-    """
-    return after_view(request, response, [verdict])
-
-
-def failed(verdict: Verdict) -> None:
-    """Settle ``verdict`` for a view that raised (the exception then goes on to Django's handlers)."""
-    settle(verdict, 500)
-
-
-def respond(request: HttpRequest, verdict: Verdict, view: Callable[[], HttpResponse]) -> HttpResponse:
-    """The response of an admitted request: ``view()``'s, settled, with its headers.
-
-    A view that raises is settled as a failed request (refund, estimate released, leases ended) before the
-    exception goes on. The one sync path of every plain-Django front door (``@quota_limited``,
-    ``PathQuotaMiddleware``); :func:`arespond` is the same for async.
-    """
-    try:
-        response = view()
-    except BaseException:
-        failed(verdict)
-        raise
-    return finished(request, verdict, response)
-
-
-async def arespond(request: HttpRequest, verdict: Verdict, view: Callable[[], Awaitable[HttpResponse]]) -> HttpResponse:
-    """:func:`respond` for an async view. Settling may call Redis, so it runs in asgiref's worker thread.
-
-    ``BaseException`` includes the ``CancelledError`` of a client that went away mid-request (Django cancels
-    the view then): its concurrency lease is released at once, not when it expires.
-    """
-    try:
-        response = await view()
-    except BaseException:
-        await sync_to_async(failed)(verdict)
-        raise
-    return await sync_to_async(finished)(request, verdict, response)
