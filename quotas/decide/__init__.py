@@ -3,7 +3,7 @@
 Every adapter (the DRF throttle, ``@quota_limited``, ``PathQuotaMiddleware``,
 GraphQL, their async forms) only builds the :class:`Facts` of a request and
 turns the :class:`Verdict` into its framework's answer. Everything else
-happens in :mod:`quotas.decide.check`, once, in this order:
+happens in :mod:`quotas.decide.hot_path`, once, in this order:
 
 1. the rules snapshot and the client (API key, user or address; an adapter
    that counts the request as someone else resolves it first, :func:`identified`);
@@ -13,16 +13,16 @@ happens in :mod:`quotas.decide.check`, once, in this order:
 3. allow and deny lists (in process, no Redis);
 4. every window in one store call, or the failure mode when Redis is down;
 5. audit and metrics, a refusal's budget alerts, ban reports;
-6. the refusal (:mod:`quotas.decide.refusal`), or a shaping leaky bucket's delay.
+6. the refusal (:mod:`quotas.decide.refusals`), or a shaping leaky bucket's delay.
 
-After the view, :func:`settle` (:mod:`quotas.decide.settle`) refunds a server
+After the view, :func:`settle` (:mod:`quotas.decide.settling`) refunds a server
 error where a limit asks for it, charges the actual cost the view reported,
 sends the budget alerts of the spend then settled, and ends concurrency leases.
 """
 
-from quotas.decide.check import Call, check, check_async, identified
-from quotas.decide.refusal import refusal
-from quotas.decide.settle import send_alerts, settle
+from quotas.decide.hot_path import Call, check, check_async, identified
+from quotas.decide.refusals import refusal
+from quotas.decide.settling import send_alerts, settle
 from quotas.decide.shapes import Facts, Verdict
 
 __all__ = ["Call", "Facts", "Verdict", "check", "check_async", "identified", "refusal", "send_alerts", "settle"]

@@ -212,7 +212,7 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
                 "QUOTAS['MAX_REQUEST_COST']."
             ) from exc
-        return micros  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.check._within_bounds)
+        return micros  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.hot_path._within_bounds)
 
     def get_weight(self, request: Request, view: Any) -> int | None:
         """The view's weight for this request, or None for each limit's own weight."""
@@ -229,7 +229,7 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.{hook} gave {weight!r}; a quota weight is an int from 0 to "
                 "QUOTAS['MAX_REQUEST_WEIGHT'] (validate the request's input in the view)."
             )
-        return weight  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.check._within_bounds)
+        return weight  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.hot_path._within_bounds)
 
 
 def _default_key(client: Client) -> str:

@@ -1,7 +1,7 @@
 """Serving requests through the quota service in several threads of several processes, for the budget property.
 
 A :class:`Server` is one "app server process": its own runtime (its own allowances), and lanes, each a thread
-that checks a request (``quotas.decide.check``) and later settles it (``settle``) as a request thread would.
+that checks a request (``quotas.decide.hot_path``) and later settles it (``settle``) as a request thread would.
 The test process runs one itself; :class:`Workers` starts more in processes of their own (``spawn``: a fresh
 interpreter, as a gunicorn worker is), each set up with the test's settings, its database and its Redis, and
 serving the steps the test sends over a pipe. A step's operations run at once, each in its lane; the reply

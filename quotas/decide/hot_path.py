@@ -2,7 +2,7 @@
 
 :func:`check` (and :func:`check_async`) resolve an adapter's :class:`~quotas.decide.shapes.Facts` against
 the compiled rules into one :class:`Call`, which the guard and the store take as it is; the decision comes
-back and becomes the :class:`~quotas.decide.shapes.Verdict`, its refusal made by :mod:`quotas.decide.refusal`.
+back and becomes the :class:`~quotas.decide.shapes.Verdict`, its refusal made by :mod:`quotas.decide.refusals`.
 Requests an allow or deny list decides, or no limit applies to, and the failure mode while Redis is away are
 here too, beside the step they replace.
 """
@@ -19,8 +19,8 @@ from asgiref.sync import sync_to_async
 from quotas import problems
 from quotas.conf import quota_settings
 from quotas.contract.keys import encode_part
-from quotas.decide.refusal import refusal, shaped
-from quotas.decide.settle import send_alerts
+from quotas.decide.refusals import refusal, shaped
+from quotas.decide.settling import send_alerts
 from quotas.decide.shapes import Facts, Verdict
 from quotas.exceptions import (
     AccessDenied,
