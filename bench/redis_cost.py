@@ -60,8 +60,8 @@ def _our_commands(runtime: Any, script: LuaScript, variant: str) -> list[tuple[o
     windows = [w for rule in limits for w in rule.windows]
     out = []
     for i in range(CLIENTS):
-        encoded = runtime.store.encode(DecideCall(client_tag("user", str(i)), windows, usage=usage))
-        out.append(script.command(encoded.keys, encoded.args))
+        keys, args, _ = runtime.store.encode(DecideCall(client_tag("user", str(i)), windows, usage=usage))
+        out.append(script.command(keys, args))
     return out
 
 

@@ -85,10 +85,10 @@ def quota_commands(runtime: Runtime, variant: str, clients: range) -> list[Route
     windows, usage = _windows(variant)
     out = []
     for i in clients:
-        encoded = runtime.store.encode(DecideCall(_tag(i), windows, usage=usage))
+        keys, args, _ = runtime.store.encode(DecideCall(_tag(i), windows, usage=usage))
         script = runtime.store.transport.script("decide")
-        command = script.command(encoded.keys, encoded.args)  # FCALL, or EVALSHA on Redis 6.2
-        out.append((encoded.keys[0], pack_command(command)))  # type: ignore[arg-type]
+        command = script.command(keys, args)  # FCALL, or EVALSHA on Redis 6.2
+        out.append((keys[0], pack_command(command)))  # type: ignore[arg-type]
     return out
 
 

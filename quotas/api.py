@@ -20,13 +20,13 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas.contract.urls import celery_sentinel_broker
+from quotas.decide import Facts, Verdict, check, check_async, settle
 from quotas.exceptions import ResetNotConfirmed
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client
 from quotas.identity.clients import identify as identify_with
 from quotas.observability.refusals import read_refusals
 from quotas.runtime import get_runtime
-from quotas.service import Facts, Verdict, check, check_async, settle
 from quotas.standing import current_standing
 
 __all__ = [

@@ -401,7 +401,7 @@ def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs
     """With a rules backend: clients no plan covers, and no DRF rate for them either.
 
     Anonymous clients and users without a subscription are on the default plan;
-    with none, DRF's rates apply to them (quotas.service). A database
+    with none, DRF's rates apply to them (quotas.decide). A database
     check: it runs in ``migrate`` and ``check --database default``, not at every start.
     """
     drf = getattr(settings, "REST_FRAMEWORK", {}) or {}

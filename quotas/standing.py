@@ -34,7 +34,7 @@ def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[s
     if plan_id is not None:
         limits = rules.limits_for(plan_id, client.subscriber)
         scopes = {rule.id: rule.scope for rule in limits}
-    else:  # as quotas.service._plan_windows: no plan covers the client, DRF's rates limit it
+    else:  # as quotas.decide.hot_path._fallback_windows: no plan covers the client, DRF's rates limit it
         limits, scopes = drf_limits(anonymous=client.kind == "ip")
     windows = [w for rule in limits if not rule.shadow for w in rule.windows]
     multiplier = runtime.multipliers.get(plan_id)

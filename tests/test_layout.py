@@ -98,7 +98,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("observability", ("quotas.observability",)),  # history, last refusals, audit records, alert and ban signals
     ("runtime", ("quotas.runtime",)),  # this process: the live rules, the poller, the notes
     ("identity", ("quotas.identity",)),  # who is calling; failed authentications
-    ("service", ("quotas.service", "quotas.standing")),  # one decision, whatever the front door
+    ("service", ("quotas.decide", "quotas.standing")),  # one decision, whatever the front door
     ("front doors", ("quotas",)),  # DRF, plain Django, HTTP views and middleware, admin, checks, commands, quotas.api
 )
 
@@ -390,7 +390,7 @@ settings.configure(
     DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
 )
 django.setup()
-import quotas.api, quotas.django.decorators, quotas.django.middleware, quotas.middleware, quotas.service
+import quotas.api, quotas.django.decorators, quotas.django.middleware, quotas.middleware, quotas.decide
 from django.core.checks import run_checks
 
 run_checks()

@@ -5,8 +5,8 @@
 - :class:`quotas.django.middleware.PathQuotaMiddleware` limits every view
   under the prefixes of ``QUOTAS['PATH_LIMITS']`` (a webhook receiver).
 
-Both answer through :mod:`quotas.django.respond` (:func:`~quotas.django.respond.respond` and
-:func:`~quotas.django.respond.arespond`), which identifies the client, gathers the plan's windows and asks
-:func:`quotas.service.check` as :class:`~quotas.drf.throttling.QuotaThrottle` does; a refusal is the same
+Both answer through :mod:`quotas.django.respond`'s gate (:func:`~quotas.django.respond.gate` and
+:func:`~quotas.django.respond.agate`: check, then refuse or respond; GraphQL's views use it too), which asks
+:func:`quotas.decide.check` as :class:`~quotas.drf.throttling.QuotaThrottle` does; a refusal is the same
 problem+json with the same headers.
 """

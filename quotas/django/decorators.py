@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from inspect import iscoroutinefunction
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
-from quotas.django.respond import KEYS, arespond, facts_for, rate_rule, refused, respond
+from quotas.decide import Facts, Verdict
+from quotas.django.respond import KEYS, agate, facts_for, gate, rate_rule, refusal
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.formats.rates import parse_rates
-from quotas.service import Facts, Verdict, check, check_async
 from quotas.settings import quota_settings
 
 
@@ -90,11 +89,20 @@ class _ViewLimit:
         """Whether ``request``'s method is one the view is limited for."""
         return self.methods is None or (request.method or "GET").upper() in self.methods
 
+    def refusal(self, request: HttpRequest, verdict: Verdict) -> HttpResponse | None:
+        """The response sent instead of running the view: a refusal's, but with ``block=False`` only for what
+        is not a limit (a bad API key or a deny-list entry). A view that runs is told whether its request was
+        over its limits (``request.limited``)."""
+        if verdict.refusal is not None and (
+            self.block or not isinstance(verdict.refusal, QuotaExceeded | ReducedCapacity)
+        ):
+            return refusal(request, verdict)
+        request.limited = verdict.refusal is not None  # type: ignore[attr-defined]  # documented, not Django's
+        return None
+
     def facts(self, request: HttpRequest) -> Facts:
         """What the service is told about ``request``."""
-        return facts_for(
-            request, self.scope, self.rate, weight=self.weight, algorithm=self.algorithm, group=self.group, key=self.key
-        )
+        return facts_for(request, self.scope, self.rate, weight=self.weight, algorithm=self.algorithm, group=self.group)
 
 
 def _limited(view: Callable[..., HttpResponse], limit: _ViewLimit) -> Callable[..., HttpResponse]:
@@ -104,11 +112,8 @@ def _limited(view: Callable[..., HttpResponse], limit: _ViewLimit) -> Callable[.
     def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not limit.applies(request):
             return view(request, *args, **kwargs)
-        verdict = check(limit.facts(request))
-        if _answered(verdict, limit.block):
-            return refused(request, verdict)
-        _mark(request, verdict)
-        return respond(request, verdict, lambda: view(request, *args, **kwargs))
+        view_call = lambda: view(request, *args, **kwargs)  # noqa: E731
+        return gate(request, limit.facts(request), view_call, key=limit.key, refuse=limit.refusal)
 
     return limited
 
@@ -120,18 +125,10 @@ def _async_limited(view: Callable[..., Any], limit: _ViewLimit) -> Callable[...,
     async def async_limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not limit.applies(request):
             return await view(request, *args, **kwargs)
-        verdict = await check_async(limit.facts(request))
-        if _answered(verdict, limit.block):
-            return await sync_to_async(refused)(request, verdict)
-        _mark(request, verdict)
-        return await arespond(request, verdict, lambda: view(request, *args, **kwargs))
+        view_call = lambda: view(request, *args, **kwargs)  # noqa: E731
+        return await agate(request, limit.facts(request), view_call, key=limit.key, refuse=limit.refusal)
 
     return async_limited
-
-
-def _mark(request: HttpRequest, verdict: Verdict) -> None:
-    """Tell the view whether its request was over its limits (it runs anyway only with ``block=False``)."""
-    request.limited = verdict.refusal is not None  # type: ignore[attr-defined]  # documented, not Django's
 
 
 def _check_weight_and_key(weight: int | None, key: str | Callable[[HttpRequest], Any] | None) -> None:
@@ -154,11 +151,3 @@ def _methods(method: str | Iterable[str] | None) -> frozenset[str] | None:
     if not names or not all(isinstance(m, str) and m.isalpha() for m in names):
         raise ValueError(f"quota_limited(method={method!r}): name HTTP methods, e.g. 'POST' or ['GET', 'HEAD'].")
     return names
-
-
-def _answered(verdict: Verdict, block: bool) -> bool:
-    """Whether ``verdict``'s refusal is sent instead of running the view. With ``block=False`` only
-    limits let the view run; a bad API key or a deny-list entry is answered all the same."""
-    if verdict.refusal is None:
-        return False
-    return block or not isinstance(verdict.refusal, QuotaExceeded | ReducedCapacity)

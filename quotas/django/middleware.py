@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable
 from inspect import iscoroutinefunction
 from typing import Any
 
-from asgiref.sync import markcoroutinefunction, sync_to_async
+from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from quotas.django.respond import arespond, facts_for, refused, respond
-from quotas.service import Facts, check, check_async
+from quotas.decide import Facts
+from quotas.django.respond import agate, facts_for, gate
 from quotas.settings import quota_settings
 
 
@@ -55,16 +55,10 @@ class PathQuotaMiddleware:
         entry = path_limit(request.path)
         if entry is None:
             return self.get_response(request)
-        verdict = check(_facts(request, entry))
-        if verdict.refusal is not None:
-            return refused(request, verdict)
-        return respond(request, verdict, lambda: self.get_response(request))
+        return gate(request, _facts(request, entry), lambda: self.get_response(request))
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         entry = path_limit(request.path)
         if entry is None:
             return await self.get_response(request)
-        verdict = await check_async(_facts(request, entry))
-        if verdict.refusal is not None:
-            return await sync_to_async(refused)(request, verdict)
-        return await arespond(request, verdict, lambda: self.get_response(request))
+        return await agate(request, _facts(request, entry), lambda: self.get_response(request))

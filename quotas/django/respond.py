@@ -1,4 +1,4 @@
-"""The quota check of a plain Django request: build its :class:`~quotas.service.Facts`, answer its verdict.
+"""The quota check of a plain Django request: build its :class:`~quotas.decide.Facts`, answer its verdict.
 
 What :class:`~quotas.drf.throttling.QuotaThrottle` does for DRF, for views
 that are not DRF's (:func:`~quotas.django.decorators.quota_limited`,
@@ -18,17 +18,18 @@ DRF is not imported: these views may live in a project without it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
+from quotas.decide import Facts, Verdict, check, check_async, identified, settle
 from quotas.http import responses
 from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client
 from quotas.rules.limits import LimitRule, code_rate_algorithm, code_rule, drf_scope_rule
-from quotas.service import CountAs, Facts, Verdict, settle
 from quotas.settings import ALGORITHMS
 
 #: What ``key=`` accepts besides a callable: the client as identified (None), its address, its user,
@@ -44,12 +45,11 @@ def facts_for(
     weight: int | None = None,
     algorithm: str | None = None,
     group: str | None = None,
-    key: str | Callable[[HttpRequest], Any] | None = None,
 ) -> Facts:
     """The facts of a plain Django ``request`` (see the module docstring).
 
-    ``group`` names the counters a ``rate`` spends (views of one group share them);
-    ``key`` counts the request for another client than the one identified.
+    ``group`` names the counters a ``rate`` spends (views of one group share them); a ``key=`` counting the
+    request for another client than the one identified goes to :func:`gate`.
     """
     limits: tuple[LimitRule, ...] = ()
     fallback: tuple[LimitRule, ...] = ()
@@ -65,9 +65,8 @@ def facts_for(
         getattr(request, "user", None),  # Django's AuthenticationMiddleware; no DRF authentication here
         scope=scope,
         limits=limits,
-        fallback=(lambda: fallback) if fallback else None,
+        fallback=fallback,
         weight=weight,
-        count_as=count_as(request, key) if key is not None else None,
     )
 
 
@@ -82,75 +81,122 @@ def rate_rule(group: str, rate: str, algorithm: str | None = None, name: str | N
     return code_rule(f"view.{group or '-'}", name or group or "view", rate, algorithm or code_rate_algorithm())
 
 
-def count_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any]) -> CountAs:
-    """The service's ``count_as`` for a decorator's ``key=`` (see :data:`KEYS`); the plan stays the client's."""
-
-    def counted(client: Client) -> Client | None:
-        if callable(key):
-            value = key(request)
-            if value is None:
-                return None  # the key function said: not limited
-            return Client.of_key(value, client.subscriber)
-        user = getattr(request, "user", None)
-        if key == "user" and user is not None and user.is_authenticated:
-            return Client.of_user(user.pk, client.subscriber)
-        if key.startswith("header:"):
-            value = request.headers.get(key.removeprefix("header:"))
-            if value:
-                return Client.of_key(value, client.subscriber)
-            return client  # no header: counted as the client it is
-        group = address_group(request)  # "ip", and "user" for an anonymous request
-        return Client.of_address(group, client.subscriber)
-
-    return counted
+#: A front door's answer to a verdict before the view runs: the response that replaces the view's, or None to
+#: run the view (:func:`refusal` answers every refusal; ``@quota_limited(block=False)`` and GraphQL answer
+#: otherwise).
+Refuse = Callable[[HttpRequest, Verdict], HttpResponse | None]
 
 
-def refused(request: HttpRequest, verdict: Verdict) -> HttpResponse:
-    """The problem+json response of a refused ``verdict`` (429, 401, 403 or 503), with its headers."""
-    exc = verdict.refusal
-    assert exc is not None
-    response = responses.refusal_response(exc.problem, exc.status_code, exc.wait)
-    return finished(request, verdict, response)
+def gate(
+    request: HttpRequest,
+    facts: Facts,
+    view: Callable[[], HttpResponse],
+    *,
+    key: str | Callable[[HttpRequest], Any] | None = None,
+    refuse: Refuse | None = None,
+) -> HttpResponse:
+    """Check, then refuse or respond: the one sync path of every plain-Django front door (``@quota_limited``,
+    ``PathQuotaMiddleware``, GraphQL); :func:`agate` is the same for async.
 
-
-def finished(request: HttpRequest, verdict: Verdict, response: HttpResponse) -> HttpResponse:
-    """``response`` with ``verdict`` settled (a streamed body's when it ends) and its rate-limit headers added.
-
-    The verdict is never left on the request, so a QuotaHeadersMiddleware in MIDDLEWARE does not settle it
-    twice.
+    The request is decided from ``facts`` (counted as ``key=`` says, see :func:`counted_as`); the response
+    ``refuse`` gives (by default :func:`refusal`) replaces the view's, else ``view()`` answers. Either is
+    settled (a streamed body's when it ends) and carries the rate-limit headers; a view that raises is settled
+    as a failed request (refund, estimate released, leases ended) before the exception goes on.
     """
-    return after_view(request, response, [verdict])
-
-
-def failed(verdict: Verdict) -> None:
-    """Settle ``verdict`` for a view that raised (the exception then goes on to Django's handlers)."""
-    settle(verdict, 500)
-
-
-def respond(request: HttpRequest, verdict: Verdict, view: Callable[[], HttpResponse]) -> HttpResponse:
-    """The response of an admitted request: ``view()``'s, settled, with its headers.
-
-    A view that raises is settled as a failed request (refund, estimate released, leases ended) before the
-    exception goes on. The one sync path of every plain-Django front door (``@quota_limited``,
-    ``PathQuotaMiddleware``); :func:`arespond` is the same for async.
-    """
+    verdict = _checked(request, facts, key)
+    refused = (refuse or refusal)(request, verdict)
+    if refused is not None:
+        return after_view(request, refused, [verdict])
     try:
         response = view()
     except BaseException:
-        failed(verdict)
+        settle(verdict, HTTPStatus.INTERNAL_SERVER_ERROR)
         raise
-    return finished(request, verdict, response)
+    return after_view(request, response, [verdict])
 
 
-async def arespond(request: HttpRequest, verdict: Verdict, view: Callable[[], Awaitable[HttpResponse]]) -> HttpResponse:
-    """:func:`respond` for an async view. Settling may call Redis, so it runs in asgiref's worker thread.
+async def agate(
+    request: HttpRequest,
+    facts: Facts,
+    view: Callable[[], Awaitable[HttpResponse]],
+    *,
+    key: str | Callable[[HttpRequest], Any] | None = None,
+    refuse: Refuse | None = None,
+) -> HttpResponse:
+    """:func:`gate` for an async view: the decision is awaited (redis-py's asyncio client); what may block
+    (identifying a client counted otherwise, settling, which may call Redis) runs in asgiref's worker thread.
 
     ``BaseException`` includes the ``CancelledError`` of a client that went away mid-request (Django cancels
     the view then): its concurrency lease is released at once, not when it expires.
     """
+    verdict = await _achecked(request, facts, key)
+    refused = (refuse or refusal)(request, verdict)
+    if refused is not None:
+        return await sync_to_async(after_view)(request, refused, [verdict])
     try:
         response = await view()
     except BaseException:
-        await sync_to_async(failed)(verdict)
+        await sync_to_async(settle)(verdict, HTTPStatus.INTERNAL_SERVER_ERROR)
         raise
-    return await sync_to_async(finished)(request, verdict, response)
+    return await sync_to_async(after_view)(request, response, [verdict])
+
+
+def refusal(request: HttpRequest, verdict: Verdict) -> HttpResponse | None:
+    """The problem+json response of a refused ``verdict`` (429, 401, 403 or 503, its Retry-After set), or None
+    for an admitted one. The verdict is never left on the request, so a QuotaHeadersMiddleware in MIDDLEWARE
+    does not settle it twice."""
+    exc = verdict.refusal
+    if exc is None:
+        return None
+    return responses.refusal_response(exc.problem, exc.status_code, exc.wait)
+
+
+def _checked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+    """:func:`~quotas.decide.check` of ``facts``; with a ``key=``, the client is identified first and counted
+    as the key says (data for the service, which never calls back), and a request whose key function gives
+    None is admitted without a decision. It may read the database (an API key): sync code only."""
+    if key is None:
+        return check(facts)
+    found = identified(facts)
+    if isinstance(found, Verdict):
+        return found  # limits off, or answered without a decision (a bad API key, out of bounds)
+    client = counted_as(request, key, found)
+    if client is None:
+        return Verdict(request=facts.request)  # the key function said: not limited
+    facts.client = client
+    return check(facts)
+
+
+async def _achecked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+    """:func:`_checked` for an async view: identifying the client and the key function run in asgiref's worker
+    thread (either may read the database), the decision is awaited."""
+    if key is None:
+        return await check_async(facts)
+    found = await sync_to_async(identified)(facts)
+    if isinstance(found, Verdict):
+        return found
+    client = await sync_to_async(counted_as)(request, key, found)
+    if client is None:
+        return Verdict(request=facts.request)
+    facts.client = client
+    return await check_async(facts)
+
+
+def counted_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any], client: Client) -> Client | None:
+    """The client a decorator's ``key=`` (see :data:`KEYS`) counts ``request`` as, ``client`` being the one
+    identified (the plan stays its); None for a key function that says the request is not limited."""
+    if callable(key):
+        value = key(request)
+        if value is None:
+            return None
+        return Client.of_key(value, client.subscriber)
+    user = getattr(request, "user", None)
+    if key == "user" and user is not None and user.is_authenticated:
+        return Client.of_user(user.pk, client.subscriber)
+    if key.startswith("header:"):
+        value = request.headers.get(key.removeprefix("header:"))
+        if value:
+            return Client.of_key(value, client.subscriber)
+        return client  # no header: counted as the client it is
+    group = address_group(request)  # "ip", and "user" for an anonymous request
+    return Client.of_address(group, client.subscriber)

@@ -2,8 +2,9 @@
 
 It keeps DRF's hooks (``allow_request``, ``wait``, ``get_ident``,
 ``get_cache_key``) and only translates: it builds the request's
-:class:`~quotas.service.Facts` (DRF's user and auth, the view's scope, weight
-and cost, DRF's rates as the fallback), asks :func:`quotas.service.check`, and
+:class:`~quotas.decide.Facts` (DRF's user and auth, the view's scope, weight
+and cost, DRF's rates as the fallback, the client its own hooks count the
+request as), asks :func:`quotas.decide.check`, and
 raises a refusal as the DRF exception it is (a
 :class:`~rest_framework.exceptions.Throttled` for a 429) carrying its
 problem+json body. The verdict is left on the request for
@@ -14,13 +15,15 @@ the view).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from quotas.decide import Facts, Verdict, check, identified, send_alerts
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
@@ -29,7 +32,6 @@ from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
 from quotas.runtime import get_runtime
-from quotas.service import CountAs, Facts, check, send_alerts
 
 
 class QuotaThrottle(BaseThrottle):
@@ -89,14 +91,11 @@ class QuotaThrottle(BaseThrottle):
             return True  # decided, with this class's rates, by the first QuotaThrottle of the view
         # This look-up costs nothing beyond the noise (docs/benchmark-history.md).
         throttle_classes = tuple(getattr(view, "throttle_classes", ()))
-        classes = _PARTNERS.get((type(self), throttle_classes))
-        if classes is None:
-            classes = _PARTNERS[type(self), throttle_classes] = _partner_classes(type(self), throttle_classes)
-        if len(classes) > 1:
-            setattr(http_request, _DECIDED, (decided or frozenset()) | set(classes))
-            fallback = partial(_drf_limits_of, [self, *(cls() for cls in classes[1:])], request, view)
-        else:
-            fallback = partial(self.get_drf_limits, request, view)
+        partners = _PARTNERS.get((type(self), throttle_classes))
+        if partners is None:
+            partners = _PARTNERS[type(self), throttle_classes] = _Partners.of(type(self), throttle_classes)
+        if len(partners.classes) > 1:
+            setattr(http_request, _DECIDED, (decided or frozenset()) | set(partners.classes))
         try:
             weight, cost = self.get_weight(request, view), self.get_cost(request, view)
         except InvalidQuotaRequest as exc:
@@ -107,15 +106,14 @@ class QuotaThrottle(BaseThrottle):
             request.user,
             request.auth,
             scope=view_scope(view),
-            fallback=fallback,
+            fallback=partners.drf_limits(self, request, view),
             weight=weight,
             cost_micros=cost,
-            count_as=self._count_as(request, view),
             scope_limits_only=self.scope_limits_only,
             metered=self.metered,
             priced=not verdicts_of(http_request),  # only decisions are left there: the first one priced it
         )
-        verdict = check(facts)
+        verdict = self._checked(facts, request, view) if partners.counts_otherwise else check(facts)
         if verdict.decision is not None:
             add_verdict(http_request, verdict)
             if verdict.decision.unreported and not _settled_after_view():
@@ -152,34 +150,29 @@ class QuotaThrottle(BaseThrottle):
             client = identify(request._request, request.user, get_runtime().rules, request.auth)
         return _default_key(client)
 
-    def _count_as(self, request: Request, view: Any) -> CountAs | None:
-        """The service's ``count_as`` hook when a subclass overrides ``get_ident`` or ``get_cache_key``."""
-        cls = type(self)
-        own_ident = cls.get_ident is not QuotaThrottle.get_ident
-        own_key = cls.get_cache_key is not QuotaThrottle.get_cache_key
-        if not (own_ident or own_key):
-            return None
-
-        def count_as(client: Client) -> Client | None:
-            if own_ident and client.kind == "ip":
-                ident = str(self.get_ident(request))
-                client = Client.of_address(ident)
-            if not own_key:
-                return client
+    def _checked(self, facts: Facts, request: Request, view: Any) -> Verdict:
+        """:func:`~quotas.decide.check` for a subclass with its own ``get_ident`` or ``get_cache_key``: the
+        client is identified first, counted as the hooks say (data for the service, which never calls back),
+        and a request the hooks leave unthrottled is admitted without a decision."""
+        found = identified(facts)
+        if isinstance(found, Verdict):
+            return found  # limits off, or answered without a decision (a bad API key, out of bounds)
+        client = found
+        if type(self).get_ident is not QuotaThrottle.get_ident and client.kind == "ip":
+            client = Client.of_address(str(self.get_ident(request)))
+        if type(self).get_cache_key is not QuotaThrottle.get_cache_key:
             self._client = client
             try:
                 key = self.get_cache_key(request, view)
             finally:
                 self._client = None
             if key is None:
-                return None
-            key = str(key)
-            if key == _default_key(client):
-                return client
-            # The plan still follows the subscription (API key or user); only whose counters are spent changes.
-            return Client.of_key(key, client.subscriber)
-
-        return count_as
+                return Verdict(request=request)  # not throttled: nothing spent, no headers
+            if str(key) != _default_key(client):
+                # The plan still follows the subscription (API key or user); only whose counters are spent changes.
+                client = Client.of_key(str(key), client.subscriber)
+        facts.client = client
+        return check(facts)
 
     def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
         """DRF-compatible limits from ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``, as DRF's classes apply them.
@@ -219,7 +212,7 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.get_quota_cost() gave {amount!r}; a cost is a Decimal from 0 to "
                 "QUOTAS['MAX_REQUEST_COST']."
             ) from exc
-        return micros  # out of QUOTAS' bounds: the service answers 400 (quotas.service._within_bounds)
+        return micros  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.hot_path._within_bounds)
 
     def get_weight(self, request: Request, view: Any) -> int | None:
         """The view's weight for this request, or None for each limit's own weight."""
@@ -236,7 +229,7 @@ class QuotaThrottle(BaseThrottle):
                 f"{type(view).__name__}.{hook} gave {weight!r}; a quota weight is an int from 0 to "
                 "QUOTAS['MAX_REQUEST_WEIGHT'] (validate the request's input in the view)."
             )
-        return weight  # out of QUOTAS' bounds: the service answers 400 (quotas.service._within_bounds)
+        return weight  # out of QUOTAS' bounds: the service answers 400 (quotas.decide.hot_path._within_bounds)
 
 
 def _default_key(client: Client) -> str:
@@ -253,23 +246,67 @@ def view_scope(view: Any) -> str:
 _DECIDED = "_quota_throttles_decided"
 
 
+@dataclass(frozen=True, slots=True)
+class _Partners:
+    """The QuotaThrottle classes of a view that one decision serves (the first is the one deciding), and how
+    they decide, worked out once per view and class (:data:`_PARTNERS`)."""
+
+    classes: tuple[type[QuotaThrottle], ...]
+    counts_otherwise: bool  # a subclass's own get_ident or get_cache_key names the client
+    static_limits: bool  # DRF's limits follow from the classes, the view's throttle_scope and the user's kind
+
+    @classmethod
+    def of(cls, throttle: type[QuotaThrottle], throttle_classes: tuple[Any, ...]) -> _Partners:
+        """``throttle`` and the other QuotaThrottle classes of a view's ``throttle_classes`` that one decision
+        can serve: those that count the same client the same way (the same ``get_ident``, ``get_cache_key``,
+        ``scope_limits_only`` and ``metered``). A class that differs decides on its own, as a separate throttle
+        must."""
+        mine = _decision_shape(throttle)
+        others = tuple(
+            other
+            for other in throttle_classes
+            if isinstance(other, type) and issubclass(other, QuotaThrottle) and other is not throttle
+            and _decision_shape(other) == mine
+        )  # fmt: skip
+        classes = (throttle, *others)
+        own_hooks = (throttle.get_ident, throttle.get_cache_key)
+        counts_otherwise = own_hooks != (QuotaThrottle.get_ident, QuotaThrottle.get_cache_key)
+        # QuotaThrottle's own get_drf_limits reads only the class's rate and scope, the view's throttle_scope,
+        # whether the user is authenticated, and the settings: its limits can be kept. An override may read
+        # anything of the request: asked per request.
+        static = all(
+            c.get_drf_limits is QuotaThrottle.get_drf_limits and c.__init__ is QuotaThrottle.__init__ for c in classes
+        )
+        return cls(classes, counts_otherwise, static)
+
+    def drf_limits(self, throttle: QuotaThrottle, request: Request, view: Any) -> tuple[LimitRule, ...]:
+        """DRF's limits of a client no plan covers: those of every class, each once (see
+        :meth:`QuotaThrottle.get_drf_limits`). Kept per view scope and kind of user until a setting changes."""
+        if not self.static_limits:
+            return _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
+        user = request.user
+        key = (self.classes, getattr(view, "throttle_scope", None), user is not None and user.is_authenticated)
+        limits = _DRF_LIMITS.get(key)
+        if limits is None:
+            limits = _DRF_LIMITS[key] = _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
+        return limits
+
+
 #: (throttle class, the view's throttle_classes) -> its partners: as many entries as the code has views.
-_PARTNERS: dict[tuple[type[QuotaThrottle], tuple[Any, ...]], tuple[type[QuotaThrottle], ...]] = {}
+_PARTNERS: dict[tuple[type[QuotaThrottle], tuple[Any, ...]], _Partners] = {}
+#: (partner classes, the view's throttle_scope, authenticated) -> DRF's limits: as many as views x 2. Each limit
+#: is built from the settings (a rate parsed, a rule made): kept, a request of a client its plan covers pays one
+#: look-up for them.
+_DRF_LIMITS: dict[tuple[Any, ...], tuple[LimitRule, ...]] = {}
 
 
-def _partner_classes(cls: type[QuotaThrottle], throttle_classes: tuple[Any, ...]) -> tuple[type[QuotaThrottle], ...]:
-    """``cls`` and the other QuotaThrottle classes of a view's ``throttle_classes`` that one decision can serve:
-    those that count the same client the same way (the same ``get_ident``, ``get_cache_key``,
-    ``scope_limits_only`` and ``metered``). A class that differs decides on its own, as a separate throttle must.
-    Worked out once per view and class (:data:`_PARTNERS`)."""
-    mine = _decision_shape(cls)
-    others = tuple(
-        other
-        for other in throttle_classes
-        if isinstance(other, type) and issubclass(other, QuotaThrottle) and other is not cls
-        and _decision_shape(other) == mine
-    )  # fmt: skip
-    return (cls, *others)
+def _forget_drf_limits(*, setting: str, **kwargs: object) -> None:
+    """DRF's rates (``REST_FRAMEWORK``) or the algorithm counting them (``QUOTAS``) changed: build them again."""
+    if setting in {"REST_FRAMEWORK", "QUOTAS"}:
+        _DRF_LIMITS.clear()
+
+
+setting_changed.connect(_forget_drf_limits, weak=False, dispatch_uid="quotas-drf-limits")
 
 
 def _decision_shape(cls: type[QuotaThrottle]) -> tuple[Any, ...]:

@@ -47,17 +47,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas import problems
-from quotas.django.respond import arespond, facts_for, finished, respond
+from quotas.decide import Facts, Verdict
+from quotas.django.respond import agate, facts_for, gate
 from quotas.graphql.complexity import TooDeep, TooManyTokens, document_complexity, parse_query
 from quotas.graphql.operations import Operation, Unreadable, operations_of
 from quotas.graphql.responses import graphql_refusal, refusal_of
-from quotas.service import Facts, Verdict, check, check_async
 from quotas.settings import quota_settings
 
 #: A view's reader: the operations of the request it was made for (raises Unreadable).
@@ -143,11 +143,7 @@ def limit_graphql(
     except Unreadable:
         operations = ()
     weighed = weigh(operations, _cap(max_complexity))
-    verdict = check(_facts(request, scope, weighed))
-    refused = _refused(weighed, verdict)
-    if refused is not None:
-        return finished(request, verdict, refused)
-    return respond(request, verdict, view)
+    return gate(request, _facts(request, scope, weighed), view, refuse=partial(_refused, weighed))
 
 
 async def alimit_graphql(
@@ -167,11 +163,7 @@ async def alimit_graphql(
     except Unreadable:
         operations = ()
     weighed = weigh(operations, _cap(max_complexity))  # parsing only, bounded: no I/O
-    verdict = await check_async(_facts(request, scope, weighed))
-    refused = _refused(weighed, verdict)
-    if refused is not None:
-        return await sync_to_async(finished)(request, verdict, refused)
-    return await arespond(request, verdict, view)
+    return await agate(request, _facts(request, scope, weighed), view, refuse=partial(_refused, weighed))
 
 
 def _cap(max_complexity: int | None) -> int:
@@ -185,7 +177,7 @@ def _facts(request: HttpRequest, scope: str, weighed: Weighed) -> Facts:
     return facts
 
 
-def _refused(weighed: Weighed, verdict: Verdict) -> HttpResponse | None:
+def _refused(weighed: Weighed, request: HttpRequest, verdict: Verdict) -> HttpResponse | None:
     """The response that replaces the view's: the service's refusal, else the 400 of a request refused by a
     bound or the cap (it spent its unit); None for an admitted request."""
     if verdict.refusal is not None:

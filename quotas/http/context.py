@@ -1,7 +1,7 @@
 """What a front door leaves on a Django request for the middleware, read and written in one place.
 
 DRF throttles cannot touch the response, so :class:`~quotas.drf.throttling.QuotaThrottle`
-leaves its :class:`~quotas.service.Verdict` on the request;
+leaves its :class:`~quotas.decide.Verdict` on the request;
 :class:`~quotas.http.middleware.QuotaHeadersMiddleware` reads it after the view.
 A view may list several throttle classes that decide on their own (one counting
 per tenant beside one counting per subscriber): each leaves its verdict, in the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quotas.service import Verdict
+    from quotas.decide import Verdict
 
 _VERDICTS = "quota_verdicts"
 

@@ -24,12 +24,12 @@ from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas import problems
+from quotas.decide import Verdict, settle
 from quotas.exceptions import ProblemException
 from quotas.http import responses
 from quotas.http.context import take_verdicts, verdicts_of
 from quotas.http.headers import rate_limit_headers
 from quotas.http.settlement import headline, needs_settling, settle_at_end, settle_verdicts
-from quotas.service import Verdict, settle
 
 
 class QuotaHeadersMiddleware:

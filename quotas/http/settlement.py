@@ -1,6 +1,6 @@
 """Settling a request's verdicts after its view: at once, or when a streamed body ends.
 
-:func:`quotas.service.settle` ends one verdict (a refund on a server error
+:func:`quotas.decide.settle` ends one verdict (a refund on a server error
 where a limit asks for it, the actual cost the view reported, its concurrency
 leases). Here, the request's side of it:
 
@@ -29,8 +29,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 
+from quotas.decide import Verdict, settle
 from quotas.http.cost import actual_cost
-from quotas.service import Verdict, settle
 
 logger = logging.getLogger(__name__)
 

@@ -81,9 +81,9 @@ class Runtime:
             return
         # Allowances that ended give back what they did not use before the owed spend is charged: the budget
         # alerts that charge fires then see the spend admitted, not units an ended allowance held.
-        self.guard.settle_allowances()
+        self.guard.usage.settle_allowances()
         self.charge_owed()
-        if self.guard.flush_usage():
+        if self.guard.usage.flush_usage():
             self.store.usage.replay_spool()  # a file Redis did not take stays for the next tick
         try:
             self.key_use.write(self.store.key_use)
@@ -98,7 +98,7 @@ class Runtime:
     def charge_owed(self) -> None:
         """Charge Redis the budget spend this process admitted or settled while it was away, and send the
         alerts that spend newly reached (once per threshold and period, as after a request)."""
-        for tag, states, at in self.guard.charge_owed():
+        for tag, states, at in self.guard.settlement.charge_owed():
             fire_budget_alerts(tag, subscription_id(tag), states, at)
 
     def lift_ban(self, tag: str) -> bool:
@@ -124,8 +124,8 @@ class Runtime:
     def _at_exit(self) -> None:
         # A graceful shutdown settles everything: unused allowances go back, usage counted here is written
         # (or spooled for another process to replay when Redis is away).
-        self.guard.settle_allowances(everything=True)
-        self.guard.flush_usage(spool_on_failure=True)
+        self.guard.usage.settle_allowances(everything=True)
+        self.guard.usage.flush_usage(spool_on_failure=True)
         # Budget spend Redis has not seen: one try; what still fails is counted (quota_owed_spend_dropped).
         self.charge_owed()
         for entry in self.guard.owed.take():

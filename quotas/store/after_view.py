@@ -17,8 +17,10 @@ import logging
 from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
+from quotas.store.allowances import Allowances
 from quotas.store.decision import Decision, WindowState
 from quotas.store.fallback import LocalLimiter
+from quotas.store.interface import Store
 from quotas.store.owed import Owed, OwedSpend
 from quotas.store.redis_store import day_of
 from quotas.store.usage_counting import InProcessUsage
@@ -26,12 +28,23 @@ from quotas.store.usage_counting import InProcessUsage
 logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look
 
 
-class AfterView(InProcessUsage):
-    """The guard's operations after the view (:class:`~quotas.store.guard.Guard` is one); a decision of the
-    local fallback moves the usage counted in this process too."""
+class Settlement:
+    """What :class:`~quotas.store.guard.Guard` does after the view (its ``settlement``); a decision of the local
+    fallback moves the usage counted in this process (``usage``) too."""
 
-    fallback: LocalLimiter
-    owed: OwedSpend
+    def __init__(
+        self,
+        store: Store,
+        allowances: Allowances | None,
+        fallback: LocalLimiter,
+        owed: OwedSpend,
+        usage: InProcessUsage,
+    ) -> None:
+        self.store = store
+        self.allowances = allowances
+        self.fallback = fallback
+        self.owed = owed
+        self.usage = usage
 
     def refund(self, decision: Decision, only_refundable: bool = True) -> None:
         """Give back what an admitted ``decision`` consumed (every window, or only those that refund errors)."""
@@ -92,7 +105,7 @@ class AfterView(InProcessUsage):
         metrics.observe_redis_error("reconcile")
         logger.warning("quotas: reconciling the cost of %s failed; kept for the poller", decision.tag, exc_info=True)
         if decision.usage:
-            self._count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
+            self.usage.count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
         windows, specs = [s.window for s, _ in budgets], [spec for _, spec in budgets]
         self.owed.owe(decision.tag, windows, specs, decision.now, delta)
 
@@ -106,7 +119,7 @@ class AfterView(InProcessUsage):
             self.fallback.adjust(decision.tag, budgets, delta, decision.now)
             self.owe_locally(decision, delta)
         if decision.usage:
-            self._count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
+            self.usage.count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
 
     def owe_locally(self, decision: Decision, micros: int) -> None:
         """Keep ``micros`` a local ``decision`` spent of the budgets it was admitted by, for Redis to be charged
@@ -184,4 +197,4 @@ class AfterView(InProcessUsage):
                 (Counter.DENIED_CAPACITY, 1),
             ):
                 if amount:
-                    self._count_locally(decision.tag, decision.usage, counter, amount, day)
+                    self.usage.count_locally(decision.tag, decision.usage, counter, amount, day)

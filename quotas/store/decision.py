@@ -117,7 +117,7 @@ class Decision:
 
     @property
     def unreported(self) -> bool:
-        """Whether budget thresholds this decision reached wait to be reported (see quotas.service.send_alerts)."""
+        """Whether budget thresholds this decision reached wait to be reported (see quotas.decide.send_alerts)."""
         return any(s.alert for s in self.states)
 
     @property

@@ -15,10 +15,12 @@ what a store must not know about:
   (:mod:`quotas.store.owed`).
 
 By job: this module decides (allowances, the memory of refused clients, the
-breaker and the failure mode); :mod:`quotas.store.after_view` holds what
-follows the view (refund, cost adjustment, lease release: best effort, a
-failure is logged and counted, never raised), and
-:mod:`quotas.store.usage_counting` the usage counted in this process.
+breaker and the failure mode); the guard holds its other parts as objects:
+``guard.settlement`` (:mod:`quotas.store.after_view`) what follows the view
+(refund, cost adjustment, lease release, a shaped request taken back, budget
+spend owed to Redis: best effort, a failure is logged and counted, never
+raised), and ``guard.usage`` (:mod:`quotas.store.usage_counting`) the usage
+counted in this process and its flush.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.limits import Window
-from quotas.store.after_view import AfterView
+from quotas.store.after_view import Settlement
 from quotas.store.allowances import Allowances, eligible
 from quotas.store.breaker import CircuitBreaker
 from quotas.store.decision import DecideCall, Decision
@@ -41,14 +43,16 @@ from quotas.store.interface import Store
 from quotas.store.owed import OwedSpend
 from quotas.store.redis_store import banned_states
 from quotas.store.usage_buffer import UsageBuffer
+from quotas.store.usage_counting import InProcessUsage
 
 logger = logging.getLogger(__name__)
 
 
-class Guard(AfterView):
+class Guard:
     """A :class:`~quotas.store.interface.Store` behind a memory of refused clients, a circuit breaker and the
-    local fallback. What it does after the view is :class:`~quotas.store.after_view.AfterView`'s, and the usage
-    it counts in this process :class:`~quotas.store.usage_counting.InProcessUsage`'s."""
+    local fallback. What it does after the view is its ``settlement``'s
+    (:class:`~quotas.store.after_view.Settlement`), and the usage it counts in this process its ``usage``'s
+    (:class:`~quotas.store.usage_counting.InProcessUsage`)."""
 
     def __init__(
         self,
@@ -66,6 +70,8 @@ class Guard(AfterView):
         self.fallback = LocalLimiter(local_share, deny_memory_size)
         self.usage_buffer = UsageBuffer()
         self.owed = OwedSpend(deny_memory_size)
+        self.usage = InProcessUsage(store, allowances, self.usage_buffer)
+        self.settlement = Settlement(store, allowances, self.fallback, self.owed, self.usage)
 
     # The decision: decide() by keyword for tests and operators, decide_call() and adecide() for the service.
 
@@ -152,7 +158,7 @@ class Guard(AfterView):
         if call.now is None and not call.peek:
             banned_for = self.deny_memory.banned(tag)
             if banned_for:
-                self._count_locally(tag, call.usage, Counter.DENIED_BANNED)
+                self.usage.count_locally(tag, call.usage, Counter.DENIED_BANNED)
                 states = banned_states(windows, banned_for, call.multiplier)
                 now = time.time()
                 return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
@@ -160,7 +166,7 @@ class Guard(AfterView):
             # (which is then remembered here); a flood costs at most the ban threshold.
             refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
             if refused:
-                self._count_locally(tag, call.usage, Counter.DENIED_RATE)
+                self.usage.count_locally(tag, call.usage, Counter.DENIED_RATE)
                 return Decision(False, refused, time.time(), weight, local=True, tag=tag)
         if not self.breaker.allow():
             raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
@@ -213,7 +219,7 @@ class Guard(AfterView):
         """Decide in this process (failure mode ``local``), counting usage for later."""
         decision = self.fallback.decide(tag, windows, weight, cost_micros, multiplier)
         if decision.allowed and cost_micros:
-            self.owe_locally(decision, cost_micros)  # Redis is charged this spend once it answers (owed.py)
+            self.settlement.owe_locally(decision, cost_micros)  # Redis is charged this spend once it answers (owed.py)
         if not usage:
             return decision
         decision.usage = usage  # where a reconciliation adds what the actual cost differs by
@@ -225,9 +231,11 @@ class Guard(AfterView):
                 (Counter.COST, cost_micros),
             ):
                 if amount:
-                    self._count_locally(tag, usage, counter, amount)
+                    self.usage.count_locally(tag, usage, counter, amount)
         else:
-            self._count_locally(tag, usage, Counter.DENIED_BUDGET if decision.budget_denied else Counter.DENIED_RATE)
+            self.usage.count_locally(
+                tag, usage, Counter.DENIED_BUDGET if decision.budget_denied else Counter.DENIED_RATE
+            )
         return decision
 
     def count_acl(
@@ -247,7 +255,7 @@ class Guard(AfterView):
             metrics.observe_redis_error("count_acl")
             logger.warning("quotas: counting an ACL decision for %s in-process: Redis failed", tag, exc_info=True)
         if not allowed:
-            self._count_locally(tag, usage, Counter.DENIED_ACL)
+            self.usage.count_locally(tag, usage, Counter.DENIED_ACL)
             return None
         return self.decide_locally(tag, (), weight, cost_micros, usage)
 

@@ -50,16 +50,6 @@ from quotas.store.server import Server
 from quotas.store.usage_counters import UsageCounters
 
 
-@dataclass(frozen=True, slots=True)
-class Encoded:
-    """A decide call as the script takes it: its KEYS and ARGV, and each window's spec at the call's time."""
-
-    call: DecideCall
-    specs: list[bytes]
-    keys: list[str]
-    args: list[object]
-
-
 class RedisStore:
     """Decides, refunds, adjusts and releases in Redis, one script call each. One per runtime.
 
@@ -91,24 +81,25 @@ class RedisStore:
 
     def decide(self, call: DecideCall) -> Decision:
         """Check and consume ``call``'s windows atomically; raises :class:`StoreUnavailable` when Redis fails."""
-        encoded = self.encode(call)
+        keys, args, specs = self.encode(call)
         try:
-            raw = self.transport.call("decide", encoded.keys, encoded.args)
+            raw = self.transport.call("decide", keys, args)
         except STORE_ERRORS as exc:
             raise _failure(f"decision for {call.tag}", exc) from exc
-        return self.decode(encoded, raw)
+        return self.decode(call, specs, raw)
 
     async def adecide(self, call: DecideCall) -> Decision:
         """:meth:`decide` from asyncio: the same call, awaited."""
-        encoded = self.encode(call)
+        keys, args, specs = self.encode(call)
         try:
-            raw = await self.transport.acall("decide", encoded.keys, encoded.args)
+            raw = await self.transport.acall("decide", keys, args)
         except STORE_ERRORS as exc:
             raise _failure(f"decision for {call.tag}", exc) from exc
-        return self.decode(encoded, raw)
+        return self.decode(call, specs, raw)
 
-    def encode(self, call: DecideCall) -> Encoded:
-        """The script call of ``call`` (the server's clock decides unless ``call.now`` is given)."""
+    def encode(self, call: DecideCall) -> tuple[list[str], list[object], list[bytes]]:
+        """The script call of ``call``: its KEYS, its ARGV, and each window's spec at the call's time (kept on the
+        decision, for reconciliation). The server's clock decides unless ``call.now`` is given."""
         at = time.time() if call.now is None else call.now
         specs = [w.spec_at(at) for w in call.windows]
         keys = self.keys_of(call.tag)
@@ -131,11 +122,10 @@ class RedisStore:
             allowance=call.allowance,
             specs=specs,
         )
-        return Encoded(call, specs, self.script_keys(keys, call.windows, day.stamp), args)
+        return self.script_keys(keys, call.windows, day.stamp), args, specs
 
-    def decode(self, encoded: Encoded, raw: Sequence[int]) -> Decision:
-        """The decision in decide.lua's reply ``raw`` to ``encoded``."""
-        call = encoded.call
+    def decode(self, call: DecideCall, specs: list[bytes], raw: Sequence[int]) -> Decision:
+        """The decision in decide.lua's reply ``raw`` to ``call``, whose windows' specs were ``specs``."""
         windows, multiplier = call.windows, call.multiplier
         reply = DecideReply.decode(raw, len(windows))
         flags = reply.flags
@@ -152,7 +142,7 @@ class RedisStore:
             tag=call.tag,
             cost_micros=call.cost_micros,
             usage=call.usage,
-            specs=encoded.specs,
+            specs=specs,
             multiplier=multiplier,
             reduced_only=flags == DecideFlag.REDUCED_ONLY,
             banned=banned,

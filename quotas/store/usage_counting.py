@@ -20,13 +20,15 @@ logger = logging.getLogger("quotas.store.guard")  # the guard's log, where opera
 
 
 class InProcessUsage:
-    """The guard's usage counted in this process (:class:`~quotas.store.guard.Guard` is one)."""
+    """The usage :class:`~quotas.store.guard.Guard` counts in this process (its ``usage``): what the local
+    fallback decided, refusals answered from memory, requests an allowance served."""
 
-    store: Store
-    allowances: Allowances | None
-    usage_buffer: UsageBuffer
+    def __init__(self, store: Store, allowances: Allowances | None, usage_buffer: UsageBuffer) -> None:
+        self.store = store
+        self.allowances = allowances
+        self.usage_buffer = usage_buffer
 
-    def _count_locally(
+    def count_locally(
         self,
         tag: str,
         usage: str | None,
@@ -36,6 +38,8 @@ class InProcessUsage:
         *,
         since: float | None = None,
     ) -> None:
+        """Add ``amount`` to ``tag``'s ``counter`` under ``usage`` ("<plan>|<scope>"; nothing without one) of
+        ``day`` (today's by default), for the poller to write (:meth:`flush_usage`)."""
         if usage:
             keys = self.store.keys_of(tag)
             self.usage_buffer.add(keys.usage_base, f"{keys.field_prefix}{usage}|{counter}", amount, day, since=since)
@@ -100,4 +104,4 @@ class InProcessUsage:
         ):
             if amount:
                 # Measured from the allowance's start: the oldest request these counts may hold.
-                self._count_locally(granted.tag, granted.usage, counter, amount, day, since=allowance.started)
+                self.count_locally(granted.tag, granted.usage, counter, amount, day, since=allowance.started)

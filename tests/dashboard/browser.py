@@ -34,7 +34,7 @@ def get(url: str, key: str) -> tuple[int, Message]:
 def burst(base: str, key: str, n: int, path: str = "/api/demo/search?q=x") -> Counter:
     codes = Counter(get(base + path, key)[0] for _ in range(n))
     runtime = get_runtime()
-    runtime.guard.flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
+    runtime.guard.usage.flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
     runtime.history.write(runtime.store.history)  # and the per-minute history (also the poller's job)
     return codes
 

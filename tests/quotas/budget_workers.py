@@ -1,7 +1,7 @@
 """Serving requests through the quota service in several threads of several processes, for the budget property.
 
 A :class:`Server` is one "app server process": its own runtime (its own allowances), and lanes, each a thread
-that checks a request (``quotas.service.check``) and later settles it (``settle``) as a request thread would.
+that checks a request (``quotas.decide.hot_path``) and later settles it (``settle``) as a request thread would.
 The test process runs one itself; :class:`Workers` starts more in processes of their own (``spawn``: a fresh
 interpreter, as a gunicorn worker is), each set up with the test's settings, its database and its Redis, and
 serving the steps the test sends over a pipe. A step's operations run at once, each in its lane; the reply
@@ -105,7 +105,7 @@ class Server:
             return None
         if name == "reset":  # between examples: nothing of the last one stays in this process
             self.verdicts.clear()
-            runtime.guard.settle_allowances(everything=True)
+            runtime.guard.usage.settle_allowances(everything=True)
             runtime.store.usage.write(runtime.guard.usage_buffer)
             runtime.forget()  # refusals remembered, allowances
             with self._lock:
@@ -113,7 +113,7 @@ class Server:
             return None
         if name == "finish":  # at an example's end, as at a graceful shutdown; returns the signals sent here
             assert not self.verdicts, "every request is settled before the example ends"
-            runtime.guard.settle_allowances(everything=True)
+            runtime.guard.usage.settle_allowances(everything=True)
             runtime.tick()
             assert runtime.store.usage.write(runtime.guard.usage_buffer)  # waits for a flush under way, if any
             with self._lock:
@@ -130,7 +130,7 @@ class Server:
 def _facts(key: str, path: str) -> Any:
     from django.test import RequestFactory
 
-    from quotas.service import Facts
+    from quotas.decide import Facts
 
     http = RequestFactory().get(path, HTTP_X_API_KEY=key)
     return Facts(http, request=http)
@@ -141,28 +141,28 @@ def _facts(key: str, path: str) -> Any:
 
 def check_plain(server: Server, rid: int, key: str, path: str, actual: int) -> tuple[bool, bool, int]:
     """A request priced by its plan's limits (no estimate of the view's own), settled later."""
-    from quotas.service import check
+    from quotas.decide import check
 
     return server.checked(rid, check(_facts(key, path)))
 
 
 def settle_reported(verdict: Any, actual: int) -> None:
     """The view answered 200 and reported ``actual`` (None: it reported nothing, the estimate stands)."""
-    from quotas.service import settle
+    from quotas.decide import settle
 
     settle(verdict, 200, actual)
 
 
 def settle_unreported(verdict: Any, actual: int) -> None:
     """The view answered 200 and reported no cost: the price stands (``actual`` is the estimate)."""
-    from quotas.service import settle
+    from quotas.decide import settle
 
     settle(verdict, 200, None)
 
 
 def settle_failed(verdict: Any, actual: int) -> None:
     """The view failed (500): its estimate is released, whatever it reported."""
-    from quotas.service import settle
+    from quotas.decide import settle
 
     settle(verdict, 500, 123)
 
@@ -173,7 +173,7 @@ def check_rolled_back(server: Server, rid: int, key: str, path: str, actual: int
     the rollback. Checked and settled in one operation: it is in flight only within its step."""
     from django.db import transaction
 
-    from quotas.service import check, settle
+    from quotas.decide import check, settle
 
     with transaction.atomic():
         verdict = check(_facts(key, path))
@@ -199,10 +199,10 @@ def _stream(key: str, path: str, actual: int | None) -> tuple[bool, bool, int]:
     is read to its end and the response closed, as a WSGI server does."""
     from django.http import HttpResponse, StreamingHttpResponse
 
+    from quotas.decide import check
     from quotas.formats.money import from_micros
     from quotas.http.context import add_verdict
     from quotas.http.middleware import QuotaHeadersMiddleware
-    from quotas.service import check
 
     seen: list[tuple[bool, bool, int]] = []
 

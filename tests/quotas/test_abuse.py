@@ -75,7 +75,7 @@ def test_concurrency_lease_is_taken_and_released(runtime):
     second = runtime.guard.decide("{c}", cc, request_id="r2", now=T0)
     third = runtime.guard.decide("{c}", cc, request_id="r3", now=T0)
     assert (first.allowed, second.allowed, third.allowed) == (True, True, False)
-    runtime.guard.release(first)
+    runtime.guard.settlement.release(first)
     assert runtime.guard.decide("{c}", cc, request_id="r4", now=T0 + 1).allowed
 
 

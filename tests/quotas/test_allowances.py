@@ -98,7 +98,7 @@ def test_unused_units_go_back_when_the_allowance_ends(busy):
     assert granted.granted == 10
     runtime = get_runtime()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 11
-    runtime.guard.settle_allowances(everything=True)
+    runtime.guard.usage.settle_allowances(everything=True)
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2
 
 
@@ -109,8 +109,8 @@ def test_usage_counts_each_request_once(busy, redis_client, algorithm):
     runtime = get_runtime()
     for _ in range(30):
         assert ask("{s.1}", wins, usage="1|-").allowed
-    runtime.guard.settle_allowances(everything=True)
-    assert runtime.guard.flush_usage()
+    runtime.guard.usage.settle_allowances(everything=True)
+    assert runtime.guard.usage.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
     keys = runtime.store.keys_of("{s.1}")
     assert int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a")) == 30
@@ -173,7 +173,7 @@ def _race(wins, attempts, cost, seconds, barrier, results, actual=None):
             # Redis's time for a decision it made; for one from an allowance, a moment before it was served.
             admitted.append(asked if decision.allowance else decision.now)
             if actual is not None:
-                store.reconcile(decision, actual)  # what settling does after the view reports its cost
+                store.settlement.reconcile(decision, actual)  # what settling does after the view reports its cost
         served += decision.allowance
     runtime.close()
     results.put((admitted, served))
@@ -311,8 +311,8 @@ def test_a_busy_api_client_over_http(busy, redis_client, clock_ahead, on):
     calls = script_calls(redis_client)
     assert calls <= 6 if on else calls == 20
     runtime = get_runtime()
-    runtime.guard.settle_allowances(everything=True)
-    assert runtime.guard.flush_usage()
+    runtime.guard.usage.settle_allowances(everything=True)
+    assert runtime.guard.usage.flush_usage()
     assert usage_totals(redis_client)["a"] == 21
 
 
@@ -329,10 +329,10 @@ def test_usage_is_exact_across_a_redis_restart(busy, set_quotas, tmp_path):
         assert all(d.allowed for d in decisions)
         assert any(d.allowance for d in decisions)
         server.stop()
-        runtime.guard.settle_allowances(everything=True)  # giving back the unused units fails: logged, counted
-        assert not runtime.guard.flush_usage()  # the usage of the requests served in process waits
+        runtime.guard.usage.settle_allowances(everything=True)  # giving back the unused units fails: logged, counted
+        assert not runtime.guard.usage.flush_usage()  # the usage of the requests served in process waits
         server.start()
-        assert runtime.guard.flush_usage()
+        assert runtime.guard.usage.flush_usage()
         client = redis.Redis.from_url(server.url)
         try:
             assert usage_totals(client)["a"] == 8
@@ -387,8 +387,8 @@ def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis
         assert ask("{s.1}", wins, usage="1|-").allowed
     runtime.tick()
     assert counted() == 8
-    runtime.guard.settle_allowances(everything=True)
-    assert runtime.guard.flush_usage()
+    runtime.guard.usage.settle_allowances(everything=True)
+    assert runtime.guard.usage.flush_usage()
     assert counted() == 8  # nothing counted twice when it ends
 
 
@@ -408,7 +408,7 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     assert decision.granted == 10
     allowances.grant(call, decision, asked)
     assert allowances.serve(call) is None
-    runtime.guard.settle_allowances()
+    runtime.guard.usage.settle_allowances()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2  # its 9 unused units went back
     # A grant asked for after the cut is served from as before.
     assert ask("{c}", wins).allowed

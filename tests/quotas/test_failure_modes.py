@@ -104,7 +104,7 @@ def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis
     for _ in range(4):
         client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     runtime = get_runtime()
-    assert not runtime.guard.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
+    assert not runtime.guard.usage.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
     assert len(list(spool_dir().glob("*.spool"))) == 1
     outage.end()
     assert replay_spool(redis_client) == 1
@@ -224,7 +224,7 @@ def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_
     assert client.get("/t/priced?est=0.02&fail=1", HTTP_X_API_KEY=key).status_code == 500
     outage.end()
     runtime = get_runtime()
-    wait_until(runtime.guard.flush_usage, 10, every=0.2)  # the breaker may still be open
+    wait_until(runtime.guard.usage.flush_usage, 10, every=0.2)  # the breaker may still be open
     assert usage_totals(client_of(get_runtime()))["c"] == to_micros(Decimal("0.005"))
 
 

@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 
 from plans.models import CostBudget
 from quotas import metrics
+from quotas.decide import Facts, check, settle
 from quotas.formats.money import to_micros
 from quotas.runtime import get_runtime
-from quotas.service import Facts, check, settle
 from quotas.signals import budget_threshold_crossed
 from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key

@@ -137,7 +137,7 @@ def test_a_plain_view_and_a_drf_view_of_one_scope_spend_one_window(settings, rf)
     from quotas.drf.throttling import QuotaThrottle
 
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"search": "1/min"}}
-    (plain,) = facts_for(rf.get("/search/"), "search").fallback()
+    (plain,) = facts_for(rf.get("/search/"), "search").fallback
     view = type("SearchView", (), {"throttle_scope": "search"})()
     drf = QuotaThrottle().get_drf_limits(Request(rf.get("/api/search/")), view)
     assert [w.state_field for w in plain.windows] == [

@@ -143,7 +143,7 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
         assert json.loads(r.content)["reason"] == "shaping_capacity"
     from quotas.runtime import get_runtime
 
-    get_runtime().guard.flush_usage()
+    get_runtime().guard.usage.flush_usage()
     totals = usage_totals(redis_client)
     assert totals["a"] == 1 + codes.count(200)
     assert totals["dc"] == len(refused)

@@ -121,7 +121,7 @@ def test_engine_exit_spools_into_the_private_directory(redis_server, redis_clien
     runtime.guard.usage_buffer.add(base[0], "s.1|1|-|a", 2)
     redis_server.stop()
     try:
-        assert not get_runtime().guard.flush_usage(spool_on_failure=True)
+        assert not get_runtime().guard.usage.flush_usage(spool_on_failure=True)
     finally:
         redis_server.start()
     (path,) = spool_dir().glob("*.spool")

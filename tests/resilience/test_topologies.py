@@ -267,7 +267,7 @@ def test_local_usage_is_written_to_every_node(topology, topo_runtime):
     tags = [f"{{s.{i}}}" for i in range(30)]
     for tag in tags:
         assert topo_runtime.guard.decide_locally(tag, (), None, 0, "1|-").allowed  # counted in-process, as in an outage
-    assert topo_runtime.guard.flush_usage()
+    assert topo_runtime.guard.usage.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
     client = client_of(topo_runtime)
     keys = [topo_runtime.store.keys_of(t) for t in tags]

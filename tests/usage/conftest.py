@@ -51,8 +51,8 @@ def send(api: APIClient, key: str | None, n: int, path: str = "/api/demo/ping") 
     codes = Counter(api.get(path, **extra).status_code for _ in range(n))
     # What the poller thread does every second in a server: the requests served from allowances and the
     # engine's batched counts go into Redis (its other writes are left to the tests that tick).
-    get_runtime().guard.settle_allowances()
-    get_runtime().guard.flush_usage()
+    get_runtime().guard.usage.settle_allowances()
+    get_runtime().guard.usage.flush_usage()
     return codes
 
 

@@ -201,7 +201,7 @@ def test_the_flush_copies_the_memory_stores_counts(api, free, set_quotas):
     forget("memory://flush")
     set_quotas(REDIS_URL="memory://flush")
     assert send(api, issue_key(plan=free), 6) == {200: 5, 429: 1}
-    get_runtime().guard.flush_usage()  # what the engine counted in-process (a refusal from memory), too
+    get_runtime().guard.usage.flush_usage()  # what the engine counted in-process (a refusal from memory), too
     report = flush_usage()
     assert report.rows == 1
     (row,) = UsageRecord.objects.values_list("allowed", "denied_rate")

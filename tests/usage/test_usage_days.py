@@ -65,7 +65,7 @@ def test_a_day_of_usage_is_the_budget_zones_day_live_and_flushed(api, metered, s
     codes = [api.get("/t/priced", HTTP_X_API_KEY=key).status_code for _ in range(4)]
     assert codes == [200, 200, 200, 429]  # 0.90 spent; a fourth 0.30 would pass the 1.00 budget
     runtime = get_runtime()
-    runtime.guard.flush_usage()
+    runtime.guard.usage.flush_usage()
     assert list(scan_usage_keys(redis_client, runtime.prefix, [now.date()])) == []  # no key of the UTC date
     live = report(api, key, to=local_today.isoformat())
     ((row,),) = [live["rows"]]

@@ -231,7 +231,7 @@ def test_refund_gives_units_back(runtime, algorithm):
     windows = rule(algorithm, "2/min").windows
     first = runtime.guard.decide("{c}", windows, now=T0)
     assert runtime.guard.decide("{c}", windows, now=T0).allowed
-    runtime.guard.refund(first, only_refundable=False)
+    runtime.guard.settlement.refund(first, only_refundable=False)
     assert runtime.guard.decide("{c}", windows, now=T0).allowed
     assert not runtime.guard.decide("{c}", windows, now=T0).allowed
 

@@ -177,9 +177,9 @@ def test_a_refund_takes_back_only_the_thresholds_its_request_raised(runtime):
     a = decide(runtime, windows, 850_000)
     b = decide(runtime, windows, 150_000)
     assert (reported(a), reported(b)) == ([(1, 850_000)], [(2, 1_000_000)])
-    runtime.guard.reconcile(a, 0)
+    runtime.guard.settlement.reconcile(a, 0)
     assert reported(a) == [(1, 150_000)]
-    runtime.guard.reconcile(b, 0)
+    runtime.guard.settlement.reconcile(b, 0)
     assert reported(b) == []
     c = decide(runtime, windows, 1_000_000)
     assert reported(c) == [(2, 1_000_000)]
@@ -191,9 +191,9 @@ def test_the_later_request_settling_first_leaves_the_earlier_ones_threshold(runt
     windows = budget(1_000_000)
     a = decide(runtime, windows, 800_000)
     b = decide(runtime, windows, 200_000)
-    runtime.guard.reconcile(b, 0)
+    runtime.guard.settlement.reconcile(b, 0)
     assert reported(b) == []
-    runtime.guard.reconcile(a, 500_000)
+    runtime.guard.settlement.reconcile(a, 500_000)
     assert reported(a) == []
     c = decide(runtime, windows, 300_000)
     assert reported(c) == [(1, 800_000)]

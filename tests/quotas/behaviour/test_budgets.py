@@ -346,7 +346,7 @@ def test_reconciling_after_the_period_ended_leaves_the_new_period_alone(runtime)
     b = runtime.guard.decide("{boundary}", windows, now=day0.end + 1, cost_micros=60)
     assert b.allowed
     assert b.states[0].used == 60
-    runtime.guard.reconcile(a, 20)  # A actually cost 20: +10 on day 0, which has ended
+    runtime.guard.settlement.reconcile(a, 20)  # A actually cost 20: +10 on day 0, which has ended
     c = runtime.guard.decide("{boundary}", windows, now=day0.end + 2, cost_micros=90)
     assert not c.allowed
     assert runtime.guard.decide("{boundary}", windows, now=day0.end + 3, cost_micros=40).states[0].used == 100
@@ -361,7 +361,7 @@ def test_reconciling_within_the_period_adds_the_difference(runtime):
     windows = list(rule.windows)
     day0 = period_bounds("day", 1_700_000_000)
     a = runtime.guard.decide("{same-day}", windows, now=day0.start + 10, cost_micros=10)
-    runtime.guard.reconcile(a, 25)
+    runtime.guard.settlement.reconcile(a, 25)
     assert a.states[0].used == 25
     assert runtime.guard.decide("{same-day}", windows, now=day0.start + 20, cost_micros=75).allowed
     assert not runtime.guard.decide("{same-day}", windows, now=day0.start + 30, cost_micros=1).allowed
@@ -470,7 +470,7 @@ def test_allowances_never_take_a_budget_past_its_bound(client, set_quotas, allow
             assert response.status_code == 429
             break
         admitted += 1
-    get_runtime().guard.settle_allowances(everything=True)  # what allowances held back goes back
+    get_runtime().guard.usage.settle_allowances(everything=True)  # what allowances held back goes back
     assert spent(key) <= Decimal("1.00") + Decimal("0.29")
     assert spent(key) == Decimal("0.30") * admitted  # each request charged its actual cost, once
     # At most 0.30 x 3 = 0.90 spent, and the fourth fits its 0.01 estimate. (Fewer while an ended allowance
@@ -537,7 +537,7 @@ def test_both_alerts_come_with_allowances_on_or_off(client, alerts, set_quotas, 
     key = issue_key(plan=plan)
     redis_client.config_resetstat()
     codes = [get(client, key).status_code for _ in range(110)]
-    get_runtime().guard.settle_allowances(everything=True)
+    get_runtime().guard.usage.settle_allowances(everything=True)
     assert 90 <= codes.count(200) <= 100
     if allowances:
         assert script_calls(redis_client) < 100  # some requests were served from allowances

@@ -1,0 +1,326 @@
+"""The hot path of one decision, top to bottom: facts in, the store's call, the decision, the verdict out.
+
+:func:`check` (and :func:`check_async`) resolve an adapter's :class:`~quotas.decide.shapes.Facts` against
+the compiled rules into one :class:`Call`, which the guard and the store take as it is; the decision comes
+back and becomes the :class:`~quotas.decide.shapes.Verdict`, its refusal made by :mod:`quotas.decide.refusals`.
+Requests an allow or deny list decides, or no limit applies to, and the failure mode while Redis is away are
+here too, beside the step they replace.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+
+from asgiref.sync import sync_to_async
+
+from quotas import problems
+from quotas.contract.keys import encode_part
+from quotas.decide.refusals import refusal, shaped
+from quotas.decide.settling import send_alerts
+from quotas.decide.shapes import Facts, Verdict
+from quotas.exceptions import (
+    AccessDenied,
+    InvalidQuotaRequest,
+    ProblemException,
+    QuotaServiceUnavailable,
+    StoreUnavailable,
+)
+from quotas.formats.acl import ACLRule
+from quotas.formats.money import from_micros, to_micros
+from quotas.identity.addresses import client_ip
+from quotas.identity.clients import Client, identify
+from quotas.identity.countries import request_country
+from quotas.observability.events import report_ban
+from quotas.observability.record import record_acl, record_decision
+from quotas.rules.limits import Window
+from quotas.rules.snapshot import RequestRules, RuleSet
+from quotas.runtime import Runtime, get_runtime
+from quotas.settings import quota_settings
+from quotas.store.decision import DecideCall, Decision
+
+logger = logging.getLogger("quotas.service")  # the service's log, where operators already look
+
+
+class Call(DecideCall):
+    """One request's store call, resolved from its facts against the compiled rules: what the store is asked
+    (it is a :class:`~quotas.store.decision.DecideCall`) with what the service needs around it, so a request
+    keeps this one shape from the rules to the reply."""
+
+    __slots__ = ("client", "facts", "plan", "plan_id", "rules", "runtime", "started", "store_seconds")
+
+    def __init__(  # noqa: PLR0913, PLR0917
+        self,
+        facts: Facts,
+        runtime: Runtime,
+        rules: RuleSet,
+        client: Client,
+        plan_id: int | None,
+        windows: Sequence[Window],
+        cost: int,
+        usage: str,
+        started: float,
+    ) -> None:
+        plan = rules.plans.get(plan_id) if plan_id is not None else None
+        # Concurrency leases are named by the request, so settling can end them.
+        request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in windows) else ""
+        DecideCall.__init__(
+            self, client.tag, windows, facts.weight, None, cost, usage, False,
+            runtime.multipliers.get(plan_id),  # the adaptive multiplier of the plan (1.0 without one)
+            plan.ban_policy if plan is not None and facts.metered else "",
+            request_id,
+            # An allowance charges each request the limits' price; a view's own estimate varies per request.
+            facts.cost_micros is None and (plan is None or plan.local_allowances),
+        )  # fmt: skip
+        self.facts = facts
+        self.runtime = runtime
+        self.rules = rules
+        self.client = client
+        self.plan_id = plan_id
+        self.plan = plan
+        self.started = started
+        self.store_seconds = 0.0  # the store call's time (OpenTelemetry's span and histogram)
+
+
+def check(facts: Facts) -> Verdict:
+    """The verdict on one request (see the module docstring); a refusal is returned, never raised."""
+    started = time.perf_counter()
+    if not quota_settings.ENABLED:
+        return Verdict(request=facts.request)
+    try:
+        call = _prepare(facts, started)
+        if isinstance(call, Verdict):
+            return call
+        sent = time.perf_counter()
+        try:
+            decision = call.runtime.guard.decide_call(call)
+        except StoreUnavailable:
+            return _conclude(call, _fail(call))
+        call.store_seconds = time.perf_counter() - sent
+        return _conclude(call, decision)
+    except ProblemException as exc:  # a bad API key, a blocked address, rules the database cannot give
+        return Verdict(refusal=exc, request=facts.request)
+
+
+async def check_async(facts: Facts) -> Verdict:
+    """:func:`check` for an async view: the store call awaits redis-py's asyncio client.
+
+    The steps around it may block (the rules snapshot and an API key may be read
+    from the database, audit, budget alerts, a shaping delay): they run in
+    asgiref's worker thread.
+    """
+    if not quota_settings.ENABLED:
+        return Verdict(request=facts.request)
+    try:
+        call = await sync_to_async(_prepare)(facts, time.perf_counter())
+    except ProblemException as exc:
+        return Verdict(refusal=exc, request=facts.request)
+    if isinstance(call, Verdict):
+        return call
+    sent = time.perf_counter()
+    try:
+        decision: Decision | Verdict = await call.runtime.guard.adecide(call)
+        call.store_seconds = time.perf_counter() - sent
+    except StoreUnavailable:
+        decision = _fail(call)
+    return await sync_to_async(_conclude)(call, decision)
+
+
+def identified(facts: Facts) -> Client | Verdict:
+    """For an adapter that counts a request as another client (DRF's ``get_cache_key``, a decorator's
+    ``key=``): the client the request is identified as (API key, user or address), which the adapter then
+    sets as ``facts.client``; or the verdict of a request answered without a decision (limits off, a bad
+    API key, a weight or cost out of bounds). It may read the database (an API key): sync code only."""
+    if not quota_settings.ENABLED:
+        return Verdict(request=facts.request)
+    try:
+        _within_bounds(facts.weight, facts.cost_micros)
+        runtime = get_runtime()
+        client = identify(facts.http_request, facts.user, runtime.rules, facts.auth)
+    except ProblemException as exc:
+        return Verdict(refusal=exc, request=facts.request)
+    if client.subscriber is not None:
+        runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
+    return client
+    if client.subscriber is not None:
+        runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
+    return client
+
+
+# One function read top to bottom: the steps it takes were one-use helpers, each a call on every request.
+def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR0912
+    """Steps 1 to 3: the store call, or the verdict of a request decided without it."""
+    weight, estimate = facts.weight, facts.cost_micros
+    if weight is not None or estimate is not None:
+        _within_bounds(weight, estimate)
+    runtime = get_runtime()
+    rules = runtime.rules.current()
+    http = facts.http_request
+    client = facts.client
+    if client is None:
+        client = identify(http, facts.user, runtime.rules, facts.auth)
+        if client.subscriber is not None:
+            runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
+    path, method, scope = http.path, http.method or "GET", facts.scope
+    plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
+    # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price.
+    matched = rules.for_request(plan_id, client.subscriber, scope, path, method)
+    if matched.by_country:  # a limit kept to some countries matched: the client's country decides
+        matched = matched.in_country(request_country(http))
+    if plan_id is not None and not facts.scope_limits_only:
+        windows = list(matched.windows)
+    else:
+        windows = _fallback_windows(facts, rules, client, plan_id, path=path, method=method)
+    if facts.limits:
+        windows += [w for rule in facts.limits for w in rule.windows]
+    # What the request is charged before the view runs (micro-units): nothing on a decision after the one that
+    # priced it (whose budgets those are too), else the view's estimate, else the limits' price.
+    if not facts.priced:
+        windows = [w for w in windows if not w.is_budget]
+        cost = 0
+    elif estimate is not None:
+        cost = estimate
+    elif facts.price_per_unit:
+        # The limits' price for each unit of the weight: bounded as a view's own estimate is.
+        cost = _cost_within_bounds(matched.price_micros * (1 if weight is None else weight))
+    else:
+        cost = matched.price_micros
+    # The usage counters a decision is counted under: "<plan>|<scope>".
+    metered = facts.metered and facts.priced
+    usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}" if metered else ""
+    call = Call(facts, runtime, rules, client, plan_id, windows, cost, usage, started)
+    if rules.acl:
+        entry = _match_acl(call)
+        if entry is not None:
+            return _listed(call, entry)
+    if not windows:
+        if rules.empty or not metered:
+            return Verdict(client, plan_id, request=facts.request)
+        # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
+        return Verdict(client, plan_id, _count_unlimited(call), request=facts.request)
+    return call
+
+
+def _fallback_windows(
+    facts: Facts, rules: RuleSet, client: Client, plan_id: int | None, *, path: str, method: str
+) -> list[Window]:
+    """The windows of a request no plan covers (no plans, or no subscription and no default plan): the
+    fallback limits'. With ``scope_limits_only``, those of the plan's limits that name the scope, if any."""
+    if plan_id is not None:
+        scoped = RequestRules.of(
+            rule
+            for rule in rules.limits_for(plan_id, client.subscriber)
+            if rule.scope and rule.scope == facts.scope and rule.matches(facts.scope, path, method)
+        )
+        if scoped.by_country:
+            scoped = scoped.in_country(request_country(facts.http_request))
+        own = list(scoped.windows)
+        if own:
+            return own
+    return [w for rule in facts.fallback if rule.matches(facts.scope, path, method) for w in rule.windows]
+
+
+def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
+    """Steps 5 and 6: audit, metrics, alerts and bans, then the refusal or the shaping delay."""
+    if isinstance(decision, Verdict):
+        return decision  # the failure mode answered
+    client, facts, runtime = call.client, call.facts, call.runtime
+    for state in decision.would_deny():
+        logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
+    if decision.ban_started:
+        report_ban(client.tag, client.subscription_id, decision, call.plan)
+    record_decision(
+        facts.request, decision, client_tag=client.tag, plan=call.plan.slug if call.plan is not None else None,
+        scope=facts.scope, started=call.started, history=runtime.history if facts.metered else None,
+        refusals=runtime.refusals, store_seconds=call.store_seconds,
+    )  # fmt: skip
+    verdict = Verdict(client, call.plan_id, decision, request=facts.request)
+    if not decision.allowed:
+        send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
+        verdict.refusal = refusal(call.rules, decision, call.plan_id)
+    elif decision.delay > 0:
+        verdict.refusal = shaped(runtime, decision, client.tag)
+    return verdict
+
+
+def _fail(call: Call) -> Decision | Verdict:
+    """Redis unreachable: the failure mode's verdict, or this process's local decision."""
+    mode = quota_settings.FAILURE_MODE
+    if mode == "closed":
+        return Verdict(call.client, call.plan_id, refusal=QuotaServiceUnavailable(problems.store_unavailable(), wait=1))
+    if mode == "open":
+        return Verdict(call.client, call.plan_id, request=call.facts.request)
+    # "local": this process enforces its share of the same limits until Redis is back.
+    return call.runtime.guard.decide_locally(
+        call.tag, call.windows, call.weight, call.cost_micros, call.usage, multiplier=call.multiplier
+    )
+
+
+def _count_unlimited(call: Call) -> Decision:
+    """Count an admitted request that no limit applies to (one script call, usage only)."""
+    # Nothing is limited: no ban to check, no allowance to serve from, nothing to scale.
+    call.multiplier, call.ban_policy, call.allowance_ok = 1.0, "", False
+    try:
+        return call.runtime.guard.decide_call(call)
+    except StoreUnavailable:
+        # Admitted whatever the failure mode (no limit applies); its usage waits in-process.
+        return call.runtime.guard.decide_locally(call.tag, (), call.weight, call.cost_micros, call.usage)
+
+
+def _listed(call: Call, entry: ACLRule) -> Verdict:
+    """Allow entries skip limits and budgets; deny entries refuse with 403. Both are counted.
+
+    An allowed request is counted with its estimated cost like any other, and
+    its decision is reconciled after the view.
+    """
+    facts, runtime = call.facts, call.runtime
+    allowed = entry.action == "allow"
+    record_acl(
+        facts.request, entry, client_tag=call.client.tag, plan=call.plan.slug if call.plan is not None else None,
+        scope=facts.scope, started=call.started, history=runtime.history if facts.metered else None,
+        refusals=runtime.refusals,
+    )  # fmt: skip
+    if allowed:
+        decision = runtime.guard.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost_micros)
+        return (
+            Verdict(call.client, call.plan_id, decision, request=facts.request)
+            if decision is not None
+            else Verdict(call.client, call.plan_id)
+        )
+    runtime.guard.count_acl(call.client.tag, call.usage, False, None, 0)
+    problem = problems.access_denied(entry, time.time())
+    logger.info("quotas: deny-list entry %s refused %s", entry.id, call.client.tag)
+    return Verdict(call.client, call.plan_id, refusal=AccessDenied(problem, wait=problem.get("retry_after")))
+
+
+def _match_acl(call: Call) -> ACLRule | None:
+    """The allow or deny entry for this request (an in-process lookup, no Redis)."""
+    subscriber = call.client.subscriber
+    user = call.facts.user
+    return call.rules.acl.match(
+        key_id=subscriber.key_id if subscriber else None,
+        subscription_id=subscriber.id if subscriber else None,
+        user_id=user.pk if user is not None and getattr(user, "is_authenticated", False) else None,
+        ip=client_ip(call.facts.http_request),
+        scope=call.facts.scope,
+        now=time.time(),
+    )
+
+
+def _within_bounds(weight: int | None, cost: int | None) -> None:
+    """A weight or a cost estimate out of QUOTAS' bounds is a 400 naming them, whichever front door gave it:
+    checked before any Redis call (a negative one would give units or money back; an enormous one would make
+    the script fail, and the failure would look like Redis's)."""
+    if weight is not None and not 0 <= weight <= quota_settings.MAX_REQUEST_WEIGHT:
+        raise InvalidQuotaRequest(problems.out_of_bounds("weight", weight, quota_settings.MAX_REQUEST_WEIGHT))
+    if cost is not None:
+        _cost_within_bounds(cost)
+
+
+def _cost_within_bounds(cost: int) -> int:
+    """``cost`` (micro-units), or the 400 naming ``MAX_REQUEST_COST`` when it is out of bounds."""
+    if not 0 <= cost <= to_micros(quota_settings.MAX_REQUEST_COST):
+        raise InvalidQuotaRequest(problems.out_of_bounds("cost", from_micros(cost), quota_settings.MAX_REQUEST_COST))
+    return cost
