@@ -33,7 +33,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 BURN_SECONDS = 8.0
 BURNER = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(100)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(130)]
 
 
 def wait_until(condition: Callable[[], object], timeout: float, every: float = 0.2) -> object:
@@ -164,8 +164,10 @@ def test_cpu_burst_cuts_free_first_and_recovers(env, services, redis_client) -> 
     full = limits_seen[0]
     assert min(limits_seen) < full, f"no request ever saw a reduced quota: {limits_seen}"
 
+    # Recovery waits for the host's CPU to fall below the low mark: under make test another xdist worker may keep
+    # a core busy for a while after the burst, so the wait is generous (alone it recovers in a few seconds).
     recovered = wait_until(
-        lambda: read_multipliers(board_of(redis_client)) == {p: 1.0 for p in plans.values()}, 30, 0.25
+        lambda: read_multipliers(board_of(redis_client)) == {p: 1.0 for p in plans.values()}, 60, 0.25
     )
     print(f"back to 1.0 {time.monotonic() - started - BURN_SECONDS:.1f} s after the burst")
     assert recovered, f"no recovery: {read_multipliers(board_of(redis_client))} {read_state(board_of(redis_client))}"
