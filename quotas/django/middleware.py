@@ -13,15 +13,14 @@ QuotaThrottle does not limit: a DRF view under a prefix would be decided twice.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from inspect import iscoroutinefunction
+from collections.abc import Awaitable
 from typing import Any
 
-from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from quotas.decide import Facts
 from quotas.django.respond import agate, facts_for, gate
+from quotas.http.hybrid import HybridMiddleware
 from quotas.settings import quota_settings
 
 
@@ -37,17 +36,8 @@ def _facts(request: HttpRequest, entry: dict[str, Any]) -> Facts:
     )
 
 
-class PathQuotaMiddleware:
+class PathQuotaMiddleware(HybridMiddleware):
     """Checks requests under ``QUOTAS['PATH_LIMITS']`` prefixes (see module docstring); sync and async."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:

@@ -15,12 +15,10 @@ cookie) are :class:`~quotas.http.sign_in.SignInThrottleMiddleware`'s job.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from http import HTTPStatus
-from inspect import iscoroutinefunction
-from typing import Any
 
-from asgiref.sync import markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas import problems
@@ -29,20 +27,12 @@ from quotas.exceptions import ProblemException
 from quotas.http import responses
 from quotas.http.context import take_verdicts, verdicts_of
 from quotas.http.headers import rate_limit_headers
+from quotas.http.hybrid import HybridMiddleware
 from quotas.http.settlement import headline, needs_settling, settle_at_end, settle_verdicts
 
 
-class QuotaHeadersMiddleware:
+class QuotaHeadersMiddleware(HybridMiddleware):
     """Adds rate-limit headers and settles decisions (see module docstring)."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:

@@ -18,16 +18,14 @@ database, so under ASGI it answers on the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from http import HTTPStatus
-from inspect import iscoroutinefunction
-from typing import Any
 
-from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from quotas import problems
 from quotas.http import responses
+from quotas.http.hybrid import HybridMiddleware
 from quotas.identity import devices
 from quotas.identity.auth_failures import refused_for
 
@@ -37,18 +35,9 @@ SIGN_IN_MIDDLEWARE = frozenset(
 )
 
 
-class SignInThrottleMiddleware:
+class SignInThrottleMiddleware(HybridMiddleware):
     """Answers a sign-in refused for too many failures with a 429, and trusts a browser that signed in (see the
     module docstring)."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:
