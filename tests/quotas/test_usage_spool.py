@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import time
 
 import pytest
@@ -82,10 +84,10 @@ def test_forged_spool_files_are_not_replayed(redis_client, base):
 def test_a_claim_left_by_a_dead_replayer_is_taken_over(redis_client, base):
     """A .replaying file whose process is gone is replayed by the next process."""
     path = spool_batches("writer-a", [Batch(0, {(base[0], TODAY, "s.1|1|-|a"): 4})])
-    dead = os.fork()
-    if dead == 0:
-        os._exit(0)
-    os.waitpid(dead, 0)
+    # A process that has ended: spawned, not forked (os.fork warns in a process with threads, as this one has).
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    dead = ended.pid
     path.rename(path.with_name(f"{path.stem}.{dead}.replaying"))
     assert replay_spool(redis_client) == 1
     assert usage_totals(redis_client)["a"] == 4
