@@ -43,7 +43,7 @@ from quotas.store.controller_board import hosts_key as controller_hosts_key
 from quotas.store.controller_board import lock_key as controller_lock_key
 from quotas.store.controller_board import state_key as controller_state_key
 from quotas.store.decision import scaled
-from quotas.store.redis_store import usage_day_of
+from quotas.store.usage_day import usage_day_of
 from quotas.store.usage_hashes import (
     ANONYMOUS_CLIENT,
     MAX_TEXT,

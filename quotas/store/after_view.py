@@ -22,8 +22,8 @@ from quotas.store.decision import Decision, WindowState
 from quotas.store.fallback import LocalLimiter
 from quotas.store.interface import Store
 from quotas.store.owed import Owed, OwedSpend
-from quotas.store.redis_store import day_of
 from quotas.store.usage_counting import InProcessUsage
+from quotas.store.usage_day import day_of
 
 logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look
 

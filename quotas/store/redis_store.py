@@ -35,9 +35,7 @@ from quotas.contract.protocol import (
     release_args,
 )
 from quotas.exceptions import ScriptFailed, StoreUnavailable
-from quotas.formats.periods import UsageDay, usage_day
 from quotas.rules.limits import Window
-from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 from quotas.store.history_store import HistoryStore
@@ -48,6 +46,7 @@ from quotas.store.refusal_lists import RefusalLists
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
 from quotas.store.usage_counters import UsageCounters
+from quotas.store.usage_day import usage_day_of
 
 
 class RedisStore:
@@ -348,17 +347,6 @@ def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) ->
     the ban refused the request, not the windows).
     """
     return [WindowState(w, True, 0, wait_us, 0, quota=scaled(w, multiplier)) for w in windows]
-
-
-def usage_day_of(now: float) -> UsageDay:
-    """The usage day of ``now``, where budget days begin (``QUOTAS['BUDGET_TIME_ZONE']``)."""
-    return usage_day(now, str(quota_settings.BUDGET_TIME_ZONE))
-
-
-def day_of(now: float) -> str:
-    """``"YYYYMMDD"`` of ``now``'s usage day (``BUDGET_TIME_ZONE``): the usage key a count made at ``now``
-    belongs to."""
-    return usage_day_of(now).stamp
 
 
 def _failure(what: str, exc: Exception) -> StoreUnavailable:

@@ -34,9 +34,9 @@ from django.core import signing
 
 from quotas import metrics
 from quotas.contract.protocol import usage_add_args
-from quotas.formats.periods import usage_day
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS
+from quotas.store.usage_day import day_of
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +97,7 @@ class UsageBuffer:
         allowance's requests are counted after they were served): what ``quota_usage_write_lag_seconds``
         measures from.
         """
-        # The usage day where budget days begin, as the store dates a count (redis_store.day_of).
-        day = day or usage_day(time.time(), str(quota_settings.BUDGET_TIME_ZONE)).stamp
+        day = day or day_of(time.time())
         since = time.monotonic() if since is None else since
         with self._lock:
             if self._pid != os.getpid():

@@ -13,8 +13,8 @@ from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import StoreUnavailable
 from quotas.store.allowances import Allowance, Allowances
 from quotas.store.interface import Store
-from quotas.store.redis_store import day_of
 from quotas.store.usage_buffer import UsageBuffer
+from quotas.store.usage_day import day_of
 
 logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look
 
