@@ -45,6 +45,7 @@ PARTS = (
     "adjust.lua",
     "release.lua",
     "usage_add.lua",
+    "history_top.lua",
 )
 
 #: Each entry point (a ``local function <name>(keys, args)`` of the part named after it) and the parts it uses.
@@ -54,6 +55,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "adjust": ("common.lua", "period.lua", "usage.lua", "adjust.lua"),
     "release": ("release.lua",),
     "usage_add": ("usage.lua", "usage_add.lua"),
+    "history_top": ("history_top.lua",),
 }
 
 

@@ -243,6 +243,13 @@ class UsageAddArg(IntEnum):
     SEQ = 3  # the batch's sequence number (a hash takes each writer's batch once)
 
 
+class HistoryTopArg(IntEnum):
+    """The fixed ARGV slots of history_top.lua; "member, count" pairs follow them."""
+
+    KEEP = 1  # how many members the set keeps (the highest scores)
+    EXPIRES_AT = 2  # when the set expires (epoch seconds)
+
+
 #: Each script's ARGV layout, by the prefix its Lua constants carry (REFUND_ARG_NOW, REFUND_FIXED_ARGS).
 _ARGV_LAYOUTS: dict[str, type[IntEnum]] = {
     "DECIDE": DecideArg,
@@ -250,6 +257,7 @@ _ARGV_LAYOUTS: dict[str, type[IntEnum]] = {
     "ADJUST": AdjustArg,
     "RELEASE": ReleaseArg,
     "USAGE_ADD": UsageAddArg,
+    "HISTORY_TOP": HistoryTopArg,
 }
 
 
@@ -400,6 +408,11 @@ def release_args(request_id: str) -> list[object]:
 def usage_add_args(day: int, writer: str, seq: int, pairs: Sequence[object]) -> list[object]:
     """usage_add.lua's ARGV: the fixed slots in :class:`UsageAddArg` order, then "field, amount" pairs."""
     return [day, writer, seq, *pairs]
+
+
+def history_top_args(keep: int, expires_at: int, pairs: Sequence[object]) -> list[object]:
+    """history_top.lua's ARGV: the fixed slots in :class:`HistoryTopArg` order, then "member, count" pairs."""
+    return [keep, expires_at, *pairs]
 
 
 def parse_multipliers(raw: bytes | str | None) -> dict[int, float]:

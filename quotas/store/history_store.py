@@ -9,8 +9,9 @@ those notes to Redis in one pipeline (no transaction: fine on a cluster client):
 - ``<prefix>:hist:h:<YYYYMMDDHH>``: the same fields per UTC hour, kept
   :data:`HOUR_KEEP` seconds after its hour ends;
 - ``<prefix>:hist:top:<YYYYMMDDHH>:<a or d>``: a sorted set per hour of the
-  clients' admitted (``a``) or denied (``d``) requests (ZINCRBY), trimmed to
-  the :data:`TOP_KEEP` largest after every write, with the hourly TTL. The trim
+  clients' admitted (``a``) or denied (``d``) requests, added and trimmed to
+  the :data:`TOP_KEEP` largest after every write by one call of ``lua/history_top.lua`` per set,
+  with the hourly TTL. The trim
   makes "top" approximate near the boundary: a client dropped at rank 101 starts
   again from its next second's count if it climbs back.
 
@@ -37,7 +38,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from quotas.contract.protocol import USAGE_COUNTERS
+from quotas.contract.library import script_source
+from quotas.contract.protocol import USAGE_COUNTERS, history_top_args
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.store.failures import unavailable
 
@@ -65,6 +67,8 @@ HOUR_KEEP = 7 * 86400 + 3600
 TOP_KEEP = 100
 #: Seconds a client's hour hash lives after its hour ends: its 24-hour chart, plus an hour's margin.
 CLIENT_KEEP = 25 * 3600
+#: Member, count pairs per script call (so one call's arguments stay a few hundred KB at most).
+_TOP_BATCH = 2 * 10_000
 #: The top sets: admitted and denied requests.
 TOP_SIDES = {"allowed": "a", "denied": "d"}
 
@@ -90,9 +94,10 @@ class HistoryStore:
     def write(self, counts: Counts, top: TopCounts, clients: ClientCounts) -> None:
         """Add a process's notes in one pipeline."""
         with unavailable("writing the history"):
-            pipe = _pipeline(self._client, self.prefix, counts, top)
+            pipe = _pipeline(self._client, self.prefix, counts)
             _client_pipeline(pipe, self.prefix, clients)
             pipe.execute()
+            _add_top(self._client, self.prefix, top)
 
     def buckets(self, resolution: Resolution, start: datetime, end: datetime) -> list[HistoryBucket]:
         """The buckets from ``start`` to ``end`` (see :func:`read_history`)."""
@@ -110,9 +115,7 @@ class HistoryStore:
             return read_client_history(self._client, self.prefix, tag, resolution, start=start, end=end)
 
 
-def _pipeline(
-    client: Any, prefix: str, counts: dict[tuple[int, str], int], top: dict[tuple[int, str, str], int]
-) -> Any:
+def _pipeline(client: Any, prefix: str, counts: dict[tuple[int, str], int]) -> Any:
     pipe = client.pipeline(transaction=False)
     hours: dict[tuple[int, str], int] = {}
     for (minute, field), n in counts.items():
@@ -124,13 +127,24 @@ def _pipeline(
         pipe.hincrby(bucket_key(prefix, "hour", hour * 3600), field, n)
     for hour in {h for h, _ in hours}:
         pipe.expireat(bucket_key(prefix, "hour", hour * 3600), (hour + 1) * 3600 + HOUR_KEEP)
-    for (hour, side, member), n in top.items():
-        pipe.zincrby(top_key(prefix, hour * 3600, side), n, member)
-    for hour, side in {(h, s) for h, s, _ in top}:
-        key = top_key(prefix, hour * 3600, side)
-        pipe.zremrangebyrank(key, 0, -(TOP_KEEP + 1))  # keep the TOP_KEEP highest scores
-        pipe.expireat(key, (hour + 1) * 3600 + HOUR_KEEP)
     return pipe
+
+
+def _add_top(client: Any, prefix: str, top: dict[tuple[int, str, str], int]) -> None:
+    """Add the clients' counts to each hour's top sets: one script call per set (``lua/history_top.lua``)."""
+    if not top:
+        return
+    pairs: dict[tuple[int, str], list[object]] = {}
+    for (hour, side, member), n in top.items():
+        pairs.setdefault((hour, side), []).extend((member, n))
+    script = client.register_script(script_source("history_top"))  # EVALSHA on any server, as usage_add
+    for (hour, side), members in sorted(pairs.items()):
+        expires = (hour + 1) * 3600 + HOUR_KEEP
+        for start in range(0, len(members), _TOP_BATCH):
+            # Trimmed after each batch, as the set was after each write: a member below the cut then comes back
+            # from its next count only, the approximation the module docstring describes.
+            batch = members[start : start + _TOP_BATCH]
+            script(keys=[top_key(prefix, hour * 3600, side)], args=history_top_args(TOP_KEEP, expires, batch))
 
 
 def _client_pipeline(pipe: Any, prefix: str, clients: dict[tuple[int, str, str], int]) -> None:

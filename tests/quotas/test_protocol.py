@@ -21,6 +21,7 @@ from quotas.contract.protocol import (
     DecideArg,
     DecideFlag,
     DecideReply,
+    HistoryTopArg,
     RefundArg,
     ReleaseArg,
     UsageAddArg,
@@ -28,6 +29,7 @@ from quotas.contract.protocol import (
     WindowSpec,
     adjust_args,
     decide_args,
+    history_top_args,
     lua_constants,
     refund_args,
     release_args,
@@ -84,6 +86,8 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
         ("RELEASE", ReleaseArg, release_args("r1"), {ReleaseArg.REQUEST_ID: "r1"}, []),
         ("USAGE_ADD", UsageAddArg, usage_add_args(19000, "w", 4, ["f|a", 2]),
          {UsageAddArg.DAY: 19000, UsageAddArg.WRITER: "w", UsageAddArg.SEQ: 4}, ["f|a", 2]),
+        ("HISTORY_TOP", HistoryTopArg, history_top_args(100, 7200, ["u.1", 3]),
+         {HistoryTopArg.KEEP: 100, HistoryTopArg.EXPIRES_AT: 7200}, ["u.1", 3]),
     ],
 )  # fmt: skip
 def test_lua_and_python_agree_on_each_scripts_argv(redis_client, script, layout, args, named, rest):
