@@ -68,7 +68,7 @@ class Call(DecideCall):
         request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in windows) else ""
         DecideCall.__init__(
             self, client.tag, windows, facts.weight, None, cost, usage, False,
-            runtime.multipliers.get(plan_id),  # the adaptive multiplier of the plan (1.0 without one)
+            runtime.multipliers.by_plan.get(plan_id, 1.0),  # the plan's adaptive multiplier (1.0 without one)
             plan.ban_policy if plan is not None and facts.metered else "",
             request_id,
             # An allowance charges each request the limits' price; a view's own estimate varies per request.
@@ -144,9 +144,6 @@ def identified(facts: Facts) -> Client | Verdict:
     if client.subscriber is not None:
         runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
     return client
-    if client.subscriber is not None:
-        runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
-    return client
 
 
 # One function read top to bottom: the steps it takes were one-use helpers, each a call on every request.
@@ -191,7 +188,7 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
     metered = facts.metered and facts.priced
     usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}" if metered else ""
     call = Call(facts, runtime, rules, client, plan_id, windows, cost, usage, started)
-    if rules.acl:
+    if rules.acl.rules:
         entry = _match_acl(call)
         if entry is not None:
             return _listed(call, entry)

@@ -93,12 +93,16 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
     here; raises :class:`InvalidAPIKey` for a bad key.
     """
     if isinstance(auth, Subscriber):
-        return subscription_client(auth)
+        return Client.of_subscription(auth)
     raw_key = api_key_of(request)
     if raw_key is not None and rules.backend is not None:
         return authenticate_key(request, raw_key, rules)
     if user is not None and getattr(user, "is_authenticated", False):
-        return user_client(str(user.pk), rules.subscriber_for_user(user.pk))
+        # user_client(), unrolled: a call less on every signed-in request.
+        subscriber = rules.subscriber_for_user(user.pk)
+        if subscriber is not None and subscriber.id is not None:
+            return Client.of_subscription(subscriber)
+        return Client.of_user(user.pk, subscriber)
     group = address_group(request)
     return Client.of_address(group)
 
@@ -106,7 +110,8 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
 def api_key_of(request: HttpRequest) -> str | None:
     """The raw API key ``request`` sends in ``QUOTAS['API_KEY_HEADER']``, or None (none sent, or, with
     ``QUOTAS['API_KEY_PREFIXES']``, one that is not this platform's: the project's own authentication's)."""
-    raw = request.META.get(_meta_name(quota_settings.API_KEY_HEADER))
+    header = quota_settings.API_KEY_HEADER
+    raw = request.META.get(_META_NAMES.get(header) or _meta_name(header))
     if raw is None:
         return None
     ours = quota_settings.API_KEY_PREFIXES
@@ -172,4 +177,9 @@ def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
 
 
 def _meta_name(header: str) -> str:
-    return "HTTP_" + header.upper().replace("-", "_")
+    name = _META_NAMES[header] = "HTTP_" + header.upper().replace("-", "_")
+    return name
+
+
+#: Header name -> its WSGI META name: one per header setting a process has seen (one, but for tests).
+_META_NAMES: dict[str, str] = {}

@@ -22,7 +22,7 @@ from quotas.observability.events import fire_budget_alerts
 from quotas.observability.history import History
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.limits import Window
-from quotas.runtime import shaping
+from quotas.runtime import poller, shaping
 from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
 from quotas.runtime.poller import Poller
@@ -185,6 +185,8 @@ def get_runtime() -> Runtime:
     """This process's runtime, built on first use; its poller runs in every process that uses it."""
     global _runtime
     runtime = _runtime
+    if runtime is not None and runtime.poller.pid == poller.current_pid:
+        return runtime  # every request but a process's first: no call
     if runtime is None:
         with _lock:
             if _runtime is None:

@@ -14,6 +14,18 @@ from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
+#: This process's id, kept current by a fork hook: :func:`quotas.runtime.get_runtime` compares it with the
+#: poller's on every request, without a system call.
+current_pid = os.getpid()
+
+
+def _forked() -> None:
+    global current_pid
+    current_pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
 
 class Poller:
     """Calls ``work`` every ``interval`` seconds on a daemon thread of this process (never with 0)."""
@@ -27,9 +39,11 @@ class Poller:
 
     def ensure(self) -> None:
         """Start this process's thread, unless it runs already (or polling is off)."""
-        if self.pid == os.getpid() or self.interval <= 0:
+        if self.pid == current_pid:
             return
-        self.pid = os.getpid()
+        self.pid = current_pid  # this process is seen to, with a thread or (polling off) without one
+        if self.interval <= 0:
+            return
         self._stop = threading.Event()
         thread = threading.Thread(target=self._run, args=(self._stop,), name="quota-poller", daemon=True)
         thread.start()
