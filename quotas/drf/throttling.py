@@ -96,8 +96,14 @@ class QuotaThrottle(BaseThrottle):
             partners = _PARTNERS[type(self), throttle_classes] = _Partners.of(type(self), throttle_classes)
         if len(partners.classes) > 1:
             setattr(http_request, _DECIDED, (decided or frozenset()) | set(partners.classes))
+        weight = cost = None
         try:
-            weight, cost = self.get_weight(request, view), self.get_cost(request, view)
+            # The hooks are asked only where they may answer: a subclass's own, or a view with the attributes
+            # they read (two calls less on most requests).
+            if partners.own_pricing or hasattr(view, "get_quota_weight") or hasattr(view, "quota_weight"):
+                weight = self.get_weight(request, view)
+            if partners.own_pricing or hasattr(view, "get_quota_cost"):
+                cost = self.get_cost(request, view)
         except InvalidQuotaRequest as exc:
             raise drf_exception(exc) from None
         facts = Facts(
@@ -254,6 +260,7 @@ class _Partners:
     classes: tuple[type[QuotaThrottle], ...]
     counts_otherwise: bool  # a subclass's own get_ident or get_cache_key names the client
     static_limits: bool  # DRF's limits follow from the classes, the view's throttle_scope and the user's kind
+    own_pricing: bool  # a subclass's own get_weight or get_cost
 
     @classmethod
     def of(cls, throttle: type[QuotaThrottle], throttle_classes: tuple[Any, ...]) -> _Partners:
@@ -277,7 +284,8 @@ class _Partners:
         static = all(
             c.get_drf_limits is QuotaThrottle.get_drf_limits and c.__init__ is QuotaThrottle.__init__ for c in classes
         )
-        return cls(classes, counts_otherwise, static)
+        own_pricing = (throttle.get_weight, throttle.get_cost) != (QuotaThrottle.get_weight, QuotaThrottle.get_cost)
+        return cls(classes, counts_otherwise, static, own_pricing)
 
     def drf_limits(self, throttle: QuotaThrottle, request: Request, view: Any) -> tuple[LimitRule, ...]:
         """DRF's limits of a client no plan covers: those of every class, each once (see
