@@ -130,7 +130,11 @@ class RuleSet:
         index = self._index_cache.get(cache_key)
         if index is None:
             index = self._index_cache[cache_key] = _PlanIndex(self.limits_for(plan_id, subscriber))
-        return index.lookup(scope, path, method)
+        # _PlanIndex.lookup, unrolled: this runs on every request.
+        prefixes = index.prefixes
+        matched = tuple(p for p in prefixes if path.startswith(p)) if prefixes else ()
+        found = index.by_request.get((scope, method if method in index.methods else "", matched))
+        return found if found is not None else index.lookup(scope, path, method)
 
     def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
         """The cheapest higher plan whose matching limit is larger for ``window``.
@@ -215,6 +219,7 @@ class _PlanIndex:
         self.by_request: dict[tuple[str, str, tuple[str, ...]], RequestRules] = {}
 
     def lookup(self, scope: str, path: str, method: str) -> RequestRules:
+        """What a request with that scope, path and method needs of the plan (built on its first request)."""
         matched = tuple(p for p in self.prefixes if path.startswith(p))
         key = (scope, method if method in self.methods else "", matched)
         found = self.by_request.get(key)
