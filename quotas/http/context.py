@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from quotas.decide import Verdict
 
-_VERDICTS = "quota_verdicts"
+#: The request attribute the verdicts are left in (the middleware reads it directly, once per request).
+VERDICTS = "quota_verdicts"
 
 #: The middleware that settles the verdicts left on a request after the view, by either of its import paths
 #: (QuotaThrottle and check W002 look for it in MIDDLEWARE).
@@ -26,22 +27,22 @@ SETTLING_MIDDLEWARE = frozenset(
 
 def add_verdict(request: Any, verdict: Verdict) -> None:
     """Leave ``verdict`` on the request, after those already there (headers, settling after the view)."""
-    verdicts = getattr(request, _VERDICTS, None)
+    verdicts = getattr(request, VERDICTS, None)
     if verdicts is None:
-        setattr(request, _VERDICTS, [verdict])
+        setattr(request, VERDICTS, [verdict])
     else:
         verdicts.append(verdict)
 
 
 def verdicts_of(request: Any) -> list[Verdict]:
     """The verdicts left on ``request``, in the order they were made (empty if none)."""
-    return getattr(request, _VERDICTS, None) or []
+    return getattr(request, VERDICTS, None) or []
 
 
 def take_verdicts(request: Any) -> list[Verdict]:
     """The verdicts left on ``request``, taken off it (settled now: nothing settles them again)."""
     verdicts = verdicts_of(request)
-    setattr(request, _VERDICTS, [])
+    setattr(request, VERDICTS, [])
     return verdicts
 
 

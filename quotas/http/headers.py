@@ -40,57 +40,86 @@ if TYPE_CHECKING:
     from quotas.store.decision import Decision, WindowState
 
 
-def policy_item(state: WindowState, decision: Decision) -> str:
-    """The window's ``RateLimit-Policy`` item: its full quota, unit and window (compiled with the window)."""
-    window = state.window
-    return window.policy_item_units if decision.weighted(window) else window.policy_item
-
-
-def state_item(state: WindowState, decision: Decision) -> str:
-    """The window's ``RateLimit`` item: what remains of it, and when more is back."""
-    window = state.window
-    remaining = state.remaining or 0
-    item = f"{window.state_prefix}{remaining if remaining > 0 else 0}"
-    if window.algorithm != "concurrency":
-        item += f";t={math.ceil(state.reset_us / 1e6)}"
-    elif not state.ok and state.retry_us is not None:
-        # Leases come back when requests end, at no known time: ``t`` only on a refusal,
-        # where it is the Retry-After hint (the draft: Retry-After not before ``t``).
-        item += f";t={math.ceil(state.retry_us / 1e6)}"
-    if decision.weighted(window):
-        item += f";quotas-weight={decision.units(window)}"
-    return item
-
-
 def rate_limit_headers(decision: Decision) -> dict[str, str]:
-    """The headers for ``decision`` (empty when no window is enforced).
+    """The headers for ``decision`` (empty when no window is enforced): name -> value.
 
     The X-RateLimit-* window is the one :meth:`Decision.most_restrictive` picks.
+    """
+    return {name: value for name, value in header_entries(decision).values()}
+
+
+def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C901, PLR0912, PLR0915  # one pass, measured
+    """:func:`rate_limit_headers` as Django's ``ResponseHeaders`` keeps them: lower-case name -> (name, value).
+
+    One pass over the states builds every header, the items' rules written out here rather than asked of
+    ``Decision`` window by window (``weighted``, ``units``, ``most_restrictive``): 14,000 instructions instead
+    of 21,700 for one limit, 41,000 instead of 72,600 for five (cachegrind, headers alone);
+    tests/quotas/test_hotpath_equivalence.py holds them to the rules written out plainly, on random decisions.
     """
     if decision.allowed is False and refused_by_budget_alone(decision):
         # Its headers would describe rate windows that admitted it, with room left: a client would retry at
         # once. A budget counts money and has no item; Retry-After (its reset) and the body describe it.
         return {}
+    weight = decision.weight
     policy: list[str] = []
     current: list[str] = []
-    for s in decision.states:
-        if not s.window.advertised:
+    enforced: list[WindowState] = []  # X-RateLimit-*'s candidates when no window refused
+    denied: WindowState | None = None  # ... the rate window that refused with the longest wait, else None
+    denied_wait = 0.0
+    for state in decision.states:
+        window = state.window
+        if not window.advertised:  # a shadow window or a budget
             continue
-        policy.append(policy_item(s, decision))
-        if s.remaining is not None:
-            current.append(state_item(s, decision))
+        # Decision.weighted(): whether the window counts weight units rather than requests for this request.
+        if window.counts_requests:
+            weighted = False
+        else:
+            units = window.weight if weight is None else weight
+            weighted = units != 1 or window.algorithm == "period_quota"
+        policy.append(window.policy_item_units if weighted else window.policy_item)
+        if not state.ok:  # Decision.most_restrictive(): the first of the longest waits (a request never fitting)
+            wait = math.inf if state.retry_us is None else state.retry_us
+            if denied is None or wait > denied_wait:
+                denied, denied_wait = state, wait
+        remaining = state.remaining
+        if remaining is None:  # a locally remembered refusal: nothing read to show
+            continue
+        enforced.append(state)
+        # The window's RateLimit item: what remains of it, and when more is back.
+        if window.algorithm != "concurrency":
+            item = f"{window.state_prefix}{remaining if remaining > 0 else 0};t={math.ceil(state.reset_us / 1e6)}"
+        elif not state.ok and state.retry_us is not None:
+            # Leases come back when requests end, at no known time: ``t`` only on a refusal,
+            # where it is the Retry-After hint (the draft: Retry-After not before ``t``).
+            item = f"{window.state_prefix}{remaining if remaining > 0 else 0};t={math.ceil(state.retry_us / 1e6)}"
+        else:
+            item = f"{window.state_prefix}{remaining if remaining > 0 else 0}"
+        if weighted:
+            item += f";quotas-weight={units}"
+        current.append(item)
     if not policy:
         return {}
-    headers = {"RateLimit-Policy": ", ".join(policy)}
+    entries = {"ratelimit-policy": ("RateLimit-Policy", ", ".join(policy))}
     if current:
-        headers["RateLimit"] = ", ".join(current)
-    top = decision.most_restrictive() if quota_settings.LEGACY_HEADERS else None
+        entries["ratelimit"] = ("RateLimit", ", ".join(current))
+    if not quota_settings.LEGACY_HEADERS:
+        return entries
+    top = denied
+    if top is None and enforced:
+        # Decision.most_restrictive(): the least remaining of its quota, then the longest reset; the first on a tie.
+        top = enforced[0]
+        if len(enforced) > 1:
+            best = ((top.remaining or 0) / (top.quota if top.quota > 1 else 1), -top.reset_us)
+            for state in enforced:
+                key = ((state.remaining or 0) / (state.quota if state.quota > 1 else 1), -state.reset_us)
+                if key < best:
+                    top, best = state, key
     if top is not None:
         remaining = top.remaining or 0
-        headers["X-RateLimit-Limit"] = str(top.quota)
-        headers["X-RateLimit-Remaining"] = str(remaining if remaining > 0 else 0)
-        headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + top.reset_us / 1e6))
-    return headers
+        entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top.quota))
+        entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(remaining if remaining > 0 else 0))
+        entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(math.ceil(decision.now + top.reset_us / 1e6)))
+    return entries
 
 
 def refused_by_budget_alone(decision: Decision) -> bool:

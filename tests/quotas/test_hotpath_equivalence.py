@@ -18,10 +18,12 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from quotas import metrics, problems
+from quotas.decide import Verdict
 from quotas.formats.rates import Rate
 from quotas.http import responses
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
+from quotas.http.middleware import after_view
 from quotas.identity.clients import subscription_client, user_client
 from quotas.rules.limits import LimitRule, Window, sf_string
 from quotas.rules.snapshot import Subscriber
@@ -164,6 +166,23 @@ def test_a_problem_keeps_the_headers_setting_them_one_by_one_would():
     response = responses.render({"status": 429, "title": "Quota exceeded"}, like=like)
     assert list(response.headers.items()) == list(expected.headers.items())
     assert response.content == b'{"status":429,"title":"Quota exceeded"}'
+
+
+def test_the_headers_written_at_once_are_those_setting_them_one_by_one_would():
+    """after_view() writes the rate-limit headers into ResponseHeaders' dict at once: the same names, values
+    and order as __setitem__ one by one, a header already there replaced in its place."""
+    rng = random.Random(99)
+    for _ in range(500):
+        decision = random_decision(rng)
+        expected = HttpResponse("x")
+        expected.headers["ratelimit"] = "the view's own"
+        for name, value in rate_limit_headers(decision).items():
+            expected.headers[name] = value
+        response = HttpResponse("x")
+        response.headers["ratelimit"] = "the view's own"
+        after_view(None, response, [Verdict(decision=decision)], settled=True)  # type: ignore[arg-type]
+        assert list(response.headers.items()) == list(expected.headers.items())
+        assert response.headers._store == expected.headers._store
 
 
 def test_an_overflowing_label_still_counts_every_use():
