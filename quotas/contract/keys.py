@@ -45,8 +45,8 @@ def encode_part(value: str | bytes) -> str:
     keys in redis-cli); anything else becomes ``~`` plus an unpadded base32 of
     its SHA-256 prefix, which can never collide with a kept value.
     """
-    if isinstance(value, str) and _SAFE.fullmatch(value):
-        return value
+    if isinstance(value, str) and (value.isdigit() and value.isascii() and len(value) <= 64 or _SAFE.fullmatch(value)):
+        return value  # a numeric id (most users and subscriptions) is told apart without the regex
     raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
     digest = hashlib.sha256(raw).digest()[:15]
     return "~" + base64.b32encode(digest).decode("ascii").lower()

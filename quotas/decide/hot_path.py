@@ -186,7 +186,11 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
         cost = matched.price_micros
     # The usage counters a decision is counted under: "<plan>|<scope>".
     metered = facts.metered and facts.priced
-    usage = f"{'-' if plan_id is None else plan_id}|{encode_part(scope) if scope else '-'}" if metered else ""
+    if metered:
+        part = _SCOPE_PARTS.get(scope) or _scope_part(scope)
+        usage = f"{plan_id}|{part}" if plan_id is not None else f"-|{part}"
+    else:
+        usage = ""
     call = Call(facts, runtime, rules, client, plan_id, windows, cost, usage, started)
     if rules.acl.rules:
         entry = _match_acl(call)
@@ -198,6 +202,16 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
         # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
         return Verdict(client, plan_id, _count_unlimited(call), request=facts.request)
     return call
+
+
+#: A view scope -> its part of the usage field: as many as the code has scopes (views name them, not clients);
+#: kept, a busy client's request costs about 1,400 instructions less (make bench-count).
+_SCOPE_PARTS: dict[str, str] = {}
+
+
+def _scope_part(scope: str) -> str:
+    part = _SCOPE_PARTS[scope] = encode_part(scope) if scope else "-"
+    return part
 
 
 def _fallback_windows(
