@@ -32,7 +32,9 @@ from typing import NamedTuple
 
 from quotas.contract.protocol import Algorithm
 
-_SAFE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+#: The longest value kept as it is.
+_MAX_KEPT = 64
+_SAFE = re.compile(rf"[A-Za-z0-9._-]{{1,{_MAX_KEPT}}}")
 #: Client ids longer than this are hashed, so that a field stays small enough
 #: for Redis's packed small-hash encoding (64 bytes a field by default).
 _MAX_ID = 40
@@ -45,8 +47,11 @@ def encode_part(value: str | bytes) -> str:
     keys in redis-cli); anything else becomes ``~`` plus an unpadded base32 of
     its SHA-256 prefix, which can never collide with a kept value.
     """
-    if isinstance(value, str) and (value.isdigit() and value.isascii() and len(value) <= 64 or _SAFE.fullmatch(value)):
-        return value  # a numeric id (most users and subscriptions) is told apart without the regex
+    if isinstance(value, str) and (
+        # A numeric id (most users and subscriptions) is told kept by two C calls, without the regex.
+        (value.isdigit() and value.isascii() and len(value) <= _MAX_KEPT) or _SAFE.fullmatch(value)
+    ):
+        return value
     raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
     digest = hashlib.sha256(raw).digest()[:15]
     return "~" + base64.b32encode(digest).decode("ascii").lower()
