@@ -27,7 +27,7 @@ from quotas.decide import Facts, Verdict, check, identified, send_alerts
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
-from quotas.http.context import SETTLING_MIDDLEWARE, add_verdict, verdicts_of
+from quotas.http.context import SETTLING_MIDDLEWARE, VERDICTS
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
@@ -71,7 +71,7 @@ class QuotaThrottle(BaseThrottle):
         self._wait: float | None = None
         self._client: Client | None = None
 
-    def allow_request(self, request: Request, view: Any) -> bool:
+    def allow_request(self, request: Request, view: Any) -> bool:  # noqa: C901  # one function top to bottom
         """True to admit; a refusal raises its DRF exception (429 :class:`~quotas.drf.exceptions.QuotaThrottled`,
         401, 403, 503) after leaving the verdict on the request for the headers.
 
@@ -106,22 +106,28 @@ class QuotaThrottle(BaseThrottle):
                 cost = self.get_cost(request, view)
         except InvalidQuotaRequest as exc:
             raise drf_exception(exc) from None
+        verdicts = getattr(http_request, VERDICTS, None)  # quotas.http.context's, read and added to here
         facts = Facts(
             http_request,
             request,
             request.user,
             request.auth,
-            scope=view_scope(view),
+            # The scope the plan's limits are matched by: the view's quota_scope, else DRF's throttle_scope (a plan
+            # limit scoped "search" applies to a view with throttle_scope = "search").
+            scope=getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or "",
             fallback=partners.drf_limits(self, request, view),
             weight=weight,
             cost_micros=cost,
             scope_limits_only=self.scope_limits_only,
             metered=self.metered,
-            priced=not verdicts_of(http_request),  # only decisions are left there: the first one priced it
+            priced=not verdicts,  # only decisions are left there: the first one priced it
         )
         verdict = self._checked(facts, request, view) if partners.counts_otherwise else check(facts)
         if verdict.decision is not None:
-            add_verdict(http_request, verdict)
+            if verdicts is None:
+                setattr(http_request, VERDICTS, [verdict])
+            else:
+                verdicts.append(verdict)
             if verdict.decision.unreported and not _settled_after_view():
                 send_alerts(verdict)  # nothing will settle it (quotas.W002): its spend is final as charged
         if verdict.refusal is not None:
@@ -240,12 +246,6 @@ class QuotaThrottle(BaseThrottle):
 
 def _default_key(client: Client) -> str:
     return f"{client.kind}:{client.ident}"
-
-
-def view_scope(view: Any) -> str:
-    """The scope a view's plan limits are matched by: its ``quota_scope``, else DRF's ``throttle_scope``
-    (a plan limit scoped ``search`` applies to a view with ``throttle_scope = "search"``)."""
-    return getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or ""
 
 
 #: The attribute of a Django request naming the QuotaThrottle classes whose limits were decided for it.
