@@ -1,7 +1,8 @@
 """Prometheus metrics of the quota engine, and their exposition at ``/metrics``.
 
 The engine, the throttle, the adaptive controller and the usage flush call the
-small functions below; :func:`exposition` renders what every process recorded.
+small functions below (decisions through quotas/observability/ledger.py, counted by
+:func:`fold` before any read); :func:`exposition` renders what every process recorded.
 
 **Bounded labels.** A label value is a plan slug, a view's ``quota_scope``, an
 engine mode or another code-defined name, never a client, a key or a path.
@@ -155,6 +156,25 @@ feed_label = BoundedLabel("feed", MAX_FEEDS)
 #: The bounded label behind each label name a default series may carry (see add_default_series).
 _DEFAULT_LABELS = {"plan": plan_label, "signal": signal_label, "host": host_label, "feed": feed_label}
 
+#: What :func:`fold` calls: the ledger's fold (quotas/observability/ledger.py) appends itself on import.
+folders: list[Callable[[], None]] = []
+
+
+def fold() -> None:
+    """Count every decision recorded and not yet counted; whatever reads the metrics calls it first."""
+    for folder in folders:
+        folder()
+
+
+class _Folding:
+    """Registered before the decisions' metrics: a collection (a scrape, ``get_sample_value``) folds first."""
+
+    def collect(self) -> list[Metric]:
+        fold()
+        return []
+
+
+REGISTRY.register(_Folding())
 decisions = Counter(
     "quota_decisions",
     "Quota decisions by plan, view scope, outcome and reason (reason 'local': refused from process memory).",
@@ -287,19 +307,22 @@ def _checked(kind: str, value: str, allowed: Iterable[str]) -> str:
     return OTHER
 
 
-def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: str, seconds: float) -> None:
-    """Count one decision and its duration.
+def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: str, *seconds: float) -> None:
+    """Count one decision per duration in ``seconds`` (several: the ledger folding decisions of the same labels).
 
     ``plan`` is the plan's slug (None: no plan), ``scope`` the view's
     ``quota_scope`` (None or "": none), ``outcome`` one of :data:`OUTCOMES`
     and ``reason`` one of :data:`REASONS` (``none`` when allowed).
     """
     children = _raw_children.get((plan, scope, outcome, reason))
-    if children is None:
+    if children is None:  # each use of a value counted as "other" counts in the overflow metric
+        for _ in seconds[1:]:
+            _children_for(plan, scope, outcome, reason)
         children = _children_for(plan, scope, outcome, reason)
     counter, histogram = children
-    counter.inc()
-    histogram.observe(seconds)
+    counter.inc(len(seconds))
+    for amount in seconds:
+        histogram.observe(amount)
 
 
 def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[Counter, Histogram]:
@@ -456,6 +479,7 @@ def exposition(accept: str = "", defaults: Defaults | None = None) -> tuple[byte
     Prometheus' text format by default; OpenMetrics when ``accept`` asks for it.
     ``defaults`` (from :func:`default_series`) adds the series nobody set yet.
     """
+    fold()  # this process's waiting decisions, into the files other processes read too
     registry: CollectorRegistry = REGISTRY
     if multiprocess_dir():
         registry = CollectorRegistry()
