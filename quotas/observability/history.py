@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from quotas.contract.protocol import UsageCounter as Counter
-from quotas.observability.ledger import LEDGER
+from quotas.observability.ledger import LEDGER, NoteCounts
 
 # The keys, what they keep and how they are read belong to the store; the apps read the format here.
 from quotas.store.history_store import (
@@ -70,12 +70,13 @@ class History:
         self._counts: dict[tuple[int, str], int] = {}  # (minute since epoch, field) -> count
         self._top: dict[tuple[int, str, str], int] = {}  # (hour since epoch, "a"/"d", client) -> count
         self._clients: dict[tuple[int, str, str], int] = {}  # (minute since epoch, client, "a"/"d") -> count
+        self.serial = LEDGER.register(self)  # how the ledger's entries name this history
 
     def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, *, at: float) -> None:
         """Count one decision (``outcome``/``reason`` as :func:`record.labels` names them) at ``at`` (epoch s)."""
         self.add({(plan, scope, outcome, reason, client_tag, int(at // 60)): 1})
 
-    def add(self, notes: dict[tuple[str | None, str | None, str, str, str, int], int]) -> None:
+    def add(self, notes: NoteCounts) -> None:
         """Count decisions: (plan, scope, outcome, reason, client tag, minute since the epoch) -> how many.
 
         The ledger (quotas/observability/ledger.py) folds a request's decisions in here, off the request path.

@@ -58,7 +58,10 @@ def record_decision(  # noqa: PLR0913
         outcome, reason = labels(decision)
     seconds = time.perf_counter() - started
     # The metrics and the history count it later (quotas/observability/ledger.py): one append here, no lock.
-    _append(((plan, scope, outcome, reason), seconds, history, client_tag, time.time() if history is not None else 0.0))
+    if history is None:
+        _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
+    else:
+        _append((plan, scope, outcome, reason, seconds, client_tag, time.time(), history.serial))
     if len(_entries) >= FOLD_AT:  # nothing folded for a long while (the poller is off or dead)
         LEDGER.fold()
     if quota_settings.OPENTELEMETRY:
@@ -89,7 +92,10 @@ def record_acl(
     allowed, entry_id = not entry.is_deny, entry.id
     outcome, reason = ("allowed", "none") if allowed else ("denied", "acl")
     seconds = time.perf_counter() - started
-    _append(((plan, scope, outcome, reason), seconds, history, client_tag, time.time() if history is not None else 0.0))
+    if history is None:
+        _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
+    else:
+        _append((plan, scope, outcome, reason, seconds, client_tag, time.time(), history.serial))
     if len(_entries) >= FOLD_AT:
         LEDGER.fold()
     if quota_settings.OPENTELEMETRY:
