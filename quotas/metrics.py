@@ -1,8 +1,8 @@
 """Prometheus metrics of the quota engine, and their exposition at ``/metrics``.
 
 The engine, the throttle, the adaptive controller and the usage flush call the
-small functions below (decisions through quotas/observability/ledger.py, counted by
-:func:`fold` before any read); :func:`exposition` renders what every process recorded.
+small functions below (decisions through the ledger, quotas/metrics_fold.py);
+:func:`exposition` renders what every process recorded.
 
 **Bounded labels.** A label value is a plan slug, a view's ``quota_scope``, an
 engine mode or another code-defined name, never a client, a key or a path.
@@ -50,6 +50,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from quotas.metrics_fold import Folding, fold, observe_all
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +104,9 @@ if _multiprocess_dir:
     # Metrics without labels open their file as they are created, below; a missing directory would fail the import.
     os.makedirs(_multiprocess_dir, exist_ok=True)
 
+# First in the registry: collecting it (a scrape, get_sample_value) folds the decisions recorded before any
+# metric a fold changes is read (the label overflow below, the decisions and their durations).
+REGISTRY.register(Folding())
 label_overflow = Counter(
     "quota_metrics_label_overflow",
     "Label values counted as 'other' because the label had too many distinct values or an unsafe one.",
@@ -156,25 +161,6 @@ feed_label = BoundedLabel("feed", MAX_FEEDS)
 #: The bounded label behind each label name a default series may carry (see add_default_series).
 _DEFAULT_LABELS = {"plan": plan_label, "signal": signal_label, "host": host_label, "feed": feed_label}
 
-#: What :func:`fold` calls: the ledger's fold (quotas/observability/ledger.py) appends itself on import.
-folders: list[Callable[[], None]] = []
-
-
-def fold() -> None:
-    """Count every decision recorded and not yet counted; whatever reads the metrics calls it first."""
-    for folder in folders:
-        folder()
-
-
-class _Folding:
-    """Registered before the decisions' metrics: a collection (a scrape, ``get_sample_value``) folds first."""
-
-    def collect(self) -> list[Metric]:
-        fold()
-        return []
-
-
-REGISTRY.register(_Folding())
 decisions = Counter(
     "quota_decisions",
     "Quota decisions by plan, view scope, outcome and reason (reason 'local': refused from process memory).",
@@ -321,8 +307,7 @@ def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: 
         children = _children_for(plan, scope, outcome, reason)
     counter, histogram = children
     counter.inc(len(seconds))
-    for amount in seconds:
-        histogram.observe(amount)
+    observe_all(histogram, seconds)
 
 
 def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[Counter, Histogram]:

@@ -23,10 +23,11 @@ second twice (history is for operators' eyes, not billing).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from quotas.contract.protocol import UsageCounter as Counter
-from quotas.observability.ledger import LEDGER, NoteCounts
+from quotas.observability.ledger import LEDGER, Entry
 
 # The keys, what they keep and how they are read belong to the store; the apps read the format here.
 from quotas.store.history_store import (
@@ -74,19 +75,21 @@ class History:
 
     def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, *, at: float) -> None:
         """Count one decision (``outcome``/``reason`` as :func:`record.labels` names them) at ``at`` (epoch s)."""
-        self.add({(plan, scope, outcome, reason, client_tag, int(at // 60)): 1})
+        self.add([(plan, scope, outcome, reason, 0.0, client_tag, at, self.serial)])
 
-    def add(self, notes: NoteCounts) -> None:
-        """Count decisions: (plan, scope, outcome, reason, client tag, minute since the epoch) -> how many.
-
-        The ledger (quotas/observability/ledger.py) folds a request's decisions in here, off the request path.
-        """
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Count decisions as the ledger (quotas/observability/ledger.py) holds them, off the request path."""
+        # Alike decisions first (a busy client's fill a minute): then each key's work is done once per key.
+        alike: dict[tuple[str | None, str | None, str, str, str, int], int] = {}
+        for plan, scope, outcome, reason, _, client_tag, at, _ in entries:
+            key = (plan, scope, outcome, reason, client_tag, int(at // 60))
+            alike[key] = alike.get(key, 0) + 1
         with self._lock:
             counts, tops, clients = self._counts, self._top, self._clients
-            for (plan, scope, outcome, reason, client_tag, minute), n in notes.items():
+            for (plan, scope, outcome, reason, client_tag, minute), n in alike.items():
                 for counter in COUNTERS_OF.get((outcome, reason), ()):
-                    key = (minute, f"{plan or '-'}|{scope or '-'}|{counter}")
-                    counts[key] = counts.get(key, 0) + n
+                    field = (minute, f"{plan or '-'}|{scope or '-'}|{counter}")
+                    counts[field] = counts.get(field, 0) + n
                 side = "d" if outcome == "denied" else "a"
                 client = client_tag.strip("{}")
                 top = (minute // 60, side, client)

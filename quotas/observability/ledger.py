@@ -28,29 +28,26 @@ import atexit
 import itertools
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import Protocol
 
-from quotas import metrics
+from quotas import metrics, metrics_fold
 
 #: One decision: its metrics labels (plan, scope, outcome, reason), its duration in seconds, its client's tag,
 #: when it was made (epoch seconds) and the serial number of the history it is noted in (0: none, and no time).
-#: Only strings, numbers and None: the garbage collector stops tracking such a tuple at its first pass. With
-#: the history object itself in the entry, every entry stayed tracked until its fold, and the full
-#: collections that the surviving entries brought on cost a cold decision about 8,000 instructions more
-#: than counting it on the spot did (bench-count, 1 limit: 436,519 own against 428,852).
+#: Only strings, numbers and None, the history named by a number: the garbage collector stops tracking such a
+#: tuple at its first pass, so a second's entries waiting for their fold add nothing to its later passes.
 Entry = tuple[str | None, str | None, str, str, float, str, float, int]
 #: Entries waiting beyond this are folded by the request that appends the next: the poller folds about once a
 #: second (a few hundred to a few thousand entries at full load), so this is reached only when it does not run.
 FOLD_AT = 10_000
-#: A history's notes: (plan, scope, outcome, reason, client tag, minute since the epoch) -> decisions.
-NoteCounts = dict[tuple[str | None, str | None, str, str, str, int], int]
 
 
 class Notes(Protocol):
     """What the ledger needs of a history (:class:`~quotas.observability.history.History`)."""
 
-    def add(self, notes: NoteCounts) -> None:
-        """Count ``notes``."""
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Count ``entries`` (each naming this history)."""
 
 
 class Ledger:
@@ -81,8 +78,9 @@ class Ledger:
             batch = entries[:n]
             del entries[:n]
             durations: dict[tuple[str | None, str | None, str, str], list[float]] = {}
-            notes: dict[int, NoteCounts] = {}
-            for plan, scope, outcome, reason, seconds, client_tag, at, history in batch:
+            noted: dict[int, list[Entry]] = {}  # each history's entries, by its serial
+            for entry in batch:
+                plan, scope, outcome, reason, seconds, _, _, history = entry
                 labels = (plan, scope, outcome, reason)
                 same = durations.get(labels)
                 if same is None:
@@ -90,17 +88,17 @@ class Ledger:
                 else:
                     same.append(seconds)
                 if history:
-                    counts = notes.get(history)
-                    if counts is None:
-                        counts = notes[history] = {}
-                    key = (plan, scope, outcome, reason, client_tag, int(at // 60))
-                    counts[key] = counts.get(key, 0) + 1
+                    own = noted.get(history)
+                    if own is None:
+                        noted[history] = [entry]
+                    else:
+                        own.append(entry)
             for (plan, scope, outcome, reason), seconds_list in durations.items():
                 metrics.observe_decision(plan, scope, outcome, reason, *seconds_list)
-            for serial, counts in notes.items():
+            for serial, own in noted.items():
                 target = self._histories.get(serial)
                 if target is not None:
-                    target.add(counts)
+                    target.add(own)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -108,6 +106,6 @@ class Ledger:
 
 #: This process's ledger.
 LEDGER = Ledger()
-metrics.folders.append(LEDGER.fold)
+metrics_fold.folders.append(LEDGER.fold)
 # Under PROMETHEUS_MULTIPROC_DIR the values live in files other processes read: what waits reaches them.
 atexit.register(LEDGER.fold)

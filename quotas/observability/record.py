@@ -15,7 +15,6 @@ from quotas.observability.refusals import RefusalLog
 from quotas.settings import quota_settings
 from quotas.store.decision import Decision
 
-
 # The ledger's list, and its bound method: a decision's bookkeeping is one call of a builtin (see record_decision).
 _entries = LEDGER.entries
 _append = _entries.append
@@ -52,7 +51,7 @@ def record_decision(  # noqa: PLR0913
     """Count the decision (metrics, OpenTelemetry when on, and the runtime's ``history``), and write audit
     lines for a refusal (noted in the runtime's ``refusals`` too) or a new ban. ``store_seconds``: the time
     the store call took (0 when none was made)."""
-    if decision.allowed:  # labels(decision), inlined: the common case, one call fewer per request
+    if decision.allowed:  # labels(decision) inlined for the common case: one product call fewer a request
         outcome, reason = ("shadow_denied" if decision.would_deny() else "allowed"), "none"
     else:
         outcome, reason = labels(decision)
