@@ -301,10 +301,11 @@ def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: 
     and ``reason`` one of :data:`REASONS` (``none`` when allowed).
     """
     children = _raw_children.get((plan, scope, outcome, reason))
-    if children is None:  # each use of a value counted as "other" counts in the overflow metric
-        for _ in seconds[1:]:
-            _children_for(plan, scope, outcome, reason)
+    if children is None:
         children = _children_for(plan, scope, outcome, reason)
+        if (plan, scope, outcome, reason) not in _raw_children:  # each decision counts in the overflow metric
+            for _ in seconds[1:]:
+                _children_for(plan, scope, outcome, reason)
     counter, histogram = children
     counter.inc(len(seconds))
     observe_all(histogram, seconds)
