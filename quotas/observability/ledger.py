@@ -19,13 +19,15 @@ entries later, grouped, in one pass:
   thread may be dead or off: the ledger never grows without end).
 
 Every decision is counted once, with the values it was recorded with (its
-duration, the minute it was noted in), in the order it was recorded.
+duration, the minute it was noted in), in the order it was recorded; a child
+process starts with an empty ledger (its parent counts what it recorded).
 """
 
 from __future__ import annotations
 
 import atexit
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -100,6 +102,12 @@ class Ledger:
                 if target is not None:
                     target.add(own)
 
+    def forked(self) -> None:
+        """In a child process just forked: the entries are the parent's, which counts them itself, and the
+        lock may have been held by one of the parent's threads."""
+        self.entries.clear()
+        self._lock = threading.Lock()
+
     def __len__(self) -> int:
         return len(self.entries)
 
@@ -109,3 +117,4 @@ LEDGER = Ledger()
 metrics_fold.folders.append(LEDGER.fold)
 # Under PROMETHEUS_MULTIPROC_DIR the values live in files other processes read: what waits reaches them.
 atexit.register(LEDGER.fold)
+os.register_at_fork(after_in_child=LEDGER.forked)

@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 from quotas import metrics
 from quotas.observability import record as record_module
 from quotas.observability.history import History
-from quotas.observability.ledger import LEDGER
+from quotas.observability.ledger import LEDGER, Ledger
 from quotas.observability.record import record_decision
 from quotas.store.decision import Decision
 
@@ -147,3 +147,13 @@ def test_each_decision_of_a_value_counted_as_other_counts_in_the_overflow():
     before = REGISTRY.get_sample_value("quota_metrics_label_overflow_total", overflow) or 0.0
     recorded(3, scope="not a safe label!")
     assert REGISTRY.get_sample_value("quota_metrics_label_overflow_total", overflow) == before + 3
+
+
+def test_a_forked_child_leaves_the_parents_entries_to_the_parent():
+    """After a fork the child's ledger starts empty (the parent counts what it recorded) with a free lock."""
+    ledger = Ledger()
+    ledger.entries.append(("p", "s", "allowed", "none", 0.001, "{s.1}", 0.0, 0))
+    ledger._lock.acquire()  # held by a thread of the parent when it forked
+    ledger.forked()
+    assert len(ledger) == 0
+    ledger.fold()  # does not wait for a thread the child does not have
