@@ -18,6 +18,10 @@ from quotas.store.decision import Decision
 
 PLAN, SCOPE = "ledger", "ledger"
 LABELS = {"plan": PLAN, "scope": SCOPE, "outcome": "allowed", "reason": "none"}
+# Admitted at collection, before any test runs: a process admits only its first MAX_PLANS plans and MAX_SCOPES
+# scopes as labels of their own, and a value once admitted stays so.
+metrics.plan_label(PLAN)
+metrics.scope_label(SCOPE)
 
 
 def decisions_total(labels: dict[str, str] = LABELS) -> float:
