@@ -57,6 +57,7 @@ def record_decision(  # noqa: PLR0913
         outcome, reason = labels(decision)
     seconds = time.perf_counter() - started
     # The metrics and the history count it later (quotas/observability/ledger.py): one append here, no lock.
+    # bench-count, against counting it here: about 11,000 instructions less per cold decision, 18,000 per busy.
     if history is None:
         _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
     else:
