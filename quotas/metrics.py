@@ -1,7 +1,8 @@
 """Prometheus metrics of the quota engine, and their exposition at ``/metrics``.
 
 The engine, the throttle, the adaptive controller and the usage flush call the
-small functions below; :func:`exposition` renders what every process recorded.
+small functions below (decisions through the ledger, quotas/metrics_fold.py);
+:func:`exposition` renders what every process recorded.
 
 **Bounded labels.** A label value is a plan slug, a view's ``quota_scope``, an
 engine mode or another code-defined name, never a client, a key or a path.
@@ -18,7 +19,9 @@ Celery alike, which share the directory), prometheus-client keeps every value
 in a memory-mapped file there and :func:`exposition` sums them with its
 ``MultiProcessCollector``. ``config/gunicorn.py`` removes the live gauges of a
 dead worker (``child_exit``) and stale files at start-up. Counters of exited
-processes stay, so totals never go backwards. Gauges say how they combine:
+processes stay, so totals never go backwards. A process's decisions reach its
+files at its poller's next tick, at exit, or when it serves the scrape itself
+(the ledger); one killed outright loses the last tick's. Gauges say how they combine:
 
 - ``quota_engine_mode``: ``livemax``, 1 when any live process is in that mode;
 - the adaptive multipliers and load signals, the usage flush lag and the
@@ -49,6 +52,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from quotas.metrics_fold import Folding, fold, observe_all
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +106,9 @@ if _multiprocess_dir:
     # Metrics without labels open their file as they are created, below; a missing directory would fail the import.
     os.makedirs(_multiprocess_dir, exist_ok=True)
 
+# First in the registry: collecting it (a scrape, get_sample_value) folds the decisions recorded before any
+# metric a fold changes is read (the label overflow below, the decisions and their durations).
+REGISTRY.register(Folding())
 label_overflow = Counter(
     "quota_metrics_label_overflow",
     "Label values counted as 'other' because the label had too many distinct values or an unsafe one.",
@@ -287,8 +295,8 @@ def _checked(kind: str, value: str, allowed: Iterable[str]) -> str:
     return OTHER
 
 
-def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: str, seconds: float) -> None:
-    """Count one decision and its duration.
+def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: str, *seconds: float) -> None:
+    """Count one decision per duration in ``seconds`` (several: the ledger folding decisions of the same labels).
 
     ``plan`` is the plan's slug (None: no plan), ``scope`` the view's
     ``quota_scope`` (None or "": none), ``outcome`` one of :data:`OUTCOMES`
@@ -297,9 +305,12 @@ def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: 
     children = _raw_children.get((plan, scope, outcome, reason))
     if children is None:
         children = _children_for(plan, scope, outcome, reason)
+        if (plan, scope, outcome, reason) not in _raw_children:  # each decision counts in the overflow metric
+            for _ in seconds[1:]:
+                _children_for(plan, scope, outcome, reason)
     counter, histogram = children
-    counter.inc()
-    histogram.observe(seconds)
+    counter.inc(len(seconds))
+    observe_all(histogram, seconds)
 
 
 def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[Counter, Histogram]:
@@ -456,6 +467,7 @@ def exposition(accept: str = "", defaults: Defaults | None = None) -> tuple[byte
     Prometheus' text format by default; OpenMetrics when ``accept`` asks for it.
     ``defaults`` (from :func:`default_series`) adds the series nobody set yet.
     """
+    fold()  # this process's waiting decisions, into the files other processes read too
     registry: CollectorRegistry = REGISTRY
     if multiprocess_dir():
         registry = CollectorRegistry()

@@ -87,6 +87,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "quotas.signals",
             "quotas.settings",
             "quotas.metrics",
+            "quotas.metrics_fold",
             "quotas.formats",
             "quotas.contract",
             "quotas.outbound",

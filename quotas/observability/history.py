@@ -1,8 +1,10 @@
 """Usage history for operators: per minute for 2 hours, per hour for 7 days, recorded off the request path.
 
-Each decision is noted in this process (:meth:`History.note`: a few dict
-increments under a lock, no Redis). The runtime's poller thread writes the notes
-about once a second (:meth:`History.write`, from ``Runtime.tick``) through the
+Each decision is noted in this process: appended to the ledger on the request
+path (quotas/observability/ledger.py), then folded here before every write and
+read (:meth:`History.add`: a few dict increments under a lock, no Redis). The
+runtime's poller thread writes the notes about once a second
+(:meth:`History.write`, from ``Runtime.tick``) through the
 store's :class:`~quotas.store.history_store.HistoryStore`, in one pipeline: a hash
 per UTC minute and per UTC hour of each plan's and scope's counters, the top clients
 of each hour, and each subscriber's own minutes (the keys, and how long each is
@@ -21,9 +23,11 @@ second twice (history is for operators' eyes, not billing).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from quotas.contract.protocol import UsageCounter as Counter
+from quotas.observability.ledger import LEDGER, Entry
 
 # The keys, what they keep and how they are read belong to the store; the apps read the format here.
 from quotas.store.history_store import (
@@ -67,25 +71,36 @@ class History:
         self._counts: dict[tuple[int, str], int] = {}  # (minute since epoch, field) -> count
         self._top: dict[tuple[int, str, str], int] = {}  # (hour since epoch, "a"/"d", client) -> count
         self._clients: dict[tuple[int, str, str], int] = {}  # (minute since epoch, client, "a"/"d") -> count
+        self.serial = LEDGER.register(self)  # how the ledger's entries name this history
 
     def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, *, at: float) -> None:
         """Count one decision (``outcome``/``reason`` as :func:`record.labels` names them) at ``at`` (epoch s)."""
-        counters = COUNTERS_OF.get((outcome, reason), ())
-        minute = int(at // 60)
-        side = "d" if outcome == "denied" else "a"
-        client = client_tag.strip("{}")
+        self.add([(plan, scope, outcome, reason, 0.0, client_tag, at, self.serial)])
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Count decisions as the ledger (quotas/observability/ledger.py) holds them, off the request path."""
+        # Alike decisions first (a busy client's fill a minute): then each key's work is done once per key.
+        alike: dict[tuple[str | None, str | None, str, str, str, int], int] = {}
+        for plan, scope, outcome, reason, _, client_tag, at, _ in entries:
+            key = (plan, scope, outcome, reason, client_tag, int(at // 60))
+            alike[key] = alike.get(key, 0) + 1
         with self._lock:
-            for counter in counters:
-                key = (minute, f"{plan or '-'}|{scope or '-'}|{counter}")
-                self._counts[key] = self._counts.get(key, 0) + 1
-            top = (minute // 60, side, client)
-            self._top[top] = self._top.get(top, 0) + 1
-            if client.startswith(CLIENT_KINDS):
-                own = (minute, client, side)
-                self._clients[own] = self._clients.get(own, 0) + 1
+            counts, tops, clients = self._counts, self._top, self._clients
+            for (plan, scope, outcome, reason, client_tag, minute), n in alike.items():
+                for counter in COUNTERS_OF.get((outcome, reason), ()):
+                    field = (minute, f"{plan or '-'}|{scope or '-'}|{counter}")
+                    counts[field] = counts.get(field, 0) + n
+                side = "d" if outcome == "denied" else "a"
+                client = client_tag.strip("{}")
+                top = (minute // 60, side, client)
+                tops[top] = tops.get(top, 0) + n
+                if client.startswith(CLIENT_KINDS):
+                    own = (minute, client, side)
+                    clients[own] = clients.get(own, 0) + n
 
     def pending(self) -> int:
         """How many counter increments wait for the next write (for tests and debugging)."""
+        LEDGER.fold()
         with self._lock:
             return sum(self._counts.values())
 
@@ -95,6 +110,7 @@ class History:
         Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails; the notes are then kept for the
         next try.
         """
+        LEDGER.fold()  # the decisions recorded since the last write
         with self._lock:
             counts, self._counts = self._counts, {}
             top, self._top = self._top, {}

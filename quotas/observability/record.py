@@ -1,19 +1,23 @@
-"""What a decision leaves behind for operators: one metric sample, a history note, and audit lines for
-refusals and bans."""
+"""What a decision leaves behind for operators: one metric sample and a history note (one append to the
+ledger, counted off the request path: quotas/observability/ledger.py), and audit lines for refusals and bans."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from quotas import metrics
 from quotas.formats.acl import ACLRule
 from quotas.observability import otel
 from quotas.observability.history import History
+from quotas.observability.ledger import FOLD_AT, LEDGER
 from quotas.observability.logs import log_ban, log_denial, summarize_decision
 from quotas.observability.refusals import RefusalLog
 from quotas.settings import quota_settings
 from quotas.store.decision import Decision
+
+# The ledger's list, and its bound method: a decision's bookkeeping is one call of a builtin (see record_decision).
+_entries = LEDGER.entries
+_append = _entries.append
 
 
 def labels(decision: Decision) -> tuple[str, str]:
@@ -47,14 +51,23 @@ def record_decision(  # noqa: PLR0913
     """Count the decision (metrics, OpenTelemetry when on, and the runtime's ``history``), and write audit
     lines for a refusal (noted in the runtime's ``refusals`` too) or a new ban. ``store_seconds``: the time
     the store call took (0 when none was made)."""
-    outcome, reason = labels(decision)
-    metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
+    if decision.allowed:  # labels(decision) inlined for the common case: one product call fewer a request
+        outcome, reason = ("shadow_denied" if decision.would_deny() else "allowed"), "none"
+    else:
+        outcome, reason = labels(decision)
+    seconds = time.perf_counter() - started
+    # The metrics and the history count it later (quotas/observability/ledger.py): one append here, no lock.
+    # bench-count, against counting it here: about 11,000 instructions less per cold decision, 18,000 per busy.
+    if history is None:
+        _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
+    else:
+        _append((plan, scope, outcome, reason, seconds, client_tag, time.time(), history.serial))
+    if len(_entries) >= FOLD_AT:  # nothing folded for a long while (the poller is off or dead)
+        LEDGER.fold()
     if quota_settings.OPENTELEMETRY:
         otel.record(
             plan, scope, outcome, reason, windows=len(decision.states), started=started, store_seconds=store_seconds
         )
-    if history is not None:
-        history.note(plan, scope, outcome, reason, client_tag, at=time.time())
     if decision.ban_started:
         log_ban(request, client_tag, plan, decision.now + decision.ban_wait_us / 1e6)
     if outcome == "denied":
@@ -78,11 +91,15 @@ def record_acl(
     (noted in ``refusals`` too)."""
     allowed, entry_id = not entry.is_deny, entry.id
     outcome, reason = ("allowed", "none") if allowed else ("denied", "acl")
-    metrics.observe_decision(plan, scope, outcome, reason, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if history is None:
+        _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
+    else:
+        _append((plan, scope, outcome, reason, seconds, client_tag, time.time(), history.serial))
+    if len(_entries) >= FOLD_AT:
+        LEDGER.fold()
     if quota_settings.OPENTELEMETRY:
         otel.record(plan, scope, outcome, reason, windows=0, started=started, store_seconds=0.0)
-    if history is not None:
-        history.note(plan, scope, outcome, reason, client_tag, at=time.time())
     if not allowed:
         log_denial(
             request, {"client": client_tag, "plan": plan, "scope": scope, "reason": "acl", "acl_entry": entry_id}

@@ -20,6 +20,7 @@ from quotas.contract.keys import subscription_id
 from quotas.exceptions import StoreUnavailable
 from quotas.observability.events import fire_budget_alerts
 from quotas.observability.history import History
+from quotas.observability.ledger import LEDGER
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.limits import Window
 from quotas.runtime import poller, shaping
@@ -74,6 +75,9 @@ class Runtime:
         """The poller's work: the rules version and multipliers, probe Redis while down, then write what was
         held (usage, keys' last use, the history, the last refusals), each kept for the next tick if its write
         fails."""
+        # Decisions recorded since the last tick reach the metrics (and, under PROMETHEUS_MULTIPROC_DIR, the
+        # scrapes other processes serve) within a tick, Redis up or not; the history is folded as it is written.
+        LEDGER.fold()
         self.rules.poll()
         if self.multipliers.refresh(self.store.multipliers):
             self.forget()

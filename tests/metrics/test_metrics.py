@@ -53,6 +53,37 @@ def test_observe_decision_counts_and_times_one_decision():
     assert value("quota_decision_seconds_bucket", outcome="denied", le="0.00025") == before_fast + 1
 
 
+def test_several_durations_at_once_count_as_one_call_each():
+    """observe_decision with several durations (the ledger's fold) counts and times each of them."""
+    labels = {"plan": "pro", "scope": "search", "outcome": "allowed", "reason": "none"}
+    before = value("quota_decisions_total", **labels)
+    before_count = value("quota_decision_seconds_count", outcome="allowed")
+    before_slow = value("quota_decision_seconds_bucket", outcome="allowed", le="0.1")
+    metrics.observe_decision("pro", "search", "allowed", "none", 0.0002, 0.05, 0.07)
+    assert value("quota_decisions_total", **labels) == before + 3
+    assert value("quota_decision_seconds_count", outcome="allowed") == before_count + 3
+    assert value("quota_decision_seconds_bucket", outcome="allowed", le="0.1") == before_slow + 3
+
+
+def test_observe_all_gives_the_samples_observe_gives():
+    """metrics_fold.observe_all, which reads prometheus_client's own attributes, and Histogram.observe one by
+    one: the same buckets and the very same sum, bounds, zero, negatives and +Inf included."""
+    from prometheus_client import Histogram
+
+    from quotas.metrics_fold import observe_all
+
+    amounts = [0.0, 0.00005, 0.00007, 0.1, 0.1000001, 7.5, -0.001, 1e-9, 0.0025, 0.3, 0.0049999] * 3
+    one, many = (Histogram("h", "h", buckets=metrics.DECISION_BUCKETS, registry=None) for _ in range(2))
+    for amount in amounts:
+        one.observe(amount)
+    observe_all(many, amounts)
+
+    def samples(histogram: Histogram) -> list[tuple[str, dict[str, str], float]]:
+        return [(s.name, s.labels, s.value) for m in histogram.collect() for s in m.samples if s.name != "h_created"]
+
+    assert samples(many) == samples(one)
+
+
 def test_missing_plan_and_scope_are_labelled_none():
     labels = {"plan": "none", "scope": "none", "outcome": "allowed", "reason": "none"}
     before = value("quota_decisions_total", **labels)

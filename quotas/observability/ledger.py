@@ -1,0 +1,120 @@
+"""This process's decisions not yet counted in the metrics and the history: one append per decision.
+
+A decision's bookkeeping used to run on the request path: two Prometheus
+children updated (each behind its own lock) and a history note (three dict
+updates under a lock). Now :func:`quotas.observability.record.record_decision`
+appends one tuple, an :data:`Entry`, to :data:`LEDGER` (``list.append`` is atomic
+under the GIL: no lock on the request path), and :meth:`Ledger.fold` counts the
+entries later, grouped, in one pass:
+
+- before any reader sees the metrics: :func:`quotas.metrics.fold`, which the
+  registry's collection (every scrape, ``REGISTRY.get_sample_value``) and
+  :func:`quotas.metrics.exposition` call first;
+- before the history is written or read: :meth:`History.write
+  <quotas.observability.history.History.write>` (the poller's tick, about once a
+  second) and :meth:`History.pending <quotas.observability.history.History.pending>`;
+- at every tick of the poller, so that under ``PROMETHEUS_MULTIPROC_DIR`` a
+  scrape served by another process sees this one's decisions within a tick;
+- at exit, and on the request path once :data:`FOLD_AT` entries wait (the poller
+  thread may be dead or off: the ledger never grows without end).
+
+Every decision is counted once, with the values it was recorded with (its
+duration, the minute it was noted in), in the order it was recorded; a child
+process starts with an empty ledger (its parent counts what it recorded).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import Protocol
+
+from quotas import metrics, metrics_fold
+
+#: One decision: its metrics labels (plan, scope, outcome, reason), its duration in seconds, its client's tag,
+#: when it was made (epoch seconds) and the serial number of the history it is noted in (0: none, and no time).
+#: Only strings, numbers and None, the history named by a number: the garbage collector stops tracking such a
+#: tuple at its first pass, so a second's entries waiting for their fold add nothing to its later passes.
+Entry = tuple[str | None, str | None, str, str, float, str, float, int]
+#: Entries waiting beyond this are folded by the request that appends the next: the poller folds about once a
+#: second (a few hundred to a few thousand entries at full load), so this is reached only when it does not run.
+FOLD_AT = 10_000
+
+
+class Notes(Protocol):
+    """What the ledger needs of a history (:class:`~quotas.observability.history.History`)."""
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Count ``entries`` (each naming this history)."""
+
+
+class Ledger:
+    """The decisions this process recorded since the last fold (one per process: :data:`LEDGER`)."""
+
+    def __init__(self) -> None:
+        # Appended by requests (record.py holds its append: never replaced), taken from the front by fold() only.
+        self.entries: list[Entry] = []
+        self._lock = threading.Lock()  # one fold at a time: a reader waits for a fold under way to finish
+        self._histories: weakref.WeakValueDictionary[int, Notes] = weakref.WeakValueDictionary()
+        self._serials = itertools.count(1)
+
+    def register(self, history: Notes) -> int:
+        """The serial number entries name ``history`` by (while it lives: the notes of a history dropped
+        before its entries were folded are dropped with it, as they were when it noted them itself)."""
+        serial = next(self._serials)
+        self._histories[serial] = history
+        return serial
+
+    def fold(self) -> None:
+        """Count every waiting entry in the metrics and in its history."""
+        with self._lock:
+            entries = self.entries
+            n = len(entries)
+            if not n:
+                return
+            # Two steps, each atomic under the GIL; requests only append, beyond the first n.
+            batch = entries[:n]
+            del entries[:n]
+            durations: dict[tuple[str | None, str | None, str, str], list[float]] = {}
+            noted: dict[int, list[Entry]] = {}  # each history's entries, by its serial
+            for entry in batch:
+                plan, scope, outcome, reason, seconds, _, _, history = entry
+                labels = (plan, scope, outcome, reason)
+                same = durations.get(labels)
+                if same is None:
+                    durations[labels] = [seconds]
+                else:
+                    same.append(seconds)
+                if history:
+                    own = noted.get(history)
+                    if own is None:
+                        noted[history] = [entry]
+                    else:
+                        own.append(entry)
+            for (plan, scope, outcome, reason), seconds_list in durations.items():
+                metrics.observe_decision(plan, scope, outcome, reason, *seconds_list)
+            for serial, own in noted.items():
+                target = self._histories.get(serial)
+                if target is not None:
+                    target.add(own)
+
+    def forked(self) -> None:
+        """In a child process just forked: the entries are the parent's, which counts them itself, and the
+        lock may have been held by one of the parent's threads."""
+        self.entries.clear()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+#: This process's ledger.
+LEDGER = Ledger()
+metrics_fold.folders.append(LEDGER.fold)
+# Under PROMETHEUS_MULTIPROC_DIR the values live in files other processes read: what waits reaches them.
+atexit.register(LEDGER.fold)
+os.register_at_fork(after_in_child=LEDGER.forked)
