@@ -139,7 +139,9 @@ class BoundedLabel:
 
     def admit(self, value: object) -> str | None:
         """The label value for ``value``, or None (counting nothing) where calling the label would give ``other``."""
-        text = NONE if value is None or value == "" else str(value)
+        if value is None or value == "":
+            return NONE  # not one of the bounded values: "none" whatever else was seen (as admits() says)
+        text = str(value)
         if text in self.seen:  # the hot path: a set lookup, no lock
             return text
         if _LABEL_VALUE.fullmatch(text):

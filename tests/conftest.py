@@ -352,3 +352,17 @@ def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = RedisServer(data_dir=tmp_path_factory.mktemp("redis62"), binary=binary).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def bounded_labels() -> Iterator[None]:
+    """The metrics' bounded label values as they were before the test, after it (a test that fills a bound
+    leaves later tests of the process their own series). The series a test created stay in the registry, as
+    they would in a process. Autouse under tests/metrics."""
+    from quotas import metrics
+
+    labels = [obj for obj in vars(metrics).values() if isinstance(obj, metrics.BoundedLabel)]
+    saved = {label: set(label.seen) for label in labels}
+    yield
+    for label, seen in saved.items():
+        label.seen = seen

@@ -124,6 +124,15 @@ def test_a_flood_of_distinct_scopes_keeps_the_label_set_bounded():
     assert decisions_of("flood") - counted_before == 1000  # every decision is still counted
 
 
+def test_no_scope_is_none_once_the_bound_is_reached():
+    """A request without a scope keeps its "none" series after a flood of scopes filled the bound (it was counted
+    as "other" then)."""
+    for i in range(metrics.MAX_SCOPES + 1):
+        metrics.scope_label.admit(f"full-scope-{i}")
+    assert metrics.scope_label("") == metrics.scope_label(None) == "none"
+    assert metrics.scope_label("full-scope-beyond") == metrics.OTHER
+
+
 def test_a_flood_of_plans_hosts_and_operations_is_bounded_too():
     before = {
         "plan": label_values("quota_adaptive_multiplier", "plan"),
