@@ -183,23 +183,34 @@ class Guard:
 
     def _learn(self, call: DecideCall, decision: Decision, asked: float | None = None) -> Decision:
         """Note what ``decision`` teaches: Redis is up, what an outage may still spend, who to refuse locally."""
-        self.breaker.success()
+        if self.breaker.opened_at is not None:  # success() has nothing to do while the breaker is closed
+            self.breaker.success()
         if call.now is not None or call.peek:
             return decision  # a test's or an operator's question: nothing to remember
         tag = call.tag
-        if decision.states and not decision.banned and any(w.period for w in call.windows):
-            self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend (fallback.py)
+        if decision.states and not decision.banned:
+            # A loop, not any() over a generator: about 1,500 instructions less a decision (cachegrind).
+            for window in call.windows:
+                if window.period:
+                    self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend
+                    break
         if decision.granted > 1 and self.allowances is not None:
             return self.allowances.grant(call, decision, asked)  # admitted: no refusal to remember
+        if not decision.allowed or decision.ban_started:
+            self._remember_refusal(call, decision)
+        return decision
+
+    def _remember_refusal(self, call: DecideCall, decision: Decision) -> None:
+        """Remember a ban, or the windows that refused ``call`` until their retry time (see DenyMemory)."""
         if decision.banned or decision.ban_started:
-            self.deny_memory.ban(tag, decision.ban_wait_us)
-        elif not decision.allowed and not decision.reduced_only and not call.ban_policy:
+            self.deny_memory.ban(call.tag, decision.ban_wait_us)
+        elif not decision.reduced_only and not call.ban_policy:
             for state in decision.denying_states():
                 # A period's refusal may end with a reconciliation, and a concurrency limit's with any request
                 # of the client finishing (its lease released): neither has a retry time to remember.
                 if not state.window.period and state.window.algorithm != "concurrency":
-                    self.deny_memory.remember(tag, state, state.window.weight if call.weight is None else call.weight)
-        return decision
+                    weight = state.window.weight if call.weight is None else call.weight
+                    self.deny_memory.remember(call.tag, state, weight)
 
     # While Redis is away.
 
