@@ -120,7 +120,7 @@ class RedisStore:
         windows = call.windows
         # What Window.spec_at returns, without its call for a window with no period (whose spec never changes).
         specs = [w.spec_at(at) if w.period else w.spec for w in windows]
-        keys = self.keys_of(call.tag)
+        keys = client_keys(self.prefix, call.tag, self.buckets)  # as keys_of, without its call
         # The scripts check the day against the Redis server's clock and date it themselves only when the two
         # disagree (around midnight where budget days begin); the day here is the quarter hour's, kept (its
         # figures are on quotas.formats.periods.usage_day).
