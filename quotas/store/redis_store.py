@@ -47,9 +47,9 @@ from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
 from quotas.store.refusal_lists import RefusalLists
+from quotas.store.resp import Encoded, bulk
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
-from quotas.store.transport import Encoded, bulk
 from quotas.store.usage_counters import UsageCounters
 from quotas.store.usage_day import usage_day_of
 

@@ -5,6 +5,8 @@ as FCALL where the server has functions (Redis 7+) and as EVALSHA where it
 does not (Redis 6.2), loading the library or the script only when the server
 answers that it lacks it (after a restart, a FUNCTION FLUSH or SCRIPT FLUSH,
 a failover). Those answers mean nothing ran, so the call is simply sent again.
+A call whose KEYS and ARGV come encoded (:mod:`quotas.store.resp`) goes out
+as they are, and its reply is read on the socket with hiredis's Reader.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 from asgiref.sync import sync_to_async
@@ -28,18 +30,16 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quotas.contract.library import function_name, library_source, script_source
+from quotas.store.resp import Encoded, bulk, reply, write
 
 try:
     from hiredis import pack_command
-    from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
-except ImportError:  # hiredis is recommended, not required: redis-py's own packer and reader then
+except ImportError:  # hiredis is recommended, not required: redis-py's own packer then
     pack_command = None  # type: ignore[assignment]  # the name stands for "no hiredis"
-    NOT_ENOUGH_DATA = _HiredisParser = None  # type: ignore[assignment,misc]
 #: hiredis's packer, typed for what the store sends (str, bytes, int, float), or None without hiredis.
 _pack_with_hiredis: Callable[[Any], bytes] | None = pack_command
 
 logger = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 #: What to do about an error reply that proves the call never ran (see :func:`remedy`).
 LOAD_LIBRARY, USE_EVAL, LOAD_SCRIPT = "load-library", "use-eval", "load-script"
@@ -108,43 +108,6 @@ def _held_slot(pool: Any) -> threading.local:
         if slot is None:
             slot = _held_by_pool[pool] = threading.local()
         return slot
-
-
-class Encoded(list[_T]):
-    """A script call's KEYS or ARGV: a list like any other (for every client, and the memory store) that also
-    carries ``resp``, its items in Redis's protocol (KEYS with their count first), which the store makes from
-    parts it keeps encoded. :class:`LuaScript` sends those rather than packing the items again; None: pack them.
-    Made as a list, then given its ``resp`` (a Python ``__init__`` cost about 3,000 instructions, cachegrind)."""
-
-    __slots__ = ("resp",)
-    resp: bytes | None
-
-
-#: An empty bulk string, the most common item of all.
-_EMPTY = b"$0\r\n\r\n"
-
-
-def bulk(items: Iterable[Any]) -> bytes:
-    """``items`` (str, bytes, int or float) as Redis's protocol's bulk strings, as hiredis's packer writes them
-    (str as UTF-8, a float by its repr); raises TypeError for another type."""
-    out = []
-    for item in items:
-        kind = type(item)
-        if kind is str:
-            if not item:
-                out.append(_EMPTY)
-                continue
-            raw = item.encode()
-        elif kind is bytes:
-            raw = item
-        elif kind is int:
-            raw = b"%d" % item
-        elif kind is float:
-            raw = repr(item).encode()
-        else:
-            raise TypeError(f"cannot send a {kind.__name__} to Redis")
-        out.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
-    return b"".join(out)
 
 
 class LuaScript:
@@ -233,7 +196,7 @@ class LuaScript:
         conn = held.conn
         try:
             try:
-                return _reply(conn)
+                return reply(conn)
             except ResponseError as exc:
                 fix = remedy(exc, functions)
                 if fix is None:
@@ -309,14 +272,14 @@ class LuaScript:
                 # The idle connection polled with no wait (one poll(2), about a microsecond), in exchange for never
                 # losing a request to a connection Redis closed. The poll object is kept for the socket it watches:
                 # a new one and its registration were about 2,400 instructions a call (cachegrind).
-                sock = getattr(conn, "_sock", None)  # None: not connected yet, _write connects
+                sock = getattr(conn, "_sock", None)  # None: not connected yet, write() connects
                 if sock is not None:
                     if held.polled is not sock:
                         held.poller, held.polled = select.poll(), sock
                         held.poller.register(sock, select.POLLIN | select.POLLPRI)
                     if held.poller.poll(0):  # readable: closed by the server, or holding bytes nobody asked for
                         raise RedisConnectionError("connection closed by the server while idle")
-                _write(conn, packed if packed is not None else _packed(conn, self.command(keys, args, functions)))
+                write(conn, packed if packed is not None else _packed(conn, self.command(keys, args, functions)))
                 return held
             except (RedisConnectionError, OSError):
                 conn.disconnect()
@@ -378,78 +341,6 @@ def _ask(conn: Any, command: tuple[object, ...]) -> Any:
     """Send ``command`` on ``conn`` and read its reply (errors raise)."""
     conn.send_command(*command)
     return conn.read_response()
-
-
-# Writing the packed command and reading its reply straight on the socket, with hiredis's Reader, where redis-py
-# would take six calls of its own (send_packed_command, read_response and the parser's): about 6,600 instructions
-# a call, 1,400 of them the write's (cachegrind). Errors are raised as redis-py raises them, and the connection is
-# dropped the same way.
-
-
-def _write(conn: Any, packed: list[bytes]) -> None:
-    """Send ``packed`` on ``conn`` (connected first if it is not), as ``conn.send_packed_command`` does."""
-    sock = conn._sock
-    if sock is None:
-        conn.send_packed_command(packed, False)  # connects
-        return
-    try:
-        for chunk in packed:
-            sock.sendall(chunk)
-    except TimeoutError as exc:
-        conn.disconnect()
-        raise RedisTimeoutError("Timeout writing to socket") from exc
-    except OSError as exc:
-        conn.disconnect()
-        raise RedisConnectionError(f"Error while writing to socket: {exc.args}") from exc
-    except BaseException:  # a partial write must never be followed by another command on this connection
-        conn.disconnect()
-        raise
-
-
-def _reply(conn: Any) -> Any:
-    """The reply to the command just written on ``conn``, as ``conn.read_response()`` returns it (an error reply
-    raised). Read directly from the socket with hiredis's Reader; through redis-py without it."""
-    parser = getattr(conn, "_parser", None)
-    if type(parser) is not _HiredisParser or parser._reader is None or parser._sock is None:
-        return conn.read_response()  # redis-py raises its own error for a closed connection
-    reply = _read(conn, parser)
-    if conn.health_check_interval:
-        conn.next_health_check = time.monotonic() + conn.health_check_interval
-    if isinstance(reply, list) and reply and isinstance(reply[0], RedisConnectionError):
-        reply = reply[0]
-    if isinstance(reply, (RedisConnectionError, ResponseError)):
-        try:
-            raise reply
-        finally:
-            del reply  # as redis-py does: the error held by this frame, which its traceback holds, is a cycle
-    return reply
-
-
-def _read(conn: Any, parser: Any) -> Any:
-    """Feed ``parser``'s Reader from its socket until it holds a reply; a push (RESP3) before it goes to redis-py's
-    handlers, as its parser hands it over. A failure drops ``conn`` as redis-py does."""
-    reader, sock, buffer, push = parser._reader, parser._sock, parser._buffer, parser._hiredis_PushNotificationType
-    try:
-        while True:
-            reply = reader.gets()
-            while reply is NOT_ENOUGH_DATA:
-                size = sock.recv_into(buffer)
-                if not size:
-                    raise RedisConnectionError("Connection closed by server.")
-                reader.feed(buffer, 0, size)
-                reply = reader.gets()
-            if push is None or not isinstance(reply, push):
-                return reply
-            parser.handle_push_response(reply)
-    except TimeoutError as exc:
-        conn.disconnect()
-        raise RedisTimeoutError(f"Timeout reading from {conn._host_error()}") from exc
-    except OSError as exc:
-        conn.disconnect()
-        raise RedisConnectionError(f"Error while reading from {conn._host_error()} : {exc.args}") from exc
-    except BaseException:  # a half-read reply must never be read by the next command
-        conn.disconnect()
-        raise
 
 
 #: The library's entry points the store calls.
