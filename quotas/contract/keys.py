@@ -99,11 +99,16 @@ class ClientKeys(NamedTuple):
         return self.own_base + window_field
 
 
+#: Makes a ClientKeys from a tuple of its fields without the NamedTuple's own ``__new__``, a Python function: about
+#: 1,600 instructions less for every decision that asks Redis (cachegrind).
+_make_keys = tuple.__new__
+
+
 def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
     """The keys and fields of client ``tag`` (a :func:`client_tag`)."""
     client = client_id(tag)
     hashtag = f"{prefix}:{{b{bucket_of(client, buckets)}}}"
-    return ClientKeys(hashtag, client + "|", f"{hashtag}:u", f"{hashtag}:l:{client}|", client)
+    return _make_keys(ClientKeys, (hashtag, client + "|", hashtag + ":u", f"{hashtag}:l:{client}|", client))
 
 
 def window_field(limit_id: str, algorithm: str, window: int) -> str:

@@ -99,6 +99,10 @@ class LibraryCaller(Protocol):
         """Run entry point ``entry`` with ``keys`` and ``args``; the client's errors propagate."""
         ...
 
+    def script(self, entry: str) -> Any:
+        """Entry point ``entry`` itself: ``script(keys, args)`` is ``call(entry, keys, args)``."""
+        ...
+
     async def acall(self, entry: str, keys: Sequence[str], args: Sequence[object]) -> Any:
         """:meth:`call`, from asyncio."""
         ...

@@ -35,7 +35,8 @@ class DenyMemory:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[str, str], _Refusal] = OrderedDict()
+        # Public for one reason: the guard skips the memory while it is empty (most of the time), without a call.
+        self.entries: OrderedDict[tuple[str, str], _Refusal] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, tag: str, state: WindowState, weight: int) -> None:
@@ -47,25 +48,25 @@ class DenyMemory:
             until, weight, max(until, now + state.reset_us / US_PER_SECOND), max(0, state.remaining or 0), state.quota
         )
         with self._lock:
-            self._entries[(tag, state.window.state_field)] = refusal
-            self._entries.move_to_end((tag, state.window.state_field))
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self.entries[(tag, state.window.state_field)] = refusal
+            self.entries.move_to_end((tag, state.window.state_field))
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
 
     def check(self, tag: str, windows: Sequence[Window], weight: int | None) -> list[WindowState]:
         """States for the windows this client is known to be refused by, if any."""
-        if not self._entries:
+        if not self.entries:
             return []
         now = time.monotonic()
         hits = []
         for window in windows:
             if window.shadow:
                 continue
-            entry = self._entries.get((tag, window.state_field))
+            entry = self.entries.get((tag, window.state_field))
             if entry is None:
                 continue
             if entry.until <= now:
-                self._entries.pop((tag, window.state_field), None)
+                self.entries.pop((tag, window.state_field), None)
             elif (window.weight if weight is None else weight) >= entry.min_weight:
                 wait_us = math.ceil((entry.until - now) * US_PER_SECOND)
                 reset_us = math.ceil((entry.reset_at - now) * US_PER_SECOND)
@@ -76,23 +77,23 @@ class DenyMemory:
         """Remember that ``tag`` is banned for ``wait_us`` microseconds."""
         with self._lock:
             until = time.monotonic() + wait_us / US_PER_SECOND
-            self._entries[(tag, "!ban")] = _Refusal(until, 0, until, 0, 0)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self.entries[(tag, "!ban")] = _Refusal(until, 0, until, 0, 0)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
 
     def banned(self, tag: str) -> int:
         """Microseconds left of a remembered ban of ``tag`` (0 if none)."""
-        if not self._entries:
+        if not self.entries:
             return 0
-        entry = self._entries.get((tag, "!ban"))
+        entry = self.entries.get((tag, "!ban"))
         if entry is None:
             return 0
         left = entry.until - time.monotonic()
         if left <= 0:
-            self._entries.pop((tag, "!ban"), None)
+            self.entries.pop((tag, "!ban"), None)
             return 0
         return math.ceil(left * US_PER_SECOND)
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            self.entries.clear()

@@ -132,44 +132,41 @@ class Guard:
 
     def _answered_here(self, call: DecideCall) -> Decision | None:
         """The decision this process makes without Redis: from the client's allowance, or a refusal it
-        remembers. Raises :class:`StoreUnavailable` while the circuit breaker is open."""
-        served = self._from_allowance(call)
-        return served if served is not None else self._remembered(call)
-
-    def _from_allowance(self, call: DecideCall) -> Decision | None:
-        """An admission from the client's allowance; else, for a busy client, the allowance its call asks for."""
+        remembers; else None, the call set to ask for the allowance a busy client wants. Raises
+        :class:`StoreUnavailable` while the circuit breaker is open."""
+        # One function rather than a helper per step, and the memory of refusals passed by while it is empty:
+        # about 3,800 instructions less a cold decision (cachegrind, the guard and its store alone).
+        own = call.now is None and not call.peek  # a test's or an operator's question is asked of Redis as it is
         allowances = self.allowances
-        if allowances is None or not call.allowance_ok or call.now is not None or call.peek:
-            return None
-        served = allowances.serve(call)
-        if served is not None:
-            return served  # counted in the client's usage when the allowance is settled (settle_allowances)
-        wanted = allowances.wanted(call)
-        if wanted > 1 and eligible(call.windows):
-            call.allowance = (wanted, allowances.share, allowances.end_us)
+        if own and allowances is not None and call.allowance_ok:
+            served = allowances.serve(call)
+            if served is not None:
+                return served  # counted in the client's usage when the allowance is settled (settle_allowances)
+            wanted = allowances.wanted(call)
+            if wanted > 1 and eligible(call.windows):
+                call.allowance = (wanted, allowances.share, allowances.end_us)
+        if own and self.deny_memory.entries:
+            remembered = self._remembered(call)
+            if remembered is not None:
+                return remembered
+        if self.breaker.opened_at is not None and not self.breaker.allow():
+            raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
         return None
 
     def _remembered(self, call: DecideCall) -> Decision | None:
-        """The refusal this process remembers for ``call.tag``, if any.
-
-        Raises :class:`StoreUnavailable` while the circuit breaker is open.
-        """
+        """The refusal this process remembers for ``call.tag``, if any."""
         tag, windows, weight = call.tag, call.windows, call.weight
-        if call.now is None and not call.peek:
-            banned_for = self.deny_memory.banned(tag)
-            if banned_for:
-                self.usage.count_locally(tag, call.usage, Counter.DENIED_BANNED)
-                states = banned_states(windows, banned_for, call.multiplier)
-                now = time.time()
-                return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
-            # With escalation on, refusals must reach Redis to be counted toward a ban
-            # (which is then remembered here); a flood costs at most the ban threshold.
-            refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
-            if refused:
-                self.usage.count_locally(tag, call.usage, Counter.DENIED_RATE)
-                return Decision(False, refused, time.time(), weight, local=True, tag=tag)
-        if not self.breaker.allow():
-            raise StoreUnavailable("circuit breaker open: Redis was unreachable moments ago")
+        banned_for = self.deny_memory.banned(tag)
+        if banned_for:
+            self.usage.count_locally(tag, call.usage, Counter.DENIED_BANNED)
+            states, now = banned_states(windows, banned_for, call.multiplier), time.time()
+            return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
+        # With escalation on, refusals must reach Redis to be counted toward a ban
+        # (which is then remembered here); a flood costs at most the ban threshold.
+        refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
+        if refused:
+            self.usage.count_locally(tag, call.usage, Counter.DENIED_RATE)
+            return Decision(False, refused, time.time(), weight, local=True, tag=tag)
         return None
 
     def _failed(self, tag: str, exc: StoreUnavailable) -> StoreUnavailable:
@@ -186,23 +183,34 @@ class Guard:
 
     def _learn(self, call: DecideCall, decision: Decision, asked: float | None = None) -> Decision:
         """Note what ``decision`` teaches: Redis is up, what an outage may still spend, who to refuse locally."""
-        self.breaker.success()
+        if self.breaker.opened_at is not None:  # success() has nothing to do while the breaker is closed
+            self.breaker.success()
         if call.now is not None or call.peek:
             return decision  # a test's or an operator's question: nothing to remember
         tag = call.tag
-        if decision.states and not decision.banned and any(w.period for w in call.windows):
-            self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend (fallback.py)
+        if decision.states and not decision.banned:
+            # A loop, not any() over a generator: about 1,500 instructions less a decision (cachegrind).
+            for window in call.windows:
+                if window.period:
+                    self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend
+                    break
         if decision.granted > 1 and self.allowances is not None:
             return self.allowances.grant(call, decision, asked)  # admitted: no refusal to remember
+        if not decision.allowed or decision.ban_started:
+            self._remember_refusal(call, decision)
+        return decision
+
+    def _remember_refusal(self, call: DecideCall, decision: Decision) -> None:
+        """Remember a ban, or the windows that refused ``call`` until their retry time (see DenyMemory)."""
         if decision.banned or decision.ban_started:
-            self.deny_memory.ban(tag, decision.ban_wait_us)
-        elif not decision.allowed and not decision.reduced_only and not call.ban_policy:
+            self.deny_memory.ban(call.tag, decision.ban_wait_us)
+        elif not decision.reduced_only and not call.ban_policy:
             for state in decision.denying_states():
                 # A period's refusal may end with a reconciliation, and a concurrency limit's with any request
                 # of the client finishing (its lease released): neither has a retry time to remember.
                 if not state.window.period and state.window.algorithm != "concurrency":
-                    self.deny_memory.remember(tag, state, state.window.weight if call.weight is None else call.weight)
-        return decision
+                    weight = state.window.weight if call.weight is None else call.weight
+                    self.deny_memory.remember(call.tag, state, weight)
 
     # While Redis is away.
 

@@ -1,0 +1,57 @@
+"""The store's kept encodings: what goes on the wire is byte for byte what packing every item would send."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hiredis import pack_command
+
+from quotas.contract.protocol import decide_args
+from quotas.formats.rates import Rate, parse_rates
+from quotas.rules.limits import LimitRule
+from quotas.store.decision import DecideCall
+
+pytestmark = pytest.mark.redis
+
+
+def _windows():
+    """A rate of every kind of key: fields of the bucket, a sliding log (a key of its own), periods and budgets."""
+    rules = [
+        LimitRule(id="tb", name="tb", rates=parse_rates("5/s; 100/min"), algorithm="token_bucket"),
+        LimitRule(id="log", name="log", rates=parse_rates("3/min"), algorithm="sliding_window_log"),
+        LimitRule(id="day", name="day", rates=(Rate(4, 86400),), algorithm="period_requests", period="day"),
+        LimitRule(id="eur", name="eur", rates=(Rate(5, 86400),), algorithm="budget", period="day", currency="EUR"),
+    ]
+    return [w for r in rules for w in r.windows]
+
+
+CALLS = [
+    DecideCall("{u.1}", _windows()[:2], usage="1|api"),
+    DecideCall(
+        "{u.2}", _windows(), 3, 1_700_000_040.5, 17, "", True, 0.5, "3 60000000 1,2", "req", True, (7, 0.1, 250)
+    ),
+    DecideCall("{k.~ab}", _windows()[:1], None, None, 2, "2|é", allowance=(2, 0.25, 250_000)),
+]
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_decision_goes_out_as_hiredis_packs_it(runtime, call):
+    """The encoded command equals hiredis's packing of the same KEYS and ARGV, as FCALL and as EVALSHA, the first
+    time and from what the store kept, and the ARGV is decide_args's."""
+    store = runtime.store
+    script = store.transport.script("decide")
+    for _ in range(2):
+        keys, args, _specs = store.encode(call)
+        for functions in (True, False):
+            packed = pack_command(script.command(list(keys), list(args), functions))
+            assert script._resp(keys, args, functions) == [packed]
+    named = store.keys_of(call.tag)
+    day = args[2]
+    assert list(args) == decide_args(
+        named.field_prefix, now="" if call.now is None else int(call.now * 1_000_000),
+        weight="" if call.weight is None else call.weight, cost=call.cost_micros, usage=call.usage or "",
+        mode="peek" if call.peek else "", multiplier="" if call.multiplier == 1.0 else repr(call.multiplier),
+        ban_policy=call.ban_policy, request_id=call.request_id, day=day, day_offset=args[3], allowance=call.allowance,
+        specs=[w.spec_at(call.now or time.time()) for w in call.windows],
+    )  # fmt: skip
