@@ -98,13 +98,30 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
     if raw_key is not None and rules.backend is not None:
         return authenticate_key(request, raw_key, rules)
     if user is not None and getattr(user, "is_authenticated", False):
+        pk = user.pk
+        subscriber = rules.subscriber_for_user(pk)
+        known = _USER_CLIENTS.get(pk)
+        if known is not None and known.subscriber is subscriber:
+            return known  # the same user on the same rules: its client as last made
         # user_client(), unrolled: a call less on every signed-in request.
-        subscriber = rules.subscriber_for_user(user.pk)
         if subscriber is not None and subscriber.id is not None:
-            return Client.of_subscription(subscriber)
-        return Client.of_user(user.pk, subscriber)
+            client = Client.of_subscription(subscriber)
+        else:
+            client = Client.of_user(pk, subscriber)
+        if len(_USER_CLIENTS) >= _USER_CLIENTS_MAX:
+            _USER_CLIENTS.clear()  # a flood of new users: started afresh, rather than ordered and evicted
+        _USER_CLIENTS[pk] = client
+        return client
     group = address_group(request)
     return Client.of_address(group)
+
+
+#: Signed-in users' clients by user pk, each kept with the subscriber it was made for (a reload of the rules
+#: makes new ones, so a client is used again only while its user's subscriber is the very same object).
+#: Kept, a busy user's request costs about 12,000 instructions less (make bench-count: 686,691 -> 674,201),
+#: a new user's the same (with _LRU.lookup's miss made without an exception).
+_USER_CLIENTS: dict[Any, Client] = {}
+_USER_CLIENTS_MAX = 10_000
 
 
 def api_key_of(request: HttpRequest) -> str | None:

@@ -34,6 +34,9 @@ UNKNOWN_KEYS_CACHE_SIZE = 4096
 MAX_RELOAD_BACKOFF = 30
 
 
+_ABSENT = object()  # no entry in an _LRU (where None is a value)
+
+
 class _LRU(OrderedDict):
     """A small least-recently-used map, per process.
 
@@ -49,11 +52,14 @@ class _LRU(OrderedDict):
 
     def lookup(self, key: Any, default: Any = None) -> Any:
         """The value of ``key`` (now the most recent), or ``default``."""
-        try:
-            self.move_to_end(key)
-            return self[key]
-        except KeyError:
+        value = self.get(key, _ABSENT)  # a miss (every new client) raises nothing: an exception costs more
+        if value is _ABSENT:
             return default
+        try:  # noqa: SIM105  (contextlib.suppress is a context manager's two calls on every hit)
+            self.move_to_end(key)
+        except KeyError:  # evicted meanwhile: the value read is still this key's
+            pass
+        return value
 
     def put(self, key: Any, value: Any) -> None:
         """Remember ``value``, evicting the least recently used entries beyond ``size``."""
