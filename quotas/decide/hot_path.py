@@ -239,20 +239,27 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     if isinstance(decision, Verdict):
         return decision  # the failure mode answered
     client, facts, runtime = call.client, call.facts, call.runtime
-    for state in decision.would_deny():
-        logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
+    # Decision.would_deny() and .delay in one pass over the windows (each was a pass of its own, twice for the
+    # first): about 2,000 instructions a request.
+    shadow_denied, delay_us = False, 0
+    for state in decision.states:
+        if state.delay_us > delay_us:  # noqa: PLR1730  (max() is a call; this is a compare)
+            delay_us = state.delay_us
+        if not state.ok and state.window.shadow:
+            shadow_denied = True
+            logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
     if decision.ban_started:
         report_ban(client.tag, client.subscription_id, decision, call.plan)
     record_decision(
         facts.request, decision, client_tag=client.tag, plan=call.plan.slug if call.plan is not None else None,
         scope=facts.scope, started=call.started, history=runtime.history if facts.metered else None,
-        refusals=runtime.refusals, store_seconds=call.store_seconds,
+        refusals=runtime.refusals, store_seconds=call.store_seconds, shadow_denied=shadow_denied,
     )  # fmt: skip
     verdict = Verdict(client, call.plan_id, decision, request=facts.request)
     if not decision.allowed:
         send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
         verdict.refusal = refusal(call.rules, decision, call.plan_id)
-    elif decision.delay > 0:
+    elif delay_us > 0:
         verdict.refusal = shaped(runtime, decision, client.tag)
     return verdict
 

@@ -47,12 +47,16 @@ def record_decision(  # noqa: PLR0913
     history: History | None = None,
     refusals: RefusalLog | None = None,
     store_seconds: float = 0.0,
+    shadow_denied: bool | None = None,
 ) -> None:
     """Count the decision (metrics, OpenTelemetry when on, and the runtime's ``history``), and write audit
     lines for a refusal (noted in the runtime's ``refusals`` too) or a new ban. ``store_seconds``: the time
-    the store call took (0 when none was made)."""
+    the store call took (0 when none was made); ``shadow_denied``: whether a shadow window would have refused
+    it, when the caller knows (None: read from the decision)."""
     if decision.allowed:  # labels(decision) inlined for the common case: one product call fewer a request
-        outcome, reason = ("shadow_denied" if decision.would_deny() else "allowed"), "none"
+        if shadow_denied is None:
+            shadow_denied = bool(decision.would_deny())
+        outcome, reason = ("shadow_denied" if shadow_denied else "allowed"), "none"
     else:
         outcome, reason = labels(decision)
     seconds = time.perf_counter() - started

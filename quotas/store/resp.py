@@ -112,7 +112,8 @@ def reply(conn: Any) -> Any:
 def _read(conn: Any, parser: Any) -> Any:
     """Feed ``parser``'s Reader from its socket until it holds a reply; a push (RESP3) before it goes to redis-py's
     handlers, as its parser hands it over. A failure drops ``conn`` as redis-py does."""
-    reader, sock, buffer, push = parser._reader, parser._sock, parser._buffer, parser._hiredis_PushNotificationType
+    reader, sock, buffer = parser._reader, parser._sock, parser._buffer
+    push = getattr(parser, "_hiredis_PushNotificationType", None)  # redis-py 6+ (RESP3 pushes); 5.x has none
     try:
         while True:
             answer = reader.gets()
