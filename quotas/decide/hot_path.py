@@ -62,10 +62,12 @@ class Call(DecideCall):
         cost: int,
         usage: str,
         started: float,
+        leases: bool,
     ) -> None:
         plan = rules.plans.get(plan_id) if plan_id is not None else None
-        # Concurrency leases are named by the request, so settling can end them.
-        request_id = uuid.uuid4().hex if any(w.algorithm == "concurrency" for w in windows) else ""
+        # Concurrency leases (``leases``: a window is a concurrency limit) are named by the request, so settling
+        # can end them.
+        request_id = uuid.uuid4().hex if leases else ""
         DecideCall.__init__(
             self, client.tag, windows, facts.weight, None, cost, usage, False,
             # The plan's adaptive multiplier (1.0 without one); no plan is never a key.
@@ -167,12 +169,17 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
     matched = rules.for_request(plan_id, client.subscriber, scope, path, method)
     if matched.by_country:  # a limit kept to some countries matched: the client's country decides
         matched = matched.in_country(request_country(http))
+    windows: Sequence[Window]
     if plan_id is not None and not facts.scope_limits_only:
-        windows = list(matched.windows)
+        # The route's own tuple, as the snapshot keeps it (whether one leases, known with it): nothing copied.
+        windows, leases = matched.windows, matched.leases
     else:
         windows = _fallback_windows(facts, rules, client, plan_id, path=path, method=method)
+        leases = any(w.algorithm == "concurrency" for w in windows)
     if facts.limits:
-        windows += [w for rule in facts.limits for w in rule.windows]
+        extra = [w for rule in facts.limits for w in rule.windows]
+        windows = [*windows, *extra]
+        leases = leases or any(w.algorithm == "concurrency" for w in extra)
     # What the request is charged before the view runs (micro-units): nothing on a decision after the one that
     # priced it (whose budgets those are too), else the view's estimate, else the limits' price.
     if not facts.priced:
@@ -192,7 +199,7 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
         usage = f"{plan_id}|{part}" if plan_id is not None else f"-|{part}"
     else:
         usage = ""
-    call = Call(facts, runtime, rules, client, plan_id, windows, cost, usage, started)
+    call = Call(facts, runtime, rules, client, plan_id, windows, cost, usage, started, leases)
     if rules.acl.rules:
         entry = _match_acl(call)
         if entry is not None:

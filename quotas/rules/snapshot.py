@@ -185,6 +185,7 @@ class RequestRules:
     windows: tuple[Window, ...]
     price_micros: int
     by_country: tuple[LimitRule, ...] = ()
+    leases: bool = False  # a window is a concurrency limit (its leases are named by the request)
 
     @classmethod
     def of(cls, rules: Iterable[LimitRule]) -> RequestRules:
@@ -192,13 +193,21 @@ class RequestRules:
         rules = tuple(rules)
         anywhere = [r for r in rules if not r.countries]
         by_country = rules if len(anywhere) < len(rules) else ()
-        return cls(tuple(w for r in anywhere for w in r.windows), sum(r.price_micros for r in anywhere), by_country)
+        return cls._of_windows(
+            tuple(w for r in anywhere for w in r.windows), sum(r.price_micros for r in anywhere), by_country
+        )
 
     def in_country(self, country: str | None) -> RequestRules:
         """What a request from ``country`` (None: not known) needs: the limits for every country, and those
         kept to countries that include it, in the plan's order."""
         rules = [r for r in self.by_country if r.applies_in(country)]
-        return RequestRules(tuple(w for r in rules for w in r.windows), sum(r.price_micros for r in rules))
+        return self._of_windows(tuple(w for r in rules for w in r.windows), sum(r.price_micros for r in rules))
+
+    @classmethod
+    def _of_windows(
+        cls, windows: tuple[Window, ...], price: int, by_country: tuple[LimitRule, ...] = ()
+    ) -> RequestRules:
+        return cls(windows, price, by_country, any(w.algorithm == "concurrency" for w in windows))
 
 
 class _PlanIndex:
