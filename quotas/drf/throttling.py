@@ -107,15 +107,20 @@ class QuotaThrottle(BaseThrottle):
         except InvalidQuotaRequest as exc:
             raise drf_exception(exc) from None
         verdicts = getattr(http_request, VERDICTS, None)  # quotas.http.context's, read and added to here
+        user = request.user  # a property of DRF's Request: read once
+        # DRF's limits as kept (_Partners.drf_limits on a miss): a read of request.user less a request.
+        fallback = _DRF_LIMITS.get(partners.limits_key(view, user)) if partners.static_limits else None
+        if fallback is None:
+            fallback = partners.drf_limits(self, request, view)
         facts = Facts(
             http_request,
             request,
-            request.user,
+            user,
             request.auth,
             # The scope the plan's limits are matched by: the view's quota_scope, else DRF's throttle_scope (a plan
             # limit scoped "search" applies to a view with throttle_scope = "search").
             scope=getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or "",
-            fallback=partners.drf_limits(self, request, view),
+            fallback=fallback,
             weight=weight,
             cost_micros=cost,
             scope_limits_only=self.scope_limits_only,
@@ -287,13 +292,17 @@ class _Partners:
         own_pricing = (throttle.get_weight, throttle.get_cost) != (QuotaThrottle.get_weight, QuotaThrottle.get_cost)
         return cls(classes, counts_otherwise, static, own_pricing)
 
+    def limits_key(self, view: Any, user: Any) -> tuple[Any, ...]:
+        """What DRF's limits of these classes depend on, with static limits: the view's throttle_scope and whether
+        the user is authenticated (:data:`_DRF_LIMITS`' key)."""
+        return (self.classes, getattr(view, "throttle_scope", None), user is not None and user.is_authenticated)
+
     def drf_limits(self, throttle: QuotaThrottle, request: Request, view: Any) -> tuple[LimitRule, ...]:
         """DRF's limits of a client no plan covers: those of every class, each once (see
         :meth:`QuotaThrottle.get_drf_limits`). Kept per view scope and kind of user until a setting changes."""
         if not self.static_limits:
             return _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
-        user = request.user
-        key = (self.classes, getattr(view, "throttle_scope", None), user is not None and user.is_authenticated)
+        key = self.limits_key(view, request.user)
         limits = _DRF_LIMITS.get(key)
         if limits is None:
             limits = _DRF_LIMITS[key] = _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
