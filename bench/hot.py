@@ -8,7 +8,8 @@ client. Variants rotate their order every round as in sections 1-2.
 
 Redis calls per request count the round trips this process made while a
 variant ran (every write of a command, or of a pipeline, to a redis-py
-connection), divided by the requests: the poller's background work (usage
+connection, and every command the store writes on the socket itself),
+divided by the requests: the poller's background work (usage
 written, allowances given back, the rules version read) is included, since
 it runs in its thread throughout. Commands a script runs inside Redis are
 not round trips and are not counted.
@@ -26,6 +27,7 @@ from typing import Any
 from redis.connection import AbstractConnection
 
 from quotas.middleware import QuotaHeadersMiddleware
+from quotas.store import transport
 
 from .stats import summarize_ns
 from .views import BenchUser, FiveLimitsView, LimitsSlidingWindowView, OneLimitView, TinyView, make_request
@@ -64,11 +66,20 @@ def counting_round_trips() -> Iterator[Callable[[], int]]:
         sent[0] = next(counter) + 1  # itertools.count is atomic under the GIL: threads may send at once
         original(self, command, check_health)
 
+    # The engine's decisions go out on the socket itself (quotas/store/resp.py), past send_packed_command.
+    direct = transport.write
+
+    def write(conn: Any, packed: Any) -> None:
+        sent[0] = next(counter) + 1
+        direct(conn, packed)
+
     AbstractConnection.send_packed_command = send_packed_command  # type: ignore[method-assign]
+    transport.write = write
     try:
         yield lambda: sent[0]
     finally:
         AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+        transport.write = direct
 
 
 def run(rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
