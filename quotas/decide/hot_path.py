@@ -70,8 +70,7 @@ class Call(DecideCall):
         request_id = uuid.uuid4().hex if leases else ""
         DecideCall.__init__(
             self, client.tag, windows, facts.weight, None, cost, usage, False,
-            # The plan's adaptive multiplier (1.0 without one); no plan is never a key.
-            runtime.multipliers.by_plan.get(plan_id, 1.0),  # type: ignore[arg-type]
+            runtime.multipliers.get(plan_id),  # the plan's adaptive multiplier (1.0 without one)
             plan.ban_policy if plan is not None and facts.metered else "",
             request_id,
             # An allowance charges each request the limits' price; a view's own estimate varies per request.

@@ -103,11 +103,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
         known = _USER_CLIENTS.get(pk)
         if known is not None and known.subscriber is subscriber:
             return known  # the same user on the same rules: its client as last made
-        # user_client(), unrolled: a call less on every signed-in request.
-        if subscriber is not None and subscriber.id is not None:
-            client = Client.of_subscription(subscriber)
-        else:
-            client = Client.of_user(pk, subscriber)
+        client = user_client(str(pk), subscriber)
         if len(_USER_CLIENTS) >= _USER_CLIENTS_MAX:
             _USER_CLIENTS.clear()  # a flood of new users: started afresh, rather than ordered and evicted
         _USER_CLIENTS[pk] = client

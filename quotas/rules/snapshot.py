@@ -130,11 +130,7 @@ class RuleSet:
         index = self._index_cache.get(cache_key)
         if index is None:
             index = self._index_cache[cache_key] = _PlanIndex(self.limits_for(plan_id, subscriber))
-        # _PlanIndex.lookup, unrolled: this runs on every request.
-        prefixes = index.prefixes
-        matched = tuple(p for p in prefixes if path.startswith(p)) if prefixes else ()
-        found = index.by_request.get((scope, method if method in index.methods else "", matched))
-        return found if found is not None else index.lookup(scope, path, method)
+        return index.lookup(scope, path, method)
 
     def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
         """The cheapest higher plan whose matching limit is larger for ``window``.
@@ -229,7 +225,8 @@ class _PlanIndex:
 
     def lookup(self, scope: str, path: str, method: str) -> RequestRules:
         """What a request with that scope, path and method needs of the plan (built on its first request)."""
-        matched = tuple(p for p in self.prefixes if path.startswith(p))
+        prefixes = self.prefixes  # most plans have none: no generator then, on every request
+        matched = tuple(p for p in prefixes if path.startswith(p)) if prefixes else ()
         key = (scope, method if method in self.methods else "", matched)
         found = self.by_request.get(key)
         if found is None:  # two threads may build the same entry: the same value, so either may stay
