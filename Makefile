@@ -78,7 +78,7 @@ format: $(STAMP)
 	$(PY) -m ruff format .
 
 ## Rewrite the settings tables of docs/settings.md from the settings' descriptions (quotas/settings/spec.py,
-## and the section each app registers: adaptive/conf.py, notifications/conf.py, plans/conf.py).
+## and the section each app registers: adaptive/conf.py, notifications/conf.py, plans/conf.py, console/conf.py).
 settings-docs: $(STAMP)
 	$(PY) -m config.settings_docs
 

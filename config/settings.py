@@ -84,6 +84,7 @@ INSTALLED_APPS = [
 ]
 INSTALLED_APPS += ["usage"]  # usage accounting: Redis counters flushed to the database, usage-report API
 INSTALLED_APPS += ["notifications"]  # signed webhooks and e-mail to customers (budget thresholds, ...)
+INSTALLED_APPS += ["console"]  # customers manage their own subscription: keys, webhooks, caps, members
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/demo/", include("demo.urls")),
     path("api/v1/", include("usage.urls")),
     path("api/v1/", include("notifications.urls")),  # a subscription's own webhooks and deliveries
+    path("api/v1/", include("console.urls")),  # the customer's self-service API
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),

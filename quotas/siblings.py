@@ -27,7 +27,7 @@ from django.http import HttpRequest
 from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
 from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
 from quotas.exceptions import StoreUnavailable
-from quotas.identity.addresses import address_group
+from quotas.identity.addresses import address_group, client_ip
 from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.limits import LimitRule
 from quotas.rules.snapshot import RuleSet, Subscriber
@@ -67,6 +67,7 @@ __all__ = [
     "address_group",
     "authenticate_key_now",
     "back_office",
+    "client_ip",
     "client_tag",
     "controller_board",
     "controller_host_key",

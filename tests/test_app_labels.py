@@ -23,9 +23,10 @@ LABELS = {
     "usage": "quota_usage",
     "adaptive": "quota_adaptive",
     "dashboard": "quota_dashboard",
+    "console": "quota_console",
 }
 #: The labels of the apps that have models, hence migrations.
-MIGRATED = ("quota_plans", "quota_usage", "quota_adaptive")
+MIGRATED = ("quota_plans", "quota_usage", "quota_adaptive", "quota_console")
 
 
 def test_every_app_is_installed_by_package_with_its_label():

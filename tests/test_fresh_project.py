@@ -52,7 +52,7 @@ GETTING_STARTED = ROOT / "docs" / "getting-started.md"
 #: The page that mounts the platform's views in a project.
 OPERATIONS = ROOT / "docs" / "operations.md"
 PROBE = Path(__file__).with_name("fresh_project_probe.py")
-APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications")
+APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications", "console")
 #: Generous: a cold pip cache downloads Django, DRF and redis-py (the bare wheel: no hiredis, which is an extra).
 PIP_TIMEOUT = 900
 #: pip's words for a registry it could not reach, as opposed to dependencies that do not resolve.

@@ -19,7 +19,8 @@ MAY_IMPORT = {
     "usage": {"quotas", "plans"},
     "adaptive": {"quotas", "plans"},
     "notifications": {"quotas", "plans"},
-    "dashboard": {"quotas", "plans", "usage", "adaptive", "notifications"},
+    "console": {"quotas", "plans", "notifications"},
+    "dashboard": {"quotas", "plans", "usage", "adaptive", "notifications", "console"},
 }
 PROJECT = {"config", "demo", "bench", "tests"}
 #: A module past this many lines is split into a package (about 400 is the aim).

@@ -22,7 +22,7 @@ from packaging.version import Version
 from tests.checkout import copy_checkout
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications")
+APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications", "console")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 #: Where templates an app extends or includes may come from besides itself: Django's and DRF's own.
 FRAMEWORK_TEMPLATES = [

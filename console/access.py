@@ -1,0 +1,95 @@
+"""Who may act on a subscription: :func:`account_for` finds the caller's standing, :func:`require_owner` guards
+every change.
+
+Read access: the subscription's owners and members (signed in, by session or basic auth), and its own API keys.
+Changes: owners only, signed in; an API key never manages keys, endpoints, contacts, caps or members (a leaked
+key must not be able to mint more keys or point the webhooks elsewhere). A subscription the caller has no role
+on answers 404, as one that does not exist: its id says nothing about it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rest_framework import exceptions
+from rest_framework.request import Request
+
+from plans.models import Subscription
+from quotas.drf.authentication import KeyHolder
+
+from .models import Membership, Role
+
+NOT_YOURS = "No such subscription, or you have no role on it."
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """The caller's standing on one subscription: its role, and the Django user (None for an API key)."""
+
+    subscription: Subscription
+    role: str | None
+    user: Any
+
+    @property
+    def is_owner(self) -> bool:
+        return self.user is not None and self.role == Role.OWNER
+
+    @property
+    def actor_name(self) -> str:
+        """The caller as the audit log names them."""
+        if self.user is None:
+            return f"API key of subscription {self.subscription.pk}"
+        return str(self.user.get_username())
+
+
+def role_of(user: Any, subscription: Subscription) -> str | None:
+    """``user``'s role on ``subscription``: its own user is an owner; else their membership's; else None."""
+    if user is None or not user.is_authenticated or user.pk is None:
+        return None
+    if subscription.user_id == user.pk:
+        return Role.OWNER
+    return Membership.objects.filter(subscription=subscription, user=user).values_list("role", flat=True).first()
+
+
+def roles_of(user: Any) -> list[tuple[Subscription, str]]:
+    """Every subscription ``user`` has a role on, with the role, by name."""
+    if user is None or not user.is_authenticated or user.pk is None:
+        return []
+    own = {s.pk: (s, Role.OWNER.value) for s in Subscription.objects.filter(user=user).select_related("plan")}
+    for membership in Membership.objects.filter(user=user).select_related("subscription__plan"):
+        own.setdefault(membership.subscription_id, (membership.subscription, membership.role))
+    return sorted(own.values(), key=lambda pair: (pair[0].name, pair[0].pk))
+
+
+def account_for(request: Request, subscription_id: int) -> Account:
+    """The caller's standing on subscription ``subscription_id``; 401 without credentials, 404 without a role."""
+    user = request.user
+    if isinstance(user, KeyHolder):
+        if user.subscription_id != subscription_id:
+            raise exceptions.NotFound(NOT_YOURS)
+        return Account(_subscription(subscription_id), None, None)
+    if user is None or not user.is_authenticated:
+        raise exceptions.NotAuthenticated()
+    subscription = _subscription(subscription_id)
+    role = role_of(user, subscription)
+    if role is None:
+        raise exceptions.NotFound(NOT_YOURS)
+    return Account(subscription, role, user)
+
+
+def require_owner(account: Account) -> None:
+    """Raise 403 unless ``account`` may change its subscription (an owner, signed in)."""
+    if account.user is None:
+        raise exceptions.PermissionDenied(
+            "An API key cannot manage its subscription: sign in as one of its owners to change it."
+        )
+    if not account.is_owner:
+        raise exceptions.PermissionDenied("Members may read; only an owner of this subscription may change it.")
+
+
+def _subscription(subscription_id: int) -> Subscription:
+    subscription = Subscription.objects.select_related("plan").filter(pk=subscription_id).first()
+    if subscription is None:
+        raise exceptions.NotFound(NOT_YOURS)
+    return subscription

@@ -1,0 +1,59 @@
+"""``GET /api/v1/account``: the subscriptions the caller has a role on; ``GET .../audit``: a subscription's log."""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from quotas.drf.authentication import KeyHolder
+
+from ..access import account_for, roles_of
+from ..models import AuditEntry
+from .base import ConsoleView
+
+#: Entries one page of the audit log shows, newest first.
+AUDIT_PAGE = 100
+
+
+class SubscriptionRoleSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    plan = serializers.CharField(help_text="The plan's slug.")
+    role = serializers.ChoiceField(choices=["owner", "member", "key"], help_text="key: the caller is its API key.")
+
+
+class AccountView(ConsoleView):
+    """The subscriptions the signed-in caller is an owner or member of (an API key: its own, as ``key``)."""
+
+    serializer_class = SubscriptionRoleSerializer
+
+    def get(self, request: Request) -> Response:
+        user = request.user
+        if isinstance(user, KeyHolder):
+            rows = [(account_for(request, user.subscription_id).subscription, "key")]
+        elif user is None or not user.is_authenticated:
+            raise exceptions.NotAuthenticated()
+        else:
+            rows = roles_of(user)
+        data = [{"id": s.pk, "name": s.name, "plan": s.plan.slug, "role": role} for s, role in rows]
+        return Response(self.get_serializer(data, many=True).data)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name")
+
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "created_at", "actor", "action", "target", "detail", "address"]
+
+
+class AuditView(ConsoleView):
+    """The subscription's audit log, newest first (its last :data:`AUDIT_PAGE` entries): owners only."""
+
+    serializer_class = AuditEntrySerializer
+
+    def get(self, request: Request, subscription_id: int) -> Response:
+        account = self.owner()
+        entries = AuditEntry.objects.filter(subscription=account.subscription)[:AUDIT_PAGE]
+        return Response(self.get_serializer(entries, many=True).data)

@@ -1,0 +1,27 @@
+"""The audit log's one writer: :func:`record` is called by every change the console makes, in the change's own
+transaction, so a change and its entry are saved together or not at all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.request import Request
+
+from quotas.siblings import client_ip
+
+from .access import Account
+from .models import AuditEntry
+
+
+def record(request: Request, account: Account, action: str, target: str = "", **detail: Any) -> AuditEntry:
+    """Write that ``account``'s caller did ``action`` to ``target`` (with ``detail``, never a secret)."""
+    return AuditEntry.objects.create(
+        subscription=account.subscription,
+        subscription_name=account.subscription.name[:200],
+        actor=account.user,
+        actor_name=account.actor_name[:200],
+        action=action,
+        target=target[:200],
+        detail=detail,
+        address=str(client_ip(request._request)),
+    )

@@ -1,0 +1,48 @@
+"""The self-service API's error bodies: problem+json, as the usage API's, with a body's field errors named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from rest_framework import exceptions
+
+from quotas import problems
+from quotas.drf import api_problems
+from quotas.drf.handlers import respond
+
+
+def invalid_request(errors: dict[str, str]) -> dict[str, Any]:
+    """The 400 body: ``errors`` maps each bad field to what is wrong with it."""
+    return {
+        "type": problems.problem_type("invalid-request"),
+        "title": "Invalid request",
+        "status": 400,
+        "detail": f"Check the field(s): {', '.join(sorted(errors))}.",
+        "errors": errors,
+    }
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse | None:
+    """Every error of the self-service API as ``application/problem+json`` (the usage API's handler, with a
+    request body's errors as ``invalid-request``)."""
+    if isinstance(exc, exceptions.ValidationError):
+        return respond(invalid_request(_messages(exc.detail)), exc)
+    return api_problems.exception_handler(exc, context)
+
+
+def _messages(detail: Any, prefix: str = "") -> dict[str, str]:
+    # DRF gives {field: [ErrorDetail, ...]}, nested for nested serializers, or a list for non-field errors.
+    if isinstance(detail, list):
+        if detail and all(not isinstance(d, list | dict) for d in detail):
+            return {prefix or "non_field_errors": " ".join(str(d) for d in detail)}
+        out: dict[str, str] = {}
+        for i, item in enumerate(detail):
+            out.update(_messages(item, f"{prefix}[{i}]" if prefix else str(i)))
+        return out
+    if isinstance(detail, dict):
+        out = {}
+        for name, messages in detail.items():
+            out.update(_messages(messages, f"{prefix}.{name}" if prefix else str(name)))
+        return out
+    return {prefix or "non_field_errors": str(detail)}
