@@ -28,6 +28,7 @@ from .feeds import admin as feed_admin  # noqa: F401  (the feeds' admin lives wi
 from .forms import IssueKeyForm, MovePlanForm
 from .models import (
     ACLEntry,
+    AlertThresholds,
     APIKey,
     ClientBan,
     CostBudget,
@@ -36,6 +37,7 @@ from .models import (
     LimitOverride,
     PeriodQuota,
     Plan,
+    SpendCap,
     Subscription,
     user_groups_field,
 )
@@ -442,3 +444,22 @@ class ClientBanAdmin(admin.ModelAdmin):
             logger.warning("plans: %s lifted the ban of %s", request.user, ban.client)
             lifted += 1
         self.message_user(request, f"Lifted {lifted} ban(s).", messages.SUCCESS)
+
+
+@admin.register(SpendCap)
+class SpendCapAdmin(admin.ModelAdmin):
+    """Customers set their caps themselves (the console); staff see them, and may lower or remove one."""
+
+    list_display = ("subscription", "period", "amount", "updated_at")
+    list_filter = ("period",)
+    search_fields = ("subscription__name",)
+    autocomplete_fields = ("subscription",)
+
+
+@admin.register(AlertThresholds)
+class AlertThresholdsAdmin(admin.ModelAdmin):
+    """Customers set their thresholds themselves (the console); staff see them."""
+
+    list_display = ("subscription", "percents", "updated_at")
+    search_fields = ("subscription__name",)
+    autocomplete_fields = ("subscription",)

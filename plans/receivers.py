@@ -29,6 +29,7 @@ from .models import (
     LimitOverride,
     PeriodQuota,
     Plan,
+    SpendCap,
     Subscription,
     user_groups_field,
 )
@@ -53,6 +54,7 @@ def record_ban(*, client_tag: str, subscription_id: int | None, plan_id: int | N
 # bumps the version itself, only when a list in force changed.
 WATCHED = (
     Plan, Subscription, GroupPlan, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry, ACLFeed,
+    SpendCap,
 )  # fmt: skip
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q
@@ -24,6 +25,7 @@ from .models import (
     LimitOverride,
     PeriodQuota,
     Plan,
+    SpendCap,
     Subscription,
     group_plan_id,
     parse_durations,
@@ -55,12 +57,19 @@ def limit_rule(limit: EndpointLimit) -> LimitRule:
     )
 
 
-def budget_rule(budget: CostBudget) -> LimitRule:
-    """The engine's view of a money budget: a period window counting micro-units."""
+def budget_rule(budget: CostBudget, cap: Decimal | None = None) -> LimitRule:
+    """The engine's view of a money budget: a period window counting micro-units.
+
+    ``cap`` (a customer's own :class:`~plans.models.SpendCap` of the period) lowers its amount; the window keeps
+    the budget's id, hence its counter, so what the period has spent before the cap was set counts against it.
+    """
+    amount, name = budget.amount, budget.name
+    if cap is not None and cap < amount:
+        amount, name = cap, f"{budget.period}-cap"
     return LimitRule(
         id=f"b{budget.pk}",
-        name=budget.name,
-        rates=(Rate(to_micros(budget.amount), NOMINAL_SECONDS[budget.period]),),
+        name=name,
+        rates=(Rate(to_micros(amount), NOMINAL_SECONDS[budget.period]),),
         algorithm="budget",
         period=budget.period,
         currency=budget.currency,
@@ -208,6 +217,17 @@ class PlansRulesBackend:
         return APIKey.objects.usable().values_list("key_hash", flat=True).iterator(chunk_size=10_000)
 
 
+def _budgets(sub: Subscription) -> tuple[LimitRule, ...]:
+    # The subscription's own budgets, each lowered by its cap; a cap of a period only its plan budgets lowers
+    # that budget (as the subscription's own window, which replaces the plan's of that period).
+    caps = {c.period: c.amount for c in SpendCap.objects.filter(subscription=sub)}
+    own = list(CostBudget.objects.filter(subscription=sub))
+    own_periods = {b.period for b in own}
+    plans = [b for b in CostBudget.objects.filter(plan_id=sub.plan_id, period__in=caps) if b.period not in own_periods]
+    rules = [budget_rule(b, caps.get(b.period)) for b in own + plans]
+    return tuple(sorted(rules, key=lambda rule: rule.period))
+
+
 def subscriber_of(
     sub: Subscription, revoked: bool = False, key_id: int | None = None, key_expires_at: float | None = None
 ) -> Subscriber:
@@ -221,7 +241,7 @@ def subscriber_of(
             key=lambda item: item[0],
         )
     )
-    budgets = tuple(budget_rule(b) for b in CostBudget.objects.filter(subscription=sub).order_by("period"))
+    budgets = _budgets(sub)
     return Subscriber(
         id=sub.pk,
         plan_id=sub.plan_id,

@@ -1,8 +1,10 @@
-"""Plans, subscriptions, group plans, API keys, limits, budgets, access lists, their feeds and bans: one module each."""
+"""Plans, subscriptions, group plans, API keys, limits, budgets, customers' caps, access lists, their feeds and bans:
+one module each."""
 
 from .access import ACLEntry
 from .bans import ClientBan
 from .budgets import CostBudget, Period, PeriodQuota
+from .caps import AlertThresholds, SpendCap
 from .feeds import ACLFeed
 from .groups import GroupPlan, group_plan_id, user_groups_field
 from .keys import API_KEY_PREFIX, APIKey, APIKeyQuerySet
@@ -24,6 +26,7 @@ __all__ = [
     "ACLFeed",
     "APIKey",
     "APIKeyQuerySet",
+    "AlertThresholds",
     "ClientBan",
     "CostBudget",
     "EndpointLimit",
@@ -32,6 +35,7 @@ __all__ = [
     "Period",
     "PeriodQuota",
     "Plan",
+    "SpendCap",
     "Subscription",
     "group_plan_id",
     "parse_durations",

@@ -1,0 +1,103 @@
+"""What a customer sets for itself: a spending cap below its plan's budget, and alert thresholds of its own.
+
+Both are set by the subscription's owners (the ``console`` app's API and page), not by staff: staff set plans
+and budgets in the admin, and a customer may only ever ask for less than those. A cap lowers the budget of its
+period for that subscription and shares its counter, so a cap set in the middle of a day already counts what
+the day has spent (:func:`plans.rules.subscriber_of`).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from quotas.formats.money import round_money
+
+from .budgets import CostBudget
+from .plans import Subscription
+
+#: The most thresholds a subscription may set (each is one event per budget and period at most).
+MAX_THRESHOLDS = 10
+#: A threshold at the whole budget.
+FULL = 100
+
+
+class SpendCap(models.Model):
+    """A subscription's own spending limit for a day or a month, at most its budget of that period."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="spend_caps")
+    period = models.CharField(max_length=16, choices=CostBudget.BudgetPeriod.choices)
+    amount = models.DecimalField(
+        max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal("0"))],
+        help_text="In the plan's currency; at most the budget of the same period.",
+    )  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["subscription", "period"], name="one_cap_per_period")]
+        ordering = ["subscription", "period"]
+
+    def __str__(self) -> str:
+        return f"{self.subscription}: at most {self.amount} per {self.period}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.amount is not None:
+            self.amount = round_money(Decimal(self.amount))  # as budgets are: half up, as every amount is charged
+        super().save(*args, **kwargs)
+
+    def budget(self) -> CostBudget | None:
+        """The budget this cap lowers: the subscription's own of the period, else its plan's."""
+        return budget_of(self.subscription, self.period)
+
+    def clean(self) -> None:
+        budget = self.budget() if self.subscription_id is not None else None
+        if budget is None:
+            raise ValidationError(
+                {"period": f"This subscription has no {self.period} budget for a cap to lower: ask for one, or cap "
+                 "another period."}
+            )  # fmt: skip
+        if self.amount is not None and round_money(Decimal(self.amount)) > budget.amount:
+            raise ValidationError(
+                {"amount": f"At most the {self.period} budget, {budget.amount.normalize():f} {budget.currency}: a "
+                 "cap may only lower what the plan allows."}
+            )  # fmt: skip
+
+
+class AlertThresholds(models.Model):
+    """The percentages of each budget and cap at which a subscription hears of its spending (once each per
+    budget and period), besides the platform's own alerts at 80 % and 100 %."""
+
+    subscription = models.OneToOneField(Subscription, on_delete=models.CASCADE, related_name="alert_thresholds")
+    percents = models.JSONField(default=list, help_text="Whole percentages from 1 to 100, e.g. [50, 75, 90].")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "alert thresholds"
+
+    def __str__(self) -> str:
+        return f"{self.subscription}: {', '.join(f'{p} %' for p in self.percents)}"
+
+    def clean(self) -> None:
+        self.percents = validate_percents(self.percents)
+
+
+def validate_percents(value: Any) -> list[int]:
+    """``value`` as a sorted list of distinct whole percentages (1 to 100); raises ValidationError naming why not."""
+    if not isinstance(value, list | tuple):
+        raise ValidationError({"percents": "A list of whole percentages, e.g. [50, 75, 90]."})
+    if len(value) > MAX_THRESHOLDS:
+        raise ValidationError({"percents": f"At most {MAX_THRESHOLDS} thresholds."})
+    if any(isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= FULL for p in value):
+        raise ValidationError({"percents": "Each threshold is a whole percentage from 1 to 100."})
+    return sorted(set(value))
+
+
+def budget_of(subscription: Subscription, period: str) -> CostBudget | None:
+    """The budget of ``period`` that applies to ``subscription``: its own, else its plan's (None: neither)."""
+    own = CostBudget.objects.filter(subscription=subscription, period=period).first()
+    return own or CostBudget.objects.filter(plan_id=subscription.plan_id, period=period).first()
