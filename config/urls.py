@@ -7,6 +7,7 @@ from quotas.http.views import healthz, metrics
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("dashboard/", include("dashboard.urls")),
+    path("usage/account/", include("console.page_urls")),  # owners and members run their subscription
     path("usage/", include("dashboard.client_urls")),
     path("api/demo/", include("demo.urls")),
     path("api/v1/", include("usage.urls")),

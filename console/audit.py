@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest
 from rest_framework.request import Request
 
 from quotas.siblings import client_ip
@@ -13,8 +14,11 @@ from .access import Account
 from .models import AuditEntry
 
 
-def record(request: Request, account: Account, action: str, target: str = "", **detail: Any) -> AuditEntry:
-    """Write that ``account``'s caller did ``action`` to ``target`` (with ``detail``, never a secret)."""
+def record(
+    request: Request | HttpRequest, account: Account, action: str, target: str = "", **detail: Any
+) -> AuditEntry:
+    """Write that ``account``'s caller did ``action`` to ``target`` (with ``detail``, never a secret), from the
+    API (a DRF request) or the page (a Django request)."""
     return AuditEntry.objects.create(
         subscription=account.subscription,
         subscription_name=account.subscription.name[:200],
@@ -23,5 +27,5 @@ def record(request: Request, account: Account, action: str, target: str = "", **
         action=action,
         target=target[:200],
         detail=detail,
-        address=str(client_ip(request._request)),
+        address=str(client_ip(getattr(request, "_request", request))),
     )

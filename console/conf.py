@@ -18,7 +18,7 @@ MAX_OVERLAP_SECONDS = 7 * 86_400
 
 SETTINGS = (
     Setting(
-        "API_RATE", str | None, "60/min", kind="a rate or None", validate=valid.rate, check_id="console.E001",
+        "API_RATE", str | None, "60/min", kind="a rate or None", validate=valid.rate, check_id="quota_console.E001",
         doc="the default rate of the self-service API per client, unless the client's plan has limits of scope "
         "`console_api`; `None` turns the default off",
         hint="Use a rate such as '60/min'.",
@@ -29,7 +29,7 @@ DEFAULTS: dict[str, Any] = defaults(SETTINGS)
 
 #: ``QUOTAS['CONSOLE']`` itself, registered by :meth:`console.apps.ConsoleAppConfig.ready`.
 SECTION = app_section(
-    "console", SETTINGS, "CONSOLE", check_id="console.E000", unknown_id="console.W001",
+    "console", SETTINGS, "CONSOLE", check_id="quota_console.E000", unknown_id="quota_console.W001",
     doc="the customer's self-service API, read when `console` is installed (its keys below)",
 )  # fmt: skip
 

@@ -32,7 +32,7 @@ OLDEST_REDIS = (6, 2)
 #: The apps of this product, as INSTALLED_APPS names them (the packages pyproject.toml ships; a test compares).
 #: The doctor reports the system checks of those installed, whose ids begin with the app's name or label
 #: (``adaptive.E002``, ``quota_plans.W001``).
-PRODUCT_APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications")
+PRODUCT_APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications", "console")
 
 #: This machine's clock, compared with Redis's TIME (a seam: a test sets it off to see the warning).
 clock: Callable[[], float] = time.time

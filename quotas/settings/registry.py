@@ -19,7 +19,7 @@ from .setting import Setting
 #: Which app reads each section of the platform's other apps, by the name it has in INSTALLED_APPS. Only the
 #: names: the keys, defaults and checks are the app's own. Kept here so that a project setting a section without
 #: installing its app is told which app to install (quotas.W008) rather than that the setting is unknown.
-SECTION_APPS = {"ADAPTIVE": "adaptive", "NOTIFICATIONS": "notifications", "ACL_FEEDS": "plans"}
+SECTION_APPS = {"ADAPTIVE": "adaptive", "NOTIFICATIONS": "notifications", "ACL_FEEDS": "plans", "CONSOLE": "console"}
 
 
 @dataclass(frozen=True)

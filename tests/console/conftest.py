@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from console.models import Membership, Role
 from plans.models import Subscription
+from tests.dashboard.conftest import chromium  # noqa: F401  (the browser tests' Chromium)
 from tests.factories import PlanFactory, SubscriptionFactory, UserFactory, issue_key
 
 

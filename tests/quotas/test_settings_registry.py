@@ -7,6 +7,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from adaptive.conf import SECTION as ADAPTIVE
+from console.conf import SECTION as CONSOLE
 from notifications.conf import SECTION as NOTIFICATIONS
 from plans.conf import SECTION as ACL_FEEDS
 from quotas.checks import check_settings
@@ -18,10 +19,11 @@ def ids(messages) -> list[str]:
 
 
 def test_each_app_registers_the_section_it_reads():
-    """adaptive, notifications and plans registered theirs from ready(); SECTION_APPS names the same apps."""
+    """adaptive, notifications, plans and console registered theirs from ready(); SECTION_APPS names the same
+    apps."""
     assert {s.name: s.app for s in registered()} == SECTION_APPS
     assert {s.name: s for s in registered()} == {
-        "ADAPTIVE": ADAPTIVE, "NOTIFICATIONS": NOTIFICATIONS, "ACL_FEEDS": ACL_FEEDS,
+        "ADAPTIVE": ADAPTIVE, "NOTIFICATIONS": NOTIFICATIONS, "ACL_FEEDS": ACL_FEEDS, "CONSOLE": CONSOLE,
     }  # fmt: skip
 
 

@@ -25,7 +25,7 @@ def test_every_description_is_sound(label):
     assert len({s.name for s in described}) == len(described)
     for s in described:
         assert re.fullmatch(r"[A-Z][A-Z0-9_]*", s.name)
-        assert re.fullmatch(r"(quotas|adaptive|notifications|quota_plans)\.E\d{3}", s.check_id), s.name
+        assert re.fullmatch(r"(quotas|adaptive|notifications|quota_plans|quota_console)\.E\d{3}", s.check_id), s.name
         assert s.doc, s.name
         assert s.hint, s.name
         assert "\n" not in s.doc + s.hint, s.name
