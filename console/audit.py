@@ -13,13 +13,16 @@ from .access import Account
 from .models import AuditEntry
 
 
-def record(request: Request, account: Account, action: str, target: str = "", **detail: Any) -> AuditEntry:
-    """Write that ``account``'s caller did ``action`` to ``target`` (with ``detail``, never a secret)."""
+def record(
+    request: Request, account: Account, action: str, target: str = "", *, by: str = "", **detail: Any
+) -> AuditEntry:
+    """Write that ``account``'s caller did ``action`` to ``target`` (with ``detail``, never a secret). ``by``
+    names an actor who is neither a user nor a key (a contact following its confirmation link)."""
     return AuditEntry.objects.create(
         subscription=account.subscription,
         subscription_name=account.subscription.name[:200],
         actor=account.user,
-        actor_name=account.actor_name[:200],
+        actor_name=(by or account.actor_name)[:200],
         action=action,
         target=target[:200],
         detail=detail,
