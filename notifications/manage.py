@@ -73,7 +73,8 @@ def register_endpoint(
     subscription: Subscription, url: str, event_list: Any = None, description: str = ""
 ) -> tuple[Endpoint, str]:
     """A new endpoint of ``subscription`` and its signing secret (to show once: only its encryption is kept)."""
-    url, wanted = checked_url(url), event_types(event_list)
+    wanted = event_types(event_list)  # first: it needs no DNS lookup
+    url = checked_url(url)
     secret = new_secret()
     endpoint = Endpoint.objects.create(
         subscription=subscription, url=url, events=wanted, description=description, secret_encrypted=encrypt(secret)
