@@ -56,7 +56,8 @@ def test_an_owner_registers_an_endpoint_and_its_secret_is_shown_once(team, owner
     listed = member_api.get(team.url("webhooks")).json()
     assert [e["id"] for e in listed] == [made["id"]]
     read = owner_api.get(team.url(f"webhooks/{made['id']}")).json()
-    assert "secret" not in listed[0] and "secret" not in read
+    assert "secret" not in listed[0]
+    assert "secret" not in read
     (entry,) = AuditEntry.objects.all()
     assert (entry.actor_name, entry.action, entry.target) == ("olivia", "webhook.create", receiver.url)
     assert made["secret"] not in json.dumps(entry.detail)
@@ -70,13 +71,17 @@ def test_a_refused_url_is_a_400_naming_why(team, owner_api, set_quotas):
     assert refused["Content-Type"] == "application/problem+json"
     assert refused.json()["errors"] == {"url": "Not sent to: only https:// URLs are allowed."}
     private = owner_api.post(team.url("webhooks"), {"url": "https://10.1.2.3/hook"}, format="json").json()
-    assert private["errors"]["url"] == "Not sent to: its host does not resolve, or does not resolve to a public address."
+    assert private["errors"]["url"] == (
+        "Not sent to: its host does not resolve, or does not resolve to a public address."
+    )
     set_quotas(NOTIFICATIONS={"ALLOW_HTTP": True})
     loopback = owner_api.post(team.url("webhooks"), {"url": "http://127.0.0.1:9/hook"}, format="json").json()
-    assert "public address" in loopback["errors"]["url"] and "127.0.0.1" not in loopback["errors"]["url"]
+    assert "public address" in loopback["errors"]["url"]
+    assert "127.0.0.1" not in loopback["errors"]["url"]
     unknown = owner_api.post(team.url("webhooks"), {"url": "https://example.com/h", "events": ["nope"]}, format="json")
     assert "Unknown event type 'nope'" in unknown.json()["errors"]["events"]
-    assert Endpoint.objects.count() == 0 and AuditEntry.objects.count() == 0
+    assert Endpoint.objects.count() == 0
+    assert AuditEntry.objects.count() == 0
 
 
 def test_a_test_event_reaches_the_receiver_signed_and_its_answer_is_shown(team, owner_api, receiver,
@@ -91,7 +96,8 @@ def test_a_test_event_reaches_the_receiver_signed_and_its_answer_is_shown(team, 
     (got,) = receiver.requests
     sent = json.loads(got.body)
     assert sent["type"] == got.headers["Quota-Event-Type"] == "webhook.test"
-    assert sent["data"]["endpoint"] == made["id"] and matches_schema(sent) == []
+    assert sent["data"]["endpoint"] == made["id"]
+    assert matches_schema(sent) == []
     assert documented_verifier()(got.headers["Quota-Signature"], got.body, made["secret"])
     receiver.statuses = [500]
     failed = owner_api.post(team.url(f"webhooks/{made['id']}/test")).json()
@@ -132,7 +138,8 @@ def test_rolling_with_an_overlap_signs_with_both_secrets_until_it_ends(team, own
     rolled = owner_api.post(team.url(f"webhooks/{made['id']}/roll_secret"), {"overlap_seconds": 3600}, format="json")
     assert rolled.status_code == 200
     old, new = made["secret"], rolled.json()["secret"]
-    assert new.startswith("whsec_") and new != old
+    assert new.startswith("whsec_")
+    assert new != old
     assert rolled.json()["previous_secret_expires_at"] is not None
     verify = documented_verifier()
     banned(team, "during")
@@ -140,7 +147,8 @@ def test_rolling_with_an_overlap_signs_with_both_secrets_until_it_ends(team, own
     during = receiver.requests[-1]
     header = during.headers["Quota-Signature"]
     assert header.count("v1=") == 2
-    assert verify(header, during.body, old) and verify(header, during.body, new)
+    assert verify(header, during.body, old)
+    assert verify(header, during.body, new)
     assert not verify(header, during.body, "whsec_another")
     banned(team, "after")
     later = timezone.now() + timedelta(seconds=3601)
@@ -153,13 +161,15 @@ def test_rolling_with_an_overlap_signs_with_both_secrets_until_it_ends(team, own
     assert not verify(header, after.body, old, tolerance=2 * 3600)
     (entry,) = AuditEntry.objects.filter(action="webhook.roll_secret")
     assert (entry.actor_name, entry.detail["overlap_seconds"]) == ("olivia", 3600)
-    assert old not in json.dumps(entry.detail) and new not in json.dumps(entry.detail)
+    assert old not in json.dumps(entry.detail)
+    assert new not in json.dumps(entry.detail)
 
 
 def test_rolling_without_an_overlap_stops_the_old_secret_at_once(team, owner_api, receiver, internal_allowed):
     made = register(owner_api, team, receiver.url)
     too_long = owner_api.post(team.url(f"webhooks/{made['id']}/roll_secret"), {"overlap_seconds": 7 * DAY + 1})
-    assert too_long.status_code == 400 and "overlap_seconds" in too_long.json()["errors"]
+    assert too_long.status_code == 400
+    assert "overlap_seconds" in too_long.json()["errors"]
     new = owner_api.post(team.url(f"webhooks/{made['id']}/roll_secret"), {"overlap_seconds": 0}).json()["secret"]
     owner_api.post(team.url(f"webhooks/{made['id']}/test"))
     (got,) = receiver.requests
@@ -205,11 +215,13 @@ def test_an_owner_edits_and_deletes_an_endpoint(team, owner_api, receiver, inter
         ["client.banned"], True, 0, "")  # fmt: skip
     set_quotas(NOTIFICATIONS={"ALLOW_HTTP": True})  # internal addresses refused again
     refused = owner_api.patch(url, {"url": "https://10.0.0.1/x"}, format="json")
-    assert refused.status_code == 400 and "public address" in refused.json()["errors"]["url"]
+    assert refused.status_code == 400
+    assert "public address" in refused.json()["errors"]["url"]
     assert Endpoint.objects.get().url == receiver.url
     banned(team, "x")
     assert owner_api.delete(url).status_code == 204
-    assert not Endpoint.objects.exists() and not Delivery.objects.exists()
+    assert not Endpoint.objects.exists()
+    assert not Delivery.objects.exists()
     assert owner_api.get(url).status_code == 404
     assert actions(team) == [("olivia", "webhook.create"), ("olivia", "webhook.update"), ("olivia", "webhook.delete")]
     update = AuditEntry.objects.get(action="webhook.update")
@@ -267,5 +279,6 @@ def test_another_subscriptions_people_find_nothing(team, other_team, owner_api, 
         stranger_api.post(other_team.url(f"deliveries/{delivery.pk}/resend")),
     ]
     assert [r.status_code for r in responses] == [404] * len(responses)
-    assert receiver.requests == [] and Endpoint.objects.count() == 1
+    assert receiver.requests == []
+    assert Endpoint.objects.count() == 1
     assert stranger_api.get(other_team.url("webhooks")).json() == []
