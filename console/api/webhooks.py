@@ -88,7 +88,7 @@ def _invalid(exc: manage.Invalid) -> exceptions.ValidationError:
 class EndpointView(ConsoleView):
     """What the endpoint views share: finding one of the URL's subscription (404 for any other's)."""
 
-    serializer_class = EndpointSerializer
+    serializer_class: type[serializers.Serializer] = EndpointSerializer
 
     def endpoints(self, account: Account) -> QuerySet[Endpoint]:
         return Endpoint.objects.filter(subscription=account.subscription).select_related("subscription__plan")
