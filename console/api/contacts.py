@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework import exceptions, serializers, status
+from rest_framework.mixins import ListModelMixin
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -54,6 +55,7 @@ class ContactView(ConsoleView):
     """What the contact views share: the subscription's contacts (404 for any other's), and the confirmation."""
 
     serializer_class = ContactSerializer
+    lookup_url_kwarg = "contact_id"
 
     def contacts(self, account: Account) -> QuerySet[Contact]:
         return Contact.objects.filter(subscription=account.subscription).select_related("subscription")
@@ -75,7 +77,7 @@ class ContactView(ConsoleView):
         return contacts.send_confirmation(contact, url)
 
 
-class ContactListView(ContactView):
+class ContactListView(ListModelMixin, ContactView):  # the mixin: the OpenAPI schema shows GET as a list
     """``GET``: the subscription's contacts; ``POST {email, events}``: add one (owners), which is mailed a
     confirmation link and nothing else until it follows it."""
 

@@ -13,6 +13,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 from rest_framework import exceptions, serializers, status
+from rest_framework.mixins import ListModelMixin
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -89,6 +90,7 @@ class EndpointView(ConsoleView):
     """What the endpoint views share: finding one of the URL's subscription (404 for any other's)."""
 
     serializer_class: type[serializers.Serializer] = EndpointSerializer
+    lookup_url_kwarg = "endpoint_id"
 
     def endpoints(self, account: Account) -> QuerySet[Endpoint]:
         return Endpoint.objects.filter(subscription=account.subscription).select_related("subscription__plan")
@@ -105,7 +107,7 @@ class EndpointView(ConsoleView):
         return dict(data.validated_data)
 
 
-class WebhookListView(EndpointView):
+class WebhookListView(ListModelMixin, EndpointView):  # the mixin: the OpenAPI schema shows GET as a list
     """``GET``: the subscription's endpoints; ``POST {url, events, description}``: register one (owners), its
     secret in the answer, once."""
 
@@ -203,7 +205,7 @@ class WebhookRollSecretView(EndpointView):
         return Response({**self.get_serializer(endpoint).data, "secret": secret})
 
 
-class WebhookDeliveriesView(EndpointView):
+class WebhookDeliveriesView(ListModelMixin, EndpointView):  # the mixin: a list in the OpenAPI schema
     """``GET``: the endpoint's latest deliveries (test events included), newest first."""
 
     serializer_class = DeliverySerializer
@@ -219,6 +221,7 @@ class DeliveryResendView(ConsoleView):
     seconds (409 while it is pending already)."""
 
     serializer_class = DeliverySerializer
+    lookup_url_kwarg = "delivery_id"
 
     def post(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
         account = self.owner()
