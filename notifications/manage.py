@@ -174,10 +174,11 @@ def send_test(
 def resend(delivery: Delivery, now: datetime | None = None) -> bool:
     """Queue ``delivery`` again, due ``now``: the dispatcher sends the same body (the same event id, so a
     receiver that has it drops the repeat) within seconds. False when it is pending already (queued, or being
-    sent): sending it twice at once is what the dispatcher's claims exist to prevent."""
+    sent): sending it twice at once is what the dispatcher's claims exist to prevent. A pending one with no
+    next attempt is a test whose request died while sending: it may be queued."""
     queued = (
         Delivery.objects.filter(pk=delivery.pk)
-        .exclude(status=Delivery.Status.PENDING)
+        .exclude(status=Delivery.Status.PENDING, next_attempt_at__isnull=False)
         .update(status=Delivery.Status.PENDING, next_attempt_at=now or timezone.now())
     )
     return bool(queued)
