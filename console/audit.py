@@ -15,15 +15,16 @@ from .models import AuditEntry
 
 
 def record(
-    request: Request | HttpRequest, account: Account, action: str, target: str = "", **detail: Any
+    request: Request | HttpRequest, account: Account, action: str, target: str = "", *, by: str = "", **detail: Any
 ) -> AuditEntry:
     """Write that ``account``'s caller did ``action`` to ``target`` (with ``detail``, never a secret), from the
-    API (a DRF request) or the page (a Django request)."""
+    API (a DRF request) or the page (a Django request). ``by`` names an actor who is neither a user nor a key
+    (a contact following its confirmation link)."""
     return AuditEntry.objects.create(
         subscription=account.subscription,
         subscription_name=account.subscription.name[:200],
         actor=account.user,
-        actor_name=account.actor_name[:200],
+        actor_name=(by or account.actor_name)[:200],
         action=action,
         target=target[:200],
         detail=detail,

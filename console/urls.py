@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from .api import contacts, webhooks
 from .api.account import AccountView, AuditView
 from .api.caps import CapsView, CapView, ThresholdsView
 
@@ -12,4 +13,44 @@ urlpatterns = [
     path("subscriptions/<int:subscription_id>/caps", CapsView.as_view(), name="caps"),
     path("subscriptions/<int:subscription_id>/caps/<str:period>", CapView.as_view(), name="cap"),
     path("subscriptions/<int:subscription_id>/thresholds", ThresholdsView.as_view(), name="thresholds"),
+    # webhooks
+    path("subscriptions/<int:subscription_id>/webhooks", webhooks.WebhookListView.as_view(), name="webhooks"),
+    path(
+        "subscriptions/<int:subscription_id>/webhooks/<int:endpoint_id>",
+        webhooks.WebhookDetailView.as_view(),
+        name="webhook",
+    ),
+    path(
+        "subscriptions/<int:subscription_id>/webhooks/<int:endpoint_id>/test",
+        webhooks.WebhookTestView.as_view(),
+        name="webhook-test",
+    ),
+    path(
+        "subscriptions/<int:subscription_id>/webhooks/<int:endpoint_id>/roll_secret",
+        webhooks.WebhookRollSecretView.as_view(),
+        name="webhook-roll-secret",
+    ),
+    path(
+        "subscriptions/<int:subscription_id>/webhooks/<int:endpoint_id>/deliveries",
+        webhooks.WebhookDeliveriesView.as_view(),
+        name="webhook-deliveries",
+    ),
+    path(
+        "subscriptions/<int:subscription_id>/deliveries/<int:delivery_id>/resend",
+        webhooks.DeliveryResendView.as_view(),
+        name="delivery-resend",
+    ),
+    # e-mail contacts
+    path("subscriptions/<int:subscription_id>/contacts", contacts.ContactListView.as_view(), name="contacts"),
+    path(
+        "subscriptions/<int:subscription_id>/contacts/<int:contact_id>",
+        contacts.ContactDetailView.as_view(),
+        name="contact",
+    ),
+    path(
+        "subscriptions/<int:subscription_id>/contacts/<int:contact_id>/resend_confirmation",
+        contacts.ContactResendConfirmationView.as_view(),
+        name="contact-resend-confirmation",
+    ),
+    path("contacts/confirm", contacts.ContactConfirmView.as_view(), name="contact-confirm"),
 ]

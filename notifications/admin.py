@@ -63,7 +63,7 @@ class EndpointAdmin(admin.ModelAdmin):
     list_display = ("url", "subscription", "events", "is_active", "consecutive_failures", "disabled_reason")
     list_filter = ("is_active",)
     search_fields = ("url", "subscription__name")
-    readonly_fields = ("consecutive_failures", "disabled_reason", "created_at")
+    readonly_fields = ("consecutive_failures", "disabled_reason", "previous_secret_expires_at", "created_at")
 
     def save_model(self, request: HttpRequest, obj: Endpoint, form: Any, change: bool) -> None:
         if not change:
@@ -81,7 +81,7 @@ class EndpointAdmin(admin.ModelAdmin):
 @admin.register(Contact)
 class ContactAdmin(admin.ModelAdmin):
     form = ContactForm
-    list_display = ("email", "subscription", "events", "is_active")
+    list_display = ("email", "subscription", "events", "is_active", "confirmed_at")
     search_fields = ("email", "subscription__name")
 
 

@@ -10,7 +10,7 @@ next time, up to ``MAX_BACKOFF``, until ``RETRY_FOR`` seconds after the event, a
 settings refuse is given up at once. A delivery its lane did not reach (the endpoint failed earlier in the run,
 or the run's time was up) is due again at once, no attempt counted. An endpoint that failed ``DISABLE_AFTER``
 attempts in a row is disabled, and its subscription's contacts get an ``endpoint.disabled`` event. Only an
-endpoint's own attempts count toward disabling it.
+endpoint's own attempts count toward disabling it. A contact whose address is not confirmed is never mailed.
 """
 
 from __future__ import annotations
@@ -67,8 +67,11 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
     for delivery in claimed.values():
         if delivery.endpoint is not None and not delivery.endpoint.is_active:
             _give_up(delivery, Delivery.Failure.ENDPOINT_DISABLED, "the endpoint is disabled", report)
+        elif delivery.contact is not None and delivery.contact.confirmed_at is None:
+            # Its address was changed since the event (and is not confirmed yet): never mail an unconfirmed one.
+            _give_up(delivery, Delivery.Failure.CONTACT_UNCONFIRMED, "the address is not confirmed", report)
         else:
-            jobs.append(_job(delivery))
+            jobs.append(job_for(delivery))
     # No transaction around the sending: the claims already keep others off, and a database connection should
     # not sit in a transaction while receivers take their time. Only this thread uses the database.
     for outcome in send_all(jobs, clock):
@@ -76,12 +79,18 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
     return report
 
 
-def _job(delivery: Delivery) -> Job:
-    """What the lanes need to send ``delivery``, read here: the threads use no database."""
+def job_for(delivery: Delivery) -> Job:
+    """What the lanes need to send ``delivery`` (its ``event``, ``endpoint`` and ``contact`` loaded), read here:
+    the threads use no database."""
     event_id, event_type = str(delivery.event_id), delivery.event.type
-    if delivery.endpoint is not None:
+    endpoint = delivery.endpoint
+    if endpoint is not None:
+        previous, until, expires = "", 0.0, endpoint.previous_secret_expires_at
+        if endpoint.previous_secret_encrypted and expires is not None:
+            previous, until = decrypt(endpoint.previous_secret_encrypted), expires.timestamp()
         return Job(delivery.pk, f"endpoint:{delivery.endpoint_id}", delivery.body, event_id, event_type,
-                   url=delivery.endpoint.url, secret=decrypt(delivery.endpoint.secret_encrypted))  # fmt: skip
+                   url=endpoint.url, secret=decrypt(endpoint.secret_encrypted),
+                   previous_secret=previous, previous_until=until)  # fmt: skip
     assert delivery.contact is not None
     return Job(delivery.pk, f"contact:{delivery.contact_id}", delivery.body, event_id, event_type,
                email=delivery.contact.email)  # fmt: skip

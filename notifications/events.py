@@ -19,6 +19,9 @@ ENDPOINT_DISABLED = "endpoint.disabled"
 EXHAUSTED = 100
 #: Every event type a subscription can ask for.
 EVENT_TYPES = (BUDGET_THRESHOLD, CLIENT_BANNED, BAN_ENDED, KEY_EXPIRING, REFUSALS_SUSTAINED, ENDPOINT_DISABLED)
+#: Sent to one endpoint when its owner asks (notifications.manage.send_test), whatever types it wants; never
+#: asked for, so not one of EVENT_TYPES.
+WEBHOOK_TEST = "webhook.test"
 
 
 def body(event_id: str, event_type: str, created: str, data: dict[str, Any]) -> str:

@@ -37,7 +37,8 @@ Failure = Delivery.Failure
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One delivery to send, as plain values: a webhook (``url``, ``secret``) or an e-mail (``email``)."""
+    """One delivery to send, as plain values: a webhook (``url``, ``secret``, and a rolled secret that still
+    signs beside it until the Unix time ``previous_until``) or an e-mail (``email``)."""
 
     delivery_id: int
     lane: str
@@ -47,6 +48,13 @@ class Job:
     url: str = ""
     secret: str = ""
     email: str = ""
+    previous_secret: str = ""
+    previous_until: float = 0.0
+
+    def older_secrets(self, timestamp: float) -> tuple[str, ...]:
+        """The secrets a webhook sent at ``timestamp`` is also signed with: the rolled one while its overlap
+        lasts (judged by the send's own clock, so a test moves it without sleeping)."""
+        return (self.previous_secret,) if self.previous_secret and timestamp < self.previous_until else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +94,19 @@ def _lane(jobs: list[Job], stop_at: float, clock: Callable[[], float]) -> list[O
         if stopped or time.monotonic() >= stop_at:
             outcomes.append(Outcome(job, attempted=False))
             continue
-        outcome = _send(job, clock)
+        outcome = send_one(job, clock)
         outcomes.append(outcome)
         stopped = not outcome.ok
     return outcomes
 
 
-def _send(job: Job, clock: Callable[[], float]) -> Outcome:
+def send_one(job: Job, clock: Callable[[], float] = time.time) -> Outcome:
+    """Send ``job`` now, signed at ``clock()``; what became of it (never raises for the exchange's failures)."""
     try:
         if job.url:
+            timestamp = int(clock())  # signed now, as it leaves
             headers = {
-                HEADER: signature(job.secret, int(clock()), job.body),  # signed now, as it leaves
+                HEADER: signature(job.secret, timestamp, job.body, *job.older_secrets(timestamp)),
                 "Quota-Event-Id": job.event_id,
                 "Quota-Event-Type": job.event_type,
             }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 from plans.models import Subscription
 
@@ -31,6 +32,10 @@ class Endpoint(models.Model):
     description = models.CharField(max_length=200, blank=True)
     #: The signing secret, encrypted (notifications.secrets): it must be read back to sign each body.
     secret_encrypted = models.TextField(editable=False)
+    #: The secret before the last roll, encrypted, signing beside the new one until ``previous_secret_expires_at``
+    #: (so a receiver can switch secrets without losing a delivery); blank when there is none.
+    previous_secret_encrypted = models.TextField(blank=True, editable=False)
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     is_active = models.BooleanField(default=True, help_text="Off: nothing is sent here.")
     disabled_reason = models.CharField(max_length=200, blank=True, editable=False)
     consecutive_failures = models.PositiveIntegerField(default=0, editable=False)
@@ -55,6 +60,12 @@ class Contact(models.Model):
         default=_no_events, blank=True, help_text="The event types e-mailed (see docs/notifications.md); empty: all."
     )
     is_active = models.BooleanField(default=True)
+    # Default now: staff (the admin) and code add confirmed addresses; the console's customers add theirs
+    # unconfirmed (None), and nothing is sent there until the address's owner follows the confirmation link.
+    confirmed_at = models.DateTimeField(
+        null=True, blank=True, default=timezone.now,
+        help_text="When the address confirmed it wants these e-mails; empty: unconfirmed, sent nothing.",
+    )  # fmt: skip
 
     class Meta:
         verbose_name = "notification contact"
@@ -64,7 +75,7 @@ class Contact(models.Model):
         return f"{self.subscription}: {self.email}"
 
     def wants(self, event_type: str) -> bool:
-        return self.is_active and (not self.events or event_type in self.events)
+        return self.is_active and self.confirmed_at is not None and (not self.events or event_type in self.events)
 
 
 class Event(models.Model):
@@ -103,6 +114,7 @@ class Delivery(models.Model):
         HTTP_STATUS = "http_status", "answered a status other than 2xx"
         ENDPOINT_DISABLED = "endpoint_disabled", "endpoint disabled"
         MAIL_FAILED = "mail_failed", "e-mail not accepted"
+        CONTACT_UNCONFIRMED = "contact_unconfirmed", "address not confirmed"
 
     event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
     endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")

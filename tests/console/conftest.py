@@ -1,5 +1,6 @@
 """Subscriptions with an owner, a member and a stranger (an owner of another subscription), and API clients
-signed in as each; every test runs on the memory store."""
+signed in as each; every test runs on the memory store. The notifications' real local webhook receiver and its
+settings (``receiver``, ``internal_allowed``, ``matches_schema``) are shared from tests/notifications."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from console.models import Membership, Role
 from plans.models import Subscription
 from tests.dashboard.conftest import chromium  # noqa: F401  (the browser tests' Chromium)
 from tests.factories import PlanFactory, SubscriptionFactory, UserFactory, issue_key
+from tests.notifications.conftest import internal_allowed, matches_schema, receiver  # noqa: F401  (fixtures)
 
 
 @dataclass

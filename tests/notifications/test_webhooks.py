@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from notifications.dispatch import dispatch_due
 from notifications.models import Delivery, Endpoint, Event
 from notifications.record import record_event
+from notifications.secrets import encrypt
 from tests.doc_blocks import doc_block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,3 +158,26 @@ def test_every_body_sent_matches_the_shipped_json_schema(metered, receiver, inte
         assert matches_schema(body) == [], body
     wrong = {**bodies[0], "data": {**bodies[0]["data"], "spent": 0.04}}  # money as a number: not the format
     assert matches_schema(wrong)
+
+
+def test_the_documented_check_accepts_any_of_several_signatures(metered, receiver, internal_allowed):
+    """While a secret is rolled the header carries v1= per secret: the page's function accepts the body with
+    either secret and refuses others; a header without t=, with two, or without any v1= is refused."""
+    metered.endpoint.previous_secret_encrypted = encrypt("whsec_old")
+    metered.endpoint.previous_secret_expires_at = timezone.now() + timedelta(hours=1)
+    metered.endpoint.save()
+    spend(metered, 4)
+    dispatch_due()
+    (got,) = receiver.requests
+    header, verify = got.headers["Quota-Signature"], documented_verifier()
+    t, new, old = header.split(",")
+    assert t.startswith("t=")
+    assert new.startswith("v1=")
+    assert old.startswith("v1=")
+    assert verify(header, got.body, metered.secret)
+    assert verify(header, got.body, "whsec_old")
+    assert verify(f"{t},{old},{new}", got.body, metered.secret)  # order does not matter
+    assert not verify(header, got.body, "whsec_another")
+    assert not verify(header, got.body + b" ", "whsec_old")
+    for broken in (f"{new},{old}", f"{t},{t},{new}", t, f"{t},v2={new[3:]}", ""):
+        assert not verify(broken, got.body, metered.secret), broken

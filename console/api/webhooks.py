@@ -1,0 +1,242 @@
+"""A subscription's webhook endpoints, under ``subscriptions/<id>/webhooks``: list, register, read, edit and
+delete them, send one a test event, roll its secret, list its deliveries and queue one again.
+
+The operations are :mod:`notifications.manage`'s; these views check who may act, translate, and write the audit
+log in the change's transaction. A secret is shown once, in the answer that made it (register, roll).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from rest_framework import exceptions, serializers, status
+from rest_framework.mixins import ListModelMixin
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from notifications import manage
+from notifications.models import Delivery, Endpoint
+from notifications.summary import LATEST
+
+from ..access import Account
+from ..audit import record
+from ..conf import MAX_OVERLAP_SECONDS
+from .base import Conflict, ConsoleView
+
+#: Characters of a receiver's answer shown (the admin shows staff the 1,000 kept).
+ANSWER_SHOWN = 200
+
+
+class EndpointSerializer(serializers.ModelSerializer):
+    """An endpoint as its subscription reads it: never its secret."""
+
+    previous_secret_expires_at = serializers.DateTimeField(
+        read_only=True, help_text="Until when the secret before the last roll signs too (null: it does not)."
+    )
+
+    class Meta:
+        model = Endpoint
+        fields = ["id", "url", "events", "description", "is_active", "disabled_reason", "consecutive_failures",
+                  "previous_secret_expires_at", "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class EndpointInputSerializer(serializers.Serializer):
+    """What an owner sends to register an endpoint (all of it) or edit one (any of it)."""
+
+    url = serializers.URLField(max_length=500, help_text="https:// URL the events are POSTed to.")
+    events = serializers.ListField(child=serializers.CharField(), required=False, help_text="Event types; []: all.")
+    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    is_active = serializers.BooleanField(required=False, help_text="true again: its failures are forgotten.")
+
+
+class RollSerializer(serializers.Serializer):
+    overlap_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_OVERLAP_SECONDS, help_text="How long the old secret signs beside the new one."
+    )
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    """One delivery as its subscription reads it: the kind of a failure (``error``), never its detail."""
+
+    event = serializers.SerializerMethodField()
+    response = serializers.SerializerMethodField(help_text=f"The first {ANSWER_SHOWN} characters of the answer.")
+    error = serializers.SerializerMethodField(help_text="The kind of the last failure (docs/notifications.md).")
+
+    class Meta:
+        model = Delivery
+        fields = ["id", "event", "status", "attempts", "response_status", "response", "error", "created_at",
+                  "last_attempt_at", "next_attempt_at"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_event(self, delivery: Delivery) -> dict[str, str]:
+        return {"id": str(delivery.event_id), "type": delivery.event.type}
+
+    def get_response(self, delivery: Delivery) -> str:
+        return delivery.response_body[:ANSWER_SHOWN]
+
+    def get_error(self, delivery: Delivery) -> str | None:
+        return delivery.failure or None
+
+
+def _invalid(exc: manage.Invalid) -> exceptions.ValidationError:
+    return exceptions.ValidationError({exc.field: [exc.message]})
+
+
+class EndpointView(ConsoleView):
+    """What the endpoint views share: finding one of the URL's subscription (404 for any other's)."""
+
+    serializer_class: type[serializers.Serializer] = EndpointSerializer
+    lookup_url_kwarg = "endpoint_id"
+
+    def endpoints(self, account: Account) -> QuerySet[Endpoint]:
+        return Endpoint.objects.filter(subscription=account.subscription).select_related("subscription__plan")
+
+    def endpoint(self, account: Account) -> Endpoint:
+        endpoint = self.endpoints(account).filter(pk=self.kwargs["endpoint_id"]).first()
+        if endpoint is None:
+            raise exceptions.NotFound("No such webhook endpoint on this subscription.")
+        return endpoint
+
+    def valid(self, serializer_class: type[serializers.Serializer], partial: bool = False) -> dict[str, Any]:
+        data = serializer_class(data=self.request.data, partial=partial)
+        data.is_valid(raise_exception=True)
+        return dict(data.validated_data)
+
+
+class WebhookListView(ListModelMixin, EndpointView):  # the mixin: the OpenAPI schema shows GET as a list
+    """``GET``: the subscription's endpoints; ``POST {url, events, description}``: register one (owners), its
+    secret in the answer, once."""
+
+    def get(self, request: Request, subscription_id: int) -> Response:
+        account = self.account()
+        return Response(self.get_serializer(self.endpoints(account).order_by("pk"), many=True).data)
+
+    def post(self, request: Request, subscription_id: int) -> Response:
+        account = self.owner()
+        given = self.valid(EndpointInputSerializer)
+        try:
+            with transaction.atomic():
+                endpoint, secret = manage.register_endpoint(
+                    account.subscription, given["url"], given.get("events"), given.get("description", "")
+                )
+                record(request, account, "webhook.create", endpoint.url, id=endpoint.pk, events=endpoint.events)
+        except manage.Invalid as exc:
+            raise _invalid(exc) from exc
+        return Response({**self.get_serializer(endpoint).data, "secret": secret}, status=status.HTTP_201_CREATED)
+
+
+class WebhookDetailView(EndpointView):
+    """``GET``, ``PATCH {url, events, description, is_active}`` and ``DELETE`` one endpoint."""
+
+    def get(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
+        return Response(self.get_serializer(self.endpoint(self.account())).data)
+
+    def patch(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
+        account = self.owner()
+        endpoint = self.endpoint(account)
+        given = self.valid(EndpointInputSerializer, partial=True)
+        try:
+            with transaction.atomic():
+                changed = manage.update_endpoint(endpoint, given)
+                if changed:
+                    record(request, account, "webhook.update", endpoint.url, id=endpoint.pk, changed=changed)
+        except manage.Invalid as exc:
+            raise _invalid(exc) from exc
+        return Response(self.get_serializer(endpoint).data)
+
+    def delete(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
+        account = self.owner()
+        endpoint = self.endpoint(account)
+        with transaction.atomic():
+            record(request, account, "webhook.delete", endpoint.url, id=endpoint.pk)
+            endpoint.delete()  # its deliveries with it
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WebhookTestView(EndpointView):
+    """``POST``: send the endpoint a ``webhook.test`` event now, and answer what its receiver did.
+
+    Synchronous: the answer waits for the receiver (at most ``QUOTAS['NOTIFICATIONS']['TIMEOUT']`` seconds).
+    """
+
+    serializer_class = DeliverySerializer
+    #: The Unix time a test is signed with: a seam for tests.
+    clock = staticmethod(time.time)
+
+    def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
+        account = self.owner()
+        endpoint = self.endpoint(account)
+
+        def audit(delivery: Delivery) -> None:
+            record(request, account, "webhook.test", endpoint.url, id=endpoint.pk, delivery=delivery.pk,
+                   response_status=delivery.response_status, error=delivery.failure or None)  # fmt: skip
+
+        delivery = manage.send_test(endpoint, clock=self.clock, then=audit)
+        failure = Delivery.Failure(delivery.failure).label if delivery.failure else None
+        return Response(
+            {
+                "ok": delivery.status == Delivery.Status.SUCCEEDED,
+                "response_status": delivery.response_status,
+                "response": delivery.response_body[:ANSWER_SHOWN],
+                "error": delivery.failure or None,
+                "error_description": failure,
+                "delivery": self.get_serializer(delivery).data,
+            }
+        )
+
+
+class WebhookRollSecretView(EndpointView):
+    """``POST {overlap_seconds}``: a new secret now, in the answer once; the old one signs beside it until the
+    overlap ends."""
+
+    def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
+        account = self.owner()
+        endpoint = self.endpoint(account)
+        overlap = self.valid(RollSerializer)["overlap_seconds"]
+        with transaction.atomic():
+            secret = manage.roll_secret(endpoint, overlap)
+            until = endpoint.previous_secret_expires_at
+            record(request, account, "webhook.roll_secret", endpoint.url, id=endpoint.pk, overlap_seconds=overlap,
+                   previous_valid_until=until.isoformat() if until else None)  # fmt: skip
+        return Response({**self.get_serializer(endpoint).data, "secret": secret})
+
+
+class WebhookDeliveriesView(ListModelMixin, EndpointView):  # the mixin: a list in the OpenAPI schema
+    """``GET``: the endpoint's latest deliveries (test events included), newest first."""
+
+    serializer_class = DeliverySerializer
+
+    def get(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
+        endpoint = self.endpoint(self.account())
+        latest = endpoint.deliveries.select_related("event").order_by("-created_at", "-pk")[:LATEST]
+        return Response(self.get_serializer(latest, many=True).data)
+
+
+class DeliveryResendView(ConsoleView):
+    """``POST``: queue one of the subscription's deliveries again, due now; the dispatcher sends it within
+    seconds (409 while it is pending already)."""
+
+    serializer_class = DeliverySerializer
+    lookup_url_kwarg = "delivery_id"
+
+    def post(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
+        account = self.owner()
+        delivery = (
+            Delivery.objects.select_related("event", "endpoint", "contact")
+            .filter(pk=delivery_id, event__subscription=account.subscription)
+            .first()
+        )
+        if delivery is None:
+            raise exceptions.NotFound("No such delivery on this subscription.")
+        to = delivery.endpoint.url if delivery.endpoint else delivery.contact.email if delivery.contact else ""
+        with transaction.atomic():
+            if not manage.resend(delivery):
+                raise Conflict("This delivery is pending already: the dispatcher sends it when it is due.")
+            record(request, account, "delivery.resend", to, id=delivery.pk, event=str(delivery.event_id),
+                   type=delivery.event.type)  # fmt: skip
+        delivery.refresh_from_db()
+        return Response(self.get_serializer(delivery).data, status=status.HTTP_202_ACCEPTED)

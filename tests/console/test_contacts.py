@@ -1,0 +1,179 @@
+"""A subscription's owners manage its e-mail contacts over HTTP: a new address is mailed one confirmation link
+and nothing else until it follows it; a changed address confirms again; members and keys read, another
+subscription's people find nothing, and every change (the confirmation too) is in the audit log with its actor."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from console.models import AuditEntry
+from notifications import contacts
+from notifications.dispatch import dispatch_due
+from notifications.models import Contact, Delivery
+from notifications.record import record_event
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture(autouse=True)
+def no_console_rate(set_quotas):
+    """The console's own rate limit (60/min) off: these tests make many calls in a row."""
+    set_quotas("CONSOLE", API_RATE=None)
+
+
+def banned(team, key):
+    """Record a ``client.banned`` event of the team's subscription: one delivery per contact that wants it."""
+    data = {"subscription": {"id": team.subscription.pk, "name": "Acme", "plan": "pro"}, "client": "k", "ban": 1,
+            "until": "2026-11-28T00:00:00Z"}  # fmt: skip
+    return record_event("client.banned", team.subscription, key, data, timezone.now())
+
+
+def link_in(message) -> str:
+    (link,) = re.findall(r"http://testserver(/api/v1/contacts/confirm\?token=\S+)", message.body)
+    return link
+
+
+def test_a_new_contact_gets_nothing_until_it_confirms_then_the_next_event(team, owner_api):
+    """POST mails one confirmation link; an event meanwhile makes no delivery to it; following the link (no
+    sign-in) confirms it; the next event is mailed to it."""
+    made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example", "events": []}, format="json")
+    assert made.status_code == 201
+    body = made.json()
+    assert (body["email"], body["confirmed"], body["confirmation_sent"]) == ("ops@acme.example", False, True)
+    (confirmation,) = mail.outbox
+    assert confirmation.to == ["ops@acme.example"]
+    assert "Acme" in confirmation.subject
+    banned(team, "before")
+    assert not Delivery.objects.exists()
+    dispatch_due()
+    assert len(mail.outbox) == 1  # the confirmation alone
+    confirmed = APIClient().get(link_in(confirmation))
+    assert confirmed.status_code == 200
+    assert confirmed.json() == {"confirmed": True, "email": "ops@acme.example", "subscription": "Acme"}
+    assert APIClient().get(link_in(confirmation)).status_code == 200  # again: still confirmed, no second entry
+    assert owner_api.get(team.url(f"contacts/{body['id']}")).json()["confirmed"] is True
+    banned(team, "after")
+    assert dispatch_due().sent == 1
+    assert [(m.to, m.subject) for m in mail.outbox[1:]] == [(["ops@acme.example"], "API access suspended")]
+    assert [(e.actor_name, e.action) for e in AuditEntry.objects.order_by("pk")] == [
+        ("olivia", "contact.create"),
+        ("ops@acme.example (confirmation link)", "contact.confirm"),
+    ]
+
+
+def test_a_link_forged_expired_or_of_another_address_confirms_nothing(team, owner_api):
+    made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
+    contact = Contact.objects.get(pk=made["id"])
+    eight_days_ago = timezone.now() - timedelta(days=8)
+    tampered = link_in(mail.outbox[0])[:-3] + "abc"
+    old = f"/api/v1/contacts/confirm?token={contacts.confirmation_token(contact, eight_days_ago)}"
+    for path in (tampered, old, "/api/v1/contacts/confirm", "/api/v1/contacts/confirm?token=x"):
+        refused = APIClient().get(path)
+        assert refused.status_code == 400, path
+        assert refused["Content-Type"] == "application/problem+json"
+        assert "not valid" in refused.json()["errors"]["token"]
+    six_days_later = timezone.now() + timedelta(days=6)
+    assert contacts.confirm(contacts.confirmation_token(contact), six_days_later)[1] is True  # within 7 days
+    Contact.objects.update(confirmed_at=None)
+    first = link_in(mail.outbox[0])
+    owner_api.patch(team.url(f"contacts/{made['id']}"), {"email": "new@acme.example"}, format="json")
+    assert APIClient().get(first).status_code == 400  # the link of the address it no longer has
+    assert not Contact.objects.get().confirmed_at
+
+
+def test_changing_an_address_unconfirms_it_and_mails_the_new_one(team, owner_api):
+    """PATCH email: unconfirmed, a link to the new address; a delivery queued for the old address is given up,
+    not mailed to the unconfirmed new one. Events and is_active change without confirming again."""
+    made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
+    APIClient().get(link_in(mail.outbox[0]))
+    banned(team, "queued")
+    changed = owner_api.patch(team.url(f"contacts/{made['id']}"), {"email": "new@acme.example"}, format="json").json()
+    assert (changed["email"], changed["confirmed"], changed["confirmation_sent"]) == ("new@acme.example", False, True)
+    assert mail.outbox[-1].to == ["new@acme.example"]
+    report = dispatch_due()
+    assert (report.sent, report.given_up) == (0, 1)
+    assert Delivery.objects.get().failure == "contact_unconfirmed"
+    assert len(mail.outbox) == 2  # the two confirmations, nothing else
+    APIClient().get(link_in(mail.outbox[-1]))
+    edited = owner_api.patch(team.url(f"contacts/{made['id']}"), {"events": ["client.banned"], "is_active": False},
+                             format="json").json()  # fmt: skip
+    assert (edited["events"], edited["is_active"], edited["confirmed"]) == (["client.banned"], False, True)
+    assert "confirmation_sent" not in edited
+    assert owner_api.delete(team.url(f"contacts/{made['id']}")).status_code == 204
+    assert not Contact.objects.exists()
+    assert [e.action for e in AuditEntry.objects.order_by("pk")] == [
+        "contact.create", "contact.confirm", "contact.update", "contact.confirm", "contact.update", "contact.delete",
+    ]  # fmt: skip
+
+
+def test_an_address_twice_or_an_unknown_event_type_is_a_400(team, owner_api):
+    owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json")
+    again = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json")
+    assert again.status_code == 400
+    assert "already" in again.json()["errors"]["email"]
+    unknown = owner_api.post(team.url("contacts"), {"email": "b@acme.example", "events": ["nope"]}, format="json")
+    assert "Unknown event type" in unknown.json()["errors"]["events"]
+    not_an_address = owner_api.post(team.url("contacts"), {"email": "nope"}, format="json")
+    assert "email" in not_an_address.json()["errors"]
+    assert len(mail.outbox) == 1
+    assert Contact.objects.count() == 1
+
+
+def test_a_lost_confirmation_is_sent_again_and_staff_made_contacts_are_confirmed(team, owner_api):
+    made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
+    again = owner_api.post(team.url(f"contacts/{made['id']}/resend_confirmation"))
+    assert again.status_code == 200
+    assert len(mail.outbox) == 2
+    APIClient().get(link_in(mail.outbox[1]))
+    assert owner_api.post(team.url(f"contacts/{made['id']}/resend_confirmation")).status_code == 409
+    staff_made = Contact.objects.create(subscription=team.subscription, email="billing@acme.example")
+    assert staff_made.confirmed_at is not None  # as the admin and the data of before make them: confirmed
+    listed = owner_api.get(team.url("contacts")).json()
+    assert [(c["email"], c["confirmed"]) for c in listed] == [
+        ("ops@acme.example", True),
+        ("billing@acme.example", True),
+    ]
+
+
+def test_members_and_keys_read_and_may_change_nothing(team, owner_api, member_api, key_api):
+    made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
+    one = f"contacts/{made['id']}"
+    for client in (member_api, key_api):
+        assert [c["email"] for c in client.get(team.url("contacts")).json()] == ["ops@acme.example"]
+        assert client.get(team.url(one)).status_code == 200
+        changes = [
+            client.post(team.url("contacts"), {"email": "x@acme.example"}, format="json"),
+            client.patch(team.url(one), {"events": []}, format="json"),
+            client.delete(team.url(one)),
+            client.post(team.url(f"{one}/resend_confirmation")),
+        ]
+        assert [r.status_code for r in changes] == [403] * 4
+        assert {r["Content-Type"] for r in changes} == {"application/problem+json"}
+    assert len(mail.outbox) == 1
+    assert [e.action for e in AuditEntry.objects.all()] == ["contact.create"]
+
+
+def test_another_subscriptions_people_find_nothing(team, other_team, owner_api, stranger_api):
+    made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
+    one = f"contacts/{made['id']}"
+    responses = [
+        stranger_api.get(team.url("contacts")),
+        stranger_api.post(team.url("contacts"), {"email": "x@acme.example"}, format="json"),
+        stranger_api.get(team.url(one)),
+        stranger_api.patch(team.url(one), {"events": []}, format="json"),
+        stranger_api.delete(team.url(one)),
+        stranger_api.post(team.url(f"{one}/resend_confirmation")),
+        stranger_api.get(other_team.url(one)),
+        stranger_api.patch(other_team.url(one), {"events": []}, format="json"),
+        stranger_api.delete(other_team.url(one)),
+        stranger_api.post(other_team.url(f"{one}/resend_confirmation")),
+    ]
+    assert [r.status_code for r in responses] == [404] * len(responses)
+    assert Contact.objects.count() == 1
+    assert len(mail.outbox) == 1
