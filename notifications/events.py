@@ -15,10 +15,14 @@ BAN_ENDED = "client.ban_ended"
 KEY_EXPIRING = "api_key.expiring"
 REFUSALS_SUSTAINED = "refusals.sustained"
 ENDPOINT_DISABLED = "endpoint.disabled"
+#: One of a subscription's own alert thresholds reached (notifications.thresholds).
+SPEND_THRESHOLD = "spend.threshold_reached"
 #: The threshold of a budget used up (the other is 80).
 EXHAUSTED = 100
 #: Every event type a subscription can ask for.
-EVENT_TYPES = (BUDGET_THRESHOLD, CLIENT_BANNED, BAN_ENDED, KEY_EXPIRING, REFUSALS_SUSTAINED, ENDPOINT_DISABLED)
+EVENT_TYPES = (
+    BUDGET_THRESHOLD, SPEND_THRESHOLD, CLIENT_BANNED, BAN_ENDED, KEY_EXPIRING, REFUSALS_SUSTAINED, ENDPOINT_DISABLED,
+)  # fmt: skip
 #: Sent to one endpoint when its owner asks (notifications.manage.send_test), whatever types it wants; never
 #: asked for, so not one of EVENT_TYPES.
 WEBHOOK_TEST = "webhook.test"
@@ -34,35 +38,42 @@ def email_text(event_type: str, data: dict[str, Any]) -> tuple[str, str]:
     if event_type == BUDGET_THRESHOLD:
         over = data["threshold"] >= EXHAUSTED
         subject = f"Budget {data['budget']} {'used up' if over else 'at ' + str(data['threshold']) + ' %'}"
-        text = (
-            f"{data['subscription']['name']} has spent {data['spent']} {data['currency']} of its "
-            f"{data['amount']} {data['currency']} {data['budget']} (period from {data['period_start']}). "
-            + ("Requests that cost money are refused until the period ends." if over else "")
-        )
+        text = f"{_spent(data)}. " + ("Requests that cost money are refused until the period ends." if over else "")
         return subject, text.strip()
-    name = data["subscription"]["name"] if "subscription" in data else ""
-    if event_type == CLIENT_BANNED:
-        return "API access suspended", (
-            f"{name} was refused too often and is banned until {data['until']}: every request is refused until then."
-        )
-    if event_type == BAN_ENDED:
-        return "API access restored", f"The ban of {name} ended ({data['how']}) at {data['ended']}."
-    if event_type == KEY_EXPIRING:
-        key = data["key"]
-        return f"API key {key['prefix']}... expires soon", (
-            f"The API key {key['name'] or key['prefix'] + '...'} of {name} stops working at {data['expires_at']}. "
-            "Issue a new key before then."
-        )
-    if event_type == REFUSALS_SUSTAINED:
-        return "Many requests refused", (
-            f"{data['refused']} requests of {name} were refused in the {data['window_seconds'] // 60} minutes "
-            f"to {data['at']}: it is over its limits; a bigger plan or fewer requests would help."
-        )
-    if event_type == ENDPOINT_DISABLED:
-        subject = "Webhook endpoint disabled"
-        text = (
-            f"The webhook endpoint {data['url']} failed {data['failures']} times in a row and was disabled; "
-            "nothing is sent there until it is enabled again."
-        )
-        return subject, text
-    raise ValueError(f"no e-mail for event type {event_type!r}")
+    if event_type == SPEND_THRESHOLD:
+        subject = f"{data['threshold']} % of {data['budget']} spent"
+        return subject, f"{_spent(data)}: it reached the {data['threshold']} % alert its owners set."
+    texts = _OTHER_TEXTS.get(event_type)
+    if texts is None:
+        raise ValueError(f"no e-mail for event type {event_type!r}")
+    return texts(data["subscription"]["name"] if "subscription" in data else "", data)
+
+
+def _spent(data: dict[str, Any]) -> str:
+    return (
+        f"{data['subscription']['name']} has spent {data['spent']} {data['currency']} of its "
+        f"{data['amount']} {data['currency']} {data['budget']} (period from {data['period_start']})"
+    )
+
+
+#: The e-mails of the events that are not about money: (subscription's name, data) -> (subject, text).
+_OTHER_TEXTS = {
+    CLIENT_BANNED: lambda name, data: ("API access suspended", (
+        f"{name} was refused too often and is banned until {data['until']}: every request is refused until then."
+    )),
+    BAN_ENDED: lambda name, data: (
+        "API access restored", f"The ban of {name} ended ({data['how']}) at {data['ended']}."
+    ),
+    KEY_EXPIRING: lambda name, data: (f"API key {data['key']['prefix']}... expires soon", (
+        f"The API key {data['key']['name'] or data['key']['prefix'] + '...'} of {name} stops working at "
+        f"{data['expires_at']}. Issue a new key before then."
+    )),
+    REFUSALS_SUSTAINED: lambda name, data: ("Many requests refused", (
+        f"{data['refused']} requests of {name} were refused in the {data['window_seconds'] // 60} minutes "
+        f"to {data['at']}: it is over its limits; a bigger plan or fewer requests would help."
+    )),
+    ENDPOINT_DISABLED: lambda name, data: ("Webhook endpoint disabled", (
+        f"The webhook endpoint {data['url']} failed {data['failures']} times in a row and was disabled; "
+        "nothing is sent there until it is enabled again."
+    )),
+}  # fmt: skip

@@ -1,4 +1,5 @@
-"""What no signal reports, found by looking: bans started and ended, keys about to expire, refusals that go on.
+"""What no signal reports, found by looking: bans started and ended, keys about to expire, refusals that go on,
+and the alert thresholds a subscription set for itself (:mod:`notifications.thresholds`).
 
 The Celery beat task ``notifications.watch`` calls :func:`watch` about once a minute. Each finding becomes an
 event (:func:`notifications.record.record_event`) whose ``dedupe_key`` names it (a ban, a key's expiry, a
@@ -22,6 +23,7 @@ from .conf import notification_settings
 from .events import BAN_ENDED, CLIENT_BANNED, KEY_EXPIRING, REFUSALS_SUSTAINED
 from .models import Event
 from .record import record_event
+from .thresholds import threshold_findings
 
 #: How far back a run looks for bans: more than a missed run or two, less than every ban ever.
 LOOKBACK = timedelta(days=1)
@@ -43,7 +45,8 @@ def watch(now: datetime | None = None) -> WatchReport:
     the refusals."""
     now = now or timezone.now()
     report = WatchReport({})
-    for event_type, subscription, key, data in [*_bans(now), *_expiring_keys(now), *_refusals(now)]:
+    found = [*_bans(now), *_expiring_keys(now), *_refusals(now), *_new(threshold_findings(now))]
+    for event_type, subscription, key, data in found:
         if record_event(event_type, subscription, key, data, now) is not None:
             report.recorded[event_type] = report.recorded.get(event_type, 0) + 1
     return report

@@ -1,0 +1,68 @@
+"""A customer's own alert thresholds (:class:`plans.models.AlertThresholds`), found by looking.
+
+The platform's alerts at 80 % and 100 % of a budget are reported by the decision itself (the script keeps the
+level reached with the budget's state). A customer's thresholds are its own choice, any whole percentages, so
+the watcher (:func:`notifications.watch.watch`, about once a minute) reads each such subscription's spending in
+peek mode, which counts nothing, and records a ``spend.threshold_reached`` event per threshold reached, once per
+budget (or cap), period and threshold: the event's ``dedupe_key`` names all four. A capped period is watched
+twice: against the cap, which is the window the decision enforces, and against the plan's budget the cap
+lowers, as the two amounts mean different things to an owner (what it allowed itself, and what it pays for).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from plans.models import AlertThresholds, Subscription
+from plans.models.caps import budget_of
+from plans.rules import subscriber_of
+from quotas import api
+from quotas.formats.periods import period_bounds
+from quotas.settings import quota_settings
+from quotas.siblings import STORE_ERRORS
+
+from .events import SPEND_THRESHOLD
+
+Finding = tuple[str, Subscription, str, dict[str, Any]]
+
+
+def threshold_findings(now: datetime) -> list[Finding]:
+    """Every (subscription, budget, period, threshold) reached at ``now`` by a subscription with thresholds."""
+    found: list[Finding] = []
+    watched = AlertThresholds.objects.filter(subscription__is_active=True).select_related("subscription__plan")
+    for thresholds in watched:
+        if thresholds.percents:
+            found += _reached(thresholds.subscription, sorted(thresholds.percents), now)
+    return found
+
+
+def _reached(subscription: Subscription, percents: list[int], now: datetime) -> list[Finding]:
+    tag = f"s.{subscription.pk}"
+    client = api.Client("subscription", str(subscription.pk), "{" + tag + "}", subscriber_of(subscription))
+    try:
+        budgets = api.standing(client)["budgets"]
+    except STORE_ERRORS:
+        return []  # Redis away: the next look sees the same spending, as the period has not ended
+    who = {"id": subscription.pk, "name": subscription.name, "plan": subscription.plan.slug}
+    found: list[Finding] = []
+    for budget in budgets:
+        spent = Decimal(budget["spent"])
+        start = period_bounds(budget["period"], now.timestamp(), str(quota_settings.BUDGET_TIME_ZONE)).start
+        period_start = datetime.fromtimestamp(start, UTC).isoformat()
+        amounts = [(budget["name"], Decimal(budget["amount"]))]
+        lowered = budget_of(subscription, budget["period"])
+        if lowered is not None and lowered.amount > amounts[0][1]:  # a cap: the budget it lowers too
+            amounts.append((lowered.name, lowered.amount))
+        for name, amount in amounts:
+            for percent in percents:
+                if amount > 0 and spent * 100 >= amount * percent:
+                    data = {
+                        "subscription": who, "budget": name, "period": budget["period"], "threshold": percent,
+                        "period_start": period_start, "spent": f"{spent:.6f}", "amount": f"{amount:.6f}",
+                        "currency": budget["currency"],
+                    }  # fmt: skip
+                    key = f"{SPEND_THRESHOLD}:{tag}:{name}:{period_start}:{percent}"
+                    found.append((SPEND_THRESHOLD, subscription, key, data))
+    return found

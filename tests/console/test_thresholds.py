@@ -1,0 +1,71 @@
+"""A customer's own alert thresholds: the watcher records one ``spend.threshold_reached`` event per budget (and
+cap), period and threshold, delivered to the subscription's endpoints and contacts; looking again records
+nothing more."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from notifications.models import Event
+from notifications.watch import watch
+from plans.models import AlertThresholds, CostBudget, SpendCap
+from tests.factories import EndpointLimitFactory
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def watched(team):
+    """Acme pays 0.01 a request on /t/priced, 0.10 a day; its owners cap the day at 0.04 and want 50 %."""
+    plan = team.subscription.plan
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.10"))
+    SpendCap.objects.create(subscription=team.subscription, period="day", amount=Decimal("0.04"))
+    AlertThresholds.objects.create(subscription=team.subscription, percents=[50])
+    return team
+
+
+def spend(team, times: int) -> None:
+    client = APIClient()
+    for _ in range(times):
+        assert client.get("/t/priced", HTTP_X_API_KEY=team.key).status_code == 200
+
+
+def reached() -> list[tuple[str, int, str, str]]:
+    return sorted(
+        (e.data["budget"], e.data["threshold"], e.data["spent"], e.data["amount"])
+        for e in Event.objects.filter(type="spend.threshold_reached")
+    )
+
+
+def test_each_threshold_is_reached_once_per_budget_and_period(watched):
+    spend(watched, 1)
+    assert watch().recorded == {}  # 0.01 of the cap's 0.04: 25 %
+    spend(watched, 1)
+    assert watch().recorded == {"spend.threshold_reached": 1}  # 50 % of the cap
+    assert reached() == [("day-cap", 50, "0.020000", "0.040000")]
+    assert watch().recorded == {}  # looked at again: nothing twice
+    spend(watched, 2)  # 0.04: the cap's 100 %, and 40 % of the plan's 0.10
+    assert watch().recorded == {}
+    AlertThresholds.objects.filter(subscription=watched.subscription).update(percents=[40, 50])
+    assert watch().recorded == {"spend.threshold_reached": 2}  # 40 % of the budget, 40 % of the cap (late)
+    assert reached() == [
+        ("day-budget", 40, "0.040000", "0.100000"),
+        ("day-cap", 40, "0.040000", "0.040000"),
+        ("day-cap", 50, "0.020000", "0.040000"),
+    ]
+
+
+def test_the_next_period_reaches_them_again(watched, quota_clock):
+    spend(watched, 2)
+    watch()
+    quota_clock.advance(86_400)
+    spend(watched, 2)
+    assert watch(timezone.now() + timezone.timedelta(days=1)).recorded == {"spend.threshold_reached": 1}
+    starts = [e.data["period_start"][:10] for e in Event.objects.filter(type="spend.threshold_reached")]
+    assert len(starts) == 2
+    assert len(set(starts)) == 2  # one event in each day
