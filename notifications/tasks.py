@@ -20,5 +20,6 @@ def dispatch() -> dict[str, Any]:
 
 @shared_task(name="notifications.watch", ignore_result=True, soft_time_limit=240, time_limit=300)
 def watch_task() -> dict[str, Any]:
-    """Record bans started and ended, keys about to expire and sustained refusals (run every minute by beat)."""
+    """Record bans started and ended, keys about to expire, sustained refusals and the thresholds subscriptions
+    set for themselves (run every minute by beat)."""
     return asdict(watch())
