@@ -32,7 +32,7 @@ class KeySerializer(serializers.ModelSerializer):
     state = serializers.ChoiceField(
         choices=KeyState.choices, read_only=True, help_text="revoked, else expired, else rolled, else active."
     )
-    rolled_to = serializers.PrimaryKeyRelatedField(
+    rolled_to: serializers.PrimaryKeyRelatedField[APIKey] = serializers.PrimaryKeyRelatedField(
         read_only=True, help_text="The id of the key that replaced this one, if it was rolled."
     )
 
