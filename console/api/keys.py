@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework import exceptions, serializers, status
+from rest_framework.mixins import ListModelMixin
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -73,6 +74,7 @@ class KeyView(ConsoleView):
     """What the key views share: the URL's subscription's keys (any other's: 404), and a body's validation."""
 
     serializer_class = KeySerializer
+    lookup_url_kwarg = "key_id"
 
     def keys(self, account: Account) -> QuerySet[APIKey]:
         return APIKey.objects.filter(subscription=account.subscription)
@@ -95,7 +97,7 @@ class KeyView(ConsoleView):
         return Response({"key": raw, **self.get_serializer(key).data, **more}, status=status.HTTP_201_CREATED)
 
 
-class KeyListView(KeyView):
+class KeyListView(ListModelMixin, KeyView):  # the mixin: the OpenAPI schema shows GET as a list
     """``GET``: the subscription's keys, newest first; ``POST {name, expires_at}``: create one (owners)."""
 
     def get(self, request: Request, subscription_id: int) -> Response:

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('quota_plans', '0005_add_group_plan'),
+        ('quota_plans', '0006_spend_caps_and_alert_thresholds'),
     ]
 
     operations = [
