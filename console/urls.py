@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .api import contacts, webhooks
+from .api import contacts, keys, webhooks
 from .api.account import AccountView, AuditView
 from .api.caps import CapsView, CapView, ThresholdsView
 
@@ -13,6 +13,14 @@ urlpatterns = [
     path("subscriptions/<int:subscription_id>/caps", CapsView.as_view(), name="caps"),
     path("subscriptions/<int:subscription_id>/caps/<str:period>", CapView.as_view(), name="cap"),
     path("subscriptions/<int:subscription_id>/thresholds", ThresholdsView.as_view(), name="thresholds"),
+    # API keys
+    path("subscriptions/<int:subscription_id>/keys", keys.KeyListView.as_view(), name="keys"),
+    path(
+        "subscriptions/<int:subscription_id>/keys/<int:key_id>/revoke",
+        keys.KeyRevokeView.as_view(),
+        name="key-revoke",
+    ),
+    path("subscriptions/<int:subscription_id>/keys/<int:key_id>/roll", keys.KeyRollView.as_view(), name="key-roll"),
     # webhooks
     path("subscriptions/<int:subscription_id>/webhooks", webhooks.WebhookListView.as_view(), name="webhooks"),
     path(

@@ -294,8 +294,11 @@ class APIKeyAdmin(admin.ModelAdmin):
     search_fields = ("prefix", "name", "subscription__name")
     # A key's subscription is fixed when it is issued (APIKey.clean): changing it would let anyone who may
     # change keys make their own key authenticate as another customer.
-    readonly_fields = ("prefix", "subscription", "created_at", "last_used_at")
-    fields = ("prefix", "name", "subscription", "expires_at", "revoked_at", "created_at", "last_used_at")
+    readonly_fields = ("prefix", "subscription", "created_at", "last_used_at", "last_used_from", "rolled_to")
+    fields = (
+        "prefix", "name", "subscription", "expires_at", "revoked_at", "created_at", "last_used_at", "last_used_from",
+        "rolled_to",
+    )  # fmt: skip
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

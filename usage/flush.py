@@ -29,6 +29,7 @@ copies every column as read.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -102,7 +103,9 @@ def flush_usage(
             "usage flush: batch %d written (%d keys, %d rows, %d moved forward)",
             report.batches, snapshot.keys, len(snapshot.rows), written,
         )  # fmt: skip
-    report.keys_marked_used = copy_key_use(reads.keys_last_used())
+    # The addresses are read after the times: a use noted in between leaves an address newer than its time,
+    # which the next flush's time catches up with (a time is never older than the address beside it after that).
+    report.keys_marked_used = copy_key_use(reads.keys_last_used(), reads.keys_last_used_from())
     # Copied above: what is older than a day can go, so the next flush reads only the keys used lately.
     reads.forget_key_use_before(now.timestamp() - KEEP_SECONDS)
     reads.mark_flushed(now)  # what quota_usage_flush_lag_seconds counts from
@@ -110,18 +113,39 @@ def flush_usage(
     return report
 
 
-def copy_key_use(last_used: dict[int, float]) -> int:
-    """Move ``APIKey.last_used_at`` forward to the times recorded in Redis; returns the keys changed."""
+def copy_key_use(last_used: dict[int, float], last_from: dict[int, tuple[float, str]] | None = None) -> int:
+    """Move ``APIKey.last_used_at`` forward to the times recorded in Redis, and ``last_used_from`` to the address
+    of each key's latest use whose address is known (``last_from``); returns the keys changed."""
+    last_from = last_from or {}
     changed = []
-    ids = list(last_used)
+    ids = sorted(set(last_used) | set(last_from))
     for start in range(0, len(ids), 500):  # SQLite caps a query's parameters; a busy day may see more keys
-        for key in APIKey.objects.filter(pk__in=ids[start : start + 500]).only("pk", "last_used_at"):
-            at = datetime.fromtimestamp(last_used[key.pk], UTC).replace(microsecond=0)
-            if key.last_used_at is None or key.last_used_at < at:
-                key.last_used_at = at
+        batch = ids[start : start + 500]
+        for key in APIKey.objects.filter(pk__in=batch).only("pk", "last_used_at", "last_used_from"):
+            moved = False
+            if key.pk in last_used:
+                at = datetime.fromtimestamp(last_used[key.pk], UTC).replace(microsecond=0)
+                if key.last_used_at is None or key.last_used_at < at:
+                    key.last_used_at = at
+                    moved = True
+            address = _address(last_from.get(key.pk))
+            if address is not None and address != key.last_used_from:
+                key.last_used_from = address
+                moved = True
+            if moved:
                 changed.append(key)
-    APIKey.objects.bulk_update(changed, ["last_used_at"], batch_size=500)
+    APIKey.objects.bulk_update(changed, ["last_used_at", "last_used_from"], batch_size=500)
     return len(changed)
+
+
+def _address(note: tuple[float, str] | None) -> str | None:
+    """A note's address as the database keeps it (None: no note, or not an address, e.g. a hook's odd answer)."""
+    if note is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(note[1]))
+    except ValueError:
+        return None
 
 
 def write_rows(rows: dict[RowKey, Counters], observed_at: datetime, delay: float = 0.0) -> int:

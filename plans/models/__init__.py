@@ -7,7 +7,7 @@ from .budgets import CostBudget, Period, PeriodQuota
 from .caps import AlertThresholds, SpendCap
 from .feeds import ACLFeed
 from .groups import GroupPlan, group_plan_id, user_groups_field
-from .keys import API_KEY_PREFIX, APIKey, APIKeyQuerySet
+from .keys import API_KEY_PREFIX, APIKey, APIKeyQuerySet, KeyState
 from .limits import EndpointLimit, LimitOverride
 from .plans import Plan, Subscription
 from .validators import (
@@ -31,6 +31,7 @@ __all__ = [
     "CostBudget",
     "EndpointLimit",
     "GroupPlan",
+    "KeyState",
     "LimitOverride",
     "Period",
     "PeriodQuota",

@@ -1,9 +1,10 @@
-"""API keys: issued to a subscription, stored as a hash, revocable and expiring."""
+"""API keys: issued to a subscription, stored as a hash, revocable, expiring, and rolled (replaced by a new key,
+the old one working beside it for an overlap)."""
 
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -15,6 +16,15 @@ from quotas.siblings import hash_api_key
 from .plans import Subscription
 
 API_KEY_PREFIX = "qk_"
+
+
+class KeyState(models.TextChoices):
+    """Where a key stands now (:attr:`APIKey.state`)."""
+
+    ACTIVE = "active", "Active"
+    ROLLED = "rolled", "Rolled (replaced; works until its overlap ends)"
+    EXPIRED = "expired", "Expired"
+    REVOKED = "revoked", "Revoked"
 
 
 class APIKeyQuerySet(models.QuerySet):
@@ -40,6 +50,13 @@ class APIKey(models.Model):
     last_used_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="Last request with this key (copied by the usage flush)."
     )
+    last_used_from = models.GenericIPAddressField(
+        null=True, blank=True, editable=False, help_text="The client address of that request (as limits see it)."
+    )
+    rolled_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rolled_from", editable=False,
+        help_text="The key that replaced this one when it was rolled.",
+    )  # fmt: skip
 
     objects = APIKeyQuerySet.as_manager()
 
@@ -106,11 +123,43 @@ class APIKey(models.Model):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
+    @property
+    def state(self) -> str:
+        """One of :class:`KeyState`: revoked, else expired, else rolled (working until its overlap ends), else
+        active."""
+        if self.revoked_at is not None:
+            return KeyState.REVOKED
+        if self.is_expired:
+            return KeyState.EXPIRED
+        if self.rolled_to_id is not None:
+            return KeyState.ROLLED
+        return KeyState.ACTIVE
+
     def revoke(self) -> None:
         """Revoke the key; requests with it get 401 from the next rules refresh on."""
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
+
+    def roll(self, overlap: timedelta, name: str | None = None) -> tuple[APIKey, str]:
+        """Replace the key with a new one of the same subscription (named ``name``, else as this one): this one
+        then works for ``overlap`` more (or until its own expiry, when that is sooner). Returns the new key and
+        its raw text. Raises :class:`ValueError` for a key that is revoked or expired (nothing to roll: issue a
+        new key) or rolled already; call it in a transaction that has locked the row (``select_for_update``)."""
+        if self.revoked_at is not None:
+            raise ValueError("This key is revoked: it cannot be rolled. Create a new key instead.")
+        if self.is_expired:
+            raise ValueError("This key has expired: it cannot be rolled. Create a new key instead.")
+        if self.rolled_to_id is not None:
+            # A second roll would cut the link to the first replacement, which its holders already use.
+            raise ValueError("This key was rolled already: roll the key that replaced it.")
+        new, raw = APIKey.issue(self.subscription, name=self.name if name is None else name)
+        ends = timezone.now() + overlap
+        if self.expires_at is None or ends < self.expires_at:
+            self.expires_at = ends
+        self.rolled_to = new
+        self.save(update_fields=["expires_at", "rolled_to"])
+        return new, raw
 
 
 def _has_passed(moment: datetime | None) -> bool:

@@ -144,7 +144,7 @@ def identified(facts: Facts) -> Client | Verdict:
     except ProblemException as exc:
         return Verdict(refusal=exc, request=facts.request)
     if client.subscriber is not None:
-        runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
+        runtime.key_use.touch(client.subscriber.key_id, facts.http_request, client_ip)  # see quotas/runtime/key_use.py
     return client
 
 
@@ -161,7 +161,7 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
     if client is None:
         client = identify(http, facts.user, runtime.rules, facts.auth)
         if client.subscriber is not None:
-            runtime.key_use.touch(client.subscriber.key_id)  # the poller writes it (quotas/runtime/key_use.py)
+            runtime.key_use.touch(client.subscriber.key_id, http, client_ip)  # see quotas/runtime/key_use.py
     path, method, scope = http.path, http.method or "GET", facts.scope
     plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
     # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price.

@@ -94,6 +94,10 @@ class BackOffice:
         """Every API key id noted as used, with the epoch seconds of its last use."""
         return self._of.key_use.last_used()
 
+    def keys_last_used_from(self) -> dict[int, tuple[float, str]]:
+        """Every API key id whose address is noted, with the epoch seconds and the address of its latest use."""
+        return self._of.key_use.last_used_from()
+
     def forget_key_use_before(self, before: float) -> int:
         """Drop the notes of keys last used before ``before`` (epoch seconds); returns how many went."""
         return self._of.key_use.forget_before(before)
