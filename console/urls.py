@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .api import contacts, keys, webhooks
+from .api import contacts, key_limits, keys, webhooks
 from .api.account import AccountView, AuditView
 from .api.caps import CapsView, CapView, ThresholdsView
 
@@ -21,6 +21,11 @@ urlpatterns = [
         name="key-revoke",
     ),
     path("subscriptions/<int:subscription_id>/keys/<int:key_id>/roll", keys.KeyRollView.as_view(), name="key-roll"),
+    path(
+        "subscriptions/<int:subscription_id>/keys/<int:key_id>/limits",
+        key_limits.KeyLimitsView.as_view(),
+        name="key-limits",
+    ),
     # webhooks
     path("subscriptions/<int:subscription_id>/webhooks", webhooks.WebhookListView.as_view(), name="webhooks"),
     path(

@@ -8,6 +8,7 @@ from typing import Any
 from django.utils import timezone
 
 from plans.models import CostBudget, Subscription
+from plans.models.caps import cap_name
 from quotas.formats.money import from_micros
 
 from .events import BUDGET_THRESHOLD
@@ -34,7 +35,8 @@ def budget_event(
         return  # deleted meanwhile
     # The subscription's own budget of a period replaces its plan's: look there first.
     owned = [*CostBudget.objects.filter(subscription=subscription), *CostBudget.objects.filter(plan=subscription.plan)]
-    currency = next((b.currency for b in owned if b.name == budget), "")
+    # A customer's cap is the window of the budget it lowers (plans.rules.budget_rule): the same currency.
+    currency = next((b.currency for b in owned if budget in (b.name, cap_name(b.period))), "")
     data = {
         "subscription": {"id": subscription.pk, "name": subscription.name, "plan": subscription.plan.slug},
         "budget": budget,

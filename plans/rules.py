@@ -13,7 +13,7 @@ from django.utils import timezone
 from quotas.formats.acl import AccessList, ACLRule, covers_everyone, parse_network
 from quotas.formats.money import to_micros
 from quotas.formats.rates import Rate, parse_rates
-from quotas.rules.limits import UNLIMITED, LimitRule
+from quotas.rules.limits import SET_BY_CUSTOMER, SET_BY_KEY, UNLIMITED, LimitRule, code_rate_algorithm
 from quotas.rules.snapshot import PlanRules, RuleSet, Subscriber, ban_policy_spec
 
 from .models import (
@@ -30,6 +30,7 @@ from .models import (
     group_plan_id,
     parse_durations,
 )
+from .models.caps import budget_of, cap_name
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,9 @@ def budget_rule(budget: CostBudget, cap: Decimal | None = None) -> LimitRule:
     ``cap`` (a customer's own :class:`~plans.models.SpendCap` of the period) lowers its amount; the window keeps
     the budget's id, hence its counter, so what the period has spent before the cap was set counts against it.
     """
-    amount, name = budget.amount, budget.name
+    amount, name, set_by = budget.amount, budget.name, ""
     if cap is not None and cap < amount:
-        amount, name = cap, f"{budget.period}-cap"
+        amount, name, set_by = cap, cap_name(budget.period), SET_BY_CUSTOMER
     return LimitRule(
         id=f"b{budget.pk}",
         name=name,
@@ -73,6 +74,7 @@ def budget_rule(budget: CostBudget, cap: Decimal | None = None) -> LimitRule:
         algorithm="budget",
         period=budget.period,
         currency=budget.currency,
+        set_by=set_by,
     )
 
 
@@ -196,6 +198,7 @@ class PlansRulesBackend:
             revoked=key.revoked_at is not None or not sub.is_active,
             key_id=key.pk,
             key_expires_at=key.expires_at.timestamp() if key.expires_at else None,
+            key_limits=key_rules(key),
         )
 
     def subscriber_for_user(self, user_id: Any) -> Subscriber | None:
@@ -228,10 +231,32 @@ def _budgets(sub: Subscription) -> tuple[LimitRule, ...]:
     return tuple(sorted(rules, key=lambda rule: rule.period))
 
 
+def key_rules(key: APIKey) -> tuple[LimitRule, ...]:
+    """An API key's own limits, as the engine counts them besides its plan's: its rates on every request it
+    makes, and its spending cap as a budget window of its own (its own counter: the key's spending, not the
+    subscription's)."""
+    rules = []
+    if key.own_rates:
+        rules.append(LimitRule(id=f"k{key.pk}", name="key-rate", rates=parse_rates(key.own_rates),
+                               algorithm=code_rate_algorithm(), set_by=SET_BY_KEY))  # fmt: skip
+    budget = budget_of(key.subscription, key.cap_period) if key.cap_period and key.cap_amount is not None else None
+    if budget is not None and key.cap_amount is not None:
+        period = key.cap_period
+        rules.append(LimitRule(id=f"kc{key.pk}", name=f"key-{period}-cap", algorithm="budget", period=period,
+                               rates=(Rate(to_micros(key.cap_amount), NOMINAL_SECONDS[period]),),
+                               currency=budget.currency, set_by=SET_BY_KEY))  # fmt: skip
+    return tuple(rules)
+
+
 def subscriber_of(
-    sub: Subscription, revoked: bool = False, key_id: int | None = None, key_expires_at: float | None = None
+    sub: Subscription,
+    revoked: bool = False,
+    key_id: int | None = None,
+    key_expires_at: float | None = None,
+    key_limits: tuple[LimitRule, ...] = (),
 ) -> Subscriber:
-    """The engine's view of a subscription: plan, overrides, own budgets, billing anchor."""
+    """The engine's view of a subscription: plan, overrides, own budgets (lowered by its caps), billing anchor,
+    and the key's own limits when it is reached by an API key."""
     overrides = tuple(
         sorted(
             (
@@ -251,4 +276,5 @@ def subscriber_of(
         anchor_day=sub.started_on.day,
         key_id=key_id,
         key_expires_at=key_expires_at,
+        key_limits=key_limits,
     )

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from quotas.formats.money import from_micros
+from quotas.rules.limits import SET_BY_CUSTOMER, SET_BY_KEY
 from quotas.settings import quota_settings
 
 if TYPE_CHECKING:
@@ -131,7 +132,9 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
 
 
 def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:
-    """The 429 body for a request its budget cannot pay for: which budget, spent, amount, reset."""
+    """The 429 body for a request its budget cannot pay for: which budget, spent, amount, reset. A cap the
+    customer set (on its subscription or on one key) is named as such, with a reason of its own: its owners, not
+    the plan, can lift it."""
     state = decision.denying_state()
     window = state.window
     retry = decision.retry_after or 1
@@ -140,15 +143,16 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
     spent = from_micros(state.used if state.used else window.quota - max(0, state.remaining or 0))
     amount = from_micros(window.quota)
     resets_at = datetime.fromtimestamp(decision.now + state.reset_us / 1e6, UTC).replace(microsecond=0)
+    title, what, reason = _BUDGET_REFUSALS[window.set_by]
     body: dict[str, Any] = {
         "type": QUOTA_EXCEEDED,
-        "title": "Budget exceeded",
+        "title": title,
         "status": 429,
         "detail": (
-            f"This request would exceed the {window.period.replace('_', ' ')} budget '{window.policy}' "
+            f"This request would exceed the {window.period.replace('_', ' ')} {what} '{window.policy}' "
             f"({spent} of {amount} {window.currency} spent); it resets at {resets_at.isoformat()}."
         ),
-        "reason": "budget_exceeded",
+        "reason": reason,
         "budget": {
             "name": window.policy,
             "period": window.period,
@@ -166,6 +170,14 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
     if upgrade is not None:
         body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
     return body
+
+
+#: (title, what the detail calls it, reason) of a money window's refusal, by who set the window.
+_BUDGET_REFUSALS = {
+    "": ("Budget exceeded", "budget", "budget_exceeded"),
+    SET_BY_CUSTOMER: ("Spending cap reached", "spending cap your account set", "spend_cap_reached"),
+    SET_BY_KEY: ("Key's spending cap reached", "spending cap of this API key", "key_cap_reached"),
+}
 
 
 def request_exceeds_budget(decision: Decision, upgrade: PlanRules | None, plan_slug: str | None) -> dict[str, Any]:

@@ -97,6 +97,11 @@ def validate_percents(value: Any) -> list[int]:
     return sorted(set(value))
 
 
+def cap_name(period: str) -> str:
+    """The name of a capped period's window, as its RateLimit policy and refusals show it (``day-cap``)."""
+    return f"{period}-cap"
+
+
 def budget_of(subscription: Subscription, period: str) -> CostBudget | None:
     """The budget of ``period`` that applies to ``subscription``: its own, else its plan's (None: neither)."""
     own = CostBudget.objects.filter(subscription=subscription, period=period).first()

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from quotas.siblings import hash_api_key
 
+from .caps import budget_of
 from .plans import Subscription
+from .validators import validate_rates
 
 API_KEY_PREFIX = "qk_"
 
@@ -53,6 +57,19 @@ class APIKey(models.Model):
     last_used_from = models.GenericIPAddressField(
         null=True, blank=True, editable=False, help_text="The client address of that request (as limits see it)."
     )
+    own_rates = models.CharField(
+        max_length=200, blank=True, validators=[validate_rates],
+        help_text="This key's own rates, e.g. 10/s; 1000/day, counted on every request it makes besides its plan's "
+        "limits (both apply, so never above them). Empty: the plan's alone.",
+    )  # fmt: skip
+    cap_period = models.CharField(
+        max_length=8, blank=True, choices=[("day", "Calendar day"), ("month", "Calendar month")],
+        help_text="The period of this key's own spending cap (empty: none).",
+    )  # fmt: skip
+    cap_amount = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(Decimal("0"))],
+        help_text="This key's own spending cap per period, at most its subscription's budget of that period.",
+    )  # fmt: skip
     rolled_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rolled_from", editable=False,
         help_text="The key that replaced this one when it was rolled.",
@@ -135,6 +152,34 @@ class APIKey(models.Model):
             return KeyState.ROLLED
         return KeyState.ACTIVE
 
+    @property
+    def has_own_limits(self) -> bool:
+        """Whether the key has a rate or a spending cap of its own."""
+        return bool(self.own_rates or self.cap_period)
+
+    def clean_own_limits(self) -> None:
+        """Check the key's own rates and cap: a cap has a period and an amount, at most the subscription's budget
+        of that period (a key is held below its subscription, never above it). Raises ValidationError."""
+        if self.own_rates:
+            try:
+                validate_rates(self.own_rates)
+            except ValidationError as exc:
+                raise ValidationError({"own_rates": exc.messages}) from None
+        if bool(self.cap_period) != (self.cap_amount is not None):
+            raise ValidationError({"cap_amount": "A key's cap has a period and an amount, or neither."})
+        if not self.cap_period or self.cap_amount is None:
+            return
+        budget = budget_of(self.subscription, self.cap_period)
+        if budget is None:
+            raise ValidationError(
+                {"cap_period": f"This subscription has no {self.cap_period} budget for a key's cap to lower."}
+            )
+        if self.cap_amount > budget.amount:
+            raise ValidationError(
+                {"cap_amount": f"At most the {self.cap_period} budget, {budget.amount.normalize():f} "
+                 f"{budget.currency}: a key's cap may only lower what its subscription may spend."}
+            )  # fmt: skip
+
     def revoke(self) -> None:
         """Revoke the key; requests with it get 401 from the next rules refresh on."""
         if self.revoked_at is None:
@@ -154,6 +199,9 @@ class APIKey(models.Model):
             # A second roll would cut the link to the first replacement, which its holders already use.
             raise ValueError("This key was rolled already: roll the key that replaced it.")
         new, raw = APIKey.issue(self.subscription, name=self.name if name is None else name)
+        if self.has_own_limits:  # the replacement is held to what this key was: a CI job's key stays a CI job's
+            new.own_rates, new.cap_period, new.cap_amount = self.own_rates, self.cap_period, self.cap_amount
+            new.save(update_fields=["own_rates", "cap_period", "cap_amount"])
         ends = timezone.now() + overlap
         if self.expires_at is None or ends < self.expires_at:
             self.expires_at = ends

@@ -20,6 +20,10 @@ from quotas.settings import quota_settings
 
 #: Marks a subscription override that lifts a limit entirely.
 UNLIMITED = None
+#: ``set_by`` of a limit a subscription's owners set for themselves (a spending cap below the plan's budget).
+SET_BY_CUSTOMER = "customer"
+#: ``set_by`` of an API key's own limit (a lower rate or spending cap its owners gave that key).
+SET_BY_KEY = "key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,7 @@ class Window:
     period: str = ""  # a calendar period (quotas.formats.periods.PERIODS) for period quotas and budgets
     anchor_day: int = 1  # first day of a billing month
     currency: str = ""  # budgets only: quota and state are micro-units of this currency
+    set_by: str = ""  # who set it, when not the plan: SET_BY_CUSTOMER (a spending cap), SET_BY_KEY (a key's own)
     spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
     # Header text that never changes for a window, made once here rather than on every response
@@ -112,6 +117,7 @@ class LimitRule:
     period: str = ""  # period quotas and budgets: their calendar period
     anchor_day: int = 1
     currency: str = ""
+    set_by: str = ""  # see Window.set_by: a refusal by a limit the customer set names it as theirs
     price_micros: int = 0  # what a matching request costs, in micro-units
     countries: frozenset[str] = frozenset()  # only requests from these countries (ISO codes); empty: from anywhere
     windows: tuple[Window, ...] = field(default=(), compare=False)
@@ -145,6 +151,7 @@ class LimitRule:
                 period=self.period,
                 anchor_day=self.anchor_day,
                 currency=self.currency,
+                set_by=self.set_by,
             )
 
     def matches(self, scope: str, path: str, method: str) -> bool:
@@ -178,7 +185,7 @@ class LimitRule:
             burst=self.burst, weight=self.weight, max_delay=self.max_delay,
             shadow=self.shadow, refund_on_error=self.refund_on_error, period=self.period,
             anchor_day=self.anchor_day, currency=self.currency, price_micros=self.price_micros,
-            countries=self.countries,
+            countries=self.countries, set_by=self.set_by,
         )  # fmt: skip
 
     def anchored(self, day: int) -> LimitRule:

@@ -55,11 +55,13 @@ class Subscriber:
     anchor_day: int = 1  # billing months start on this day of the month
     key_id: int | None = None  # the API key it was resolved from (access lists match keys)
     key_expires_at: float | None = None
+    #: That key's own limits (a lower rate, a spending cap its owners gave it), counted besides the plan's.
+    key_limits: tuple[LimitRule, ...] = ()
 
     @property
     def rules_key(self) -> tuple:
         """What makes this subscriber's limits differ from its plan's."""
-        return (self.overrides, self.budgets, self.anchor_day)
+        return (self.overrides, self.budgets, self.anchor_day, self.key_limits)
 
 
 class RuleSet:
@@ -117,6 +119,7 @@ class RuleSet:
                 rule = rule.with_rates(() if rates is UNLIMITED else rates)
             out.append(rule)
         out.extend(subscriber.budgets)
+        out.extend(subscriber.key_limits)
         if subscriber.anchor_day != 1:
             out = [r.anchored(subscriber.anchor_day) if r.period == "billing_month" else r for r in out]
         return tuple(out)

@@ -1,0 +1,69 @@
+"""``GET/PUT subscriptions/<id>/keys/<key_id>/limits``: a key's own rate and spending cap.
+
+``PUT {"own_rates": "10/min; 1000/day", "cap": {"period": "day", "amount": "1.00"}}`` (owners): the key is
+held to these besides its plan's limits (``""`` and ``null`` remove them). A request over the key's rate is
+refused as any rate limit is (its policy ``key-rate``); over its cap, with the reason ``key_cap_reached``.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from rest_framework import exceptions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from plans.models import APIKey
+
+from ..key_limits import limits_of, set_key_limits
+from .base import ConsoleView
+
+
+class CapSerializer(serializers.Serializer):
+    period = serializers.ChoiceField(choices=["day", "month"])
+    amount = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
+
+
+class KeyLimitsSerializer(serializers.Serializer):
+    own_rates = serializers.CharField(max_length=200, allow_blank=True, help_text='e.g. "10/min; 1000/day"; "": none.')
+    cap = CapSerializer(allow_null=True, required=False, default=None, help_text="null: no cap of its own.")
+
+
+class KeyLimitsView(ConsoleView):
+    """A key's own limits: read (owners, members, the subscription's keys), set (owners)."""
+
+    serializer_class = KeyLimitsSerializer
+
+    def get(self, request: Request, subscription_id: int, key_id: int) -> Response:
+        return Response(limits_of(self._key(self.account().subscription.pk, key_id)))
+
+    def put(self, request: Request, subscription_id: int, key_id: int) -> Response:
+        account = self.owner()
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        given = serializer.validated_data
+        cap = given.get("cap") or {}
+        with transaction.atomic():
+            key = self._key(account.subscription.pk, key_id, lock=True)
+            try:
+                set_key_limits(
+                    request, account, key,
+                    own_rates=given["own_rates"], cap_period=cap.get("period", ""), cap_amount=cap.get("amount"),
+                )  # fmt: skip
+            except ValidationError as exc:
+                raise exceptions.ValidationError(_fields(exc.message_dict)) from None
+        return Response(limits_of(key))
+
+    @staticmethod
+    def _key(subscription_id: int, key_id: int, *, lock: bool = False) -> APIKey:
+        keys = APIKey.objects.filter(subscription_id=subscription_id, pk=key_id)
+        key = (keys.select_for_update() if lock else keys).first()
+        if key is None:
+            raise exceptions.NotFound("No such API key on this subscription.")
+        return key
+
+
+def _fields(errors: dict[str, list[str]]) -> dict[str, list[str]]:
+    # The model's field names, as this API names them.
+    names = {"cap_period": "cap.period", "cap_amount": "cap.amount", "__all__": "non_field_errors"}
+    return {names.get(name, name): messages for name, messages in errors.items()}

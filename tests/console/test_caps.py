@@ -1,0 +1,126 @@
+"""A customer's own spending caps and alert thresholds: set by owners over HTTP, enforced in the decision that
+enforces the plan's budget (a cap refuses while the budget still has room), audited, and never above the plan."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from console.models import AuditEntry
+from plans.models import CostBudget, SpendCap
+from tests.factories import EndpointLimitFactory
+
+from .conftest import signed_in
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+@pytest.fixture
+def priced(team):
+    """Acme's plan prices /t/priced at 0.01 a request, with a daily budget of 0.05 and a monthly one of 1.00."""
+    plan = team.subscription.plan
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal("0.05"))
+    CostBudget.objects.create(plan=plan, period="month", amount=Decimal("1.00"))
+    return team
+
+
+def spend(team, times: int) -> list[int]:
+    client = APIClient()
+    return [client.get("/t/priced", HTTP_X_API_KEY=team.key).status_code for _ in range(times)]
+
+
+def test_an_owner_reads_the_budgets_and_sets_a_cap(priced, owner_api, member_api):
+    assert owner_api.get(priced.url("caps")).json() == {
+        "periods": [
+            {"period": "day", "budget": "0.05", "currency": "USD", "cap": None},
+            {"period": "month", "budget": "1", "currency": "USD", "cap": None},
+        ],
+        "thresholds": [],
+    }
+    response = owner_api.put(priced.url("caps/day"), {"amount": "0.03"}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["periods"][0] == {"period": "day", "budget": "0.05", "currency": "USD", "cap": "0.03"}
+    assert member_api.get(priced.url("caps")).json()["periods"][0]["cap"] == "0.03"
+
+
+def test_a_cap_refuses_with_its_own_reason_while_the_budget_has_room(priced, owner_api):
+    assert spend(priced, 1) == [200]  # spent before the cap is set counts against it: one counter
+    owner_api.put(priced.url("caps/day"), {"amount": "0.03"}, format="json")
+    assert spend(priced, 3) == [200, 200, 429]
+    refused = APIClient().get("/t/priced", HTTP_X_API_KEY=priced.key)
+    body = refused.json()
+    assert body["reason"] == "spend_cap_reached", body
+    assert body["budget"]["name"] == "day-cap"
+    assert body["budget"]["amount"] == "0.030000"
+    assert "Retry-After" in refused
+    owner_api.delete(priced.url("caps/day"))
+    assert spend(priced, 3) == [200, 200, 429]  # the plan's 0.05: 3 spent, 2 more
+    assert APIClient().get("/t/priced", HTTP_X_API_KEY=priced.key).json()["reason"] == "budget_exceeded"
+
+
+def test_a_cap_may_not_raise_the_budget_nor_cap_a_period_without_one(priced, owner_api, team):
+    above = owner_api.put(priced.url("caps/day"), {"amount": "0.06"}, format="json")
+    assert above.status_code == 400
+    assert above["Content-Type"] == "application/problem+json"
+    assert "0.05 USD" in above.json()["errors"]["amount"]
+    CostBudget.objects.filter(period="month").delete()
+    none = owner_api.put(priced.url("caps/month"), {"amount": "0.5"}, format="json")
+    assert none.status_code == 400
+    assert "no month budget" in none.json()["errors"]["period"]
+    bad = owner_api.put(priced.url("caps/day"), {"amount": "-1"}, format="json")
+    assert bad.status_code == 400
+    assert "amount" in bad.json()["errors"]
+    assert owner_api.put(priced.url("caps/week"), {"amount": "1"}, format="json").status_code == 404
+    assert not SpendCap.objects.exists()
+
+
+def test_thresholds_are_set_by_owners_and_checked(priced, owner_api):
+    response = owner_api.put(priced.url("thresholds"), {"percents": [90, 50, 75, 50]}, format="json")
+    assert response.json() == {"percents": [50, 75, 90]}
+    assert owner_api.get(priced.url("caps")).json()["thresholds"] == [50, 75, 90]
+    for bad in ([0], [101], ["half"], list(range(1, 13))):
+        refused = owner_api.put(priced.url("thresholds"), {"percents": bad}, format="json")
+        assert refused.status_code == 400, bad
+        assert all(name.startswith("percents") for name in refused.json()["errors"]), refused.json()
+
+
+def test_changes_are_audited_with_their_actor(priced, owner_api):
+    owner_api.put(priced.url("caps/day"), {"amount": "0.03"}, format="json")
+    owner_api.put(priced.url("caps/day"), {"amount": "0.02"}, format="json")
+    owner_api.delete(priced.url("caps/day"))
+    owner_api.put(priced.url("thresholds"), {"percents": [50]}, format="json")
+    entries = list(AuditEntry.objects.order_by("id").values_list("actor_name", "action", "target", "detail"))
+    assert entries == [
+        ("olivia", "cap.set", "day", {"amount": "0.03", "was": None}),
+        ("olivia", "cap.set", "day", {"amount": "0.02", "was": "0.03"}),
+        ("olivia", "cap.remove", "day", {}),
+        ("olivia", "thresholds.set", "", {"percents": [50]}),
+    ]
+
+
+ROUTES = [
+    ("put", "caps/day", {"amount": "0.01"}),
+    ("delete", "caps/day", None),
+    ("put", "thresholds", {"percents": [50]}),
+]
+
+
+@pytest.mark.parametrize(("method", "tail", "body"), ROUTES)
+def test_members_and_keys_cannot_change_and_strangers_find_nothing(
+    priced, member_api, key_api, stranger_api, method, tail, body
+):
+    for client in (member_api, key_api):
+        assert getattr(client, method)(priced.url(tail), body, format="json").status_code == 403
+    assert getattr(stranger_api, method)(priced.url(tail), body, format="json").status_code == 404
+    assert stranger_api.get(priced.url("caps")).status_code == 404
+    assert not AuditEntry.objects.exists()
+
+
+def test_a_session_change_needs_the_csrf_token(priced):
+    browser = signed_in(priced.owner, csrf=True)
+    refused = browser.put(priced.url("caps/day"), {"amount": "0.01"}, format="json")
+    assert refused.status_code == 403
+    assert "CSRF" in refused.json()["detail"]
