@@ -19,7 +19,8 @@ from .access import Account
 
 def limits_of(key: APIKey) -> dict[str, Any]:
     """The key's own limits as the API shows them."""
-    cap = {"period": key.cap_period, "amount": f"{key.cap_amount.normalize():f}"} if key.cap_period else None
+    amount = key.cap_amount
+    cap = {"period": key.cap_period, "amount": f"{amount.normalize():f}"} if key.cap_period and amount else None
     return {"own_rates": key.own_rates, "cap": cap}
 
 
