@@ -20,7 +20,11 @@ from .access import Account
 def limits_of(key: APIKey) -> dict[str, Any]:
     """The key's own limits as the API shows them."""
     amount = key.cap_amount
-    cap = {"period": key.cap_period, "amount": f"{amount.normalize():f}"} if key.cap_period and amount else None
+    cap = (
+        {"period": key.cap_period, "amount": f"{amount.normalize():f}"}
+        if key.cap_period and amount is not None
+        else None
+    )
     return {"own_rates": key.own_rates, "cap": cap}
 
 
