@@ -27,7 +27,7 @@ from quotas.decide import Facts, Verdict, check, identified, send_alerts
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
-from quotas.http.context import SETTLING_MIDDLEWARE, add_verdict, verdicts_of
+from quotas.http.context import SETTLING_MIDDLEWARE, VERDICTS
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
@@ -106,6 +106,8 @@ class QuotaThrottle(BaseThrottle):
                 cost = self.get_cost(request, view)
         except InvalidQuotaRequest as exc:
             raise drf_exception(exc) from None
+        # The verdicts left on the request so far (quotas.http.context's attribute): read, and added to, here.
+        verdicts = getattr(http_request, VERDICTS, None)
         user = request.user  # a property of DRF's Request: read once
         # DRF's limits as kept (_Partners.drf_limits on a miss): a read of request.user less a request.
         fallback = _DRF_LIMITS.get(partners.limits_key(view, user)) if partners.static_limits else None
@@ -124,12 +126,15 @@ class QuotaThrottle(BaseThrottle):
             cost_micros=cost,
             scope_limits_only=self.scope_limits_only,
             metered=self.metered,
-            priced=not verdicts_of(http_request),  # only decisions are left there: the first one priced it
+            priced=not verdicts,  # only decisions are left there: the first one priced it
         )
         verdict = self._checked(facts, request, view) if partners.counts_otherwise else check(facts)
         if verdict.decision is not None:
-            add_verdict(http_request, verdict)
-            if verdict.decision.unreported and not _settled_after_view():
+            if verdicts is None:
+                setattr(http_request, VERDICTS, [verdict])
+            else:
+                verdicts.append(verdict)
+            if verdict.to_settle and not _settled_after_view():
                 send_alerts(verdict)  # nothing will settle it (quotas.W002): its spend is final as charged
         if verdict.refusal is not None:
             self._wait = verdict.refusal.wait
@@ -338,6 +343,6 @@ def _drf_limits_of(throttles: Sequence[QuotaThrottle], request: Request, view: A
 
 
 def _settled_after_view() -> bool:
-    """Whether QuotaHeadersMiddleware will settle this request's verdict (asked only when a decision has budget
-    alerts to send, which happens at most twice per budget and period)."""
+    """Whether QuotaHeadersMiddleware will settle this request's verdict (asked only when it has something to
+    settle: budget alerts to send, which happens at most twice per budget and period, or concurrency leases)."""
     return not SETTLING_MIDDLEWARE.isdisjoint(settings.MIDDLEWARE)
