@@ -268,7 +268,8 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     # Nothing to settle after a plain answer (most requests): no lease to end, no alert waiting for the settled
     # spend; a refusal is charged nothing. The front doors then skip settling (quotas.http.middleware.after_view).
     to_settle = decision.allowed and (alerting or bool(decision.request_id))
-    verdict = Verdict(client, call.plan_id, decision, request=facts.request, to_settle=to_settle)
+    # By position (refusal None): keywords make a class call build a dict, about 1,300 instructions (cachegrind).
+    verdict = Verdict(client, call.plan_id, decision, None, facts.request, to_settle)
     if not decision.allowed:
         send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
         verdict.refusal = refusal(call.rules, decision, call.plan_id)
