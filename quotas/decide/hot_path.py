@@ -157,7 +157,7 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
     if weight is not None or estimate is not None:
         _within_bounds(weight, estimate)
     runtime = runtime_module.ready or get_runtime()  # see ready: a call less
-    rules = runtime.rules.current()
+    rules = runtime.rules.fresh or runtime.rules.current()  # see fresh: a call less
     http = facts.http_request
     client = facts.client
     if client is None:

@@ -109,10 +109,12 @@ class QuotaThrottle(BaseThrottle):
         # The verdicts left on the request so far (quotas.http.context's attribute): read, and added to, here.
         verdicts = getattr(http_request, VERDICTS, None)
         user = request.user  # a property of DRF's Request: read once
-        # DRF's limits as kept (_Partners.drf_limits on a miss): a read of request.user less a request.
-        fallback = _DRF_LIMITS.get(partners.limits_key(view, user)) if partners.static_limits else None
+        # DRF's limits as kept (_Partners.drf_limits on a miss), by what they depend on: the classes, the view's
+        # throttle_scope and whether the user is authenticated (:data:`_DRF_LIMITS`' key, made here only).
+        key = (partners.classes, getattr(view, "throttle_scope", None), user is not None and user.is_authenticated)
+        fallback = _DRF_LIMITS.get(key) if partners.static_limits else None
         if fallback is None:
-            fallback = partners.drf_limits(self, request, view)
+            fallback = partners.drf_limits(self, request, view, key)
         # Every field given by position, in Facts' order: keywords make a class call build a dict of them, about
         # 3,600 instructions more a request (cachegrind).
         facts = Facts(
@@ -298,17 +300,14 @@ class _Partners:
         own_pricing = (throttle.get_weight, throttle.get_cost) != (QuotaThrottle.get_weight, QuotaThrottle.get_cost)
         return cls(classes, counts_otherwise, static, own_pricing)
 
-    def limits_key(self, view: Any, user: Any) -> tuple[Any, ...]:
-        """What DRF's limits of these classes depend on, with static limits: the view's throttle_scope and whether
-        the user is authenticated (:data:`_DRF_LIMITS`' key)."""
-        return (self.classes, getattr(view, "throttle_scope", None), user is not None and user.is_authenticated)
-
-    def drf_limits(self, throttle: QuotaThrottle, request: Request, view: Any) -> tuple[LimitRule, ...]:
+    def drf_limits(
+        self, throttle: QuotaThrottle, request: Request, view: Any, key: tuple[Any, ...]
+    ) -> tuple[LimitRule, ...]:
         """DRF's limits of a client no plan covers: those of every class, each once (see
-        :meth:`QuotaThrottle.get_drf_limits`). Kept per view scope and kind of user until a setting changes."""
+        :meth:`QuotaThrottle.get_drf_limits`). With static limits, kept under ``key`` (the view's scope and kind
+        of user, :data:`_DRF_LIMITS`) until a setting changes."""
         if not self.static_limits:
             return _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
-        key = self.limits_key(view, request.user)
         limits = _DRF_LIMITS.get(key)
         if limits is None:
             limits = _DRF_LIMITS[key] = _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
