@@ -209,7 +209,9 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
         if rules.empty or not metered:
             return Verdict(client, plan_id, request=facts.request)
         # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
-        return Verdict(client, plan_id, _count_unlimited(call), request=facts.request)
+        # No window: no lease to end, no budget alert (to_settle False: settled only if the view fails or reports
+        # an actual cost).
+        return Verdict(client, plan_id, _count_unlimited(call), request=facts.request, to_settle=False)
     return call
 
 
@@ -318,7 +320,7 @@ def _listed(call: Call, entry: ACLRule) -> Verdict:
     if allowed:
         decision = runtime.guard.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost_micros)
         return (
-            Verdict(call.client, call.plan_id, decision, request=facts.request)
+            Verdict(call.client, call.plan_id, decision, request=facts.request, to_settle=False)  # no window
             if decision is not None
             else Verdict(call.client, call.plan_id)
         )
