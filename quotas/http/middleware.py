@@ -98,11 +98,9 @@ def after_view(
             # or the Django request it wraps), or a verdict's leases or alerts (Verdict.to_settle). Against
             # asking settle_verdicts(): about 2,000 instructions less a request (cachegrind).
             status = response.status_code
-            priced = decided[0].request
-            own = priced.__dict__ if priced is not None else {}
-            inner = own.get("_request")
-            to_settle = status >= SERVER_ERROR or COST_ATTRIBUTE in own
-            to_settle = to_settle or (inner is not None and COST_ATTRIBUTE in inner.__dict__)
+            own = getattr(decided[0].request, "__dict__", {})  # read as actual_cost() reads it
+            inner = getattr(own.get("_request"), "__dict__", {})
+            to_settle = status >= SERVER_ERROR or COST_ATTRIBUTE in own or COST_ATTRIBUTE in inner
             for verdict in decided:
                 to_settle = to_settle or verdict.to_settle
             error = settle_verdicts(decided, status) if to_settle else None

@@ -241,13 +241,14 @@ def test_clients_follow_a_reloaded_subscriber():
     assert (client.kind, client.ident, client.tag) == ("subscription", "7", "{s.7}")
 
 
-@pytest.mark.parametrize("reported_on", ["nowhere", "drf", "django"])
+@pytest.mark.parametrize("reported_on", ["nowhere", "drf", "django", "no request"])
 @pytest.mark.parametrize("status", [200, 429, 500])
 @pytest.mark.parametrize("to_settle", [False, True])
 def test_the_middleware_settles_whenever_settling_has_something_to_do(monkeypatch, reported_on, status, to_settle):
     """after_view looks for something to settle without a call (a server error, an actual cost reported on
     DRF's request or Django's, a verdict's leases or alerts): it settles exactly when needs_settling() says
-    that settling this verdict after this response has something to do."""
+    that settling this verdict after this response has something to do (a verdict left without its request
+    included)."""
     settled: list[int] = []
     monkeypatch.setattr(middleware, "settle_verdicts", lambda verdicts, status: settled.append(status))
     django_request = APIRequestFactory().get("/")
@@ -257,7 +258,8 @@ def test_the_middleware_settles_whenever_settling_has_something_to_do(monkeypatc
     elif reported_on == "django":
         django_request.quota_cost = "0.5"
     decision = Decision(allowed=True, states=[], now=0.0)
-    verdict = Verdict(user_client("42"), 1, decision, request=request, to_settle=to_settle)
+    priced = None if reported_on == "no request" else request
+    verdict = Verdict(user_client("42"), 1, decision, request=priced, to_settle=to_settle)
     response = HttpResponse(status=status)
     after_view(django_request, response, [verdict])
     assert bool(settled) == needs_settling(verdict, response)
