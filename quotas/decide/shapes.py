@@ -70,7 +70,10 @@ class Verdict:
 
     ``decision`` is None when nothing was decided (no limit applies and no
     plan exists, the request is not limited, or limits are off); ``refusal``
-    is None when the request is admitted.
+    is None when the request is admitted. ``to_settle`` is False when the
+    service found that settling has nothing to do unless the view fails or
+    reports an actual cost (no concurrency lease to end, no budget alert
+    waiting): a front door then settles nothing after a plain answer.
     """
 
     client: Client | None = None
@@ -78,6 +81,7 @@ class Verdict:
     decision: Decision | None = None
     refusal: ProblemException | None = None
     request: Any = None
+    to_settle: bool = True  # True unless the service knows better: settle() then decides
 
     @property
     def allowed(self) -> bool:

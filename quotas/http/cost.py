@@ -23,13 +23,17 @@ from typing import Any
 from quotas.formats.money import to_micros
 from quotas.settings import quota_settings
 
+#: The request attribute a view reports the actual cost in, on DRF's request or Django's. The middleware looks
+#: for it in the requests' ``__dict__`` itself, without a call (most requests report none).
+COST_ATTRIBUTE = "quota_cost"
+
 
 def set_cost(request: Any, amount: Decimal | int | str) -> None:
     """Record the actual cost of ``request`` (DRF or Django request)."""
     target = getattr(request, "_request", request)
-    target.quota_cost = amount
+    setattr(target, COST_ATTRIBUTE, amount)
     if target is not request:
-        request.quota_cost = amount
+        setattr(request, COST_ATTRIBUTE, amount)
 
 
 def actual_cost(request: Any) -> int | None:
@@ -40,9 +44,9 @@ def actual_cost(request: Any) -> int | None:
     # exceptions (most requests report no cost): read its own attributes, then the Django request's.
     # Read from __dict__ so that DRF need not be imported to recognise it.
     own = getattr(request, "__dict__", {})
-    amount = own.get("quota_cost")
+    amount = own.get(COST_ATTRIBUTE)
     if amount is None:
-        amount = getattr(own.get("_request"), "quota_cost", None)
+        amount = getattr(own.get("_request"), COST_ATTRIBUTE, None)
     if amount is None:
         return None
     # Set by the view's code after it ran: out of bounds, it is a programming mistake, not the client's.

@@ -57,16 +57,8 @@ def settle_verdicts(verdicts: Sequence[Verdict], status: int) -> str | None:
     failed = status >= SERVER_ERROR
     cost = actual  # the first verdict priced the request; the others spent their rate windows only, at no cost
     for verdict in verdicts:
-        decision = verdict.decision
-        # Whether settle() would return at once (most requests): nothing to refund, charge or release, and no
-        # budget alert waiting for the settled spend (Decision.unreported, looped here: a generator costs more).
-        quiet = decision is None or (not failed and cost is None and not decision.request_id)
-        if quiet and decision is not None:
-            for state in decision.states:
-                if state.alert:
-                    quiet = False
-                    break
-        if not quiet:
+        # Unless settle() would return at once: nothing to refund or charge, no lease to end, no alert waiting.
+        if verdict.decision is not None and (failed or cost is not None or verdict.to_settle):
             settle(verdict, status, cost)
         cost = None
     return error
@@ -77,9 +69,7 @@ def needs_settling(verdict: Verdict, response: Any) -> bool:
     decision = verdict.decision
     if decision is None or not decision.allowed:
         return False
-    if response.status_code >= SERVER_ERROR or decision.request_id:
-        return True
-    if decision.unreported:  # budget alerts wait for the settled spend
+    if response.status_code >= SERVER_ERROR or verdict.to_settle:  # leases to end, budget alerts to send
         return True
     try:
         return actual_cost(verdict.request) is not None

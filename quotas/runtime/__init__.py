@@ -10,6 +10,7 @@ request; a settings change (tests) rebuilds it with :func:`reset_runtime`.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Sequence
 
@@ -184,27 +185,42 @@ def _allowances() -> Allowances | None:
 _runtime: Runtime | None = None
 _lock = threading.Lock()
 
+#: This process's runtime once its poller runs here; None before the first :func:`get_runtime`, after
+#: :func:`reset_runtime` and in a child just forked. The hot path reads it as ``ready or get_runtime()``: a call
+#: less on every decision, about 500 instructions (cachegrind, the read against the call).
+ready: Runtime | None = None
+
 
 def get_runtime() -> Runtime:
     """This process's runtime, built on first use; its poller runs in every process that uses it."""
-    global _runtime
+    global _runtime, ready
     runtime = _runtime
     if runtime is not None and runtime.poller.pid == poller.current_pid:
-        return runtime  # every request but a process's first: no call
-    if runtime is None:
-        with _lock:
-            if _runtime is None:
-                _runtime = build_runtime()
-            runtime = _runtime
-    runtime.poller.ensure()
+        return runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = build_runtime()
+        runtime = _runtime
+        runtime.poller.ensure()
+        ready = runtime
     return runtime
 
 
 def reset_runtime() -> None:
     """Forget the runtime (after a settings change); the next use builds a new one."""
-    global _runtime
+    global _runtime, ready
     with _lock:
+        ready = None
         if _runtime is not None:
             _runtime.close()
         _runtime = None
         remembered_state_stale.send(sender=Runtime)  # blocks learnt from the old runtime's store
+
+
+def _forked() -> None:
+    global ready, _lock
+    ready = None  # the parent's poller thread did not come along: get_runtime() starts this process's own
+    _lock = threading.Lock()  # one a parent's thread held when it forked would never be released here
+
+
+os.register_at_fork(after_in_child=_forked)

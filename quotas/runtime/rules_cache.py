@@ -80,7 +80,9 @@ class RulesCache:
     ``current()`` is what a request calls: it returns the snapshot, reloading
     it first only when the version in Redis moved (seen by the runtime's poller,
     which reads one small key every ``interval`` seconds) or after
-    :meth:`invalidate` in this process.
+    :meth:`invalidate` in this process. ``fresh`` is the snapshot while no
+    reload is due, else None: the hot path reads ``fresh or current()``, a call
+    less on every request (about 400 instructions, cachegrind).
     """
 
     def __init__(
@@ -96,8 +98,8 @@ class RulesCache:
         self.version_counter = version_counter
         self.interval = interval
         self.on_reload = on_reload
-        self._rules: RuleSet | None = None
-        self._stale = True
+        self._rules: RuleSet | None = None  # the last good snapshot
+        self.fresh: RuleSet | None = None  # the same while no reload is due, else None (stale, or none yet)
         # While the backend (the database) fails: failed loads in a row, when to try again, since when.
         self._failures = 0
         self._retry_at = 0.0
@@ -125,9 +127,9 @@ class RulesCache:
 
     def current(self) -> RuleSet:
         """The snapshot to decide with (reloaded first if it is stale)."""
-        rules = self._rules
-        if rules is None or self._stale:
-            rules = self._reload_or_keep(rules)
+        rules = self.fresh
+        if rules is None:
+            rules = self._reload_or_keep(self._rules)
         return rules
 
     def _reload_or_keep(self, rules: RuleSet | None) -> RuleSet:
@@ -204,8 +206,7 @@ class RulesCache:
             self._by_key.clear()
             self._by_user.clear()
             self._unknown_keys.clear()
-            self._rules = rules
-            self._stale = False
+            self._rules = self.fresh = rules
             self._loaded_at = time.monotonic()
             if self._failures:
                 logger.warning("quotas: rules reloaded after %d failed attempts", self._failures)
@@ -216,7 +217,7 @@ class RulesCache:
 
     def mark_stale(self) -> None:
         """Reload this process's snapshot on its next use."""
-        self._stale = True
+        self.fresh = None
 
     def invalidate(self) -> None:
         """Tell every process that rules changed: bump the version, reload here.
@@ -225,7 +226,7 @@ class RulesCache:
         retries it every ``interval`` until it lands, so that other processes do
         not keep serving what changed (a revoked key) until the next change.
         """
-        self._stale = True
+        self.fresh = None
         self.on_reload()
         with self._bump_lock:
             self._bump_owed = True
@@ -375,8 +376,8 @@ class RulesCache:
         known = self._known_keys
         if self._known_keys_wanted and (known is None or known.version != version):
             self.refresh_known_keys()  # a key issued or revoked since: read them again before a request must ask
-        if rules is not None and not self._stale and version != rules.version:
-            self._stale = True
+        if rules is not None and self.fresh is not None and version != rules.version:
+            self.fresh = None
             # What this process remembers (refused clients, failed-authentication blocks) is forgotten when the
             # change is seen, not at the next reload: a process that serves only sign-ins never reloads.
             self.on_reload()

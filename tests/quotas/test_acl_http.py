@@ -80,6 +80,19 @@ def test_allow_entry_skips_limits_but_is_counted(client, free, redis_client):
     assert usage_totals(redis_client)["a"] == 10
 
 
+def test_an_allowed_request_is_settled_with_the_cost_its_view_reports_or_released_when_it_fails(
+    client, free, redis_client
+):
+    """An allow entry's decision has no window (nothing to settle on a plain answer), yet the actual cost its view
+    reports replaces the estimate in its usage, and a failed view releases the estimate."""
+    ACLEntry.objects.create(action="allow", cidr="198.51.100.0/24", reason="monitoring")
+    assert client.get("/t/priced?est=1&actual=3", REMOTE_ADDR="198.51.100.7").status_code == 200
+    assert usage_totals(redis_client)["c"] == 3_000_000
+    with pytest.raises(RuntimeError):
+        client.get("/t/priced?est=1&fail=1", REMOTE_ADDR="198.51.100.7")
+    assert usage_totals(redis_client)["c"] == 3_000_000
+
+
 def test_spoofed_forwarded_for_does_not_escape_an_ip_deny(client, free):
     deny(cidr="203.0.113.9")
     response = client.get("/api/demo/ping", REMOTE_ADDR="203.0.113.9", HTTP_X_FORWARDED_FOR="8.8.8.8")

@@ -9,6 +9,7 @@ out here (and refusals, computed plainly now, still follow the states).
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import pytest
@@ -18,15 +19,18 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from quotas import metrics, problems
+from quotas import runtime as runtime_module
 from quotas.decide import Verdict
 from quotas.formats.rates import Rate
-from quotas.http import responses
+from quotas.http import middleware, responses
 from quotas.http.cost import actual_cost, set_cost
 from quotas.http.headers import rate_limit_headers
 from quotas.http.middleware import after_view
+from quotas.http.settlement import needs_settling
 from quotas.identity.clients import subscription_client, user_client
 from quotas.rules.limits import LimitRule, Window, sf_string
 from quotas.rules.snapshot import Subscriber
+from quotas.runtime import get_runtime, reset_runtime
 from quotas.store.decision import Decision, WindowState
 
 ALGORITHMS = (
@@ -235,3 +239,43 @@ def test_clients_follow_a_reloaded_subscriber():
     client = subscription_client(new)
     assert client.subscriber is new
     assert (client.kind, client.ident, client.tag) == ("subscription", "7", "{s.7}")
+
+
+@pytest.mark.parametrize("reported_on", ["nowhere", "drf", "django", "no request"])
+@pytest.mark.parametrize("status", [200, 429, 500])
+@pytest.mark.parametrize("to_settle", [False, True])
+def test_the_middleware_settles_whenever_settling_has_something_to_do(monkeypatch, reported_on, status, to_settle):
+    """after_view looks for something to settle without a call (a server error, an actual cost reported on
+    DRF's request or Django's, a verdict's leases or alerts): it settles exactly when needs_settling() says
+    that settling this verdict after this response has something to do (a verdict left without its request
+    included)."""
+    settled: list[int] = []
+    monkeypatch.setattr(middleware, "settle_verdicts", lambda verdicts, status: settled.append(status))
+    django_request = APIRequestFactory().get("/")
+    request = Request(django_request)
+    if reported_on == "drf":
+        request.quota_cost = "0.5"
+    elif reported_on == "django":
+        django_request.quota_cost = "0.5"
+    decision = Decision(allowed=True, states=[], now=0.0)
+    priced = None if reported_on == "no request" else request
+    verdict = Verdict(user_client("42"), 1, decision, request=priced, to_settle=to_settle)
+    response = HttpResponse(status=status)
+    after_view(django_request, response, [verdict])
+    assert bool(settled) == needs_settling(verdict, response)
+
+
+def test_the_runtime_read_without_a_call_follows_the_process():
+    """``quotas.runtime.ready`` is the runtime get_runtime() gave this process; None after reset_runtime() and in
+    a forked child until the child asks get_runtime(), which starts the child's poller."""
+    runtime = get_runtime()
+    assert runtime_module.ready is runtime
+    pid = os.fork()
+    if pid == 0:  # the child: reports through its exit code, and leaves without the parent's atexit handlers
+        fresh = runtime_module.ready is None
+        seen_to = get_runtime() is runtime_module.ready is runtime and runtime.poller.pid == os.getpid()
+        os._exit(0 if fresh and seen_to else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    reset_runtime()
+    assert runtime_module.ready is None
