@@ -32,7 +32,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from quotas.settings import quota_settings
 
@@ -56,6 +56,13 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
     of 21,700 for one limit, 41,000 instead of 72,600 for five (cachegrind, headers alone);
     tests/quotas/test_hotpath_equivalence.py holds them to the rules written out plainly, on random decisions.
     """
+    memo = decision.memo
+    if memo is not None:  # served from an allowance: its texts are worked out once, its numbers put in
+        plan = memo.get("headers")
+        if plan is None:
+            plan = memo["headers"] = _served_plan(decision)
+        if plan:
+            return _served_entries(decision, plan)
     if decision.allowed is False and refused_by_budget_alone(decision):
         # Its headers would describe rate windows that admitted it, with room left: a client would retry at
         # once. A budget counts money and has no item; Retry-After (its reset) and the body describe it.
@@ -119,6 +126,70 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
         entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top.quota))
         entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(remaining if remaining > 0 else 0))
         entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(math.ceil(decision.now + top.reset_us / 1e6)))
+    return entries
+
+
+#: A served decision's texts (see _served_plan): its RateLimit-Policy entry, its RateLimit value with a ``%d`` for
+#: each number, and per window shown, its state's index and the divisor X-RateLimit-*'s choice divides by.
+_Plan = tuple[tuple[str, str], str, tuple[tuple[int, int], ...]]
+
+_ceil = math.ceil
+
+
+def _served_plan(decision: Decision) -> _Plan | bool:
+    """The texts every decision served from ``decision``'s allowance shares, or False when its headers take the
+    general path (a window without a read state, none shown, a refusal, a concurrency limit's lease).
+
+    A served request's headers differ from the next one's only in their numbers: their texts are put together once
+    an allowance, as :func:`header_entries` would, and each request fills in its numbers with one ``%``: about
+    27,800 instructions instead of 40,600 with five windows, 14,800 instead of 15,800 with one (cachegrind, headers
+    alone); tests/quotas/test_allowances.py holds them to the general path's."""
+    weight = decision.weight
+    policy: list[str] = []
+    items: list[str] = []
+    shown: list[tuple[int, int]] = []
+    for index, state in enumerate(decision.states):
+        window = state.window
+        if not window.advertised:
+            continue
+        if not state.ok or state.remaining is None or window.algorithm == "concurrency":
+            return False
+        if window.counts_requests:
+            weighted = False
+        else:
+            units = window.weight if weight is None else weight
+            weighted = units != 1 or window.algorithm == "period_quota"
+        policy.append(window.policy_item_units if weighted else window.policy_item)
+        item = window.state_prefix.replace("%", "%%") + "%d;t=%d"
+        items.append(item + f";quotas-weight={units}" if weighted else item)
+        shown.append((index, state.quota if state.quota > 1 else 1))
+    if not shown:
+        return False
+    return ("RateLimit-Policy", ", ".join(policy)), ", ".join(items), tuple(shown)
+
+
+def _served_entries(decision: Decision, plan: _Plan) -> dict[str, tuple[str, str]]:
+    """:func:`header_entries` of a decision served from an allowance, from its ``plan``: every window admitted
+    and read, so X-RateLimit-* shows the first with the least of its quota remaining, then the longest reset."""
+    policy, template, shown = plan
+    states = decision.states
+    numbers: list[int] = []
+    top: Any = None
+    top_share = top_reset = 0.0
+    for index, divisor in shown:
+        state = states[index]
+        remaining, reset_us = state.remaining, state.reset_us
+        numbers += (remaining if remaining > 0 else 0, _ceil(reset_us / 1e6))
+        share = remaining / divisor
+        # (share, -reset_us) < the best's, as header_entries compares them, without making the tuples.
+        if top is None or share < top_share or (share == top_share and reset_us > top_reset):
+            top, top_share, top_reset = state, share, reset_us
+    entries = {"ratelimit-policy": policy, "ratelimit": ("RateLimit", template % tuple(numbers))}
+    if quota_settings.LEGACY_HEADERS:
+        remaining = top.remaining
+        entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top.quota))
+        entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(remaining if remaining > 0 else 0))
+        entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(_ceil(decision.now + top_reset / 1e6)))
     return entries
 
 

@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import Any
 
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.rules.limits import Window
@@ -74,6 +75,8 @@ class Allowance:
     used: int = 1  # requests admitted from it, the one that took it included
     counted: int = 1  # of those, counted in usage so far (Redis counted the one that took it)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Given to every decision served from it (see Decision.memo): what readers derive once per allowance.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
     # Each window's state at the grant, with the units one request takes from it: worked out once here rather
     # than for every request served (granted.units() was a call per window and request).
     _units: list[tuple[WindowState, int]] = field(init=False, repr=False)
@@ -125,6 +128,7 @@ class Allowance:
             False,  # fallback
             1,  # granted
             True,  # allowance
+            self.memo,
         )
 
     def states_now(self, ahead: int, elapsed_us: int, *, alerts: bool) -> list[WindowState]:

@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import signal
 import time
+from dataclasses import replace
 
 import pytest
 import redis
@@ -13,6 +14,7 @@ from rest_framework.test import APIClient
 
 from config.embedded_redis import RedisServer
 from quotas.formats.rates import Rate, parse_rates
+from quotas.http.headers import header_entries, rate_limit_headers
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store import allowances
@@ -56,6 +58,31 @@ def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_c
     # units this process holds for it included: down by one a request.
     assert [d.states[0].remaining for d in decisions] == list(range(998, 988, -1))
     assert get_runtime().guard.peek("{c}", wins).states[0].remaining == 989
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("legacy", [True, False])
+@pytest.mark.parametrize("weight", [None, 1, 3])
+def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, weight):
+    """A served decision's headers, put together from texts kept once per allowance, are byte for byte those
+    the general path builds from its states: every window and algorithm, weighted or not, periods included."""
+    settings.QUOTAS = {**settings.QUOTAS, "LEGACY_HEADERS": legacy}
+    rules = [
+        LimitRule(id="r", name='we"ird%d', rates=parse_rates("1000/second;5000/minute"), algorithm="token_bucket"),
+        LimitRule(id="f", name="fixed", rates=parse_rates("3000/hour"), algorithm="fixed_window"),
+        LimitRule(id="p", name="period", rates=(Rate(100000, 86400),), algorithm="period_quota", period="day"),
+        LimitRule(id="q", name="requests", rates=(Rate(100000, 86400),), algorithm="period_requests", period="day"),
+        *(LimitRule(id=a[:8], name=a, rates=parse_rates("2000/minute"), algorithm=a) for a in ALGORITHMS),
+    ]
+    wins = [w for rule in rules for w in rule.windows]
+    served = [d for d in (ask("{h}", wins, weight=weight) for _ in range(12)) if d.allowance]
+    assert len(served) >= 5
+    for decision in served:
+        plain = replace(decision, memo=None)  # the general path
+        assert rate_limit_headers(decision) == rate_limit_headers(plain)
+        assert header_entries(decision) == header_entries(plain)
+    assert served[0].memo is served[-1].memo  # the texts are worked out once an allowance
+    assert served[0].memo["headers"]
 
 
 def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_that_reach_redis(set_quotas):
