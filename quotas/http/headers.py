@@ -32,7 +32,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from quotas.settings import quota_settings
 
@@ -136,7 +136,7 @@ _Plan = tuple[tuple[str, str], str, tuple[tuple[int, int], ...]]
 _ceil = math.ceil
 
 
-def _served_plan(decision: Decision) -> _Plan | bool:
+def _served_plan(decision: Decision) -> _Plan | Literal[False]:
     """The texts every decision served from ``decision``'s allowance shares, or False when its headers take the
     general path (a window without a read state, none shown, a refusal, a concurrency limit's lease).
 
@@ -178,7 +178,8 @@ def _served_entries(decision: Decision, plan: _Plan) -> dict[str, tuple[str, str
     top_share = top_reset = 0.0
     for index, divisor in shown:
         state = states[index]
-        remaining, reset_us = state.remaining, state.reset_us
+        remaining: int = state.remaining  # type: ignore[assignment]  # never None in a plan (_served_plan)
+        reset_us = state.reset_us
         numbers += (remaining if remaining > 0 else 0, _ceil(reset_us / 1e6))
         share = remaining / divisor
         # (share, -reset_us) < the best's, as header_entries compares them, without making the tuples.

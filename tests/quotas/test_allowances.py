@@ -434,7 +434,7 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     decision = runtime.guard.store.decide(call)
     assert decision.granted == 10
     allowances.grant(call, decision, asked)
-    assert allowances.serve(call) is None
+    assert allowances.take(DecideCall("{c}", wins, allowance_ok=True)) is None
     runtime.guard.usage.settle_allowances()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2  # its 9 unused units went back
     # A grant asked for after the cut is served from as before.
