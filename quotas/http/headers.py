@@ -57,12 +57,14 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
     tests/quotas/test_hotpath_equivalence.py holds them to the rules written out plainly, on random decisions.
     """
     memo = decision.memo
-    if memo is not None:  # served from an allowance: its texts are worked out once, its numbers put in
-        plan = memo.get("headers")
-        if plan is None:
-            plan = memo["headers"] = _served_plan(decision)
-        if plan:
-            return _served_entries(decision, plan)
+    if memo is not None and decision.allowed:  # admitted, its windows' texts worked out once: its numbers put in
+        texts = memo.get("headers")
+        if texts is None:
+            texts = memo["headers"] = _texts(decision)
+        if texts:
+            entries = _admitted_entries(decision, texts)
+            if entries is not None:
+                return entries
     if decision.allowed is False and refused_by_budget_alone(decision):
         # Its headers would describe rate windows that admitted it, with room left: a client would retry at
         # once. A budget counts money and has no item; Retry-After (its reset) and the body describe it.
@@ -129,30 +131,31 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
     return entries
 
 
-#: A served decision's texts (see _served_plan): its RateLimit-Policy entry, its RateLimit value with a ``%d`` for
-#: each number, and per window shown, its state's index and the divisor X-RateLimit-*'s choice divides by.
-_Plan = tuple[tuple[str, str], str, tuple[tuple[int, int], ...]]
+#: The texts of the headers of admitted decisions with the same windows and weight (see _texts): the RateLimit-Policy
+#: entry, the RateLimit value with a ``%d`` for each number, and the index of each window shown.
+_Texts = tuple[tuple[str, str], str, tuple[int, ...]]
 
 _ceil = math.ceil
 
 
-def _served_plan(decision: Decision) -> _Plan | Literal[False]:
-    """The texts every decision served from ``decision``'s allowance shares, or False when its headers take the
-    general path (a window without a read state, none shown, a refusal, a concurrency limit's lease).
+def _texts(decision: Decision) -> _Texts | Literal[False]:
+    """The header texts every admitted decision with ``decision``'s windows and weight shares, or False when they
+    take the general path (no window shown, or a concurrency limit's, whose item depends on the decision).
 
-    A served request's headers differ from the next one's only in their numbers: their texts are put together once
-    an allowance, as :func:`header_entries` would, and each request fills in its numbers with one ``%``: about
-    27,800 instructions instead of 40,600 with five windows, 14,800 instead of 15,800 with one (cachegrind, headers
-    alone); tests/quotas/test_allowances.py holds them to the general path's."""
+    Two such decisions' headers differ only in their numbers: their texts are put together once (kept in
+    :attr:`Decision.memo`), as :func:`header_entries` would, and each decision fills in its numbers with one
+    ``%``: about 27,800 instructions instead of 40,600 with five windows, 14,800 instead of 15,800 with one
+    (cachegrind, headers alone, served from an allowance). tests/quotas/test_allowances.py and
+    tests/quotas/test_hotpath_equivalence.py hold them to the general path's."""
     weight = decision.weight
     policy: list[str] = []
     items: list[str] = []
-    shown: list[tuple[int, int]] = []
+    shown: list[int] = []
     for index, state in enumerate(decision.states):
         window = state.window
         if not window.advertised:
             continue
-        if not state.ok or state.remaining is None or window.algorithm == "concurrency":
+        if window.algorithm == "concurrency":
             return False
         if window.counts_requests:
             weighted = False
@@ -162,26 +165,29 @@ def _served_plan(decision: Decision) -> _Plan | Literal[False]:
         policy.append(window.policy_item_units if weighted else window.policy_item)
         item = window.state_prefix.replace("%", "%%") + "%d;t=%d"
         items.append(item + f";quotas-weight={units}" if weighted else item)
-        shown.append((index, state.quota if state.quota > 1 else 1))
+        shown.append(index)
     if not shown:
         return False
     return ("RateLimit-Policy", ", ".join(policy)), ", ".join(items), tuple(shown)
 
 
-def _served_entries(decision: Decision, plan: _Plan) -> dict[str, tuple[str, str]]:
-    """:func:`header_entries` of a decision served from an allowance, from its ``plan``: every window admitted
-    and read, so X-RateLimit-* shows the first with the least of its quota remaining, then the longest reset."""
-    policy, template, shown = plan
+def _admitted_entries(decision: Decision, texts: _Texts) -> dict[str, tuple[str, str]] | None:
+    """:func:`header_entries` of an admitted decision, from its windows' ``texts``: X-RateLimit-* shows the first
+    window with the least of its quota remaining, then the longest reset. None (the general path) for a window
+    shown that did not admit it, or was not read."""
+    policy, template, shown = texts
     states = decision.states
     numbers: list[int] = []
     top: Any = None
     top_share = top_reset = 0.0
-    for index, divisor in shown:
+    for index in shown:
         state = states[index]
-        remaining: int = state.remaining  # type: ignore[assignment]  # never None in a plan (_served_plan)
-        reset_us = state.reset_us
+        remaining = state.remaining
+        if not state.ok or remaining is None:
+            return None
+        reset_us, quota = state.reset_us, state.quota
         numbers += (remaining if remaining > 0 else 0, _ceil(reset_us / 1e6))
-        share = remaining / divisor
+        share = remaining / (quota if quota > 1 else 1)
         # (share, -reset_us) < the best's, as header_entries compares them, without making the tuples.
         if top is None or share < top_share or (share == top_share and reset_us > top_reset):
             top, top_share, top_reset = state, share, reset_us

@@ -115,9 +115,9 @@ class Decision:
     fallback: bool = False  # decided by the local fallback while Redis is unreachable
     granted: int = 1  # requests' worth of units the call took: more than 1 for an allowance
     allowance: bool = False  # admitted from an allowance, without a Redis call
-    # Shared by every decision served from one allowance (their windows, weight and grant are the same): where a
-    # reader keeps what it derives from those once per allowance rather than per request (the headers' texts,
-    # quotas.http.headers). None on a decision of its own.
+    # Shared by decisions whose windows and weight are the same (those the store decides for one route, those
+    # served from one allowance): where a reader keeps what it derives from them once rather than per request
+    # (the headers' texts, quotas.http.headers). None: nothing shared.
     memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def units(self, window: Window) -> int:
