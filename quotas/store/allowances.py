@@ -77,15 +77,19 @@ class Allowance:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Given to every decision served from it (see Decision.memo): what readers derive once per allowance.
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
-    # Each window's state at the grant, with the units one request takes from it: worked out once here rather
-    # than for every request served (granted.units() was a call per window and request).
-    _units: list[tuple[WindowState, int]] = field(init=False, repr=False)
+    # Each window's state at the grant, unpacked, with the units one request takes from it: worked out once here
+    # rather than for every request served (granted.units() was a call per window and request).
+    _units: list[tuple[Window, int | None, int, int, int, int, int]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         granted = self.granted
         self._units = [
-            (s, granted.cost_micros if s.window.is_budget else granted.units(s.window)) for s in granted.states
-        ]
+            (
+                s.window, s.remaining, s.reset_us, s.used, s.alert, s.quota,
+                granted.cost_micros if s.window.is_budget else granted.units(s.window),
+            )
+            for s in granted.states
+        ]  # fmt: skip
 
     def uncounted(self) -> int:
         """The requests it admitted that are not in usage yet; from now on they count as counted."""
@@ -137,24 +141,27 @@ class Allowance:
         grant gone by. ``alerts``: with the budget thresholds the grant newly reached (reported by the request
         that took it; the served ones report none)."""
         states = []
-        for state, units in self._units:
+        # Each state made by object.__new__ and its slots set here, rather than by WindowState(...): its class call
+        # and __init__'s frame cost about 22,000 instructions with five windows, this 16,500 (cachegrind, states
+        # alone). Every field is set, in WindowState's order; quota is the grant's (never 0).
+        new = object.__new__
+        for window, remaining, reset_us, used, alert, quota, units in self._units:
             extra = ahead * units
-            remaining, reset_us, used = state.remaining, state.reset_us - elapsed_us, state.used - extra
+            reset_us -= elapsed_us
+            used -= extra
+            state = new(WindowState)
+            state.window = window
+            state.ok = True
+            state.remaining = None if remaining is None else remaining + extra
             # Conditional expressions rather than max(0, ...): max() parses its keywords on every call (about 1,000
             # instructions each, cachegrind).
-            states.append(
-                WindowState(
-                    state.window,
-                    True,  # ok
-                    None if remaining is None else remaining + extra,
-                    reset_us if reset_us > 0 else 0,
-                    0,  # retry_us
-                    0,  # delay_us
-                    used if used > 0 else 0,
-                    state.alert if alerts else 0,
-                    state.quota,
-                )
-            )
+            state.reset_us = reset_us if reset_us > 0 else 0
+            state.retry_us = 0
+            state.delay_us = 0
+            state.used = used if used > 0 else 0
+            state.alert = alert if alerts else 0
+            state.quota = quota
+            states.append(state)
         return states
 
 

@@ -18,7 +18,7 @@ from quotas.http.headers import header_entries, rate_limit_headers
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store import allowances
-from quotas.store.decision import DecideCall
+from quotas.store.decision import DecideCall, WindowState
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
 from tests.usage_counters import usage_totals
@@ -78,6 +78,9 @@ def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, we
     served = [d for d in (ask("{h}", wins, weight=weight) for _ in range(12)) if d.allowance]
     assert len(served) >= 5
     for decision in served:
+        for s in decision.states:  # made without WindowState's __init__: every field set, as it would set them
+            assert s == WindowState(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.delay_us, s.used, s.alert)
+            assert s.quota == s.window.quota
         plain = replace(decision, memo=None)  # the general path
         assert rate_limit_headers(decision) == rate_limit_headers(plain)
         assert header_entries(decision) == header_entries(plain)
