@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import signal
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 import redis
@@ -18,7 +18,7 @@ from quotas.http.headers import header_entries, rate_limit_headers
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store import allowances
-from quotas.store.decision import DecideCall, WindowState
+from quotas.store.decision import DecideCall, Decision, WindowState
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
 from tests.usage_counters import usage_totals
@@ -78,6 +78,8 @@ def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, we
     served = [d for d in (ask("{h}", wins, weight=weight) for _ in range(12)) if d.allowance]
     assert len(served) >= 5
     for decision in served:
+        # Made without Decision's __init__ either: every field set (equal to itself as __init__ makes it).
+        assert decision == Decision(*(getattr(decision, f.name) for f in fields(Decision)))
         for s in decision.states:  # made without WindowState's __init__: every field set, as it would set them
             assert s == WindowState(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.delay_us, s.used, s.alert)
             assert s.quota == s.window.quota
@@ -443,3 +445,26 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     # A grant asked for after the cut is served from as before.
     assert ask("{c}", wins).allowed
     assert ask("{c}", wins).allowance
+
+
+@pytest.mark.redis
+def test_a_request_like_the_last_grants_is_served_from_it_and_an_unlike_one_is_not(busy, redis_client):
+    """The client's last allowance serves a request with the same windows and options, whether it names them
+    with the same tuple or an equal one; a request with another weight or usage gets an allowance of its own, as
+    does one whose windows are a list made for it (a list's key is its windows' fields, a tuple's a string of them,
+    kept), which then serves such requests."""
+    wins = windows("1000/hour")
+    decisions = [ask("{c}", wins) for _ in range(3)]
+    assert decisions[-1].allowance
+    redis_client.config_resetstat()
+    assert ask("{c}", windows("1000/hour")).allowance  # equal windows, another tuple: the same allowance
+    assert script_calls(redis_client) == 0
+    assert [ask("{c}", list(wins)).allowance for _ in range(3)] == [False, True, True]
+    assert script_calls(redis_client) == 1
+    redis_client.config_resetstat()
+    other = ask("{c}", wins, weight=2)
+    assert not other.allowance
+    assert ask("{c}", wins, usage="1|-").allowance is False
+    assert script_calls(redis_client) == 2
+    assert ask("{c}", wins).allowance  # the first allowance still serves
+    assert script_calls(redis_client) == 2
