@@ -230,7 +230,7 @@ class Allowances:
         if tag in self._held:  # a client holding none (most of those that ask Redis) is passed by without its key
             # Its last allowance, if this request is like the one that took it: the same windows tuple (held in
             # _last, so the same object) and options make the same key. Compared here rather than the key made and
-            # looked up: about 3,000 instructions less a busy request (cachegrind). One replaced or ended serves
+            # looked up: about 2,000 instructions less a busy request (make bench-count). One replaced or ended serves
             # nothing (ends_at), and the key decides.
             last = self._last.get(tag)
             if (
