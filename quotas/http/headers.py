@@ -32,11 +32,12 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from quotas.settings import quota_settings
 
 if TYPE_CHECKING:
+    from quotas.rules.limits import Window
     from quotas.store.decision import Decision, WindowState
 
 
@@ -132,8 +133,9 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
 
 
 #: The texts of the headers of admitted decisions with the same windows and weight (see _texts): the RateLimit-Policy
-#: entry, the RateLimit value with a ``%d`` for each number, and the index of each window shown.
-_Texts = tuple[tuple[str, str], str, tuple[int, ...]]
+#: entry, the RateLimit value with a ``%d`` for each number, how many windows there are, and each window shown with
+#: its index.
+_Texts: TypeAlias = "tuple[tuple[str, str], str, int, tuple[tuple[int, Window], ...]]"
 
 _ceil = math.ceil
 
@@ -150,7 +152,7 @@ def _texts(decision: Decision) -> _Texts | Literal[False]:
     weight = decision.weight
     policy: list[str] = []
     items: list[str] = []
-    shown: list[int] = []
+    shown: list[tuple[int, Window]] = []
     for index, state in enumerate(decision.states):
         window = state.window
         if not window.advertised:
@@ -165,25 +167,27 @@ def _texts(decision: Decision) -> _Texts | Literal[False]:
         policy.append(window.policy_item_units if weighted else window.policy_item)
         item = window.state_prefix.replace("%", "%%") + "%d;t=%d"
         items.append(item + f";quotas-weight={units}" if weighted else item)
-        shown.append(index)
+        shown.append((index, window))
     if not shown:
         return False
-    return ("RateLimit-Policy", ", ".join(policy)), ", ".join(items), tuple(shown)
+    return ("RateLimit-Policy", ", ".join(policy)), ", ".join(items), len(decision.states), tuple(shown)
 
 
 def _admitted_entries(decision: Decision, texts: _Texts) -> dict[str, tuple[str, str]] | None:
     """:func:`header_entries` of an admitted decision, from its windows' ``texts``: X-RateLimit-* shows the first
     window with the least of its quota remaining, then the longest reset. None (the general path) for a window
-    shown that did not admit it, or was not read."""
-    policy, template, shown = texts
+    shown that did not admit it, or was not read, or states other than the texts were made for."""
+    policy, template, count, shown = texts
     states = decision.states
+    if len(states) != count:
+        return None
     numbers: list[int] = []
     top: Any = None
     top_share = top_reset = 0.0
-    for index in shown:
+    for index, window in shown:
         state = states[index]
         remaining = state.remaining
-        if not state.ok or remaining is None:
+        if state.window is not window or not state.ok or remaining is None:
             return None
         reset_us, quota = state.reset_us, state.quota
         numbers += (remaining if remaining > 0 else 0, _ceil(reset_us / 1e6))
