@@ -66,7 +66,7 @@ def counting_round_trips() -> Iterator[Callable[[], int]]:
         sent[0] = next(counter) + 1  # itertools.count is atomic under the GIL: threads may send at once
         original(self, command, check_health)
 
-    # The engine's decisions go out on the socket itself (quotas/store/resp.py), past send_packed_command.
+    # The engine's decisions go out on the socket itself (quotas/store/transport.py), past send_packed_command.
     direct = transport.write
 
     def write(conn: Any, packed: Any) -> None:

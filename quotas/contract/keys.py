@@ -59,6 +59,8 @@ def encode_part(value: str | bytes) -> str:
 
 def client_tag(kind: str, value: str | bytes) -> str:
     """A client's identity as the engine names it: ``{<kind>.<encoded value>}``."""
+    if type(value) is str and value.isdigit() and value.isascii() and len(value) <= _MAX_KEPT:
+        return "{" + kind + "." + value + "}"  # encode_part's first case (most users), without its call
     return "{" + kind + "." + encode_part(value) + "}"
 
 
@@ -106,8 +108,12 @@ _make_keys = tuple.__new__
 
 def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
     """The keys and fields of client ``tag`` (a :func:`client_tag`)."""
-    client = client_id(tag)
-    hashtag = f"{prefix}:{{b{bucket_of(client, buckets)}}}"
+    # client_id() and bucket_of() written out: two calls less for every decision that asks Redis (part of the
+    # 8,700 instructions of quotas.store.allowances.Allowances.take's comment).
+    client = tag.strip("{}")
+    if len(client) > _MAX_ID:
+        client = client_id(tag)
+    hashtag = f"{prefix}:{{b{zlib.crc32(client.encode()) % buckets}}}"
     return _make_keys(ClientKeys, (hashtag, client + "|", hashtag + ":u", f"{hashtag}:l:{client}|", client))
 
 

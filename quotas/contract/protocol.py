@@ -188,9 +188,9 @@ class WindowSpec(NamedTuple):
 class DecideArg(IntEnum):
     """The fixed ARGV slots of decide.lua, by position (Lua counts from 1); window specs follow them.
 
-    In three runs, by how often they change: with the client and the request (:func:`decide_client_args`), with
-    the moment or a busy client's allowance (:func:`decide_moment_args`), and with the route, what the request's
-    windows and options fix, specs included (:func:`decide_route_args`). The store keeps the last two encoded.
+    In three runs (:func:`decide_runs`), by how often they change: with the client and the request, with the
+    moment or a busy client's allowance, and with the route, what the request's windows and options fix, specs
+    included. The store keeps the last two encoded.
     """
 
     FIELD_PREFIX = 1  # the client's field prefix "<client>|"
@@ -366,33 +366,30 @@ def decide_args(  # noqa: PLR0913
     ``allowance`` asks for an allowance: (requests wanted, the largest share of
     any window's remaining units it may take, how long in us it may be used).
     """
-    return [
-        *decide_client_args(field_prefix, request_id),
-        *decide_moment_args(day, day_offset, allowance),
-        *decide_route_args(now, weight, cost, usage, mode, multiplier, ban_policy, specs),
-    ]
+    client, moment, route = decide_runs(
+        field_prefix, request_id, day, day_offset, allowance, now, weight, cost, usage, mode, multiplier, ban_policy,
+        specs,
+    )  # fmt: skip
+    return [*client, *moment, *route]
 
 
-# The three runs of decide.lua's ARGV (see DecideArg), by position: the store builds them on every decision, where
-# keywords cost a call about 400 instructions each (cachegrind). decide_args names them.
-def decide_client_args(field_prefix: str, request_id: str) -> tuple[object, ...]:
-    """The slots that change with the client and the request: FIELD_PREFIX, REQUEST_ID."""
-    return (field_prefix, request_id)
-
-
-def decide_moment_args(day: object, day_offset: int, allowance: tuple[int, float, int] | None) -> tuple[object, ...]:
-    """The slots that change with the moment or a busy client's allowance: DAY to ALLOWANCE_END_US."""
-    if allowance is None:
-        return (day, day_offset, "", "", "")
-    return (day, day_offset, *allowance)
-
-
-def decide_route_args(  # noqa: PLR0917
+# The three runs of decide.lua's ARGV (see DecideArg), by position and from one call: the store builds them on every
+# decision, where keywords cost a call about 400 instructions each (cachegrind), and a call a run more (part of the
+# 8,700 instructions of quotas.store.allowances.Allowances.take's comment).
+# decide_args names them.
+def decide_runs(  # noqa: PLR0913, PLR0917
+    field_prefix: str, request_id: str, day: object, day_offset: int, allowance: tuple[int, float, int] | None,
     now: object, weight: object, cost: int, usage: str, mode: str, multiplier: str, ban_policy: str,
     specs: Sequence[bytes],
-) -> tuple[object, ...]:  # fmt: skip
-    """The slots the route fixes, NOW to BAN_POLICY, then the window specs (``now`` is "" but in tests)."""
-    return (now, weight, cost, usage, mode, multiplier, ban_policy, *specs)
+) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:  # fmt: skip
+    """decide.lua's ARGV in its three runs: the slots that change with the client and the request (FIELD_PREFIX,
+    REQUEST_ID); those that change with the moment or a busy client's allowance (DAY to ALLOWANCE_END_US); and
+    those the route fixes, NOW to BAN_POLICY, then the window specs (``now`` is "" but in tests)."""
+    return (
+        (field_prefix, request_id),
+        (day, day_offset, "", "", "") if allowance is None else (day, day_offset, *allowance),
+        (now, weight, cost, usage, mode, multiplier, ban_policy, *specs),
+    )
 
 
 def refund_args(

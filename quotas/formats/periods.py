@@ -102,17 +102,28 @@ def usage_day(now: float, tz_name: str) -> UsageDay:
 
     Every decision dates its usage, so the day of the current quarter hour is kept: a cold decision then spends
     no time on time zones, about 25 us of its own cost (``make bench``'s latency section; the runs are in
-    docs/benchmark-history.md).
+    docs/benchmark-history.md). The store keeps its own (see :func:`usage_day_span`).
     """
     global _cached
     quarter = int(now // _QUARTER)
     cached = _cached
     if cached is not None and cached[1] == quarter and cached[0] == tz_name:
         return cached[2]
-    day = _usage_day(now, tz_name)
-    if _usage_day(quarter * _QUARTER, tz_name) == _usage_day(quarter * _QUARTER + _QUARTER - 1, tz_name) == day:
+    day, start, end = usage_day_span(now, tz_name)
+    if end > start:
         _cached = (tz_name, quarter, day)  # one tuple, replaced whole: safe to read from any thread
     return day
+
+
+def usage_day_span(now: float, tz_name: str) -> tuple[UsageDay, int, int]:
+    """The usage day containing ``now`` in ``tz_name``, and the epoch seconds ``[start, end)`` of the quarter
+    hour around it all of which has that day (and UTC offset); ``start == end`` when part of it has not (a zone
+    whose offset is not a whole number of quarter hours), so the day holds for ``now`` alone."""
+    day = _usage_day(now, tz_name)
+    start = int(now // _QUARTER) * _QUARTER
+    if _usage_day(start, tz_name) == _usage_day(start + _QUARTER - 1, tz_name) == day:
+        return day, start, start + _QUARTER
+    return day, start, start
 
 
 def _usage_day(now: float, tz_name: str) -> UsageDay:

@@ -32,11 +32,12 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from quotas.settings import quota_settings
 
 if TYPE_CHECKING:
+    from quotas.rules.limits import Window
     from quotas.store.decision import Decision, WindowState
 
 
@@ -56,6 +57,15 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
     of 21,700 for one limit, 41,000 instead of 72,600 for five (cachegrind, headers alone);
     tests/quotas/test_hotpath_equivalence.py holds them to the rules written out plainly, on random decisions.
     """
+    memo = decision.memo
+    if memo is not None and decision.allowed:  # admitted, its windows' texts worked out once: its numbers put in
+        texts = memo.get("headers")
+        if texts is None:
+            texts = memo["headers"] = _texts(decision)
+        if texts:
+            entries = _admitted_entries(decision, texts)
+            if entries is not None:
+                return entries
     if decision.allowed is False and refused_by_budget_alone(decision):
         # Its headers would describe rate windows that admitted it, with room left: a client would retry at
         # once. A budget counts money and has no item; Retry-After (its reset) and the body describe it.
@@ -119,6 +129,78 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
         entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top.quota))
         entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(remaining if remaining > 0 else 0))
         entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(math.ceil(decision.now + top.reset_us / 1e6)))
+    return entries
+
+
+#: The texts of the headers of admitted decisions with the same windows and weight (see _texts): the RateLimit-Policy
+#: entry, the RateLimit value with a ``%d`` for each number, how many windows there are, and each window shown with
+#: its index.
+_Texts: TypeAlias = "tuple[tuple[str, str], str, int, tuple[tuple[int, Window], ...]]"
+
+_ceil = math.ceil
+
+
+def _texts(decision: Decision) -> _Texts | Literal[False]:
+    """The header texts every admitted decision with ``decision``'s windows and weight shares, or False when they
+    take the general path (no window shown, or a concurrency limit's, whose item depends on the decision).
+
+    Two such decisions' headers differ only in their numbers: their texts are put together once (kept in
+    :attr:`Decision.memo`), as :func:`header_entries` would, and each decision fills in its numbers with one
+    ``%``: about 27,800 instructions instead of 40,600 with five windows, 14,800 instead of 15,800 with one
+    (cachegrind, headers alone, served from an allowance). tests/quotas/test_allowances.py and
+    tests/quotas/test_hotpath_equivalence.py hold them to the general path's."""
+    weight = decision.weight
+    policy: list[str] = []
+    items: list[str] = []
+    shown: list[tuple[int, Window]] = []
+    for index, state in enumerate(decision.states):
+        window = state.window
+        if not window.advertised:
+            continue
+        if window.algorithm == "concurrency":
+            return False
+        if window.counts_requests:
+            weighted = False
+        else:
+            units = window.weight if weight is None else weight
+            weighted = units != 1 or window.algorithm == "period_quota"
+        policy.append(window.policy_item_units if weighted else window.policy_item)
+        item = window.state_prefix.replace("%", "%%") + "%d;t=%d"
+        items.append(item + f";quotas-weight={units}" if weighted else item)
+        shown.append((index, window))
+    if not shown:
+        return False
+    return ("RateLimit-Policy", ", ".join(policy)), ", ".join(items), len(decision.states), tuple(shown)
+
+
+def _admitted_entries(decision: Decision, texts: _Texts) -> dict[str, tuple[str, str]] | None:
+    """:func:`header_entries` of an admitted decision, from its windows' ``texts``: X-RateLimit-* shows the first
+    window with the least of its quota remaining, then the longest reset. None (the general path) for a window
+    shown that did not admit it, or was not read, or states other than the texts were made for."""
+    policy, template, count, shown = texts
+    states = decision.states
+    if len(states) != count:
+        return None
+    numbers: list[int] = []
+    top: Any = None
+    top_share = top_reset = 0.0
+    for index, window in shown:
+        state = states[index]
+        remaining = state.remaining
+        if state.window is not window or not state.ok or remaining is None:
+            return None
+        reset_us, quota = state.reset_us, state.quota
+        numbers += (remaining if remaining > 0 else 0, _ceil(reset_us / 1e6))
+        share = remaining / (quota if quota > 1 else 1)
+        # (share, -reset_us) < the best's, as header_entries compares them, without making the tuples.
+        if top is None or share < top_share or (share == top_share and reset_us > top_reset):
+            top, top_share, top_reset = state, share, reset_us
+    entries = {"ratelimit-policy": policy, "ratelimit": ("RateLimit", template % tuple(numbers))}
+    if quota_settings.LEGACY_HEADERS:
+        remaining = top.remaining
+        entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top.quota))
+        entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(remaining if remaining > 0 else 0))
+        entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(_ceil(decision.now + top_reset / 1e6)))
     return entries
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from quotas.contract.protocol import US_PER_SECOND, Algorithm
 from quotas.rules.limits import Window
@@ -114,6 +115,10 @@ class Decision:
     fallback: bool = False  # decided by the local fallback while Redis is unreachable
     granted: int = 1  # requests' worth of units the call took: more than 1 for an allowance
     allowance: bool = False  # admitted from an allowance, without a Redis call
+    # Shared by decisions whose windows and weight are the same (those the store decides for one route, those
+    # served from one allowance): where a reader keeps what it derives from them once rather than per request
+    # (the headers' texts, quotas.http.headers). None: nothing shared.
+    memo: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def units(self, window: Window) -> int:
         """Units this request takes from ``window`` (as decide.lua counts them).
@@ -138,7 +143,11 @@ class Decision:
     @property
     def unreported(self) -> bool:
         """Whether budget thresholds this decision reached wait to be reported (see quotas.decide.send_alerts)."""
-        return any(s.alert for s in self.states)
+        # A loop, not any() over a generator: about 4,400 instructions less with five windows, served (cachegrind).
+        for state in self.states:  # noqa: SIM110
+            if state.alert:
+                return True
+        return False
 
     @property
     def budget_denied(self) -> bool:

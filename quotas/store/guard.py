@@ -34,7 +34,7 @@ from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.limits import Window
 from quotas.store.after_view import Settlement
-from quotas.store.allowances import Allowances, eligible
+from quotas.store.allowances import Allowances
 from quotas.store.breaker import CircuitBreaker
 from quotas.store.decision import DecideCall, Decision
 from quotas.store.deny_memory import DenyMemory
@@ -139,12 +139,9 @@ class Guard:
         own = call.now is None and not call.peek  # a test's or an operator's question is asked of Redis as it is
         allowances = self.allowances
         if own and allowances is not None and call.allowance_ok:
-            served = allowances.serve(call)
+            served = allowances.take(call)  # else call.allowance asks for one when the client is busy here
             if served is not None:
                 return served  # counted in the client's usage when the allowance is settled (settle_allowances)
-            wanted = allowances.wanted(call)
-            if wanted > 1 and eligible(call.windows):
-                call.allowance = (wanted, allowances.share, allowances.end_us)
         if own and self.deny_memory.entries:
             remembered = self._remembered(call)
             if remembered is not None:

@@ -5,8 +5,9 @@ as FCALL where the server has functions (Redis 7+) and as EVALSHA where it
 does not (Redis 6.2), loading the library or the script only when the server
 answers that it lacks it (after a restart, a FUNCTION FLUSH or SCRIPT FLUSH,
 a failover). Those answers mean nothing ran, so the call is simply sent again.
-A call whose KEYS and ARGV come encoded (:mod:`quotas.store.resp`) goes out
-as they are, and its reply is read on the socket with hiredis's Reader.
+A call whose KEYS and ARGV come encoded (:class:`Encoded`, from runs the store keeps in Redis's protocol,
+:func:`bulk`) is written on the socket as it is, byte for byte what packing every item would send
+(``tests/quotas/test_store_encoding.py``), and its reply read there with hiredis's Reader.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import redis
 from asgiref.sync import sync_to_async
@@ -30,16 +31,56 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quotas.contract.library import function_name, library_source, script_source
-from quotas.store.resp import Encoded, bulk, reply, write
 
 try:
     from hiredis import pack_command
-except ImportError:  # hiredis is recommended, not required: redis-py's own packer then
-    pack_command = None  # type: ignore[assignment]  # the name stands for "no hiredis"
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
+except ImportError:  # hiredis is recommended, not required: redis-py's own packer and parser then
+    pack_command = NOT_ENOUGH_DATA = _HiredisParser = None  # type: ignore[assignment,misc]  # "no hiredis"
 #: hiredis's packer, typed for what the store sends (str, bytes, int, float), or None without hiredis.
 _pack_with_hiredis: Callable[[Any], bytes] | None = pack_command
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class Encoded(list[_T]):
+    """A script call's KEYS or ARGV: a list like any other (for every client, and the memory store) that also
+    carries ``resp``, its items in Redis's protocol (KEYS with their count first), which the store makes from
+    parts it keeps encoded. :class:`LuaScript` sends those rather than packing the items again; None: pack them.
+    Made as a list, then given its ``resp`` (a Python ``__init__`` cost about 3,000 instructions, cachegrind)."""
+
+    __slots__ = ("resp",)
+    resp: bytes | None
+
+
+#: An empty bulk string, the most common item of all.
+_EMPTY = b"$0\r\n\r\n"
+
+
+def bulk(items: Iterable[Any]) -> bytes:
+    """``items`` (str, bytes, int or float) as Redis's protocol's bulk strings, as hiredis's packer writes them
+    (str as UTF-8, a float by its repr); raises TypeError for another type."""
+    out = []
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not item:
+                out.append(_EMPTY)
+                continue
+            raw = item.encode()
+        elif kind is bytes:
+            raw = item
+        elif kind is int:
+            raw = b"%d" % item
+        elif kind is float:
+            raw = repr(item).encode()
+        else:
+            raise TypeError(f"cannot send a {kind.__name__} to Redis")
+        out.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
+    return b"".join(out)
+
 
 #: What to do about an error reply that proves the call never ran (see :func:`remedy`).
 LOAD_LIBRARY, USE_EVAL, LOAD_SCRIPT = "load-library", "use-eval", "load-script"
@@ -164,18 +205,6 @@ class LuaScript:
             return ("FCALL", self.function, len(keys), *keys, *args)
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    def _connection(self) -> _HeldConnection:
-        held = getattr(self._local, "held", None)
-        if held is None:
-            held = self._local.held = _HeldConnection(self.client.connection_pool)
-        now = time.monotonic()
-        if held.conn is not None and (now >= held.until or held.pid != os.getpid()):
-            held.release()
-        if held.conn is None:
-            held.conn = self.client.connection_pool.get_connection()
-            held.pid, held.until = os.getpid(), now + HOLD_SECONDS
-        return held
-
     def __call__(self, keys: Sequence[str], args: Sequence[object]) -> Any:
         """Run the entry point; redis-py errors propagate (the caller maps them).
 
@@ -196,7 +225,7 @@ class LuaScript:
         conn = held.conn
         try:
             try:
-                return reply(conn)
+                return _reply(conn)
             except ResponseError as exc:
                 fix = remedy(exc, functions)
                 if fix is None:
@@ -239,18 +268,7 @@ class LuaScript:
         if self._direct:  # redis-py's Script (the other clients) loads itself on NOSCRIPT
             ask("SCRIPT", "LOAD", self.source)
 
-    def _resp(self, keys: Sequence[str], args: Sequence[object], functions: bool) -> list[bytes] | None:
-        """The command in Redis's protocol, from the encodings ``keys`` and ``args`` carry (:class:`Encoded`); None
-        without them.
-
-        Packing every item in hiredis's packer was about 30,000 instructions a cold decision with one window,
-        38,000 with five; this is about 4,000, and the store's share of the encoding about 8,000 (cachegrind).
-        """
-        if type(keys) is not Encoded or type(args) is not Encoded or keys.resp is None or args.resp is None:
-            return None
-        return [b"".join((b"*%d\r\n" % (3 + len(keys) + len(args)), self._heads[functions], keys.resp, args.resp))]
-
-    def _send(self, keys: Sequence[str], args: Sequence[object], functions: bool) -> _HeldConnection:
+    def _send(self, keys: Sequence[str], args: Sequence[object], functions: bool) -> _HeldConnection:  # noqa: C901, PLR0912  # one call on the hot path (see _reply)
         """Write the command (see :meth:`command`) on this thread's connection; returns the connection it went out
         on.
 
@@ -261,25 +279,54 @@ class LuaScript:
         a new connection is taken and it is written there. A write that fails
         outright (reset, broken pipe) never delivered a complete command, and
         Redis runs only complete commands: it is written once more on a new
-        connection. A failure on the second connection, or anything after the
-        write succeeded, propagates.
-        """
-        packed = self._resp(keys, args, functions)
+        connection. A failure on the second connection, a write that timed out,
+        or anything after the write succeeded, propagates."""
+        # The command from the encodings keys and args carry (Encoded). Packing every item in hiredis's packer was
+        # about 30,000 instructions a cold decision with one window, 38,000 with five; this is about 4,000, and the
+        # store's share of the encoding about 8,000 (cachegrind).
+        packed = None
+        if type(keys) is Encoded and type(args) is Encoded and keys.resp is not None and args.resp is not None:
+            head = b"*%d\r\n" % (3 + len(keys) + len(args))
+            packed = [b"".join((head, self._heads[functions], keys.resp, args.resp))]
         for attempt in range(2):
-            held = self._connection()
+            # This thread's connection, taken from the pool for up to HOLD_SECONDS.
+            held = getattr(self._local, "held", None)
+            if held is None:
+                held = self._local.held = _HeldConnection(self.client.connection_pool)
+            now = time.monotonic()
+            if held.conn is not None and (now >= held.until or held.pid != os.getpid()):
+                held.release()
+            if held.conn is None:
+                held.conn = self.client.connection_pool.get_connection()
+                held.pid, held.until = os.getpid(), now + HOLD_SECONDS
             conn = held.conn
             try:
+                command = packed if packed is not None else _packed(conn, self.command(keys, args, functions))
+                sock = getattr(conn, "_sock", None)
+                if sock is None:  # not connected yet: redis-py connects, then writes
+                    conn.send_packed_command(command, False)
+                    return held
                 # The idle connection polled with no wait (one poll(2), about a microsecond), in exchange for never
                 # losing a request to a connection Redis closed. The poll object is kept for the socket it watches:
                 # a new one and its registration were about 2,400 instructions a call (cachegrind).
-                sock = getattr(conn, "_sock", None)  # None: not connected yet, write() connects
-                if sock is not None:
-                    if held.polled is not sock:
-                        held.poller, held.polled = select.poll(), sock
-                        held.poller.register(sock, select.POLLIN | select.POLLPRI)
-                    if held.poller.poll(0):  # readable: closed by the server, or holding bytes nobody asked for
-                        raise RedisConnectionError("connection closed by the server while idle")
-                write(conn, packed if packed is not None else _packed(conn, self.command(keys, args, functions)))
+                if held.polled is not sock:
+                    held.poller, held.polled = select.poll(), sock
+                    held.poller.register(sock, select.POLLIN | select.POLLPRI)
+                if held.poller.poll(0):  # readable: closed by the server, or holding bytes nobody asked for
+                    raise RedisConnectionError("connection closed by the server while idle")
+                # Written on the socket itself, as conn.send_packed_command would, with its errors (see _reply).
+                try:
+                    for chunk in command:
+                        sock.sendall(chunk)
+                except TimeoutError as exc:
+                    conn.disconnect()
+                    raise RedisTimeoutError("Timeout writing to socket") from exc
+                except OSError as exc:
+                    conn.disconnect()
+                    raise RedisConnectionError(f"Error while writing to socket: {exc.args}") from exc
+                except BaseException:  # a partial write must never be followed by another command on this connection
+                    conn.disconnect()
+                    raise
                 return held
             except (RedisConnectionError, OSError):
                 conn.disconnect()
@@ -287,6 +334,56 @@ class LuaScript:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+
+# Writing the packed command (LuaScript._send) and reading its reply (_reply) straight on the socket, with
+# hiredis's Reader, where redis-py would take six calls of its own (send_packed_command, read_response and the
+# parser's): about 6,600 instructions a call, 1,400 of them the write's (cachegrind). Errors are raised as redis-py
+# raises them, and the connection is dropped the same way.
+
+
+def _reply(conn: Any) -> Any:  # noqa: C901  # one call on the hot path
+    """The reply to the command just written on ``conn``, as ``conn.read_response()`` returns it (an error reply
+    raised). Read directly from the socket with hiredis's Reader (a push, RESP3, before it goes to redis-py's
+    handlers, as its parser hands it over); through redis-py without it. A failure drops ``conn`` as redis-py
+    does."""
+    parser: Any = getattr(conn, "_parser", None)
+    if type(parser) is not _HiredisParser or parser._reader is None or parser._sock is None:
+        return conn.read_response()  # redis-py raises its own error for a closed connection
+    reader: Any = parser._reader  # hiredis's stubs miss feed()'s bytearray
+    sock, buffer = parser._sock, parser._buffer
+    push = getattr(parser, "_hiredis_PushNotificationType", None)  # redis-py 6+ (RESP3 pushes); 5.x has none
+    try:
+        while True:
+            answer = reader.gets()
+            while answer is NOT_ENOUGH_DATA:
+                size = sock.recv_into(buffer)
+                if not size:
+                    raise RedisConnectionError("Connection closed by server.")
+                reader.feed(buffer, 0, size)
+                answer = reader.gets()
+            if push is None or not isinstance(answer, push):
+                break
+            parser.handle_push_response(answer)
+    except TimeoutError as exc:
+        conn.disconnect()
+        raise RedisTimeoutError(f"Timeout reading from {conn._host_error()}") from exc
+    except OSError as exc:
+        conn.disconnect()
+        raise RedisConnectionError(f"Error while reading from {conn._host_error()} : {exc.args}") from exc
+    except BaseException:  # a half-read reply must never be read by the next command
+        conn.disconnect()
+        raise
+    if conn.health_check_interval:
+        conn.next_health_check = time.monotonic() + conn.health_check_interval
+    if isinstance(answer, list) and answer and isinstance(answer[0], RedisConnectionError):
+        answer = answer[0]
+    if isinstance(answer, (RedisConnectionError, ResponseError)):
+        try:
+            raise answer
+        finally:
+            del answer  # as redis-py does: the error held by this frame, which its traceback holds, is a cycle
+    return answer
 
 
 class AsyncLuaScript:

@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import signal
 import time
+from dataclasses import fields, replace
 
 import pytest
 import redis
@@ -13,10 +14,11 @@ from rest_framework.test import APIClient
 
 from config.embedded_redis import RedisServer
 from quotas.formats.rates import Rate, parse_rates
+from quotas.http.headers import header_entries, rate_limit_headers
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store import allowances
-from quotas.store.decision import DecideCall
+from quotas.store.decision import DecideCall, Decision, WindowState
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
 from tests.usage_counters import usage_totals
@@ -56,6 +58,36 @@ def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_c
     # units this process holds for it included: down by one a request.
     assert [d.states[0].remaining for d in decisions] == list(range(998, 988, -1))
     assert get_runtime().guard.peek("{c}", wins).states[0].remaining == 989
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("legacy", [True, False])
+@pytest.mark.parametrize("weight", [None, 1, 3])
+def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, weight):
+    """A served decision's headers, put together from texts kept once per allowance, are byte for byte those
+    the general path builds from its states: every window and algorithm, weighted or not, periods included."""
+    settings.QUOTAS = {**settings.QUOTAS, "LEGACY_HEADERS": legacy}
+    rules = [
+        LimitRule(id="r", name='we"ird%d', rates=parse_rates("1000/second;5000/minute"), algorithm="token_bucket"),
+        LimitRule(id="f", name="fixed", rates=parse_rates("3000/hour"), algorithm="fixed_window"),
+        LimitRule(id="p", name="period", rates=(Rate(100000, 86400),), algorithm="period_quota", period="day"),
+        LimitRule(id="q", name="requests", rates=(Rate(100000, 86400),), algorithm="period_requests", period="day"),
+        *(LimitRule(id=a[:8], name=a, rates=parse_rates("2000/minute"), algorithm=a) for a in ALGORITHMS),
+    ]
+    wins = [w for rule in rules for w in rule.windows]
+    served = [d for d in (ask("{h}", wins, weight=weight) for _ in range(12)) if d.allowance]
+    assert len(served) >= 5
+    for decision in served:
+        # Made without Decision's __init__ either: every field set (equal to itself as __init__ makes it).
+        assert decision == Decision(*(getattr(decision, f.name) for f in fields(Decision)))
+        for s in decision.states:  # made without WindowState's __init__: every field set, as it would set them
+            assert s == WindowState(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.delay_us, s.used, s.alert)
+            assert s.quota == s.window.quota
+        plain = replace(decision, memo=None)  # the general path
+        assert rate_limit_headers(decision) == rate_limit_headers(plain)
+        assert header_entries(decision) == header_entries(plain)
+    assert served[0].memo is served[-1].memo  # the texts are worked out once an allowance
+    assert served[0].memo["headers"]
 
 
 def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_that_reach_redis(set_quotas):
@@ -407,9 +439,32 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     decision = runtime.guard.store.decide(call)
     assert decision.granted == 10
     allowances.grant(call, decision, asked)
-    assert allowances.serve(call) is None
+    assert allowances.take(DecideCall("{c}", wins, allowance_ok=True)) is None
     runtime.guard.usage.settle_allowances()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2  # its 9 unused units went back
     # A grant asked for after the cut is served from as before.
     assert ask("{c}", wins).allowed
     assert ask("{c}", wins).allowance
+
+
+@pytest.mark.redis
+def test_a_request_like_the_last_grants_is_served_from_it_and_an_unlike_one_is_not(busy, redis_client):
+    """The client's last allowance serves a request with the same windows and options, whether it names them
+    with the same tuple or an equal one; a request with another weight or usage gets an allowance of its own, as
+    does one whose windows are a list made for it (a list's key is its windows' fields, a tuple's a string of them,
+    kept), which then serves such requests."""
+    wins = windows("1000/hour")
+    decisions = [ask("{c}", wins) for _ in range(3)]
+    assert decisions[-1].allowance
+    redis_client.config_resetstat()
+    assert ask("{c}", windows("1000/hour")).allowance  # equal windows, another tuple: the same allowance
+    assert script_calls(redis_client) == 0
+    assert [ask("{c}", list(wins)).allowance for _ in range(3)] == [False, True, True]
+    assert script_calls(redis_client) == 1
+    redis_client.config_resetstat()
+    other = ask("{c}", wins, weight=2)
+    assert not other.allowance
+    assert ask("{c}", wins, usage="1|-").allowance is False
+    assert script_calls(redis_client) == 2
+    assert ask("{c}", wins).allowance  # the first allowance still serves
+    assert script_calls(redis_client) == 2

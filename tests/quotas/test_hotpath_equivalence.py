@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from dataclasses import replace
 
 import pytest
 from django.http import HttpResponse
@@ -136,6 +137,30 @@ def test_headers_match_the_plain_implementation_on_random_decisions(settings, le
     for _ in range(3000):
         decision = random_decision(rng)
         assert rate_limit_headers(decision) == reference_headers(decision, legacy)
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_headers_from_texts_kept_for_the_windows_match_the_plain_implementation(settings, legacy):
+    """Decisions sharing a memo (the store's for one route's windows and weight, an allowance's) get their headers
+    from texts kept there once: the same as the rules written out plainly, whatever their numbers."""
+    settings.QUOTAS = {**settings.QUOTAS, "LEGACY_HEADERS": legacy}
+    rng = random.Random(4321)
+    for _ in range(1500):
+        decision = random_decision(rng)
+        memo: dict = {}
+        for _ in range(3):
+            states = [
+                WindowState(
+                    s.window, s.ok, rng.choice([None, -3, 0, 1, 7]) if s.remaining is None else s.remaining - 1,
+                    max(0, s.reset_us - rng.choice([0, 1, 999_999])), s.retry_us, quota=s.quota,
+                )
+                for s in decision.states
+            ]  # fmt: skip
+            decision = replace(decision, states=states, memo=memo)
+            assert rate_limit_headers(decision) == reference_headers(decision, legacy)
+        # States of other windows with the same memo (no code makes one): the texts kept do not fit, and are not used.
+        other = replace(random_decision(rng), weight=decision.weight, memo=memo)
+        assert rate_limit_headers(other) == reference_headers(other, legacy)
 
 
 def test_refusals_are_recomputed_when_states_change():

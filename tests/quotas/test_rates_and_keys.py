@@ -87,3 +87,25 @@ def test_long_client_ids_are_hashed_to_a_bounded_length():
     long_tag = client_tag("key", "k" * 64)
     assert len(client_id(long_tag)) <= 40
     assert client_id(long_tag) != client_id(client_tag("key", "k" * 63))
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [
+        ("u", "12"),
+        ("u", "0" * 64),
+        ("u", "1" * 65),
+        ("u", "١٢"),
+        ("ip", "203.0.113.9"),
+        ("key", "k" * 80),
+        ("s", b"\xff"),
+    ],
+)
+def test_the_written_out_key_parts_are_the_named_ones(kind, value):
+    """client_tag and client_keys, which write encode_part's, client_id's and bucket_of's common cases out, name
+    every client as those functions do."""
+    tag = client_tag(kind, value)
+    assert tag == "{" + kind + "." + encode_part(value) + "}"
+    keys = client_keys("quota:v1", tag, 1024)
+    assert keys.client == client_id(tag)
+    assert keys.bucket == f"quota:v1:{{b{bucket_of(client_id(tag), 1024)}}}"

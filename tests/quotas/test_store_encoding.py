@@ -10,7 +10,7 @@ from hiredis import pack_command
 from quotas.contract.protocol import decide_args
 from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.limits import LimitRule
-from quotas.store.decision import DecideCall
+from quotas.store.decision import DecideCall, WindowState, scaled
 
 pytestmark = pytest.mark.redis
 
@@ -45,7 +45,9 @@ def test_a_decision_goes_out_as_hiredis_packs_it(runtime, call):
         keys, args, _specs = store.encode(call)
         for functions in (True, False):
             packed = pack_command(script.command(list(keys), list(args), functions))
-            assert script._resp(keys, args, functions) == [packed]
+            # What LuaScript._send writes: the count of items, the command's head, then the kept encodings.
+            head = b"*%d\r\n" % (3 + len(keys) + len(args))
+            assert head + script._heads[functions] + keys.resp + args.resp == packed
     named = store.keys_of(call.tag)
     day = args[2]
     assert list(args) == decide_args(
@@ -55,3 +57,15 @@ def test_a_decision_goes_out_as_hiredis_packs_it(runtime, call):
         ban_policy=call.ban_policy, request_id=call.request_id, day=day, day_offset=args[3], allowance=call.allowance,
         specs=[w.spec_at(call.now or time.time()) for w in call.windows],
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_decoded_state_has_every_field_set(runtime, call):
+    """decode() makes each window's state without WindowState's __init__: every field is set, as it would set them
+    (quota scaled by the multiplier for a rolling window)."""
+    decision = runtime.store.decide(call)
+    assert len(decision.states) == len(call.windows)
+    for s in decision.states:
+        fields = (s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.delay_us, s.used, s.alert, s.quota)
+        assert s == WindowState(*fields)
+        assert s.quota == scaled(s.window, call.multiplier)
