@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -47,8 +48,8 @@ class KeyForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, auto_id="key-%s", **kwargs)  # type: ignore[misc]  # ids unique on the page
+    def __init__(self, data: Any = None) -> None:
+        super().__init__(data, auto_id="key-%s")  # ids unique on the page
 
 
 class RollForm(forms.Form):
@@ -66,8 +67,8 @@ class EndpointForm(forms.Form):
     )
     description = forms.CharField(max_length=200, required=False)
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, auto_id="webhook-%s", **kwargs)  # type: ignore[misc]
+    def __init__(self, data: Any = None) -> None:
+        super().__init__(data, auto_id="webhook-%s")
 
 
 class ActiveForm(forms.Form):
@@ -84,8 +85,8 @@ class ContactForm(forms.Form):
         choices=EVENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, help_text="None ticked: all."
     )
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, auto_id="contact-%s", **kwargs)  # type: ignore[misc]
+    def __init__(self, data: Any = None) -> None:
+        super().__init__(data, auto_id="contact-%s")
 
 
 def problems(form: forms.Form) -> list[str]:
