@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpResponse
-from rest_framework import exceptions
+from rest_framework import exceptions, status
 
 from quotas import problems
 from quotas.drf import api_problems
 from quotas.drf.handlers import respond
+
+from .errors import Missing, StateConflict
+
+
+class Conflict(exceptions.APIException):
+    """409: the resource is not in a state that allows the change (the ``detail`` says why)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The resource is not in a state that allows this."
+    default_code = "conflict"
 
 
 def invalid_request(errors: dict[str, str]) -> dict[str, Any]:
@@ -25,10 +36,22 @@ def invalid_request(errors: dict[str, str]) -> dict[str, Any]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse | None:
     """Every error of the self-service API as ``application/problem+json`` (the usage API's handler, with a
-    request body's errors as ``invalid-request``)."""
+    request body's errors as ``invalid-request``). What the console's actions raise is translated first: Django's
+    ``ValidationError`` is a 400 naming its fields, :class:`~console.errors.Missing` a 404 and
+    :class:`~console.errors.StateConflict` a 409, each with the action's message."""
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(_fields(exc))
+    elif isinstance(exc, Missing):
+        exc = exceptions.NotFound(str(exc))
+    elif isinstance(exc, StateConflict):
+        exc = Conflict(str(exc))
     if isinstance(exc, exceptions.ValidationError):
         return respond(invalid_request(_messages(exc.detail)), exc)
     return api_problems.exception_handler(exc, context)
+
+
+def _fields(exc: DjangoValidationError) -> dict[str, list[str]]:
+    return exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
 
 
 def _messages(detail: Any, prefix: str = "") -> dict[str, str]:

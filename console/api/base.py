@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import exceptions, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.renderers import JSONRenderer
 
@@ -39,11 +38,3 @@ class ConsoleView(GenericAPIView):
         account = self.account()
         require_owner(account)
         return account
-
-
-class Conflict(exceptions.APIException):
-    """409: the resource is not in a state that allows the change (the ``detail`` says why)."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The resource is not in a state that allows this."
-    default_code = "conflict"

@@ -11,7 +11,6 @@ reason (``spend_cap_reached``); it can never raise it (:class:`plans.models.Spen
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -45,10 +44,7 @@ class CapView(ConsoleView):
         _known(period)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            caps.set_cap(request, account, period, serializer.validated_data["amount"])
-        except ValidationError as exc:
-            raise exceptions.ValidationError(exc.message_dict) from None
+        caps.set_cap(request, account, period, serializer.validated_data["amount"])  # a 400 naming the field
         return Response(caps.caps_of(account))
 
     def delete(self, request: Request, subscription_id: int, period: str) -> Response:
@@ -71,10 +67,7 @@ class ThresholdsView(ConsoleView):
         account = self.owner()
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            kept = caps.set_thresholds(request, account, serializer.validated_data["percents"])
-        except ValidationError as exc:
-            raise exceptions.ValidationError(exc.message_dict) from None
+        kept = caps.set_thresholds(request, account, serializer.validated_data["percents"])
         return Response({"percents": kept})
 
 

@@ -2,27 +2,23 @@
 ``GET contacts/confirm?token=...`` (no sign-in: the address's owner follows it from the e-mail).
 
 A contact added here is sent nothing until its address confirms (:mod:`notifications.contacts`); so is one whose
-address is changed. These views check who may act, translate, and write the audit log in the change's
-transaction; the confirmation e-mail leaves after that commits.
+address is changed. The actions are :mod:`console.contacts`'s (audited in the change's transaction, the
+confirmation e-mail sent after that commits); these views check who may act, parse the body and render the
+answer.
 """
 
 from __future__ import annotations
 
-from django.db import transaction
-from django.db.models import QuerySet
-from django.urls import reverse
-from django.utils import timezone
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.mixins import ListModelMixin
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifications import contacts, manage
 from notifications.models import Contact
 
+from .. import contacts
 from ..access import Account
-from ..audit import record
-from .base import Conflict, ConsoleView
+from .base import ConsoleView
 
 
 class ContactSerializer(serializers.ModelSerializer):
@@ -47,34 +43,19 @@ class ContactInputSerializer(serializers.Serializer):
     is_active = serializers.BooleanField(required=False)
 
 
-def _invalid(exc: manage.Invalid) -> exceptions.ValidationError:
-    return exceptions.ValidationError({exc.field: [exc.message]})
-
-
 class ContactView(ConsoleView):
-    """What the contact views share: the subscription's contacts (404 for any other's), and the confirmation."""
+    """What the contact views share: the URL's contact (of the URL's subscription), and a body's validation."""
 
     serializer_class = ContactSerializer
     lookup_url_kwarg = "contact_id"
 
-    def contacts(self, account: Account) -> QuerySet[Contact]:
-        return Contact.objects.filter(subscription=account.subscription).select_related("subscription")
-
     def contact(self, account: Account) -> Contact:
-        contact = self.contacts(account).filter(pk=self.kwargs["contact_id"]).first()
-        if contact is None:
-            raise exceptions.NotFound("No such contact on this subscription.")
-        return contact
+        return contacts.contact_of(account, self.kwargs["contact_id"])
 
     def given(self, partial: bool = False) -> dict:
         data = ContactInputSerializer(data=self.request.data, partial=partial)
         data.is_valid(raise_exception=True)
         return dict(data.validated_data)
-
-    def confirmation(self, contact: Contact) -> bool:
-        """Mail ``contact`` its link once the change is committed; whether the mail server took it."""
-        url = self.request.build_absolute_uri(reverse("console:contact-confirm"))
-        return contacts.send_confirmation(contact, url)
 
 
 class ContactListView(ListModelMixin, ContactView):  # the mixin: the OpenAPI schema shows GET as a list
@@ -82,19 +63,13 @@ class ContactListView(ListModelMixin, ContactView):  # the mixin: the OpenAPI sc
     confirmation link and nothing else until it follows it."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        account = self.account()
-        return Response(self.get_serializer(self.contacts(account).order_by("pk"), many=True).data)
+        return Response(self.get_serializer(contacts.contacts_of(self.account()), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
         account = self.owner()
         given = self.given()
-        try:
-            with transaction.atomic():
-                contact = contacts.add_contact(account.subscription, given["email"], given.get("events"))
-                record(request, account, "contact.create", contact.email, id=contact.pk, events=contact.events)
-        except manage.Invalid as exc:
-            raise _invalid(exc) from exc
-        body = {**self.get_serializer(contact).data, "confirmation_sent": self.confirmation(contact)}
+        contact, sent = contacts.add_contact(request, account, given["email"], given.get("events"))
+        body = {**self.get_serializer(contact).data, "confirmation_sent": sent}
         return Response(body, status=status.HTTP_201_CREATED)
 
 
@@ -107,25 +82,15 @@ class ContactDetailView(ContactView):
     def patch(self, request: Request, subscription_id: int, contact_id: int) -> Response:
         account = self.owner()
         contact = self.contact(account)
-        given = self.given(partial=True)
-        try:
-            with transaction.atomic():
-                changed = contacts.update_contact(contact, given)
-                if changed:
-                    record(request, account, "contact.update", contact.email, id=contact.pk, changed=changed)
-        except manage.Invalid as exc:
-            raise _invalid(exc) from exc
+        _, sent = contacts.update_contact(request, account, contact, self.given(partial=True))
         body = self.get_serializer(contact).data
-        if "email" in changed:
-            body = {**body, "confirmation_sent": self.confirmation(contact)}
+        if sent is not None:
+            body = {**body, "confirmation_sent": sent}
         return Response(body)
 
     def delete(self, request: Request, subscription_id: int, contact_id: int) -> Response:
         account = self.owner()
-        contact = self.contact(account)
-        with transaction.atomic():
-            record(request, account, "contact.delete", contact.email, id=contact.pk)
-            contact.delete()
+        contacts.delete_contact(request, account, self.contact(account))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -135,11 +100,8 @@ class ContactResendConfirmationView(ContactView):
     def post(self, request: Request, subscription_id: int, contact_id: int) -> Response:
         account = self.owner()
         contact = self.contact(account)
-        if contact.confirmed_at is not None:
-            raise Conflict("This address is confirmed already.")
-        with transaction.atomic():
-            record(request, account, "contact.resend_confirmation", contact.email, id=contact.pk)
-        return Response({**self.get_serializer(contact).data, "confirmation_sent": self.confirmation(contact)})
+        sent = contacts.resend_confirmation(request, account, contact)
+        return Response({**self.get_serializer(contact).data, "confirmation_sent": sent})
 
 
 class ContactConfirmView(ConsoleView):
@@ -151,12 +113,5 @@ class ContactConfirmView(ConsoleView):
     serializer_class = ContactSerializer
 
     def get(self, request: Request) -> Response:
-        try:
-            with transaction.atomic():
-                contact, now_confirmed = contacts.confirm(request.query_params.get("token", ""), timezone.now())
-                if now_confirmed:
-                    record(request, Account(contact.subscription, None, None), "contact.confirm", contact.email,
-                           by=f"{contact.email} (confirmation link)", id=contact.pk)  # fmt: skip
-        except manage.Invalid as exc:
-            raise _invalid(exc) from exc
+        contact = contacts.confirm(request, request.query_params.get("token", ""))
         return Response({"confirmed": True, "email": contact.email, "subscription": contact.subscription.name})

@@ -13,9 +13,8 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from plans.models import APIKey
-
 from ..key_limits import limits_of, set_key_limits
+from ..keys import key_of
 from .base import ConsoleView
 
 
@@ -35,7 +34,7 @@ class KeyLimitsView(ConsoleView):
     serializer_class = KeyLimitsSerializer
 
     def get(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        return Response(limits_of(self._key(self.account().subscription.pk, key_id)))
+        return Response(limits_of(key_of(self.account(), key_id)))
 
     def put(self, request: Request, subscription_id: int, key_id: int) -> Response:
         account = self.owner()
@@ -45,7 +44,7 @@ class KeyLimitsView(ConsoleView):
         given = serializer.validated_data
         cap = given.get("cap") or {}
         with transaction.atomic():
-            key = self._key(account.subscription.pk, key_id, lock=True)
+            key = key_of(account, key_id, lock=True)
             try:
                 set_key_limits(
                     request, account, key,
@@ -54,14 +53,6 @@ class KeyLimitsView(ConsoleView):
             except ValidationError as exc:
                 raise exceptions.ValidationError(_fields(exc.message_dict)) from None
         return Response(limits_of(key))
-
-    @staticmethod
-    def _key(subscription_id: int, key_id: int, *, lock: bool = False) -> APIKey:
-        keys = APIKey.objects.filter(subscription_id=subscription_id, pk=key_id)
-        key = (keys.select_for_update() if lock else keys).first()
-        if key is None:
-            raise exceptions.NotFound("No such API key on this subscription.")
-        return key
 
 
 def _fields(errors: dict[str, list[str]]) -> dict[str, list[str]]:

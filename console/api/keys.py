@@ -1,28 +1,25 @@
 """A subscription's API keys, under ``subscriptions/<id>/keys``: list them, create one, revoke one, roll one.
 
-A key's raw text is shown once, in the answer that made it (create, roll); the database keeps its hash only, and
-no answer or audit entry holds either. Every change is written to the audit log in its own transaction. A key
-stops working on the request path exactly at its ``expires_at`` (checked per request) and at its revocation
-from the next rules refresh (every process within a second).
+The actions are :mod:`console.keys`'s (checked, made and audited in one transaction); these views check who may
+act, parse the body and render the answer. A key's raw text is shown once, in the answer that made it (create,
+roll); the database keeps its hash only, and no answer or audit entry holds either. A key stops working on the
+request path exactly at its ``expires_at`` (checked per request) and at its revocation from the next rules
+refresh (every process within a second).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
-from django.db.models import QuerySet
-from django.utils import timezone
-from rest_framework import exceptions, serializers, status
+from django.core.exceptions import ValidationError
+from rest_framework import serializers, status
 from rest_framework.mixins import ListModelMixin
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plans.models import APIKey, KeyState
 
-from ..access import Account
-from ..audit import record
+from .. import keys
 from ..conf import MAX_OVERLAP_SECONDS
 from .base import ConsoleView
 
@@ -53,9 +50,11 @@ class CreateSerializer(serializers.Serializer):
     )
 
     def validate_expires_at(self, value: Any) -> Any:
-        # A moment already past is a typo: the key would never work (as the admin and issue_key refuse it).
-        if value is not None and value <= timezone.now():
-            raise serializers.ValidationError("This moment is in the past: the key would never work.")
+        # The action's own check, here too so a body with several bad fields is told of all of them at once.
+        try:
+            keys.check_expiry(value)
+        except ValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict["expires_at"]) from None
         return value
 
 
@@ -71,21 +70,10 @@ class RollSerializer(serializers.Serializer):
 
 
 class KeyView(ConsoleView):
-    """What the key views share: the URL's subscription's keys (any other's: 404), and a body's validation."""
+    """What the key views share: the serializer, a body's validation and the answer that shows a raw key."""
 
     serializer_class = KeySerializer
     lookup_url_kwarg = "key_id"
-
-    def keys(self, account: Account) -> QuerySet[APIKey]:
-        return APIKey.objects.filter(subscription=account.subscription)
-
-    def key(self, account: Account, *, lock: bool = False) -> APIKey:
-        """The URL's key of ``account``'s subscription; ``lock``: its row locked to the end of the transaction."""
-        keys = self.keys(account)
-        key = (keys.select_for_update() if lock else keys).filter(pk=self.kwargs["key_id"]).first()
-        if key is None:
-            raise exceptions.NotFound("No such API key on this subscription.")
-        return key
 
     def valid(self, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
         data = serializer_class(data=self.request.data)
@@ -101,28 +89,19 @@ class KeyListView(ListModelMixin, KeyView):  # the mixin: the OpenAPI schema sho
     """``GET``: the subscription's keys, newest first; ``POST {name, expires_at}``: create one (owners)."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(self.get_serializer(self.keys(self.account()), many=True).data)
+        return Response(self.get_serializer(keys.keys_of(self.account()), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
         account = self.owner()
         given = self.valid(CreateSerializer)
-        with transaction.atomic():
-            key, raw = APIKey.issue(account.subscription, name=given["name"], expires_at=given["expires_at"])
-            record(request, account, "key.create", key.prefix, name=key.name, expires_at=_moment(key.expires_at))
-        return self.created(key, raw)
+        return self.created(*keys.create_key(request, account, given["name"], given["expires_at"]))
 
 
 class KeyRevokeView(KeyView):
     """``POST``: revoke the key now (owners); a revoked key stays as it was (200 either way)."""
 
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        account = self.owner()
-        with transaction.atomic():
-            key = self.key(account, lock=True)
-            if key.revoked_at is None:
-                key.revoke()
-                record(request, account, "key.revoke", key.prefix, name=key.name)
-        return Response(self.get_serializer(key).data)
+        return Response(self.get_serializer(keys.revoke_key(request, self.owner(), key_id)).data)
 
 
 class KeyRollView(KeyView):
@@ -133,18 +112,5 @@ class KeyRollView(KeyView):
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
         account = self.owner()
         given = self.valid(RollSerializer)
-        overlap = given["overlap_seconds"]
-        with transaction.atomic():
-            old = self.key(account, lock=True)
-            try:
-                new, raw = old.roll(timedelta(seconds=overlap), given.get("name"))
-            except ValueError as exc:
-                raise exceptions.ValidationError({"key_id": [str(exc)]}) from exc
-            record(request, account, "key.roll", old.prefix, name=old.name, new_key=new.prefix, new_name=new.name,
-                   expires_at=_moment(old.expires_at), overlap_seconds=overlap)  # fmt: skip
+        old, new, raw = keys.roll_key(request, account, key_id, given["overlap_seconds"], given.get("name"))
         return self.created(new, raw, replaces=self.get_serializer(old).data)
-
-
-def _moment(value: Any) -> str | None:
-    """A moment as the audit log's detail (JSON) keeps it."""
-    return value.isoformat() if value is not None else None

@@ -1,8 +1,9 @@
 """A subscription's webhook endpoints, under ``subscriptions/<id>/webhooks``: list, register, read, edit and
 delete them, send one a test event, roll its secret, list its deliveries and queue one again.
 
-The operations are :mod:`notifications.manage`'s; these views check who may act, translate, and write the audit
-log in the change's transaction. A secret is shown once, in the answer that made it (register, roll).
+The actions are :mod:`console.webhooks`'s (:mod:`notifications.manage`'s operations, audited in the change's
+transaction); these views check who may act, parse the body and render the answer. A secret is shown once, in
+the answer that made it (register, roll).
 """
 
 from __future__ import annotations
@@ -10,21 +11,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.db import transaction
-from django.db.models import QuerySet
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.mixins import ListModelMixin
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifications import manage
 from notifications.models import Delivery, Endpoint
-from notifications.summary import LATEST
 
+from .. import webhooks
 from ..access import Account
-from ..audit import record
 from ..conf import MAX_OVERLAP_SECONDS
-from .base import Conflict, ConsoleView
+from .base import ConsoleView
 
 #: Characters of a receiver's answer shown (the admin shows staff the 1,000 kept).
 ANSWER_SHOWN = 200
@@ -82,24 +79,14 @@ class DeliverySerializer(serializers.ModelSerializer):
         return delivery.failure or None
 
 
-def _invalid(exc: manage.Invalid) -> exceptions.ValidationError:
-    return exceptions.ValidationError({exc.field: [exc.message]})
-
-
 class EndpointView(ConsoleView):
-    """What the endpoint views share: finding one of the URL's subscription (404 for any other's)."""
+    """What the endpoint views share: the URL's endpoint (of the URL's subscription), and a body's validation."""
 
     serializer_class: type[serializers.Serializer] = EndpointSerializer
     lookup_url_kwarg = "endpoint_id"
 
-    def endpoints(self, account: Account) -> QuerySet[Endpoint]:
-        return Endpoint.objects.filter(subscription=account.subscription).select_related("subscription__plan")
-
     def endpoint(self, account: Account) -> Endpoint:
-        endpoint = self.endpoints(account).filter(pk=self.kwargs["endpoint_id"]).first()
-        if endpoint is None:
-            raise exceptions.NotFound("No such webhook endpoint on this subscription.")
-        return endpoint
+        return webhooks.endpoint_of(account, self.kwargs["endpoint_id"])
 
     def valid(self, serializer_class: type[serializers.Serializer], partial: bool = False) -> dict[str, Any]:
         data = serializer_class(data=self.request.data, partial=partial)
@@ -112,20 +99,14 @@ class WebhookListView(ListModelMixin, EndpointView):  # the mixin: the OpenAPI s
     secret in the answer, once."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        account = self.account()
-        return Response(self.get_serializer(self.endpoints(account).order_by("pk"), many=True).data)
+        return Response(self.get_serializer(webhooks.endpoints_of(self.account()), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
         account = self.owner()
         given = self.valid(EndpointInputSerializer)
-        try:
-            with transaction.atomic():
-                endpoint, secret = manage.register_endpoint(
-                    account.subscription, given["url"], given.get("events"), given.get("description", "")
-                )
-                record(request, account, "webhook.create", endpoint.url, id=endpoint.pk, events=endpoint.events)
-        except manage.Invalid as exc:
-            raise _invalid(exc) from exc
+        endpoint, secret = webhooks.register_endpoint(
+            request, account, given["url"], given.get("events"), given.get("description", "")
+        )
         return Response({**self.get_serializer(endpoint).data, "secret": secret}, status=status.HTTP_201_CREATED)
 
 
@@ -138,22 +119,12 @@ class WebhookDetailView(EndpointView):
     def patch(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
         account = self.owner()
         endpoint = self.endpoint(account)
-        given = self.valid(EndpointInputSerializer, partial=True)
-        try:
-            with transaction.atomic():
-                changed = manage.update_endpoint(endpoint, given)
-                if changed:
-                    record(request, account, "webhook.update", endpoint.url, id=endpoint.pk, changed=changed)
-        except manage.Invalid as exc:
-            raise _invalid(exc) from exc
+        webhooks.update_endpoint(request, account, endpoint, self.valid(EndpointInputSerializer, partial=True))
         return Response(self.get_serializer(endpoint).data)
 
     def delete(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
         account = self.owner()
-        endpoint = self.endpoint(account)
-        with transaction.atomic():
-            record(request, account, "webhook.delete", endpoint.url, id=endpoint.pk)
-            endpoint.delete()  # its deliveries with it
+        webhooks.delete_endpoint(request, account, self.endpoint(account))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -169,13 +140,7 @@ class WebhookTestView(EndpointView):
 
     def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
         account = self.owner()
-        endpoint = self.endpoint(account)
-
-        def audit(delivery: Delivery) -> None:
-            record(request, account, "webhook.test", endpoint.url, id=endpoint.pk, delivery=delivery.pk,
-                   response_status=delivery.response_status, error=delivery.failure or None)  # fmt: skip
-
-        delivery = manage.send_test(endpoint, clock=self.clock, then=audit)
+        delivery = webhooks.send_test(request, account, self.endpoint(account), clock=self.clock)
         failure = Delivery.Failure(delivery.failure).label if delivery.failure else None
         return Response(
             {
@@ -196,12 +161,7 @@ class WebhookRollSecretView(EndpointView):
     def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
         account = self.owner()
         endpoint = self.endpoint(account)
-        overlap = self.valid(RollSerializer)["overlap_seconds"]
-        with transaction.atomic():
-            secret = manage.roll_secret(endpoint, overlap)
-            until = endpoint.previous_secret_expires_at
-            record(request, account, "webhook.roll_secret", endpoint.url, id=endpoint.pk, overlap_seconds=overlap,
-                   previous_valid_until=until.isoformat() if until else None)  # fmt: skip
+        secret = webhooks.roll_secret(request, account, endpoint, self.valid(RollSerializer)["overlap_seconds"])
         return Response({**self.get_serializer(endpoint).data, "secret": secret})
 
 
@@ -211,8 +171,7 @@ class WebhookDeliveriesView(ListModelMixin, EndpointView):  # the mixin: a list 
     serializer_class = DeliverySerializer
 
     def get(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
-        endpoint = self.endpoint(self.account())
-        latest = endpoint.deliveries.select_related("event").order_by("-created_at", "-pk")[:LATEST]
+        latest = webhooks.deliveries_of(self.endpoint(self.account()))
         return Response(self.get_serializer(latest, many=True).data)
 
 
@@ -225,18 +184,5 @@ class DeliveryResendView(ConsoleView):
 
     def post(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
         account = self.owner()
-        delivery = (
-            Delivery.objects.select_related("event", "endpoint", "contact")
-            .filter(pk=delivery_id, event__subscription=account.subscription)
-            .first()
-        )
-        if delivery is None:
-            raise exceptions.NotFound("No such delivery on this subscription.")
-        to = delivery.endpoint.url if delivery.endpoint else delivery.contact.email if delivery.contact else ""
-        with transaction.atomic():
-            if not manage.resend(delivery):
-                raise Conflict("This delivery is pending already: the dispatcher sends it when it is due.")
-            record(request, account, "delivery.resend", to, id=delivery.pk, event=str(delivery.event_id),
-                   type=delivery.event.type)  # fmt: skip
-        delivery.refresh_from_db()
+        delivery = webhooks.resend_delivery(request, account, webhooks.delivery_of(account, delivery_id))
         return Response(self.get_serializer(delivery).data, status=status.HTTP_202_ACCEPTED)

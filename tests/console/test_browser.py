@@ -1,16 +1,21 @@
-"""The customer's page in headless Chromium: an owner signs in, sets a cap and thresholds with the page's plain
+"""The customer's page in headless Chromium: an owner signs in, sets a cap and thresholds, creates, rolls and
+revokes API keys, registers and tests a webhook at a real receiver and adds a contact, all with the page's plain
 forms (no JavaScript needed), and sees them; a member of the same subscription sees no form. Each step checks
 what was saved, so a broken form (a wrong field name, a missing token, a wrong action) fails the test."""
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 
 import pytest
 
 from console.models import AuditEntry, Membership, Role
-from plans.models import AlertThresholds, CostBudget, SpendCap
-from tests.dashboard.browser import ARTIFACTS, PASSWORD
+from notifications.models import Contact, Delivery, Endpoint
+from notifications.secrets import decrypt
+from plans.models import AlertThresholds, APIKey, CostBudget, KeyState, SpendCap
+from quotas.siblings import hash_api_key
+from tests.dashboard.browser import ARTIFACTS, BASE_DIR, PASSWORD
 from tests.factories import PlanFactory, SubscriptionFactory, UserFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -71,10 +76,87 @@ def test_an_owner_sets_a_cap_and_thresholds_with_the_pages_forms(page, live_serv
     assert AlertThresholds.objects.get(subscription=acme).percents == [50, 90]
     assert "thresholds.set" in page.inner_text("#audit")
     assert list(AuditEntry.objects.values_list("actor_name", flat=True)) == ["olivia", "olivia"]
+    page.screenshot(path=ARTIFACTS / "console-owner-caps.png", full_page=True)
+
+
+def test_an_owner_runs_keys_webhooks_and_contacts_with_the_pages_forms(page, live_server, acme, receiver,
+                                                                       internal_allowed):  # fmt: skip
+    """A key created is shown once (and never on the page again), rolled with a day's overlap, the old one
+    revoked; an endpoint at the real receiver registered with its secret shown once and tested (the receiver's
+    200 on the page); a contact added, unconfirmed."""
+    here = f"{live_server.url}/usage/account/{acme.pk}/"
+    sign_in(page, live_server.url, "olivia")
+    page.goto(here)
+    create_roll_and_revoke_a_key(page, here, acme)
+    register_and_test_an_endpoint(page, here, acme, receiver)
+    add_a_contact(page, here, acme)
+    assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
+        "key.create", "key.roll", "key.revoke", "webhook.create", "webhook.test", "contact.create"]  # fmt: skip
+
+    page.goto(here)
     page.screenshot(path=ARTIFACTS / "console-owner.png", full_page=True)
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the picture in docs/; a normal run leaves it alone
+        page.screenshot(path=BASE_DIR / "docs" / "console-page.png", full_page=True)
+
+
+def create_roll_and_revoke_a_key(page, here: str, acme) -> None:
+    page.fill("#key-name", "ci")
+    page.click("#key-create button[type=submit]")
+    page.wait_for_url(f"{here}keys")
+    raw = page.inner_text("#keys #secret")
+    first = APIKey.objects.get(key_hash=hash_api_key(raw))
+    assert (first.subscription, first.name) == (acme, "ci")
+    page.goto(here)
+    assert raw not in page.content()  # shown once: the page itself never holds it
+    assert page.inner_text(f"tr[data-key='{first.prefix}'] .state") == "active"
+
+    page.select_option(f"select[aria-label='overlap of {first.prefix}']", "86400")
+    page.click(f"tr[data-key='{first.prefix}'] button.roll")
+    page.wait_for_url(f"{here}keys/{first.pk}/roll")
+    second = APIKey.objects.get(key_hash=hash_api_key(page.inner_text("#keys #secret")))
+    first.refresh_from_db()
+    assert (first.rolled_to, first.state) == (second, KeyState.ROLLED)
+    page.goto(here)
+    page.click(f"tr[data-key='{first.prefix}'] button.revoke")
+    page.wait_for_url(f"{here}#keys")
+    assert "is revoked" in page.inner_text(".messages")
+    assert page.inner_text(f"tr[data-key='{first.prefix}'] .state") == "revoked"
+    assert APIKey.objects.get(pk=first.pk).revoked_at is not None
+    assert APIKey.objects.get(pk=second.pk).state == KeyState.ACTIVE
+
+
+def register_and_test_an_endpoint(page, here: str, acme, receiver) -> None:
+    page.fill("#webhook-url", receiver.url)
+    page.check("#webhook-register input[value='client.banned']")
+    page.fill("#webhook-description", "ops")
+    page.click("#webhook-register button[type=submit]")
+    page.wait_for_url(f"{here}webhooks")
+    secret = page.inner_text("#webhooks #secret")
+    endpoint = Endpoint.objects.get(subscription=acme)
+    assert (endpoint.url, endpoint.events, decrypt(endpoint.secret_encrypted)) == (receiver.url, ["client.banned"],
+                                                                                   secret)  # fmt: skip
+    page.goto(here)
+    page.click(f"[data-endpoint='{endpoint.pk}'] button.test")
+    page.wait_for_url(f"{here}#webhooks")
+    assert "the receiver answered 200 ok" in page.inner_text(".messages")
+    assert page.inner_text(f"[data-endpoint='{endpoint.pk}'] .deliveries .answer").startswith("200")
+    assert len(receiver.requests) == 1
+    assert Delivery.objects.get(endpoint=endpoint).response_status == 200
+
+
+def add_a_contact(page, here: str, acme) -> None:
+    page.fill("#contact-email", "billing@acme.test")
+    page.check("#contact-add input[value='spend.threshold_reached']")
+    page.click("#contact-add button[type=submit]")
+    page.wait_for_url(f"{here}#contacts")
+    assert page.inner_text("tr[data-contact='billing@acme.test'] .confirmed") == "not yet"
+    contact = Contact.objects.get(subscription=acme)
+    assert (contact.email, contact.events, contact.confirmed_at) == ("billing@acme.test",
+                                                                     ["spend.threshold_reached"], None)  # fmt: skip
 
 
 def test_a_member_reads_without_forms(page, live_server, acme):
+    key, _ = APIKey.issue(acme, name="ci")
     base = live_server.url
     sign_in(page, base, "max")
     page.goto(f"{base}/usage/account/{acme.pk}/")
@@ -82,3 +164,5 @@ def test_a_member_reads_without_forms(page, live_server, acme):
     assert page.locator("form button[value=set]").count() == 0
     assert page.locator("#id_percents").count() == 0
     assert "2 EUR" in page.inner_text("#caps")
+    assert page.inner_text(f"tr[data-key='{key.prefix}'] .state") == "active"
+    assert page.locator("#key-create, #webhook-register, #contact-add, button.revoke, button.roll").count() == 0

@@ -1,0 +1,108 @@
+"""The page's forms: what each of its POSTs carries, parsed before the action (in :mod:`console.caps`,
+:mod:`console.keys`, :mod:`console.webhooks`, :mod:`console.contacts`) checks the rest."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from notifications.events import EVENT_TYPES
+
+from .. import caps
+
+#: The overlaps a key or a secret may be rolled with, in seconds, as the page offers them.
+OVERLAPS = ((0, "none"), (3600, "1 h"), (86_400, "24 h"), (7 * 86_400, "7 days"))
+#: The event types an endpoint or a contact may ask for (none ticked: all).
+EVENT_CHOICES = [(t, t) for t in EVENT_TYPES]
+
+
+class CapForm(forms.Form):
+    period = forms.ChoiceField(choices=[(p, p) for p in caps.PERIODS])
+    amount = forms.DecimalField(max_digits=14, decimal_places=6, min_value=Decimal(0), required=False)
+    action = forms.ChoiceField(choices=[("set", "set"), ("remove", "remove")], initial="set")
+
+
+class ThresholdsForm(forms.Form):
+    percents = forms.CharField(
+        required=False, max_length=100, help_text="Whole percentages, separated by commas, e.g. 50, 75, 90."
+    )
+
+    def clean_percents(self) -> list[int]:
+        text = self.cleaned_data["percents"].replace(" ", "")
+        try:
+            return [int(part) for part in text.split(",") if part]
+        except ValueError:
+            raise ValidationError("Whole percentages, separated by commas, e.g. 50, 75, 90.") from None
+
+
+class KeyForm(forms.Form):
+    """Create a key: a name, and an optional expiry (UTC)."""
+
+    name = forms.CharField(max_length=100, required=False)
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+    def __init__(self, data: Any = None) -> None:
+        super().__init__(data, auto_id="key-%s")  # ids unique on the page
+
+
+class RollForm(forms.Form):
+    """Roll a key or a secret: how long the old one works beside the new one."""
+
+    overlap_seconds = forms.TypedChoiceField(choices=[(str(s), label) for s, label in OVERLAPS], coerce=int)
+
+
+class EndpointForm(forms.Form):
+    """Register an endpoint: its URL, the event types it wants, a description."""
+
+    url = forms.URLField(max_length=500, assume_scheme="https", label="URL")
+    events = forms.MultipleChoiceField(
+        choices=EVENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, help_text="None ticked: all."
+    )
+    description = forms.CharField(max_length=200, required=False)
+
+    def __init__(self, data: Any = None) -> None:
+        super().__init__(data, auto_id="webhook-%s")
+
+
+class ActiveForm(forms.Form):
+    """Enable or disable an endpoint."""
+
+    is_active = forms.TypedChoiceField(choices=[("true", "enable"), ("false", "disable")], coerce=lambda v: v == "true")
+
+
+class ContactForm(forms.Form):
+    """Add a contact: its address and the event types it is mailed."""
+
+    email = forms.EmailField(max_length=254)
+    events = forms.MultipleChoiceField(
+        choices=EVENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, help_text="None ticked: all."
+    )
+
+    def __init__(self, data: Any = None) -> None:
+        super().__init__(data, auto_id="contact-%s")
+
+
+def problems(form: forms.Form) -> list[str]:
+    """Every error of ``form``, as its section shows them (a field's with the field's label)."""
+    shown = []
+    for name, errors in form.errors.items():
+        field = form.fields.get(name)
+        label = (field.label or name.replace("_", " ").capitalize()) if field is not None else ""
+        shown += [f"{label}: {e}" if label else str(e) for e in errors]
+    return shown
+
+
+def add_errors(form: forms.Form, exc: ValidationError) -> None:
+    """Put an action's ``ValidationError`` on ``form``: on the field it names, else on the form."""
+    if not hasattr(exc, "error_dict"):
+        form.add_error(None, exc.messages)
+        return
+    for field, messages in exc.message_dict.items():
+        form.add_error(field if field in form.fields else None, messages)

@@ -1,0 +1,57 @@
+"""The page's API keys section: create a key (its raw text shown once, in the answer), revoke one, roll one."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+
+from .. import keys
+from ..access import Account
+from .forms import KeyForm, RollForm, add_errors, problems
+from .page import back, owner_action, render_page
+
+
+@owner_action
+def create(request: HttpRequest, account: Account) -> HttpResponse:
+    """Create a key (``name``, ``expires_at`` optional): 201 with the page and the key shown once."""
+    form = KeyForm(request.POST)
+    if form.is_valid():
+        try:
+            key, raw = keys.create_key(request, account, form.cleaned_data["name"], form.cleaned_data["expires_at"])
+        except ValidationError as exc:
+            add_errors(form, exc)
+        else:
+            note = f"Key {key.prefix}… ({key.name or 'no name'}) was created."
+            return _reveal(request, account, raw, note, status=201)
+    return render_page(request, account, status=400, failed=("keys", problems(form)), key_form=form)
+
+
+@owner_action
+def revoke(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
+    """Revoke key ``key_id`` now (a revoked key stays as it was)."""
+    key = keys.revoke_key(request, account, key_id)
+    messages.success(request, f"Key {key.prefix}… is revoked: requests with it are refused within a second.")
+    return back(account, "keys")
+
+
+@owner_action
+def roll(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
+    """Roll key ``key_id`` (``overlap_seconds``: how long it works beside the new one): 201 with the page and the
+    new key shown once."""
+    form = RollForm(request.POST)
+    if form.is_valid():
+        try:
+            old, new, raw = keys.roll_key(request, account, key_id, form.cleaned_data["overlap_seconds"])
+        except ValidationError as exc:
+            add_errors(form, exc)
+        else:
+            until = f"until {old.expires_at:%Y-%m-%d %H:%M} UTC" if old.expires_at else "no longer"
+            note = f"Key {new.prefix}… replaces {old.prefix}…, which works {until}."
+            return _reveal(request, account, raw, note, status=201)
+    return render_page(request, account, status=400, failed=("keys", problems(form)))
+
+
+def _reveal(request: HttpRequest, account: Account, raw: str, note: str, status: int) -> HttpResponse:
+    revealed = {"section": "keys", "title": "Your new API key", "value": raw, "note": note}
+    return render_page(request, account, status=status, revealed=revealed)

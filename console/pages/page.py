@@ -1,0 +1,145 @@
+"""The page itself: signing in, the list of subscriptions, one subscription's page (each section's lists and
+forms), and what the sections' POST views share (:func:`owner_action`, :func:`render_page`, :func:`back`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_GET, require_POST
+from rest_framework import exceptions
+
+from notifications.events import EVENT_TYPES
+
+from .. import caps, contacts, keys, webhooks
+from ..access import Account, account_for, require_owner, roles_of
+from ..api.account import AUDIT_PAGE
+from ..errors import Missing
+from ..models import AuditEntry
+from .forms import OVERLAPS, CapForm, ContactForm, EndpointForm, KeyForm, ThresholdsForm
+
+#: Deliveries the page lists per endpoint, newest first (the API lists more).
+DELIVERIES_SHOWN = 5
+#: Characters of a receiver's answer the page shows.
+ANSWER_SHOWN = 80
+
+Action = Callable[..., HttpResponse]
+
+
+class SignInView(auth_views.LoginView):
+    """Owners and members sign in with their Django user (never with an API key: a key cannot manage)."""
+
+    template_name = "console/sign_in.html"
+    redirect_authenticated_user = True
+
+    def get_default_redirect_url(self) -> str:
+        return reverse("console-page:index")
+
+
+@require_GET
+@login_required(login_url="console-page:sign-in")
+def index(request: HttpRequest) -> HttpResponse:
+    """The subscriptions the signed-in user has a role on."""
+    return render(request, "console/index.html", {"rows": roles_of(request.user)})
+
+
+@require_GET
+@login_required(login_url="console-page:sign-in")
+def subscription(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    """One subscription: its caps, thresholds, keys, webhooks, contacts and (owners) audit log, with the forms
+    the caller may use."""
+    return render_page(request, account_of(request, subscription_id))
+
+
+def owner_action(view: Action) -> Action:
+    """A section's POST view: signed in (else to sign-in), an owner of the URL's subscription (a member: 403; a
+    stranger: 404), called with the :class:`~console.access.Account`; an object of another subscription is a
+    404 as a missing one."""
+
+    @require_POST
+    @login_required(login_url="console-page:sign-in")
+    @wraps(view)
+    def guarded(request: HttpRequest, subscription_id: int, **ids: int) -> HttpResponse:
+        account = account_of(request, subscription_id)
+        try:
+            require_owner(account)
+        except exceptions.PermissionDenied as exc:
+            raise PermissionDenied(str(exc.detail)) from None
+        try:
+            return view(request, account, **ids)
+        except Missing as exc:
+            raise Http404(str(exc)) from None
+
+    return guarded
+
+
+def render_page(
+    request: HttpRequest,
+    account: Account,
+    status: int = 200,
+    *,
+    failed: tuple[str, list[str]] | None = None,
+    revealed: dict[str, str] | None = None,
+    **forms_given: Any,
+) -> HttpResponse:
+    """The subscription's page: ``failed`` is a section and the errors shown in it, ``revealed`` a key or secret
+    shown once (its ``section``, ``title``, ``value`` and ``note``), ``forms_given`` the bound forms kept as the
+    caller filled them in (``key_form``, ``endpoint_form``, ``contact_form``, ``cap_form``,
+    ``thresholds_form``)."""
+    standing = caps.caps_of(account)
+    context = {
+        "account": account,
+        "subscription": account.subscription,
+        "periods": standing["periods"],
+        "thresholds": standing["thresholds"],
+        "cap_form": forms_given.get("cap_form") or CapForm(),
+        "thresholds_form": forms_given.get("thresholds_form")
+        or ThresholdsForm(initial={"percents": ", ".join(str(p) for p in standing["thresholds"])}),
+        "keys": keys.keys_of(account),
+        "key_form": forms_given.get("key_form") or KeyForm(),
+        "endpoints": [(endpoint, _deliveries(endpoint)) for endpoint in webhooks.endpoints_of(account)],
+        "endpoint_form": forms_given.get("endpoint_form") or EndpointForm(),
+        "contacts": contacts.contacts_of(account),
+        "contact_form": forms_given.get("contact_form") or ContactForm(),
+        "overlaps": OVERLAPS,
+        "event_types": EVENT_TYPES,
+        "failed": {"section": failed[0], "errors": failed[1]} if failed else None,
+        "revealed": revealed,
+        "audit": AuditEntry.objects.filter(subscription=account.subscription)[:AUDIT_PAGE] if account.is_owner else (),
+    }
+    response = render(request, "console/subscription.html", context, status=status)
+    if revealed:
+        add_never_cache_headers(response)  # Cache-Control: no-store, so no browser or proxy cache keeps the secret
+    return response
+
+
+def back(account: Account, section: str) -> HttpResponseRedirect:
+    """The redirect of a POST that worked: to its section of the page (the message is the caller's)."""
+    return HttpResponseRedirect(reverse("console-page:subscription", args=[account.subscription.pk]) + f"#{section}")
+
+
+def account_of(request: HttpRequest, subscription_id: int) -> Account:
+    """The signed-in user's standing on the subscription; 404 when they have no role on it."""
+    try:
+        return account_for(request, subscription_id)  # type: ignore[arg-type]  # reads request.user alone
+    except exceptions.NotFound:
+        raise Http404("No such subscription, or you have no role on it.") from None
+
+
+def _deliveries(endpoint: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "delivery": d,
+            "answer": d.response_body[:ANSWER_SHOWN],
+            "failure": d.get_failure_display() if d.failure else "",
+        }
+        for d in webhooks.deliveries_of(endpoint, DELIVERIES_SHOWN)
+    ]
