@@ -38,7 +38,7 @@ class KeyLimitsView(ConsoleView):
 
     def put(self, request: Request, subscription_id: int, key_id: int) -> Response:
         account = self.owner()
-        self._key(account.subscription.pk, key_id)  # another subscription's key: 404 before the body is read
+        key_of(account, key_id)  # another subscription's key: 404 before the body is read
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         given = serializer.validated_data

@@ -37,7 +37,7 @@ class KeySerializer(serializers.ModelSerializer):
     class Meta:
         model = APIKey
         fields = ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at",
-                  "last_used_from", "state", "rolled_to"]  # fmt: skip
+                  "last_used_from", "state", "rolled_to", "own_rates", "cap_period", "cap_amount"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -111,6 +111,7 @@ class KeyRollView(KeyView):
 
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
         account = self.owner()
+        keys.key_of(account, key_id)  # another subscription's key: 404 before the body is read
         given = self.valid(RollSerializer)
         old, new, raw = keys.roll_key(request, account, key_id, given["overlap_seconds"], given.get("name"))
         return self.created(new, raw, replaces=self.get_serializer(old).data)
