@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 ADDRESS = "203.0.113.7"
 #: What a key's listing shows: never the hash nor the raw key.
 FIELDS = {"id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "last_used_from",
-          "state", "rolled_to"}  # fmt: skip
+          "state", "rolled_to", "own_rates", "cap_period", "cap_amount"}  # fmt: skip
 
 
 def works(raw: str) -> int:
