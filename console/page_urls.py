@@ -17,6 +17,7 @@ urlpatterns = [
     path("<int:subscription_id>/keys", keys.create, name="key-create"),
     path("<int:subscription_id>/keys/<int:key_id>/revoke", keys.revoke, name="key-revoke"),
     path("<int:subscription_id>/keys/<int:key_id>/roll", keys.roll, name="key-roll"),
+    path("<int:subscription_id>/keys/<int:key_id>/limits", keys.limits, name="key-limits"),
     # webhooks
     path("<int:subscription_id>/webhooks", webhooks.register, name="webhook-register"),
     path("<int:subscription_id>/webhooks/<int:endpoint_id>/active", webhooks.active, name="webhook-active"),

@@ -58,6 +58,14 @@ class RollForm(forms.Form):
     overlap_seconds = forms.TypedChoiceField(choices=[(str(s), label) for s, label in OVERLAPS], coerce=int)
 
 
+class KeyLimitsForm(forms.Form):
+    """A key's own limits: its rates, and a spending cap per day or month (no period: none)."""
+
+    own_rates = forms.CharField(required=False, max_length=200, label="Own rates", help_text="e.g. 10/min; 1000/day")
+    cap_period = forms.ChoiceField(choices=[("", "no cap"), ("day", "a day"), ("month", "a month")], required=False)
+    cap_amount = forms.DecimalField(max_digits=14, decimal_places=6, min_value=Decimal(0), required=False)
+
+
 class EndpointForm(forms.Form):
     """Register an endpoint: its URL, the event types it wants, a description."""
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+
+from plans.models import APIKey
 
 from .. import keys
 from ..access import Account
-from .forms import KeyForm, RollForm, add_errors, problems
+from ..key_limits import set_key_limits
+from .forms import KeyForm, KeyLimitsForm, RollForm, add_errors, problems
 from .page import back, owner_action, render_page
 
 
@@ -50,6 +54,32 @@ def roll(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
             note = f"Key {new.prefix}… replaces {old.prefix}…, which works {until}."
             return _reveal(request, account, raw, note, status=201)
     return render_page(request, account, status=400, failed=("keys", problems(form)))
+
+
+@owner_action
+def limits(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
+    """Give key ``key_id`` its own rates and spending cap (empty: none), held below its subscription."""
+    form = KeyLimitsForm(request.POST)
+    if form.is_valid():
+        given = form.cleaned_data
+        try:
+            with transaction.atomic():
+                key = keys.key_of(account, key_id, lock=True)
+                set_key_limits(request, account, key, own_rates=given["own_rates"], cap_period=given["cap_period"],
+                               cap_amount=given["cap_amount"] if given["cap_period"] else None)  # fmt: skip
+        except ValidationError as exc:
+            add_errors(form, exc)
+        else:
+            messages.success(request, f"Key {key.prefix}… has its own limits: {_limits_text(key)}.")
+            return back(account, "keys")
+    return render_page(request, account, status=400, failed=("keys", problems(form)))
+
+
+def _limits_text(key: APIKey) -> str:
+    parts = [key.own_rates] if key.own_rates else []
+    if key.cap_period and key.cap_amount is not None:
+        parts.append(f"at most {key.cap_amount.normalize():f} a {key.cap_period}")
+    return ", ".join(parts) or "none (its plan's alone)"
 
 
 def _reveal(request: HttpRequest, account: Account, raw: str, note: str, status: int) -> HttpResponse:

@@ -138,6 +138,7 @@ ROUTES = [
     ("keys", {"name": "ci"}),
     ("keys/{key}/revoke", {}),
     ("keys/{key}/roll", {"overlap_seconds": "3600"}),
+    ("keys/{key}/limits", {"own_rates": "5/min", "cap_period": ""}),
     ("webhooks", {"url": "https://hooks.example.com/other"}),
     ("webhooks/{endpoint}/active", {"is_active": "false"}),
     ("webhooks/{endpoint}/delete", {}),
@@ -200,6 +201,23 @@ def test_an_owner_rolls_a_key_then_revokes_the_old_one(team, stock):
     assert APIKey.objects.get(pk=stock.key).revoked_at is not None
     assert "is revoked" in client.get(revoked["Location"]).content.decode()
     assert [e.action for e in AuditEntry.objects.order_by("id")] == ["key.roll", "key.revoke"]
+
+
+def test_an_owner_gives_a_key_its_own_limits(team, stock):
+    client = browser(team.owner)
+    CostBudget.objects.create(plan=team.subscription.plan, period="day", amount=Decimal("2.00"), currency="EUR")
+    done = client.post(route(team, stock, "keys/{key}/limits"),
+                       {"own_rates": "5/min", "cap_period": "day", "cap_amount": "0.5"})  # fmt: skip
+    assert done.status_code == 302
+    key = APIKey.objects.get(pk=stock.key)
+    assert (key.own_rates, key.cap_period, key.cap_amount) == ("5/min", "day", Decimal("0.5"))
+    assert "5/min, at most 0.5 a day" in client.get(done["Location"]).content.decode()
+    above = client.post(route(team, stock, "keys/{key}/limits"),
+                        {"own_rates": "", "cap_period": "day", "cap_amount": "3"})  # fmt: skip
+    assert above.status_code == 400
+    assert "At most the day budget, 2 EUR" in above.content.decode()
+    assert APIKey.objects.get(pk=stock.key).cap_amount == Decimal("0.5")
+    assert [e.action for e in AuditEntry.objects.order_by("id")] == ["key.limits"]
 
 
 def test_an_owner_runs_an_endpoint_from_the_page(team, receiver, internal_allowed):
