@@ -80,13 +80,27 @@ def world() -> dict[str, Any]:
     """One object of each model the plans admin lists, as an operator would have after a while."""
     from django.contrib.auth.models import Group
 
-    from plans.models import ACLEntry, ACLFeed, APIKey, ClientBan, GroupPlan, Plan, Subscription
+    from plans.models import (
+        ACLEntry,
+        ACLFeed,
+        AlertThresholds,
+        APIKey,
+        ClientBan,
+        CostBudget,
+        GroupPlan,
+        Plan,
+        SpendCap,
+        Subscription,
+    )  # fmt: skip
 
     free = Plan.objects.create(slug="free", name="Free")
     pro = Plan.objects.create(slug="pro", name="Pro", monthly_price=49)
     GroupPlan.objects.create(group=Group.objects.create(name="partners"), plan=pro)
     sub = Subscription.objects.create(name="ACME", plan=free)
     key, _ = APIKey.issue(sub, name="first")
+    CostBudget.objects.create(plan=free, period="day", amount=5)
+    SpendCap.objects.create(subscription=sub, period="day", amount=2)  # what its owners set in the console
+    AlertThresholds.objects.create(subscription=sub, percents=[50, 90])
     ban = ClientBan.objects.create(client=f"s.{sub.pk}", subscription=sub, until=timezone.now() + timedelta(hours=1))
     acl = ACLEntry.objects.create(action="deny", cidr="203.0.113.0/24", reason="probe")
     # As a feed is after its first good fetch (refreshing it here fails offline: recorded, the list kept).

@@ -27,8 +27,22 @@ class ThresholdsSerializer(serializers.Serializer):
     percents = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=100), max_length=10)
 
 
+class PeriodSerializer(serializers.Serializer):
+    period = serializers.ChoiceField(choices=list(caps.PERIODS))
+    budget = serializers.CharField(allow_null=True, help_text="The budget in force (the subscription's or its plan's).")
+    currency = serializers.CharField(allow_null=True)
+    cap = serializers.CharField(allow_null=True, help_text="The subscription's own cap; null: none.")
+
+
+class CapsSerializer(serializers.Serializer):
+    periods = PeriodSerializer(many=True)
+    thresholds = serializers.ListField(child=serializers.IntegerField())
+
+
 class CapsView(ConsoleView):
     """The subscription's budgets with their caps, and its alert thresholds (owners, members, its keys)."""
+
+    serializer_class = CapsSerializer
 
     def get(self, request: Request, subscription_id: int) -> Response:
         return Response(caps.caps_of(self.account()))

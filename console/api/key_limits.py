@@ -18,14 +18,14 @@ from ..keys import key_of
 from .base import ConsoleView
 
 
-class CapSerializer(serializers.Serializer):
+class KeyCapSerializer(serializers.Serializer):
     period = serializers.ChoiceField(choices=["day", "month"])
     amount = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
 
 
 class KeyLimitsSerializer(serializers.Serializer):
     own_rates = serializers.CharField(max_length=200, allow_blank=True, help_text='e.g. "10/min; 1000/day"; "": none.')
-    cap = CapSerializer(allow_null=True, required=False, default=None, help_text="null: no cap of its own.")
+    cap = KeyCapSerializer(allow_null=True, required=False, default=None, help_text="null: no cap of its own.")
 
 
 class KeyLimitsView(ConsoleView):
