@@ -63,7 +63,7 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
         if texts is None:
             texts = memo["headers"] = _texts(decision)
         if texts:
-            entries = _admitted_entries(decision, texts)
+            entries = _served_entries(decision, texts) if decision.allowance else _admitted_entries(decision, texts)
             if entries is not None:
                 return entries
     if decision.allowed is False and refused_by_budget_alone(decision):
@@ -200,6 +200,45 @@ def _admitted_entries(decision: Decision, texts: _Texts) -> dict[str, tuple[str,
         remaining = top.remaining
         entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top.quota))
         entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(remaining if remaining > 0 else 0))
+        entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(_ceil(decision.now + top_reset / 1e6)))
+    return entries
+
+
+def _served_entries(decision: Decision, texts: _Texts) -> dict[str, tuple[str, str]] | None:
+    """:func:`_admitted_entries` of a decision served from an allowance, its numbers worked out from what its states
+    are made of (:class:`quotas.store.allowances.ServedDecision`: the grant's, ``ahead`` requests' units counted
+    as remaining, ``elapsed_us`` gone by), as :func:`quotas.store.allowances.served_states` works them out, so
+    that the states are never made for the headers alone (see ServedDecision for the figure).
+    tests/quotas/test_allowances.py holds them to the general path's."""
+    try:
+        basis = decision.basis  # type: ignore[attr-defined]
+    except AttributeError:  # a copy made by dataclasses.replace(): its states are set, as any decision's
+        return _admitted_entries(decision, texts)
+    policy, template, count, shown = texts
+    if len(basis) != count:
+        return None
+    ahead, elapsed_us = decision.ahead, decision.elapsed_us  # type: ignore[attr-defined]
+    numbers: list[int] = []
+    top_quota = top_remaining = 0
+    top_share = top_reset = 0.0
+    first = True
+    for index, window in shown:
+        held, remaining, reset_us, _used, _alert, quota, units = basis[index]
+        if held is not window or remaining is None:
+            return None
+        remaining += ahead * units
+        reset_us -= elapsed_us
+        if reset_us < 0:
+            reset_us = 0
+        numbers += (remaining if remaining > 0 else 0, _ceil(reset_us / 1e6))
+        share = remaining / (quota if quota > 1 else 1)
+        # The first with the least share of its quota remaining, then the longest reset (see _admitted_entries).
+        if first or share < top_share or (share == top_share and reset_us > top_reset):
+            top_quota, top_remaining, top_share, top_reset, first = quota, remaining, share, reset_us, False
+    entries = {"ratelimit-policy": policy, "ratelimit": ("RateLimit", template % tuple(numbers))}
+    if quota_settings.LEGACY_HEADERS:
+        entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top_quota))
+        entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(top_remaining if top_remaining > 0 else 0))
         entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(_ceil(decision.now + top_reset / 1e6)))
     return entries
 

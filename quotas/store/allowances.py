@@ -114,10 +114,12 @@ class Allowance:
         granted = self.granted
         # Made by object.__new__ and its slots set here, as the states are (see states_now): Decision's generated
         # __init__ cost about 5,400 instructions, this 4,200 (cachegrind), on most of a busy client's requests.
-        # Every field is set, in Decision's order.
-        served = object.__new__(Decision)
+        # Every field is set, in Decision's order, but the states: made when first read (see ServedDecision).
+        served = object.__new__(ServedDecision)
+        served.basis = self._units
+        served.ahead = ahead
+        served.elapsed_us = int((now - self.started) * US_PER_SECOND)
         served.allowed = True
-        served.states = self.states_now(ahead, int((now - self.started) * US_PER_SECOND), False)
         served.now = granted.now  # the grant's time: a refund or a cost's adjustment finds the same windows and periods
         served.weight = granted.weight
         served.local = False
@@ -139,33 +141,76 @@ class Allowance:
         return served
 
     def states_now(self, ahead: int, elapsed_us: int, alerts: bool) -> list[WindowState]:
-        """The windows as one request from the allowance sees them: the grant's states, with the units still
-        ``ahead`` in the allowance counted as remaining (they are this client's), and ``elapsed_us`` since the
-        grant gone by. ``alerts``: with the budget thresholds the grant newly reached (reported by the request
-        that took it; the served ones report none)."""
-        states = []
-        # Each state made by object.__new__ and its slots set here, rather than by WindowState(...): its class call
-        # and __init__'s frame cost about 22,000 instructions with five windows, this 16,500 (cachegrind, states
-        # alone). Every field is set, in WindowState's order; quota is the grant's (never 0).
-        new = object.__new__
-        for window, remaining, reset_us, used, alert, quota, units in self._units:
-            extra = ahead * units
-            reset_us -= elapsed_us
-            used -= extra
-            state = new(WindowState)
-            state.window = window
-            state.ok = True
-            state.remaining = None if remaining is None else remaining + extra
-            # Conditional expressions rather than max(0, ...): max() parses its keywords on every call (about 1,000
-            # instructions each, cachegrind).
-            state.reset_us = reset_us if reset_us > 0 else 0
-            state.retry_us = 0
-            state.delay_us = 0
-            state.used = used if used > 0 else 0
-            state.alert = alert if alerts else 0
-            state.quota = quota
-            states.append(state)
+        """The windows as one request from the allowance sees them: see :func:`served_states`."""
+        return served_states(self._units, ahead, elapsed_us, alerts)
+
+
+#: What an allowance keeps of each window's state at its grant: the window, its remaining, reset_us, used, alert
+#: and quota, and the units one request takes from it (see Allowance._units).
+Basis = list[tuple[Window, int | None, int, int, int, int, int]]
+
+
+def served_states(basis: Basis, ahead: int, elapsed_us: int, alerts: bool) -> list[WindowState]:
+    """The windows as one request from an allowance sees them: the grant's states (``basis``), with the units still
+    ``ahead`` in the allowance counted as remaining (they are this client's), and ``elapsed_us`` since the grant
+    gone by. ``alerts``: with the budget thresholds the grant newly reached (reported by the request that took
+    it; the served ones report none). quotas.http.headers reads a served decision's remaining and reset alike."""
+    states = []
+    # Each state made by object.__new__ and its slots set here, rather than by WindowState(...): its class call
+    # and __init__'s frame cost about 22,000 instructions with five windows, this 16,500 (cachegrind, states
+    # alone). Every field is set, in WindowState's order; quota is the grant's (never 0).
+    new = object.__new__
+    for window, remaining, reset_us, used, alert, quota, units in basis:
+        extra = ahead * units
+        reset_us -= elapsed_us
+        used -= extra
+        state = new(WindowState)
+        state.window = window
+        state.ok = True
+        state.remaining = None if remaining is None else remaining + extra
+        # Conditional expressions rather than max(0, ...): max() parses its keywords on every call (about 1,000
+        # instructions each, cachegrind).
+        state.reset_us = reset_us if reset_us > 0 else 0
+        state.retry_us = 0
+        state.delay_us = 0
+        state.used = used if used > 0 else 0
+        state.alert = alert if alerts else 0
+        state.quota = quota
+        states.append(state)
+    return states
+
+
+#: Decision's own slot under its ``states`` field, which ServedDecision's property keeps the states in.
+_STATES_SLOT: Any = Decision.__dict__["states"]
+
+
+class ServedDecision(Decision):
+    """A decision served from an allowance (made by :meth:`Allowance.serve` alone): the same fields, its states
+    made on first read, from the allowance's ``basis`` with ``ahead`` requests' units still in it and
+    ``elapsed_us`` since the grant (:func:`served_states`).
+
+    Most served requests read no state but through their headers, which quotas.http.headers puts together from
+    the same three: with five windows, about NNN instructions less a request (make bench-count)."""
+
+    __slots__ = ("ahead", "basis", "elapsed_us")
+
+    basis: Basis
+    ahead: int
+    elapsed_us: int
+
+    @property  # type: ignore[override]  # Decision's field, read through a property here
+    def states(self) -> list[WindowState]:
+        """Each window's state as this request sees it (made on first read, then kept)."""
+        try:
+            states: list[WindowState] = _STATES_SLOT.__get__(self, ServedDecision)
+        except AttributeError:  # not read yet
+            states = served_states(self.basis, self.ahead, self.elapsed_us, False)
+            _STATES_SLOT.__set__(self, states)
         return states
+
+    @states.setter
+    def states(self, states: list[WindowState]) -> None:
+        _STATES_SLOT.__set__(self, states)
 
 
 class Allowances:

@@ -79,7 +79,7 @@ def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, we
     assert len(served) >= 5
     for decision in served:
         # Made without Decision's __init__ either: every field set (equal to itself as __init__ makes it).
-        assert decision == Decision(*(getattr(decision, f.name) for f in fields(Decision)))
+        assert decision == type(decision)(*(getattr(decision, f.name) for f in fields(Decision)))
         for s in decision.states:  # made without WindowState's __init__: every field set, as it would set them
             assert s == WindowState(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.delay_us, s.used, s.alert)
             assert s.quota == s.window.quota
