@@ -58,12 +58,22 @@ def header_entries(decision: Decision) -> dict[str, tuple[str, str]]:  # noqa: C
     tests/quotas/test_hotpath_equivalence.py holds them to the rules written out plainly, on random decisions.
     """
     memo = decision.memo
-    if memo is not None and decision.allowed:  # admitted, its windows' texts worked out once: its numbers put in
+    if memo is None or not decision.allowed:
+        pass
+    elif decision.allowance:  # served from an allowance: what its states would be made of, worked out once
+        served = memo.get("served")
+        if served is None:
+            served = memo["served"] = _served_texts(decision)
+        if served:
+            entries = _served_entries(decision, served)
+            if entries is not None:
+                return entries
+    else:  # admitted, its windows' texts worked out once: its numbers put in
         texts = memo.get("headers")
         if texts is None:
             texts = memo["headers"] = _texts(decision)
         if texts:
-            entries = _served_entries(decision, texts) if decision.allowance else _admitted_entries(decision, texts)
+            entries = _admitted_entries(decision, texts)
             if entries is not None:
                 return entries
     if decision.allowed is False and refused_by_budget_alone(decision):
@@ -204,40 +214,56 @@ def _admitted_entries(decision: Decision, texts: _Texts) -> dict[str, tuple[str,
     return entries
 
 
-def _served_entries(decision: Decision, texts: _Texts) -> dict[str, tuple[str, str]] | None:
-    """:func:`_admitted_entries` of a decision served from an allowance, its numbers worked out from what its states
-    are made of (:class:`quotas.store.allowances.ServedDecision`: the grant's, ``ahead`` requests' units counted
-    as remaining, ``elapsed_us`` gone by), as :func:`quotas.store.allowances.served_states` works them out, so
-    that the states are never made for the headers alone (see ServedDecision for the figure).
-    tests/quotas/test_allowances.py holds them to the general path's."""
-    try:
-        basis = decision.basis  # type: ignore[attr-defined]
-    except AttributeError:  # a copy made by dataclasses.replace(): its states are set, as any decision's
-        return _admitted_entries(decision, texts)
-    policy, template, count, shown = texts
-    if len(basis) != count:
-        return None
-    ahead, elapsed_us = decision.ahead, decision.elapsed_us  # type: ignore[attr-defined]
-    numbers: list[int] = []
-    top_quota = top_remaining = 0
-    top_share = top_reset = 0.0
-    first = True
-    for index, window in shown:
+#: What the headers of the decisions one allowance serves share (see _served_texts): the RateLimit-Policy entry,
+#: the RateLimit value with a ``%d`` for each number, and for each window shown, from the allowance's basis: its
+#: remaining at the grant, the units a request takes, its reset at the grant (us), the quota to divide by (at
+#: least 1) and the quota as X-RateLimit-Limit shows it.
+_ServedTexts: TypeAlias = "tuple[tuple[str, str], str, tuple[tuple[int, int, int, int, str], ...]]"
+
+
+def _served_texts(decision: Decision) -> _ServedTexts | Literal[False]:
+    """The texts and numbers every decision served from ``decision``'s allowance shares (kept in the allowance's
+    :attr:`Decision.memo`), or False when they take the general path (see :func:`_texts`; a window shown that
+    was not read)."""
+    texts = _texts(decision)
+    basis = getattr(decision, "basis", None)  # once an allowance: a ServedDecision's (see _served_entries)
+    if not texts or basis is None or len(basis) != texts[2]:
+        return False
+    rows = []
+    for index, window in texts[3]:
         held, remaining, reset_us, _used, _alert, quota, units = basis[index]
         if held is not window or remaining is None:
-            return None
+            return False
+        rows.append((remaining, units, reset_us, quota if quota > 1 else 1, str(quota)))
+    return texts[0], texts[1], tuple(rows)
+
+
+def _served_entries(decision: Decision, served: _ServedTexts) -> dict[str, tuple[str, str]] | None:
+    """:func:`_admitted_entries` of a decision served from an allowance, its numbers worked out from what its
+    states are made of (:class:`quotas.store.allowances.ServedDecision`: the grant's, ``ahead`` requests' units
+    counted as remaining, ``elapsed_us`` gone by) as :func:`quotas.store.allowances.served_states` works them
+    out, so that the states are not made for the headers alone (see ServedDecision for the figure). Every served
+    state admitted it. tests/quotas/test_allowances.py holds them to the general path's."""
+    policy, template, rows = served
+    try:
+        ahead, elapsed_us = decision.ahead, decision.elapsed_us  # type: ignore[attr-defined]
+    except AttributeError:  # a copy dataclasses.replace() made: its states are set, as any decision's
+        return None  # the general path
+    numbers: list[int] = []
+    top_quota, top_remaining, top_share, top_reset = "", 0, math.inf, 0
+    for remaining, units, reset_us, divisor, quota in rows:
         remaining += ahead * units
         reset_us -= elapsed_us
         if reset_us < 0:
             reset_us = 0
         numbers += (remaining if remaining > 0 else 0, _ceil(reset_us / 1e6))
-        share = remaining / (quota if quota > 1 else 1)
+        share = remaining / divisor
         # The first with the least share of its quota remaining, then the longest reset (see _admitted_entries).
-        if first or share < top_share or (share == top_share and reset_us > top_reset):
-            top_quota, top_remaining, top_share, top_reset, first = quota, remaining, share, reset_us, False
+        if share < top_share or (share == top_share and reset_us > top_reset):
+            top_quota, top_remaining, top_share, top_reset = quota, remaining, share, reset_us
     entries = {"ratelimit-policy": policy, "ratelimit": ("RateLimit", template % tuple(numbers))}
     if quota_settings.LEGACY_HEADERS:
-        entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", str(top_quota))
+        entries["x-ratelimit-limit"] = ("X-RateLimit-Limit", top_quota)
         entries["x-ratelimit-remaining"] = ("X-RateLimit-Remaining", str(top_remaining if top_remaining > 0 else 0))
         entries["x-ratelimit-reset"] = ("X-RateLimit-Reset", str(_ceil(decision.now + top_reset / 1e6)))
     return entries

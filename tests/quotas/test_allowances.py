@@ -87,7 +87,7 @@ def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, we
         assert rate_limit_headers(decision) == rate_limit_headers(plain)
         assert header_entries(decision) == header_entries(plain)
     assert served[0].memo is served[-1].memo  # the texts are worked out once an allowance
-    assert served[0].memo["headers"]
+    assert served[0].memo["served"]
 
 
 def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_that_reach_redis(set_quotas):
