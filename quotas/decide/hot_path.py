@@ -253,7 +253,8 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     # twice for the first): about 2,000 instructions a request.
     shadow_denied, delay_us, alerting = False, 0, False
     # A decision served from an allowance has none of the three (no shadow or shaping window is served from one,
-    # and served states report no alert: quotas.store.allowances), so its states are not walked: measured below.
+    # and served states report no alert: quotas.store.allowances), so its states are not walked, nor made (see
+    # ServedDecision there).
     for state in () if decision.allowance else decision.states:
         if state.delay_us > delay_us:  # noqa: PLR1730  (max() is a call; this is a compare)
             delay_us = state.delay_us

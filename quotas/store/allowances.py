@@ -190,7 +190,9 @@ class ServedDecision(Decision):
     ``elapsed_us`` since the grant (:func:`served_states`).
 
     Most served requests read no state but through their headers, which quotas.http.headers puts together from
-    the same three: with five windows, about NNN instructions less a request (make bench-count)."""
+    the same three (and quotas.decide.hot_path's _conclude, which knows a served decision has nothing for it):
+    with five windows about 17,700 instructions less a served request, with one 4,000 (make bench-count, busy
+    client; the 5-limit row's own 142,600 to 123,200 with the headers' kept numbers, 0.57x to 0.49x limits')."""
 
     __slots__ = ("ahead", "basis", "elapsed_us")
 
@@ -198,7 +200,7 @@ class ServedDecision(Decision):
     ahead: int
     elapsed_us: int
 
-    @property  # type: ignore[override]  # Decision's field, read through a property here
+    @property
     def states(self) -> list[WindowState]:
         """Each window's state as this request sees it (made on first read, then kept)."""
         try:
