@@ -90,6 +90,26 @@ def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, we
     assert served[0].memo["served"]
 
 
+@pytest.mark.redis
+def test_a_served_decisions_states_are_made_when_first_read(busy):
+    """Its headers need no state (past the allowance's first, whose texts are kept): the states are made when first
+    read, as the allowance's states for that request are, and kept."""
+    wins = windows("1000/hour")
+    ask("{l}", wins)
+    ask("{l}", wins)  # takes the allowance
+    header_entries(ask("{l}", wins))  # the allowance's texts, worked out once
+    served = ask("{l}", wins)
+    assert served.allowance
+    entries = header_entries(served)
+    with pytest.raises(AttributeError):  # not made
+        Decision.__dict__["states"].__get__(served, type(served))
+    states = served.states
+    assert states is served.states
+    assert states == allowances.served_states(served.basis, served.ahead, served.elapsed_us, False)
+    assert [s.remaining for s in states] == [1000 - 4]  # its 4th request
+    assert entries == header_entries(replace(served, memo=None))
+
+
 def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_that_reach_redis(set_quotas):
     """The client's rate counts the requests its allowances served. The first request reads as 10 a second
     (one within the shortest span, 0.1 s) and takes 10 requests' units; the next call to Redis comes after 11
