@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from time import perf_counter_ns
@@ -57,29 +58,37 @@ def _time_view(view: Callable[[Any], Any], path: str, user: BenchUser, n: int) -
 
 @contextmanager
 def counting_round_trips() -> Iterator[Callable[[], int]]:
-    """Count every write to a redis-py connection in this process (all threads) while inside; yields the count."""
+    """Count every command this process (all threads) writes to Redis while inside; yields the count: each write
+    through a redis-py connection, and each decision the store writes on the socket itself."""
     original = AbstractConnection.send_packed_command
     counter = itertools.count()
     sent = [0]
+    inside = threading.local()  # in the store's own send, whose fallback goes through send_packed_command
 
     def send_packed_command(self: Any, command: Any, check_health: bool = True) -> None:
-        sent[0] = next(counter) + 1  # itertools.count is atomic under the GIL: threads may send at once
+        if not getattr(inside, "on", False):
+            sent[0] = next(counter) + 1  # itertools.count is atomic under the GIL: threads may send at once
         original(self, command, check_health)
 
-    # The engine's decisions go out on the socket itself (quotas/store/transport.py), past send_packed_command.
-    direct = transport.write
+    # The engine's decisions go out on the socket itself (LuaScript._send in quotas/store/transport.py), past
+    # send_packed_command: one command each, a retry on a fresh connection included.
+    direct = transport.LuaScript._send
 
-    def write(conn: Any, packed: Any) -> None:
+    def store_send(self: Any, keys: Any, args: Any, functions: bool) -> Any:
         sent[0] = next(counter) + 1
-        direct(conn, packed)
+        inside.on = True
+        try:
+            return direct(self, keys, args, functions)
+        finally:
+            inside.on = False
 
     AbstractConnection.send_packed_command = send_packed_command  # type: ignore[method-assign]
-    transport.write = write
+    transport.LuaScript._send = store_send  # type: ignore[method-assign]
     try:
         yield lambda: sent[0]
     finally:
         AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
-        transport.write = direct
+        transport.LuaScript._send = direct  # type: ignore[method-assign]
 
 
 def run(rounds: int, per_round: int, warmup: int) -> dict[str, Any]:
