@@ -98,9 +98,10 @@ def confirm(request: Request | HttpRequest, token: str) -> Contact:
 
 
 def send_confirmation(request: Request | HttpRequest, contact: Contact) -> bool:
-    """Mail ``contact`` its link (to the API's confirmation view, on the host the request came to); whether the
-    mail server took it. Called once the change is committed."""
-    url = request.build_absolute_uri(reverse("console:contact-confirm"))
+    """Mail ``contact`` its link (to the page's confirmation, on the host the request came to); whether the mail
+    server took it. Called once the change is committed. The link leads to a page with a button, not to the
+    confirmation itself: mail scanners fetch links, and a fetch must not confirm an address nobody read."""
+    url = request.build_absolute_uri(reverse("console-page:confirm"))
     return mailing.send_confirmation(contact, url)
 
 

@@ -30,4 +30,5 @@ urlpatterns = [
     # e-mail contacts
     path("<int:subscription_id>/contacts", contacts.add, name="contact-add"),
     path("<int:subscription_id>/contacts/<int:contact_id>/delete", contacts.delete, name="contact-delete"),
+    path("confirm/", contacts.confirm, name="confirm"),  # a confirmation e-mail's link: no sign-in
 ]

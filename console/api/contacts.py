@@ -104,14 +104,21 @@ class ContactResendConfirmationView(ContactView):
         return Response({**self.get_serializer(contact).data, "confirmation_sent": sent})
 
 
+class ConfirmSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="The token of the link the confirmation e-mail carried.")
+
+
 class ContactConfirmView(ConsoleView):
-    """``GET ?token=...``: the link of a confirmation e-mail. No sign-in (whoever reads the mail follows it);
-    answers ``{"confirmed": true, ...}``, or a 400 problem for a link forged, expired or of an address the
-    contact no longer has."""
+    """``POST {"token": ...}``: confirm the address a confirmation e-mail's link was for. No sign-in (whoever
+    reads the mail has the token); answers ``{"confirmed": true, ...}``, or a 400 problem for a token forged,
+    expired or of an address the contact no longer has. A POST, not a GET: fetching a link (as mail scanners
+    do) must not confirm an address; the link itself leads to the page's button (``console.pages.contacts``)."""
 
     authentication_classes: list = []  # the token is the credential
-    serializer_class = ContactSerializer
+    serializer_class = ConfirmSerializer
 
-    def get(self, request: Request) -> Response:
-        contact = contacts.confirm(request, request.query_params.get("token", ""))
+    def post(self, request: Request) -> Response:
+        given = self.get_serializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        contact = contacts.confirm(request, given.validated_data["token"])
         return Response({"confirmed": True, "email": contact.email, "subscription": contact.subscription.name})

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_http_methods
 
 from .. import contacts
 from ..access import Account
@@ -42,3 +46,18 @@ def delete(request: HttpRequest, account: Account, contact_id: int) -> HttpRespo
     contacts.delete_contact(request, account, contact)
     messages.success(request, f"{contact.email} was deleted: it is sent nothing more.")
     return back(account, "contacts")
+
+
+@require_http_methods(["GET", "POST"])
+def confirm(request: HttpRequest) -> HttpResponse:
+    """The link of a confirmation e-mail: GET shows a button (a mail scanner fetching the link confirms
+    nothing), POST confirms. No sign-in: the token is the credential."""
+    token = request.POST.get("token", "") if request.method == "POST" else request.GET.get("token", "")
+    context: dict[str, Any] = {"token": token}
+    if request.method == "POST":
+        try:
+            context["contact"] = contacts.confirm(request, token)
+        except ValidationError as exc:
+            context["error"] = " ".join(exc.messages)
+            return render(request, "console/confirm.html", context, status=400)
+    return render(request, "console/confirm.html", context)

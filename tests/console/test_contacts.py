@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from urllib.parse import unquote, urlencode
 
 import pytest
 from django.core import mail
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -34,9 +36,18 @@ def banned(team, key):
     return record_event("client.banned", team.subscription, key, data, timezone.now())
 
 
-def link_in(message) -> str:
-    (link,) = re.findall(r"http://testserver(/api/v1/contacts/confirm\?token=\S+)", message.body)
-    return link
+CONFIRM = "/api/v1/contacts/confirm"
+
+
+def token_in(message) -> str:
+    """The token of the link a confirmation e-mail carries (to the page's button)."""
+    (token,) = re.findall(r"http://testserver/usage/account/confirm/\?token=(\S+)", message.body)
+    return unquote(token)
+
+
+def confirming(token: str):
+    """POST the confirmation of ``token`` to the API, without signing in."""
+    return APIClient().post(CONFIRM, {"token": token}, format="json")
 
 
 def test_a_new_contact_gets_nothing_until_it_confirms_then_the_next_event(team, owner_api):
@@ -53,10 +64,10 @@ def test_a_new_contact_gets_nothing_until_it_confirms_then_the_next_event(team, 
     assert not Delivery.objects.exists()
     dispatch_due()
     assert len(mail.outbox) == 1  # the confirmation alone
-    confirmed = APIClient().get(link_in(confirmation))
+    confirmed = confirming(token_in(confirmation))
     assert confirmed.status_code == 200
     assert confirmed.json() == {"confirmed": True, "email": "ops@acme.example", "subscription": "Acme"}
-    assert APIClient().get(link_in(confirmation)).status_code == 200  # again: still confirmed, no second entry
+    assert confirming(token_in(confirmation)).status_code == 200  # again: still confirmed, no second entry
     assert owner_api.get(team.url(f"contacts/{body['id']}")).json()["confirmed"] is True
     banned(team, "after")
     assert dispatch_due().sent == 1
@@ -71,19 +82,23 @@ def test_a_link_forged_expired_or_of_another_address_confirms_nothing(team, owne
     made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
     contact = Contact.objects.get(pk=made["id"])
     eight_days_ago = timezone.now() - timedelta(days=8)
-    tampered = link_in(mail.outbox[0])[:-3] + "abc"
-    old = f"/api/v1/contacts/confirm?token={contacts.confirmation_token(contact, eight_days_ago)}"
-    for path in (tampered, old, "/api/v1/contacts/confirm", "/api/v1/contacts/confirm?token=x"):
-        refused = APIClient().get(path)
-        assert refused.status_code == 400, path
+    tampered = token_in(mail.outbox[0])[:-3] + "abc"
+    old = contacts.confirmation_token(contact, eight_days_ago)
+    for token in (tampered, old, "x"):
+        refused = confirming(token)
+        assert refused.status_code == 400, token
         assert refused["Content-Type"] == "application/problem+json"
         assert "not valid" in refused.json()["errors"]["token"]
+    assert confirming("").status_code == 400
+    assert (
+        APIClient().get(f"{CONFIRM}?{urlencode({'token': token_in(mail.outbox[0])})}").status_code == 405
+    )  # a fetch changes nothing
     six_days_later = timezone.now() + timedelta(days=6)
     assert contacts.confirm(contacts.confirmation_token(contact), six_days_later)[1] is True  # within 7 days
     Contact.objects.update(confirmed_at=None)
-    first = link_in(mail.outbox[0])
+    first = token_in(mail.outbox[0])
     owner_api.patch(team.url(f"contacts/{made['id']}"), {"email": "new@acme.example"}, format="json")
-    assert APIClient().get(first).status_code == 400  # the link of the address it no longer has
+    assert confirming(first).status_code == 400  # the link of the address it no longer has
     assert not Contact.objects.get().confirmed_at
 
 
@@ -91,7 +106,7 @@ def test_changing_an_address_unconfirms_it_and_mails_the_new_one(team, owner_api
     """PATCH email: unconfirmed, a link to the new address; a delivery queued for the old address is given up,
     not mailed to the unconfirmed new one. Events and is_active change without confirming again."""
     made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
-    APIClient().get(link_in(mail.outbox[0]))
+    confirming(token_in(mail.outbox[0]))
     banned(team, "queued")
     changed = owner_api.patch(team.url(f"contacts/{made['id']}"), {"email": "new@acme.example"}, format="json").json()
     assert (changed["email"], changed["confirmed"], changed["confirmation_sent"]) == ("new@acme.example", False, True)
@@ -100,7 +115,7 @@ def test_changing_an_address_unconfirms_it_and_mails_the_new_one(team, owner_api
     assert (report.sent, report.given_up) == (0, 1)
     assert Delivery.objects.get().failure == "contact_unconfirmed"
     assert len(mail.outbox) == 2  # the two confirmations, nothing else
-    APIClient().get(link_in(mail.outbox[-1]))
+    confirming(token_in(mail.outbox[-1]))
     edited = owner_api.patch(team.url(f"contacts/{made['id']}"), {"events": ["client.banned"], "is_active": False},
                              format="json").json()  # fmt: skip
     assert (edited["events"], edited["is_active"], edited["confirmed"]) == (["client.banned"], False, True)
@@ -130,7 +145,7 @@ def test_a_lost_confirmation_is_sent_again_and_staff_made_contacts_are_confirmed
     again = owner_api.post(team.url(f"contacts/{made['id']}/resend_confirmation"))
     assert again.status_code == 200
     assert len(mail.outbox) == 2
-    APIClient().get(link_in(mail.outbox[1]))
+    confirming(token_in(mail.outbox[1]))
     assert owner_api.post(team.url(f"contacts/{made['id']}/resend_confirmation")).status_code == 409
     staff_made = Contact.objects.create(subscription=team.subscription, email="billing@acme.example")
     assert staff_made.confirmed_at is not None  # as the admin and the data of before make them: confirmed
@@ -177,3 +192,22 @@ def test_another_subscriptions_people_find_nothing(team, other_team, owner_api, 
     assert [r.status_code for r in responses] == [404] * len(responses)
     assert Contact.objects.count() == 1
     assert len(mail.outbox) == 1
+
+
+def test_the_mails_link_shows_a_button_and_only_pressing_it_confirms(team, owner_api):
+    """A mail scanner fetching the link confirms nothing; the reader's press does, without signing in."""
+    made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
+    page = Client(enforce_csrf_checks=True)
+    link = f"/usage/account/confirm/?{urlencode({'token': token_in(mail.outbox[0])})}"
+    shown = page.get(link)
+    assert shown.status_code == 200
+    assert "Confirm this address" in shown.content.decode()
+    assert Contact.objects.get(pk=made["id"]).confirmed_at is None
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', shown.content.decode()).group(1)
+    done = page.post(link, {"token": token_in(mail.outbox[0]), "csrfmiddlewaretoken": token})
+    assert done.status_code == 200
+    assert "ops@acme.example is confirmed" in done.content.decode()
+    assert Contact.objects.get(pk=made["id"]).confirmed_at is not None
+    bad = page.post(link, {"token": "forged", "csrfmiddlewaretoken": token})
+    assert bad.status_code == 400
+    assert "not valid" in bad.content.decode()

@@ -267,7 +267,7 @@ def test_an_owner_adds_and_deletes_a_contact(team):
     assert (contact.email, contact.events) == ("billing@acme.test", ["spend.threshold_reached"])
     assert contact.confirmed_at is None
     assert mail.outbox[0].to == ["billing@acme.test"]
-    assert "/api/v1/contacts/confirm?token=" in mail.outbox[0].body
+    assert "/usage/account/confirm/?token=" in mail.outbox[0].body
     assert "it is sent nothing until" in client.get(added["Location"]).content.decode()
     assert client.post(page_url(team, f"contacts/{contact.pk}/delete")).status_code == 302
     assert not Contact.objects.exists()
