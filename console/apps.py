@@ -13,6 +13,7 @@ class ConsoleAppConfig(AppConfig):
     def ready(self) -> None:
         from quotas.settings.registry import register
 
+        from . import checks  # noqa: F401  (registers the system checks)
         from .conf import SECTION
 
         register(SECTION)  # QUOTAS['CONSOLE'] is checked with QUOTAS and listed in the settings reference

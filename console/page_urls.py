@@ -3,7 +3,11 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from .pages import caps, contacts, keys, page, webhooks
+from .checks import require_apps_it_reads
+
+require_apps_it_reads()  # the views below import the models of plans and notifications
+
+from .pages import caps, contacts, keys, page, webhooks  # noqa: E402  (after the check: say which app is missing)
 
 app_name = "console-page"
 urlpatterns = [

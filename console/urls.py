@@ -2,9 +2,13 @@
 
 from django.urls import path
 
-from .api import contacts, key_limits, keys, webhooks
-from .api.account import AccountView, AuditView
-from .api.caps import CapsView, CapView, ThresholdsView
+from .checks import require_apps_it_reads
+
+require_apps_it_reads()  # the views below import the models of plans and notifications
+
+from .api import contacts, key_limits, keys, webhooks  # noqa: E402  (after the check: say which app is missing)
+from .api.account import AccountView, AuditView  # noqa: E402  (after the check: say which app is missing)
+from .api.caps import CapsView, CapView, ThresholdsView  # noqa: E402  (after the check: say which app is missing)
 
 app_name = "console"
 urlpatterns = [
