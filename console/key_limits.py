@@ -15,16 +15,12 @@ from plans.models import APIKey
 
 from . import audit
 from .access import Account
+from .caps import money
 
 
 def limits_of(key: APIKey) -> dict[str, Any]:
     """The key's own limits as the API shows them."""
-    amount = key.cap_amount
-    cap = (
-        {"period": key.cap_period, "amount": f"{amount.normalize():f}"}
-        if key.cap_period and amount is not None
-        else None
-    )
+    cap = {"period": key.cap_period, "amount": money(key.cap_amount)} if key.cap_period else None
     return {"own_rates": key.own_rates, "cap": cap}
 
 

@@ -39,8 +39,8 @@ def threshold_findings(now: datetime) -> list[Finding]:
 
 
 def _reached(subscription: Subscription, percents: list[int], now: datetime) -> list[Finding]:
-    tag = f"s.{subscription.pk}"
-    client = api.Client("subscription", str(subscription.pk), "{" + tag + "}", subscriber_of(subscription))
+    client = api.Client.of_subscription(subscriber_of(subscription))
+    tag = client.tag.strip("{}")
     try:
         budgets = api.standing(client)["budgets"]
     except STORE_ERRORS:

@@ -15,6 +15,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core import mail
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
@@ -426,3 +427,27 @@ def check_plans_cover_clients(app_configs: Iterable[Any] | None = None, **kwargs
             id="quotas.W032",
         )
     ]
+
+
+def missing_apps(reads: Iterable[str], *, message: str, hint: str, check_id: str) -> list[CheckMessage]:
+    """For the platform's apps that read others' models (the dashboard, the console): one Error naming the apps of
+    ``reads`` that are not installed (``message: <apps>.``; hint ``Add <apps> to INSTALLED_APPS<hint>``), or none."""
+    missing = [app for app in reads if not apps.is_installed(app)]
+    if not missing:
+        return []
+    return [
+        Error(
+            f"{message}: {', '.join(missing)}.",
+            hint=f"Add {', '.join(repr(app) for app in missing)} to INSTALLED_APPS{hint}",
+            id=check_id,
+        )
+    ]
+
+
+def raise_missing_apps(errors: list[CheckMessage]) -> None:
+    """Raise :class:`~django.core.exceptions.ImproperlyConfigured` with the first of ``errors`` (from
+    :func:`missing_apps`): for an app's URL modules, before they import its views. Django's own URL checks import
+    every URLconf before the app's check gets to report, so without this a project would see the RuntimeError of
+    a model import instead."""
+    for error in errors:
+        raise ImproperlyConfigured(f"{error.msg} {error.hint} ({error.id})")

@@ -11,6 +11,7 @@ from plans.models import APIKey
 
 from .. import keys
 from ..access import Account
+from ..caps import money
 from ..key_limits import set_key_limits
 from .forms import KeyForm, KeyLimitsForm, RollForm, add_errors, problems
 from .page import back, owner_action, render_page
@@ -78,7 +79,7 @@ def limits(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
 def _limits_text(key: APIKey) -> str:
     parts = [key.own_rates] if key.own_rates else []
     if key.cap_period and key.cap_amount is not None:
-        parts.append(f"at most {key.cap_amount.normalize():f} a {key.cap_period}")
+        parts.append(f"at most {money(key.cap_amount)} a {key.cap_period}")
     return ", ".join(parts) or "none (its plan's alone)"
 
 

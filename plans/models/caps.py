@@ -55,17 +55,11 @@ class SpendCap(models.Model):
         return budget_of(self.subscription, self.period)
 
     def clean(self) -> None:
-        budget = self.budget() if self.subscription_id is not None else None
-        if budget is None:
-            raise ValidationError(
-                {"period": f"This subscription has no {self.period} budget for a cap to lower: ask for one, or cap "
-                 "another period."}
-            )  # fmt: skip
-        if self.amount is not None and round_money(Decimal(self.amount)) > budget.amount:
-            raise ValidationError(
-                {"amount": f"At most the {self.period} budget, {budget.amount.normalize():f} {budget.currency}: a "
-                 "cap may only lower what the plan allows."}
-            )  # fmt: skip
+        check_below_budget(
+            self.subscription if self.subscription_id is not None else None, self.period, self.amount,
+            fields=("period", "amount"), none="a cap to lower: ask for one, or cap another period",
+            lowers="a cap may only lower what the plan allows",
+        )  # fmt: skip
 
 
 class AlertThresholds(models.Model):
@@ -95,6 +89,28 @@ def validate_percents(value: Any) -> list[int]:
     if any(isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= FULL for p in value):
         raise ValidationError({"percents": "Each threshold is a whole percentage from 1 to 100."})
     return sorted(set(value))
+
+
+def check_below_budget(
+    subscription: Subscription | None,
+    period: str,
+    amount: Decimal | None,
+    *,
+    fields: tuple[str, str],
+    none: str,
+    lowers: str,
+) -> None:
+    """Raise ValidationError unless ``amount`` is at most ``subscription``'s budget of ``period`` (a customer's cap,
+    on the subscription or on one key, only ever lowers it). ``fields`` name the period's and the amount's field
+    in the message; ``none`` ends the message for a period without a budget, ``lowers`` the one for too much."""
+    period_field, amount_field = fields
+    budget = budget_of(subscription, period) if subscription is not None else None
+    if budget is None:
+        raise ValidationError({period_field: f"This subscription has no {period} budget for {none}."})
+    if amount is not None and round_money(Decimal(amount)) > budget.amount:
+        raise ValidationError(
+            {amount_field: f"At most the {period} budget, {budget.amount.normalize():f} {budget.currency}: {lowers}."}
+        )
 
 
 def cap_name(period: str) -> str:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from quotas.siblings import hash_api_key
 
-from .caps import budget_of
+from .caps import check_below_budget
 from .plans import Subscription
 from .validators import validate_rates
 
@@ -169,16 +169,10 @@ class APIKey(models.Model):
             raise ValidationError({"cap_amount": "A key's cap has a period and an amount, or neither."})
         if not self.cap_period or self.cap_amount is None:
             return
-        budget = budget_of(self.subscription, self.cap_period)
-        if budget is None:
-            raise ValidationError(
-                {"cap_period": f"This subscription has no {self.cap_period} budget for a key's cap to lower."}
-            )
-        if self.cap_amount > budget.amount:
-            raise ValidationError(
-                {"cap_amount": f"At most the {self.cap_period} budget, {budget.amount.normalize():f} "
-                 f"{budget.currency}: a key's cap may only lower what its subscription may spend."}
-            )  # fmt: skip
+        check_below_budget(
+            self.subscription, self.cap_period, self.cap_amount, fields=("cap_period", "cap_amount"),
+            none="a key's cap to lower", lowers="a key's cap may only lower what its subscription may spend",
+        )  # fmt: skip
 
     def revoke(self) -> None:
         """Revoke the key; requests with it get 401 from the next rules refresh on."""
