@@ -22,6 +22,7 @@ from plans.tasks import refresh_acl_feeds
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
 from tests.plans.feed_server import serving
+from tests.slow_dns import DOMAIN, slow_resolver
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -179,6 +180,28 @@ def test_a_private_address_is_refused_unless_the_setting_allows_it(free, feeds_d
     assert "resolves to an internal address" in refresh_feeds().failed["drop"]
     set_quotas("ACL_FEEDS", ALLOW_HTTP=False, ALLOW_PRIVATE_ADDRESSES=True)
     assert refresh_feeds().failed["drop"] == "not fetched: only https:// URLs are allowed"
+
+
+@pytest.mark.slow
+def test_a_slow_resolver_is_waited_for_only_timeout_seconds(free, feeds_dir, server, set_quotas, monkeypatch):
+    """The feed's host resolves through a DNS server answering after 4 s; with TIMEOUT=1 saving the feed is
+    refused with a clear message, and a refresh records the timeout and keeps the last good list, each after
+    about a second."""
+    (feeds_dir / "drop.txt").write_bytes(GOOD)
+    set_quotas("ACL_FEEDS", TIMEOUT=1)
+    url = server.replace("127.0.0.1", "feeds" + DOMAIN) + "drop.txt"
+    feed = ACLFeed(name="drop", source=url, action="deny", entries="192.0.2.0/24", entry_count=1)
+    with slow_resolver(monkeypatch, delay=4.0):
+        with pytest.raises(ValidationError) as info:
+            feed.full_clean()
+        feed.save()
+        failed = refresh_feeds().failed["drop"]
+    assert info.value.message_dict["source"] == [
+        f"not checked: feeds{DOMAIN} did not resolve within 1 s; try again later"
+    ]
+    assert failed == f"fetching failed: TimeoutError: feeds{DOMAIN} did not resolve within 1 s"
+    feed.refresh_from_db()
+    assert (feed.entries, feed.consecutive_failures) == ("192.0.2.0/24", 1)
 
 
 def test_a_file_outside_the_allowed_directories_is_not_read(feeds_dir, tmp_path):
