@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 
 from quotas.api import lift_ban
 from quotas.exceptions import StoreUnavailable
-from quotas.formats.acl import parse_network
+from quotas.formats.acl import covers_everyone, parse_network
 from quotas.formats.money import format_money, from_micros
 from quotas.siblings import plan_multiplier, rules_snapshot, scaled
 
@@ -386,7 +386,8 @@ class ACLEntryForm(ModelForm):
             network = parse_network(cidr)
         except ValueError:
             return cleaned  # the field's validator says why
-        why = over_ceiling([network], except_entry=self.instance.pk)
+        # A network of half a family or more is the model's to refuse (ACLEntry.clean), with its own message.
+        why = not covers_everyone([network]) and over_ceiling([network], except_entry=self.instance.pk)
         if why:
             self.add_error("cidr", f"Allowing {network} is refused: {why}. Allow narrower networks.")
         return cleaned

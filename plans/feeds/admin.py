@@ -16,11 +16,11 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from quotas.formats.acl import parse_network
+from quotas.formats.acl import covers_everyone
 
 from ..models import ACLEntry, ACLFeed
 from .refresh import refresh_feeds
-from .share import over_ceiling
+from .share import over_ceiling, parsed
 
 #: Networks of the last good list shown on a feed's page.
 PREVIEW_LINES = 20
@@ -32,9 +32,10 @@ class ACLFeedForm(forms.ModelForm):
         other network allowed, would pass ``QUOTAS['ACL_FEEDS']['MAX_ALLOW_SHARE']`` of the public addresses."""
         super().clean()
         cleaned = self.cleaned_data
-        stored = self.instance.networks()
+        stored = list(parsed(self.instance.networks()))
+        # A list covering half a family or more is the model's to refuse (ACLFeed.clean), with its own message.
         if cleaned.get("action") == ACLEntry.Action.ALLOW and cleaned.get("enabled") and stored:
-            why = over_ceiling(map(parse_network, stored), except_feed=self.instance.pk)
+            why = not covers_everyone(stored) and over_ceiling(stored, except_feed=self.instance.pk)
             if why:
                 self.add_error("action", f"This feed's list is refused: {why}.")
         return cleaned

@@ -24,7 +24,8 @@ from ..models import ACLEntry, ACLFeed
 SETTING = "QUOTAS['ACL_FEEDS']['MAX_ALLOW_SHARE']"
 
 
-def _parsed(texts: Iterable[str]) -> Iterator[IPNetwork]:
+def parsed(texts: Iterable[str]) -> Iterator[IPNetwork]:
+    """The networks of stored ``texts`` that parse."""
     for text in texts:
         try:
             yield parse_network(text)
@@ -42,9 +43,9 @@ def allowed_networks(*, except_feed: int | None = None, except_entry: int | None
         entries = entries.exclude(pk=except_entry)
     if except_feed is not None:
         feeds = feeds.exclude(pk=except_feed)
-    networks = list(_parsed(entries.values_list("cidr", flat=True)))
+    networks = list(parsed(entries.values_list("cidr", flat=True)))
     for text in feeds.values_list("entries", flat=True):
-        networks.extend(_parsed(text.split()))
+        networks.extend(parsed(text.split()))
     return networks
 
 
