@@ -2,9 +2,12 @@
 public: one table, read by the SSRF guard (:func:`quotas.outbound.is_internal`) and by the allow lists' ceiling
 (:func:`quotas.formats.acl.public_share`).
 
-Written from IANA's *IPv4 Special-Purpose Address Registry* and *IPv6 Special-Purpose Address Registry* as read
-on 2025-06-01 (they cannot be downloaded at run time): every block whose "Globally Reachable" is False, plus the
-few this guard treats more strictly, each saying why. Python's ``ipaddress.is_global`` follows the same registries
+Written from IANA's *IPv4 Special-Purpose Address Registry* and *IPv6 Special-Purpose Address Registry*
+(iana.org/assignments/iana-ipv4-special-registry, .../iana-ipv6-special-registry) as they stood in 2025, newest
+entries RFC 9637's ``3fff::/20``, RFC 9602's ``5f00::/16`` and RFC 9780's ``100:0:0:1::/64``; written by hand,
+not downloaded (nothing is fetched at run time): compare it with the registries when reviewing. Every block whose
+"Globally Reachable" is False is here, plus the few this guard treats more strictly, each saying why.
+Python's ``ipaddress.is_global`` follows the same registries
 but its table changes between versions (3.11 lacks ``3fff::/20``, ``5f00::/16``, and calls ``ff00::/8`` global), so
 the guard does not rest on it alone.
 
