@@ -42,6 +42,8 @@ class EndpointForm(forms.ModelForm):
             sender.check_url(url)
         except sender.Refused as exc:
             raise forms.ValidationError(f"Not sent to: {exc}.") from exc
+        except TimeoutError as exc:
+            raise forms.ValidationError(f"Not checked: {exc}; try again later.") from exc
         return url
 
     def clean_events(self) -> list[str]:

@@ -18,9 +18,11 @@ _SECONDS = "a number of seconds"
 SETTINGS = (
     Setting(
         "ALLOW_PRIVATE_ADDRESSES", bool, False, check_id="notifications.E001",
-        doc="`True` lets webhooks reach internal addresses, for tests or an internal receiver (loopback, private, "
-        "link-local, site-local, reserved, and such IPv4 addresses in NAT64, 6to4, Teredo or IPv4-mapped form); "
-        "off, such a URL is refused when it is saved and again when it is sent to (SSRF)",
+        doc="`True` lets webhooks reach internal addresses, for tests or an internal receiver (every block of IANA's "
+        "special-purpose registries that is not globally reachable: loopback, private, shared, link-local, "
+        "site-local, unique-local, documentation, benchmarking, multicast, reserved, IPv4-mapped and -translated; "
+        "and such IPv4 addresses in NAT64, 6to4, Teredo or IPv4-compatible form); off, such a URL is refused when "
+        "it is saved and again when it is sent to (SSRF)",
         hint="Leave it False in production: an endpoint's owner could otherwise reach your internal services.",
     ),
     Setting(
@@ -30,8 +32,9 @@ SETTINGS = (
     ),
     Setting(
         "TIMEOUT", float, 5.0, exclusive_minimum=0, maximum=60, kind=_SECONDS, check_id="notifications.E002",
-        doc="seconds a webhook's whole request may take, from connecting to the answer's last byte (a receiver "
-        "still sending then is cut off and the attempt fails as a `timeout`)",
+        doc="seconds a webhook's whole request may take, from resolving its host to the answer's last byte (a "
+        "receiver still sending then, or a resolver still silent, is cut off and the attempt fails as a "
+        "`timeout`); saving an endpoint waits as long for its host to resolve",
         hint="A receiver should answer at once and work later; 5 s is generous.",
     ),
     Setting(

@@ -66,6 +66,8 @@ def checked_url(url: str) -> str:
         sender.check_url(url)
     except sender.Refused as exc:
         raise Invalid("url", f"Not sent to: {refusal_reason(exc)}.") from exc
+    except TimeoutError as exc:  # a slow resolver: says nothing of where the name leads
+        raise Invalid("url", f"Not checked: {exc}; try again later.") from exc
     return url
 
 

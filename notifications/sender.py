@@ -29,11 +29,13 @@ class Answer:
 
 def check_url(url: str) -> Target:
     """Where ``url`` leads once its scheme and every address it resolves to are allowed by the notifications'
-    settings; raises :class:`Refused` naming why not."""
+    settings; raises :class:`Refused` naming why not, and ``TimeoutError`` when its host does not resolve within
+    ``TIMEOUT`` seconds (a send would not wait longer)."""
     return check_outbound_url(
         url,
         allow_http=bool(notification_settings.ALLOW_HTTP),
         allow_private=bool(notification_settings.ALLOW_PRIVATE_ADDRESSES),
+        timeout=float(notification_settings.TIMEOUT),
     )
 
 

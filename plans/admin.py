@@ -20,11 +20,13 @@ from django.utils.html import format_html, format_html_join
 
 from quotas.api import lift_ban
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.acl import covers_everyone, parse_network
 from quotas.formats.money import format_money, from_micros
 from quotas.siblings import plan_multiplier, rules_snapshot, scaled
 
 from .checks import DEFAULT_PLAN_HINT, covers_every_request, default_plan_warning
 from .feeds import admin as feed_admin  # noqa: F401  (the feeds' admin lives with the feeds; this registers it)
+from .feeds.share import over_ceiling
 from .forms import IssueKeyForm, MovePlanForm
 from .models import (
     ACLEntry,
@@ -371,8 +373,29 @@ class ACLStatusFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ACLEntryForm(ModelForm):
+    def clean(self) -> dict[str, Any]:
+        """An allow entry for a network is refused if, with every other network allowed (feeds included), it
+        would pass ``QUOTAS['ACL_FEEDS']['MAX_ALLOW_SHARE']`` of the public addresses."""
+        super().clean()
+        cleaned = self.cleaned_data
+        cidr, expires_at = cleaned.get("cidr"), cleaned.get("expires_at")
+        if cleaned.get("action") != ACLEntry.Action.ALLOW or not cidr or (expires_at and expires_at <= timezone.now()):
+            return cleaned
+        try:
+            network = parse_network(cidr)
+        except ValueError:
+            return cleaned  # the field's validator says why
+        # A network of half a family or more is the model's to refuse (ACLEntry.clean), with its own message.
+        why = not covers_everyone([network]) and over_ceiling([network], except_entry=self.instance.pk)
+        if why:
+            self.add_error("cidr", f"Allowing {network} is refused: {why}. Allow narrower networks.")
+        return cleaned
+
+
 @admin.register(ACLEntry)
 class ACLEntryAdmin(admin.ModelAdmin):
+    form = ACLEntryForm
     list_display = ("target", "action", "kind_label", "scope", "expires_at", "active", "reason", "created_by")
     list_filter = ("action", ACLKindFilter, ACLStatusFilter)
     search_fields = ("reason", "cidr")

@@ -33,7 +33,8 @@ SETTINGS = (
     ),
     Setting(
         "TIMEOUT", float, 10.0, exclusive_minimum=0, maximum=120, kind=_SECONDS, check_id="quota_plans.E011",
-        doc="seconds a feed URL's whole request may take, from connecting to the answer's last byte",
+        doc="seconds a feed URL's whole request may take, from resolving its host to the answer's last byte (and "
+        "how long its host may take to resolve when the feed is saved)",
         hint="10 s is generous for a list of addresses.",
     ),
     Setting(
@@ -49,10 +50,22 @@ SETTINGS = (
     ),
     Setting(
         "ALLOW_PRIVATE_ADDRESSES", bool, False, check_id="quota_plans.E013",
-        doc="`True` lets feed URLs reach internal addresses, for tests or an internal feed server (loopback, private, "
-        "link-local, site-local, reserved, and such IPv4 addresses in NAT64, 6to4, Teredo or IPv4-mapped form); "
-        "off, such a URL is refused when the feed is saved and again when it is fetched (SSRF)",
+        doc="`True` lets feed URLs reach internal addresses, for tests or an internal feed server (every block of "
+        "IANA's special-purpose registries that is not globally reachable, as for webhooks' "
+        "`ALLOW_PRIVATE_ADDRESSES`, and such IPv4 addresses in NAT64, 6to4, Teredo or IPv4-compatible form); off, "
+        "such a URL is refused when the feed is saved and again when it is fetched (SSRF)",
         hint="Leave it False in production: whoever may edit feeds could otherwise probe your internal services.",
+    ),
+    Setting(
+        "MAX_ALLOW_SHARE", float, 2**-16, minimum=0, maximum=1, kind="a share from 0 to 1",
+        check_id="quota_plans.E015",
+        doc="the largest share of the public addresses of each IP version (every IPv4 address; IPv6's global "
+        "unicast `2000::/3`) that every enabled allow feed and the admin's allow entries for networks may cover "
+        "together, overlaps counted once and non-global blocks (private, loopback, ULA, documentation...) not at "
+        "all; a refresh or an entry that would pass it is refused. Default 1/65536: 65,536 IPv4 addresses (a "
+        "/16), or a /19 of IPv6",
+        hint="Far above any list of crawlers, monitors or partners, far below a cloud provider's ranges (allowing "
+        "those lifts every limit for whoever rents a machine there); raise it only for a list you know.",
     ),
     Setting(
         "FILE_DIRECTORIES", list | tuple, (), validate=_absolute_directories, check_id="quota_plans.E014",

@@ -1,14 +1,16 @@
 """HTTP requests to URLs that operators enter (webhooks, allow and deny list feeds): the SSRF guard.
 
-The URL's host is resolved once; every address it resolves to must be public (not loopback, private,
-link-local, site-local, multicast or reserved, nor such an IPv4 address embedded in an IPv6 form: NAT64,
-IPv4-mapped, IPv4-compatible, 6to4, Teredo) unless the caller's setting allows private addresses, and the
-connection goes to the address checked (its TLS still verifies the host name), so a DNS answer that changes
-between the check and the connection cannot lead elsewhere. Redirects are not followed: the caller sees the 3xx.
+The URL's host is resolved once; every address it resolves to must be public (in none of the special-purpose
+blocks of :mod:`quotas.formats.special_addresses`: loopback, private, link-local, site-local, multicast, reserved,
+documentation, ...; nor such an IPv4 address embedded in an IPv6 form: NAT64, IPv4-compatible, 6to4, Teredo)
+unless the caller's setting allows private addresses, and the connection goes to the address checked (its TLS
+still verifies the host name), so a DNS answer that changes between the check and the connection cannot lead
+elsewhere. Redirects are not followed: the caller sees the 3xx.
 
-Each request has one deadline, ``Policy.timeout`` seconds from the connection's start to the answer's last byte
-(TLS handshake, sending and every read included): a server that trickles its answer a byte at a time is cut off
-there, not after one timeout per read.
+Each request has one deadline, ``Policy.timeout`` seconds from the host's resolution to the answer's last byte
+(DNS, connecting, TLS handshake, sending and every read included): a server that trickles its answer a byte at a
+time is cut off there, not after one timeout per read, and a resolver that is slow to answer is waited for only
+until then (:class:`_Lookups`). Checking a URL alone (:func:`check_url`, when it is saved) is bounded the same way.
 
 Each app keeps its own settings (``QUOTAS['NOTIFICATIONS']``, ``QUOTAS['ACL_FEEDS']``) and passes them in;
 this module reads none.
@@ -19,24 +21,27 @@ from __future__ import annotations
 import http.client
 import io
 import ipaddress
+import os
+import queue
 import socket
 import ssl
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from quotas.formats.special_addresses import special_block
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: NAT64's well-known prefix (RFC 6052): the last 32 bits are the IPv4 address the translator connects to.
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-#: NAT64's local-use prefix (RFC 8215): where the IPv4 address sits depends on the operator's prefix length, so
-#: no one reading is right; it leads to the operator's own translator, so it is refused whatever it embeds.
-NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
 #: IPv4-compatible addresses (``::a.b.c.d``, deprecated by RFC 4291), ``::`` and ``::1`` aside.
 IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
-#: Site-local (deprecated by RFC 3879, yet still routed inside some networks); ``is_global`` accepts it.
-SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")
+#: Lookups waiting for an answer at once, in this process (see :class:`_Lookups`).
+LOOKUP_THREADS = 8
 
 
 class Refused(Exception):
@@ -70,9 +75,11 @@ class Answer:
     truncated: bool
 
 
-def check_url(url: str, *, allow_http: bool, allow_private: bool) -> Target:
+def check_url(url: str, *, allow_http: bool, allow_private: bool, timeout: float | Deadline) -> Target:
     """Where ``url`` leads, once its scheme and every address it resolves to are allowed; raises
-    :class:`Refused` naming why not."""
+    :class:`Refused` naming why not, and ``TimeoutError`` when the host's resolution outlasts ``timeout`` (seconds,
+    or the request's :class:`Deadline`)."""
+    deadline = timeout if isinstance(timeout, Deadline) else Deadline(timeout)
     parts = urlsplit(url)
     allowed = ("https", "http") if allow_http else ("https",)
     if parts.scheme not in allowed or not parts.hostname:
@@ -81,16 +88,81 @@ def check_url(url: str, *, allow_http: bool, allow_private: bool) -> Target:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:  # a port out of range or not a number
         raise Refused(f"the URL's port is not valid: {exc}") from exc
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise Refused(f"{parts.hostname} does not resolve: {exc}", "address") from exc
-    addresses = [str(info[4][0]) for info in infos]
+    addresses = resolve(parts.hostname, port, deadline)
     if not allow_private:
         internal = [a for a in addresses if is_internal(ipaddress.ip_address(a.split("%")[0]))]
         if internal:
             raise Refused(f"{parts.hostname} resolves to an internal address ({internal[0]})", "address")
     return Target(parts.scheme, parts.hostname, port, addresses[0])
+
+
+def resolve(host: str, port: int, deadline: Deadline) -> list[str]:
+    """The addresses ``host`` resolves to (``socket.getaddrinfo``), waited for until ``deadline``; raises
+    :class:`Refused` (``"address"``) when it does not resolve and ``TimeoutError`` at the deadline."""
+    future = _lookups.submit(host, port)
+    try:
+        return future.result(timeout=deadline.remaining())
+    except TimeoutError:  # the deadline (concurrent.futures' TimeoutError is the builtin since Python 3.11)
+        future.cancel()  # dropped unrun if no thread took it yet
+        raise TimeoutError(f"{host} did not resolve within {deadline.seconds:g} s") from None
+    except OSError as exc:
+        raise Refused(f"{host} does not resolve: {exc}", "address") from exc
+
+
+class _Lookups:
+    """Host name lookups, run by at most ``size`` daemon threads so that their callers stop waiting at a deadline.
+
+    ``socket.getaddrinfo`` takes no timeout and cannot be interrupted: the thread calling it waits for the
+    system's resolver however long that takes (9.9 s was seen against a 5 s timeout). So the lookup runs in a
+    worker thread, and the caller waits for its answer only until its deadline. Not a thread per lookup: a
+    resolver that hangs would leave one stuck thread per request, without bound. Not ``ThreadPoolExecutor``: its
+    threads are joined when the interpreter exits, so one stuck lookup would hold up a worker's shutdown. Here a
+    hung resolver holds at most ``size`` daemon threads; lookups beyond them wait in the queue, their callers give
+    up at their own deadlines, and a lookup whose caller gave up is dropped unrun.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked child has none of its parent's threads
+
+    def _reset(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[list[str]], str, int]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0  # threads not running a lookup
+        self._queued = 0  # lookups no thread has taken yet
+
+    def submit(self, host: str, port: int) -> Future[list[str]]:
+        """The future addresses of ``host`` (a ``socket.getaddrinfo`` for TCP connections to ``port``)."""
+        future: Future[list[str]] = Future()
+        with self._lock:
+            self._jobs.put((future, host, port))
+            self._queued += 1
+            if self._queued > self._idle and self._threads < self.size:
+                self._threads += 1
+                self._idle += 1
+                threading.Thread(target=self._work, name="outbound-lookup", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, host, port = self._jobs.get()
+            with self._lock:
+                self._queued -= 1
+                self._idle -= 1
+            if future.set_running_or_notify_cancel():  # False: its caller gave up before it began
+                try:
+                    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                except BaseException as exc:  # handed to the caller, as concurrent.futures does
+                    future.set_exception(exc)
+                else:
+                    future.set_result([str(info[4][0]) for info in infos])
+            with self._lock:
+                self._idle += 1
+
+
+_lookups = _Lookups(LOOKUP_THREADS)
 
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
@@ -108,16 +180,17 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]
 
 
 def is_internal(address: IPAddress) -> bool:
-    """Whether ``address`` leads inside: not global (``ipaddress``'s view), site-local, NAT64's local-use prefix,
-    or an IPv6 form of an IPv4 address that is not global."""
+    """Whether ``address`` leads inside: in a special-purpose block that is not globally reachable
+    (:mod:`quotas.formats.special_addresses`, IANA's registries), not global in ``ipaddress``'s view, or an IPv6
+    form of an IPv4 address that is not global."""
+    if special_block(address) is not None:
+        return True
     if isinstance(address, ipaddress.IPv6Address):
-        if address in SITE_LOCAL or address in NAT64_LOCAL:
-            return True
         embedded = embedded_ipv4(address)
         if embedded:
             # Decided by where it leads: Python's own view of these prefixes changes between versions (3.13
             # calls all of 6to4's 2002::/16 and Teredo's 2001::/32 private, 3.11 global).
-            return any(not v4.is_global for v4 in embedded)
+            return any(special_block(v4) is not None or not v4.is_global for v4 in embedded)
     return not address.is_global
 
 
@@ -230,7 +303,7 @@ class _Pinned(http.client.HTTPSConnection):
 @dataclass(frozen=True, slots=True)
 class Policy:
     """What a caller allows: plain ``http://``, private addresses, how long the whole request may take (seconds,
-    from connecting to the answer's last byte) and how much of the answer is read (bytes)."""
+    from resolving the host to the answer's last byte) and how much of the answer is read (bytes)."""
 
     allow_http: bool
     allow_private: bool
@@ -245,12 +318,12 @@ def request(
 
     Raises :class:`Refused` for a URL not allowed and ``OSError`` (``TimeoutError`` once ``policy.timeout``
     seconds passed since connecting, ``ssl.SSLError`` for TLS) or ``http.client.HTTPException`` when the
-    exchange fails. The host's resolution (in :func:`check_url`) is the resolver's to bound, not the deadline's.
+    exchange fails. The deadline starts before the host is resolved: a slow resolver counts against it.
     """
-    target = check_url(url, allow_http=policy.allow_http, allow_private=policy.allow_private)
+    deadline = Deadline(policy.timeout)
+    target = check_url(url, allow_http=policy.allow_http, allow_private=policy.allow_private, timeout=deadline)
     parts = urlsplit(url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    deadline = Deadline(policy.timeout)
     connection: http.client.HTTPConnection = (
         _Pinned(target.host, target.port, target.address, deadline)
         if target.scheme == "https"

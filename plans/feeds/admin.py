@@ -5,6 +5,9 @@ Imported by ``plans.admin`` so that Django's admin autodiscovery registers it.
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -13,15 +16,34 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from ..models import ACLFeed
+from quotas.formats.acl import covers_everyone
+
+from ..models import ACLEntry, ACLFeed
 from .refresh import refresh_feeds
+from .share import over_ceiling, parsed
 
 #: Networks of the last good list shown on a feed's page.
 PREVIEW_LINES = 20
 
 
+class ACLFeedForm(forms.ModelForm):
+    def clean(self) -> dict[str, Any]:
+        """Switching a feed to allow, or enabling an allow feed, is refused if its last good list, with every
+        other network allowed, would pass ``QUOTAS['ACL_FEEDS']['MAX_ALLOW_SHARE']`` of the public addresses."""
+        super().clean()
+        cleaned = self.cleaned_data
+        stored = list(parsed(self.instance.networks()))
+        # A list covering half a family or more is the model's to refuse (ACLFeed.clean), with its own message.
+        if cleaned.get("action") == ACLEntry.Action.ALLOW and cleaned.get("enabled") and stored:
+            why = not covers_everyone(stored) and over_ceiling(stored, except_feed=self.instance.pk)
+            if why:
+                self.add_error("action", f"This feed's list is refused: {why}.")
+        return cleaned
+
+
 @admin.register(ACLFeed)
 class ACLFeedAdmin(admin.ModelAdmin):
+    form = ACLFeedForm
     list_display = ("name", "action", "enabled", "source", "entry_count", "fetched_at", "status")
     list_filter = ("action", "enabled")
     search_fields = ("name", "source")

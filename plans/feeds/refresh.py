@@ -1,5 +1,9 @@
 """Refreshing the feeds: each good list replaces the last, each failure is recorded and keeps it.
 
+An allow list is good only if, with every other network allowed, it stays within ``MAX_ALLOW_SHARE`` of the
+public addresses (:mod:`plans.feeds.share`): feeds are refreshed one after another, so of two feeds that pass
+the ceiling only together, the second refreshed is refused.
+
 Rows are written with ``QuerySet.update`` (no signals), and the rules version is bumped once, at the end,
 when a list in force changed: a failure, or a list fetched again unchanged, reloads nobody's rules.
 """
@@ -15,10 +19,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from quotas import siblings
+from quotas.formats.acl import parse_network
 
 from ..models import ACLFeed
 from ..models.feeds import FeedError
 from .parse import parse_feed
+from .share import over_ceiling
 from .source import read_source
 
 logger = logging.getLogger(__name__)
@@ -45,6 +51,10 @@ def refresh_feeds(
     for feed in feeds if feeds is not None else ACLFeed.objects.filter(enabled=True):
         try:
             networks = parse_feed(reader(feed.source), feed.action)
+            allowed = feed.action == "allow" and feed.enabled  # a disabled feed's list lifts no limit
+            too_many = allowed and over_ceiling(map(parse_network, networks), except_feed=feed.pk)
+            if too_many:
+                raise FeedError(f"refused: {too_many}")
         except (FeedError, ValueError) as exc:
             record_failure(feed, str(exc), now)
             report.failed[feed.name] = str(exc)

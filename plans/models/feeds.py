@@ -100,9 +100,12 @@ def check_source(source: str) -> None:
                 source,
                 allow_http=bool(feed_settings.ALLOW_HTTP),
                 allow_private=bool(feed_settings.ALLOW_PRIVATE_ADDRESSES),
+                timeout=float(feed_settings.TIMEOUT),
             )
         except Refused as exc:
             raise FeedError(f"not fetched: {exc}") from exc
+        except TimeoutError as exc:
+            raise FeedError(f"not checked: {exc}; try again later") from exc
         return
     allowed_path(source)
 

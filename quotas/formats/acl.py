@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .special_addresses import GLOBAL_UNICAST_V6, NOT_GLOBAL
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -106,6 +108,58 @@ def covers_everyone(networks: Iterable[IPNetwork]) -> str | None:
             shown = ", ".join(str(n) for n in collapsed[:_SHOWN_NETWORKS])
             shown += ", …" if len(collapsed) > _SHOWN_NETWORKS else ""
             return f"{shown} ({covered / space:.0%} of the IPv{version} addresses)"
+    return None
+
+
+#: The public space of each IP version an allow list's share is measured against: every IPv4 address, IPv6's
+#: global unicast (every public IPv6 address lies in it; the rest is unallocated or special-purpose).
+PUBLIC_SPACE: dict[int, IPNetwork] = {4: ipaddress.IPv4Network("0.0.0.0/0"), 6: GLOBAL_UNICAST_V6}
+_SPACE_NAMES = {4: "IPv4 addresses", 6: "IPv6 addresses (global unicast, 2000::/3)"}
+
+
+def _public_addresses(network: IPNetwork) -> int:
+    """How many addresses of ``network`` are public: inside :data:`PUBLIC_SPACE`, outside every special-purpose
+    block that is not globally reachable (those blocks are collapsed, so no address is subtracted twice)."""
+    space = PUBLIC_SPACE[network.version]
+    if space.subnet_of(network):  # type: ignore[arg-type]  # one version
+        network = space
+    elif not network.subnet_of(space):  # type: ignore[arg-type]
+        return 0
+    count = network.num_addresses
+    for block in NOT_GLOBAL[network.version]:
+        if network.subnet_of(block):  # type: ignore[arg-type]
+            return 0
+        if block.subnet_of(network):  # type: ignore[arg-type]
+            count -= block.num_addresses
+    return count
+
+
+def public_share(networks: Iterable[IPNetwork]) -> dict[int, float]:
+    """The share of each IP version's :data:`PUBLIC_SPACE` that ``networks`` cover together (4 and 6: a number
+    from 0 to 1), overlaps counted once. Addresses that are not globally reachable (private, loopback, ULA,
+    documentation...: :mod:`quotas.formats.special_addresses`) count for nothing: allowing the platform's own
+    private networks whole lifts no limit for anyone on the Internet."""
+    by_version: dict[int, list[IPNetwork]] = {4: [], 6: []}
+    for network in networks:
+        by_version[network.version].append(network)
+    shares = {}
+    for version, found in by_version.items():
+        collapsed: Iterable[IPNetwork] = ipaddress.collapse_addresses(found)  # type: ignore[type-var]  # one version
+        shares[version] = sum(_public_addresses(n) for n in collapsed) / PUBLIC_SPACE[version].num_addresses
+    return shares
+
+
+def percent(share: float) -> str:
+    """``share`` (0 to 1) as a percentage with three significant digits: ``75 %``, ``0.00153 %``."""
+    return f"{share * 100:.3g} %"
+
+
+def over_share(networks: Iterable[IPNetwork], ceiling: float) -> str | None:
+    """Why allowing ``networks`` together lifts limits for more than ``ceiling`` of the public addresses of an IP
+    version (:func:`public_share`), or None when they stay within it."""
+    for version, share in public_share(networks).items():
+        if share > ceiling:
+            return f"{percent(share)} of the public {_SPACE_NAMES[version]}, over the ceiling of {percent(ceiling)}"
     return None
 
 

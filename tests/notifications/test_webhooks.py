@@ -13,10 +13,12 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from notifications.dispatch import dispatch_due
+from notifications.manage import Invalid, checked_url
 from notifications.models import Delivery, Endpoint, Event
 from notifications.record import record_event
 from notifications.secrets import encrypt
 from tests.doc_blocks import doc_block
+from tests.slow_dns import DOMAIN, slow_resolver
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,3 +183,22 @@ def test_the_documented_check_accepts_any_of_several_signatures(metered, receive
     assert not verify(header, got.body + b" ", "whsec_old")
     for broken in (f"{new},{old}", f"{t},{t},{new}", t, f"{t},v2={new[3:]}", ""):
         assert not verify(broken, got.body, metered.secret), broken
+
+
+@pytest.mark.slow
+def test_a_slow_resolver_fails_the_attempt_as_a_timeout_within_timeout(metered, receiver, set_quotas, monkeypatch):
+    """The endpoint's host resolves through a DNS server answering after 4 s; with TIMEOUT=1 the attempt fails
+    as a ``timeout`` (retried, as a receiver's timeout is) within about a second, and the receiver hears nothing;
+    saving such a URL is refused with a clear message after TIMEOUT too."""
+    set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True, "TIMEOUT": 1})
+    url = receiver.url.replace("127.0.0.1", "hook" + DOMAIN)
+    Endpoint.objects.update(url=url)
+    spend(metered, 4)
+    with slow_resolver(monkeypatch, delay=4.0):
+        dispatch_due()
+        with pytest.raises(Invalid, match=f"^Not checked: hook{DOMAIN} did not resolve within 1 s; try again later"):
+            checked_url(url)
+    delivery = Delivery.objects.get(endpoint__isnull=False)
+    assert (delivery.status, delivery.failure) == ("pending", "timeout")
+    assert delivery.error == f"TimeoutError: hook{DOMAIN} did not resolve within 1 s"
+    assert receiver.requests == []

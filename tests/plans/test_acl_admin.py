@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from plans.models import ACLEntry, APIKey
+from plans.models import ACLEntry, ACLFeed, APIKey
 from tests.factories import SubscriptionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -176,3 +176,39 @@ def test_admin_list_filters_and_search(admin_client):
 def test_admin_change_page_renders(admin_client):
     entry = ACLEntry.objects.create(action="deny", cidr="192.0.2.1/32", reason="abuse")
     assert admin_client.get(f"/admin/quota_plans/aclentry/{entry.pk}/change/").status_code == 200
+
+
+def test_admin_refuses_an_allow_entry_passing_the_ceiling_with_the_feeds(admin_client):
+    """A /16 allowed by a feed and a /17 by an entry are each within QUOTAS['ACL_FEEDS']['MAX_ALLOW_SHARE']
+    (65,536 IPv4 addresses by default) but not together: the admin's entry is refused with the share; a deny of
+    the same is saved."""
+    ACLFeed.objects.create(name="partner", source="/nowhere.txt", action="allow", entries="9.0.0.0/16",
+                           fetched_at=timezone.now())  # fmt: skip
+    data = {"action": "allow", "reason": "partner", "cidr": "9.1.0.0/17", "scope": "", "expires_at_0": "",
+            "expires_at_1": "", "api_key": "", "user": "", "subscription": ""}  # fmt: skip
+    response = admin_client.post("/admin/quota_plans/aclentry/add/", data)
+    assert response.status_code == 200
+    assert (
+        "Allowing 9.1.0.0/17 is refused: the allow lists together would cover 0.00229 % of the public IPv4 "
+        "addresses, over the ceiling of 0.00153 % (QUOTAS[&#x27;ACL_FEEDS&#x27;][&#x27;MAX_ALLOW_SHARE&#x27;])"
+    ) in response.content.decode()
+    assert not ACLEntry.objects.exists()
+    response = admin_client.post("/admin/quota_plans/aclentry/add/", {**data, "action": "deny"})
+    assert response.status_code == 302
+
+
+def test_admin_refuses_switching_a_feed_to_allow_past_the_ceiling(admin_client, tmp_path, set_quotas):
+    """A deny feed listing a /8 (a 256th of IPv4: under the old half rule) cannot become an allow feed; one
+    listing a /24 can."""
+    set_quotas("ACL_FEEDS", FILE_DIRECTORIES=[str(tmp_path)])
+    source = str(tmp_path / "big.txt")
+    feed = ACLFeed.objects.create(name="big", source=source, action="deny", entries="9.0.0.0/8",
+                                  fetched_at=timezone.now())  # fmt: skip
+    data = {"name": "big", "action": "allow", "source": source, "enabled": "on"}
+    response = admin_client.post(f"/admin/quota_plans/aclfeed/{feed.pk}/change/", data)
+    assert response.status_code == 200
+    assert "This feed&#x27;s list is refused: the allow lists together would cover 0.391 %" in response.content.decode()
+    feed.refresh_from_db()
+    assert feed.action == "deny"
+    ACLFeed.objects.filter(pk=feed.pk).update(entries="9.0.0.0/24")
+    assert admin_client.post(f"/admin/quota_plans/aclfeed/{feed.pk}/change/", data).status_code == 302

@@ -22,6 +22,7 @@ from plans.tasks import refresh_acl_feeds
 from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
 from tests.plans.feed_server import serving
+from tests.slow_dns import DOMAIN, slow_resolver
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -181,6 +182,28 @@ def test_a_private_address_is_refused_unless_the_setting_allows_it(free, feeds_d
     assert refresh_feeds().failed["drop"] == "not fetched: only https:// URLs are allowed"
 
 
+@pytest.mark.slow
+def test_a_slow_resolver_is_waited_for_only_timeout_seconds(free, feeds_dir, server, set_quotas, monkeypatch):
+    """The feed's host resolves through a DNS server answering after 4 s; with TIMEOUT=1 saving the feed is
+    refused with a clear message, and a refresh records the timeout and keeps the last good list, each after
+    about a second."""
+    (feeds_dir / "drop.txt").write_bytes(GOOD)
+    set_quotas("ACL_FEEDS", TIMEOUT=1)
+    url = server.replace("127.0.0.1", "feeds" + DOMAIN) + "drop.txt"
+    feed = ACLFeed(name="drop", source=url, action="deny", entries="192.0.2.0/24", entry_count=1)
+    with slow_resolver(monkeypatch, delay=4.0):
+        with pytest.raises(ValidationError) as info:
+            feed.full_clean()
+        feed.save()
+        failed = refresh_feeds().failed["drop"]
+    assert info.value.message_dict["source"] == [
+        f"not checked: feeds{DOMAIN} did not resolve within 1 s; try again later"
+    ]
+    assert failed == f"fetching failed: TimeoutError: feeds{DOMAIN} did not resolve within 1 s"
+    feed.refresh_from_db()
+    assert (feed.entries, feed.consecutive_failures) == ("192.0.2.0/24", 1)
+
+
 def test_a_file_outside_the_allowed_directories_is_not_read(feeds_dir, tmp_path):
     """A feed's file must lie inside FILE_DIRECTORIES (a symbolic link out of it does not count)."""
     secret = tmp_path / "secret.txt"
@@ -312,3 +335,54 @@ def test_the_snapshot_never_applies_an_allow_list_covering_every_address_in_part
         ("allow", "2001:db8::/32"),
     ]
     assert len([rule for rule in acl if rule.action == "deny"]) == 4  # a deny list may cover everyone
+
+
+def _allow_feed(feeds_dir, name: str, text: str, entries: str = "") -> ACLFeed:
+    (feeds_dir / f"{name}.txt").write_text(text)
+    fetched = timezone.now() if entries else None
+    return ACLFeed.objects.create(name=name, source=str(feeds_dir / f"{name}.txt"), action="allow",
+                                  entries=entries, entry_count=len(entries.split()), fetched_at=fetched)  # fmt: skip
+
+
+def test_an_allow_feed_of_every_public_ipv6_address_is_refused(feeds_dir):
+    """``2000::/3`` is an eighth of the IPv6 space (under the old half-a-family rule) but every public IPv6
+    address: the refresh is refused, naming the share and the ceiling, and the last good list is kept."""
+    feed = _allow_feed(feeds_dir, "v6", "2001:4860:4801::/48\n2000::/3\n", entries="2001:4860:4801::/48")
+    report = refresh_feeds()
+    assert report.failed == {
+        "v6": "refused: the allow lists together would cover 100 % of the public IPv6 addresses (global unicast, "
+        "2000::/3), over the ceiling of 0.00153 % (QUOTAS['ACL_FEEDS']['MAX_ALLOW_SHARE'])"
+    }
+    feed.refresh_from_db()
+    assert (feed.entries, feed.consecutive_failures, feed.last_error) == ("2001:4860:4801::/48", 1, report.failed["v6"])
+
+
+def test_two_allow_feeds_under_the_ceiling_alone_are_refused_together(feeds_dir, set_quotas):
+    """With the ceiling at the old rule's half, two feeds of three eighths of IPv4 each: the first refreshed is
+    kept, the second (together three quarters) is refused and keeps its last list; the snapshot applies the
+    first feed's and the second's old networks only."""
+    set_quotas("ACL_FEEDS", MAX_ALLOW_SHARE=0.5)
+    _allow_feed(feeds_dir, "a", "0.0.0.0/2\n64.0.0.0/3\n")
+    _allow_feed(feeds_dir, "b", "128.0.0.0/2\n192.0.0.0/3\n", entries="1.2.3.0/24")
+    report = refresh_feeds()
+    assert report.changed == ["a"]
+    assert report.failed["b"].startswith("refused: the allow lists together would cover 74.2 %")
+    assert report.failed["b"].endswith(
+        " % of the public IPv4 addresses, over the ceiling of 50 % (QUOTAS['ACL_FEEDS']['MAX_ALLOW_SHARE'])"
+    )
+    assert ACLFeed.objects.get(name="b").entries == "1.2.3.0/24"
+    assert sorted(str(rule.value) for rule in access_list()) == ["0.0.0.0/2", "1.2.3.0/24", "64.0.0.0/3"]
+
+
+def test_usual_allow_lists_stay_under_the_default_ceiling_and_private_networks_count_for_nothing(feeds_dir):
+    """Crawlers' and a partner's ranges, the admin's allow of an office network and of the platform's own
+    private networks (whole 10/8 and fc00::/7: no public address) are accepted together; one /16 more passes the
+    default ceiling (65,536 IPv4 addresses) and is refused, on a feed's refresh and on the admin's entry."""
+    ACLEntry.objects.create(action="allow", cidr="8.8.8.0/24", reason="office")
+    ACLEntry.objects.create(action="allow", cidr="10.0.0.0/8", reason="our services")
+    ACLEntry.objects.create(action="allow", cidr="fc00::/7", reason="our services")
+    _allow_feed(feeds_dir, "crawlers", "66.249.64.0/19\n2001:4860:4801::/48\n")
+    _allow_feed(feeds_dir, "partner", "1.2.3.0/24\n")
+    assert refresh_feeds().changed == ["crawlers", "partner"]
+    _allow_feed(feeds_dir, "wide", "9.0.0.0/16\n")
+    assert "0.00173 % of the public IPv4 addresses, over the ceiling" in refresh_feeds().failed["wide"]

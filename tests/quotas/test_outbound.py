@@ -1,14 +1,19 @@
-"""quotas.outbound, the SSRF-guarded client of webhooks and feeds: which addresses it refuses (IPv4 addresses
-embedded in IPv6 forms included), and a deadline for the whole request against a real receiver that trickles."""
+"""quotas.outbound, the SSRF-guarded client of webhooks and feeds: which addresses it refuses (IANA's
+special-purpose blocks, IPv4 addresses embedded in IPv6 forms included), and a deadline for the whole request,
+DNS included, against a real receiver that trickles and a real DNS server that is slow to answer."""
 
 from __future__ import annotations
 
 import ipaddress
+import threading
 import time
 
 import pytest
 
+from quotas import outbound
+from quotas.formats.special_addresses import IPV4_BLOCKS, IPV6_BLOCKS
 from quotas.outbound import Policy, Refused, check_url, is_internal, request
+from tests.slow_dns import DOMAIN, slow_resolver
 from tests.slow_server import slow_server
 from tests.waiting import wait_until
 
@@ -37,6 +42,23 @@ INTERNAL = [
     "::1",
     "fe80::1",
     "fd00::1",
+    # IANA's special-purpose blocks that Python 3.11's is_global calls global (issue 54's review).
+    "::ffff:0:7f00:1",  # IPv4-translated (RFC 2765) of 127.0.0.1
+    "::ffff:0:a9fe:a9fe",  # IPv4-translated of 169.254.169.254
+    "192.0.0.8",  # IPv4 dummy address (RFC 7600)
+    "192.0.0.9",  # PCP anycast: globally reachable per the registry, refused here (anycast leads nearby)
+    "192.0.0.10",  # TURN anycast: the same
+    "192.0.0.170",  # NAT64/DNS64 discovery
+    "192.88.99.1",  # the deprecated 6to4 relay anycast
+    "2001:1::1",  # PCP anycast, IPv6
+    "2001:2::1",  # benchmarking
+    "3fff::1",  # documentation (RFC 9637)
+    "5f00::1",  # SRv6 SIDs (RFC 9602)
+    "ff0e::1",  # global-scope multicast
+    "224.0.0.251",  # multicast
+    "255.255.255.255",  # limited broadcast
+    "100::1",  # discard-only
+    "64:ff9b::c000:8",  # NAT64 of 192.0.0.8
 ]
 #: Public addresses, in every form: still allowed.
 PUBLIC = [
@@ -45,7 +67,26 @@ PUBLIC = [
     "2606:4700:4700::1111",
     "64:ff9b::808:808",  # NAT64 of 8.8.8.8
     "2002:808:808::1",  # 6to4 of 8.8.8.8
+    "2001:0:4136:e378:8000:63bf:f7f7:f7f7",  # Teredo, client 8.8.8.8: 2001::/32 is carved out of 2001::/23
+    "2001:4860:4860::8888",  # 2001:4860::/32 lies outside 2001::/23
+    "2606:4700::1111",
+    "192.0.1.1",  # next to 192.0.0.0/24
+    "9.9.9.9",
 ]
+
+
+def _inside(block: str) -> list[str]:
+    """The first, a middle and the last address of ``block``, but Teredo's (decided by the addresses it embeds)."""
+    network = ipaddress.ip_network(block)
+    middle = network.network_address + network.num_addresses // 2
+    found = [network.network_address, middle, network.broadcast_address]
+    return [str(a) for a in found if a not in ipaddress.ip_network("2001::/32")]
+
+
+@pytest.mark.parametrize(("block", "address"), [(b, a) for b, _ in IPV4_BLOCKS + IPV6_BLOCKS for a in _inside(b)])
+def test_every_address_of_every_special_purpose_block_is_internal(block, address):
+    """The table's blocks (IANA's registries) are refused from first to last address."""
+    assert is_internal(ipaddress.ip_address(address))
 
 
 @pytest.mark.parametrize("address", INTERNAL)
@@ -54,7 +95,7 @@ def test_an_internal_address_in_any_form_is_internal(address):
     assert is_internal(ipaddress.ip_address(address))
     with pytest.raises(Refused, match="resolves to an internal address") as refused:
         check_url(f"https://[{address}]/hook" if ":" in address else f"https://{address}/hook",
-                  allow_http=False, allow_private=False)  # fmt: skip
+                  allow_http=False, allow_private=False, timeout=5)  # fmt: skip
     assert refused.value.kind == "address"
 
 
@@ -62,16 +103,16 @@ def test_an_internal_address_in_any_form_is_internal(address):
 def test_a_public_address_in_any_form_is_allowed(address):
     assert not is_internal(ipaddress.ip_address(address))
     host = f"[{address}]" if ":" in address else address
-    assert check_url(f"https://{host}/hook", allow_http=False, allow_private=False).address == address
+    assert check_url(f"https://{host}/hook", allow_http=False, allow_private=False, timeout=5).address == address
 
 
 def test_a_host_that_does_not_resolve_is_refused_like_an_internal_one():
     """Same kind as an internal address: whoever reads only the kind cannot tell which names resolve inside."""
     with pytest.raises(Refused) as refused:
-        check_url("https://no-such-host.invalid/hook", allow_http=False, allow_private=False)
+        check_url("https://no-such-host.invalid/hook", allow_http=False, allow_private=False, timeout=5)
     assert refused.value.kind == "address"
     with pytest.raises(Refused) as scheme:
-        check_url("http://1.1.1.1/hook", allow_http=False, allow_private=False)
+        check_url("http://1.1.1.1/hook", allow_http=False, allow_private=False, timeout=5)
     assert scheme.value.kind == "url"
 
 
@@ -101,3 +142,67 @@ def test_an_answer_within_the_deadline_is_read_whole():
     with slow_server(interval=0.01, body_bytes=10) as server:
         answer = request("GET", server.url, policy)
     assert (answer.status, answer.body, answer.truncated) == (200, b"x" * 10, False)
+
+
+@pytest.mark.slow
+def test_a_slow_resolver_counts_against_the_requests_deadline(monkeypatch):
+    """A DNS server on loopback answering after 4 s, a request with TIMEOUT=1 to a receiver that would answer at
+    once: the request fails with a timeout about 1 s after it began, and nothing reaches the receiver."""
+    policy = Policy(allow_http=True, allow_private=True, timeout=1.0, limit=65_536)
+    with slow_resolver(monkeypatch, delay=4.0), slow_server(interval=0.001, body_bytes=1) as server:
+        url = server.url.replace("127.0.0.1", "hook" + DOMAIN)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match=f"hook{DOMAIN} did not resolve within 1 s"):
+            request("POST", url, policy, body=b"{}")
+        assert 0.9 < time.monotonic() - started < 2.5
+        assert server.exchanges == []
+
+
+@pytest.mark.slow
+def test_the_resolvers_time_and_the_exchanges_share_one_deadline(monkeypatch):
+    """The same DNS server answering after 0.8 s and a receiver answering within about 0.8 s: together past
+    TIMEOUT=1.1, so the request times out, though neither alone would; with TIMEOUT=3 the answer is read whole."""
+    with slow_resolver(monkeypatch, delay=0.8), slow_server(interval=0.01, body_bytes=10) as server:
+        url = server.url.replace("127.0.0.1", "hook" + DOMAIN)
+        with pytest.raises(TimeoutError, match="deadline"):
+            request("GET", url, Policy(allow_http=True, allow_private=True, timeout=1.1, limit=100))
+        answer = request("GET", url, Policy(allow_http=True, allow_private=True, timeout=3.0, limit=100))
+    assert (answer.status, answer.body) == (200, b"x" * 10)
+
+
+@pytest.mark.slow
+def test_checking_a_url_alone_is_bounded_too(monkeypatch):
+    """When an endpoint or feed URL is saved, its check waits for the slow resolver only ``timeout`` seconds."""
+    with slow_resolver(monkeypatch, delay=4.0):
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match=f"saved{DOMAIN} did not resolve within 0.5 s"):
+            check_url(f"https://saved{DOMAIN}/hook", allow_http=False, allow_private=True, timeout=0.5)
+        assert time.monotonic() - started < 2
+        # A timely answer: the address the slow server gives.
+    with slow_resolver(monkeypatch, delay=0.05):
+        target = check_url(f"https://saved{DOMAIN}/hook", allow_http=False, allow_private=True, timeout=5)
+    assert target.address == "127.0.0.1"
+
+
+@pytest.mark.slow
+def test_a_hung_resolver_holds_a_bounded_number_of_threads(monkeypatch):
+    """Thirty requests at once against a resolver that answers after 4 s each time out at their 0.3 s deadline,
+    and no more than LOOKUP_THREADS threads are left waiting for it."""
+    errors: list[BaseException] = []
+
+    def one(number: int) -> None:
+        try:
+            check_url(f"https://h{number}{DOMAIN}/", allow_http=False, allow_private=True, timeout=0.3)
+        except BaseException as exc:  # counted below
+            errors.append(exc)
+
+    with slow_resolver(monkeypatch, delay=4.0):
+        callers = [threading.Thread(target=one, args=(n,)) for n in range(30)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(5)
+        lookups = [t for t in threading.enumerate() if t.name == "outbound-lookup"]
+    assert len(errors) == 30
+    assert all(isinstance(e, TimeoutError) for e in errors)
+    assert 0 < len(lookups) <= outbound.LOOKUP_THREADS
