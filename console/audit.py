@@ -18,8 +18,9 @@ def record(
     request: Request | HttpRequest, account: Account, action: str, target: str = "", *, by: str = "", **detail: Any
 ) -> AuditEntry:
     """Write that ``account``'s caller did ``action`` to ``target`` (with ``detail``, never a secret), from the
-    API (a DRF request) or the page (a Django request). ``by`` names an actor who is neither a user nor a key
-    (a contact following its confirmation link)."""
+    API (a DRF request) or the page (a Django request), and from which address. ``by`` names an actor who is
+    neither a user nor a key (a contact following its confirmation link): their address is not kept, since the
+    owners who read the log have no claim to where a stranger reads their mail."""
     return AuditEntry.objects.create(
         subscription=account.subscription,
         subscription_name=account.subscription.name[:200],
@@ -28,5 +29,5 @@ def record(
         action=action,
         target=target[:200],
         detail=detail,
-        address=str(client_ip(getattr(request, "_request", request))),
+        address=None if by else str(client_ip(getattr(request, "_request", request))),
     )

@@ -23,6 +23,24 @@ SETTINGS = (
         "`console_api`; `None` turns the default off",
         hint="Use a rate such as '60/min'.",
     ),
+    # Ten minutes: a mail held back by greylisting or a slow spam filter arrives in that time, so a sooner resend
+    # only doubles what a stranger receives; six an hour at most to one address.
+    Setting(
+        "CONFIRMATION_INTERVAL", int | None, 600, minimum=1, kind="a number of seconds or None",
+        check_id="quota_console.E002",
+        doc="seconds before one address of a subscription is mailed another confirmation link (a resend, the "
+        "address given to a contact again, or deleted and added again); sooner is a `429`; `None`: no wait",
+        hint="600 (ten minutes) lets a mail delayed by greylisting arrive before another is sent.",
+    ),
+    # Twenty: a team's contacts added at once fit; past that, one owner cannot make the platform mail strangers
+    # more than twenty messages an hour, however many addresses it tries.
+    Setting(
+        "CONFIRMATIONS_PER_HOUR", int | None, 20, minimum=1, kind="a number of mails or None",
+        check_id="quota_console.E003",
+        doc="confirmation links one subscription may have mailed in an hour (a sliding hour, all its addresses "
+        "together); more is a `429`; `None`: no limit",
+        hint="Enough for the contacts a customer adds at once; it bounds what one owner can have mailed.",
+    ),
 )  # fmt: skip
 
 DEFAULTS: dict[str, Any] = defaults(SETTINGS)

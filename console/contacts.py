@@ -3,7 +3,8 @@ by its link; the one implementation the API and the page both call.
 
 A contact added here is sent nothing until its address confirms (:mod:`notifications.contacts`); so is one whose
 address changes. Each change is checked (Django's ``ValidationError``, naming the field), made and written to the
-audit log in one transaction; the confirmation e-mail leaves after that commits.
+audit log in one transaction; the confirmation e-mail leaves after that commits. Each confirmation mail is
+counted in that transaction against its limits (:mod:`console.confirmations`): over one, nothing changes.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from rest_framework.request import Request
 from notifications import contacts as mailing
 from notifications.models import Contact
 
-from . import audit
+from . import audit, confirmations
 from .access import Account
 from .errors import Missing, StateConflict, field_errors
+from .models import ConfirmationMail
 
 NO_SUCH_CONTACT = "No such contact on this subscription."
 CONFIRMED_ALREADY = "This address is confirmed already."
@@ -47,26 +49,30 @@ def add_contact(
     request: Request | HttpRequest, account: Account, email: str, events: Any = None
 ) -> tuple[Contact, bool]:
     """A new, unconfirmed contact (``events``: types, None or []: all), mailed its confirmation link; it, and
-    whether the mail server took the mail."""
+    whether the mail server took the mail. Over a limit of the confirmation mails, nothing is added
+    (:class:`~console.errors.MailLimitReached`)."""
     _check_email(email)
     with field_errors(), transaction.atomic():
         contact = mailing.add_contact(account.subscription, email, events)
+        counted = confirmations.count_mail(account.subscription, contact.email)
         audit.record(request, account, "contact.create", contact.email, id=contact.pk, events=contact.events)
-    return contact, send_confirmation(request, contact)
+    return contact, send_confirmation(request, contact, counted)
 
 
 def update_contact(
     request: Request | HttpRequest, account: Account, contact: Contact, changes: dict[str, Any]
 ) -> tuple[dict[str, Any], bool | None]:
     """Apply ``changes`` (any of ``email``, ``events``, ``is_active``): the fields that changed, with their new
-    values, and whether a new address's confirmation mail was taken (None: the address did not change)."""
+    values, and whether a new address's confirmation mail was taken (None: the address did not change). A new
+    address over a limit of the confirmation mails changes nothing (:class:`~console.errors.MailLimitReached`)."""
     if "email" in changes:
         _check_email(changes["email"])
     with field_errors(), transaction.atomic():
         changed = mailing.update_contact(contact, changes)
+        counted = confirmations.count_mail(account.subscription, contact.email) if "email" in changed else None
         if changed:
             audit.record(request, account, "contact.update", contact.email, id=contact.pk, changed=changed)
-    return changed, send_confirmation(request, contact) if "email" in changed else None
+    return changed, send_confirmation(request, contact, counted) if counted else None
 
 
 def delete_contact(request: Request | HttpRequest, account: Account, contact: Contact) -> None:
@@ -78,12 +84,14 @@ def delete_contact(request: Request | HttpRequest, account: Account, contact: Co
 
 def resend_confirmation(request: Request | HttpRequest, account: Account, contact: Contact) -> bool:
     """Mail an unconfirmed contact a new link; whether the mail server took it. A confirmed one raises
-    :class:`~console.errors.StateConflict`."""
+    :class:`~console.errors.StateConflict`; one over a limit of the confirmation mails
+    :class:`~console.errors.MailLimitReached`."""
     if contact.confirmed_at is not None:
         raise StateConflict(CONFIRMED_ALREADY)
     with transaction.atomic():
+        counted = confirmations.count_mail(account.subscription, contact.email)
         audit.record(request, account, "contact.resend_confirmation", contact.email, id=contact.pk)
-    return send_confirmation(request, contact)
+    return send_confirmation(request, contact, counted)
 
 
 def confirm(request: Request | HttpRequest, token: str) -> Contact:
@@ -97,12 +105,16 @@ def confirm(request: Request | HttpRequest, token: str) -> Contact:
     return contact
 
 
-def send_confirmation(request: Request | HttpRequest, contact: Contact) -> bool:
-    """Mail ``contact`` its link (to the page's confirmation, on the host the request came to); whether the mail
-    server took it. Called once the change is committed. The link leads to a page with a button, not to the
-    confirmation itself: mail scanners fetch links, and a fetch must not confirm an address nobody read."""
+def send_confirmation(request: Request | HttpRequest, contact: Contact, counted: ConfirmationMail) -> bool:
+    """Mail ``contact`` its link (to the page's confirmation, on the host the request came to), ``counted`` by
+    :func:`console.confirmations.count_mail`; whether the mail server took it (if not, the count is given back).
+    Called once the change is committed. The link leads to a page with a button, not to the confirmation itself:
+    mail scanners fetch links, and a fetch must not confirm an address nobody read."""
     url = request.build_absolute_uri(reverse("console-page:confirm"))
-    return mailing.send_confirmation(contact, url)
+    sent = mailing.send_confirmation(contact, url)
+    if not sent:
+        confirmations.release(counted)
+    return sent
 
 
 def _check_email(email: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.core.exceptions import ValidationError
 
@@ -19,6 +20,17 @@ class Missing(LookupError):
 
 class StateConflict(Exception):
     """The object is not in a state that allows the change (the message says why): the API's 409."""
+
+
+class MailLimitReached(Exception):
+    """A confirmation mail over one of its limits (the message says which, and when to try again): nothing was
+    changed or sent; the API's 429 with ``Retry-After``. ``limit`` describes the limit (``per``: ``address`` or
+    ``subscription``, ``mails``, ``seconds``) and ``wait`` is the seconds until it admits one more."""
+
+    def __init__(self, message: str, limit: dict[str, Any], wait: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.wait = wait
 
 
 @contextmanager

@@ -58,3 +58,18 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name}: {self.action} {self.target}".rstrip()
+
+
+class ConfirmationMail(models.Model):
+    """A confirmation link mailed to an address of a subscription: what :mod:`console.confirmations` counts. Rows
+    older than the longest limit's window are deleted as the next is counted."""
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="+")
+    email = models.EmailField(max_length=254, help_text="The address, in lower case.")
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["subscription", "sent_at"], name="confirmation_mail_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.sent_at:%Y-%m-%d %H:%M:%S} {self.email}"

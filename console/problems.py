@@ -12,7 +12,7 @@ from quotas import problems
 from quotas.drf import api_problems
 from quotas.drf.handlers import respond
 
-from .errors import Missing, StateConflict
+from .errors import MailLimitReached, Missing, StateConflict
 
 
 class Conflict(exceptions.APIException):
@@ -34,11 +34,27 @@ def invalid_request(errors: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def too_many_mails(exc: MailLimitReached) -> dict[str, Any]:
+    """The 429 body of a confirmation mail over a limit: ``limit`` says which (``per`` address or subscription,
+    ``mails`` in ``seconds``), ``retry_after`` when one more is admitted (as the ``Retry-After`` header)."""
+    return {
+        "type": problems.problem_type("too-many-confirmation-mails"),
+        "title": "Too many confirmation mails",
+        "status": 429,
+        "detail": str(exc),
+        "limit": exc.limit,
+        "retry_after": exc.wait,
+    }
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse | None:
     """Every error of the self-service API as ``application/problem+json`` (the usage API's handler, with a
     request body's errors as ``invalid-request``). What the console's actions raise is translated first: Django's
-    ``ValidationError`` is a 400 naming its fields, :class:`~console.errors.Missing` a 404 and
-    :class:`~console.errors.StateConflict` a 409, each with the action's message."""
+    ``ValidationError`` is a 400 naming its fields, :class:`~console.errors.Missing` a 404,
+    :class:`~console.errors.StateConflict` a 409, each with the action's message, and
+    :class:`~console.errors.MailLimitReached` a 429 naming its limit, with ``Retry-After``."""
+    if isinstance(exc, MailLimitReached):
+        return respond(too_many_mails(exc), exceptions.Throttled(exc.wait))
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(_fields(exc))
     elif isinstance(exc, Missing):

@@ -4,7 +4,8 @@
 A contact added here is sent nothing until its address confirms (:mod:`notifications.contacts`); so is one whose
 address is changed. The actions are :mod:`console.contacts`'s (audited in the change's transaction, the
 confirmation e-mail sent after that commits); these views check who may act, parse the body and render the
-answer.
+answer. Each confirmation mail (of an added contact, a changed address, a resend) is counted against its limits
+(:mod:`console.confirmations`): over one, the answer is a 429 naming it, with ``Retry-After``, and nothing changes.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class ContactDetailView(ContactView):
 
 
 class ContactResendConfirmationView(ContactView):
-    """``POST``: mail an unconfirmed contact a new confirmation link (owners); 409 once it is confirmed."""
+    """``POST``: mail an unconfirmed contact a new confirmation link (owners); 409 once it is confirmed, 429 within
+    ``QUOTAS['CONSOLE']['CONFIRMATION_INTERVAL']`` of the address's last link."""
 
     def post(self, request: Request, subscription_id: int, contact_id: int) -> Response:
         account = self.owner()

@@ -21,7 +21,7 @@ from plans.models import APIKey, KeyState
 
 from .. import keys
 from ..conf import MAX_OVERLAP_SECONDS
-from .base import ConsoleView
+from .base import ConsoleView, shown_once
 
 
 class KeySerializer(serializers.ModelSerializer):
@@ -81,8 +81,8 @@ class KeyView(ConsoleView):
         return dict(data.validated_data)
 
     def created(self, key: APIKey, raw: str, **more: Any) -> Response:
-        """201 with the key and its raw text (the one time it is shown), and ``more``."""
-        return Response({"key": raw, **self.get_serializer(key).data, **more}, status=status.HTTP_201_CREATED)
+        """201 with the key and its raw text (the one time it is shown, never cached), and ``more``."""
+        return shown_once({"key": raw, **self.get_serializer(key).data, **more}, status.HTTP_201_CREATED)
 
 
 class KeyListView(ListModelMixin, KeyView):  # the mixin: the OpenAPI schema shows GET as a list

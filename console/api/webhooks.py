@@ -21,7 +21,7 @@ from notifications.models import Delivery, Endpoint
 from .. import webhooks
 from ..access import Account
 from ..conf import MAX_OVERLAP_SECONDS
-from .base import ConsoleView
+from .base import ConsoleView, shown_once
 
 #: Characters of a receiver's answer shown (the admin shows staff the 1,000 kept).
 ANSWER_SHOWN = 200
@@ -107,7 +107,7 @@ class WebhookListView(ListModelMixin, EndpointView):  # the mixin: the OpenAPI s
         endpoint, secret = webhooks.register_endpoint(
             request, account, given["url"], given.get("events"), given.get("description", "")
         )
-        return Response({**self.get_serializer(endpoint).data, "secret": secret}, status=status.HTTP_201_CREATED)
+        return shown_once({**self.get_serializer(endpoint).data, "secret": secret}, status.HTTP_201_CREATED)
 
 
 class WebhookDetailView(EndpointView):
@@ -162,7 +162,7 @@ class WebhookRollSecretView(EndpointView):
         account = self.owner()
         endpoint = self.endpoint(account)
         secret = webhooks.roll_secret(request, account, endpoint, self.valid(RollSerializer)["overlap_seconds"])
-        return Response({**self.get_serializer(endpoint).data, "secret": secret})
+        return shown_once({**self.get_serializer(endpoint).data, "secret": secret}, status.HTTP_200_OK)
 
 
 class WebhookDeliveriesView(ListModelMixin, EndpointView):  # the mixin: a list in the OpenAPI schema

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from .. import contacts
 from ..access import Account
+from ..errors import MailLimitReached
 from .forms import ContactForm, add_errors, problems
 from .page import back, owner_action, render_page
 
@@ -19,7 +20,7 @@ from .page import back, owner_action, render_page
 @owner_action
 def add(request: HttpRequest, account: Account) -> HttpResponse:
     """Add a contact (``email``, ``events``), unconfirmed: it is mailed a link and nothing else until it follows
-    it."""
+    it. Over a limit of the confirmation mails, nothing is added: 429 and the page says when to try again."""
     form = ContactForm(request.POST)
     if form.is_valid():
         try:
@@ -28,6 +29,10 @@ def add(request: HttpRequest, account: Account) -> HttpResponse:
             )
         except ValidationError as exc:
             add_errors(form, exc)
+        except MailLimitReached as exc:  # nothing added: the form stays filled in for later
+            response = render_page(request, account, status=429, failed=("contacts", [str(exc)]), contact_form=form)
+            response["Retry-After"] = str(exc.wait)
+            return response
         else:
             if sent:
                 messages.success(request, f"{contact.email} was added: it is sent nothing until it follows the "

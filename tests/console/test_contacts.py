@@ -4,16 +4,19 @@ subscription's people find nothing, and every change (the confirmation too) is i
 
 from __future__ import annotations
 
+import importlib
 import re
 from datetime import timedelta
 from urllib.parse import unquote, urlencode
 
 import pytest
+from django.apps import apps
 from django.core import mail
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from console import confirmations
 from console.models import AuditEntry
 from notifications import contacts
 from notifications.dispatch import dispatch_due
@@ -140,8 +143,9 @@ def test_an_address_twice_or_an_unknown_event_type_is_a_400(team, owner_api):
     assert Contact.objects.count() == 1
 
 
-def test_a_lost_confirmation_is_sent_again_and_staff_made_contacts_are_confirmed(team, owner_api):
+def test_a_lost_confirmation_is_sent_again_and_staff_made_contacts_are_confirmed(team, owner_api, clock_ahead):
     made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
+    clock_ahead(confirmations, 600)  # QUOTAS['CONSOLE']['CONFIRMATION_INTERVAL'] later
     again = owner_api.post(team.url(f"contacts/{made['id']}/resend_confirmation"))
     assert again.status_code == 200
     assert len(mail.outbox) == 2
@@ -211,3 +215,38 @@ def test_the_mails_link_shows_a_button_and_only_pressing_it_confirms(team, owner
     bad = page.post(link, {"token": "forged", "csrfmiddlewaretoken": token})
     assert bad.status_code == 400
     assert "not valid" in bad.content.decode()
+
+
+def test_the_audit_log_never_shows_owners_where_a_confirmer_pressed_the_button(team, owner_api):
+    """Whoever confirms is not a member of the subscription: the entry of a confirmation, by the page's button
+    or the API, keeps no address, in the API's log and on the page; the owner's own entries keep theirs."""
+    owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json", REMOTE_ADDR="203.0.113.7")
+    owner_api.post(team.url("contacts"), {"email": "cfo@acme.example"}, format="json", REMOTE_ADDR="203.0.113.7")
+    by_page, by_api = (token_in(m) for m in mail.outbox)
+    page = Client()
+    assert page.post("/usage/account/confirm/", {"token": by_page}, REMOTE_ADDR="198.51.100.23").status_code == 200
+    assert APIClient().post(CONFIRM, {"token": by_api}, format="json", REMOTE_ADDR="198.51.100.24").status_code == 200
+    log = owner_api.get(team.url("audit")).json()
+    assert [(e["action"], e["address"]) for e in log] == [
+        ("contact.confirm", None),
+        ("contact.confirm", None),
+        ("contact.create", "203.0.113.7"),
+        ("contact.create", "203.0.113.7"),
+    ]
+    page.force_login(team.owner)
+    shown = page.get(f"/usage/account/{team.subscription.pk}/").content.decode()
+    assert "203.0.113.7" in shown
+    assert "198.51.100.2" not in shown
+    assert not AuditEntry.objects.filter(address__startswith="198.51.100.").exists()  # not kept at all
+
+
+def test_the_confirmers_addresses_kept_before_are_forgotten_by_the_migration(team):
+    migration = importlib.import_module("console.migrations.0002_forget_confirmers_addresses")
+    kept = {"subscription": team.subscription, "subscription_name": "Acme", "address": "198.51.100.23"}
+    AuditEntry.objects.create(actor_name="ops@acme.example (confirmation link)", action="contact.confirm", **kept)
+    AuditEntry.objects.create(actor_name="olivia", action="contact.create", **kept)
+    migration.forget_confirmers_addresses(apps, None)
+    assert sorted(AuditEntry.objects.values_list("action", "address")) == [
+        ("contact.confirm", None),
+        ("contact.create", "198.51.100.23"),
+    ]
