@@ -3,7 +3,7 @@ transaction, so a change and its entry are saved together or not at all."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpRequest
 from rest_framework.request import Request
@@ -29,5 +29,6 @@ def record(
         action=action,
         target=target[:200],
         detail=detail,
-        address=None if by else str(client_ip(getattr(request, "_request", request))),
+        # A DRF request answers META as the HttpRequest it wraps (public delegation), so both kinds read alike.
+        address=None if by else str(client_ip(cast(HttpRequest, request))),
     )
