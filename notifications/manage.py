@@ -1,6 +1,6 @@
 """What a subscription's owners do to its webhooks, as plain functions that know no HTTP (the console's API calls
-them): register and edit an endpoint behind the SSRF guard, roll its secret with an overlap, send it a test
-event now, and queue a delivery again.
+them): register and edit an endpoint behind the SSRF guard, roll its secret with an overlap, queue a test event
+for it (at most one pending), and queue a delivery again.
 
 A value that cannot be accepted raises :class:`Invalid`, naming the field and why. None of them writes the audit
 log: the caller does, in the transaction of the change (:func:`send_test` hands it that transaction).
@@ -8,7 +8,6 @@ log: the caller does, in the transaction of the change (:func:`send_test` hands 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -20,9 +19,7 @@ from django.utils import timezone
 from plans.models import Subscription
 
 from . import events, sender
-from .dispatch import job_for
 from .events import EVENT_TYPES, WEBHOOK_TEST
-from .lanes import send_one
 from .models import Delivery, Endpoint, Event
 from .secrets import encrypt, new_secret
 
@@ -126,19 +123,34 @@ def roll_secret(endpoint: Endpoint, overlap_seconds: int, now: datetime | None =
     return secret
 
 
-def send_test(
-    endpoint: Endpoint,
-    *,
-    now: datetime | None = None,
-    clock: Callable[[], float] = time.time,
-    then: Callable[[Delivery], object] | None = None,
-) -> Delivery:
-    """Send ``endpoint`` a ``webhook.test`` event now, signed as every delivery is (``clock``: the Unix time it
-    is signed with), whatever event types it wants and even while it is disabled (its owner may test it before
-    enabling it). Returns its :class:`Delivery`, settled: one attempt, never retried, not counted toward
-    disabling the endpoint. ``then`` is called with it in the transaction that saves the outcome.
+class InFlight(Exception):
+    """The endpoint's previous test, ``delivery``, is still pending: one test at a time per endpoint."""
 
-    No transaction is held while the receiver answers (up to ``TIMEOUT`` seconds)."""
+    def __init__(self, delivery: Delivery) -> None:
+        super().__init__(f"test delivery {delivery.pk} of endpoint {delivery.endpoint_id} is still pending")
+        self.delivery = delivery
+
+
+def pending_test(endpoint: Endpoint) -> Delivery | None:
+    """``endpoint``'s test waiting for the dispatcher or being sent, if there is one."""
+    queued = Delivery.objects.filter(
+        endpoint=endpoint, event__type=WEBHOOK_TEST, status=Delivery.Status.PENDING, next_attempt_at__isnull=False
+    )
+    return queued.first()
+
+
+def send_test(
+    endpoint: Endpoint, *, now: datetime | None = None, then: Callable[[Delivery], object] | None = None
+) -> Delivery:
+    """Queue a ``webhook.test`` event for ``endpoint`` alone, due ``now``, whatever event types it wants; the
+    dispatcher (:mod:`notifications.dispatch`) sends it at its next run, signed as every delivery is: one
+    attempt, never retried, not counted toward disabling the endpoint, and sent even while the endpoint is
+    disabled (its owner may test it before enabling it). Returns its :class:`Delivery`, pending; ``then`` is
+    called with it in the transaction that records it.
+
+    Nothing is sent from here, so a web request that calls it waits for the database alone, never for a
+    receiver. Raises :class:`InFlight` while the endpoint's previous test is pending: an owner cannot make one
+    endpoint's receiver the target of a queue of tests."""
     now = now or timezone.now()
     subscription = endpoint.subscription
     event_id = uuid.uuid4()
@@ -149,23 +161,21 @@ def send_test(
     }
     created = now.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     with transaction.atomic():
+        # The endpoint's row locked: two requests at once cannot both find no test pending (PostgreSQL; SQLite
+        # runs one writing transaction at a time).
+        Endpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
+        pending = pending_test(endpoint)
+        if pending is not None:
+            raise InFlight(pending)
         event = Event.objects.create(
             id=event_id, type=WEBHOOK_TEST, subscription=subscription,
             dedupe_key=f"{WEBHOOK_TEST}:{endpoint.pk}:{event_id}", data=data, created_at=now,
         )  # fmt: skip
-        # No next attempt: the dispatcher never picks it up while this request sends it.
         delivery = Delivery.objects.create(
             event=event, endpoint=endpoint, body=events.body(str(event_id), WEBHOOK_TEST, created, data),
-            next_attempt_at=None,
+            next_attempt_at=now,
         )  # fmt: skip
-    delivery.event, delivery.endpoint = event, endpoint
-    outcome = send_one(job_for(delivery), clock)
-    delivery.attempts, delivery.last_attempt_at = 1, now
-    delivery.status = Delivery.Status.SUCCEEDED if outcome.ok else Delivery.Status.FAILED
-    delivery.response_status, delivery.response_body = outcome.status, outcome.answer
-    delivery.failure, delivery.error = outcome.failure, outcome.error[:300]
-    with transaction.atomic():
-        delivery.save()
+        delivery.event, delivery.endpoint = event, endpoint
         if then is not None:
             then(delivery)
     return delivery
@@ -175,7 +185,8 @@ def resend(delivery: Delivery, now: datetime | None = None) -> bool:
     """Queue ``delivery`` again, due ``now``: the dispatcher sends the same body (the same event id, so a
     receiver that has it drops the repeat) within seconds. False when it is pending already (queued, or being
     sent): sending it twice at once is what the dispatcher's claims exist to prevent. A pending one with no
-    next attempt is a test whose request died while sending: it may be queued."""
+    next attempt is one no dispatcher will ever send (a test whose request died while sending it, when tests
+    were sent by the request; now they are queued as any delivery): it may be queued."""
     queued = (
         Delivery.objects.filter(pk=delivery.pk)
         .exclude(status=Delivery.Status.PENDING, next_attempt_at__isnull=False)
