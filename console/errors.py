@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from notifications.manage import Invalid
 
@@ -28,4 +28,6 @@ def field_errors() -> Iterator[None]:
     try:
         yield
     except Invalid as exc:
+        if exc.field == NON_FIELD_ERRORS:  # of no one field (a limit reached)
+            raise ValidationError(exc.message) from exc
         raise ValidationError({exc.field: [exc.message]}) from exc

@@ -2,8 +2,10 @@
 them): register and edit an endpoint behind the SSRF guard, roll its secret with an overlap, queue a test event
 for it (at most one pending), and queue a delivery again.
 
-A value that cannot be accepted raises :class:`Invalid`, naming the field and why. None of them writes the audit
-log: the caller does, in the transaction of the change (:func:`send_test` hands it that transaction).
+A value that cannot be accepted raises :class:`Invalid`, naming the field (or Django's ``NON_FIELD_ERRORS``) and
+why; so does one endpoint or contact more than the settings allow a subscription (:func:`check_room`). None of
+them writes the audit log: the caller does, in the transaction of the change (:func:`send_test` hands it that
+transaction).
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.db import transaction
 from django.utils import timezone
 
 from plans.models import Subscription
 
 from . import events, sender
+from .conf import notification_settings
 from .events import EVENT_TYPES, WEBHOOK_TEST
-from .models import Delivery, Endpoint, Event
+from .models import Contact, Delivery, Endpoint, Event
 from .secrets import encrypt, new_secret
 
 #: The fields of an endpoint its owner may change.
@@ -66,16 +70,38 @@ def checked_url(url: str) -> str:
     return url
 
 
+def check_room(subscription: Subscription, kind: type[Endpoint | Contact], excluding: int | None = None) -> None:
+    """Raise :class:`Invalid` (not of one field) when ``subscription`` has as many endpoints or contacts
+    (``kind``) as ``MAX_ENDPOINTS`` or ``MAX_CONTACTS`` allow, besides the one ``excluding`` names (an object
+    moved to it): each event fans out to every one of them. Call it in the transaction that adds one: it locks
+    the subscription's row, so two additions at once cannot both find room for one (PostgreSQL; SQLite runs one
+    writing transaction at a time)."""
+    setting, noun = ("MAX_ENDPOINTS", "webhook endpoints") if kind is Endpoint else ("MAX_CONTACTS", "contacts")
+    most = int(getattr(notification_settings, setting))
+    Subscription.objects.select_for_update().filter(pk=subscription.pk).first()
+    count = kind.objects.filter(subscription=subscription).exclude(pk=excluding).count()
+    if count >= most:
+        raise Invalid(
+            NON_FIELD_ERRORS,
+            f"This subscription has {count} {noun}, the most allowed (QUOTAS['NOTIFICATIONS']['{setting}']): "
+            "delete one first.",
+        )
+
+
 def register_endpoint(
     subscription: Subscription, url: str, event_list: Any = None, description: str = ""
 ) -> tuple[Endpoint, str]:
-    """A new endpoint of ``subscription`` and its signing secret (to show once: only its encryption is kept)."""
+    """A new endpoint of ``subscription`` and its signing secret (to show once: only its encryption is kept);
+    :class:`Invalid` when it has as many as ``MAX_ENDPOINTS`` already (:func:`check_room`)."""
     wanted = event_types(event_list)  # first: it needs no DNS lookup
     url = checked_url(url)
     secret = new_secret()
-    endpoint = Endpoint.objects.create(
-        subscription=subscription, url=url, events=wanted, description=description, secret_encrypted=encrypt(secret)
-    )
+    with transaction.atomic():
+        check_room(subscription, Endpoint)
+        endpoint = Endpoint.objects.create(
+            subscription=subscription, url=url, events=wanted, description=description,
+            secret_encrypted=encrypt(secret),
+        )  # fmt: skip
     return endpoint, secret
 
 
