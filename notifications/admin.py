@@ -63,7 +63,7 @@ class EndpointForm(forms.ModelForm):
     def clean_events(self) -> list[str]:
         return _event_types(self.cleaned_data["events"])
 
-    def clean(self) -> dict[str, Any]:
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         _check_room(self, Endpoint)
         return cleaned
@@ -77,7 +77,7 @@ class ContactForm(forms.ModelForm):
     def clean_events(self) -> list[str]:
         return _event_types(self.cleaned_data["events"])
 
-    def clean(self) -> dict[str, Any]:
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         _check_room(self, Contact)
         return cleaned

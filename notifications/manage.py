@@ -79,7 +79,8 @@ def check_room(subscription: Subscription, kind: type[Endpoint | Contact], exclu
     setting, noun = ("MAX_ENDPOINTS", "webhook endpoints") if kind is Endpoint else ("MAX_CONTACTS", "contacts")
     most = int(getattr(notification_settings, setting))
     Subscription.objects.select_for_update().filter(pk=subscription.pk).first()
-    count = kind.objects.filter(subscription=subscription).exclude(pk=excluding).count()
+    others = kind.objects.filter(subscription=subscription)
+    count = (others.exclude(pk=excluding) if excluding is not None else others).count()
     if count >= most:
         raise Invalid(
             NON_FIELD_ERRORS,

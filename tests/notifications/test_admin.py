@@ -140,9 +140,8 @@ def test_staff_are_held_to_the_fan_out_limits(set_quotas):
     endpoint = {"subscription": sub.pk, "url": "https://1.1.1.1/q", "events": "[]", "is_active": "on"}
     assert client.post(ENDPOINTS + "add/", endpoint).status_code == 200  # its secret, shown once
     second = client.post(ENDPOINTS + "add/", endpoint)
-    assert "1 webhook endpoints, the most allowed (QUOTAS['NOTIFICATIONS']['MAX_ENDPOINTS'])" in (
-        second.context["adminform"].form.non_field_errors()[0]
-    )
+    (why,) = second.context["adminform"].form.non_field_errors()
+    assert "1 webhook endpoints, the most allowed (QUOTAS['NOTIFICATIONS']['MAX_ENDPOINTS'])" in why
     assert client.post(ENDPOINTS + "add/", {**endpoint, "subscription": other.pk}).status_code == 200
     moved = client.post(ENDPOINTS + f"{Endpoint.objects.get(subscription=other).pk}/change/", endpoint)
     assert "the most allowed" in moved.context["adminform"].form.non_field_errors()[0]
