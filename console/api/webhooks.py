@@ -21,6 +21,7 @@ from notifications.models import Delivery, Endpoint
 from .. import webhooks
 from ..access import Account
 from ..conf import MAX_OVERLAP_SECONDS
+from ..schema import queued
 from .base import ConsoleView
 
 #: Characters of a receiver's answer shown (the admin shows staff the 1,000 kept).
@@ -142,6 +143,7 @@ class WebhookTestView(EndpointView):
 
     serializer_class = DeliverySerializer
 
+    @queued(DeliverySerializer, "The test's delivery, pending.", "The endpoint's last test is pending.", poll=True)
     def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
         account = self.owner()
         delivery = webhooks.send_test(request, account, self.endpoint(account))
@@ -189,6 +191,7 @@ class DeliveryResendView(ConsoleView):
     serializer_class = DeliverySerializer
     lookup_url_kwarg = "delivery_id"
 
+    @queued(DeliverySerializer, "The delivery, queued again.", "The delivery is pending already.")
     def post(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
         account = self.owner()
         delivery = webhooks.resend_delivery(request, account, webhooks.delivery_of(account, delivery_id))
