@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from notifications.manage import Invalid
 
@@ -40,4 +40,6 @@ def field_errors() -> Iterator[None]:
     try:
         yield
     except Invalid as exc:
+        if exc.field == NON_FIELD_ERRORS:  # of no one field (a limit reached)
+            raise ValidationError(exc.message) from exc
         raise ValidationError({exc.field: [exc.message]}) from exc

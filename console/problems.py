@@ -14,6 +14,9 @@ from quotas.drf.handlers import respond
 
 from .errors import MailLimitReached, Missing, StateConflict
 
+#: Where a body's error of no one field is named, as DRF names it.
+NON_FIELD = "non_field_errors"
+
 
 class Conflict(exceptions.APIException):
     """409: the resource is not in a state that allows the change (the ``detail`` says why)."""
@@ -25,11 +28,13 @@ class Conflict(exceptions.APIException):
 
 def invalid_request(errors: dict[str, str]) -> dict[str, Any]:
     """The 400 body: ``errors`` maps each bad field to what is wrong with it."""
+    # One error of no field (a limit reached): the detail says it; otherwise it names the fields.
+    only = errors[NON_FIELD] if set(errors) == {NON_FIELD} else None
     return {
         "type": problems.problem_type("invalid-request"),
         "title": "Invalid request",
         "status": 400,
-        "detail": f"Check the field(s): {', '.join(sorted(errors))}.",
+        "detail": only or f"Check the field(s): {', '.join(sorted(errors))}.",
         "errors": errors,
     }
 
@@ -67,7 +72,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse |
 
 
 def _fields(exc: DjangoValidationError) -> dict[str, list[str]]:
-    return exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+    return exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD: exc.messages}
 
 
 def _messages(detail: Any, prefix: str = "") -> dict[str, str]:

@@ -53,6 +53,11 @@ urlpatterns = [
         name="webhook-deliveries",
     ),
     path(
+        "subscriptions/<int:subscription_id>/deliveries/<int:delivery_id>",
+        webhooks.DeliveryDetailView.as_view(),
+        name="delivery",
+    ),
+    path(
         "subscriptions/<int:subscription_id>/deliveries/<int:delivery_id>/resend",
         webhooks.DeliveryResendView.as_view(),
         name="delivery-resend",

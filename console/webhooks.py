@@ -9,8 +9,6 @@ audited.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -30,6 +28,10 @@ from .keys import check_overlap
 NO_SUCH_ENDPOINT = "No such webhook endpoint on this subscription."
 NO_SUCH_DELIVERY = "No such delivery on this subscription."
 PENDING = "This delivery is pending already: the dispatcher sends it when it is due."
+TEST_PENDING = (
+    "This endpoint's last test event (delivery {delivery}) is still pending: the dispatcher sends it within "
+    "seconds. One test at a time per endpoint: send another once its result is in."
+)
 
 
 def endpoints_of(account: Account) -> QuerySet[Endpoint]:
@@ -94,18 +96,19 @@ def delete_endpoint(request: Request | HttpRequest, account: Account, endpoint: 
         endpoint.delete()
 
 
-def send_test(
-    request: Request | HttpRequest, account: Account, endpoint: Endpoint, clock: Callable[[], float] = time.time
-) -> Delivery:
-    """Send the endpoint a ``webhook.test`` event now and wait for its receiver (at most ``TIMEOUT`` seconds, no
-    transaction held meanwhile); the settled delivery, audited with the receiver's status or the failure's kind.
-    ``clock``: the Unix time it is signed with."""
+def send_test(request: Request | HttpRequest, account: Account, endpoint: Endpoint) -> Delivery:
+    """Queue a ``webhook.test`` event for the endpoint, due now, audited in the transaction that records it; the
+    delivery, pending. The dispatcher sends it at its next run (every few seconds), so the request waits for
+    the database alone, never for the receiver. Raises :class:`~console.errors.StateConflict` while the
+    endpoint's previous test is pending."""
 
     def audited(delivery: Delivery) -> None:
-        audit.record(request, account, "webhook.test", endpoint.url, id=endpoint.pk, delivery=delivery.pk,
-                     response_status=delivery.response_status, error=delivery.failure or None)  # fmt: skip
+        audit.record(request, account, "webhook.test", endpoint.url, id=endpoint.pk, delivery=delivery.pk)
 
-    return manage.send_test(endpoint, clock=clock, then=audited)
+    try:
+        return manage.send_test(endpoint, then=audited)
+    except manage.InFlight as exc:
+        raise StateConflict(TEST_PENDING.format(delivery=exc.delivery.pk)) from exc
 
 
 def roll_secret(request: Request | HttpRequest, account: Account, endpoint: Endpoint, overlap_seconds: int) -> str:

@@ -1,4 +1,5 @@
-"""Admin: endpoints (their secret shown once), contacts, and deliveries with a permission-checked "send again"."""
+"""Admin: endpoints (their secret shown once), contacts (each within the fan-out limits a subscription has), and
+deliveries with a permission-checked "send again"."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -13,6 +15,7 @@ from django.utils import timezone
 
 from . import sender
 from .events import EVENT_TYPES
+from .manage import Invalid, check_room
 from .models import Contact, Delivery, Endpoint
 from .secrets import encrypt, new_secret
 
@@ -26,6 +29,19 @@ def _event_types(value: Any) -> list[str]:
     if unknown:
         raise forms.ValidationError(f"Unknown event type {unknown[0]!r}: use {', '.join(EVENT_TYPES)}.")
     return value
+
+
+def _check_room(form: forms.ModelForm, kind: type[Endpoint | Contact]) -> None:
+    """Refuse an endpoint or contact added to (or moved to) a subscription that has as many as the settings
+    allow (:func:`notifications.manage.check_room`): staff are held to the fan-out limits as owners are."""
+    subscription = form.cleaned_data.get("subscription")
+    if subscription is None or subscription.pk == form.instance.subscription_id:
+        return  # no subscription (its own error), or not a new one for this object
+    try:
+        with transaction.atomic():  # the admin's save runs in a transaction of its own too; the lock needs one
+            check_room(subscription, kind, excluding=form.instance.pk)
+    except Invalid as exc:
+        raise forms.ValidationError(exc.message) from exc
 
 
 class EndpointForm(forms.ModelForm):
@@ -49,6 +65,11 @@ class EndpointForm(forms.ModelForm):
     def clean_events(self) -> list[str]:
         return _event_types(self.cleaned_data["events"])
 
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        _check_room(self, Endpoint)
+        return cleaned
+
 
 class ContactForm(forms.ModelForm):
     class Meta:
@@ -57,6 +78,11 @@ class ContactForm(forms.ModelForm):
 
     def clean_events(self) -> list[str]:
         return _event_types(self.cleaned_data["events"])
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        _check_room(self, Contact)
+        return cleaned
 
 
 @admin.register(Endpoint)

@@ -74,6 +74,16 @@ SETTINGS = (
         hint="The design's 'many refusals in five minutes'; 100 is about one every three seconds.",
     ),
     Setting(
+        "MAX_ENDPOINTS", int, 10, minimum=1, check_id="notifications.E003",
+        doc="webhook endpoints one subscription may register, at most (each event is sent to every one of them)",
+        hint="Ten covers staging, production and a few tools; more multiplies every event's fan-out.",
+    ),
+    Setting(
+        "MAX_CONTACTS", int, 10, minimum=1, check_id="notifications.E003",
+        doc="e-mail contacts one subscription may have, at most (each event is mailed to every one of them)",
+        hint="Ten covers a team; a mailing list is one address.",
+    ),
+    Setting(
         "FROM_EMAIL", str | None, None, check_id="notifications.E004",
         doc="the sender of notification e-mails (`None`: Django's `DEFAULT_FROM_EMAIL`)",
         hint="An address your mail server may send from.",

@@ -23,7 +23,7 @@ from django.utils import timezone
 from plans.models import Subscription
 
 from .conf import notification_settings
-from .manage import Invalid, event_types
+from .manage import Invalid, check_room, event_types
 from .models import Contact
 
 logger = logging.getLogger(__name__)
@@ -39,10 +39,12 @@ INVALID_LINK = "This confirmation link is not valid, or no longer: ask the subsc
 
 
 def add_contact(subscription: Subscription, email: str, event_list: Any = None) -> Contact:
-    """A new, unconfirmed contact of ``subscription``; raises :class:`Invalid` for an address it has already."""
+    """A new, unconfirmed contact of ``subscription``; raises :class:`Invalid` for an address it has already, or
+    when it has as many contacts as ``MAX_CONTACTS`` allow (:func:`~notifications.manage.check_room`)."""
     wanted = event_types(event_list)
     try:
         with transaction.atomic():
+            check_room(subscription, Contact)
             return Contact.objects.create(subscription=subscription, email=email, events=wanted, confirmed_at=None)
     except IntegrityError as exc:
         raise Invalid("email", "This address is a contact of the subscription already.") from exc

@@ -11,6 +11,10 @@ settings refuse is given up at once. A delivery its lane did not reach (the endp
 or the run's time was up) is due again at once, no attempt counted. An endpoint that failed ``DISABLE_AFTER``
 attempts in a row is disabled, and its subscription's contacts get an ``endpoint.disabled`` event. Only an
 endpoint's own attempts count toward disabling it. A contact whose address is not confirmed is never mailed.
+
+A test event its owner asked for (:func:`is_test`, queued by :func:`notifications.manage.send_test`) is sent
+once: never retried, never counted toward disabling its endpoint (nor resetting its failures), and sent even to
+a disabled endpoint, whose owner may test it before enabling it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from .conf import notification_settings
-from .events import ENDPOINT_DISABLED
+from .events import ENDPOINT_DISABLED, WEBHOOK_TEST
 from .lanes import RUN_FOR, Job, Outcome, send_all
 from .models import Delivery, Endpoint
 from .record import record_event
@@ -65,7 +69,7 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
             claimed[delivery_id] = Delivery.objects.select_related("event", "endpoint", "contact").get(pk=delivery_id)
     jobs = []
     for delivery in claimed.values():
-        if delivery.endpoint is not None and not delivery.endpoint.is_active:
+        if delivery.endpoint is not None and not delivery.endpoint.is_active and not is_test(delivery):
             _give_up(delivery, Delivery.Failure.ENDPOINT_DISABLED, "the endpoint is disabled", report)
         elif delivery.contact is not None and delivery.contact.confirmed_at is None:
             # Its address was changed since the event (and is not confirmed yet): never mail an unconfirmed one.
@@ -77,6 +81,12 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
     for outcome in send_all(jobs, clock):
         _record(claimed[outcome.job.delivery_id], outcome, now, lease, report)
     return report
+
+
+def is_test(delivery: Delivery) -> bool:
+    """Whether ``delivery`` is a test its endpoint's owner asked for (its ``event`` loaded): one attempt, never
+    retried, not counted toward disabling the endpoint, sent even while the endpoint is disabled."""
+    return delivery.event.type == WEBHOOK_TEST
 
 
 def job_for(delivery: Delivery) -> Job:
@@ -108,15 +118,17 @@ def _record(delivery: Delivery, outcome: Outcome, now: datetime, lease: datetime
     delivery.error, delivery.failure = outcome.error[:300], outcome.failure
     if outcome.status is not None:
         delivery.response_status, delivery.response_body = outcome.status, outcome.answer
-    if outcome.refused:
-        _give_up(delivery, outcome.failure, outcome.error, report)
-        _count_failure(endpoint, now, report)
+    counts = not is_test(delivery)  # toward disabling the endpoint (a failure) or its fresh start (a success)
+    if outcome.refused or (not outcome.ok and not counts):
+        _give_up(delivery, outcome.failure, outcome.error, report)  # a test: one attempt, never retried
+        if counts:
+            _count_failure(endpoint, now, report)
         return
     if outcome.ok:
         delivery.status = Delivery.Status.SUCCEEDED
         delivery.next_attempt_at = None  # delivered: there is no next attempt
         report.sent += 1
-        if endpoint is not None and endpoint.consecutive_failures:
+        if counts and endpoint is not None and endpoint.consecutive_failures:
             Endpoint.objects.filter(pk=endpoint.pk).update(consecutive_failures=0)
     else:
         report.failed += 1

@@ -1,4 +1,5 @@
-"""``GET /api/v1/account``: the subscriptions the caller has a role on; ``GET .../audit``: a subscription's log."""
+"""``GET /api/v1/account``: the subscriptions the caller has a role on (with the endpoints and contacts each may
+have, at most); ``GET .../audit``: a subscription's log."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from notifications.conf import notification_settings
 from quotas.drf.authentication import KeyHolder
 
 from ..access import account_for, roles_of
@@ -21,6 +23,12 @@ class SubscriptionRoleSerializer(serializers.Serializer):
     name = serializers.CharField()
     plan = serializers.CharField(help_text="The plan's slug.")
     role = serializers.ChoiceField(choices=["owner", "member", "key"], help_text="key: the caller is its API key.")
+    max_webhook_endpoints = serializers.IntegerField(
+        help_text="Webhook endpoints it may register, at most (QUOTAS['NOTIFICATIONS']['MAX_ENDPOINTS'])."
+    )
+    max_contacts = serializers.IntegerField(
+        help_text="E-mail contacts it may have, at most (QUOTAS['NOTIFICATIONS']['MAX_CONTACTS'])."
+    )
 
 
 class AccountView(ConsoleView):
@@ -36,7 +44,9 @@ class AccountView(ConsoleView):
             raise exceptions.NotAuthenticated()
         else:
             rows = roles_of(user)
-        data = [{"id": s.pk, "name": s.name, "plan": s.plan.slug, "role": role} for s, role in rows]
+        most = {"max_webhook_endpoints": notification_settings.MAX_ENDPOINTS,
+                "max_contacts": notification_settings.MAX_CONTACTS}  # fmt: skip
+        data = [{"id": s.pk, "name": s.name, "plan": s.plan.slug, "role": role, **most} for s, role in rows]
         return Response(self.get_serializer(data, many=True).data)
 
 

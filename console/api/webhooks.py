@@ -1,5 +1,5 @@
 """A subscription's webhook endpoints, under ``subscriptions/<id>/webhooks``: list, register, read, edit and
-delete them, send one a test event, roll its secret, list its deliveries and queue one again.
+delete them, queue a test event for one, roll its secret, list its deliveries, read one and queue one again.
 
 The actions are :mod:`console.webhooks`'s (:mod:`notifications.manage`'s operations, audited in the change's
 transaction); these views check who may act, parse the body and render the answer. A secret is shown once, in
@@ -8,9 +8,9 @@ the answer that made it (register, roll).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from django.urls import reverse
 from rest_framework import serializers, status
 from rest_framework.mixins import ListModelMixin
 from rest_framework.request import Request
@@ -21,6 +21,7 @@ from notifications.models import Delivery, Endpoint
 from .. import webhooks
 from ..access import Account
 from ..conf import MAX_OVERLAP_SECONDS
+from ..schema import queued
 from .base import ConsoleView, shown_once
 
 #: Characters of a receiver's answer shown (the admin shows staff the 1,000 kept).
@@ -62,11 +63,12 @@ class DeliverySerializer(serializers.ModelSerializer):
     event = serializers.SerializerMethodField()
     response = serializers.SerializerMethodField(help_text=f"The first {ANSWER_SHOWN} characters of the answer.")
     error = serializers.SerializerMethodField(help_text="The kind of the last failure (docs/notifications.md).")
+    error_description = serializers.SerializerMethodField(help_text="What that kind of failure is, in words.")
 
     class Meta:
         model = Delivery
-        fields = ["id", "event", "status", "attempts", "response_status", "response", "error", "created_at",
-                  "last_attempt_at", "next_attempt_at"]  # fmt: skip
+        fields = ["id", "event", "status", "attempts", "response_status", "response", "error", "error_description",
+                  "created_at", "last_attempt_at", "next_attempt_at"]  # fmt: skip
         read_only_fields = fields
 
     def get_event(self, delivery: Delivery) -> dict[str, str]:
@@ -77,6 +79,9 @@ class DeliverySerializer(serializers.ModelSerializer):
 
     def get_error(self, delivery: Delivery) -> str | None:
         return delivery.failure or None
+
+    def get_error_description(self, delivery: Delivery) -> str | None:
+        return delivery.get_failure_display() if delivery.failure else None
 
 
 class EndpointView(ConsoleView):
@@ -129,29 +134,22 @@ class WebhookDetailView(EndpointView):
 
 
 class WebhookTestView(EndpointView):
-    """``POST``: send the endpoint a ``webhook.test`` event now, and answer what its receiver did.
+    """``POST``: queue a ``webhook.test`` event for the endpoint; 202 with its delivery, pending, at once.
 
-    Synchronous: the answer waits for the receiver (at most ``QUOTAS['NOTIFICATIONS']['TIMEOUT']`` seconds).
+    The dispatcher sends it at its next run (every few seconds, then up to ``QUOTAS['NOTIFICATIONS']['TIMEOUT']``
+    for the receiver): poll the delivery at ``Location`` until its ``status`` is ``succeeded`` or ``failed``. One
+    test at a time per endpoint: another while this one is pending is a 409.
     """
 
     serializer_class = DeliverySerializer
-    #: The Unix time a test is signed with: a seam for tests.
-    clock = staticmethod(time.time)
 
+    @queued(DeliverySerializer, "The test's delivery, pending.", "The endpoint's last test is pending.", poll=True)
     def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
         account = self.owner()
-        delivery = webhooks.send_test(request, account, self.endpoint(account), clock=self.clock)
-        failure = Delivery.Failure(delivery.failure).label if delivery.failure else None
-        return Response(
-            {
-                "ok": delivery.status == Delivery.Status.SUCCEEDED,
-                "response_status": delivery.response_status,
-                "response": delivery.response_body[:ANSWER_SHOWN],
-                "error": delivery.failure or None,
-                "error_description": failure,
-                "delivery": self.get_serializer(delivery).data,
-            }
-        )
+        delivery = webhooks.send_test(request, account, self.endpoint(account))
+        where = reverse("console:delivery", args=[account.subscription.pk, delivery.pk])
+        body = self.get_serializer(delivery).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": where})
 
 
 class WebhookRollSecretView(EndpointView):
@@ -175,6 +173,17 @@ class WebhookDeliveriesView(ListModelMixin, EndpointView):  # the mixin: a list 
         return Response(self.get_serializer(latest, many=True).data)
 
 
+class DeliveryDetailView(ConsoleView):
+    """``GET``: one of the subscription's deliveries (to an endpoint or a contact), as it now is: where a test
+    event's answer points, to poll until its ``status`` is no longer ``pending``."""
+
+    serializer_class = DeliverySerializer
+    lookup_url_kwarg = "delivery_id"
+
+    def get(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
+        return Response(self.get_serializer(webhooks.delivery_of(self.account(), delivery_id)).data)
+
+
 class DeliveryResendView(ConsoleView):
     """``POST``: queue one of the subscription's deliveries again, due now; the dispatcher sends it within
     seconds (409 while it is pending already)."""
@@ -182,6 +191,7 @@ class DeliveryResendView(ConsoleView):
     serializer_class = DeliverySerializer
     lookup_url_kwarg = "delivery_id"
 
+    @queued(DeliverySerializer, "The delivery, queued again.", "The delivery is pending already.")
     def post(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
         account = self.owner()
         delivery = webhooks.resend_delivery(request, account, webhooks.delivery_of(account, delivery_id))

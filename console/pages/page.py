@@ -17,6 +17,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework import exceptions
 
+from notifications.conf import notification_settings
 from notifications.events import EVENT_TYPES
 
 from .. import caps, contacts, keys, webhooks
@@ -109,6 +110,8 @@ def render_page(
         "endpoint_form": forms_given.get("endpoint_form") or EndpointForm(),
         "contacts": contacts.contacts_of(account),
         "contact_form": forms_given.get("contact_form") or ContactForm(),
+        "max_endpoints": notification_settings.MAX_ENDPOINTS,
+        "max_contacts": notification_settings.MAX_CONTACTS,
         "overlaps": OVERLAPS,
         "event_types": EVENT_TYPES,
         "failed": {"section": failed[0], "errors": failed[1]} if failed else None,

@@ -1,5 +1,5 @@
 """The page's webhooks section: register an endpoint (its secret shown once, in the answer), enable or disable
-it, delete it, send it a test event, roll its secret (the new one shown once), and queue a delivery again."""
+it, delete it, queue a test event for it, roll its secret (the new one shown once), and queue a delivery again."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
-from notifications.models import Delivery
-
 from .. import webhooks
 from ..access import Account
 from ..errors import StateConflict
 from .forms import ActiveForm, EndpointForm, RollForm, add_errors, problems
-from .page import ANSWER_SHOWN, back, owner_action, render_page
+from .page import back, owner_action, render_page
 
 
 @owner_action
@@ -58,18 +56,19 @@ def delete(request: HttpRequest, account: Account, endpoint_id: int) -> HttpResp
 
 @owner_action
 def send_test(request: HttpRequest, account: Account, endpoint_id: int) -> HttpResponse:
-    """Send endpoint ``endpoint_id`` a ``webhook.test`` event now; the message says what its receiver answered."""
+    """Queue a ``webhook.test`` event for endpoint ``endpoint_id``: the page shows it pending in the endpoint's
+    latest deliveries, and its result there once the dispatcher sent it (409 with the page while the endpoint's
+    previous test is pending)."""
     endpoint = webhooks.endpoint_of(account, endpoint_id)
-    delivery = webhooks.send_test(request, account, endpoint)
-    answer = delivery.response_body[:ANSWER_SHOWN]
-    if delivery.status == Delivery.Status.SUCCEEDED:
-        messages.success(
-            request,
-            f"Test event sent to {endpoint.url}: the receiver answered {delivery.response_status} {answer}".rstrip(),
-        )
-    else:
-        status = f" (it answered {delivery.response_status} {answer})".rstrip() if delivery.response_status else ""
-        messages.error(request, f"Test event to {endpoint.url} failed: {delivery.get_failure_display()}{status}.")
+    try:
+        delivery = webhooks.send_test(request, account, endpoint)
+    except StateConflict as exc:
+        return render_page(request, account, status=409, failed=("webhooks", [str(exc)]))
+    messages.success(
+        request,
+        f"Test event queued for {endpoint.url} (delivery {delivery.pk}): it is sent within seconds; reload the "
+        "page to see the receiver's answer in the latest deliveries.",
+    )
     return back(account, "webhooks")
 
 

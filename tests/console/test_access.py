@@ -24,8 +24,9 @@ def test_the_account_lists_each_subscription_with_the_callers_role(team, other_t
 
 
 def test_an_api_key_sees_its_own_subscription_as_a_key(team, key_api):
+    limits = {"max_webhook_endpoints": 10, "max_contacts": 10}  # QUOTAS['NOTIFICATIONS']'s defaults
     assert key_api.get("/api/v1/account").json() == [
-        {"id": team.subscription.pk, "name": "Acme", "plan": "pro", "role": "key"}
+        {"id": team.subscription.pk, "name": "Acme", "plan": "pro", "role": "key", **limits}
     ]
 
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from console.models import AuditEntry, Membership, Role
+from notifications.dispatch import dispatch_due
 from notifications.models import Contact, Delivery, Endpoint
 from notifications.secrets import decrypt
 from plans.models import AlertThresholds, APIKey, CostBudget, KeyState, SpendCap
@@ -82,8 +83,8 @@ def test_an_owner_sets_a_cap_and_thresholds_with_the_pages_forms(page, live_serv
 def test_an_owner_runs_keys_webhooks_and_contacts_with_the_pages_forms(page, live_server, acme, receiver,
                                                                        internal_allowed):  # fmt: skip
     """A key created is shown once (and never on the page again), rolled with a day's overlap, the old one
-    revoked; an endpoint at the real receiver registered with its secret shown once and tested (the receiver's
-    200 on the page); a contact added, unconfirmed."""
+    revoked; an endpoint at the real receiver registered with its secret shown once and tested (queued, then
+    the receiver's 200 on the page once the dispatcher sent it); a contact added, unconfirmed."""
     here = f"{live_server.url}/usage/account/{acme.pk}/"
     sign_in(page, live_server.url, "olivia")
     page.goto(here)
@@ -138,7 +139,12 @@ def register_and_test_an_endpoint(page, here: str, acme, receiver) -> None:
     page.goto(here)
     page.click(f"[data-endpoint='{endpoint.pk}'] button.test")
     page.wait_for_url(f"{here}#webhooks")
-    assert "the receiver answered 200 ok" in page.inner_text(".messages")
+    assert "Test event queued for" in page.inner_text(".messages")
+    assert page.inner_text(f"[data-endpoint='{endpoint.pk}'] .deliveries .status") == "pending (queued)"
+    assert receiver.requests == []
+    assert dispatch_due().sent == 1  # what the notifier's beat runs every few seconds
+    page.goto(here)
+    assert page.inner_text(f"[data-endpoint='{endpoint.pk}'] .deliveries .status") == "succeeded"
     assert page.inner_text(f"[data-endpoint='{endpoint.pk}'] .deliveries .answer").startswith("200")
     assert len(receiver.requests) == 1
     assert Delivery.objects.get(endpoint=endpoint).response_status == 200

@@ -14,6 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from console.models import AuditEntry
+from notifications.dispatch import dispatch_due
 from notifications.models import Contact, Delivery, Endpoint, Event
 from notifications.secrets import decrypt, encrypt, new_secret
 from plans.models import APIKey, CostBudget, SpendCap
@@ -221,7 +222,8 @@ def test_an_owner_gives_a_key_its_own_limits(team, stock):
 
 
 def test_an_owner_runs_an_endpoint_from_the_page(team, receiver, internal_allowed):
-    """Register (the secret once), test (the receiver's 200 on the page), roll the secret, resend the test,
+    """Register (the secret once), test (queued, then the receiver's 200 on the page once the dispatcher sent
+    it), roll the secret, resend the test,
     disable and delete: each saved, each audited."""
     client = browser(team.owner)
     wanted = ["client.banned", "client.ban_ended"]
@@ -234,8 +236,15 @@ def test_an_owner_runs_an_endpoint_from_the_page(team, receiver, internal_allowe
     tested = client.post(page_url(team, f"webhooks/{endpoint.pk}/test"))
     assert tested.status_code == 302
     assert tested["Location"].endswith("#webhooks")
+    assert receiver.requests == []  # queued: the request sent nothing
+    queued = client.get(tested["Location"]).content.decode()
+    assert "Test event queued for" in queued
+    assert '<td class="status">pending (queued)</td>' in queued
+    assert dispatch_due().sent == 1
     assert len(receiver.requests) == 1
-    assert "the receiver answered 200 ok" in client.get(tested["Location"]).content.decode()
+    sent = client.get(tested["Location"]).content.decode()
+    assert '<td class="status">succeeded</td>' in sent
+    assert "200 ok" in sent
     rolled = client.post(page_url(team, f"webhooks/{endpoint.pk}/roll-secret"), {"overlap_seconds": "86400"})
     assert rolled.status_code == 200
     new = re.search(r'<code id="secret">(whsec_[^<]+)</code>', rolled.content.decode()).group(1)
@@ -309,6 +318,18 @@ def test_a_revoked_key_cannot_be_rolled_and_a_pending_delivery_is_not_queued_twi
     assert again.status_code == 409
     assert "pending already" in again.content.decode()
     assert [e.action for e in AuditEntry.objects.order_by("id")] == ["key.revoke", "delivery.resend"]
+
+
+def test_a_second_test_while_one_is_pending_is_a_409_with_the_reason(team, stock):
+    """One test at a time per endpoint: the page answers 409 with why, and nothing more is recorded."""
+    client = browser(team.owner)
+    assert client.post(route(team, stock, "webhooks/{endpoint}/test")).status_code == 302
+    again = client.post(route(team, stock, "webhooks/{endpoint}/test"))
+    assert again.status_code == 409
+    assert "last test event" in again.content.decode()
+    assert "is still pending" in again.content.decode()
+    assert Delivery.objects.filter(event__type="webhook.test").count() == 1
+    assert [e.action for e in AuditEntry.objects.order_by("id")] == ["webhook.test"]
 
 
 @pytest.mark.parametrize(("tail", "data"), ROUTES)

@@ -84,48 +84,95 @@ def test_a_refused_url_is_a_400_naming_why(team, owner_api, set_quotas):
     assert AuditEntry.objects.count() == 0
 
 
-def test_a_test_event_reaches_the_receiver_signed_and_its_answer_is_shown(team, owner_api, receiver,
-                                                                         internal_allowed, matches_schema):  # fmt: skip
-    """POST .../test sends webhook.test at once (whatever types the endpoint wants), signed with its secret; the
-    answer shows the receiver's status and body; a receiver failing shows that; both are deliveries."""
+def test_a_test_event_is_queued_at_once_and_the_dispatcher_sends_it(team, owner_api, key_api, receiver,
+                                                                     internal_allowed, matches_schema):  # fmt: skip
+    """POST .../test answers 202 at once with the webhook.test delivery pending and where to poll it (Location):
+    nothing has left yet. The dispatcher sends it (whatever types the endpoint wants), signed with its secret,
+    and the delivery read there shows the receiver's answer after one attempt. A failing test is given up after
+    its one attempt and never counted toward disabling the endpoint."""
     made = register(owner_api, team, receiver.url, events=["budget.threshold_crossed"])
     answer = owner_api.post(team.url(f"webhooks/{made['id']}/test"))
-    assert answer.status_code == 200
-    body = answer.json()
-    assert (body["ok"], body["response_status"], body["response"], body["error"]) == (True, 200, "ok", None)
+    assert answer.status_code == 202
+    queued = answer.json()
+    assert (queued["status"], queued["attempts"], queued["event"]["type"]) == ("pending", 0, "webhook.test")
+    assert answer["Location"] == team.url(f"deliveries/{queued['id']}")
+    assert receiver.requests == []
+    assert key_api.get(answer["Location"]).json()["status"] == "pending"
+    assert dispatch_due().sent == 1
     (got,) = receiver.requests
     sent = json.loads(got.body)
     assert sent["type"] == got.headers["Quota-Event-Type"] == "webhook.test"
     assert sent["data"]["endpoint"] == made["id"]
     assert matches_schema(sent) == []
     assert documented_verifier()(got.headers["Quota-Signature"], got.body, made["secret"])
+    done = key_api.get(answer["Location"]).json()
+    assert (done["status"], done["attempts"], done["response_status"], done["response"]) == ("succeeded", 1, 200, "ok")
     receiver.statuses = [500]
-    failed = owner_api.post(team.url(f"webhooks/{made['id']}/test")).json()
-    assert (failed["ok"], failed["response_status"], failed["response"]) == (False, 500, "receiver failed")
-    assert (failed["error"], failed["delivery"]["status"]) == ("http_status", "failed")
+    failing = owner_api.post(team.url(f"webhooks/{made['id']}/test"))
+    assert failing.status_code == 202
+    assert dispatch_due().given_up == 1
+    failed = owner_api.get(failing["Location"]).json()
+    assert (failed["status"], failed["attempts"], failed["response_status"]) == ("failed", 1, 500)
+    assert (failed["error"], failed["error_description"]) == ("http_status", "answered a status other than 2xx")
     assert Endpoint.objects.get().consecutive_failures == 0  # a test asked for never counts toward disabling
-    assert [d.status for d in Delivery.objects.order_by("pk")] == ["succeeded", "failed"]
-    assert dispatch_due().sent == 0  # settled: the dispatcher has nothing of them
+    assert dispatch_due(timezone.now() + timedelta(days=2)).sent == 0  # never retried
+    assert len(receiver.requests) == 2
     assert actions(team)[-2:] == [("olivia", "webhook.test"), ("olivia", "webhook.test")]
+    assert AuditEntry.objects.filter(action="webhook.test").first().detail["delivery"] == failed["id"]
+
+
+def test_a_second_test_while_one_is_pending_is_a_409(team, owner_api, receiver, internal_allowed):
+    """One test at a time per endpoint: the second answers 409 problem+json naming the pending delivery, and
+    records nothing; once the dispatcher sent the first, a new one is accepted."""
+    made = register(owner_api, team, receiver.url)
+    first = owner_api.post(team.url(f"webhooks/{made['id']}/test")).json()
+    again = owner_api.post(team.url(f"webhooks/{made['id']}/test"))
+    assert again.status_code == 409
+    assert again["Content-Type"] == "application/problem+json"
+    assert f"last test event (delivery {first['id']}) is still pending" in again.json()["detail"]
+    assert Delivery.objects.count() == 1
+    assert [a for _, a in actions(team)] == ["webhook.create", "webhook.test"]
+    dispatch_due()
+    assert owner_api.post(team.url(f"webhooks/{made['id']}/test")).status_code == 202
+
+
+def test_a_disabled_endpoint_may_be_tested(team, owner_api, receiver, internal_allowed):
+    """Its owner tests it before enabling it: the test is sent and succeeds; the endpoint stays disabled."""
+    made = register(owner_api, team, receiver.url)
+    owner_api.patch(team.url(f"webhooks/{made['id']}"), {"is_active": False}, format="json")
+    answer = owner_api.post(team.url(f"webhooks/{made['id']}/test"))
+    assert answer.status_code == 202
+    assert dispatch_due().sent == 1
+    assert len(receiver.requests) == 1
+    assert owner_api.get(answer["Location"]).json()["status"] == "succeeded"
+    assert not Endpoint.objects.get().is_active
 
 
 def test_a_test_shows_a_timeout_a_connection_failure_and_a_refused_url(team, owner_api, set_quotas):
     """A receiver that never answers is a timeout; a closed port a failed connection; a URL the settings no longer
-    allow is refused, never connected to."""
+    allow is refused, never connected to. The request answers before any of it: the dispatcher finds out."""
     set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True, "TIMEOUT": 0.3})
     silent = socket.create_server(("127.0.0.1", 0))  # accepts connections (the backlog) and never answers
     closed = socket.create_server(("127.0.0.1", 0))
     closed_port = closed.getsockname()[1]
     closed.close()
+
+    def tested(endpoint: dict) -> dict:
+        answer = owner_api.post(team.url(f"webhooks/{endpoint['id']}/test"))
+        assert (answer.status_code, answer.json()["status"]) == (202, "pending")
+        dispatch_due()
+        return owner_api.get(answer["Location"]).json()
+
     try:
         mute = register(owner_api, team, f"http://127.0.0.1:{silent.getsockname()[1]}/h")
         gone = register(owner_api, team, f"http://127.0.0.1:{closed_port}/h")
-        assert owner_api.post(team.url(f"webhooks/{mute['id']}/test")).json()["error"] == "timeout"
-        assert owner_api.post(team.url(f"webhooks/{gone['id']}/test")).json()["error"] == "connection_failed"
+        assert tested(mute)["error"] == "timeout"
+        assert tested(gone)["error"] == "connection_failed"
         set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True})  # http:// no longer allowed
-        refused = owner_api.post(team.url(f"webhooks/{gone['id']}/test")).json()
-        assert (refused["ok"], refused["error"]) == (False, "refused_url")
+        refused = tested(gone)
+        assert (refused["status"], refused["attempts"], refused["error"]) == ("failed", 1, "refused_url")
         assert refused["error_description"] == "URL not allowed (scheme or port)"
+        assert Endpoint.objects.get(pk=gone["id"]).consecutive_failures == 0
     finally:
         silent.close()
 
@@ -172,6 +219,7 @@ def test_rolling_without_an_overlap_stops_the_old_secret_at_once(team, owner_api
     assert "overlap_seconds" in too_long.json()["errors"]
     new = owner_api.post(team.url(f"webhooks/{made['id']}/roll_secret"), {"overlap_seconds": 0}).json()["secret"]
     owner_api.post(team.url(f"webhooks/{made['id']}/test"))
+    dispatch_due()
     (got,) = receiver.requests
     assert got.headers["Quota-Signature"].count("v1=") == 1
     assert documented_verifier()(got.headers["Quota-Signature"], got.body, new)
@@ -235,7 +283,7 @@ def test_members_and_keys_read_and_may_change_nothing(team, owner_api, member_ap
     delivery = Delivery.objects.get()
     one = f"webhooks/{made['id']}"
     for client in (member_api, key_api):
-        for path in ("webhooks", one, f"{one}/deliveries"):
+        for path in ("webhooks", one, f"{one}/deliveries", f"deliveries/{delivery.pk}"):
             assert client.get(team.url(path)).status_code == 200, path
         changes = [
             client.post(team.url("webhooks"), {"url": receiver.url}, format="json"),
@@ -269,6 +317,7 @@ def test_another_subscriptions_people_find_nothing(team, other_team, owner_api, 
         stranger_api.post(team.url(f"{one}/roll_secret"), {"overlap_seconds": 0}, format="json"),
         stranger_api.get(team.url(f"{one}/deliveries")),
         stranger_api.post(team.url(f"deliveries/{delivery.pk}/resend")),
+        stranger_api.get(team.url(f"deliveries/{delivery.pk}")),
         # their own subscription's URL, this subscription's ids
         stranger_api.get(other_team.url(one)),
         stranger_api.patch(other_team.url(one), {"description": "x"}, format="json"),
@@ -277,6 +326,7 @@ def test_another_subscriptions_people_find_nothing(team, other_team, owner_api, 
         stranger_api.post(other_team.url(f"{one}/roll_secret"), {"overlap_seconds": 0}, format="json"),
         stranger_api.get(other_team.url(f"{one}/deliveries")),
         stranger_api.post(other_team.url(f"deliveries/{delivery.pk}/resend")),
+        stranger_api.get(other_team.url(f"deliveries/{delivery.pk}")),
     ]
     assert [r.status_code for r in responses] == [404] * len(responses)
     assert receiver.requests == []

@@ -129,3 +129,28 @@ def test_an_internal_ipv4_address_in_an_ipv6_form_is_refused(url):
     assert page.status_code == 200
     assert "internal address" in page.context["adminform"].form.errors["url"][0]
     assert not Endpoint.objects.exists()
+
+
+def test_staff_are_held_to_the_fan_out_limits(set_quotas):
+    """With MAX_ENDPOINTS and MAX_CONTACTS 1, a second endpoint or contact of one subscription is a validation
+    message naming the limit, whether added or moved to it; editing the one it has stays allowed."""
+    set_quotas(NOTIFICATIONS={"MAX_ENDPOINTS": 1, "MAX_CONTACTS": 1})
+    client = staff_with("add_endpoint", "change_endpoint", "view_endpoint", "add_contact", "view_contact")
+    sub, other = SubscriptionFactory(), SubscriptionFactory()
+    endpoint = {"subscription": sub.pk, "url": "https://1.1.1.1/q", "events": "[]", "is_active": "on"}
+    assert client.post(ENDPOINTS + "add/", endpoint).status_code == 200  # its secret, shown once
+    second = client.post(ENDPOINTS + "add/", endpoint)
+    (why,) = second.context["adminform"].form.non_field_errors()
+    assert "1 webhook endpoints, the most allowed (QUOTAS['NOTIFICATIONS']['MAX_ENDPOINTS'])" in why
+    assert client.post(ENDPOINTS + "add/", {**endpoint, "subscription": other.pk}).status_code == 200
+    moved = client.post(ENDPOINTS + f"{Endpoint.objects.get(subscription=other).pk}/change/", endpoint)
+    assert "the most allowed" in moved.context["adminform"].form.non_field_errors()[0]
+    kept = Endpoint.objects.get(subscription=sub)
+    edited = client.post(ENDPOINTS + f"{kept.pk}/change/", {**endpoint, "url": "https://1.0.0.1/q"})
+    assert edited.status_code == 302
+    assert Endpoint.objects.filter(subscription=sub).count() == 1
+    contact = {"subscription": sub.pk, "email": "ops@acme.example", "events": "[]", "is_active": "on"}
+    assert client.post("/admin/quota_notifications/contact/add/", contact).status_code == 302
+    refused = client.post("/admin/quota_notifications/contact/add/", {**contact, "email": "b@acme.example"})
+    assert "QUOTAS['NOTIFICATIONS']['MAX_CONTACTS']" in refused.context["adminform"].form.non_field_errors()[0]
+    assert Contact.objects.count() == 1
