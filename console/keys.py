@@ -84,6 +84,7 @@ def roll_key(
     key_id: int,
     overlap_seconds: int,
     name: str | None = None,
+    *,
     expires_at: datetime | None = None,
 ) -> tuple[APIKey, APIKey, str]:
     """Replace key ``key_id`` by a new one (named ``name``, else as the old one; expiring at ``expires_at``, else

@@ -125,6 +125,6 @@ class KeyRollView(KeyView):
         keys.key_of(account, key_id)  # another subscription's key: 404 before the body is read
         given = self.valid(RollSerializer)
         old, new, raw = keys.roll_key(
-            request, account, key_id, given["overlap_seconds"], given.get("name"), given["expires_at"]
+            request, account, key_id, given["overlap_seconds"], given.get("name"), expires_at=given["expires_at"]
         )
         return self.created(new, raw, replaces=self.get_serializer(old).data)
