@@ -79,20 +79,29 @@ def revoke_key(request: Request | HttpRequest, account: Account, key_id: int) ->
 
 
 def roll_key(
-    request: Request | HttpRequest, account: Account, key_id: int, overlap_seconds: int, name: str | None = None
+    request: Request | HttpRequest,
+    account: Account,
+    key_id: int,
+    overlap_seconds: int,
+    name: str | None = None,
+    *,
+    expires_at: datetime | None = None,
 ) -> tuple[APIKey, APIKey, str]:
-    """Replace key ``key_id`` by a new one (named ``name``, else as the old one): the old key, the new one and its
-    raw text (to show once). The old key works for ``overlap_seconds`` more (or until its own expiry, if sooner).
-    A revoked, expired or already rolled key is refused (``ValidationError`` on ``key_id``, saying why)."""
+    """Replace key ``key_id`` by a new one (named ``name``, else as the old one; expiring at ``expires_at``, else
+    when the old one would have): the old key, the new one and its raw text (to show once). The old key works for
+    ``overlap_seconds`` more (or until its own expiry, if sooner). A revoked, expired or already rolled key is
+    refused (``ValidationError`` on ``key_id``, saying why), as is an ``expires_at`` already past."""
     check_overlap(overlap_seconds)
+    check_expiry(expires_at)
     with transaction.atomic():
         old = key_of(account, key_id, lock=True)
         try:
-            new, raw = old.roll(timedelta(seconds=overlap_seconds), name)
+            new, raw = old.roll(timedelta(seconds=overlap_seconds), name, expires_at)
         except ValueError as exc:
             raise ValidationError({"key_id": [str(exc)]}) from exc
         audit.record(request, account, "key.roll", old.prefix, name=old.name, new_key=new.prefix, new_name=new.name,
-                     expires_at=_moment(old.expires_at), overlap_seconds=overlap_seconds)  # fmt: skip
+                     expires_at=_moment(old.expires_at), overlap_seconds=overlap_seconds,
+                     new_expires_at=_moment(new.expires_at))  # fmt: skip
     return old, new, raw
 
 

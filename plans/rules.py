@@ -25,6 +25,7 @@ from .models import (
     LimitOverride,
     PeriodQuota,
     Plan,
+    RulesChange,
     SpendCap,
     Subscription,
     group_plan_id,
@@ -218,6 +219,14 @@ class PlansRulesBackend:
 
     def known_key_hashes(self) -> Iterable[str]:
         return APIKey.objects.usable().values_list("key_hash", flat=True).iterator(chunk_size=10_000)
+
+    def change_mark(self) -> int:
+        """A number every committed rules change moves (:class:`~plans.models.RulesChange`), one small query."""
+        return RulesChange.count()
+
+    def mark_change(self) -> None:
+        """Move :meth:`change_mark` on: a rules change was committed."""
+        RulesChange.bump()
 
 
 def _budgets(sub: Subscription) -> tuple[LimitRule, ...]:

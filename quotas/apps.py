@@ -39,6 +39,10 @@ class QuotasConfig(AppConfig):
             user_login_failed.connect(on_login_failed, weak=False, dispatch_uid="quotas-failed-auth")
             # A browser that signs in becomes a trusted device for that user (quotas/identity/devices.py).
             user_logged_in.connect(on_logged_in, weak=False, dispatch_uid="quotas-trusted-device")
+        # A Celery worker or beat on memory:// in production refuses to start, as a server does (quotas.E091).
+        from quotas.startup import connect_celery
+
+        connect_celery()
         if apps.is_installed("drf_spectacular"):
             # drf-spectacular is optional: its extensions (the API-key security scheme) register on import.
             from quotas import openapi  # noqa: F401

@@ -13,7 +13,6 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
-from django.core import mail
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
@@ -29,7 +28,7 @@ from quotas.identity.countries import open_database
 from quotas.observability.otel import available as otel_available
 from quotas.settings import quota_settings
 from quotas.settings.checking import check_quotas
-from quotas.store.opening import memory_store_available
+from quotas.store.opening import memory_store_available, memory_store_refused
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -107,20 +106,13 @@ def check_opentelemetry(app_configs: Iterable[Any] | None = None, **kwargs: Any)
     ]
 
 
-def running_tests() -> bool:
-    """Whether Django's test environment is set up (its test runner, pytest-django): it gives mail an outbox."""
-    return hasattr(mail, "outbox")
-
-
 @register(Tags.compatibility)
 def check_memory_store_in_production(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """quotas.E091: ``memory://`` with ``DEBUG`` off, outside tests, unless ``ALLOW_MEMORY_STORE_IN_PRODUCTION``.
 
     A deployment on it admits N times each limit and budget with N processes, and forgets them on restart.
     """
-    if not is_memory_url(str(quota_settings.REDIS_URL)) or settings.DEBUG or running_tests():
-        return []
-    if quota_settings.ALLOW_MEMORY_STORE_IN_PRODUCTION is True:
+    if not memory_store_refused(quota_settings.REDIS_URL):  # the condition servers and Celery refuse to start on
         return []
     return [
         _error(

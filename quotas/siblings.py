@@ -120,10 +120,11 @@ def rules_snapshot() -> RuleSet:
 
 def rules_changed() -> None:
     """A model the rules are built from changed: this process reads them again at once, and every process
-    within a second of the transaction's commit."""
+    within a second of the transaction's commit (within a couple of seconds while Redis is unreadable: the
+    database's change mark moves too)."""
     rules = get_runtime().rules
     rules.mark_stale()
-    transaction.on_commit(rules.invalidate)
+    transaction.on_commit(rules.committed)
 
 
 def plan_multiplier(plan_id: int) -> float:

@@ -41,16 +41,11 @@ class KeySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class CreateSerializer(serializers.Serializer):
-    """What an owner sends to create a key."""
-
-    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    expires_at = serializers.DateTimeField(
-        required=False, allow_null=True, default=None, help_text="When the key stops working; null: never."
-    )
+class FutureExpiry:
+    """The ``expires_at`` check create and roll share: the action's own, here too so a body with several bad
+    fields is told of all of them at once."""
 
     def validate_expires_at(self, value: Any) -> Any:
-        # The action's own check, here too so a body with several bad fields is told of all of them at once.
         try:
             keys.check_expiry(value)
         except ValidationError as exc:
@@ -58,7 +53,16 @@ class CreateSerializer(serializers.Serializer):
         return value
 
 
-class RollSerializer(serializers.Serializer):
+class CreateSerializer(FutureExpiry, serializers.Serializer):
+    """What an owner sends to create a key."""
+
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, default=None, help_text="When the key stops working; null: never."
+    )
+
+
+class RollSerializer(FutureExpiry, serializers.Serializer):
     """What an owner sends to roll a key."""
 
     overlap_seconds = serializers.IntegerField(
@@ -67,6 +71,12 @@ class RollSerializer(serializers.Serializer):
     name = serializers.CharField(
         max_length=100, required=False, allow_blank=True, help_text="The new key's name; the old one's if absent."
     )
+    # Absent or null keeps the old key's expiry: a roll never turns a time-limited key into a permanent one.
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, default=None,
+        help_text="When the new key stops working; absent or null: when the old one would have (never, if it had "
+        "no expiry).",
+    )  # fmt: skip
 
 
 class KeyView(ConsoleView):
@@ -105,13 +115,16 @@ class KeyRevokeView(KeyView):
 
 
 class KeyRollView(KeyView):
-    """``POST {overlap_seconds, name}``: a new key now (owners), its raw text in the answer once, with the old
-    key as ``replaces``; the old one works for the overlap more (or until its own expiry, if sooner), then
-    stops. A revoked, expired or already rolled key is refused (400, ``errors.key_id`` says which)."""
+    """``POST {overlap_seconds, name, expires_at}``: a new key now (owners), its raw text in the answer once,
+    with the old key as ``replaces``; the old one works for the overlap more (or until its own expiry, if
+    sooner), then stops. The new key expires at ``expires_at``, else when the old one would have. A revoked,
+    expired or already rolled key is refused (400, ``errors.key_id`` says which), a past ``expires_at`` too."""
 
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
         account = self.owner()
         keys.key_of(account, key_id)  # another subscription's key: 404 before the body is read
         given = self.valid(RollSerializer)
-        old, new, raw = keys.roll_key(request, account, key_id, given["overlap_seconds"], given.get("name"))
+        old, new, raw = keys.roll_key(
+            request, account, key_id, given["overlap_seconds"], given.get("name"), expires_at=given["expires_at"]
+        )
         return self.created(new, raw, replaces=self.get_serializer(old).data)

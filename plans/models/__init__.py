@@ -10,6 +10,7 @@ from .groups import GroupPlan, group_plan_id, user_groups_field
 from .keys import API_KEY_PREFIX, APIKey, APIKeyQuerySet, KeyState
 from .limits import EndpointLimit, LimitOverride
 from .plans import Plan, Subscription
+from .rules_changes import RulesChange
 from .validators import (
     HTTP_METHODS,
     parse_durations,
@@ -36,6 +37,7 @@ __all__ = [
     "Period",
     "PeriodQuota",
     "Plan",
+    "RulesChange",
     "SpendCap",
     "Subscription",
     "group_plan_id",

@@ -180,11 +180,15 @@ class APIKey(models.Model):
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
 
-    def roll(self, overlap: timedelta, name: str | None = None) -> tuple[APIKey, str]:
+    def roll(
+        self, overlap: timedelta, name: str | None = None, expires_at: datetime | None = None
+    ) -> tuple[APIKey, str]:
         """Replace the key with a new one of the same subscription (named ``name``, else as this one): this one
-        then works for ``overlap`` more (or until its own expiry, when that is sooner). Returns the new key and
-        its raw text. Raises :class:`ValueError` for a key that is revoked or expired (nothing to roll: issue a
-        new key) or rolled already; call it in a transaction that has locked the row (``select_for_update``)."""
+        then works for ``overlap`` more (or until its own expiry, when that is sooner). The new key expires at
+        ``expires_at`` when given, else when this one would have without the roll (never, for a key without an
+        expiry). Returns the new key and its raw text. Raises :class:`ValueError` for a key that is revoked or
+        expired (nothing to roll: issue a new key) or rolled already, and for an ``expires_at`` already past;
+        call it in a transaction that has locked the row (``select_for_update``)."""
         if self.revoked_at is not None:
             raise ValueError("This key is revoked: it cannot be rolled. Create a new key instead.")
         if self.is_expired:
@@ -192,7 +196,11 @@ class APIKey(models.Model):
         if self.rolled_to_id is not None:
             # A second roll would cut the link to the first replacement, which its holders already use.
             raise ValueError("This key was rolled already: roll the key that replaced it.")
-        new, raw = APIKey.issue(self.subscription, name=self.name if name is None else name)
+        if _has_passed(expires_at):
+            raise ValueError("This moment is in the past: the key would never work.")
+        # A time-limited credential stays time-limited: rolling is replacing a key, not extending its life.
+        new_expiry = self.expires_at if expires_at is None else expires_at
+        new, raw = APIKey.issue(self.subscription, name=self.name if name is None else name, expires_at=new_expiry)
         if self.has_own_limits:  # the replacement is held to what this key was: a CI job's key stays a CI job's
             new.own_rates, new.cap_period, new.cap_amount = self.own_rates, self.cap_period, self.cap_amount
             new.save(update_fields=["own_rates", "cap_period", "cap_amount"])

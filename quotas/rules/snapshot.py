@@ -243,6 +243,10 @@ class RulesBackend(Protocol):
 
     A backend may also have ``subscriber_for_subscription(subscription_id) -> Subscriber | None``: with it,
     the operators' commands (``quota_status``, ``quota_reset``) know the plan of a subscription named by id.
+    And ``change_mark() -> int`` with ``mark_change() -> None``: a number in the backend's own storage that
+    every committed rules change moves on. Each process reads it, about once a second off the request path,
+    while the rules version in Redis is unreadable, so a change (a revoked key) still reaches every process
+    within a couple of seconds (:mod:`quotas.runtime.change_mark`).
     """
 
     def load(self) -> RuleSet: ...

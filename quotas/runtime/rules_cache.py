@@ -5,7 +5,10 @@ The runtime's poller (:mod:`quotas.runtime.poller`) calls :meth:`RulesCache.poll
 every ``RULES_CHECK_INTERVAL`` seconds, never on the request path: it reads one
 small version key and marks the snapshot stale when it moved (the next request
 reloads it), retries a reload the database refused, and retries a version bump
-Redis did not take (:meth:`RulesCache.invalidate`).
+Redis did not take (:meth:`RulesCache.invalidate`). While that version is
+unreadable (Redis down), it asks the backend's change mark in the database
+instead (:mod:`quotas.runtime.change_mark`): the database, where keys live,
+says when they changed.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from quotas import metrics, problems
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.rules.known_keys import KnownKeys
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
+from quotas.runtime.change_mark import ChangeMark
 from quotas.store.rules_version import RulesVersion
 
 logger = logging.getLogger(__name__)
@@ -96,6 +100,7 @@ class RulesCache:
     ) -> None:
         self.backend = backend
         self.version_counter = version_counter
+        self.change_mark = ChangeMark(backend)  # what the poller asks while the version in Redis is unreadable
         self.interval = interval
         self.on_reload = on_reload
         self._rules: RuleSet | None = None  # the last good snapshot
@@ -200,6 +205,7 @@ class RulesCache:
         """Build a fresh snapshot from the backend now."""
         with self._lock:
             version = self._read_version()
+            self.change_mark.before_load()
             rules = self.backend.load() if self.backend is not None else RuleSet((), None)
             rules.version = version
             self._generation += 1
@@ -218,6 +224,12 @@ class RulesCache:
     def mark_stale(self) -> None:
         """Reload this process's snapshot on its next use."""
         self.fresh = None
+
+    def committed(self) -> None:
+        """A change to what the rules are built from was committed: move the database's change mark on (which
+        every process asks while Redis is unreadable), then :meth:`invalidate`."""
+        self.change_mark.move()
+        self.invalidate()
 
     def invalidate(self) -> None:
         """Tell every process that rules changed: bump the version, reload here.
@@ -371,6 +383,7 @@ class RulesCache:
         moved, and retry a failed reload off the request path."""
         if self._bump_owed:
             self._bump_version()
+        self.change_mark.retry()
         rules = self._rules
         version = self._read_version()
         known = self._known_keys
@@ -381,6 +394,12 @@ class RulesCache:
             # What this process remembers (refused clients, failed-authentication blocks) is forgotten when the
             # change is seen, not at the next reload: a process that serves only sign-ins never reloads.
             self.on_reload()
+        elif rules is not None and self.fresh is not None and version == "?" and self.change_mark.moved():
+            # Redis is unreadable, so its version says nothing: the database's change mark says the rules changed.
+            self.fresh = None
+            self.on_reload()
+            if self._known_keys_wanted:
+                self.refresh_known_keys()  # a key revoked or issued: the set read under the same "?" is not current
         if rules is not None and self._failures and time.monotonic() >= self._retry_at:
             try:
                 self._try_reload(rules)

@@ -128,7 +128,8 @@ SETTINGS = (
     Setting(
         "ALLOW_MEMORY_STORE_IN_PRODUCTION", bool, False, check_id="quotas.E090",
         doc="`True` lets a process with `DEBUG` off start on `REDIS_URL = 'memory://'` outside tests (one "
-        "process that may forget its counters); otherwise that is the start-up error `quotas.E091`",
+        "process that may forget its counters); otherwise that is the start-up error `quotas.E091`, and "
+        "gunicorn, the Celery worker and beat refuse to start",
         hint="True only for a single-process deployment that accepts per-process, forgetful limits.",
     ),
     Setting(

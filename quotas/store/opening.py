@@ -1,20 +1,39 @@
-"""The store of a ``REDIS_URL``: the client and transport the URL names, and the store over them; and what the
-system checks and the test helpers ask of the memory store."""
+"""The store of a ``REDIS_URL``: the client and transport the URL names, and the store over them; what the
+system checks and the test helpers ask of the memory store; and the refusal of the memory store by a production
+process (quotas.E091's condition, enforced where a store is opened and where a server or a Celery process starts).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
+from django.core import mail
+from django.core.exceptions import ImproperlyConfigured
+
 from quotas.contract.library import LibraryCaller
+from quotas.contract.urls import is_memory_url
+from quotas.settings import quota_settings
 from quotas.store.backends.connect import async_connector, connect
 from quotas.store.backends.memory import MemoryRedis, MemoryTransport, keyspace, lua_available
 from quotas.store.backends.memory.keyspace import Keyspace
 from quotas.store.redis_store import RedisStore
 from quotas.store.transport import Transport
 
+#: What a production process on the memory store says as it refuses to start: one line, naming the way out.
+MEMORY_STORE_REFUSED = (
+    "QUOTAS['REDIS_URL'] is memory:// with DEBUG off: each process would count alone (N processes admit N times "
+    "each limit and budget) and forget on restart. Point REDIS_URL at a Redis, or set "
+    "QUOTAS['ALLOW_MEMORY_STORE_IN_PRODUCTION'] = True for a single process that may forget (quotas.E091)."
+)
+
 
 def open_store(url: str, prefix: str, buckets: int, timeout: float, connect_timeout: float) -> RedisStore:
     """The store of ``url``: Redis (standalone, Sentinel or Cluster) through the transport, or the memory store
     run in this process. Raises :class:`~quotas.exceptions.StoreUnavailable` when a cluster's startup nodes do
-    not answer, and ``ValueError`` for a malformed URL."""
+    not answer, ``ValueError`` for a malformed URL, and ``ImproperlyConfigured`` for the memory store in
+    production (see :func:`refuse_memory_store_in_production`)."""
+    refuse_memory_store_in_production(url)
     client = connect(url, timeout, connect_timeout)
     transport: LibraryCaller = (
         MemoryTransport(client)
@@ -32,3 +51,29 @@ def memory_store_available() -> bool:
 def memory_keyspace(url: str) -> Keyspace:
     """The memory store's keyspace ``url`` (``memory://[<name>]``) names, whose ``clock`` a test may replace."""
     return keyspace(url)
+
+
+def running_tests() -> bool:
+    """Whether Django's test environment is set up (its test runner, pytest-django): it gives mail an outbox."""
+    return hasattr(mail, "outbox")
+
+
+def memory_store_refused(url: Any) -> bool:
+    """Whether this process may not run on ``url`` (quotas.E091's condition): the memory store, with ``DEBUG``
+    off, outside tests, and ``QUOTAS['ALLOW_MEMORY_STORE_IN_PRODUCTION']`` not ``True``."""
+    if not is_memory_url(str(url)) or settings.DEBUG or running_tests():
+        return False
+    return quota_settings.ALLOW_MEMORY_STORE_IN_PRODUCTION is not True
+
+
+def refuse_memory_store_in_production(url: Any = None) -> None:
+    """Raise ``ImproperlyConfigured`` (:data:`MEMORY_STORE_REFUSED`) when :func:`memory_store_refused` holds for
+    ``url`` (default ``QUOTAS['REDIS_URL']``).
+
+    The system check alone stops ``manage.py check`` and ``migrate`` but not a server: gunicorn runs no checks,
+    and Celery's worker runs them without heeding the result. So the store refuses to open, and the quota
+    middleware (built as a server loads the application) and Celery's worker and beat (:mod:`quotas.startup`)
+    ask at start.
+    """
+    if memory_store_refused(quota_settings.REDIS_URL if url is None else url):
+        raise ImproperlyConfigured(MEMORY_STORE_REFUSED)

@@ -125,6 +125,51 @@ def test_a_roll_keeps_an_expiry_sooner_than_the_overlap_and_takes_a_new_name(tea
     assert abs(APIKey.objects.get(pk=old["id"]).expires_at - soon) < timedelta(seconds=1)
 
 
+def test_a_roll_gives_the_new_key_the_old_ones_expiry_or_the_one_sent(team, owner_api):
+    """Without expires_at the new key expires when the old one would have (a time-limited key never becomes a
+    permanent one by a roll); with one, at that moment; the audit entry says both."""
+    ends = timezone.now() + timedelta(days=30)
+    old = create(owner_api, team, name="trial", expires_at=ends.isoformat())
+    rolled = owner_api.post(team.url(f"keys/{old['id']}/roll"), {"overlap_seconds": 60}, format="json")
+    assert rolled.status_code == 201, rolled.content
+    new = rolled.json()
+    assert new["expires_at"] is not None
+    assert abs(APIKey.objects.get(pk=new["id"]).expires_at - ends) < timedelta(seconds=1)
+    with_null = owner_api.post(team.url(f"keys/{new['id']}/roll"), {"overlap_seconds": 60, "expires_at": None},
+                               format="json")  # fmt: skip
+    assert with_null.status_code == 201, with_null.content
+    assert abs(APIKey.objects.get(pk=with_null.json()["id"]).expires_at - ends) < timedelta(seconds=1)
+    later = timezone.now() + timedelta(days=90)
+    chosen = owner_api.post(
+        team.url(f"keys/{with_null.json()['id']}/roll"), {"overlap_seconds": 60, "expires_at": later.isoformat()},
+        format="json",
+    )  # fmt: skip
+    assert chosen.status_code == 201, chosen.content
+    assert abs(APIKey.objects.get(pk=chosen.json()["id"]).expires_at - later) < timedelta(seconds=1)
+    entry = AuditEntry.objects.filter(action="key.roll").order_by("pk").last()
+    assert entry.detail["new_expires_at"].startswith(later.date().isoformat())
+
+
+@pytest.mark.parametrize(
+    ("expires_at", "says"),
+    [
+        ("2001-01-01T00:00:00Z", "in the past"),
+        ("next tuesday", "wrong format"),
+    ],
+)
+def test_a_roll_refuses_a_past_or_malformed_expiry(team, owner_api, expires_at, says):
+    """A past or unreadable expires_at is a 400 problem+json naming the field; nothing is rolled."""
+    old = create(owner_api, team)
+    refused = owner_api.post(team.url(f"keys/{old['id']}/roll"), {"overlap_seconds": 60, "expires_at": expires_at},
+                             format="json")  # fmt: skip
+    assert refused.status_code == 400
+    assert refused["Content-Type"] == "application/problem+json"
+    errors = refused.json()["errors"]
+    assert set(errors) == {"expires_at"}
+    assert says in str(errors["expires_at"])
+    assert APIKey.objects.get(pk=old["id"]).rolled_to is None
+
+
 def test_a_roll_with_no_overlap_ends_the_old_key_at_once(team, owner_api):
     old = create(owner_api, team)
     rolled = owner_api.post(team.url(f"keys/{old['id']}/roll"), {"overlap_seconds": 0}, format="json")

@@ -159,3 +159,29 @@ def test_the_flush_copies_every_note_then_forgets_those_older_than_a_day(free, r
     old.refresh_from_db()
     assert abs(old.last_used_at.timestamp() - two_days_ago) < 1
     assert set(KeyUseSet(redis_client, runtime.prefix).last_used()) == {recent.pk}
+
+
+def test_a_rolled_key_keeps_its_predecessors_expiry_unless_given_one(free):
+    """A roll replaces a key, it does not extend its life: the successor of a time-limited key expires when the
+    predecessor would have (the predecessor itself ends with the overlap), a key without an expiry is succeeded by
+    one without, and an expiry given with the roll wins; one already past is refused, nothing rolled."""
+    sub = SubscriptionFactory(plan=free)
+    ends = timezone.now() + timedelta(days=30)
+    limited, _ = APIKey.issue(sub, name="trial", expires_at=ends)
+    successor, _ = limited.roll(timedelta(hours=1))
+    assert successor.expires_at == ends
+    assert APIKey.objects.get(pk=successor.pk).expires_at == ends
+    assert limited.expires_at < ends  # the overlap, an hour from now
+
+    permanent, _ = APIKey.issue(sub)
+    assert permanent.roll(timedelta(hours=1))[0].expires_at is None
+
+    later = timezone.now() + timedelta(days=90)
+    given, _ = APIKey.issue(sub, expires_at=ends)
+    assert given.roll(timedelta(0), expires_at=later)[0].expires_at == later
+
+    kept, _ = APIKey.issue(sub, expires_at=ends)
+    with pytest.raises(ValueError, match="in the past"):
+        kept.roll(timedelta(hours=1), expires_at=timezone.now() - timedelta(seconds=1))
+    kept.refresh_from_db()
+    assert (kept.rolled_to, kept.expires_at) == (None, ends)

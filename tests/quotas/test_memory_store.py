@@ -7,16 +7,22 @@ methods, Lua's values crossing to Python and back, and what the URL, the checks 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core import checks, mail
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.test import Client
 
 from quotas.contract.urls import describe, parse_url
+from quotas.middleware import QuotaHeadersMiddleware
+from quotas.runtime import get_runtime
 from quotas.store.backends import memory
 from quotas.store.backends.connect import connect
 from quotas.store.backends.memory import MemoryRedis, forget, keyspace, memory_client
 from quotas.store.backends.memory.base import SWEEP_EVERY
+from quotas.store.opening import MEMORY_STORE_REFUSED
 from tests.conftest import TEST_STORE_URL
 from tests.factories import EndpointLimitFactory, PlanFactory
 
@@ -145,6 +151,24 @@ def test_outside_tests_and_debug_the_memory_store_is_a_start_up_error(set_quotas
     assert "quotas.E091" not in ids()
     set_quotas(ALLOW_MEMORY_STORE_IN_PRODUCTION="yes")
     assert "quotas.E090" in ids()
+
+
+def test_outside_tests_and_debug_the_store_and_the_middleware_refuse_the_memory_store(
+    set_quotas, settings, monkeypatch
+):
+    """E091's condition also stops a process that runs no checks: the quota middleware (built as a server loads
+    the application) and the opening of the store raise ImproperlyConfigured with one line; the setting lifts it."""
+    set_quotas(REDIS_URL="memory://")
+    monkeypatch.delattr(mail, "outbox")
+    settings.DEBUG = False
+    with pytest.raises(ImproperlyConfigured, match=re.escape(MEMORY_STORE_REFUSED)):
+        QuotaHeadersMiddleware(lambda request: None)
+    with pytest.raises(ImproperlyConfigured, match=re.escape(MEMORY_STORE_REFUSED)):
+        get_runtime()
+    assert "\n" not in MEMORY_STORE_REFUSED
+    set_quotas(ALLOW_MEMORY_STORE_IN_PRODUCTION=True)
+    QuotaHeadersMiddleware(lambda request: None)
+    assert get_runtime().store is not None
 
 
 def test_check_deploy_warns_that_the_memory_store_counts_per_process(set_quotas):
