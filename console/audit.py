@@ -3,7 +3,7 @@ transaction, so a change and its entry are saved together or not at all."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from django.http import HttpRequest
 from rest_framework.request import Request
@@ -30,5 +30,5 @@ def record(
         target=target[:200],
         detail=detail,
         # A DRF request answers META as the HttpRequest it wraps (public delegation), so both kinds read alike.
-        address=None if by else str(client_ip(cast(HttpRequest, request))),
+        address=None if by else str(client_ip(request)),
     )
