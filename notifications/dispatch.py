@@ -67,19 +67,23 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
     # not sit in a transaction while receivers take their time.
     with Lanes(clock) as lanes:
         looked = 0.0  # seconds into the run of the last look for due deliveries
-        more = run.take(lanes, now)
-        while more or not lanes.idle:
+        look_again = run.take(lanes, now)  # the first look, even when no delivery may start any more
+        while look_again or not lanes.idle:
             since = time.monotonic() - run.started
             if not lanes.open:
                 run.record(lanes.stop())
-                more = False
+                look_again = False
             elif lanes.idle or since - looked >= REFILL_EVERY:
                 looked = since
-                more = run.take(lanes, now + timedelta(seconds=since))
+                look_again = run.take(lanes, now + timedelta(seconds=since))
                 if lanes.idle:
-                    continue  # nothing taken to send (nothing due: the run is over; only what was given up)
+                    continue  # nothing due (the run is over), or all it took was given up (look again)
             wait = max(0.0, min(run.started + looked + REFILL_EVERY, lanes.stop_at) - time.monotonic())
-            run.record(lanes.collect(wait if lanes.open else None))
+            outcomes = lanes.collect(wait if lanes.open else None)
+            run.record(outcomes)
+            # A lane done frees what the last look passed over (its lane, its subscription's share): look again
+            # before the run ends.
+            look_again = look_again or bool(outcomes)
     return run.report
 
 
