@@ -62,7 +62,7 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
     now = now or timezone.now()
     # Longer than a run can take (no attempt starts after RUN_FOR, each ends by its deadline): a dispatcher
     # killed mid-run leaves its deliveries due again after it, and no other dispatcher takes one meanwhile.
-    run = _Run(now, time.monotonic(), now + timedelta(seconds=RUN_FOR + float(notification_settings.TIMEOUT) + 30))
+    run = _Run(time.monotonic(), now + timedelta(seconds=RUN_FOR + float(notification_settings.TIMEOUT) + 30))
     # No transaction around the sending: the claims already keep others off, and a database connection should
     # not sit in a transaction while receivers take their time.
     with Lanes(clock) as lanes:
@@ -89,9 +89,8 @@ def dispatch_due(now: datetime | None = None, *, clock: Callable[[], float] = ti
 
 @dataclass(slots=True)
 class _Run:
-    """One run's state: its start, its lease, what it claimed (each with when), what it did."""
+    """One run's state: its start (monotonic), its lease, what it claimed (each with when), what it did."""
 
-    now: datetime
     started: float
     lease: datetime
     report: DispatchReport = field(default_factory=DispatchReport)

@@ -77,7 +77,8 @@ def measure(endpoint_count: int, timeout: float, interval: float = 5.0) -> str:
         waited = arrivals.times[0] - recorded.timestamp() if arrivals.times else float("inf")
         tried = len(slow.exchanges)
     spans = ", ".join(f"{s:.1f}-{e:.1f}" for s, e in runs.spans)
-    return f"{endpoint_count} slow endpoints, TIMEOUT {timeout:g} s: waited {waited:.1f} s (runs {spans}; {tried} tried)"
+    scene = f"{endpoint_count} slow endpoints, TIMEOUT {timeout:g} s"
+    return f"{scene}: waited {waited:.1f} s (runs {spans}; {tried} tried)"
 
 
 def main(counts: list[int]) -> None:
