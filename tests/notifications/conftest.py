@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -23,6 +24,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    arrived: float = field(default_factory=time.time)  # Unix time, to compare with an event's
 
 
 @dataclass
