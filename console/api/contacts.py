@@ -64,10 +64,10 @@ class ContactListView(ListModelMixin, ContactView):  # the mixin: the OpenAPI sc
     confirmation link and nothing else until it follows it."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(self.get_serializer(contacts.contacts_of(self.account()), many=True).data)
+        return Response(self.get_serializer(contacts.contacts_of(self.account), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         given = self.given()
         contact, sent = contacts.add_contact(request, account, given["email"], given.get("events"))
         body = {**self.get_serializer(contact).data, "confirmation_sent": sent}
@@ -78,10 +78,10 @@ class ContactDetailView(ContactView):
     """``GET``, ``PATCH {email, events, is_active}`` (a new address confirms again) and ``DELETE`` one contact."""
 
     def get(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        return Response(self.get_serializer(self.contact(self.account())).data)
+        return Response(self.get_serializer(self.contact(self.account)).data)
 
     def patch(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         contact = self.contact(account)
         _, sent = contacts.update_contact(request, account, contact, self.given(partial=True))
         body = self.get_serializer(contact).data
@@ -90,7 +90,7 @@ class ContactDetailView(ContactView):
         return Response(body)
 
     def delete(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         contacts.delete_contact(request, account, self.contact(account))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -100,7 +100,7 @@ class ContactResendConfirmationView(ContactView):
     ``QUOTAS['CONSOLE']['CONFIRMATION_INTERVAL']`` of the address's last link."""
 
     def post(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         contact = self.contact(account)
         sent = contacts.resend_confirmation(request, account, contact)
         return Response({**self.get_serializer(contact).data, "confirmation_sent": sent})

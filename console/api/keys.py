@@ -99,10 +99,10 @@ class KeyListView(ListModelMixin, KeyView):  # the mixin: the OpenAPI schema sho
     """``GET``: the subscription's keys, newest first; ``POST {name, expires_at}``: create one (owners)."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(self.get_serializer(keys.keys_of(self.account()), many=True).data)
+        return Response(self.get_serializer(keys.keys_of(self.account), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         given = self.valid(CreateSerializer)
         return self.created(*keys.create_key(request, account, given["name"], given["expires_at"]))
 
@@ -111,7 +111,7 @@ class KeyRevokeView(KeyView):
     """``POST``: revoke the key now (owners); a revoked key stays as it was (200 either way)."""
 
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        return Response(self.get_serializer(keys.revoke_key(request, self.owner(), key_id)).data)
+        return Response(self.get_serializer(keys.revoke_key(request, self.account, key_id)).data)
 
 
 class KeyRollView(KeyView):
@@ -121,7 +121,7 @@ class KeyRollView(KeyView):
     expired or already rolled key is refused (400, ``errors.key_id`` says which), a past ``expires_at`` too."""
 
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         keys.key_of(account, key_id)  # another subscription's key: 404 before the body is read
         given = self.valid(RollSerializer)
         old, new, raw = keys.roll_key(
