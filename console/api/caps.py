@@ -15,16 +15,16 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import caps
+from .. import caps, fields
 from .base import ConsoleView
 
 
 class CapSerializer(serializers.Serializer):
-    amount = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
+    amount = serializers.DecimalField(**fields.CAP_AMOUNT)
 
 
 class ThresholdsSerializer(serializers.Serializer):
-    percents = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=100), max_length=10)
+    percents = serializers.ListField(child=serializers.IntegerField(**fields.PERCENT), **fields.THRESHOLDS)
 
 
 class PeriodSerializer(serializers.Serializer):

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from rest_framework import serializers, status
 from rest_framework.mixins import ListModelMixin
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifications.models import Contact
 
-from .. import contacts
+from .. import contacts, fields
 from ..access import Account
 from .base import ConsoleView
 
@@ -39,7 +40,7 @@ class ContactSerializer(serializers.ModelSerializer):
 class ContactInputSerializer(serializers.Serializer):
     """What an owner sends to add a contact (``email``, ``events``) or change one (any of them, ``is_active``)."""
 
-    email = serializers.EmailField(max_length=254)
+    email = serializers.EmailField(**fields.EMAIL)
     events = serializers.ListField(child=serializers.CharField(), required=False, help_text="Event types; []: all.")
     is_active = serializers.BooleanField(required=False)
 
@@ -117,6 +118,7 @@ class ContactConfirmView(ConsoleView):
     do) must not confirm an address; the link itself leads to the page's button (``console.pages.contacts``)."""
 
     authentication_classes: list = []  # the token is the credential
+    permission_classes = [AllowAny]  # so anyone with it may send it
     serializer_class = ConfirmSerializer
 
     def post(self, request: Request) -> Response:

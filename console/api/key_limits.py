@@ -12,18 +12,21 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from .. import fields
 from ..key_limits import limits_of, set_key_limits
 from ..keys import key_of
 from .base import ConsoleView
 
 
 class KeyCapSerializer(serializers.Serializer):
-    period = serializers.ChoiceField(choices=["day", "month"])
-    amount = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
+    period = serializers.ChoiceField(choices=fields.KEY_CAP_PERIODS)
+    amount = serializers.DecimalField(**fields.KEY_CAP_AMOUNT)
 
 
 class KeyLimitsSerializer(serializers.Serializer):
-    own_rates = serializers.CharField(max_length=200, allow_blank=True, help_text='e.g. "10/min; 1000/day"; "": none.')
+    own_rates = serializers.CharField(
+        allow_blank=True, help_text='e.g. "10/min; 1000/day"; "": none.', **fields.OWN_RATES
+    )
     cap = KeyCapSerializer(allow_null=True, required=False, default=None, help_text="null: no cap of its own.")
 
 

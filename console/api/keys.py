@@ -19,8 +19,7 @@ from rest_framework.response import Response
 
 from plans.models import APIKey, KeyState
 
-from .. import keys
-from ..conf import MAX_OVERLAP_SECONDS
+from .. import fields, keys
 from .base import ConsoleView, shown_once
 
 
@@ -56,7 +55,7 @@ class FutureExpiry:
 class CreateSerializer(FutureExpiry, serializers.Serializer):
     """What an owner sends to create a key."""
 
-    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    name = serializers.CharField(required=False, allow_blank=True, default="", **fields.KEY_NAME)
     expires_at = serializers.DateTimeField(
         required=False, allow_null=True, default=None, help_text="When the key stops working; null: never."
     )
@@ -66,10 +65,10 @@ class RollSerializer(FutureExpiry, serializers.Serializer):
     """What an owner sends to roll a key."""
 
     overlap_seconds = serializers.IntegerField(
-        min_value=0, max_value=MAX_OVERLAP_SECONDS, help_text="How long the old key works beside the new one."
+        help_text="How long the old key works beside the new one.", **fields.OVERLAP
     )
     name = serializers.CharField(
-        max_length=100, required=False, allow_blank=True, help_text="The new key's name; the old one's if absent."
+        required=False, allow_blank=True, help_text="The new key's name; the old one's if absent.", **fields.KEY_NAME
     )
     # Absent or null keeps the old key's expiry: a roll never turns a time-limited key into a permanent one.
     expires_at = serializers.DateTimeField(

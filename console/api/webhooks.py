@@ -18,9 +18,8 @@ from rest_framework.response import Response
 
 from notifications.models import Delivery, Endpoint
 
-from .. import webhooks
+from .. import fields, webhooks
 from ..access import Account
-from ..conf import MAX_OVERLAP_SECONDS
 from ..schema import queued
 from .base import ConsoleView, shown_once
 
@@ -45,15 +44,15 @@ class EndpointSerializer(serializers.ModelSerializer):
 class EndpointInputSerializer(serializers.Serializer):
     """What an owner sends to register an endpoint (all of it) or edit one (any of it)."""
 
-    url = serializers.URLField(max_length=500, help_text="https:// URL the events are POSTed to.")
+    url = serializers.URLField(help_text="https:// URL the events are POSTed to.", **fields.ENDPOINT_URL)
     events = serializers.ListField(child=serializers.CharField(), required=False, help_text="Event types; []: all.")
-    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, **fields.DESCRIPTION)
     is_active = serializers.BooleanField(required=False, help_text="true again: its failures are forgotten.")
 
 
 class RollSerializer(serializers.Serializer):
     overlap_seconds = serializers.IntegerField(
-        min_value=0, max_value=MAX_OVERLAP_SECONDS, help_text="How long the old secret signs beside the new one."
+        help_text="How long the old secret signs beside the new one.", **fields.OVERLAP
     )
 
 
