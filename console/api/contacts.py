@@ -3,9 +3,10 @@
 
 A contact added here is sent nothing until its address confirms (:mod:`notifications.contacts`); so is one whose
 address is changed. The actions are :mod:`console.contacts`'s (audited in the change's transaction, the
-confirmation e-mail sent after that commits); these views check who may act, parse the body and render the
-answer. Each confirmation mail (of an added contact, a changed address, a resend) is counted against its limits
-(:mod:`console.confirmations`): over one, the answer is a 429 naming it, with ``Retry-After``, and nothing changes.
+confirmation e-mail sent after that commits); these views parse the body and render the answer (who may act is
+:class:`~console.api.permissions.ConsoleAccess`'s). Each confirmation mail (of an added contact, a changed
+address, a resend) is counted against its limits (:mod:`console.confirmations`): over one, the answer is a 429
+naming it, with ``Retry-After``, and nothing changes.
 """
 
 from __future__ import annotations

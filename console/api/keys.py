@@ -1,10 +1,10 @@
 """A subscription's API keys, under ``subscriptions/<id>/keys``: list them, create one, revoke one, roll one.
 
-The actions are :mod:`console.keys`'s (checked, made and audited in one transaction); these views check who may
-act, parse the body and render the answer. A key's raw text is shown once, in the answer that made it (create,
-roll); the database keeps its hash only, and no answer or audit entry holds either. A key stops working on the
-request path exactly at its ``expires_at`` (checked per request) and at its revocation from the next rules
-refresh (every process within a second).
+The actions are :mod:`console.keys`'s (checked, made and audited in one transaction); these views parse the body
+and render the answer (who may act is :class:`~console.api.permissions.ConsoleAccess`'s). A key's raw text is
+shown once, in the answer that made it (create, roll); the database keeps its hash only, and no answer or audit
+entry holds either. A key stops working on the request path exactly at its ``expires_at`` (checked per request)
+and at its revocation from the next rules refresh (every process within a second).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 delete them, queue a test event for one, roll its secret, list its deliveries, read one and queue one again.
 
 The actions are :mod:`console.webhooks`'s (:mod:`notifications.manage`'s operations, audited in the change's
-transaction); these views check who may act, parse the body and render the answer. A secret is shown once, in
-the answer that made it (register, roll).
+transaction); these views parse the body and render the answer (who may act is
+:class:`~console.api.permissions.ConsoleAccess`'s). A secret is shown once, in the answer that made it (register,
+roll).
 """
 
 from __future__ import annotations
