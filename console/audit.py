@@ -1,17 +1,22 @@
-"""The audit log's one writer: :func:`record` is called by every change the console makes, in the change's own
-transaction, so a change and its entry are saved together or not at all."""
+"""The audit log's one writer and one reader: :func:`record` is called by every change the console makes, in the
+change's own transaction, so a change and its entry are saved together or not at all; :func:`log_of` is what the
+API and the page show, and decides who may see it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from rest_framework.request import Request
 
 from quotas.siblings import client_ip
 
-from .access import Account
+from .access import Account, require_owner
 from .models import AuditEntry
+
+#: Entries the log shows, newest first.
+AUDIT_PAGE = 100
 
 
 def record(
@@ -32,3 +37,11 @@ def record(
         # A DRF request answers META as the HttpRequest it wraps (public delegation), so both kinds read alike.
         address=None if by else str(client_ip(request)),
     )
+
+
+def log_of(account: Account) -> QuerySet[AuditEntry]:
+    """The subscription's last :data:`AUDIT_PAGE` entries, newest first. Its owners alone read them (the log names
+    people and the addresses they came from): anyone else raises :class:`~console.errors.ReadOnly`, saying why
+    (as a change they may not make)."""
+    require_owner(account)
+    return AuditEntry.objects.filter(subscription=account.subscription)[:AUDIT_PAGE]

@@ -1,5 +1,6 @@
-"""What the console's actions raise besides Django's ``ValidationError`` (a value that cannot be accepted, naming
-its field): each front door turns them into its own answer (the API's problem+json, the page's 404 or 409)."""
+"""What the console's access checks and actions raise besides Django's ``ValidationError`` (a value that cannot be
+accepted, naming its field): plain exceptions that know no HTTP. Each front door turns them into its own answer in
+one place: the API in :mod:`console.problems` (problem+json), the page in :mod:`console.pages.guard`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,20 @@ class Missing(LookupError):
     """No such object on the subscription (a key, an endpoint, a contact, a delivery): the message says which.
 
     One of another subscription is missing too: its id says nothing about it."""
+
+
+class NotSignedIn(Exception):
+    """No credentials (neither a signed-in user nor an API key): the API's 401, the page's sign-in."""
+
+
+class NoSuchSubscription(Missing):
+    """No such subscription, or the caller has no role on it: the two look alike (404), so a subscription's id says
+    nothing about it to those it is not theirs."""
+
+
+class ReadOnly(Exception):
+    """The caller may read the subscription but not change it (a member, or its API key): the message says why;
+    the API's and the page's 403."""
 
 
 class StateConflict(Exception):

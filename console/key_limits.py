@@ -16,6 +16,7 @@ from plans.models import APIKey
 from . import audit
 from .access import Account
 from .caps import money
+from .keys import key_of
 
 
 def limits_of(key: APIKey) -> dict[str, Any]:
@@ -27,15 +28,18 @@ def limits_of(key: APIKey) -> dict[str, Any]:
 def set_key_limits(
     request: Request | HttpRequest,
     account: Account,
-    key: APIKey,
+    key_id: int,
     *,
     own_rates: str,
     cap_period: str = "",
     cap_amount: Decimal | None = None,
 ) -> APIKey:
-    """Give ``key`` its own rates (``""``: none) and spending cap (no period: none); raises ValidationError
-    naming the field. The key's row should be locked by the caller's transaction (``select_for_update``)."""
+    """Give key ``key_id`` of the subscription its own rates (``""``: none) and spending cap (no period: none),
+    checked, saved and audited in one transaction with the key's row locked; the key, as it now is. Raises
+    :class:`~console.errors.Missing` for a key of no subscription of the caller's, and ``ValidationError``
+    naming the model's field (``own_rates``, ``cap_period``, ``cap_amount``)."""
     with transaction.atomic():
+        key = key_of(account, key_id, lock=True)
         before = limits_of(key)
         key.own_rates, key.cap_period, key.cap_amount = own_rates.strip(), cap_period, cap_amount
         key.clean_own_limits()

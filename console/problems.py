@@ -1,4 +1,5 @@
-"""The self-service API's error bodies: problem+json, as the usage API's, with a body's field errors named."""
+"""The self-service API's error bodies: problem+json, as the usage API's, with a body's field errors named; and the
+one place the API translates what the console's access checks and actions raise (:func:`api_error`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from quotas import problems
 from quotas.drf import api_problems
 from quotas.drf.handlers import respond
 
-from .errors import MailLimitReached, Missing, StateConflict
+from .errors import MailLimitReached, Missing, NotSignedIn, ReadOnly, StateConflict
 
 #: Where a body's error of no one field is named, as DRF names it.
 NON_FIELD = "non_field_errors"
@@ -52,20 +53,32 @@ def too_many_mails(exc: MailLimitReached) -> dict[str, Any]:
     }
 
 
+def api_error(exc: Exception) -> Exception:
+    """``exc`` as the DRF exception the API answers with: :class:`~console.errors.NotSignedIn` is a 401,
+    :class:`~console.errors.ReadOnly` a 403, :class:`~console.errors.Missing` (a subscription or an object of it)
+    a 404, :class:`~console.errors.StateConflict` a 409, each with the message, and Django's ``ValidationError``
+    a 400 naming its fields. Anything else is returned as it is. Called by the console's views on every exception
+    before DRF handles it (so a 401 carries the authentication class's ``WWW-Authenticate`` challenge)."""
+    if isinstance(exc, NotSignedIn):
+        return exceptions.NotAuthenticated()
+    if isinstance(exc, ReadOnly):
+        return exceptions.PermissionDenied(str(exc))
+    if isinstance(exc, Missing):
+        return exceptions.NotFound(str(exc))
+    if isinstance(exc, StateConflict):
+        return Conflict(str(exc))
+    if isinstance(exc, DjangoValidationError):
+        return exceptions.ValidationError(_fields(exc))
+    return exc
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse | None:
     """Every error of the self-service API as ``application/problem+json`` (the usage API's handler, with a
-    request body's errors as ``invalid-request``). What the console's actions raise is translated first: Django's
-    ``ValidationError`` is a 400 naming its fields, :class:`~console.errors.Missing` a 404,
-    :class:`~console.errors.StateConflict` a 409, each with the action's message, and
-    :class:`~console.errors.MailLimitReached` a 429 naming its limit, with ``Retry-After``."""
+    request body's errors as ``invalid-request``). What the console raises is translated by :func:`api_error`;
+    :class:`~console.errors.MailLimitReached` is a 429 naming its limit, with ``Retry-After``."""
     if isinstance(exc, MailLimitReached):
         return respond(too_many_mails(exc), exceptions.Throttled(exc.wait))
-    if isinstance(exc, DjangoValidationError):
-        exc = exceptions.ValidationError(_fields(exc))
-    elif isinstance(exc, Missing):
-        exc = exceptions.NotFound(str(exc))
-    elif isinstance(exc, StateConflict):
-        exc = Conflict(str(exc))
+    exc = api_error(exc)
     if isinstance(exc, exceptions.ValidationError):
         return respond(invalid_request(_messages(exc.detail)), exc)
     return api_problems.exception_handler(exc, context)

@@ -3,26 +3,23 @@ have, at most); ``GET .../audit``: a subscription's log."""
 
 from __future__ import annotations
 
-from rest_framework import exceptions, serializers
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifications.conf import notification_settings
-from quotas.drf.authentication import KeyHolder
 
-from ..access import account_for, roles_of
+from .. import audit
+from ..access import KEY, roles_of
 from ..models import AuditEntry
 from .base import ConsoleView
-
-#: Entries one page of the audit log shows, newest first.
-AUDIT_PAGE = 100
 
 
 class SubscriptionRoleSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     plan = serializers.CharField(help_text="The plan's slug.")
-    role = serializers.ChoiceField(choices=["owner", "member", "key"], help_text="key: the caller is its API key.")
+    role = serializers.ChoiceField(choices=["owner", "member", KEY], help_text="key: the caller is its API key.")
     max_webhook_endpoints = serializers.IntegerField(
         help_text="Webhook endpoints it may register, at most (QUOTAS['NOTIFICATIONS']['MAX_ENDPOINTS'])."
     )
@@ -37,13 +34,7 @@ class AccountView(ConsoleView):
     serializer_class = SubscriptionRoleSerializer
 
     def get(self, request: Request) -> Response:
-        user = request.user
-        if isinstance(user, KeyHolder):
-            rows = [(account_for(request, user.subscription_id).subscription, "key")]
-        elif user is None or not user.is_authenticated:
-            raise exceptions.NotAuthenticated()
-        else:
-            rows = roles_of(user)
+        rows = roles_of(request.user)
         most = {"max_webhook_endpoints": notification_settings.MAX_ENDPOINTS,
                 "max_contacts": notification_settings.MAX_CONTACTS}  # fmt: skip
         data = [{"id": s.pk, "name": s.name, "plan": s.plan.slug, "role": role, **most} for s, role in rows]
@@ -59,11 +50,10 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
 
 class AuditView(ConsoleView):
-    """The subscription's audit log, newest first (its last :data:`AUDIT_PAGE` entries): owners only."""
+    """The subscription's audit log, newest first (its last :data:`~console.audit.AUDIT_PAGE` entries): owners
+    only (:func:`console.audit.log_of` decides)."""
 
     serializer_class = AuditEntrySerializer
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        account = self.owner()
-        entries = AuditEntry.objects.filter(subscription=account.subscription)[:AUDIT_PAGE]
-        return Response(self.get_serializer(entries, many=True).data)
+        return Response(self.get_serializer(audit.log_of(self.account), many=True).data)

@@ -15,16 +15,16 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import caps
+from .. import caps, fields
 from .base import ConsoleView
 
 
 class CapSerializer(serializers.Serializer):
-    amount = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
+    amount = serializers.DecimalField(**fields.CAP_AMOUNT)
 
 
 class ThresholdsSerializer(serializers.Serializer):
-    percents = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=100), max_length=10)
+    percents = serializers.ListField(child=serializers.IntegerField(**fields.PERCENT), **fields.THRESHOLDS)
 
 
 class PeriodSerializer(serializers.Serializer):
@@ -45,7 +45,7 @@ class CapsView(ConsoleView):
     serializer_class = CapsSerializer
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(caps.caps_of(self.account()))
+        return Response(caps.caps_of(self.account))
 
 
 class CapView(ConsoleView):
@@ -54,7 +54,7 @@ class CapView(ConsoleView):
     serializer_class = CapSerializer
 
     def put(self, request: Request, subscription_id: int, period: str) -> Response:
-        account = self.owner()
+        account = self.account
         _known(period)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -62,7 +62,7 @@ class CapView(ConsoleView):
         return Response(caps.caps_of(account))
 
     def delete(self, request: Request, subscription_id: int, period: str) -> Response:
-        account = self.owner()
+        account = self.account
         _known(period)
         if not caps.remove_cap(request, account, period):
             raise exceptions.NotFound(f"No {period} cap is set.")
@@ -75,10 +75,10 @@ class ThresholdsView(ConsoleView):
     serializer_class = ThresholdsSerializer
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response({"percents": caps.caps_of(self.account())["thresholds"]})
+        return Response({"percents": caps.caps_of(self.account)["thresholds"]})
 
     def put(self, request: Request, subscription_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         kept = caps.set_thresholds(request, account, serializer.validated_data["percents"])

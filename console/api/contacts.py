@@ -3,21 +3,23 @@
 
 A contact added here is sent nothing until its address confirms (:mod:`notifications.contacts`); so is one whose
 address is changed. The actions are :mod:`console.contacts`'s (audited in the change's transaction, the
-confirmation e-mail sent after that commits); these views check who may act, parse the body and render the
-answer. Each confirmation mail (of an added contact, a changed address, a resend) is counted against its limits
-(:mod:`console.confirmations`): over one, the answer is a 429 naming it, with ``Retry-After``, and nothing changes.
+confirmation e-mail sent after that commits); these views parse the body and render the answer (who may act is
+:class:`~console.api.permissions.ConsoleAccess`'s). Each confirmation mail (of an added contact, a changed
+address, a resend) is counted against its limits (:mod:`console.confirmations`): over one, the answer is a 429
+naming it, with ``Retry-After``, and nothing changes.
 """
 
 from __future__ import annotations
 
 from rest_framework import serializers, status
 from rest_framework.mixins import ListModelMixin
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifications.models import Contact
 
-from .. import contacts
+from .. import contacts, fields
 from ..access import Account
 from .base import ConsoleView
 
@@ -39,7 +41,7 @@ class ContactSerializer(serializers.ModelSerializer):
 class ContactInputSerializer(serializers.Serializer):
     """What an owner sends to add a contact (``email``, ``events``) or change one (any of them, ``is_active``)."""
 
-    email = serializers.EmailField(max_length=254)
+    email = serializers.EmailField(**fields.EMAIL)
     events = serializers.ListField(child=serializers.CharField(), required=False, help_text="Event types; []: all.")
     is_active = serializers.BooleanField(required=False)
 
@@ -64,10 +66,10 @@ class ContactListView(ListModelMixin, ContactView):  # the mixin: the OpenAPI sc
     confirmation link and nothing else until it follows it."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(self.get_serializer(contacts.contacts_of(self.account()), many=True).data)
+        return Response(self.get_serializer(contacts.contacts_of(self.account), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         given = self.given()
         contact, sent = contacts.add_contact(request, account, given["email"], given.get("events"))
         body = {**self.get_serializer(contact).data, "confirmation_sent": sent}
@@ -78,10 +80,10 @@ class ContactDetailView(ContactView):
     """``GET``, ``PATCH {email, events, is_active}`` (a new address confirms again) and ``DELETE`` one contact."""
 
     def get(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        return Response(self.get_serializer(self.contact(self.account())).data)
+        return Response(self.get_serializer(self.contact(self.account)).data)
 
     def patch(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         contact = self.contact(account)
         _, sent = contacts.update_contact(request, account, contact, self.given(partial=True))
         body = self.get_serializer(contact).data
@@ -90,7 +92,7 @@ class ContactDetailView(ContactView):
         return Response(body)
 
     def delete(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         contacts.delete_contact(request, account, self.contact(account))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -100,7 +102,7 @@ class ContactResendConfirmationView(ContactView):
     ``QUOTAS['CONSOLE']['CONFIRMATION_INTERVAL']`` of the address's last link."""
 
     def post(self, request: Request, subscription_id: int, contact_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         contact = self.contact(account)
         sent = contacts.resend_confirmation(request, account, contact)
         return Response({**self.get_serializer(contact).data, "confirmation_sent": sent})
@@ -117,6 +119,7 @@ class ContactConfirmView(ConsoleView):
     do) must not confirm an address; the link itself leads to the page's button (``console.pages.contacts``)."""
 
     authentication_classes: list = []  # the token is the credential
+    permission_classes = [AllowAny]  # so anyone with it may send it
     serializer_class = ConfirmSerializer
 
     def post(self, request: Request) -> Response:

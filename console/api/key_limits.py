@@ -8,23 +8,25 @@ refused as any rate limit is (its policy ``key-rate``); over its cap, with the r
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from .. import fields
 from ..key_limits import limits_of, set_key_limits
 from ..keys import key_of
 from .base import ConsoleView
 
 
 class KeyCapSerializer(serializers.Serializer):
-    period = serializers.ChoiceField(choices=["day", "month"])
-    amount = serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0)
+    period = serializers.ChoiceField(choices=fields.KEY_CAP_PERIODS)
+    amount = serializers.DecimalField(**fields.KEY_CAP_AMOUNT)
 
 
 class KeyLimitsSerializer(serializers.Serializer):
-    own_rates = serializers.CharField(max_length=200, allow_blank=True, help_text='e.g. "10/min; 1000/day"; "": none.')
+    own_rates = serializers.CharField(
+        allow_blank=True, help_text='e.g. "10/min; 1000/day"; "": none.', **fields.OWN_RATES
+    )
     cap = KeyCapSerializer(allow_null=True, required=False, default=None, help_text="null: no cap of its own.")
 
 
@@ -34,24 +36,20 @@ class KeyLimitsView(ConsoleView):
     serializer_class = KeyLimitsSerializer
 
     def get(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        return Response(limits_of(key_of(self.account(), key_id)))
+        return Response(limits_of(key_of(self.account, key_id)))
 
     def put(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         key_of(account, key_id)  # another subscription's key: 404 before the body is read
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         given = serializer.validated_data
         cap = given.get("cap") or {}
-        with transaction.atomic():
-            key = key_of(account, key_id, lock=True)
-            try:
-                set_key_limits(
-                    request, account, key,
-                    own_rates=given["own_rates"], cap_period=cap.get("period", ""), cap_amount=cap.get("amount"),
-                )  # fmt: skip
-            except ValidationError as exc:
-                raise exceptions.ValidationError(_fields(exc.message_dict)) from None
+        try:
+            key = set_key_limits(request, account, key_id, own_rates=given["own_rates"],
+                                 cap_period=cap.get("period", ""), cap_amount=cap.get("amount"))  # fmt: skip
+        except ValidationError as exc:
+            raise exceptions.ValidationError(_fields(exc.message_dict)) from None
         return Response(limits_of(key))
 
 

@@ -1,10 +1,10 @@
 """A subscription's API keys, under ``subscriptions/<id>/keys``: list them, create one, revoke one, roll one.
 
-The actions are :mod:`console.keys`'s (checked, made and audited in one transaction); these views check who may
-act, parse the body and render the answer. A key's raw text is shown once, in the answer that made it (create,
-roll); the database keeps its hash only, and no answer or audit entry holds either. A key stops working on the
-request path exactly at its ``expires_at`` (checked per request) and at its revocation from the next rules
-refresh (every process within a second).
+The actions are :mod:`console.keys`'s (checked, made and audited in one transaction); these views parse the body
+and render the answer (who may act is :class:`~console.api.permissions.ConsoleAccess`'s). A key's raw text is
+shown once, in the answer that made it (create, roll); the database keeps its hash only, and no answer or audit
+entry holds either. A key stops working on the request path exactly at its ``expires_at`` (checked per request)
+and at its revocation from the next rules refresh (every process within a second).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from rest_framework.response import Response
 
 from plans.models import APIKey, KeyState
 
-from .. import keys
-from ..conf import MAX_OVERLAP_SECONDS
+from .. import fields, keys
 from .base import ConsoleView, shown_once
 
 
@@ -56,7 +55,7 @@ class FutureExpiry:
 class CreateSerializer(FutureExpiry, serializers.Serializer):
     """What an owner sends to create a key."""
 
-    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    name = serializers.CharField(required=False, allow_blank=True, default="", **fields.KEY_NAME)
     expires_at = serializers.DateTimeField(
         required=False, allow_null=True, default=None, help_text="When the key stops working; null: never."
     )
@@ -66,10 +65,10 @@ class RollSerializer(FutureExpiry, serializers.Serializer):
     """What an owner sends to roll a key."""
 
     overlap_seconds = serializers.IntegerField(
-        min_value=0, max_value=MAX_OVERLAP_SECONDS, help_text="How long the old key works beside the new one."
+        help_text="How long the old key works beside the new one.", **fields.OVERLAP
     )
     name = serializers.CharField(
-        max_length=100, required=False, allow_blank=True, help_text="The new key's name; the old one's if absent."
+        required=False, allow_blank=True, help_text="The new key's name; the old one's if absent.", **fields.KEY_NAME
     )
     # Absent or null keeps the old key's expiry: a roll never turns a time-limited key into a permanent one.
     expires_at = serializers.DateTimeField(
@@ -99,10 +98,10 @@ class KeyListView(ListModelMixin, KeyView):  # the mixin: the OpenAPI schema sho
     """``GET``: the subscription's keys, newest first; ``POST {name, expires_at}``: create one (owners)."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(self.get_serializer(keys.keys_of(self.account()), many=True).data)
+        return Response(self.get_serializer(keys.keys_of(self.account), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         given = self.valid(CreateSerializer)
         return self.created(*keys.create_key(request, account, given["name"], given["expires_at"]))
 
@@ -111,7 +110,7 @@ class KeyRevokeView(KeyView):
     """``POST``: revoke the key now (owners); a revoked key stays as it was (200 either way)."""
 
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        return Response(self.get_serializer(keys.revoke_key(request, self.owner(), key_id)).data)
+        return Response(self.get_serializer(keys.revoke_key(request, self.account, key_id)).data)
 
 
 class KeyRollView(KeyView):
@@ -121,7 +120,7 @@ class KeyRollView(KeyView):
     expired or already rolled key is refused (400, ``errors.key_id`` says which), a past ``expires_at`` too."""
 
     def post(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         keys.key_of(account, key_id)  # another subscription's key: 404 before the body is read
         given = self.valid(RollSerializer)
         old, new, raw = keys.roll_key(

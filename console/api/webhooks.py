@@ -2,8 +2,9 @@
 delete them, queue a test event for one, roll its secret, list its deliveries, read one and queue one again.
 
 The actions are :mod:`console.webhooks`'s (:mod:`notifications.manage`'s operations, audited in the change's
-transaction); these views check who may act, parse the body and render the answer. A secret is shown once, in
-the answer that made it (register, roll).
+transaction); these views parse the body and render the answer (who may act is
+:class:`~console.api.permissions.ConsoleAccess`'s). A secret is shown once, in the answer that made it (register,
+roll).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from rest_framework.response import Response
 
 from notifications.models import Delivery, Endpoint
 
-from .. import webhooks
+from .. import fields, webhooks
 from ..access import Account
-from ..conf import MAX_OVERLAP_SECONDS
 from ..schema import queued
 from .base import ConsoleView, shown_once
 
@@ -45,15 +45,15 @@ class EndpointSerializer(serializers.ModelSerializer):
 class EndpointInputSerializer(serializers.Serializer):
     """What an owner sends to register an endpoint (all of it) or edit one (any of it)."""
 
-    url = serializers.URLField(max_length=500, help_text="https:// URL the events are POSTed to.")
+    url = serializers.URLField(help_text="https:// URL the events are POSTed to.", **fields.ENDPOINT_URL)
     events = serializers.ListField(child=serializers.CharField(), required=False, help_text="Event types; []: all.")
-    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True, **fields.DESCRIPTION)
     is_active = serializers.BooleanField(required=False, help_text="true again: its failures are forgotten.")
 
 
 class RollSerializer(serializers.Serializer):
     overlap_seconds = serializers.IntegerField(
-        min_value=0, max_value=MAX_OVERLAP_SECONDS, help_text="How long the old secret signs beside the new one."
+        help_text="How long the old secret signs beside the new one.", **fields.OVERLAP
     )
 
 
@@ -104,10 +104,10 @@ class WebhookListView(ListModelMixin, EndpointView):  # the mixin: the OpenAPI s
     secret in the answer, once."""
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response(self.get_serializer(webhooks.endpoints_of(self.account()), many=True).data)
+        return Response(self.get_serializer(webhooks.endpoints_of(self.account), many=True).data)
 
     def post(self, request: Request, subscription_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         given = self.valid(EndpointInputSerializer)
         endpoint, secret = webhooks.register_endpoint(
             request, account, given["url"], given.get("events"), given.get("description", "")
@@ -119,16 +119,16 @@ class WebhookDetailView(EndpointView):
     """``GET``, ``PATCH {url, events, description, is_active}`` and ``DELETE`` one endpoint."""
 
     def get(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
-        return Response(self.get_serializer(self.endpoint(self.account())).data)
+        return Response(self.get_serializer(self.endpoint(self.account)).data)
 
     def patch(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         endpoint = self.endpoint(account)
         webhooks.update_endpoint(request, account, endpoint, self.valid(EndpointInputSerializer, partial=True))
         return Response(self.get_serializer(endpoint).data)
 
     def delete(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         webhooks.delete_endpoint(request, account, self.endpoint(account))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -145,7 +145,7 @@ class WebhookTestView(EndpointView):
 
     @queued(DeliverySerializer, "The test's delivery, pending.", "The endpoint's last test is pending.", poll=True)
     def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         delivery = webhooks.send_test(request, account, self.endpoint(account))
         where = reverse("console:delivery", args=[account.subscription.pk, delivery.pk])
         body = self.get_serializer(delivery).data
@@ -157,7 +157,7 @@ class WebhookRollSecretView(EndpointView):
     overlap ends."""
 
     def post(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         endpoint = self.endpoint(account)
         secret = webhooks.roll_secret(request, account, endpoint, self.valid(RollSerializer)["overlap_seconds"])
         return shown_once({**self.get_serializer(endpoint).data, "secret": secret}, status.HTTP_200_OK)
@@ -169,7 +169,7 @@ class WebhookDeliveriesView(ListModelMixin, EndpointView):  # the mixin: a list 
     serializer_class = DeliverySerializer
 
     def get(self, request: Request, subscription_id: int, endpoint_id: int) -> Response:
-        latest = webhooks.deliveries_of(self.endpoint(self.account()))
+        latest = webhooks.deliveries_of(self.endpoint(self.account))
         return Response(self.get_serializer(latest, many=True).data)
 
 
@@ -181,7 +181,7 @@ class DeliveryDetailView(ConsoleView):
     lookup_url_kwarg = "delivery_id"
 
     def get(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
-        return Response(self.get_serializer(webhooks.delivery_of(self.account(), delivery_id)).data)
+        return Response(self.get_serializer(webhooks.delivery_of(self.account, delivery_id)).data)
 
 
 class DeliveryResendView(ConsoleView):
@@ -193,6 +193,6 @@ class DeliveryResendView(ConsoleView):
 
     @queued(DeliverySerializer, "The delivery, queued again.", "The delivery is pending already.")
     def post(self, request: Request, subscription_id: int, delivery_id: int) -> Response:
-        account = self.owner()
+        account = self.account
         delivery = webhooks.resend_delivery(request, account, webhooks.delivery_of(account, delivery_id))
         return Response(self.get_serializer(delivery).data, status=status.HTTP_202_ACCEPTED)

@@ -1,9 +1,9 @@
 """The page's forms: what each of its POSTs carries, parsed before the action (in :mod:`console.caps`,
-:mod:`console.keys`, :mod:`console.webhooks`, :mod:`console.contacts`) checks the rest."""
+:mod:`console.keys`, :mod:`console.webhooks`, :mod:`console.contacts`) checks the rest. Each field's rules are
+:mod:`console.fields`', as the API's serializers have them."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 
 from notifications.events import EVENT_TYPES
 
-from .. import caps
+from .. import caps, fields
 
 #: The overlaps a key or a secret may be rolled with, in seconds, as the page offers them.
 OVERLAPS = ((0, "none"), (3600, "1 h"), (86_400, "24 h"), (7 * 86_400, "7 days"))
@@ -21,7 +21,7 @@ EVENT_CHOICES = [(t, t) for t in EVENT_TYPES]
 
 class CapForm(forms.Form):
     period = forms.ChoiceField(choices=[(p, p) for p in caps.PERIODS])
-    amount = forms.DecimalField(max_digits=14, decimal_places=6, min_value=Decimal(0), required=False)
+    amount = forms.DecimalField(required=False, **fields.CAP_AMOUNT)
     action = forms.ChoiceField(choices=[("set", "set"), ("remove", "remove")], initial="set")
 
 
@@ -41,7 +41,7 @@ class ThresholdsForm(forms.Form):
 class KeyForm(forms.Form):
     """Create a key: a name, and an optional expiry (UTC)."""
 
-    name = forms.CharField(max_length=100, required=False)
+    name = forms.CharField(required=False, **fields.KEY_NAME)
     expires_at = forms.DateTimeField(
         required=False,
         label="Expires (UTC)",
@@ -61,19 +61,23 @@ class RollForm(forms.Form):
 class KeyLimitsForm(forms.Form):
     """A key's own limits: its rates, and a spending cap per day or month (no period: none)."""
 
-    own_rates = forms.CharField(required=False, max_length=200, label="Own rates", help_text="e.g. 10/min; 1000/day")
-    cap_period = forms.ChoiceField(choices=[("", "no cap"), ("day", "a day"), ("month", "a month")], required=False)
-    cap_amount = forms.DecimalField(max_digits=14, decimal_places=6, min_value=Decimal(0), required=False)
+    own_rates = forms.CharField(
+        required=False, label="Own rates", help_text="e.g. 10/min; 1000/day", **fields.OWN_RATES
+    )
+    cap_period = forms.ChoiceField(
+        choices=[("", "no cap"), *((p, f"a {p}") for p in fields.KEY_CAP_PERIODS)], required=False
+    )
+    cap_amount = forms.DecimalField(required=False, **fields.KEY_CAP_AMOUNT)
 
 
 class EndpointForm(forms.Form):
     """Register an endpoint: its URL, the event types it wants, a description."""
 
-    url = forms.URLField(max_length=500, assume_scheme="https", label="URL")
+    url = forms.URLField(assume_scheme="https", label="URL", **fields.ENDPOINT_URL)
     events = forms.MultipleChoiceField(
         choices=EVENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, help_text="None ticked: all."
     )
-    description = forms.CharField(max_length=200, required=False)
+    description = forms.CharField(required=False, **fields.DESCRIPTION)
 
     def __init__(self, data: Any = None) -> None:
         super().__init__(data, auto_id="webhook-%s")
@@ -88,7 +92,7 @@ class ActiveForm(forms.Form):
 class ContactForm(forms.Form):
     """Add a contact: its address and the event types it is mailed."""
 
-    email = forms.EmailField(max_length=254)
+    email = forms.EmailField(**fields.EMAIL)
     events = forms.MultipleChoiceField(
         choices=EVENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, help_text="None ticked: all."
     )

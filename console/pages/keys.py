@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
 from plans.models import APIKey
@@ -64,10 +63,8 @@ def limits(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
     if form.is_valid():
         given = form.cleaned_data
         try:
-            with transaction.atomic():
-                key = keys.key_of(account, key_id, lock=True)
-                set_key_limits(request, account, key, own_rates=given["own_rates"], cap_period=given["cap_period"],
-                               cap_amount=given["cap_amount"] if given["cap_period"] else None)  # fmt: skip
+            key = set_key_limits(request, account, key_id, own_rates=given["own_rates"], cap_period=given["cap_period"],
+                                 cap_amount=given["cap_amount"] if given["cap_period"] else None)  # fmt: skip
         except ValidationError as exc:
             add_errors(form, exc)
         else:

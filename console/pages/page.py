@@ -1,5 +1,8 @@
 """The page itself: signing in, the list of subscriptions, one subscription's page (each section's lists and
-forms), and what the sections' POST views share (:func:`owner_action`, :func:`render_page`, :func:`back`)."""
+forms), and what the sections' POST views share (:func:`owner_action`, :func:`render_page`, :func:`back`).
+
+Who may see and do what is :mod:`console.access`'s to decide; what it raises is answered in one place,
+:func:`console.pages.guard.page_errors`."""
 
 from __future__ import annotations
 
@@ -8,24 +11,22 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
-from rest_framework import exceptions
 
 from notifications.conf import notification_settings
 from notifications.events import EVENT_TYPES
 
-from .. import caps, contacts, keys, webhooks
+from .. import audit, caps, contacts, keys, webhooks
 from ..access import Account, account_for, require_owner, roles_of
-from ..api.account import AUDIT_PAGE
-from ..errors import Missing
+from ..errors import ReadOnly
 from ..models import AuditEntry
 from .forms import OVERLAPS, CapForm, ContactForm, EndpointForm, KeyForm, ThresholdsForm
+from .guard import page_errors
 
 #: Deliveries the page lists per endpoint, newest first (the API lists more).
 DELIVERIES_SHOWN = 5
@@ -46,38 +47,30 @@ class SignInView(auth_views.LoginView):
 
 
 @require_GET
-@login_required(login_url="console-page:sign-in")
+@page_errors
 def index(request: HttpRequest) -> HttpResponse:
     """The subscriptions the signed-in user has a role on."""
     return render(request, "console/index.html", {"rows": roles_of(request.user)})
 
 
 @require_GET
-@login_required(login_url="console-page:sign-in")
+@page_errors
 def subscription(request: HttpRequest, subscription_id: int) -> HttpResponse:
     """One subscription: its caps, thresholds, keys, webhooks, contacts and (owners) audit log, with the forms
     the caller may use."""
-    return render_page(request, account_of(request, subscription_id))
+    return render_page(request, account_for(request.user, subscription_id))
 
 
 def owner_action(view: Action) -> Action:
     """A section's POST view: signed in (else to sign-in), an owner of the URL's subscription (a member: 403; a
     stranger: 404), called with the :class:`~console.access.Account`; an object of another subscription is a
-    404 as a missing one."""
+    404 as a missing one (:func:`~console.pages.guard.page_errors` answers each)."""
 
     @require_POST
-    @login_required(login_url="console-page:sign-in")
+    @page_errors
     @wraps(view)
     def guarded(request: HttpRequest, subscription_id: int, **ids: int) -> HttpResponse:
-        account = account_of(request, subscription_id)
-        try:
-            require_owner(account)
-        except exceptions.PermissionDenied as exc:
-            raise PermissionDenied(str(exc.detail)) from None
-        try:
-            return view(request, account, **ids)
-        except Missing as exc:
-            raise Http404(str(exc)) from None
+        return view(request, require_owner(account_for(request.user, subscription_id)), **ids)
 
     return guarded
 
@@ -116,7 +109,7 @@ def render_page(
         "event_types": EVENT_TYPES,
         "failed": {"section": failed[0], "errors": failed[1]} if failed else None,
         "revealed": revealed,
-        "audit": AuditEntry.objects.filter(subscription=account.subscription)[:AUDIT_PAGE] if account.is_owner else (),
+        "audit": _audit(account),
     }
     response = render(request, "console/subscription.html", context, status=status)
     if revealed:
@@ -129,12 +122,12 @@ def back(account: Account, section: str) -> HttpResponseRedirect:
     return HttpResponseRedirect(reverse("console-page:subscription", args=[account.subscription.pk]) + f"#{section}")
 
 
-def account_of(request: HttpRequest, subscription_id: int) -> Account:
-    """The signed-in user's standing on the subscription; 404 when they have no role on it."""
+def _audit(account: Account) -> QuerySet[AuditEntry] | None:
+    """The log the caller may read (:func:`console.audit.log_of` decides), else None: no section."""
     try:
-        return account_for(request, subscription_id)  # type: ignore[arg-type]  # reads request.user alone
-    except exceptions.NotFound:
-        raise Http404("No such subscription, or you have no role on it.") from None
+        return audit.log_of(account)
+    except ReadOnly:
+        return None
 
 
 def _deliveries(endpoint: Any) -> list[dict[str, Any]]:
