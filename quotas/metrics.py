@@ -20,8 +20,10 @@ in a memory-mapped file there and :func:`exposition` sums them with its
 ``MultiProcessCollector``. ``config/gunicorn.py`` removes the live gauges of a
 dead worker (``child_exit``) and stale files at start-up. Counters of exited
 processes stay, so totals never go backwards. A process's decisions reach its
-files at its poller's next tick, at exit, or when it serves the scrape itself
-(the ledger); one killed outright loses the last tick's. Gauges say how they combine:
+files within half a second: every quarter second on a thread of its own, at
+its poller's tick, at exit, and when it serves the scrape itself (the ledger,
+quotas/observability/ledger.py: ``METRICS_DELAY``); one killed outright loses
+its last quarter second's. Gauges say how they combine:
 
 - ``quota_engine_mode``: ``livemax``, 1 when any live process is in that mode;
 - the adaptive multipliers and load signals, the usage flush lag and the
