@@ -20,8 +20,10 @@ in a memory-mapped file there and :func:`exposition` sums them with its
 ``MultiProcessCollector``. ``config/gunicorn.py`` removes the live gauges of a
 dead worker (``child_exit``) and stale files at start-up. Counters of exited
 processes stay, so totals never go backwards. A process's decisions reach its
-files at its poller's next tick, at exit, or when it serves the scrape itself
-(the ledger); one killed outright loses the last tick's. Gauges say how they combine:
+files within half a second: every quarter second on a thread of its own, at
+its poller's tick, at exit, and when it serves the scrape itself (the ledger,
+quotas/observability/ledger.py: ``METRICS_DELAY``); one killed outright loses
+its last quarter second's. Gauges say how they combine:
 
 - ``quota_engine_mode``: ``livemax``, 1 when any live process is in that mode;
 - the adaptive multipliers and load signals, the usage flush lag and the
@@ -52,8 +54,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
-from quotas.metrics_fold import Folding, fold, observe_all
+from quotas.metrics_fold import BatchChild, Batched, BatchHistogram, Folding, fold
 
 logger = logging.getLogger(__name__)
 
@@ -170,12 +173,11 @@ decisions = Counter(
     "Quota decisions by plan, view scope, outcome and reason (reason 'local': refused from process memory).",
     ["plan", "scope", "outcome", "reason"],
 )
-decision_seconds = Histogram(
-    "quota_decision_seconds",
-    "Time QuotaThrottle spent deciding a request, by outcome.",
-    ["outcome"],
-    buckets=DECISION_BUCKETS,
+# Its observations arrive a fold's batch at a time (quotas/metrics_fold.py); shown as a histogram.
+decision_seconds = BatchHistogram(
+    "quota_decision_seconds", "Time QuotaThrottle spent deciding a request, by outcome.", ["outcome"], DECISION_BUCKETS
 )
+REGISTRY.register(decision_seconds)
 redis_errors = Counter("quota_redis_errors", "Redis errors met by the quota engine, by operation.", ["operation"])
 engine_mode = Gauge(
     "quota_engine_mode",
@@ -276,13 +278,13 @@ country_limits_skipped = Counter(
 )
 
 # (plan, scope, outcome, reason) -> (counter child, histogram child). Bounded: its keys are bounded labels.
-_decision_children: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
+_decision_children: dict[tuple[str, str, str, str], tuple[Counter, BatchChild]] = {}
 _warned: set[tuple[str, str]] = set()
 #: Unknown label values warned about at most, so a caller's bug cannot grow _warned without end.
 _WARNED_MAX = 100
 # The same children keyed by the caller's raw values, so a decision skips the label checks. Bounded: only
 # admitted values get in (None and "" both stand for "none"), and the cap is a guard should that change.
-_raw_children: dict[tuple[str | None, str | None, str, str], tuple[Counter, Histogram]] = {}
+_raw_children: dict[tuple[str | None, str | None, str, str], tuple[Counter, BatchChild]] = {}
 _MAX_RAW_CHILDREN = 4 * (MAX_PLANS + 1) * (MAX_SCOPES + 1) * len(OUTCOMES) * len(REASONS)
 
 
@@ -312,10 +314,10 @@ def observe_decision(plan: str | None, scope: str | None, outcome: str, reason: 
                 _children_for(plan, scope, outcome, reason)
     counter, histogram = children
     counter.inc(len(seconds))
-    observe_all(histogram, seconds)
+    histogram.observe_all(seconds)
 
 
-def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[Counter, Histogram]:
+def _children_for(plan: str | None, scope: str | None, outcome: str, reason: str) -> tuple[Counter, BatchChild]:
     """The labelled children of one decision, remembered under the caller's own values when they are admitted."""
     raw = (plan, scope, outcome, reason)
     if outcome not in OUTCOMES:
@@ -433,7 +435,7 @@ def default_series() -> Defaults:
 class _WithDefaults:
     """A registry's families, each missing default series added (and a family nobody set yet, made)."""
 
-    def __init__(self, registry: CollectorRegistry, defaults: Defaults) -> None:
+    def __init__(self, registry: Collector, defaults: Defaults) -> None:
         self.registry = registry
         self.defaults = defaults
 
@@ -470,10 +472,11 @@ def exposition(accept: str = "", defaults: Defaults | None = None) -> tuple[byte
     ``defaults`` (from :func:`default_series`) adds the series nobody set yet.
     """
     fold()  # this process's waiting decisions, into the files other processes read too
-    registry: CollectorRegistry = REGISTRY
+    registry: Collector = REGISTRY
     if multiprocess_dir():
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)
+        files = CollectorRegistry()
+        MultiProcessCollector(files)
+        registry = Batched(files, [decision_seconds])
     encoder, content_type = choose_encoder(accept)
     return encoder(_WithDefaults(registry, defaults) if defaults else registry), content_type
 

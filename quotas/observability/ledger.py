@@ -13,8 +13,12 @@ entries later, grouped, in one pass:
 - before the history is written or read: :meth:`History.write
   <quotas.observability.history.History.write>` (the poller's tick, about once a
   second) and :meth:`History.pending <quotas.observability.history.History.pending>`;
-- at every tick of the poller, so that under ``PROMETHEUS_MULTIPROC_DIR`` a
-  scrape served by another process sees this one's decisions within a tick;
+- at every tick of the poller (about once a second);
+- under ``PROMETHEUS_MULTIPROC_DIR``, every :data:`FOLD_EVERY` seconds on a
+  thread of its own (the runtime's ``folding``): a scrape folds only the ledger
+  of the process that serves it, and reads the others' from their files, so a
+  decision reaches ``/metrics`` within :data:`METRICS_DELAY`, whichever process
+  made it;
 - at exit, and on the request path once :data:`FOLD_AT` entries wait (the poller
   thread may be dead or off: the ledger never grows without end).
 
@@ -43,6 +47,12 @@ Entry = tuple[str | None, str | None, str, str, float, str, float, int]
 #: Entries waiting beyond this are folded by the request that appends the next: the poller folds about once a
 #: second (a few hundred to a few thousand entries at full load), so this is reached only when it does not run.
 FOLD_AT = 10_000
+#: Under PROMETHEUS_MULTIPROC_DIR, seconds between two folds on each process's own thread: an empty fold is a
+#: lock taken and a length read; a full one, a quarter second of a busy worker's decisions, a few milliseconds.
+FOLD_EVERY = 0.25
+#: How long a decision may take to reach /metrics, whichever process made it and whichever serves the scrape
+#: (docs/operations.md): a fold's interval, with room for the fold thread to wait for the GIL on a busy host.
+METRICS_DELAY = 0.5
 
 
 class Notes(Protocol):

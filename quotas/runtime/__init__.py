@@ -21,7 +21,7 @@ from quotas.contract.keys import subscription_id
 from quotas.exceptions import StoreUnavailable
 from quotas.observability.events import fire_budget_alerts
 from quotas.observability.history import History
-from quotas.observability.ledger import LEDGER
+from quotas.observability.ledger import FOLD_EVERY, LEDGER
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.limits import Window
 from quotas.runtime import poller, shaping
@@ -58,6 +58,10 @@ class Runtime:
         self.key_use = KeyUse()
         self.shaping = shaping.ShapingBudget()  # the sleep this process may spend holding shaped requests
         self.poller = Poller(interval, self.tick)
+        # Under PROMETHEUS_MULTIPROC_DIR a scrape folds only the ledger of the process serving it: every other
+        # process folds its own on this thread, apart from the tick (whose Redis calls may stall, or which may be
+        # off), so that a decision reaches /metrics within METRICS_DELAY (quotas/observability/ledger.py).
+        self.folding = Poller(FOLD_EVERY if metrics.multiprocess_dir() else 0, LEDGER.fold, "quota-ledger-fold")
         self.back_office = BackOffice(quota_settings.REDIS_URL, store.prefix)  # the platform's apps' reads
         rules.on_reload = self._rules_changed
         atexit.register(self._at_exit)
@@ -76,8 +80,8 @@ class Runtime:
         """The poller's work: the rules version and multipliers, probe Redis while down, then write what was
         held (usage, keys' last use, the history, the last refusals), each kept for the next tick if its write
         fails."""
-        # Decisions recorded since the last tick reach the metrics (and, under PROMETHEUS_MULTIPROC_DIR, the
-        # scrapes other processes serve) within a tick, Redis up or not; the history is folded as it is written.
+        # Decisions recorded since the last tick reach the metrics within a tick, Redis up or not (and sooner
+        # under PROMETHEUS_MULTIPROC_DIR: self.folding); the history is folded as it is written.
         LEDGER.fold()
         self.rules.poll()
         if self.multipliers.refresh(self.store.multipliers):
@@ -139,6 +143,7 @@ class Runtime:
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""
         self.poller.stop()
+        self.folding.stop()
         self._at_exit()
         atexit.unregister(self._at_exit)
         self.store.close()
@@ -202,6 +207,7 @@ def get_runtime() -> Runtime:
             _runtime = build_runtime()
         runtime = _runtime
         runtime.poller.ensure()
+        runtime.folding.ensure()
         ready = runtime
     return runtime
 

@@ -28,11 +28,12 @@ os.register_at_fork(after_in_child=_forked)
 
 
 class Poller:
-    """Calls ``work`` every ``interval`` seconds on a daemon thread of this process (never with 0)."""
+    """Calls ``work`` every ``interval`` seconds on a daemon thread of this process (never with 0), ``name``."""
 
-    def __init__(self, interval: float, work: Callable[[], None]) -> None:
+    def __init__(self, interval: float, work: Callable[[], None], name: str = "quota-poller") -> None:
         self.interval = interval
         self.work = work
+        self.name = name
         self.pid: int | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -45,7 +46,7 @@ class Poller:
         if self.interval <= 0:
             return
         self._stop = threading.Event()
-        thread = threading.Thread(target=self._run, args=(self._stop,), name="quota-poller", daemon=True)
+        thread = threading.Thread(target=self._run, args=(self._stop,), name=self.name, daemon=True)
         thread.start()
         self._thread = thread
 
@@ -54,7 +55,7 @@ class Poller:
             try:
                 self.work()
             except Exception:  # the poller must outlive any one failure (it also probes a down Redis)
-                logger.exception("quotas: the poller failed; retrying next interval")
+                logger.exception("quotas: the %s thread failed; retrying next interval", self.name)
 
     def stop(self) -> None:
         """Stop the thread, waiting for a visit under way.

@@ -65,23 +65,32 @@ def test_several_durations_at_once_count_as_one_call_each():
     assert value("quota_decision_seconds_bucket", outcome="allowed", le="0.1") == before_slow + 3
 
 
-def test_observe_all_gives_the_samples_observe_gives():
-    """metrics_fold.observe_all, which reads prometheus_client's own attributes, and Histogram.observe one by
-    one: the same buckets and the very same sum, bounds, zero, negatives and +Inf included."""
+def test_a_batch_histogram_shows_the_samples_a_histogram_shows():
+    """metrics_fold.BatchHistogram, a batch at a time through prometheus_client's public API, and
+    Histogram.observe one by one: the same series, buckets and counts, bounds, zero, negatives and +Inf
+    included, and the same sum (to rounding: a batch's is added at once)."""
     from prometheus_client import Histogram
 
-    from quotas.metrics_fold import observe_all
+    from quotas.metrics_fold import BatchHistogram
 
     amounts = [0.0, 0.00005, 0.00007, 0.1, 0.1000001, 7.5, -0.001, 1e-9, 0.0025, 0.3, 0.0049999] * 3
-    one, many = (Histogram("h", "h", buckets=metrics.DECISION_BUCKETS, registry=None) for _ in range(2))
+    one = Histogram("h", "h", ["outcome"], buckets=metrics.DECISION_BUCKETS, registry=None)
+    many = BatchHistogram("h", "h", ["outcome"], metrics.DECISION_BUCKETS)
     for amount in amounts:
-        one.observe(amount)
-    observe_all(many, amounts)
+        one.labels("allowed").observe(amount)
+    many.labels("allowed").observe_all(amounts[:10])
+    many.labels("allowed").observe_all(amounts[10:])
+    one.labels("denied")
+    many.labels("denied")  # a child nothing was observed in: its series show, at 0
 
-    def samples(histogram: Histogram) -> list[tuple[str, dict[str, str], float]]:
-        return [(s.name, s.labels, s.value) for m in histogram.collect() for s in m.samples if s.name != "h_created"]
+    def samples(families) -> list[tuple[str, dict[str, str], float]]:
+        return [(s.name, s.labels, s.value) for m in families for s in m.samples if s.name != "h_created"]
 
-    assert samples(many) == samples(one)
+    batched, observed = samples(many.collect()), samples(one.collect())
+    assert [s for s in batched if s[0] != "h_sum"] == [s for s in observed if s[0] != "h_sum"]
+    assert [s[:2] for s in batched] == [s[:2] for s in observed]
+    assert [s[2] for s in batched if s[0] == "h_sum"] == pytest.approx([s[2] for s in observed if s[0] == "h_sum"])
+    assert [m.type for m in many.describe()] == ["histogram"]
 
 
 def test_missing_plan_and_scope_are_labelled_none():

@@ -1,4 +1,4 @@
-"""The project's URLs plus a view that records one decision per request, in whichever worker serves it."""
+"""The project's URLs plus views that record one decision per request and say which worker served it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import time
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
+from rest_framework.request import Request
+from rest_framework.response import Response
 
+from demo.views import PingView
 from quotas import metrics
 
 TEST_PLAN = "metrics-test"
@@ -21,7 +24,15 @@ def record_decision(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"pid": os.getpid()})
 
 
+class PidPingView(PingView):
+    """The demo's ping (decided by QuotaThrottle, recorded through the ledger), saying which process served it."""
+
+    def get(self, request: Request) -> Response:
+        return Response({"pid": os.getpid()})
+
+
 urlpatterns = [
     path("", include("config.urls")),
     path("t/metrics/decision", record_decision),
+    path("t/metrics/ping", PidPingView.as_view()),
 ]
