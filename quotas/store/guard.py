@@ -139,7 +139,9 @@ class Guard:
         :class:`StoreUnavailable` while the circuit breaker is open."""
         # One function rather than a helper per step, and the memory of refusals passed by while it is empty:
         # about 3,800 instructions less a cold decision (cachegrind, the guard and its store alone).
-        own = call.now is None and not call.peek  # a test's or an operator's question is asked of Redis as it is
+        # A one-off question at another moment (now=) or an operator's peek is asked of Redis as it is; a test that
+        # moves the engine's clock (quotas.clock) takes this path, allowances and remembered refusals included.
+        own = call.now is None and not call.peek
         allowances = self.allowances
         if own and allowances is not None and call.allowance_ok:
             served = allowances.take(call)  # else call.allowance asks for one when the client is busy here
