@@ -8,16 +8,16 @@ the link, with the subscription's row locked: two requests at once are counted o
 cannot both take the last mail the limit allows, and a change refused, or rolled back, counts nothing. The mail
 leaves after that commits; :func:`release` gives the count back when the mail server did not take it.
 
-Time is read through this module's ``time`` (``time.time()``), so tests move it with ``clock_ahead``.
+Time is the engine's clock (:func:`quotas.siblings.now`), so a test moves it with ``quota_clock``.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from datetime import UTC, datetime, timedelta
 
 from plans.models import Subscription
+from quotas import siblings
 
 from .conf import console_settings
 from .errors import MailLimitReached
@@ -31,7 +31,7 @@ IN_MINUTES = 120
 def count_mail(subscription: Subscription, email: str) -> ConfirmationMail:
     """Count a confirmation mail to ``email`` of ``subscription``, now; raises
     :class:`~console.errors.MailLimitReached` when a limit is reached. Called in the change's transaction."""
-    now = datetime.fromtimestamp(time.time(), UTC)
+    now = datetime.fromtimestamp(siblings.now(), UTC)
     interval = console_settings.CONFIRMATION_INTERVAL
     per_hour = console_settings.CONFIRMATIONS_PER_HOUR
     address = email.lower()

@@ -100,6 +100,12 @@ def usage_date(moment: datetime) -> date:
     return usage_day_of(moment.timestamp()).date
 
 
+def now() -> float:
+    """The engine's clock now (seconds since the epoch): what the platform's apps judge their own limits by, so
+    that a test's clock (``quota_clock``) moves them with the engine."""
+    return get_runtime().clock.now()
+
+
 def back_office() -> BackOffice:
     """The specific reads of what the engine keeps in Redis (usage, history, keys' last use, the flush mark,
     the multipliers), through this process's back-office client."""

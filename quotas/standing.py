@@ -39,7 +39,7 @@ def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[s
     windows = [w for rule in limits if not rule.shadow for w in rule.windows]
     multiplier = runtime.multipliers.get(plan_id)
     states = runtime.guard.peek(client.tag, windows, multiplier).states if windows else []
-    now = datetime.now(UTC)
+    now = datetime.fromtimestamp(runtime.clock.now(), UTC)  # the engine's clock, as the decisions'
     body: dict[str, Any] = {
         "client": client.tag.strip("{}"),
         "plan": _plan(plan),

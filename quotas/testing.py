@@ -1,4 +1,4 @@
-"""Testing support for projects using the quota platform: pytest fixtures, and :func:`quotas.api.reset`.
+"""Testing support for projects using the quota platform: pytest fixtures, a clock, and :func:`quotas.api.reset`.
 
 In a project's ``conftest.py``::
 
@@ -6,22 +6,28 @@ In a project's ``conftest.py``::
 
 then use the ``quota_reset`` fixture in a test (or autouse it) to start from
 fresh counters, or set ``QUOTAS['ENABLED'] = False`` in the test settings to
-take every limit out of the way. With ``QUOTAS['REDIS_URL'] = "memory://"``
-(the memory store: no Redis), ``quota_clock`` moves time instead of sleeping.
+take every limit out of the way. ``quota_clock`` stands the engine's clock
+still and moves it when the test says (``quota_clock.advance(60)``), on the
+memory store and on a Redis alike: no sleeping, no test that fails when it
+happens to run across a minute's edge. :func:`use_clock` installs a clock of
+one's own (a :class:`ManualClock` at a moment the test names).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from quotas.api import reset
-from quotas.contract.urls import is_memory_url
-from quotas.runtime import get_runtime
-from quotas.settings import quota_settings
-from quotas.store.opening import memory_keyspace
+from quotas.clock import Clock, ManualClock
+from quotas.runtime import use_clock as _install
+
+__all__ = ["ManualClock", "QuotaClock", "quota_clock", "quota_reset", "use_clock"]
+
+#: The clock ``quota_clock`` gives (the name of earlier releases): see :class:`~quotas.clock.ManualClock`.
+QuotaClock = ManualClock
 
 
 @pytest.fixture
@@ -32,38 +38,23 @@ def quota_reset() -> Iterator[None]:
     reset(confirm=True, delete_usage=True)
 
 
-class QuotaClock:
-    """The memory store's clock, which only :meth:`advance` moves: what its scripts read as the time.
-
-    It starts at ``start`` (default: the real time, rounded down to a whole minute, so that a test's first
-    requests share fixed windows). Moving it also makes this process forget the clients it remembers as
-    refused (a refusal remembered until a retry time is a shortcut taken on the real clock).
-    """
-
-    def __init__(self, start: float | None = None) -> None:
-        self.now = float(start if start is not None else time.time() // 60 * 60)
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move time ``seconds`` forward."""
-        self.now += seconds
-        get_runtime().guard.forget()
-
-
-@pytest.fixture
-def quota_clock() -> Iterator[QuotaClock]:
-    """The memory store's clock for this test (``REDIS_URL = "memory://..."`` only): ``quota_clock.advance(60)``
-    is a minute later for every limit, with no sleep."""
-    url = str(quota_settings.REDIS_URL)
-    if not is_memory_url(url):
-        raise pytest.UsageError(f"quota_clock moves the memory store's clock: set QUOTAS['REDIS_URL'] to memory://, "
-                                f"not {url.split(':', 1)[0]}://")  # fmt: skip
-    store = memory_keyspace(url)
-    clock, real = QuotaClock(), store.clock
-    store.clock = clock
+@contextmanager
+def use_clock(clock: Clock) -> Iterator[Clock]:
+    """Run the engine on ``clock`` inside the block (its runtime is rebuilt on it, and again on the system's clock
+    after): every part reads it, allowances and the memory of refused clients included, and the decisions take
+    its time rather than the Redis server's (the memory store's keys expire by it too)."""
+    _install(clock)
     try:
         yield clock
     finally:
-        store.clock = real
+        _install(None)
+
+
+@pytest.fixture
+def quota_clock() -> Iterator[ManualClock]:
+    """The engine's clock for this test, standing at the real time it started until the test moves it:
+    ``quota_clock.advance(60)`` is a minute later for every limit, budget and remembered refusal, with no sleep;
+    ``quota_clock.set(t)`` moves it to ``t`` (seconds since the epoch, never back). Any store: memory:// or a
+    Redis."""
+    with use_clock(ManualClock()) as clock:
+        yield clock  # type: ignore[misc]

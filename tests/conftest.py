@@ -1,12 +1,14 @@
 """Test session: hermetic by default, a real redis-server of our own where a test asks for one, real databases.
 
-A test runs on the memory store the product ships (``memory://tests``), empty
-and with its clock standing at the start of a minute until the test moves it
-(``quota_clock``). A test that needs Redis says so: the ``redis`` marker, or a
-Redis fixture (``fresh_redis``, ``redis_server``), which marks it. The session
-then starts its own redis-server on a free loopback port (never the machine's
-shared Redis on 6379), and each such test starts from an empty Redis. Every
-test gets a fresh engine. With QUOTAS_REQUIRE_SERVICES=1 (set by .ci/run), a
+A test runs on the memory store the product ships (``memory://tests``), empty.
+A test that needs Redis says so: the ``redis`` marker, or a Redis fixture
+(``fresh_redis``, ``redis_server``), which marks it. The session then starts
+its own redis-server on a free loopback port (never the machine's shared Redis
+on 6379), and each such test starts from an empty Redis. Every test gets a
+fresh engine, whose clock stands at the start of a minute until the test moves
+it (``quota_clock.advance(60)``), on either store: no test depends on when it
+runs (but those marked ``slow``, which run on the real clock: real time, real
+processes). With QUOTAS_REQUIRE_SERVICES=1 (set by .ci/run), a
 test that needs a missing service fails instead of being skipped.
 """
 
@@ -15,7 +17,6 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,8 @@ from quotas.contract.library import ENTRY_POINTS, library_source, script_source
 from quotas.runtime import get_runtime, reset_runtime
 from tests.store_client import client_of
 
-#: The fixtures projects get from the package (quota_reset), tested here as a project would use them; and the one
-#: rerun of a test that failed across a minute's edge (tests/minute_edges.py).
-pytest_plugins = ["quotas.testing", "tests.minute_edges"]
+#: The fixtures projects get from the package (quota_reset, quota_clock), tested here as a project would use them.
+pytest_plugins = ["quotas.testing"]
 
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"
 
@@ -155,7 +155,7 @@ def set_quotas(settings) -> Callable[..., None]:
 
 
 #: The store of every test that does not ask for Redis: the memory store the product ships, emptied before each
-#: test, its clock standing at the start of a minute until the test moves it (``quota_clock.advance(60)``).
+#: test (the engine's clock standing at the start of a minute until the test moves it: quota_clock).
 TEST_STORE_URL = "memory://tests"
 
 #: Set by tests/test_hermetic.py for the pytest it starts: asking for the session's redis-server fails at once.
@@ -181,9 +181,12 @@ def hermetic_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def fresh_store(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every test starts from an empty store and a fresh engine: the session's redis-server for a test marked
-    ``redis`` (see :data:`REDIS_FIXTURES`), else the memory store with its clock standing still."""
+    ``redis`` (see :data:`REDIS_FIXTURES`), else the memory store; on either, the engine's clock stands still
+    (``quota_clock``) unless the test is marked ``slow`` (real time)."""
     if request.node.get_closest_marker("redis"):
         request.getfixturevalue("fresh_redis")
+        if not request.node.get_closest_marker("slow"):
+            request.getfixturevalue("quota_clock")
         yield
         return
     from quotas.store.backends.memory import forget
@@ -191,7 +194,8 @@ def fresh_store(request: pytest.FixtureRequest) -> Iterator[None]:
     forget(TEST_STORE_URL)
     reset_runtime()
     clear_spool()
-    request.getfixturevalue("quota_clock")
+    if not request.node.get_closest_marker("slow"):
+        request.getfixturevalue("quota_clock")
     yield
     reset_runtime()
     forget(TEST_STORE_URL)
@@ -291,36 +295,6 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
         settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": MEMORY_URL}
     yield get_runtime()
     forget(MEMORY_URL)
-
-
-class _TimeAhead:
-    """The ``time`` module as seen by one module of the product: ``time()`` and ``monotonic()`` ``ahead``
-    seconds later."""
-
-    def __init__(self, ahead: float) -> None:
-        self.ahead = ahead
-
-    def time(self) -> float:
-        return time.time() + self.ahead
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.ahead
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
-@pytest.fixture
-def clock_ahead(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, float], None]:
-    """``clock_ahead(module, seconds)``: ``module`` (one that does ``import time``) reads the clocks (``time()``,
-    ``monotonic()``) ``seconds`` later, for the rest of the test. For what the process itself judges by its own
-    clock (an API key's or an access-list entry's expiry, how busy a client is), as DRF's tests override the
-    throttle's timer instead of sleeping; Redis's clock stays the real one."""
-
-    def move(module: Any, seconds: float) -> None:
-        monkeypatch.setattr(module, "time", _TimeAhead(seconds))
-
-    return move
 
 
 def started(topology: Any, what: str) -> Any:

@@ -328,7 +328,7 @@ def _listed(call: Call, entry: ACLRule) -> Verdict:
             else Verdict(call.client, call.plan_id)
         )
     runtime.guard.count_acl(call.client.tag, call.usage, False, None, 0)
-    problem = problems.access_denied(entry, time.time())
+    problem = problems.access_denied(entry, runtime.clock.now())
     logger.info("quotas: deny-list entry %s refused %s", entry.id, call.client.tag)
     return Verdict(call.client, call.plan_id, refusal=AccessDenied(problem, wait=problem.get("retry_after")))
 
@@ -343,7 +343,7 @@ def _match_acl(call: Call) -> ACLRule | None:
         user_id=user.pk if user is not None and getattr(user, "is_authenticated", False) else None,
         ip=client_ip(call.facts.http_request),
         scope=call.facts.scope,
-        now=time.time(),
+        now=call.runtime.clock.now(),
     )
 
 

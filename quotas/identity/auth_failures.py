@@ -79,8 +79,9 @@ class FailedAuth:
     """This process's view of failed authentications (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._blocked: dict[str, float] = {}  # tag -> time.time() the block ends
-        # "<tag>|<window>" -> (time.time() its window started, failures in it): counted here while Redis is away.
+        self._blocked: dict[str, float] = {}  # tag -> when the block ends (the runtime clock's now())
+        # "<tag>|<window>" -> (when its window started, by the runtime's clock; failures in it): counted here while
+        # Redis is away.
         self._local: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._logged_at = -math.inf  # time.monotonic() of the last outage warning
@@ -95,7 +96,7 @@ class FailedAuth:
         """Seconds until every one of ``tags`` may authenticate again (0: now). In-process only."""
         if not self._blocked:
             return 0
-        now = time.time()
+        now = _now()
         until = max((self._blocked.get(tag, 0.0) for tag in tags if tag), default=0.0)
         return math.ceil(until - now) if until > now else 0
 
@@ -149,7 +150,7 @@ class FailedAuth:
             else:
                 metrics.observe_failed_auth("refused")
                 seconds = max(1, decision.retry_after or 1)
-                self._remember(tag, time.time() + seconds)
+                self._remember(tag, _now() + seconds)
                 wait = max(wait, seconds)
         return wait
 
@@ -160,7 +161,7 @@ class FailedAuth:
         window, in fixed windows of its own clock: an outage must not open the door to unlimited guessing.
         What a process learns this way it remembers as a block (:meth:`wait`), like one learnt from Redis.
         """
-        now = time.time()
+        now = _now()
         share = float(quota_settings.LOCAL_SHARE)
         wait = 0
         for window in _windows(tag):
@@ -208,18 +209,23 @@ class FailedAuth:
         if not spent:
             return 0
         seconds = max(1, math.ceil(max(spent) / 1_000_000))
-        self._remember(tag, time.time() + seconds)
+        self._remember(tag, _now() + seconds)
         return seconds
 
     def _remember(self, tag: str, until: float) -> None:
         with self._lock:
             self._blocked[tag] = until
             if len(self._blocked) > MAX_REMEMBERED:
-                now = time.time()
+                now = _now()
                 for key in [k for k, v in self._blocked.items() if v <= now]:
                     del self._blocked[key]
                 while len(self._blocked) > MAX_REMEMBERED:
                     del self._blocked[next(iter(self._blocked))]
+
+
+def _now() -> float:
+    """The engine's clock (the runtime's): what blocks and the windows counted here end by."""
+    return get_runtime().clock.now()
 
 
 #: The process's record (one per process, like the engine's memory of refused clients).

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,7 +183,7 @@ def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
         raise InvalidAPIKey(problems.invalid_api_key("unknown"))
     if subscriber.revoked:
         raise InvalidAPIKey(problems.invalid_api_key("revoked"))
-    if subscriber.key_expires_at is not None and subscriber.key_expires_at <= time.time():
+    if subscriber.key_expires_at is not None and subscriber.key_expires_at <= rules.clock.now():
         raise InvalidAPIKey(problems.invalid_api_key("expired"))
     return subscription_client(subscriber)
 

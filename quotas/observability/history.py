@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.observability.ledger import LEDGER, Entry
 
@@ -65,7 +66,8 @@ CLIENT_KINDS = ("s.",)
 class History:
     """This process's history notes since its last write (one per runtime, like ``KeyUse``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.now = clock.now  # the runtime's clock: what a decision's note is dated with (bound once)
         # A lock because "+= 1" on a dict is a read then a write: two request threads could lose one.
         self._lock = threading.Lock()
         self._counts: dict[tuple[int, str], int] = {}  # (minute since epoch, field) -> count

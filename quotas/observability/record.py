@@ -95,7 +95,7 @@ def record_acl(
             request, {"client": client_tag, "plan": plan, "scope": scope, "reason": "acl", "acl_entry": entry_id}
         )
         if refusals is not None:
-            refusals.note_acl(client_tag, plan, scope, entry_id, time.time())
+            refusals.note_acl(client_tag, plan, scope, entry_id, refusals.now())
 
 
 def _note(  # noqa: PLR0917  (one ledger entry's fields)
@@ -114,6 +114,6 @@ def _note(  # noqa: PLR0917  (one ledger entry's fields)
     if history is None:
         _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
     else:
-        _append((plan, scope, outcome, reason, seconds, client_tag, time.time(), history.serial))
+        _append((plan, scope, outcome, reason, seconds, client_tag, history.now(), history.serial))
     if len(_entries) >= FOLD_AT:  # nothing folded for a long while (the poller is off or dead)
         LEDGER.fold()

@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotas import metrics
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.money import from_micros
@@ -64,7 +65,8 @@ Record = dict[str, Any]
 class RefusalLog:
     """The refusals this process noted since its last write. One per runtime; thread-safe."""
 
-    def __init__(self, size: int = BUFFER_SIZE) -> None:
+    def __init__(self, size: int = BUFFER_SIZE, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.now = clock.now  # the runtime's clock: when an access list's refusal happened
         self._lock = threading.Lock()
         self._size = size
         self._pending: deque[tuple[str, Record]] = deque()

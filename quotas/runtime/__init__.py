@@ -3,8 +3,10 @@
 A :class:`Runtime` holds what lives as long as the process: the rules
 cache, the store and its guard, the adaptive multipliers, the notes written off
 the request path (history, last refusals, keys' last use) and the poller
-thread that writes them. The service asks :func:`get_runtime` once per
-request; a settings change (tests) rebuilds it with :func:`reset_runtime`.
+thread that writes them, and the :class:`~quotas.clock.Clock` every part of
+it reads the time from (``runtime.clock``; :func:`use_clock` installs another,
+for tests). The service asks :func:`get_runtime` once per request; a settings
+change (tests) rebuilds it with :func:`reset_runtime`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from django.utils.module_loading import import_string
 
 from quotas import metrics
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.keys import subscription_id
 from quotas.exceptions import StoreUnavailable
 from quotas.observability.events import fire_budget_alerts
@@ -47,15 +50,18 @@ class Runtime:
     Redis (lifting a ban, clearing a client) and, through its parts, for the notes the poller writes.
     """
 
-    def __init__(self, store: Store, rules: RulesCache, guard: Guard, interval: float) -> None:
+    def __init__(
+        self, store: Store, rules: RulesCache, guard: Guard, interval: float, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.clock = clock  # what every part reads the time from (see quotas.clock)
         self.store = store
         self.prefix = store.prefix
         self.rules = rules
         self.guard = guard
         self.multipliers = Multipliers()
-        self.history = History()
-        self.refusals = RefusalLog()  # each client's last refusals, for operators
-        self.key_use = KeyUse()
+        self.history = History(clock)
+        self.refusals = RefusalLog(clock=clock)  # each client's last refusals, for operators
+        self.key_use = KeyUse(clock)
         self.shaping = shaping.ShapingBudget()  # the sleep this process may spend holding shaped requests
         self.poller = Poller(interval, self.tick)
         # Under PROMETHEUS_MULTIPROC_DIR a scrape folds only the ledger of the process serving it: every other
@@ -150,11 +156,14 @@ class Runtime:
         self.back_office.close()
 
 
-def build_runtime() -> Runtime:
-    """A runtime configured from ``settings.QUOTAS``."""
+def build_runtime(clock: Clock | None = None) -> Runtime:
+    """A runtime configured from ``settings.QUOTAS``, reading the time from ``clock`` (default: the one
+    :func:`use_clock` installed, else the system's)."""
+    clock = _clock if clock is None else clock
     url, timeout = quota_settings.REDIS_URL, float(quota_settings.SOCKET_TIMEOUT)
     connect_timeout = float(quota_settings.CONNECT_TIMEOUT)
-    store = open_store(url, quota_settings.KEY_PREFIX, int(quota_settings.KEY_BUCKETS), timeout, connect_timeout)
+    prefix, buckets = quota_settings.KEY_PREFIX, int(quota_settings.KEY_BUCKETS)
+    store = open_store(url, prefix, buckets, timeout, connect_timeout, clock=clock)
     backend_path = quota_settings.RULES_BACKEND
     interval = float(quota_settings.RULES_CHECK_INTERVAL)
     rules = RulesCache(
@@ -162,18 +171,20 @@ def build_runtime() -> Runtime:
         store.rules_version,
         interval,
         int(quota_settings.CLIENT_CACHE_SIZE),
+        clock=clock,
     )
     guard = Guard(
         store,
         deny_memory_size=int(quota_settings.LOCAL_DENY_CACHE_SIZE),
         probe_interval=float(quota_settings.PROBE_INTERVAL),
         local_share=float(quota_settings.LOCAL_SHARE),
-        allowances=_allowances(),
+        allowances=_allowances(clock),
+        clock=clock,
     )
-    return Runtime(store, rules, guard, interval)
+    return Runtime(store, rules, guard, interval, clock)
 
 
-def _allowances() -> Allowances | None:
+def _allowances(clock: Clock) -> Allowances | None:
     """Local allowances as ``QUOTAS['ALLOWANCES']`` configures them (None when off, or without a poller:
     it gives back what they did not use and writes their usage, so with ``RULES_CHECK_INTERVAL`` 0 they are off)."""
     conf = quota_settings.ALLOWANCES
@@ -184,11 +195,14 @@ def _allowances() -> Allowances | None:
         min_rate=float(conf["MIN_RATE"]),
         share=float(conf["SHARE"]),
         max_requests=int(conf["MAX_REQUESTS"]),
+        clock=clock,
     )
 
 
 _runtime: Runtime | None = None
 _lock = threading.Lock()
+#: The clock the next runtime is built with (:func:`use_clock`).
+_clock: Clock = SYSTEM_CLOCK
 
 #: This process's runtime once its poller runs here; None before the first :func:`get_runtime`, after
 #: :func:`reset_runtime` and in a child just forked. The hot path reads it as ``ready or get_runtime()``: a call
@@ -221,6 +235,15 @@ def reset_runtime() -> None:
             _runtime.close()
         _runtime = None
         remembered_state_stale.send(sender=Runtime)  # blocks learnt from the old runtime's store
+
+
+def use_clock(clock: Clock | None) -> None:
+    """Read the time from ``clock`` from now on (None: the system's clock again), for tests: the runtime is
+    rebuilt on it (:func:`reset_runtime`), so every part of the engine sees the same moment. With an injected
+    clock (``clock.injected``) the decisions take its time too, not the Redis server's."""
+    global _clock
+    _clock = SYSTEM_CLOCK if clock is None else clock
+    reset_runtime()
 
 
 def _forked() -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, connections
 
 from quotas import metrics, problems
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.rules.known_keys import KnownKeys
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
@@ -97,7 +98,11 @@ class RulesCache:
         cache_size: int,
         *,
         on_reload: Callable[[], None] = lambda: None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        # The runtime's clock, by which the identity layer judges a key's expiry. (This cache's own retries keep
+        # the real clock: they pace the poller's visits to a database, see quotas.clock.)
+        self.clock = clock
         self.backend = backend
         self.version_counter = version_counter
         self.change_mark = ChangeMark(backend)  # what the poller asks while the version in Redis is unreadable

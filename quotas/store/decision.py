@@ -26,7 +26,9 @@ class DecideCall:
     ``multiplier`` (adaptive limits) scales the rolling rate windows;
     ``ban_policy`` (see :func:`quotas.rules.snapshot.ban_policy_spec`) enables
     escalation; ``request_id`` names the request's concurrency leases.
-    ``now`` (seconds since the epoch) replaces the Redis server's clock, for tests.
+    ``now`` (seconds since the epoch) asks at another moment than the engine's clock's: a one-off question,
+    answered by the store alone (no allowance, nothing remembered). A test moves the engine's clock instead
+    (:mod:`quotas.clock`), which keeps allowances and the refusal memory on.
     ``allowance_ok``: the service found nothing against admitting such
     requests from an allowance (see :mod:`quotas.store.allowances`);
     ``allowance``, set by the guard for a busy client: (requests wanted, the

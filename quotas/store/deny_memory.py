@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.rules.limits import Window
 from quotas.store.decision import WindowState
@@ -33,15 +33,16 @@ class DenyMemory:
     counted down from Redis's), so its headers match the 429 before it.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.size = size
+        self._monotonic = clock.monotonic  # the runtime's clock, bound once
         # Public for one reason: the guard skips the memory while it is empty (most of the time), without a call.
         self.entries: OrderedDict[tuple[str, str], _Refusal] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, tag: str, state: WindowState, weight: int) -> None:
         """Remember that ``state`` (from Redis) refused ``tag`` a request of ``weight`` units."""
-        now = time.monotonic()
+        now = self._monotonic()
         wait_us = state.window.window * US_PER_SECOND if state.retry_us is None else state.retry_us
         until = now + wait_us / US_PER_SECOND
         refusal = _Refusal(
@@ -57,7 +58,7 @@ class DenyMemory:
         """States for the windows this client is known to be refused by, if any."""
         if not self.entries:
             return []
-        now = time.monotonic()
+        now = self._monotonic()
         hits = []
         for window in windows:
             if window.shadow:
@@ -76,7 +77,7 @@ class DenyMemory:
     def ban(self, tag: str, wait_us: int) -> None:
         """Remember that ``tag`` is banned for ``wait_us`` microseconds."""
         with self._lock:
-            until = time.monotonic() + wait_us / US_PER_SECOND
+            until = self._monotonic() + wait_us / US_PER_SECOND
             self.entries[(tag, "!ban")] = _Refusal(until, 0, until, 0, 0)
             while len(self.entries) > self.size:
                 self.entries.popitem(last=False)
@@ -88,7 +89,7 @@ class DenyMemory:
         entry = self.entries.get((tag, "!ban"))
         if entry is None:
             return 0
-        left = entry.until - time.monotonic()
+        left = entry.until - self._monotonic()
         if left <= 0:
             self.entries.pop((tag, "!ban"), None)
             return 0

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.formats.periods import period_bounds
 from quotas.rules.limits import Window
@@ -41,8 +41,9 @@ _Checked = tuple[WindowState, Callable[[], None] | None]
 class LocalLimiter:
     """In-memory limits for one process (see the module docstring)."""
 
-    def __init__(self, share: float, size: int) -> None:
+    def __init__(self, share: float, size: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.share = share
+        self.clock = clock
         self.size = size
         self._state: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
         # (tag, window) -> (end of its period, what remained of it): from the last Redis decision.
@@ -69,7 +70,7 @@ class LocalLimiter:
         multiplier: float = 1.0,
     ) -> Decision:
         """Check and consume like the decision script, all or nothing, in this process only."""
-        now = time.time()
+        now = self.clock.now()
         with self._lock:
             checks = [self._check(tag, w, now, weight=weight, cost=cost_micros, multiplier=multiplier) for w in windows]
             allowed = all(state.ok or state.window.shadow for state, _ in checks)

@@ -26,10 +26,10 @@ counted in this process and its flush.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 
 from quotas import metrics
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.limits import Window
@@ -62,13 +62,16 @@ class Guard:
         probe_interval: float,
         local_share: float,
         allowances: Allowances | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.allowances = allowances
-        self.deny_memory = DenyMemory(deny_memory_size)
+        self.clock = clock
+        self._monotonic = clock.monotonic  # bound once: time.monotonic itself in production
+        self.deny_memory = DenyMemory(deny_memory_size, clock)
         self.breaker = CircuitBreaker(probe_interval)
-        self.fallback = LocalLimiter(local_share, deny_memory_size)
-        self.usage_buffer = UsageBuffer()
+        self.fallback = LocalLimiter(local_share, deny_memory_size, clock)
+        self.usage_buffer = UsageBuffer(clock)
         self.owed = OwedSpend(deny_memory_size)
         self.usage = InProcessUsage(store, allowances, self.usage_buffer)
         self.settlement = Settlement(store, allowances, self.fallback, self.owed, self.usage)
@@ -106,7 +109,7 @@ class Guard:
             return here
         # Before Redis decided: an allowance's lifetime counts from here, so it ends earlier by the round trip
         # (a cost within the noise: docs/benchmark-history.md).
-        asked = time.monotonic()
+        asked = self._monotonic()
         try:
             decision = self.store.decide(call)
         except StoreUnavailable as exc:
@@ -118,7 +121,7 @@ class Guard:
         here = self._answered_here(call)
         if here is not None:
             return here
-        asked = time.monotonic()
+        asked = self._monotonic()
         try:
             decision = await self.store.adecide(call)
         except StoreUnavailable as exc:
@@ -136,7 +139,9 @@ class Guard:
         :class:`StoreUnavailable` while the circuit breaker is open."""
         # One function rather than a helper per step, and the memory of refusals passed by while it is empty:
         # about 3,800 instructions less a cold decision (cachegrind, the guard and its store alone).
-        own = call.now is None and not call.peek  # a test's or an operator's question is asked of Redis as it is
+        # A one-off question at another moment (now=) or an operator's peek is asked of Redis as it is; a test that
+        # moves the engine's clock (quotas.clock) takes this path, allowances and remembered refusals included.
+        own = call.now is None and not call.peek
         allowances = self.allowances
         if own and allowances is not None and call.allowance_ok:
             served = allowances.take(call)  # else call.allowance asks for one when the client is busy here
@@ -156,14 +161,14 @@ class Guard:
         banned_for = self.deny_memory.banned(tag)
         if banned_for:
             self.usage.count_locally(tag, call.usage, Counter.DENIED_BANNED)
-            states, now = banned_states(windows, banned_for, call.multiplier), time.time()
+            states, now = banned_states(windows, banned_for, call.multiplier), self.clock.now()
             return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
         # With escalation on, refusals must reach Redis to be counted toward a ban
         # (which is then remembered here); a flood costs at most the ban threshold.
         refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
         if refused:
             self.usage.count_locally(tag, call.usage, Counter.DENIED_RATE)
-            return Decision(False, refused, time.time(), weight, local=True, tag=tag)
+            return Decision(False, refused, self.clock.now(), weight, local=True, tag=tag)
         return None
 
     def _failed(self, tag: str, exc: StoreUnavailable) -> StoreUnavailable:

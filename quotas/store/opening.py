@@ -5,12 +5,14 @@ process (quotas.E091's condition, enforced where a store is opened and where a s
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.conf import settings
 from django.core import mail
 from django.core.exceptions import ImproperlyConfigured
 
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.library import LibraryCaller
 from quotas.contract.urls import is_memory_url
 from quotas.settings import quota_settings
@@ -28,19 +30,25 @@ MEMORY_STORE_REFUSED = (
 )
 
 
-def open_store(url: str, prefix: str, buckets: int, timeout: float, connect_timeout: float) -> RedisStore:
+def open_store(
+    url: str, prefix: str, buckets: int, timeout: float, connect_timeout: float, *, clock: Clock = SYSTEM_CLOCK
+) -> RedisStore:
     """The store of ``url``: Redis (standalone, Sentinel or Cluster) through the transport, or the memory store
-    run in this process. Raises :class:`~quotas.exceptions.StoreUnavailable` when a cluster's startup nodes do
-    not answer, ``ValueError`` for a malformed URL, and ``ImproperlyConfigured`` for the memory store in
-    production (see :func:`refuse_memory_store_in_production`)."""
+    run in this process, its keyspace's time (key expiry, ``TIME``) an injected ``clock``'s. Raises
+    :class:`~quotas.exceptions.StoreUnavailable` when a cluster's startup nodes do not answer, ``ValueError`` for
+    a malformed URL, and ``ImproperlyConfigured`` for the memory store in production (see
+    :func:`refuse_memory_store_in_production`)."""
     refuse_memory_store_in_production(url)
     client = connect(url, timeout, connect_timeout)
-    transport: LibraryCaller = (
-        MemoryTransport(client)
-        if isinstance(client, MemoryRedis)
-        else Transport(client, async_connector(url, timeout, connect_timeout))
-    )
-    return RedisStore(transport, prefix, buckets)
+    transport: LibraryCaller
+    if isinstance(client, MemoryRedis):
+        # An injected clock is the decisions' own, and so the server's; else the server keeps the real time, as a
+        # Redis does whatever an application host's clock says.
+        keyspace(url).clock = clock.now if clock.injected else time.time
+        transport = MemoryTransport(client)
+    else:
+        transport = Transport(client, async_connector(url, timeout, connect_timeout))
+    return RedisStore(transport, prefix, buckets, clock)
 
 
 def memory_store_available() -> bool:

@@ -13,13 +13,13 @@ decides what it means.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from redis.cluster import RedisCluster
 
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
 from quotas.contract.protocol import (
@@ -62,8 +62,13 @@ class RedisStore:
     calls on the whole keyspace and its servers. Nothing above the store holds a client.
     """
 
-    def __init__(self, transport: LibraryCaller, prefix: str, buckets: int = 1024) -> None:
+    def __init__(self, transport: LibraryCaller, prefix: str, buckets: int = 1024, clock: Clock = SYSTEM_CLOCK) -> None:
         self.transport = transport
+        # The runtime's clock dates the decisions' periods and usage days; the decision itself runs on Redis's own
+        # clock (TIME, read by the script) unless the clock is injected, when the script is sent its now().
+        self.clock = clock
+        self._now = clock.now  # bound once: time.time itself in production
+        self._injected = clock.injected
         self._decide = transport.script("decide")  # called as it is: one call less than transport.call("decide")
         self.prefix = prefix
         self.buckets = buckets
@@ -116,12 +121,14 @@ class RedisStore:
 
     def encode(self, call: DecideCall) -> tuple[Sequence[str], Sequence[object], list[bytes]]:
         """The script call of ``call``: its KEYS, its ARGV, and each window's spec at the call's time (kept on the
-        decision, for reconciliation). The server's clock decides unless ``call.now`` is given.
+        decision, for reconciliation). The server's clock decides unless ``call.now`` is given or the store's clock
+        is injected (then it is the clock's ``now()``).
 
         The ARGV is an :class:`~quotas.store.transport.Encoded` list: with it, in Redis's protocol, the runs of
         slots that its route and the moment fix, kept encoded here (see :class:`~quotas.contract.protocol.DecideArg`).
         """
-        at = time.time() if call.now is None else call.now
+        now = call.now
+        at = self._now() if now is None else now
         windows = call.windows
         # What Window.spec_at returns, without its call for a window with no period (whose spec never changes).
         specs = [w.spec_at(at) if w.period else w.spec for w in windows]
@@ -140,7 +147,7 @@ class RedisStore:
             day.days,
             day.offset,
             call.allowance,
-            "" if call.now is None else int(call.now * US_PER_SECOND),
+            "" if now is None and not self._injected else int(at * US_PER_SECOND),
             "" if call.weight is None else call.weight,
             call.cost_micros,
             call.usage or "",
@@ -242,9 +249,11 @@ class RedisStore:
     def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
         """Count in ``tag``'s usage a request decided without limits (an allow or deny list's entry)."""
         keys = self.keys_of(tag)
-        day = usage_day_of(time.time())
+        at = self._now()
+        day = usage_day_of(at)
         args = decide_args(
             keys.field_prefix,
+            now=int(at * US_PER_SECOND) if self._injected else "",
             weight="" if weight is None else weight,
             cost=cost_micros,
             usage=usage,
@@ -333,7 +342,7 @@ class RedisStore:
         try:
             raw = self._client.hget(keys.bucket, keys.field("!bn"))
             ban = parse_ban(raw)
-            now = self.server_time(keys.bucket) if ban is not None else 0.0
+            now = self.decision_time(keys.bucket) if ban is not None else 0.0
         except STORE_ERRORS as exc:
             raise _failure(f"reading the ban of {tag}", exc) from exc
         return replace(ban, seconds_left=ban.until - now) if ban is not None and ban.until > now else None
@@ -367,6 +376,10 @@ class RedisStore:
         except STORE_ERRORS as exc:
             raise _failure(f"resetting the counters of {tag}", exc) from exc
         return deleted
+
+    def decision_time(self, key: str = "") -> float:
+        """The decisions' clock now: an injected clock's, else the Redis server's (:meth:`server_time`)."""
+        return self._now() if self._injected else self.server_time(key)
 
     def server_time(self, key: str = "") -> float:
         """The Redis server's clock (TIME) in seconds since the epoch: the clock decisions and bans use. On a

@@ -33,6 +33,7 @@ from typing import Any
 from django.core import signing
 
 from quotas import metrics
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import usage_add_args
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS
@@ -71,7 +72,8 @@ class UsageBuffer:
     at most one interval's worth.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock  # the runtime's: a request's usage day, and when it was counted
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._start()
@@ -93,12 +95,12 @@ class UsageBuffer:
         """Count ``amount`` on ``field`` of the usage hash ``key_base`` of ``day`` (default: today in
         ``BUDGET_TIME_ZONE``, where usage days begin).
 
-        ``since`` is when (``time.monotonic()``) the oldest request counted happened, if earlier than now (an
+        ``since`` is when (the clock's ``monotonic()``) the oldest request counted happened, if earlier than now (an
         allowance's requests are counted after they were served): what ``quota_usage_write_lag_seconds``
         measures from.
         """
-        day = day or day_of(time.time())
-        since = time.monotonic() if since is None else since
+        day = day or day_of(self.clock.now())
+        since = self.clock.monotonic() if since is None else since
         with self._lock:
             if self._pid != os.getpid():
                 self._start()
@@ -139,7 +141,7 @@ class UsageBuffer:
                     logger.warning("quotas: could not write %d batches of local usage; keeping them", len(batches) - i)
                     return False
                 if batch.oldest:
-                    metrics.observe_usage_write_lag(time.monotonic() - batch.oldest)
+                    metrics.observe_usage_write_lag(self.clock.monotonic() - batch.oldest)
             return True
 
     def spool(self) -> Path | None:

@@ -16,7 +16,6 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from console import confirmations
 from console.models import AuditEntry
 from notifications import contacts
 from notifications.dispatch import dispatch_due
@@ -143,9 +142,9 @@ def test_an_address_twice_or_an_unknown_event_type_is_a_400(team, owner_api):
     assert Contact.objects.count() == 1
 
 
-def test_a_lost_confirmation_is_sent_again_and_staff_made_contacts_are_confirmed(team, owner_api, clock_ahead):
+def test_a_lost_confirmation_is_sent_again_and_staff_made_contacts_are_confirmed(team, owner_api, quota_clock):
     made = owner_api.post(team.url("contacts"), {"email": "ops@acme.example"}, format="json").json()
-    clock_ahead(confirmations, 600)  # QUOTAS['CONSOLE']['CONFIRMATION_INTERVAL'] later
+    quota_clock.advance(600)  # QUOTAS['CONSOLE']['CONFIRMATION_INTERVAL'] later
     again = owner_api.post(team.url(f"contacts/{made['id']}/resend_confirmation"))
     assert again.status_code == 200
     assert len(mail.outbox) == 2

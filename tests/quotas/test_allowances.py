@@ -345,7 +345,7 @@ def test_a_killed_process_loses_at_most_one_allowance_of_usage_and_never_adds_an
 @pytest.mark.django_db
 @pytest.mark.urls("tests.urls")
 @pytest.mark.parametrize("on", [True, False], ids=["plan allows", "plan turns them off"])
-def test_a_busy_api_client_over_http(busy, redis_client, clock_ahead, on):
+def test_a_busy_api_client_over_http(busy, redis_client, quota_clock, on):
     """Through the DRF throttle: 20 requests in a burst need a few decisions in Redis (until the client reads
     as busy, then one per allowance of 10), RateLimit's remaining counts down by one a request, and usage counts
     every request. A plan with allowances off asks Redis for every request."""
@@ -354,7 +354,7 @@ def test_a_busy_api_client_over_http(busy, redis_client, clock_ahead, on):
     key = issue_key(plan=plan)
     client = APIClient()
     assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200  # loads rules and scripts
-    clock_ahead(allowances, 0.2)  # one request in the span: not busy yet (judged on this process's clock)
+    quota_clock.advance(0.2)  # one request in the span: not busy yet
     redis_client.config_resetstat()
     responses = [client.get("/api/demo/ping", HTTP_X_API_KEY=key) for _ in range(20)]
     assert [r.status_code for r in responses] == [200] * 20
@@ -444,7 +444,9 @@ def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis
     assert counted() == 8  # nothing counted twice when it ends
 
 
-def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_allowances_serves_nothing(busy):
+def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_allowances_serves_nothing(
+    busy, quota_clock
+):
     """A request settled above its estimate ends the client's allowances; a grant whose call was already on its
     way to Redis then (Redis may have sized it without that cost) is given back unused, and the next request
     asks Redis. The budget property test found the overspend past its one-moment bound without this."""
@@ -452,7 +454,7 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     ask("{c}", wins)
     runtime = get_runtime()
     allowances = runtime.guard.allowances
-    asked = time.monotonic()
+    asked = quota_clock.monotonic()
     allowances.end_client("{c}")  # another thread's request settled above its estimate meanwhile
     call = DecideCall("{c}", wins, allowance_ok=True)
     call.allowance = (10, allowances.share, allowances.end_us)
@@ -462,7 +464,9 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     assert allowances.take(DecideCall("{c}", wins, allowance_ok=True)) is None
     runtime.guard.usage.settle_allowances()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2  # its 9 unused units went back
-    # A grant asked for after the cut is served from as before.
+    # A grant asked for after the cut (a moment later: one asked at the cut's moment counts as before it) is
+    # served from as before.
+    quota_clock.advance(0.001)
     assert ask("{c}", wins).allowed
     assert ask("{c}", wins).allowance
 

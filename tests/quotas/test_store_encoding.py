@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hiredis import pack_command
 
@@ -38,8 +36,10 @@ CALLS = [
 @pytest.mark.parametrize("call", CALLS)
 def test_a_decision_goes_out_as_hiredis_packs_it(runtime, call):
     """The encoded command equals hiredis's packing of the same KEYS and ARGV, as FCALL and as EVALSHA, the first
-    time and from what the store kept, and the ARGV is decide_args's."""
+    time and from what the store kept, and the ARGV is decide_args's: with the engine's clock's time, which the
+    tests inject (production's system clock leaves it to the Redis server's TIME)."""
     store = runtime.store
+    at = runtime.clock.now() if call.now is None else call.now
     script = store.transport.script("decide")
     for _ in range(2):
         keys, args, _specs = store.encode(call)
@@ -51,11 +51,11 @@ def test_a_decision_goes_out_as_hiredis_packs_it(runtime, call):
     named = store.keys_of(call.tag)
     day = args[2]
     assert list(args) == decide_args(
-        named.field_prefix, now="" if call.now is None else int(call.now * 1_000_000),
+        named.field_prefix, now=int(at * 1_000_000),
         weight="" if call.weight is None else call.weight, cost=call.cost_micros, usage=call.usage or "",
         mode="peek" if call.peek else "", multiplier="" if call.multiplier == 1.0 else repr(call.multiplier),
         ban_policy=call.ban_policy, request_id=call.request_id, day=day, day_offset=args[3], allowance=call.allowance,
-        specs=[w.spec_at(call.now or time.time()) for w in call.windows],
+        specs=[w.spec_at(at) for w in call.windows],
     )  # fmt: skip
 
 

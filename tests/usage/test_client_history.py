@@ -36,11 +36,11 @@ def bucket_of(at: float, seconds: int) -> str:
 def traffic(api, free, pro, quota_clock):
     """Two clients' requests inside one minute, written by the poller's tick: mine on free (5 ok, 2 refused),
     theirs on pro (3 ok). Returns both keys and when they were sent (epoch seconds)."""
-    # The memory store's clock stands still (quota_clock): every request in one minute, one bucket holds them all.
+    # The engine's clock stands still (quota_clock): every request in one minute, one bucket holds them all.
     mine, theirs = issue_key(plan=free), issue_key(plan=pro)
     assert send(api, mine, 7) == {200: 5, 429: 2}
     assert send(api, theirs, 3) == {200: 3}
-    sent_at = quota_clock.now
+    sent_at = quota_clock.now()
     get_runtime().tick()
     return mine, theirs, sent_at
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from types import SimpleNamespace
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,10 +18,11 @@ from quotas.formats.money import to_micros
 from quotas.formats.periods import usage_day
 from quotas.runtime import get_runtime
 from quotas.siblings import hash_api_key
-from quotas.store import redis_store
 from quotas.store.decision import DecideCall
 from quotas.store.usage_hashes import scan_usage_keys
+from quotas.testing import use_clock
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.host_clock import HostClock
 from usage.flush import flush_usage
 from usage.models import UsageRecord
 
@@ -138,20 +138,16 @@ def test_the_usage_day_of_an_instant(zone, instant, expected):
 
 
 @pytest.mark.parametrize("skew", [0.005, 3.0], ids=["5ms", "3s"])
-def test_a_host_ahead_of_redis_at_the_zones_midnight_counts_in_redis_day(
-    metered, set_quotas, redis_client, skew, monkeypatch
-):
+def test_a_host_ahead_of_redis_at_the_zones_midnight_counts_in_redis_day(metered, set_quotas, redis_client, skew):
     """The host thinks the budget zone's next day began ``skew`` seconds ago; for Redis it has not: the
     script dates the usage by its own clock, with the zone's offset the host sent, into today's key."""
     now = time.time()
     zone = other_date_zone(datetime.fromtimestamp(now, UTC))  # its date is not the UTC date
     set_quotas(BUDGET_TIME_ZONE=zone)
-    runtime = get_runtime()
     today = usage_day(now, zone)
     tomorrow = datetime.combine(today.date + timedelta(days=1), datetime.min.time(), ZoneInfo(zone))
-    shifted = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
-    shifted.time = lambda: time.time() + (tomorrow.timestamp() + skew - now)
-    monkeypatch.setattr(redis_store, "time", shifted)
-    assert runtime.guard.decide_call(DecideCall("{s.9}", (), usage="1|-")).allowed
+    with use_clock(HostClock(tomorrow.timestamp() + skew - now)):  # not injected: Redis's clock decides
+        runtime = get_runtime()
+        assert runtime.guard.decide_call(DecideCall("{s.9}", (), usage="1|-")).allowed
     keys = list(scan_usage_keys(redis_client, runtime.prefix, [today.date, today.date + timedelta(days=1)]))
     assert [k.rsplit(":", 1)[1] for k in keys] == [today.stamp]

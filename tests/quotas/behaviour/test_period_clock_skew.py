@@ -10,14 +10,15 @@ admit together in one day is never more than the day's quota.
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from quotas.formats.rates import Rate
 from quotas.rules.limits import LimitRule
-from quotas.store import redis_store
+from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
+from quotas.testing import use_clock
+from tests.host_clock import HostClock
 
 DAY = 86_400
 QUOTA = 100
@@ -26,20 +27,22 @@ TAG = "{s.1}"
 
 
 @pytest.fixture
-def host_clock(monkeypatch):
-    """Set the application host's clock to ``offset`` seconds from the real one (Redis keeps the real one)."""
+def host_clock(runtime):
+    """Set the application host's clock to ``offset`` seconds from the real one (Redis keeps the real one): the
+    engine runs on a :class:`HostClock`, not injected, so the decisions keep the server's clock."""
+    clock = HostClock()
+    with use_clock(clock):
 
-    def set_offset(offset: float) -> None:
-        shifted = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
-        shifted.time = lambda: time.time() + offset
-        monkeypatch.setattr(redis_store, "time", shifted)
+        def set_offset(offset: float) -> None:
+            clock.offset = offset
 
-    return set_offset
+        yield set_offset
 
 
-def spend(runtime, requests: int) -> int:
+def spend(requests: int) -> int:
     """Ask for ``requests`` requests one at a time, as the server's clock decides; returns how many were admitted."""
-    return sum(runtime.guard.decide_call(DecideCall(TAG, WINDOWS)).allowed for _ in range(requests))
+    guard = get_runtime().guard
+    return sum(guard.decide_call(DecideCall(TAG, WINDOWS)).allowed for _ in range(requests))
 
 
 @pytest.mark.parametrize("skew", [0.005, 3.0], ids=["5ms", "3s"])
@@ -49,11 +52,11 @@ def test_a_host_ahead_of_redis_across_midnight_spends_the_same_day(runtime, host
     now = time.time()
     next_midnight = (now // DAY + 1) * DAY
     host_clock(next_midnight + skew - now)  # this host: just past midnight
-    assert spend(runtime, 30) == 30
+    assert spend(30) == 30
     host_clock(0.0)  # a host whose clock agrees with Redis
-    assert spend(runtime, 100) == QUOTA - 30
+    assert spend(100) == QUOTA - 30
     host_clock(next_midnight + skew - now)
-    assert spend(runtime, 5) == 0  # the day is spent, whichever host asks
+    assert spend(5) == 0  # the day is spent, whichever host asks
 
 
 @pytest.mark.parametrize("skew", [0.005, 3.0], ids=["5ms", "3s"])
@@ -63,21 +66,21 @@ def test_a_host_behind_redis_across_midnight_spends_the_same_day(runtime, host_c
     now = time.time()
     last_midnight = now // DAY * DAY
     host_clock(last_midnight - skew - now)  # this host: just before midnight
-    assert spend(runtime, 40) == 40
+    assert spend(40) == 40
     host_clock(0.0)
-    assert spend(runtime, 100) == QUOTA - 40
+    assert spend(100) == QUOTA - 40
     host_clock(last_midnight - skew - now)
-    assert spend(runtime, 5) == 0
+    assert spend(5) == 0
 
 
-def test_a_later_periods_state_is_never_replaced_by_an_earlier_ones(runtime, redis_client, host_clock):
+def test_a_later_periods_state_is_never_replaced_by_an_earlier_ones(runtime, redis_client):
     """A state written for a later period (a server whose clock ran ahead, then a failover to one behind) is
     counted in, not overwritten: the requests still count against that later period."""
-    assert spend(runtime, 10) == 10
+    assert spend(10) == 10
     keys = runtime.store.keys_of(TAG)
     field = keys.field(WINDOWS[0].state_field)
     end, used, level = redis_client.hget(keys.bucket, field).decode().split(":")
     later = f"{int(end) + DAY * 1_000_000}:{used}:{level}"
     redis_client.hset(keys.bucket, field, later)
-    assert spend(runtime, 5) == 5
+    assert spend(5) == 5
     assert redis_client.hget(keys.bucket, field).decode().split(":")[:2] == [later.split(":")[0], "15"]
