@@ -66,7 +66,12 @@ def skip_or_fail(reason: str) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses a Redis fixture is marked ``redis`` (see fresh_store); tests marked redis_only run on the
-    single Redis servers only, not on the cluster or the memory store (see store_runtime)."""
+    single Redis servers only, not on the cluster or the memory store (see store_runtime). Slow tests run first.
+
+    Longest first is what lets `make test`'s workers end together: pytest-xdist hands out the tests in this order,
+    one at a time to the worker that runs short of work (--dist loadgroup), so the slow tests (seconds to a minute
+    each) are spread over the workers early and the fast ones fill in at the end. A slow test left for the end would
+    keep one worker busy while the other waits. Within each kind the order is the collection's."""
     for item in items:
         if REDIS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker("redis")
@@ -79,6 +84,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if elsewhere:
         config.hook.pytest_deselected(items=elsewhere)
         items[:] = [item for item in items if item not in elsewhere]
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: False (slow) first
 
 
 #: What a test reports for the run's summary (``record_property(name, text)``): the budget property test's share

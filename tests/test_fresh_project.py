@@ -14,6 +14,7 @@ and a low anonymous rate so a few requests reach it.
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import os
@@ -41,10 +42,10 @@ from tests.notifications import conftest as notification_fixtures
 from tests.notifications.conftest import Receiver
 from tests.notifications.test_webhooks import documented_verifier
 
-#: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it.
-#: One xdist worker runs the module (make test's --dist loadgroup): its wheel and virtualenvs are built once, not
-#: once by each worker that gets one of its tests.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.xdist_group("fresh_project")]
+#: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it. The wheel and
+#: the virtualenvs are built once per session and shared by every xdist worker (see :func:`built_once`), so the
+#: module's tests spread over the workers like any others.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The page a new user follows; its snippets are pasted into the fresh project.
@@ -157,44 +158,78 @@ def pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> None:
     pytest.fail(f"{what} failed (exit {result.returncode}):\n{output}")
 
 
+@contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Held by one process of the session at a time for ``directory`` (an exclusive lock on a file beside it)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with (directory.parent / f"{directory.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def shared(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str) -> Path:
+    """The session's directory ``name`` for what this module builds, shared by its xdist workers (pytest-xdist's
+    recipe: the parent of the workers' temporary directories is the session's)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base if worker_id == "master" else base.parent) / "fresh-project" / name
+
+
+@contextmanager
+def built_once(directory: Path) -> Iterator[Path | None]:
+    """Yields ``directory`` to be built (then marked built) by the first worker that asks, None to the others,
+    which wait for it under the lock; a failed build leaves it to the next that asks."""
+    with locked(directory):
+        if (directory / ".built").exists():
+            yield None
+            return
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        yield directory
+        (directory / ".built").touch()
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheel(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     """The wheel, built from a clean copy of this checkout as ``pip wheel --no-deps .`` builds it."""
-    source = copy_checkout(tmp_path_factory.mktemp("source"))
-    dist = tmp_path_factory.mktemp("dist")
-    result = run([sys.executable, "-m", "pip", "wheel", "--no-deps", ".", "-w", dist], source, PIP_TIMEOUT, clean_env())
-    if result.returncode != 0:
-        pip_failed("pip wheel", result)
+    dist = shared(tmp_path_factory, worker_id, "dist")
+    with built_once(dist) as building:
+        if building:
+            source = copy_checkout(tmp_path_factory.mktemp("source"))
+            args = [sys.executable, "-m", "pip", "wheel", "--no-deps", ".", "-w", dist]
+            result = run(args, source, PIP_TIMEOUT, clean_env())
+            if result.returncode != 0:
+                pip_failed("pip wheel", result)
     (built,) = dist.glob("django_quota_platform-*.whl")
     return built
 
 
-@pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new virtualenv with the wheel and its dependencies installed from the registry."""
-    venv = tmp_path_factory.mktemp("venv") / "env"
-    created = run([sys.executable, "-m", "venv", venv], venv.parent, 300, clean_env())
-    assert created.returncode == 0, created.stderr
-    installed = run([venv / "bin/python", "-m", "pip", "install", wheel], venv.parent, PIP_TIMEOUT, clean_env(venv))
-    if installed.returncode != 0:
-        pip_failed(f"pip install {wheel.name}", installed)
+def new_venv(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, requirement: str) -> Path:
+    """The session's virtualenv ``name`` with ``requirement`` (the wheel, its extras) and its dependencies
+    installed from the registry; made once for every worker."""
+    directory = shared(tmp_path_factory, worker_id, name)
+    venv = directory / "env"
+    with built_once(directory) as building:
+        if building:
+            created = run([sys.executable, "-m", "venv", venv], directory, 300, clean_env())
+            assert created.returncode == 0, created.stderr
+            installed = run([venv / "bin/python", "-m", "pip", "install", requirement], directory, PIP_TIMEOUT,
+                            clean_env(venv))  # fmt: skip
+            if installed.returncode != 0:
+                pip_failed(f"pip install {Path(requirement).name}", installed)
     return venv
 
 
 @pytest.fixture(scope="module")
-def venv_adaptive(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A new virtualenv with the wheel and its dependencies installed from the registry."""
+    return new_venv(tmp_path_factory, worker_id, "venv", str(wheel))
+
+
+@pytest.fixture(scope="module")
+def venv_adaptive(wheel: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     """A new virtualenv with the wheel and its ``[adaptive]`` extra (celery, psutil), as the Operations page asks
     for the dashboard."""
-    venv = tmp_path_factory.mktemp("venv-adaptive") / "env"
-    created = run([sys.executable, "-m", "venv", venv], venv.parent, 300, clean_env())
-    assert created.returncode == 0, created.stderr
-    requirement = f"{wheel}[adaptive]"
-    installed = run(
-        [venv / "bin/python", "-m", "pip", "install", requirement], venv.parent, PIP_TIMEOUT, clean_env(venv)
-    )
-    if installed.returncode != 0:
-        pip_failed(f"pip install {wheel.name}[adaptive]", installed)
-    return venv
+    return new_venv(tmp_path_factory, worker_id, "venv-adaptive", f"{wheel}[adaptive]")
 
 
 @dataclass
@@ -236,7 +271,8 @@ class Project:
     def pip_install(self, page: Path, name: str) -> None:
         """The ``pip install`` line of ``page``'s block ``name``, with this virtualenv's pip (first on PATH)."""
         (line,) = doc_block(page, name, "sh").splitlines()
-        installed = run(shlex.split(line), self.path, PIP_TIMEOUT, self.env())
+        with locked(self.venv):  # the virtualenv is the session's: one pip at a time in it
+            installed = run(shlex.split(line), self.path, PIP_TIMEOUT, self.env())
         if installed.returncode != 0:
             pip_failed(line, installed)
 
@@ -657,8 +693,9 @@ def test_the_drf_migration_steps_keep_every_rate(venv: Path, tmp_path: Path, red
 def test_the_django_ratelimit_migration_keeps_every_rate(venv: Path, tmp_path: Path, redis_server: RedisServer):
     """A project's django-ratelimit views answer the same after the guide's step, the blocked request now a
     429 (not django-ratelimit's 403) with the RateLimit headers, block=False still setting request.limited."""
-    installed = run([venv / "bin/python", "-m", "pip", "install", "django-ratelimit"], tmp_path, PIP_TIMEOUT,
-                    clean_env(venv))  # fmt: skip
+    with locked(venv):  # the virtualenv is the session's: one pip at a time in it
+        installed = run([venv / "bin/python", "-m", "pip", "install", "django-ratelimit"], tmp_path, PIP_TIMEOUT,
+                        clean_env(venv))  # fmt: skip
     if installed.returncode != 0:
         pip_failed("pip install django-ratelimit", installed)
     project = bare_project(venv, tmp_path)
@@ -768,8 +805,9 @@ def test_a_real_worker_and_beat_deliver_a_signed_webhook(
     """The notifications page's lines in a new project with the Operations page's Celery: a request that spends a
     day budget is answered at once; the project's own worker and beat then POST the signed events (80 % and
     100 %) to a real receiver, and the page's signature check accepts them."""
-    installed = run([venv_adaptive / "bin/python", "-m", "pip", "install", f"{wheel}[notifications]"], tmp_path,
-                    PIP_TIMEOUT, clean_env(venv_adaptive))  # fmt: skip
+    with locked(venv_adaptive):  # the virtualenv is the session's: one pip at a time in it
+        installed = run([venv_adaptive / "bin/python", "-m", "pip", "install", f"{wheel}[notifications]"], tmp_path,
+                        PIP_TIMEOUT, clean_env(venv_adaptive))  # fmt: skip
     if installed.returncode != 0:
         pip_failed("pip install [notifications]", installed)
     project = new_project(venv_adaptive, tmp_path, redis_server, ("fresh/settings.py", "fresh-project-ops-settings"))

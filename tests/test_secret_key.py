@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from config.secret_key import key_file, read_key
 
@@ -87,17 +88,33 @@ def refused(result: subprocess.CompletedProcess, path: Path) -> str:
     return last
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o666], ids=lambda mode: f"{mode:04o}")
-def test_a_key_file_open_to_group_or_others_refuses_to_start(tmp_path, mode):
-    """The usage spool's rule: no permission bits for group or others. The message says to chmod 600."""
+def test_a_key_file_open_to_group_or_others_refuses_to_start(tmp_path):
+    """The usage spool's rule: no permission bits for group or others. The message says to chmod 600, and that
+    fix lets the process start."""
     run_dir = tmp_path / "run"
     run(["-m", "config.secret_key"], run_dir)
-    key_file(run_dir).chmod(mode)
+    key_file(run_dir).chmod(0o644)
     message = refused(run(["manage.py", "check"], run_dir), key_file(run_dir))
-    assert f"is open to group or others (mode {mode:04o})" in message
+    assert "is open to group or others (mode 0644)" in message
     assert f"run `chmod 600 {key_file(run_dir)}`" in message
     key_file(run_dir).chmod(0o600)
     assert run(["manage.py", "check"], run_dir).returncode == 0  # the fix the message gave
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620, 0o602, 0o666], ids=lambda mode: f"{mode:04o}")
+def test_every_permission_bit_for_group_or_others_is_refused(tmp_path, mode):
+    """Each bit alone (read or write, group or others) makes the file untrusted, with the chmod fix: read_key, the
+    function the settings call at start-up (the test above shows a refusal stops the process)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    key_file(run_dir).write_text("k" * 50)
+    key_file(run_dir).chmod(mode)
+    with pytest.raises(ImproperlyConfigured) as refusal:
+        read_key(run_dir)
+    assert f"is open to group or others (mode {mode:04o})" in str(refusal.value)
+    assert f"run `chmod 600 {key_file(run_dir)}`" in str(refusal.value)
+    key_file(run_dir).chmod(0o600)
+    assert read_key(run_dir) == "k" * 50
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")

@@ -50,7 +50,9 @@ def test_a_trickling_receiver_ends_at_the_deadline_and_holds_up_no_other_endpoin
         started = time.monotonic()
         report = dispatch_due()
         took = time.monotonic() - started
-        assert took < 2.5, took  # one deadline, not one per byte, nor one per delivery
+        # One deadline, not one per byte (13 s; the bound leaves a busy machine room); not one per delivery either:
+        # the second delivery is deferred, unattempted (below).
+        assert took < 6, took
         assert (report.sent, report.failed, report.deferred) == (2, 1, 1)
         assert len(receiver.requests) == 2
         assert len(slow.exchanges) == 1

@@ -120,17 +120,17 @@ def test_a_host_that_does_not_resolve_is_refused_like_an_internal_one():
 def test_a_receiver_that_trickles_is_cut_off_at_the_deadline():
     """A receiver sending one byte every 0.1 s never lets one read wait a second, yet its answer takes about
     13 s: with TIMEOUT=1 the request fails with a timeout about 1 s after it started, and the receiver sees the
-    connection closed then."""
+    connection closed then. (The upper bounds leave a busy machine seconds of room, and stay far below 13 s.)"""
     policy = Policy(allow_http=True, allow_private=True, timeout=1.0, limit=65_536)
     with slow_server(interval=0.1) as server:
         started = time.monotonic()
         with pytest.raises(TimeoutError, match="deadline"):
             request("POST", server.url, policy, body=b"{}")
         took = time.monotonic() - started
-        assert 0.9 < took < 1.6, took
+        assert 0.9 < took < 6, took
         (exchange,) = server.exchanges
         assert wait_until(lambda: exchange.ended is not None, 2)
-        assert exchange.ended - started < 2.5
+        assert exchange.ended - started < 7
         assert not exchange.completed
         assert exchange.body == b"{}"
 
@@ -147,14 +147,16 @@ def test_an_answer_within_the_deadline_is_read_whole():
 @pytest.mark.slow
 def test_a_slow_resolver_counts_against_the_requests_deadline(monkeypatch):
     """A DNS server on loopback answering after 4 s, a request with TIMEOUT=1 to a receiver that would answer at
-    once: the request fails with a timeout about 1 s after it began, and nothing reaches the receiver."""
+    once: the request fails with a timeout about 1 s after it began (before the answer, with room for a busy
+    machine), and nothing reaches the receiver. (A longer delay would hold the process's few lookup threads
+    past the test.)"""
     policy = Policy(allow_http=True, allow_private=True, timeout=1.0, limit=65_536)
     with slow_resolver(monkeypatch, delay=4.0), slow_server(interval=0.001, body_bytes=1) as server:
         url = server.url.replace("127.0.0.1", "hook" + DOMAIN)
         started = time.monotonic()
         with pytest.raises(TimeoutError, match=f"hook{DOMAIN} did not resolve within 1 s"):
             request("POST", url, policy, body=b"{}")
-        assert 0.9 < time.monotonic() - started < 2.5
+        assert 0.9 < time.monotonic() - started < 3.5
         assert server.exchanges == []
 
 
@@ -177,7 +179,7 @@ def test_checking_a_url_alone_is_bounded_too(monkeypatch):
         started = time.monotonic()
         with pytest.raises(TimeoutError, match=f"saved{DOMAIN} did not resolve within 0.5 s"):
             check_url(f"https://saved{DOMAIN}/hook", allow_http=False, allow_private=True, timeout=0.5)
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 3.5  # before the answer (4 s), with room for a busy machine
         # A timely answer: the address the slow server gives.
     with slow_resolver(monkeypatch, delay=0.05):
         target = check_url(f"https://saved{DOMAIN}/hook", allow_http=False, allow_private=True, timeout=5)

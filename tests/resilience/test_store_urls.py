@@ -121,7 +121,7 @@ def test_an_unreachable_cluster_raises_store_unavailable_quickly():
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match="no startup node"):
         connect(f"redis+cluster://127.0.0.1:{free_port()}", 0.2)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # the refused connections' time, with room for a busy machine
 
 
 def test_celery_broker_for_sentinel():

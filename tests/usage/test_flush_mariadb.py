@@ -36,9 +36,11 @@ from .processes import flush_script, process_env
 pytestmark = pytest.mark.urls("tests.urls")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def mariadb(redis_server) -> Iterator[MariaDB]:
-    """A database of this module's own on the MariaDB server, migrated; dropped at the end."""
+    """A database of this session's (each xdist worker's) own on the MariaDB server, migrated once: the slow
+    tests are handed out one at a time, so a module fixture would be made again each time a worker came back to
+    this module. Each test starts by emptying it (copy_plans). Dropped at the end."""
     database = MariaDB()
     try:
         database.create()
