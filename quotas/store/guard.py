@@ -94,9 +94,11 @@ class Guard:
         The options are :class:`~quotas.store.decision.DecideCall`'s. Raises
         :class:`StoreUnavailable` when Redis fails.
         """
-        return self.decide_call(
-            DecideCall(tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id)
-        )
+        call = DecideCall(
+            tag=tag, windows=windows, weight=weight, now=now, cost_micros=cost_micros, usage=usage, peek=peek,
+            multiplier=multiplier, ban_policy=ban_policy, request_id=request_id,
+        )  # fmt: skip
+        return self.decide_call(call)
 
     def decide_call(self, call: DecideCall) -> Decision:
         """The decision on ``call``: from an allowance, remembered, else Redis's. Raises
@@ -134,8 +136,8 @@ class Guard:
         """The decision this process makes without Redis: from the client's allowance, or a refusal it
         remembers; else None, the call set to ask for the allowance a busy client wants. Raises
         :class:`StoreUnavailable` while the circuit breaker is open."""
-        # One function rather than a helper per step, and the memory of refusals passed by while it is empty:
-        # about 3,800 instructions less a cold decision (cachegrind, the guard and its store alone).
+        # One function rather than a helper per step, and the memory of refusals passed by while it is empty: calls
+        # less on every decision.
         own = call.now is None and not call.peek  # a test's or an operator's question is asked of Redis as it is
         allowances = self.allowances
         if own and allowances is not None and call.allowance_ok:
@@ -157,13 +159,16 @@ class Guard:
         if banned_for:
             self.usage.count_locally(tag, call.usage, Counter.DENIED_BANNED)
             states, now = banned_states(windows, banned_for, call.multiplier), time.time()
-            return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
+            return Decision(
+                allowed=False, states=states, now=now, weight=weight, local=True, tag=tag, banned=True,
+                ban_wait_us=banned_for,
+            )  # fmt: skip
         # With escalation on, refusals must reach Redis to be counted toward a ban
         # (which is then remembered here); a flood costs at most the ban threshold.
         refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
         if refused:
             self.usage.count_locally(tag, call.usage, Counter.DENIED_RATE)
-            return Decision(False, refused, time.time(), weight, local=True, tag=tag)
+            return Decision(allowed=False, states=refused, now=time.time(), weight=weight, local=True, tag=tag)
         return None
 
     def _failed(self, tag: str, exc: StoreUnavailable) -> StoreUnavailable:
@@ -186,7 +191,7 @@ class Guard:
             return decision  # a test's or an operator's question: nothing to remember
         tag = call.tag
         if decision.states and not decision.banned:
-            # A loop, not any() over a generator: about 1,500 instructions less a decision (cachegrind).
+            # A loop, not any() over a generator: the generator's frame costs more than the loop's work.
             for window in call.windows:
                 if window.period:
                     self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend

@@ -77,9 +77,8 @@ class RedisStore:
         self.server = Server(client, prefix, buckets)
         self.primaries = Primaries(client)
         # decide.lua's ARGV runs kept in Redis's protocol, by their items (see encode): per route, with the fields
-        # of its windows that have keys of their own; per moment; and each bucket's keys of the day. Encoding the
-        # runs on every call would cost a cold decision about 22,000 instructions with one window, 31,000 with
-        # five; finding them costs about 2,000 (cachegrind).
+        # of its windows that have keys of their own; per moment; and each bucket's keys of the day: finding them
+        # costs a tenth of encoding them on every call.
         self._routes: dict[tuple[object, ...], tuple[bytes | None, tuple[str, ...]]] = {}
         self._moments: dict[tuple[object, ...], bytes | None] = {}
         self._buckets: dict[str, bytes] = {}  # by the usage key, which names the bucket and the day
@@ -128,7 +127,7 @@ class RedisStore:
         keys = client_keys(self.prefix, call.tag, self.buckets)  # as keys_of, without its call
         # The scripts check the day against the Redis server's clock and date it themselves only when the two
         # disagree (around midnight where budget days begin). The day here is the quarter hour's, kept here while
-        # ``at`` is in it: two calls less a decision (part of the 8,700 instructions of Allowances.take's comment).
+        # ``at`` is in it: two calls less a decision.
         zone = quota_settings.BUDGET_TIME_ZONE
         start, end, kept_zone, day = self._day
         if not start <= at < end or kept_zone != zone:
@@ -179,64 +178,55 @@ class RedisStore:
         size = len(raw)
         if size != REPLY_HEAD + REPLY_PER_WINDOW * len(windows) and size != REPLY_HEAD:
             raise ValueError(f"decide.lua replied {size} values for {len(windows)} windows")
-        # The slots read where they are, in the order of DecideReply's head and WindowReply's fields (which
-        # DecideReply.decode builds as objects), and Decision made by position: decoding costs about 13,000
-        # instructions with one window instead of 44,000, 32,000 with five instead of 77,000 (cachegrind).
-        # Unpacking fails loudly if the layout ever changes.
+        # The slots read where they are, in the order of DecideReply's head and WindowReply's fields, rather than
+        # through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking fails loudly if
+        # the layout ever changes.
         allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
         if flags == _BANNED:  # a banned client's limits are not read: no window in the reply
             states = banned_states(windows, ban_wait_us, multiplier)
         else:
             states = []
             start = REPLY_HEAD
-            # Each state made by object.__new__ and its slots set here, rather than by WindowState(...): its class
-            # call and __init__'s frame cost about 1,100 instructions a window more (cachegrind, as in
-            # Allowance.states_now). Every field is set, in WindowState's order.
-            new = object.__new__
             for window in windows:
                 ok, remaining, reset_us, retry_us, delay_us, used, alert = raw[start : start + REPLY_PER_WINDOW]
                 start += REPLY_PER_WINDOW
-                state = new(WindowState)
-                state.window = window
-                state.ok = ok == 1
-                state.remaining = remaining
-                state.reset_us = reset_us
-                state.retry_us = None if retry_us == NEVER else retry_us
-                state.delay_us = delay_us
-                state.used = used
-                state.alert = alert
-                state.quota = window.quota if multiplier == 1.0 else scaled(window, multiplier)
-                states.append(state)
-        # What readers derive once for these windows and weight (the headers' texts: a cold decision admitted
-        # costs about 16,000 instructions less with five windows, 3,000 with one, make bench-count). Only for the
-        # snapshot's own tuples: a list is made for one request.
+                states.append(
+                    WindowState(
+                        window=window,
+                        ok=ok == 1,
+                        remaining=remaining,
+                        reset_us=reset_us,
+                        retry_us=None if retry_us == NEVER else retry_us,
+                        delay_us=delay_us,
+                        used=used,
+                        alert=alert,
+                        quota=window.quota if multiplier == 1.0 else scaled(window, multiplier),
+                    )
+                )
+        # What readers derive once for these windows and weight (the headers' texts), shared by the decisions
+        # with the snapshot's own tuple of them: a list is made for one request.
         memo = None
         if type(windows) is tuple:
             memo_key = (id(windows), call.weight)
             kept = self._memos.get(memo_key)
             memo = (kept if kept is not None else _keep(self._memos, memo_key, (windows, {})))[1]
-        # Every field by position, in Decision's order (keywords cost its __init__ about 5,000 instructions more).
         return Decision(
-            allowed == 1,
-            states,
-            now_us / US_PER_SECOND,
-            call.weight,
-            False,  # local
-            call.tag,
-            call.cost_micros,
-            call.usage,
-            specs,
-            False,  # reconciled
-            multiplier,
-            flags == _REDUCED_ONLY,
-            flags == _BANNED,
-            flags == _BAN_STARTED,
-            ban_wait_us,
-            call.request_id,
-            False,  # fallback
-            granted,
-            False,  # allowance
-            memo,
+            allowed=allowed == 1,
+            states=states,
+            now=now_us / US_PER_SECOND,
+            weight=call.weight,
+            tag=call.tag,
+            cost_micros=call.cost_micros,
+            usage=call.usage,
+            specs=specs,
+            multiplier=multiplier,
+            reduced_only=flags == _REDUCED_ONLY,
+            banned=flags == _BANNED,
+            ban_started=flags == _BAN_STARTED,
+            ban_wait_us=ban_wait_us,
+            request_id=call.request_id,
+            granted=granted,
+            memo=memo,
         )
 
     def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
@@ -257,7 +247,10 @@ class RedisStore:
         except STORE_ERRORS as exc:
             raise _failure(f"counting a listed request of {tag}", exc) from exc
         now_us = DecideReply.decode(raw, 0).now_us
-        return Decision(allowed, [], now_us / US_PER_SECOND, weight, tag=tag, cost_micros=cost_micros, usage=usage)
+        return Decision(
+            allowed=allowed, states=[], now=now_us / US_PER_SECOND, weight=weight, tag=tag, cost_micros=cost_micros,
+            usage=usage,
+        )  # fmt: skip
 
     def refund(
         self, decision: Decision, states: Sequence[WindowState], times: int = 1, log_at_us: int | None = None
@@ -426,7 +419,7 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
-# The reply's flags as plain ints: an IntEnum member's lookup costs about 1,000 instructions (cachegrind).
+# The reply's flags as plain ints: an IntEnum member's lookup goes through the enum's descriptor each time.
 _BANNED, _BAN_STARTED, _REDUCED_ONLY = int(DecideFlag.BANNED), int(DecideFlag.BAN_STARTED), int(DecideFlag.REDUCED_ONLY)
 
 
@@ -438,7 +431,10 @@ def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) ->
     ban's end) without counting as refusals of those windows (``ok`` stays True:
     the ban refused the request, not the windows).
     """
-    return [WindowState(w, True, 0, wait_us, 0, quota=scaled(w, multiplier)) for w in windows]
+    return [
+        WindowState(window=w, ok=True, remaining=0, reset_us=wait_us, retry_us=0, quota=scaled(w, multiplier))
+        for w in windows
+    ]
 
 
 #: Routes (or moments) a store keeps encoded at most: past it the table starts afresh rather than grow.
