@@ -41,7 +41,7 @@ from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
 from quotas.store.interface import Store
 from quotas.store.owed import OwedSpend
-from quotas.store.redis_store import banned_states
+from quotas.store.replies import banned_states
 from quotas.store.usage_buffer import UsageBuffer
 from quotas.store.usage_counting import InProcessUsage
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -23,12 +23,8 @@ from redis.cluster import RedisCluster
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
 from quotas.contract.protocol import (
-    NEVER,
-    REPLY_HEAD,
-    REPLY_PER_WINDOW,
     US_PER_SECOND,
     AdjustedBudget,
-    DecideFlag,
     DecideReply,
     adjust_args,
     decide_args,
@@ -41,15 +37,16 @@ from quotas.formats.periods import UsageDay, usage_day_span
 from quotas.rules.limits import Window
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
-from quotas.store.decision import DecideCall, Decision, WindowState, scaled
+from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
 from quotas.store.refusal_lists import RefusalLists
+from quotas.store.replies import Ban, decision_of, parse_ban
+from quotas.store.resp import Encoded, bulk
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
-from quotas.store.transport import Encoded, bulk
 from quotas.store.usage_counters import UsageCounters
 from quotas.store.usage_day import usage_day_of
 
@@ -117,7 +114,7 @@ class RedisStore:
         """The script call of ``call``: its KEYS, its ARGV, and each window's spec at the call's time (kept on the
         decision, for reconciliation). The server's clock decides unless ``call.now`` is given.
 
-        The ARGV is an :class:`~quotas.store.transport.Encoded` list: with it, in Redis's protocol, the runs of
+        The ARGV is an :class:`~quotas.store.resp.Encoded` list: with it, in Redis's protocol, the runs of
         slots that its route and the moment fix, kept encoded here (see :class:`~quotas.contract.protocol.DecideArg`).
         """
         at = time.time() if call.now is None else call.now
@@ -174,60 +171,15 @@ class RedisStore:
 
         Raises ValueError for a reply of another length than the head alone (a banned client's) or the head and
         every window's slots."""
-        windows, multiplier = call.windows, call.multiplier
-        size = len(raw)
-        if size != REPLY_HEAD + REPLY_PER_WINDOW * len(windows) and size != REPLY_HEAD:
-            raise ValueError(f"decide.lua replied {size} values for {len(windows)} windows")
-        # The slots read where they are, in the order of DecideReply's head and WindowReply's fields, rather than
-        # through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking fails loudly if
-        # the layout ever changes.
-        allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
-        if flags == _BANNED:  # a banned client's limits are not read: no window in the reply
-            states = banned_states(windows, ban_wait_us, multiplier)
-        else:
-            states = []
-            start = REPLY_HEAD
-            for window in windows:
-                ok, remaining, reset_us, retry_us, delay_us, used, alert = raw[start : start + REPLY_PER_WINDOW]
-                start += REPLY_PER_WINDOW
-                states.append(
-                    WindowState(
-                        window=window,
-                        ok=ok == 1,
-                        remaining=remaining,
-                        reset_us=reset_us,
-                        retry_us=None if retry_us == NEVER else retry_us,
-                        delay_us=delay_us,
-                        used=used,
-                        alert=alert,
-                        quota=window.quota if multiplier == 1.0 else scaled(window, multiplier),
-                    )
-                )
         # What readers derive once for these windows and weight (the headers' texts), shared by the decisions
         # with the snapshot's own tuple of them: a list is made for one request.
+        windows = call.windows
         memo = None
         if type(windows) is tuple:
             memo_key = (id(windows), call.weight)
             kept = self._memos.get(memo_key)
             memo = (kept if kept is not None else _keep(self._memos, memo_key, (windows, {})))[1]
-        return Decision(
-            allowed=allowed == 1,
-            states=states,
-            now=now_us / US_PER_SECOND,
-            weight=call.weight,
-            tag=call.tag,
-            cost_micros=call.cost_micros,
-            usage=call.usage,
-            specs=specs,
-            multiplier=multiplier,
-            reduced_only=flags == _REDUCED_ONLY,
-            banned=flags == _BANNED,
-            ban_started=flags == _BAN_STARTED,
-            ban_wait_us=ban_wait_us,
-            request_id=call.request_id,
-            granted=granted,
-            memo=memo,
-        )
+        return decision_of(call, specs, raw, memo)
 
     def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
         """Count in ``tag``'s usage a request decided without limits (an allow or deny list's entry)."""
@@ -395,46 +347,9 @@ class RedisStore:
         self.transport.close()
 
 
-@dataclass(frozen=True, slots=True)
-class Ban:
-    """A client's ban, as ban.lua keeps it in its ``!bn`` field."""
-
-    until: float  # seconds since the epoch, by the Redis server's clock
-    strikes: int  # bans in a row (the n-th lasts the policy's n-th duration)
-    seconds_left: float = 0.0  # when read by RedisStore.ban: until it ends
-
-
-#: A ``!bn`` value: "<until us>:<strikes>:<strikes kept until us>" (see ban.lua).
-_BAN = re.compile(r"(\d+):(\d+):(\d+)")
-
-
-def parse_ban(raw: bytes | str | None) -> Ban | None:
-    """The ban in a ``!bn`` value (ended or not), or None for no value or one not in ban.lua's format."""
-    found = _BAN.fullmatch(raw.decode() if isinstance(raw, bytes) else raw or "")
-    return Ban(int(found[1]) / US_PER_SECOND, int(found[2])) if found else None
-
-
 def glob_escape(text: str) -> str:
     """``text`` as a literal in a Redis MATCH pattern (SCAN, HSCAN)."""
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
-# The reply's flags as plain ints: an IntEnum member's lookup goes through the enum's descriptor each time.
-_BANNED, _BAN_STARTED, _REDUCED_ONLY = int(DecideFlag.BANNED), int(DecideFlag.BAN_STARTED), int(DecideFlag.REDUCED_ONLY)
-
-
-def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:
-    """What a banned client's windows show: nothing left until the ban ends.
-
-    The script does not read a banned client's limits, so there are no real
-    states; these give every 429 of a ban its RateLimit headers (r=0, t = the
-    ban's end) without counting as refusals of those windows (``ok`` stays True:
-    the ban refused the request, not the windows).
-    """
-    return [
-        WindowState(window=w, ok=True, remaining=0, reset_us=wait_us, retry_us=0, quota=scaled(w, multiplier))
-        for w in windows
-    ]
 
 
 #: Routes (or moments) a store keeps encoded at most: past it the table starts afresh rather than grow.

@@ -5,8 +5,8 @@ as FCALL where the server has functions (Redis 7+) and as EVALSHA where it
 does not (Redis 6.2), loading the library or the script only when the server
 answers that it lacks it (after a restart, a FUNCTION FLUSH or SCRIPT FLUSH,
 a failover). Those answers mean nothing ran, so the call is simply sent again.
-A call whose KEYS and ARGV come encoded (:class:`Encoded`, from runs the store keeps in Redis's protocol,
-:func:`bulk`) is sent as it is, byte for byte what packing every item would send
+A call whose KEYS and ARGV come encoded (:class:`~quotas.store.resp.Encoded`, from runs the store keeps in
+Redis's protocol) is sent as it is, byte for byte what packing every item would send
 (``tests/quotas/test_store_encoding.py``), through redis-py's public ``Connection.send_packed_command``, and
 its reply read by ``Connection.read_response``.
 """
@@ -21,8 +21,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 from asgiref.sync import sync_to_async
@@ -31,55 +31,9 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quotas.contract.library import function_name, library_source, script_source
-
-try:
-    from hiredis import pack_command
-except ImportError:  # hiredis is recommended, not required: redis-py's own packer then
-    pack_command = None  # type: ignore[assignment]  # "no hiredis"
-#: hiredis's packer, typed for what the store sends (str, bytes, int, float), or None without hiredis.
-_pack_with_hiredis: Callable[[Any], bytes] | None = pack_command
+from quotas.store.resp import Encoded, bulk, pack
 
 logger = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
-
-
-class Encoded(list[_T]):
-    """A script call's KEYS or ARGV: a list like any other (for every client, and the memory store) that also
-    carries ``resp``, its items in Redis's protocol (KEYS with their count first), which the store makes from
-    parts it keeps encoded. :class:`LuaScript` sends those rather than packing the items again; None: pack them.
-    Made as a list, then given its ``resp`` (no ``__init__`` of its own: one call less on the hot path)."""
-
-    __slots__ = ("resp",)
-    resp: bytes | None
-
-
-#: An empty bulk string, the most common item of all.
-_EMPTY = b"$0\r\n\r\n"
-
-
-def bulk(items: Iterable[Any]) -> bytes:
-    """``items`` (str, bytes, int or float) as Redis's protocol's bulk strings, as hiredis's packer writes them
-    (str as UTF-8, a float by its repr); raises TypeError for another type."""
-    out = []
-    for item in items:
-        kind = type(item)
-        if kind is str:
-            if not item:
-                out.append(_EMPTY)
-                continue
-            raw = item.encode()
-        elif kind is bytes:
-            raw = item
-        elif kind is int:
-            raw = b"%d" % item
-        elif kind is float:
-            raw = repr(item).encode()
-        else:
-            raise TypeError(f"cannot send a {kind.__name__} to Redis")
-        out.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
-    return b"".join(out)
-
 
 #: What to do about an error reply that proves the call never ran (see :func:`remedy`).
 LOAD_LIBRARY, USE_EVAL, LOAD_SCRIPT = "load-library", "use-eval", "load-script"
@@ -228,7 +182,7 @@ class LuaScript:
                 if fix is None:
                     raise
                 self._apply(fix, lambda *command: _ask(conn, command))
-                conn.send_packed_command(_packed(conn, self.command(keys, args)), False)
+                conn.send_packed_command(pack(conn, self.command(keys, args)), False)
                 return conn.read_response()
         except (RedisConnectionError, RedisTimeoutError, OSError):
             # redis-py dropped the connection (a half-read reply must never be read by the next request on it).
@@ -298,7 +252,7 @@ class LuaScript:
                 held.pid, held.until = os.getpid(), now + HOLD_SECONDS
             conn = held.conn
             try:
-                command = packed if packed is not None else _packed(conn, self.command(keys, args, functions))
+                command = packed if packed is not None else pack(conn, self.command(keys, args, functions))
                 # Connects first if it is not connected; raises ConnectionError for one the server closed.
                 if conn.can_read():  # bytes nobody asked for
                     raise RedisConnectionError("connection holding unread bytes while idle")
@@ -344,19 +298,6 @@ class AsyncLuaScript:
                         )
                 self.functions = False
         raise AssertionError("unreachable")
-
-
-def _packed(conn: Any, command: tuple[object, ...]) -> Any:
-    """``command`` in Redis's protocol: hiredis's packer called directly when hiredis is installed, else
-    redis-py's. The bytes are the same (hiredis encodes str as UTF-8 and a float by its repr, as redis-py's
-    encoder does); redis-py's own path with hiredis first copies every argument through a generator (its cost
-    in docs/benchmark-history.md). A type hiredis refuses goes through redis-py, whose DataError names it."""
-    if _pack_with_hiredis is not None:
-        try:  # not contextlib.suppress: a context manager costs a call more on the hot path
-            return [_pack_with_hiredis(command)]
-        except TypeError:
-            pass
-    return conn.pack_command(*command)
 
 
 def _ask(conn: Any, command: tuple[object, ...]) -> Any:
