@@ -40,7 +40,7 @@ class NotificationsView(APIView):
     @documented
     def get(self, request: Request) -> Response:
         try:
-            client = api.identify(request._request, request.user, request.auth)
+            client = api.identify(request, request.user, request.auth)
         except ProblemException as exc:
             raise drf_exception(exc) from None
         if client.kind == "ip":

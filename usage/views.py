@@ -72,7 +72,7 @@ def viewer_for(request: Request) -> Viewer:
     """The caller; raises InvalidAPIKey (401) for a bad key, NotAuthenticated without credentials."""
     user = request.user
     try:
-        client = api.identify(request._request, user, request.auth)
+        client = api.identify(request, user, request.auth)
     except ProblemException as exc:
         raise drf_exception(exc) from None
     if client.kind == "ip":
@@ -84,7 +84,7 @@ def viewer_for(request: Request) -> Viewer:
 
 def _sent_api_key(request: Request) -> bool:
     header = "HTTP_" + quota_settings.API_KEY_HEADER.upper().replace("-", "_")
-    return header in request._request.META
+    return header in request.META
 
 
 class UsageAPIView(APIView):

@@ -101,15 +101,14 @@ class ClientKeys(NamedTuple):
         return self.own_base + window_field
 
 
-#: Makes a ClientKeys from a tuple of its fields without the NamedTuple's own ``__new__``, a Python function: about
-#: 1,600 instructions less for every decision that asks Redis (cachegrind).
+#: Makes a ClientKeys from a tuple of its fields without the NamedTuple's own ``__new__``, a Python function: a
+#: call less for every decision that asks Redis.
 _make_keys = tuple.__new__
 
 
 def client_keys(prefix: str, tag: str, buckets: int) -> ClientKeys:
     """The keys and fields of client ``tag`` (a :func:`client_tag`)."""
-    # client_id() and bucket_of() written out: two calls less for every decision that asks Redis (part of the
-    # 8,700 instructions of quotas.store.allowances.Allowances.take's comment).
+    # client_id() and bucket_of() written out: two calls less for every decision that asks Redis.
     client = tag.strip("{}")
     if len(client) > _MAX_ID:
         client = client_id(tag)

@@ -373,10 +373,8 @@ def decide_args(  # noqa: PLR0913
     return [*client, *moment, *route]
 
 
-# The three runs of decide.lua's ARGV (see DecideArg), by position and from one call: the store builds them on every
-# decision, where keywords cost a call about 400 instructions each (cachegrind), and a call a run more (part of the
-# 8,700 instructions of quotas.store.allowances.Allowances.take's comment).
-# decide_args names them.
+# The three runs of decide.lua's ARGV (see DecideArg), as plain values by position and from one call (its
+# parameters are the runs' slots in order; decide_args names them): the store builds them on every decision.
 def decide_runs(  # noqa: PLR0913, PLR0917
     field_prefix: str, request_id: str, day: object, day_offset: int, allowance: tuple[int, float, int] | None,
     now: object, weight: object, cost: int, usage: str, mode: str, multiplier: str, ban_policy: str,

@@ -70,14 +70,19 @@ class Call(DecideCall):
         # can end them.
         request_id = uuid.uuid4().hex if leases else ""
         DecideCall.__init__(
-            self, client.tag, windows, facts.weight, None, cost, usage, False,
-            # The plan's adaptive multiplier, read as Multipliers.get reads it: a call less, about 400 instructions.
-            runtime.multipliers.by_plan.get(plan_id, 1.0),
-            plan.ban_policy if plan is not None and facts.metered else "",
-            request_id,
+            self,
+            tag=client.tag,
+            windows=windows,
+            weight=facts.weight,
+            cost_micros=cost,
+            usage=usage,
+            # The plan's adaptive multiplier, read as Multipliers.get reads it: a call less on every request.
+            multiplier=runtime.multipliers.by_plan.get(plan_id, 1.0),
+            ban_policy=plan.ban_policy if plan is not None and facts.metered else "",
+            request_id=request_id,
             # An allowance charges each request the limits' price; a view's own estimate varies per request.
-            facts.cost_micros is None and (plan is None or plan.local_allowances),
-        )  # fmt: skip
+            allowance_ok=facts.cost_micros is None and (plan is None or plan.local_allowances),
+        )
         self.facts = facts
         self.runtime = runtime
         self.rules = rules
@@ -207,16 +212,18 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
             return _listed(call, entry)
     if not windows:
         if rules.empty or not metered:
-            return Verdict(client, plan_id, request=facts.request)
+            return Verdict(client=client, plan_id=plan_id, request=facts.request)
         # Nothing limits this request (e.g. an unlimited override), but usage still counts it.
         # No window: no lease to end, no budget alert (to_settle False: settled only if the view fails or reports
         # an actual cost).
-        return Verdict(client, plan_id, _count_unlimited(call), request=facts.request, to_settle=False)
+        return Verdict(
+            client=client, plan_id=plan_id, decision=_count_unlimited(call), request=facts.request, to_settle=False
+        )
     return call
 
 
 #: A view scope -> its part of the usage field: as many as the code has scopes (views name them, not clients);
-#: kept, a busy client's request costs about 1,400 instructions less (make bench-count).
+#: kept rather than encoded on every request.
 _SCOPE_PARTS: dict[str, str] = {}
 
 
@@ -250,7 +257,7 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
         return decision  # the failure mode answered
     client, facts, runtime = call.client, call.facts, call.runtime
     # Decision.would_deny(), .delay and .unreported in one pass over the windows (each was a pass of its own,
-    # twice for the first): about 2,000 instructions a request.
+    # twice for the first).
     shadow_denied, delay_us, alerting = False, 0, False
     # A decision served from an allowance has none of the three (no shadow or shaping window is served from one,
     # and served states report no alert: quotas.store.allowances), so its states are not walked, nor made (see
@@ -273,8 +280,9 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     # Nothing to settle after a plain answer (most requests): no lease to end, no alert waiting for the settled
     # spend; a refusal is charged nothing. The front doors then skip settling (quotas.http.middleware.after_view).
     to_settle = decision.allowed and (alerting or bool(decision.request_id))
-    # By position (refusal None): keywords make a class call build a dict, about 1,300 instructions (cachegrind).
-    verdict = Verdict(client, call.plan_id, decision, None, facts.request, to_settle)
+    verdict = Verdict(
+        client=client, plan_id=call.plan_id, decision=decision, request=facts.request, to_settle=to_settle
+    )
     if not decision.allowed:
         send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
         verdict.refusal = refusal(call.rules, decision, call.plan_id)
@@ -287,9 +295,10 @@ def _fail(call: Call) -> Decision | Verdict:
     """Redis unreachable: the failure mode's verdict, or this process's local decision."""
     mode = quota_settings.FAILURE_MODE
     if mode == "closed":
-        return Verdict(call.client, call.plan_id, refusal=QuotaServiceUnavailable(problems.store_unavailable(), wait=1))
+        refused = QuotaServiceUnavailable(problems.store_unavailable(), wait=1)
+        return Verdict(client=call.client, plan_id=call.plan_id, refusal=refused)
     if mode == "open":
-        return Verdict(call.client, call.plan_id, request=call.facts.request)
+        return Verdict(client=call.client, plan_id=call.plan_id, request=call.facts.request)
     # "local": this process enforces its share of the same limits until Redis is back.
     return call.runtime.guard.decide_locally(
         call.tag, call.windows, call.weight, call.cost_micros, call.usage, multiplier=call.multiplier
@@ -322,15 +331,17 @@ def _listed(call: Call, entry: ACLRule) -> Verdict:
     )  # fmt: skip
     if allowed:
         decision = runtime.guard.count_acl(call.client.tag, call.usage, True, facts.weight, call.cost_micros)
-        return (
-            Verdict(call.client, call.plan_id, decision, request=facts.request, to_settle=False)  # no window
-            if decision is not None
-            else Verdict(call.client, call.plan_id)
+        if decision is None:
+            return Verdict(client=call.client, plan_id=call.plan_id)
+        # No window: nothing to settle unless the view fails or reports an actual cost.
+        return Verdict(
+            client=call.client, plan_id=call.plan_id, decision=decision, request=facts.request, to_settle=False
         )
     runtime.guard.count_acl(call.client.tag, call.usage, False, None, 0)
     problem = problems.access_denied(entry, runtime.clock.now())
     logger.info("quotas: deny-list entry %s refused %s", entry.id, call.client.tag)
-    return Verdict(call.client, call.plan_id, refusal=AccessDenied(problem, wait=problem.get("retry_after")))
+    refused = AccessDenied(problem, wait=problem.get("retry_after"))
+    return Verdict(client=call.client, plan_id=call.plan_id, refusal=refused)
 
 
 def _match_acl(call: Call) -> ACLRule | None:

@@ -60,9 +60,9 @@ def facts_for(
         rule = drf_scope_rule(scope, algorithm=algorithm)
         fallback = (rule,) if rule is not None else ()
     return Facts(
-        request,
-        request,
-        getattr(request, "user", None),  # Django's AuthenticationMiddleware; no DRF authentication here
+        http_request=request,
+        request=request,
+        user=getattr(request, "user", None),  # Django's AuthenticationMiddleware; no DRF authentication here
         scope=scope,
         limits=limits,
         fallback=fallback,

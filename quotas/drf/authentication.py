@@ -80,8 +80,7 @@ class APIKeyAuthentication(BaseAuthentication):
     """
 
     def authenticate(self, request: Request) -> tuple[KeyHolder, Subscriber] | None:
-        http_request = request._request
-        raw_key = api_key_of(http_request)
+        raw_key = api_key_of(request)  # DRF's request reads META from Django's
         if raw_key is None:
             return None
         rules = get_runtime().rules
@@ -89,7 +88,7 @@ class APIKeyAuthentication(BaseAuthentication):
             return None  # no rules backend, so no keys: the header means nothing here
         try:
             rules.current()  # reload a stale snapshot first: a reload empties the key cache the lookup fills
-            client = authenticate_key(http_request, raw_key, rules)
+            client = authenticate_key(request, raw_key, rules)
         except ProblemException as exc:  # a bad key (401), a blocked address (429), the database down (503)
             raise drf_exception(exc) from None
         subscriber = client.subscriber

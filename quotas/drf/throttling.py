@@ -27,7 +27,7 @@ from quotas.decide import Facts, Verdict, check, identified, send_alerts
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
-from quotas.http.context import SETTLING_MIDDLEWARE, VERDICTS
+from quotas.http.context import SETTLING_MIDDLEWARE, django_request, state_of
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
@@ -85,9 +85,10 @@ class QuotaThrottle(BaseThrottle):
         on the request, and the middleware settles each one.
         """
         self._wait = None
-        http_request = request._request
-        decided = getattr(http_request, _DECIDED, None)
-        if decided is not None and type(self) in decided:
+        http_request = django_request(request)
+        state = state_of(http_request)  # what the request's front doors leave on it (quotas.http.context)
+        decided = state.decided
+        if type(self) in decided:
             return True  # decided, with this class's rates, by the first QuotaThrottle of the view
         # This look-up costs nothing beyond the noise (docs/benchmark-history.md).
         throttle_classes = tuple(getattr(view, "throttle_classes", ()))
@@ -95,7 +96,7 @@ class QuotaThrottle(BaseThrottle):
         if partners is None:
             partners = _PARTNERS[type(self), throttle_classes] = _Partners.of(type(self), throttle_classes)
         if len(partners.classes) > 1:
-            setattr(http_request, _DECIDED, (decided or frozenset()) | set(partners.classes))
+            state.decided = decided | set(partners.classes)
         weight = cost = None
         try:
             # The hooks are asked only where they may answer: a subclass's own, or a view with the attributes
@@ -106,8 +107,7 @@ class QuotaThrottle(BaseThrottle):
                 cost = self.get_cost(request, view)
         except InvalidQuotaRequest as exc:
             raise drf_exception(exc) from None
-        # The verdicts left on the request so far (quotas.http.context's attribute): read, and added to, here.
-        verdicts = getattr(http_request, VERDICTS, None)
+        verdicts = state.verdicts  # the verdicts left on the request so far: read, and added to, here
         user = request.user  # a property of DRF's Request: read once
         # DRF's limits as kept (_Partners.drf_limits on a miss), by what they depend on: the classes, the view's
         # throttle_scope and whether the user is authenticated (:data:`_DRF_LIMITS`' key, made here only).
@@ -115,32 +115,24 @@ class QuotaThrottle(BaseThrottle):
         fallback = _DRF_LIMITS.get(key) if partners.static_limits else None
         if fallback is None:
             fallback = partners.drf_limits(self, request, view, key)
-        # Every field given by position, in Facts' order: keywords make a class call build a dict of them, about
-        # 3,600 instructions more a request (cachegrind).
         facts = Facts(
-            http_request,
-            request,
-            user,
-            request.auth,
-            # scope: the one the plan's limits are matched by, the view's quota_scope, else DRF's throttle_scope (a
-            # plan limit scoped "search" applies to a view with throttle_scope = "search").
-            getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or "",
-            (),  # limits: none given by the code
-            fallback,
-            weight,
-            cost,  # cost_micros
-            False,  # price_per_unit
-            None,  # client: the service identifies it (a class that counts otherwise sets it in _checked)
-            self.scope_limits_only,
-            self.metered,
-            not verdicts,  # priced: only decisions are left there, and the first one priced the request
+            http_request=http_request,
+            request=request,
+            user=user,
+            auth=request.auth,
+            # The scope the plan's limits are matched by: the view's quota_scope, else DRF's throttle_scope (a plan
+            # limit scoped "search" applies to a view with throttle_scope = "search").
+            scope=getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or "",
+            fallback=fallback,
+            weight=weight,
+            cost_micros=cost,
+            scope_limits_only=self.scope_limits_only,
+            metered=self.metered,
+            priced=not verdicts,  # only decisions are left there, and the first one priced the request
         )
         verdict = self._checked(facts, request, view) if partners.counts_otherwise else check(facts)
         if verdict.decision is not None:
-            if verdicts is None:
-                setattr(http_request, VERDICTS, [verdict])
-            else:
-                verdicts.append(verdict)
+            verdicts.append(verdict)
             if verdict.to_settle and not _settled_after_view():
                 send_alerts(verdict)  # nothing will settle it (quotas.W002): its spend is final as charged
         if verdict.refusal is not None:
@@ -159,7 +151,7 @@ class QuotaThrottle(BaseThrottle):
         else behind DRF's ``NUM_PROXIES`` (see :func:`quotas.identity.clients.client_ip`);
         IPv6 clients by their ``IPV6_PREFIX_LENGTH`` prefix.
         """
-        return address_group(request._request if isinstance(request, Request) else request)
+        return address_group(request)  # DRF's request reads META from Django's
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         """Who this request is counted for (DRF's hook), or None to leave it unthrottled.
@@ -172,7 +164,7 @@ class QuotaThrottle(BaseThrottle):
         """
         client = self._client
         if client is None:  # called outside allow_request()
-            client = identify(request._request, request.user, get_runtime().rules, request.auth)
+            client = identify(request, request.user, get_runtime().rules, request.auth)
         return _default_key(client)
 
     def _checked(self, facts: Facts, request: Request, view: Any) -> Verdict:
@@ -259,10 +251,6 @@ class QuotaThrottle(BaseThrottle):
 
 def _default_key(client: Client) -> str:
     return f"{client.kind}:{client.ident}"
-
-
-#: The attribute of a Django request naming the QuotaThrottle classes whose limits were decided for it.
-_DECIDED = "_quota_throttles_decided"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from quotas.formats.money import to_micros
+from quotas.http.context import state_in, state_of
 from quotas.settings import quota_settings
 
 #: The request attribute a view reports the actual cost in, on DRF's request or Django's. The middleware looks
@@ -29,24 +30,22 @@ COST_ATTRIBUTE = "quota_cost"
 
 
 def set_cost(request: Any, amount: Decimal | int | str) -> None:
-    """Record the actual cost of ``request`` (DRF or Django request)."""
-    target = getattr(request, "_request", request)
-    setattr(target, COST_ATTRIBUTE, amount)
-    if target is not request:
-        setattr(request, COST_ATTRIBUTE, amount)
+    """Record the actual cost of ``request`` (DRF or Django request): on it, and in its state, which DRF's request
+    and Django's share (a verdict may hold either, :mod:`quotas.http.context`)."""
+    setattr(request, COST_ATTRIBUTE, amount)
+    state_of(request).cost = amount
 
 
 def actual_cost(request: Any) -> int | None:
     """The actual cost a view reported, in micro-units, or None if it reported none."""
     if request is None:
         return None
-    # A DRF Request wraps Django's as ``_request``, and its __getattr__ turns a missing attribute into two
-    # exceptions (most requests report no cost): read its own attributes, then the Django request's.
-    # Read from __dict__ so that DRF need not be imported to recognise it.
-    own = getattr(request, "__dict__", {})
-    amount = own.get(COST_ATTRIBUTE)
+    # On the request itself, or (DRF's request reads on from the Django request it wraps) on Django's, or given
+    # to set_cost().
+    amount = getattr(request, COST_ATTRIBUTE, None)
     if amount is None:
-        amount = getattr(own.get("_request"), COST_ATTRIBUTE, None)
+        state = state_in(request)
+        amount = None if state is None else state.cost
     if amount is None:
         return None
     # Set by the view's code after it ran: out of bounds, it is a programming mistake, not the client's.

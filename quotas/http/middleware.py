@@ -25,9 +25,9 @@ from quotas import problems
 from quotas.decide import Verdict, settle
 from quotas.exceptions import ProblemException
 from quotas.http import responses
-from quotas.http.context import VERDICTS, take_verdicts, verdicts_of
+from quotas.http.context import HANDLING, STATE_KEY, take_verdicts, verdicts_of
 from quotas.http.cost import COST_ATTRIBUTE
-from quotas.http.headers import header_entries
+from quotas.http.headers import rate_limit_headers
 from quotas.http.hybrid import HybridMiddleware
 from quotas.http.settlement import SERVER_ERROR, needs_settling, settle_at_end, settle_verdicts
 
@@ -38,15 +38,19 @@ class QuotaHeadersMiddleware(HybridMiddleware):
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:
             return self.__acall__(request)
+        handling = HANDLING.set(request)  # for the throttle: see quotas.http.context.django_request
         try:
             response = self.get_response(request)
         except BaseException:
             settle_failed(request)
             raise
-        verdicts = getattr(request, VERDICTS, None)  # verdicts_of(), read here: once per request, without a call
-        return after_view(request, response, verdicts) if verdicts else response
+        finally:
+            HANDLING.reset(handling)
+        state = request.META.get(STATE_KEY)  # state_in(), read here without a call
+        return after_view(request, response, state.verdicts) if state is not None and state.verdicts else response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        handling = HANDLING.set(request)
         try:
             response = await self.get_response(request)
         except BaseException:
@@ -54,6 +58,8 @@ class QuotaHeadersMiddleware(HybridMiddleware):
             # lease ends and its estimate is released now, not when the lease expires.
             await sync_to_async(settle_failed)(request)
             raise
+        finally:
+            HANDLING.reset(handling)
         verdicts = verdicts_of(request)
         if not response.streaming and any(needs_settling(v, response) for v in verdicts):
             # Settling may call Redis (a refund, the actual cost, a lease): off the event loop.
@@ -79,8 +85,7 @@ def after_view(
 
     A view that reported an actual cost out of bounds gets a 500 ``invalid-reported-cost`` problem in place
     of its response (a streamed one has sent its status already: that error is only logged). ``request`` is
-    not read since sign-ins left for :mod:`quotas.http.sign_in`; it stays so the front doors calling this (the
-    middleware, :mod:`quotas.django.respond`) keep one signature.
+    the Django request (where a view may have reported its actual cost).
     """
     if len(verdicts) == 1 and verdicts[0].decision is not None:
         decided = verdicts  # one verdict, decided: the common case
@@ -89,35 +94,44 @@ def after_view(
         if not decided:
             return response
     if not settled:
-        if response.streaming:
-            # A list of its own: ``decided`` may be the request's, and the body may end after the request is gone.
-            settle_at_end(response, list(decided))  # type: ignore[arg-type]  # streaming: a StreamingHttpResponse
-        else:
-            # Settled only when there is something to settle (most requests have nothing), seen here without a
-            # call: a server error, an actual cost the view reported (on the request the first verdict priced,
-            # or the Django request it wraps), or a verdict's leases or alerts (Verdict.to_settle). Against
-            # asking settle_verdicts(): about 2,000 instructions less a request (cachegrind).
-            status = response.status_code
-            own = getattr(decided[0].request, "__dict__", {})  # read as actual_cost() reads it
-            inner = getattr(own.get("_request"), "__dict__", {})
-            to_settle = status >= SERVER_ERROR or COST_ATTRIBUTE in own or COST_ATTRIBUTE in inner
-            for verdict in decided:
-                to_settle = to_settle or verdict.to_settle
-            error = settle_verdicts(decided, status) if to_settle else None
-            if error is not None:
-                response = responses.render(problems.invalid_reported_cost(error))
+        response = _settled(request, response, decided)
     headline = decided[0]
     for verdict in decided:
         if verdict.refusal is not None:
             headline = verdict  # the last that refused
     decision = headline.decision
     if decision is not None:
-        # Written straight into ResponseHeaders' own dict, as its __setitem__ would (lower-case name -> (name,
-        # value)), skipping the check of every name and value for a charset and newlines: ours are ASCII, the
-        # policy names printable by sf_string(). About 27,000 instructions fewer a response (five headers) than
-        # ``response.headers[name] = value`` for each (cachegrind; ResponseHeaders has no update()).
-        response.headers._store.update(header_entries(decision))
+        headers = response.headers
+        for name, value in rate_limit_headers(decision).items():
+            headers[name] = value
     return response
+
+
+def _settled(request: HttpRequest, response: HttpResponse, decided: Sequence[Verdict]) -> HttpResponse:
+    """Settle ``decided`` after ``response`` (a streamed body's when it ends); the response to send."""
+    if response.streaming:
+        # A list of its own: ``decided`` may be the request's, and the body may end after the request is gone.
+        settle_at_end(response, list(decided))  # type: ignore[arg-type]  # streaming: a StreamingHttpResponse
+    elif _has_to_settle(request, response, decided):
+        error = settle_verdicts(decided, response.status_code)
+        if error is not None:
+            return responses.render(problems.invalid_reported_cost(error))
+    return response
+
+
+def _has_to_settle(request: HttpRequest, response: HttpResponse, decided: Sequence[Verdict]) -> bool:
+    """Whether settling ``decided`` after ``response`` has something to do (most requests have nothing), seen
+    without asking each verdict (:func:`needs_settling`): a server error, an actual cost the view reported (on
+    the request the first verdict priced, on the Django request, or to set_cost()), or a verdict's leases or
+    alerts (Verdict.to_settle)."""
+    if response.status_code >= SERVER_ERROR:
+        return True
+    state = request.META.get(STATE_KEY)
+    if state is not None and state.cost is not None:
+        return True
+    if COST_ATTRIBUTE in getattr(decided[0].request, "__dict__", {}) or COST_ATTRIBUTE in request.__dict__:
+        return True
+    return any(verdict.to_settle for verdict in decided)
 
 
 def settle_failed(request: HttpRequest) -> None:

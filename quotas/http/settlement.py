@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -35,7 +35,7 @@ from quotas.http.cost import actual_cost
 logger = logging.getLogger(__name__)
 
 #: 500 as a plain int, read on every response: on Python 3.11 reading ``HTTPStatus.INTERNAL_SERVER_ERROR`` goes
-#: through the enum's descriptor, about 2,500 instructions each time (cachegrind).
+#: through the enum's descriptor each time.
 SERVER_ERROR = int(HTTPStatus.INTERNAL_SERVER_ERROR)
 
 
@@ -80,15 +80,31 @@ def needs_settling(verdict: Verdict, response: Any) -> bool:
 def settle_at_end(response: StreamingHttpResponse, verdicts: Sequence[Verdict]) -> None:
     """Settle ``verdicts`` when ``response``'s body ends, fails, or is closed, whichever comes first."""
     once = _SettleOnce(verdicts, response.status_code)
-    # A FileResponse that a WSGI server sends through its wsgi.file_wrapper is never iterated here; it is
-    # settled when closed (replacing its body would cost it the file wrapper).
     if getattr(response, "file_to_stream", None) is None:
+        # Settled when the body ends or fails, or when the response is closed first (the client gone): Django
+        # calls the close() of a body it is given when the response is closed (the server closes it once done;
+        # Django's ASGI handler too, after a cancelled send; the test client once the body is read), after the
+        # view's own body's (whose ``finally`` may report the cost) and before it ends the request.
         body = response.streaming_content
-        response.streaming_content = _abody(body, once) if response.is_async else _body(body, once)  # type: ignore[arg-type]
-    # What response.close() runs: the server calls it once done with the response (the body sent, or the
-    # client gone; Django's ASGI handler too, after a cancelled send), the test client once the body is read.
-    # Handing a close() in with the body would do the same, and also cost a FileResponse its file wrapper.
-    response._resource_closers.append(once)  # type: ignore[attr-defined]  # Django's own, not in its stubs
+        response.streaming_content = _AsyncBody(body, once) if response.is_async else _Body(body, once)  # type: ignore[arg-type]
+    else:
+        # A FileResponse, which a WSGI server may send through its wsgi.file_wrapper (replacing its body would cost
+        # it that): settled when closed, before Django's own close() ends the request.
+        response.close = _ClosingSettles(response.close, once)  # type: ignore[method-assign]
+
+
+class _ClosingSettles:
+    """A response's ``close()`` that settles first (:class:`_SettleOnce` logs its own errors), then closes."""
+
+    def __init__(self, close: Callable[[], None], once: _SettleOnce) -> None:
+        self.close = close
+        self.once = once
+
+    def __call__(self) -> None:
+        try:
+            self.once()
+        finally:
+            self.close()
 
 
 class _SettleOnce:
@@ -113,22 +129,51 @@ class _SettleOnce:
             logger.exception("quotas: settling a streamed response failed")
 
 
-def _body(chunks: Iterator[bytes], once: _SettleOnce) -> Iterator[bytes]:
-    """``chunks``, settling once the last one is out (or as a failed request if the body raises)."""
-    try:
-        yield from chunks
-    except Exception:
-        once(failed=True)
-        raise
-    once()  # a GeneratorExit (the client gone) goes past: response.close() settles then
+class _Body:
+    """A streamed body: ``chunks``, settling once the last one is out, as a failed request if they raise, or when
+    closed first."""
+
+    def __init__(self, chunks: Iterator[bytes], once: _SettleOnce) -> None:
+        self.chunks = iter(chunks)
+        self.once = once
+
+    def __iter__(self) -> _Body:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self.chunks)
+        except StopIteration:
+            self.once()
+            raise
+        except Exception:
+            self.once(failed=True)
+            raise
+
+    def close(self) -> None:
+        self.once()
 
 
-async def _abody(chunks: AsyncIterator[bytes], once: _SettleOnce) -> AsyncIterator[bytes]:
-    """:func:`_body` for an async body; settling may call Redis, so it runs in asgiref's worker thread."""
-    try:
-        async for chunk in chunks:
-            yield chunk
-    except Exception:
-        await sync_to_async(once)(failed=True)
-        raise
-    await sync_to_async(once)()
+class _AsyncBody:
+    """:class:`_Body` for an async body; settling may call Redis, so it runs in asgiref's worker thread (but in
+    close(), which Django's ASGI handler calls from a thread already)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], once: _SettleOnce) -> None:
+        self.chunks = aiter(chunks)
+        self.once = once
+
+    def __aiter__(self) -> _AsyncBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await anext(self.chunks)
+        except StopAsyncIteration:
+            await sync_to_async(self.once)()
+            raise
+        except Exception:
+            await sync_to_async(self.once)(failed=True)
+            raise
+
+    def close(self) -> None:
+        self.once()

@@ -265,7 +265,7 @@ def address_tag(request: Any) -> str | None:
     """The tag failures of ``request``'s client address count against (None when that limit is off)."""
     if not _enabled("address"):
         return None
-    group = address_group(_http(request))
+    group = address_group(request)  # DRF's request reads META from Django's
     if group == str(UNKNOWN_PEER):
         # No client address (a proxy on a Unix socket, not trusted): every client would share this
         # count, and one guesser would lock everyone out. The username limit still applies.
@@ -310,28 +310,25 @@ def password_tags(request: Any, username: object) -> tuple[str | None, ...]:
     """What a password attempt for ``username`` counts against: its trusted device's own limit, when
     the browser signed in as that user before; else its address and the username. With the device
     limit off, no browser is trusted (a stolen cookie must not buy unlimited guesses)."""
-    device = trusted_device(_http(request), username) if username and _enabled("device") else None
+    device = trusted_device(request, username) if username and _enabled("device") else None
     if device is not None:
         return (device_tag(device),)
     return (address_tag(request), username_tag(username))
 
 
-#: The attribute of a Django request that :func:`refuse` sets and :func:`refused_for` reads.
-_AUTH_WAIT = "quota_auth_wait"
+#: The key of a request's META that :func:`refuse` sets and :func:`refused_for` reads: META, which DRF's request
+#: reads from Django's, so a refusal of either is seen by the middleware, given Django's.
+_AUTH_WAIT = "quotas.auth_wait"
 
 
 def refuse(request: Any, wait: int) -> None:
     """Mark ``request`` as refused for ``wait`` seconds; the middleware answers 429 (see the module)."""
-    setattr(_http(request), _AUTH_WAIT, wait)
+    request.META[_AUTH_WAIT] = wait
 
 
 def refused_for(request: HttpRequest) -> int:
     """Seconds a sign-in :func:`refuse` marked must wait (0: not refused)."""
-    return getattr(request, _AUTH_WAIT, 0)
-
-
-def _http(request: Any) -> HttpRequest:
-    return getattr(request, "_request", request)  # DRF's Request wraps Django's
+    return request.META.get(_AUTH_WAIT, 0)
 
 
 def forget_blocks(sender: Any, **kwargs: Any) -> None:
@@ -343,7 +340,7 @@ def on_login_failed(sender: Any, credentials: dict[str, Any], request: Any = Non
     """``user_login_failed`` receiver: count the failure against what the attempt counts against."""
     if request is None:
         return
-    if refused_for(_http(request)):
+    if refused_for(request):
         # FailedAuthBackend refused the attempt before any password was checked, and Django sends this signal
         # after its PermissionDenied all the same. A refused attempt is not a failure: counting it against the
         # username would let one blocked address lock out every username it names.

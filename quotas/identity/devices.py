@@ -33,7 +33,8 @@ MAX_USERS = 5
 _SALT = "quotas.trusted-device"
 #: Characters of a cookie value read at most: a signed id and MAX_USERS digests fit well within it.
 _COOKIE_MAX = 1024
-_PENDING = "quota_device_cookie"
+#: Where remember_sign_in() leaves the cookie for the middleware: a key of the request's META (see there).
+_PENDING = "quotas.device_cookie"
 
 
 def username_digest(username: object) -> str:
@@ -72,19 +73,20 @@ def remember_sign_in(request: HttpRequest, username: object) -> None:
     device, users = _read(request) or (secrets.token_urlsafe(16), [])
     digest = username_digest(username)
     users = [digest, *(u for u in users if u != digest)][:MAX_USERS]
-    setattr(request, _PENDING, signing.dumps({"d": device, "u": users}, salt=_SALT))
+    # In META, which DRF's request reads from Django's: the middleware, given Django's, finds it.
+    request.META[_PENDING] = signing.dumps({"d": device, "u": users}, salt=_SALT)
 
 
 def on_logged_in(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
     """``user_logged_in`` receiver: the browser that just signed in becomes trusted for that user."""
     if request is None or user is None:
         return
-    remember_sign_in(getattr(request, "_request", request), user.get_username())
+    remember_sign_in(request, user.get_username())
 
 
 def set_cookie(request: HttpRequest, response: HttpResponse) -> None:
     """Set the cookie :func:`remember_sign_in` prepared for ``request``, if any (called by the middleware)."""
-    value = getattr(request, _PENDING, None)
+    value = request.META.get(_PENDING)
     if value is None:
         return
     response.set_cookie(

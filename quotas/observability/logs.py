@@ -26,6 +26,8 @@ AUDIT_LOGGER = "quotas.audit"
 audit_logger = logging.getLogger(AUDIT_LOGGER)
 
 REQUEST_ID_HEADER = "HTTP_X_REQUEST_ID"
+#: Where a request's id is kept in its ``META``, as a WSGI component keeps its own data in the environ.
+REQUEST_ID_KEY = "quotas.request_id"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _MAX_PATH = 512
 
@@ -62,25 +64,24 @@ class JsonFormatter(logging.Formatter):
 
 
 def request_id(request: Any) -> str:
-    """The id of ``request`` (a Django or DRF request, or None): its ``X-Request-ID``, else a new one, kept."""
-    http_request = getattr(request, "_request", request)
-    if http_request is None:
+    """The id of ``request`` (a Django or DRF request, or None): its ``X-Request-ID``, else a new one, kept in its
+    ``META`` (which DRF's request reads from Django's) under :data:`REQUEST_ID_KEY`."""
+    if request is None:
         return uuid.uuid4().hex
-    known = getattr(http_request, "quota_request_id", None)
+    meta = request.META
+    known = meta.get(REQUEST_ID_KEY)
     if known:
         return known
-    given = http_request.META.get(REQUEST_ID_HEADER, "")
-    rid = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-    http_request.quota_request_id = rid
+    given = meta.get(REQUEST_ID_HEADER, "")
+    rid = meta[REQUEST_ID_KEY] = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
     return rid
 
 
 def _request_fields(request: Any) -> dict[str, Any]:
-    http_request = getattr(request, "_request", request)
-    fields: dict[str, Any] = {"request_id": request_id(http_request)}
-    if http_request is not None:
-        fields["method"] = http_request.method
-        fields["path"] = http_request.path[:_MAX_PATH]
+    fields: dict[str, Any] = {"request_id": request_id(request)}
+    if request is not None:
+        fields["method"] = request.method
+        fields["path"] = request.path[:_MAX_PATH]
     return fields
 
 

@@ -44,8 +44,7 @@ class KeyUse:
         when the notes are written (a dict store: thread-safe under the GIL).
 
         The request is kept until the next write (a second) rather than its address worked out here: naming it
-        (``client_ip``) takes about 8 microseconds, while noting the request and its namer costs a key's request
-        about 600 instructions more than the bare time did (cachegrind, 100,000 touches: 1,744 -> 2,343 a call).
+        (``client_ip``) costs far more than noting the request and its namer.
         """
         if key_id is not None:
             self._seen[key_id] = (self._now(), request, address_of)

@@ -87,7 +87,7 @@ class RulesCache:
     which reads one small key every ``interval`` seconds) or after
     :meth:`invalidate` in this process. ``fresh`` is the snapshot while no
     reload is due, else None: the hot path reads ``fresh or current()``, a call
-    less on every request (about 400 instructions, cachegrind).
+    less on every request.
     """
 
     def __init__(

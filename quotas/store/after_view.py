@@ -152,7 +152,7 @@ class Settlement:
                 self.owed.keep(entries[i:])
                 break
             states = [
-                WindowState(w, True, None, 0, 0, used=b.used, alert=b.alert)
+                WindowState(window=w, ok=True, remaining=None, reset_us=0, retry_us=0, used=b.used, alert=b.alert)
                 for w, b in zip(entry.windows, adjusted, strict=True)
                 if b.alert and not b.period_ended
             ]
@@ -163,7 +163,7 @@ class Settlement:
     @staticmethod
     def _owed(entry: Owed) -> Decision:
         """The decision ``entry`` charges as, for :meth:`~quotas.store.interface.Store.adjust`: its client and time."""
-        return Decision(True, [], entry.now, tag=entry.tag)
+        return Decision(allowed=True, states=[], now=entry.now, tag=entry.tag)
 
     def release(self, decision: Decision) -> None:
         """End the concurrency leases an admitted decision holds."""

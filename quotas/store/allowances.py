@@ -40,6 +40,7 @@ from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, WindowState
+from quotas.store.served import ServedDecision, served_states
 
 #: Seconds over which a client's rate in this process is measured; a span shorter than the second counts
 #: as this long, so that one request alone never reads as a burst.
@@ -111,108 +112,11 @@ class Allowance:
                 return None
             self.used += 1
             ahead = self.size - self.used  # requests' units still unused after this one
-        granted = self.granted
-        # Made by object.__new__ and its slots set here, as the states are (see states_now): Decision's generated
-        # __init__ cost about 5,400 instructions, this 4,200 (cachegrind), on most of a busy client's requests.
-        # Every field is set, in Decision's order, but the states: made when first read (see ServedDecision).
-        served = object.__new__(ServedDecision)
-        served.basis = self._units
-        served.ahead = ahead
-        served.elapsed_us = int((now - self.started) * US_PER_SECOND)
-        served.allowed = True
-        served.now = granted.now  # the grant's time: a refund or a cost's adjustment finds the same windows and periods
-        served.weight = granted.weight
-        served.local = False
-        served.tag = granted.tag
-        served.cost_micros = granted.cost_micros
-        served.usage = granted.usage
-        served.specs = granted.specs
-        served.reconciled = False
-        served.multiplier = granted.multiplier
-        served.reduced_only = False
-        served.banned = False
-        served.ban_started = False
-        served.ban_wait_us = 0
-        served.request_id = ""  # an allowance never holds a concurrency lease (see eligible)
-        served.fallback = False
-        served.granted = 1
-        served.allowance = True
-        served.memo = self.memo
-        return served
+        return ServedDecision(self.granted, self._units, ahead, int((now - self.started) * US_PER_SECOND), self.memo)
 
     def states_now(self, ahead: int, elapsed_us: int, alerts: bool) -> list[WindowState]:
         """The windows as one request from the allowance sees them: see :func:`served_states`."""
         return served_states(self._units, ahead, elapsed_us, alerts)
-
-
-#: What an allowance keeps of each window's state at its grant: the window, its remaining, reset_us, used, alert
-#: and quota, and the units one request takes from it (see Allowance._units).
-Basis = list[tuple[Window, int | None, int, int, int, int, int]]
-
-
-def served_states(basis: Basis, ahead: int, elapsed_us: int, alerts: bool) -> list[WindowState]:
-    """The windows as one request from an allowance sees them: the grant's states (``basis``), with the units still
-    ``ahead`` in the allowance counted as remaining (they are this client's), and ``elapsed_us`` since the grant
-    gone by. ``alerts``: with the budget thresholds the grant newly reached (reported by the request that took
-    it; the served ones report none). quotas.http.headers reads a served decision's remaining and reset alike."""
-    states = []
-    # Each state made by object.__new__ and its slots set here, rather than by WindowState(...): its class call
-    # and __init__'s frame cost about 22,000 instructions with five windows, this 16,500 (cachegrind, states
-    # alone). Every field is set, in WindowState's order; quota is the grant's (never 0).
-    new = object.__new__
-    for window, remaining, reset_us, used, alert, quota, units in basis:
-        extra = ahead * units
-        reset_us -= elapsed_us
-        used -= extra
-        state = new(WindowState)
-        state.window = window
-        state.ok = True
-        state.remaining = None if remaining is None else remaining + extra
-        # Conditional expressions rather than max(0, ...): max() parses its keywords on every call (about 1,000
-        # instructions each, cachegrind).
-        state.reset_us = reset_us if reset_us > 0 else 0
-        state.retry_us = 0
-        state.delay_us = 0
-        state.used = used if used > 0 else 0
-        state.alert = alert if alerts else 0
-        state.quota = quota
-        states.append(state)
-    return states
-
-
-#: Decision's own slot under its ``states`` field, which ServedDecision's property keeps the states in.
-_STATES_SLOT: Any = Decision.__dict__["states"]
-
-
-class ServedDecision(Decision):
-    """A decision served from an allowance (made by :meth:`Allowance.serve` alone): the same fields, its states
-    made on first read, from the allowance's ``basis`` with ``ahead`` requests' units still in it and
-    ``elapsed_us`` since the grant (:func:`served_states`).
-
-    Most served requests read no state but through their headers, which quotas.http.headers puts together from
-    the same three (and quotas.decide.hot_path's _conclude, which knows a served decision has nothing for it):
-    with five windows about 17,700 instructions less a served request, with one 4,000 (make bench-count, busy
-    client; the 5-limit row's own 142,600 to 123,200 with the headers' kept numbers, 0.57x to 0.49x limits')."""
-
-    __slots__ = ("ahead", "basis", "elapsed_us")
-
-    basis: Basis
-    ahead: int
-    elapsed_us: int
-
-    @property
-    def states(self) -> list[WindowState]:
-        """Each window's state as this request sees it (made on first read, then kept)."""
-        try:
-            states: list[WindowState] = _STATES_SLOT.__get__(self, ServedDecision)
-        except AttributeError:  # not read yet
-            states = served_states(self.basis, self.ahead, self.elapsed_us, False)
-            _STATES_SLOT.__set__(self, states)
-        return states
-
-    @states.setter
-    def states(self, states: list[WindowState]) -> None:
-        _STATES_SLOT.__set__(self, states)
 
 
 class Allowances:
@@ -228,7 +132,7 @@ class Allowances:
         self.max_requests = max_requests
         self._by_key: dict[tuple, Allowance] = {}
         # Per client: how many of _by_key's allowances are its. A client with none (most of those that ask Redis) is
-        # passed by without its key made: about 3,500 instructions less a decision (cachegrind).
+        # passed by without its key made.
         self._held: dict[str, int] = {}
         # Per windows tuple (by id, held): its part of the key (see key).
         self._windows_parts: dict[int, tuple[Sequence[Window], str]] = {}
@@ -249,8 +153,7 @@ class Allowances:
                     call.multiplier)  # fmt: skip
         # A tuple a rules snapshot holds for a route: its windows' fields as one string, kept by the tuple's id (the
         # tuple held with it, so no other object has that id meanwhile). A string keeps its hash, where the tuple of
-        # fields was made and hashed again on every request: about 3,800 instructions with one window or five,
-        # from 5,400 and 9,900 (cachegrind, the key and its lookup).
+        # fields was made and hashed again on every request.
         kept = self._windows_parts.get(id(windows))
         if kept is None:
             if len(self._windows_parts) >= _MAX_ROUTES:
@@ -271,17 +174,14 @@ class Allowances:
         """
         # One call for the guard, where serving, noting the request and sizing the next grant were three, and
         # _note's common cases (a request within the client's current span, a client not seen before) written
-        # out. With the store's calls written out or merged in the same step (the transport's wire code, the usage
-        # day kept, the key parts, the ARGV runs) a cold decision costs about 8,700 instructions less (make
-        # bench-count: 236,100 to 227,400 with one limit).
+        # out: calls less on every decision.
         now = self._monotonic()
         tag = call.tag
         served = None
         if tag in self._held:  # a client holding none (most of those that ask Redis) is passed by without its key
             # Its last allowance, if this request is like the one that took it: the same windows tuple (held in
             # _last, so the same object) and options make the same key. Compared here rather than the key made and
-            # looked up: about 2,000 instructions less a busy request (make bench-count). One replaced or ended serves
-            # nothing (ends_at), and the key decides.
+            # looked up on every busy request. One replaced or ended serves nothing (ends_at), and the key decides.
             last = self._last.get(tag)
             if (
                 last is not None and last[0] is call.windows and last[1] == call.weight

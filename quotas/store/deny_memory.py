@@ -71,7 +71,12 @@ class DenyMemory:
             elif (window.weight if weight is None else weight) >= entry.min_weight:
                 wait_us = math.ceil((entry.until - now) * US_PER_SECOND)
                 reset_us = math.ceil((entry.reset_at - now) * US_PER_SECOND)
-                hits.append(WindowState(window, False, entry.remaining, reset_us, wait_us, quota=entry.quota))
+                hits.append(
+                    WindowState(
+                        window=window, ok=False, remaining=entry.remaining, reset_us=reset_us, retry_us=wait_us,
+                        quota=entry.quota,
+                    )
+                )  # fmt: skip
         return hits
 
     def ban(self, tag: str, wait_us: int) -> None:

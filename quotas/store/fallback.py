@@ -80,7 +80,10 @@ class LocalLimiter:
                         commit()
             while len(self._state) > self.size:
                 self._state.popitem(last=False)
-        decision = Decision(allowed, [s for s, _ in checks], now, weight, local=True, tag=tag, multiplier=multiplier)
+        decision = Decision(
+            allowed=allowed, states=[s for s, _ in checks], now=now, weight=weight, local=True, tag=tag,
+            multiplier=multiplier,
+        )  # fmt: skip
         decision.cost_micros = cost_micros
         decision.fallback = True
         return decision
@@ -110,7 +113,7 @@ class LocalLimiter:
 
     def _check(self, tag: str, w: Window, now: float, *, weight: int | None, cost: int, multiplier: float) -> _Checked:
         if w.algorithm == "concurrency":
-            return WindowState(w, True, None, 0, 0), None
+            return WindowState(window=w, ok=True, remaining=None, reset_us=0, retry_us=0), None
         if w.period:
             return self._check_period(tag, w, now, weight=weight, cost=cost)
         quota = max(1, math.floor(scaled(w, multiplier) * self.share))
@@ -125,9 +128,12 @@ class LocalLimiter:
             def commit(slot: list[float] = slot, value: float = new_tat) -> None:
                 slot[0] = value
 
-            return WindowState(w, True, remaining, int((new_tat - now) * US_PER_SECOND), 0, quota=quota), commit
+            reset_us = int((new_tat - now) * US_PER_SECOND)
+            admitted = WindowState(window=w, ok=True, remaining=remaining, reset_us=reset_us, retry_us=0, quota=quota)
+            return admitted, commit
         retry = None if units > quota else int((new_tat - now - quota * interval) * US_PER_SECOND) + 1
-        return WindowState(w, False, 0, int((tat - now) * US_PER_SECOND), retry, quota=quota), None
+        reset_us = int((tat - now) * US_PER_SECOND)
+        return WindowState(window=w, ok=False, remaining=0, reset_us=reset_us, retry_us=retry, quota=quota), None
 
     def _check_period(self, tag: str, w: Window, now: float, *, weight: int | None, cost: int) -> _Checked:
         bounds = period_bounds(w.period, now, quota_settings.BUDGET_TIME_ZONE, w.anchor_day)
@@ -151,7 +157,13 @@ class LocalLimiter:
             def commit(slot: list[float] = slot, units: int = units) -> None:
                 slot[1] += units
 
-            return WindowState(
-                w, True, int(quota - slot[1] - units), reset, 0, used=int(slot[1] + units), quota=quota
-            ), commit
-        return WindowState(w, False, int(max(0, quota - slot[1])), reset, reset, used=int(slot[1]), quota=quota), None
+            admitted = WindowState(
+                window=w, ok=True, remaining=int(quota - slot[1] - units), reset_us=reset, retry_us=0,
+                used=int(slot[1] + units), quota=quota,
+            )  # fmt: skip
+            return admitted, commit
+        refused = WindowState(
+            window=w, ok=False, remaining=int(max(0, quota - slot[1])), reset_us=reset, retry_us=reset,
+            used=int(slot[1]), quota=quota,
+        )  # fmt: skip
+        return refused, None

@@ -41,7 +41,7 @@ from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
 from quotas.store.interface import Store
 from quotas.store.owed import OwedSpend
-from quotas.store.redis_store import banned_states
+from quotas.store.replies import banned_states
 from quotas.store.usage_buffer import UsageBuffer
 from quotas.store.usage_counting import InProcessUsage
 
@@ -97,9 +97,11 @@ class Guard:
         The options are :class:`~quotas.store.decision.DecideCall`'s. Raises
         :class:`StoreUnavailable` when Redis fails.
         """
-        return self.decide_call(
-            DecideCall(tag, windows, weight, now, cost_micros, usage, peek, multiplier, ban_policy, request_id)
-        )
+        call = DecideCall(
+            tag=tag, windows=windows, weight=weight, now=now, cost_micros=cost_micros, usage=usage, peek=peek,
+            multiplier=multiplier, ban_policy=ban_policy, request_id=request_id,
+        )  # fmt: skip
+        return self.decide_call(call)
 
     def decide_call(self, call: DecideCall) -> Decision:
         """The decision on ``call``: from an allowance, remembered, else Redis's. Raises
@@ -137,10 +139,10 @@ class Guard:
         """The decision this process makes without Redis: from the client's allowance, or a refusal it
         remembers; else None, the call set to ask for the allowance a busy client wants. Raises
         :class:`StoreUnavailable` while the circuit breaker is open."""
-        # One function rather than a helper per step, and the memory of refusals passed by while it is empty:
-        # about 3,800 instructions less a cold decision (cachegrind, the guard and its store alone).
-        # A one-off question at another moment (now=) or an operator's peek is asked of Redis as it is; a test that
-        # moves the engine's clock (quotas.clock) takes this path, allowances and remembered refusals included.
+        # One function rather than a helper per step, and the memory of refusals passed by while it is empty: calls
+        # less on every decision. A one-off question at another moment (now=) or an operator's peek is asked of
+        # Redis as it is; a test that moves the engine's clock (quotas.clock) takes this path, allowances and
+        # remembered refusals included.
         own = call.now is None and not call.peek
         allowances = self.allowances
         if own and allowances is not None and call.allowance_ok:
@@ -162,13 +164,16 @@ class Guard:
         if banned_for:
             self.usage.count_locally(tag, call.usage, Counter.DENIED_BANNED)
             states, now = banned_states(windows, banned_for, call.multiplier), self.clock.now()
-            return Decision(False, states, now, weight, local=True, tag=tag, banned=True, ban_wait_us=banned_for)
+            return Decision(
+                allowed=False, states=states, now=now, weight=weight, local=True, tag=tag, banned=True,
+                ban_wait_us=banned_for,
+            )  # fmt: skip
         # With escalation on, refusals must reach Redis to be counted toward a ban
         # (which is then remembered here); a flood costs at most the ban threshold.
         refused = [] if call.ban_policy else self.deny_memory.check(tag, windows, weight)
         if refused:
             self.usage.count_locally(tag, call.usage, Counter.DENIED_RATE)
-            return Decision(False, refused, self.clock.now(), weight, local=True, tag=tag)
+            return Decision(allowed=False, states=refused, now=self.clock.now(), weight=weight, local=True, tag=tag)
         return None
 
     def _failed(self, tag: str, exc: StoreUnavailable) -> StoreUnavailable:
@@ -191,7 +196,7 @@ class Guard:
             return decision  # a test's or an operator's question: nothing to remember
         tag = call.tag
         if decision.states and not decision.banned:
-            # A loop, not any() over a generator: about 1,500 instructions less a decision (cachegrind).
+            # A loop, not any() over a generator: the generator's frame costs more than the loop's work.
             for window in call.windows:
                 if window.period:
                     self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend

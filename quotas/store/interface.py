@@ -21,8 +21,8 @@ from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
-from quotas.store.redis_store import Ban
 from quotas.store.refusal_lists import RefusalLists
+from quotas.store.replies import Ban
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
 from quotas.store.usage_counters import UsageCounters

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -23,12 +23,8 @@ from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
 from quotas.contract.protocol import (
-    NEVER,
-    REPLY_HEAD,
-    REPLY_PER_WINDOW,
     US_PER_SECOND,
     AdjustedBudget,
-    DecideFlag,
     DecideReply,
     adjust_args,
     decide_args,
@@ -41,15 +37,16 @@ from quotas.formats.periods import UsageDay, usage_day_span
 from quotas.rules.limits import Window
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
-from quotas.store.decision import DecideCall, Decision, WindowState, scaled
+from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
 from quotas.store.refusal_lists import RefusalLists
+from quotas.store.replies import Ban, decision_of, parse_ban
+from quotas.store.resp import Encoded, bulk
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
-from quotas.store.transport import Encoded, bulk
 from quotas.store.usage_counters import UsageCounters
 from quotas.store.usage_day import usage_day_of
 
@@ -82,9 +79,8 @@ class RedisStore:
         self.server = Server(client, prefix, buckets)
         self.primaries = Primaries(client)
         # decide.lua's ARGV runs kept in Redis's protocol, by their items (see encode): per route, with the fields
-        # of its windows that have keys of their own; per moment; and each bucket's keys of the day. Encoding the
-        # runs on every call would cost a cold decision about 22,000 instructions with one window, 31,000 with
-        # five; finding them costs about 2,000 (cachegrind).
+        # of its windows that have keys of their own; per moment; and each bucket's keys of the day: finding them
+        # costs a tenth of encoding them on every call.
         self._routes: dict[tuple[object, ...], tuple[bytes | None, tuple[str, ...]]] = {}
         self._moments: dict[tuple[object, ...], bytes | None] = {}
         self._buckets: dict[str, bytes] = {}  # by the usage key, which names the bucket and the day
@@ -124,7 +120,7 @@ class RedisStore:
         decision, for reconciliation). The server's clock decides unless ``call.now`` is given or the store's clock
         is injected (then it is the clock's ``now()``).
 
-        The ARGV is an :class:`~quotas.store.transport.Encoded` list: with it, in Redis's protocol, the runs of
+        The ARGV is an :class:`~quotas.store.resp.Encoded` list: with it, in Redis's protocol, the runs of
         slots that its route and the moment fix, kept encoded here (see :class:`~quotas.contract.protocol.DecideArg`).
         """
         now = call.now
@@ -135,7 +131,7 @@ class RedisStore:
         keys = client_keys(self.prefix, call.tag, self.buckets)  # as keys_of, without its call
         # The scripts check the day against the Redis server's clock and date it themselves only when the two
         # disagree (around midnight where budget days begin). The day here is the quarter hour's, kept here while
-        # ``at`` is in it: two calls less a decision (part of the 8,700 instructions of Allowances.take's comment).
+        # ``at`` is in it: two calls less a decision.
         zone = quota_settings.BUDGET_TIME_ZONE
         start, end, kept_zone, day = self._day
         if not start <= at < end or kept_zone != zone:
@@ -182,69 +178,15 @@ class RedisStore:
 
         Raises ValueError for a reply of another length than the head alone (a banned client's) or the head and
         every window's slots."""
-        windows, multiplier = call.windows, call.multiplier
-        size = len(raw)
-        if size != REPLY_HEAD + REPLY_PER_WINDOW * len(windows) and size != REPLY_HEAD:
-            raise ValueError(f"decide.lua replied {size} values for {len(windows)} windows")
-        # The slots read where they are, in the order of DecideReply's head and WindowReply's fields (which
-        # DecideReply.decode builds as objects), and Decision made by position: decoding costs about 13,000
-        # instructions with one window instead of 44,000, 32,000 with five instead of 77,000 (cachegrind).
-        # Unpacking fails loudly if the layout ever changes.
-        allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
-        if flags == _BANNED:  # a banned client's limits are not read: no window in the reply
-            states = banned_states(windows, ban_wait_us, multiplier)
-        else:
-            states = []
-            start = REPLY_HEAD
-            # Each state made by object.__new__ and its slots set here, rather than by WindowState(...): its class
-            # call and __init__'s frame cost about 1,100 instructions a window more (cachegrind, as in
-            # Allowance.states_now). Every field is set, in WindowState's order.
-            new = object.__new__
-            for window in windows:
-                ok, remaining, reset_us, retry_us, delay_us, used, alert = raw[start : start + REPLY_PER_WINDOW]
-                start += REPLY_PER_WINDOW
-                state = new(WindowState)
-                state.window = window
-                state.ok = ok == 1
-                state.remaining = remaining
-                state.reset_us = reset_us
-                state.retry_us = None if retry_us == NEVER else retry_us
-                state.delay_us = delay_us
-                state.used = used
-                state.alert = alert
-                state.quota = window.quota if multiplier == 1.0 else scaled(window, multiplier)
-                states.append(state)
-        # What readers derive once for these windows and weight (the headers' texts: a cold decision admitted
-        # costs about 16,000 instructions less with five windows, 3,000 with one, make bench-count). Only for the
-        # snapshot's own tuples: a list is made for one request.
+        # What readers derive once for these windows and weight (the headers' texts), shared by the decisions
+        # with the snapshot's own tuple of them: a list is made for one request.
+        windows = call.windows
         memo = None
         if type(windows) is tuple:
             memo_key = (id(windows), call.weight)
             kept = self._memos.get(memo_key)
             memo = (kept if kept is not None else _keep(self._memos, memo_key, (windows, {})))[1]
-        # Every field by position, in Decision's order (keywords cost its __init__ about 5,000 instructions more).
-        return Decision(
-            allowed == 1,
-            states,
-            now_us / US_PER_SECOND,
-            call.weight,
-            False,  # local
-            call.tag,
-            call.cost_micros,
-            call.usage,
-            specs,
-            False,  # reconciled
-            multiplier,
-            flags == _REDUCED_ONLY,
-            flags == _BANNED,
-            flags == _BAN_STARTED,
-            ban_wait_us,
-            call.request_id,
-            False,  # fallback
-            granted,
-            False,  # allowance
-            memo,
-        )
+        return decision_of(call, specs, raw, memo)
 
     def count(self, tag: str, usage: str, *, allowed: bool, weight: int | None, cost_micros: int) -> Decision:
         """Count in ``tag``'s usage a request decided without limits (an allow or deny list's entry)."""
@@ -266,7 +208,10 @@ class RedisStore:
         except STORE_ERRORS as exc:
             raise _failure(f"counting a listed request of {tag}", exc) from exc
         now_us = DecideReply.decode(raw, 0).now_us
-        return Decision(allowed, [], now_us / US_PER_SECOND, weight, tag=tag, cost_micros=cost_micros, usage=usage)
+        return Decision(
+            allowed=allowed, states=[], now=now_us / US_PER_SECOND, weight=weight, tag=tag, cost_micros=cost_micros,
+            usage=usage,
+        )  # fmt: skip
 
     def refund(
         self, decision: Decision, states: Sequence[WindowState], times: int = 1, log_at_us: int | None = None
@@ -415,43 +360,9 @@ class RedisStore:
         self.transport.close()
 
 
-@dataclass(frozen=True, slots=True)
-class Ban:
-    """A client's ban, as ban.lua keeps it in its ``!bn`` field."""
-
-    until: float  # seconds since the epoch, by the Redis server's clock
-    strikes: int  # bans in a row (the n-th lasts the policy's n-th duration)
-    seconds_left: float = 0.0  # when read by RedisStore.ban: until it ends
-
-
-#: A ``!bn`` value: "<until us>:<strikes>:<strikes kept until us>" (see ban.lua).
-_BAN = re.compile(r"(\d+):(\d+):(\d+)")
-
-
-def parse_ban(raw: bytes | str | None) -> Ban | None:
-    """The ban in a ``!bn`` value (ended or not), or None for no value or one not in ban.lua's format."""
-    found = _BAN.fullmatch(raw.decode() if isinstance(raw, bytes) else raw or "")
-    return Ban(int(found[1]) / US_PER_SECOND, int(found[2])) if found else None
-
-
 def glob_escape(text: str) -> str:
     """``text`` as a literal in a Redis MATCH pattern (SCAN, HSCAN)."""
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
-# The reply's flags as plain ints: an IntEnum member's lookup costs about 1,000 instructions (cachegrind).
-_BANNED, _BAN_STARTED, _REDUCED_ONLY = int(DecideFlag.BANNED), int(DecideFlag.BAN_STARTED), int(DecideFlag.REDUCED_ONLY)
-
-
-def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:
-    """What a banned client's windows show: nothing left until the ban ends.
-
-    The script does not read a banned client's limits, so there are no real
-    states; these give every 429 of a ban its RateLimit headers (r=0, t = the
-    ban's end) without counting as refusals of those windows (``ok`` stays True:
-    the ban refused the request, not the windows).
-    """
-    return [WindowState(w, True, 0, wait_us, 0, quota=scaled(w, multiplier)) for w in windows]
 
 
 #: Routes (or moments) a store keeps encoded at most: past it the table starts afresh rather than grow.

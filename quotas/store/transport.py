@@ -5,9 +5,10 @@ as FCALL where the server has functions (Redis 7+) and as EVALSHA where it
 does not (Redis 6.2), loading the library or the script only when the server
 answers that it lacks it (after a restart, a FUNCTION FLUSH or SCRIPT FLUSH,
 a failover). Those answers mean nothing ran, so the call is simply sent again.
-A call whose KEYS and ARGV come encoded (:class:`Encoded`, from runs the store keeps in Redis's protocol,
-:func:`bulk`) is written on the socket as it is, byte for byte what packing every item would send
-(``tests/quotas/test_store_encoding.py``), and its reply read there with hiredis's Reader.
+A call whose KEYS and ARGV come encoded (:class:`~quotas.store.resp.Encoded`, from runs the store keeps in
+Redis's protocol) is sent as it is, byte for byte what packing every item would send
+(``tests/quotas/test_store_encoding.py``), through redis-py's public ``Connection.send_packed_command``, and
+its reply read by ``Connection.read_response``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ import contextlib
 import hashlib
 import logging
 import os
-import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 from asgiref.sync import sync_to_async
@@ -31,56 +31,9 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quotas.contract.library import function_name, library_source, script_source
-
-try:
-    from hiredis import pack_command
-    from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
-except ImportError:  # hiredis is recommended, not required: redis-py's own packer and parser then
-    pack_command = NOT_ENOUGH_DATA = _HiredisParser = None  # type: ignore[assignment,misc]  # "no hiredis"
-#: hiredis's packer, typed for what the store sends (str, bytes, int, float), or None without hiredis.
-_pack_with_hiredis: Callable[[Any], bytes] | None = pack_command
+from quotas.store.resp import Encoded, bulk, pack
 
 logger = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
-
-
-class Encoded(list[_T]):
-    """A script call's KEYS or ARGV: a list like any other (for every client, and the memory store) that also
-    carries ``resp``, its items in Redis's protocol (KEYS with their count first), which the store makes from
-    parts it keeps encoded. :class:`LuaScript` sends those rather than packing the items again; None: pack them.
-    Made as a list, then given its ``resp`` (a Python ``__init__`` cost about 3,000 instructions, cachegrind)."""
-
-    __slots__ = ("resp",)
-    resp: bytes | None
-
-
-#: An empty bulk string, the most common item of all.
-_EMPTY = b"$0\r\n\r\n"
-
-
-def bulk(items: Iterable[Any]) -> bytes:
-    """``items`` (str, bytes, int or float) as Redis's protocol's bulk strings, as hiredis's packer writes them
-    (str as UTF-8, a float by its repr); raises TypeError for another type."""
-    out = []
-    for item in items:
-        kind = type(item)
-        if kind is str:
-            if not item:
-                out.append(_EMPTY)
-                continue
-            raw = item.encode()
-        elif kind is bytes:
-            raw = item
-        elif kind is int:
-            raw = b"%d" % item
-        elif kind is float:
-            raw = repr(item).encode()
-        else:
-            raise TypeError(f"cannot send a {kind.__name__} to Redis")
-        out.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
-    return b"".join(out)
-
 
 #: What to do about an error reply that proves the call never ran (see :func:`remedy`).
 LOAD_LIBRARY, USE_EVAL, LOAD_SCRIPT = "load-library", "use-eval", "load-script"
@@ -115,15 +68,13 @@ HOLD_SECONDS = 1.0
 class _HeldConnection:
     """One thread's connection, handed back to its pool when the thread ends."""
 
-    __slots__ = ("conn", "pid", "polled", "poller", "pool_ref", "until")
+    __slots__ = ("conn", "pid", "pool_ref", "until")
 
     def __init__(self, pool: Any) -> None:
         # A weak reference: the pool's client owns the pool, not the threads that borrow from it.
         self.pool_ref = weakref.ref(pool)
         self.conn: Any = None  # a redis-py Connection while held
         self.pid, self.until = 0, 0.0
-        self.poller: Any = None  # a select.poll watching ``polled``, the socket it was made for
-        self.polled: Any = None
 
     def release(self) -> None:
         conn, self.conn = self.conn, None
@@ -162,17 +113,17 @@ class LuaScript:
 
     With a plain :class:`redis.Redis` client each thread keeps one pooled
     connection (shared by all scripts on that client) for up to
-    :data:`HOLD_SECONDS` and writes the packed call to
-    it directly: redis-py's generic command path (pool checkout and release,
-    argument encoding, retries, callbacks) costs about as much as the decision
-    itself, and the store and its guard handle failures on their own. Other clients
-    (cluster) use redis-py's ``fcall`` and its own :class:`~redis.commands.core.Script`.
+    :data:`HOLD_SECONDS` and sends the packed call on it with the connection's
+    own ``send_packed_command`` and ``read_response``: redis-py's generic
+    command path (pool checkout and release, argument encoding, retries,
+    callbacks) costs about as much as the decision itself, and the store and
+    its guard handle failures on their own. Other clients (cluster) use
+    redis-py's ``fcall`` and its own :class:`~redis.commands.core.Script`.
 
     The held path is kept because a call on it costs half of one through
-    redis-py's ``register_script`` (``make bench`` section 8: 39 against
-    84 us); its poll for a closed socket, 2 us of those, buys never losing a
-    request to a connection Redis closed (see :meth:`_send`). The runs are
-    in docs/benchmark-history.md.
+    redis-py's ``register_script`` (figures in docs/benchmark-history.md); its
+    check for a closed connection (``Connection.can_read``) buys never losing
+    a request to a connection Redis closed (see :meth:`_send`).
     """
 
     def __init__(self, client: Any, source: str, function: str | None = None, library: str | None = None) -> None:
@@ -225,17 +176,16 @@ class LuaScript:
         conn = held.conn
         try:
             try:
-                return _reply(conn)
+                return conn.read_response()
             except ResponseError as exc:
                 fix = remedy(exc, functions)
                 if fix is None:
                     raise
                 self._apply(fix, lambda *command: _ask(conn, command))
-                conn.send_packed_command(_packed(conn, self.command(keys, args)), False)
+                conn.send_packed_command(pack(conn, self.command(keys, args)), False)
                 return conn.read_response()
         except (RedisConnectionError, RedisTimeoutError, OSError):
-            # A half-read reply must never be read by the next request on this connection.
-            conn.disconnect()
+            # redis-py dropped the connection (a half-read reply must never be read by the next request on it).
             held.release()
             raise
 
@@ -268,22 +218,23 @@ class LuaScript:
         if self._direct:  # redis-py's Script (the other clients) loads itself on NOSCRIPT
             ask("SCRIPT", "LOAD", self.source)
 
-    def _send(self, keys: Sequence[str], args: Sequence[object], functions: bool) -> _HeldConnection:  # noqa: C901, PLR0912  # one call on the hot path (see _reply)
-        """Write the command (see :meth:`command`) on this thread's connection; returns the connection it went out
+    def _send(self, keys: Sequence[str], args: Sequence[object], functions: bool) -> _HeldConnection:
+        """Send the command (see :meth:`command`) on this thread's connection; returns the connection it went out
         on.
 
         How a command that never reached Redis is told apart from one that may
-        have run: before writing, the idle connection is polled. Redis sends
-        nothing unasked, so a readable socket means the server closed it (EOF)
-        or left stray bytes: the command has not been written anywhere yet, so
-        a new connection is taken and it is written there. A write that fails
-        outright (reset, broken pipe) never delivered a complete command, and
-        Redis runs only complete commands: it is written once more on a new
-        connection. A failure on the second connection, a write that timed out,
-        or anything after the write succeeded, propagates."""
-        # The command from the encodings keys and args carry (Encoded). Packing every item in hiredis's packer was
-        # about 30,000 instructions a cold decision with one window, 38,000 with five; this is about 4,000, and the
-        # store's share of the encoding about 8,000 (cachegrind).
+        have run: before sending, the idle connection is asked whether it has
+        anything to read (``can_read``). Redis sends nothing unasked, so a
+        readable connection, or one found closed (EOF), was closed by the
+        server or holds stray bytes: the command has not been sent anywhere
+        yet, so a new connection is taken and it goes out there. A write that
+        fails outright (reset, broken pipe: redis-py's ConnectionError) never
+        delivered a complete command, and Redis runs only complete commands:
+        it is sent once more on a new connection. A failure on the second
+        connection, a write that timed out, or anything after the write
+        succeeded, propagates."""
+        # The command from the encodings keys and args carry (Encoded), rather than every item packed again
+        # (figures in docs/benchmark-history.md).
         packed = None
         if type(keys) is Encoded and type(args) is Encoded and keys.resp is not None and args.resp is not None:
             head = b"*%d\r\n" % (3 + len(keys) + len(args))
@@ -301,89 +252,18 @@ class LuaScript:
                 held.pid, held.until = os.getpid(), now + HOLD_SECONDS
             conn = held.conn
             try:
-                command = packed if packed is not None else _packed(conn, self.command(keys, args, functions))
-                sock = getattr(conn, "_sock", None)
-                if sock is None:  # not connected yet: redis-py connects, then writes
-                    conn.send_packed_command(command, False)
-                    return held
-                # The idle connection polled with no wait (one poll(2), about a microsecond), in exchange for never
-                # losing a request to a connection Redis closed. The poll object is kept for the socket it watches:
-                # a new one and its registration were about 2,400 instructions a call (cachegrind).
-                if held.polled is not sock:
-                    held.poller, held.polled = select.poll(), sock
-                    held.poller.register(sock, select.POLLIN | select.POLLPRI)
-                if held.poller.poll(0):  # readable: closed by the server, or holding bytes nobody asked for
-                    raise RedisConnectionError("connection closed by the server while idle")
-                # Written on the socket itself, as conn.send_packed_command would, with its errors (see _reply).
-                try:
-                    for chunk in command:
-                        sock.sendall(chunk)
-                except TimeoutError as exc:
-                    conn.disconnect()
-                    raise RedisTimeoutError("Timeout writing to socket") from exc
-                except OSError as exc:
-                    conn.disconnect()
-                    raise RedisConnectionError(f"Error while writing to socket: {exc.args}") from exc
-                except BaseException:  # a partial write must never be followed by another command on this connection
-                    conn.disconnect()
-                    raise
+                command = packed if packed is not None else pack(conn, self.command(keys, args, functions))
+                # Connects first if it is not connected; raises ConnectionError for one the server closed.
+                if conn.can_read():  # bytes nobody asked for
+                    raise RedisConnectionError("connection holding unread bytes while idle")
+                conn.send_packed_command(command, check_health=False)  # redis-py drops it on any failure
                 return held
-            except (RedisConnectionError, OSError):
+            except RedisConnectionError:
                 conn.disconnect()
                 held.release()
                 if attempt:
                     raise
         raise AssertionError("unreachable")
-
-
-# Writing the packed command (LuaScript._send) and reading its reply (_reply) straight on the socket, with
-# hiredis's Reader, where redis-py would take six calls of its own (send_packed_command, read_response and the
-# parser's): about 6,600 instructions a call, 1,400 of them the write's (cachegrind). Errors are raised as redis-py
-# raises them, and the connection is dropped the same way.
-
-
-def _reply(conn: Any) -> Any:  # noqa: C901  # one call on the hot path
-    """The reply to the command just written on ``conn``, as ``conn.read_response()`` returns it (an error reply
-    raised). Read directly from the socket with hiredis's Reader (a push, RESP3, before it goes to redis-py's
-    handlers, as its parser hands it over); through redis-py without it. A failure drops ``conn`` as redis-py
-    does."""
-    parser: Any = getattr(conn, "_parser", None)
-    if type(parser) is not _HiredisParser or parser._reader is None or parser._sock is None:
-        return conn.read_response()  # redis-py raises its own error for a closed connection
-    reader: Any = parser._reader  # hiredis's stubs miss feed()'s bytearray
-    sock, buffer = parser._sock, parser._buffer
-    push = getattr(parser, "_hiredis_PushNotificationType", None)  # redis-py 6+ (RESP3 pushes); 5.x has none
-    try:
-        while True:
-            answer = reader.gets()
-            while answer is NOT_ENOUGH_DATA:
-                size = sock.recv_into(buffer)
-                if not size:
-                    raise RedisConnectionError("Connection closed by server.")
-                reader.feed(buffer, 0, size)
-                answer = reader.gets()
-            if push is None or not isinstance(answer, push):
-                break
-            parser.handle_push_response(answer)
-    except TimeoutError as exc:
-        conn.disconnect()
-        raise RedisTimeoutError(f"Timeout reading from {conn._host_error()}") from exc
-    except OSError as exc:
-        conn.disconnect()
-        raise RedisConnectionError(f"Error while reading from {conn._host_error()} : {exc.args}") from exc
-    except BaseException:  # a half-read reply must never be read by the next command
-        conn.disconnect()
-        raise
-    if conn.health_check_interval:
-        conn.next_health_check = time.monotonic() + conn.health_check_interval
-    if isinstance(answer, list) and answer and isinstance(answer[0], RedisConnectionError):
-        answer = answer[0]
-    if isinstance(answer, (RedisConnectionError, ResponseError)):
-        try:
-            raise answer
-        finally:
-            del answer  # as redis-py does: the error held by this frame, which its traceback holds, is a cycle
-    return answer
 
 
 class AsyncLuaScript:
@@ -418,20 +298,6 @@ class AsyncLuaScript:
                         )
                 self.functions = False
         raise AssertionError("unreachable")
-
-
-def _packed(conn: Any, command: tuple[object, ...]) -> Any:
-    """``command`` in Redis's protocol: hiredis's packer called directly when hiredis is installed, else
-    redis-py's. The bytes are the same (hiredis encodes str as UTF-8 and a float by its repr, as redis-py's
-    encoder does); redis-py's own path with hiredis first copies every argument through a generator, which
-    cost a cold decision about 33,000 instructions (1 limit; 40,000 with 5: ``make bench-count``). A type
-    hiredis refuses goes through redis-py, whose DataError names it."""
-    if _pack_with_hiredis is not None:
-        try:  # not contextlib.suppress: a context manager per call costs more than the try
-            return [_pack_with_hiredis(command)]
-        except TypeError:
-            pass
-    return conn.pack_command(*command)
 
 
 def _ask(conn: Any, command: tuple[object, ...]) -> Any:

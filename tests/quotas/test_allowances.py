@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import signal
 import time
-from dataclasses import fields, replace
+from dataclasses import fields
 
 import pytest
 import redis
@@ -14,11 +14,12 @@ from rest_framework.test import APIClient
 
 from config.embedded_redis import RedisServer
 from quotas.formats.rates import Rate, parse_rates
-from quotas.http.headers import header_entries, rate_limit_headers
+from quotas.http.headers import rate_limit_headers
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
 from quotas.store import allowances
-from quotas.store.decision import DecideCall, Decision, WindowState
+from quotas.store.decision import DecideCall, Decision
+from quotas.store.served import served_states
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
 from tests.usage_counters import usage_totals
@@ -78,16 +79,21 @@ def test_served_headers_are_those_of_the_general_path(busy, settings, legacy, we
     served = [d for d in (ask("{h}", wins, weight=weight) for _ in range(12)) if d.allowance]
     assert len(served) >= 5
     for decision in served:
-        # Made without Decision's __init__ either: every field set (equal to itself as __init__ makes it).
-        assert decision == type(decision)(*(getattr(decision, f.name) for f in fields(Decision)))
-        for s in decision.states:  # made without WindowState's __init__: every field set, as it would set them
-            assert s == WindowState(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.delay_us, s.used, s.alert)
+        # Every field set (read without an AttributeError), the states made when first read.
+        assert type(decision)(decision, decision.basis, decision.ahead, decision.elapsed_us, decision.memo)
+        assert {f.name: getattr(decision, f.name) for f in fields(Decision)}
+        for s in decision.states:
             assert s.quota == s.window.quota
-        plain = replace(decision, memo=None)  # the general path
+        plain = as_plain(decision)  # read from its states
+        assert decision.readings() == plain.readings()
         assert rate_limit_headers(decision) == rate_limit_headers(plain)
-        assert header_entries(decision) == header_entries(plain)
     assert served[0].memo is served[-1].memo  # the texts are worked out once an allowance
-    assert served[0].memo["served"]
+    assert served[0].memo["headers"]
+
+
+def as_plain(served: Decision) -> Decision:
+    """A plain Decision with ``served``'s fields, its states made, no memo."""
+    return Decision(**{**{f.name: getattr(served, f.name) for f in fields(Decision)}, "memo": None})
 
 
 @pytest.mark.redis
@@ -97,17 +103,17 @@ def test_a_served_decisions_states_are_made_when_first_read(busy):
     wins = windows("1000/hour")
     ask("{l}", wins)
     ask("{l}", wins)  # takes the allowance
-    header_entries(ask("{l}", wins))  # the allowance's texts, worked out once
+    rate_limit_headers(ask("{l}", wins))  # the allowance's texts, worked out once
     served = ask("{l}", wins)
     assert served.allowance
-    entries = header_entries(served)
+    entries = rate_limit_headers(served)
     with pytest.raises(AttributeError):  # not made
         Decision.__dict__["states"].__get__(served, type(served))
     states = served.states
     assert states is served.states
-    assert states == allowances.served_states(served.basis, served.ahead, served.elapsed_us, False)
+    assert states == served_states(served.basis, served.ahead, served.elapsed_us, False)
     assert [s.remaining for s in states] == [1000 - 4]  # its 4th request
-    assert entries == header_entries(replace(served, memo=None))
+    assert entries == rate_limit_headers(as_plain(served))
 
 
 def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_that_reach_redis(set_quotas):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from redis._parsers.helpers import _RedisCallbacks, _RedisCallbacksRESP2
+import redis
 from redis.commands.core import CoreCommands
 from redis.event import EventDispatcher
 from redis.exceptions import ResponseError
@@ -48,10 +48,18 @@ def forget(url: str = "memory://") -> None:
         _keyspaces.pop(_name(url), None)
 
 
-#: redis-py's parsing of RESP2 replies, so this client answers in exactly the shapes redis.Redis does (by
-#: command name in capitals, as _Commands._run looks them up). These two tables are what redis.Redis itself
-#: is built from in every redis-py this package allows (5.3 to 8, which keeps these names for this use).
-_CALLBACKS = {name.upper(): parse for name, parse in {**_RedisCallbacks, **_RedisCallbacksRESP2}.items()}
+def _resp2_callbacks() -> dict[str, Any]:
+    """redis-py's parsing of RESP2 replies, so this client answers in exactly the shapes redis.Redis does: a
+    RESP2 client's public ``response_callbacks`` (by command name in capitals, as _Commands._run looks them
+    up). Making the client opens no connection."""
+    client = redis.Redis(protocol=2)
+    try:
+        return {str(name).upper(): parse for name, parse in client.response_callbacks.items()}
+    finally:
+        client.close()
+
+
+_CALLBACKS = _resp2_callbacks()
 
 
 def as_client_error(exc: ResponseError) -> ResponseError:

@@ -1,0 +1,106 @@
+"""What the store reads back: the :class:`~quotas.store.decision.Decision` in decide.lua's reply
+(:func:`decision_of`), the states a banned client's windows show (:func:`banned_states`), and a client's ban as
+ban.lua keeps it (:func:`parse_ban`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from quotas.contract.protocol import NEVER, REPLY_HEAD, REPLY_PER_WINDOW, US_PER_SECOND, DecideFlag
+from quotas.rules.limits import Window
+from quotas.store.decision import DecideCall, Decision, WindowState, scaled
+
+
+def decision_of(call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: dict[str, Any] | None) -> Decision:
+    """The decision in decide.lua's reply ``raw`` to ``call``, whose windows' specs were ``specs``, sharing
+    ``memo`` (:attr:`Decision.memo`) with the decisions of the same windows and weight.
+
+    Raises ValueError for a reply of another length than the head alone (a banned client's) or the head and
+    every window's slots."""
+    windows, multiplier = call.windows, call.multiplier
+    size = len(raw)
+    if size != REPLY_HEAD + REPLY_PER_WINDOW * len(windows) and size != REPLY_HEAD:
+        raise ValueError(f"decide.lua replied {size} values for {len(windows)} windows")
+    # The slots read where they are, in the order of DecideReply's head and WindowReply's fields, rather than
+    # through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking fails loudly if
+    # the layout ever changes.
+    allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
+    if flags == _BANNED:  # a banned client's limits are not read: no window in the reply
+        states = banned_states(windows, ban_wait_us, multiplier)
+    else:
+        states = []
+        start = REPLY_HEAD
+        for window in windows:
+            ok, remaining, reset_us, retry_us, delay_us, used, alert = raw[start : start + REPLY_PER_WINDOW]
+            start += REPLY_PER_WINDOW
+            states.append(
+                WindowState(
+                    window=window,
+                    ok=ok == 1,
+                    remaining=remaining,
+                    reset_us=reset_us,
+                    retry_us=None if retry_us == NEVER else retry_us,
+                    delay_us=delay_us,
+                    used=used,
+                    alert=alert,
+                    quota=window.quota if multiplier == 1.0 else scaled(window, multiplier),
+                )
+            )
+    return Decision(
+        allowed=allowed == 1,
+        states=states,
+        now=now_us / US_PER_SECOND,
+        weight=call.weight,
+        tag=call.tag,
+        cost_micros=call.cost_micros,
+        usage=call.usage,
+        specs=specs,
+        multiplier=multiplier,
+        reduced_only=flags == _REDUCED_ONLY,
+        banned=flags == _BANNED,
+        ban_started=flags == _BAN_STARTED,
+        ban_wait_us=ban_wait_us,
+        request_id=call.request_id,
+        granted=granted,
+        memo=memo,
+    )
+
+
+# The reply's flags as plain ints: an IntEnum member's lookup goes through the enum's descriptor each time.
+_BANNED, _BAN_STARTED, _REDUCED_ONLY = int(DecideFlag.BANNED), int(DecideFlag.BAN_STARTED), int(DecideFlag.REDUCED_ONLY)
+
+
+def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:
+    """What a banned client's windows show: nothing left until the ban ends.
+
+    The script does not read a banned client's limits, so there are no real
+    states; these give every 429 of a ban its RateLimit headers (r=0, t = the
+    ban's end) without counting as refusals of those windows (``ok`` stays True:
+    the ban refused the request, not the windows).
+    """
+    return [
+        WindowState(window=w, ok=True, remaining=0, reset_us=wait_us, retry_us=0, quota=scaled(w, multiplier))
+        for w in windows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Ban:
+    """A client's ban, as ban.lua keeps it in its ``!bn`` field."""
+
+    until: float  # seconds since the epoch, by the Redis server's clock
+    strikes: int  # bans in a row (the n-th lasts the policy's n-th duration)
+    seconds_left: float = 0.0  # when read by RedisStore.ban: until it ends
+
+
+#: A ``!bn`` value: "<until us>:<strikes>:<strikes kept until us>" (see ban.lua).
+_BAN = re.compile(r"(\d+):(\d+):(\d+)")
+
+
+def parse_ban(raw: bytes | str | None) -> Ban | None:
+    """The ban in a ``!bn`` value (ended or not), or None for no value or one not in ban.lua's format."""
+    found = _BAN.fullmatch(raw.decode() if isinstance(raw, bytes) else raw or "")
+    return Ban(int(found[1]) / US_PER_SECOND, int(found[2])) if found else None
