@@ -29,13 +29,8 @@ PUBLIC_ANYWAY = {
     "_replace": "namedtuple's documented method (urllib.parse's results are namedtuples)",
     "_asdict": "namedtuple's documented method",
 }
-#: Known exceptions, each temporary and owned by another branch: (path, what) -> why it is still here.
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    # prometheus_client's histogram internals: branch i55-metrics-delay (merged into main) folds through its
-    # public API instead. Delete these two once that merge meets this test.
-    ("quotas/metrics_fold.py", "._upper_bounds"): "i55-metrics-delay",
-    ("quotas/metrics_fold.py", "._sum"): "i55-metrics-delay",
-}
+#: Known exceptions, each temporary and owned by another branch: (path, what) -> why it is still here. None now.
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 #: Calls whose first argument names an attribute (or a key of an object's ``__dict__``).
 NAMING_CALLS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
 DICT_CALLS = frozenset({"get", "pop", "setdefault"})
