@@ -17,7 +17,6 @@ from quotas.formats.rates import Rate, parse_rates
 from quotas.http.headers import rate_limit_headers
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
-from quotas.store import allowances
 from quotas.store.decision import DecideCall, Decision
 from quotas.store.served import served_states
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
