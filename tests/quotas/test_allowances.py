@@ -122,9 +122,8 @@ def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_tha
     Redis (2) would ask for 20 at most: allowances stuck near the square root of rate x horizon."""
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=1.0, SHARE=0.5, MAX_REQUESTS=1000)
     wins = windows("100000/hour")
-    started = time.monotonic()
+    # The engine's clock stands still (quota_clock): the 12 requests come within one instant, whatever the machine.
     decisions = [ask("{c}", wins) for _ in range(12)]
-    assert time.monotonic() - started < 0.5  # else the rate is lower than this test reckons
     grants = [d.granted for d in decisions if not d.allowance]
     assert grants[0] == 10
     assert [d.allowance for d in decisions] == [False] + [True] * 9 + [False, True]
