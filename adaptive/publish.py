@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from quotas.siblings import ControllerBoard
+from quotas.internal_api import ControllerBoard
 
 
 def publish_multipliers(board: ControllerBoard, multipliers: Mapping[int, float], now: float, ttl: float) -> None:

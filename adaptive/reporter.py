@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotas.exceptions import StoreUnavailable
-from quotas.siblings import ControllerBoard
+from quotas.internal_api import ControllerBoard
 
 from . import store
 from .conf import HOST_SIGNALS, adaptive_settings

@@ -22,7 +22,7 @@ from quotas.api import lift_ban
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.acl import covers_everyone, parse_network
 from quotas.formats.money import format_money, from_micros
-from quotas.siblings import plan_multiplier, rules_snapshot, scaled
+from quotas.internal_api import plan_multiplier, rules_snapshot, scaled
 
 from .checks import DEFAULT_PLAN_HINT, covers_every_request, default_plan_warning
 from .feeds import admin as feed_admin  # noqa: F401  (the feeds' admin lives with the feeds; this registers it)

@@ -295,9 +295,9 @@ def test_the_cycle_check_follows_relative_imports(tmp_path):
 def test_every_quotas_module_has_a_layer():
     """A new subpackage is placed in QUOTAS_LAYERS on purpose, not by the catch-all of the front doors."""
     catch_all = len(QUOTAS_LAYERS) - 1
-    top_level = {"quotas.api", "quotas.siblings", "quotas.apps", "quotas.admin", "quotas.checks", "quotas.middleware",
-                 "quotas.openapi", "quotas.testing", "quotas.throttling", "quotas.gunicorn", "quotas.startup",
-                 "quotas"}  # fmt: skip
+    top_level = {"quotas.api", "quotas.internal_api", "quotas.apps", "quotas.admin", "quotas.checks",
+                 "quotas.middleware", "quotas.openapi", "quotas.testing", "quotas.throttling", "quotas.gunicorn",
+                 "quotas.startup", "quotas"}  # fmt: skip
     front_door_packages = ("quotas.http", "quotas.drf", "quotas.django", "quotas.graphql", "quotas.management")
     unplaced = [
         name
@@ -320,12 +320,12 @@ def test_quotas_modules_import_only_their_layer_and_those_below():
     assert upward == []
 
 
-#: What the other apps may import of quotas: its public API (quotas.api), what is theirs alone (quotas.siblings)
+#: What the other apps may import of quotas: its public API (quotas.api), what is theirs alone (quotas.internal_api)
 #: and the contracts that have a module of their own (settings and their checks, errors, signals, problem bodies,
 #: the rules a backend builds and the formats they use, the DRF adapter, the metrics registry, the history's
 #: format, the SSRF guard of webhooks and feeds). Never the store, the runtime or identity.
 QUOTAS_PUBLIC = (
-    "quotas.api", "quotas.siblings", "quotas.settings",
+    "quotas.api", "quotas.internal_api", "quotas.settings",
     "quotas.checks",
     "quotas.exceptions", "quotas.signals", "quotas.problems", "quotas.rules", "quotas.formats", "quotas.drf",
     "quotas.openapi", "quotas.throttling", "quotas.middleware", "quotas.metrics", "quotas.observability.history",
@@ -348,8 +348,8 @@ def test_other_apps_use_only_the_public_parts_of_quotas(app):
 
 
 #: What no other app may take from quotas: the runtime. (The adaptive controller's own keys go through the store's
-#: ControllerBoard, quotas.siblings.controller_board, which hands out no client.)
-HANDS_OUT_REDIS = {"quotas.siblings": {"get_runtime"}}
+#: ControllerBoard, quotas.internal_api.controller_board, which hands out no client.)
+HANDS_OUT_REDIS = {"quotas.internal_api": {"get_runtime"}}
 
 
 def imported_names(source: str) -> Iterator[tuple[str, str, int]]:
@@ -361,7 +361,7 @@ def imported_names(source: str) -> Iterator[tuple[str, str, int]]:
 
 @pytest.mark.parametrize("app", sorted(set(MAY_IMPORT) - {"quotas"}))
 def test_other_apps_hold_no_runtime_store_or_redis_client(app):
-    """plans, usage, adaptive and dashboard read what the engine keeps in Redis through quotas.siblings' specific
+    """plans, usage, adaptive and dashboard read what the engine keeps in Redis through quotas.internal_api's specific
     calls (BackOffice, the controller's board): none imports redis, the runtime, or a history reader that takes a
     client."""
     offenders = []

@@ -240,7 +240,7 @@ SETTINGS = (
         hint="Use about 1 / the number of worker processes, e.g. 0.25 for 4 gunicorn workers.",
     ),
     # The spool is kept private (0700), one subdirectory per Redis URL and key prefix, each file signed
-    # with SECRET_KEY (quotas/store/usage_buffer.py). Point it at the project's run or state directory.
+    # with SECRET_KEY (quotas/store/usage_batches.py). Point it at the project's run or state directory.
     Setting(
         "USAGE_SPOOL_DIR", str | PathLike | None, None, kind="a directory path or None", check_id="quotas.E051",
         doc="where a process exiting during an outage leaves the usage it could not write (`None`: "

@@ -22,10 +22,10 @@ from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
 from quotas.store.redis_store import Ban
+from quotas.store.redis_usage import UsageCounters
 from quotas.store.refusal_lists import RefusalLists
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
-from quotas.store.usage_counters import UsageCounters
 
 
 class Store(Protocol):

@@ -41,17 +41,17 @@ from quotas.formats.periods import UsageDay, usage_day_span
 from quotas.rules.limits import Window
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
+from quotas.store.budget_day import usage_day_of
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
+from quotas.store.redis_usage import UsageCounters
 from quotas.store.refusal_lists import RefusalLists
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
 from quotas.store.transport import Encoded, bulk
-from quotas.store.usage_counters import UsageCounters
-from quotas.store.usage_day import usage_day_of
 
 
 class RedisStore:

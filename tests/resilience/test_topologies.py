@@ -23,7 +23,7 @@ from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from quotas.store.history_store import read_history, read_top_clients
 from quotas.store.refusal_lists import RefusalLists
-from quotas.store.usage_hashes import scan_usage_keys
+from quotas.store.usage_hash_format import scan_usage_keys
 from tests.script_calls import script_calls
 from tests.store_client import client_of
 from usage.flush import flush_usage

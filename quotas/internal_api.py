@@ -1,4 +1,5 @@
-"""What the platform's own apps (plans, usage, adaptive, dashboard) use of the engine beyond :mod:`quotas.api`.
+"""The engine's internal API: what the platform's own apps (plans, usage, adaptive, dashboard, notifications,
+console) use of the engine beyond :mod:`quotas.api`.
 
 Not for projects, and not stable: these names follow the engine's internals
 (the runtime, the Redis formats, each owned by one module of ``quotas``), so
@@ -36,6 +37,7 @@ from quotas.runtime.key_use import KEEP_SECONDS
 from quotas.settings import quota_settings
 from quotas.standing import NEAR
 from quotas.store.back_office import BackOffice
+from quotas.store.budget_day import usage_day_of
 from quotas.store.controller_board import ControllerBoard
 from quotas.store.controller_board import controller_board as _controller_board
 from quotas.store.controller_board import host_key as controller_host_key
@@ -43,8 +45,7 @@ from quotas.store.controller_board import hosts_key as controller_hosts_key
 from quotas.store.controller_board import lock_key as controller_lock_key
 from quotas.store.controller_board import state_key as controller_state_key
 from quotas.store.decision import scaled
-from quotas.store.usage_day import usage_day_of
-from quotas.store.usage_hashes import (
+from quotas.store.usage_hash_format import (
     ANONYMOUS_CLIENT,
     MAX_TEXT,
     RETENTION_DAYS,
