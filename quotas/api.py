@@ -19,9 +19,9 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from quotas.contract.urls import celery_sentinel_broker
 from quotas.decide import Facts, Verdict, check, check_async, settle
 from quotas.exceptions import ResetNotConfirmed
+from quotas.formats.store_urls import celery_sentinel_broker
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client
 from quotas.identity.clients import identify as identify_with

@@ -298,7 +298,14 @@ def test_every_quotas_module_has_a_layer():
     top_level = {"quotas.api", "quotas.internal_api", "quotas.apps", "quotas.admin", "quotas.checks",
                  "quotas.middleware", "quotas.openapi", "quotas.testing", "quotas.throttling", "quotas.gunicorn",
                  "quotas.startup", "quotas"}  # fmt: skip
-    front_door_packages = ("quotas.http", "quotas.drf", "quotas.django", "quotas.graphql", "quotas.management")
+    front_door_packages = (
+        "quotas.http",
+        "quotas.drf",
+        "quotas.django",
+        "quotas.graphql",
+        "quotas.management",
+        "quotas.checks",
+    )
     unplaced = [
         name
         for name in import_graph(sources("quotas"))
@@ -436,6 +443,19 @@ def test_nothing_above_the_store_talks_to_redis():
             for target, line in imports_of(source, known, package_of(path)):
                 if target.startswith(REDIS_TALKERS):
                     offenders.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert offenders == []
+
+
+def test_nothing_below_the_store_imports_redis():
+    """The foundations and the rules are text, numbers and data: a REDIS_URL's grammar is a format
+    (quotas.formats.store_urls) and what redis-py alone reads of one is checked by the store's backend, so no
+    module below the store imports redis-py, the layer that owns every call to it."""
+    below = {name for name, _ in QUOTAS_LAYERS[: [n for n, _ in QUOTAS_LAYERS].index("store")]}
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sources("quotas")
+        if QUOTAS_LAYERS[layer_of(module_name(path))][0] in below and "redis" in imported_top_levels(path)
+    ]
     assert offenders == []
 
 

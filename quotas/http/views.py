@@ -9,8 +9,8 @@ import time
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas import problems
-from quotas.contract.urls import describe
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.store_urls import describe
 from quotas.http import responses
 from quotas.identity.auth_failures import failed_auth, token_tag
 from quotas.metrics import DefaultSeries, default_series, exposition

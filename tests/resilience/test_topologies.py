@@ -15,9 +15,9 @@ import pytest
 from kombu import Connection
 
 from quotas.contract.keys import refusals_key
-from quotas.contract.urls import celery_sentinel_broker
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import Rate, parse_rates
+from quotas.formats.store_urls import celery_sentinel_broker
 from quotas.observability.refusals import read_refusals
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
