@@ -91,6 +91,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "quotas.settings",
             "quotas.metrics",
             "quotas.metrics_fold",
+            "quotas.metrics_exposition",
             "quotas.formats",
             "quotas.contract",
             "quotas.outbound",
@@ -329,13 +330,14 @@ def test_quotas_modules_import_only_their_layer_and_those_below():
 
 #: What the other apps may import of quotas: its public API (quotas.api), what is theirs alone (quotas.internal_api)
 #: and the contracts that have a module of their own (settings and their checks, errors, signals, problem bodies,
-#: the rules a backend builds and the formats they use, the DRF adapter, the metrics registry, the history's
-#: format, the SSRF guard of webhooks and feeds). Never the store, the runtime or identity.
+#: the rules a backend builds and the formats they use, the DRF adapter, the metrics registry and its exposition,
+#: the history's format, the SSRF guard of webhooks and feeds). Never the store, the runtime or identity.
 QUOTAS_PUBLIC = (
     "quotas.api", "quotas.internal_api", "quotas.settings",
     "quotas.checks",
     "quotas.exceptions", "quotas.signals", "quotas.problems", "quotas.rules", "quotas.formats", "quotas.drf",
-    "quotas.openapi", "quotas.throttling", "quotas.middleware", "quotas.metrics", "quotas.observability.history",
+    "quotas.openapi", "quotas.throttling", "quotas.middleware", "quotas.metrics", "quotas.metrics_exposition",
+    "quotas.observability.history",
     "quotas.outbound",
 )  # fmt: skip
 
