@@ -121,7 +121,7 @@ class Runtime:
 
         Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
         """
-        lifted = self.store.lift_ban(tag)
+        lifted = self.store.client_state.lift_ban(tag)
         self.rules.invalidate()  # other processes drop their remembered refusals and bans
         return lifted
 
@@ -132,7 +132,7 @@ class Runtime:
 
         Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
         """
-        deleted = self.store.clear(tag, windows, keep)
+        deleted = self.store.client_state.clear(tag, windows, keep)
         self.rules.invalidate()  # every process drops its remembered refusals, bans and allowances
         return deleted
 

@@ -35,13 +35,13 @@ from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.limits import Window
 from quotas.store.allowances import Allowances
 from quotas.store.breaker import CircuitBreaker
+from quotas.store.client_state import banned_states
 from quotas.store.decision import DecideCall, Decision
 from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
 from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
 from quotas.store.owed import OwedSpend
-from quotas.store.redis_store import banned_states
 from quotas.store.settlement import Settlement
 from quotas.store.usage_batches import UsageBuffer
 

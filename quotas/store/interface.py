@@ -15,13 +15,12 @@ from typing import Protocol
 
 from quotas.contract.keys import ClientKeys
 from quotas.contract.protocol import AdjustedBudget
-from quotas.rules.limits import Window
+from quotas.store.client_state import ClientState
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
-from quotas.store.redis_store import Ban
 from quotas.store.redis_usage import UsageCounters
 from quotas.store.refusal_lists import RefusalLists
 from quotas.store.rules_version import RulesVersion
@@ -46,6 +45,8 @@ class Store(Protocol):
     rules_version: RulesVersion
     #: The usage counters: batches counted in a process, the spool, the flush's reads.
     usage: UsageCounters
+    #: A client's ban and limit state, for operators: read, lifted, cleared.
+    client_state: ClientState
     #: Operators' calls on the whole keyspace.
     server: Server
     #: Each server a decision may run on, for the doctor.
@@ -92,19 +93,6 @@ class Store(Protocol):
 
     def keys_of(self, tag: str) -> ClientKeys:
         """Where client ``tag``'s state lives (for the guard, which counts usage in this process)."""
-        ...
-
-    def ban(self, tag: str) -> Ban | None:
-        """``tag``'s ban in force now, or None."""
-        ...
-
-    def lift_ban(self, tag: str) -> bool:
-        """End ``tag``'s ban (and its refusal count); True when there was one."""
-        ...
-
-    def clear(self, tag: str, windows: Sequence[Window] | None = None, keep: Sequence[Window] = ()) -> int:
-        """Delete client ``tag``'s limit state (that of ``windows`` only, if given) but ``keep``'s; returns how
-        many fields and keys went."""
         ...
 
     def close(self) -> None:

@@ -12,9 +12,7 @@ decides what it means.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -42,6 +40,7 @@ from quotas.rules.limits import Window
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
 from quotas.store.budget_day import usage_day_of
+from quotas.store.client_state import ClientState, banned_states
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
@@ -58,8 +57,9 @@ class RedisStore:
     """Decides, refunds, adjusts and releases in Redis, one script call each. One per runtime.
 
     What else the engine keeps in Redis goes through its parts, each over the transport's client: the history,
-    the last refusals, keys' last use, the multipliers, the rules version, the usage counters and the operators'
-    calls on the whole keyspace and its servers. Nothing above the store holds a client.
+    the last refusals, keys' last use, the multipliers, the rules version, the usage counters, a client's ban and
+    limit state (for operators) and the operators' calls on the whole keyspace and its servers. Nothing above the
+    store holds a client.
     """
 
     def __init__(self, transport: LibraryCaller, prefix: str, buckets: int = 1024, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -79,6 +79,7 @@ class RedisStore:
         self.multipliers = PublishedMultipliers(client, prefix)
         self.rules_version = RulesVersion(client, prefix)
         self.usage = UsageCounters(client, prefix)
+        self.client_state = ClientState(client, prefix, buckets, self.decision_time)
         self.server = Server(client, prefix, buckets)
         self.primaries = Primaries(client)
         # decide.lua's ARGV runs kept in Redis's protocol, by their items (see encode): per route, with the fields
@@ -328,55 +329,6 @@ class RedisStore:
         except STORE_ERRORS as exc:
             raise _failure(f"releasing the leases of {decision.tag}", exc) from exc
 
-    def lift_ban(self, tag: str) -> bool:
-        """End ``tag``'s ban (and its refusal count); True when there was one."""
-        keys = self.keys_of(tag)
-        try:
-            return bool(self._client.hdel(keys.bucket, keys.field("!bn"), keys.field("!dn")))
-        except STORE_ERRORS as exc:
-            raise _failure(f"lifting the ban of {tag}", exc) from exc
-
-    def ban(self, tag: str) -> Ban | None:
-        """``tag``'s ban in force now (by the Redis server's clock), or None."""
-        keys = self.keys_of(tag)
-        try:
-            raw = self._client.hget(keys.bucket, keys.field("!bn"))
-            ban = parse_ban(raw)
-            now = self.decision_time(keys.bucket) if ban is not None else 0.0
-        except STORE_ERRORS as exc:
-            raise _failure(f"reading the ban of {tag}", exc) from exc
-        return replace(ban, seconds_left=ban.until - now) if ban is not None and ban.until > now else None
-
-    def clear(self, tag: str, windows: Sequence[Window] | None = None, keep: Sequence[Window] = ()) -> int:
-        """Delete client ``tag``'s limit state; returns how many fields and keys went.
-
-        Without ``windows``, everything the decisions keep for it: every field of
-        the client in its bucket (each window's counter, its ban and refusal
-        count, its expiry; found by HSCAN) and every key of its own (sliding logs,
-        concurrency leases; found by a SCAN of the keyspace, on every primary of
-        a cluster). With ``windows``, only their state. The state of the windows
-        in ``keep`` stays either way (a budget's spending, say). Its usage counters and its
-        last refusals (a record of what happened) stay. Raises
-        :class:`StoreUnavailable` when Redis fails.
-        """
-        keys = self.keys_of(tag)
-        try:
-            if windows is None:
-                mine = glob_escape(keys.field_prefix) + "*"
-                fields = {_raw(f) for f, _ in self._client.hscan_iter(keys.bucket, match=mine, count=1000)}
-                own = {_raw(k) for k in self._client.scan_iter(match=glob_escape(keys.own_base) + "*", count=1000)}
-            else:
-                fields = {_raw(keys.field(w.state_field)) for w in windows if not w.has_own_key}
-                own = {_raw(keys.own_key(w.state_field)) for w in windows if w.has_own_key}
-            fields -= {_raw(keys.field(w.state_field)) for w in keep if not w.has_own_key}
-            own -= {_raw(keys.own_key(w.state_field)) for w in keep if w.has_own_key}
-            deleted = int(self._client.hdel(keys.bucket, *fields)) if fields else 0
-            for key in own:  # one key per command: each of a cluster's commands names one slot
-                deleted += int(self._client.unlink(key))
-        except STORE_ERRORS as exc:
-            raise _failure(f"resetting the counters of {tag}", exc) from exc
-        return deleted
-
     def decision_time(self, key: str = "") -> float:
         """The decisions' clock now: an injected clock's, else the Redis server's (:meth:`server_time`)."""
         return self._now() if self._injected else self.server_time(key)
@@ -415,43 +367,8 @@ class RedisStore:
         self.transport.close()
 
 
-@dataclass(frozen=True, slots=True)
-class Ban:
-    """A client's ban, as ban.lua keeps it in its ``!bn`` field."""
-
-    until: float  # seconds since the epoch, by the Redis server's clock
-    strikes: int  # bans in a row (the n-th lasts the policy's n-th duration)
-    seconds_left: float = 0.0  # when read by RedisStore.ban: until it ends
-
-
-#: A ``!bn`` value: "<until us>:<strikes>:<strikes kept until us>" (see ban.lua).
-_BAN = re.compile(r"(\d+):(\d+):(\d+)")
-
-
-def parse_ban(raw: bytes | str | None) -> Ban | None:
-    """The ban in a ``!bn`` value (ended or not), or None for no value or one not in ban.lua's format."""
-    found = _BAN.fullmatch(raw.decode() if isinstance(raw, bytes) else raw or "")
-    return Ban(int(found[1]) / US_PER_SECOND, int(found[2])) if found else None
-
-
-def glob_escape(text: str) -> str:
-    """``text`` as a literal in a Redis MATCH pattern (SCAN, HSCAN)."""
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
 # The reply's flags as plain ints: an IntEnum member's lookup costs about 1,000 instructions (cachegrind).
 _BANNED, _BAN_STARTED, _REDUCED_ONLY = int(DecideFlag.BANNED), int(DecideFlag.BAN_STARTED), int(DecideFlag.REDUCED_ONLY)
-
-
-def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:
-    """What a banned client's windows show: nothing left until the ban ends.
-
-    The script does not read a banned client's limits, so there are no real
-    states; these give every 429 of a ban its RateLimit headers (r=0, t = the
-    ban's end) without counting as refusals of those windows (``ok`` stays True:
-    the ban refused the request, not the windows).
-    """
-    return [WindowState(w, True, 0, wait_us, 0, quota=scaled(w, multiplier)) for w in windows]
 
 
 #: Routes (or moments) a store keeps encoded at most: past it the table starts afresh rather than grow.
@@ -479,8 +396,3 @@ def _failure(what: str, exc: Exception) -> StoreUnavailable:
     if is_script_error(exc):
         return ScriptFailed(f"{what} failed: {exc}")
     return StoreUnavailable(f"{what} failed: {exc}")
-
-
-def _raw(name: bytes | str) -> bytes:
-    """A field or key name as Redis holds it (the layout writes str; a client answers bytes)."""
-    return name if isinstance(name, bytes) else name.encode()

@@ -17,8 +17,8 @@ from quotas.formats.rates import Rate, parse_rates
 from quotas.http.headers import header_entries, rate_limit_headers
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime, reset_runtime
-from quotas.store import allowances
 from quotas.store.decision import DecideCall, Decision, WindowState
+from quotas.store.served_decisions import served_states
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
 from tests.usage_counters import usage_totals
@@ -105,7 +105,7 @@ def test_a_served_decisions_states_are_made_when_first_read(busy):
         Decision.__dict__["states"].__get__(served, type(served))
     states = served.states
     assert states is served.states
-    assert states == allowances.served_states(served.basis, served.ahead, served.elapsed_us, False)
+    assert states == served_states(served.basis, served.ahead, served.elapsed_us, False)
     assert [s.remaining for s in states] == [1000 - 4]  # its 4th request
     assert entries == header_entries(replace(served, memo=None))
 

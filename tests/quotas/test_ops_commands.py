@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from config.embedded_redis import free_port
 from quotas.contract.keys import client_tag, rules_version_key
 from quotas.runtime import get_runtime
-from quotas.store.redis_store import glob_escape
+from quotas.store.client_state import glob_escape
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 from tests.store_client import client_of
 

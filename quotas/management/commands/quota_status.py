@@ -57,7 +57,7 @@ def status(named: Named, rules: RuleSet, runtime: Runtime) -> dict[str, Any]:
     for limit in standing["limits"]:
         # What the window holds against the client now: for a rolling window, the quota less what is left.
         limit["used"] = max(0, limit["quota"] - limit["remaining"])
-    ban = runtime.store.ban(client.tag)
+    ban = runtime.store.client_state.ban(client.tag)
     return {
         "client": named.label,
         "kind": client.kind,
