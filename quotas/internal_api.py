@@ -26,8 +26,9 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
-from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
+from quotas.contract.protocol import USAGE_TTL_DAYS
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.multipliers import parse_multipliers
 from quotas.identity.addresses import address_group, client_ip
 from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.limits import LimitRule

@@ -23,8 +23,15 @@ MAY_IMPORT = {
     "dashboard": {"quotas", "plans", "usage", "adaptive", "notifications", "console"},
 }
 PROJECT = {"config", "demo", "bench", "tests"}
-#: A module past this many lines is split into a package (about 400 is the aim).
-MAX_LINES = 500
+#: No product module is longer than this: a longer one is split by job, each part named for what it holds.
+MAX_LINES = 400
+#: The product: the reusable apps and the project around them (their migrations are generated, and excluded).
+PRODUCT = (*MAY_IMPORT, "config", "demo")
+#: Modules allowed past MAX_LINES for now, each with the branch that brings it under.
+TOO_LONG_FOR_NOW = {
+    # Rewritten on public redis-py APIs only in the i55 transport branch, which brings it under 400 lines.
+    "quotas/store/transport.py",
+}
 
 
 def imported_top_levels(path: Path) -> set[str]:
@@ -66,11 +73,11 @@ def test_tests_import_nothing_from_bench():
     assert offenders == []
 
 
-@pytest.mark.parametrize("app", sorted(MAY_IMPORT))
+@pytest.mark.parametrize("app", sorted(PRODUCT))
 def test_modules_stay_small(app):
-    """No module of a reusable app grows past MAX_LINES lines."""
+    """No product module (a reusable app's, config's or the demo's) grows past MAX_LINES lines."""
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in sources(app)}
-    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES and name not in TOO_LONG_FOR_NOW} == {}
 
 
 #: The layers inside ``quotas``, bottom up, by unit: a package (``quotas.store``) or a top-level module

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from quotas.contract.keys import ClientKeys
-from quotas.contract.protocol import AdjustedBudget
+from quotas.contract.replies import AdjustedBudget
 from quotas.store.client_state import ClientState
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.history_store import HistoryStore

@@ -20,20 +20,8 @@ from redis.cluster import RedisCluster
 from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
-from quotas.contract.protocol import (
-    NEVER,
-    REPLY_HEAD,
-    REPLY_PER_WINDOW,
-    US_PER_SECOND,
-    AdjustedBudget,
-    DecideFlag,
-    DecideReply,
-    adjust_args,
-    decide_args,
-    decide_runs,
-    refund_args,
-    release_args,
-)
+from quotas.contract.protocol import US_PER_SECOND, adjust_args, decide_args, decide_runs, refund_args, release_args
+from quotas.contract.replies import NEVER, REPLY_HEAD, REPLY_PER_WINDOW, AdjustedBudget, DecideFlag, DecideReply
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.formats.periods import UsageDay, usage_day_span
 from quotas.rules.limits import Window

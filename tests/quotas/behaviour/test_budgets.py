@@ -12,7 +12,8 @@ import pytest
 
 from plans.models import CostBudget, PeriodQuota
 from quotas.contract.keys import client_tag
-from quotas.contract.protocol import REPLY_HEAD, decide_args
+from quotas.contract.protocol import decide_args
+from quotas.contract.replies import REPLY_HEAD
 from quotas.formats.money import from_micros, to_micros
 from quotas.formats.periods import period_bounds
 from quotas.identity.clients import Client, hash_api_key
