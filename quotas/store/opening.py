@@ -49,7 +49,7 @@ def open_store(
         transport = MemoryTransport(client)
     else:
         transport = Transport(client, async_connector(url, timeout, connect_timeout))
-    return RedisStore(transport, prefix, buckets, clock)
+    return RedisStore(transport, client, prefix, buckets, clock)
 
 
 def url_problem(url: str) -> str | None:

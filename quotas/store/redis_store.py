@@ -50,8 +50,14 @@ class RedisStore:
     store holds a client.
     """
 
-    def __init__(self, transport: LibraryCaller, prefix: str, buckets: int = 1024, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, transport: LibraryCaller, client: Any, prefix: str, buckets: int = 1024, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.transport = transport
+        # The client ``transport`` sends on (redis-py's, or the memory store's), given by whoever opened both
+        # (quotas.store.opening): the store's parts and operators' calls use it, and nothing outside the store
+        # reads it from the store or its transport.
+        self._client = client
         # The runtime's clock dates the decisions' periods and usage days; the decision itself runs on Redis's own
         # clock (TIME, read by the script) unless the clock is injected, when the script is sent its now().
         self.clock = clock
@@ -60,16 +66,15 @@ class RedisStore:
         self._decide = transport.script("decide")  # called as it is: one call less than transport.call("decide")
         self.prefix = prefix
         self.buckets = buckets
-        client = transport.client
-        self.history = HistoryStore(client, prefix)
-        self.refusals = RefusalLists(client, prefix)
-        self.key_use = KeyUseSet(client, prefix)
-        self.multipliers = PublishedMultipliers(client, prefix)
-        self.rules_version = RulesVersion(client, prefix)
-        self.usage = UsageCounters(client, prefix)
-        self.client_state = ClientState(client, prefix, buckets, self.decision_time)
-        self.server = Server(client, prefix, buckets)
-        self.primaries = Primaries(client)
+        self.history = HistoryStore(self._client, prefix)
+        self.refusals = RefusalLists(self._client, prefix)
+        self.key_use = KeyUseSet(self._client, prefix)
+        self.multipliers = PublishedMultipliers(self._client, prefix)
+        self.rules_version = RulesVersion(self._client, prefix)
+        self.usage = UsageCounters(self._client, prefix)
+        self.client_state = ClientState(self._client, prefix, buckets, self.decision_time)
+        self.server = Server(self._client, prefix, buckets)
+        self.primaries = Primaries(self._client)
         # decide.lua's ARGV runs kept in Redis's protocol, by their items (see encode): per route, with the fields
         # of its windows that have keys of their own; per moment; and each bucket's keys of the day. Encoding the
         # runs on every call would cost a cold decision about 22,000 instructions with one window, 31,000 with
@@ -82,11 +87,6 @@ class RedisStore:
         self._memos: dict[tuple[int, int | None], tuple[Sequence[Window], dict[str, Any]]] = {}
         # The usage day of decisions in [start, end) seconds, where budget days begin then (see encode).
         self._day: tuple[float, float, object, UsageDay] = (0.0, 0.0, None, usage_day_span(0.0, "UTC")[0])
-
-    @property
-    def _client(self) -> Any:
-        # The redis-py client (or the memory store's) for the operators' calls that are not scripts.
-        return self.transport.client
 
     # decide() in three steps (encode, send, decode), so that adecide() sends the same call from asyncio.
 
