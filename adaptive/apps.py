@@ -12,6 +12,7 @@ class AdaptiveAppConfig(AppConfig):
 
     def ready(self) -> None:
         from quotas import metrics
+        from quotas.metrics_exposition import add_default_series
         from quotas.settings.registry import register
 
         from . import checks  # registers the system checks
@@ -24,4 +25,4 @@ class AdaptiveAppConfig(AppConfig):
         from .reporter import signal_series
 
         # The load signals are in /metrics from the first scrape, before the controller's first run.
-        metrics.add_default_series(metrics.load_signal, signal_series)
+        add_default_series(metrics.load_signal, signal_series)

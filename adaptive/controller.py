@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from quotas import metrics
-from quotas.siblings import ControllerBoard
+from quotas.internal_api import ControllerBoard
 
 from . import store
 from .conf import HOOK_SIGNAL, HOST_SIGNALS, adaptive_settings

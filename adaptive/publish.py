@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from quotas.siblings import ControllerBoard
+from quotas.internal_api import ControllerBoard
 
 
 def publish_multipliers(board: ControllerBoard, multipliers: Mapping[int, float], now: float, ttl: float) -> None:
@@ -23,7 +23,7 @@ def publish_multipliers(board: ControllerBoard, multipliers: Mapping[int, float]
 def read_multipliers(board: ControllerBoard) -> dict[int, float]:
     """The published multipliers by plan id; ``{}`` when none are published (every plan at 1.0).
 
-    Read with the engine's own parser (quotas.contract.protocol.parse_multipliers), so the two never disagree
+    Read with the engine's own parser (quotas.formats.multipliers.parse_multipliers), so the two never disagree
     on what counts. Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis cannot be read.
     """
     return board.multipliers.read()

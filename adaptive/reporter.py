@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotas.exceptions import StoreUnavailable
-from quotas.siblings import ControllerBoard
+from quotas.internal_api import ControllerBoard
 
 from . import store
 from .conf import HOST_SIGNALS, adaptive_settings
@@ -119,7 +119,7 @@ def signal_series() -> list[tuple[dict[str, str], float]]:
     where it has none. ``hook`` is the controller's own reading: it exports it.
 
     Registered in :meth:`adaptive.apps.AdaptiveAppConfig.ready` with
-    :func:`quotas.metrics.add_default_series`.
+    :func:`quotas.metrics_exposition.add_default_series`.
     """
     sample = _reporter.last_sample or {}
     host = str(sample.get("host") or host_name())

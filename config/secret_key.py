@@ -8,7 +8,7 @@ demo keys stay valid. A deployment sets ``SECRET_KEY`` instead; with neither,
 and DEBUG off, the settings refuse to load (see config/settings.py).
 
 The file is trusted only when it is this user's own and private, the rule the
-usage spool applies to its directory (quotas/store/usage_buffer.py): owned by
+usage spool applies to its directory (quotas/store/usage_batches.py): owned by
 the user running the process, no permission bits for group or others. Anyone
 who could read it could forge sessions and signed links; anyone who could
 write it could choose the key. A file that fails the rule, or is empty, stops

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from rest_framework.request import Request
 
-from quotas.siblings import client_ip
+from quotas.internal_api import client_ip
 
 from .access import Account, require_owner
 from .models import AuditEntry

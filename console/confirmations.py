@@ -8,7 +8,7 @@ the link, with the subscription's row locked: two requests at once are counted o
 cannot both take the last mail the limit allows, and a change refused, or rolled back, counts nothing. The mail
 leaves after that commits; :func:`release` gives the count back when the mail server did not take it.
 
-Time is the engine's clock (:func:`quotas.siblings.now`), so a test moves it with ``quota_clock``.
+Time is the engine's clock (:func:`quotas.internal_api.now`), so a test moves it with ``quota_clock``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 from datetime import UTC, datetime, timedelta
 
 from plans.models import Subscription
-from quotas import siblings
+from quotas import internal_api
 
 from .conf import console_settings
 from .errors import MailLimitReached
@@ -31,7 +31,7 @@ IN_MINUTES = 120
 def count_mail(subscription: Subscription, email: str) -> ConfirmationMail:
     """Count a confirmation mail to ``email`` of ``subscription``, now; raises
     :class:`~console.errors.MailLimitReached` when a limit is reached. Called in the change's transaction."""
-    now = datetime.fromtimestamp(siblings.now(), UTC)
+    now = datetime.fromtimestamp(internal_api.now(), UTC)
     interval = console_settings.CONFIRMATION_INTERVAL
     per_hour = console_settings.CONFIRMATIONS_PER_HOUR
     address = email.lower()

@@ -12,8 +12,8 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from quotas.internal_api import STORE_ERRORS, back_office
 from quotas.observability.history import Resolution
-from quotas.siblings import STORE_ERRORS, back_office
 
 from .history import UNREADABLE
 

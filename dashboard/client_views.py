@@ -36,8 +36,7 @@ from quotas import api
 from quotas.api import Client
 from quotas.exceptions import AuthThrottled, InvalidAPIKey, StoreUnavailable
 from quotas.formats.rates import parse_rates
-from quotas.rules.limits import LimitRule
-from quotas.siblings import (
+from quotas.internal_api import (
     STORE_ERRORS,
     address_group,
     authenticate_key_now,
@@ -47,6 +46,7 @@ from quotas.siblings import (
     subscriber_for_key,
     usage_date,
 )
+from quotas.rules.limits import LimitRule
 from usage.reports import UsageQuery, build_report
 from usage.rows import counters
 

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from quotas.internal_api import STORE_ERRORS, back_office
 from quotas.observability.history import Resolution, bucket_starts
 from quotas.rules.snapshot import RuleSet
 from quotas.settings import quota_settings
-from quotas.siblings import STORE_ERRORS, back_office
 
 from .queries import REASONS as DAILY_REASONS
 from .queries import Filters, UsageSlice

@@ -23,8 +23,8 @@ from adaptive.conf import adaptive_settings
 from adaptive.models import AdaptiveSnapshot
 from plans.models import Plan, Subscription
 from quotas.formats.money import format_money
+from quotas.internal_api import NEAR, RETENTION_DAYS, STORE_ERRORS, Counters, back_office, readable_days, usage_date
 from quotas.rules.snapshot import RuleSet
-from quotas.siblings import NEAR, RETENTION_DAYS, STORE_ERRORS, Counters, back_office, readable_days, usage_date
 from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
 from usage.reports import merge_live
 

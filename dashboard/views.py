@@ -23,7 +23,7 @@ from plans.rules import subscriber_of
 from quotas import api
 from quotas.api import Client
 from quotas.exceptions import StoreUnavailable
-from quotas.siblings import MAX_TEXT, STORE_ERRORS, is_client_tag, rules_snapshot, usage_date
+from quotas.internal_api import MAX_TEXT, STORE_ERRORS, is_client_tag, rules_snapshot, usage_date
 from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.views import VIEW_ALL_USAGE

@@ -20,8 +20,8 @@ from plans.models.caps import budget_of
 from plans.rules import subscriber_of
 from quotas import api
 from quotas.formats.periods import period_bounds
+from quotas.internal_api import STORE_ERRORS
 from quotas.settings import quota_settings
-from quotas.siblings import STORE_ERRORS
 
 from .events import SPEND_THRESHOLD
 

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from plans.models import APIKey, ClientBan, Subscription
-from quotas.siblings import STORE_ERRORS, back_office
+from quotas.internal_api import STORE_ERRORS, back_office
 
 from .conf import notification_settings
 from .events import BAN_ENDED, CLIENT_BANNED, KEY_EXPIRING, REFUSALS_SUSTAINED

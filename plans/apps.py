@@ -12,6 +12,7 @@ class PlansConfig(AppConfig):
 
     def ready(self) -> None:
         from quotas import metrics as quota_metrics
+        from quotas.metrics_exposition import add_default_series
         from quotas.settings.registry import register
         from quotas.signals import client_banned
 
@@ -26,8 +27,8 @@ class PlansConfig(AppConfig):
         register(SECTION)  # QUOTAS['ACL_FEEDS'] is checked with QUOTAS and listed in the settings reference
 
         receivers.connect_rules_changes()
-        quota_metrics.add_default_series(quota_metrics.active_bans, metrics.active_ban_series)
-        quota_metrics.add_default_series(quota_metrics.acl_feed_age, metrics.feed_age_series)
-        quota_metrics.add_default_series(quota_metrics.acl_feed_failures, metrics.feed_failure_series)
-        quota_metrics.add_default_series(quota_metrics.acl_feed_entries, metrics.feed_entry_series)
+        add_default_series(quota_metrics.active_bans, metrics.active_ban_series)
+        add_default_series(quota_metrics.acl_feed_age, metrics.feed_age_series)
+        add_default_series(quota_metrics.acl_feed_failures, metrics.feed_failure_series)
+        add_default_series(quota_metrics.acl_feed_entries, metrics.feed_entry_series)
         client_banned.connect(receivers.record_ban, dispatch_uid="plans-record-ban")

@@ -1,4 +1,4 @@
-"""The plans app's series on /metrics, computed at each scrape (see quotas.metrics.add_default_series)."""
+"""The plans app's series on /metrics, computed at each scrape (see quotas.metrics_exposition.add_default_series)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from quotas.metrics import DefaultSeries
+from quotas.metrics_exposition import DefaultSeries
 
 from .models import ACLFeed, ClientBan
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import DatabaseError
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from quotas import siblings
+from quotas import internal_api
 
 from .models import (
     ACLEntry,
@@ -59,7 +59,7 @@ WATCHED = (
 
 
 def rules_changed(**kwargs: Any) -> None:
-    siblings.rules_changed()
+    internal_api.rules_changed()
 
 
 def memberships_changed(*, action: str, reverse: bool, instance: Any, pk_set: set[Any] | None, **kwargs: Any) -> None:
@@ -71,12 +71,12 @@ def memberships_changed(*, action: str, reverse: bool, instance: Any, pk_set: se
     if reverse:  # instance is the group
         groups = {instance.pk}
     elif pk_set is None:  # user.groups.clear(): which groups they left is no longer known
-        siblings.rules_changed()
+        internal_api.rules_changed()
         return
     else:
         groups = pk_set
     if GroupPlan.objects.filter(group_id__in=groups).exists():
-        siblings.rules_changed()
+        internal_api.rules_changed()
 
 
 def connect_rules_changes() -> None:

@@ -4,7 +4,7 @@ Everything in ``__all__`` is stable (see ``docs/versioning.md``); a test keeps
 this list and the reference page the same. Anything else under ``quotas``
 may change without notice: the store, the guard, the runtime and the Redis
 formats. The platform's own apps (plans, usage, adaptive, dashboard) reach
-those through :mod:`quotas.siblings`, which is not for projects.
+those through :mod:`quotas.internal_api`, which is not for projects.
 
 - The decision service, for a front door of one's own: :class:`Facts`,
   :func:`check`, :func:`check_async`, :class:`Verdict`, :func:`settle`.
@@ -19,9 +19,9 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from quotas.contract.urls import celery_sentinel_broker
 from quotas.decide import Facts, Verdict, check, check_async, settle
 from quotas.exceptions import ResetNotConfirmed
+from quotas.formats.store_urls import celery_sentinel_broker
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client
 from quotas.identity.clients import identify as identify_with

@@ -17,6 +17,7 @@ class QuotasConfig(AppConfig):
         )
         from quotas.http.views import plan_multipliers
         from quotas.identity.auth_failures import forget_blocks, on_login_failed
+        from quotas.metrics_exposition import add_default_series
         from quotas.runtime import reset_runtime
         from quotas.signals import remembered_state_stale
 
@@ -29,7 +30,7 @@ class QuotasConfig(AppConfig):
         # A rules change or a new runtime: the failed-authentication blocks this process learnt are asked again.
         remembered_state_stale.connect(forget_blocks, weak=False, dispatch_uid="quotas-forget-blocks")
         # Every plan's multiplier is in /metrics from the first scrape, at 1 until the controller cuts it.
-        metrics.add_default_series(metrics.adaptive_multiplier, plan_multipliers)
+        add_default_series(metrics.adaptive_multiplier, plan_multipliers)
         if apps.is_installed("django.contrib.auth"):
             from django.contrib.auth.signals import user_logged_in, user_login_failed
 

@@ -2,7 +2,7 @@
 
 The engine, the throttle, the adaptive controller and the usage flush call the
 small functions below (decisions through the ledger, quotas/metrics_fold.py);
-:func:`exposition` renders what every process recorded.
+:func:`quotas.metrics_exposition.exposition` renders what every process recorded.
 
 **Bounded labels.** A label value is a plan slug, a view's ``quota_scope``, an
 engine mode or another code-defined name, never a client, a key or a path.
@@ -16,7 +16,7 @@ never make the series count grow without bound.
 own counters. With ``PROMETHEUS_MULTIPROC_DIR`` set in the environment *before
 the process starts* (``make run`` sets it to ``run/prometheus`` for gunicorn and
 Celery alike, which share the directory), prometheus-client keeps every value
-in a memory-mapped file there and :func:`exposition` sums them with its
+in a memory-mapped file there and the exposition sums them with its
 ``MultiProcessCollector``. ``config/gunicorn.py`` removes the live gauges of a
 dead worker (``child_exit``) and stale files at start-up. Counters of exited
 processes stay, so totals never go backwards. A process's decisions reach its
@@ -37,7 +37,7 @@ process is exposed.
 **From the first scrape.** Series that exist before anything set them: the
 Redis operations' errors, the failed-authentication outcomes, the engine
 modes (below, at import), and, computed at each scrape by providers the apps
-register (:func:`add_default_series`), every plan's adaptive multiplier and
+register (:func:`quotas.metrics_exposition.add_default_series`), every plan's adaptive multiplier and
 this host's load signals. Those are added to the exposition only where no
 process has set the series, so they never mask a published value.
 """
@@ -48,15 +48,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import Metric
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.registry import Collector
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
-from quotas.metrics_fold import BatchChild, Batched, BatchHistogram, Folding, fold
+from quotas.metrics_fold import BatchChild, BatchHistogram, Folding
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +162,7 @@ signal_label = BoundedLabel("signal", MAX_SIGNALS)
 host_label = BoundedLabel("host", MAX_HOSTS)
 feed_label = BoundedLabel("feed", MAX_FEEDS)
 #: The bounded label behind each label name a default series may carry (see add_default_series).
-_DEFAULT_LABELS = {"plan": plan_label, "signal": signal_label, "host": host_label, "feed": feed_label}
+DEFAULT_LABELS = {"plan": plan_label, "signal": signal_label, "host": host_label, "feed": feed_label}
 
 decisions = Counter(
     "quota_decisions",
@@ -391,94 +387,6 @@ def set_computed_multiplier(plan: str | None, value: float) -> None:
 def set_load_signal(name: str, host: str, value: float) -> None:
     """Record one load signal (``cpu``, ``memory``, ``latency_p95`` ...) of one host."""
     load_signal.labels(signal_label(name), host_label(host)).set(value)
-
-
-#: A series a scrape shows before any process has set it: its labels (raw values) and its value.
-DefaultSeries = tuple[Mapping[str, object], float]
-#: Default series of one metric by label set: the labels (bounded values) and the value.
-_Wanted = dict[frozenset[tuple[str, str]], tuple[dict[str, str], float]]
-#: What :func:`default_series` returns: per metric name, its gauge and its default series.
-Defaults = dict[str, tuple[Gauge, _Wanted]]
-_default_providers: dict[str, tuple[Gauge, Callable[[], Iterable[DefaultSeries]]]] = {}
-
-
-def add_default_series(gauge: Gauge, provider: Callable[[], Iterable[DefaultSeries]]) -> None:
-    """Have /metrics show the series ``provider`` returns wherever no process has set them yet.
-
-    ``provider`` runs at every scrape (not at import: it may read the rules
-    snapshot or settings). A series any process did set is shown as set: a
-    default never masks a published value, which writing the value itself
-    would do under ``mostrecent`` for as long as the default was the newer.
-    Registering again for the same gauge replaces the provider.
-    """
-    _default_providers[_family(gauge).name] = (gauge, provider)
-
-
-def default_series() -> Defaults:
-    """Every registered provider's series by metric name and label set; a failing provider is logged and skipped."""
-    out: Defaults = {}
-    for name, (gauge, provider) in _default_providers.items():
-        wanted: _Wanted = {}
-        try:
-            for raw, value in provider():
-                labels = {label: _DEFAULT_LABELS[label].admit(v) for label, v in raw.items()}
-                admitted = {label: v for label, v in labels.items() if v is not None}
-                if len(admitted) == len(labels):  # a value past its label's bound gets no series of its own
-                    wanted.setdefault(frozenset(admitted.items()), (admitted, float(value)))
-        except Exception as exc:  # a scrape must not fail for want of defaults (e.g. no database yet)
-            logger.warning("quotas.metrics: default series of %s unavailable: %s", name, exc)
-            continue
-        out[name] = (gauge, wanted)
-    return out
-
-
-class _WithDefaults:
-    """A registry's families, each missing default series added (and a family nobody set yet, made)."""
-
-    def __init__(self, registry: Collector, defaults: Defaults) -> None:
-        self.registry = registry
-        self.defaults = defaults
-
-    def collect(self) -> Iterator[Metric]:
-        missing = dict(self.defaults)
-        for family in self.registry.collect():
-            entry = missing.pop(family.name, None)
-            if entry is not None:
-                _add_missing(family, entry[1])
-            yield family
-        for gauge, wanted in missing.values():
-            family = _family(gauge)
-            _add_missing(family, wanted)
-            if family.samples:
-                yield family
-
-
-def _family(gauge: Gauge) -> Metric:
-    """A new, empty family of ``gauge``: its name, help and type."""
-    return next(iter(gauge.describe()))
-
-
-def _add_missing(family: Metric, wanted: _Wanted) -> None:
-    present = {frozenset(sample.labels.items()) for sample in family.samples}
-    for key, (labels, value) in wanted.items():
-        if key not in present:
-            family.add_sample(family.name, labels, value)
-
-
-def exposition(accept: str = "", defaults: Defaults | None = None) -> tuple[bytes, str]:
-    """The metrics of every process (or of this one) and their content type, as ``accept`` prefers.
-
-    Prometheus' text format by default; OpenMetrics when ``accept`` asks for it.
-    ``defaults`` (from :func:`default_series`) adds the series nobody set yet.
-    """
-    fold()  # this process's waiting decisions, into the files other processes read too
-    registry: Collector = REGISTRY
-    if multiprocess_dir():
-        files = CollectorRegistry()
-        MultiProcessCollector(files)
-        registry = Batched(files, [decision_seconds])
-    encoder, content_type = choose_encoder(accept)
-    return encoder(_WithDefaults(registry, defaults) if defaults else registry), content_type
 
 
 # Every contracted series exists before its first event: a dashboard or alert on them sees 0, not nothing.

@@ -6,7 +6,7 @@ instead of updating the metrics, and the ledger adds its fold to
 :data:`folders`. :func:`fold` runs them: :class:`Folding`, which
 quotas/metrics.py registers in the default registry before the decisions'
 metrics, whenever that registry is collected (a scrape, ``get_sample_value``),
-and :func:`quotas.metrics.exposition` before it reads the files of several
+and :func:`quotas.metrics_exposition.exposition` before it reads the files of several
 processes.
 
 A fold adds many durations to a histogram at once, which prometheus_client's

@@ -12,6 +12,7 @@ class UsageConfig(AppConfig):
 
     def ready(self) -> None:
         from quotas import metrics
+        from quotas.metrics_exposition import add_default_series
         from quotas.signals import budget_threshold_crossed
 
         from . import (
@@ -20,7 +21,7 @@ class UsageConfig(AppConfig):
             receivers,
         )
 
-        metrics.add_default_series(metrics.usage_flush_lag, flush_mark.flush_lag_series)
+        add_default_series(metrics.usage_flush_lag, flush_mark.flush_lag_series)
         budget_threshold_crossed.connect(
             receivers.record_budget_alert, dispatch_uid="usage-record-budget-alert", weak=False
         )

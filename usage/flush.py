@@ -10,7 +10,7 @@ an upsert that only ever moves a row forward:
 * request counters and weight never decrease (``GREATEST``/``MAX``), so even
   a Redis that lost its data cannot erase what was already flushed;
 * a hash Redis created again after losing its data carries a new generation
-  id (``quotas.store.usage_hashes.GENERATION_FIELD``), so its counts go to a row of their
+  id (``quotas.store.usage_hash_format.GENERATION_FIELD``), so its counts go to a row of their
   own and add onto the old one's instead of hiding behind it;
 * cost is copied as read, because reconciling an estimated cost with the
   actual one can lower it.
@@ -42,7 +42,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from plans.models import APIKey, Plan, Subscription
-from quotas.siblings import KEEP_SECONDS, RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
+from quotas.internal_api import KEEP_SECONDS, RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
 
 from .models import COUNTERS, UsageRecord
 

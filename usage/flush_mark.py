@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from quotas.metrics import DefaultSeries
-from quotas.siblings import back_office
+from quotas.internal_api import back_office
+from quotas.metrics_exposition import DefaultSeries
 
 
 def flush_lag_series() -> Iterator[DefaultSeries]:

@@ -22,6 +22,7 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
+from quotas.internal_api import back_office
 from quotas.observability.history import (
     CLIENT_KEEP,
     CLIENT_KINDS,
@@ -31,7 +32,6 @@ from quotas.observability.history import (
     ClientPoint,
     HistoryBucket,
 )
-from quotas.siblings import back_office
 
 from .rows import DENIED_BY, counters
 from .serializers import CLIENT_TAG

@@ -17,7 +17,7 @@ from django.db.models import Sum
 
 from plans.models import Plan
 from quotas.formats.money import from_micros
-from quotas.siblings import RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
+from quotas.internal_api import RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
 
 from . import rows as row_shape
 from .models import COUNTERS, UsageRecord

@@ -5,8 +5,8 @@ The ``usage.prune`` task (a thin shell around :func:`prune`) runs once a day. It
 :data:`BATCH` rows by primary key, each its own statement, so no single delete holds locks on a large table
 for long; running it twice, or concurrently, deletes each row once.
 
-It also folds anonymous usage (:data:`quotas.store.usage_hashes.ANONYMOUS_CLIENT`). The flush stores it as one row per
-usage hash, plan, scope and day, so that each row is an exact copy of a total that Redis may still change.
+It also folds anonymous usage (:data:`quotas.store.usage_hash_format.ANONYMOUS_CLIENT`). The flush stores it as one
+row per usage hash, plan, scope and day, so that each row is an exact copy of a total that Redis may still change.
 Once a day's hashes have expired in Redis (:data:`FINAL_AFTER_DAYS`) nothing can change them any more, and
 their rows are summed into one per plan, scope and day.
 """
@@ -21,8 +21,8 @@ from django.db.models import Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from plans.models import ClientBan
+from quotas.internal_api import ANONYMOUS_CLIENT, USAGE_TTL_DAYS, usage_date
 from quotas.settings import quota_settings
-from quotas.siblings import ANONYMOUS_CLIENT, USAGE_TTL_DAYS, usage_date
 
 from .models import COUNTERS, BudgetAlert, UsageRecord
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from plans.models import Plan
-from quotas.siblings import usage_date
+from quotas.internal_api import usage_date
 
 from .reports import GROUPS, MAX_DAYS, UsageQuery
 

@@ -8,8 +8,8 @@ from dataclasses import asdict
 from celery import shared_task
 from django.db import DatabaseError
 
+from quotas.internal_api import STORE_ERRORS
 from quotas.settings import quota_settings
-from quotas.siblings import STORE_ERRORS
 
 from .flush import flush_usage
 from .retention import prune as prune_rows

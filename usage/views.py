@@ -32,8 +32,8 @@ from quotas.api import Client
 from quotas.drf import api_problems as problems
 from quotas.drf.exceptions import drf_exception
 from quotas.exceptions import ProblemException, QuotaServiceUnavailable, StoreUnavailable
+from quotas.internal_api import STORE_ERRORS, is_client_tag
 from quotas.settings import quota_settings
-from quotas.siblings import STORE_ERRORS, is_client_tag
 
 from .history import (
     HISTORY_GROUPS,

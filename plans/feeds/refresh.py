@@ -18,7 +18,7 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
-from quotas import siblings
+from quotas import internal_api
 from quotas.formats.acl import parse_network
 
 from ..models import ACLFeed
@@ -64,7 +64,7 @@ def refresh_feeds(
         else:
             report.unchanged.append(feed.name)
     if report.changed:
-        siblings.rules_changed()  # this process at once, the others within a second of the commit
+        internal_api.rules_changed()  # this process at once, the others within a second of the commit
     return report
 
 

@@ -13,7 +13,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from quotas.siblings import hash_api_key
+from quotas.internal_api import hash_api_key
 
 from .caps import check_below_budget
 from .plans import Subscription

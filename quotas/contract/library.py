@@ -91,9 +91,8 @@ def library_source() -> str:
 
 class LibraryCaller(Protocol):
     """What the store calls the library's entry points through: Redis (:class:`quotas.store.transport.Transport`)
-    or this process (:class:`quotas.store.backends.memory.MemoryTransport`)."""
-
-    client: Any
+    or this process (:class:`quotas.store.backends.memory.MemoryTransport`). It hands out no client: the store is
+    given the one it sends on where both are opened (:func:`quotas.store.opening.open_store`)."""
 
     def call(self, entry: str, keys: Sequence[str], args: Sequence[object]) -> Any:
         """Run entry point ``entry`` with ``keys`` and ``args``; the client's errors propagate."""

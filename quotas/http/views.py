@@ -9,11 +9,11 @@ import time
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas import problems
-from quotas.contract.urls import describe
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.store_urls import describe
 from quotas.http import responses
 from quotas.identity.auth_failures import failed_auth, token_tag
-from quotas.metrics import DefaultSeries, default_series, exposition
+from quotas.metrics_exposition import DefaultSeries, default_series, exposition
 from quotas.runtime import get_runtime
 from quotas.settings import quota_settings
 
@@ -185,7 +185,7 @@ def plan_multipliers() -> list[DefaultSeries]:
     """Every plan of the rules snapshot at the adaptive multiplier in force (1 unless the controller cut it).
 
     /metrics shows these wherever no process has published a plan's
-    multiplier yet (see :func:`quotas.metrics.add_default_series`).
+    multiplier yet (see :func:`quotas.metrics_exposition.add_default_series`).
     """
     runtime = get_runtime()
     snapshot = runtime.rules.current()

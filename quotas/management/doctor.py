@@ -17,8 +17,8 @@ from django.apps import AppConfig, apps
 from django.core import checks
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from quotas.contract.urls import describe
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
+from quotas.formats.store_urls import describe
 from quotas.runtime import Runtime, get_runtime
 from quotas.settings import quota_settings
 from quotas.store.primaries import Primary

@@ -13,8 +13,8 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError
 
 from quotas.contract.keys import is_client_tag
-from quotas.contract.urls import describe, redacted
 from quotas.exceptions import RulesUnavailable, ScriptFailed, StoreUnavailable
+from quotas.formats.store_urls import describe, redacted
 from quotas.identity.addresses import group_of
 from quotas.identity.clients import Client, subscription_client, user_client
 from quotas.rules.limits import Window

@@ -7,9 +7,9 @@ appends one tuple, an :data:`Entry`, to :data:`LEDGER` (``list.append`` is atomi
 under the GIL: no lock on the request path), and :meth:`Ledger.fold` counts the
 entries later, grouped, in one pass:
 
-- before any reader sees the metrics: :func:`quotas.metrics.fold`, which the
+- before any reader sees the metrics: :func:`quotas.metrics_fold.fold`, which the
   registry's collection (every scrape, ``REGISTRY.get_sample_value``) and
-  :func:`quotas.metrics.exposition` call first;
+  :func:`quotas.metrics_exposition.exposition` call first;
 - before the history is written or read: :meth:`History.write
   <quotas.observability.history.History.write>` (the poller's tick, about once a
   second) and :meth:`History.pending <quotas.observability.history.History.pending>`;

@@ -17,7 +17,6 @@ import logging
 import math
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.rules.known_keys import KnownKeys
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
 from quotas.runtime.change_mark import ChangeMark
+from quotas.runtime.lru import LRU
 from quotas.store.rules_version import RulesVersion
 
 logger = logging.getLogger(__name__)
@@ -37,43 +37,6 @@ logger = logging.getLogger(__name__)
 UNKNOWN_KEYS_CACHE_SIZE = 4096
 #: Longest wait, in seconds, between two attempts to reload rules while the database fails.
 MAX_RELOAD_BACKOFF = 30
-
-
-_ABSENT = object()  # no entry in an _LRU (where None is a value)
-
-
-class _LRU(OrderedDict):
-    """A small least-recently-used map, per process.
-
-    Safe to share between a process's threads (gthread workers, the poller):
-    each OrderedDict operation is atomic under the GIL, but another thread may
-    evict or clear a key between two of them, so a vanished key reads as a miss
-    rather than raising KeyError.
-    """
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def lookup(self, key: Any, default: Any = None) -> Any:
-        """The value of ``key`` (now the most recent), or ``default``."""
-        value = self.get(key, _ABSENT)  # a miss (every new client) raises nothing: an exception costs more
-        if value is _ABSENT:
-            return default
-        try:  # noqa: SIM105  (contextlib.suppress is a context manager's two calls on every hit)
-            self.move_to_end(key)
-        except KeyError:  # evicted meanwhile: the value read is still this key's
-            pass
-        return value
-
-    def put(self, key: Any, value: Any) -> None:
-        """Remember ``value``, evicting the least recently used entries beyond ``size``."""
-        self[key] = value
-        while len(self) > self.size:
-            try:
-                self.popitem(last=False)
-            except KeyError:  # emptied meanwhile (a reload cleared it)
-                break
 
 
 _MISS = object()
@@ -120,15 +83,15 @@ class RulesCache:
         self._bump_lock = threading.Lock()
         self._bump_owed = False
         self._bump_failures = 0
-        self._by_key = _LRU(cache_size)
-        self._by_user = _LRU(cache_size)
+        self._by_key = LRU(cache_size)
+        self._by_user = LRU(cache_size)
         # Bumped by every reload: a lookup that started before a reload must not put what it read
         # (possibly a key revoked or issued meanwhile) into the caches the reload just emptied.
         self._generation = 0
         # Hashes of keys the backend does not know: a guesser's stream of distinct keys costs one query
         # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
         # meanwhile bumps the rules version), so a new key works at once.
-        self._unknown_keys = _LRU(UNKNOWN_KEYS_CACHE_SIZE)
+        self._unknown_keys = LRU(UNKNOWN_KEYS_CACHE_SIZE)
         # Every usable key's hash prefix, wanted once some address is blocked for failed authentications here
         # (see may_know_key), and built off the request path, one build at a time in this process.
         self._known_keys: KnownKeys | None = None

@@ -5,7 +5,8 @@
 settings tables of docs/settings.md are written from it (``make settings-docs``; a test
 fails when they differ). Comments say what a one-line doc cannot. The sections other apps
 read (``ADAPTIVE``, ``NOTIFICATIONS``, ``ACL_FEEDS``) are described by those apps and
-registered with :mod:`quotas.settings.registry`.
+registered with :mod:`quotas.settings.registry`; the engine's own sections (``METRICS``, ``USAGE_FLUSH``,
+``RETENTION``, ``ALLOWANCES``) are described key by key in :mod:`quotas.settings.sections`.
 """
 
 from __future__ import annotations
@@ -14,98 +15,11 @@ from decimal import Decimal
 from os import PathLike
 
 from . import validators as valid
+from .sections import ALLOWANCES, METRICS, RETENTION, SECONDS, USAGE_FLUSH
 from .setting import Setting, section
 from .validators import ALGORITHMS
 
 FAILURE_MODES = ("local", "open", "closed")
-_SECONDS = "a number of seconds"
-
-#: QUOTAS['METRICS']: /metrics and the details of /healthz (quotas/http/views.py).
-METRICS = (
-    Setting(
-        "TOKEN", str, "", secret=True, check_id="quotas.E035",
-        doc="bearer token for `/metrics` and `/healthz`'s details; `''`: staff sessions only, unless "
-        "`ALLOW_LOOPBACK`. Read it from the environment, never write it in the repository (this project: "
-        "`METRICS_TOKEN`)",
-        hint="Read it from the environment, e.g. os.environ.get('METRICS_TOKEN', ''); '' means no token.",
-    ),
-    # Off by default: a reverse proxy on the same host that adds no X-Forwarded-For (nginx's default)
-    # would make every client look local.
-    Setting(
-        "ALLOW_LOOPBACK", bool, False, check_id="quotas.E015",
-        doc="serve `/metrics` without a token to loopback peers when no `TOKEN` is set; keep off behind a "
-        "reverse proxy on the same host",
-        hint="Without it /metrics needs QUOTAS['METRICS']['TOKEN'] or a staff session.",
-    ),
-)  # fmt: skip
-
-#: QUOTAS['USAGE_FLUSH']: the usage app's flush of Redis counters to the database (usage/flush.py).
-USAGE_FLUSH = (
-    Setting(
-        "BATCH_SIZE", int, 500, minimum=1, check_id="quotas.E036",
-        doc="usage hashes written per database transaction",
-        hint="Fewer per transaction hold locks for less time; more write faster.",
-    ),
-    Setting(
-        "BATCH_DELAY", float, 0.0, minimum=0, kind=_SECONDS, check_id="quotas.E036",
-        doc="seconds each batch's transaction pauses: a test hook (the worker-kill test widens the window a "
-        "SIGKILL lands in); leave it at 0",
-        hint="A test hook: leave it at 0 in production.",
-    ),
-)  # fmt: skip
-
-#: QUOTAS['RETENTION']: how long the tables that grow with traffic keep their rows (the usage app's
-#: ``usage.prune`` task, usage/retention.py).
-RETENTION = (
-    Setting(
-        "USAGE_DAYS", int | None, 400, minimum=1, kind="a number of days or None", check_id="quotas.E056",
-        doc="days a usage record is kept after its day (400: a year of billing history, and a month to dispute "
-        "the last invoice); `None`: forever",
-        hint="Keep it longer than your billing and dispute period; None keeps every row.",
-    ),
-    Setting(
-        "BUDGET_ALERTS_DAYS", int | None, 400, minimum=1, kind="a number of days or None", check_id="quotas.E056",
-        doc="days a budget alert is kept after it was raised; `None`: forever",
-        hint="A number of days, or None to keep every alert.",
-    ),
-    Setting(
-        "BANS_DAYS", int | None, 90, minimum=1, kind="a number of days or None", check_id="quotas.E056",
-        doc="days a ban's record is kept after the ban ended or was lifted; `None`: forever",
-        hint="A number of days, or None to keep every ban record.",
-    ),
-)  # fmt: skip
-
-#: QUOTAS['ALLOWANCES']: local allowances for busy clients (quotas/store/allowances.py). On by default, with
-#: thresholds that only a client sending one process many requests a second meets.
-ALLOWANCES = (
-    Setting(
-        "ENABLED", bool, True, check_id="quotas.E053",
-        doc="take allowances for busy clients; `False`: every request asks Redis (each plan can also turn them "
-        "off: *Local allowances* in its admin)",
-        hint="True or False.",
-    ),
-    Setting(
-        "MIN_RATE", float, 20.0, exclusive_minimum=0, kind="requests a second", check_id="quotas.E053",
-        doc="requests a second one client must send this process before its decisions take allowances",
-        hint="A positive number of requests a second, e.g. 20.",
-    ),
-    Setting(
-        "HORIZON", float, 0.25, exclusive_minimum=0, maximum=1, kind=_SECONDS, check_id="quotas.E053",
-        doc="how long an allowance may be used, and how many requests it holds: the client's rate here times "
-        "this. Its unused units go back when it ends",
-        hint="Well under a second, e.g. 0.25: longer holds more units back from other processes.",
-    ),
-    Setting(
-        "SHARE", float, 0.1, exclusive_minimum=0, maximum=0.5, kind="a fraction", check_id="quotas.E053",
-        doc="the largest part of any window's remaining units one allowance may take",
-        hint="A fraction up to 0.5, e.g. 0.1: smaller leaves more for other processes.",
-    ),
-    Setting(
-        "MAX_REQUESTS", int, 50, minimum=2, check_id="quotas.E053",
-        doc="the most requests one allowance admits",
-        hint="An integer of at least 2.",
-    ),
-)  # fmt: skip
 
 SETTINGS = (
     Setting(
@@ -153,7 +67,7 @@ SETTINGS = (
         hint="Use a dotted path such as 'plans.rules.PlansRulesBackend', or None for DRF's rates.",
     ),
     Setting(
-        "RULES_CHECK_INTERVAL", float, 1.0, minimum=0, kind=_SECONDS, check_id="quotas.E005",
+        "RULES_CHECK_INTERVAL", float, 1.0, minimum=0, kind=SECONDS, check_id="quotas.E005",
         doc="seconds between each process's checks of the rules version (a background thread; 0 disables "
         "cross-process reloads, and local allowances, which need the thread to give back what they did not use)",
         hint="Rule changes reach every process within this many seconds.",
@@ -213,17 +127,17 @@ SETTINGS = (
         hint="'sliding_window_log' counts a rate as DRF does.",
     ),
     Setting(
-        "SOCKET_TIMEOUT", float, 0.25, minimum=0, kind=_SECONDS, check_id="quotas.E005",
+        "SOCKET_TIMEOUT", float, 0.25, minimum=0, kind=SECONDS, check_id="quotas.E005",
         doc="seconds before a Redis read is abandoned",
         hint="A request waits at most this long for Redis before the failure mode applies.",
     ),
     Setting(
-        "CONNECT_TIMEOUT", float, 0.05, minimum=0, kind=_SECONDS, check_id="quotas.E005",
+        "CONNECT_TIMEOUT", float, 0.05, minimum=0, kind=SECONDS, check_id="quotas.E005",
         doc="seconds before a connection attempt to Redis is abandoned",
         hint="A request waits at most this long for a connection to Redis.",
     ),
     Setting(
-        "PROBE_INTERVAL", float, 0.5, minimum=0, kind=_SECONDS, check_id="quotas.E005",
+        "PROBE_INTERVAL", float, 0.5, minimum=0, kind=SECONDS, check_id="quotas.E005",
         doc="seconds between probes of Redis while the circuit breaker is open",
         hint="Redis is tried again this often while it is unreachable.",
     ),
@@ -240,7 +154,7 @@ SETTINGS = (
         hint="Use about 1 / the number of worker processes, e.g. 0.25 for 4 gunicorn workers.",
     ),
     # The spool is kept private (0700), one subdirectory per Redis URL and key prefix, each file signed
-    # with SECRET_KEY (quotas/store/usage_buffer.py). Point it at the project's run or state directory.
+    # with SECRET_KEY (quotas/store/usage_batches.py). Point it at the project's run or state directory.
     Setting(
         "USAGE_SPOOL_DIR", str | PathLike | None, None, kind="a directory path or None", check_id="quotas.E051",
         doc="where a process exiting during an outage leaves the usage it could not write (`None`: "
@@ -269,7 +183,7 @@ SETTINGS = (
         hint="False sends the IETF RateLimit and RateLimit-Policy headers alone.",
     ),
     Setting(
-        "MAX_DELAY_CAP", float, 30.0, minimum=0, kind=_SECONDS, check_id="quotas.E005",
+        "MAX_DELAY_CAP", float, 30.0, minimum=0, kind=SECONDS, check_id="quotas.E005",
         doc="longest `max_delay` a leaky bucket may ask for, in seconds",
         hint="A limit asking for a longer delay gets this one.",
     ),
@@ -315,13 +229,13 @@ SETTINGS = (
     ),
     # See quotas/runtime/shaping.py: a delay that does not fit is refused with 429 and the decision taken back.
     Setting(
-        "SHAPING_DELAY_BUDGET", float, 1.0, minimum=0, kind=_SECONDS, check_id="quotas.E005",
+        "SHAPING_DELAY_BUDGET", float, 1.0, minimum=0, kind=SECONDS, check_id="quotas.E005",
         doc="seconds of leaky-bucket shaping delay one process may have asleep at once; a delay that does not "
         "fit is a 429 (`reason: shaping_capacity`) and the decision is given back",
         hint="0 refuses every request a leaky bucket would delay.",
     ),
     Setting(
-        "SHAPING_DELAY_SHARE", float, 0.25, minimum=0, kind=_SECONDS, check_id="quotas.E005",
+        "SHAPING_DELAY_SHARE", float, 0.25, minimum=0, kind=SECONDS, check_id="quotas.E005",
         doc="seconds of shaping sleep the budget regains per second: at most this share of a process's time "
         "goes to shaping",
         hint="The share of a process's time that may go to sleeping for shaping.",

@@ -16,10 +16,10 @@ from django.core.checks import CheckMessage, Warning
 from django.utils.module_loading import import_string
 
 from quotas.contract.protocol import Algorithm
-from quotas.contract.urls import validate_url
 from quotas.exceptions import InvalidRate
 from quotas.formats.money import to_micros
 from quotas.formats.rates import parse_rates
+from quotas.formats.store_urls import validate_url
 
 #: The algorithms a limit may name (periods and budgets have models of their own).
 ALGORITHMS = tuple(a.setting_name for a in Algorithm if a.rolling or a is Algorithm.CONCURRENCY)

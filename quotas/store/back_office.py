@@ -22,8 +22,8 @@ from quotas.store.backends.connect import connect
 from quotas.store.history_store import ClientPoint, HistoryBucket, HistoryStore, Resolution
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.published_multipliers import PublishedMultipliers
-from quotas.store.usage_counters import UsageCounters, flush_mark_key
-from quotas.store.usage_hashes import Counters, RowKey, Snapshot
+from quotas.store.redis_usage import UsageCounters, flush_mark_key
+from quotas.store.usage_hash_format import Counters, RowKey, Snapshot
 
 #: Seconds a back-office read may take (a SCAN batch or a snapshot of 500 hashes), and its connect.
 READ_TIMEOUT = 10.0

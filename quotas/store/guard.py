@@ -10,16 +10,16 @@ what a store must not know about:
 * a circuit breaker (:mod:`quotas.store.breaker`), so an outage costs one
   timeout, not one per request;
 * the local fallback (:mod:`quotas.store.fallback`): this process's share of
-  each limit, and usage counted in-process (:mod:`quotas.store.usage_buffer`)
+  each limit, and usage counted in-process (:mod:`quotas.store.usage_batches`)
   until Redis is back, when the budget spend it admitted is charged to Redis
   (:mod:`quotas.store.owed`).
 
 By job: this module decides (allowances, the memory of refused clients, the
 breaker and the failure mode); the guard holds its other parts as objects:
-``guard.settlement`` (:mod:`quotas.store.after_view`) what follows the view
+``guard.settlement`` (:mod:`quotas.store.settlement`) what follows the view
 (refund, cost adjustment, lease release, a shaped request taken back, budget
 spend owed to Redis: best effort, a failure is logged and counted, never
-raised), and ``guard.usage`` (:mod:`quotas.store.usage_counting`) the usage
+raised), and ``guard.usage`` (:mod:`quotas.store.in_process_usage`) the usage
 counted in this process and its flush.
 """
 
@@ -33,17 +33,17 @@ from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.rules.limits import Window
-from quotas.store.after_view import Settlement
 from quotas.store.allowances import Allowances
 from quotas.store.breaker import CircuitBreaker
 from quotas.store.decision import DecideCall, Decision
 from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
+from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
 from quotas.store.owed import OwedSpend
 from quotas.store.replies import banned_states
-from quotas.store.usage_buffer import UsageBuffer
-from quotas.store.usage_counting import InProcessUsage
+from quotas.store.settlement import Settlement
+from quotas.store.usage_batches import UsageBuffer
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ logger = logging.getLogger(__name__)
 class Guard:
     """A :class:`~quotas.store.interface.Store` behind a memory of refused clients, a circuit breaker and the
     local fallback. What it does after the view is its ``settlement``'s
-    (:class:`~quotas.store.after_view.Settlement`), and the usage it counts in this process its ``usage``'s
-    (:class:`~quotas.store.usage_counting.InProcessUsage`)."""
+    (:class:`~quotas.store.settlement.Settlement`), and the usage it counts in this process its ``usage``'s
+    (:class:`~quotas.store.in_process_usage.InProcessUsage`)."""
 
     def __init__(
         self,

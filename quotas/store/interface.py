@@ -14,18 +14,18 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from quotas.contract.keys import ClientKeys
-from quotas.contract.protocol import AdjustedBudget
+from quotas.contract.reply_layout import AdjustedBudget
 from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
+from quotas.store.redis_usage import UsageCounters
 from quotas.store.refusal_lists import RefusalLists
 from quotas.store.replies import Ban
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
-from quotas.store.usage_counters import UsageCounters
 
 
 class Store(Protocol):

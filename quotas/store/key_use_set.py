@@ -23,7 +23,7 @@ _SUFFIX = "keys:last-used"
 _FROM_SUFFIX = "keys:last-from"
 
 # A note replaces the hash's value only when it is newer (ARGV: id, seconds, address, ...); both scripts are
-# a few lines, sent as usage_hashes' snapshot is (register_script: EVALSHA on any server, the memory store's too).
+# a few lines, sent as usage_hash_format's snapshot is (register_script: EVALSHA on any server, the memory store's too).
 _WRITE_FROM = """
 for i = 1, #ARGV, 3 do
   local old = redis.call('HGET', KEYS[1], ARGV[i])

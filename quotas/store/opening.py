@@ -1,6 +1,7 @@
 """The store of a ``REDIS_URL``: the client and transport the URL names, and the store over them; what the
-system checks and the test helpers ask of the memory store; and the refusal of the memory store by a production
-process (quotas.E091's condition, enforced where a store is opened and where a server or a Celery process starts).
+system checks ask of the URL, and what they and the test helpers ask of the memory store; and the refusal of the
+memory store by a production process (quotas.E091's condition, enforced where a store is opened and where a server
+or a Celery process starts).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.library import LibraryCaller
-from quotas.contract.urls import is_memory_url
+from quotas.formats.store_urls import is_memory_url
 from quotas.settings import quota_settings
-from quotas.store.backends.connect import async_connector, connect
+from quotas.store.backends.connect import async_connector, connect, standalone_problem
 from quotas.store.backends.memory import MemoryRedis, MemoryTransport, keyspace, lua_available
 from quotas.store.backends.memory.keyspace import Keyspace
 from quotas.store.redis_store import RedisStore
@@ -48,7 +49,13 @@ def open_store(
         transport = MemoryTransport(client)
     else:
         transport = Transport(client, async_connector(url, timeout, connect_timeout))
-    return RedisStore(transport, prefix, buckets, clock)
+    return RedisStore(transport, client, prefix, buckets, clock)
+
+
+def url_problem(url: str) -> str | None:
+    """What redis-py refuses in a one-server ``url`` (an option's value, the scheme's case), for the system check
+    quotas.E002: :func:`~quotas.store.backends.connect.standalone_problem`, for the checks above the store."""
+    return standalone_problem(url)
 
 
 def memory_store_available() -> bool:

@@ -11,7 +11,7 @@ Both are kept here per client and budget period, as the spec the budget had
 at the decision (its period's bounds) and a decision's time in that period,
 and charged with the reconciliation script (``adjust.lua``): only into that
 period, never into a later one. Usage is not charged here: its cost is counted
-in the usage buffer (:mod:`quotas.store.usage_buffer`), which writes it once.
+in the usage buffer (:mod:`quotas.store.usage_batches`), which writes it once.
 
 The ledger is bounded (``size`` entries): past that the oldest entry is
 dropped and counted in ``quota_owed_spend_dropped_micros_total``, as is an

@@ -2,7 +2,7 @@
 
 The adaptive controller publishes them (:meth:`PublishedMultipliers.publish`); every process decides with
 what :meth:`PublishedMultipliers.read` returns, parsed by the engine's one parser
-(:func:`quotas.contract.protocol.parse_multipliers`). Every call raises
+(:func:`quotas.formats.multipliers.parse_multipliers`). Every call raises
 :class:`~quotas.exceptions.StoreUnavailable` when Redis fails.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotas.contract.keys import multipliers_key
-from quotas.contract.protocol import parse_multipliers
+from quotas.formats.multipliers import parse_multipliers
 from quotas.store.failures import unavailable
 
 

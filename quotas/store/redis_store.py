@@ -22,33 +22,25 @@ from redis.cluster import RedisCluster
 from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.keys import ClientKeys, client_keys
 from quotas.contract.library import LibraryCaller
-from quotas.contract.protocol import (
-    US_PER_SECOND,
-    AdjustedBudget,
-    DecideReply,
-    adjust_args,
-    decide_args,
-    decide_runs,
-    refund_args,
-    release_args,
-)
+from quotas.contract.protocol import US_PER_SECOND, adjust_args, decide_args, decide_runs, refund_args, release_args
+from quotas.contract.reply_layout import AdjustedBudget, DecideReply
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.formats.periods import UsageDay, usage_day_span
 from quotas.rules.limits import Window
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
+from quotas.store.budget_day import usage_day_of
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
+from quotas.store.redis_usage import UsageCounters
 from quotas.store.refusal_lists import RefusalLists
 from quotas.store.replies import Ban, decision_of, parse_ban
 from quotas.store.resp import Encoded, bulk
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
-from quotas.store.usage_counters import UsageCounters
-from quotas.store.usage_day import usage_day_of
 
 
 class RedisStore:
@@ -59,8 +51,14 @@ class RedisStore:
     calls on the whole keyspace and its servers. Nothing above the store holds a client.
     """
 
-    def __init__(self, transport: LibraryCaller, prefix: str, buckets: int = 1024, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, transport: LibraryCaller, client: Any, prefix: str, buckets: int = 1024, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.transport = transport
+        # The client ``transport`` sends on (redis-py's, or the memory store's), given by whoever opened both
+        # (quotas.store.opening): the store's parts and operators' calls use it, and nothing outside the store
+        # reads it from the store or its transport.
+        self._client = client
         # The runtime's clock dates the decisions' periods and usage days; the decision itself runs on Redis's own
         # clock (TIME, read by the script) unless the clock is injected, when the script is sent its now().
         self.clock = clock
@@ -69,7 +67,6 @@ class RedisStore:
         self._decide = transport.script("decide")  # called as it is: one call less than transport.call("decide")
         self.prefix = prefix
         self.buckets = buckets
-        client = transport.client
         self.history = HistoryStore(client, prefix)
         self.refusals = RefusalLists(client, prefix)
         self.key_use = KeyUseSet(client, prefix)
@@ -89,11 +86,6 @@ class RedisStore:
         self._memos: dict[tuple[int, int | None], tuple[Sequence[Window], dict[str, Any]]] = {}
         # The usage day of decisions in [start, end) seconds, where budget days begin then (see encode).
         self._day: tuple[float, float, object, UsageDay] = (0.0, 0.0, None, usage_day_span(0.0, "UTC")[0])
-
-    @property
-    def _client(self) -> Any:
-        # The redis-py client (or the memory store's) for the operators' calls that are not scripts.
-        return self.transport.client
 
     # decide() in three steps (encode, send, decode), so that adecide() sends the same call from asyncio.
 

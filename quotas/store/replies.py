@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from quotas.contract.protocol import NEVER, REPLY_HEAD, REPLY_PER_WINDOW, US_PER_SECOND, DecideFlag
+from quotas.contract.protocol import US_PER_SECOND
+from quotas.contract.reply_layout import NEVER, REPLY_HEAD, REPLY_PER_WINDOW, DecideFlag
 from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, WindowState, scaled
 

@@ -127,7 +127,7 @@ class LuaScript:
     """
 
     def __init__(self, client: Any, source: str, function: str | None = None, library: str | None = None) -> None:
-        self.client = client
+        self._client = client
         self.source = source
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
         self.function = function
@@ -194,13 +194,13 @@ class LuaScript:
             functions = self.functions  # as in __call__: the form this attempt goes out in
             try:
                 if functions:
-                    return self.client.fcall(self.function, len(keys), *keys, *args)
+                    return self._client.fcall(self.function, len(keys), *keys, *args)
                 return self._script(keys=keys, args=args)  # redis-py's Script loads itself on NOSCRIPT
             except ResponseError as exc:
                 fix = remedy(exc, functions)
                 if fix is None or attempt:
                     raise
-                self._apply(fix, self.client.execute_command)
+                self._apply(fix, self._client.execute_command)
         raise AssertionError("unreachable")
 
     def _apply(self, fix: str, ask: Any) -> None:
@@ -243,12 +243,12 @@ class LuaScript:
             # This thread's connection, taken from the pool for up to HOLD_SECONDS.
             held = getattr(self._local, "held", None)
             if held is None:
-                held = self._local.held = _HeldConnection(self.client.connection_pool)
+                held = self._local.held = _HeldConnection(self._client.connection_pool)
             now = time.monotonic()
             if held.conn is not None and (now >= held.until or held.pid != os.getpid()):
                 held.release()
             if held.conn is None:
-                held.conn = self.client.connection_pool.get_connection()
+                held.conn = self._client.connection_pool.get_connection()
                 held.pid, held.until = os.getpid(), now + HOLD_SECONDS
             conn = held.conn
             try:
@@ -270,7 +270,7 @@ class AsyncLuaScript:
     """:class:`LuaScript` for redis-py's asyncio client: FCALL, or EVALSHA, with the same remedies (:func:`remedy`)."""
 
     def __init__(self, client: Any, entry: str) -> None:
-        self.client = client
+        self._client = client
         self.entry = entry
         self.function = function_name(entry)
         self.functions = True
@@ -282,7 +282,7 @@ class AsyncLuaScript:
             functions = self.functions  # as in LuaScript.__call__: the form this attempt goes out in
             try:
                 if functions:
-                    return await self.client.fcall(self.function, len(keys), *keys, *args)
+                    return await self._client.fcall(self.function, len(keys), *keys, *args)
                 return await self._script(keys=keys, args=args)  # loads itself on NOSCRIPT
             except ResponseError as exc:
                 fix = remedy(exc, functions)
@@ -290,7 +290,7 @@ class AsyncLuaScript:
                     raise
                 if fix == LOAD_LIBRARY:
                     try:
-                        await self.client.function_load(library_source(), replace=True)
+                        await self._client.function_load(library_source(), replace=True)
                         continue
                     except ResponseError as load_exc:
                         logger.warning(
@@ -321,7 +321,7 @@ class Transport:
     """
 
     def __init__(self, client: Any, async_client: Callable[[], Any] | None = None) -> None:
-        self.client = client
+        self._client = client
         self._scripts = {name: LuaScript.entry(client, name) for name in ENTRIES}
         self._async_client = async_client
         # Per event loop: its client and the entry points on it.
@@ -361,4 +361,4 @@ class Transport:
 
     def close(self) -> None:
         """Drop the sync client's connections (an asyncio client's close when it is collected)."""
-        self.client.close()
+        self._client.close()

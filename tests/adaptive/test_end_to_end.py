@@ -32,7 +32,7 @@ from adaptive.controller import read_state
 from adaptive.publish import read_multipliers
 from adaptive.reporter import publish_sample
 from config.embedded_redis import RedisServer, free_port
-from quotas.siblings import ControllerBoard
+from quotas.internal_api import ControllerBoard
 from tests.process_groups import stop_groups
 from tests.store_client import board_of
 from tests.waiting import wait_until

@@ -15,7 +15,7 @@ from notifications.dispatch import dispatch_due
 from notifications.models import Contact, Delivery, Endpoint
 from notifications.secrets import decrypt
 from plans.models import AlertThresholds, APIKey, CostBudget, KeyState, SpendCap
-from quotas.siblings import hash_api_key
+from quotas.internal_api import hash_api_key
 from tests.dashboard.browser import ARTIFACTS, BASE_DIR, PASSWORD
 from tests.factories import PlanFactory, SubscriptionFactory, UserFactory
 

@@ -18,7 +18,7 @@ from notifications.dispatch import dispatch_due
 from notifications.models import Contact, Delivery, Endpoint, Event
 from notifications.secrets import decrypt, encrypt, new_secret
 from plans.models import APIKey, CostBudget, SpendCap
-from quotas.siblings import hash_api_key
+from quotas.internal_api import hash_api_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 

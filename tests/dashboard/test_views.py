@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from plans.management.commands.seed_demo import demo_key
 from plans.models import ACLEntry, APIKey
-from quotas.siblings import usage_date
+from quotas.internal_api import usage_date
 from tests.factories import UserFactory, issue_key
 from usage.models import UsageRecord
 

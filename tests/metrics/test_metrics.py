@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from quotas import metrics
+from quotas.metrics_exposition import default_series, exposition
 from tests.conftest import skip_or_fail
 
 
@@ -21,7 +22,7 @@ def value(name: str, **labels: str) -> float:
 
 def label_values(metric: str, label: str) -> set[str]:
     """Every value ``label`` takes in ``metric``'s samples, as exposed."""
-    text = metrics.exposition()[0].decode()
+    text = exposition()[0].decode()
     return {
         sample.labels[label]
         for family in text_string_to_metric_families(text)
@@ -108,7 +109,7 @@ def test_histogram_buckets_span_50us_to_50ms():
 
 def decisions_of(plan: str) -> float:
     """Allowed decisions of ``plan`` counted so far, over every scope."""
-    text = metrics.exposition()[0].decode()
+    text = exposition()[0].decode()
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
@@ -211,7 +212,7 @@ def test_exposition_passes_promtool_check_metrics():
     metrics.set_engine_mode("normal")
     metrics.set_multiplier("free", 0.5)
     metrics.set_load_signal("cpu", "web-1", 0.5)
-    body, content_type = metrics.exposition(defaults=metrics.default_series())
+    body, content_type = exposition(defaults=default_series())
     assert content_type.startswith("text/plain; version=0.0.4")
     result = promtool_check(body.decode())
     assert result.returncode == 0, result.stdout + result.stderr
@@ -219,6 +220,6 @@ def test_exposition_passes_promtool_check_metrics():
 
 
 def test_exposition_speaks_openmetrics_when_asked():
-    body, content_type = metrics.exposition("application/openmetrics-text; version=1.0.0")
+    body, content_type = exposition("application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith(b"# EOF")

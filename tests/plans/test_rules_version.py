@@ -13,10 +13,10 @@ from django.db import connection
 
 from plans.models import APIKey, RulesChange
 from quotas.contract.keys import rules_version_key
+from quotas.internal_api import hash_api_key
 from quotas.runtime import build_runtime, get_runtime
 from quotas.runtime.rules_cache import RulesCache
 from quotas.settings import quota_settings
-from quotas.siblings import hash_api_key
 from tests.factories import issue_key
 from tests.waiting import wait_until
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from quotas.checks import (
+from quotas.checks import check_settings
+from quotas.checks.front_doors import (
     API_KEY_AUTHENTICATION,
     check_drf_adapter,
     check_drf_rates,
     check_middleware,
-    check_settings,
     check_sign_in_middleware,
 )
 from quotas.settings import DEFAULTS, quota_settings
@@ -78,6 +79,26 @@ def test_bad_setting_is_reported(settings, override, expected):
     messages = check_settings()
     assert ids(messages) == [expected]
     assert messages[0].hint
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://127.0.0.1:6379/0?db=zero", "malformed redis:// URL: Invalid value for 'db'"),
+        ("rediss://:s3cret@cache:6380/0?socket_timeout=soon", "malformed rediss:// URL: Invalid value"),
+        ("REDIS://127.0.0.1:6379/0", "malformed redis:// URL: Redis URL must specify"),
+        ("redis://127.0.0.1:port/0", "malformed redis:// URL: Port could not be cast"),
+    ],
+)
+def test_a_one_server_url_redis_py_refuses_is_quotas_e002_once(settings, url, message):
+    """What only redis-py reads of a redis:// URL (an option's value, the scheme's case) is still refused at
+    start-up, as quotas.E002 with the setting's hint, once, and without the password; the settings' own check,
+    which imports no redis, reports the rest (the port)."""
+    settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": url}
+    found = [m for m in run_checks() if m.id == "quotas.E002"]
+    assert [m.msg.partition(": ")[2][: len(message)] for m in found] == [message]
+    assert found[0].hint.startswith("Use redis://host:6379/0")
+    assert "s3cret" not in found[0].msg
 
 
 def test_unix_is_a_trusted_proxy_entry(settings):

@@ -11,10 +11,10 @@ from asgiref.sync import async_to_sync
 
 from quotas.django.respond import rate_rule
 from quotas.runtime import get_runtime
-from quotas.store.backends.connect import MAX_CONNECTIONS
+from quotas.settings import quota_settings
+from quotas.store.backends.connect import MAX_CONNECTIONS, async_connector, connect
 from quotas.store.decision import DecideCall
 from quotas.store.transport import LuaScript
-from tests.store_client import client_of
 from tests.waiting import wait_until
 
 #: A real server's connections (CLIENT LIST, closed sockets).
@@ -92,18 +92,24 @@ def test_every_script_on_one_client_shares_the_threads_connection(redis_server, 
 
 
 def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(runtime, redis_client):
-    """The client async views decide with (a real one, on the test Redis) caps its pool as the sync client does."""
+    """The clients async views decide with (real ones, on the test Redis, made by the connector the store's
+    transport is given) cap their pool as the sync clients do."""
     window = rate_rule("capped", "5/min", "fixed_window").windows[0]
+    url = str(quota_settings.REDIS_URL)
 
     async def decide_and_read_the_cap() -> int:
         decision = await runtime.guard.adecide(DecideCall("{ip.192.0.2.9}", [window]))
-        assert decision.allowed  # the client was used for a real decision, not only built
-        cap = runtime.store.transport.async_script("decide").client.connection_pool.max_connections
+        assert decision.allowed  # an asyncio client was used for a real decision, not only built
         await get_runtime().store.transport.aclose()
+        make = async_connector(url, 1.0)
+        assert make is not None  # one server: asyncio clients of its own
+        client = make()
+        cap = client.connection_pool.max_connections
+        await client.aclose()
         return cap
 
     assert async_to_sync(decide_and_read_the_cap)() == MAX_CONNECTIONS
-    assert client_of(runtime).connection_pool.max_connections == MAX_CONNECTIONS
+    assert connect(url, 1.0).connection_pool.max_connections == MAX_CONNECTIONS
 
 
 def test_a_call_reaches_redis_as_redis_py_would_have_written_it(redis_server):

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory
 from rest_framework.views import APIView
 
-from quotas.checks import check_throttle_has_rates
+from quotas.checks.front_doors import check_throttle_has_rates
 from quotas.drf.throttling import QuotaThrottle
 from quotas.identity import addresses
 from quotas.identity.addresses import client_ip

@@ -11,7 +11,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from plans.models import APIKey
-from quotas.siblings import get_runtime, hash_api_key
+from quotas.internal_api import get_runtime, hash_api_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 from tests.waiting import wait_until
 

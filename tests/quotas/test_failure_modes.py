@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from quotas.runtime import get_runtime, reset_runtime
-from quotas.store.usage_buffer import replay_spool, spool_dir
+from quotas.store.usage_batches import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
 from tests.store_client import client_of

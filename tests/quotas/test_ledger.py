@@ -10,6 +10,8 @@ import time
 from prometheus_client import REGISTRY
 
 from quotas import metrics
+from quotas.metrics_exposition import exposition
+from quotas.metrics_fold import fold
 from quotas.observability import record as record_module
 from quotas.observability.history import History
 from quotas.observability.ledger import LEDGER, Ledger
@@ -66,7 +68,7 @@ def test_the_exposition_folds_first():
     """/metrics' body counts decisions recorded just before it."""
     before = decisions_total()
     recorded(2)
-    body = metrics.exposition()[0].decode()
+    body = exposition()[0].decode()
     line = next(s for s in body.splitlines() if s.startswith("quota_decisions_total{") and f'scope="{SCOPE}"' in s)
     assert float(line.rsplit(" ", 1)[1]) == before + 2
 
@@ -75,7 +77,7 @@ def test_durations_are_observed_as_one_by_one():
     """Each folded decision lands in its duration's bucket and adds its duration to the sum."""
     labels = {"outcome": "allowed", "le": "0.1"}
     below = {"outcome": "allowed", "le": "0.005"}
-    metrics.fold()
+    fold()
     bucket, lower = (REGISTRY.get_sample_value("quota_decision_seconds_bucket", x) for x in (labels, below))
     total = REGISTRY.get_sample_value("quota_decision_seconds_sum", {"outcome": "allowed"})
     recorded(4, took=0.006)
@@ -110,7 +112,7 @@ def test_a_history_dropped_before_its_fold_loses_only_its_notes():
 def test_past_the_bound_the_request_path_folds(monkeypatch):
     """With nothing folding (the poller dead or off), the ledger is folded by the request that reaches
     FOLD_AT entries: it never grows without end."""
-    metrics.fold()
+    fold()
     monkeypatch.setattr(record_module, "FOLD_AT", 5)
     history = History()
     with LEDGER._lock:  # nothing folds meanwhile (a poller's tick waits)

@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.test import Client
 
-from quotas.contract.urls import describe, parse_url
+from quotas.formats.store_urls import describe, parse_url
 from quotas.middleware import QuotaHeadersMiddleware
 from quotas.runtime import get_runtime
 from quotas.store.backends import memory

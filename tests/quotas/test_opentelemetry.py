@@ -116,7 +116,7 @@ def test_the_system_check_says_when_the_api_is_missing(set_quotas, monkeypatch):
     set_quotas(OPENTELEMETRY=True)
     ids = lambda: {m.id for m in checks.run_checks()}  # noqa: E731
     assert "quotas.E071" not in ids()
-    monkeypatch.setattr("quotas.checks.otel_available", lambda: False)
+    monkeypatch.setattr("quotas.checks.engine.otel_available", lambda: False)
     assert "quotas.E071" in ids()
     assert otel.available()
 

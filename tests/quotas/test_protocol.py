@@ -12,20 +12,13 @@ from quotas.contract.library import ENTRY_POINTS, library_source, script_source
 from quotas.contract.protocol import (
     ALGORITHM_CODES,
     DECIDE_FIXED_ARGS,
-    NEVER,
-    REPLY_HEAD,
-    REPLY_PER_WINDOW,
     AdjustArg,
-    AdjustedBudget,
     Algorithm,
     DecideArg,
-    DecideFlag,
-    DecideReply,
     HistoryTopArg,
     RefundArg,
     ReleaseArg,
     UsageAddArg,
-    WindowReply,
     WindowSpec,
     adjust_args,
     decide_args,
@@ -34,6 +27,15 @@ from quotas.contract.protocol import (
     refund_args,
     release_args,
     usage_add_args,
+)
+from quotas.contract.reply_layout import (
+    NEVER,
+    REPLY_HEAD,
+    REPLY_PER_WINDOW,
+    AdjustedBudget,
+    DecideFlag,
+    DecideReply,
+    WindowReply,
 )
 from quotas.settings import ALGORITHMS
 

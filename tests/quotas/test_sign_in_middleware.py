@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from django.http import HttpResponse, JsonResponse
 from django.test import Client, RequestFactory
 
-from quotas.checks import check_sign_in_middleware
+from quotas.checks.front_doors import check_sign_in_middleware
 from quotas.http.sign_in import SignInThrottleMiddleware
 from quotas.identity import devices
 from quotas.identity.auth_failures import refuse

@@ -13,7 +13,7 @@ import pytest
 from django.core import signing
 
 from quotas.runtime import get_runtime
-from quotas.store.usage_buffer import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
+from quotas.store.usage_batches import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
 from tests.usage_counters import usage_totals
 
 TODAY = time.strftime("%Y%m%d", time.gmtime())

@@ -10,8 +10,8 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 from config.embedded_redis import free_port
-from quotas.contract.urls import celery_sentinel_broker, describe, parse_url, redacted, validate_url
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.store_urls import celery_sentinel_broker, describe, parse_url, redacted, validate_url
 from quotas.store.backends.connect import connect
 
 

@@ -15,15 +15,15 @@ import pytest
 from kombu import Connection
 
 from quotas.contract.keys import refusals_key
-from quotas.contract.urls import celery_sentinel_broker
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import Rate, parse_rates
+from quotas.formats.store_urls import celery_sentinel_broker
 from quotas.observability.refusals import read_refusals
 from quotas.rules.limits import LimitRule
 from quotas.runtime import get_runtime
 from quotas.store.history_store import read_history, read_top_clients
 from quotas.store.refusal_lists import RefusalLists
-from quotas.store.usage_hashes import scan_usage_keys
+from quotas.store.usage_hash_format import scan_usage_keys
 from tests.script_calls import script_calls
 from tests.store_client import client_of
 from usage.flush import flush_usage

@@ -63,7 +63,7 @@ def flush() -> dict[str, Any]:
 
 
 def write(steps_file: str) -> dict[str, Any]:
-    from quotas.store.usage_hashes import RowKey
+    from quotas.store.usage_hash_format import RowKey
     from usage.flush import write_rows
 
     done = []

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from quotas.store.usage_hashes import ANONYMOUS_CLIENT
+from quotas.store.usage_hash_format import ANONYMOUS_CLIENT
 from usage.flush import flush_usage
 from usage.models import UsageRecord
 from usage.retention import FINAL_AFTER_DAYS, fold_anonymous

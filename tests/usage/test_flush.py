@@ -11,7 +11,7 @@ from plans.models import APIKey
 from quotas.identity.clients import hash_api_key
 from quotas.runtime import reset_runtime
 from quotas.settings import quota_settings
-from quotas.store.usage_hashes import read_snapshot, readable_days, scan_usage_keys, server_now
+from quotas.store.usage_hash_format import read_snapshot, readable_days, scan_usage_keys, server_now
 from tests.factories import issue_key
 from usage.flush import flush_usage, write_rows
 from usage.models import UsageRecord

@@ -22,7 +22,7 @@ from django.core.management import call_command
 from plans.models import APIKey
 from quotas.identity.clients import hash_api_key
 from quotas.runtime import reset_runtime
-from quotas.store.usage_hashes import RowKey
+from quotas.store.usage_hash_format import RowKey
 from tests.conftest import skip_or_fail
 from tests.factories import issue_key
 from usage.flush import write_rows

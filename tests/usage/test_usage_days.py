@@ -16,10 +16,10 @@ import pytest
 from plans.models import CostBudget
 from quotas.formats.money import to_micros
 from quotas.formats.periods import usage_day
+from quotas.internal_api import hash_api_key
 from quotas.runtime import get_runtime
-from quotas.siblings import hash_api_key
 from quotas.store.decision import DecideCall
-from quotas.store.usage_hashes import scan_usage_keys
+from quotas.store.usage_hash_format import scan_usage_keys
 from quotas.testing import use_clock
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.host_clock import HostClock

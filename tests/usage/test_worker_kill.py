@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from plans.models import APIKey
 from quotas.identity.clients import hash_api_key
 from quotas.settings import quota_settings
-from quotas.store.usage_hashes import read_snapshot, readable_days, scan_usage_keys, server_now
+from quotas.store.usage_hash_format import read_snapshot, readable_days, scan_usage_keys, server_now
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from usage.models import DENIALS
 

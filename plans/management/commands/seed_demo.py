@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from plans.models import API_KEY_PREFIX, APIKey, CostBudget, EndpointLimit, Plan, Subscription
-from quotas.siblings import hash_api_key
+from quotas.internal_api import hash_api_key
 
 DEMO_PLANS: list[dict[str, Any]] = [
     {

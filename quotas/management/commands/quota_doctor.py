@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from quotas.contract.urls import describe, redacted
+from quotas.formats.store_urls import describe, redacted
 from quotas.management.doctor import ERROR, examine, worst
 from quotas.settings import quota_settings
 

@@ -15,8 +15,9 @@
 * ``memory://[<name>]``: no Redis; the counters live in this process
   (:mod:`quotas.store.backends.memory`), for tests and single-process development.
 
-The URL's parsing is :mod:`quotas.contract.urls` (which never connects); :func:`connect` does
-(a cluster client reads the slot map when it is built).
+The URL's grammar is :mod:`quotas.formats.store_urls` (which never connects and imports no redis); what only
+redis-py reads of a standalone URL (its query options) is checked here with redis-py's own parser
+(:func:`standalone_problem`). :func:`connect` connects (a cluster client reads the slot map when it is built).
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ import redis.asyncio
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import parse_url as parse_standalone_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
-from quotas.contract.urls import parse_url
+from quotas.formats.store_urls import STANDALONE_SCHEMES, StoreURL, parse_url
 from quotas.store.backends.memory import memory_client
 
 logger = logging.getLogger(__name__)
@@ -76,6 +78,30 @@ CLUSTER_RETRIES = 1
 SENTINEL_CHECK_INTERVAL = 1.0
 
 
+def standalone_problem(url: str) -> str | None:
+    """What redis-py refuses in a ``redis://``, ``rediss://`` or ``unix://`` ``url`` (an option's value, the
+    scheme's case), for the system check quotas.E002 and :func:`connect`; None for any other scheme. Never
+    connects, and never repeats the URL (it may hold a password)."""
+    scheme = url.partition("://")[0].lower() if isinstance(url, str) else ""
+    if scheme not in STANDALONE_SCHEMES:
+        return None
+    try:
+        parse_standalone_url(url)
+    except ValueError as exc:
+        return f"malformed {scheme}:// URL: {exc}"
+    return None
+
+
+def store_url(url: str) -> StoreURL:
+    """``url`` parsed (:func:`~quotas.formats.store_urls.parse_url`) and, for one server, read by redis-py as
+    :func:`connect` will; raises ValueError naming what is wrong."""
+    store = parse_url(url)
+    problem = standalone_problem(url)
+    if problem:
+        raise ValueError(problem)
+    return store
+
+
 def connect(url: str, timeout: float, connect_timeout: float | None = None) -> Any:
     """A Redis client for ``url`` whose reads give up after ``timeout`` seconds.
 
@@ -85,7 +111,7 @@ def connect(url: str, timeout: float, connect_timeout: float | None = None) -> A
     startup node of a cluster answers (a cluster client reads the slot map as it
     is built; the other clients connect on first use).
     """
-    store = parse_url(url)
+    store = store_url(url)
     if store.topology == "memory":
         return memory_client(url)
     socket: dict[str, Any] = {

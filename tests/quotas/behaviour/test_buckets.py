@@ -111,7 +111,7 @@ def test_clients_sharing_a_usage_hash_keep_separate_rows(one_bucket, redis_clien
     """Usage of one bucket's clients lands in one hash a day; readers tell the clients apart."""
     from datetime import UTC, datetime
 
-    from quotas.store.usage_hashes import add_hash, read_snapshot, scan_usage_keys, usage_key
+    from quotas.store.usage_hash_format import add_hash, read_snapshot, scan_usage_keys, usage_key
 
     windows = window("1/min", "fixed_window")
     assert one_bucket.guard.decide("{s.1}", windows, usage="7|search").allowed

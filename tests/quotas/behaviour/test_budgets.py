@@ -12,7 +12,8 @@ import pytest
 
 from plans.models import CostBudget, PeriodQuota
 from quotas.contract.keys import client_tag
-from quotas.contract.protocol import REPLY_HEAD, decide_args
+from quotas.contract.protocol import decide_args
+from quotas.contract.reply_layout import REPLY_HEAD
 from quotas.formats.money import from_micros, to_micros
 from quotas.formats.periods import period_bounds
 from quotas.identity.clients import Client, hash_api_key
@@ -317,7 +318,7 @@ def test_usage_weight_is_the_sum_of_the_weights_admitted(runtime, redis_client):
     """One-unit requests write no weight counter; heavier and zero-weight ones write what differs from one."""
     from quotas.formats.rates import parse_rates
     from quotas.rules.limits import LimitRule
-    from quotas.store.usage_hashes import read_snapshot, scan_usage_keys
+    from quotas.store.usage_hash_format import read_snapshot, scan_usage_keys
 
     windows = LimitRule(id="w", name="w", rates=parse_rates("1000/min"), algorithm="token_bucket").windows
     for weight in (1, 3, 3, 0, None):  # None: the window's own weight (1)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from quotas.checks import check_graphql_complexity, check_settings
+from quotas.checks import check_settings
+from quotas.checks.engine import check_graphql_complexity
 
 
 def ids(messages) -> list[str]:

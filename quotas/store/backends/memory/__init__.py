@@ -20,7 +20,7 @@ reads time from a clock that a test may replace (:func:`keyspace`, then
 ``.clock = ...``): the scripts' ``TIME`` and key expiry both follow it.
 """
 
-from quotas.contract.urls import MEMORY_SCHEME, is_memory_url
+from quotas.formats.store_urls import MEMORY_SCHEME, is_memory_url
 from quotas.store.backends.memory.client import (
     MemoryPipeline,
     MemoryRedis,

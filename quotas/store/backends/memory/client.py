@@ -200,7 +200,7 @@ class MemoryTransport:
     """
 
     def __init__(self, client: MemoryRedis) -> None:
-        self.client = client
+        self._client = client
         self._scripts = {name: client.register_script(script_source(name)) for name in ENTRY_POINTS}
 
     def call(self, entry: str, keys: Sequence[str], args: Sequence[object]) -> Any:

@@ -1,4 +1,5 @@
-"""What the platform's own apps (plans, usage, adaptive, dashboard) use of the engine beyond :mod:`quotas.api`.
+"""The engine's internal API: what the platform's own apps (plans, usage, adaptive, dashboard, notifications,
+console) use of the engine beyond :mod:`quotas.api`.
 
 Not for projects, and not stable: these names follow the engine's internals
 (the runtime, the Redis formats, each owned by one module of ``quotas``), so
@@ -25,8 +26,9 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
-from quotas.contract.protocol import USAGE_TTL_DAYS, parse_multipliers
+from quotas.contract.protocol import USAGE_TTL_DAYS
 from quotas.exceptions import StoreUnavailable
+from quotas.formats.multipliers import parse_multipliers
 from quotas.identity.addresses import address_group, client_ip
 from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.limits import LimitRule
@@ -36,6 +38,7 @@ from quotas.runtime.key_use import KEEP_SECONDS
 from quotas.settings import quota_settings
 from quotas.standing import NEAR
 from quotas.store.back_office import BackOffice
+from quotas.store.budget_day import usage_day_of
 from quotas.store.controller_board import ControllerBoard
 from quotas.store.controller_board import controller_board as _controller_board
 from quotas.store.controller_board import host_key as controller_host_key
@@ -43,8 +46,7 @@ from quotas.store.controller_board import hosts_key as controller_hosts_key
 from quotas.store.controller_board import lock_key as controller_lock_key
 from quotas.store.controller_board import state_key as controller_state_key
 from quotas.store.decision import scaled
-from quotas.store.usage_day import usage_day_of
-from quotas.store.usage_hashes import (
+from quotas.store.usage_hash_format import (
     ANONYMOUS_CLIENT,
     MAX_TEXT,
     RETENTION_DAYS,

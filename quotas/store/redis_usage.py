@@ -1,9 +1,9 @@
 """The usage counters in Redis as the engine writes them off the request path and the platform reads them.
 
 The decision script counts usage itself; what a process counted without Redis (the local fallback, refusals
-from memory, allowances) is written in batches (:class:`~quotas.store.usage_buffer.UsageBuffer`), or replayed
+from memory, allowances) is written in batches (:class:`~quotas.store.usage_batches.UsageBuffer`), or replayed
 from the spool a process left at exit. The usage flush, the usage API and the dashboard read the counters
-(:mod:`quotas.store.usage_hashes` owns their format). Reads raise :class:`~quotas.exceptions.StoreUnavailable`
+(:mod:`quotas.store.usage_hash_format` owns their format). Reads raise :class:`~quotas.exceptions.StoreUnavailable`
 when Redis fails.
 """
 
@@ -14,8 +14,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from quotas.store.failures import unavailable
-from quotas.store.usage_buffer import UsageBuffer, replay_spool
-from quotas.store.usage_hashes import Counters, RowKey, Snapshot, read_rows, snapshots
+from quotas.store.usage_batches import UsageBuffer, replay_spool
+from quotas.store.usage_hash_format import Counters, RowKey, Snapshot, read_rows, snapshots
 
 
 def flush_mark_key(prefix: str) -> str:

@@ -18,12 +18,12 @@ from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.store.allowances import Allowances
+from quotas.store.budget_day import day_of
 from quotas.store.decision import Decision, WindowState
 from quotas.store.fallback import LocalLimiter
+from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
 from quotas.store.owed import Owed, OwedSpend
-from quotas.store.usage_counting import InProcessUsage
-from quotas.store.usage_day import day_of
 
 logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look
 

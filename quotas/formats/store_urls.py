@@ -1,6 +1,8 @@
 """A ``REDIS_URL`` as text: its scheme names the topology (see :mod:`quotas.store.backends.connect` for the clients).
 
-* ``redis://``, ``rediss://``, ``unix://``: one server (redis-py's own URL parsing).
+* ``redis://``, ``rediss://``, ``unix://``: one server. Only the scheme and the port are read here; the rest
+  of such a URL is redis-py's to read, and the store's backend checks it with redis-py's own parser
+  (:func:`quotas.store.backends.connect.standalone_problem`), so nothing here imports redis.
 * ``redis+sentinel://[[user]:password@]host1:26379,host2:26379/<service>[/<db>]``:
   a primary watched by Sentinels. The password is the primary's; ``?sentinel_password=...``
   authenticates to the Sentinels themselves. Sentinel port defaults to 26379, db to 0.
@@ -10,7 +12,8 @@
   single-process development.
 
 Nothing here connects: the system checks validate the URL, operators' messages describe it with its
-passwords hidden, and Celery's broker options are derived from it.
+passwords hidden, and Celery's broker options are derived from it. A format, below every layer that reads it
+(the settings' checks, the store's backends, the operators' commands).
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
-
-from redis.connection import parse_url as parse_standalone_url
 
 STANDALONE_SCHEMES = ("redis", "rediss", "unix")
 SENTINEL_SCHEME = "redis+sentinel"
@@ -60,7 +61,7 @@ def parse_url(url: str) -> StoreURL:
     scheme = parts.scheme.lower()
     if scheme in STANDALONE_SCHEMES:
         try:
-            parse_standalone_url(url)
+            parts.port  # noqa: B018  # reading it raises ValueError for a port that is not one, as redis-py finds
         except ValueError as exc:
             raise ValueError(f"malformed {scheme}:// URL: {exc}") from None
         return StoreURL("standalone", url)
