@@ -192,6 +192,10 @@ def test_every_request_is_counted_exactly_once_across_the_workers(gunicorn):
 def test_the_multiprocess_exposition_passes_promtool(gunicorn):
     """It passes promtool, the decision histogram shown as a histogram (its per-bucket counters and sum, in
     the files, are not shown themselves)."""
+    # Its own decision: the histogram has a series once a worker decided, whichever test ran before this one.
+    assert [status for status, _ in send(gunicorn, "/t/metrics/decision", 1)] == [200]
+    wait_for(lambda: b"quota_decision_seconds_bucket" in gunicorn.get("/metrics")[1], 5, "no decision shown",
+             gunicorn.log)  # fmt: skip
     status, body = gunicorn.get("/metrics")
     assert status == 200
     assert b"# TYPE quota_decision_seconds histogram" in body

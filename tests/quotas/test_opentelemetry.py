@@ -33,11 +33,13 @@ _METRICS = InMemoryMetricReader()
 @pytest.fixture(scope="module", autouse=True)
 def sdk():
     """The SDK, configured the way a project configures it: global providers with in-memory exporters (a
-    global provider can be set once per process, so every test of this module shares them)."""
-    provider = sdk_trace.TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(_SPANS))
-    trace.set_tracer_provider(provider)
-    metrics_api.set_meter_provider(sdk_metrics.MeterProvider(metric_readers=[_METRICS]))
+    global provider can be set once per process, so every test of this module shares them, and a worker that
+    comes back to this module after others finds them set)."""
+    if not isinstance(metrics_api.get_meter_provider(), sdk_metrics.MeterProvider):
+        provider = sdk_trace.TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_SPANS))
+        trace.set_tracer_provider(provider)
+        metrics_api.set_meter_provider(sdk_metrics.MeterProvider(metric_readers=[_METRICS]))
     if not isinstance(trace.get_tracer_provider(), sdk_trace.TracerProvider):
         pytest.fail("another test set a global tracer provider first")
 

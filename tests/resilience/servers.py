@@ -222,10 +222,12 @@ class SentinelGroup:
         return info["role"] == "master" and info.get("slave0", {}).get("state") == "online"
 
     def flushall(self) -> None:
+        """Data, scripts, the function library and statistics: as new (the cluster's does the same)."""
         client = self.server(self.primary_port()).client()
         try:
             client.flushall()
             client.script_flush()
+            client.function_flush()  # else a library loaded by an earlier test is found by the next one
             client.config_resetstat()
         finally:
             client.close()
