@@ -44,8 +44,8 @@ run: $(RUN_STAMP)
 ## The slow tests are handed out first, one at a time to the worker short of work (tests/conftest.py), so both
 ## workers end together; --dist loadgroup hands out tests one at a time (it no longer groups xdist_group marks under
 ## pytest 9.2, pytest-xdist#1386: the fresh-project builds are shared between workers instead).
-## On the 2-core machine of 2026-11-29 (PostgreSQL, .ci/run): 2,722 tests in 5 min 44 s, before the slow tests went
-## first and the fresh-project wheel and virtualenvs were built once per run (target: 4 min).
+## On the 2-core machine of 2026-11-29 (PostgreSQL, .ci/run, nothing else running): 2,763 tests in 5 min 5 s, from
+## 2,722 in 5 min 44 s before the slow tests went first and the fresh-project builds were shared (target: 4 min).
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
