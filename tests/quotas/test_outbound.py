@@ -42,7 +42,7 @@ INTERNAL = [
     "::1",
     "fe80::1",
     "fd00::1",
-    # IANA's special-purpose blocks that Python 3.11's is_global calls global (issue 54's review).
+    # IANA's special-purpose blocks that Python 3.11's is_global calls global (found by a security review).
     "::ffff:0:7f00:1",  # IPv4-translated (RFC 2765) of 127.0.0.1
     "::ffff:0:a9fe:a9fe",  # IPv4-translated of 169.254.169.254
     "192.0.0.8",  # IPv4 dummy address (RFC 7600)
