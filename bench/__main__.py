@@ -251,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
             django_config.configure(server.url)
             results = run_all(profile, server.url, started, args.only)
         finally:
-            from quotas.runtime import reset_runtime
+            from quotas.engine import default_engine
 
-            reset_runtime()
+            default_engine.reset()
             server.stop()
     from .report import render
 

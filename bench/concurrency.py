@@ -20,10 +20,11 @@ from typing import Any
 import redis
 
 from quotas.contract.keys import client_tag
+from quotas.engine import default_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
-from quotas.runtime import build_runtime, reset_runtime
+from quotas.runtime import build_runtime
 from quotas.store.decision import DecideCall
 
 from .clock import avoid_window_edge
@@ -171,7 +172,7 @@ def run(admin: redis.Redis, trials: int, max_requests: int, duration: float) -> 
     """Every peer ``trials`` times; Redis is flushed before each race."""
     # The parent's engine runs a rules-poller thread; stop it so no thread is
     # caught holding a lock at fork time (children build their own engines).
-    reset_runtime()
+    default_engine.reset()
     out: dict[str, Any] = {"processes": PROCESSES, "rate": RATE, "max_requests_per_process": max_requests}
     for name, (worker, algorithm) in PEERS.items():
         runs = [race(admin, worker, algorithm, max_requests, duration) for _ in range(trials)]

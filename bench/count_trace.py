@@ -70,8 +70,8 @@ class Tracer:
 
 def trace_one(warmup: int) -> dict[str, Any]:
     """Warm up with ``warmup`` new users, then count one more new user's decision (see the module docstring)."""
+    from quotas.engine import default_engine
     from quotas.middleware import QuotaHeadersMiddleware
-    from quotas.runtime import reset_runtime
 
     from .views import BenchUser, OneLimitView, make_request
 
@@ -85,7 +85,7 @@ def trace_one(warmup: int) -> dict[str, Any]:
         status = view(request).status_code
     finally:
         sys.setprofile(None)
-    reset_runtime()
+    default_engine.reset()
     if status != 200:
         raise RuntimeError(f"the traced request was answered {status}")
     return tracer.summary()

@@ -112,8 +112,8 @@ def send(view: Any, workload: Workload, count: int, first: int) -> int:
 
 def child(name: str, warmup: int, total: int, redis_url: str) -> NoReturn:
     """One run of ``name``: ``total`` requests on ``redis_url``; prints its JSON line and exits the process."""
+    from quotas.engine import default_engine
     from quotas.middleware import QuotaHeadersMiddleware
-    from quotas.runtime import get_runtime, reset_runtime
 
     from . import views
 
@@ -129,12 +129,12 @@ def child(name: str, warmup: int, total: int, redis_url: str) -> NoReturn:
         failed = send(view, workload, warmup, 0)
         # The warm-up's background work done first, so the tick at the end does the last N requests' only (in both
         # children alike: the shorter one's finds nothing left); its script calls (the history's) count with them.
-        get_runtime().tick()
+        default_engine.runtime().tick()
         before = script_calls(admin)
         failed += send(view, workload, total - warmup, warmup)
-        get_runtime().tick()  # the background work this run's requests left (see the module's docstring)
+        default_engine.runtime().tick()  # the background work this run's requests left (see the module's docstring)
         calls = script_calls(admin) - before
-        reset_runtime()  # the poller stops, in every child alike
+        default_engine.reset()  # the poller stops, in every child alike
         line = {"workload": name, "decisions": total, "pid": os.getpid(), "script_calls": calls, "failed": failed}
         print(json.dumps(line), flush=True)
         code = 1 if failed else 0

@@ -17,9 +17,9 @@ from typing import Any
 import redis
 
 from quotas.contract.keys import client_keys, client_tag
+from quotas.engine import default_engine
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime
 
 from .clock import avoid_window_edge
 from .rules import FLOOD_LIMIT
@@ -134,7 +134,7 @@ def flood(admin: redis.Redis, requests: int) -> dict[str, Any]:
 
 def memory_per_client(admin: redis.Redis, algorithm: str, clients: int, rate: str = "100/min") -> dict[str, Any]:
     """used_memory growth per client after one admitted decision each."""
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     rule = LimitRule(id="api", name="api", rates=parse_rates(rate), algorithm=algorithm)
     admin.flushall()
     runtime.guard.decide(client_tag("ip", "192.0.2.1"), rule.windows)  # loads the script before "before"

@@ -15,9 +15,9 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from quotas.engine import default_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.blocks import lift, tag_for
-from quotas.runtime import get_runtime
 
 
 @admin.action(description="Lift failed sign-in blocks of selected users", permissions=["change"])
@@ -25,7 +25,7 @@ def lift_sign_in_blocks(model_admin: admin.ModelAdmin, request: HttpRequest, que
     """End the username blocks of the selected users now (see ``manage.py quota_auth_blocks``)."""
     if not model_admin.has_change_permission(request):
         raise PermissionDenied
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     try:
         lifted = sum(lift(runtime, tag_for("username", user.get_username())) for user in queryset)
     except StoreUnavailable:

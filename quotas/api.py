@@ -20,13 +20,13 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas.decide import Facts, Verdict, check, check_async, settle
+from quotas.engine import default_engine
 from quotas.exceptions import ResetNotConfirmed
 from quotas.formats.store_urls import celery_sentinel_broker
 from quotas.identity.auth_failures import failed_auth
 from quotas.identity.clients import Client
 from quotas.identity.clients import identify as identify_with
 from quotas.observability.refusals import read_refusals
-from quotas.runtime import get_runtime
 from quotas.standing import current_standing
 
 __all__ = [
@@ -43,25 +43,25 @@ def identify(request: HttpRequest, user: Any = None, auth: Any = None) -> Client
     """
     if user is None:
         user = getattr(request, "user", None)
-    return identify_with(request, user, get_runtime().rules, auth)
+    return identify_with(request, user, default_engine.runtime().rules, auth)
 
 
 def lift_ban(tag: str) -> bool:
     """End client ``tag``'s ban now (and its count of refusals); every process forgets it within a second.
     Returns whether it was banned. Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
-    return get_runtime().lift_ban(tag)
+    return default_engine.runtime().lift_ban(tag)
 
 
 def standing(client: Client) -> dict[str, Any]:
     """``client``'s live standing (every limit and budget that applies, its plan, an upgrade offer), read with
     one peek that consumes nothing. Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     return current_standing(client, runtime.rules.current(), runtime)
 
 
 def last_refusals(tag: str) -> list[Any]:
     """The last refusals of client ``tag`` that the runtimes wrote to Redis, newest first."""
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     return read_refusals(runtime.store.refusals, tag)
 
 
@@ -88,7 +88,7 @@ def reset(*, confirm: bool = False, delete_usage: bool = False) -> int:
             "quotas.api.reset() erases every client's counters, bans and blocks on the Redis QUOTAS['REDIS_URL'] "
             "names; call it as reset(confirm=True) (and delete_usage=True to erase unflushed usage too)."
         )
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     deleted = runtime.store.server.erase(keep_usage=not delete_usage)
     runtime.guard.deny_memory.clear()
     runtime.guard.fallback.clear()

@@ -15,16 +15,16 @@ class QuotasConfig(AppConfig):
             checks,  # noqa: F401  (registers the system checks)
             metrics,
         )
+        from quotas.engine import reset_engines
         from quotas.http.views import plan_multipliers
         from quotas.identity.auth_failures import forget_blocks, on_login_failed
         from quotas.metrics_exposition import add_default_series
-        from quotas.runtime import reset_runtime
         from quotas.signals import remembered_state_stale
 
         def _on_setting_changed(*, setting: str, **kwargs: object) -> None:
             # override_settings(QUOTAS=...) in tests must not see a stale runtime.
             if setting in ("QUOTAS", "REST_FRAMEWORK"):
-                reset_runtime()
+                reset_engines()
 
         setting_changed.connect(_on_setting_changed, weak=False, dispatch_uid="quotas-settings")
         # A rules change or a new runtime: the failed-authentication blocks this process learnt are asked again.

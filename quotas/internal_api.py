@@ -27,13 +27,13 @@ from django.http import HttpRequest
 
 from quotas.contract.keys import client_tag, encode_part, is_client_tag, multipliers_key
 from quotas.contract.protocol import USAGE_TTL_DAYS
+from quotas.engine import default_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.multipliers import parse_multipliers
 from quotas.identity.addresses import address_group, client_ip
 from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.limits import LimitRule
 from quotas.rules.snapshot import RuleSet, Subscriber
-from quotas.runtime import get_runtime
 from quotas.runtime.key_use import KEEP_SECONDS
 from quotas.settings import quota_settings
 from quotas.standing import NEAR
@@ -105,13 +105,13 @@ def usage_date(moment: datetime) -> date:
 def now() -> float:
     """The engine's clock now (seconds since the epoch): what the platform's apps judge their own limits by, so
     that a test's clock (``quota_clock``) moves them with the engine."""
-    return get_runtime().clock.now()
+    return default_engine.runtime().clock.now()
 
 
 def back_office() -> BackOffice:
     """The specific reads of what the engine keeps in Redis (usage, history, keys' last use, the flush mark,
     the multipliers), through this process's back-office client."""
-    return get_runtime().back_office
+    return default_engine.runtime().back_office
 
 
 def controller_board() -> ControllerBoard:
@@ -123,14 +123,14 @@ def controller_board() -> ControllerBoard:
 
 def rules_snapshot() -> RuleSet:
     """This process's rules snapshot (plans, limits, subscribers), reloaded first if it is stale."""
-    return get_runtime().rules.current()
+    return default_engine.runtime().rules.current()
 
 
 def rules_changed() -> None:
     """A model the rules are built from changed: this process reads them again at once, and every process
     within a second of the transaction's commit (within a couple of seconds while Redis is unreadable: the
     database's change mark moves too)."""
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     rules.mark_stale()
     transaction.on_commit(rules.committed)
 
@@ -138,18 +138,18 @@ def rules_changed() -> None:
 def plan_multiplier(plan_id: int) -> float:
     """The adaptive multiplier published for ``plan_id`` now (1.0: none), read where the runtime reads it.
     Raises :class:`~quotas.exceptions.StoreUnavailable` when Redis fails."""
-    return get_runtime().back_office.multipliers().get(plan_id, 1.0)
+    return default_engine.runtime().back_office.multipliers().get(plan_id, 1.0)
 
 
 def subscriber_for_key(key_hash: str) -> Subscriber | None:
     """The subscription a usable key's hash belongs to, from the rules snapshot (None: no such key)."""
-    return get_runtime().rules.subscriber_for_key(key_hash)
+    return default_engine.runtime().rules.subscriber_for_key(key_hash)
 
 
 def authenticate_key_now(request: HttpRequest, raw_key: str) -> Any:
     """:func:`authenticate_key` on a fresh snapshot (a stale one is reloaded first: a reload empties the
     key cache the lookup fills). Raises :class:`~quotas.exceptions.InvalidAPIKey` for an unknown key."""
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     rules.current()
     return authenticate_key(request, raw_key, rules)
 
@@ -158,7 +158,7 @@ def page_wait(tag: str, rule: LimitRule) -> int:
     """Seconds client ``tag`` must wait before its next request against ``rule`` (0: now, which is also the
     answer while Redis is down: a page of the platform's own is not worth refusing for an outage)."""
     try:
-        decision = get_runtime().guard.decide(tag, rule.windows)
+        decision = default_engine.runtime().guard.decide(tag, rule.windows)
     except StoreUnavailable:
         return 0
     return 0 if decision.allowed else max(1, decision.retry_after or 1)

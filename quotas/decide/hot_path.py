@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from asgiref.sync import sync_to_async
 
 from quotas import problems
-from quotas import runtime as runtime_module
 from quotas.contract.keys import encode_part
 from quotas.decide.refusals import refusal, shaped
 from quotas.decide.settling import send_alerts
 from quotas.decide.shapes import Facts, Verdict
+from quotas.engine import Engine
 from quotas.exceptions import (
     AccessDenied,
     InvalidQuotaRequest,
@@ -38,7 +38,7 @@ from quotas.observability.events import report_ban
 from quotas.observability.record import record_acl, record_decision
 from quotas.rules.limits import Window
 from quotas.rules.snapshot import RequestRules, RuleSet
-from quotas.runtime import Runtime, get_runtime
+from quotas.runtime import Runtime
 from quotas.settings import quota_settings
 from quotas.store.decision import DecideCall, Decision
 
@@ -50,10 +50,11 @@ class Call(DecideCall):
     (it is a :class:`~quotas.store.decision.DecideCall`) with what the service needs around it, so a request
     keeps this one shape from the rules to the reply."""
 
-    __slots__ = ("client", "facts", "plan", "plan_id", "rules", "runtime", "started", "store_seconds")
+    __slots__ = ("client", "engine", "facts", "plan", "plan_id", "rules", "runtime", "started", "store_seconds")
 
     def __init__(  # noqa: PLR0913, PLR0917
         self,
+        engine: Engine,
         facts: Facts,
         runtime: Runtime,
         rules: RuleSet,
@@ -83,6 +84,7 @@ class Call(DecideCall):
             # An allowance charges each request the limits' price; a view's own estimate varies per request.
             allowance_ok=facts.cost_micros is None and (plan is None or plan.local_allowances),
         )
+        self.engine = engine
         self.facts = facts
         self.runtime = runtime
         self.rules = rules
@@ -93,13 +95,13 @@ class Call(DecideCall):
         self.store_seconds = 0.0  # the store call's time (OpenTelemetry's span and histogram)
 
 
-def check(facts: Facts) -> Verdict:
-    """The verdict on one request (see the module docstring); a refusal is returned, never raised."""
+def check(engine: Engine, facts: Facts) -> Verdict:
+    """The verdict ``engine`` gives one request (see the module docstring); a refusal is returned, never raised."""
     started = time.perf_counter()
-    if not quota_settings.ENABLED:
+    if not engine.settings.ENABLED:
         return Verdict(request=facts.request)
     try:
-        call = _prepare(facts, started)
+        call = _prepare(engine, facts, started)
         if isinstance(call, Verdict):
             return call
         sent = time.perf_counter()
@@ -113,17 +115,17 @@ def check(facts: Facts) -> Verdict:
         return Verdict(refusal=exc, request=facts.request)
 
 
-async def check_async(facts: Facts) -> Verdict:
+async def check_async(engine: Engine, facts: Facts) -> Verdict:
     """:func:`check` for an async view: the store call awaits redis-py's asyncio client.
 
     The steps around it may block (the rules snapshot and an API key may be read
     from the database, audit, budget alerts, a shaping delay): they run in
     asgiref's worker thread.
     """
-    if not quota_settings.ENABLED:
+    if not engine.settings.ENABLED:
         return Verdict(request=facts.request)
     try:
-        call = await sync_to_async(_prepare)(facts, time.perf_counter())
+        call = await sync_to_async(_prepare)(engine, facts, time.perf_counter())
     except ProblemException as exc:
         return Verdict(refusal=exc, request=facts.request)
     if isinstance(call, Verdict):
@@ -137,16 +139,16 @@ async def check_async(facts: Facts) -> Verdict:
     return await sync_to_async(_conclude)(call, decision)
 
 
-def identified(facts: Facts) -> Client | Verdict:
+def identified(engine: Engine, facts: Facts) -> Client | Verdict:
     """For an adapter that counts a request as another client (DRF's ``get_cache_key``, a decorator's
     ``key=``): the client the request is identified as (API key, user or address), which the adapter then
     sets as ``facts.client``; or the verdict of a request answered without a decision (limits off, a bad
     API key, a weight or cost out of bounds). It may read the database (an API key): sync code only."""
-    if not quota_settings.ENABLED:
+    if not engine.settings.ENABLED:
         return Verdict(request=facts.request)
     try:
         _within_bounds(facts.weight, facts.cost_micros)
-        runtime = get_runtime()
+        runtime = engine.runtime()
         client = identify(facts.http_request, facts.user, runtime.rules, facts.auth)
     except ProblemException as exc:
         return Verdict(refusal=exc, request=facts.request)
@@ -156,12 +158,12 @@ def identified(facts: Facts) -> Client | Verdict:
 
 
 # One function read top to bottom: the steps it takes were one-use helpers, each a call on every request.
-def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR0912
+def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR0912
     """Steps 1 to 3: the store call, or the verdict of a request decided without it."""
     weight, estimate = facts.weight, facts.cost_micros
     if weight is not None or estimate is not None:
         _within_bounds(weight, estimate)
-    runtime = runtime_module.ready or get_runtime()  # see ready: a call less
+    runtime = engine.ready or engine.runtime()  # see Engine.ready: a call less
     rules = runtime.rules.fresh or runtime.rules.current()  # see fresh: a call less
     http = facts.http_request
     client = facts.client
@@ -201,11 +203,11 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
     # The usage counters a decision is counted under: "<plan>|<scope>".
     metered = facts.metered and facts.priced
     if metered:
-        part = _SCOPE_PARTS.get(scope) or _scope_part(scope)
+        part = engine.scope_parts.get(scope) or _scope_part(engine, scope)
         usage = f"{plan_id}|{part}" if plan_id is not None else f"-|{part}"
     else:
         usage = ""
-    call = Call(facts, runtime, rules, client, plan_id, windows, cost, usage, started, leases)
+    call = Call(engine, facts, runtime, rules, client, plan_id, windows, cost, usage, started, leases)
     if rules.acl.rules:
         entry = _match_acl(call)
         if entry is not None:
@@ -217,18 +219,19 @@ def _prepare(facts: Facts, started: float) -> Call | Verdict:  # noqa: C901, PLR
         # No window: no lease to end, no budget alert (to_settle False: settled only if the view fails or reports
         # an actual cost).
         return Verdict(
-            client=client, plan_id=plan_id, decision=_count_unlimited(call), request=facts.request, to_settle=False
+            client=client,
+            plan_id=plan_id,
+            decision=_count_unlimited(call),
+            request=facts.request,
+            to_settle=False,
+            engine=engine,
         )
     return call
 
 
-#: A view scope -> its part of the usage field: as many as the code has scopes (views name them, not clients);
-#: kept rather than encoded on every request.
-_SCOPE_PARTS: dict[str, str] = {}
-
-
-def _scope_part(scope: str) -> str:
-    part = _SCOPE_PARTS[scope] = encode_part(scope) if scope else "-"
+def _scope_part(engine: Engine, scope: str) -> str:
+    # Kept on the engine (Engine.scope_parts) rather than encoded on every request.
+    part = engine.scope_parts[scope] = encode_part(scope) if scope else "-"
     return part
 
 
@@ -281,7 +284,12 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     # spend; a refusal is charged nothing. The front doors then skip settling (quotas.http.middleware.after_view).
     to_settle = decision.allowed and (alerting or bool(decision.request_id))
     verdict = Verdict(
-        client=client, plan_id=call.plan_id, decision=decision, request=facts.request, to_settle=to_settle
+        client=client,
+        plan_id=call.plan_id,
+        decision=decision,
+        request=facts.request,
+        to_settle=to_settle,
+        engine=call.engine,
     )
     if not decision.allowed:
         send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
@@ -293,7 +301,7 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
 
 def _fail(call: Call) -> Decision | Verdict:
     """Redis unreachable: the failure mode's verdict, or this process's local decision."""
-    mode = quota_settings.FAILURE_MODE
+    mode = call.engine.settings.FAILURE_MODE
     if mode == "closed":
         refused = QuotaServiceUnavailable(problems.store_unavailable(), wait=1)
         return Verdict(client=call.client, plan_id=call.plan_id, refusal=refused)
@@ -335,7 +343,12 @@ def _listed(call: Call, entry: ACLRule) -> Verdict:
             return Verdict(client=call.client, plan_id=call.plan_id)
         # No window: nothing to settle unless the view fails or reports an actual cost.
         return Verdict(
-            client=call.client, plan_id=call.plan_id, decision=decision, request=facts.request, to_settle=False
+            client=call.client,
+            plan_id=call.plan_id,
+            decision=decision,
+            request=facts.request,
+            to_settle=False,
+            engine=call.engine,
         )
     runtime.guard.count_acl(call.client.tag, call.usage, False, None, 0)
     problem = problems.access_denied(entry, runtime.clock.now())

@@ -6,7 +6,6 @@ from http import HTTPStatus
 
 from quotas.decide.shapes import Verdict
 from quotas.observability.events import fire_budget_alerts
-from quotas.runtime import get_runtime
 
 #: 500 as a plain int: on Python 3.11 reading ``HTTPStatus.INTERNAL_SERVER_ERROR`` goes through the enum's
 #: descriptor each time.
@@ -18,14 +17,15 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     actual cost the view reported (once), send the budget alerts of the spend then settled, and end the
     request's concurrency leases."""
     decision = verdict.decision
-    if decision is None or not decision.allowed or verdict.client is None:
+    engine = verdict.engine
+    if decision is None or not decision.allowed or verdict.client is None or engine is None:
         return
     failed = status >= _SERVER_ERROR
     actual = 0 if failed else actual_cost_micros  # a failed view releases its estimate
     nothing_charged = actual is None or actual == decision.cost_micros
     if not failed and nothing_charged and not decision.request_id and not decision.unreported:
         return  # nothing to refund, charge, report or release (most requests)
-    store = get_runtime().guard.settlement
+    store = engine.runtime().guard.settlement
     try:
         if failed:
             store.refund(decision)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest
 
@@ -12,6 +12,9 @@ from quotas.exceptions import ProblemException
 from quotas.identity.clients import Client
 from quotas.rules.limits import LimitRule
 from quotas.store.decision import Decision
+
+if TYPE_CHECKING:
+    from quotas.engine import Engine
 
 
 # Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, a few
@@ -74,6 +77,7 @@ class Verdict:
     service found that settling has nothing to do unless the view fails or
     reports an actual cost (no concurrency lease to end, no budget alert
     waiting): a front door then settles nothing after a plain answer.
+    ``engine`` is the engine that decided, which settles the decision.
     """
 
     client: Client | None = None
@@ -82,6 +86,7 @@ class Verdict:
     refusal: ProblemException | None = None
     request: Any = None
     to_settle: bool = True  # True unless the service knows better: settle() then decides
+    engine: Engine | None = None
 
     @property
     def allowed(self) -> bool:

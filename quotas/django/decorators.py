@@ -12,12 +12,13 @@ from django.http import HttpRequest, HttpResponse
 
 from quotas.decide import Facts, Verdict
 from quotas.django.respond import KEYS, agate, facts_for, gate, rate_rule, refusal
+from quotas.engine import Engine, default_engine
 from quotas.exceptions import QuotaExceeded, ReducedCapacity
 from quotas.formats.rates import parse_rates
 from quotas.settings import quota_settings
 
 
-def quota_limited(
+def quota_limited(  # noqa: PLR0913  (each a documented option, keyword-only)
     scope: str = "",
     *,
     rate: str | None = None,
@@ -27,6 +28,7 @@ def quota_limited(
     method: str | Iterable[str] | None = None,
     block: bool = True,
     group: str | None = None,
+    engine: Engine | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Limit a Django view (a function; ``method_decorator`` for a class) like a DRF view with ``quota_scope``.
 
@@ -44,7 +46,9 @@ def quota_limited(
     - ``method`` (``"POST"`` or a list) limits only those methods;
     - ``block=False`` never refuses for a limit: the view runs with
       ``request.limited`` set to whether the request was over its limits (a bad
-      API key or a deny-list entry is still answered).
+      API key or a deny-list entry is still answered);
+    - ``engine`` is the :class:`~quotas.engine.Engine` that decides (the process's
+      :data:`~quotas.engine.default_engine` unless given).
 
     A refusal is a problem+json response (429 with ``Retry-After`` and
     ``RateLimit`` headers) and the view is not run; an admitted response
@@ -66,7 +70,7 @@ def quota_limited(
         own_group = group or f"{view.__module__}.{view.__qualname__}"  # each view counts on its own
         if rate is not None:
             rate_rule(own_group, rate, algorithm)  # a bad algorithm fails here too
-        limit = _ViewLimit(scope, rate, weight, algorithm, key, methods, block, own_group)
+        limit = _ViewLimit(scope, rate, weight, algorithm, key, methods, block, own_group, engine or default_engine)
         return _async_limited(view, limit) if iscoroutinefunction(view) else _limited(view, limit)
 
     return decorator
@@ -84,6 +88,7 @@ class _ViewLimit:
     methods: frozenset[str] | None
     block: bool
     group: str
+    engine: Engine
 
     def applies(self, request: HttpRequest) -> bool:
         """Whether ``request``'s method is one the view is limited for."""
@@ -113,7 +118,7 @@ def _limited(view: Callable[..., HttpResponse], limit: _ViewLimit) -> Callable[.
         if not limit.applies(request):
             return view(request, *args, **kwargs)
         view_call = lambda: view(request, *args, **kwargs)  # noqa: E731
-        return gate(request, limit.facts(request), view_call, key=limit.key, refuse=limit.refusal)
+        return gate(request, limit.facts(request), view_call, key=limit.key, refuse=limit.refusal, engine=limit.engine)
 
     return limited
 
@@ -126,7 +131,9 @@ def _async_limited(view: Callable[..., Any], limit: _ViewLimit) -> Callable[...,
         if not limit.applies(request):
             return await view(request, *args, **kwargs)
         view_call = lambda: view(request, *args, **kwargs)  # noqa: E731
-        return await agate(request, limit.facts(request), view_call, key=limit.key, refuse=limit.refusal)
+        return await agate(
+            request, limit.facts(request), view_call, key=limit.key, refuse=limit.refusal, engine=limit.engine
+        )
 
     return async_limited
 

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse
 
 from quotas.decide import Facts
 from quotas.django.respond import agate, facts_for, gate
+from quotas.engine import Engine, default_engine
 from quotas.http.hybrid import HybridMiddleware
 from quotas.settings import quota_settings
 
@@ -39,16 +40,19 @@ def _facts(request: HttpRequest, entry: dict[str, Any]) -> Facts:
 class PathQuotaMiddleware(HybridMiddleware):
     """Checks requests under ``QUOTAS['PATH_LIMITS']`` prefixes (see module docstring); sync and async."""
 
+    #: What decides (a subclass may name another :class:`~quotas.engine.Engine`).
+    engine: Engine = default_engine
+
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:
             return self.__acall__(request)
         entry = path_limit(request.path)
         if entry is None:
             return self.get_response(request)
-        return gate(request, _facts(request, entry), lambda: self.get_response(request))
+        return gate(request, _facts(request, entry), lambda: self.get_response(request), engine=self.engine)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         entry = path_limit(request.path)
         if entry is None:
             return await self.get_response(request)
-        return await agate(request, _facts(request, entry), lambda: self.get_response(request))
+        return await agate(request, _facts(request, entry), lambda: self.get_response(request), engine=self.engine)

@@ -25,6 +25,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from quotas.decide import Facts, Verdict, check, check_async, identified, settle
+from quotas.engine import Engine, default_engine
 from quotas.http import responses
 from quotas.http.middleware import after_view
 from quotas.identity.addresses import address_group
@@ -94,6 +95,7 @@ def gate(
     *,
     key: str | Callable[[HttpRequest], Any] | None = None,
     refuse: Refuse | None = None,
+    engine: Engine = default_engine,
 ) -> HttpResponse:
     """Check, then refuse or respond: the one sync path of every plain-Django front door (``@quota_limited``,
     ``PathQuotaMiddleware``, GraphQL); :func:`agate` is the same for async.
@@ -101,9 +103,10 @@ def gate(
     The request is decided from ``facts`` (counted as ``key=`` says, see :func:`counted_as`); the response
     ``refuse`` gives (by default :func:`refusal`) replaces the view's, else ``view()`` answers. Either is
     settled (a streamed body's when it ends) and carries the rate-limit headers; a view that raises is settled
-    as a failed request (refund, estimate released, leases ended) before the exception goes on.
+    as a failed request (refund, estimate released, leases ended) before the exception goes on. ``engine``
+    decides (:data:`~quotas.engine.default_engine` unless the front door holds another).
     """
-    verdict = _checked(request, facts, key)
+    verdict = _checked(engine, request, facts, key)
     refused = (refuse or refusal)(request, verdict)
     if refused is not None:
         return after_view(request, refused, [verdict])
@@ -122,6 +125,7 @@ async def agate(
     *,
     key: str | Callable[[HttpRequest], Any] | None = None,
     refuse: Refuse | None = None,
+    engine: Engine = default_engine,
 ) -> HttpResponse:
     """:func:`gate` for an async view: the decision is awaited (redis-py's asyncio client); what may block
     (identifying a client counted otherwise, settling, which may call Redis) runs in asgiref's worker thread.
@@ -129,7 +133,7 @@ async def agate(
     ``BaseException`` includes the ``CancelledError`` of a client that went away mid-request (Django cancels
     the view then): its concurrency lease is released at once, not when it expires.
     """
-    verdict = await _achecked(request, facts, key)
+    verdict = await _achecked(engine, request, facts, key)
     refused = (refuse or refusal)(request, verdict)
     if refused is not None:
         return await sync_to_async(after_view)(request, refused, [verdict])
@@ -151,35 +155,39 @@ def refusal(request: HttpRequest, verdict: Verdict) -> HttpResponse | None:
     return responses.refusal_response(exc.problem, exc.status_code, exc.wait)
 
 
-def _checked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+def _checked(
+    engine: Engine, request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None
+) -> Verdict:
     """:func:`~quotas.decide.check` of ``facts``; with a ``key=``, the client is identified first and counted
     as the key says (data for the service, which never calls back), and a request whose key function gives
     None is admitted without a decision. It may read the database (an API key): sync code only."""
     if key is None:
-        return check(facts)
-    found = identified(facts)
+        return check(engine, facts)
+    found = identified(engine, facts)
     if isinstance(found, Verdict):
         return found  # limits off, or answered without a decision (a bad API key, out of bounds)
     client = counted_as(request, key, found)
     if client is None:
         return Verdict(request=facts.request)  # the key function said: not limited
     facts.client = client
-    return check(facts)
+    return check(engine, facts)
 
 
-async def _achecked(request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None) -> Verdict:
+async def _achecked(
+    engine: Engine, request: HttpRequest, facts: Facts, key: str | Callable[[HttpRequest], Any] | None
+) -> Verdict:
     """:func:`_checked` for an async view: identifying the client and the key function run in asgiref's worker
     thread (either may read the database), the decision is awaited."""
     if key is None:
-        return await check_async(facts)
-    found = await sync_to_async(identified)(facts)
+        return await check_async(engine, facts)
+    found = await sync_to_async(identified)(engine, facts)
     if isinstance(found, Verdict):
         return found
     client = await sync_to_async(counted_as)(request, key, found)
     if client is None:
         return Verdict(request=facts.request)
     facts.client = client
-    return await check_async(facts)
+    return await check_async(engine, facts)
 
 
 def counted_as(request: HttpRequest, key: str | Callable[[HttpRequest], Any], client: Client) -> Client | None:

@@ -8,10 +8,10 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from quotas.drf.exceptions import drf_exception
+from quotas.engine import default_engine
 from quotas.exceptions import ProblemException
 from quotas.identity.clients import api_key_of, authenticate_key
 from quotas.rules.snapshot import Subscriber
-from quotas.runtime import get_runtime
 from quotas.settings import quota_settings
 
 
@@ -83,7 +83,7 @@ class APIKeyAuthentication(BaseAuthentication):
         raw_key = api_key_of(request)  # DRF's request reads META from Django's
         if raw_key is None:
             return None
-        rules = get_runtime().rules
+        rules = default_engine.runtime().rules
         if rules.backend is None:
             return None  # no rules backend, so no keys: the header means nothing here
         try:

@@ -19,19 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.signals import setting_changed
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from quotas.decide import Facts, Verdict, check, identified, send_alerts
 from quotas.drf.exceptions import drf_exception
+from quotas.engine import Engine, default_engine
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
 from quotas.http.context import SETTLING_MIDDLEWARE, django_request, state_of
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
-from quotas.runtime import get_runtime
 
 
 class QuotaThrottle(BaseThrottle):
@@ -59,6 +58,9 @@ class QuotaThrottle(BaseThrottle):
     wrong type is the view's mistake: a ValueError or TypeError naming it.
     """
 
+    #: What decides: the process's engine, or another a subclass (or a test) names, as DRF's throttles hold
+    #: ``cache`` and ``timer``.
+    engine: Engine = default_engine
     rate: str | None = None
     scope: str | None = None
     #: For an API's own housekeeping views (see quotas.drf.housekeeping.HousekeepingThrottle): ``scope_limits_only``
@@ -92,9 +94,11 @@ class QuotaThrottle(BaseThrottle):
             return True  # decided, with this class's rates, by the first QuotaThrottle of the view
         # This look-up costs nothing beyond the noise (docs/benchmark-history.md).
         throttle_classes = tuple(getattr(view, "throttle_classes", ()))
-        partners = _PARTNERS.get((type(self), throttle_classes))
+        engine = self.engine
+        partners = engine.throttle_partners.get((type(self), throttle_classes))
         if partners is None:
-            partners = _PARTNERS[type(self), throttle_classes] = _Partners.of(type(self), throttle_classes)
+            partners = _Partners.of(type(self), throttle_classes)
+            engine.throttle_partners[type(self), throttle_classes] = partners
         if len(partners.classes) > 1:
             state.decided = decided | set(partners.classes)
         weight = cost = None
@@ -110,9 +114,9 @@ class QuotaThrottle(BaseThrottle):
         verdicts = state.verdicts  # the verdicts left on the request so far: read, and added to, here
         user = request.user  # a property of DRF's Request: read once
         # DRF's limits as kept (_Partners.drf_limits on a miss), by what they depend on: the classes, the view's
-        # throttle_scope and whether the user is authenticated (:data:`_DRF_LIMITS`' key, made here only).
+        # throttle_scope and whether the user is authenticated (Engine.drf_limits' key, made here only).
         key = (partners.classes, getattr(view, "throttle_scope", None), user is not None and user.is_authenticated)
-        fallback = _DRF_LIMITS.get(key) if partners.static_limits else None
+        fallback = engine.drf_limits.get(key) if partners.static_limits else None
         if fallback is None:
             fallback = partners.drf_limits(self, request, view, key)
         facts = Facts(
@@ -130,7 +134,7 @@ class QuotaThrottle(BaseThrottle):
             metered=self.metered,
             priced=not verdicts,  # only decisions are left there, and the first one priced the request
         )
-        verdict = self._checked(facts, request, view) if partners.counts_otherwise else check(facts)
+        verdict = self._checked(facts, request, view) if partners.counts_otherwise else check(engine, facts)
         if verdict.decision is not None:
             verdicts.append(verdict)
             if verdict.to_settle and not _settled_after_view():
@@ -164,14 +168,14 @@ class QuotaThrottle(BaseThrottle):
         """
         client = self._client
         if client is None:  # called outside allow_request()
-            client = identify(request, request.user, get_runtime().rules, request.auth)
+            client = identify(request, request.user, self.engine.runtime().rules, request.auth)
         return _default_key(client)
 
     def _checked(self, facts: Facts, request: Request, view: Any) -> Verdict:
         """:func:`~quotas.decide.check` for a subclass with its own ``get_ident`` or ``get_cache_key``: the
         client is identified first, counted as the hooks say (data for the service, which never calls back),
         and a request the hooks leave unthrottled is admitted without a decision."""
-        found = identified(facts)
+        found = identified(self.engine, facts)
         if isinstance(found, Verdict):
             return found  # limits off, or answered without a decision (a bad API key, out of bounds)
         client = found
@@ -189,7 +193,7 @@ class QuotaThrottle(BaseThrottle):
                 # The plan still follows the subscription (API key or user); only whose counters are spent changes.
                 client = Client.of_key(str(key), client.subscriber)
         facts.client = client
-        return check(facts)
+        return check(self.engine, facts)
 
     def get_drf_limits(self, request: Request, view: Any) -> tuple[LimitRule, ...]:
         """DRF-compatible limits from ``REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']``, as DRF's classes apply them.
@@ -256,7 +260,7 @@ def _default_key(client: Client) -> str:
 @dataclass(frozen=True, slots=True)
 class _Partners:
     """The QuotaThrottle classes of a view that one decision serves (the first is the one deciding), and how
-    they decide, worked out once per view and class (:data:`_PARTNERS`)."""
+    they decide, worked out once per view and class (kept in :attr:`Engine.throttle_partners`)."""
 
     classes: tuple[type[QuotaThrottle], ...]
     counts_otherwise: bool  # a subclass's own get_ident or get_cache_key names the client
@@ -293,30 +297,14 @@ class _Partners:
     ) -> tuple[LimitRule, ...]:
         """DRF's limits of a client no plan covers: those of every class, each once (see
         :meth:`QuotaThrottle.get_drf_limits`). With static limits, kept under ``key`` (the view's scope and kind
-        of user, :data:`_DRF_LIMITS`) until a setting changes."""
+        of user, in :attr:`Engine.drf_limits`) until a setting changes."""
         if not self.static_limits:
             return _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
-        limits = _DRF_LIMITS.get(key)
+        kept = throttle.engine.drf_limits
+        limits = kept.get(key)
         if limits is None:
-            limits = _DRF_LIMITS[key] = _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
+            limits = kept[key] = _drf_limits_of([throttle, *(c() for c in self.classes[1:])], request, view)
         return limits
-
-
-#: (throttle class, the view's throttle_classes) -> its partners: as many entries as the code has views.
-_PARTNERS: dict[tuple[type[QuotaThrottle], tuple[Any, ...]], _Partners] = {}
-#: (partner classes, the view's throttle_scope, authenticated) -> DRF's limits: as many as views x 2. Each limit
-#: is built from the settings (a rate parsed, a rule made): kept, a request of a client its plan covers pays one
-#: look-up for them.
-_DRF_LIMITS: dict[tuple[Any, ...], tuple[LimitRule, ...]] = {}
-
-
-def _forget_drf_limits(*, setting: str, **kwargs: object) -> None:
-    """DRF's rates (``REST_FRAMEWORK``) or the algorithm counting them (``QUOTAS``) changed: build them again."""
-    if setting in {"REST_FRAMEWORK", "QUOTAS"}:
-        _DRF_LIMITS.clear()
-
-
-setting_changed.connect(_forget_drf_limits, weak=False, dispatch_uid="quotas-drf-limits")
 
 
 def _decision_shape(cls: type[QuotaThrottle]) -> tuple[Any, ...]:

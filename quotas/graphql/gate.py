@@ -55,6 +55,7 @@ from django.http import HttpRequest, HttpResponse
 from quotas import problems
 from quotas.decide import Facts, Verdict
 from quotas.django.respond import agate, facts_for, gate
+from quotas.engine import Engine, default_engine
 from quotas.graphql.complexity import TooDeep, TooManyTokens, document_complexity, parse_query
 from quotas.graphql.operations import Operation, Unreadable, operations_of
 from quotas.graphql.responses import graphql_refusal, refusal_of
@@ -129,21 +130,22 @@ def limit_graphql(
     scope: str = "",
     max_complexity: int | None = None,
     read: Read | None = None,
+    engine: Engine = default_engine,
 ) -> HttpResponse:
     """``view()``'s response to the GraphQL ``request``, or the refusal that replaces it (module docstring).
 
     ``scope`` selects the plan's limits as a DRF view's ``quota_scope`` does; ``max_complexity`` overrides
     ``QUOTAS['GRAPHQL_MAX_COMPLEXITY']`` for this endpoint; ``read`` gives the operations as the library
-    reads them (without it, :func:`~quotas.graphql.operations.operations_of`).
+    reads them (without it, :func:`~quotas.graphql.operations.operations_of`); ``engine`` decides.
     """
-    if not quota_settings.ENABLED:
+    if not engine.settings.ENABLED:
         return view()
     try:
         operations = read() if read is not None else operations_of(request)
     except Unreadable:
         operations = ()
     weighed = weigh(operations, _cap(max_complexity))
-    return gate(request, _facts(request, scope, weighed), view, refuse=partial(_refused, weighed))
+    return gate(request, _facts(request, scope, weighed), view, refuse=partial(_refused, weighed), engine=engine)
 
 
 async def alimit_graphql(
@@ -153,17 +155,19 @@ async def alimit_graphql(
     scope: str = "",
     max_complexity: int | None = None,
     read: AsyncRead | None = None,
+    engine: Engine = default_engine,
 ) -> HttpResponse:
     """:func:`limit_graphql` for an async view: the decision is awaited (redis-py's asyncio client), and what
     may block (the rules, settling) runs in asgiref's worker thread, as for ``@quota_limited`` async views."""
-    if not quota_settings.ENABLED:
+    if not engine.settings.ENABLED:
         return await view()
     try:
         operations = await read() if read is not None else operations_of(request)
     except Unreadable:
         operations = ()
     weighed = weigh(operations, _cap(max_complexity))  # parsing only, bounded: no I/O
-    return await agate(request, _facts(request, scope, weighed), view, refuse=partial(_refused, weighed))
+    refuse = partial(_refused, weighed)
+    return await agate(request, _facts(request, scope, weighed), view, refuse=refuse, engine=engine)
 
 
 def _cap(max_complexity: int | None) -> int:

@@ -30,6 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from quotas import problems
+from quotas.engine import Engine, default_engine
 from quotas.graphql.csrf import csrf_failure, csrf_refusal, needs_check
 from quotas.graphql.gate import Unweighed, alimit_graphql, limit_graphql
 from quotas.graphql.operations import Operation, operations_of
@@ -41,8 +42,10 @@ class QuotaGraphQLOptions:
     "" for the plan-wide and path limits); ``max_complexity`` overrides ``QUOTAS['GRAPHQL_MAX_COMPLEXITY']`` for
     this endpoint; ``quota_csrf`` False turns the view's CSRF check off (:mod:`quotas.graphql.csrf`), leaving it
     exempt altogether, as ``csrf_exempt`` did. Each can be a class attribute or an ``as_view()`` argument.
+    ``quota_engine`` (a class attribute) is the :class:`~quotas.engine.Engine` that decides.
     """
 
+    quota_engine: Engine = default_engine
     quota_scope: str = ""
     max_complexity: int | None = None
     quota_csrf: bool = True
@@ -123,7 +126,14 @@ class QuotaGraphQLMixin(_Weighing):
             except Unweighed:
                 return _not_weighed()
 
-        return limit_graphql(request, run, scope=self.quota_scope, max_complexity=self.max_complexity, read=read)
+        return limit_graphql(
+            request,
+            run,
+            scope=self.quota_scope,
+            max_complexity=self.max_complexity,
+            read=read,
+            engine=self.quota_engine,
+        )
 
 
 class QuotaAsyncGraphQLMixin(_Weighing):
@@ -152,4 +162,11 @@ class QuotaAsyncGraphQLMixin(_Weighing):
             except Unweighed:
                 return _not_weighed()
 
-        return await alimit_graphql(request, run, scope=self.quota_scope, max_complexity=self.max_complexity, read=read)
+        return await alimit_graphql(
+            request,
+            run,
+            scope=self.quota_scope,
+            max_complexity=self.max_complexity,
+            read=read,
+            engine=self.quota_engine,
+        )

@@ -9,12 +9,12 @@ import time
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from quotas import problems
+from quotas.engine import default_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.store_urls import describe
 from quotas.http import responses
 from quotas.identity.auth_failures import failed_auth, token_tag
 from quotas.metrics_exposition import DefaultSeries, default_series, exposition
-from quotas.runtime import get_runtime
 from quotas.settings import quota_settings
 
 
@@ -34,7 +34,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
     wait = token_attempt(request)
     if wait:
         return auth_throttled(wait)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     started = time.perf_counter()
     try:
         runtime.store.server.ping()
@@ -187,7 +187,7 @@ def plan_multipliers() -> list[DefaultSeries]:
     /metrics shows these wherever no process has published a plan's
     multiplier yet (see :func:`quotas.metrics_exposition.add_default_series`).
     """
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     snapshot = runtime.rules.current()
     return [({"plan": plan.slug}, runtime.multipliers.get(plan_id)) for plan_id, plan in snapshot.plans.items()]
 

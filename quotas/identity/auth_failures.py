@@ -58,12 +58,12 @@ from django.http import HttpRequest
 
 from quotas import metrics
 from quotas.contract.keys import client_tag
+from quotas.engine import default_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import parse_rates
 from quotas.identity.addresses import UNKNOWN_PEER, address_group
 from quotas.identity.devices import trusted_device, username_digest
 from quotas.rules.limits import LimitRule, Window
-from quotas.runtime import get_runtime
 from quotas.settings import quota_settings
 from quotas.store.decision import Decision
 
@@ -113,7 +113,7 @@ class FailedAuth:
         wait = self.wait(*tags)
         if wait:
             return wait
-        store = get_runtime().guard
+        store = default_engine.runtime().guard
         for tag in tags:
             if not tag:
                 continue
@@ -132,7 +132,7 @@ class FailedAuth:
         The failure that uses up a limit is answered as usual (a 401, the login
         form again); the attempts after it are refused until the window ends.
         """
-        store = get_runtime().guard  # whatever QUOTAS['ENABLED'] says, as in check()
+        store = default_engine.runtime().guard  # whatever QUOTAS['ENABLED'] says, as in check()
         wait = 0
         for tag in tags:
             if not tag:
@@ -225,7 +225,7 @@ class FailedAuth:
 
 def _now() -> float:
     """The engine's clock (the runtime's): what blocks and the windows counted here end by."""
-    return get_runtime().clock.now()
+    return default_engine.runtime().clock.now()
 
 
 #: The process's record (one per process, like the engine's memory of refused clients).

@@ -99,30 +99,28 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
     if user is not None and getattr(user, "is_authenticated", False):
         pk = user.pk
         subscriber = rules.subscriber_for_user(pk)
-        known = _USER_CLIENTS.get(pk)
+        kept = rules.user_clients
+        known = kept.get(pk)
         if known is not None and known.subscriber is subscriber:
             return known  # the same user on the same rules: its client as last made
         client = user_client(str(pk), subscriber)
-        if len(_USER_CLIENTS) >= _USER_CLIENTS_MAX:
-            _USER_CLIENTS.clear()  # a flood of new users: started afresh, rather than ordered and evicted
-        _USER_CLIENTS[pk] = client
+        if len(kept) >= USER_CLIENTS_MAX:
+            kept.clear()  # a flood of new users: started afresh, rather than ordered and evicted
+        kept[pk] = client
         return client
     group = address_group(request)
     return Client.of_address(group)
 
 
-#: Signed-in users' clients by user pk, each kept with the subscriber it was made for (a reload of the rules
-#: makes new ones, so a client is used again only while its user's subscriber is the very same object).
-#: Kept so that a busy user's request makes no client (with _LRU.lookup's miss made without an exception).
-_USER_CLIENTS: dict[Any, Client] = {}
-_USER_CLIENTS_MAX = 10_000
+#: How many signed-in users' clients the rules cache keeps (RulesCache.user_clients).
+USER_CLIENTS_MAX = 10_000
 
 
 def api_key_of(request: HttpRequest) -> str | None:
     """The raw API key ``request`` sends in ``QUOTAS['API_KEY_HEADER']``, or None (none sent, or, with
     ``QUOTAS['API_KEY_PREFIXES']``, one that is not this platform's: the project's own authentication's)."""
     header = quota_settings.API_KEY_HEADER
-    raw = request.META.get(_META_NAMES.get(header) or _meta_name(header))
+    raw = request.META.get("HTTP_" + header.upper().replace("-", "_"))
     if raw is None:
         return None
     ours = quota_settings.API_KEY_PREFIXES
@@ -185,12 +183,3 @@ def _client_for_key(raw_key: str, rules: RulesCache) -> Client:
     if subscriber.key_expires_at is not None and subscriber.key_expires_at <= rules.clock.now():
         raise InvalidAPIKey(problems.invalid_api_key("expired"))
     return subscription_client(subscriber)
-
-
-def _meta_name(header: str) -> str:
-    name = _META_NAMES[header] = "HTTP_" + header.upper().replace("-", "_")
-    return name
-
-
-#: Header name -> its WSGI META name: one per header setting a process has seen (one, but for tests).
-_META_NAMES: dict[str, str] = {}

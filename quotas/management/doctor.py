@@ -17,9 +17,10 @@ from django.apps import AppConfig, apps
 from django.core import checks
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
+from quotas.engine import default_engine
 from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.formats.store_urls import describe
-from quotas.runtime import Runtime, get_runtime
+from quotas.runtime import Runtime
 from quotas.settings import quota_settings
 from quotas.store.primaries import Primary
 
@@ -53,7 +54,7 @@ class Finding:
 def examine() -> list[Finding]:
     """Every check, in order: Redis, the Lua library, the clocks, the rules, then the system checks."""
     try:
-        runtime: Runtime | None = get_runtime()
+        runtime: Runtime | None = default_engine.runtime()
     except StoreUnavailable as exc:  # a cluster of which no startup node answers: no client to build
         runtime, unreachable = None, f"no client: {exc}"
     except ValueError as exc:  # a malformed REDIS_URL (the message never repeats it)

@@ -13,13 +13,14 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError
 
 from quotas.contract.keys import is_client_tag
+from quotas.engine import default_engine
 from quotas.exceptions import RulesUnavailable, ScriptFailed, StoreUnavailable
 from quotas.formats.store_urls import describe, redacted
 from quotas.identity.addresses import group_of
 from quotas.identity.clients import Client, subscription_client, user_client
 from quotas.rules.limits import Window
 from quotas.rules.snapshot import RuleSet
-from quotas.runtime import Runtime, get_runtime
+from quotas.runtime import Runtime
 from quotas.runtime.rules_cache import RulesCache
 from quotas.settings import quota_settings
 
@@ -129,7 +130,7 @@ def command_runtime() -> Runtime:
     """This process's runtime; :class:`CommandError` for a ``REDIS_URL`` no client can be built for (call it
     inside :func:`redis_errors`: a cluster none of whose startup nodes answers is a Redis failure)."""
     try:
-        return get_runtime()
+        return default_engine.runtime()
     except ValueError as exc:  # the message never repeats the URL
         raise CommandError(f"QUOTAS['REDIS_URL'] is not usable: {exc}") from None
 

@@ -4,16 +4,14 @@ A :class:`Runtime` holds what lives as long as the process: the rules
 cache, the store and its guard, the adaptive multipliers, the notes written off
 the request path (history, last refusals, keys' last use) and the poller
 thread that writes them, and the :class:`~quotas.clock.Clock` every part of
-it reads the time from (``runtime.clock``; :func:`use_clock` installs another,
-for tests). The service asks :func:`get_runtime` once per request; a settings
-change (tests) rebuilds it with :func:`reset_runtime`.
+it reads the time from (``runtime.clock``). An :class:`~quotas.engine.Engine`
+builds its runtime with :func:`build_runtime` on first use, and again after a
+settings change.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
-import threading
 from collections.abc import Sequence
 
 from django.utils.module_loading import import_string
@@ -27,12 +25,12 @@ from quotas.observability.history import History
 from quotas.observability.ledger import FOLD_EVERY, LEDGER
 from quotas.observability.refusals import RefusalLog
 from quotas.rules.limits import Window
-from quotas.runtime import poller, shaping
+from quotas.runtime import shaping
 from quotas.runtime.key_use import KeyUse
 from quotas.runtime.multipliers import Multipliers
 from quotas.runtime.poller import Poller
 from quotas.runtime.rules_cache import RulesCache
-from quotas.settings import quota_settings
+from quotas.settings import QuotaSettings, quota_settings
 from quotas.signals import remembered_state_stale
 from quotas.store.allowances import Allowances
 from quotas.store.back_office import BackOffice
@@ -51,7 +49,14 @@ class Runtime:
     """
 
     def __init__(
-        self, store: Store, rules: RulesCache, guard: Guard, interval: float, clock: Clock = SYSTEM_CLOCK
+        self,
+        store: Store,
+        rules: RulesCache,
+        guard: Guard,
+        interval: float,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        redis_url: str | None = None,
     ) -> None:
         self.clock = clock  # what every part reads the time from (see quotas.clock)
         self.store = store
@@ -68,7 +73,7 @@ class Runtime:
         # process folds its own on this thread, apart from the tick (whose Redis calls may stall, or which may be
         # off), so that a decision reaches /metrics within METRICS_DELAY (quotas/observability/ledger.py).
         self.folding = Poller(FOLD_EVERY if metrics.multiprocess_dir() else 0, LEDGER.fold, "quota-ledger-fold")
-        self.back_office = BackOffice(quota_settings.REDIS_URL, store.prefix)  # the platform's apps' reads
+        self.back_office = BackOffice(redis_url or quota_settings.REDIS_URL, store.prefix)  # the platform's apps' reads
         rules.on_reload = self._rules_changed
         atexit.register(self._at_exit)
 
@@ -156,39 +161,37 @@ class Runtime:
         self.back_office.close()
 
 
-def build_runtime(clock: Clock | None = None) -> Runtime:
-    """A runtime configured from ``settings.QUOTAS``, reading the time from ``clock`` (default: the one
-    :func:`use_clock` installed, else the system's)."""
-    clock = _clock if clock is None else clock
-    url, timeout = quota_settings.REDIS_URL, float(quota_settings.SOCKET_TIMEOUT)
-    connect_timeout = float(quota_settings.CONNECT_TIMEOUT)
-    prefix, buckets = quota_settings.KEY_PREFIX, int(quota_settings.KEY_BUCKETS)
+def build_runtime(clock: Clock = SYSTEM_CLOCK, settings: QuotaSettings = quota_settings) -> Runtime:
+    """A runtime configured from ``settings`` (``settings.QUOTAS``), reading the time from ``clock``."""
+    url, timeout = settings.REDIS_URL, float(settings.SOCKET_TIMEOUT)
+    connect_timeout = float(settings.CONNECT_TIMEOUT)
+    prefix, buckets = settings.KEY_PREFIX, int(settings.KEY_BUCKETS)
     store = open_store(url, prefix, buckets, timeout, connect_timeout, clock=clock)
-    backend_path = quota_settings.RULES_BACKEND
-    interval = float(quota_settings.RULES_CHECK_INTERVAL)
+    backend_path = settings.RULES_BACKEND
+    interval = float(settings.RULES_CHECK_INTERVAL)
     rules = RulesCache(
         import_string(backend_path)() if backend_path else None,
         store.rules_version,
         interval,
-        int(quota_settings.CLIENT_CACHE_SIZE),
+        int(settings.CLIENT_CACHE_SIZE),
         clock=clock,
     )
     guard = Guard(
         store,
-        deny_memory_size=int(quota_settings.LOCAL_DENY_CACHE_SIZE),
-        probe_interval=float(quota_settings.PROBE_INTERVAL),
-        local_share=float(quota_settings.LOCAL_SHARE),
-        allowances=_allowances(clock),
+        deny_memory_size=int(settings.LOCAL_DENY_CACHE_SIZE),
+        probe_interval=float(settings.PROBE_INTERVAL),
+        local_share=float(settings.LOCAL_SHARE),
+        allowances=_allowances(clock, settings),
         clock=clock,
     )
-    return Runtime(store, rules, guard, interval, clock)
+    return Runtime(store, rules, guard, interval, clock=clock, redis_url=settings.REDIS_URL)
 
 
-def _allowances(clock: Clock) -> Allowances | None:
+def _allowances(clock: Clock, settings: QuotaSettings) -> Allowances | None:
     """Local allowances as ``QUOTAS['ALLOWANCES']`` configures them (None when off, or without a poller:
     it gives back what they did not use and writes their usage, so with ``RULES_CHECK_INTERVAL`` 0 they are off)."""
-    conf = quota_settings.ALLOWANCES
-    if not conf["ENABLED"] or float(quota_settings.RULES_CHECK_INTERVAL) <= 0:
+    conf = settings.ALLOWANCES
+    if not conf["ENABLED"] or float(settings.RULES_CHECK_INTERVAL) <= 0:
         return None
     return Allowances(
         horizon=float(conf["HORIZON"]),
@@ -197,59 +200,3 @@ def _allowances(clock: Clock) -> Allowances | None:
         max_requests=int(conf["MAX_REQUESTS"]),
         clock=clock,
     )
-
-
-_runtime: Runtime | None = None
-_lock = threading.Lock()
-#: The clock the next runtime is built with (:func:`use_clock`).
-_clock: Clock = SYSTEM_CLOCK
-
-#: This process's runtime once its poller runs here; None before the first :func:`get_runtime`, after
-#: :func:`reset_runtime` and in a child just forked. The hot path reads it as ``ready or get_runtime()``: a call
-#: less on every decision.
-ready: Runtime | None = None
-
-
-def get_runtime() -> Runtime:
-    """This process's runtime, built on first use; its poller runs in every process that uses it."""
-    global _runtime, ready
-    runtime = _runtime
-    if runtime is not None and runtime.poller.pid == poller.current_pid:
-        return runtime
-    with _lock:
-        if _runtime is None:
-            _runtime = build_runtime()
-        runtime = _runtime
-        runtime.poller.ensure()
-        runtime.folding.ensure()
-        ready = runtime
-    return runtime
-
-
-def reset_runtime() -> None:
-    """Forget the runtime (after a settings change); the next use builds a new one."""
-    global _runtime, ready
-    with _lock:
-        ready = None
-        if _runtime is not None:
-            _runtime.close()
-        _runtime = None
-        remembered_state_stale.send(sender=Runtime)  # blocks learnt from the old runtime's store
-
-
-def use_clock(clock: Clock | None) -> None:
-    """Read the time from ``clock`` from now on (None: the system's clock again), for tests: the runtime is
-    rebuilt on it (:func:`reset_runtime`), so every part of the engine sees the same moment. With an injected
-    clock (``clock.injected``) the decisions take its time too, not the Redis server's."""
-    global _clock
-    _clock = SYSTEM_CLOCK if clock is None else clock
-    reset_runtime()
-
-
-def _forked() -> None:
-    global ready, _lock
-    ready = None  # the parent's poller thread did not come along: get_runtime() starts this process's own
-    _lock = threading.Lock()  # one a parent's thread held when it forked would never be released here
-
-
-os.register_at_fork(after_in_child=_forked)

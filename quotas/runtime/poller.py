@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
-#: This process's id, kept current by a fork hook: :func:`quotas.runtime.get_runtime` compares it with the
+#: This process's id, kept current by a fork hook: :meth:`quotas.engine.Engine.runtime` compares it with the
 #: poller's on every request, without a system call.
 current_pid = os.getpid()
 

@@ -85,6 +85,10 @@ class RulesCache:
         self._bump_failures = 0
         self._by_key = LRU(cache_size)
         self._by_user = LRU(cache_size)
+        #: Signed-in users' clients by user pk, each kept with the subscriber it was made for (a reload makes new
+        #: subscribers, so a client is used again only while its user's subscriber is the very same object):
+        #: a busy user's request makes no client (quotas.identity.clients.identify).
+        self.user_clients: dict[Any, Any] = {}
         # Bumped by every reload: a lookup that started before a reload must not put what it read
         # (possibly a key revoked or issued meanwhile) into the caches the reload just emptied.
         self._generation = 0

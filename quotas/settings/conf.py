@@ -36,12 +36,18 @@ SECTIONS = tuple(s.name for s in SETTINGS if s.keys)
 class QuotaSettings:
     """Attribute access to ``settings.QUOTAS`` with :data:`DEFAULTS` filled in.
 
+    ``quotas`` stands in for ``settings.QUOTAS`` (a second :class:`~quotas.engine.Engine` on another store, say:
+    ``Engine(settings=QuotaSettings({**settings.QUOTAS, "KEY_PREFIX": "other"}))``).
+
     A section (``quota_settings.METRICS``) is a new dict on every access: its
     defaults, then the project's ``QUOTAS[section]``. A section that is not a
     dict reads as its defaults (system check quotas.E034 reports it). Other
     values are kept once read (several are read on every request), until
     :meth:`reload`.
     """
+
+    def __init__(self, quotas: dict[str, Any] | None = None) -> None:
+        self._quotas = quotas
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
@@ -68,8 +74,8 @@ class QuotaSettings:
             delattr(self, name)
 
     def user_settings(self) -> Any:
-        """The raw ``QUOTAS`` value from Django settings (for checks); ``{}`` when unset."""
-        value = getattr(settings, "QUOTAS", None)
+        """The raw ``QUOTAS`` value from Django settings (for checks), or the one given; ``{}`` when unset."""
+        value = self._quotas if self._quotas is not None else getattr(settings, "QUOTAS", None)
         return value if value is not None else {}
 
 

@@ -17,7 +17,7 @@ from adaptive.conf import adaptive_settings
 from adaptive.controller import read_state, run_controller
 from adaptive.publish import read_multipliers
 from adaptive.reporter import publish_sample
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.store_client import board_of
 
@@ -43,7 +43,7 @@ def overload(redis_client) -> None:
     sample = {"host": "web1", "pid": 1, "at": time.time(), "cpu": 0.97, "memory": 0.4, "db": None, "redis_ms": 0.2}
     publish_sample(board_of(redis_client), sample, 5.0)
     run_controller(board_of(redis_client))
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.rules.current()
     runtime.multipliers.refresh(runtime.store.multipliers)  # this process reads the published multipliers at once
 

@@ -289,13 +289,13 @@ def test_every_change_is_audited_with_its_actor_and_address_and_never_a_key(team
 
 def test_the_list_shows_when_and_from_where_each_key_was_last_used(team, owner_api):
     """A key's use reaches the list through the poller and the usage flush, with the client's address."""
-    from quotas.runtime import get_runtime
+    from quotas.engine import default_engine
     from usage.flush import flush_usage
 
     made = create(owner_api, team)
     used = APIClient().get("/api/v1/usage/current", HTTP_X_API_KEY=made["key"], REMOTE_ADDR="198.51.100.4")
     assert used.status_code == 200
-    get_runtime().tick()  # what the poller thread does every second
+    default_engine.runtime().tick()  # what the poller thread does every second
     flush_usage()
     listed = {k["id"]: k for k in owner_api.get(team.url("keys")).json()}
     assert listed[made["id"]]["last_used_from"] == "198.51.100.4"

@@ -12,7 +12,7 @@ from collections import Counter
 from email.message import Message
 from pathlib import Path
 
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import UserFactory
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def get(url: str, key: str) -> tuple[int, Message]:
 
 def burst(base: str, key: str, n: int, path: str = "/api/demo/search?q=x") -> Counter:
     codes = Counter(get(base + path, key)[0] for _ in range(n))
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.guard.usage.flush_usage()  # the engine's batched counts into Redis (its poller does this every second)
     runtime.history.write(runtime.store.history)  # and the per-minute history (also the poller's job)
     return codes

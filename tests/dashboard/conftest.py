@@ -14,8 +14,8 @@ from django.test import Client as DjangoClient
 
 from plans.management.commands.seed_demo import demo_key
 from plans.models import APIKey, Subscription
+from quotas.engine import default_engine
 from quotas.identity.clients import hash_api_key
-from quotas.runtime import get_runtime
 from tests.conftest import skip_or_fail
 from tests.factories import UserFactory
 from usage.flush import flush_usage
@@ -55,7 +55,8 @@ def traffic(demo, redis_client) -> Traffic:
         "free": send(client, demo_key("free"), 15, "/api/demo/search?q=x"),
         "pro": send(client, demo_key("pro"), 5, "/api/demo/search?q=x"),
     }
-    get_runtime().tick()  # allowances' and the engine's batched counts into Redis, as its poller does every second
+    # allowances' and the engine's batched counts into Redis, as its poller does every second
+    default_engine.runtime().tick()
     flush_usage()
     return Traffic(subscription_of(demo_key("free")), subscription_of(demo_key("pro")), codes)
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from plans.management.commands.seed_demo import demo_key
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 
 
 def chart_of(text: str) -> dict:
@@ -19,7 +19,7 @@ def chart_of(text: str) -> dict:
 @pytest.fixture
 def link(client, traffic) -> str:
     """The free customer's signed page, after the engine wrote its history (as its poller does each second)."""
-    get_runtime().tick()
+    default_engine.runtime().tick()
     return client.post("/usage/", {"api_key": demo_key("free")})["Location"]
 
 
@@ -87,6 +87,6 @@ def test_the_upgrade_prompt_says_what_pro_would_have_allowed(client, link):
 
 def test_no_figures_without_refusals(client, traffic):
     """The pro customer was never refused: no figures (and no offer from the top of its limits)."""
-    get_runtime().tick()
+    default_engine.runtime().tick()
     link = client.post("/usage/", {"api_key": demo_key("pro")})["Location"]
     assert 'id="upgrade-figures"' not in client.get(link).content.decode()

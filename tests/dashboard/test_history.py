@@ -10,8 +10,8 @@ import pytest
 from config.embedded_redis import free_port
 from dashboard.history import RANGES, RATE_LINES, alert_from, build, charts, history_cells, range_from
 from dashboard.queries import Filters, UsageSlice
+from quotas.engine import default_engine
 from quotas.observability.history import History
-from quotas.runtime import get_runtime
 from quotas.store.history_store import HistoryStore
 
 pytestmark = pytest.mark.django_db
@@ -26,12 +26,12 @@ def write(redis_client, notes: list[tuple[int, str, str | None, str, str, str]])
         at = (NOW - timedelta(minutes=ago)).timestamp()
         for _ in range(n):
             history.note(plan, scope, outcome, reason, "{s.1}", at=at)
-    history.write(HistoryStore(redis_client, get_runtime().prefix))
+    history.write(HistoryStore(redis_client, default_engine.runtime().prefix))
 
 
 @pytest.fixture
 def rules(demo, redis_client):
-    return get_runtime().rules.current()
+    return default_engine.runtime().rules.current()
 
 
 def test_the_last_hour_has_one_point_a_minute_with_allowed_and_refused_by_reason(redis_client, rules):
@@ -143,7 +143,7 @@ def test_unreachable_redis_falls_back_to_days_with_a_notice(rules, set_quotas):
                                                               ("7d", "hour", 168), ("30d", "day", 30)])  # fmt: skip
 def test_the_feed_returns_the_asked_range_of_real_traffic(staff, traffic, asked, resolution, points):
     """15 searches by the free customer (5 refused) and 5 by the pro one show in every range."""
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.history.write(runtime.store.history)  # as the engine's poller does every second
     body = staff.get("/dashboard/data.json", {"range": asked}).json()
     c = body["charts"]

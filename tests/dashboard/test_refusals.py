@@ -8,7 +8,7 @@ import pytest
 from django.test import Client as DjangoClient
 
 from plans.management.commands.seed_demo import demo_key
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import UserFactory
 from tests.quotas.test_adaptive_engine import publish
 
@@ -21,7 +21,7 @@ def test_the_client_page_shows_its_last_refusals(staff, demo):
     """Free's 11th search of the minute is refused; after the poller's tick its page shows the search limit
     (10 per 60 s), remaining 0 and the reset, linked from the overview's top-denied table."""
     assert send(DjangoClient(), demo_key("free"), 11, "/api/demo/search?q=x") == {200: 10, 429: 1}
-    get_runtime().tick()  # what the poller thread does every second
+    default_engine.runtime().tick()  # what the poller thread does every second
     sub = subscription_of(demo_key("free"))
     rows = refusal_table(staff, sub.pk)
     # One row per refusing window: the search limit, and the 10/s one too when the 11 fell within a second.
@@ -42,7 +42,7 @@ def test_a_capacity_refusal_shows_remaining_0_not_a_negative_count(staff, demo, 
     sub = subscription_of(demo_key("free"))
     publish(redis_client, {str(sub.plan_id): 0.5})
     assert send(client, demo_key("free"), 1, "/api/demo/search?q=x") == {503: 1}
-    get_runtime().tick()
+    default_engine.runtime().tick()
     rows = refusal_table(staff, sub.pk)
     [search] = [r for r in rows if r[3] == "search: 5"]
     assert (search[1], search[5]) == ("capacity", "0")

@@ -28,7 +28,7 @@ from adaptive.publish import publish_multipliers
 from config.embedded_redis import free_port
 from plans.management.commands.seed_demo import DEMO_PLANS
 from quotas import metrics
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import PlanFactory
 from tests.process_groups import stop_groups
 from tests.store_client import board_of
@@ -136,7 +136,9 @@ def test_a_new_plan_is_at_the_multiplier_in_force(staff_client, redis_client):
     """A plan nobody published a multiplier for is at 1, or at the cut the controller published to Redis."""
     nominal, reduced = PlanFactory(slug="first-scrape-a"), PlanFactory(slug="first-scrape-b")
     publish_multipliers(board_of(redis_client), {reduced.pk: 0.5}, time.time(), 60)
-    get_runtime().multipliers.refresh(get_runtime().store.multipliers)  # what the poller does every second
+    default_engine.runtime().multipliers.refresh(
+        default_engine.runtime().store.multipliers
+    )  # what the poller does every second
     shown = series(staff_client.get("/metrics").content.decode(), "quota_adaptive_multiplier")
     assert shown[of(plan=nominal.slug)] == 1.0
     assert shown[of(plan=reduced.slug)] == 0.5

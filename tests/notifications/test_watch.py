@@ -15,7 +15,7 @@ from notifications.dispatch import dispatch_due
 from notifications.models import Endpoint, Event
 from notifications.watch import watch
 from plans.models import APIKey, ClientBan
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -76,11 +76,11 @@ def test_sustained_refusals_are_found_from_the_engines_history(every_event, rece
     refusals.sustained event for the hour, however often the watcher looks."""
     set_quotas(NOTIFICATIONS={"ALLOW_PRIVATE_ADDRESSES": True, "ALLOW_HTTP": True, "REFUSALS_ALERT": 3})
     EndpointLimitFactory(plan=every_event.subscription.plan, name="global", rates="2/min", algorithm="fixed_window")
-    get_runtime().rules.invalidate()
+    default_engine.runtime().rules.invalidate()
     api = APIClient()
     statuses = [api.get("/api/demo/ping", HTTP_X_API_KEY=every_event.key).status_code for _ in range(7)]
     assert statuses.count(429) == 5
-    get_runtime().tick()  # the poller writes the history about once a second
+    default_engine.runtime().tick()  # the poller writes the history about once a second
     assert watch().recorded == {"refusals.sustained": 1}
     assert watch().recorded == {}
     event = Event.objects.get(type="refusals.sustained")

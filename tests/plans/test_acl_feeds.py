@@ -19,7 +19,7 @@ from plans.feeds.refresh import refresh_feeds
 from plans.models import ACLEntry, ACLFeed
 from plans.rules import access_list
 from plans.tasks import refresh_acl_feeds
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory, PlanFactory
 from tests.plans.feed_server import serving
 from tests.slow_dns import DOMAIN, slow_resolver
@@ -94,7 +94,7 @@ def test_feed_entries_go_through_the_same_matcher_as_admin_entries(free, feeds_d
     (feeds_dir / "f.txt").write_text("203.0.113.0/24\n10.0.0.0/8\n")
     ACLFeed.objects.create(name="f", source=str(feeds_dir / "f.txt"), action="deny")
     refresh_feeds()
-    acl = get_runtime().rules.current().acl
+    acl = default_engine.runtime().rules.current().acl
     assert len(acl) == 3
     assert [r.id for r in acl if isinstance(r.id, str)] == ["feed:f", "feed:f"]
     assert {r.kind for r in acl} == {"ip"}
@@ -236,7 +236,7 @@ def test_an_unchanged_list_does_not_reload_the_rules(free, feeds_dir):
     (feeds_dir / "f.txt").write_text("203.0.113.0/24\n")
     ACLFeed.objects.create(name="f", source=str(feeds_dir / "f.txt"), action="deny")
     refresh_feeds()
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     snapshot = rules.current()
     report = refresh_feeds()
     assert (report.changed, report.unchanged) == ([], ["f"])

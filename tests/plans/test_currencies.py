@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from plans.models import CostBudget
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def test_no_upgrade_offer_compares_amounts_in_another_currency():
     CostBudget.objects.create(plan=free, period="day", amount=Decimal("1"), currency="USD")
     CostBudget.objects.create(plan=yen, period="day", amount=Decimal("10000"), currency="JPY")
     CostBudget.objects.create(plan=dollars, period="day", amount=Decimal("5"), currency="USD")
-    rules = get_runtime().rules.reload()
+    rules = default_engine.runtime().rules.reload()
     budget = next(w for r in rules.limits_for(free.pk) for w in r.windows if w.is_budget)
     assert rules.upgrade_for(free.pk, budget).slug == "dollars"
 

@@ -14,7 +14,7 @@ from django.test import Client
 from plans.models import GroupPlan, Subscription
 from plans.rules import PlansRulesBackend
 from quotas.contract.keys import rules_version_key
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from quotas.runtime.rules_cache import RulesCache
 from quotas.settings import quota_settings
 from quotas.store.rules_version import RulesVersion
@@ -128,7 +128,7 @@ def test_a_subscription_beats_any_group(groups, plans):
     sub = SubscriptionFactory(user=member, plan=plans["free"])
     assert policy(member) == FREE
     Subscription.objects.filter(pk=sub.pk).update(is_active=False)
-    get_runtime().rules.reload()  # update() sends no signal: reload as a later rules change would
+    default_engine.runtime().rules.reload()  # update() sends no signal: reload as a later rules change would
     assert policy(member) == PARTNER
 
 
@@ -195,7 +195,7 @@ def test_joining_a_group_and_remapping_it_reach_the_member(groups, plans, django
 def test_memberships_of_unmapped_groups_leave_the_rules_alone(groups, redis_client, django_capture_on_commit_callbacks):
     """Joining or leaving a group that has no plan changes no one's plan, so no process reloads its rules."""
     member = UserFactory()
-    get_runtime().rules.current()
+    default_engine.runtime().rules.current()
     before = rules_version(redis_client)
     with django_capture_on_commit_callbacks(execute=True):
         member.groups.add(groups["newsletter"])

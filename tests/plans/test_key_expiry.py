@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from plans.models import APIKey, Subscription
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from quotas.store.key_use_set import KeyUseSet, last_used_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory
 from usage.flush import flush_usage
@@ -131,7 +131,7 @@ def test_last_use_is_recorded_off_the_request_path_and_copied_by_the_flush(free,
     assert APIClient().get("/api/demo/ping", HTTP_X_API_KEY=raw).status_code == 200
     used.refresh_from_db()
     assert used.last_used_at is None  # the request wrote nothing to the database
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.tick()  # what the poller thread does every second
     report = flush_usage()
     assert report.keys_marked_used == 1
@@ -149,7 +149,7 @@ def test_the_flush_copies_every_note_then_forgets_those_older_than_a_day(free, r
     sub = SubscriptionFactory(plan=free)
     recent, raw = APIKey.issue(sub)
     old, _ = APIKey.issue(sub)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     two_days_ago = time.time() - 2 * 86_400
     # What a process's poller wrote two days ago, the flush not having run since.
     redis_client.zadd(last_used_key(runtime.prefix), {str(old.pk): two_days_ago})

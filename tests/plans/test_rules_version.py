@@ -13,8 +13,9 @@ from django.db import connection
 
 from plans.models import APIKey, RulesChange
 from quotas.contract.keys import rules_version_key
+from quotas.engine import default_engine
 from quotas.internal_api import hash_api_key
-from quotas.runtime import build_runtime, get_runtime
+from quotas.runtime import build_runtime
 from quotas.runtime.rules_cache import RulesCache
 from quotas.settings import quota_settings
 from tests.factories import issue_key
@@ -42,7 +43,7 @@ def test_a_revocation_while_redis_is_down_bumps_the_version_once_redis_is_back(
     set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
     issue_key()
     key = APIKey.objects.get()
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     rules.current()  # this process's poller runs, as in a worker that has served requests
     version_key = rules_version_key(quota_settings.KEY_PREFIX)
     caplog.set_level(logging.WARNING, logger="quotas.runtime.rules_cache")
@@ -72,7 +73,7 @@ def test_a_bump_that_lands_is_not_repeated(redis_client, set_quotas, django_capt
     set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
     issue_key()
     key = APIKey.objects.get()
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     rules.current()
     version_key = rules_version_key(quota_settings.KEY_PREFIX)
     before = int(redis_client.get(version_key) or 0)
@@ -103,7 +104,7 @@ def test_a_key_revoked_while_redis_is_down_is_refused_by_another_process_within_
     set_quotas(RULES_CHECK_INTERVAL=INTERVAL)
     raw = issue_key()
     key = APIKey.objects.get()
-    here = get_runtime()  # this process, where the key is revoked (the model's signals reach its runtime)
+    here = default_engine.runtime()  # this process, where the key is revoked (the model's signals reach its runtime)
     here.rules.current()
     there = build_runtime()  # another process: its own snapshot, caches and poller, on the same database and Redis
     there.poller.ensure()
@@ -140,7 +141,7 @@ def counter_table_gone() -> Iterator[None]:
 def test_a_change_mark_the_database_refused_is_moved_by_the_poller(set_quotas, caplog):
     """The commit's move of the mark fails (the table is away): it is owed, and the next poll makes it, once."""
     set_quotas(RULES_CHECK_INTERVAL=0)  # the test is the poller
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     rules.current()
     before = RulesChange.count()
     caplog.set_level(logging.WARNING, logger="quotas.runtime.change_mark")

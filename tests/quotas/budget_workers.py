@@ -89,7 +89,7 @@ class Server:
 
     def run_one(self, op: Op) -> Any:
         """Run one operation in this thread (see ``Op``)."""
-        from quotas.runtime import get_runtime
+        from quotas.engine import default_engine
 
         name, *args = op
         if name == "check":
@@ -99,7 +99,7 @@ class Server:
             rid, kind, actual = args
             verdict = self.verdicts.pop(rid)
             return KINDS[kind][1](verdict, actual)
-        runtime = get_runtime()
+        runtime = default_engine.runtime()
         if name == "tick":
             runtime.tick()  # the poller's visit: allowances that ended give back what they did not use, usage
             return None
@@ -296,9 +296,9 @@ def _serve(conn: Any, quotas: dict[str, Any], database: str) -> None:
                 conn.send(("error", traceback.format_exc()))
     finally:
         server.close()
-        from quotas.runtime import reset_runtime
+        from quotas.engine import default_engine
 
-        reset_runtime()  # gives back what allowances hold, writes usage counted here
+        default_engine.reset()  # gives back what allowances hold, writes usage counted here
         conn.close()
 
 

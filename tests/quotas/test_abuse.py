@@ -104,9 +104,9 @@ def test_a_lease_and_another_own_key_window_in_one_decision_are_both_kept(runtim
 
 
 def _hold_lease_then_hang(ready):
-    from quotas.runtime import get_runtime
+    from quotas.engine import default_engine
 
-    decision = get_runtime().guard.decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
+    decision = default_engine.runtime().guard.decide("{dying}", windows("concurrency", "1/2s"), request_id="worker-1")
     ready.send(decision.allowed)
     time.sleep(60)  # killed long before this ends
 

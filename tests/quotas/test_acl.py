@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from plans.models import ACLEntry, APIKey
 from plans.rules import PlansRulesBackend
+from quotas.engine import default_engine
 from quotas.formats.acl import AccessList, ACLRule, parse_network
 from quotas.rules.snapshot import RuleSet
-from quotas.runtime import get_runtime
 from tests.acl_samples import build_sample
 from tests.factories import SubscriptionFactory, UserFactory
 
@@ -231,7 +231,7 @@ class TestDatabaseAccessList:
 
     def test_saving_or_deleting_an_entry_reloads_the_snapshot(self, django_capture_on_commit_callbacks):
         """An entry saved in the admin or code is in this process's next snapshot and bumps the shared version."""
-        rules = get_runtime().rules
+        rules = default_engine.runtime().rules
         assert len(rules.current().acl) == 0
         version = rules.current().version
         with django_capture_on_commit_callbacks(execute=True):

@@ -8,7 +8,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.waiting import wait_until
 
@@ -25,7 +25,7 @@ def free(db):
 def publish(redis_client, multipliers: dict) -> None:
     """As the adaptive controller does; then let this process read it at once."""
     redis_client.set("quota:v1:adaptive:multipliers", json.dumps({**multipliers, "updated_at": time.time()}))
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.rules.current()
     runtime.multipliers.refresh(runtime.store.multipliers)
 
@@ -119,7 +119,7 @@ def test_published_multipliers_reach_the_process_within_two_seconds(free, redis_
 
 def test_junk_multipliers_are_ignored(free, redis_client):
     redis_client.set("quota:v1:adaptive:multipliers", b"{not json")
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.multipliers.refresh(runtime.store.multipliers)
     assert runtime.multipliers.by_plan == {}
     publish(redis_client, {str(free.pk): "x", "7": -1, "8": 0.5})

@@ -13,10 +13,10 @@ import redis
 from rest_framework.test import APIClient
 
 from config.embedded_redis import RedisServer
+from quotas.engine import default_engine
 from quotas.formats.rates import Rate, parse_rates
 from quotas.http.headers import rate_limit_headers
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime, reset_runtime
 from quotas.store.decision import DecideCall, Decision
 from quotas.store.served import served_states
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
@@ -40,7 +40,7 @@ def windows(rate: str, algorithm: str = "fixed_window", **extra):
 
 def ask(tag: str, wins, **options):
     """One request's decision as the service asks it: allowances allowed."""
-    return get_runtime().guard.decide_call(DecideCall(tag, wins, allowance_ok=True, **options))
+    return default_engine.runtime().guard.decide_call(DecideCall(tag, wins, allowance_ok=True, **options))
 
 
 @pytest.mark.redis
@@ -57,7 +57,7 @@ def test_a_busy_client_is_admitted_from_an_allowance_without_redis(busy, redis_c
     # The window holds all 11 requests' units; each request's headers count what the client has left, the
     # units this process holds for it included: down by one a request.
     assert [d.states[0].remaining for d in decisions] == list(range(998, 988, -1))
-    assert get_runtime().guard.peek("{c}", wins).states[0].remaining == 989
+    assert default_engine.runtime().guard.peek("{c}", wins).states[0].remaining == 989
 
 
 @pytest.mark.redis
@@ -133,7 +133,7 @@ def test_an_allowance_is_sized_by_every_request_of_the_client_not_only_those_tha
 def test_an_allowance_is_cut_to_a_share_of_what_is_left(busy):
     """With 9 left after the request, half of that (4) plus the request itself: 5 requests' units."""
     wins = windows("20/hour")
-    assert get_runtime().guard.decide("{c}", wins, weight=10).allowed  # 10 left
+    assert default_engine.runtime().guard.decide("{c}", wins, weight=10).allowed  # 10 left
     ask("{c}", wins, weight=1)  # busy from the next request on; 9 left
     decision = ask("{c}", wins, weight=1)
     assert decision.granted == 1 + (9 - 1) // 2
@@ -152,7 +152,7 @@ def test_unused_units_go_back_when_the_allowance_ends(busy):
     ask("{c}", wins)
     granted = ask("{c}", wins)
     assert granted.granted == 10
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 11
     runtime.guard.usage.settle_allowances(everything=True)
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2
@@ -162,7 +162,7 @@ def test_unused_units_go_back_when_the_allowance_ends(busy):
 def test_usage_counts_each_request_once(busy, redis_client, algorithm):
     """Usage counts the requests made, not the units an allowance took: 30 admitted, 30 counted."""
     wins = windows("1000/hour", algorithm)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     for _ in range(30):
         assert ask("{s.1}", wins, usage="1|-").allowed
     runtime.guard.usage.settle_allowances(everything=True)
@@ -178,7 +178,7 @@ def test_a_fixed_window_allowance_ends_with_its_window(busy):
     ask("{c}", wins)
     decision = ask("{c}", wins)
     if decision.granted > 1:
-        allowance = next(iter(get_runtime().guard.allowances._by_key.values()))
+        allowance = next(iter(default_engine.runtime().guard.allowances._by_key.values()))
         now_us = int(decision.now * 1_000_000)
         left = 1 - (now_us % 1_000_000) / 1_000_000
         assert allowance.ends_at - allowance.started <= left + 1e-6
@@ -216,8 +216,8 @@ def _race(wins, attempts, cost, seconds, barrier, results, actual=None):
     """One OS process: wait for the others, then send ``attempts`` requests (or for ``seconds``) as fast as it
     can, each reconciled to ``actual`` after its "view" if given; reports when each admission happened, then
     shuts down gracefully (allowances settled, usage written)."""
-    reset_runtime()  # this process's own runtime (the parent's connections and allowances stay the parent's)
-    runtime = get_runtime()
+    default_engine.reset()  # this process's own runtime (the parent's connections and allowances stay the parent's)
+    runtime = default_engine.runtime()
     store = runtime.guard
     barrier.wait()
     admitted, served, sent, until = [], 0, 0, time.time() + seconds
@@ -250,7 +250,7 @@ def _run_race(wins, attempts=0, cost=0, seconds=0.0, actual=None):
 
 
 def _usage_admitted(redis_client) -> int:
-    keys = get_runtime().store.keys_of("{raced}")
+    keys = default_engine.runtime().store.keys_of("{raced}")
     day = time.strftime("%Y%m%d", time.gmtime())
     return int(redis_client.hget(f"{keys.usage_base}:{day}", f"{keys.field_prefix}1|-|a") or 0)
 
@@ -289,7 +289,7 @@ def test_eight_processes_whose_requests_cost_more_than_estimated_keep_the_budget
     be as large as they can (a whole budget's worth)."""
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=1.0, SHARE=1.0, MAX_REQUESTS=100)
     admitted, _ = _run_race(BUDGET.windows, attempts=60, cost=5_000, actual=50_000)
-    spent = get_runtime().guard.peek("{raced}", BUDGET.windows).states[0].used
+    spent = default_engine.runtime().guard.peek("{raced}", BUDGET.windows).states[0].used
     assert spent == 50_000 * len(admitted)
     assert spent <= 500_000 + PROCESSES * 45_000
     # Without ending allowances on an upward reconciliation: 40 admitted, 2.00 spent. With it, fewer than the
@@ -322,8 +322,8 @@ def test_no_second_of_a_sliding_log_admits_more_than_its_limit(racing, redis_cli
 
 
 def _killed(wins, pipe):
-    reset_runtime()
-    store = get_runtime().guard
+    default_engine.reset()
+    store = default_engine.runtime().guard
     decisions = [store.decide_call(DecideCall("{raced}", wins, usage="1|-", allowance_ok=True)) for _ in range(6)]
     pipe.send((sum(d.allowed for d in decisions), max(d.granted for d in decisions)))
     os.kill(os.getpid(), signal.SIGKILL)
@@ -366,7 +366,7 @@ def test_a_busy_api_client_over_http(busy, redis_client, quota_clock, on):
     assert remaining == list(range(998, 978, -1))
     calls = script_calls(redis_client)
     assert calls <= 6 if on else calls == 20
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.guard.usage.settle_allowances(everything=True)
     assert runtime.guard.usage.flush_usage()
     assert usage_totals(redis_client)["a"] == 21
@@ -380,7 +380,7 @@ def test_usage_is_exact_across_a_redis_restart(busy, set_quotas, tmp_path):
     try:
         set_quotas(REDIS_URL=server.url)
         wins = windows("1000/hour")
-        runtime = get_runtime()
+        runtime = default_engine.runtime()
         decisions = [ask("{s.1}", wins, usage="1|-") for _ in range(8)]
         assert all(d.allowed for d in decisions)
         assert any(d.allowance for d in decisions)
@@ -395,7 +395,7 @@ def test_usage_is_exact_across_a_redis_restart(busy, set_quotas, tmp_path):
         finally:
             client.close()
     finally:
-        reset_runtime()
+        default_engine.reset()
         server.stop()
 
 
@@ -406,7 +406,7 @@ def test_headers_from_an_allowance_are_high_by_at_most_what_others_spent_meanwhi
     ask("{c}", wins)
     granted = ask("{c}", wins)
     assert granted.granted == 10
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.store.decide(DecideCall("{c}", wins, weight=7))  # another process's requests, straight to Redis
     served = ask("{c}", wins)
     assert served.allowance
@@ -425,7 +425,7 @@ def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis
         return REGISTRY.get_sample_value("quota_usage_write_lag_seconds_count") or 0.0
 
     wins = windows("1000/hour")
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     day = time.strftime("%Y%m%d", time.gmtime())
     keys = runtime.store.keys_of("{s.1}")
 
@@ -456,7 +456,7 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     asks Redis. The budget property test found the overspend past its one-moment bound without this."""
     wins = windows("100/hour")
     ask("{c}", wins)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     allowances = runtime.guard.allowances
     asked = quota_clock.monotonic()
     allowances.end_client("{c}")  # another thread's request settled above its estimate meanwhile

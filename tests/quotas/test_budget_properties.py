@@ -42,9 +42,9 @@ from notifications.events import BUDGET_THRESHOLD
 from notifications.models import Event
 from plans.models import CostBudget
 from quotas.contract.keys import rules_version_key
+from quotas.engine import default_engine
 from quotas.formats.money import from_micros
 from quotas.identity.clients import identify
-from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
 from tests.quotas.budget_workers import LANES, ONE_OPERATION, Op, Server, Workers, refusing_commands
 from tests.usage_counters import usage_totals
@@ -377,7 +377,7 @@ def cluster(clients, set_quotas, redis_client) -> Iterator[Cluster]:
 
 def budget_of(key: str) -> tuple[str, list]:
     """The client tag of API key ``key`` and its budget's windows, as the test process's rules have them."""
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     client = identify(RequestFactory().get("/p0/", HTTP_X_API_KEY=key), None, runtime.rules)
     assert client.subscriber is not None
     limits = runtime.rules.current().limits_for(client.subscriber.plan_id, client.subscriber)
@@ -389,7 +389,7 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(cluster, cli
     """Over 500 drawn examples: the bound, the spend and usage equal to the actual costs, one alert per
     threshold reached; most of the busy examples' admitted requests are served from allowances."""
     budgets = {amount: budget_of(key) for amount, key in clients.items()}
-    version_key = rules_version_key(get_runtime().prefix)
+    version_key = rules_version_key(default_engine.runtime().prefix)
     totals: Counter[str] = Counter()
 
     # Function-scoped fixtures are shared by the examples on purpose (the processes); each example starts clean.
@@ -430,7 +430,7 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(cluster, cli
             signals.update(sent)
 
         tag, windows = budgets[amount]
-        spent = get_runtime().guard.peek(tag, windows).states[0].used
+        spent = default_engine.runtime().guard.peek(tag, windows).states[0].used
         assert spent == outcome.actual  # every admitted request charged its actual cost, once
         assert spent <= amount + outcome.redis_bound
         if DOCUMENTED_BOUND_ACROSS_PROCESSES or len({r.process for r in outcome.requests}) == 1:

@@ -16,9 +16,9 @@ from rest_framework.test import APIClient
 
 from plans.models import CostBudget
 from quotas.clock import SYSTEM_CLOCK, ManualClock
+from quotas.engine import default_engine
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
@@ -35,7 +35,7 @@ def allowances_on(request, set_quotas):
 
 def ask(wins):
     """One request's decision as the service asks it, allowances allowed."""
-    return get_runtime().guard.decide_call(DecideCall("{c}", wins, allowance_ok=True))
+    return default_engine.runtime().guard.decide_call(DecideCall("{c}", wins, allowance_ok=True))
 
 
 def next_edge(seconds: int, at: float) -> float:
@@ -133,7 +133,7 @@ def test_production_reads_the_system_clocks_directly():
 
 
 def test_the_runtime_holds_the_clock_every_part_reads(quota_clock):
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     assert runtime.clock is quota_clock
     assert runtime.guard.clock is quota_clock
     assert runtime.store.clock is quota_clock

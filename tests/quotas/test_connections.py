@@ -10,7 +10,7 @@ import redis
 from asgiref.sync import async_to_sync
 
 from quotas.django.respond import rate_rule
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import MAX_CONNECTIONS, async_connector, connect
 from quotas.store.decision import DecideCall
@@ -100,7 +100,7 @@ def test_the_asyncio_client_has_the_same_connection_cap_as_the_engines_pool(runt
     async def decide_and_read_the_cap() -> int:
         decision = await runtime.guard.adecide(DecideCall("{ip.192.0.2.9}", [window]))
         assert decision.allowed  # an asyncio client was used for a real decision, not only built
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
         make = async_connector(url, 1.0)
         assert make is not None  # one server: asyncio clients of its own
         client = make()

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from plans.models import EndpointLimit
 from quotas import metrics
-from quotas.runtime import get_runtime, reset_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.waiting import wait_until
 
@@ -65,7 +65,7 @@ def test_a_stale_snapshot_is_served_while_the_database_is_down(database_outage, 
     api = APIClient(raise_request_exception=False)
     assert api.get("/api/demo/ping", HTTP_X_API_KEY=key)["X-RateLimit-Limit"] == "3"  # rules and key cached
     EndpointLimit.objects.filter(plan=plan).update(rates="5/day")
-    get_runtime().rules.invalidate()  # as the admin's save does: every process reloads on its next request
+    default_engine.runtime().rules.invalidate()  # as the admin's save does: every process reloads on its next request
     failures = metrics.REGISTRY.get_sample_value("quota_rules_load_failures_total") or 0
 
     with database_outage():
@@ -126,7 +126,7 @@ def test_a_worker_started_while_the_database_is_down_answers_503_then_recovers(d
     key = issue_key(plan=plan)
     api = APIClient(raise_request_exception=False)
     with database_outage():
-        reset_runtime()  # what a worker started now knows: nothing
+        default_engine.reset()  # what a worker started now knows: nothing
         assert_unavailable_problem(api.get("/api/demo/ping", HTTP_X_API_KEY=key))
         assert_unavailable_problem(api.get("/api/demo/ping"))
         assert_unavailable_problem(api.get("/t/plain-search"))

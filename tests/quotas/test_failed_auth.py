@@ -11,7 +11,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from plans.models import APIKey
-from quotas.internal_api import get_runtime, hash_api_key
+from quotas.engine import default_engine
+from quotas.internal_api import hash_api_key
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 from tests.waiting import wait_until
 
@@ -211,7 +212,7 @@ def signed_in_browser(username: str, address: str) -> Client:
 
 def wait_for_known_keys(version: str | None = None) -> None:
     """Wait until this process has read every usable key's hash in the background (as of ``version``)."""
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     # Longer than the database pool's 10 s timeout: a read that found the pool busy (a previous test's
     # threads) is tried again by the poller every second until it gets a connection.
 
@@ -260,7 +261,7 @@ def test_a_key_another_process_issued_after_the_keys_were_read_is_admitted_at_on
     api = APIClient()
     for i in range(4):
         api.get("/api/demo/ping", HTTP_X_API_KEY=f"qk_guess_{i}", REMOTE_ADDR="192.0.2.47")
-    rules = get_runtime().rules
+    rules = default_engine.runtime().rules
     wait_for_known_keys()
     read_at = rules.known_keys.version
     # What issuing a key in another process does here: the row committed, the version bumped in Redis; no

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.runtime import get_runtime, reset_runtime
+from quotas.engine import default_engine
 from quotas.store.usage_batches import replay_spool, spool_dir
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
@@ -50,7 +50,7 @@ def test_local_mode_enforces_this_processs_share(free, outage, settings):
     assert codes == [200, 200, 200, 429, 429, 429]  # 10/min x 0.3 = 3 here
     response = client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     assert response["X-RateLimit-Limit"] == "3"
-    assert get_runtime().guard.breaker.is_open
+    assert default_engine.runtime().guard.breaker.is_open
 
 
 def test_breaker_spares_requests_the_failed_attempt(free, outage):
@@ -59,7 +59,7 @@ def test_breaker_spares_requests_the_failed_attempt(free, outage):
     client.get("/api/demo/ping", HTTP_X_API_KEY=key)
     outage.begin()
     client.get("/api/demo/ping", HTTP_X_API_KEY=key)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     assert runtime.guard.breaker.is_open
     runtime.guard.breaker.failure()  # as if a trial just failed: the next waits for the probe interval
     assert not runtime.guard.breaker.allow()
@@ -79,7 +79,7 @@ def test_decisions_return_to_redis_within_two_seconds_of_recovery(free, outage, 
         return script_calls(redis_client)
 
     assert wait_until(decided_in_redis, 2.0), "decisions did not return to Redis within 2 s"
-    assert not get_runtime().guard.breaker.is_open
+    assert not default_engine.runtime().guard.breaker.is_open
 
 
 def test_usage_counted_during_an_outage_reaches_redis_after_it(free, outage, redis_client, settings):
@@ -89,7 +89,7 @@ def test_usage_counted_during_an_outage_reaches_redis_after_it(free, outage, red
     outage.begin()
     codes = [client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code for _ in range(12)]
     outage.end()
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.tick()  # what the poller thread does every second
     # The test's redis-server keeps nothing on disk, so only what the process held is there now.
     totals = usage_totals(redis_client)
@@ -103,7 +103,7 @@ def test_a_process_exiting_during_an_outage_spools_its_usage(free, outage, redis
     outage.begin()
     for _ in range(4):
         client.get("/api/demo/ping", HTTP_X_API_KEY=key)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     assert not runtime.guard.usage.flush_usage(spool_on_failure=True)  # as at exit: Redis is down, so spool it
     assert len(list(spool_dir().glob("*.spool"))) == 1
     outage.end()
@@ -157,8 +157,8 @@ def test_the_fallback_spends_only_its_share_of_what_remained_of_a_budget(runtime
     from quotas.rules.limits import LimitRule
 
     settings.QUOTAS = {**settings.QUOTAS, "LOCAL_SHARE": 0.5}
-    reset_runtime()
-    runtime = get_runtime()
+    default_engine.reset()
+    runtime = default_engine.runtime()
     budget = LimitRule(id="b1", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
     windows = list(budget.windows)
     assert runtime.guard.decide("{spender}", windows, cost_micros=90).allowed
@@ -175,7 +175,7 @@ def test_a_script_error_answers_that_request_alone_and_never_opens_the_breaker(f
     from quotas.contract.keys import client_tag
     from tests.factories import SubscriptionFactory
 
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     broken_sub = SubscriptionFactory(plan=free)
     bucket = runtime.store.keys_of(client_tag("s", str(broken_sub.pk))).bucket
     healthy_sub = SubscriptionFactory(plan=free)
@@ -223,9 +223,9 @@ def test_during_an_outage_usage_records_actual_costs_and_a_failed_view_releases_
     assert client.get("/t/priced?est=0.02&actual=0.005", HTTP_X_API_KEY=key).status_code == 200
     assert client.get("/t/priced?est=0.02&fail=1", HTTP_X_API_KEY=key).status_code == 500
     outage.end()
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     wait_until(runtime.guard.usage.flush_usage, 10, every=0.2)  # the breaker may still be open
-    assert usage_totals(client_of(get_runtime()))["c"] == to_micros(Decimal("0.005"))
+    assert usage_totals(client_of(default_engine.runtime()))["c"] == to_micros(Decimal("0.005"))
 
 
 def test_during_an_outage_a_budget_counts_actual_costs(outage, set_quotas):
@@ -239,4 +239,4 @@ def test_during_an_outage_a_budget_counts_actual_costs(outage, set_quotas):
     assert client.get("/t/priced?est=0.05&fail=1", HTTP_X_API_KEY=key).status_code == 500
     codes = [client.get("/t/priced?est=0.05&actual=0.01", HTTP_X_API_KEY=key).status_code for _ in range(8)]
     assert codes == [200] * 6 + [429] * 2
-    assert get_runtime().guard.breaker.is_open  # all of it decided in this process
+    assert default_engine.runtime().guard.breaker.is_open  # all of it decided in this process

@@ -20,8 +20,8 @@ from plans.models import Plan
 from quotas.api import reset
 from quotas.contract.keys import is_usage_key
 from quotas.django.decorators import quota_limited
+from quotas.engine import default_engine
 from quotas.exceptions import ResetNotConfirmed
-from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
@@ -236,12 +236,14 @@ def test_reset_keeps_unflushed_usage_unless_asked(db, redis_client):
     plan = PlanFactory(slug="free", is_default=True)
     EndpointLimitFactory(plan=plan, name="global", rates="5/min", algorithm="fixed_window")
     Client().get("/api/demo/ping", HTTP_X_API_KEY=issue_key(plan=plan))
-    prefix = get_runtime().prefix
+    prefix = default_engine.runtime().prefix
     usage = {k for k in redis_client.scan_iter() if is_usage_key(prefix, k)}
     assert usage
     assert reset(confirm=True) > 0
     assert {k for k in redis_client.scan_iter() if is_usage_key(prefix, k)} == usage
-    version = get_runtime().rules.version_counter.key.encode()  # bumped by the reset, so other processes forget
+    version = (
+        default_engine.runtime().rules.version_counter.key.encode()
+    )  # bumped by the reset, so other processes forget
     assert set(redis_client.scan_iter()) - usage == {version}
     reset(confirm=True, delete_usage=True)
     assert set(redis_client.scan_iter()) == {version}
@@ -261,7 +263,7 @@ def test_quota_headers_middleware_runs_async_under_asgi(db):
     async def scenario():
         client = AsyncClient()
         response = await client.get("/f/async")
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
         return response
 
     response = async_to_sync(scenario)()

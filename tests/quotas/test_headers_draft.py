@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 from plans.models import PeriodQuota
 from quotas import problems
 from quotas.checks import check_settings
+from quotas.engine import default_engine
 from quotas.http.context import verdict_of
-from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -66,7 +66,9 @@ class TestUnitsAndWindows:
         key = issue_key(plan=plan)
         first = get(client, "/api/demo/ping", key)
         decision = verdict_of(first.wsgi_request).decision
-        held = get_runtime().guard.decide(decision.tag, [s.window for s in decision.states], request_id="held")
+        held = default_engine.runtime().guard.decide(
+            decision.tag, [s.window for s in decision.states], request_id="held"
+        )
         assert held.allowed  # another request of this client, still in flight
         refused = get(client, "/api/demo/ping", key)
         assert refused.status_code == 429
@@ -132,7 +134,7 @@ class TestUnitsAndWindows:
 class TestAdaptiveReduction:
     def publish(self, redis_client, plan, multiplier):
         redis_client.set("quota:v1:adaptive:multipliers", json.dumps({str(plan.pk): multiplier}))
-        runtime = get_runtime()
+        runtime = default_engine.runtime()
         runtime.rules.current()
         runtime.multipliers.refresh(runtime.store.multipliers)
 

@@ -20,8 +20,8 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from quotas import metrics, problems
-from quotas import runtime as runtime_module
 from quotas.decide import Verdict
+from quotas.engine import default_engine
 from quotas.formats.rates import Rate
 from quotas.http import middleware, responses
 from quotas.http.cost import actual_cost, set_cost
@@ -31,7 +31,6 @@ from quotas.http.settlement import needs_settling
 from quotas.identity.clients import subscription_client, user_client
 from quotas.rules.limits import LimitRule, Window, sf_string
 from quotas.rules.snapshot import Subscriber
-from quotas.runtime import get_runtime, reset_runtime
 from quotas.store.decision import Decision, WindowState
 
 ALGORITHMS = (
@@ -291,16 +290,16 @@ def test_the_middleware_settles_whenever_settling_has_something_to_do(monkeypatc
 
 
 def test_the_runtime_read_without_a_call_follows_the_process():
-    """``quotas.runtime.ready`` is the runtime get_runtime() gave this process; None after reset_runtime() and in
-    a forked child until the child asks get_runtime(), which starts the child's poller."""
-    runtime = get_runtime()
-    assert runtime_module.ready is runtime
+    """``Engine.ready`` is the runtime ``engine.runtime()`` gave this process; None after ``engine.reset()`` and in
+    a forked child until the child asks ``engine.runtime()``, which starts the child's poller."""
+    runtime = default_engine.runtime()
+    assert default_engine.ready is runtime
     pid = os.fork()
     if pid == 0:  # the child: reports through its exit code, and leaves without the parent's atexit handlers
-        fresh = runtime_module.ready is None
-        seen_to = get_runtime() is runtime_module.ready is runtime and runtime.poller.pid == os.getpid()
+        fresh = default_engine.ready is None
+        seen_to = default_engine.runtime() is default_engine.ready is runtime and runtime.poller.pid == os.getpid()
         os._exit(0 if fresh and seen_to else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    reset_runtime()
-    assert runtime_module.ready is None
+    default_engine.reset()
+    assert default_engine.ready is None

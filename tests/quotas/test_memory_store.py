@@ -15,9 +15,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.test import Client
 
+from quotas.engine import default_engine
 from quotas.formats.store_urls import describe, parse_url
 from quotas.middleware import QuotaHeadersMiddleware
-from quotas.runtime import get_runtime
 from quotas.store.backends import memory
 from quotas.store.backends.connect import connect
 from quotas.store.backends.memory import MemoryRedis, forget, keyspace, memory_client
@@ -164,11 +164,11 @@ def test_outside_tests_and_debug_the_store_and_the_middleware_refuse_the_memory_
     with pytest.raises(ImproperlyConfigured, match=re.escape(MEMORY_STORE_REFUSED)):
         QuotaHeadersMiddleware(lambda request: None)
     with pytest.raises(ImproperlyConfigured, match=re.escape(MEMORY_STORE_REFUSED)):
-        get_runtime()
+        default_engine.runtime()
     assert "\n" not in MEMORY_STORE_REFUSED
     set_quotas(ALLOW_MEMORY_STORE_IN_PRODUCTION=True)
     QuotaHeadersMiddleware(lambda request: None)
-    assert get_runtime().store is not None
+    assert default_engine.runtime().store is not None
 
 
 def test_check_deploy_warns_that_the_memory_store_counts_per_process(set_quotas):

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from config.embedded_redis import free_port
 from quotas.contract.keys import client_tag, rules_version_key
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from quotas.store.redis_store import glob_escape
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 from tests.store_client import client_of
@@ -25,7 +25,7 @@ ADDRESS = "203.0.113.9"
 def redis_client(quota_clock):
     """The engine's store: the tests' memory store, whose clock stands still (quota_clock), so that a test's
     requests share one fixed window."""
-    return client_of(get_runtime())
+    return client_of(default_engine.runtime())
 
 
 @pytest.fixture
@@ -88,7 +88,9 @@ def test_subscriptions_and_users_are_named_as_the_runtime_names_them(free):
     sub = SubscriptionFactory(plan=pro, user=alice)
     key = issue_key(sub)
     assert ping(2, HTTP_X_API_KEY=key) == [200, 200]
-    get_runtime().guard.usage.settle_allowances(everything=True)  # the allowance ended, its unused units given back
+    default_engine.runtime().guard.usage.settle_allowances(
+        everything=True
+    )  # the allowance ended, its unused units given back
     by_id = status(f"s.{sub.pk}")
     assert (by_id["client"], by_id["kind"], by_id["plan"]) == (f"s.{sub.pk}", "subscription", "pro")
     assert by_id["limits"][0]["used"] == 2
@@ -266,7 +268,9 @@ def test_reset_sets_budget_spending_back_unless_told_to_keep_it(metered, flags, 
     api, key = metered
     for _ in range(3):
         assert api.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
-    get_runtime().guard.usage.settle_allowances(everything=True)  # the allowance ended, its unused units given back
+    default_engine.runtime().guard.usage.settle_allowances(
+        everything=True
+    )  # the allowance ended, its unused units given back
     who = f"s.{SubscriptionFactory._meta.model.objects.get().pk}"
     assert spent(who) == "0.030000"
     text = run("quota_reset", who, *flags)

@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 from plans.models import CostBudget
 from quotas import metrics
 from quotas.decide import Facts, check, settle
+from quotas.engine import default_engine
 from quotas.formats.money import to_micros
-from quotas.runtime import get_runtime
 from quotas.signals import budget_threshold_crossed
 from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
@@ -85,8 +85,8 @@ def test_a_redis_error_at_settlement_keeps_the_actual_cost(metered, outage, monk
     for _ in range(2):
         assert client.get("/t/priced?actual=0.30&during=1", HTTP_X_API_KEY=key).status_code == 200
         outage.end()
-    get_runtime().tick()  # what the poller thread does every second
-    assert usage_totals(client_of(get_runtime()))["c"] == to_micros(Decimal("0.60"))
+    default_engine.runtime().tick()  # what the poller thread does every second
+    assert usage_totals(client_of(default_engine.runtime()))["c"] == to_micros(Decimal("0.60"))
     assert spent(client, key) == Decimal("0.60")
     assert alerts == []
 
@@ -99,7 +99,7 @@ def test_the_service_keeps_a_cost_whose_settlement_failed(metered, outage, alert
     """Through the service as a front door calls it: check, Redis stops, settle with 0.45 twice; after the
     poller's visit the budget holds 0.91, and the 80 % alert is sent once, by the visit that reached it."""
     set_quotas("ALLOWANCES", **allowances)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     client, key = APIClient(), issue_key(plan=metered)
     assert client.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200  # 0.01 spent, rules loaded
     for _ in range(2):
@@ -127,7 +127,7 @@ def test_spend_admitted_locally_is_charged_to_redis_when_it_returns(metered, out
     codes = [client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code for _ in range(6)]
     assert codes == [200] * 4 + [429] * 2
     outage.end()
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.tick()
     assert not runtime.guard.breaker.is_open
     assert spent(client, key) == Decimal("1.00")
@@ -145,7 +145,7 @@ def test_a_charge_that_fails_is_kept_for_the_next_visit(metered, outage, set_quo
     assert client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code == 200
     outage.begin()
     assert client.get("/t/priced?est=0.20&actual=0.25", HTTP_X_API_KEY=key).status_code == 200
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.tick()
     runtime.charge_owed()  # as if the probe had said yes just before Redis failed again
     assert runtime.guard.owed.total == to_micros(Decimal("0.25"))
@@ -168,5 +168,5 @@ def test_a_full_ledger_drops_the_oldest_and_counts_it(metered, outage, set_quota
         assert client.get("/t/priced?est=0.10", HTTP_X_API_KEY=key).status_code == 200
     assert metrics.REGISTRY.get_sample_value("quota_owed_spend_dropped_micros_total") == before + 100_000
     outage.end()
-    get_runtime().tick()
+    default_engine.runtime().tick()
     assert (spent(client, first), spent(client, second)) == (Decimal("0.01"), Decimal("0.11"))

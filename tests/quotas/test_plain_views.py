@@ -14,8 +14,8 @@ from quotas.checks import check_settings
 from quotas.contract.library import function_name, library_name
 from quotas.django.decorators import quota_limited
 from quotas.django.respond import rate_rule
+from quotas.engine import default_engine
 from quotas.exceptions import InvalidRate
-from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
@@ -214,7 +214,7 @@ def test_an_async_view_is_limited_under_asgi():
         assert first["RateLimit"].startswith('"alogin";r=1;')
         assert (await client.get("/async-login/")).status_code == 200
         assert_refused_like_drf(await client.get("/async-login/"), 2)
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -226,7 +226,7 @@ def test_the_middleware_limits_async_views_under_asgi(hooks):
         client = AsyncClient(raise_request_exception=False)
         assert (await client.post("/ahooks/receive")).status_code == 200
         assert_refused_like_drf(await client.post("/ahooks/receive"), 1)
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -238,7 +238,7 @@ def test_async_and_sync_decisions_share_scripts_and_keys(runtime, redis_client):
 
     async def spend():
         decision = await runtime.guard.adecide(DecideCall("{ip.192.0.2.1}", [window]))
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
         return decision
 
     redis_client.function_flush()  # so the library the asyncio client loads is seen to be the engine's
@@ -262,7 +262,7 @@ def test_an_async_view_gets_the_failure_mode_when_redis_is_down(redis_server, se
     async def scenario():
         client = AsyncClient(raise_request_exception=False)
         response = await client.get("/async-login/")
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
         return response
 
     redis_server.stop()

@@ -15,10 +15,10 @@ from django.core.management import CommandError, call_command
 from django.db import OperationalError
 
 from config.embedded_redis import free_port
+from quotas.engine import default_engine
 from quotas.formats.rates import parse_rates
 from quotas.management import doctor
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
 from tests.store_client import client_of
 
@@ -94,7 +94,7 @@ def test_a_library_not_loaded_yet_is_a_warning(free, runtime, redis_client):
 def test_on_redis_6_2_the_decide_script_is_looked_up_by_its_sha(free, runtime, redis62, set_quotas):
     """No functions on 6.2: the doctor asks SCRIPT EXISTS for the decide script that EVALSHA calls."""
     set_quotas(REDIS_URL=redis62.url)
-    runtime62 = get_runtime()
+    runtime62 = default_engine.runtime()
     client_of(runtime62).script_flush()
     report = doctor_json()
     library = report["checks"][1]

@@ -25,8 +25,8 @@ from rest_framework.views import APIView
 
 from plans.models import Plan
 from quotas.django.decorators import quota_limited
+from quotas.engine import default_engine
 from quotas.formats.money import to_micros
-from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory
 from tests.usage_counters import usage_totals
 
@@ -156,7 +156,7 @@ def test_an_async_view_that_raises_gives_its_lease_back(door):
         client = AsyncClient(raise_request_exception=False)
         assert (await client.get(f"/{door}/async-raising")).status_code == 500
         assert (await client.get(f"/{door}/async-ok")).status_code == 200
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -182,7 +182,7 @@ def test_an_async_view_whose_client_went_away_gives_its_lease_back(door):
         await communicator.send_input({"type": "http.disconnect"})
         await communicator.wait(timeout=10)
         assert (await client.get(f"/{door}/async-ok")).status_code == 200
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 
@@ -212,7 +212,7 @@ def test_a_drf_view_whose_client_went_away_gives_its_lease_back():
         drf_view_may_end.set()
         await communicator.wait(timeout=10)
         assert (await client.get("/drf/ok")).status_code == 200
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     try:
         async_to_sync(scenario)()
@@ -248,6 +248,6 @@ def test_an_async_view_reporting_a_cost_out_of_bounds_is_answered_and_released()
         response = await client.get("/deco/async-misreporting?actual=-1")
         assert (response.status_code, response.json()["reason"]) == (500, "invalid_reported_cost")
         assert (await client.get("/deco/async-misreporting?actual=0")).status_code == 200
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()

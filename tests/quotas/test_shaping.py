@@ -27,14 +27,14 @@ def test_budget_grants_a_burst_then_its_share_of_time(settings):
 def test_budget_reads_its_size_when_first_used(settings):
     """No size captured at import: the process's budget (its runtime's) starts as full as the settings say,
     and after a settings change (the engine is rebuilt) is full again at the new size."""
-    from quotas.runtime import get_runtime
+    from quotas.engine import default_engine
 
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 3.0, "SHAPING_DELAY_SHARE": 0.25}
-    assert get_runtime().shaping.take(2.5, now=50.0) == 0
-    assert get_runtime().shaping.take(1.0, now=50.0) > 0
+    assert default_engine.runtime().shaping.take(2.5, now=50.0) == 0
+    assert default_engine.runtime().shaping.take(1.0, now=50.0) > 0
     settings.QUOTAS = {**settings.QUOTAS, "SHAPING_DELAY_BUDGET": 0.2}
-    assert get_runtime().shaping.take(0.3, now=50.0) == float("inf")
-    assert get_runtime().shaping.take(0.2, now=50.0) == 0
+    assert default_engine.runtime().shaping.take(0.3, now=50.0) == float("inf")
+    assert default_engine.runtime().shaping.take(0.2, now=50.0) == 0
 
 
 def test_a_client_holds_at_most_its_share_of_the_budget(settings):
@@ -141,9 +141,9 @@ def test_delays_beyond_the_process_budget_are_refused_with_429_and_taken_back(se
         assert 1 <= int(r["Retry-After"]) <= 2
         assert r["Content-Type"] == "application/problem+json"
         assert json.loads(r.content)["reason"] == "shaping_capacity"
-    from quotas.runtime import get_runtime
+    from quotas.engine import default_engine
 
-    get_runtime().guard.usage.flush_usage()
+    default_engine.runtime().guard.usage.flush_usage()
     totals = usage_totals(redis_client)
     assert totals["a"] == 1 + codes.count(200)
     assert totals["dc"] == len(refused)

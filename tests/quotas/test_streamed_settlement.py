@@ -29,9 +29,9 @@ from rest_framework.views import APIView
 
 from plans.models import CostBudget
 from quotas.django.decorators import quota_limited
+from quotas.engine import default_engine
 from quotas.formats.money import to_micros
 from quotas.http.settlement import settle_at_end
-from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.usage_counters import usage_totals
 
@@ -247,7 +247,7 @@ def test_an_async_stream_is_charged_at_its_end_and_holds_its_lease(key, redis_cl
         second = await client.get("/deco/astream", headers={"X-API-Key": key})
         assert second.status_code == 200
         assert b"".join([chunk async for chunk in second.streaming_content]) == b"one two three"
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
     assert usage_totals(redis_client)["c"] == to_micros(Decimal("0.60"))
@@ -274,7 +274,7 @@ def test_under_asgi_a_client_gone_mid_stream_gives_its_lease_back(key):
         await communicator.send_input({"type": "http.disconnect"})
         await communicator.wait(timeout=10)
         assert (await client.get("/deco/astream", headers={"X-API-Key": key})).status_code == 200
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()
 

@@ -12,9 +12,9 @@ from rest_framework.exceptions import Throttled
 from rest_framework.test import APIClient, APIRequestFactory
 
 from plans.models import EndpointLimit, LimitOverride
+from quotas.engine import default_engine
 from quotas.exceptions import QuotaExceeded
 from quotas.http.context import verdict_of
-from quotas.runtime import get_runtime
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, UserFactory, issue_key
 from tests.script_calls import script_calls
@@ -414,7 +414,7 @@ def test_a_weight_out_of_bounds_is_a_400_problem_and_redis_is_never_asked(client
     assert body["reason"] == "quota_weight_out_of_bounds"
     assert "1000000" in body["detail"]
     assert script_calls(redis_client) == calls
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     assert not runtime.guard.breaker.is_open
     after = get(client, "/t/weighted?w=1", key)  # the next request is decided by Redis, as before
     assert after.status_code == 200
@@ -429,7 +429,7 @@ def test_a_cost_estimate_out_of_bounds_is_a_400_problem(client, free, settings):
         assert response.status_code == 400
         assert json.loads(response.content)["reason"] == "quota_cost_out_of_bounds"
     assert get(client, "/t/priced?est=100", key).status_code == 200
-    assert not get_runtime().guard.breaker.is_open
+    assert not default_engine.runtime().guard.breaker.is_open
 
 
 def test_the_largest_weight_and_cost_the_checks_allow_are_decided_by_redis(client, free, settings):
@@ -442,7 +442,7 @@ def test_the_largest_weight_and_cost_the_checks_allow_are_decided_by_redis(clien
         assert response.status_code in (200, 429), path  # a refusal by the limit, or admitted
         assert verdict_of(response.wsgi_request) is not None
         assert not verdict_of(response.wsgi_request).decision.fallback, path
-    assert not get_runtime().guard.breaker.is_open
+    assert not default_engine.runtime().guard.breaker.is_open
 
 
 def test_a_view_giving_a_weight_of_the_wrong_type_is_named_in_the_error(free):
@@ -475,7 +475,7 @@ def test_a_non_number_weight_or_cost_is_the_views_mistake(free, redis_client, pa
     with pytest.raises(error, match=message):
         get(api, path, key)
     assert script_calls(redis_client) == calls
-    assert not get_runtime().guard.breaker.is_open
+    assert not default_engine.runtime().guard.breaker.is_open
     assert get(api, "/t/weighted?w=1", key).status_code == 200
 
 
@@ -493,10 +493,10 @@ def test_an_actual_cost_out_of_bounds_names_the_view(free, settings, caplog):
 
 def test_unknown_keys_cost_one_query_each_and_never_evict_known_keys(client, free, settings, django_assert_num_queries):
     """A guesser's distinct keys go to a small cache of their own; a known key stays cached (no query)."""
-    from quotas.runtime import reset_runtime
+    from quotas.engine import default_engine
 
     settings.QUOTAS = {**settings.QUOTAS, "CLIENT_CACHE_SIZE": 2}
-    reset_runtime()
+    default_engine.reset()
     key = issue_key(plan=free)
     assert get(client, "/api/demo/ping", key).status_code == 200  # rules and the key loaded
     for i in range(5):

@@ -12,7 +12,7 @@ import time
 import pytest
 from django.core import signing
 
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from quotas.store.usage_batches import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
 from tests.usage_counters import usage_totals
 
@@ -123,7 +123,7 @@ def test_engine_exit_spools_into_the_private_directory(redis_server, redis_clien
     runtime.guard.usage_buffer.add(base[0], "s.1|1|-|a", 2)
     redis_server.stop()
     try:
-        assert not get_runtime().guard.usage.flush_usage(spool_on_failure=True)
+        assert not default_engine.runtime().guard.usage.flush_usage(spool_on_failure=True)
     finally:
         redis_server.start()
     (path,) = spool_dir().glob("*.spool")

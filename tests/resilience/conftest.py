@@ -16,7 +16,8 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from quotas.runtime import Runtime, get_runtime, reset_runtime
+from quotas.engine import default_engine
+from quotas.runtime import Runtime
 from tests.conftest import started
 
 from .servers import Cluster, SentinelGroup
@@ -62,12 +63,12 @@ def runtime_on() -> Iterator:
         override = override_settings(QUOTAS={**settings.QUOTAS, "REDIS_URL": url})
         override.enable()
         overrides.append(override)
-        return get_runtime()
+        return default_engine.runtime()
 
     yield build
     for override in reversed(overrides):
         override.disable()
-    reset_runtime()
+    default_engine.reset()
 
 
 @pytest.fixture

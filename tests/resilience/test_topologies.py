@@ -15,12 +15,12 @@ import pytest
 from kombu import Connection
 
 from quotas.contract.keys import refusals_key
+from quotas.engine import default_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.formats.rates import Rate, parse_rates
 from quotas.formats.store_urls import celery_sentinel_broker
 from quotas.observability.refusals import read_refusals
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime
 from quotas.store.history_store import read_history, read_top_clients
 from quotas.store.refusal_lists import RefusalLists
 from quotas.store.usage_hash_format import scan_usage_keys
@@ -93,7 +93,7 @@ def test_a_budget_spends_cost_micros(topo_runtime):
 
 def _hammer(windows, attempts, barrier, results):
     """One forked process: the engine inherited from the parent (its pools reconnect after fork)."""
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     barrier.wait()
     results.put(sum(runtime.guard.decide("{hammered}", windows, now=T0).allowed for _ in range(attempts)))
 

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from plans.models import Plan
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
 
 
@@ -51,8 +51,8 @@ def send(api: APIClient, key: str | None, n: int, path: str = "/api/demo/ping") 
     codes = Counter(api.get(path, **extra).status_code for _ in range(n))
     # What the poller thread does every second in a server: the requests served from allowances and the
     # engine's batched counts go into Redis (its other writes are left to the tests that tick).
-    get_runtime().guard.usage.settle_allowances()
-    get_runtime().guard.usage.flush_usage()
+    default_engine.runtime().guard.usage.settle_allowances()
+    default_engine.runtime().guard.usage.flush_usage()
     return codes
 
 

@@ -23,7 +23,7 @@ from django.db import connection
 from django.db.models import Sum
 from rest_framework.test import APIClient
 
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from usage.models import COUNTERS, UsageRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,6 +156,6 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
     # A worker process settles its allowances and flushes its in-process usage at exit (Runtime._at_exit);
     # multiprocessing children skip atexit.
-    get_runtime().guard.usage.settle_allowances(everything=True)
-    get_runtime().guard.usage.flush_usage()
+    default_engine.runtime().guard.usage.settle_allowances(everything=True)
+    default_engine.runtime().guard.usage.flush_usage()
     results.put(dict(seen))

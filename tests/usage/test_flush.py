@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from plans.models import APIKey
+from quotas.engine import default_engine
 from quotas.identity.clients import hash_api_key
-from quotas.runtime import reset_runtime
 from quotas.settings import quota_settings
 from quotas.store.usage_hash_format import read_snapshot, readable_days, scan_usage_keys, server_now
 from tests.factories import issue_key
@@ -140,7 +140,7 @@ def test_redis_losing_its_data_adds_a_generation_instead_of_lowering_usage(api, 
     assert send(api, key, 10, "/t/priced?est=0.01") == {200: 10}
     flush_usage()
     redis_client.flushall()
-    reset_runtime()
+    default_engine.reset()
     assert send(api, key, 4, "/t/priced?est=0.01") == {200: 4}
 
     flush_usage()
@@ -195,13 +195,14 @@ def test_the_days_redis_still_holds_are_flushed(api, pro, redis_client):
 def test_the_flush_copies_the_memory_stores_counts(api, free, set_quotas):
     """With REDIS_URL = "memory://" (a project's tests), the usage flush run in the same process reads the
     counts the requests wrote there and copies them to the database, as from Redis."""
-    from quotas.runtime import get_runtime
+    from quotas.engine import default_engine
     from quotas.store.backends.memory import forget
 
     forget("memory://flush")
     set_quotas(REDIS_URL="memory://flush")
     assert send(api, issue_key(plan=free), 6) == {200: 5, 429: 1}
-    get_runtime().guard.usage.flush_usage()  # what the engine counted in-process (a refusal from memory), too
+    # what the engine counted in-process (a refusal from memory), too
+    default_engine.runtime().guard.usage.flush_usage()
     report = flush_usage()
     assert report.rows == 1
     (row,) = UsageRecord.objects.values_list("allowed", "denied_rate")

@@ -20,8 +20,8 @@ import pytest
 from django.core.management import call_command
 
 from plans.models import APIKey
+from quotas.engine import default_engine
 from quotas.identity.clients import hash_api_key
-from quotas.runtime import reset_runtime
 from quotas.store.usage_hash_format import RowKey
 from tests.conftest import skip_or_fail
 from tests.factories import issue_key
@@ -125,7 +125,7 @@ def test_redis_losing_its_data_adds_a_row_on_mariadb(mariadb, api, pro, redis_se
     copy_plans(mariadb, redis_server.url, tmp_path)
     before = mariadb.run(redis_server.url, "flush")
     redis_client.flushall()
-    reset_runtime()
+    default_engine.reset()
     assert send(api, key, 4, "/t/priced?est=0.01") == {200: 4}
 
     after = mariadb.run(redis_server.url, "flush")

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from quotas.runtime import get_runtime, reset_runtime
+from quotas.engine import default_engine
 from tests.factories import issue_key
 
 from .conftest import send
@@ -30,7 +30,7 @@ def traffic(api, free, pro):
     mine, theirs = issue_key(plan=free), issue_key(plan=pro)
     assert send(api, mine, 7) == {200: 5, 429: 2}
     assert send(api, theirs, 3) == {200: 3}
-    get_runtime().tick()
+    default_engine.runtime().tick()
     return mine, theirs
 
 
@@ -80,12 +80,12 @@ def test_operators_see_each_plan_per_minute_and_hour(api, staff, traffic, group_
 def test_nothing_is_written_before_the_tick(api, staff, free, set_quotas, redis_client):
     """Requests only note their history in the process; the poller's tick writes it (no Redis call per request)."""
     set_quotas(RULES_CHECK_INTERVAL=0)  # no poller thread: this test ticks by hand
-    reset_runtime()
+    default_engine.reset()
     send(api, issue_key(plan=free), 2)
-    assert get_runtime().history.pending() == 2
+    assert default_engine.runtime().history.pending() == 2
     assert redis_client.keys("*:hist:*") == []
     assert report(api, group_by="minute").json()["rows"] == []
-    get_runtime().tick()
+    default_engine.runtime().tick()
     assert per_plan(report(api, group_by="minute").json()["rows"])["free"]["allowed"] == 2
 
 

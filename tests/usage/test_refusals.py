@@ -12,13 +12,13 @@ from prometheus_client import REGISTRY
 
 from plans.models import ACLEntry, APIKey
 from quotas.contract.keys import refusals_key
+from quotas.engine import default_engine
 from quotas.formats.rates import parse_rates
 from quotas.identity.clients import hash_api_key
 from quotas.observability.record import labels
 from quotas.observability.refusals import KEEP_PER_CLIENT, TTL_SECONDS, RefusalLog, read_refusals
 from quotas.rules.limits import LimitRule
 from quotas.rules.snapshot import ban_policy_spec
-from quotas.runtime import get_runtime
 from quotas.store.refusal_lists import RefusalLists
 from tests.factories import UserFactory, issue_key
 from tests.quotas.test_adaptive_engine import publish
@@ -47,7 +47,7 @@ class Catching(RefusalLog):
 
 def refused_decision(api, key: str):
     """(tag, decision) of a real refusal of ``key``'s client, decided in Redis (its 6th request of the minute)."""
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     send(api, key, 5)
     runtime.guard.deny_memory.clear()  # decide in Redis, not from process memory
     log, runtime.refusals = runtime.refusals, Catching()
@@ -63,7 +63,7 @@ def test_a_refusal_is_stored_with_its_limit_window_remaining_and_reset(api, free
     """The 6th request of a 5/min plan is refused; after a tick the client's list holds that refusal."""
     key = issue_key(plan=free)
     assert send(api, key, 6) == {200: 5, 429: 1}
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.tick()
     [record] = read_refusals(RefusalLists(redis_client, runtime.prefix), tag_of(key))
     assert (record["reason"], record["plan"], record["scope"]) == ("rate", "free", "")
@@ -96,7 +96,7 @@ def test_only_the_last_twenty_are_kept(api, free, redis_client):
 def test_a_flood_leaves_at_most_one_record_per_client_per_second(api, free, redis_client):
     """200 refused requests, mostly answered from process memory, leave one record per second they spanned."""
     key = issue_key(plan=free)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     capped_before = lost("capped")
     started = time.time()
     codes = send(api, key, 205)
@@ -139,7 +139,7 @@ def test_rotating_anonymous_addresses_store_at_most_the_cap_of_lists(api, free, 
     first three (the cap) get a list in Redis, the others are counted as lost; a subscriber refused after
     them is still recorded."""
     set_quotas(REFUSALS_ANONYMOUS_PER_HOUR=3)  # the clock stands still: one hour of the cap for the whole test
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     redis_client = client_of(runtime)
     before = lost("anonymous_cap")
     for n in range(12):
@@ -193,10 +193,10 @@ def test_an_access_list_denial_is_recorded_with_its_entry(api, free, quota_clock
     key = issue_key(plan=free)
     sub = APIKey.objects.get(key_hash=hash_api_key(key)).subscription
     entry = ACLEntry.objects.create(action="deny", subscription=sub, reason="abuse")
-    get_runtime().rules.invalidate()
+    default_engine.runtime().rules.invalidate()
     assert send(api, key, 3) == {403: 3}
-    get_runtime().tick()
-    [record] = read_refusals(get_runtime().store.refusals, tag_of(key))
+    default_engine.runtime().tick()
+    [record] = read_refusals(default_engine.runtime().store.refusals, tag_of(key))
     assert (record["reason"], record["acl_entry"]) == ("acl", entry.pk)
     assert "windows" not in record
 
@@ -207,7 +207,7 @@ def test_an_access_list_denial_is_recorded_with_its_entry(api, free, quota_clock
 def test_staff_read_any_clients_refusals_newest_first(api, free, staff):
     key = issue_key(plan=free)
     send(api, key, 6)
-    get_runtime().tick()
+    default_engine.runtime().tick()
     body = api.get(REFUSALS, {"client": tag_of(key)}).json()
     assert body["client"] == tag_of(key)
     [record] = body["refusals"]
@@ -221,7 +221,7 @@ def test_a_capacity_refusal_says_nothing_remains_never_a_negative_count(api, fre
     assert send(api, key, 4) == {200: 4}
     publish(redis_client, {str(free.pk): 0.6})
     assert send(api, key, 1) == {503: 1}
-    get_runtime().tick()
+    default_engine.runtime().tick()
     [record] = api.get(REFUSALS, {"client": tag_of(key)}).json()["refusals"]
     assert record["reason"] == "capacity"
     [window] = record["windows"]
@@ -239,7 +239,7 @@ def test_a_key_client_reads_its_own_refusals_only(api, free):
     key = issue_key(plan=free)
     other = issue_key(plan=free)
     send(api, key, 6)
-    get_runtime().tick()
+    default_engine.runtime().tick()
     response = api.get(REFUSALS, {"client": tag_of(key)}, HTTP_X_API_KEY=key)
     assert response.status_code == 200
     assert len(response.json()["refusals"]) == 1

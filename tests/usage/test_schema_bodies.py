@@ -18,7 +18,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from plans.models import CostBudget
-from quotas.runtime import get_runtime
+from quotas.engine import default_engine
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 from .conftest import send
@@ -80,7 +80,7 @@ def traffic(api, free, pro):
     CostBudget.objects.create(plan=metered, period="day", amount=Decimal("0.02"))
     spender = issue_key(plan=metered)
     assert send(api, spender, 3, "/t/priced") == {200: 2, 429: 1}
-    get_runtime().tick()  # the history and the last refusals, as the poller writes them
+    default_engine.runtime().tick()  # the history and the last refusals, as the poller writes them
     return mine, theirs, spender
 
 

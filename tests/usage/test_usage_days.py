@@ -14,10 +14,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from plans.models import CostBudget
+from quotas.engine import default_engine
 from quotas.formats.money import to_micros
 from quotas.formats.periods import usage_day
 from quotas.internal_api import hash_api_key
-from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
 from quotas.store.usage_hash_format import scan_usage_keys
 from quotas.testing import use_clock
@@ -64,7 +64,7 @@ def test_a_day_of_usage_is_the_budget_zones_day_live_and_flushed(api, metered, s
     key = issue_key(plan=metered)
     codes = [api.get("/t/priced", HTTP_X_API_KEY=key).status_code for _ in range(4)]
     assert codes == [200, 200, 200, 429]  # 0.90 spent; a fourth 0.30 would pass the 1.00 budget
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     runtime.guard.usage.flush_usage()
     assert list(scan_usage_keys(redis_client, runtime.prefix, [now.date()])) == []  # no key of the UTC date
     live = report(api, key, to=local_today.isoformat())
@@ -85,7 +85,7 @@ def test_two_new_york_days_in_one_utc_day_are_two_days_of_usage(api, metered, se
     York time): both admitted by the 1.00 daily budget, and reported as two days of 0.90, not one of 1.80."""
     set_quotas(BUDGET_TIME_ZONE="America/New_York")
     key = issue_key(plan=metered)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     sub = runtime.rules.subscriber_for_key(hash_api_key(key))
     tag = f"{{s.{sub.id}}}"
     windows = [w for rule in runtime.rules.current().limits_for(sub.plan_id, sub) for w in rule.windows]
@@ -147,7 +147,7 @@ def test_a_host_ahead_of_redis_at_the_zones_midnight_counts_in_redis_day(metered
     today = usage_day(now, zone)
     tomorrow = datetime.combine(today.date + timedelta(days=1), datetime.min.time(), ZoneInfo(zone))
     with use_clock(HostClock(tomorrow.timestamp() + skew - now)):  # not injected: Redis's clock decides
-        runtime = get_runtime()
+        runtime = default_engine.runtime()
         assert runtime.guard.decide_call(DecideCall("{s.9}", (), usage="1|-")).allowed
     keys = list(scan_usage_keys(redis_client, runtime.prefix, [today.date, today.date + timedelta(days=1)]))
     assert [k.rsplit(":", 1)[1] for k in keys] == [today.stamp]

@@ -8,10 +8,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from quotas.contract.keys import is_client_tag
+from quotas.engine import default_engine
 from quotas.exceptions import StoreUnavailable
 from quotas.identity.auth_failures import KIND_TAG, kind_of
 from quotas.identity.blocks import lift, list_blocks, tag_for
-from quotas.runtime import get_runtime
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        runtime = get_runtime()
+        runtime = default_engine.runtime()
         try:
             if options["lift"] or options["lift_tag"]:
                 self._lift(runtime, options)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from quotas.engine import default_engine
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime, reset_runtime
 from tests.store_client import client_of
 
 T0 = 1_700_000_040.0
@@ -17,9 +17,9 @@ SWEEP_ODDS = 64  # bucket.lua
 def one_bucket(runtime, settings):
     """An engine whose clients all share a single bucket (on the store ``runtime`` runs on)."""
     settings.QUOTAS = {**settings.QUOTAS, "KEY_BUCKETS": 1}
-    reset_runtime()
-    yield get_runtime()
-    reset_runtime()
+    default_engine.reset()
+    yield default_engine.runtime()
+    default_engine.reset()
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from plans.models import CostBudget, PeriodQuota
 from quotas.contract.keys import client_tag
 from quotas.contract.protocol import decide_args
 from quotas.contract.reply_layout import REPLY_HEAD
+from quotas.engine import default_engine
 from quotas.formats.money import from_micros, to_micros
 from quotas.formats.periods import period_bounds
 from quotas.identity.clients import Client, hash_api_key
-from quotas.runtime import get_runtime
 from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
 from tests.usage_counters import usage_totals
@@ -59,7 +59,7 @@ def get(client, key, **params):
 
 
 def spent(key_tag: str, window_name: str = "day-budget") -> Decimal:
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     rules = runtime.rules.current()
     sub = runtime.rules.subscriber_for_key(hash_api_key(key_tag))
     windows = [w for r in rules.limits_for(sub.plan_id, sub) if r.name == window_name for w in r.windows]
@@ -285,7 +285,7 @@ def test_current_standing_reads_without_consuming(client, free, pro):
     key = issue_key(sub)
     for _ in range(4):
         get(client, key)
-    runtime = get_runtime()
+    runtime = default_engine.runtime()
     subscriber = runtime.rules.subscriber_for_key(hash_api_key(key))
     who = Client("subscription", str(sub.pk), client_tag("s", str(sub.pk)), subscriber)
     first = current_standing(who, runtime.rules.current(), runtime)
@@ -309,7 +309,7 @@ def test_requests_no_limit_applies_to_are_still_counted(client, free, redis_clie
     key = issue_key(sub)
     for _ in range(3):
         assert client.get("/api/demo/ping", HTTP_X_API_KEY=key).status_code == 200
-    get_runtime().tick()  # the poller's visit: the requests an allowance served go into usage
+    default_engine.runtime().tick()  # the poller's visit: the requests an allowance served go into usage
     (usage_key,) = list(redis_client.scan_iter(match="*:u:*"))
     assert client_usage(redis_client, usage_key)[f"{free.pk}|-|a"] == 3
 
@@ -471,7 +471,7 @@ def test_allowances_never_take_a_budget_past_its_bound(client, set_quotas, allow
             assert response.status_code == 429
             break
         admitted += 1
-    get_runtime().guard.usage.settle_allowances(everything=True)  # what allowances held back goes back
+    default_engine.runtime().guard.usage.settle_allowances(everything=True)  # what allowances held back goes back
     assert spent(key) <= Decimal("1.00") + Decimal("0.29")
     assert spent(key) == Decimal("0.30") * admitted  # each request charged its actual cost, once
     # At most 0.30 x 3 = 0.90 spent, and the fourth fits its 0.01 estimate. (Fewer while an ended allowance
@@ -538,7 +538,7 @@ def test_both_alerts_come_with_allowances_on_or_off(client, alerts, set_quotas, 
     key = issue_key(plan=plan)
     redis_client.config_resetstat()
     codes = [get(client, key).status_code for _ in range(110)]
-    get_runtime().guard.usage.settle_allowances(everything=True)
+    default_engine.runtime().guard.usage.settle_allowances(everything=True)
     assert 90 <= codes.count(200) <= 100
     if allowances:
         assert script_calls(redis_client) < 100  # some requests were served from allowances

@@ -11,9 +11,9 @@ from unittest import mock
 import pytest
 from rest_framework.test import APIClient
 
+from quotas.engine import default_engine
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.script_calls import script_calls
 
@@ -26,7 +26,7 @@ def _hammer(windows, now, attempts, barrier, results, skew=0.0):
     """One OS process: wait for the others, then fire `attempts` decisions."""
     real_time = time.time
     with mock.patch("time.time", side_effect=lambda: real_time() + skew):
-        runtime = get_runtime()
+        runtime = default_engine.runtime()
         barrier.wait()
         results.put(sum(runtime.guard.decide("{hammered}", windows, now=now).allowed for _ in range(attempts)))
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
+from quotas.engine import default_engine
 from quotas.formats.rates import Rate
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime
 from quotas.store.decision import DecideCall
 from quotas.testing import use_clock
 from tests.host_clock import HostClock
@@ -41,7 +41,7 @@ def host_clock(runtime):
 
 def spend(requests: int) -> int:
     """Ask for ``requests`` requests one at a time, as the server's clock decides; returns how many were admitted."""
-    guard = get_runtime().guard
+    guard = default_engine.runtime().guard
     return sum(guard.decide_call(DecideCall(TAG, WINDOWS)).allowed for _ in range(requests))
 
 

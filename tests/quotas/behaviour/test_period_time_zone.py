@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from quotas.engine import default_engine
 from quotas.formats.rates import Rate
 from quotas.rules.limits import LimitRule
-from quotas.runtime import get_runtime
 from quotas.store.decision import Decision
 
 BUDGET = LimitRule(id="b", name="month-budget", rates=(Rate(100, 86400),), algorithm="budget", period="month")
@@ -28,7 +28,7 @@ def at(day: int, hour: int, month: int = 11) -> float:
 def spend(runtime, cost: int, now: float):
     """Ask for ``cost`` micro-units of the month budget at ``now``; the budget's state after it. (A settings
     change rebuilds the engine on the same store: the current one decides.)"""
-    decision = get_runtime().guard.decide(TAG, BUDGET.windows, cost_micros=cost, now=now)
+    decision = default_engine.runtime().guard.decide(TAG, BUDGET.windows, cost_micros=cost, now=now)
     return decision.allowed, decision.states[0]
 
 
@@ -90,7 +90,7 @@ def test_a_late_charge_lands_in_its_own_period_even_before_redis_counted_it(runt
     whose state Redis has not started yet, the last month's being stored: it lands in its own month, and a charge
     for a month that has since ended leaves the later one alone."""
     assert spend(runtime, 90, at(30, 12))[0]
-    store, december = get_runtime().guard.store, at(1, 12, month=12)
+    store, december = default_engine.runtime().guard.store, at(1, 12, month=12)
     late = Decision(True, [], december, tag=TAG)
     [budget] = store.adjust(late, 40, [BUDGET.windows[0].spec_at(december)], in_usage=False)
     assert (budget.used, budget.alert) == (40, 0)

@@ -10,7 +10,7 @@ from tests.conftest import import_extra
 
 import_extra("strawberry_django")
 
-from quotas.runtime import get_runtime  # noqa: E402
+from quotas.engine import default_engine  # noqa: E402
 from tests.doc_blocks import doc_block  # noqa: E402
 from tests.factories import EndpointLimitFactory, PlanFactory  # noqa: E402
 from tests.quotas.graphql.behaviour import *  # noqa: E402, F403  (the shared tests and their fixtures)
@@ -73,6 +73,6 @@ def test_the_async_view_spends_complexity_and_refuses_like_the_sync_one(db):
         assert capped.status_code == 400
         assert json.loads(capped.content)["errors"][0]["extensions"]["complexity"] == 11
         assert remaining(capped) == 1
-        await get_runtime().store.transport.aclose()
+        await default_engine.runtime().store.transport.aclose()
 
     async_to_sync(scenario)()

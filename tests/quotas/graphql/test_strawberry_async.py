@@ -13,7 +13,7 @@ from tests.conftest import import_extra
 
 import_extra("strawberry_django")
 
-from quotas.runtime import get_runtime  # noqa: E402
+from quotas.engine import default_engine  # noqa: E402
 from tests.quotas.graphql.behaviour import *  # noqa: E402, F403  (the shared tests and their fixtures)
 from tests.quotas.graphql.csrf_behaviour import *  # noqa: E402, F403  (the CSRF tests, issue 45)
 
@@ -57,7 +57,7 @@ class ASGIClient:
             try:
                 return await getattr(self.client, method)(path, data, headers=headers, **kwargs)
             finally:
-                await get_runtime().store.transport.aclose()
+                await default_engine.runtime().store.transport.aclose()
 
         return async_to_sync(send)()
 
