@@ -7,7 +7,9 @@ formats. The platform's own apps (plans, usage, adaptive, dashboard) reach
 those through :mod:`quotas.internal_api`, which is not for projects.
 
 - The decision service, for a front door of one's own: :class:`Facts`,
-  :func:`check`, :func:`check_async`, :class:`Verdict`, :func:`settle`.
+  :func:`check`, :func:`check_async`, :class:`Verdict`, :func:`settle`; the
+  :class:`Engine` a front door holds (``quotas.engine.default_engine`` unless
+  it names another).
 - Clients: :class:`Client`, :func:`identify`, :func:`standing`,
   :func:`last_refusals`, :func:`lift_ban`.
 - Operations and tests: :func:`reset`, :func:`celery_sentinel_broker`.
@@ -19,8 +21,9 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from quotas.decide import Facts, Verdict, check, check_async, settle
-from quotas.engine import default_engine
+from quotas import decide
+from quotas.decide import Facts, Verdict, settle
+from quotas.engine import Engine, default_engine
 from quotas.exceptions import ResetNotConfirmed
 from quotas.formats.store_urls import celery_sentinel_broker
 from quotas.identity.auth_failures import failed_auth
@@ -30,9 +33,21 @@ from quotas.observability.refusals import read_refusals
 from quotas.standing import current_standing
 
 __all__ = [
-    "Client", "Facts", "Verdict", "celery_sentinel_broker", "check", "check_async", "identify", "last_refusals",
-    "lift_ban", "reset", "settle", "standing",
+    "Client", "Engine", "Facts", "Verdict", "celery_sentinel_broker", "check", "check_async", "identify",
+    "last_refusals", "lift_ban", "reset", "settle", "standing",
 ]  # fmt: skip
+
+
+def check(facts: Facts, engine: Engine | None = None) -> Verdict:
+    """The verdict on one request, given its ``facts`` (a refusal is returned in it, never raised), decided by
+    ``engine`` (the process's unless given). After the view, :func:`settle` it."""
+    return decide.check(engine or default_engine, facts)
+
+
+async def check_async(facts: Facts, engine: Engine | None = None) -> Verdict:
+    """:func:`check` for an async view: the store call awaits redis-py's asyncio client; the steps around it that
+    may block (the rules, an API key read from the database) run in asgiref's worker thread."""
+    return await decide.check_async(engine or default_engine, facts)
 
 
 def identify(request: HttpRequest, user: Any = None, auth: Any = None) -> Client:

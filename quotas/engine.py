@@ -32,13 +32,13 @@ from quotas.signals import remembered_state_stale
 class Engine:
     """What requests are decided with: the rules, one store, one clock (see the module docstring).
 
-    ``settings`` is the settings object the runtime is built from (:data:`quotas.settings.quota_settings`);
+    ``settings`` is the settings object the runtime is built from (default: :data:`quotas.settings.quota_settings`);
     ``clock`` is what every part reads the time from (the system's by default; with an injected clock,
     ``clock.injected``, the decisions take its time rather than the Redis server's).
     """
 
-    def __init__(self, *, clock: Clock | None = None, settings: QuotaSettings = quota_settings) -> None:
-        self.settings = settings
+    def __init__(self, *, clock: Clock | None = None, settings: QuotaSettings | None = None) -> None:
+        self.settings = quota_settings if settings is None else settings
         self.clock: Clock = SYSTEM_CLOCK if clock is None else clock
         #: The runtime once its background threads run in this process; None before the first :meth:`runtime`,
         #: after :meth:`reset` and in a child just forked. The hot path reads it as ``engine.ready or

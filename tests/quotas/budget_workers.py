@@ -142,8 +142,9 @@ def _facts(key: str, path: str) -> Any:
 def check_plain(server: Server, rid: int, key: str, path: str, actual: int) -> tuple[bool, bool, int]:
     """A request priced by its plan's limits (no estimate of the view's own), settled later."""
     from quotas.decide import check
+    from quotas.engine import default_engine
 
-    return server.checked(rid, check(_facts(key, path)))
+    return server.checked(rid, check(default_engine, _facts(key, path)))
 
 
 def settle_reported(verdict: Any, actual: int) -> None:
@@ -174,9 +175,10 @@ def check_rolled_back(server: Server, rid: int, key: str, path: str, actual: int
     from django.db import transaction
 
     from quotas.decide import check, settle
+    from quotas.engine import default_engine
 
     with transaction.atomic():
-        verdict = check(_facts(key, path))
+        verdict = check(default_engine, _facts(key, path))
         seen = _seen(verdict)  # before settling: settling sets the decision's cost to the actual one
         transaction.set_rollback(True)
     settle(verdict, 500)
@@ -200,6 +202,7 @@ def _stream(key: str, path: str, actual: int | None) -> tuple[bool, bool, int]:
     from django.http import HttpResponse, StreamingHttpResponse
 
     from quotas.decide import check
+    from quotas.engine import default_engine
     from quotas.formats.money import from_micros
     from quotas.http.context import add_verdict
     from quotas.http.middleware import QuotaHeadersMiddleware
@@ -207,7 +210,7 @@ def _stream(key: str, path: str, actual: int | None) -> tuple[bool, bool, int]:
     seen: list[tuple[bool, bool, int]] = []
 
     def view(request: Any) -> HttpResponse | StreamingHttpResponse:
-        verdict = check(_facts(key, path))
+        verdict = check(default_engine, _facts(key, path))
         verdict.request = request
         add_verdict(request, verdict)
         seen.append(_seen(verdict))  # before settling: settling sets the decision's cost to the actual one

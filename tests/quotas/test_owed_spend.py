@@ -103,7 +103,7 @@ def test_the_service_keeps_a_cost_whose_settlement_failed(metered, outage, alert
     client, key = APIClient(), issue_key(plan=metered)
     assert client.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200  # 0.01 spent, rules loaded
     for _ in range(2):
-        verdict = check(Facts(RequestFactory().get("/t/priced", HTTP_X_API_KEY=key), scope="priced"))
+        verdict = check(default_engine, Facts(RequestFactory().get("/t/priced", HTTP_X_API_KEY=key), scope="priced"))
         assert verdict.refusal is None
         outage.begin()
         settle(verdict, 200, to_micros(Decimal("0.45")))
