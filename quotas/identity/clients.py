@@ -119,8 +119,7 @@ USER_CLIENTS_MAX = 10_000
 def api_key_of(request: HttpRequest) -> str | None:
     """The raw API key ``request`` sends in ``QUOTAS['API_KEY_HEADER']``, or None (none sent, or, with
     ``QUOTAS['API_KEY_PREFIXES']``, one that is not this platform's: the project's own authentication's)."""
-    header = quota_settings.API_KEY_HEADER
-    raw = request.META.get("HTTP_" + header.upper().replace("-", "_"))
+    raw = request.META.get(quota_settings.api_key_meta)
     if raw is None:
         return None
     ours = quota_settings.API_KEY_PREFIXES

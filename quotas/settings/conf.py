@@ -17,6 +17,7 @@ the section (:mod:`quotas.settings.registry`) so that it is checked.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -68,9 +69,15 @@ class QuotaSettings:
             values.update(given)
         return values
 
+    @cached_property
+    def api_key_meta(self) -> str:
+        """The WSGI ``META`` name of ``API_KEY_HEADER`` (``X-API-Key`` -> ``HTTP_X_API_KEY``), read on every
+        request: made once, until :meth:`reload`."""
+        return "HTTP_" + self.API_KEY_HEADER.upper().replace("-", "_")
+
     def reload(self) -> None:
         """Forget the values read so far (``QUOTAS`` changed): the next read of each calls __getattr__ again."""
-        for name in [n for n in vars(self) if n in DEFAULTS]:
+        for name in [n for n in vars(self) if n in DEFAULTS or n == "api_key_meta"]:
             delattr(self, name)
 
     def user_settings(self) -> Any:

@@ -35,6 +35,15 @@ def test_api_key_authentication_sets_request_user_and_auth(client, free):
     assert body["user"] == f"API key of subscription {body['subscription']}"
 
 
+def test_the_key_is_read_from_the_header_the_settings_name(client, free, set_quotas):
+    """``API_KEY_HEADER`` changed: the key is read from the new header only, from the next request on."""
+    key = issue_key(plan=free)
+    assert client.get("/t/whoami", HTTP_X_API_KEY=key).json()["plan"] == free.pk
+    set_quotas(API_KEY_HEADER="X-Partner-Key")
+    assert client.get("/t/whoami", HTTP_X_PARTNER_KEY=key).json()["plan"] == free.pk
+    assert client.get("/t/whoami", HTTP_X_API_KEY=key).json()["authenticated"] is False
+
+
 def test_no_key_leaves_authentication_to_the_next_class(client, free):
     """Without the header the request is anonymous (or whatever the next class finds)."""
     body = client.get("/t/whoami").json()
