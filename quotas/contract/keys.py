@@ -6,7 +6,9 @@ windows of all its clients as fields ``<client>|<window>`` (``<window>`` is
 ``<limit id>:<algorithm><seconds>``), each client's ban state
 (``<client>|!dn``, ``<client>|!bn``) and expiry (``<client>|~``, epoch
 seconds after which all its fields may go), and the bucket's own expiry
-(``~``). Sliding logs and concurrency leases keep a sorted set each,
+(``~``). A settlement Redis took is marked for an hour by a key of its
+own, ``<prefix>:{b<n>}:s:<settlement id>``, so that its retry changes nothing.
+Sliding logs and concurrency leases keep a sorted set each,
 ``<prefix>:{b<n>}:l:<client>|<window>``, and usage one hash per bucket and
 day, ``<prefix>:{b<n>}:u:<YYYYMMDD>``, with fields
 ``<client>|<plan>|<scope>|<counter>``.
@@ -99,6 +101,10 @@ class ClientKeys(NamedTuple):
     def own_key(self, window_field: str) -> str:
         """The sorted set of one sliding-log or concurrency window of this client."""
         return self.own_base + window_field
+
+    def settlement_key(self, settlement: str) -> str:
+        """The mark of a settlement of this client that Redis took (adjust.lua), in the client's slot."""
+        return f"{self.bucket}:s:{settlement}"
 
 
 #: Makes a ClientKeys from a tuple of its fields without the NamedTuple's own ``__new__``, a Python function: a

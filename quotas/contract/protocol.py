@@ -235,6 +235,14 @@ class AdjustArg(IntEnum):
     FIELD_PREFIX = 4  # the client's field prefix "<client>|"
     DAY = 5  # the day of the decision's usage key (keys[2]), in days since 1970
     OWN = 6  # the thresholds the decision reached and has not reported, one digit (a mask) per budget, or ""
+    SETTLEMENT = 7  # the settlement's id, or "": keys[3] then marks it taken, and a retry of it changes nothing
+    MEMORY = 8  # how long that mark lasts, in seconds (SETTLEMENT_MEMORY)
+
+
+#: How long Redis remembers a settlement it took (adjust.lua's mark), so that a retry after a reply that was lost
+#: (a timeout after the script ran) changes nothing. The poller retries every second once Redis answers: an hour
+#: covers any outage a process lives through with the settlement still owed, at one small key per settlement.
+SETTLEMENT_MEMORY = 3600
 
 
 class ReleaseArg(IntEnum):
@@ -339,13 +347,16 @@ def adjust_args(
     usage: str,
     specs: Sequence[bytes],
     own: Sequence[int] = (),
+    settlement: str = "",
 ) -> list[object]:
     """adjust.lua's ARGV: the fixed slots in :class:`AdjustArg` order, then the budget windows' specs.
 
     ``own``: per budget spec, the alert mask the decision reached and has not reported (none: nothing to take
-    back if the spend falls below it).
+    back if the spend falls below it). ``settlement``: the settlement's id (taken once, see
+    :data:`SETTLEMENT_MEMORY`), or "" for a charge that needs no such guard.
     """
-    return [now_us, delta, usage, field_prefix, day, "".join(str(mask) for mask in own), *specs]
+    own_masks = "".join(str(mask) for mask in own)
+    return [now_us, delta, usage, field_prefix, day, own_masks, settlement, SETTLEMENT_MEMORY, *specs]
 
 
 def release_args(request_id: str) -> list[object]:

@@ -145,11 +145,11 @@ class Runtime:
         # A graceful shutdown settles everything: unused allowances go back, usage counted here is written
         # (or spooled for another process to replay when Redis is away).
         self.guard.usage.settle_allowances(everything=True)
-        self.guard.usage.flush_usage(spool_on_failure=True)
-        # Budget spend Redis has not seen: one try; what still fails is counted (quota_owed_spend_dropped).
+        # Budget spend Redis has not seen: one try; what still fails is counted (quota_owed_spend_dropped), but
+        # a failed settlement's usage, which joins the usage written (or spooled) next.
         self.charge_owed()
-        for entry in self.guard.owed.take():
-            self.guard.owed.drop(entry)
+        self.guard.settlement.give_up_owed()
+        self.guard.usage.flush_usage(spool_on_failure=True)
 
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""

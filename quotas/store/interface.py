@@ -77,9 +77,10 @@ class Store(Protocol):
         *,
         in_usage: bool = True,
         own: Sequence[int] = (),
+        settlement: str = "",
     ) -> list[AdjustedBudget]:
         """Move ``decision``'s cost by ``delta_micros`` in the budgets whose specs are ``budgets`` (``own``: the
-        alert thresholds it reached and has not reported, per budget)."""
+        alert thresholds it reached and has not reported, per budget), once per ``settlement`` id."""
         ...
 
     def release(self, decision: Decision) -> None:

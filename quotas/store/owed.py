@@ -10,8 +10,14 @@ Two kinds of spend reach a budget without Redis's knowledge:
 Both are kept here per client and budget period, as the spec the budget had
 at the decision (its period's bounds) and a decision's time in that period,
 and charged with the reconciliation script (``adjust.lua``): only into that
-period, never into a later one. Usage is not charged here: its cost is counted
-in the usage buffer (:mod:`quotas.store.usage_batches`), which writes it once.
+period, never into a later one. The local failure mode's usage is not charged
+here: it is counted in the usage buffer (:mod:`quotas.store.usage_batches`),
+which writes it once.
+
+A failed settlement is kept apart, under its own id, with its usage: Redis
+may have taken it and only the reply been lost, so its retry sends the same
+settlement, budgets and usage together, which Redis takes at most once
+(``adjust.lua``'s mark).
 
 The ledger is bounded (``size`` entries): past that the oldest entry is
 dropped and counted in ``quota_owed_spend_dropped_micros_total``, as is an
@@ -39,6 +45,8 @@ class Owed:
     specs: tuple[bytes, ...]
     now: float
     micros: int
+    settlement: str = ""  # a failed settlement's id: charged once, with its usage, never merged with another
+    usage: str = ""  # the usage field prefix it is counted under with that settlement (else not counted here)
 
 
 class OwedSpend:
@@ -46,22 +54,41 @@ class OwedSpend:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[str, tuple[bytes, ...]], Owed] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, tuple[bytes, ...], str], Owed] = OrderedDict()
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._entries)
 
-    def owe(self, tag: str, windows: Sequence[Window], specs: Sequence[bytes], now: float, micros: int) -> None:
+    def owe(
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        specs: Sequence[bytes],
+        now: float,
+        micros: int,
+        *,
+        settlement: str = "",
+        usage: str = "",
+    ) -> None:
         """Keep ``micros`` (may be negative: a cost below its estimate) owed to ``tag``'s budgets ``windows``,
-        whose specs at the decision at ``now`` were ``specs``."""
-        if not micros or not windows:
+        whose specs at the decision at ``now`` were ``specs``; with a ``settlement`` id, the failed settlement
+        itself, usage (``usage``) included, kept apart from every other."""
+        if not micros or not (windows or (settlement and usage)):
             return
-        key = (tag, tuple(specs))
+        key = (tag, tuple(specs), settlement)
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                self._entries[key] = Owed(tag, tuple(windows), tuple(specs), now, micros)
+                self._entries[key] = Owed(
+                    tag=tag,
+                    windows=tuple(windows),
+                    specs=tuple(specs),
+                    now=now,
+                    micros=micros,
+                    settlement=settlement,
+                    usage=usage,
+                )
             else:
                 entry.micros += micros
             while len(self._entries) > self.size:
@@ -78,7 +105,15 @@ class OwedSpend:
     def keep(self, entries: Sequence[Owed]) -> None:
         """Owe ``entries`` again (their charge failed)."""
         for entry in entries:
-            self.owe(entry.tag, entry.windows, entry.specs, entry.now, entry.micros)
+            self.owe(
+                entry.tag,
+                entry.windows,
+                entry.specs,
+                entry.now,
+                entry.micros,
+                settlement=entry.settlement,
+                usage=entry.usage,
+            )
 
     @staticmethod
     def drop(entry: Owed) -> None:

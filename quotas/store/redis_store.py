@@ -232,11 +232,13 @@ class RedisStore:
         *,
         in_usage: bool = True,
         own: Sequence[int] = (),
+        settlement: str = "",
     ) -> list[AdjustedBudget]:
         """Add ``delta_micros`` to ``decision``'s cost in the budgets whose specs are ``budgets``, and in its usage
         unless not ``in_usage`` (an allowance's unused part was never counted there). ``own``: per budget, the
         alert thresholds ``decision`` reached and has not reported (adjust.lua takes back those the spend falls
-        below)."""
+        below). ``settlement`` names this settlement: sent again with the same id (a retry after a lost reply),
+        it changes nothing."""
         keys = self.keys_of(decision.tag)
         day = usage_day_of(decision.now)
         args = adjust_args(
@@ -247,9 +249,13 @@ class RedisStore:
             usage=(decision.usage or "") if in_usage else "",
             specs=list(budgets),
             own=own,
+            settlement=settlement,
         )
+        script_keys = self.script_keys(keys, (), day.stamp)
+        if settlement:
+            script_keys.append(keys.settlement_key(settlement))
         try:
-            raw = self.transport.call("adjust", self.script_keys(keys, (), day.stamp), args)
+            raw = self.transport.call("adjust", script_keys, args)
         except STORE_ERRORS as exc:
             raise _failure(f"adjusting the cost of {decision.tag}", exc) from exc
         return AdjustedBudget.decode_all(raw)

@@ -13,6 +13,7 @@ process and into the ledger of budget spend Redis has not seen yet
 from __future__ import annotations
 
 import logging
+import uuid
 
 from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
@@ -76,12 +77,15 @@ class Settlement:
         budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
         if delta == 0 or (not budgets and not decision.usage):
             return []
+        # This settlement's id: Redis takes it once, so a retry after a reply lost to a timeout charges nothing.
+        settlement = uuid.uuid4().hex
         try:
             # The thresholds it reached are reported at settlement: those its settled spend falls below go back.
             own = [state.alert for state, _ in budgets]
-            adjusted = self.store.adjust(decision, delta, [spec for _, spec in budgets], own=own)
+            specs = [spec for _, spec in budgets]
+            adjusted = self.store.adjust(decision, delta, specs, own=own, settlement=settlement)
         except StoreUnavailable:
-            self._keep_for_later(decision, delta, budgets)
+            self._keep_for_later(decision, delta, budgets, settlement)
             adjusted = []
         decision.cost_micros = actual_micros
         if delta > 0 and budgets and self.allowances is not None:
@@ -98,16 +102,18 @@ class Settlement:
                 alerted.append(state)
         return alerted
 
-    def _keep_for_later(self, decision: Decision, delta: int, budgets: list[tuple[WindowState, bytes]]) -> None:
-        """Redis failed at settlement: the decision stays reconciled (never charged twice) and ``delta`` waits
-        in this process, its usage in the usage buffer, its budgets in the ledger, both written once Redis
-        answers."""
+    def _keep_for_later(
+        self, decision: Decision, delta: int, budgets: list[tuple[WindowState, bytes]], settlement: str
+    ) -> None:
+        """Redis failed at settlement: the decision stays reconciled here, and the settlement itself (budgets
+        and usage, under its id) waits in the ledger for the poller. Redis may have taken it and only the reply
+        been lost: the retry then changes nothing (adjust.lua), so the request is charged once either way."""
         metrics.observe_redis_error("reconcile")
         logger.warning("quotas: reconciling the cost of %s failed; kept for the poller", decision.tag, exc_info=True)
-        if decision.usage:
-            self.usage.count_locally(decision.tag, decision.usage, Counter.COST, delta, day_of(decision.now))
         windows, specs = [s.window for s, _ in budgets], [spec for _, spec in budgets]
-        self.owed.owe(decision.tag, windows, specs, decision.now, delta)
+        self.owed.owe(
+            decision.tag, windows, specs, decision.now, delta, settlement=settlement, usage=decision.usage or ""
+        )
 
     def _reconcile_locally(self, decision: Decision, delta: int) -> None:
         """A decision of the local fallback (Redis away): its budgets here and its usage counted here move by
@@ -140,7 +146,13 @@ class Settlement:
         entries = self.owed.take()
         for i, entry in enumerate(entries):
             try:
-                adjusted = self.store.adjust(self._owed(entry), entry.micros, list(entry.specs), in_usage=False)
+                adjusted = self.store.adjust(
+                    self._owed(entry),
+                    entry.micros,
+                    list(entry.specs),
+                    in_usage=bool(entry.usage),
+                    settlement=entry.settlement,
+                )
             except ScriptFailed:
                 metrics.observe_redis_error("owed")
                 logger.error("quotas: charging %s's owed budget spend failed; dropped", entry.tag, exc_info=True)
@@ -160,10 +172,20 @@ class Settlement:
                 alerted.append((entry.tag, states, entry.now))
         return alerted
 
+    def give_up_owed(self) -> None:
+        """At exit, Redis still away: what the ledger still owes is given up, but a failed settlement's usage
+        goes to the usage buffer (spooled at exit, replayed by another process), so billed usage keeps it. (Had
+        Redis taken that settlement and only its reply been lost, its usage is then counted twice: an exit
+        during an outage that began within a request's settlement.)"""
+        for entry in self.owed.take():
+            if entry.usage:
+                self.usage.count_locally(entry.tag, entry.usage, Counter.COST, entry.micros, day_of(entry.now))
+            self.owed.drop(entry)
+
     @staticmethod
     def _owed(entry: Owed) -> Decision:
         """The decision ``entry`` charges as, for :meth:`~quotas.store.interface.Store.adjust`: its client and time."""
-        return Decision(allowed=True, states=[], now=entry.now, tag=entry.tag)
+        return Decision(allowed=True, states=[], now=entry.now, tag=entry.tag, usage=entry.usage)
 
     def release(self, decision: Decision) -> None:
         """End the concurrency leases an admitted decision holds."""

@@ -21,6 +21,7 @@ from quotas.formats.money import to_micros
 from quotas.signals import budget_threshold_crossed
 from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.lost_replies import ReplyLosingProxy
 from tests.store_client import client_of
 from tests.usage_counters import usage_totals
 
@@ -170,3 +171,28 @@ def test_a_full_ledger_drops_the_oldest_and_counts_it(metered, outage, set_quota
     outage.end()
     default_engine.runtime().tick()
     assert (spent(client, first), spent(client, second)) == (Decimal("0.01"), Decimal("0.11"))
+
+
+@pytest.fixture
+def lost_replies(redis_server, fresh_redis, set_quotas):
+    """The engine talks to the test's redis-server through a proxy that can lose a reply (tests/lost_replies.py)."""
+    proxy = ReplyLosingProxy(upstream=redis_server.port).start()
+    set_quotas(REDIS_URL=proxy.url)
+    yield proxy
+    proxy.stop()
+
+
+def test_a_settlement_whose_reply_is_lost_is_charged_once(metered, lost_replies, alerts):
+    """Redis runs the settlement of a request estimated at 0.01 that cost 0.30, and its reply is lost: the retry
+    the poller sends changes nothing, so the budget and billed usage hold 0.30 (they held 0.59 when a retry
+    counted the difference again)."""
+    client, key = APIClient(), issue_key(plan=metered)
+    lost_replies.arm(b"adjust")
+    assert client.get("/t/priced?actual=0.30", HTTP_X_API_KEY=key).status_code == 200
+    assert lost_replies.cuts == 1
+    runtime = default_engine.runtime()
+    runtime.tick()  # what the poller thread does every second: the settlement is sent again
+    assert not runtime.guard.owed
+    assert spent(client, key) == Decimal("0.30")
+    assert usage_totals(client_of(runtime))["c"] == to_micros(Decimal("0.30"))
+    assert alerts == []

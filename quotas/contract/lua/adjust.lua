@@ -14,12 +14,19 @@
 -- reports it. Only the level this request raised is lowered: a level another
 -- request raised further since then stands (and so does this request's part).
 --
--- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day
+-- A settlement is taken once: with a settlement id, keys[3] marks it taken (for
+-- SETTLEMENT_MEMORY seconds), and the same settlement sent again (its first
+-- reply lost to a timeout, then retried) changes nothing: it is answered with
+-- each budget's spend as it stands and no threshold.
+--
+-- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day;
+-- keys[3]  the settlement's mark (with a settlement id only)
 -- args: the slots of quotas.contract.protocol.AdjustArg (ADJUST_ARG_*): the decision's
 -- time (us), delta (micro-units), the usage field prefix as for decide.lua (or
 -- ''), the client's field prefix "<client>|", the day of keys[2], the decision's
--- own alert masks (one digit per budget, '' for none); then args[ADJUST_FIXED_ARGS + i],
--- budget window i's spec, as sent with the decision.
+-- own alert masks (one digit per budget, '' for none), the settlement id (or ''),
+-- how long its mark lasts (s); then args[ADJUST_FIXED_ARGS + i], budget window i's
+-- spec, as sent with the decision.
 
 -- The level before a request whose own alert mask is `own` raised it (to 2 with bit 2, else to 1), and
 -- that level. -> before, raised_to (0, 0 for a request that raised nothing)
@@ -34,6 +41,8 @@ local function adjust(keys, args)
   local delta = tonumber(args[ADJUST_ARG_DELTA])
   local usage = args[ADJUST_ARG_USAGE]
   local cp = args[ADJUST_ARG_FIELD_PREFIX]
+  local settlement = args[ADJUST_ARG_SETTLEMENT]
+  local taken = settlement ~= '' and not redis.call('SET', keys[3], '1', 'NX', 'EX', args[ADJUST_ARG_MEMORY])
   local reply = {}
   for i = 1, #args - ADJUST_FIXED_ARGS do
     local w = parse_spec(args[ADJUST_FIXED_ARGS + i])
@@ -46,6 +55,8 @@ local function adjust(keys, args)
     if named ~= pend then
       -- A later period began after the decision: its state is not ours to change.
       used = -1
+    elseif taken then
+      -- This settlement was taken before: the spend as it stands, nothing changed, nothing reported.
     elseif used > 0 or delta > 0 or own > 0 then
       used = math.max(0, used + delta)
       local before, raised_to = raised_by(own, level)
@@ -61,7 +72,7 @@ local function adjust(keys, args)
     reply[#reply + 1] = used
     reply[#reply + 1] = mask
   end
-  if usage ~= '' and delta ~= 0 then
+  if usage ~= '' and delta ~= 0 and not taken then
     -- The usage field of the client, as decide.lua counted it: in the decision's day.
     count_usage(keys[2], tonumber(args[ADJUST_ARG_DAY]), cp .. usage, COUNTER.COST, delta)
   end
