@@ -245,13 +245,14 @@ def key_rules(key: APIKey) -> tuple[LimitRule, ...]:
     makes, and its spending cap as a budget window of its own (its own counter: the key's spending, not the
     subscription's)."""
     rules = []
+    counters = key.counters_id  # a rolled key's successor spends its predecessor's counters
     if key.own_rates:
-        rules.append(LimitRule(id=f"k{key.pk}", name="key-rate", rates=parse_rates(key.own_rates),
+        rules.append(LimitRule(id=f"k{counters}", name="key-rate", rates=parse_rates(key.own_rates),
                                algorithm=code_rate_algorithm(), set_by=SET_BY_KEY))  # fmt: skip
     budget = budget_of(key.subscription, key.cap_period) if key.cap_period and key.cap_amount is not None else None
     if budget is not None and key.cap_amount is not None:
         period = key.cap_period
-        rules.append(LimitRule(id=f"kc{key.pk}", name=f"key-{period}-cap", algorithm="budget", period=period,
+        rules.append(LimitRule(id=f"kc{counters}", name=f"key-{period}-cap", algorithm="budget", period=period,
                                rates=(Rate(to_micros(key.cap_amount), NOMINAL_SECONDS[period]),),
                                currency=budget.currency, set_by=SET_BY_KEY))  # fmt: skip
     return tuple(rules)

@@ -74,6 +74,11 @@ class APIKey(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rolled_from", editable=False,
         help_text="The key that replaced this one when it was rolled.",
     )  # fmt: skip
+    counters_of = models.PositiveBigIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="The key whose own counters (rate, cap) this one spends: the first key of its rolls. Empty: "
+        "its own.",
+    )  # fmt: skip
 
     objects = APIKeyQuerySet.as_manager()
 
@@ -180,6 +185,11 @@ class APIKey(models.Model):
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
 
+    @property
+    def counters_id(self) -> int:
+        """The id naming this key's own counters (its rate, cap and concurrency): the first key of its rolls."""
+        return self.counters_of or self.pk
+
     def roll(
         self, overlap: timedelta, name: str | None = None, expires_at: datetime | None = None
     ) -> tuple[APIKey, str]:
@@ -201,9 +211,11 @@ class APIKey(models.Model):
         # A time-limited credential stays time-limited: rolling is replacing a key, not extending its life.
         new_expiry = self.expires_at if expires_at is None else expires_at
         new, raw = APIKey.issue(self.subscription, name=self.name if name is None else name, expires_at=new_expiry)
-        if self.has_own_limits:  # the replacement is held to what this key was: a CI job's key stays a CI job's
-            new.own_rates, new.cap_period, new.cap_amount = self.own_rates, self.cap_period, self.cap_amount
-            new.save(update_fields=["own_rates", "cap_period", "cap_amount"])
+        # The replacement is held to what this key was (a CI job's key stays a CI job's), and spends the same
+        # counters: what the key already spent of its own rate and cap this period still counts after the roll.
+        new.own_rates, new.cap_period, new.cap_amount = self.own_rates, self.cap_period, self.cap_amount
+        new.counters_of = self.counters_id
+        new.save(update_fields=["own_rates", "cap_period", "cap_amount", "counters_of"])
         ends = timezone.now() + overlap
         if self.expires_at is None or ends < self.expires_at:
             self.expires_at = ends

@@ -97,3 +97,23 @@ def test_members_keys_and_strangers_cannot_set_a_keys_limits(priced, ci_key, mem
     assert stranger_api.put(limits_url(priced, key), body, format="json").status_code == 404
     assert stranger_api.get(limits_url(priced, key)).status_code == 404
     assert member_api.get(limits_url(priced, key)).json() == {"own_rates": "", "cap": None}
+
+
+def test_a_rolled_key_spends_its_predecessors_own_counters(priced, ci_key, owner_api):
+    """A key capped at 0.03 a day and limited to 5/min spends its cap, then is rolled: its successor is refused
+    by the same cap (not 0.03 more) and has 2 of the minute's 5 left (not 5 more); the predecessor, working out
+    its overlap, shares them too."""
+    key, raw = ci_key
+    body = {"own_rates": "5/min", "cap": {"period": "day", "amount": "0.03"}}
+    assert owner_api.put(limits_url(priced, key), body, format="json").status_code == 200
+    assert calls(raw, 3) == [200, 200, 200]  # 0.03 of its cap, 3 of its 5 a minute
+    rolled = owner_api.post(priced.url(f"keys/{key.pk}/roll"), {"overlap_seconds": 3600}, format="json")
+    assert rolled.status_code == 201
+    successor = rolled.json()["key"]
+    refused = APIClient().get("/t/priced", HTTP_X_API_KEY=successor)
+    assert refused.status_code == 429
+    assert refused.json()["reason"] == "key_cap_reached"
+    owner_api.put(limits_url(priced, APIKey.objects.get(pk=rolled.json()["id"])), {"own_rates": "5/min", "cap": None},
+                  format="json")  # fmt: skip
+    assert calls(successor, 2) == [200, 200]  # the 4th and 5th of the minute, across the roll
+    assert calls(raw, 1) == [429]  # the predecessor, in its overlap, on the same counters
