@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from rest_framework.request import Request
 
 from plans.models import AlertThresholds, CostBudget, SpendCap
-from plans.models.caps import budget_of, validate_percents
+from plans.models.caps import budget_of, plan_currency, validate_percents
 
 from . import audit
 from .access import Account
@@ -36,8 +36,10 @@ def caps_of(account: Account) -> dict[str, Any]:
             {
                 "period": period,
                 "budget": money(budget.amount) if budget else None,
-                "currency": budget.currency if budget else None,
+                "currency": budget.currency if budget else plan_currency(account.subscription.plan_id),
                 "cap": money(caps[period]) if period in caps else None,
+                # No budget of the period (the plan changed): the cap is enforced as a budget of its own.
+                "cap_alone": budget is None,
             }
         )
     thresholds = AlertThresholds.objects.filter(subscription=account.subscription).first()

@@ -31,7 +31,7 @@ from .models import (
     group_plan_id,
     parse_durations,
 )
-from .models.caps import budget_of, cap_name
+from .models.caps import budget_of, cap_name, plan_currency
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,24 @@ def _budgets(sub: Subscription) -> tuple[LimitRule, ...]:
     own_periods = {b.period for b in own}
     plans = [b for b in CostBudget.objects.filter(plan_id=sub.plan_id, period__in=caps) if b.period not in own_periods]
     rules = [budget_rule(b, caps.get(b.period)) for b in own + plans]
+    # A cap whose period has no budget (its plan changed to one without) holds on its own: a budget of its amount.
+    budgeted = own_periods | {b.period for b in plans}
+    currency = plan_currency(sub.plan_id) if set(caps) - budgeted else ""
+    rules += [cap_rule(period, amount, currency) for period, amount in caps.items() if period not in budgeted]
     return tuple(sorted(rules, key=lambda rule: rule.period))
+
+
+def cap_rule(period: str, amount: Decimal, currency: str) -> LimitRule:
+    """A customer's cap of a period without a budget: a budget window of its own, counted by its own counter."""
+    return LimitRule(
+        id=f"c-{period}",
+        name=cap_name(period),
+        rates=(Rate(to_micros(amount), NOMINAL_SECONDS[period]),),
+        algorithm="budget",
+        period=period,
+        currency=currency,
+        set_by=SET_BY_CUSTOMER,
+    )
 
 
 def key_rules(key: APIKey) -> tuple[LimitRule, ...]:
@@ -249,12 +266,14 @@ def key_rules(key: APIKey) -> tuple[LimitRule, ...]:
     if key.own_rates:
         rules.append(LimitRule(id=f"k{counters}", name="key-rate", rates=parse_rates(key.own_rates),
                                algorithm=code_rate_algorithm(), set_by=SET_BY_KEY))  # fmt: skip
-    budget = budget_of(key.subscription, key.cap_period) if key.cap_period and key.cap_amount is not None else None
-    if budget is not None and key.cap_amount is not None:
+    if key.cap_period and key.cap_amount is not None:
+        # Its own counter, whether or not the subscription has a budget of the period (a plan change may take it).
         period = key.cap_period
+        budget = budget_of(key.subscription, period)
+        currency = budget.currency if budget is not None else plan_currency(key.subscription.plan_id)
         rules.append(LimitRule(id=f"kc{counters}", name=f"key-{period}-cap", algorithm="budget", period=period,
                                rates=(Rate(to_micros(key.cap_amount), NOMINAL_SECONDS[period]),),
-                               currency=budget.currency, set_by=SET_BY_KEY))  # fmt: skip
+                               currency=currency, set_by=SET_BY_KEY))  # fmt: skip
     return tuple(rules)
 
 

@@ -32,6 +32,9 @@ class PeriodSerializer(serializers.Serializer):
     budget = serializers.CharField(allow_null=True, help_text="The budget in force (the subscription's or its plan's).")
     currency = serializers.CharField(allow_null=True)
     cap = serializers.CharField(allow_null=True, help_text="The subscription's own cap; null: none.")
+    cap_alone = serializers.BooleanField(
+        help_text="True when the plan has no budget of the period: the cap is enforced as a budget of its own."
+    )
 
 
 class CapsSerializer(serializers.Serializer):

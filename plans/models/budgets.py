@@ -15,6 +15,9 @@ from quotas.formats.money import round_money
 
 from .plans import Plan, Subscription
 
+#: The currency of a budget that names none (and of a plan with no budget).
+DEFAULT_CURRENCY = "USD"
+
 
 class Period(models.TextChoices):
     DAY = "day", "Calendar day"
@@ -40,7 +43,7 @@ class CostBudget(models.Model):
     period = models.CharField(max_length=16, choices=BudgetPeriod.choices)
     amount = models.DecimalField(max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal("0"))])
     currency = models.CharField(
-        max_length=3, default="USD", validators=[RegexValidator(r"^[A-Z]{3}$", "ISO 4217 code")]
+        max_length=3, default=DEFAULT_CURRENCY, validators=[RegexValidator(r"^[A-Z]{3}$", "ISO 4217 code")]
     )
 
     class Meta:

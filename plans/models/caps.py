@@ -17,7 +17,7 @@ from django.db import models
 
 from quotas.formats.money import round_money
 
-from .budgets import CostBudget
+from .budgets import DEFAULT_CURRENCY, CostBudget, plan_budgets
 from .plans import Subscription
 
 #: The most thresholds a subscription may set (each is one event per budget and period at most).
@@ -116,6 +116,13 @@ def check_below_budget(
 def cap_name(period: str) -> str:
     """The name of a capped period's window, as its RateLimit policy and refusals show it (``day-cap``)."""
     return f"{period}-cap"
+
+
+def plan_currency(plan_id: int) -> str:
+    """The currency of plan ``plan_id``'s money (a plan has one: its budgets', and its subscriptions' own); the
+    budgets' default for a plan with none."""
+    found = plan_budgets(plan_id).values_list("currency", flat=True).first()
+    return found or DEFAULT_CURRENCY
 
 
 def budget_of(subscription: Subscription, period: str) -> CostBudget | None:

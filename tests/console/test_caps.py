@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from console.models import AuditEntry
 from plans.models import CostBudget, SpendCap
-from tests.factories import EndpointLimitFactory
+from tests.factories import EndpointLimitFactory, PlanFactory
 
 from .conftest import signed_in
 
@@ -35,14 +35,16 @@ def spend(team, times: int) -> list[int]:
 def test_an_owner_reads_the_budgets_and_sets_a_cap(priced, owner_api, member_api):
     assert owner_api.get(priced.url("caps")).json() == {
         "periods": [
-            {"period": "day", "budget": "0.05", "currency": "USD", "cap": None},
-            {"period": "month", "budget": "1", "currency": "USD", "cap": None},
+            {"period": "day", "budget": "0.05", "currency": "USD", "cap": None, "cap_alone": False},
+            {"period": "month", "budget": "1", "currency": "USD", "cap": None, "cap_alone": False},
         ],
         "thresholds": [],
     }
     response = owner_api.put(priced.url("caps/day"), {"amount": "0.03"}, format="json")
     assert response.status_code == 200, response.json()
-    assert response.json()["periods"][0] == {"period": "day", "budget": "0.05", "currency": "USD", "cap": "0.03"}
+    assert response.json()["periods"][0] == {
+        "period": "day", "budget": "0.05", "currency": "USD", "cap": "0.03", "cap_alone": False
+    }  # fmt: skip
     assert member_api.get(priced.url("caps")).json()["periods"][0]["cap"] == "0.03"
 
 
@@ -124,3 +126,22 @@ def test_a_session_change_needs_the_csrf_token(priced):
     refused = browser.put(priced.url("caps/day"), {"amount": "0.01"}, format="json")
     assert refused.status_code == 403
     assert "CSRF" in refused.json()["detail"]
+
+
+def test_a_cap_holds_on_its_own_after_a_plan_change_takes_its_budget(priced, owner_api, team):
+    """A subscription capped at 0.03 a day moves to a plan with no day budget: the cap is still enforced, as a
+    budget of its own amount (every request was admitted before), and the console says so."""
+    owner_api.put(priced.url("caps/day"), {"amount": "0.03"}, format="json")
+    unbudgeted = PlanFactory(slug="unbudgeted")
+    EndpointLimitFactory(plan=unbudgeted, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    subscription = team.subscription
+    subscription.plan = unbudgeted
+    subscription.save()
+    assert spend(priced, 4) == [200, 200, 200, 429]
+    refused = APIClient().get("/t/priced", HTTP_X_API_KEY=priced.key).json()
+    assert refused["reason"] == "spend_cap_reached"
+    assert refused["budget"]["name"] == "day-cap"
+    day = owner_api.get(priced.url("caps")).json()["periods"][0]
+    assert day == {"period": "day", "budget": None, "currency": "USD", "cap": "0.03", "cap_alone": True}
+    page = owner_api.get(f"/usage/account/{subscription.pk}/").content.decode()
+    assert "your cap is enforced as a budget of its own" in page

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from console.models import AuditEntry
 from plans.models import APIKey, CostBudget
-from tests.factories import EndpointLimitFactory
+from tests.factories import EndpointLimitFactory, PlanFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
 
@@ -117,3 +117,20 @@ def test_a_rolled_key_spends_its_predecessors_own_counters(priced, ci_key, owner
                   format="json")  # fmt: skip
     assert calls(successor, 2) == [200, 200]  # the 4th and 5th of the minute, across the roll
     assert calls(raw, 1) == [429]  # the predecessor, in its overlap, on the same counters
+
+
+def test_a_keys_cap_holds_after_a_plan_change_takes_the_budget(priced, ci_key, owner_api):
+    """A key capped at 0.02 a day, its subscription moved to a plan with no day budget: the key's cap still
+    refuses it (it admitted every request before), in the plan's currency."""
+    key, raw = ci_key
+    body = {"own_rates": "", "cap": {"period": "day", "amount": "0.02"}}
+    assert owner_api.put(limits_url(priced, key), body, format="json").status_code == 200
+    unbudgeted = PlanFactory(slug="unbudgeted")
+    EndpointLimitFactory(plan=unbudgeted, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    subscription = priced.subscription
+    subscription.plan = unbudgeted
+    subscription.save()
+    assert calls(raw, 3) == [200, 200, 429]
+    refused = APIClient().get("/t/priced", HTTP_X_API_KEY=raw).json()
+    assert refused["reason"] == "key_cap_reached"
+    assert refused["budget"]["currency"] == "USD"
