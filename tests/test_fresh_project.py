@@ -56,6 +56,11 @@ PROBE = Path(__file__).with_name("fresh_project_probe.py")
 APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications", "console")
 #: Generous: a cold pip cache downloads Django, DRF and redis-py (the bare wheel: no hiredis, which is an extra).
 PIP_TIMEOUT = 900
+#: The installs this module makes itself skip pip's byte-compiling of every installed module (Django's thousand
+#: and more, in each virtualenv): it changes nothing a test checks, Python compiles what is imported when it is
+#: imported, and it is most of an install's time once the registry's files are in pip's cache. The page's own
+#: ``pip install`` lines run as written.
+NO_COMPILE = "--no-compile"
 #: pip's words for a registry it could not reach, as opposed to dependencies that do not resolve.
 UNREACHABLE = re.compile(
     r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|Network is unreachable|"
@@ -212,8 +217,8 @@ def new_venv(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str
         if building:
             created = run([sys.executable, "-m", "venv", venv], directory, 300, clean_env())
             assert created.returncode == 0, created.stderr
-            installed = run([venv / "bin/python", "-m", "pip", "install", requirement], directory, PIP_TIMEOUT,
-                            clean_env(venv))  # fmt: skip
+            installed = run([venv / "bin/python", "-m", "pip", "install", NO_COMPILE, requirement], directory,
+                            PIP_TIMEOUT, clean_env(venv))  # fmt: skip
             if installed.returncode != 0:
                 pip_failed(f"pip install {Path(requirement).name}", installed)
     return venv
@@ -694,8 +699,8 @@ def test_the_django_ratelimit_migration_keeps_every_rate(venv: Path, tmp_path: P
     """A project's django-ratelimit views answer the same after the guide's step, the blocked request now a
     429 (not django-ratelimit's 403) with the RateLimit headers, block=False still setting request.limited."""
     with locked(venv):  # the virtualenv is the session's: one pip at a time in it
-        installed = run([venv / "bin/python", "-m", "pip", "install", "django-ratelimit"], tmp_path, PIP_TIMEOUT,
-                        clean_env(venv))  # fmt: skip
+        installed = run([venv / "bin/python", "-m", "pip", "install", NO_COMPILE, "django-ratelimit"], tmp_path,
+                        PIP_TIMEOUT, clean_env(venv))  # fmt: skip
     if installed.returncode != 0:
         pip_failed("pip install django-ratelimit", installed)
     project = bare_project(venv, tmp_path)
@@ -806,8 +811,8 @@ def test_a_real_worker_and_beat_deliver_a_signed_webhook(
     day budget is answered at once; the project's own worker and beat then POST the signed events (80 % and
     100 %) to a real receiver, and the page's signature check accepts them."""
     with locked(venv_adaptive):  # the virtualenv is the session's: one pip at a time in it
-        installed = run([venv_adaptive / "bin/python", "-m", "pip", "install", f"{wheel}[notifications]"], tmp_path,
-                        PIP_TIMEOUT, clean_env(venv_adaptive))  # fmt: skip
+        installed = run([venv_adaptive / "bin/python", "-m", "pip", "install", NO_COMPILE, f"{wheel}[notifications]"],
+                        tmp_path, PIP_TIMEOUT, clean_env(venv_adaptive))  # fmt: skip
     if installed.returncode != 0:
         pip_failed("pip install [notifications]", installed)
     project = new_project(venv_adaptive, tmp_path, redis_server, ("fresh/settings.py", "fresh-project-ops-settings"))

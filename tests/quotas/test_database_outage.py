@@ -25,9 +25,35 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.postgres, pytest.mark.urls("tests.urls")]
 
 
+#: How long a request that meets the outage waits for a pooled connection before it fails: the pool's timeout,
+#: DB_POOL_TIMEOUT (10 s by default), shortened for these tests, where every outage makes one request wait it out.
+#: Kept above the 2 s within which the request after it must answer, so a second wait would still fail that.
+OUTAGE_POOL_TIMEOUT = 3.0
+
+
 @pytest.fixture
-def database_outage() -> Iterator[contextlib.AbstractContextManager]:
-    """A context manager: inside it, the test database accepts no connection at all."""
+def short_pool_timeout() -> Iterator[None]:
+    """The database pool rebuilt with :data:`OUTAGE_POOL_TIMEOUT` for the test, then with the session's again."""
+    options = connection.settings_dict["OPTIONS"]
+    pool = options.get("pool")
+    if not isinstance(pool, dict):  # no pool (not PostgreSQL): the test skips anyway
+        yield
+        return
+    connections.close_all()
+    connection.close_pool()
+    options["pool"] = {**pool, "timeout": OUTAGE_POOL_TIMEOUT}
+    try:
+        yield
+    finally:
+        connections.close_all()
+        connection.close_pool()
+        options["pool"] = pool
+
+
+@pytest.fixture
+def database_outage(short_pool_timeout: None) -> Iterator[contextlib.AbstractContextManager]:
+    """A context manager: inside it, the test database accepts no connection at all (a request that meets it
+    waits :data:`OUTAGE_POOL_TIMEOUT` for a connection)."""
     params = connection.get_connection_params()
     name = connection.settings_dict["NAME"]
     admin_params = {k: v for k, v in params.items() if k in ("host", "port", "user", "password")}
