@@ -35,12 +35,10 @@ from quotas.identity.clients import authenticate_key, hash_api_key
 from quotas.rules.limits import LimitRule
 from quotas.rules.snapshot import RuleSet, Subscriber
 from quotas.runtime.key_use import KEEP_SECONDS
-from quotas.settings import quota_settings
 from quotas.standing import NEAR
 from quotas.store.back_office import BackOffice
 from quotas.store.budget_day import usage_day_of
 from quotas.store.controller_board import ControllerBoard
-from quotas.store.controller_board import controller_board as _controller_board
 from quotas.store.controller_board import host_key as controller_host_key
 from quotas.store.controller_board import hosts_key as controller_hosts_key
 from quotas.store.controller_board import lock_key as controller_lock_key
@@ -117,8 +115,7 @@ def back_office() -> BackOffice:
 def controller_board() -> ControllerBoard:
     """The adaptive controller's board in ``QUOTAS['REDIS_URL']`` for this process: its samples, memory, run lock
     and the multipliers it publishes. Its reads wait four times ``SOCKET_TIMEOUT`` (a run is not a request)."""
-    timeout = float(quota_settings.SOCKET_TIMEOUT) * 4
-    return _controller_board(str(quota_settings.REDIS_URL), str(quota_settings.KEY_PREFIX), timeout)
+    return default_engine.runtime().controller_board()
 
 
 def rules_snapshot() -> RuleSet:

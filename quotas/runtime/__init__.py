@@ -12,6 +12,7 @@ settings change.
 from __future__ import annotations
 
 import atexit
+import threading
 from collections.abc import Sequence
 
 from django.utils.module_loading import import_string
@@ -34,6 +35,7 @@ from quotas.settings import QuotaSettings, quota_settings
 from quotas.signals import remembered_state_stale
 from quotas.store.allowances import Allowances
 from quotas.store.back_office import BackOffice
+from quotas.store.controller_board import ControllerBoard, controller_board
 from quotas.store.guard import Guard
 from quotas.store.interface import Store
 from quotas.store.opening import open_store
@@ -57,6 +59,7 @@ class Runtime:
         *,
         clock: Clock = SYSTEM_CLOCK,
         redis_url: str | None = None,
+        board_timeout: float = 2.0,
     ) -> None:
         self.clock = clock  # what every part reads the time from (see quotas.clock)
         self.store = store
@@ -74,6 +77,9 @@ class Runtime:
         # off), so that a decision reaches /metrics within METRICS_DELAY (quotas/observability/ledger.py).
         self.folding = Poller(FOLD_EVERY if metrics.multiprocess_dir() else 0, LEDGER.fold, "quota-ledger-fold")
         self.back_office = BackOffice(redis_url or quota_settings.REDIS_URL, store.prefix)  # the platform's apps' reads
+        self._board_of = (redis_url or quota_settings.REDIS_URL, board_timeout)
+        self._board: ControllerBoard | None = None
+        self._board_lock = threading.Lock()
         rules.on_reload = self._rules_changed
         atexit.register(self._at_exit)
 
@@ -151,6 +157,15 @@ class Runtime:
         self.guard.settlement.give_up_owed()
         self.guard.usage.flush_usage(spool_on_failure=True)
 
+    def controller_board(self) -> ControllerBoard:
+        """The adaptive controller's board in this runtime's Redis, on a client of its own made on first use
+        (a run's reads wait longer than a request's)."""
+        with self._board_lock:
+            if self._board is None:
+                url, timeout = self._board_of
+                self._board = controller_board(url, self.prefix, timeout)
+            return self._board
+
     def close(self) -> None:
         """Stop background work, count what is buffered, and drop connections."""
         self.poller.stop()
@@ -184,7 +199,15 @@ def build_runtime(clock: Clock = SYSTEM_CLOCK, settings: QuotaSettings = quota_s
         allowances=_allowances(clock, settings),
         clock=clock,
     )
-    return Runtime(store, rules, guard, interval, clock=clock, redis_url=settings.REDIS_URL)
+    return Runtime(
+        store,
+        rules,
+        guard,
+        interval,
+        clock=clock,
+        redis_url=settings.REDIS_URL,
+        board_timeout=float(settings.SOCKET_TIMEOUT) * 4,  # a controller's run is not a request
+    )
 
 
 def _allowances(clock: Clock, settings: QuotaSettings) -> Allowances | None:

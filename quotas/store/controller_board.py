@@ -14,8 +14,6 @@ The controller coordinates workers on many hosts through these keys, so its boar
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from typing import Any
 
@@ -120,20 +118,7 @@ class ControllerBoard:
         return raws
 
 
-_boards: dict[tuple[int, str, str], ControllerBoard] = {}
-_boards_lock = threading.Lock()
-
-
 def controller_board(url: str, prefix: str, timeout: float) -> ControllerBoard:
-    """The board of ``url`` for this process, its reads giving up after ``timeout`` seconds (fork-safe:
-    a forked process makes its own; made again when the URL or prefix changes)."""
-    key = (os.getpid(), url, prefix)
-    board = _boards.get(key)
-    if board is None:
-        with _boards_lock:
-            board = _boards.get(key)
-            if board is None:
-                board = ControllerBoard(connect(url, timeout, connect_timeout=timeout), prefix)
-                _boards.clear()
-                _boards[key] = board
-    return board
+    """A board of ``url`` on a client of its own, its reads giving up after ``timeout`` seconds (the runtime keeps
+    one: :meth:`quotas.runtime.Runtime.controller_board`)."""
+    return ControllerBoard(connect(url, timeout, connect_timeout=timeout), prefix)
