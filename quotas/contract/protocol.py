@@ -237,6 +237,7 @@ class AdjustArg(IntEnum):
     OWN = 6  # the thresholds the decision reached and has not reported, one digit (a mask) per budget, or ""
     SETTLEMENT = 7  # the settlement's id, or "": keys[3] then marks it taken, and a retry of it changes nothing
     MEMORY = 8  # how long that mark lasts, in seconds (SETTLEMENT_MEMORY)
+    RELEASE = 9  # an allowance's end: the reservation it held in each budget (micro-units), released; else 0
 
 
 #: How long Redis remembers a settlement it took (adjust.lua's mark), so that a retry after a reply that was lost
@@ -338,7 +339,7 @@ def refund_args(
     return [now_us, "" if weight is None else weight, field_prefix, times, log_at, *specs]
 
 
-def adjust_args(
+def adjust_args(  # noqa: PLR0913  (one keyword per fixed ARGV slot, as decide_args)
     field_prefix: str,
     *,
     now_us: int,
@@ -348,15 +349,17 @@ def adjust_args(
     specs: Sequence[bytes],
     own: Sequence[int] = (),
     settlement: str = "",
+    release: int = 0,
 ) -> list[object]:
     """adjust.lua's ARGV: the fixed slots in :class:`AdjustArg` order, then the budget windows' specs.
 
     ``own``: per budget spec, the alert mask the decision reached and has not reported (none: nothing to take
     back if the spend falls below it). ``settlement``: the settlement's id (taken once, see
-    :data:`SETTLEMENT_MEMORY`), or "" for a charge that needs no such guard.
+    :data:`SETTLEMENT_MEMORY`), or "" for a charge that needs no such guard. ``release``: at an allowance's end,
+    the reservation it held in each budget (its later requests' estimates), which stops counting as reserved.
     """
     own_masks = "".join(str(mask) for mask in own)
-    return [now_us, delta, usage, field_prefix, day, own_masks, settlement, SETTLEMENT_MEMORY, *specs]
+    return [now_us, delta, usage, field_prefix, day, own_masks, settlement, SETTLEMENT_MEMORY, release, *specs]
 
 
 def release_args(request_id: str) -> list[object]:

@@ -107,7 +107,7 @@ class Runtime:
             return
         # Allowances that ended give back what they did not use before the owed spend is charged: the budget
         # alerts that charge fires then see the spend admitted, not units an ended allowance held.
-        self.guard.usage.settle_allowances()
+        self.settle_allowances()
         self.charge_owed()
         if self.guard.usage.flush_usage():
             self.store.usage.replay_spool()  # a file Redis did not take stays for the next tick
@@ -120,6 +120,12 @@ class Runtime:
         except StoreUnavailable:
             metrics.observe_redis_error("history")
         self.refusals.write(self.store.refusals)  # counts and logs its own errors, keeps what failed
+
+    def settle_allowances(self, everything: bool = False) -> None:
+        """End the allowances that are over (all of them at exit), and send the budget alerts their spend, now
+        committed, newly reached (an allowance's grant reports none: what it reserved was not spent yet)."""
+        for granted, states in self.guard.usage.settle_allowances(everything):
+            fire_budget_alerts(granted.tag, subscription_id(granted.tag), states, granted.now)
 
     def charge_owed(self) -> None:
         """Charge Redis the budget spend this process admitted or settled while it was away, and send the
@@ -150,7 +156,7 @@ class Runtime:
     def _at_exit(self) -> None:
         # A graceful shutdown settles everything: unused allowances go back, usage counted here is written
         # (or spooled for another process to replay when Redis is away).
-        self.guard.usage.settle_allowances(everything=True)
+        self.settle_allowances(everything=True)
         # Budget spend Redis has not seen: one try; what still fails is counted (quota_owed_spend_dropped), but
         # a failed settlement's usage, which joins the usage written (or spooled) next.
         self.charge_owed()

@@ -13,6 +13,7 @@ from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import StoreUnavailable
 from quotas.store.allowances import Allowance, Allowances
 from quotas.store.budget_day import day_of
+from quotas.store.decision import Decision, WindowState
 from quotas.store.interface import Store
 from quotas.store.usage_batches import UsageBuffer
 
@@ -58,12 +59,16 @@ class InProcessUsage:
             self.usage_buffer.spool()
         return False
 
-    def settle_allowances(self, everything: bool = False) -> None:
-        """Give back what the allowances that are over (or, with ``everything``, all of them) did not use
-        (the poller's work; everything at shutdown). A failure is logged and counted: the client is then held
-        under its limit until the windows move on, never over it."""
+    def settle_allowances(self, everything: bool = False) -> list[tuple[Decision, list[WindowState]]]:
+        """Give back what the allowances that are over (or, with ``everything``, all of them) did not use, and
+        release what they held in reserve in each budget (the poller's work; everything at shutdown). A failure
+        is logged and counted: the client is then held under its limit until the windows move on, never over it.
+
+        Returns, per allowance whose settled spend newly reached a budget's alert threshold, its decision and
+        those budgets' states (an allowance's grant raises no level: its spend is committed here)."""
+        alerted: list[tuple[Decision, list[WindowState]]] = []
         if self.allowances is None:
-            return
+            return alerted
         # What live allowances served so far goes into usage at every tick, not only when they end: usage
         # reaches Redis within about one poller interval of the request (quota_usage_write_lag_seconds), at
         # no cost the request path shows (docs/benchmark-history.md).
@@ -72,20 +77,35 @@ class InProcessUsage:
         for allowance in self.allowances.ended(everything):
             granted = allowance.granted
             self._count_served(allowance)
-            unused = allowance.unused
-            if unused <= 0:
-                continue
+            unused = max(allowance.unused, 0)
             rates = [s for s in granted.states if not s.window.is_budget]
-            budgets = [spec for s, spec in zip(granted.states, granted.specs, strict=True) if s.window.is_budget]
+            budgets = [(s, spec) for s, spec in zip(granted.states, granted.specs, strict=True) if s.window.is_budget]
             log_at = self.allowances.logged_at(granted)
             try:
-                if rates:
+                if rates and unused:
                     self.store.refund(granted, rates, times=unused, log_at_us=log_at)
                 if budgets and granted.cost_micros:
-                    self.store.adjust(granted, -unused * granted.cost_micros, budgets, in_usage=False)
+                    # Its later requests' estimates were reserved at the grant: the unused go back, the rest is
+                    # now spent, and the budgets' alert levels follow it.
+                    adjusted = self.store.adjust(
+                        granted,
+                        -unused * granted.cost_micros,
+                        [spec for _, spec in budgets],
+                        in_usage=False,
+                        release=(allowance.size - 1) * granted.cost_micros,
+                    )
+                    states = [
+                        WindowState(window=s.window, ok=True, remaining=None, reset_us=0, retry_us=0,
+                                    used=b.used, alert=b.alert)
+                        for (s, _), b in zip(budgets, adjusted, strict=True)
+                        if b.alert and not b.period_ended
+                    ]  # fmt: skip
+                    if states:
+                        alerted.append((granted, states))
             except StoreUnavailable:
                 metrics.observe_redis_error("allowance")
                 logger.warning("quotas: giving back an allowance of %s failed", granted.tag, exc_info=True)
+        return alerted
 
     def _count_served(self, allowance: Allowance) -> None:
         """Count the requests ``allowance`` admitted since it was last counted (Redis counted the one that took

@@ -78,6 +78,7 @@ class Store(Protocol):
         in_usage: bool = True,
         own: Sequence[int] = (),
         settlement: str = "",
+        release: int = 0,
     ) -> list[AdjustedBudget]:
         """Move ``decision``'s cost by ``delta_micros`` in the budgets whose specs are ``budgets`` (``own``: the
         alert thresholds it reached and has not reported, per budget), once per ``settlement`` id."""

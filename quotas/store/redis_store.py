@@ -233,12 +233,13 @@ class RedisStore:
         in_usage: bool = True,
         own: Sequence[int] = (),
         settlement: str = "",
+        release: int = 0,
     ) -> list[AdjustedBudget]:
         """Add ``delta_micros`` to ``decision``'s cost in the budgets whose specs are ``budgets``, and in its usage
         unless not ``in_usage`` (an allowance's unused part was never counted there). ``own``: per budget, the
         alert thresholds ``decision`` reached and has not reported (adjust.lua takes back those the spend falls
         below). ``settlement`` names this settlement: sent again with the same id (a retry after a lost reply),
-        it changes nothing."""
+        it changes nothing. ``release``: at an allowance's end, the reservation it held in each budget."""
         keys = self.keys_of(decision.tag)
         day = usage_day_of(decision.now)
         args = adjust_args(
@@ -250,6 +251,7 @@ class RedisStore:
             specs=list(budgets),
             own=own,
             settlement=settlement,
+            release=release,
         )
         script_keys = self.script_keys(keys, (), day.stamp)
         if settlement:

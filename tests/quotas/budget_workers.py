@@ -105,7 +105,7 @@ class Server:
             return None
         if name == "reset":  # between examples: nothing of the last one stays in this process
             self.verdicts.clear()
-            runtime.guard.usage.settle_allowances(everything=True)
+            runtime.settle_allowances(everything=True)
             runtime.store.usage.write(runtime.guard.usage_buffer)
             runtime.forget()  # refusals remembered, allowances
             with self._lock:
@@ -113,7 +113,7 @@ class Server:
             return None
         if name == "finish":  # at an example's end, as at a graceful shutdown; returns the signals sent here
             assert not self.verdicts, "every request is settled before the example ends"
-            runtime.guard.usage.settle_allowances(everything=True)
+            runtime.settle_allowances(everything=True)
             runtime.tick()
             assert runtime.store.usage.write(runtime.guard.usage_buffer)  # waits for a flush under way, if any
             with self._lock:

@@ -154,7 +154,7 @@ def test_unused_units_go_back_when_the_allowance_ends(busy):
     assert granted.granted == 10
     runtime = default_engine.runtime()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 11
-    runtime.guard.usage.settle_allowances(everything=True)
+    runtime.settle_allowances(everything=True)
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2
 
 
@@ -165,7 +165,7 @@ def test_usage_counts_each_request_once(busy, redis_client, algorithm):
     runtime = default_engine.runtime()
     for _ in range(30):
         assert ask("{s.1}", wins, usage="1|-").allowed
-    runtime.guard.usage.settle_allowances(everything=True)
+    runtime.settle_allowances(everything=True)
     assert runtime.guard.usage.flush_usage()
     day = time.strftime("%Y%m%d", time.gmtime())
     keys = runtime.store.keys_of("{s.1}")
@@ -367,7 +367,7 @@ def test_a_busy_api_client_over_http(busy, redis_client, quota_clock, on):
     calls = script_calls(redis_client)
     assert calls <= 6 if on else calls == 20
     runtime = default_engine.runtime()
-    runtime.guard.usage.settle_allowances(everything=True)
+    runtime.settle_allowances(everything=True)
     assert runtime.guard.usage.flush_usage()
     assert usage_totals(redis_client)["a"] == 21
 
@@ -385,7 +385,7 @@ def test_usage_is_exact_across_a_redis_restart(busy, set_quotas, tmp_path):
         assert all(d.allowed for d in decisions)
         assert any(d.allowance for d in decisions)
         server.stop()
-        runtime.guard.usage.settle_allowances(everything=True)  # giving back the unused units fails: logged, counted
+        runtime.settle_allowances(everything=True)  # giving back the unused units fails: logged, counted
         assert not runtime.guard.usage.flush_usage()  # the usage of the requests served in process waits
         server.start()
         assert runtime.guard.usage.flush_usage()
@@ -443,7 +443,7 @@ def test_what_a_live_allowance_served_reaches_redis_at_the_next_tick(busy, redis
         assert ask("{s.1}", wins, usage="1|-").allowed
     runtime.tick()
     assert counted() == 8
-    runtime.guard.usage.settle_allowances(everything=True)
+    runtime.settle_allowances(everything=True)
     assert runtime.guard.usage.flush_usage()
     assert counted() == 8  # nothing counted twice when it ends
 
@@ -466,7 +466,7 @@ def test_a_grant_asked_for_before_a_cost_above_its_estimate_ended_the_clients_al
     assert decision.granted == 10
     allowances.grant(call, decision, asked)
     assert allowances.take(DecideCall("{c}", wins, allowance_ok=True)) is None
-    runtime.guard.usage.settle_allowances()
+    runtime.settle_allowances()
     assert runtime.guard.peek("{c}", wins).states[0].remaining == 100 - 2  # its 9 unused units went back
     # A grant asked for after the cut (a moment later: one asked at the cut's moment counts as before it) is
     # served from as before.

@@ -88,9 +88,7 @@ def test_subscriptions_and_users_are_named_as_the_runtime_names_them(free):
     sub = SubscriptionFactory(plan=pro, user=alice)
     key = issue_key(sub)
     assert ping(2, HTTP_X_API_KEY=key) == [200, 200]
-    default_engine.runtime().guard.usage.settle_allowances(
-        everything=True
-    )  # the allowance ended, its unused units given back
+    default_engine.runtime().settle_allowances(everything=True)  # the allowance ended, its unused units given back
     by_id = status(f"s.{sub.pk}")
     assert (by_id["client"], by_id["kind"], by_id["plan"]) == (f"s.{sub.pk}", "subscription", "pro")
     assert by_id["limits"][0]["used"] == 2
@@ -268,9 +266,7 @@ def test_reset_sets_budget_spending_back_unless_told_to_keep_it(metered, flags, 
     api, key = metered
     for _ in range(3):
         assert api.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
-    default_engine.runtime().guard.usage.settle_allowances(
-        everything=True
-    )  # the allowance ended, its unused units given back
+    default_engine.runtime().settle_allowances(everything=True)  # the allowance ended, its unused units given back
     who = f"s.{SubscriptionFactory._meta.model.objects.get().pk}"
     assert spent(who) == "0.030000"
     text = run("quota_reset", who, *flags)

@@ -51,7 +51,7 @@ def send(api: APIClient, key: str | None, n: int, path: str = "/api/demo/ping") 
     codes = Counter(api.get(path, **extra).status_code for _ in range(n))
     # What the poller thread does every second in a server: the requests served from allowances and the
     # engine's batched counts go into Redis (its other writes are left to the tests that tick).
-    default_engine.runtime().guard.usage.settle_allowances()
+    default_engine.runtime().settle_allowances()
     default_engine.runtime().guard.usage.flush_usage()
     return codes
 

@@ -156,6 +156,6 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
     # A worker process settles its allowances and flushes its in-process usage at exit (Runtime._at_exit);
     # multiprocessing children skip atexit.
-    default_engine.runtime().guard.usage.settle_allowances(everything=True)
+    default_engine.runtime().settle_allowances(everything=True)
     default_engine.runtime().guard.usage.flush_usage()
     results.put(dict(seen))

@@ -41,6 +41,7 @@ local function adjust(keys, args)
   local delta = tonumber(args[ADJUST_ARG_DELTA])
   local usage = args[ADJUST_ARG_USAGE]
   local cp = args[ADJUST_ARG_FIELD_PREFIX]
+  local release = tonumber(args[ADJUST_ARG_RELEASE]) or 0
   local settlement = args[ADJUST_ARG_SETTLEMENT]
   local taken = settlement ~= '' and not redis.call('SET', keys[3], '1', 'NX', 'EX', args[ADJUST_ARG_MEMORY])
   local reply = {}
@@ -49,7 +50,7 @@ local function adjust(keys, args)
     local field = cp .. w.field
     local pend, span = period_of(w.start, w.stop, w.next_stop, dnow)
     local raw = redis.call('HGET', keys[1], field)
-    local named, used, level = parse_period_state(raw, pend, span)
+    local named, used, level, reserved = parse_period_state(raw, pend, span)
     local own = tonumber(string.sub(args[ADJUST_ARG_OWN], i, i)) or 0
     local mask = 0
     if named ~= pend then
@@ -57,17 +58,24 @@ local function adjust(keys, args)
       used = -1
     elseif taken then
       -- This settlement was taken before: the spend as it stands, nothing changed, nothing reported.
+      used = used - reserved
     elseif used > 0 or delta > 0 or own > 0 then
       used = math.max(0, used + delta)
+      reserved = math.max(0, math.min(used, reserved - release))
+      -- Levels follow committed spend: what live allowances still hold in reserve raises none.
+      local committed = used - reserved
       local before, raised_to = raised_by(own, level)
       if level > raised_to then
         -- Raised further by another request since: this request's thresholds stand, and are reported.
         mask = own
       else
-        level = math.max(before, alert_level(used, w.limit))
+        level = math.max(before, alert_level(committed, w.limit))
         mask = crossed(before, level)
       end
-      redis.call('HSET', keys[1], field, string.format('%d:%d:%d', pend, used, level))
+      redis.call('HSET', keys[1], field, period_state(pend, used, level, reserved))
+      used = committed
+    else
+      used = used - reserved
     end
     reply[#reply + 1] = used
     reply[#reply + 1] = mask

@@ -66,10 +66,11 @@ end
 -- leases). The spec's three numbers are passed as they came (see common.lua).
 -- -> ok, remaining, reset, retry, delay, value (new state, or a log's
 -- count), ttl, used, alert
-local function check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
+local function check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now,
+                            reserve)
   if code == SLIDING_WINDOW_LOG then return log_check(key, limit, window_or_start, weight, now) end
   if code == CONCURRENCY then return lease_check(key, limit, now) end
-  return ALGORITHMS[code](raw, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, now)
+  return ALGORITHMS[code](raw, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, now, reserve)
 end
 
 -- Parse the fixed arguments that are numbers. -> now (us), the request's
@@ -160,6 +161,8 @@ local function check_windows(keys, args, fields, values, now, request_weight, co
       struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
     local weight, weighed = window_weight(code, own_weight, request_weight, cost)
     if weighed and weight > unit_weight then unit_weight = weight end
+    -- An allowance's later requests: reserved in a budget, not yet spent (they raise no alert level).
+    local reserve = code == BUDGET and weight * (times - 1) or 0
     weight = weight * times
     if multiplier ~= 1 and code <= LEAKY_BUCKET then  -- the rolling rates: periods and budgets are never scaled
       limit = math.max(1, math.floor(limit * multiplier))
@@ -173,7 +176,7 @@ local function check_windows(keys, args, fields, values, now, request_weight, co
       field, raw = fields[counter], values[counter]
     end
     local ok, remaining, reset, retry, delay, value, value_ttl, used, alert =
-      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now)
+      check_window(code, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, raw, key, now, reserve)
     if ok and key then  -- a sliding log or a lease: committed from a table of its own
       pending = pending or {}
       pending[#pending + 1] = {code = code, key = key, window = window_or_start, weight = weight, count = value,

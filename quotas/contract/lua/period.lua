@@ -7,10 +7,14 @@
 -- already sends the next period's bounds, the next one once the server has
 -- passed stop. So neither a reset nor a period's spend ever follows one
 -- host's clock.
--- State: "<period end us>:<used>:<alert level>" (a period is named by its
--- end, which every host sends for the previous, current or next period);
--- alert level 1 = 80 % reached, 2 = 100 % reached (each level is reported
--- once per period). A stored state is never replaced by an earlier period's.
+-- State: "<period end us>:<used>:<alert level>[:<reserved>]" (a period is
+-- named by its end, which every host sends for the previous, current or next
+-- period); alert level 1 = 80 % reached, 2 = 100 % reached (each level is
+-- reported once per period). A stored state is never replaced by an earlier
+-- period's. `reserved` is the part of `used` that live allowances hold and
+-- have not spent (their later requests, admitted in-process): it counts
+-- against the limit but raises no alert level, which follows committed spend
+-- (used - reserved) only; an allowance's end releases it (adjust.lua).
 
 local function alert_level(used, limit)
   -- Nothing spent is no threshold, even of a budget of 0 (a free request under it reports nothing).
@@ -43,38 +47,49 @@ end
 -- of this one (`span` long) is this period under another time zone
 -- (BUDGET_TIME_ZONE moved west: the end moved later): its spend and alert
 -- level carry over. An earlier one is the previous period: dropped.
--- -> the period's end (its name), used, alert level
+-- -> the period's end (its name), used, alert level, reserved
 local function parse_period_state(raw, pend, span)
   if raw then
-    local s, u, l = string.match(raw, '^(%d+):(%d+):(%d)$')
+    local s, u, l, r = string.match(raw, '^(%d+):(%d+):(%d):?(%d*)$')
     s = tonumber(s)
-    if s and s >= pend then return s, tonumber(u), tonumber(l) end
-    if s and span and (pend - s) * 2 < span then return pend, tonumber(u), tonumber(l) end
+    r = tonumber(r) or 0
+    if s and s >= pend then return s, tonumber(u), tonumber(l), r end
+    if s and span and (pend - s) * 2 < span then return pend, tonumber(u), tonumber(l), r end
   end
-  return pend, 0, 0
+  return pend, 0, 0, 0
+end
+
+-- The stored state of a period (`reserved` written only when there is some).
+local function period_state(pend, used, level, reserved)
+  if reserved > 0 then return string.format('%d:%d:%d:%d', pend, used, level, reserved) end
+  return string.format('%d:%d:%d', pend, used, level)
 end
 
 -- Periods and budgets are never scaled; a refusal still returns a value
--- (the 100 % alert, stored once) for decide() to write.
-local function period_algorithm(raw, limit, weight, start, stop, next_stop, now)
-  local pend, used, level = parse_period_state(raw, period_of(start, stop, next_stop, now))
+-- (the 100 % alert, stored once) for decide() to write. `reserve` is the part
+-- of `weight` an allowance takes for its later requests: reserved, not spent
+-- (the used reported, and the alert level, are committed spend's).
+local function period_algorithm(raw, limit, weight, start, stop, next_stop, now, reserve)
+  local pend, used, level, reserved = parse_period_state(raw, period_of(start, stop, next_stop, now))
   local reset = pend - now
   if used + weight <= limit then
-    local new_used = used + weight
-    local new_level = math.max(level, alert_level(new_used, limit))
+    local new_used, new_reserved = used + weight, reserved + (reserve or 0)
+    local committed = new_used - new_reserved
+    local new_level = math.max(level, alert_level(committed, limit))
     return true, limit - new_used, reset, 0, 0,
-      string.format('%d:%d:%d', pend, new_used, new_level), reset, new_used, crossed(level, new_level)
+      period_state(pend, new_used, new_level, new_reserved), reset, committed, crossed(level, new_level)
   end
+  used = used - reserved  -- what a refusal reports, and judges its 100 % alert by: committed spend
   local retry = reset
   if weight > limit then retry = NEVER end
   -- A refusal with 80 % or more spent (or by a budget of 0) means the budget is spent for this period:
   -- report 100 % once. Below that the request was only too big for what is left: nothing is stored, so 80 %
   -- is still reported when it is reached.
   if level < 2 and (alert_level(used, limit) >= 1 or limit <= 0) then
-    return false, math.max(0, limit - used), reset, retry, 0, string.format('%d:%d:%d', pend, used, 2), reset,
-      used, 2
+    return false, math.max(0, limit - used - reserved), reset, retry, 0,
+      period_state(pend, used + reserved, 2, reserved), reset, used, 2
   end
-  return false, math.max(0, limit - used), reset, retry, 0, nil, reset, used, 0
+  return false, math.max(0, limit - used - reserved), reset, retry, 0, nil, reset, used, 0
 end
 
 ALGORITHMS[PERIOD_QUOTA] = period_algorithm

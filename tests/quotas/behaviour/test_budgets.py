@@ -471,7 +471,7 @@ def test_allowances_never_take_a_budget_past_its_bound(client, set_quotas, allow
             assert response.status_code == 429
             break
         admitted += 1
-    default_engine.runtime().guard.usage.settle_allowances(everything=True)  # what allowances held back goes back
+    default_engine.runtime().settle_allowances(everything=True)  # what allowances held back goes back
     assert spent(key) <= Decimal("1.00") + Decimal("0.29")
     assert spent(key) == Decimal("0.30") * admitted  # each request charged its actual cost, once
     # At most 0.30 x 3 = 0.90 spent, and the fourth fits its 0.01 estimate. (Fewer while an ended allowance
@@ -538,7 +538,7 @@ def test_both_alerts_come_with_allowances_on_or_off(client, alerts, set_quotas, 
     key = issue_key(plan=plan)
     redis_client.config_resetstat()
     codes = [get(client, key).status_code for _ in range(110)]
-    default_engine.runtime().guard.usage.settle_allowances(everything=True)
+    default_engine.runtime().settle_allowances(everything=True)
     assert 90 <= codes.count(200) <= 100
     if allowances:
         assert script_calls(redis_client) < 100  # some requests were served from allowances
