@@ -22,7 +22,9 @@ sends the budget alerts of the spend then settled, and ends concurrency leases.
 
 from quotas.decide.hot_path import Call, check, check_async, identified
 from quotas.decide.refusals import refusal
-from quotas.decide.settling import send_alerts, settle
+from quotas.decide.settling import send_alerts, settle, withdraw
 from quotas.decide.shapes import Facts, Verdict
 
-__all__ = ["Call", "Facts", "Verdict", "check", "check_async", "identified", "refusal", "send_alerts", "settle"]
+__all__ = [
+    "Call", "Facts", "Verdict", "check", "check_async", "identified", "refusal", "send_alerts", "settle", "withdraw",
+]  # fmt: skip

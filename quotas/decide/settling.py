@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
+from quotas.contract.protocol import UsageCounter
 from quotas.decide.shapes import Verdict
 from quotas.observability.events import fire_budget_alerts
 
@@ -36,6 +37,21 @@ def settle(verdict: Verdict, status: int, actual_cost_micros: int | None = None)
     finally:
         if decision.request_id:  # whatever failed above, the request's leases end with it
             store.release(decision)
+
+
+def withdraw(verdict: Verdict) -> None:
+    """Take back an admitted ``verdict`` whose request another decision refused (a later throttle class of the
+    view): its windows get their units back, its estimate is released (a refused request is charged nothing),
+    its leases end, and usage counts the request refused."""
+    decision, engine = verdict.decision, verdict.engine
+    if decision is None or not decision.allowed or engine is None:
+        return
+    settlement = engine.runtime().guard.settlement
+    try:
+        settlement.withdraw(decision, refused_as=UsageCounter.DENIED_RATE)
+    finally:
+        if decision.request_id:
+            settlement.release(decision)
 
 
 def send_alerts(verdict: Verdict) -> None:

@@ -29,7 +29,7 @@ from quotas.http.context import HANDLING, STATE_KEY, take_verdicts, verdicts_of
 from quotas.http.cost import COST_ATTRIBUTE
 from quotas.http.headers import rate_limit_headers
 from quotas.http.hybrid import HybridMiddleware
-from quotas.http.settlement import SERVER_ERROR, needs_settling, settle_at_end, settle_verdicts
+from quotas.http.settlement import SERVER_ERROR, needs_settling, refused_later, settle_at_end, settle_verdicts
 
 
 class QuotaHeadersMiddleware(HybridMiddleware):
@@ -131,6 +131,8 @@ def _has_to_settle(request: HttpRequest, response: HttpResponse, decided: Sequen
         return True
     if COST_ATTRIBUTE in getattr(decided[0].request, "__dict__", {}) or COST_ATTRIBUTE in request.__dict__:
         return True
+    if refused_later(decided):
+        return True  # the earlier admissions are withdrawn
     return any(verdict.to_settle for verdict in decided)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 
-from quotas.decide import Verdict, settle
+from quotas.decide import Verdict, settle, withdraw
 from quotas.http.cost import actual_cost
 
 logger = logging.getLogger(__name__)
@@ -56,12 +56,22 @@ def settle_verdicts(verdicts: Sequence[Verdict], status: int) -> str | None:
         status = SERVER_ERROR
     failed = status >= SERVER_ERROR
     cost = actual  # the first verdict priced the request; the others spent their rate windows only, at no cost
+    if refused_later(verdicts):
+        # A later throttle class refused what the earlier ones admitted: the request is charged nothing.
+        for verdict in verdicts[:-1]:
+            withdraw(verdict)
+        return error
     for verdict in verdicts:
         # Unless settle() would return at once: nothing to refund or charge, no lease to end, no alert waiting.
         if verdict.decision is not None and (failed or cost is not None or verdict.to_settle):
             settle(verdict, status, cost)
         cost = None
     return error
+
+
+def refused_later(verdicts: Sequence[Verdict]) -> bool:
+    """Whether the last of a request's several verdicts refused it (the earlier ones admitted it)."""
+    return len(verdicts) > 1 and verdicts[-1].refusal is not None
 
 
 def needs_settling(verdict: Verdict, response: Any) -> bool:

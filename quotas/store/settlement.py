@@ -198,11 +198,13 @@ class Settlement:
             # The lease runs out on its own; the client is only limited a little longer.
             logger.warning("quotas: releasing the leases of %s failed", decision.tag, exc_info=True)
 
-    def withdraw(self, decision: Decision) -> None:
-        """Take back an admitted ``decision`` this process then refused (no room to shape it).
+    def withdraw(self, decision: Decision, refused_as: Counter = Counter.DENIED_CAPACITY) -> None:
+        """Take back an admitted ``decision`` whose request was then refused: by this process (no room to shape
+        it: ``refused_as`` capacity, "dc"), or by another decision on the same request (a later throttle class:
+        a rate, "dr").
 
         Its units go back to every window, its estimated cost is released, and
-        its usage moves from admitted to refused for capacity ("dc").
+        its usage moves from admitted to ``refused_as``.
         """
         if not decision.allowed or decision.local:
             return
@@ -216,7 +218,7 @@ class Settlement:
             for counter, amount in (
                 (Counter.ALLOWED, -1),
                 (Counter.EXTRA_WEIGHT, 1 - units),
-                (Counter.DENIED_CAPACITY, 1),
+                (refused_as, 1),
             ):
                 if amount:
                     self.usage.count_locally(decision.tag, decision.usage, counter, amount, day)

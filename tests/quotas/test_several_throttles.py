@@ -17,6 +17,7 @@ from django.urls import include, path
 from rest_framework.test import APIClient
 
 from plans.models import CostBudget
+from quotas.engine import default_engine
 from quotas.formats.money import to_micros
 from quotas.throttling import QuotaThrottle
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
@@ -122,3 +123,21 @@ def test_a_request_refused_by_the_tenant_class_releases_the_first_decisions_leas
     assert refused.status_code == 429
     assert '"burst";r=0' in refused["RateLimit"]  # the refusing decision's headers
     assert api.get("/tenant/", HTTP_X_API_KEY=second, HTTP_X_TENANT="globex").status_code == 200
+
+
+def test_a_request_a_later_class_refuses_is_charged_nothing(per_tenant, redis_client):
+    """The tenant's three requests a minute are spent by one subscriber; another subscriber's two requests are
+    admitted (and priced) by the first class, then refused by the tenant class: they are charged nothing, in
+    the budget or in usage (0.02 was charged for the two 429s), and counted as refused."""
+    api = APIClient()
+    first, second = issue_key(plan=per_tenant), issue_key(plan=per_tenant)
+    for _ in range(3):
+        assert api.get("/tenant/", HTTP_X_API_KEY=first).status_code == 200
+    assert [api.get("/tenant/", HTTP_X_API_KEY=second).status_code for _ in range(2)] == [429, 429]
+    default_engine.runtime().tick()  # what the poller does every second: the in-process usage written
+    totals = usage_totals(redis_client)
+    assert totals["c"] == to_micros(Decimal("0.03"))
+    assert totals["a"] == 3
+    assert totals["dr"] == 2
+    spent = api.get("/api/v1/usage/current", HTTP_X_API_KEY=second).json()["budgets"][0]["spent"]
+    assert Decimal(spent) == 0
