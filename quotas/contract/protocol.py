@@ -240,9 +240,8 @@ class AdjustArg(IntEnum):
     RELEASE = 9  # an allowance's end: the reservation it held in each budget (micro-units), released; else 0
 
 
-#: How long Redis remembers a settlement it took (adjust.lua's mark), so that a retry after a reply that was lost
-#: (a timeout after the script ran) changes nothing. The poller retries every second once Redis answers: an hour
-#: covers any outage a process lives through with the settlement still owed, at one small key per settlement.
+#: How long Redis remembers a settlement it took (adjust.lua's mark): a retry after a lost reply changes nothing.
+#: The poller retries every second once Redis answers: an hour covers the outages a process lives through.
 SETTLEMENT_MEMORY = 3600
 
 

@@ -109,6 +109,7 @@ class Runtime:
         # alerts that charge fires then see the spend admitted, not units an ended allowance held.
         self.settle_allowances()
         self.charge_owed()
+        self.guard.settlement.replay_owed()  # what processes that exited during an outage still owed
         if self.guard.usage.flush_usage():
             self.store.usage.replay_spool()  # a file Redis did not take stays for the next tick
         try:
@@ -157,10 +158,9 @@ class Runtime:
         # A graceful shutdown settles everything: unused allowances go back, usage counted here is written
         # (or spooled for another process to replay when Redis is away).
         self.settle_allowances(everything=True)
-        # Budget spend Redis has not seen: one try; what still fails is counted (quota_owed_spend_dropped), but
-        # a failed settlement's usage, which joins the usage written (or spooled) next.
+        # Budget spend Redis has not seen: one try; what still fails is spooled for the next process to charge.
         self.charge_owed()
-        self.guard.settlement.give_up_owed()
+        self.guard.settlement.spool_owed()
         self.guard.usage.flush_usage(spool_on_failure=True)
 
     def controller_board(self) -> ControllerBoard:

@@ -25,6 +25,7 @@ from quotas.store.fallback import LocalLimiter
 from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
 from quotas.store.owed import Owed, OwedSpend
+from quotas.store.owed_spool import replay_owed, spool_owed
 
 logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look
 
@@ -172,15 +173,34 @@ class Settlement:
                 alerted.append((entry.tag, states, entry.now))
         return alerted
 
-    def give_up_owed(self) -> None:
-        """At exit, Redis still away: what the ledger still owes is given up, but a failed settlement's usage
-        goes to the usage buffer (spooled at exit, replayed by another process), so billed usage keeps it. (Had
-        Redis taken that settlement and only its reply been lost, its usage is then counted twice: an exit
-        during an outage that began within a request's settlement.)"""
-        for entry in self.owed.take():
+    def spool_owed(self) -> None:
+        """At exit, Redis still away: what the ledger still owes goes to a signed spool file, charged by the next
+        process whose poller finds Redis up (:mod:`quotas.store.owed_spool`). Without a usable spool directory
+        the budget part is given up (counted in ``quota_owed_spend_dropped_micros_total``) and a failed
+        settlement's usage joins the usage buffer's spool."""
+        entries = self.owed.take()
+        try:
+            if spool_owed(entries) is not None:
+                return
+        except OSError:
+            logger.exception("quotas: spooling %d owed budget charges failed", len(entries))
+        for entry in entries:
             if entry.usage:
                 self.usage.count_locally(entry.tag, entry.usage, Counter.COST, entry.micros, day_of(entry.now))
             self.owed.drop(entry)
+
+    def replay_owed(self) -> int:
+        """Charge what processes that exited with Redis away spooled (the poller's work once Redis answers):
+        each entry once, by its settlement id. Returns the files charged."""
+        return replay_owed(
+            lambda entry: self.store.adjust(
+                self._owed(entry),
+                entry.micros,
+                list(entry.specs),
+                in_usage=bool(entry.usage),
+                settlement=entry.settlement,
+            )
+        )
 
     @staticmethod
     def _owed(entry: Owed) -> Decision:

@@ -19,6 +19,7 @@ from quotas.decide import Facts, check, settle
 from quotas.engine import default_engine
 from quotas.formats.money import to_micros
 from quotas.signals import budget_threshold_crossed
+from quotas.store.usage_batches import spool_dir
 from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 from tests.lost_replies import ReplyLosingProxy
@@ -196,3 +197,20 @@ def test_a_settlement_whose_reply_is_lost_is_charged_once(metered, lost_replies,
     assert spent(client, key) == Decimal("0.30")
     assert usage_totals(client_of(runtime))["c"] == to_micros(Decimal("0.30"))
     assert alerts == []
+
+
+def test_spend_owed_when_a_process_exits_is_charged_by_the_next(metered, outage, monkeypatch):
+    """A request estimated at the price (0.01) costs 0.50 while Redis is away, and the process exits before Redis
+    is back: what it owes goes to a signed spool file, and the next process's poller charges it, so the budget
+    and billed usage hold 0.50 (the budget held 0.01: the rest was dropped at exit)."""
+    client, key = APIClient(), issue_key(plan=metered)
+    monkeypatch.setattr(urls, "DURING_VIEW", [outage.begin])
+    assert client.get("/t/priced?actual=0.50&during=1", HTTP_X_API_KEY=key).status_code == 200
+    default_engine.reset()  # the process exits, Redis still away
+    assert len(list(spool_dir().glob("*.owed"))) == 1
+    outage.end()
+    runtime = default_engine.runtime()  # the next process
+    runtime.tick()
+    assert not list(spool_dir().glob("*.owed*"))
+    assert spent(client, key) == Decimal("0.50")
+    assert usage_totals(client_of(runtime))["c"] == to_micros(Decimal("0.50"))
