@@ -50,6 +50,11 @@ def email_text(event_type: str, data: dict[str, Any]) -> tuple[str, str]:
 
 
 def _spent(data: dict[str, Any]) -> str:
+    if "unit" in data:  # a period quota, counted in requests or units
+        return (
+            f"{data['subscription']['name']} has used {data['used']} of its {data['limit']} {data['unit']} "
+            f"{data['budget']} (period from {data['period_start']})"
+        )
     return (
         f"{data['subscription']['name']} has spent {data['spent']} {data['currency']} of its "
         f"{data['amount']} {data['currency']} {data['budget']} (period from {data['period_start']})"

@@ -15,6 +15,13 @@ from .events import BUDGET_THRESHOLD
 from .record import record_quietly
 
 
+def _currency_of(subscription: Subscription, budget: str) -> str:
+    """The currency of ``budget`` (a signal from an earlier release names none): its own budget's, else its
+    plan's."""
+    owned = [*CostBudget.objects.filter(subscription=subscription), *CostBudget.objects.filter(plan=subscription.plan)]
+    return next((b.currency for b in owned if budget in (b.name, cap_name(b.period))), "")
+
+
 def budget_event(
     *,
     client_tag: str,
@@ -33,18 +40,20 @@ def budget_event(
     subscription = Subscription.objects.filter(pk=subscription_id).select_related("plan").first()
     if subscription is None:
         return  # deleted meanwhile
-    # The subscription's own budget of a period replaces its plan's: look there first.
-    owned = [*CostBudget.objects.filter(subscription=subscription), *CostBudget.objects.filter(plan=subscription.plan)]
-    # A customer's cap is the window of the budget it lowers (plans.rules.budget_rule): the same currency.
-    currency = next((b.currency for b in owned if budget in (b.name, cap_name(b.period))), "")
-    data = {
+    limit, unit = str(kwargs.get("limit") or budget), str(kwargs.get("unit") or "money")
+    data: dict[str, Any] = {
         "subscription": {"id": subscription.pk, "name": subscription.name, "plan": subscription.plan.slug},
         "budget": budget,
         "threshold": threshold,
         "period_start": period_start.isoformat(),
-        "spent": str(from_micros(spent_micros)),
-        "amount": str(from_micros(amount_micros)),
-        "currency": currency,
     }
-    key = f"{BUDGET_THRESHOLD}:{client_tag.strip('{}')}:{budget}:{period_start.isoformat()}:{threshold}"
+    if unit == "money":
+        data.update(spent=str(from_micros(spent_micros)), amount=str(from_micros(amount_micros)),
+                    currency=kwargs.get("currency") or _currency_of(subscription, budget))  # fmt: skip
+    else:  # a period quota: in its own unit, no money
+        data.update(unit=unit, used=spent_micros, limit=amount_micros)
+    if limit.startswith("kc"):  # a key's own cap (plans.rules.key_rules): named by the key (and its rolls)
+        data["key"] = {"id": int(limit[2:])}
+    # Named by the limit's id: two keys' caps of one subscription, or a cap and its budget, are events apart.
+    key = f"{BUDGET_THRESHOLD}:{client_tag.strip('{}')}:{limit}:{period_start.isoformat()}:{threshold}"
     record_quietly(BUDGET_THRESHOLD, subscription, key, data, timezone.now())

@@ -2,11 +2,15 @@
 
 from django.dispatch import Signal
 
-#: Sent once per budget, period and threshold when a client's spending
-#: reaches 80 % or 100 % of a budget (100 % also when a request is refused by
-#: it). Keyword arguments: client_tag (str, e.g. "s.12"), subscription_id
-#: (int | None), budget (str, the budget's name), threshold (80 or 100),
-#: period_start (aware datetime), spent_micros (int), amount_micros (int).
+#: Sent once per limit, period and threshold when a client's spending
+#: reaches 80 % or 100 % of a budget, a cap or a period quota (100 % also when
+#: a request is refused by it). Keyword arguments: client_tag (str, e.g.
+#: "s.12"), subscription_id (int | None), budget (str, the limit's name),
+#: threshold (80 or 100), period_start (aware datetime), spent_micros (int),
+#: amount_micros (int); limit (str, the limit's id: "b3" a budget, "c-day" a
+#: cap of its own, "kc7" the cap of key 7 and its rolls), unit ("money", or a
+#: period quota's "requests" or "units": then spent_micros and amount_micros
+#: are plain counts), currency (str, money only).
 budget_threshold_crossed = Signal()
 
 #: Sent when escalation bans a client (refused too often). Keyword arguments:

@@ -30,8 +30,11 @@ def record_budget_alert(
 
     Idempotent: a repeated signal finds the existing row. Runs on the request
     path, so a database failure is logged, not raised: the request must not
-    fail because its alert could not be stored.
+    fail because its alert could not be stored. A period quota's alert (counted
+    in requests or units, not money) is not a budget's: no row.
     """
+    if kwargs.get("unit", "money") != "money":
+        return None
     client = client_tag.strip("{}")
     try:
         if subscription_id is not None and not Subscription.objects.filter(pk=subscription_id).exists():

@@ -32,6 +32,10 @@ THRESHOLDS = ((1, 80), (2, 100))
 _APART_WAIT = 2.0
 
 
+#: What a period limit counts, by its algorithm (a budget counts money).
+_UNITS = {"period_requests": "requests", "period_quota": "units"}
+
+
 def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, at: float) -> None:
     """Send ``budget_threshold_crossed`` for every threshold a budget of client ``tag`` newly reached.
 
@@ -60,6 +64,9 @@ def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, 
                         "period_start": datetime.fromtimestamp(bounds.start, UTC),
                         "spent_micros": state.used,
                         "amount_micros": window.quota,
+                        "limit": window.limit_id,
+                        "unit": _UNITS.get(window.algorithm, "money"),
+                        "currency": window.currency,
                     }
                 )
     if crossings:
