@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from console.models import AuditEntry
 from plans.models import CostBudget, SpendCap
+from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory
 
 from .conftest import signed_in
@@ -145,3 +146,24 @@ def test_a_cap_holds_on_its_own_after_a_plan_change_takes_its_budget(priced, own
     assert day == {"period": "day", "budget": None, "currency": "USD", "cap": "0.03", "cap_alone": True}
     page = owner_api.get(f"/usage/account/{subscription.pk}/").content.decode()
     assert "your cap is enforced as a budget of its own" in page
+
+
+def test_a_removed_cap_leaves_the_budgets_own_alerts_due(priced, owner_api):
+    """A 0.03 day cap on the 0.05 budget sends its 80 % and 100 % alerts; the owner removes it, and the day goes
+    on to the budget's 0.05: the budget's own 80 % and 100 % alerts are sent too (they were lost, as the cap's
+    level was the budget's)."""
+    sent: list[tuple[str, int]] = []
+
+    def receiver(sender, budget, threshold, **kwargs):
+        sent.append((budget, threshold))
+
+    budget_threshold_crossed.connect(receiver, weak=False)
+    try:
+        owner_api.put(priced.url("caps/day"), {"amount": "0.03"}, format="json")
+        assert spend(priced, 3) == [200, 200, 200]
+        owner_api.delete(priced.url("caps/day"))
+        assert spend(priced, 3) == [200, 200, 429]
+    finally:
+        budget_threshold_crossed.disconnect(receiver)
+    budget = CostBudget.objects.get(plan=priced.subscription.plan, period="day").name
+    assert sent == [("day-cap", 80), ("day-cap", 100), (budget, 80), (budget, 100)]

@@ -50,7 +50,7 @@ local function adjust(keys, args)
     local field = cp .. w.field
     local pend, span = period_of(w.start, w.stop, w.next_stop, dnow)
     local raw = redis.call('HGET', keys[1], field)
-    local named, used, level, reserved = parse_period_state(raw, pend, span)
+    local named, used, level, reserved, levels = parse_period_state(raw, pend, span, w.limit)
     local own = tonumber(string.sub(args[ADJUST_ARG_OWN], i, i)) or 0
     local mask = 0
     if named ~= pend then
@@ -72,7 +72,7 @@ local function adjust(keys, args)
         level = math.max(before, alert_level(committed, w.limit))
         mask = crossed(before, level)
       end
-      redis.call('HSET', keys[1], field, period_state(pend, used, level, reserved))
+      redis.call('HSET', keys[1], field, period_state(pend, used, level, reserved, w.limit, levels))
       used = committed
     else
       used = used - reserved

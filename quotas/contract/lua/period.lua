@@ -7,14 +7,22 @@
 -- already sends the next period's bounds, the next one once the server has
 -- passed stop. So neither a reset nor a period's spend ever follows one
 -- host's clock.
--- State: "<period end us>:<used>:<alert level>[:<reserved>]" (a period is
--- named by its end, which every host sends for the previous, current or next
--- period); alert level 1 = 80 % reached, 2 = 100 % reached (each level is
--- reported once per period). A stored state is never replaced by an earlier
--- period's. `reserved` is the part of `used` that live allowances hold and
--- have not spent (their later requests, admitted in-process): it counts
--- against the limit but raises no alert level, which follows committed spend
--- (used - reserved) only; an allowance's end releases it (adjust.lua).
+-- State: "<period end us>:<used>:<alert level>:<reserved>:<limit>[:<others>]"
+-- (a period is named by its end, which every host sends for the previous,
+-- current or next period); alert level 1 = 80 % reached, 2 = 100 % reached
+-- (each level is reported once per limit and period). A stored state is never
+-- replaced by an earlier period's. `reserved` is the part of `used` that live
+-- allowances hold and have not spent (their later requests, admitted
+-- in-process): it counts against the limit but raises no alert level, which
+-- follows committed spend (used - reserved) only; an allowance's end releases
+-- it (adjust.lua).
+-- Alert levels belong to a limit, not to the counter: the level is the one of
+-- `limit` (the amount it was reached against), and `others` keeps the levels
+-- of other amounts the same counter was limited by this period
+-- ("<limit>=<level>,...": a customer's cap lowering a budget shares its
+-- counter, so removing the cap leaves the budget's own alerts due). A state
+-- of an earlier release ("<end>:<used>:<level>") has a level of no known
+-- limit: it is taken as the reading limit's.
 
 local function alert_level(used, limit)
   -- Nothing spent is no threshold, even of a budget of 0 (a free request under it reports nothing).
@@ -47,22 +55,40 @@ end
 -- of this one (`span` long) is this period under another time zone
 -- (BUDGET_TIME_ZONE moved west: the end moved later): its spend and alert
 -- level carry over. An earlier one is the previous period: dropped.
--- -> the period's end (its name), used, alert level, reserved
-local function parse_period_state(raw, pend, span)
+-- -> the period's end (its name), used, the alert level of `limit`, reserved,
+-- and every limit's level (a table, for period_state)
+local function parse_period_state(raw, pend, span, limit)
   if raw then
-    local s, u, l, r = string.match(raw, '^(%d+):(%d+):(%d):?(%d*)$')
+    local s, u, l, r, lim, others = string.match(raw, '^(%d+):(%d+):(%d):?(%d*):?(%d*):?([%d=,]*)$')
     s = tonumber(s)
-    r = tonumber(r) or 0
-    if s and s >= pend then return s, tonumber(u), tonumber(l), r end
-    if s and span and (pend - s) * 2 < span then return pend, tonumber(u), tonumber(l), r end
+    if s and (s >= pend or (span and (pend - s) * 2 < span)) then
+      if s < pend then s = pend end
+      local levels = {}
+      for k, v in string.gmatch(others, '(%d+)=(%d)') do levels[tonumber(k)] = tonumber(v) end
+      l = tonumber(l)
+      if lim == '' then
+        if limit then levels[limit] = l end  -- an earlier release's state: its level taken as this limit's
+      else
+        levels[tonumber(lim)] = l
+      end
+      return s, tonumber(u), (limit and levels[limit]) or 0, tonumber(r) or 0, levels
+    end
   end
-  return pend, 0, 0, 0
+  return pend, 0, 0, 0, {}
 end
 
--- The stored state of a period (`reserved` written only when there is some).
-local function period_state(pend, used, level, reserved)
-  if reserved > 0 then return string.format('%d:%d:%d:%d', pend, used, level, reserved) end
-  return string.format('%d:%d:%d', pend, used, level)
+-- The stored state of a period: `level` is `limit`'s; the other limits' levels in `levels` are kept (those
+-- reached, three at most, by amount: deterministic, as a script must be).
+local function period_state(pend, used, level, reserved, limit, levels)
+  local others, amounts = {}, {}
+  for amount, reached in pairs(levels or {}) do
+    if amount ~= limit and reached > 0 then amounts[#amounts + 1] = amount end
+  end
+  table.sort(amounts)
+  for i = math.max(1, #amounts - 2), #amounts do others[#others + 1] = amounts[i] .. '=' .. levels[amounts[i]] end
+  local state = string.format('%d:%d:%d:%d:%d', pend, used, level, reserved, limit)
+  if #others > 0 then state = state .. ':' .. table.concat(others, ',') end
+  return state
 end
 
 -- Periods and budgets are never scaled; a refusal still returns a value
@@ -70,14 +96,15 @@ end
 -- of `weight` an allowance takes for its later requests: reserved, not spent
 -- (the used reported, and the alert level, are committed spend's).
 local function period_algorithm(raw, limit, weight, start, stop, next_stop, now, reserve)
-  local pend, used, level, reserved = parse_period_state(raw, period_of(start, stop, next_stop, now))
+  local server_end, span = period_of(start, stop, next_stop, now)
+  local pend, used, level, reserved, levels = parse_period_state(raw, server_end, span, limit)
   local reset = pend - now
   if used + weight <= limit then
     local new_used, new_reserved = used + weight, reserved + (reserve or 0)
     local committed = new_used - new_reserved
     local new_level = math.max(level, alert_level(committed, limit))
-    return true, limit - new_used, reset, 0, 0,
-      period_state(pend, new_used, new_level, new_reserved), reset, committed, crossed(level, new_level)
+    return true, limit - new_used, reset, 0, 0, period_state(pend, new_used, new_level, new_reserved, limit, levels),
+      reset, committed, crossed(level, new_level)
   end
   used = used - reserved  -- what a refusal reports, and judges its 100 % alert by: committed spend
   local retry = reset
@@ -87,7 +114,7 @@ local function period_algorithm(raw, limit, weight, start, stop, next_stop, now,
   -- is still reported when it is reached.
   if level < 2 and (alert_level(used, limit) >= 1 or limit <= 0) then
     return false, math.max(0, limit - used - reserved), reset, retry, 0,
-      period_state(pend, used + reserved, 2, reserved), reset, used, 2
+      period_state(pend, used + reserved, 2, reserved, limit, levels), reset, used, 2
   end
   return false, math.max(0, limit - used - reserved), reset, retry, 0, nil, reset, used, 0
 end

@@ -51,10 +51,10 @@ local function refund(keys, args)
         end
       elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
         local pend = period_of(w.start, w.stop, w.next_stop, dnow)
-        local stored, used, level, reserved = parse_period_state(raw, pend)
+        local stored, used, level, reserved, levels = parse_period_state(raw, pend, nil, w.limit)
         -- Only the decision's own period gives units back: a later one's are not this request's.
         if used > 0 and stored == pend then
-          value = period_state(pend, math.max(0, used - weight), level, reserved)
+          value = period_state(pend, math.max(0, used - weight), level, reserved, w.limit, levels)
         end
       elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then
         -- A TAT in the past simply means a full bucket, so no clamping is needed.

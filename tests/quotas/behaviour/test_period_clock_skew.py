@@ -79,8 +79,8 @@ def test_a_later_periods_state_is_never_replaced_by_an_earlier_ones(runtime, red
     assert spend(10) == 10
     keys = runtime.store.keys_of(TAG)
     field = keys.field(WINDOWS[0].state_field)
-    end, used, level = redis_client.hget(keys.bucket, field).decode().split(":")
-    later = f"{int(end) + DAY * 1_000_000}:{used}:{level}"
+    end, used, *rest = redis_client.hget(keys.bucket, field).decode().split(":")
+    later = ":".join([str(int(end) + DAY * 1_000_000), used, *rest])
     redis_client.hset(keys.bucket, field, later)
     assert spend(5) == 5
     assert redis_client.hget(keys.bucket, field).decode().split(":")[:2] == [later.split(":")[0], "15"]
