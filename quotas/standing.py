@@ -38,8 +38,11 @@ def current_standing(client: Client, rules: RuleSet, runtime: Runtime) -> dict[s
         limits, scopes = drf_limits(anonymous=client.kind == "ip")
     windows = [w for rule in limits if not rule.shadow for w in rule.windows]
     multiplier = runtime.multipliers.get(plan_id)
-    states = runtime.guard.peek(client.tag, windows, multiplier).states if windows else []
-    now = datetime.fromtimestamp(runtime.clock.now(), UTC)  # the engine's clock, as the decisions'
+    peeked = runtime.guard.peek(client.tag, windows, multiplier) if windows else None
+    states = peeked.states if peeked is not None else []
+    # The decision's own clock (Redis's, or an injected one): a budget's resets_at is then the end of the period
+    # the ledger counts in, to the second, whatever this host's clock says.
+    now = datetime.fromtimestamp(peeked.now if peeked is not None else runtime.clock.now(), UTC)
     body: dict[str, Any] = {
         "client": client.tag.strip("{}"),
         "plan": _plan(plan),

@@ -4,6 +4,7 @@ nothing more."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -69,3 +70,31 @@ def test_the_next_period_reaches_them_again(watched, quota_clock):
     starts = [e.data["period_start"][:10] for e in Event.objects.filter(type="spend.threshold_reached")]
     assert len(starts) == 2
     assert len(set(starts)) == 2  # one event in each day
+
+
+def test_a_look_at_midnight_files_the_spend_under_the_ledgers_day(watched, quota_clock):
+    """The engine's clock (the ledger's) 5 s before midnight, the host's 5 s after: the 50 % reached is filed
+    under the day the ledger counted it in, and the next day's own 50 % is reported too (it was never sent:
+    the old day's spend had been filed under the new day)."""
+    midnight = (quota_clock.now() // 86_400 + 1) * 86_400
+    quota_clock.set(midnight - 5)
+    spend(watched, 2)  # 50 % of the cap
+    host_after_midnight = datetime.fromtimestamp(midnight + 5, UTC)
+    assert watch(host_after_midnight).recorded == {"spend.threshold_reached": 1}
+    quota_clock.set(midnight + 60)
+    spend(watched, 2)
+    assert watch(host_after_midnight + timedelta(minutes=1)).recorded == {"spend.threshold_reached": 1}
+    starts = sorted(e.data["period_start"][:10] for e in Event.objects.filter(type="spend.threshold_reached"))
+    day = datetime.fromtimestamp(midnight - 5, UTC).date()
+    assert starts == [str(day), str(day + timedelta(days=1))]
+
+
+def test_a_threshold_is_not_reported_again_when_the_budget_time_zone_moves_west(watched, quota_clock, set_quotas):
+    """50 % of the cap reported; BUDGET_TIME_ZONE moves from UTC to New York: the ledger carries the day's spend
+    over into the day as New York counts it, and the watcher does not report the 50 % again."""
+    quota_clock.set((quota_clock.now() // 86_400) * 86_400 + 20 * 3600)  # 20:00 UTC, 15:00 in New York
+    spend(watched, 2)
+    assert watch().recorded == {"spend.threshold_reached": 1}
+    set_quotas(BUDGET_TIME_ZONE="America/New_York")
+    spend(watched, 1)
+    assert watch().recorded == {}
