@@ -1,0 +1,194 @@
+"""The reference model of the money rules the state machine (test_money_machine.py) runs the service against.
+
+Pure Python, in micro-units, no product code: what each request should be charged, which limit should refuse
+it, what each counter should hold and which budget alerts should be sent. The rules, as the product documents
+them (docs/concepts.md, plans/rules.py, quotas/signals.py):
+
+- A plan's budget of a period counts its own spend (its counter is the budget's: a plan change to another
+  budget starts another counter). A customer's cap of the period lowers that budget and shares its counter;
+  with no budget of its period it is a budget of its own, with its own counter. A key's cap counts the key's
+  own spend, shared by the keys rolled from it.
+- A request is admitted when, for every limit in force, what its period has spent plus the request's estimate
+  is at most the limit's amount; it is then charged its actual cost (nothing when it ends in a 5xx), and a
+  refused request is charged nothing. Days and months are UTC calendar periods.
+- A limit's 80 % and 100 % thresholds are each reported once per limit (its name) and period, when its
+  committed spend reaches them; 100 % also when a request is refused by a limit that has spent 80 % or more
+  (quotas/signals.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+#: The thresholds the platform reports (percent).
+THRESHOLDS = (80, 100)
+PERIODS = ("day", "month")
+
+
+def period_end(period: str, now: float) -> float:
+    """The end (epoch seconds) of the UTC calendar ``period`` holding ``now``."""
+    at = datetime.fromtimestamp(now, UTC)
+    if period == "day":
+        start = datetime(at.year, at.month, at.day, tzinfo=UTC).timestamp()
+        return start + 86_400
+    return datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=UTC).timestamp()
+
+
+def period_start(period: str, now: float) -> float:
+    """The start (epoch seconds) of the UTC calendar ``period`` holding ``now``."""
+    at = datetime.fromtimestamp(now, UTC)
+    if period == "day":
+        return datetime(at.year, at.month, at.day, tzinfo=UTC).timestamp()
+    return datetime(at.year, at.month, 1, tzinfo=UTC).timestamp()
+
+
+def first_january(now: float) -> float:
+    """Noon on 11 January of the first year after ``now``'s that is not a leap year (every example starts there,
+    so the days and months it crosses are the same in each replay)."""
+    year = datetime.fromtimestamp(now, UTC).year + 1
+    while year % 4 == 0:
+        year += 1
+    return datetime(year, 1, 11, 12, tzinfo=UTC).timestamp()
+
+
+def level_of(used: int, limit: int) -> int:
+    """How many thresholds ``used`` of ``limit`` has reached (0, 1: 80 %, 2: 100 %); nothing spent is none."""
+    if used <= 0:
+        return 0
+    if used >= limit:
+        return 2
+    return 1 if used * 100 >= limit * 80 else 0
+
+
+@dataclass(frozen=True)
+class Window:
+    """A money limit in force for a key: the counter it spends from, its name and its amount."""
+
+    counter: str
+    name: str
+    period: str
+    amount: int
+
+    @property
+    def limit(self) -> str:
+        """Which limit it is, for its alerts: a customer's cap of a period is one limit whichever counter it
+        spends from (its budget's, or its own once a plan change took the budget); a budget and a key's cap are
+        their counters."""
+        return self.name if self.name in ("day-cap", "month-cap") else self.counter
+
+
+@dataclass
+class Plan:
+    """A plan as the model knows it: its price for the priced scope and its budgets (period -> (pk, name, amount))."""
+
+    slug: str
+    price: int
+    pk: int = 0
+    budgets: dict[str, tuple[int, str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class Key:
+    """An API key: its raw value, its id, the id its counters go by (a rolled key's predecessor's) and its cap."""
+
+    raw: str
+    kid: int
+    counters: int
+    cap: tuple[str, int] | None = None
+    usable: bool = True
+
+
+@dataclass
+class Alert:
+    """One budget alert as the signal reports it."""
+
+    name: str
+    threshold: int
+    period_start: float
+    spent: int
+    amount: int
+
+
+@dataclass
+class Money:
+    """One subscription's money state: its plan, caps, keys, counters and the alerts it should have had."""
+
+    plan: Plan
+    caps: dict[str, int] = field(default_factory=dict)
+    keys: list[Key] = field(default_factory=list)
+    #: counter -> (period end, used); a counter of an ended period holds nothing.
+    counters: dict[str, tuple[float, int]] = field(default_factory=dict)
+    #: (limit, period end) -> alert level reported (a limit's thresholds, once per period).
+    levels: dict[tuple[str, float], int] = field(default_factory=dict)
+    #: counter -> the most its period may hold: the amount in force at an admission plus that request's actual
+    #: cost beyond its estimate (docs/concepts.md, "Overspend window"; one request in flight at a time here).
+    ceilings: dict[str, tuple[float, int]] = field(default_factory=dict)
+    billed: int = 0  # every admitted request's actual cost, over all periods
+
+    def windows(self, key: Key) -> list[Window]:
+        """The money limits in force for a request with ``key``, as plans/rules.py builds them."""
+        out = []
+        for period in PERIODS:
+            cap = self.caps.get(period)
+            if period in self.plan.budgets:
+                pk, name, amount = self.plan.budgets[period]
+                if cap is not None and cap < amount:
+                    out.append(Window(f"b{pk}", f"{period}-cap", period, cap))
+                else:
+                    out.append(Window(f"b{pk}", name, period, amount))
+            elif cap is not None:
+                out.append(Window(f"c-{period}", f"{period}-cap", period, cap))
+        if key.cap is not None:
+            period, amount = key.cap
+            out.append(Window(f"kc{key.counters}:{period}", f"key-{period}-cap", period, amount))
+        return out
+
+    def used(self, window: Window, now: float) -> int:
+        """What ``window``'s counter has spent in the period holding ``now``."""
+        end, used = self.counters.get(window.counter, (0.0, 0))
+        return used if end == period_end(window.period, now) else 0
+
+    def ceiling(self, window: Window, now: float) -> int:
+        """The most ``window``'s counter may hold now (at least what it held when its period began: nothing)."""
+        end, most = self.ceilings.get(window.counter, (0.0, 0))
+        return most if end == period_end(window.period, now) else 0
+
+    def refusing(self, key: Key, estimate: int, now: float) -> list[Window]:
+        """The limits that refuse a request estimated at ``estimate`` (none: it is admitted)."""
+        return [w for w in self.windows(key) if self.used(w, now) + estimate > w.amount]
+
+    def request(self, key: Key, estimate: int, charged: int, now: float) -> tuple[list[Window], list[Alert]]:
+        """A request with ``key``: the limits that refused it, and the alerts it should send. Admitted, it is
+        charged ``charged`` (its actual cost, or 0 when the view failed)."""
+        refused = self.refusing(key, estimate, now)
+        alerts: list[Alert] = []
+        if refused:
+            for w in refused:
+                used = self.used(w, now)
+                if level_of(used, w.amount) >= 1 or w.amount <= 0:
+                    alerts += [a for a in self._raise(w, 2, used, now) if a.threshold == 100]  # that one only
+            return refused, alerts
+        for w in self.windows(key):
+            end = period_end(w.period, now)
+            used = self.used(w, now) + charged
+            self.counters[w.counter] = (end, used)
+            most = max(self.ceiling(w, now), w.amount + max(0, charged - estimate))
+            self.ceilings[w.counter] = (end, most)
+            alerts += self._raise(w, level_of(used, w.amount), used, now)
+        self.billed += charged
+        return [], alerts
+
+    def _raise(self, window: Window, level: int, used: int, now: float) -> list[Alert]:
+        """The alerts of ``window`` reaching ``level`` (those its name has not reported this period)."""
+        end = period_end(window.period, now)
+        before = self.levels.get((window.limit, end), 0)
+        if level <= before:
+            return []
+        self.levels[(window.limit, end)] = level
+        start = period_start(window.period, now)
+        return [
+            Alert(window.name, threshold, start, used, window.amount)
+            for bit, threshold in enumerate(THRESHOLDS, start=1)
+            if before < bit <= level
+        ]
