@@ -58,7 +58,9 @@ def identify(request: HttpRequest, user: Any = None, auth: Any = None) -> Client
     """
     if user is None:
         user = getattr(request, "user", None)
-    return identify_with(request, user, default_engine.runtime().rules, auth)
+    rules = default_engine.runtime().rules
+    rules.current()  # as a request does before it identifies its client: a rules change reloads first
+    return identify_with(request, user, rules, auth)
 
 
 def lift_ban(tag: str) -> bool:

@@ -90,6 +90,9 @@ class BudgetAlert(models.Model):
         Subscription, null=True, blank=True, on_delete=models.SET_NULL, related_name="budget_alerts"
     )
     budget = models.CharField(max_length=100, help_text="The budget's name.")
+    limit = models.CharField(
+        max_length=100, blank=True, help_text="The limit's id (b<budget>, c-<period> a cap alone, kc<key> a key's cap)."
+    )
     period_start = models.DateTimeField()
     threshold = models.PositiveSmallIntegerField(choices=Threshold.choices)
     spent_micros = models.BigIntegerField(help_text="Spent in the period when the threshold was reached.")
@@ -100,7 +103,7 @@ class BudgetAlert(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["client", "budget", "period_start", "threshold"], name="one_alert_per_threshold"
+                fields=["client", "limit", "budget", "period_start", "threshold"], name="one_alert_per_threshold"
             ),
         ]
 

@@ -41,6 +41,7 @@ def record_budget_alert(
             subscription_id = None  # deleted meanwhile; keep the alert, by client tag
         alert, created = BudgetAlert.objects.get_or_create(
             client=client,
+            limit=str(kwargs.get("limit") or ""),  # two plans' day budgets share a name, not a limit
             budget=budget,
             period_start=period_start,
             threshold=threshold,
