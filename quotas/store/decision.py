@@ -131,6 +131,18 @@ class Decision:
         """Each window's numbers, in order (what the rate-limit headers show of them)."""
         return [(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.quota) for s in self.states]
 
+    def notes(self) -> tuple[int, bool, list[WindowState]]:
+        """What the service does with this decision beyond admitting or refusing: the longest shaping delay (us),
+        whether budget thresholds wait to be reported (:attr:`unreported`) and the shadow windows that would
+        have refused (:meth:`would_deny`), in one pass over the windows."""
+        delay_us, alerting = 0, False
+        for state in self.states:
+            if state.delay_us > delay_us:  # noqa: PLR1730  (max() is a call; this is a compare)
+                delay_us = state.delay_us
+            if state.alert:
+                alerting = True
+        return delay_us, alerting, self.would_deny()
+
     def units(self, window: Window) -> int:
         """Units this request takes from ``window`` (as decide.lua counts them).
 
@@ -219,6 +231,38 @@ class Decision:
         if len(enforced) == 1:
             return enforced[0]
         return min(enforced, key=lambda s: ((s.remaining or 0) / max(s.quota, 1), -s.reset_us))
+
+
+#: The states a decision whose states are made on first read is built with: none yet (see StatesOnRead).
+NOT_MADE: list[WindowState] = []
+
+
+class StatesOnRead(Decision):
+    """A decision whose states are made when first read (by its :meth:`made_states`), then kept.
+
+    Most requests read no state but through their headers (:meth:`readings`) and the service's
+    :meth:`notes`, which such a decision gives without making them: a state is a dataclass built by keyword,
+    the dearest part of a decision with several windows (figures in docs/benchmark-history.md). States
+    assigned, or made, are what every reader reads from then on."""
+
+    __slots__ = ("_states",)
+    _states: list[WindowState] | None
+
+    @property
+    def states(self) -> list[WindowState]:
+        """Each window's state (made on first read, then kept)."""
+        states = self._states
+        if states is None:
+            states = self._states = self.made_states()
+        return states
+
+    @states.setter
+    def states(self, states: list[WindowState]) -> None:
+        self._states = None if states is NOT_MADE else states
+
+    def made_states(self) -> list[WindowState]:
+        """The states, worked out from what the decision keeps in their place."""
+        raise NotImplementedError
 
 
 def scaled(window: Window, multiplier: float) -> int:
