@@ -38,7 +38,7 @@ class QuotaHeadersMiddleware(HybridMiddleware):
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:
             return self.__acall__(request)
-        handling = HANDLING.set(request)  # for the throttle: see quotas.http.context.django_request
+        handling = HANDLING.set(request)  # for the throttle: see quotas.drf.throttling.QuotaThrottle.allow_request
         try:
             response = self.get_response(request)
         except BaseException:

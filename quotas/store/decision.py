@@ -233,38 +233,6 @@ class Decision:
         return min(enforced, key=lambda s: ((s.remaining or 0) / max(s.quota, 1), -s.reset_us))
 
 
-#: The states a decision whose states are made on first read is built with: none yet (see StatesOnRead).
-NOT_MADE: list[WindowState] = []
-
-
-class StatesOnRead(Decision):
-    """A decision whose states are made when first read (by its :meth:`made_states`), then kept.
-
-    Most requests read no state but through their headers (:meth:`readings`) and the service's
-    :meth:`notes`, which such a decision gives without making them: a state is a dataclass built by keyword,
-    the dearest part of a decision with several windows (figures in docs/benchmark-history.md). States
-    assigned, or made, are what every reader reads from then on."""
-
-    __slots__ = ("_states",)
-    _states: list[WindowState] | None
-
-    @property
-    def states(self) -> list[WindowState]:
-        """Each window's state (made on first read, then kept)."""
-        states = self._states
-        if states is None:
-            states = self._states = self.made_states()
-        return states
-
-    @states.setter
-    def states(self, states: list[WindowState]) -> None:
-        self._states = None if states is NOT_MADE else states
-
-    def made_states(self) -> list[WindowState]:
-        """The states, worked out from what the decision keeps in their place."""
-        raise NotImplementedError
-
-
 def scaled(window: Window, multiplier: float) -> int:
     """The quota of ``window`` under an adaptive multiplier (as decide.lua computes it)."""
     if multiplier == 1.0 or not Algorithm(window.code).rolling:  # periods and budgets are never scaled

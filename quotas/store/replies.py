@@ -1,6 +1,7 @@
 """What the store reads back: the :class:`~quotas.store.decision.Decision` in decide.lua's reply
-(:func:`decision_of`, :class:`ReplyDecision`), the states a banned client's windows show (:func:`banned_states`),
-and a client's ban as ban.lua keeps it (:func:`parse_ban`)."""
+(:func:`decision_of`, :class:`ReplyDecision`, whose states, like a served decision's, are made when first read:
+:class:`StatesOnRead`), the states a banned client's windows show (:func:`banned_states`), and a client's ban as
+ban.lua keeps it (:func:`parse_ban`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,40 @@ from typing import Any
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.contract.reply_layout import NEVER, REPLY_HEAD, REPLY_HEAD_FIELDS, REPLY_PER_WINDOW, DecideFlag
 from quotas.rules.limits import Window
-from quotas.store.decision import NOT_MADE, DecideCall, Decision, Reading, StatesOnRead, WindowState, scaled
+from quotas.store.decision import DecideCall, Decision, Reading, WindowState, scaled
+
+#: The states a decision whose states are made on first read is built with: none yet (see StatesOnRead).
+NOT_MADE: list[WindowState] = []
+
+
+class StatesOnRead(Decision):
+    """A decision whose states are made when first read (by its :meth:`made_states`), then kept.
+
+    Most requests read no state but through their headers (:meth:`readings`) and the service's
+    :meth:`notes`, which such a decision gives without making them: a state is a dataclass built by keyword,
+    the dearest part of a decision with several windows (figures in docs/benchmark-history.md). States
+    assigned, or made, are what every reader reads from then on. Here rather than beside Decision: a decision
+    read back from the store, or served from an allowance (quotas.store.served), is one; the request's path then
+    enters one module less."""
+
+    __slots__ = ("_states",)
+    _states: list[WindowState] | None
+
+    @property
+    def states(self) -> list[WindowState]:
+        """Each window's state (made on first read, then kept)."""
+        states = self._states
+        if states is None:
+            states = self._states = self.made_states()
+        return states
+
+    @states.setter
+    def states(self, states: list[WindowState]) -> None:
+        self._states = None if states is NOT_MADE else states
+
+    def made_states(self) -> list[WindowState]:
+        """The states, worked out from what the decision keeps in their place."""
+        raise NotImplementedError
 
 
 def decision_of(call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: dict[str, Any] | None) -> Decision:

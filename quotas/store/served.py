@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from quotas.rules.limits import Window
-from quotas.store.decision import NOT_MADE, Decision, Reading, StatesOnRead, WindowState
+from quotas.store.decision import Decision, Reading, WindowState
+from quotas.store.replies import NOT_MADE, StatesOnRead
 
 #: What an allowance keeps of each window's state at its grant: the window, its remaining, reset_us, used, alert
 #: and quota, and the units one request takes from it (see quotas.store.allowances.Allowance._units).
