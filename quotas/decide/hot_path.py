@@ -259,26 +259,17 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     if isinstance(decision, Verdict):
         return decision  # the failure mode answered
     client, facts, runtime = call.client, call.facts, call.runtime
-    # Decision.would_deny(), .delay and .unreported in one pass over the windows (each was a pass of its own,
-    # twice for the first).
-    shadow_denied, delay_us, alerting = False, 0, False
-    # A decision served from an allowance has none of the three (no shadow or shaping window is served from one,
-    # and served states report no alert: quotas.store.allowances), so its states are not walked, nor made (see
-    # ServedDecision there).
-    for state in () if decision.allowance else decision.states:
-        if state.delay_us > delay_us:  # noqa: PLR1730  (max() is a call; this is a compare)
-            delay_us = state.delay_us
-        if state.alert:
-            alerting = True
-        if not state.ok and state.window.shadow:
-            shadow_denied = True
-            logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
+    # Decision.would_deny(), .delay and .unreported in one pass, which a decision from the store's reply or an
+    # allowance makes without making its states.
+    delay_us, alerting, would_deny = decision.notes()
+    for state in would_deny:
+        logger.info("quotas: shadow limit %r would have refused %s", state.window.policy, client.tag)
     if decision.ban_started:
         report_ban(client.tag, client.subscription_id, decision, call.plan)
     record_decision(
         facts.request, decision, client_tag=client.tag, plan=call.plan.slug if call.plan is not None else None,
         scope=facts.scope, started=call.started, history=runtime.history if facts.metered else None,
-        refusals=runtime.refusals, store_seconds=call.store_seconds, shadow_denied=shadow_denied,
+        refusals=runtime.refusals, store_seconds=call.store_seconds, shadow_denied=bool(would_deny),
     )  # fmt: skip
     # Nothing to settle after a plain answer (most requests): no lease to end, no alert waiting for the settled
     # spend; a refusal is charged nothing. The front doors then skip settling (quotas.http.middleware.after_view).

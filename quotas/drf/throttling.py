@@ -27,7 +27,7 @@ from quotas.drf.exceptions import drf_exception
 from quotas.engine import Engine, default_engine
 from quotas.exceptions import InvalidQuotaRequest
 from quotas.formats.money import to_micros
-from quotas.http.context import SETTLING_MIDDLEWARE, django_request, state_of
+from quotas.http.context import HANDLING, SETTLING_MIDDLEWARE, STATE_KEY, RequestState
 from quotas.identity.addresses import address_group
 from quotas.identity.clients import Client, identify
 from quotas.rules.limits import LimitRule, drf_scope_rule
@@ -87,8 +87,16 @@ class QuotaThrottle(BaseThrottle):
         on the request, and the middleware settles each one.
         """
         self._wait = None
-        http_request = django_request(request)
-        state = state_of(http_request)  # what the request's front doors leave on it (quotas.http.context)
+        # The Django request DRF's wraps, read directly: each read through DRF's request raises and catches an
+        # AttributeError first. It is the one the middleware is handling (HANDLING) when DRF's query_params is its
+        # GET (their documented synonym): not for a request a view made and handed to another view in process.
+        handling = HANDLING.get()
+        http_request = handling if handling is not None and request.query_params is handling.GET else request
+        # What the request's front doors leave on it (quotas.http.context.state_of, written out: a call less).
+        meta = http_request.META
+        state = meta.get(STATE_KEY)
+        if state is None:
+            state = meta[STATE_KEY] = RequestState()
         decided = state.decided
         if type(self) in decided:
             return True  # decided, with this class's rates, by the first QuotaThrottle of the view

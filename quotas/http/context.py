@@ -14,8 +14,8 @@ proxying), so the throttle, given DRF's request, and the middleware, given
 Django's, find the same :class:`RequestState` without reaching inside DRF.
 
 Each such read through DRF's request raises and catches an AttributeError
-first, so the throttle asks :func:`django_request` for the Django request the
-middleware is handling (:data:`HANDLING`) and reads that one directly.
+first, so the throttle reads the Django request the middleware is handling
+(:data:`HANDLING`) directly.
 """
 
 from __future__ import annotations
@@ -56,17 +56,6 @@ class RequestState:
 #: The Django request :class:`~quotas.http.middleware.QuotaHeadersMiddleware` is handling in this context (its
 #: thread, or its task), set around the view.
 HANDLING: ContextVar[HttpRequest | None] = ContextVar("quotas_handling", default=None)
-
-
-def django_request(request: Any) -> HttpRequest:
-    """The Django request that DRF's ``request`` wraps, when it is the one the middleware is handling; else
-    ``request`` itself, which reads Django's attributes through (more slowly)."""
-    handling = HANDLING.get()
-    # DRF's query_params is the wrapped request's GET (its documented synonym): the same object only for the
-    # request it wraps, not for one a view made and handed to another view in process.
-    if handling is not None and request.query_params is handling.GET:
-        return handling
-    return request
 
 
 def state_of(request: Any) -> RequestState:

@@ -131,6 +131,18 @@ class Decision:
         """Each window's numbers, in order (what the rate-limit headers show of them)."""
         return [(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.quota) for s in self.states]
 
+    def notes(self) -> tuple[int, bool, list[WindowState]]:
+        """What the service does with this decision beyond admitting or refusing: the longest shaping delay (us),
+        whether budget thresholds wait to be reported (:attr:`unreported`) and the shadow windows that would
+        have refused (:meth:`would_deny`), in one pass over the windows."""
+        delay_us, alerting = 0, False
+        for state in self.states:
+            if state.delay_us > delay_us:  # noqa: PLR1730  (max() is a call; this is a compare)
+                delay_us = state.delay_us
+            if state.alert:
+                alerting = True
+        return delay_us, alerting, self.would_deny()
+
     def units(self, window: Window) -> int:
         """Units this request takes from ``window`` (as decide.lua counts them).
 

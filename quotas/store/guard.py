@@ -195,8 +195,9 @@ class Guard:
         if call.now is not None or call.peek:
             return decision  # a test's or an operator's question: nothing to remember
         tag = call.tag
-        if decision.states and not decision.banned:
-            # A loop, not any() over a generator: the generator's frame costs more than the loop's work.
+        if not decision.banned:
+            # A loop, not any() over a generator: the generator's frame costs more than the loop's work. The states
+            # are read only where a window has a period (a decision makes them when first read: StatesOnRead).
             for window in call.windows:
                 if window.period:
                     self.fallback.remember(tag, decision.states, decision.now)  # what an outage may still spend

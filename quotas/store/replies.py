@@ -1,5 +1,6 @@
 """What the store reads back: the :class:`~quotas.store.decision.Decision` in decide.lua's reply
-(:func:`decision_of`), the states a banned client's windows show (:func:`banned_states`), and a client's ban as
+(:func:`decision_of`, :class:`ReplyDecision`, whose states, like a served decision's, are made when first read:
+:class:`StatesOnRead`), the states a banned client's windows show (:func:`banned_states`), and a client's ban as
 ban.lua keeps it (:func:`parse_ban`)."""
 
 from __future__ import annotations
@@ -10,9 +11,42 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotas.contract.protocol import US_PER_SECOND
-from quotas.contract.reply_layout import NEVER, REPLY_HEAD, REPLY_PER_WINDOW, DecideFlag
+from quotas.contract.reply_layout import NEVER, REPLY_HEAD, REPLY_HEAD_FIELDS, REPLY_PER_WINDOW, DecideFlag
 from quotas.rules.limits import Window
-from quotas.store.decision import DecideCall, Decision, WindowState, scaled
+from quotas.store.decision import DecideCall, Decision, Reading, WindowState, scaled
+
+#: The states a decision whose states are made on first read is built with: none yet (see StatesOnRead).
+NOT_MADE: list[WindowState] = []
+
+
+class StatesOnRead(Decision):
+    """A decision whose states are made when first read (by its :meth:`made_states`), then kept.
+
+    Most requests read no state but through their headers (:meth:`readings`) and the service's
+    :meth:`notes`, which such a decision gives without making them: a state is a dataclass built by keyword,
+    the dearest part of a decision with several windows (figures in docs/benchmark-history.md). States
+    assigned, or made, are what every reader reads from then on. Here rather than beside Decision: a decision
+    read back from the store, or served from an allowance (quotas.store.served), is one; the request's path then
+    enters one module less."""
+
+    __slots__ = ("_states",)
+    _states: list[WindowState] | None
+
+    @property
+    def states(self) -> list[WindowState]:
+        """Each window's state (made on first read, then kept)."""
+        states = self._states
+        if states is None:
+            states = self._states = self.made_states()
+        return states
+
+    @states.setter
+    def states(self, states: list[WindowState]) -> None:
+        self._states = None if states is NOT_MADE else states
+
+    def made_states(self) -> list[WindowState]:
+        """The states, worked out from what the decision keeps in their place."""
+        raise NotImplementedError
 
 
 def decision_of(call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: dict[str, Any] | None) -> Decision:
@@ -25,16 +59,54 @@ def decision_of(call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: 
     size = len(raw)
     if size != REPLY_HEAD + REPLY_PER_WINDOW * len(windows) and size != REPLY_HEAD:
         raise ValueError(f"decide.lua replied {size} values for {len(windows)} windows")
-    # The slots read where they are, in the order of DecideReply's head and WindowReply's fields, rather than
-    # through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking fails loudly if
-    # the layout ever changes.
-    allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
-    if flags == _BANNED:  # a banned client's limits are not read: no window in the reply
-        states = banned_states(windows, ban_wait_us, multiplier)
-    else:
+    if raw[_FLAGS] != _BANNED:  # every window's slots follow the head
+        return ReplyDecision(call, specs, raw, memo)
+    # A banned client's limits are not read: no window in the reply.
+    _allowed, now_us, _flags, ban_wait_us, granted = raw[:REPLY_HEAD]
+    return Decision(
+        allowed=False, states=banned_states(windows, ban_wait_us, multiplier), now=now_us / US_PER_SECOND,
+        weight=call.weight, tag=call.tag, cost_micros=call.cost_micros, usage=call.usage, specs=specs,
+        multiplier=multiplier, banned=True, ban_wait_us=ban_wait_us, request_id=call.request_id, granted=granted,
+        memo=memo,
+    )  # fmt: skip
+
+
+class ReplyDecision(StatesOnRead):
+    """The decision in decide.lua's reply to a call (``ReplyDecision(call, specs, raw, memo)``, see
+    :func:`decision_of`): Decision's fields from the reply's head and the call, its states made from the
+    reply's slots when first read. By keyword, Decision's fields (what :func:`dataclasses.replace` passes)."""
+
+    __slots__ = ("_raw", "_windows")
+    _raw: Sequence[int]
+    _windows: Sequence[Window]
+
+    # The reply's slots are read where they are, in the order of DecideReply's head and WindowReply's fields, rather
+    # than through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking fails loudly if the
+    # layout ever changes.
+    def __init__(self, *reply: Any, **fields: Any) -> None:
+        if fields:  # a copy (dataclasses.replace): its states given
+            Decision.__init__(self, **fields)
+            self._raw, self._windows = (), ()
+            return
+        call: DecideCall
+        call, specs, raw, memo = reply
+        allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
+        # Decision's __init__ called as a function: with keywords, no dict made (a class call makes one).
+        Decision.__init__(
+            self, allowed=allowed == 1, states=NOT_MADE, now=now_us / US_PER_SECOND, weight=call.weight,
+            tag=call.tag, cost_micros=call.cost_micros, usage=call.usage, specs=specs, multiplier=call.multiplier,
+            reduced_only=flags == _REDUCED_ONLY, ban_started=flags == _BAN_STARTED, ban_wait_us=ban_wait_us,
+            request_id=call.request_id, granted=granted, memo=memo,
+        )  # fmt: skip
+        self._raw = raw
+        self._windows = call.windows
+
+    def made_states(self) -> list[WindowState]:
+        """Each window's state, from its slots in the reply."""
+        raw, multiplier = self._raw, self.multiplier
         states = []
         start = REPLY_HEAD
-        for window in windows:
+        for window in self._windows:
             ok, remaining, reset_us, retry_us, delay_us, used, alert = raw[start : start + REPLY_PER_WINDOW]
             start += REPLY_PER_WINDOW
             states.append(
@@ -50,28 +122,45 @@ def decision_of(call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: 
                     quota=window.quota if multiplier == 1.0 else scaled(window, multiplier),
                 )
             )
-    return Decision(
-        allowed=allowed == 1,
-        states=states,
-        now=now_us / US_PER_SECOND,
-        weight=call.weight,
-        tag=call.tag,
-        cost_micros=call.cost_micros,
-        usage=call.usage,
-        specs=specs,
-        multiplier=multiplier,
-        reduced_only=flags == _REDUCED_ONLY,
-        banned=flags == _BANNED,
-        ban_started=flags == _BAN_STARTED,
-        ban_wait_us=ban_wait_us,
-        request_id=call.request_id,
-        granted=granted,
-        memo=memo,
-    )
+        return states
+
+    def readings(self) -> list[Reading]:
+        """Each window's numbers, from its slots in the reply (the states not made)."""
+        if self._states is not None:
+            return Decision.readings(self)
+        raw, multiplier = self._raw, self.multiplier
+        readings: list[Reading] = []
+        start = REPLY_HEAD
+        for window in self._windows:
+            ok, remaining, reset_us, retry_us, _delay_us, _used, _alert = raw[start : start + REPLY_PER_WINDOW]
+            start += REPLY_PER_WINDOW
+            quota = window.quota if multiplier == 1.0 else scaled(window, multiplier)
+            readings.append((window, ok == 1, remaining, reset_us, None if retry_us == NEVER else retry_us, quota))
+        return readings
+
+    def notes(self) -> tuple[int, bool, list[WindowState]]:
+        """:meth:`Decision.notes`, from the reply's slots (the states made only for a shadow window's refusal)."""
+        if self._states is not None:
+            return Decision.notes(self)
+        raw = self._raw
+        delay_us, alerting, shadow_refused = 0, False, False
+        start = REPLY_HEAD
+        for window in self._windows:
+            ok, _remaining, _reset_us, _retry_us, delay, _used, alert = raw[start : start + REPLY_PER_WINDOW]
+            start += REPLY_PER_WINDOW
+            if delay > delay_us:  # noqa: PLR1730  (max() is a call; this is a compare)
+                delay_us = delay
+            if alert:
+                alerting = True
+            if ok != 1 and window.shadow:
+                shadow_refused = True
+        return delay_us, alerting, self.would_deny() if shadow_refused else []
 
 
 # The reply's flags as plain ints: an IntEnum member's lookup goes through the enum's descriptor each time.
 _BANNED, _BAN_STARTED, _REDUCED_ONLY = int(DecideFlag.BANNED), int(DecideFlag.BAN_STARTED), int(DecideFlag.REDUCED_ONLY)
+#: Where the head's flags are in the reply.
+_FLAGS = REPLY_HEAD_FIELDS.index("flags")
 
 
 def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from quotas.rules.limits import Window
 from quotas.store.decision import Decision, Reading, WindowState
+from quotas.store.replies import NOT_MADE, StatesOnRead
 
 #: What an allowance keeps of each window's state at its grant: the window, its remaining, reset_us, used, alert
 #: and quota, and the units one request takes from it (see quotas.store.allowances.Allowance._units).
@@ -39,20 +40,14 @@ def served_states(basis: Basis, ahead: int, elapsed_us: int, alerts: bool) -> li
     return states
 
 
-#: The states a served decision is made with: none yet (see ServedDecision.states).
-_NOT_MADE: list[WindowState] = []
-#: Decision's own slot under its ``states`` field, which ServedDecision's property keeps the states in.
-_STATES_SLOT: Any = Decision.__dict__["states"]
-
-
-class ServedDecision(Decision):
+class ServedDecision(StatesOnRead):
     """A decision served from an allowance (made by :meth:`quotas.store.allowances.Allowance.serve` alone): the
     ``granted`` decision's fields, its states made on first read, from the allowance's ``basis`` with ``ahead``
     requests' units still in it and ``elapsed_us`` since the grant (:func:`served_states`).
 
     Most served requests read no state but through their headers, which read the same three
-    (:meth:`readings`), and quotas.decide.hot_path's _conclude knows a served decision has nothing for it: the
-    states are not made for them (figures in docs/benchmark-history.md)."""
+    (:meth:`readings`), and the service's :meth:`notes`, which a served decision has none of: the states are
+    not made for them (figures in docs/benchmark-history.md)."""
 
     __slots__ = ("ahead", "basis", "elapsed_us")
 
@@ -60,7 +55,7 @@ class ServedDecision(Decision):
         Decision.__init__(
             self,
             allowed=True,
-            states=_NOT_MADE,
+            states=NOT_MADE,
             now=granted.now,  # the grant's time: a refund or a cost's adjustment finds the same windows and periods
             weight=granted.weight,
             tag=granted.tag,
@@ -75,8 +70,14 @@ class ServedDecision(Decision):
         self.ahead = ahead
         self.elapsed_us = elapsed_us
 
+    def made_states(self) -> list[WindowState]:
+        """Each window's state as this request sees it (:func:`served_states`)."""
+        return served_states(self.basis, self.ahead, self.elapsed_us, False)
+
     def readings(self) -> list[Reading]:
         """Each window's numbers as :func:`served_states` works them out, without making the states."""
+        if self._states is not None:
+            return Decision.readings(self)
         basis, ahead, elapsed_us = self.basis, self.ahead, self.elapsed_us
         readings: list[Reading] = []
         for window, remaining, reset_us, _used, _alert, quota, units in basis:
@@ -85,17 +86,7 @@ class ServedDecision(Decision):
             readings.append((window, True, left, reset_us if reset_us > 0 else 0, 0, quota))
         return readings
 
-    @property
-    def states(self) -> list[WindowState]:
-        """Each window's state as this request sees it (made on first read, then kept)."""
-        try:
-            states: list[WindowState] = _STATES_SLOT.__get__(self, ServedDecision)
-        except AttributeError:  # not read yet
-            states = served_states(self.basis, self.ahead, self.elapsed_us, False)
-            _STATES_SLOT.__set__(self, states)
-        return states
-
-    @states.setter
-    def states(self, states: list[WindowState]) -> None:
-        if states is not _NOT_MADE:
-            _STATES_SLOT.__set__(self, states)
+    def notes(self) -> tuple[int, bool, list[WindowState]]:
+        """None of them: no shadow or shaping window is served from an allowance (see
+        :func:`quotas.store.allowances.eligible`), and a served request reports no budget alert."""
+        return 0, False, []
