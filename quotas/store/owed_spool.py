@@ -26,7 +26,7 @@ from django.core import signing
 
 from quotas.exceptions import StoreUnavailable
 from quotas.store.owed import Owed
-from quotas.store.usage_batches import spool_dir
+from quotas.store.usage_batches import claim, spool_dir
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def replay_owed(charge: Callable[[Owed], object]) -> int:
         return 0
     done = 0
     for path in sorted(folder.glob("*.owed")) + sorted(folder.glob("*.owed-claimed")):
-        claimed = _claim(path)
+        claimed = claim(path, ".owed-claimed")
         if claimed is None:
             continue
         try:
@@ -100,33 +100,3 @@ def replay_owed(charge: Callable[[Owed], object]) -> int:
         claimed.unlink()
         done += 1
     return done
-
-
-def _claim(path: Path) -> Path | None:
-    """Rename ``path`` to this process's claim on it (``<name>.<pid>.owed-claimed``), or None when another live
-    process holds it. A claim whose process is gone (it died replaying) is taken over: its entries are
-    settlements by id, so charging them again changes nothing."""
-    if path.suffix == ".owed-claimed" and not _abandoned(path):
-        return None
-    claimed = path.with_name(f"{path.name.split('.')[0]}.{os.getpid()}.owed-claimed")
-    if claimed == path:
-        return None  # ours, being replayed by another thread of this process
-    try:
-        path.rename(claimed)
-    except OSError:
-        return None  # another process took it
-    return claimed
-
-
-def _abandoned(path: Path) -> bool:
-    try:
-        pid = int(path.name.split(".")[1])
-    except (ValueError, IndexError):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False

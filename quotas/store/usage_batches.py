@@ -231,7 +231,7 @@ def replay_spool(client: Any) -> int:
         return 0
     replayed = 0
     for path in sorted(folder.glob("*.spool")) + sorted(folder.glob("*.replaying")):
-        claimed = _claim(path)
+        claimed = claim(path)
         if claimed is None:
             continue
         try:
@@ -255,11 +255,12 @@ def replay_spool(client: Any) -> int:
     return replayed
 
 
-def _claim(path: Path) -> Path | None:
-    """Rename ``path`` to this process's claim on it, or None if another process holds it."""
-    if path.suffix == ".replaying" and not _abandoned(path):
+def claim(path: Path, claimed_suffix: str = ".replaying") -> Path | None:
+    """Rename spool file ``path`` to this process's claim on it (``<name>.<pid><claimed_suffix>``), or None if
+    another live process holds it (a claim whose process died, or older than any replay, is taken over)."""
+    if path.suffix == claimed_suffix and not _abandoned(path):
         return None
-    claimed = path.with_name(f"{path.name.split('.')[0]}.{os.getpid()}.replaying")
+    claimed = path.with_name(f"{path.name.split('.')[0]}.{os.getpid()}{claimed_suffix}")
     if claimed == path:
         return None  # ours, being replayed by another thread of this process
     try:

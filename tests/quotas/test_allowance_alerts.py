@@ -11,7 +11,6 @@ from rest_framework.test import APIClient
 from plans.models import CostBudget
 from quotas.engine import default_engine
 from quotas.formats.money import to_micros
-from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -25,19 +24,6 @@ def large_allowances(request, set_quotas):
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=10.0, SHARE=1.0, MAX_REQUESTS=50)
     if request.param == "redis":
         request.getfixturevalue("fresh_redis")
-
-
-@pytest.fixture
-def alerts():
-    """The budget alerts sent, as (threshold, spent in micro-units)."""
-    sent: list[tuple[int, int]] = []
-
-    def receiver(sender, threshold, spent_micros, **kwargs):
-        sent.append((threshold, spent_micros))
-
-    budget_threshold_crossed.connect(receiver, weak=False)
-    yield sent
-    budget_threshold_crossed.disconnect(receiver)
 
 
 def spend(key: str, times: int) -> list[int]:

@@ -18,7 +18,6 @@ from quotas import metrics
 from quotas.decide import Facts, check, settle
 from quotas.engine import default_engine
 from quotas.formats.money import to_micros
-from quotas.signals import budget_threshold_crossed
 from quotas.store.usage_batches import spool_dir
 from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
@@ -57,19 +56,6 @@ def metered(db):
     EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
     CostBudget.objects.create(plan=plan, period="day", amount=Decimal("1.00"))
     return plan
-
-
-@pytest.fixture
-def alerts():
-    """The budget alerts sent, as (threshold, spent in micro-units)."""
-    sent: list[tuple[int, int]] = []
-
-    def receiver(sender, threshold, spent_micros, **kwargs):
-        sent.append((threshold, spent_micros))
-
-    budget_threshold_crossed.connect(receiver, weak=False)
-    yield sent
-    budget_threshold_crossed.disconnect(receiver)
 
 
 def spent(client: APIClient, key: str) -> Decimal:
