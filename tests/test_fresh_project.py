@@ -14,7 +14,6 @@ and a low anonymous rate so a few requests reach it.
 
 from __future__ import annotations
 
-import fcntl
 import http.client
 import json
 import os
@@ -41,6 +40,7 @@ from tests.doc_blocks import doc_block
 from tests.notifications import conftest as notification_fixtures
 from tests.notifications.conftest import Receiver
 from tests.notifications.test_webhooks import documented_verifier
+from tests.session_files import built_once, locked, shared
 
 #: Slow, and longer than the suite's 120 s per test: the first one builds the wheel and installs it. The wheel and
 #: the virtualenvs are built once per session and shared by every xdist worker (see :func:`built_once`), so the
@@ -163,40 +163,10 @@ def pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> None:
     pytest.fail(f"{what} failed (exit {result.returncode}):\n{output}")
 
 
-@contextmanager
-def locked(directory: Path) -> Iterator[None]:
-    """Held by one process of the session at a time for ``directory`` (an exclusive lock on a file beside it)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with (directory.parent / f"{directory.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        yield
-
-
-def shared(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str) -> Path:
-    """The session's directory ``name`` for what this module builds, shared by its xdist workers (pytest-xdist's
-    recipe: the parent of the workers' temporary directories is the session's)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base if worker_id == "master" else base.parent) / "fresh-project" / name
-
-
-@contextmanager
-def built_once(directory: Path) -> Iterator[Path | None]:
-    """Yields ``directory`` to be built (then marked built) by the first worker that asks, None to the others,
-    which wait for it under the lock; a failed build leaves it to the next that asks."""
-    with locked(directory):
-        if (directory / ".built").exists():
-            yield None
-            return
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
-        yield directory
-        (directory / ".built").touch()
-
-
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built from a clean copy of this checkout as ``pip wheel --no-deps .`` builds it."""
-    dist = shared(tmp_path_factory, worker_id, "dist")
+    dist = shared(tmp_path_factory, "fresh-project", "dist")
     with built_once(dist) as building:
         if building:
             source = copy_checkout(tmp_path_factory.mktemp("source"))
@@ -208,10 +178,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     return built
 
 
-def new_venv(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, requirement: str) -> Path:
+def new_venv(tmp_path_factory: pytest.TempPathFactory, name: str, requirement: str) -> Path:
     """The session's virtualenv ``name`` with ``requirement`` (the wheel, its extras) and its dependencies
     installed from the registry; made once for every worker."""
-    directory = shared(tmp_path_factory, worker_id, name)
+    directory = shared(tmp_path_factory, "fresh-project", name)
     venv = directory / "env"
     with built_once(directory) as building:
         if building:
@@ -225,16 +195,16 @@ def new_venv(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str
 
 
 @pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtualenv with the wheel and its dependencies installed from the registry."""
-    return new_venv(tmp_path_factory, worker_id, "venv", str(wheel))
+    return new_venv(tmp_path_factory, "venv", str(wheel))
 
 
 @pytest.fixture(scope="module")
-def venv_adaptive(wheel: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+def venv_adaptive(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtualenv with the wheel and its ``[adaptive]`` extra (celery, psutil), as the Operations page asks
     for the dashboard."""
-    return new_venv(tmp_path_factory, worker_id, "venv-adaptive", f"{wheel}[adaptive]")
+    return new_venv(tmp_path_factory, "venv-adaptive", f"{wheel}[adaptive]")
 
 
 @dataclass

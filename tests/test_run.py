@@ -9,6 +9,7 @@ anything else in their sessions), not only over the group that got the signal.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from config.embedded_redis import free_port
 from config.run import PLAIN_HTTP
 from config.secret_key import read_key
 from plans.management.commands.seed_demo import demo_key
+from tests.sqlite_template import SqliteTemplates
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -115,7 +117,7 @@ class Platform:
 
 
 @pytest.fixture
-def run_env(tmp_path: Path) -> dict[str, str]:
+def run_env(tmp_path: Path, sqlite_templates: SqliteTemplates) -> dict[str, str]:
     """config.run's environment as `make run` builds it on a fresh checkout.
 
     A free PORT, no REDIS_URL (so Redis is embedded), no SECRET_KEY (so the run
@@ -125,8 +127,11 @@ def run_env(tmp_path: Path) -> dict[str, str]:
     unset = ("REDIS_URL", "CELERY_BROKER_URL", "DATABASE_URL", "SECRET_KEY", *PLAIN_HTTP)
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(PORT=str(free_port()), SQLITE_PATH=str(tmp_path / "db.sqlite3"), RUN_DIR=str(tmp_path / "run"))
-    for command in (["-m", "config.secret_key"], ["manage.py", "migrate", "--noinput"], ["manage.py", "seed_demo"]):
-        subprocess.run([sys.executable, *command], cwd=BASE_DIR, env=env, check=True, capture_output=True, timeout=60)
+    run = functools.partial(subprocess.run, cwd=BASE_DIR, env=env, check=True, capture_output=True, timeout=60)
+    run([sys.executable, "-m", "config.secret_key"])
+    sqlite_templates.copy(tmp_path / "db.sqlite3", env, seeded=False)  # as `manage.py migrate` leaves it
+    # Seeded here, not in the template: the demo keys derive from the key config.secret_key made for this run.
+    run([sys.executable, "manage.py", "seed_demo"])
     return env
 
 

@@ -34,6 +34,7 @@ from adaptive.reporter import publish_sample
 from config.embedded_redis import RedisServer, free_port
 from quotas.internal_api import ControllerBoard
 from tests.process_groups import stop_groups
+from tests.sqlite_template import SqliteTemplates
 from tests.store_client import board_of
 from tests.waiting import wait_until
 
@@ -73,7 +74,7 @@ class Fleet:
 
 
 @pytest.fixture
-def env(tmp_path: Path, redis_server: RedisServer) -> dict[str, str]:
+def env(tmp_path: Path, redis_server: RedisServer, sqlite_templates: SqliteTemplates) -> dict[str, str]:
     """The subprocesses' environment, and their database: migrated and seeded (free, pro, enterprise)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
     env.update(
@@ -83,10 +84,7 @@ def env(tmp_path: Path, redis_server: RedisServer) -> dict[str, str]:
         CELERY_BROKER_URL=redis_server.url,
         PYTHONPATH=str(BASE_DIR),
     )
-    # One process for both commands: a Django start-up less than two manage.py runs.
-    setup = "import django; django.setup(); from django.core.management import call_command as c; "
-    setup += "c('migrate', interactive=False, verbosity=0); c('seed_demo')"
-    subprocess.run([sys.executable, "-c", setup], cwd=BASE_DIR, env=env, check=True, capture_output=True, timeout=60)
+    sqlite_templates.copy(tmp_path / "db.sqlite3", env, seeded=True)
     return env
 
 

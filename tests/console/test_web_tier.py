@@ -87,15 +87,14 @@ def silent_receiver() -> Iterator[str]:
 
 
 @pytest.fixture
-def web(redis_server, tmp_path, silent_receiver) -> Iterator[Web]:
+def web(redis_server, tmp_path, silent_receiver, sqlite_templates) -> Iterator[Web]:
     """gunicorn with 2 workers on a migrated SQLite file: an owner, olivia, whose subscription has 10 endpoints
     at the silent receiver."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
     env.update(DJANGO_SETTINGS_MODULE="tests.console.web_settings", SQLITE_PATH=str(tmp_path / "db.sqlite3"),
                REDIS_URL=redis_server.url, PYTHONPATH=str(BASE_DIR))  # fmt: skip
     manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "--noinput"], cwd=BASE_DIR, env=env, check=True, capture_output=True,
-                   timeout=90)  # fmt: skip
+    sqlite_templates.copy(tmp_path / "db.sqlite3", env, seeded=False)
     made = subprocess.run([*manage, "shell", "-c", SETUP.format(count=TESTS, url=silent_receiver)], cwd=BASE_DIR,
                           env=env, check=True, capture_output=True, text=True, timeout=60)  # fmt: skip
     subscription, *endpoints = (int(n) for n in made.stdout.splitlines()[-1].split())  # after the shell's own lines

@@ -41,8 +41,8 @@ def counted(server: Gunicorn) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="module")
-def two_workers(redis_server, tmp_path_factory) -> Iterator[Gunicorn]:
-    with running_gunicorn(redis_server.url, tmp_path_factory.mktemp("gunicorn-delay"), 2) as server:
+def two_workers(redis_server, tmp_path_factory, sqlite_templates) -> Iterator[Gunicorn]:
+    with running_gunicorn(redis_server.url, tmp_path_factory.mktemp("gunicorn-delay"), 2, sqlite_templates) as server:
         yield server
 
 

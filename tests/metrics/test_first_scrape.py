@@ -31,6 +31,7 @@ from quotas import metrics
 from quotas.engine import default_engine
 from tests.factories import PlanFactory
 from tests.process_groups import stop_groups
+from tests.sqlite_template import SqliteTemplates
 from tests.store_client import board_of
 
 from .test_metrics import promtool_check
@@ -56,7 +57,7 @@ def of(**labels: str) -> frozenset:
 
 
 @contextlib.contextmanager
-def gunicorn(tmp_path: Path, redis_url: str, multiprocess: bool) -> Iterator[int]:
+def gunicorn(tmp_path: Path, redis_url: str, multiprocess: bool, templates: SqliteTemplates) -> Iterator[int]:
     """A fresh gunicorn (migrated, seeded SQLite; the load reporter off), up but asked nothing yet; yields its port."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -67,8 +68,7 @@ def gunicorn(tmp_path: Path, redis_url: str, multiprocess: bool) -> Iterator[int
         METRICS_TOKEN=TOKEN,
         ADAPTIVE_REPORT_INTERVAL="0",
     )
-    for command in (["migrate", "--noinput"], ["seed_demo"]):
-        subprocess.run([sys.executable, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True)
+    templates.copy(tmp_path / "db.sqlite3", env, seeded=True)
     if multiprocess:  # as `make run` serves: every worker's metrics in files, summed by /metrics
         env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "prometheus")
     port = free_port()
@@ -114,9 +114,11 @@ def scrape(port: int) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("multiprocess", [True, False], ids=["multiprocess", "single-process"])
-def test_the_first_scrape_after_a_fresh_start_has_multipliers_and_load_signals(tmp_path, redis_server, multiprocess):
+def test_the_first_scrape_after_a_fresh_start_has_multipliers_and_load_signals(
+    tmp_path, redis_server, multiprocess, sqlite_templates
+):
     """First request to a new gunicorn: /metrics with the token lists every demo plan at 1 and this host's signals."""
-    with gunicorn(tmp_path, redis_server.url, multiprocess) as port:
+    with gunicorn(tmp_path, redis_server.url, multiprocess, sqlite_templates) as port:
         body = scrape(port)
     assert series(body, "quota_adaptive_multiplier") == {of(plan=plan["slug"]): 1.0 for plan in DEMO_PLANS}
     signals = series(body, "quota_load_signal")

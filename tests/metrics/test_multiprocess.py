@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.embedded_redis import free_port
 from plans.management.commands.seed_demo import demo_key
 from tests.process_groups import stop_groups
+from tests.sqlite_template import SqliteTemplates
 
 from .test_metrics import promtool_check
 from .urls import TEST_PLAN
@@ -109,7 +110,9 @@ def wait_for(condition, timeout: float, what: str, log: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_gunicorn(redis_url: str, tmp: Path, workers: int, *, stale: bool = False) -> Iterator[Gunicorn]:
+def running_gunicorn(
+    redis_url: str, tmp: Path, workers: int, templates: SqliteTemplates, *, stale: bool = False
+) -> Iterator[Gunicorn]:
     """gunicorn with ``workers`` workers (``-c config/gunicorn.py``) on a migrated and seeded SQLite file in
     ``tmp``, the Redis at ``redis_url`` and a fresh metrics directory (holding an earlier process's files when
     ``stale``); stopped on exit."""
@@ -123,10 +126,7 @@ def running_gunicorn(redis_url: str, tmp: Path, workers: int, *, stale: bool = F
         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
         ADAPTIVE_REPORT_INTERVAL="0",
     )
-    for command in (["migrate", "--noinput"], ["seed_demo"]):
-        subprocess.run(
-            [sys.executable, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True, timeout=60
-        )
+    templates.copy(tmp / "db.sqlite3", env, seeded=True)
     stale_files = stale_metrics(metrics_dir, env) if stale else []
     port = free_port()
     log = tmp / "gunicorn.log"
@@ -149,9 +149,11 @@ def running_gunicorn(redis_url: str, tmp: Path, workers: int, *, stale: bool = F
 
 
 @pytest.fixture(scope="module")
-def gunicorn(redis_server, tmp_path_factory) -> Iterator[Gunicorn]:
+def gunicorn(redis_server, tmp_path_factory, sqlite_templates) -> Iterator[Gunicorn]:
     """gunicorn, 3 workers, a migrated and seeded SQLite file, the test Redis, a fresh metrics directory."""
-    with running_gunicorn(redis_server.url, tmp_path_factory.mktemp("gunicorn"), WORKERS, stale=True) as server:
+    with running_gunicorn(
+        redis_server.url, tmp_path_factory.mktemp("gunicorn"), WORKERS, sqlite_templates, stale=True
+    ) as server:
         yield server
 
 

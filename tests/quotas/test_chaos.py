@@ -72,7 +72,7 @@ def _healthy(base: str) -> bool:
         return False
 
 
-def test_redis_killed_and_restarted_under_load(tmp_path):
+def test_redis_killed_and_restarted_under_load(tmp_path, sqlite_templates):
     redis_server = RedisServer(data_dir=tmp_path / "redis", appendonly=True).start()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR")}
     env.update(
@@ -82,9 +82,7 @@ def test_redis_killed_and_restarted_under_load(tmp_path):
         QUOTAS_LOCAL_SHARE=str(SHARE),
         DJANGO_SETTINGS_MODULE="config.settings",
     )
-    for command in (["migrate", "--noinput", "-v0"], ["seed_demo"]):
-        subprocess.run([sys.executable, "manage.py", *command], cwd=BASE_DIR, env=env, check=True,
-                       capture_output=True, timeout=120)  # fmt: skip
+    sqlite_templates.copy(tmp_path / "db.sqlite3", env, seeded=True)
     port = free_port()
     log = (tmp_path / "gunicorn.log").open("w")  # a file, not a pipe nobody reads (it would fill and block)
     gunicorn = subprocess.Popen(
