@@ -76,7 +76,7 @@ def test_a_look_at_midnight_files_the_spend_under_the_ledgers_day(watched, quota
     """The engine's clock (the ledger's) 5 s before midnight, the host's 5 s after: the 50 % reached is filed
     under the day the ledger counted it in, and the next day's own 50 % is reported too (it was never sent:
     the old day's spend had been filed under the new day)."""
-    midnight = (quota_clock.now() // 86_400 + 1) * 86_400
+    midnight = ((quota_clock.now() + 5) // 86_400 + 1) * 86_400  # at least 5 s ahead: the clock moves forward
     quota_clock.set(midnight - 5)
     spend(watched, 2)  # 50 % of the cap
     host_after_midnight = datetime.fromtimestamp(midnight + 5, UTC)
@@ -92,7 +92,7 @@ def test_a_look_at_midnight_files_the_spend_under_the_ledgers_day(watched, quota
 def test_a_threshold_is_not_reported_again_when_the_budget_time_zone_moves_west(watched, quota_clock, set_quotas):
     """50 % of the cap reported; BUDGET_TIME_ZONE moves from UTC to New York: the ledger carries the day's spend
     over into the day as New York counts it, and the watcher does not report the 50 % again."""
-    quota_clock.set((quota_clock.now() // 86_400) * 86_400 + 20 * 3600)  # 20:00 UTC, 15:00 in New York
+    quota_clock.set((quota_clock.now() // 86_400 + 1) * 86_400 + 20 * 3600)  # tomorrow 20:00 UTC, 15:00 in New York
     spend(watched, 2)
     assert watch().recorded == {"spend.threshold_reached": 1}
     set_quotas(BUDGET_TIME_ZONE="America/New_York")

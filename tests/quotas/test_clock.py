@@ -47,7 +47,7 @@ def test_a_minute_edge_with_allowances_and_the_refusal_memory(allowances_on, quo
     """Five seconds before a minute's edge a busy client gets its 30 a minute, part of them from allowances,
     then refusals, remembered here until the edge (no Redis call); at the edge the next 30 are admitted."""
     wins = LimitRule(id="m", name="m", rates=parse_rates("30/min"), algorithm="fixed_window").windows
-    edge = next_edge(60, quota_clock.now())
+    edge = next_edge(60, quota_clock.now() + 5)  # at least 5 s ahead: the clock only moves forward
     quota_clock.set(edge - 5)
     decisions = [ask(wins) for _ in range(40)]
     assert sum(d.allowed for d in decisions) == 30
@@ -83,7 +83,7 @@ def test_a_daily_budget_resets_at_midnight(allowances_on, quota_clock):
     """0.60 of a 1.00 day spent ten seconds before midnight (UTC, the budget zone): another 0.60 is refused until
     midnight, then admitted."""
     key = priced_plan("day")
-    quota_clock.set(next_edge(86_400, quota_clock.now()) - 10)
+    quota_clock.set(next_edge(86_400, quota_clock.now() + 10) - 10)  # the clock only moves forward
     assert spend(key, "0.60") == 200
     assert spend(key, "0.60") == 429
     quota_clock.advance(9.9)
@@ -99,8 +99,10 @@ def test_a_monthly_budget_resets_at_the_months_end(allowances_on, quota_clock):
     """The same across a month's end: refused until the first of the next month, not at a day's end."""
     key = priced_plan("month")
     now = datetime.fromtimestamp(quota_clock.now(), UTC)
-    first = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC).timestamp()
-    quota_clock.set(first - 86_400 - 10)  # ten seconds before the month's last day
+    first = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
+    if first.timestamp() - 86_400 - 10 <= quota_clock.now():  # on the month's last day: the next month's
+        first = datetime(first.year + first.month // 12, first.month % 12 + 1, 1, tzinfo=UTC)
+    quota_clock.set(first.timestamp() - 86_400 - 10)  # ten seconds before the month's last day
     assert spend(key, "0.60") == 200
     quota_clock.advance(10)  # a day's end within the month: the month's spend stands
     assert spend(key, "0.60") == 429

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,6 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory
 from rest_framework.views import APIView
 
-import quotas
 from quotas.clock import ManualClock
 from quotas.django.middleware import PathQuotaMiddleware
 from quotas.engine import Engine, default_engine
@@ -102,16 +100,14 @@ DOCUMENTED_REGISTRIES: dict[str, str] = {
 
 
 def module_containers() -> dict[str, Any]:
-    """Every dict, list and set held by a module-level name of the ``quotas`` package."""
+    """Every dict, list and set held by a module-level name of a ``quotas`` module imported so far (walking the
+    package would import modules with effects of their own: quotas.gunicorn is gunicorn's configuration)."""
     found: dict[str, Any] = {}
-    for info in pkgutil.walk_packages(quotas.__path__, "quotas."):
-        try:
-            module = importlib.import_module(info.name)
-        except ImportError:  # an optional integration whose library is not installed (e.g. graphene)
-            continue
-        for name, value in vars(module).items():
-            if isinstance(value, dict | list | set) and not name.startswith("__"):
-                found[f"{info.name}.{name}"] = value
+    for name, module in list(sys.modules.items()):
+        if name == "quotas" or name.startswith("quotas."):
+            for attr, value in vars(module).items():
+                if isinstance(value, dict | list | set) and not attr.startswith("__"):
+                    found[f"{name}.{attr}"] = value
     return found
 
 
@@ -125,20 +121,23 @@ def test_requests_change_no_module_state_but_documented_registries(set_quotas, s
     behind ``@quota_limited``, PathQuotaMiddleware), their settling and the poller's tick leave every module-level
     dict, list and set of ``quotas`` as it was, but the documented registries. (GraphQL's views answer through
     the same gate as ``@quota_limited``.)"""
-    containers = module_containers()
-    before = {name: contents(value) for name, value in containers.items()}
-    plan = PlanFactory(slug="engine-state", is_default=True)
-    EndpointLimitFactory(plan=plan, name="all", rates="100/min")
-    key = issue_key(plan=plan)
     settings.MIDDLEWARE = [*settings.MIDDLEWARE, "quotas.django.middleware.PathQuotaMiddleware"]
     set_quotas(PATH_LIMITS=[{"prefix": "/t/plain-search", "scope": "search"}])
-    api = APIClient()
-    assert api.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
-    assert api.get("/t/scoped").status_code == 200
-    assert api.get("/t/plain-search?q=x").status_code == 200
-    user = django_user_model.objects.create_user("engine-state", password="x")
-    api.force_authenticate(user)
-    assert api.get("/t/whoami").status_code == 200
+    plan = PlanFactory(slug="engine-state", is_default=True)
+    EndpointLimitFactory(plan=plan, name="all", rates="100/min")
+
+    def traffic(name: str) -> None:
+        api = APIClient()
+        assert api.get("/t/priced", HTTP_X_API_KEY=issue_key(plan=plan)).status_code == 200
+        assert api.get("/t/scoped").status_code == 200
+        assert api.get("/t/plain-search?q=x").status_code == 200
+        api.force_authenticate(django_user_model.objects.create_user(name, password="x"))
+        assert api.get("/t/whoami").status_code == 200
+
+    traffic("first")  # every module the requests need is imported
+    containers = module_containers()
+    before = {name: contents(value) for name, value in containers.items()}
+    traffic("second")  # another key, another user: what a module-level memo of clients would keep
     default_engine.runtime().tick()
     changed = sorted(
         name
