@@ -44,8 +44,9 @@ run: $(RUN_STAMP)
 ## The slow tests are handed out first, one at a time to the worker short of work (tests/conftest.py), so both
 ## workers end together; --dist loadgroup hands out tests one at a time (it no longer groups xdist_group marks under
 ## pytest 9.2, pytest-xdist#1386: the fresh-project builds are shared between workers instead).
-## On the 2-core machine of 2026-11-29 (PostgreSQL, .ci/run, nothing else running): 2,763 tests in 5 min 5 s, from
-## 2,722 in 5 min 44 s before the slow tests went first and the fresh-project builds were shared (target: 4 min).
+## On the 2-core machine of 2026-11-29 (PostgreSQL, .ci/run on a fresh clone): 2,763 tests in 5 min 5 s in the
+## morning; 2,783 in 8 min 24 s in the evening, at a load average of 1 to 2 with nothing else of ours running
+## (target: 4 min; the tests' summed durations are about 870 s, so two workers need about 7 min at best).
 TEST_WORKERS ?= auto
 ## The tests write bytecode beside the sources (__pycache__, which git, the checkout copies of tests/checkout.py
 ## and the sdist all leave out) even where the environment says not to (PYTHONDONTWRITEBYTECODE): pytest then
