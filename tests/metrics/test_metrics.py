@@ -14,6 +14,10 @@ from quotas import metrics
 from quotas.metrics_exposition import default_series, exposition
 from tests.conftest import skip_or_fail
 
+# Admitted at collection, before any test runs: a process admits only its first MAX_PLANS plans as labels of
+# their own (tests before this one may have used them all), and a value once admitted stays so.
+metrics.plan_label("flood")
+
 
 def value(name: str, **labels: str) -> float:
     """A sample of the default registry (0 when absent)."""

@@ -39,6 +39,11 @@ ALGORITHMS = (
 )  # fmt: skip
 
 
+# Admitted at collection, before any test runs: a process admits only its first MAX_PLANS plans as labels of
+# their own (tests before this one may have used them all), and a value once admitted stays so.
+metrics.plan_label("hotpath-plan")
+
+
 def reference_headers(decision: Decision, legacy: bool) -> dict[str, str]:
     """rate_limit_headers written out plainly from the documented rules (docs/responses.md)."""
     states = [s for s in decision.states if not s.window.shadow and not s.window.is_budget]
