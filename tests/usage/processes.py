@@ -155,7 +155,10 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
             for path in paths:
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
     # A worker process settles its allowances and flushes its in-process usage at exit (Runtime._at_exit);
-    # multiprocessing children skip atexit.
-    default_engine.runtime().settle_allowances(everything=True)
-    default_engine.runtime().guard.usage.flush_usage()
+    # multiprocessing children skip atexit. This process's poller stops first: a flush of its own under way when
+    # the process exits would be cut short (the flush below found its batches taken and returned).
+    runtime = default_engine.runtime()
+    runtime.poller.stop()
+    runtime.settle_allowances(everything=True)
+    assert runtime.guard.usage.flush_usage(), "the sender's last usage did not reach Redis"
     results.put(dict(seen))
