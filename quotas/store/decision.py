@@ -238,3 +238,13 @@ def scaled(window: Window, multiplier: float) -> int:
     if multiplier == 1.0 or not Algorithm(window.code).rolling:  # periods and budgets are never scaled
         return window.quota
     return max(1, math.floor(window.quota * multiplier))
+
+
+def alerted_states(windows: Sequence[Window], adjusted: Sequence[Any]) -> list[WindowState]:
+    """The states of the budgets ``windows`` whose adjustment (adjust.lua's reply, an ``AdjustedBudget`` each, in
+    order) newly reached an alert threshold: what a settlement, an owed charge or an allowance's end reports."""
+    return [
+        WindowState(window=w, ok=True, remaining=None, reset_us=0, retry_us=0, used=b.used, alert=b.alert)
+        for w, b in zip(windows, adjusted, strict=True)
+        if b.alert and not b.period_ended
+    ]

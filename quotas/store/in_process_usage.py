@@ -13,7 +13,7 @@ from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import StoreUnavailable
 from quotas.store.allowances import Allowance, Allowances
 from quotas.store.budget_day import day_of
-from quotas.store.decision import Decision, WindowState
+from quotas.store.decision import Decision, WindowState, alerted_states
 from quotas.store.interface import Store
 from quotas.store.usage_batches import UsageBuffer
 
@@ -94,12 +94,7 @@ class InProcessUsage:
                         in_usage=False,
                         release=(allowance.size - 1) * granted.cost_micros,
                     )
-                    states = [
-                        WindowState(window=s.window, ok=True, remaining=None, reset_us=0, retry_us=0,
-                                    used=b.used, alert=b.alert)
-                        for (s, _), b in zip(budgets, adjusted, strict=True)
-                        if b.alert and not b.period_ended
-                    ]  # fmt: skip
+                    states = alerted_states([s.window for s, _ in budgets], adjusted)
                     if states:
                         alerted.append((granted, states))
             except StoreUnavailable:

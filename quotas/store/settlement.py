@@ -20,7 +20,7 @@ from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.store.allowances import Allowances
 from quotas.store.budget_day import day_of
-from quotas.store.decision import Decision, WindowState
+from quotas.store.decision import Decision, WindowState, alerted_states
 from quotas.store.fallback import LocalLimiter
 from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
@@ -164,11 +164,7 @@ class Settlement:
                 logger.warning("quotas: charging owed budget spend failed; kept for the next try", exc_info=True)
                 self.owed.keep(entries[i:])
                 break
-            states = [
-                WindowState(window=w, ok=True, remaining=None, reset_us=0, retry_us=0, used=b.used, alert=b.alert)
-                for w, b in zip(entry.windows, adjusted, strict=True)
-                if b.alert and not b.period_ended
-            ]
+            states = alerted_states(entry.windows, adjusted)
             if states:
                 alerted.append((entry.tag, states, entry.now))
         return alerted
