@@ -23,6 +23,11 @@ EXHAUSTED = 100
 EVENT_TYPES = (
     BUDGET_THRESHOLD, SPEND_THRESHOLD, CLIENT_BANNED, BAN_ENDED, KEY_EXPIRING, REFUSALS_SUSTAINED, ENDPOINT_DISABLED,
 )  # fmt: skip
+#: The event types as form choices (the admin's and the console page's checkboxes).
+EVENT_CHOICES = [(event_type, event_type) for event_type in EVENT_TYPES]
+#: Where the event types and their bodies are described, in the published documentation (a repository path
+#: means nothing to a project that installed the package).
+EVENTS_DOCS_URL = "https://django-quota-platform.readthedocs.io/notifications/"
 #: Sent to one endpoint when its owner asks (notifications.manage.send_test), whatever types it wants; never
 #: asked for, so not one of EVENT_TYPES.
 WEBHOOK_TEST = "webhook.test"

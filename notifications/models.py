@@ -24,11 +24,9 @@ class Endpoint(models.Model):
     """A URL a subscription's events are POSTed to, signed with the endpoint's secret."""
 
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="webhook_endpoints")
-    url = models.URLField(max_length=500, help_text="https:// URL the events are POSTed to.")
+    url = models.URLField("URL", max_length=500, help_text="https:// URL the events are POSTed to.")
     # blank: [] (all events) is a value the admin's form must accept, not a missing one.
-    events = models.JSONField(
-        default=_no_events, blank=True, help_text="The event types sent here (see docs/notifications.md); empty: all."
-    )
+    events = models.JSONField(default=_no_events, blank=True, help_text="The event types sent here; empty: all.")
     description = models.CharField(max_length=200, blank=True)
     #: The signing secret, encrypted (notifications.secrets): it must be read back to sign each body.
     secret_encrypted = models.TextField(editable=False)
@@ -56,9 +54,7 @@ class Contact(models.Model):
 
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="notification_contacts")
     email = models.EmailField()
-    events = models.JSONField(
-        default=_no_events, blank=True, help_text="The event types e-mailed (see docs/notifications.md); empty: all."
-    )
+    events = models.JSONField(default=_no_events, blank=True, help_text="The event types e-mailed; empty: all.")
     is_active = models.BooleanField(default=True)
     # Default now: staff (the admin) and code add confirmed addresses; the console's customers add theirs
     # unconfirmed (None), and nothing is sent there until the address's owner follows the confirmation link.

@@ -158,7 +158,9 @@ class SubscriptionBudgetInline(admin.TabularInline):
     fk_name = "subscription"
     extra = 0
     fields = ("period", "amount", "currency")
-    verbose_name = "own budget (replaces the plan's for that period)"
+    verbose_name = "own budget"
+    # The plural is the inline's heading: Django would add an "s" after the parenthesis.
+    verbose_name_plural = "own budgets (each replaces the plan's budget of its period)"
 
 
 class APIKeyInline(admin.TabularInline):

@@ -9,14 +9,12 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from notifications.events import EVENT_TYPES
+from notifications.events import EVENT_CHOICES
 
 from .. import caps, fields
 
 #: The overlaps a key or a secret may be rolled with, in seconds, as the page offers them.
 OVERLAPS = ((0, "none"), (3600, "1 h"), (86_400, "24 h"), (7 * 86_400, "7 days"))
-#: The event types an endpoint or a contact may ask for (none ticked: all).
-EVENT_CHOICES = [(t, t) for t in EVENT_TYPES]
 
 
 class CapForm(forms.Form):

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
+from notifications.events import EVENT_TYPES, EVENTS_DOCS_URL
 from notifications.models import Contact, Delivery, Endpoint
 from notifications.secrets import decrypt
 from tests.factories import SubscriptionFactory, UserFactory
@@ -30,7 +31,7 @@ def test_an_endpoint_shows_its_secret_once_and_keeps_it_encrypted(set_quotas):
     sub = SubscriptionFactory()
     # A public address, written as one: saving resolves the host, and this needs no DNS.
     page = client.post(ENDPOINTS + "add/", {"subscription": sub.pk, "url": "https://1.1.1.1/q",
-                                            "events": '["budget.threshold_crossed"]', "is_active": "on"})  # fmt: skip
+                                            "events": ["budget.threshold_crossed"], "is_active": "on"})  # fmt: skip
     assert page.status_code == 200
     secret = page.context["secret"]
     assert secret.startswith("whsec_")
@@ -50,7 +51,7 @@ def test_an_endpoint_shows_its_secret_once_and_keeps_it_encrypted(set_quotas):
 )
 def test_an_internal_or_plain_http_url_is_a_validation_message(url, why):
     client = staff_with("add_endpoint", "view_endpoint")
-    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": url, "events": "[]"})
+    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": url})
     assert page.status_code == 200
     assert why in page.context["adminform"].form.errors["url"][0]
     assert not Endpoint.objects.exists()
@@ -59,8 +60,8 @@ def test_an_internal_or_plain_http_url_is_a_validation_message(url, why):
 def test_an_unknown_event_type_is_a_validation_message():
     client = staff_with("add_endpoint", "view_endpoint")
     page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk,
-                                            "url": "https://1.1.1.1/q", "events": '["budget.spent"]'})  # fmt: skip
-    assert "Unknown event type 'budget.spent'" in page.context["adminform"].form.errors["events"][0]
+                                            "url": "https://1.1.1.1/q", "events": ["budget.spent"]})  # fmt: skip
+    assert "budget.spent is not one of the available choices" in page.context["adminform"].form.errors["events"][0]
 
 
 @pytest.fixture
@@ -92,14 +93,32 @@ def test_send_again_needs_the_change_permission(failed_delivery):
     assert changer.get(DELIVERIES + "add/").status_code == 403  # deliveries come from events only
 
 
-@pytest.mark.parametrize("events", ["[]", ""])
-def test_an_endpoint_for_all_events_is_saved(events):
-    """The add form offers [] (all events), and saving it, or the field left empty, saves an endpoint for all."""
+def test_the_endpoint_form_offers_event_checkboxes_a_docs_link_and_a_url_label():
+    """The admin's add form reads like the customer's page: one checkbox per event type (not a JSON textarea), a
+    help link that works from an installed package, and the label "URL"."""
+    page = staff_with("add_endpoint", "view_endpoint").get(ENDPOINTS + "add/").content.decode()
+    for event_type in EVENT_TYPES:
+        assert f'type="checkbox" name="events" value="{event_type}"' in page
+    assert 'name="events" cols=' not in page  # no JSON textarea
+    assert f'href="{EVENTS_DOCS_URL}"' in page
+    assert "docs/notifications.md" not in page
+    assert ">URL:</label>" in page
+
+
+def test_the_subscription_page_names_its_own_budgets_inline():
+    admin = UserFactory(username="root", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(admin)
+    page = client.get(f"/admin/quota_plans/subscription/{SubscriptionFactory().pk}/change/").content.decode()
+    assert "Own budgets (each replaces the plan&#x27;s budget of its period)" in page
+    assert ")s<" not in page
+
+
+def test_an_endpoint_for_all_events_is_saved():
+    """No box ticked saves an endpoint for all events."""
     client = staff_with("add_endpoint", "view_endpoint")
-    form = client.get(ENDPOINTS + "add/")
-    assert form.context["adminform"].form["events"].value() == "[]"
     page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": "https://1.1.1.1/q",
-                                            "events": events, "is_active": "on"})  # fmt: skip
+                                            "is_active": "on"})  # fmt: skip
     assert page.status_code == 200, page.context["adminform"].form.errors
     assert page.context["secret"].startswith("whsec_")
     endpoint = Endpoint.objects.get()
@@ -111,7 +130,7 @@ def test_an_endpoint_for_all_events_is_saved(events):
 def test_a_contact_for_all_events_is_saved():
     client = staff_with("add_contact", "view_contact")
     page = client.post("/admin/quota_notifications/contact/add/",
-                       {"subscription": SubscriptionFactory().pk, "email": "ops@acme.example", "events": "[]",
+                       {"subscription": SubscriptionFactory().pk, "email": "ops@acme.example",
                         "is_active": "on"})  # fmt: skip
     assert page.status_code == 302, page.context["adminform"].form.errors
     assert Contact.objects.get().events == []
@@ -125,7 +144,7 @@ def test_a_contact_for_all_events_is_saved():
 def test_an_internal_ipv4_address_in_an_ipv6_form_is_refused(url):
     """NAT64, IPv4-compatible and 6to4 forms of internal IPv4 addresses, and site-local: a validation message."""
     client = staff_with("add_endpoint", "view_endpoint")
-    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": url, "events": "[]"})
+    page = client.post(ENDPOINTS + "add/", {"subscription": SubscriptionFactory().pk, "url": url})
     assert page.status_code == 200
     assert "internal address" in page.context["adminform"].form.errors["url"][0]
     assert not Endpoint.objects.exists()
@@ -137,7 +156,7 @@ def test_staff_are_held_to_the_fan_out_limits(set_quotas):
     set_quotas(NOTIFICATIONS={"MAX_ENDPOINTS": 1, "MAX_CONTACTS": 1})
     client = staff_with("add_endpoint", "change_endpoint", "view_endpoint", "add_contact", "view_contact")
     sub, other = SubscriptionFactory(), SubscriptionFactory()
-    endpoint = {"subscription": sub.pk, "url": "https://1.1.1.1/q", "events": "[]", "is_active": "on"}
+    endpoint = {"subscription": sub.pk, "url": "https://1.1.1.1/q", "is_active": "on"}
     assert client.post(ENDPOINTS + "add/", endpoint).status_code == 200  # its secret, shown once
     second = client.post(ENDPOINTS + "add/", endpoint)
     (why,) = second.context["adminform"].form.non_field_errors()
@@ -149,7 +168,7 @@ def test_staff_are_held_to_the_fan_out_limits(set_quotas):
     edited = client.post(ENDPOINTS + f"{kept.pk}/change/", {**endpoint, "url": "https://1.0.0.1/q"})
     assert edited.status_code == 302
     assert Endpoint.objects.filter(subscription=sub).count() == 1
-    contact = {"subscription": sub.pk, "email": "ops@acme.example", "events": "[]", "is_active": "on"}
+    contact = {"subscription": sub.pk, "email": "ops@acme.example", "is_active": "on"}
     assert client.post("/admin/quota_notifications/contact/add/", contact).status_code == 302
     refused = client.post("/admin/quota_notifications/contact/add/", {**contact, "email": "b@acme.example"})
     assert "QUOTAS['NOTIFICATIONS']['MAX_CONTACTS']" in refused.context["adminform"].form.non_field_errors()[0]
