@@ -34,13 +34,13 @@ RANGES: dict[str, tuple[Resolution | None, timedelta]] = {
     "30d": (None, timedelta(days=30)),
 }
 DEFAULT_RANGE = "24h"
-#: Chart series of refusals: label -> counter. The daily chart's (history's and UsageRecord's names
-#: agree), with "local" before "shadow": history-only, the daily rows count those refusals as "rate".
-REASONS = {
-    **{label: c for label, c in DAILY_REASONS.items() if label != "shadow"},
-    "local": "denied_local",
-    "shadow": DAILY_REASONS["shadow"],
-}
+#: Chart series of refusals: label -> counter, the daily chart's and the headline cards' (history's and
+#: UsageRecord's names agree).
+REASONS = DAILY_REASONS
+#: History-only counters drawn within a reason's series: refusals a process answered from its memory of a
+#: client over a rate limit ("denied_local") are rate refusals, as the cards and the daily rows count them, so
+#: every range shows the categories the cards show.
+FOLDED = {"rate": ("denied_local",)}
 #: Plans, and scopes, drawn on the denial-rate chart: those with the most requests in the range.
 RATE_LINES = 3
 NO_PLAN, NO_SCOPE = "(no plan)", "(none)"
@@ -132,8 +132,9 @@ def build(labels: list[str], cells: Iterable[Cell], threshold: float) -> dict[st
         allowed[n] += counters.get("allowed", 0)
         refused = 0
         for reason, counter in REASONS.items():
-            denied[reason][n] += counters.get(counter, 0)
-            refused += counters.get(counter, 0) if reason != "shadow" else 0  # shadow refusals were admitted
+            count = counters.get(counter, 0) + sum(counters.get(c, 0) for c in FOLDED.get(reason, ()))
+            denied[reason][n] += count
+            refused += count if reason != "shadow" else 0  # shadow refusals were admitted
         for groups, key in ((by_plan, plan), (by_scope, scope)):
             groups[key][0][n] += refused
             groups[key][1][n] += counters.get("allowed", 0) + refused

@@ -25,7 +25,7 @@ from plans.models import Plan, Subscription
 from quotas.formats.money import format_money
 from quotas.internal_api import NEAR, RETENTION_DAYS, STORE_ERRORS, Counters, back_office, readable_days, usage_date
 from quotas.rules.snapshot import RuleSet
-from usage.models import COUNTERS, DENIALS, BudgetAlert, UsageRecord
+from usage.models import COUNTERS, DENIALS, UsageRecord
 from usage.reports import merge_live
 
 from .load_signals import signal_rows
@@ -189,8 +189,12 @@ def upgrade_candidates(rules: RuleSet, today: date) -> list[dict[str, Any]]:
     )
     per_sub: dict[int, dict[str, Any]] = {}
     for row in rows:
-        entry = per_sub.setdefault(row["subscription_id"], {"denied": 0, "scopes": defaultdict(int)})
+        entry = per_sub.setdefault(
+            row["subscription_id"], {"denied": 0, "rate": 0, "budget": 0, "scopes": defaultdict(int)}
+        )
         entry["denied"] += row["rate"] + row["budget"]
+        entry["rate"] += row["rate"]
+        entry["budget"] += row["budget"]
         entry["scopes"][(row["plan_key"], row["scope"], row["budget"] > row["rate"])] += row["rate"] + row["budget"]
     wanted = [sub_id for sub_id, e in per_sub.items() if e["denied"] >= UPGRADE_MIN_DENIALS]
     subs = Subscription.objects.select_related("plan").in_bulk(wanted) if wanted else {}
@@ -210,6 +214,8 @@ def upgrade_candidates(rules: RuleSet, today: date) -> list[dict[str, Any]]:
                 "name": sub.name,
                 "plan": sub.plan.name,
                 "denied": per_sub[sub_id]["denied"],
+                # Each reason counted, so "5" reads as 3 by rate limits and 2 by budgets, not 5 of one kind.
+                "denied_by": {"rate": per_sub[sub_id]["rate"], "budget": per_sub[sub_id]["budget"]},
                 "scope": scope or None,
                 "because": "budget" if by_budget else "rate limit",
                 "upgrade_to": target.name,
@@ -274,34 +280,6 @@ def adaptive_panel() -> dict[str, Any]:
             for s in reversed(history)
         ],
     }
-
-
-def budget_panel(today: date) -> list[dict[str, Any]]:
-    """The budgets near or over of the periods that may still run, newest first: one row per budget (client,
-    budget and period), in its latest state (over once its 100 % alert came, else near). One query."""
-    since = timezone.now() - timedelta(days=31)
-    alerts = BudgetAlert.objects.filter(period_start__gte=since).select_related("subscription__plan")
-    latest: dict[tuple[str, str, datetime], BudgetAlert] = {}
-    for alert in alerts.order_by("-created_at", "-threshold")[: TOP * 4]:  # both thresholds of TOP * 2 budgets
-        key = (alert.client, alert.budget, alert.period_start)
-        if key not in latest or alert.threshold > latest[key].threshold:
-            latest[key] = alert
-    return [
-        {
-            "client": a.client,
-            "name": a.subscription.name if a.subscription else a.client,
-            "plan": a.subscription.plan.name if a.subscription else None,
-            "budget": a.budget,
-            "threshold": a.threshold,
-            "spent": str(a.spent),
-            "amount": str(a.amount),
-            "spent_text": format_money(a.spent),
-            "amount_text": format_money(a.amount),
-            "over": a.threshold >= BudgetAlert.Threshold.EXHAUSTED,
-            "period_start": a.period_start.date().isoformat(),
-        }
-        for a in list(latest.values())[: TOP * 2]
-    ]
 
 
 def _group(rows: Any, fields: tuple[str, ...]) -> defaultdict[Any, Counters]:

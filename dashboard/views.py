@@ -28,12 +28,12 @@ from usage.models import UsageRecord
 from usage.reports import UsageQuery, build_report
 from usage.views import VIEW_ALL_USAGE
 
+from .budgets import budget_panel
 from .history import RANGES, alert_from, charts, range_from
 from .queries import (
     Filters,
     UsageSlice,
     adaptive_panel,
-    budget_panel,
     decorate_standing,
     refusal_rows,
     subscription_id,

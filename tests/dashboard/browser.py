@@ -60,7 +60,7 @@ def chart_sum(page, canvas: str, label: str) -> int:
 
 
 def chart_refused(page, canvas: str) -> int:
-    """Every refusal drawn on a traffic chart (Redis-asked "rate" and the process's own "local" ones)."""
+    """Every refusal drawn on a traffic chart (all reasons; shadow refusals were admitted)."""
     return sum(chart_sum(page, canvas, label) for label in chart_labels(page, canvas) if label.startswith("denied: "))
 
 

@@ -80,7 +80,6 @@
     var datasets = [{ label: "allowed", data: c.allowed, backgroundColor: COLORS.allowed, stack: "requests" }];
     Object.keys(c.denied).forEach(function (reason) {
       var isShadow = reason === "shadow";
-      if (reason === "local" && c.resolution === "day") return;  // the daily rows count these as "rate"
       datasets.push({
         label: isShadow ? "shadow would deny" : "denied: " + reason,
         data: c.denied[reason],
@@ -210,10 +209,14 @@
     fillTable("top-clients", data.top_clients, function (r) { return [link(r), r.plan, r.denied, r.allowed]; });
     fillTable("top-scopes", data.top_scopes, function (r) { return [r.scope || "(none)", r.denied, r.allowed]; });
     fillTable("upgrades", data.upgrades, function (r) {
-      return [link(r), r.plan, r.denied + " (" + r.because + (r.scope ? ", " + r.scope : "") + ")", r.upgrade_to, "+" + r.revenue_difference_text];
+      var by = [];
+      if (r.denied_by.rate) by.push(r.denied_by.rate + " rate limit");
+      if (r.denied_by.budget) by.push(r.denied_by.budget + " budget");
+      var scope = r.scope ? "; most in " + r.scope : "";
+      return [link(r), r.plan, r.denied + " (" + by.join(", ") + scope + ")", r.upgrade_to, "+" + r.revenue_difference_text];
     });
     fillTable("budgets", data.budgets, function (r) {
-      var badge = el("span", r.over ? "over" : r.threshold + " %", { "class": r.over ? "badge over" : "badge near" });
+      var badge = el("span", r.over ? "over" : Math.round(r.used * 100) + " %", { "class": r.over ? "badge over" : "badge near" });
       return [r.name, r.budget, r.spent_text, r.amount_text, badge];
     });
     drawAdaptive(data.adaptive);
