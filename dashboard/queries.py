@@ -22,7 +22,8 @@ from django.utils import timezone
 from adaptive.conf import adaptive_settings
 from adaptive.models import AdaptiveSnapshot
 from plans.models import Plan, Subscription
-from quotas.formats.money import format_money
+from plans.models.budgets import DEFAULT_CURRENCY
+from quotas.formats.money import api_amount, format_money
 from quotas.internal_api import NEAR, RETENTION_DAYS, STORE_ERRORS, Counters, back_office, readable_days, usage_date
 from quotas.rules.snapshot import RuleSet
 from usage.models import COUNTERS, DENIALS, UsageRecord
@@ -219,12 +220,22 @@ def upgrade_candidates(rules: RuleSet, today: date) -> list[dict[str, Any]]:
                 "scope": scope or None,
                 "because": "budget" if by_budget else "rate limit",
                 "upgrade_to": target.name,
-                "revenue_difference": str(target.price - sub.plan.monthly_price),
-                "revenue_difference_text": format_money(target.price - sub.plan.monthly_price),
+                "revenue_difference": api_amount(target.price - sub.plan.monthly_price),
+                "revenue_difference_text": format_money(
+                    target.price - sub.plan.monthly_price, plan_currency(rules, target.id)
+                ),
             }
         )
     out.sort(key=lambda c: -c["denied"])
     return out
+
+
+def plan_currency(rules: RuleSet, plan_id: int) -> str:
+    """The currency a plan's money is in, from the rules (its budgets'), without a query; the budgets' default
+    for a plan with none."""
+    plan = rules.plans.get(plan_id)
+    windows = (w for rule in (plan.limits if plan else ()) for w in rule.windows if w.currency)
+    return next((w.currency for w in windows), DEFAULT_CURRENCY)
 
 
 def _upgrade_plan(rules: RuleSet, plan_id: int, scope: str, by_budget: bool) -> Any:

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from quotas.formats.money import round_money
 from quotas.http.cost import set_cost
 
 MAX_QUERY = 200
@@ -126,4 +127,4 @@ class GenerateView(APIView):
 
 def price(chars: int) -> Decimal:
     """What generating costs: PRICE_PER_1K_CHARS per thousand characters in and out."""
-    return (PRICE_PER_1K_CHARS * chars / 1000).quantize(Decimal("0.000001"))
+    return round_money(PRICE_PER_1K_CHARS * chars / 1000)

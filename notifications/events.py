@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from quotas.formats.money import format_money
+
 BUDGET_THRESHOLD = "budget.threshold_crossed"
 CLIENT_BANNED = "client.banned"
 BAN_ENDED = "client.ban_ended"
@@ -61,8 +63,8 @@ def _spent(data: dict[str, Any]) -> str:
             f"{data['budget']} (period from {data['period_start']})"
         )
     return (
-        f"{data['subscription']['name']} has spent {data['spent']} {data['currency']} of its "
-        f"{data['amount']} {data['currency']} {data['budget']} (period from {data['period_start']})"
+        f"{data['subscription']['name']} has spent {format_money(data['spent'], data['currency'])} of its "
+        f"{format_money(data['amount'], data['currency'])} {data['budget']} (period from {data['period_start']})"
     )
 
 

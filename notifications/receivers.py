@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from plans.models import CostBudget, Subscription
 from plans.models.caps import cap_name
-from quotas.formats.money import from_micros
+from quotas.formats.money import api_amount, from_micros
 
 from .events import BUDGET_THRESHOLD
 from .record import record_quietly
@@ -48,7 +48,7 @@ def budget_event(
         "period_start": period_start.isoformat(),
     }
     if unit == "money":
-        data.update(spent=str(from_micros(spent_micros)), amount=str(from_micros(amount_micros)),
+        data.update(spent=api_amount(from_micros(spent_micros)), amount=api_amount(from_micros(amount_micros)),
                     currency=kwargs.get("currency") or _currency_of(subscription, budget))  # fmt: skip
     else:  # a period quota: in its own unit, no money
         data.update(unit=unit, used=spent_micros, limit=amount_micros)

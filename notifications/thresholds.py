@@ -25,6 +25,7 @@ from plans.models import AlertThresholds, Subscription
 from plans.models.caps import budget_of
 from plans.rules import subscriber_of
 from quotas import api
+from quotas.formats.money import api_amount
 from quotas.formats.periods import period_bounds
 from quotas.internal_api import STORE_ERRORS
 from quotas.settings import quota_settings
@@ -72,7 +73,7 @@ def _reached(subscription: Subscription, percents: list[int], now: datetime) -> 
                 if amount > 0 and spent * 100 >= amount * percent:
                     data = {
                         "subscription": who, "budget": name, "period": budget["period"], "threshold": percent,
-                        "period_start": period_start, "spent": f"{spent:.6f}", "amount": f"{amount:.6f}",
+                        "period_start": period_start, "spent": api_amount(spent), "amount": api_amount(amount),
                         "currency": budget["currency"],
                     }  # fmt: skip
                     key = f"{SPEND_THRESHOLD}:{tag}:{name}:{int(end)}:{percent}"

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotas.exceptions import InvalidRate
-from quotas.formats.money import from_micros
+from quotas.formats.money import api_amount, from_micros
 from quotas.identity.clients import Client
 from quotas.rules.limits import LimitRule, drf_rates, drf_scope_rule
 from quotas.rules.snapshot import PlanRules, RuleSet
@@ -116,10 +116,10 @@ def _budget(state: WindowState, now: datetime) -> dict[str, Any]:
         "name": w.policy,
         "period": w.period,
         "currency": w.currency,
-        "amount": str(from_micros(w.quota)),
+        "amount": api_amount(from_micros(w.quota)),
         # As the script reports it: past the amount after an overshoot, never capped at it.
-        "spent": str(from_micros(state.used if state.used else w.quota - remaining)),
-        "remaining": str(from_micros(remaining)),
+        "spent": api_amount(from_micros(state.used if state.used else w.quota - remaining)),
+        "remaining": api_amount(from_micros(remaining)),
         "resets_at": datetime.fromtimestamp(now.timestamp() + state.reset_us / 1e6, UTC)
         .replace(microsecond=0)
         .isoformat(),

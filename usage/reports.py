@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import Sum
 
 from plans.models import Plan
-from quotas.formats.money import from_micros
+from quotas.formats.money import api_amount, from_micros
 from quotas.internal_api import RETENTION_DAYS, Counters, RowKey, back_office, readable_days, usage_date
 
 from . import rows as row_shape
@@ -122,5 +122,5 @@ def _counters_out(c: Counters) -> dict[str, Any]:
         denied_by,
         shadow_would_deny=c["shadow_would_deny"],
         weight=c["weight"],
-        cost=str(from_micros(c["cost_micros"])),  # a decimal string: exact, unlike a JSON number
+        cost=api_amount(from_micros(c["cost_micros"])),  # a decimal string: exact, unlike a JSON number
     )

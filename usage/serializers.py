@@ -209,7 +209,7 @@ class BudgetStandingSerializer(serializers.Serializer):
 class PlanSummarySerializer(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
-    monthly_price = serializers.DecimalField(max_digits=10, decimal_places=2)
+    monthly_price = serializers.DecimalField(max_digits=14, decimal_places=6)  # money's one scale (api_amount)
 
 
 class UpgradeSerializer(PlanSummarySerializer):

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from quotas.formats.money import round_money
+from quotas.formats.money import format_money, round_money
 
 from .budgets import DEFAULT_CURRENCY, CostBudget, plan_budgets
 from .plans import Subscription
@@ -109,7 +109,7 @@ def check_below_budget(
         raise ValidationError({period_field: f"This subscription has no {period} budget for {none}."})
     if amount is not None and round_money(Decimal(amount)) > budget.amount:
         raise ValidationError(
-            {amount_field: f"At most the {period} budget, {budget.amount.normalize():f} {budget.currency}: {lowers}."}
+            {amount_field: f"At most the {period} budget, {format_money(budget.amount, budget.currency)}: {lowers}."}
         )
 
 

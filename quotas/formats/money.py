@@ -31,6 +31,17 @@ def from_micros(micros: int) -> Decimal:
     return MONEY_CONTEXT.divide(Decimal(micros), MICROS).quantize(MICRO, context=MONEY_CONTEXT)
 
 
+def api_amount(amount: Decimal | int | str) -> str:
+    """``amount`` as the API, problem bodies and events' data write money: a decimal string with six places,
+    whatever the currency ("5.000000", "0.000004").
+
+    Six places are the ledger's micro-units, the smallest amount it charges: a request priced at 0.000004 must
+    not read as 0.00 where the spend it adds up to is reported. A string, not a JSON number, so no client
+    parses it into a float. People read amounts through :func:`format_money` instead.
+    """
+    return str(round_money(Decimal(amount)))
+
+
 #: ISO 4217 currencies whose minor unit is not the hundredth; every other code is shown with 2 decimals.
 _ZERO_DECIMALS = ("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV")
 _MINOR_UNITS = {

@@ -43,7 +43,7 @@ from quotas import metrics
 from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import US_PER_SECOND
 from quotas.exceptions import StoreUnavailable
-from quotas.formats.money import from_micros
+from quotas.formats.money import api_amount, from_micros
 from quotas.settings import quota_settings
 from quotas.store.decision import Decision, WindowState
 from quotas.store.refusal_lists import RefusalLists
@@ -218,7 +218,7 @@ def _as_money(window: Record) -> Record:
     if window.get("currency"):
         for name in ("limit", "remaining"):
             if isinstance(window.get(name), int):
-                window[name] = str(from_micros(window[name]))
+                window[name] = api_amount(from_micros(window[name]))
     return window
 
 

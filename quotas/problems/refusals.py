@@ -7,7 +7,7 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from quotas.formats.money import from_micros
+from quotas.formats.money import api_amount, format_money, from_micros
 from quotas.problems.types import ABNORMAL_USAGE, QUOTA_EXCEEDED, TEMPORARY_REDUCED_CAPACITY, problem_type
 from quotas.rules.limits import SET_BY_CUSTOMER, SET_BY_KEY
 
@@ -81,7 +81,7 @@ def rate_limited(decision: Decision, upgrade: PlanRules | None, plan_slug: str |
     if plan_slug:
         body["plan"] = plan_slug
     if upgrade is not None:
-        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": api_amount(upgrade.price)}
     return body
 
 
@@ -104,16 +104,17 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
         "status": 429,
         "detail": (
             f"This request would exceed the {window.period.replace('_', ' ')} {what} '{window.policy}' "
-            f"({spent} of {amount} {window.currency} spent); it resets at {resets_at.isoformat()}."
+            f"({format_money(spent, window.currency)} of {format_money(amount, window.currency)} spent); it resets "
+            f"at {resets_at.isoformat()}."
         ),
         "reason": reason,
         "budget": {
             "name": window.policy,
             "period": window.period,
             "currency": window.currency,
-            "amount": str(amount),
-            "spent": str(spent),
-            "requested": str(from_micros(decision.cost_micros)),
+            "amount": api_amount(amount),
+            "spent": api_amount(spent),
+            "requested": api_amount(from_micros(decision.cost_micros)),
             "resets_at": resets_at.isoformat(),
         },
         "violated_policies": [s.window.policy for s in decision.denying_states()],
@@ -122,7 +123,7 @@ def budget_exceeded(decision: Decision, upgrade: PlanRules | None, plan_slug: st
     if plan_slug:
         body["plan"] = plan_slug
     if upgrade is not None:
-        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": api_amount(upgrade.price)}
     return body
 
 
@@ -150,24 +151,25 @@ def request_exceeds_budget(decision: Decision, upgrade: PlanRules | None, plan_s
         "title": "Request exceeds the budget",
         "status": 429,
         "detail": (
-            f"This request's estimated cost ({requested} {window.currency}) is more than the whole {period} budget "
-            f"'{window.policy}' ({amount} {window.currency}): it can never be admitted under this budget, so "
-            "retrying will not help. Send a smaller request, or move to a plan with a larger budget."
+            f"This request's estimated cost ({format_money(requested, window.currency)}) is more than the whole "
+            f"{period} budget '{window.policy}' ({format_money(amount, window.currency)}): it can never be admitted "
+            "under this budget, so retrying will not help. Send a smaller request, or move to a plan with a larger "
+            "budget."
         ),
         "reason": "request_exceeds_budget",
         "budget": {
             "name": window.policy,
             "period": window.period,
             "currency": window.currency,
-            "amount": str(amount),
-            "requested": str(requested),
+            "amount": api_amount(amount),
+            "requested": api_amount(requested),
         },
         "violated_policies": [s.window.policy for s in decision.denying_states()],
     }
     if plan_slug:
         body["plan"] = plan_slug
     if upgrade is not None:
-        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": str(upgrade.price)}
+        body["upgrade"] = {"plan": upgrade.slug, "name": upgrade.name, "monthly_price": api_amount(upgrade.price)}
     return body
 
 

@@ -66,7 +66,7 @@ def test_an_owner_sets_a_cap_and_thresholds_with_the_pages_forms(page, live_serv
 
     page.fill("input[aria-label='day cap']", "5")  # above the plan's budget: refused, with the reason
     page.click("tr[data-period=day] button[value=set]")
-    assert "At most the day budget, 2 EUR" in page.inner_text("#caps .errors")
+    assert "At most the day budget, 2.00 EUR" in page.inner_text("#caps .errors")
     assert SpendCap.objects.get(subscription=acme).amount == Decimal("1.25")
 
     page.goto(f"{base}/usage/account/{acme.pk}/")

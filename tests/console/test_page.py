@@ -81,7 +81,7 @@ def test_a_bad_form_answers_400_with_its_error(budgeted):
     client = browser(budgeted.owner)
     above = client.post(page_url(budgeted, "cap"), {"period": "day", "amount": "3", "action": "set"})
     assert above.status_code == 400
-    assert "At most the day budget, 2 EUR" in above.content.decode()
+    assert "At most the day budget, 2.00 EUR" in above.content.decode()
     words = client.post(page_url(budgeted, "thresholds"), {"percents": "half, most"})
     assert words.status_code == 400
     assert "Whole percentages" in words.content.decode()
@@ -199,7 +199,7 @@ def test_an_owner_gives_a_key_its_own_limits(team, stock):
     above = client.post(route(team, stock, "keys/{key}/limits"),
                         {"own_rates": "", "cap_period": "day", "cap_amount": "3"})  # fmt: skip
     assert above.status_code == 400
-    assert "At most the day budget, 2 EUR" in above.content.decode()
+    assert "At most the day budget, 2.00 EUR" in above.content.decode()
     assert APIKey.objects.get(pk=stock.key).cap_amount == Decimal("0.5")
     assert [e.action for e in AuditEntry.objects.order_by("id")] == ["key.limits"]
 

@@ -62,7 +62,7 @@ def test_a_budget_crossing_reaches_the_receiver_signed_and_the_contact_by_email(
     (email,) = mail.outbox
     assert email.to == ["billing@acme.example"]
     assert email.subject == "Budget day-budget at 80 %"
-    assert "0.040000 USD of its 0.050000 USD" in email.body
+    assert "0.04 USD of its 0.05 USD" in email.body  # people read money through format_money
 
 
 def test_an_old_timestamp_is_refused_by_the_documented_check(metered, receiver, internal_allowed):
