@@ -12,7 +12,7 @@ from django.test import Client as DjangoClient
 from django.utils import timezone
 
 from adaptive.models import AdaptiveSnapshot
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from plans.models import Plan, Subscription
 from tests.factories import UserFactory
 from usage.flush import flush_usage
