@@ -100,7 +100,9 @@ def test_an_export_is_sorted_by_natural_keys(plans):
 def test_applying_twice_changes_nothing_the_second_time(plans, tmp_path, django_capture_on_commit_callbacks):
     """The second apply of a file prints "No changes." and saves nothing (no rules change is announced)."""
     path = write(tmp_path, quota_plans("export").replace("rates: 100/min", "rates: 200/min"))
-    assert 'rates: "100/min" -> "200/min"' in quota_plans("apply", path)
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert 'rates: "100/min" -> "200/min"' in quota_plans("apply", path)
+    assert callbacks  # once committed, the change is announced to every process, as an admin edit is
 
     with django_capture_on_commit_callbacks() as callbacks:
         out = quota_plans("apply", path)
