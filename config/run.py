@@ -63,12 +63,13 @@ def redis_env(run_dir: Path) -> dict[str, str]:
 
 def banner(port: int, redis_url: str, embedded: bool) -> str:
     """What to open and curl. The demo keys derive from SECRET_KEY, so printing them reads no database."""
-    from plans.management.commands.seed_demo import DEMO_PLANS, demo_key
+    from demo.seed import demo_key, demo_plans
 
     base = f"http://127.0.0.1:{port}"
     # The free plan's first rate per limit, read from the seed data so the banner says what the headers will.
-    (free_plan,) = (plan for plan in DEMO_PLANS if plan["slug"] == "free")
-    free = {limit["name"]: limit["rates"].split(";")[0].strip() for limit in free_plan["limits"]}
+    plans = demo_plans().plans
+    (free_plan,) = (plan for plan in plans if plan.key == "free")
+    free = {limit.key: limit.values["rates"].split(";")[0].strip() for limit in free_plan.children["limits"]}
     lines = [
         f"Quota platform on {base}  (Redis {redis_url}, {'embedded' if embedded else 'from REDIS_URL'})",
         f"  API     {base}/api/demo/ping",
@@ -78,8 +79,8 @@ def banner(port: int, redis_url: str, embedded: bool) -> str:
         "",
         "Demo API keys, one per plan:",
     ]
-    for plan in DEMO_PLANS:
-        lines.append(f'  curl -H "X-API-Key: {demo_key(plan["slug"])}" {base}/api/demo/ping   # {plan["slug"]}')
+    for plan in plans:
+        lines.append(f'  curl -H "X-API-Key: {demo_key(plan.key)}" {base}/api/demo/ping   # {plan.key}')
     lines += [
         "",
         f"A burst past the free plan's limits ({free['global']} overall, {free['search']} on search) gets 429 with "

@@ -29,7 +29,7 @@ SCHEMA_SETTINGS = ("INSTALLED_APPS", "AUTH_USER_MODEL", "MIGRATION_MODULES")
 
 def template_name(env: Mapping[str, str], seeded: bool) -> str:
     """The template's file name for a process environment: its settings module's schema settings, and, seeded,
-    the secret key the demo API keys are derived from (plans.management.commands.seed_demo.demo_key)."""
+    the secret key the demo API keys are derived from (demo.seed.demo_key)."""
     module = importlib.import_module(env.get("DJANGO_SETTINGS_MODULE", "config.settings"))
     schema = [repr(getattr(module, name, getattr(global_settings, name))) for name in SCHEMA_SETTINGS]
     if seeded:

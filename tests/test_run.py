@@ -28,7 +28,7 @@ import pytest
 from config.embedded_redis import free_port
 from config.run import PLAIN_HTTP
 from config.secret_key import read_key
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from tests.sqlite_template import SqliteTemplates
 
 BASE_DIR = Path(__file__).resolve().parent.parent

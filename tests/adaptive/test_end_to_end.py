@@ -132,7 +132,7 @@ def rate_limit_limit(base_url: str) -> int:
     stable); the reduction shows in RateLimit's ``r``. The key spends one token every 0.25 s or
     more and the 10/s bucket refills fully in between, so ``r`` + 1 is the quota in force.
     """
-    from plans.management.commands.seed_demo import demo_key
+    from demo.seed import demo_key
 
     request = urllib.request.Request(f"{base_url}/api/demo/ping", headers={"X-API-Key": demo_key("free")})
     try:

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client as DjangoClient
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from plans.models import APIKey, Subscription
 from quotas.engine import default_engine
 from quotas.identity.clients import hash_api_key

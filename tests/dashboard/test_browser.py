@@ -14,7 +14,7 @@ from django.test import Client as DjangoClient
 from django.utils import timezone
 
 from adaptive.models import AdaptiveSnapshot
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from plans.models import Plan, Subscription
 from quotas.engine import default_engine
 from tests.factories import UserFactory

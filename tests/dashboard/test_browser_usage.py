@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from usage.flush import flush_usage
 
 from .browser import ARTIFACTS, BASE_DIR, burst, chart_sum

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from quotas.engine import default_engine
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from django.test import Client as DjangoClient
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from quotas.engine import default_engine
 from tests.factories import UserFactory
 from tests.quotas.test_adaptive_engine import publish

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client as DjangoClient
 from django.utils import timezone
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from plans.models import ACLEntry, APIKey
 from quotas.engine import default_engine
 from quotas.internal_api import usage_date

@@ -10,7 +10,8 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import PLANS_FILE, demo_key
+from plans.models import EndpointLimit
 
 pytestmark = pytest.mark.django_db
 
@@ -115,3 +116,17 @@ def test_openapi_schema(client):
     response = client.get("/api/schema/")
     assert response.status_code == 200
     assert b"/api/demo/ping" in response.content
+
+
+def test_the_seeded_plans_are_those_of_demo_plans_yaml(seeded):
+    """seed_demo creates the plans through plans as code: applying demo/plans.yaml afterwards changes nothing."""
+    out = io.StringIO()
+    call_command("quota_plans", "apply", str(PLANS_FILE), stdout=out)
+    assert out.getvalue() == "No changes.\n"
+
+
+def test_seeding_again_leaves_an_edited_demo_plan_as_it_is(seeded):
+    """A demo plan edited in the admin keeps its edits when seed_demo runs again (as at each `make run`)."""
+    EndpointLimit.objects.filter(plan__slug="free", name="search").update(rates="20/min")
+    call_command("seed_demo", stdout=io.StringIO())
+    assert EndpointLimit.objects.get(plan__slug="free", name="search").rates == "20/min"

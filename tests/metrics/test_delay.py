@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from quotas.observability.ledger import METRICS_DELAY
 
 from .test_multiprocess import Gunicorn, running_gunicorn, send

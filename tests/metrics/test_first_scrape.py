@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from adaptive.conf import adaptive_settings
 from adaptive.publish import publish_multipliers
 from config.embedded_redis import free_port
-from plans.management.commands.seed_demo import DEMO_PLANS
+from demo.seed import demo_plans
 from quotas import metrics
 from quotas.engine import default_engine
 from tests.factories import PlanFactory
@@ -120,7 +120,7 @@ def test_the_first_scrape_after_a_fresh_start_has_multipliers_and_load_signals(
     """First request to a new gunicorn: /metrics with the token lists every demo plan at 1 and this host's signals."""
     with gunicorn(tmp_path, redis_server.url, multiprocess, sqlite_templates) as port:
         body = scrape(port)
-    assert series(body, "quota_adaptive_multiplier") == {of(plan=plan["slug"]): 1.0 for plan in DEMO_PLANS}
+    assert series(body, "quota_adaptive_multiplier") == {of(plan=plan.key): 1.0 for plan in demo_plans().plans}
     signals = series(body, "quota_load_signal")
     assert set(signals) == {of(signal=name, host=socket.gethostname()) for name in adaptive_settings.SIGNALS}
     check = promtool_check(body)

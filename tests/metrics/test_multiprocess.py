@@ -24,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.embedded_redis import free_port
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from tests.process_groups import stop_groups
 from tests.sqlite_template import SqliteTemplates
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from config.embedded_redis import RedisServer, free_port
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 WORKERS = 3

@@ -80,7 +80,7 @@ def test_real_requests_are_written_by_the_engine_tick(runtime, redis_client, cli
     job: the request path only notes them in the process)."""
     from django.core.management import call_command
 
-    from plans.management.commands.seed_demo import demo_key
+    from demo.seed import demo_key
     from tests.dashboard.conftest import send, subscription_of
 
     call_command("seed_demo", stdout=open("/dev/null", "w"))  # noqa: SIM115 - closed at exit

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 
 
 @pytest.mark.django_db
