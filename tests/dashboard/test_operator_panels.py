@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from adaptive.models import AdaptiveSnapshot
 from dashboard.budgets import alert_rows
-from plans.management.commands.seed_demo import demo_key
+from demo.seed import demo_key
 from quotas.engine import default_engine
 from quotas.internal_api import usage_date
 from tests.factories import PlanFactory, SubscriptionFactory
