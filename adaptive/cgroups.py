@@ -26,7 +26,11 @@ _NO_LIMIT = 1 << 60
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="ascii").strip()
+        # Bytes decoded, not a text file opened: opening one looks its codec up (an import the first time), and
+        # in a process forked from a threaded one (a gunicorn worker; tests/adaptive/test_reporter.py's child)
+        # that lookup once failed with "unknown encoding: ascii", likely an import lock held at the fork by a
+        # thread the child does not have, and the reporter thread died. Decoding ASCII looks nothing up.
+        return path.read_bytes().decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
 
