@@ -21,7 +21,7 @@ from django.utils import timezone
 from plans.models import APIKey
 from quotas import api
 from quotas.api import Client
-from quotas.formats.money import format_money
+from quotas.formats.money import api_amount, format_money
 from quotas.internal_api import NEAR, STORE_ERRORS, back_office, client_tag, subscriber_for_key
 from usage.models import BudgetAlert
 
@@ -117,8 +117,8 @@ def alert_rows(today: date) -> list[dict[str, Any]]:
             "budget": a.budget,
             "threshold": a.threshold,
             "used": float(a.spent / a.amount) if a.amount else 0.0,
-            "spent": str(a.spent),
-            "amount": str(a.amount),
+            "spent": api_amount(a.spent),
+            "amount": api_amount(a.amount),
             "spent_text": format_money(a.spent),
             "amount_text": format_money(a.amount),
             "over": a.threshold >= BudgetAlert.Threshold.EXHAUSTED,

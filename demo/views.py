@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from quotas.formats.money import round_money
+from quotas.formats.money import api_amount, round_money
 from quotas.http.cost import set_cost
 
 MAX_QUERY = 200
@@ -122,7 +122,7 @@ class GenerateView(APIView):
         answer = ("Generated answer " + digest)[: min(validated["max_output"], 20 + len(prompt) // 4)]
         cost = price(len(prompt) + len(answer))
         set_cost(request, cost)  # charged after the view, in place of get_quota_cost's estimate
-        return Response({"text": answer, "units": self.get_quota_weight(request), "cost": str(cost)})
+        return Response({"text": answer, "units": self.get_quota_weight(request), "cost": api_amount(cost)})
 
 
 def price(chars: int) -> Decimal:

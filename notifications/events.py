@@ -45,18 +45,20 @@ def email_text(event_type: str, data: dict[str, Any]) -> tuple[str, str]:
     if event_type == BUDGET_THRESHOLD:
         over = data["threshold"] >= EXHAUSTED
         subject = f"Budget {data['budget']} {'used up' if over else 'at ' + str(data['threshold']) + ' %'}"
-        text = f"{_spent(data)}. " + ("Requests that cost money are refused until the period ends." if over else "")
+        text = f"{_spend_text(data)}. " + (
+            "Requests that cost money are refused until the period ends." if over else ""
+        )
         return subject, text.strip()
     if event_type == SPEND_THRESHOLD:
         subject = f"{data['threshold']} % of {data['budget']} spent"
-        return subject, f"{_spent(data)}: it reached the {data['threshold']} % alert its owners set."
+        return subject, f"{_spend_text(data)}: it reached the {data['threshold']} % alert its owners set."
     texts = _OTHER_TEXTS.get(event_type)
     if texts is None:
         raise ValueError(f"no e-mail for event type {event_type!r}")
     return texts(data["subscription"]["name"] if "subscription" in data else "", data)
 
 
-def _spent(data: dict[str, Any]) -> str:
+def _spend_text(data: dict[str, Any]) -> str:
     if "unit" in data:  # a period quota, counted in requests or units
         return (
             f"{data['subscription']['name']} has used {data['used']} of its {data['limit']} {data['unit']} "

@@ -84,7 +84,7 @@ def drf_limits(*, anonymous: bool) -> tuple[tuple[LimitRule, ...], dict[str, str
 def _plan(plan: PlanRules | None) -> dict[str, Any] | None:
     if plan is None:
         return None
-    return {"slug": plan.slug, "name": plan.name, "monthly_price": str(plan.price)}
+    return {"slug": plan.slug, "name": plan.name, "monthly_price": api_amount(plan.price)}
 
 
 def _used_fraction(state: WindowState, multiplier: float) -> float:

@@ -11,7 +11,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from quotas.formats.money import round_money
+from quotas.formats.money import format_money, round_money
 
 from .plans import Plan, Subscription
 
@@ -59,7 +59,7 @@ class CostBudget(models.Model):
 
     def __str__(self) -> str:
         owner = self.plan or self.subscription
-        return f"{owner}: {self.amount} {self.currency} per {self.period}"
+        return f"{owner}: {format_money(self.amount, self.currency)} per {self.period}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # Rounded half up, as every amount is charged (to_micros): the database would round half-even.

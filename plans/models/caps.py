@@ -43,7 +43,7 @@ class SpendCap(models.Model):
         ordering = ["subscription", "period"]
 
     def __str__(self) -> str:
-        return f"{self.subscription}: at most {self.amount} per {self.period}"
+        return f"{self.subscription}: at most {format_money(self.amount)} per {self.period}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.amount is not None:

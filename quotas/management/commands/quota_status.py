@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from quotas.formats.money import format_money
 from quotas.management.operations import (
     CLIENT_HELP,
     Named,
@@ -130,10 +131,11 @@ def _limit_lines(limits: list[dict[str, Any]], budgets: list[dict[str, Any]]) ->
         for w in limits
     ]
     if budgets:
-        lines.append(f"  {'BUDGET':<24} {'PERIOD':<22} {'SPENT':>9} {'AMOUNT':>9} {'REMAINING':>9}  RESETS AT")
+        lines.append(f"  {'BUDGET':<24} {'PERIOD':<22} {'SPENT':>14} {'AMOUNT':>14} {'REMAINING':>14}  RESETS AT")
         lines += [
-            f"  {b['name']:<24} {b['period']:<22} {b['spent']:>9} {b['amount']:>9} {b['remaining']:>9}  "
-            f"{b['resets_at']} ({b['currency']})"
+            f"  {b['name']:<24} {b['period']:<22} {format_money(b['spent'], b['currency']):>14} "
+            f"{format_money(b['amount'], b['currency']):>14} {format_money(b['remaining'], b['currency']):>14}  "
+            f"{b['resets_at']}"
             for b in budgets
         ]
     return lines
