@@ -109,7 +109,7 @@ class Runtime:
         # alerts that charge fires then see the spend admitted, not units an ended allowance held.
         self.settle_allowances()
         self.charge_owed()
-        self.guard.settlement.replay_owed()  # what processes that exited during an outage still owed
+        self.replay_owed()
         if self.guard.usage.flush_usage():
             self.store.usage.replay_spool()  # a file Redis did not take stays for the next tick
         try:
@@ -132,6 +132,12 @@ class Runtime:
         """Charge Redis the budget spend this process admitted or settled while it was away, and send the
         alerts that spend newly reached (once per threshold and period, as after a request)."""
         for tag, states, at in self.guard.settlement.charge_owed():
+            fire_budget_alerts(tag, subscription_id(tag), states, at)
+
+    def replay_owed(self) -> None:
+        """Charge what processes that exited during an outage still owed (their spool files), and send the
+        alerts that spend newly reached, as :meth:`charge_owed` does for this process's own."""
+        for tag, states, at in self.guard.settlement.replay_owed():
             fire_budget_alerts(tag, subscription_id(tag), states, at)
 
     def lift_ban(self, tag: str) -> bool:

@@ -20,11 +20,14 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from django.core import signing
 
 from quotas.exceptions import StoreUnavailable
+from quotas.rules.limits import Window
 from quotas.store.owed import Owed
 from quotas.store.usage_batches import claim, spool_dir
 
@@ -45,6 +48,8 @@ def spool_owed(entries: Sequence[Owed]) -> Path | None:
         {
             "tag": e.tag,
             "specs": [base64.b64encode(spec).decode() for spec in e.specs],
+            # The budgets themselves, so the process that charges them sends the alerts the charge reaches.
+            "windows": [_window_record(w) for w in e.windows],
             "now": e.now,
             "micros": e.micros,
             "settlement": e.settlement or uuid.uuid4().hex,  # charged once, however often the file is replayed
@@ -60,6 +65,11 @@ def spool_owed(entries: Sequence[Owed]) -> Path | None:
     tmp.rename(path)  # readers only ever see whole files
     logger.warning("quotas: Redis unreachable at exit; %d owed budget charges spooled to %s", len(rows), path)
     return path
+
+
+def _window_record(window: Window) -> dict[str, Any]:
+    """A budget's window as the spool keeps it: the fields it is made from (the rest are derived)."""
+    return {f.name: getattr(window, f.name) for f in fields(Window) if f.init}
 
 
 def replay_owed(charge: Callable[[Owed], object]) -> int:
@@ -78,7 +88,7 @@ def replay_owed(charge: Callable[[Owed], object]) -> int:
             entries = [
                 Owed(
                     tag=str(r["tag"]),
-                    windows=(),
+                    windows=tuple(Window(**w) for w in r.get("windows", ())),  # older files: no alerts
                     specs=tuple(base64.b64decode(s) for s in r["specs"]),
                     now=float(r["now"]),
                     micros=int(r["micros"]),

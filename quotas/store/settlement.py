@@ -185,18 +185,23 @@ class Settlement:
                 self.usage.count_locally(entry.tag, entry.usage, Counter.COST, entry.micros, day_of(entry.now))
             self.owed.drop(entry)
 
-    def replay_owed(self) -> int:
+    def replay_owed(self) -> list[tuple[str, list[WindowState], float]]:
         """Charge what processes that exited with Redis away spooled (the poller's work once Redis answers):
-        each entry once, by its settlement id. Returns the files charged."""
-        return replay_owed(
-            lambda entry: self.store.adjust(
-                self._owed(entry),
-                entry.micros,
-                list(entry.specs),
-                in_usage=bool(entry.usage),
+        each entry once, by its settlement id. Returns, as :meth:`charge_owed` does, the charges that newly
+        reached a budget's alert threshold."""
+        alerted = []
+
+        def charge(entry: Owed) -> None:
+            adjusted = self.store.adjust(
+                self._owed(entry), entry.micros, list(entry.specs), in_usage=bool(entry.usage),
                 settlement=entry.settlement,
-            )
-        )
+            )  # fmt: skip
+            states = alerted_states(entry.windows, adjusted) if entry.windows else []
+            if states:
+                alerted.append((entry.tag, states, entry.now))
+
+        replay_owed(charge)
+        return alerted
 
     @staticmethod
     def _owed(entry: Owed) -> Decision:

@@ -200,3 +200,17 @@ def test_spend_owed_when_a_process_exits_is_charged_by_the_next(metered, outage,
     assert not list(spool_dir().glob("*.owed*"))
     assert spent(client, key) == Decimal("0.50")
     assert usage_totals(client_of(runtime))["c"] == to_micros(Decimal("0.50"))
+
+
+def test_spend_owed_at_exit_sends_its_alert_when_the_next_process_charges_it(metered, outage, monkeypatch, alerts):
+    """As above with an actual cost of 0.85: the 80 % alert is sent when the next process charges the spool, with
+    the spend then committed (0.85), since the process that spent it could not tell Redis."""
+    client, key = APIClient(), issue_key(plan=metered)
+    monkeypatch.setattr(urls, "DURING_VIEW", [outage.begin])
+    assert client.get("/t/priced?actual=0.85&during=1", HTTP_X_API_KEY=key).status_code == 200
+    default_engine.reset()  # the process exits, Redis still away
+    assert alerts == []
+    outage.end()
+    default_engine.runtime().tick()  # the next process
+    assert spent(client, key) == Decimal("0.85")
+    assert alerts == [(80, to_micros(Decimal("0.85")))]
