@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from notifications.conf import notification_settings
 from notifications.events import EVENT_TYPES
 from plans.models import APIKey
+from plans.models.caps import plan_currency
 from quotas.formats.money import format_money
 
 from .. import audit, caps, contacts, keys, webhooks
@@ -114,9 +115,7 @@ def render_page(
         "cap_form": forms_given.get("cap_form") or CapForm(),
         "thresholds_form": forms_given.get("thresholds_form")
         or ThresholdsForm(initial={"percents": ", ".join(str(p) for p in thresholds)}),
-        "keys": [
-            {"key": key, "state": key_state(key), "spend": spent["key_spend"].get(key.pk)} for key in subscription_keys
-        ],
+        "keys": [_key_row(key, periods, spent["key_spend"]) for key in subscription_keys],
         "key_form": forms_given.get("key_form") or KeyForm(),
         "endpoints": [(endpoint, _deliveries(endpoint)) for endpoint in webhooks.endpoints_of(account)],
         "endpoint_form": forms_given.get("endpoint_form") or EndpointForm(),
@@ -192,6 +191,17 @@ def _period_row(period: caps.Period) -> dict[str, Any]:
         "cap_value": caps.money(period.cap) or "",
         "cap_alone": period.budget is None,
     }
+
+
+def _key_row(key: APIKey, periods: list[caps.Period], spend_rows: dict[int, Any]) -> dict[str, Any]:
+    """A key's row: the key, its state in words, its own cap as money (in its subscription's currency: the
+    period's, else the plan's) and that cap's spend row (None: no cap, revoked, or the ledger unread)."""
+    cap = ""
+    if key.cap_amount is not None:
+        currency = next((p.currency for p in periods if p.period == key.cap_period), None)
+        cap = format_money(key.cap_amount, currency or plan_currency(key.subscription.plan_id))
+    return {"key": key, "state": key_state(key), "cap": cap, "cap_value": caps.money(key.cap_amount) or "",
+            "spend": spend_rows.get(key.pk)}  # fmt: skip
 
 
 def _usage_page() -> str | None:
