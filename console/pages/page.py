@@ -103,8 +103,9 @@ def render_page(
     ``thresholds_form``)."""
     periods = caps.periods_of(account)
     thresholds = caps.caps_of(account, spend=False)["thresholds"]
-    subscription_keys = list(keys.keys_of(account))
-    spent = spend_context(periods, subscription_keys)
+    # Each key's subscription is this one: read once (a key's cap and currency need its plan), not once a key.
+    subscription_keys = list(keys.keys_of(account).select_related("subscription__plan"))
+    spent = spend_context(account.subscription, periods, subscription_keys)
     context = {
         "account": account,
         "subscription": account.subscription,

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from plans.models import APIKey
+from plans.models import APIKey, Subscription
 from quotas.formats.money import format_money
 
 from ..caps import Period
@@ -63,10 +63,10 @@ def spend_rows(periods: list[Period], keys: list[APIKey], spent_by_key: dict[int
     return rows
 
 
-def spend_context(periods: list[Period], keys: list[APIKey]) -> dict[str, Any]:
+def spend_context(subscription: Subscription, periods: list[Period], keys: list[APIKey]) -> dict[str, Any]:
     """What the page's spend table and key list need: ``spend_rows``, ``key_spend`` (key id -> its cap's row)
     and ``spend_unread`` (True when the ledger could not be read: the page says so rather than show zeros)."""
-    spent_by_key = key_spend(keys[0].subscription, keys) if keys else {}
+    spent_by_key = key_spend(subscription, keys)
     rows = spend_rows(periods, keys, spent_by_key)
     unread = spent_by_key is None or any(p.spend is None for p in periods)
     by_key = {}
