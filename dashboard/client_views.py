@@ -26,6 +26,7 @@ from django import forms
 from django.apps import apps
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.cache import never_cache
@@ -195,8 +196,18 @@ def page(request: HttpRequest) -> HttpResponse:
             "ranges": [(name, name == chart["shown"]) for name in ("1h", "24h", "7d", "30d")],
             "figures": figures,
             "notifications": _notifications(sub.pk),
+            "account_page": _account_page(),
         },
     )
+
+
+def _account_page() -> str | None:
+    """The customer console's page (caps, keys, alerts), when the project mounts it: the two pages link to each
+    other."""
+    try:
+        return reverse("console-page:index")
+    except NoReverseMatch:
+        return None
 
 
 def _notifications(subscription_id: int) -> dict[str, Any] | None:

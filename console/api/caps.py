@@ -1,6 +1,8 @@
 """A subscription's own spending caps and alert thresholds:
 
-- ``GET  subscriptions/<id>/caps``: each budget period with its amount, currency and the cap set on it;
+- ``GET  subscriptions/<id>/caps``: each budget period with its amount, currency, the cap set on it and what it
+  spent of the amount enforced (``spent``, ``remaining``, ``resets_at``, ``state``), read from the ledger by a
+  peek that counts nothing;
 - ``PUT  subscriptions/<id>/caps/<day|month>`` ``{"amount": "5.00"}``: set (or change) the period's cap;
 - ``DELETE subscriptions/<id>/caps/<day|month>``: remove it;
 - ``GET/PUT subscriptions/<id>/thresholds`` ``{"percents": [50, 75, 90]}``: the alert thresholds.
@@ -15,7 +17,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import caps, fields
+from .. import caps, fields, spend
 from .base import ConsoleView
 
 
@@ -34,6 +36,22 @@ class PeriodSerializer(serializers.Serializer):
     cap = serializers.CharField(allow_null=True, help_text="The subscription's own cap; null: none.")
     cap_alone = serializers.BooleanField(
         help_text="True when the plan has no budget of the period: the cap is enforced as a budget of its own."
+    )
+    spent = serializers.CharField(
+        allow_null=True,
+        help_text="What the period spent so far, as the ledger counts it (read without counting anything); null "
+        "while it cannot be read.",
+    )
+    remaining = serializers.CharField(
+        allow_null=True, help_text="What is left of the amount enforced: the cap when one is set, else the budget."
+    )
+    resets_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the period ends and its spend starts again from zero (UTC)."
+    )
+    state = serializers.ChoiceField(
+        choices=list(spend.STATES),
+        allow_null=True,
+        help_text="Of the amount enforced: ok, near (80 % spent or more) or reached (nothing left).",
     )
 
 
@@ -78,7 +96,7 @@ class ThresholdsView(ConsoleView):
     serializer_class = ThresholdsSerializer
 
     def get(self, request: Request, subscription_id: int) -> Response:
-        return Response({"percents": caps.caps_of(self.account)["thresholds"]})
+        return Response({"percents": caps.caps_of(self.account, spend=False)["thresholds"]})
 
     def put(self, request: Request, subscription_id: int) -> Response:
         account = self.account

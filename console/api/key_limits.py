@@ -7,12 +7,16 @@ refused as any rate limit is (its policy ``key-rate``); over its cap, with the r
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import fields
+from plans.models import APIKey
+
+from .. import caps, fields, spend
 from ..key_limits import limits_of, set_key_limits
 from ..keys import key_of
 from .base import ConsoleView
@@ -21,6 +25,18 @@ from .base import ConsoleView
 class KeyCapSerializer(serializers.Serializer):
     period = serializers.ChoiceField(choices=fields.KEY_CAP_PERIODS)
     amount = serializers.DecimalField(**fields.KEY_CAP_AMOUNT)
+    # What the answers add: the cap's spend in its current period, read from the ledger without counting.
+    spent = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="What the key spent in the cap's period; null: unreadable now, or the key is revoked.",
+    )
+    remaining = serializers.CharField(read_only=True, allow_null=True, help_text="What is left of the cap.")
+    resets_at = serializers.DateTimeField(read_only=True, allow_null=True, help_text="When the period ends (UTC).")
+    state = serializers.ChoiceField(
+        choices=list(spend.STATES), read_only=True, allow_null=True,
+        help_text="ok, near (80 % spent or more) or reached (nothing left).",
+    )  # fmt: skip
 
 
 class KeyLimitsSerializer(serializers.Serializer):
@@ -36,7 +52,7 @@ class KeyLimitsView(ConsoleView):
     serializer_class = KeyLimitsSerializer
 
     def get(self, request: Request, subscription_id: int, key_id: int) -> Response:
-        return Response(limits_of(key_of(self.account, key_id)))
+        return Response(_with_spend(key_of(self.account, key_id)))
 
     def put(self, request: Request, subscription_id: int, key_id: int) -> Response:
         account = self.account
@@ -50,7 +66,16 @@ class KeyLimitsView(ConsoleView):
                                  cap_period=cap.get("period", ""), cap_amount=cap.get("amount"))  # fmt: skip
         except ValidationError as exc:
             raise exceptions.ValidationError(_fields(exc.message_dict)) from None
-        return Response(limits_of(key))
+        return Response(_with_spend(key))
+
+
+def _with_spend(key: APIKey) -> dict[str, Any]:
+    """The key's limits with its cap's spend (:func:`console.caps.spend_fields`; a revoked key spends nothing)."""
+    limits = limits_of(key)
+    if limits["cap"] is not None:
+        spent = spend.key_spend(key.subscription, [key])
+        limits["cap"].update(caps.spend_fields(spent.get(key.pk) if spent is not None else None))
+    return limits
 
 
 def _fields(errors: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -9,16 +9,23 @@ from django.http import HttpRequest, HttpResponse
 from .. import caps
 from ..access import Account
 from .forms import CapForm, ThresholdsForm, add_errors
-from .page import back, owner_action, render_page
+from .page import CONSEQUENCES, back, owner_action, render_page, unconfirmed
 
 
 @owner_action
 def cap(request: HttpRequest, account: Account) -> HttpResponse:
-    """Set (``action=set``, an ``amount``) or remove (``action=remove``) the cap of a ``period``."""
+    """Set (``action=set``, an ``amount``) or remove (``action=remove``, once confirmed: :func:`unconfirmed`)
+    the cap of a ``period``."""
     form = CapForm(request.POST)
     if form.is_valid():
         period, amount = form.cleaned_data["period"], form.cleaned_data["amount"]
         if form.cleaned_data["action"] == "remove":
+            asked = unconfirmed(
+                request, account, "caps", question=f"Remove the {period} cap?", consequence=CONSEQUENCES["cap"],
+                button="Remove the cap", keep={"period": period, "action": "remove"},
+            )  # fmt: skip
+            if asked is not None:
+                return asked
             caps.remove_cap(request, account, period)
             messages.success(request, f"The {period} cap was removed.")
             return back(account, "caps")

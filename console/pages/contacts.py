@@ -14,7 +14,7 @@ from .. import contacts
 from ..access import Account
 from ..errors import MailLimitReached
 from .forms import ContactForm, add_errors, problems
-from .page import back, owner_action, render_page
+from .page import CONSEQUENCES, back, owner_action, render_page, unconfirmed
 
 
 @owner_action
@@ -46,8 +46,14 @@ def add(request: HttpRequest, account: Account) -> HttpResponse:
 
 @owner_action
 def delete(request: HttpRequest, account: Account, contact_id: int) -> HttpResponse:
-    """Delete contact ``contact_id``."""
+    """Delete contact ``contact_id``, once confirmed (:func:`unconfirmed`)."""
     contact = contacts.contact_of(account, contact_id)
+    asked = unconfirmed(
+        request, account, "contacts", question=f"Delete the contact {contact.email}?",
+        consequence=CONSEQUENCES["contact"], button="Delete this contact",
+    )  # fmt: skip
+    if asked is not None:
+        return asked
     contacts.delete_contact(request, account, contact)
     messages.success(request, f"{contact.email} was deleted: it is sent nothing more.")
     return back(account, "contacts")

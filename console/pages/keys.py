@@ -13,7 +13,7 @@ from ..access import Account
 from ..caps import money
 from ..key_limits import set_key_limits
 from .forms import KeyForm, KeyLimitsForm, RollForm, add_errors, problems
-from .page import back, owner_action, render_page
+from .page import CONSEQUENCES, back, owner_action, render_page, unconfirmed
 
 
 @owner_action
@@ -33,7 +33,14 @@ def create(request: HttpRequest, account: Account) -> HttpResponse:
 
 @owner_action
 def revoke(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
-    """Revoke key ``key_id`` now (a revoked key stays as it was)."""
+    """Revoke key ``key_id`` now (a revoked key stays as it was), once confirmed (:func:`unconfirmed`)."""
+    key = keys.key_of(account, key_id)  # another subscription's key: a 404 before anything is asked
+    asked = unconfirmed(
+        request, account, "keys", question=f"Revoke key {key.prefix}… ({key.name or 'no name'})?",
+        consequence=CONSEQUENCES["revoke"], button="Revoke this key",
+    )  # fmt: skip
+    if asked is not None:
+        return asked
     key = keys.revoke_key(request, account, key_id)
     messages.success(request, f"Key {key.prefix}… is revoked: requests with it are refused within a second.")
     return back(account, "keys")

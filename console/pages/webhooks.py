@@ -11,7 +11,7 @@ from .. import webhooks
 from ..access import Account
 from ..errors import StateConflict
 from .forms import ActiveForm, EndpointForm, RollForm, add_errors, problems
-from .page import back, owner_action, render_page
+from .page import CONSEQUENCES, back, owner_action, render_page, unconfirmed
 
 
 @owner_action
@@ -47,8 +47,14 @@ def active(request: HttpRequest, account: Account, endpoint_id: int) -> HttpResp
 
 @owner_action
 def delete(request: HttpRequest, account: Account, endpoint_id: int) -> HttpResponse:
-    """Delete endpoint ``endpoint_id`` and its deliveries."""
+    """Delete endpoint ``endpoint_id`` and its deliveries, once confirmed (:func:`unconfirmed`)."""
     endpoint = webhooks.endpoint_of(account, endpoint_id)
+    asked = unconfirmed(
+        request, account, "webhooks", question=f"Delete the endpoint {endpoint.url}?",
+        consequence=CONSEQUENCES["webhook"], button="Delete this endpoint",
+    )  # fmt: skip
+    if asked is not None:
+        return asked
     webhooks.delete_endpoint(request, account, endpoint)
     messages.success(request, f"Endpoint {endpoint.url} was deleted.")
     return back(account, "webhooks")

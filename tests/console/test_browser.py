@@ -5,7 +5,6 @@ what was saved, so a broken form (a wrong field name, a missing token, a wrong a
 
 from __future__ import annotations
 
-import os
 from decimal import Decimal
 
 import pytest
@@ -16,7 +15,7 @@ from notifications.models import Contact, Delivery, Endpoint
 from notifications.secrets import decrypt
 from plans.models import AlertThresholds, APIKey, CostBudget, KeyState, SpendCap
 from quotas.internal_api import hash_api_key
-from tests.dashboard.browser import ARTIFACTS, BASE_DIR, PASSWORD
+from tests.dashboard.browser import ARTIFACTS, PASSWORD
 from tests.factories import PlanFactory, SubscriptionFactory, UserFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -96,8 +95,6 @@ def test_an_owner_runs_keys_webhooks_and_contacts_with_the_pages_forms(page, liv
 
     page.goto(here)
     page.screenshot(path=ARTIFACTS / "console-owner.png", full_page=True)
-    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":  # the picture in docs/; a normal run leaves it alone
-        page.screenshot(path=BASE_DIR / "docs" / "console-page.png", full_page=True)
 
 
 def create_roll_and_revoke_a_key(page, here: str, acme) -> None:
@@ -109,19 +106,23 @@ def create_roll_and_revoke_a_key(page, here: str, acme) -> None:
     assert (first.subscription, first.name) == (acme, "ci")
     page.goto(here)
     assert raw not in page.content()  # shown once: the page itself never holds it
-    assert page.inner_text(f"tr[data-key='{first.prefix}'] .state") == "active"
+    assert page.inner_text(f"tbody[data-key='{first.prefix}'] .state") == "Active"
 
     page.select_option(f"select[aria-label='overlap of {first.prefix}']", "86400")
-    page.click(f"tr[data-key='{first.prefix}'] button.roll")
+    page.click(f"tbody[data-key='{first.prefix}'] button.roll")
     page.wait_for_url(f"{here}keys/{first.pk}/roll")
     second = APIKey.objects.get(key_hash=hash_api_key(page.inner_text("#keys #secret")))
     first.refresh_from_db()
     assert (first.rolled_to, first.state) == (second, KeyState.ROLLED)
     page.goto(here)
-    page.click(f"tr[data-key='{first.prefix}'] button.revoke")
+    assert page.inner_text(f"tbody[data-key='{first.prefix}'] .state").startswith("Rolled: works until ")
+    assert not page.is_visible(f"tbody[data-key='{first.prefix}'] button.revoke")  # asks first: no script needed
+    page.click(f"tbody[data-key='{first.prefix}'] summary.revoke")
+    assert "refused within a second" in page.inner_text(f"tbody[data-key='{first.prefix}'] details.confirm")
+    page.click(f"tbody[data-key='{first.prefix}'] button.revoke")
     page.wait_for_url(f"{here}#keys")
     assert "is revoked" in page.inner_text(".messages")
-    assert page.inner_text(f"tr[data-key='{first.prefix}'] .state") == "revoked"
+    assert page.inner_text(f"tbody[data-key='{first.prefix}'] .state").startswith("Revoked ")
     assert APIKey.objects.get(pk=first.pk).revoked_at is not None
     assert APIKey.objects.get(pk=second.pk).state == KeyState.ACTIVE
 
@@ -169,6 +170,6 @@ def test_a_member_reads_without_forms(page, live_server, acme):
     assert page.inner_text("#role") == "member"
     assert page.locator("form button[value=set]").count() == 0
     assert page.locator("#id_percents").count() == 0
-    assert "2 EUR" in page.inner_text("#caps")
-    assert page.inner_text(f"tr[data-key='{key.prefix}'] .state") == "active"
+    assert "2.00 EUR" in page.inner_text("#caps")
+    assert page.inner_text(f"tbody[data-key='{key.prefix}'] .state") == "Active"
     assert page.locator("#key-create, #webhook-register, #contact-add, button.revoke, button.roll").count() == 0

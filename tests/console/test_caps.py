@@ -3,6 +3,7 @@ enforces the plan's budget (a cap refuses while the budget still has room), audi
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -12,6 +13,7 @@ from console.models import AuditEntry
 from plans.models import CostBudget, SpendCap
 from quotas.signals import budget_threshold_crossed
 from tests.factories import EndpointLimitFactory, PlanFactory
+from tests.quotas.test_clock import next_edge
 
 from .conftest import signed_in
 
@@ -33,20 +35,34 @@ def spend(team, times: int) -> list[int]:
     return [client.get("/t/priced", HTTP_X_API_KEY=team.key).status_code for _ in range(times)]
 
 
-def test_an_owner_reads_the_budgets_and_sets_a_cap(priced, owner_api, member_api):
-    assert owner_api.get(priced.url("caps")).json() == {
+def test_an_owner_reads_the_budgets_and_sets_a_cap(priced, owner_api, member_api, quota_clock):
+    """Each period says what it spent, what is left of the amount enforced (the cap once set), its state and
+    when it resets (the day: next midnight in the budget zone, UTC), read from the ledger without counting."""
+    assert spend(priced, 2) == [200, 200]
+    midnight = datetime.fromtimestamp(next_edge(86_400, quota_clock.now()), UTC).isoformat()
+    body = owner_api.get(priced.url("caps")).json()
+    month_resets = body["periods"][1].pop("resets_at")
+    assert datetime.fromisoformat(month_resets).timestamp() > quota_clock.now()
+    assert body == {
         "periods": [
-            {"period": "day", "budget": "0.05", "currency": "USD", "cap": None, "cap_alone": False},
-            {"period": "month", "budget": "1", "currency": "USD", "cap": None, "cap_alone": False},
+            {"period": "day", "budget": "0.05", "currency": "USD", "cap": None, "cap_alone": False,
+             "spent": "0.02", "remaining": "0.03", "resets_at": midnight, "state": "ok"},
+            {"period": "month", "budget": "1", "currency": "USD", "cap": None, "cap_alone": False,
+             "spent": "0.02", "remaining": "0.98", "state": "ok"},
         ],
         "thresholds": [],
-    }
-    response = owner_api.put(priced.url("caps/day"), {"amount": "0.03"}, format="json")
+    }  # fmt: skip
+    assert owner_api.get(priced.url("caps")).json()["periods"][0]["spent"] == "0.02"  # reading counted nothing
+    response = owner_api.put(priced.url("caps/day"), {"amount": "0.025"}, format="json")
     assert response.status_code == 200, response.json()
     assert response.json()["periods"][0] == {
-        "period": "day", "budget": "0.05", "currency": "USD", "cap": "0.03", "cap_alone": False
+        "period": "day", "budget": "0.05", "currency": "USD", "cap": "0.025", "cap_alone": False,
+        "spent": "0.02", "remaining": "0.005", "resets_at": midnight, "state": "near",
     }  # fmt: skip
-    assert member_api.get(priced.url("caps")).json()["periods"][0]["cap"] == "0.03"
+    assert spend(priced, 1) == [429]  # 0.01 more would pass the cap: refused, nothing spent
+    owner_api.put(priced.url("caps/day"), {"amount": "0.02"}, format="json")
+    day = member_api.get(priced.url("caps")).json()["periods"][0]
+    assert (day["cap"], day["spent"], day["remaining"], day["state"]) == ("0.02", "0.02", "0", "reached")
 
 
 def test_a_cap_refuses_with_its_own_reason_while_the_budget_has_room(priced, owner_api):
@@ -143,7 +159,9 @@ def test_a_cap_holds_on_its_own_after_a_plan_change_takes_its_budget(priced, own
     assert refused["reason"] == "spend_cap_reached"
     assert refused["budget"]["name"] == "day-cap"
     day = owner_api.get(priced.url("caps")).json()["periods"][0]
-    assert day == {"period": "day", "budget": None, "currency": "USD", "cap": "0.03", "cap_alone": True}
+    assert day.pop("resets_at").endswith("T00:00:00+00:00")  # the day's end, in the budget zone (UTC)
+    assert day == {"period": "day", "budget": None, "currency": "USD", "cap": "0.03", "cap_alone": True,
+                   "spent": "0.03", "remaining": "0", "state": "reached"}  # fmt: skip
     page = owner_api.get(f"/usage/account/{subscription.pk}/").content.decode()
     assert "your cap is enforced as a budget of its own" in page
 

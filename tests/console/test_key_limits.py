@@ -59,7 +59,9 @@ def test_a_keys_own_cap_refuses_it_with_its_own_reason(priced, ci_key, owner_api
     assert refused["reason"] == "key_cap_reached"
     assert refused["budget"]["name"] == "key-day-cap"
     assert calls(priced.key, 2) == [200, 200]  # 0.04 of the subscription's 0.10 spent: room left
-    assert owner_api.get(limits_url(priced, key)).json()["cap"] == {"period": "day", "amount": "0.02"}
+    cap = owner_api.get(limits_url(priced, key)).json()["cap"]
+    assert cap.pop("resets_at").endswith("T00:00:00+00:00")  # the day's end, in the budget zone (UTC)
+    assert cap == {"period": "day", "amount": "0.02", "spent": "0.02", "remaining": "0", "state": "reached"}
 
 
 def test_a_keys_cap_is_never_above_its_subscriptions_budget(priced, ci_key, owner_api):

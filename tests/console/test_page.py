@@ -50,9 +50,9 @@ def test_an_owner_sees_the_forms_and_a_member_only_reads(budgeted):
     assert "Set cap" in owner
     assert "Save thresholds" in owner
     assert "Audit log" in owner
-    assert "2 EUR" in owner
+    assert "2.00 EUR" in owner
     member = browser(budgeted.member).get(page_url(budgeted)).content.decode()
-    assert "2 EUR" in member
+    assert "2.00 EUR" in member
     assert "Set cap" not in member
     assert "Save thresholds" not in member
     assert "Audit log" not in member
@@ -72,7 +72,11 @@ def test_an_owner_sets_and_removes_a_cap(budgeted):
     assert SpendCap.objects.get().amount == Decimal("1.5")
     page = client.get(response["Location"]).content.decode()
     assert "The day cap is now 1.5." in page
-    client.post(page_url(budgeted, "cap"), {"period": "day", "action": "remove"})
+    asked = client.post(page_url(budgeted, "cap"), {"period": "day", "action": "remove"})
+    assert (asked.status_code, SpendCap.objects.count()) == (200, 1)  # the server's confirmation step: no script
+    assert "Remove the day cap?" in asked.content.decode()
+    assert '<input type="hidden" name="confirmed" value="yes">' in asked.content.decode()
+    client.post(page_url(budgeted, "cap"), {"period": "day", "action": "remove", "confirmed": "yes"})
     assert not SpendCap.objects.exists()
     assert [e.action for e in AuditEntry.objects.order_by("id")] == ["cap.set", "cap.remove"]
 
@@ -179,7 +183,11 @@ def test_an_owner_rolls_a_key_then_revokes_the_old_one(team, stock):
     old = APIKey.objects.get(pk=stock.key)
     assert old.rolled_to == APIKey.objects.get(key_hash=hash_api_key(raw))
     assert timedelta(minutes=59) < old.expires_at - timezone.now() <= timedelta(hours=1)
-    revoked = client.post(route(team, stock, "keys/{key}/revoke"))
+    asked = client.post(route(team, stock, "keys/{key}/revoke"))  # not confirmed yet: asked, nothing revoked
+    assert asked.status_code == 200
+    assert f"Revoke key {old.prefix}… (" in asked.content.decode()
+    assert APIKey.objects.get(pk=stock.key).revoked_at is None
+    revoked = client.post(route(team, stock, "keys/{key}/revoke"), {"confirmed": "yes"})
     assert revoked.status_code == 302
     assert revoked["Location"].endswith("#keys")
     assert APIKey.objects.get(pk=stock.key).revoked_at is not None
@@ -222,11 +230,11 @@ def test_an_owner_runs_an_endpoint_from_the_page(team, receiver, internal_allowe
     assert receiver.requests == []  # queued: the request sent nothing
     queued = client.get(tested["Location"]).content.decode()
     assert "Test event queued for" in queued
-    assert '<td class="status">pending (queued)</td>' in queued
+    assert '<td data-label="Status" class="status">pending (queued)</td>' in queued
     assert dispatch_due().sent == 1
     assert len(receiver.requests) == 1
     sent = client.get(tested["Location"]).content.decode()
-    assert '<td class="status">succeeded</td>' in sent
+    assert '<td data-label="Status" class="status">succeeded</td>' in sent
     assert "200 ok" in sent
     rolled = client.post(page_url(team, f"webhooks/{endpoint.pk}/roll-secret"), {"overlap_seconds": "86400"})
     assert rolled.status_code == 200
@@ -239,7 +247,9 @@ def test_an_owner_runs_an_endpoint_from_the_page(team, receiver, internal_allowe
     assert (delivery.status, delivery.next_attempt_at is not None) == (Delivery.Status.PENDING, True)
     assert client.post(page_url(team, f"webhooks/{endpoint.pk}/active"), {"is_active": "false"}).status_code == 302
     assert not Endpoint.objects.get(pk=endpoint.pk).is_active
-    assert client.post(page_url(team, f"webhooks/{endpoint.pk}/delete")).status_code == 302
+    assert client.post(page_url(team, f"webhooks/{endpoint.pk}/delete")).status_code == 200  # asked first
+    assert Endpoint.objects.exists()
+    assert client.post(page_url(team, f"webhooks/{endpoint.pk}/delete"), {"confirmed": "yes"}).status_code == 302
     assert not Endpoint.objects.exists()
     assert [e.action for e in AuditEntry.objects.order_by("id")] == [
         "webhook.create", "webhook.test", "webhook.roll_secret", "delivery.resend", "webhook.update",
@@ -261,7 +271,10 @@ def test_an_owner_adds_and_deletes_a_contact(team):
     assert mail.outbox[0].to == ["billing@acme.test"]
     assert "/usage/account/confirm/?token=" in mail.outbox[0].body
     assert "it is sent nothing until" in client.get(added["Location"]).content.decode()
-    assert client.post(page_url(team, f"contacts/{contact.pk}/delete")).status_code == 302
+    asked = client.post(page_url(team, f"contacts/{contact.pk}/delete"))
+    assert (asked.status_code, Contact.objects.count()) == (200, 1)
+    assert "Delete the contact billing@acme.test?" in asked.content.decode()
+    assert client.post(page_url(team, f"contacts/{contact.pk}/delete"), {"confirmed": "yes"}).status_code == 302
     assert not Contact.objects.exists()
     assert [e.action for e in AuditEntry.objects.order_by("id")] == ["contact.create", "contact.delete"]
 
@@ -292,7 +305,7 @@ def test_a_bad_input_answers_400_with_its_reason_and_changes_nothing(team, stock
 
 def test_a_revoked_key_cannot_be_rolled_and_a_pending_delivery_is_not_queued_twice(team, stock):
     client = browser(team.owner)
-    client.post(route(team, stock, "keys/{key}/revoke"))
+    client.post(route(team, stock, "keys/{key}/revoke"), {"confirmed": "yes"})
     refused = client.post(route(team, stock, "keys/{key}/roll"), {"overlap_seconds": "0"})
     assert refused.status_code == 400
     assert "This key is revoked" in refused.content.decode()
