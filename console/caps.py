@@ -16,6 +16,7 @@ from rest_framework.request import Request
 
 from plans.models import AlertThresholds, CostBudget, SpendCap
 from plans.models.caps import budget_of, plan_currency, validate_percents
+from quotas.formats.money import api_amount
 
 from . import audit
 from .access import Account
@@ -125,8 +126,8 @@ def set_thresholds(request: Request | HttpRequest, account: Account, percents: A
 
 
 def money(amount: Decimal | None) -> str | None:
-    """An amount as the API shows it: no trailing zeros (``0.05``, ``1``)."""
-    return None if amount is None else f"{amount.normalize():f}"
+    """An amount as the API writes money (:func:`~quotas.formats.money.api_amount`: ``"0.050000"``), or None."""
+    return None if amount is None else api_amount(amount)
 
 
 __all__ = [

@@ -6,6 +6,9 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
+from plans.models.caps import plan_currency
+from quotas.formats.money import format_money
+
 from .. import caps
 from ..access import Account
 from .forms import CapForm, ThresholdsForm, add_errors
@@ -37,7 +40,8 @@ def cap(request: HttpRequest, account: Account) -> HttpResponse:
             except ValidationError as exc:
                 add_errors(form, exc)
             else:
-                messages.success(request, f"The {period} cap is now {caps.money(amount)}.")
+                currency = plan_currency(account.subscription.plan_id)
+                messages.success(request, f"The {period} cap is now {format_money(amount, currency)}.")
                 return back(account, "caps")
     return render_page(request, account, status=400, cap_form=form)
 

@@ -7,10 +7,11 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
 from plans.models import APIKey
+from plans.models.caps import plan_currency
+from quotas.formats.money import format_money
 
 from .. import keys
 from ..access import Account
-from ..caps import money
 from ..key_limits import set_key_limits
 from .forms import KeyForm, KeyLimitsForm, RollForm, add_errors, problems
 from .page import CONSEQUENCES, back, owner_action, render_page, unconfirmed
@@ -83,7 +84,9 @@ def limits(request: HttpRequest, account: Account, key_id: int) -> HttpResponse:
 def _limits_text(key: APIKey) -> str:
     parts = [key.own_rates] if key.own_rates else []
     if key.cap_period and key.cap_amount is not None:
-        parts.append(f"at most {money(key.cap_amount)} a {key.cap_period}")
+        parts.append(
+            f"at most {format_money(key.cap_amount, plan_currency(key.subscription.plan_id))} a {key.cap_period}"
+        )
     return ", ".join(parts) or "none (its plan's alone)"
 
 

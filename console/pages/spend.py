@@ -29,9 +29,9 @@ class SpendRow:
 
     id: str  # what the row is, for tests and links: "day-budget", "day-cap", "key-<prefix>-day-cap"
     label: str
-    spent: str
-    amount: str
-    remaining: str
+    spent_text: str  # each amount as people read it (format_money)
+    amount_text: str
+    remaining_text: str
     state: str
     resets_at: datetime
     resets_text: str
@@ -81,9 +81,9 @@ def _row(row_id: str, label: str, spend: Spend, amount: Decimal, currency: str) 
     return SpendRow(
         id=row_id,
         label=label,
-        spent=format_money(spend.spent, currency),
-        amount=format_money(amount, currency),
-        remaining=format_money(spend.remaining_of(amount), currency),
+        spent_text=format_money(spend.spent, currency),
+        amount_text=format_money(amount, currency),
+        remaining_text=format_money(spend.remaining_of(amount), currency),
         state=spend.state_of(amount),
         resets_at=spend.resets_at,
         resets_text=moment(spend.resets_at),

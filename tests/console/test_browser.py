@@ -59,7 +59,7 @@ def test_an_owner_sets_a_cap_and_thresholds_with_the_pages_forms(page, live_serv
     page.fill("input[aria-label='day cap']", "1.25")
     page.click("tr[data-period=day] button[value=set]")
     page.wait_for_url(f"**/usage/account/{acme.pk}/#caps")
-    assert "The day cap is now 1.25." in page.inner_text(".messages")
+    assert "The day cap is now 1.25 EUR." in page.inner_text(".messages")
     assert page.inner_text("tr[data-period=day] .cap") == "1.25 EUR"
     assert SpendCap.objects.get(subscription=acme).amount == Decimal("1.25")
 

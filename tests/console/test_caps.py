@@ -45,24 +45,24 @@ def test_an_owner_reads_the_budgets_and_sets_a_cap(priced, owner_api, member_api
     assert datetime.fromisoformat(month_resets).timestamp() > quota_clock.now()
     assert body == {
         "periods": [
-            {"period": "day", "budget": "0.05", "currency": "USD", "cap": None, "cap_alone": False,
-             "spent": "0.02", "remaining": "0.03", "resets_at": midnight, "state": "ok"},
-            {"period": "month", "budget": "1", "currency": "USD", "cap": None, "cap_alone": False,
-             "spent": "0.02", "remaining": "0.98", "state": "ok"},
+            {"period": "day", "budget": "0.050000", "currency": "USD", "cap": None, "cap_alone": False,
+             "spent": "0.020000", "remaining": "0.030000", "resets_at": midnight, "state": "ok"},
+            {"period": "month", "budget": "1.000000", "currency": "USD", "cap": None, "cap_alone": False,
+             "spent": "0.020000", "remaining": "0.980000", "state": "ok"},
         ],
         "thresholds": [],
     }  # fmt: skip
-    assert owner_api.get(priced.url("caps")).json()["periods"][0]["spent"] == "0.02"  # reading counted nothing
+    assert owner_api.get(priced.url("caps")).json()["periods"][0]["spent"] == "0.020000"  # reading counted nothing
     response = owner_api.put(priced.url("caps/day"), {"amount": "0.025"}, format="json")
     assert response.status_code == 200, response.json()
     assert response.json()["periods"][0] == {
-        "period": "day", "budget": "0.05", "currency": "USD", "cap": "0.025", "cap_alone": False,
-        "spent": "0.02", "remaining": "0.005", "resets_at": midnight, "state": "near",
+        "period": "day", "budget": "0.050000", "currency": "USD", "cap": "0.025000", "cap_alone": False,
+        "spent": "0.020000", "remaining": "0.005000", "resets_at": midnight, "state": "near",
     }  # fmt: skip
     assert spend(priced, 1) == [429]  # 0.01 more would pass the cap: refused, nothing spent
     owner_api.put(priced.url("caps/day"), {"amount": "0.02"}, format="json")
     day = member_api.get(priced.url("caps")).json()["periods"][0]
-    assert (day["cap"], day["spent"], day["remaining"], day["state"]) == ("0.02", "0.02", "0", "reached")
+    assert (day["cap"], day["spent"], day["remaining"], day["state"]) == ("0.020000", "0.020000", "0.000000", "reached")
 
 
 def test_a_cap_refuses_with_its_own_reason_while_the_budget_has_room(priced, owner_api):
@@ -113,8 +113,8 @@ def test_changes_are_audited_with_their_actor(priced, owner_api):
     owner_api.put(priced.url("thresholds"), {"percents": [50]}, format="json")
     entries = list(AuditEntry.objects.order_by("id").values_list("actor_name", "action", "target", "detail"))
     assert entries == [
-        ("olivia", "cap.set", "day", {"amount": "0.03", "was": None}),
-        ("olivia", "cap.set", "day", {"amount": "0.02", "was": "0.03"}),
+        ("olivia", "cap.set", "day", {"amount": "0.030000", "was": None}),
+        ("olivia", "cap.set", "day", {"amount": "0.020000", "was": "0.030000"}),
         ("olivia", "cap.remove", "day", {}),
         ("olivia", "thresholds.set", "", {"percents": [50]}),
     ]
@@ -160,8 +160,8 @@ def test_a_cap_holds_on_its_own_after_a_plan_change_takes_its_budget(priced, own
     assert refused["budget"]["name"] == "day-cap"
     day = owner_api.get(priced.url("caps")).json()["periods"][0]
     assert day.pop("resets_at").endswith("T00:00:00+00:00")  # the day's end, in the budget zone (UTC)
-    assert day == {"period": "day", "budget": None, "currency": "USD", "cap": "0.03", "cap_alone": True,
-                   "spent": "0.03", "remaining": "0", "state": "reached"}  # fmt: skip
+    assert day == {"period": "day", "budget": None, "currency": "USD", "cap": "0.030000", "cap_alone": True,
+                   "spent": "0.030000", "remaining": "0.000000", "state": "reached"}  # fmt: skip
     page = owner_api.get(f"/usage/account/{subscription.pk}/").content.decode()
     assert "your cap is enforced as a budget of its own" in page
 

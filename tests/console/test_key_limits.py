@@ -61,7 +61,13 @@ def test_a_keys_own_cap_refuses_it_with_its_own_reason(priced, ci_key, owner_api
     assert calls(priced.key, 2) == [200, 200]  # 0.04 of the subscription's 0.10 spent: room left
     cap = owner_api.get(limits_url(priced, key)).json()["cap"]
     assert cap.pop("resets_at").endswith("T00:00:00+00:00")  # the day's end, in the budget zone (UTC)
-    assert cap == {"period": "day", "amount": "0.02", "spent": "0.02", "remaining": "0", "state": "reached"}
+    assert cap == {
+        "period": "day",
+        "amount": "0.020000",
+        "spent": "0.020000",
+        "remaining": "0.000000",
+        "state": "reached",
+    }
 
 
 def test_a_keys_cap_is_never_above_its_subscriptions_budget(priced, ci_key, owner_api):
@@ -69,7 +75,7 @@ def test_a_keys_cap_is_never_above_its_subscriptions_budget(priced, ci_key, owne
     above = owner_api.put(limits_url(priced, key), {"own_rates": "", "cap": {"period": "day", "amount": "1"}},
                           format="json")  # fmt: skip
     assert above.status_code == 400
-    assert "0.1 USD" in above.json()["errors"]["cap.amount"]
+    assert "0.10 USD" in above.json()["errors"]["cap.amount"]
     no_month = owner_api.put(limits_url(priced, key), {"own_rates": "", "cap": {"period": "month", "amount": "1"}},
                              format="json")  # fmt: skip
     assert no_month.status_code == 400

@@ -71,7 +71,7 @@ def test_an_owner_sets_and_removes_a_cap(budgeted):
     assert response["Location"].endswith("#caps")
     assert SpendCap.objects.get().amount == Decimal("1.5")
     page = client.get(response["Location"]).content.decode()
-    assert "The day cap is now 1.5." in page
+    assert "The day cap is now 1.50 EUR." in page
     asked = client.post(page_url(budgeted, "cap"), {"period": "day", "action": "remove"})
     assert (asked.status_code, SpendCap.objects.count()) == (200, 1)  # the server's confirmation step: no script
     assert "Remove the day cap?" in asked.content.decode()
@@ -203,7 +203,7 @@ def test_an_owner_gives_a_key_its_own_limits(team, stock):
     assert done.status_code == 302
     key = APIKey.objects.get(pk=stock.key)
     assert (key.own_rates, key.cap_period, key.cap_amount) == ("5/min", "day", Decimal("0.5"))
-    assert "5/min, at most 0.5 a day" in client.get(done["Location"]).content.decode()
+    assert "5/min, at most 0.50 EUR a day" in client.get(done["Location"]).content.decode()
     above = client.post(route(team, stock, "keys/{key}/limits"),
                         {"own_rates": "", "cap_period": "day", "cap_amount": "3"})  # fmt: skip
     assert above.status_code == 400

@@ -36,11 +36,11 @@ def test_the_caps_and_a_keys_limits_match_the_schema_with_their_spend(team, owne
     prefix = "/api/v1/subscriptions/{subscription_id}"
 
     caps = owner_api.get(team.url("caps")).json()
-    assert [(p["spent"], p["state"]) for p in caps["periods"]] == [("0.01", "ok"), ("0.01", "ok")]
+    assert [(p["spent"], p["state"]) for p in caps["periods"]] == [("0.010000", "ok"), ("0.010000", "ok")]
     assert_valid(validator(schema, f"{prefix}/caps"), caps)
     period = schema["components"]["schemas"]["Period"]
     assert {"spent", "remaining", "resets_at", "state"} <= set(period["properties"])
 
     limits = owner_api.get(team.url(f"keys/{key.pk}/limits")).json()
-    assert (limits["cap"]["spent"], limits["cap"]["remaining"]) == ("0.01", "0.01")
+    assert (limits["cap"]["spent"], limits["cap"]["remaining"]) == ("0.010000", "0.010000")
     assert_valid(validator(schema, f"{prefix}/keys/{{key_id}}/limits"), limits)
