@@ -128,7 +128,7 @@ class QuotaThrottle(BaseThrottle):
             fallback=fallback,
         )
         # The facts most requests leave at Facts' defaults are set only where they differ: each keyword of a class
-        # call costs about 450 instructions (bench-count: see the commit).
+        # call costs about 450 instructions (bench-count, cold, 1 limit: 812,078 -> 810,931 a decision).
         try:
             # The hooks are asked only where they may answer: a subclass's own, or a view with the attributes
             # they read (two calls less on most requests).
