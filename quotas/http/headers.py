@@ -37,25 +37,31 @@ from typing import TYPE_CHECKING, TypeAlias
 from quotas.settings import quota_settings
 
 if TYPE_CHECKING:
-    from quotas.rules.limits import Window
     from quotas.store.decision import Decision, Reading
 
 
-def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901  # one pass: every rule in sight
+def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901, PLR0912  # one pass: every rule in sight
     """The headers for ``decision`` (none when no window is shown): name -> value, the rules of the module
     docstring, here alone.
 
     The texts that depend only on the windows and the weight (the policy, each item's start and weight
     parameter) are worked out once for the decisions that share them (:attr:`Decision.memo`: those of one
-    route, those of one allowance); each decision puts in its numbers (:meth:`Decision.readings`, which a
-    decision served from an allowance gives without making its states).
+    route, those of one allowance, which by its contract have the same windows and weight); each decision puts
+    in its numbers (:meth:`Decision.readings`, which a decision served from an allowance gives without making
+    its states).
     """
     if decision.allowed is False and refused_by_budget_alone(decision):
         # Its headers would describe rate windows that admitted it, with room left: a client would retry at
         # once. A budget counts money and has no item; Retry-After (its reset) and the body describe it.
         return {}
     readings = decision.readings()
-    policy, shown = _texts_of(decision, readings)
+    memo = decision.memo
+    texts: _Texts | None = memo.get("headers") if memo is not None else None
+    if texts is None:
+        texts = _texts(readings, decision.weight)
+        if memo is not None:
+            memo["headers"] = texts
+    policy, shown = texts
     if not shown:
         return {}
     items: list[str] = []
@@ -87,40 +93,20 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901  # o
     headers = {"RateLimit-Policy": policy}
     if items:
         headers["RateLimit"] = ", ".join(items)
-    if quota_settings.LEGACY_HEADERS:
-        _legacy_headers(headers, denied if denied is not None else top, decision.now)
+    legacy = denied if denied is not None else top
+    if legacy is not None and quota_settings.LEGACY_HEADERS:
+        # X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) of that one window.
+        _window, _ok, remaining, reset_us, _retry_us, quota = legacy
+        headers["X-RateLimit-Limit"] = str(quota)
+        headers["X-RateLimit-Remaining"] = str(remaining if remaining is not None and remaining > 0 else 0)
+        headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + reset_us / 1e6))
     return headers
 
 
-def _legacy_headers(headers: dict[str, str], shown: Reading | None, now: float) -> None:
-    """Add X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) of the window ``shown`` (none: none)."""
-    if shown is None:
-        return
-    _window, _ok, remaining, reset_us, _retry_us, quota = shown
-    headers["X-RateLimit-Limit"] = str(quota)
-    headers["X-RateLimit-Remaining"] = str(remaining if remaining is not None and remaining > 0 else 0)
-    headers["X-RateLimit-Reset"] = str(math.ceil(now + reset_us / 1e6))
-
-
-def _texts_of(decision: Decision, readings: list[Reading]) -> tuple[str, tuple[tuple[int, str, str, bool], ...]]:
-    """The texts of ``decision``'s headers (see :func:`_texts`), kept in its memo where it has one (with the
-    windows they were made for: those of a decision they do not fit are made afresh)."""
-    memo = decision.memo
-    if memo is None:
-        return _texts(readings, decision.weight)[1:]
-    kept: _Texts | None = memo.get("headers")
-    windows = [reading[0] for reading in readings]
-    if kept is None:
-        kept = memo["headers"] = _texts(readings, decision.weight)
-    elif kept[0] != windows:  # by identity first: the same Window objects, as the memo's decisions have
-        return _texts(readings, decision.weight)[1:]
-    return kept[1:]
-
-
-#: The texts of the headers of the decisions with the same windows and weight (see _texts): the windows they were
-#: made for, the RateLimit-Policy value, and for each window shown its index, the start of its RateLimit item, its
-#: weight parameter (or "") and whether it is a concurrency limit.
-_Texts: TypeAlias = "tuple[list[Window], str, tuple[tuple[int, str, str, bool], ...]]"
+#: The texts of the headers of the decisions with the same windows and weight (see _texts): the RateLimit-Policy
+#: value, and for each window shown its index, the start of its RateLimit item, its weight parameter (or "") and
+#: whether it is a concurrency limit.
+_Texts: TypeAlias = "tuple[str, tuple[tuple[int, str, str, bool], ...]]"
 
 
 def _texts(readings: list[Reading], weight: int | None) -> _Texts:
@@ -138,7 +124,7 @@ def _texts(readings: list[Reading], weight: int | None) -> _Texts:
         policy.append(window.policy_item_units if weighted else window.policy_item)
         weight_param = f";quotas-weight={units}" if weighted else ""
         shown.append((index, window.state_prefix, weight_param, window.algorithm == "concurrency"))
-    return [reading[0] for reading in readings], ", ".join(policy), tuple(shown)
+    return ", ".join(policy), tuple(shown)
 
 
 def refused_by_budget_alone(decision: Decision) -> bool:

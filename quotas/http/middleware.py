@@ -29,7 +29,7 @@ from quotas.http.context import HANDLING, STATE_KEY, take_verdicts, verdicts_of
 from quotas.http.cost import COST_ATTRIBUTE
 from quotas.http.headers import rate_limit_headers
 from quotas.http.hybrid import HybridMiddleware
-from quotas.http.settlement import SERVER_ERROR, needs_settling, refused_later, settle_at_end, settle_verdicts
+from quotas.http.settlement import SERVER_ERROR, needs_settling, settle_at_end, settle_verdicts
 
 
 class QuotaHeadersMiddleware(HybridMiddleware):
@@ -93,8 +93,8 @@ def after_view(
         decided = [verdict for verdict in verdicts if verdict.decision is not None]
         if not decided:
             return response
-    if not settled:
-        response = _settled(request, response, decided)
+    if not settled and (response.streaming or _has_to_settle(request, response, decided)):
+        response = _settled(response, decided)
     headline = decided[0]
     for verdict in decided:
         if verdict.refusal is not None:
@@ -107,15 +107,15 @@ def after_view(
     return response
 
 
-def _settled(request: HttpRequest, response: HttpResponse, decided: Sequence[Verdict]) -> HttpResponse:
+def _settled(response: HttpResponse, decided: Sequence[Verdict]) -> HttpResponse:
     """Settle ``decided`` after ``response`` (a streamed body's when it ends); the response to send."""
     if response.streaming:
         # A list of its own: ``decided`` may be the request's, and the body may end after the request is gone.
         settle_at_end(response, list(decided))  # type: ignore[arg-type]  # streaming: a StreamingHttpResponse
-    elif _has_to_settle(request, response, decided):
-        error = settle_verdicts(decided, response.status_code)
-        if error is not None:
-            return responses.render(problems.invalid_reported_cost(error))
+        return response
+    error = settle_verdicts(decided, response.status_code)
+    if error is not None:
+        return responses.render(problems.invalid_reported_cost(error))
     return response
 
 
@@ -131,8 +131,8 @@ def _has_to_settle(request: HttpRequest, response: HttpResponse, decided: Sequen
         return True
     if COST_ATTRIBUTE in getattr(decided[0].request, "__dict__", {}) or COST_ATTRIBUTE in request.__dict__:
         return True
-    if refused_later(decided):
-        return True  # the earlier admissions are withdrawn
+    if len(decided) > 1 and decided[-1].refusal is not None:
+        return True  # a later verdict refused what the earlier admitted: they are withdrawn (settle_verdicts)
     # A loop, not any() over a generator: the generator's frame costs more than the loop's work.
     for verdict in decided:  # noqa: SIM110
         if verdict.to_settle:

@@ -85,13 +85,13 @@ class RulesCache:
         self._bump_failures = 0
         self._by_key = LRU(cache_size)
         self._by_user = LRU(cache_size)
-        #: Signed-in users' clients by user pk, each kept with the subscriber it was made for (a reload makes new
-        #: subscribers, so a client is used again only while its user's subscriber is the very same object):
-        #: a busy user's request makes no client (quotas.identity.clients.identify).
+        #: Signed-in users' clients by user pk, made from this snapshot's subscribers and emptied with the other
+        #: caches by a reload: a busy user's request makes no client and looks up no subscriber
+        #: (quotas.identity.clients.identify).
         self.user_clients: dict[Any, Any] = {}
-        # Bumped by every reload: a lookup that started before a reload must not put what it read
-        # (possibly a key revoked or issued meanwhile) into the caches the reload just emptied.
-        self._generation = 0
+        #: Bumped by every reload: a lookup that started before a reload must not put what it read
+        #: (possibly a key revoked or issued meanwhile) into the caches the reload just emptied.
+        self.generation = 0
         # Hashes of keys the backend does not know: a guesser's stream of distinct keys costs one query
         # each at most, and never evicts a known key from _by_key. Cleared on every reload (a key issued
         # meanwhile bumps the rules version), so a new key works at once.
@@ -180,10 +180,11 @@ class RulesCache:
             self.change_mark.before_load()
             rules = self.backend.load() if self.backend is not None else RuleSet((), None)
             rules.version = version
-            self._generation += 1
+            self.generation += 1
             self._by_key.clear()
             self._by_user.clear()
             self._unknown_keys.clear()
+            self.user_clients.clear()
             self._rules = self.fresh = rules
             self._loaded_at = time.monotonic()
             if self._failures:
@@ -249,9 +250,9 @@ class RulesCache:
         subscriber = self._by_key.lookup(key_hash)
         if subscriber is not None:
             return subscriber
-        generation = self._generation
+        generation = self.generation
         subscriber = self._query(self.backend.subscriber_for_key, key_hash)
-        if generation == self._generation:
+        if generation == self.generation:
             (self._by_key if subscriber is not None else self._unknown_keys).put(key_hash, subscriber)
         return subscriber
 
@@ -263,9 +264,9 @@ class RulesCache:
         subscriber = self._by_user.lookup(user_id, _MISS)  # None is remembered too: a user without one
         if subscriber is not _MISS:
             return subscriber
-        generation = self._generation
+        generation = self.generation
         subscriber = self._query(backend.subscriber_for_user, user_id)
-        if generation == self._generation:
+        if generation == self.generation:
             self._by_user.put(user_id, subscriber)
         return subscriber
 

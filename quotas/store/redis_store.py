@@ -38,9 +38,10 @@ from quotas.store.published_multipliers import PublishedMultipliers
 from quotas.store.redis_usage import UsageCounters
 from quotas.store.refusal_lists import RefusalLists
 from quotas.store.replies import Ban, decision_of, parse_ban
-from quotas.store.resp import Encoded, bulk
+from quotas.store.resp import Encoded
 from quotas.store.rules_version import RulesVersion
 from quotas.store.server import Server
+from quotas.store.transport import bulk
 
 
 class RedisStore:

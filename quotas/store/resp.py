@@ -1,10 +1,11 @@
 """Redis's protocol (RESP) as the store sends it: a script call's KEYS and ARGV kept encoded (:class:`Encoded`,
-:func:`bulk`), and a command packed by hiredis's packer where it is installed (:func:`pack`).
+their items written by :func:`quotas.store.transport.bulk`), and a command packed by hiredis's packer where it is
+installed (:func:`pack`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 try:
@@ -26,33 +27,6 @@ class Encoded(list[_T]):
 
     __slots__ = ("resp",)
     resp: bytes | None
-
-
-#: An empty bulk string, the most common item of all.
-_EMPTY = b"$0\r\n\r\n"
-
-
-def bulk(items: Iterable[Any]) -> bytes:
-    """``items`` (str, bytes, int or float) as Redis's protocol's bulk strings, as hiredis's packer writes them
-    (str as UTF-8, a float by its repr); raises TypeError for another type."""
-    out = []
-    for item in items:
-        kind = type(item)
-        if kind is str:
-            if not item:
-                out.append(_EMPTY)
-                continue
-            raw = item.encode()
-        elif kind is bytes:
-            raw = item
-        elif kind is int:
-            raw = b"%d" % item
-        elif kind is float:
-            raw = repr(item).encode()
-        else:
-            raise TypeError(f"cannot send a {kind.__name__} to Redis")
-        out.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
-    return b"".join(out)
 
 
 def pack(conn: Any, command: tuple[object, ...]) -> Any:

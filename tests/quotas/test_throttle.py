@@ -259,6 +259,18 @@ def test_authenticated_user_with_subscription_uses_its_plan(client, free, pro):
     assert codes == {200}
 
 
+def test_a_users_new_subscription_applies_on_the_next_request(client, free, pro):
+    """A signed-in user's client is kept between requests only until the rules change: a subscription taken out
+    counts the user on its plan from the next request."""
+    user = UserFactory()
+    client.force_authenticate(user)
+    assert [get(client, "/api/demo/ping").status_code for _ in range(4)][-1] == 429  # the default plan's 3
+    SubscriptionFactory(plan=pro, user=user)
+    response = get(client, "/api/demo/ping")
+    assert response.status_code == 200
+    assert response["X-RateLimit-Limit"] == "100"
+
+
 def test_keys_of_one_subscription_share_its_limits(client, free):
     """Rotating keys does not reset a customer's quota."""
     sub = SubscriptionFactory(plan=free)
