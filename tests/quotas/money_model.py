@@ -11,9 +11,12 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
 - A request is admitted when, for every limit in force, what its period has spent plus the request's estimate
   is at most the limit's amount; it is then charged its actual cost (nothing when it ends in a 5xx), and a
   refused request is charged nothing. Days and months are UTC calendar periods.
-- A limit's 80 % and 100 % thresholds are each reported once per limit (its name) and period, when its
-  committed spend reaches them; 100 % also when a request is refused by a limit that has spent 80 % or more
-  (quotas/signals.py).
+- A limit's 80 % and 100 % thresholds are each reported once per limit and period, when its committed spend
+  reaches them; 100 % also when a request is refused by a limit that has spent 80 % or more (quotas/signals.py).
+  A limit is a counter and the amount it is limited by (quotas/contract/lua/period.lua): a customer's cap
+  lowering a budget shares its counter but is a limit of its own, and so is each amount a cap is set to; a
+  counter's state keeps, beside the level of the amount it was last limited by, those of three other amounts
+  at most (the largest reached), so an amount forgotten reports its thresholds again.
 """
 
 from __future__ import annotations
@@ -70,13 +73,6 @@ class Window:
     period: str
     amount: int
 
-    @property
-    def limit(self) -> str:
-        """Which limit it is, for its alerts: a customer's cap of a period is one limit whichever counter it
-        spends from (its budget's, or its own once a plan change took the budget); a budget and a key's cap are
-        their counters."""
-        return self.name if self.name in ("day-cap", "month-cap") else self.counter
-
 
 @dataclass
 class Plan:
@@ -119,8 +115,8 @@ class Money:
     keys: list[Key] = field(default_factory=list)
     #: counter -> (period end, used); a counter of an ended period holds nothing.
     counters: dict[str, tuple[float, int]] = field(default_factory=dict)
-    #: (limit, period end) -> alert level reported (a limit's thresholds, once per period).
-    levels: dict[tuple[str, float], int] = field(default_factory=dict)
+    #: (counter, period end) -> {amount: alert level reported} (a limit's thresholds, once per period).
+    levels: dict[tuple[str, float], dict[int, int]] = field(default_factory=dict)
     #: counter -> the most its period may hold: the amount in force at an admission plus that request's actual
     #: cost beyond its estimate (docs/concepts.md, "Overspend window"; one request in flight at a time here).
     ceilings: dict[str, tuple[float, int]] = field(default_factory=dict)
@@ -170,6 +166,8 @@ class Money:
                     alerts += [a for a in self._raise(w, 2, used, now) if a.threshold == 100]  # that one only
             return refused, alerts
         for w in self.windows(key):
+            self._keep(w, now)  # an admission writes its counters' states (below: before its own level)
+        for w in self.windows(key):
             end = period_end(w.period, now)
             used = self.used(w, now) + charged
             self.counters[w.counter] = (end, used)
@@ -179,13 +177,23 @@ class Money:
         self.billed += charged
         return [], alerts
 
+    def _keep(self, window: Window, now: float) -> dict[int, int]:
+        """The levels ``window``'s counter keeps when its state is written limited by ``window``'s amount:
+        that amount's, and three others at most (the largest reached), as period.lua's period_state."""
+        levels = self.levels.setdefault((window.counter, period_end(window.period, now)), {})
+        others = sorted(a for a, level in levels.items() if a != window.amount and level > 0)[-3:]
+        kept = {a: levels[a] for a in others}
+        kept[window.amount] = levels.get(window.amount, 0)
+        levels.clear()
+        levels.update(kept)
+        return levels
+
     def _raise(self, window: Window, level: int, used: int, now: float) -> list[Alert]:
-        """The alerts of ``window`` reaching ``level`` (those its name has not reported this period)."""
-        end = period_end(window.period, now)
-        before = self.levels.get((window.limit, end), 0)
+        """The alerts of ``window`` reaching ``level`` (those its limit has not reported this period)."""
+        before = self.levels.get((window.counter, period_end(window.period, now)), {}).get(window.amount, 0)
         if level <= before:
-            return []
-        self.levels[(window.limit, end)] = level
+            return []  # nothing written
+        self._keep(window, now)[window.amount] = level
         start = period_start(window.period, now)
         return [
             Alert(window.name, threshold, start, used, window.amount)

@@ -120,7 +120,7 @@ class MoneyMachine(RuleBasedStateMachine):
         self.client = world.client
         self.tag = f"s.{self.sub.pk}"
         self.seen = len(world.alerts)
-        self.sent_once: set[tuple[str, float, int]] = set()
+        self.sent_once: set[tuple[str, int, float, int]] = set()
 
     # Helpers ---------------------------------------------------------------------------------------------------
 
@@ -156,8 +156,9 @@ class MoneyMachine(RuleBasedStateMachine):
         """(e): the alerts sent in this step are the model's."""
         sent = self.new_alerts()
         for alert, limit in zip(sent, self.sent_limits, strict=True):
-            # A limit by its id: two plans' day budgets share a name ("day-budget"), not a counter or a level.
-            identity = (limit, alert.period_start, alert.threshold)
+            # A limit by its id and amount: two plans' day budgets share a name ("day-budget"), not a counter; a
+            # customer's cap lowering a budget shares its id (its counter), not its amount.
+            identity = (limit, alert.amount, alert.period_start, alert.threshold)
             if check("alert_once_per_limit_period_threshold"):
                 assert identity not in self.sent_once, f"{step}: {alert} sent twice in its period"
             self.sent_once.add(identity)

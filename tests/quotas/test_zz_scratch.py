@@ -1,0 +1,82 @@
+import os, time, collections, functools, atexit
+import pytest
+from tests.quotas import test_money_machine as m
+from tests.quotas.test_money_machine import *  # noqa
+from tests.quotas.test_money_machine import world  # noqa
+
+T = collections.defaultdict(lambda: [0, 0.0])
+def wrap(name):
+    f = getattr(m.MoneyMachine, name)
+    @functools.wraps(f)
+    def g(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return f(self, *a, **k)
+        finally:
+            T[name][0] += 1; T[name][1] += time.perf_counter() - t
+    if hasattr(f, "hypothesis_stateful_rule"): pass
+    return g
+for name in ["__init__"]:
+    setattr(m.MoneyMachine, name, wrap(name))
+import hypothesis.stateful as hs
+orig_rule_fns = {}
+for name in dir(m.MoneyMachine):
+    f = getattr(m.MoneyMachine, name)
+    for attr in ("hypothesis_stateful_rule", "hypothesis_stateful_invariant"):
+        if hasattr(f, attr):
+            inner = getattr(f, attr)
+            fn = inner.function
+            def mk(fn=fn, name=name):
+                @functools.wraps(fn)
+                def g(self, *a, **k):
+                    t = time.perf_counter()
+                    try: return fn(self, *a, **k)
+                    finally:
+                        T[name][0] += 1; T[name][1] += time.perf_counter() - t
+                return g
+            object.__setattr__(inner, "function", mk())
+def report():
+    tot = sum(v[1] for v in T.values())
+    for k, (n, s) in sorted(T.items(), key=lambda kv: -kv[1][1]):
+        print(f"{k:40s} {n:6d} {s:8.2f}s {1000*s/max(n,1):7.1f} ms")
+    print("total", tot)
+atexit.register(report)
+if os.environ.get("MM_EXAMPLES"):
+    m.EXAMPLES = int(os.environ["MM_EXAMPLES"])
+if os.environ.get("MM_STEPS"):
+    m.STEPS = int(os.environ["MM_STEPS"])
+
+def test_reload_cost(world):
+    from plans.models import Plan
+    from quotas.engine import default_engine
+    rules = default_engine.runtime().rules
+    print("plans", Plan.objects.count())
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    t = time.perf_counter()
+    for _ in range(50):
+        rules.reload()
+    print("reload ms", (time.perf_counter() - t) * 20)
+    with CaptureQueriesContext(connection) as c:
+        rules.reload()
+    print(len(c.captured_queries), [q["sql"][:80] for q in c.captured_queries])
+    m.WORLD[0]
+    from tests.quotas.test_money_machine import MoneyMachine
+    mm = MoneyMachine()
+    key = mm.model.keys[0]
+    from quotas.api import identify, standing
+    from django.test import RequestFactory
+    rules.reload()
+    with CaptureQueriesContext(connection) as c:
+        t = time.perf_counter()
+        cl = identify(RequestFactory().get("/", HTTP_X_API_KEY=key.raw))
+        print("identify ms", (time.perf_counter() - t) * 1000)
+    print(len(c.captured_queries), [q["sql"][:100] for q in c.captured_queries])
+    t = time.perf_counter()
+    for _ in range(50):
+        standing(cl)
+    print("standing ms", (time.perf_counter() - t) * 20)
+    t = time.perf_counter()
+    for _ in range(50):
+        mm.billed_usage_is_the_actual_costs()
+    print("billed ms", (time.perf_counter() - t) * 20)
