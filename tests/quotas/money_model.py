@@ -82,6 +82,7 @@ class Plan:
     price: int
     pk: int = 0
     budgets: dict[str, tuple[int, str, int]] = field(default_factory=dict)
+    allowances: bool = False  # local allowances on (the plan's switch)
 
 
 @dataclass
@@ -150,6 +151,11 @@ class Money:
         end, most = self.ceilings.get(window.counter, (0.0, 0))
         return most if end == period_end(window.period, now) else 0
 
+    def spent(self, counter: str, period: str, now: float) -> int:
+        """What ``counter`` (of a ``period``) has spent in the period holding ``now``."""
+        end, used = self.counters.get(counter, (0.0, 0))
+        return used if end == period_end(period, now) else 0
+
     def refusing(self, key: Key, estimate: int, now: float) -> list[Window]:
         """The limits that refuse a request estimated at ``estimate`` (none: it is admitted)."""
         return [w for w in self.windows(key) if self.used(w, now) + estimate > w.amount]
@@ -167,15 +173,22 @@ class Money:
             return refused, alerts
         for w in self.windows(key):
             self._keep(w, now)  # an admission writes its counters' states (below: before its own level)
+        self.charge(key, estimate, charged, now)
+        for w in self.windows(key):
+            used = self.used(w, now)
+            alerts += self._raise(w, level_of(used, w.amount), used, now)
+        return [], alerts
+
+    def charge(self, key: Key, estimate: int, charged: int, now: float) -> None:
+        """An admitted request with ``key`` charged ``charged``: its limits' counters and the billed usage. (With
+        local allowances on, the machine calls this for what the service admitted: the model does not predict
+        which requests an allowance admits, or which the units it holds refuse.)"""
         for w in self.windows(key):
             end = period_end(w.period, now)
-            used = self.used(w, now) + charged
-            self.counters[w.counter] = (end, used)
+            self.counters[w.counter] = (end, self.used(w, now) + charged)
             most = max(self.ceiling(w, now), w.amount + max(0, charged - estimate))
             self.ceilings[w.counter] = (end, most)
-            alerts += self._raise(w, level_of(used, w.amount), used, now)
         self.billed += charged
-        return [], alerts
 
     def _keep(self, window: Window, now: float) -> dict[int, int]:
         """The levels ``window``'s counter keeps when its state is written limited by ``window``'s amount:

@@ -5,20 +5,29 @@ from tests.quotas.test_money_machine import *  # noqa
 from tests.quotas.test_money_machine import world  # noqa
 
 T = collections.defaultdict(lambda: [0, 0.0])
+
+
 def wrap(name):
     f = getattr(m.MoneyMachine, name)
+
     @functools.wraps(f)
     def g(self, *a, **k):
         t = time.perf_counter()
         try:
             return f(self, *a, **k)
         finally:
-            T[name][0] += 1; T[name][1] += time.perf_counter() - t
-    if hasattr(f, "hypothesis_stateful_rule"): pass
+            T[name][0] += 1
+            T[name][1] += time.perf_counter() - t
+
+    if hasattr(f, "hypothesis_stateful_rule"):
+        pass
     return g
+
+
 for name in ["__init__"]:
     setattr(m.MoneyMachine, name, wrap(name))
 import hypothesis.stateful as hs
+
 orig_rule_fns = {}
 for name in dir(m.MoneyMachine):
     f = getattr(m.MoneyMachine, name)
@@ -26,33 +35,45 @@ for name in dir(m.MoneyMachine):
         if hasattr(f, attr):
             inner = getattr(f, attr)
             fn = inner.function
+
             def mk(fn=fn, name=name):
                 @functools.wraps(fn)
                 def g(self, *a, **k):
                     t = time.perf_counter()
-                    try: return fn(self, *a, **k)
+                    try:
+                        return fn(self, *a, **k)
                     finally:
-                        T[name][0] += 1; T[name][1] += time.perf_counter() - t
+                        T[name][0] += 1
+                        T[name][1] += time.perf_counter() - t
+
                 return g
+
             object.__setattr__(inner, "function", mk())
+
+
 def report():
     tot = sum(v[1] for v in T.values())
     for k, (n, s) in sorted(T.items(), key=lambda kv: -kv[1][1]):
-        print(f"{k:40s} {n:6d} {s:8.2f}s {1000*s/max(n,1):7.1f} ms")
+        print(f"{k:40s} {n:6d} {s:8.2f}s {1000 * s / max(n, 1):7.1f} ms")
     print("total", tot)
+
+
 atexit.register(report)
 if os.environ.get("MM_EXAMPLES"):
     m.EXAMPLES = int(os.environ["MM_EXAMPLES"])
 if os.environ.get("MM_STEPS"):
     m.STEPS = int(os.environ["MM_STEPS"])
 
-def test_reload_cost(world):
+
+def test_reload_cost(world):  # noqa
     from plans.models import Plan
     from quotas.engine import default_engine
+
     rules = default_engine.runtime().rules
     print("plans", Plan.objects.count())
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+
     t = time.perf_counter()
     for _ in range(50):
         rules.reload()
@@ -62,10 +83,12 @@ def test_reload_cost(world):
     print(len(c.captured_queries), [q["sql"][:80] for q in c.captured_queries])
     m.WORLD[0]
     from tests.quotas.test_money_machine import MoneyMachine
+
     mm = MoneyMachine()
     key = mm.model.keys[0]
     from quotas.api import identify, standing
     from django.test import RequestFactory
+
     rules.reload()
     with CaptureQueriesContext(connection) as c:
         t = time.perf_counter()
@@ -80,3 +103,37 @@ def test_reload_cost(world):
     for _ in range(50):
         mm.billed_usage_is_the_actual_costs()
     print("billed ms", (time.perf_counter() - t) * 20)
+
+
+from quotas.runtime import rules_cache as _rc
+
+for _name in ("reload", "_query"):
+    _f = getattr(_rc.RulesCache, _name)
+
+    def _mk(f=_f, name=_name):
+        def g(self, *a, **k):
+            t = time.perf_counter()
+            try:
+                return f(self, *a, **k)
+            finally:
+                T["rc." + name][0] += 1
+                T["rc." + name][1] += time.perf_counter() - t
+
+        return g
+
+    setattr(_rc.RulesCache, _name, _mk())
+
+
+def test_busy_probe(world):
+    mm = m.MoneyMachine()
+    mm.change_plan("busy")
+    key = mm.model.keys[0]
+    for i in range(6):
+        mm.priced_request(key, "equal", None, 0)
+        b = standing(identify(RequestFactory().get("/", HTTP_X_API_KEY=key.raw)))["budgets"]
+        print(i, [(x["name"], x["spent"]) for x in b], mm.model_spent(key))
+    mm.allowances_end()
+    b = standing(identify(RequestFactory().get("/", HTTP_X_API_KEY=key.raw)))["budgets"]
+    print("end", [(x["name"], x["spent"]) for x in b], mm.model_spent(key))
+    mm.spend_is_the_models()
+    mm.billed_usage_is_the_actual_costs()
