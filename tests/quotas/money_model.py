@@ -11,6 +11,8 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
 - A request is admitted when, for every limit in force, what its period has spent plus the request's estimate
   is at most the limit's amount; it is then charged its actual cost (nothing when it ends in a 5xx), and a
   refused request is charged nothing. Days and months are UTC calendar periods.
+- A plan's period quota counts the requests it admits, failed or not, in its own unit (its alerts report
+  counts, not money).
 - A limit's 80 % and 100 % thresholds are each reported once per limit and period, when its committed spend
   reaches them; 100 % also when a request is refused by a limit that has spent 80 % or more (quotas/signals.py).
   A limit is a counter and the amount it is limited by (quotas/contract/lua/period.lua): a customer's cap
@@ -72,6 +74,11 @@ class Window:
     name: str
     period: str
     amount: int
+    unit: str = "money"  # or "requests": a period quota, which counts every admitted request as 1
+
+    def cost(self, money: int) -> int:
+        """What a request costing ``money`` counts in this limit."""
+        return money if self.unit == "money" else 1
 
 
 @dataclass
@@ -83,6 +90,8 @@ class Plan:
     pk: int = 0
     budgets: dict[str, tuple[int, str, int]] = field(default_factory=dict)
     allowances: bool = False  # local allowances on (the plan's switch)
+    #: Period quotas counted in requests: (pk, name, period, requests).
+    quotas: list[tuple[int, str, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -139,6 +148,7 @@ class Money:
         if key.cap is not None:
             period, amount = key.cap
             out.append(Window(f"kc{key.counters}:{period}", f"key-{period}-cap", period, amount))
+        out += [Window(f"q{pk}", name, period, units, "requests") for pk, name, period, units in self.plan.quotas]
         return out
 
     def used(self, window: Window, now: float) -> int:
@@ -158,11 +168,14 @@ class Money:
 
     def refusing(self, key: Key, estimate: int, now: float) -> list[Window]:
         """The limits that refuse a request estimated at ``estimate`` (none: it is admitted)."""
-        return [w for w in self.windows(key) if self.used(w, now) + estimate > w.amount]
+        return [w for w in self.windows(key) if self.used(w, now) + w.cost(estimate) > w.amount]
 
-    def request(self, key: Key, estimate: int, charged: int, now: float) -> tuple[list[Window], list[Alert]]:
+    def request(
+        self, key: Key, estimate: int, charged: int, now: float, failed: bool = False
+    ) -> tuple[list[Window], list[Alert]]:
         """A request with ``key``: the limits that refused it, and the alerts it should send. Admitted, it is
-        charged ``charged`` (its actual cost, or 0 when the view failed)."""
+        charged ``charged`` (its actual cost, or 0 when the view ``failed``; a period quota counts it as 1
+        either way: no limit of these refunds errors)."""
         refused = self.refusing(key, estimate, now)
         alerts: list[Alert] = []
         if refused:
@@ -185,8 +198,8 @@ class Money:
         which requests an allowance admits, or which the units it holds refuse.)"""
         for w in self.windows(key):
             end = period_end(w.period, now)
-            self.counters[w.counter] = (end, self.used(w, now) + charged)
-            most = max(self.ceiling(w, now), w.amount + max(0, charged - estimate))
+            self.counters[w.counter] = (end, self.used(w, now) + w.cost(charged))
+            most = max(self.ceiling(w, now), w.amount + max(0, w.cost(charged) - w.cost(estimate)))
             self.ceilings[w.counter] = (end, most)
         self.billed += charged
 

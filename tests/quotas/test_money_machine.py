@@ -46,7 +46,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from rest_framework.test import APIClient
 
 from console.models import Membership, Role
-from plans.models import APIKey, CostBudget, Subscription
+from plans.models import APIKey, CostBudget, PeriodQuota, Subscription
 from plans.models.keys import API_KEY_PREFIX
 from quotas.api import identify, standing
 from quotas.engine import default_engine
@@ -83,11 +83,13 @@ KNOWN_FINDINGS: frozenset[str] = frozenset()
 
 #: The plans an example moves between: (price, {period: budget amount}, local allowances), in micro-units.
 PLANS = {
-    "budgeted": (10_000, {"day": 100_000, "month": 300_000}, False),
+    "budgeted": (10_000, {"day": 100_000, "month": 300_000}, False),  # and QUOTA
     "busy": (10_000, {"day": 100_000, "month": 300_000}, True),
     "day-only": (20_000, {"day": 60_000}, False),
     "unbudgeted": (10_000, {}, False),
 }
+#: The period quota of the plan "budgeted": (name, period, requests).
+QUOTA = ("requests-per-day", "day", 6)
 #: A cap's amounts: nothing, below, at and above the budgets.
 CAP_AMOUNTS = (0, 10_000, 30_000, 50_000, 60_000, 90_000, 100_000, 150_000, 300_000, 400_000)
 ESTIMATES = (None, 5_000, 10_000, 20_000, 40_000)  # None: the plan's price
@@ -186,6 +188,10 @@ class MoneyMachine(RuleBasedStateMachine):
         fresh = self.world.alerts[self.seen :]
         self.seen = len(self.world.alerts)
         self.sent_limits = [a["limit"] for a in fresh if a["client_tag"] == self.tag]
+        for a in fresh:  # a period quota's alerts are counts in its own unit, with no currency
+            quota = a["limit"].startswith("q")
+            assert a["unit"] == ("requests" if quota else "money"), a
+            assert not (quota and a["currency"]), a
         return [
             Alert(a["budget"], a["threshold"], a["period_start"].timestamp(), a["spent_micros"], a["amount_micros"])
             for a in fresh
@@ -276,7 +282,7 @@ class MoneyMachine(RuleBasedStateMachine):
                 self.model.charge(key, estimate, charged, self.now)
             self.check_alerts_bounded(step)
             return
-        refused, expected = self.model.request(key, estimate, charged, self.now)
+        refused, expected = self.model.request(key, estimate, charged, self.now, failed=kind == "fail")
         response = self.client.get(path, HTTP_X_API_KEY=key.raw)
         if refused:
             assert response.status_code == 429, f"{step}: {response.status_code}, the model refuses by {refused}"
@@ -393,7 +399,12 @@ class MoneyMachine(RuleBasedStateMachine):
     # Invariants ------------------------------------------------------------------------------------------------
 
     def model_spent(self, key: Key) -> dict[str, Decimal]:
-        return {w.name: from_micros(self.model.used(w, self.now)) for w in self.model.windows(key)}
+        """What the model says each money limit of ``key`` spent (as the standing shows budgets)."""
+        return {w.name: from_micros(self.model.used(w, self.now)) for w in self.model.windows(key) if w.unit == "money"}
+
+    def model_counted(self, key: Key) -> dict[str, int]:
+        """What the model says each period quota of ``key`` has counted this period."""
+        return {w.name: self.model.used(w, self.now) for w in self.model.windows(key) if w.unit != "money"}
 
     @invariant()
     def spend_is_the_models(self) -> None:
@@ -401,7 +412,19 @@ class MoneyMachine(RuleBasedStateMachine):
         for key in self.usable():
             if not check("standing_after_a_plan_change"):
                 default_engine.runtime().rules.current()
-            budgets = standing(identify(RequestFactory().get("/", HTTP_X_API_KEY=key.raw)))["budgets"]
+            now = standing(identify(RequestFactory().get("/", HTTP_X_API_KEY=key.raw)))
+            budgets = now["budgets"]
+            # A period quota's remaining, as the standing's peek shows it, is after one more request or (when
+            # another limit refuses that request, in some cases) before it: the count is one of the two.
+            quotas = {
+                x["name"]: (x["quota"], x["remaining"]) for x in now["limits"] if x["algorithm"] == "period_requests"
+            }
+            counted = self.model_counted(key)
+            assert quotas.keys() == counted.keys(), f"key {key.kid}: {now['limits']}"
+            for name, (amount, left) in quotas.items():
+                assert left in (max(0, amount - counted[name] - 1), max(0, amount - counted[name])), (
+                    f"key {key.kid}: {name} has {left} left, the model counted {counted[name]} of {amount}"
+                )
             shown = {b["name"]: Decimal(b["spent"]) for b in budgets}
             if self.live:  # spend an allowance admitted is committed (and shown) when the allowance ends
                 model = self.model_spent(key)
@@ -410,6 +433,8 @@ class MoneyMachine(RuleBasedStateMachine):
             else:
                 assert shown == self.model_spent(key), f"key {key.kid}: {budgets} (model {self.model.windows(key)})"
             for window in self.model.windows(key):
+                if window.unit != "money":
+                    continue  # counted a request at a time: never over (the check above)
                 spent = shown[window.name]
                 assert spent <= from_micros(self.model.ceiling(window, self.now)) or spent == 0, (
                     f"{window} overspent: {spent}"
@@ -455,6 +480,10 @@ def world(db, quota_clock, set_quotas) -> Iterator[World]:
         for period, amount in budgets.items():
             budget = CostBudget.objects.create(plan=row, period=period, amount=from_micros(amount))
             model.budgets[period] = (budget.pk, budget.name, amount)
+        if slug == "budgeted":
+            name, period, units = QUOTA
+            quota = PeriodQuota.objects.create(plan=row, name=name, scope="priced", period=period, units=units)
+            model.quotas.append((quota.pk, name, period, units))
         plans[slug] = model
     owner = UserFactory(username="owner")
     owner_api = APIClient()

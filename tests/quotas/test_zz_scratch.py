@@ -137,3 +137,53 @@ def test_busy_probe(world):
     print("end", [(x["name"], x["spent"]) for x in b], mm.model_spent(key))
     mm.spend_is_the_models()
     mm.billed_usage_is_the_actual_costs()
+
+
+def test_quota_probe(world):
+    from plans.models import PeriodQuota
+
+    plan = m.WORLD[0].plans["budgeted"]
+    PeriodQuota.objects.create(plan_id=plan.pk, name="requests-per-day", scope="priced", period="day", units=5)
+    mm = m.MoneyMachine()
+    key = mm.model.keys[0]
+
+    def show():
+        st_ = standing(identify(RequestFactory().get("/", HTTP_X_API_KEY=key.raw)))
+        return [(x["name"], x["quota"], x["remaining"]) for x in st_["limits"]]
+
+    print("start", show())
+    r = mm.client.get("/t/priced?fail=1", HTTP_X_API_KEY=key.raw)
+    print(r.status_code, show())
+    r = mm.client.get("/t/priced?est=0.04", HTTP_X_API_KEY=key.raw)
+    print(r.status_code, show())
+    for i in range(5):
+        r = mm.client.get("/t/priced", HTTP_X_API_KEY=key.raw)
+        print(r.status_code, show(), r.json() if r.status_code == 429 else "")
+    print(
+        [
+            (a["budget"], a["threshold"], a["spent_micros"], a["amount_micros"], a["unit"], a["currency"], a["limit"])
+            for a in m.WORLD[0].alerts
+        ]
+    )
+
+
+def test_quota_probe2(world):
+    mm = m.MoneyMachine()
+    key = mm.model.keys[0]
+
+    def show():
+        st_ = standing(identify(RequestFactory().get("/", HTTP_X_API_KEY=key.raw)))
+        return [(x["name"], x["quota"], x["remaining"]) for x in st_["limits"]], [
+            (x["name"], x["spent"]) for x in st_["budgets"]
+        ]
+
+    print("start", show())
+    for q in [
+        "est=0.04&actual=0.05",
+        "est=0.01",
+        "est=0.02&actual=0.01",
+        "est=0.01&actual=0.05",
+        "est=0.01&actual=0.005",
+    ]:
+        r = mm.client.get("/t/priced?" + q, HTTP_X_API_KEY=key.raw)
+        print(q, r.status_code, show())
