@@ -103,6 +103,7 @@ class Key:
     counters: int
     cap: tuple[str, int] | None = None
     usable: bool = True
+    expires: float | None = None  # when it stops working (a rolled key's overlap ends), on the engine's clock
 
 
 @dataclass

@@ -174,7 +174,7 @@ class MoneyMachine(RuleBasedStateMachine):
         return self.world.clock.now()
 
     def usable(self) -> list[Key]:
-        return [k for k in self.model.keys if k.usable]
+        return [k for k in self.model.keys if k.usable and (k.expires is None or self.now < k.expires)]
 
     def key(self, index: int) -> Key:
         keys = self.usable()
@@ -342,16 +342,21 @@ class MoneyMachine(RuleBasedStateMachine):
 
     # Keys ------------------------------------------------------------------------------------------------------
 
-    @rule(k=st.integers(0, 3))
-    def roll_key(self, k: int) -> None:
-        """Rolled with no overlap: the predecessor stops at once (its expiry is the wall clock's, which the
-        injected clock does not move), the successor spends the same counters and keeps the cap."""
+    @rule(k=st.integers(0, 3), overlap=st.sampled_from([0, 0, 3_600, 86_400]))
+    def roll_key(self, k: int, overlap: int) -> None:
+        """Rolled, with an overlap or none: the successor spends the same counters and keeps the cap; the
+        predecessor works until its overlap ends. (That end is the wall clock's now plus the overlap, which the
+        injected clock, a year or more ahead, has passed already: it stops at once here, and is refused.)"""
         key = self.key(k)
-        response = self.world.owner_api.post(self.url(f"keys/{key.kid}/roll"), {"overlap_seconds": 0}, format="json")
+        body = {"overlap_seconds": overlap}
+        response = self.world.owner_api.post(self.url(f"keys/{key.kid}/roll"), body, format="json")
         assert response.status_code == 201, response.content
         body = response.json()
-        key.usable = False
+        key.expires = datetime.fromisoformat(body["replaces"]["expires_at"]).timestamp()
         self.model.keys.append(Key(raw=body["key"], kid=body["id"], counters=key.counters, cap=key.cap))
+        if key not in self.usable():
+            refused = self.client.get("/t/priced", HTTP_X_API_KEY=key.raw)
+            assert refused.status_code in (401, 403), f"the rolled key {key.kid} after its overlap: {refused.content}"
 
     @precondition(lambda self: len(self.usable()) < 2)  # a third key costs every step its lookups, tests nothing new
     @rule()
@@ -472,6 +477,7 @@ def world(db, quota_clock, set_quotas) -> Iterator[World]:
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=10.0, SHARE=1.0, MAX_REQUESTS=4)
     set_quotas("CONSOLE", API_RATE=None)
     set_quotas(USAGE_API_RATE=None)
+    set_quotas(FAILED_AUTH_LIMITS=None)  # a rolled key refused is a failure of the one test address: not counted
     plans = {}
     for slug, (price, budgets, allowances) in PLANS.items():
         row = PlanFactory(slug=slug, local_allowances=allowances)
