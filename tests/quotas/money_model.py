@@ -132,6 +132,9 @@ class Money:
     #: cost beyond its estimate (docs/concepts.md, "Overspend window"; one request in flight at a time here).
     ceilings: dict[str, tuple[float, int]] = field(default_factory=dict)
     billed: int = 0  # every admitted request's actual cost, over all periods
+    #: The customer's own alert thresholds (percents), and those reported: (counter, name, period end, percent).
+    thresholds: list[int] = field(default_factory=list)
+    reported: set[tuple[str, str, float, int]] = field(default_factory=set)
 
     def windows(self, key: Key) -> list[Window]:
         """The money limits in force for a request with ``key``, as plans/rules.py builds them."""
@@ -203,6 +206,28 @@ class Money:
             most = max(self.ceiling(w, now), w.amount + max(0, w.cost(charged) - w.cost(estimate)))
             self.ceilings[w.counter] = (end, most)
         self.billed += charged
+
+    def threshold_events(self, now: float, per_limit: bool = True) -> list[tuple[str, int, int]]:
+        """The customer's thresholds the subscription's spend has reached and no look reported yet, as the
+        watcher finds them (notifications/thresholds.py): (name, percent, spent) of each budget and cap (a cap
+        is watched against the budget it lowers too), once per limit, period and percent (``per_limit``
+        False: once per name, as the watcher does today). A key's cap is not the subscription's: not watched."""
+        found = []
+        for w in self.windows(Key(raw="", kid=0, counters=0)):
+            if w.unit != "money":
+                continue
+            spent, end = self.used(w, now), period_end(w.period, now)
+            amounts = [(w.name, w.amount)]
+            budget = self.plan.budgets.get(w.period)
+            if budget is not None and budget[2] > w.amount:
+                amounts.append((budget[1], budget[2]))
+            for name, amount in amounts:
+                for percent in self.thresholds:
+                    seen = (w.counter if per_limit else "", name, end, percent)
+                    if amount > 0 and spent * 100 >= amount * percent and seen not in self.reported:
+                        self.reported.add(seen)
+                        found.append((name, percent, spent))
+        return sorted(found)
 
     def _keep(self, window: Window, now: float) -> dict[int, int]:
         """The levels ``window``'s counter keeps when its state is written limited by ``window``'s amount:

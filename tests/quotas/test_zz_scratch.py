@@ -187,3 +187,14 @@ def test_quota_probe2(world):
     ]:
         r = mm.client.get("/t/priced?" + q, HTTP_X_API_KEY=key.raw)
         print(q, r.status_code, show())
+
+
+def test_threshold_probe(world):
+    mm = m.MoneyMachine()
+    key = mm.model.keys[0]
+    mm.set_thresholds((10,))
+    mm.priced_request(key, "equal", None, 0)
+    mm.watcher_visit()
+    mm.change_plan("day-only")
+    mm.priced_request(key, "equal", None, 0)
+    mm.watcher_visit()
