@@ -198,3 +198,15 @@ def test_threshold_probe(world):
     mm.change_plan("day-only")
     mm.priced_request(key, "equal", None, 0)
     mm.watcher_visit()
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("fault", ["lost reply", "Redis error"])
+def test_fault_probe(world, fault):
+    mm = m.MoneyMachine()
+    key = mm.model.keys[0]
+    for more in (5, 5, 0):
+        mm.settle_with_a_fault(0, fault, more)
+        print(fault, more, mm.model_spent(key), m.WORLD[0].proxy.cuts)
+        mm.spend_is_the_models()
+        mm.billed_usage_is_the_actual_costs()
