@@ -196,6 +196,17 @@ class Money:
             alerts += self._raise(w, level_of(used, w.amount), used, now)
         return [], alerts
 
+    def outage_bound(self, key: Key, before: dict[str, int], share: float, excess: int, now: float) -> None:
+        """Raise the most each budget of ``key`` may hold after an outage in which one process's local fallback
+        admitted requests costing ``excess`` beyond their estimates: what it held before (``before``, by counter),
+        plus its ``share`` of the remainder it last saw from Redis (at most the whole amount), plus that excess
+        (docs/concepts.md, the local failure mode: the charge-back may leave a budget overspent by that much)."""
+        for w in self.windows(key):
+            if w.unit == "money":
+                end = period_end(w.period, now)
+                most = before.get(w.counter, 0) + int(share * w.amount) + excess
+                self.ceilings[w.counter] = (end, max(self.ceiling(w, now), most))
+
     def decision_alerts(self, key: Key, estimate: int, now: float) -> list[Alert]:
         """The alerts a request estimated at ``estimate`` reaches by its decision alone (its estimate charged),
         with the spend then, without changing anything: what is reported of a request whose settlement's reply
@@ -213,11 +224,14 @@ class Money:
             ]
         return alerts
 
-    def charge(self, key: Key, estimate: int, charged: int, now: float) -> None:
+    def charge(self, key: Key, estimate: int, charged: int, now: float, quotas: bool = True) -> None:
         """An admitted request with ``key`` charged ``charged``: its limits' counters and the billed usage. (With
-        local allowances on, the machine calls this for what the service admitted: the model does not predict
-        which requests an allowance admits, or which the units it holds refuse.)"""
+        local allowances on, or Redis away, the machine calls this for what the service admitted: the model does
+        not predict which requests an allowance or the local fallback admits.) ``quotas`` False: its period
+        quotas do not count it (one admitted during an outage is not charged back to them)."""
         for w in self.windows(key):
+            if w.unit != "money" and not quotas:
+                continue
             end = period_end(w.period, now)
             self.counters[w.counter] = (end, self.used(w, now) + w.cost(charged))
             most = max(self.ceiling(w, now), w.amount + max(0, w.cost(charged) - w.cost(estimate)))

@@ -286,7 +286,8 @@ class MoneyMachine(RuleBasedStateMachine):
         for kind, est, fraction in requests:
             self.priced_request(key, kind, est, fraction)
 
-    def priced_request(self, key: Key, kind: str, est: int | None, fraction: int) -> None:
+    def request_of(self, kind: str, est: int | None, fraction: int) -> tuple[str, int, int]:
+        """The path of a priced request, its estimate and what it is charged admitted (see REQUEST)."""
         estimate = self.model.plan.price if est is None else est
         query = [] if est is None else [f"est={money(est)}"]
         actual = estimate
@@ -299,7 +300,10 @@ class MoneyMachine(RuleBasedStateMachine):
         if kind == "fail":
             query.append("fail=1")
         charged = 0 if kind == "fail" else actual
-        path = "/t/priced" + ("?" + "&".join(query) if query else "")
+        return "/t/priced" + ("?" + "&".join(query) if query else ""), estimate, charged
+
+    def priced_request(self, key: Key, kind: str, est: int | None, fraction: int) -> None:
+        path, estimate, charged = self.request_of(kind, est, fraction)
         self.days.add(datetime.strptime(day_of(self.now), "%Y%m%d").date())  # the usage hash it counts in
         step = f"GET {path} with key {key.kid}"
         if self.model.plan.allowances:
@@ -367,6 +371,36 @@ class MoneyMachine(RuleBasedStateMachine):
             # (A request that cost its estimate is settled with no adjustment: no reply to lose.)
             expected = decided  # the levels the adjustment reached are stored in Redis, never sent
         self.expect_alerts(expected, step)
+
+    @precondition(lambda self: self.world.proxy is not None and not self.live and not self.model.plan.allowances)
+    @rule(k=st.integers(0, 3), requests=st.lists(REQUEST, min_size=1, max_size=4))
+    def redis_outage(self, k: int, requests: list[tuple[str, int | None, int]]) -> None:
+        """Redis is away for a few requests, then back, and the poller visits. The local fallback (FAILURE_MODE
+        'local', LOCAL_SHARE 0.5, one process) admits some: which is not predicted; what it admitted is charged
+        to the budgets at the visit (not to period quotas) and counted in usage, so spend and billed usage are
+        the model's again after it, within the outage's bound. Its alerts are checked against the spend (as
+        with allowances) from then on. Redis only."""
+        proxy = self.world.proxy
+        assert proxy is not None
+        key = self.key(k)
+        before = {w.counter: self.model.used(w, self.now) for w in self.model.windows(key)}
+        excess = 0
+        proxy.down = True
+        try:
+            for kind, est, fraction in requests:
+                path, estimate, charged = self.request_of(kind, est, fraction)
+                self.days.add(datetime.strptime(day_of(self.now), "%Y%m%d").date())
+                response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+                if response.status_code != 429:
+                    assert response.status_code == (500 if kind == "fail" else 200), (path, response.content[:300])
+                    self.model.charge(key, estimate, charged, self.now, quotas=False)
+                    excess += max(0, charged - estimate)
+        finally:
+            proxy.down = False
+        self.model.outage_bound(key, before, float(quota_settings.LOCAL_SHARE), excess, self.now)
+        default_engine.runtime().tick()
+        self.bounded = True
+        self.check_alerts_bounded("Redis back, the poller's visit")
 
     @precondition(lambda self: self.live)
     @rule()

@@ -210,3 +210,16 @@ def test_fault_probe(world, fault):
         print(fault, more, mm.model_spent(key), m.WORLD[0].proxy.cuts)
         mm.spend_is_the_models()
         mm.billed_usage_is_the_actual_costs()
+
+
+@pytest.mark.redis
+def test_outage_probe(world):
+    mm = m.MoneyMachine()
+    key = mm.model.keys[0]
+    mm.priced_request(key, "equal", 40000, 0)
+    mm.redis_outage(0, [("equal", None, 0), ("above", 20000, 50), ("equal", None, 0), ("equal", None, 0)])
+    print(mm.model_spent(key), [(a["budget"], a["threshold"], a["spent_micros"]) for a in m.WORLD[0].alerts])
+    mm.spend_is_the_models()
+    mm.billed_usage_is_the_actual_costs()
+    mm.priced_requests(0, [("equal", None, 0)] * 3)
+    mm.spend_is_the_models()
