@@ -10,7 +10,9 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
   own spend, shared by the keys rolled from it.
 - A request is admitted when, for every limit in force, what its period has spent plus the request's estimate
   is at most the limit's amount; it is then charged its actual cost (nothing when it ends in a 5xx), and a
-  refused request is charged nothing. Days and months are UTC calendar periods.
+  refused request is charged nothing. Days and months are calendar periods where BUDGET_TIME_ZONE says
+  (UTC by default); when it moves, a counter whose period ends within half a period of the new one's end is
+  that period still (its spend and alert levels carry over, period.lua), any other is an ended period's.
 - A plan's period quota counts the requests it admits, failed or not, in its own unit (its alerts report
   counts, not money).
 - A limit's 80 % and 100 % thresholds are each reported once per limit and period, when its committed spend
@@ -24,28 +26,28 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 #: The thresholds the platform reports (percent).
 THRESHOLDS = (80, 100)
 PERIODS = ("day", "month")
 
 
-def period_end(period: str, now: float) -> float:
-    """The end (epoch seconds) of the UTC calendar ``period`` holding ``now``."""
-    at = datetime.fromtimestamp(now, UTC)
+def period_end(period: str, now: float, tz: str = "UTC") -> float:
+    """The end (epoch seconds) of the calendar ``period`` holding ``now`` in time zone ``tz``."""
+    at = datetime.fromtimestamp(now, ZoneInfo(tz))
     if period == "day":
-        start = datetime(at.year, at.month, at.day, tzinfo=UTC).timestamp()
-        return start + 86_400
-    return datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=UTC).timestamp()
+        return (datetime(at.year, at.month, at.day, tzinfo=at.tzinfo) + timedelta(days=1)).timestamp()
+    return datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=at.tzinfo).timestamp()
 
 
-def period_start(period: str, now: float) -> float:
-    """The start (epoch seconds) of the UTC calendar ``period`` holding ``now``."""
-    at = datetime.fromtimestamp(now, UTC)
+def period_start(period: str, now: float, tz: str = "UTC") -> float:
+    """The start (epoch seconds) of the calendar ``period`` holding ``now`` in time zone ``tz``."""
+    at = datetime.fromtimestamp(now, ZoneInfo(tz))
     if period == "day":
-        return datetime(at.year, at.month, at.day, tzinfo=UTC).timestamp()
-    return datetime(at.year, at.month, 1, tzinfo=UTC).timestamp()
+        return datetime(at.year, at.month, at.day, tzinfo=at.tzinfo).timestamp()
+    return datetime(at.year, at.month, 1, tzinfo=at.tzinfo).timestamp()
 
 
 def first_january(now: float) -> float:
@@ -126,12 +128,13 @@ class Money:
     keys: list[Key] = field(default_factory=list)
     #: counter -> (period end, used); a counter of an ended period holds nothing.
     counters: dict[str, tuple[float, int]] = field(default_factory=dict)
-    #: (counter, period end) -> {amount: alert level reported} (a limit's thresholds, once per period).
-    levels: dict[tuple[str, float], dict[int, int]] = field(default_factory=dict)
+    #: counter -> (period end, {amount: alert level reported}) (a limit's thresholds, once per period).
+    levels: dict[str, tuple[float, dict[int, int]]] = field(default_factory=dict)
     #: counter -> the most its period may hold: the amount in force at an admission plus that request's actual
     #: cost beyond its estimate (docs/concepts.md, "Overspend window"; one request in flight at a time here).
     ceilings: dict[str, tuple[float, int]] = field(default_factory=dict)
     billed: int = 0  # every admitted request's actual cost, over all periods
+    tz: str = "UTC"  # BUDGET_TIME_ZONE
     #: The customer's own alert thresholds (percents), and those reported: (counter, name, period end, percent).
     thresholds: list[int] = field(default_factory=list)
     reported: set[tuple[str, str, float, int]] = field(default_factory=set)
@@ -158,17 +161,39 @@ class Money:
     def used(self, window: Window, now: float) -> int:
         """What ``window``'s counter has spent in the period holding ``now``."""
         end, used = self.counters.get(window.counter, (0.0, 0))
-        return used if end == period_end(window.period, now) else 0
+        return used if self.live(end, window.period, now) else 0
 
     def ceiling(self, window: Window, now: float) -> int:
         """The most ``window``'s counter may hold now (at least what it held when its period began: nothing)."""
         end, most = self.ceilings.get(window.counter, (0.0, 0))
-        return most if end == period_end(window.period, now) else 0
+        return most if self.live(end, window.period, now) else 0
 
     def spent(self, counter: str, period: str, now: float) -> int:
         """What ``counter`` (of a ``period``) has spent in the period holding ``now``."""
         end, used = self.counters.get(counter, (0.0, 0))
-        return used if end == period_end(period, now) else 0
+        return used if self.live(end, period, now) else 0
+
+    def live(self, stored: float, period: str, now: float) -> float:
+        """The end naming the ``period`` that holds ``now`` when a state stored under the end ``stored`` is that
+        period's (the same end, or one within half a period of it: BUDGET_TIME_ZONE moved; the later end names
+        it), else 0: an ended period's."""
+        end, start = period_end(period, now, self.tz), period_start(period, now, self.tz)
+        return max(stored, end) if stored >= end or (end - stored) * 2 < end - start else 0.0
+
+    def end_of(self, counter: str, period: str, now: float) -> float:
+        """The end naming the period of ``counter`` that holds ``now`` (a carried-over state's, or the new one's)."""
+        stored = self.counters.get(counter, (0.0, 0))[0]
+        return self.live(stored, period, now) or period_end(period, now, self.tz)
+
+    def levels_of(self, counter: str, period: str, now: float, write: bool = False) -> dict[int, int]:
+        """The alert levels of ``counter`` in the period holding ``now`` (kept when ``write``)."""
+        end, levels = self.levels.get(counter, (0.0, {}))
+        live = self.live(end, period, now)
+        if not live:
+            live, levels = period_end(period, now, self.tz), {}
+        if write:
+            self.levels[counter] = (live, levels)
+        return levels
 
     def refusing(self, key: Key, estimate: int, now: float) -> list[Window]:
         """The limits that refuse a request estimated at ``estimate`` (none: it is admitted)."""
@@ -203,7 +228,7 @@ class Money:
         (docs/concepts.md, the local failure mode: the charge-back may leave a budget overspent by that much)."""
         for w in self.windows(key):
             if w.unit == "money":
-                end = period_end(w.period, now)
+                end = self.end_of(w.counter, w.period, now)
                 most = before.get(w.counter, 0) + int(share * w.amount) + excess
                 self.ceilings[w.counter] = (end, max(self.ceiling(w, now), most))
 
@@ -214,9 +239,9 @@ class Money:
         alerts = []
         for w in self.windows(key):
             used = self.used(w, now) + w.cost(estimate)
-            before = self.levels.get((w.counter, period_end(w.period, now)), {}).get(w.amount, 0)
+            before = self.levels_of(w.counter, w.period, now).get(w.amount, 0)
             level = level_of(used, w.amount)
-            start = period_start(w.period, now)
+            start = period_start(w.period, now, self.tz)
             alerts += [
                 Alert(w.name, threshold, start, used, w.amount)
                 for bit, threshold in enumerate(THRESHOLDS, start=1)
@@ -232,7 +257,7 @@ class Money:
         for w in self.windows(key):
             if w.unit != "money" and not quotas:
                 continue
-            end = period_end(w.period, now)
+            end = self.end_of(w.counter, w.period, now)
             self.counters[w.counter] = (end, self.used(w, now) + w.cost(charged))
             most = max(self.ceiling(w, now), w.amount + max(0, w.cost(charged) - w.cost(estimate)))
             self.ceilings[w.counter] = (end, most)
@@ -247,23 +272,27 @@ class Money:
         for w in self.windows(Key(raw="", kid=0, counters=0)):
             if w.unit != "money":
                 continue
-            spent, end = self.used(w, now), period_end(w.period, now)
+            spent, end = self.used(w, now), self.end_of(w.counter, w.period, now)
+            half = (end - period_start(w.period, now, self.tz)) / 2
             amounts = [(w.name, w.amount)]
             budget = self.plan.budgets.get(w.period)
             if budget is not None and budget[2] > w.amount:
                 amounts.append((budget[1], budget[2]))
             for name, amount in amounts:
                 for percent in self.thresholds:
-                    seen = (w.counter if per_limit else "", name, end, percent)
-                    if amount > 0 and spent * 100 >= amount * percent and seen not in self.reported:
-                        self.reported.add(seen)
+                    limit = w.counter if per_limit else ""
+                    seen = any(
+                        r[:2] == (limit, name) and r[3] == percent and abs(r[2] - end) < half for r in self.reported
+                    )
+                    if amount > 0 and spent * 100 >= amount * percent and not seen:
+                        self.reported.add((limit, name, end, percent))
                         found.append((name, percent, spent))
         return sorted(found)
 
     def _keep(self, window: Window, now: float) -> dict[int, int]:
         """The levels ``window``'s counter keeps when its state is written limited by ``window``'s amount:
         that amount's, and three others at most (the largest reached), as period.lua's period_state."""
-        levels = self.levels.setdefault((window.counter, period_end(window.period, now)), {})
+        levels = self.levels_of(window.counter, window.period, now, write=True)
         others = sorted(a for a, level in levels.items() if a != window.amount and level > 0)[-3:]
         kept = {a: levels[a] for a in others}
         kept[window.amount] = levels.get(window.amount, 0)
@@ -273,11 +302,11 @@ class Money:
 
     def _raise(self, window: Window, level: int, used: int, now: float) -> list[Alert]:
         """The alerts of ``window`` reaching ``level`` (those its limit has not reported this period)."""
-        before = self.levels.get((window.counter, period_end(window.period, now)), {}).get(window.amount, 0)
+        before = self.levels_of(window.counter, window.period, now).get(window.amount, 0)
         if level <= before:
             return []  # nothing written
         self._keep(window, now)[window.amount] = level
-        start = period_start(window.period, now)
+        start = period_start(window.period, now, self.tz)
         return [
             Alert(window.name, threshold, start, used, window.amount)
             for bit, threshold in enumerate(THRESHOLDS, start=1)

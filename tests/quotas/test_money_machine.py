@@ -145,6 +145,7 @@ class World:
     alerts: list[dict[str, Any]]
     customers: list[tuple[Subscription, APIKey, str]]  # made ahead, each an example's: see new_customers
     proxy: ReplyLosingProxy | None  # between the engine and Redis (None on the memory store)
+    set_quotas: Any  # the set_quotas fixture (tests/conftest.py): QUOTAS changed until the test ends
 
     def customer(self) -> tuple[Subscription, APIKey, str]:
         """A new customer on the budgeted plan, its owner's, with its first key (and that key's raw value)."""
@@ -182,6 +183,8 @@ class MoneyMachine(RuleBasedStateMachine):
         super().__init__()
         self.world = world = WORLD[0]
         world.clock.set(first_january(world.clock.now()))
+        if str(quota_settings.BUDGET_TIME_ZONE) != "UTC":  # as an earlier example left it
+            world.set_quotas(BUDGET_TIME_ZONE="UTC")
         self.sub, row, raw = world.customer()
         self.model = Money(plan=world.plans["budgeted"], keys=[Key(raw=raw, kid=row.pk, counters=row.pk)])
         self.client = world.client
@@ -499,6 +502,14 @@ class MoneyMachine(RuleBasedStateMachine):
         self.sub.save()
         self.model.plan = self.world.plans[slug]
 
+    @precondition(lambda self: not self.live)
+    @rule(tz=st.sampled_from(["UTC", "America/New_York", "Asia/Tokyo"]))
+    def change_time_zone(self, tz: str) -> None:
+        """BUDGET_TIME_ZONE moved (or not): days and months begin where it says. (A settings change rebuilds
+        the engine's runtime, as a deployment's restart would: no allowance may be live across it.)"""
+        self.world.set_quotas(BUDGET_TIME_ZONE=tz)
+        self.model.tz = tz
+
     # Time and the poller ---------------------------------------------------------------------------------------
 
     @rule(to=st.sampled_from(["day", "month", "day-1", "month-1", 1, 60, 3_600]))
@@ -510,7 +521,7 @@ class MoneyMachine(RuleBasedStateMachine):
             target = self.now + to
         else:
             period, _, before = to.partition("-")
-            target = period_end(period, self.now) + (-1 if before else 1)
+            target = period_end(period, self.now, self.model.tz) + (-1 if before else 1)
         if target > self.now:
             flush_usage()
             self.world.clock.set(target)
@@ -618,7 +629,9 @@ def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=10.0, SHARE=1.0, MAX_REQUESTS=4)
     set_quotas("CONSOLE", API_RATE=None)
     set_quotas(USAGE_API_RATE=None)
-    set_quotas(FAILED_AUTH_LIMITS=None)  # a rolled key refused is a failure of the one test address: not counted
+    set_quotas(
+        FAILED_AUTH_LIMITS=None, BUDGET_TIME_ZONE="UTC"
+    )  # a rolled key refused is a failure of the one test address: not counted
     plans = {}
     for slug, (price, budgets, allowances) in PLANS.items():
         row = PlanFactory(slug=slug, local_allowances=allowances)
@@ -651,6 +664,7 @@ def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
             alerts=alerts,
             customers=[],
             proxy=proxy,
+            set_quotas=set_quotas,
         )
     ]
     yield WORLD[0]
