@@ -39,6 +39,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
 from django.test import RequestFactory
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -145,7 +147,15 @@ class World:
     alerts: list[dict[str, Any]]
     customers: list[tuple[Subscription, APIKey, str]]  # made ahead, each an example's: see new_customers
     proxy: ReplyLosingProxy | None  # between the engine and Redis (None on the memory store)
-    set_quotas: Any  # the set_quotas fixture (tests/conftest.py): QUOTAS changed until the test ends
+
+    def time_zone(self, tz: str) -> None:
+        """BUDGET_TIME_ZONE set to ``tz``: in the test's own QUOTAS (set_quotas' copy, which the settings fixture
+        drops at the end), and announced as a settings change is (the engine rebuilds its runtime). Not through
+        set_quotas: each of its calls stacks one more settings override, and a few hundred reach Python's
+        recursion limit on every settings read."""
+        django_settings.QUOTAS["BUDGET_TIME_ZONE"] = tz
+        quotas = django_settings.QUOTAS
+        setting_changed.send(sender=type(django_settings), setting="QUOTAS", value=quotas, enter=True)
 
     def customer(self) -> tuple[Subscription, APIKey, str]:
         """A new customer on the budgeted plan, its owner's, with its first key (and that key's raw value)."""
@@ -184,7 +194,7 @@ class MoneyMachine(RuleBasedStateMachine):
         self.world = world = WORLD[0]
         world.clock.set(first_january(world.clock.now()))
         if str(quota_settings.BUDGET_TIME_ZONE) != "UTC":  # as an earlier example left it
-            world.set_quotas(BUDGET_TIME_ZONE="UTC")
+            world.time_zone("UTC")
         self.sub, row, raw = world.customer()
         self.model = Money(plan=world.plans["budgeted"], keys=[Key(raw=raw, kid=row.pk, counters=row.pk)])
         self.client = world.client
@@ -507,7 +517,7 @@ class MoneyMachine(RuleBasedStateMachine):
     def change_time_zone(self, tz: str) -> None:
         """BUDGET_TIME_ZONE moved (or not): days and months begin where it says. (A settings change rebuilds
         the engine's runtime, as a deployment's restart would: no allowance may be live across it.)"""
-        self.world.set_quotas(BUDGET_TIME_ZONE=tz)
+        self.world.time_zone(tz)
         self.model.tz = tz
 
     # Time and the poller ---------------------------------------------------------------------------------------
@@ -664,7 +674,6 @@ def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
             alerts=alerts,
             customers=[],
             proxy=proxy,
-            set_quotas=set_quotas,
         )
     ]
     yield WORLD[0]
