@@ -2,7 +2,9 @@
 
 Armed with a marker (``proxy.arm(b"adjust")``), the next command whose bytes hold it is forwarded to Redis, and
 the client's connection is cut when Redis answers, before the answer reaches it: what a timeout after the
-command ran looks like to the client. Every other byte goes through untouched, on real sockets.
+command ran looks like to the client. Every other byte goes through untouched, on real sockets. Set ``down``
+and Redis is away behind it: every connection is cut before a command reaches Redis, and new ones are closed
+as they come, until ``down`` is cleared.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class ReplyLosingProxy:
     upstream: int
     port: int = 0
     cuts: int = 0  # replies lost so far
+    down: bool = False  # Redis away: no command reaches it
     _marker: bytes | None = None
     _listener: socket.socket | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -40,6 +43,11 @@ class ReplyLosingProxy:
         with self._lock:
             self._marker = marker
 
+    def disarm(self) -> None:
+        """Lose no reply (a marker no command held is forgotten)."""
+        with self._lock:
+            self._marker = None
+
     def stop(self) -> None:
         if self._listener is not None:
             self._listener.close()
@@ -51,6 +59,9 @@ class ReplyLosingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # stopped
+            if self.down:
+                client.close()
+                continue
             server = socket.create_connection(("127.0.0.1", self.upstream))
             cut = threading.Event()
             threading.Thread(target=self._requests, args=(client, server, cut), daemon=True).start()
@@ -59,6 +70,8 @@ class ReplyLosingProxy:
     def _requests(self, client: socket.socket, server: socket.socket, cut: threading.Event) -> None:
         try:
             while data := client.recv(65536):
+                if self.down:
+                    break  # the command never reaches Redis
                 with self._lock:
                     if self._marker is not None and self._marker in data:
                         self._marker = None

@@ -10,37 +10,44 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
   own spend, shared by the keys rolled from it.
 - A request is admitted when, for every limit in force, what its period has spent plus the request's estimate
   is at most the limit's amount; it is then charged its actual cost (nothing when it ends in a 5xx), and a
-  refused request is charged nothing. Days and months are UTC calendar periods.
-- A limit's 80 % and 100 % thresholds are each reported once per limit (its name) and period, when its
-  committed spend reaches them; 100 % also when a request is refused by a limit that has spent 80 % or more
-  (quotas/signals.py).
+  refused request is charged nothing. Days and months are calendar periods where BUDGET_TIME_ZONE says
+  (UTC by default); when it moves, a counter whose period ends within half a period of the new one's end is
+  that period still (its spend and alert levels carry over, period.lua), any other is an ended period's.
+- A plan's period quota counts the requests it admits, failed or not, in its own unit (its alerts report
+  counts, not money).
+- A limit's 80 % and 100 % thresholds are each reported once per limit and period, when its committed spend
+  reaches them; 100 % also when a request is refused by a limit that has spent 80 % or more (quotas/signals.py).
+  A limit is a counter and the amount it is limited by (quotas/contract/lua/period.lua): a customer's cap
+  lowering a budget shares its counter but is a limit of its own, and so is each amount a cap is set to; a
+  counter's state keeps, beside the level of the amount it was last limited by, those of three other amounts
+  at most (the largest reached), so an amount forgotten reports its thresholds again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 #: The thresholds the platform reports (percent).
 THRESHOLDS = (80, 100)
 PERIODS = ("day", "month")
 
 
-def period_end(period: str, now: float) -> float:
-    """The end (epoch seconds) of the UTC calendar ``period`` holding ``now``."""
-    at = datetime.fromtimestamp(now, UTC)
+def period_end(period: str, now: float, tz: str = "UTC") -> float:
+    """The end (epoch seconds) of the calendar ``period`` holding ``now`` in time zone ``tz``."""
+    at = datetime.fromtimestamp(now, ZoneInfo(tz))
     if period == "day":
-        start = datetime(at.year, at.month, at.day, tzinfo=UTC).timestamp()
-        return start + 86_400
-    return datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=UTC).timestamp()
+        return (datetime(at.year, at.month, at.day, tzinfo=at.tzinfo) + timedelta(days=1)).timestamp()
+    return datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=at.tzinfo).timestamp()
 
 
-def period_start(period: str, now: float) -> float:
-    """The start (epoch seconds) of the UTC calendar ``period`` holding ``now``."""
-    at = datetime.fromtimestamp(now, UTC)
+def period_start(period: str, now: float, tz: str = "UTC") -> float:
+    """The start (epoch seconds) of the calendar ``period`` holding ``now`` in time zone ``tz``."""
+    at = datetime.fromtimestamp(now, ZoneInfo(tz))
     if period == "day":
-        return datetime(at.year, at.month, at.day, tzinfo=UTC).timestamp()
-    return datetime(at.year, at.month, 1, tzinfo=UTC).timestamp()
+        return datetime(at.year, at.month, at.day, tzinfo=at.tzinfo).timestamp()
+    return datetime(at.year, at.month, 1, tzinfo=at.tzinfo).timestamp()
 
 
 def first_january(now: float) -> float:
@@ -69,13 +76,11 @@ class Window:
     name: str
     period: str
     amount: int
+    unit: str = "money"  # or "requests": a period quota, which counts every admitted request as 1
 
-    @property
-    def limit(self) -> str:
-        """Which limit it is, for its alerts: a customer's cap of a period is one limit whichever counter it
-        spends from (its budget's, or its own once a plan change took the budget); a budget and a key's cap are
-        their counters."""
-        return self.name if self.name in ("day-cap", "month-cap") else self.counter
+    def cost(self, money: int) -> int:
+        """What a request costing ``money`` counts in this limit."""
+        return money if self.unit == "money" else 1
 
 
 @dataclass
@@ -86,6 +91,9 @@ class Plan:
     price: int
     pk: int = 0
     budgets: dict[str, tuple[int, str, int]] = field(default_factory=dict)
+    allowances: bool = False  # local allowances on (the plan's switch)
+    #: Period quotas counted in requests: (pk, name, period, requests).
+    quotas: list[tuple[int, str, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -97,6 +105,7 @@ class Key:
     counters: int
     cap: tuple[str, int] | None = None
     usable: bool = True
+    expires: float | None = None  # when it stops working (a rolled key's overlap ends), on the engine's clock
 
 
 @dataclass
@@ -119,12 +128,16 @@ class Money:
     keys: list[Key] = field(default_factory=list)
     #: counter -> (period end, used); a counter of an ended period holds nothing.
     counters: dict[str, tuple[float, int]] = field(default_factory=dict)
-    #: (limit, period end) -> alert level reported (a limit's thresholds, once per period).
-    levels: dict[tuple[str, float], int] = field(default_factory=dict)
+    #: counter -> (period end, {amount: alert level reported}) (a limit's thresholds, once per period).
+    levels: dict[str, tuple[float, dict[int, int]]] = field(default_factory=dict)
     #: counter -> the most its period may hold: the amount in force at an admission plus that request's actual
     #: cost beyond its estimate (docs/concepts.md, "Overspend window"; one request in flight at a time here).
     ceilings: dict[str, tuple[float, int]] = field(default_factory=dict)
     billed: int = 0  # every admitted request's actual cost, over all periods
+    tz: str = "UTC"  # BUDGET_TIME_ZONE
+    #: The customer's own alert thresholds (percents), and those reported: (counter, name, period end, percent).
+    thresholds: list[int] = field(default_factory=list)
+    reported: set[tuple[str, str, float, int]] = field(default_factory=set)
 
     def windows(self, key: Key) -> list[Window]:
         """The money limits in force for a request with ``key``, as plans/rules.py builds them."""
@@ -142,25 +155,56 @@ class Money:
         if key.cap is not None:
             period, amount = key.cap
             out.append(Window(f"kc{key.counters}:{period}", f"key-{period}-cap", period, amount))
+        out += [Window(f"q{pk}", name, period, units, "requests") for pk, name, period, units in self.plan.quotas]
         return out
 
     def used(self, window: Window, now: float) -> int:
         """What ``window``'s counter has spent in the period holding ``now``."""
         end, used = self.counters.get(window.counter, (0.0, 0))
-        return used if end == period_end(window.period, now) else 0
+        return used if self.live(end, window.period, now) else 0
 
     def ceiling(self, window: Window, now: float) -> int:
         """The most ``window``'s counter may hold now (at least what it held when its period began: nothing)."""
         end, most = self.ceilings.get(window.counter, (0.0, 0))
-        return most if end == period_end(window.period, now) else 0
+        return most if self.live(end, window.period, now) else 0
+
+    def spent(self, counter: str, period: str, now: float) -> int:
+        """What ``counter`` (of a ``period``) has spent in the period holding ``now``."""
+        end, used = self.counters.get(counter, (0.0, 0))
+        return used if self.live(end, period, now) else 0
+
+    def live(self, stored: float, period: str, now: float) -> float:
+        """The end naming the ``period`` that holds ``now`` when a state stored under the end ``stored`` is that
+        period's (the same end, or one within half a period of it: BUDGET_TIME_ZONE moved; the later end names
+        it), else 0: an ended period's."""
+        end, start = period_end(period, now, self.tz), period_start(period, now, self.tz)
+        return max(stored, end) if stored >= end or (end - stored) * 2 < end - start else 0.0
+
+    def end_of(self, counter: str, period: str, now: float) -> float:
+        """The end naming the period of ``counter`` that holds ``now`` (a carried-over state's, or the new one's)."""
+        stored = self.counters.get(counter, (0.0, 0))[0]
+        return self.live(stored, period, now) or period_end(period, now, self.tz)
+
+    def levels_of(self, counter: str, period: str, now: float, write: bool = False) -> dict[int, int]:
+        """The alert levels of ``counter`` in the period holding ``now`` (kept when ``write``)."""
+        end, levels = self.levels.get(counter, (0.0, {}))
+        live = self.live(end, period, now)
+        if not live:
+            live, levels = period_end(period, now, self.tz), {}
+        if write:
+            self.levels[counter] = (live, levels)
+        return levels
 
     def refusing(self, key: Key, estimate: int, now: float) -> list[Window]:
         """The limits that refuse a request estimated at ``estimate`` (none: it is admitted)."""
-        return [w for w in self.windows(key) if self.used(w, now) + estimate > w.amount]
+        return [w for w in self.windows(key) if self.used(w, now) + w.cost(estimate) > w.amount]
 
-    def request(self, key: Key, estimate: int, charged: int, now: float) -> tuple[list[Window], list[Alert]]:
+    def request(
+        self, key: Key, estimate: int, charged: int, now: float, failed: bool = False
+    ) -> tuple[list[Window], list[Alert]]:
         """A request with ``key``: the limits that refused it, and the alerts it should send. Admitted, it is
-        charged ``charged`` (its actual cost, or 0 when the view failed)."""
+        charged ``charged`` (its actual cost, or 0 when the view ``failed``; a period quota counts it as 1
+        either way: no limit of these refunds errors)."""
         refused = self.refusing(key, estimate, now)
         alerts: list[Alert] = []
         if refused:
@@ -170,23 +214,99 @@ class Money:
                     alerts += [a for a in self._raise(w, 2, used, now) if a.threshold == 100]  # that one only
             return refused, alerts
         for w in self.windows(key):
-            end = period_end(w.period, now)
-            used = self.used(w, now) + charged
-            self.counters[w.counter] = (end, used)
-            most = max(self.ceiling(w, now), w.amount + max(0, charged - estimate))
-            self.ceilings[w.counter] = (end, most)
+            self._keep(w, now)  # an admission writes its counters' states (below: before its own level)
+        self.charge(key, estimate, charged, now)
+        for w in self.windows(key):
+            used = self.used(w, now)
             alerts += self._raise(w, level_of(used, w.amount), used, now)
-        self.billed += charged
         return [], alerts
 
+    def outage_bound(self, key: Key, before: dict[str, int], share: float, excess: int, now: float) -> None:
+        """Raise the most each budget of ``key`` may hold after an outage in which one process's local fallback
+        admitted requests costing ``excess`` beyond their estimates: what it held before (``before``, by counter),
+        plus its ``share`` of the remainder it last saw from Redis (at most the whole amount), plus that excess
+        (docs/concepts.md, the local failure mode: the charge-back may leave a budget overspent by that much)."""
+        for w in self.windows(key):
+            if w.unit == "money":
+                end = self.end_of(w.counter, w.period, now)
+                most = before.get(w.counter, 0) + int(share * w.amount) + excess
+                self.ceilings[w.counter] = (end, max(self.ceiling(w, now), most))
+
+    def decision_alerts(self, key: Key, estimate: int, now: float) -> list[Alert]:
+        """The alerts a request estimated at ``estimate`` reaches by its decision alone (its estimate charged),
+        with the spend then, without changing anything: what is reported of a request whose settlement's reply
+        was lost (see KNOWN_FINDINGS in test_money_machine.py)."""
+        alerts = []
+        for w in self.windows(key):
+            used = self.used(w, now) + w.cost(estimate)
+            before = self.levels_of(w.counter, w.period, now).get(w.amount, 0)
+            level = level_of(used, w.amount)
+            start = period_start(w.period, now, self.tz)
+            alerts += [
+                Alert(w.name, threshold, start, used, w.amount)
+                for bit, threshold in enumerate(THRESHOLDS, start=1)
+                if before < bit <= level
+            ]
+        return alerts
+
+    def charge(self, key: Key, estimate: int, charged: int, now: float, quotas: bool = True) -> None:
+        """An admitted request with ``key`` charged ``charged``: its limits' counters and the billed usage. (With
+        local allowances on, or Redis away, the machine calls this for what the service admitted: the model does
+        not predict which requests an allowance or the local fallback admits.) ``quotas`` False: its period
+        quotas do not count it (one admitted during an outage is not charged back to them)."""
+        for w in self.windows(key):
+            if w.unit != "money" and not quotas:
+                continue
+            end = self.end_of(w.counter, w.period, now)
+            self.counters[w.counter] = (end, self.used(w, now) + w.cost(charged))
+            most = max(self.ceiling(w, now), w.amount + max(0, w.cost(charged) - w.cost(estimate)))
+            self.ceilings[w.counter] = (end, most)
+        self.billed += charged
+
+    def threshold_events(self, now: float, per_limit: bool = True) -> list[tuple[str, int, int]]:
+        """The customer's thresholds the subscription's spend has reached and no look reported yet, as the
+        watcher finds them (notifications/thresholds.py): (name, percent, spent) of each budget and cap (a cap
+        is watched against the budget it lowers too), once per limit, period and percent (``per_limit``
+        False: once per name, as the watcher does today). A key's cap is not the subscription's: not watched."""
+        found = []
+        for w in self.windows(Key(raw="", kid=0, counters=0)):
+            if w.unit != "money":
+                continue
+            spent, end = self.used(w, now), self.end_of(w.counter, w.period, now)
+            half = (end - period_start(w.period, now, self.tz)) / 2
+            amounts = [(w.name, w.amount)]
+            budget = self.plan.budgets.get(w.period)
+            if budget is not None and budget[2] > w.amount:
+                amounts.append((budget[1], budget[2]))
+            for name, amount in amounts:
+                for percent in self.thresholds:
+                    limit = w.counter if per_limit else ""
+                    seen = any(
+                        r[:2] == (limit, name) and r[3] == percent and abs(r[2] - end) < half for r in self.reported
+                    )
+                    if amount > 0 and spent * 100 >= amount * percent and not seen:
+                        self.reported.add((limit, name, end, percent))
+                        found.append((name, percent, spent))
+        return sorted(found)
+
+    def _keep(self, window: Window, now: float) -> dict[int, int]:
+        """The levels ``window``'s counter keeps when its state is written limited by ``window``'s amount:
+        that amount's, and three others at most (the largest reached), as period.lua's period_state."""
+        levels = self.levels_of(window.counter, window.period, now, write=True)
+        others = sorted(a for a, level in levels.items() if a != window.amount and level > 0)[-3:]
+        kept = {a: levels[a] for a in others}
+        kept[window.amount] = levels.get(window.amount, 0)
+        levels.clear()
+        levels.update(kept)
+        return levels
+
     def _raise(self, window: Window, level: int, used: int, now: float) -> list[Alert]:
-        """The alerts of ``window`` reaching ``level`` (those its name has not reported this period)."""
-        end = period_end(window.period, now)
-        before = self.levels.get((window.limit, end), 0)
+        """The alerts of ``window`` reaching ``level`` (those its limit has not reported this period)."""
+        before = self.levels_of(window.counter, window.period, now).get(window.amount, 0)
         if level <= before:
-            return []
-        self.levels[(window.limit, end)] = level
-        start = period_start(window.period, now)
+            return []  # nothing written
+        self._keep(window, now)[window.amount] = level
+        start = period_start(window.period, now, self.tz)
         return [
             Alert(window.name, threshold, start, used, window.amount)
             for bit, threshold in enumerate(THRESHOLDS, start=1)

@@ -6,6 +6,7 @@ month's (see tests/quotas/behaviour/test_period_time_zone.py for every store and
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -47,3 +48,21 @@ def test_moving_the_budget_time_zone_west_keeps_the_months_spend(set_quotas, ale
     assert alerts == [80, 100]
     budget = client.get("/api/v1/usage/current", HTTP_X_API_KEY=key).json()["budgets"][0]
     assert Decimal(budget["spent"]) == Decimal("1.00")
+
+
+@pytest.mark.parametrize("store", [pytest.param("memory"), pytest.param("redis", marks=pytest.mark.redis)])
+def test_a_cost_settled_after_the_zone_moved_east_is_charged_to_the_months_budget(set_quotas, quota_clock, store):
+    """0.01 spent in UTC; the zone moves to Tokyo, whose month ends 9 hours earlier (the stored month, named by
+    the later end, is the same one and carries over); a request estimated at 0.01 costs 0.30: the month holds
+    0.31 (it held 0.02 when the settlement took the carried month for a later one and dropped the 0.29)."""
+    at = datetime.fromtimestamp(quota_clock.now(), UTC)
+    quota_clock.set(datetime(at.year + at.month // 12, at.month % 12 + 1, 15, 12, tzinfo=UTC).timestamp())  # mid-month
+    plan = PlanFactory(slug="metered", is_default=True)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="month", amount=Decimal("1.00"))
+    client, key = APIClient(), issue_key(plan=plan)
+    assert client.get("/t/priced", HTTP_X_API_KEY=key).status_code == 200
+    set_quotas(BUDGET_TIME_ZONE="Asia/Tokyo")
+    assert client.get("/t/priced?actual=0.30", HTTP_X_API_KEY=key).status_code == 200
+    budget = client.get("/api/v1/usage/current", HTTP_X_API_KEY=key).json()["budgets"][0]
+    assert Decimal(budget["spent"]) == Decimal("0.31")

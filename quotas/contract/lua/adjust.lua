@@ -53,8 +53,10 @@ local function adjust(keys, args)
     local named, used, level, reserved, levels = parse_period_state(raw, pend, span, w.limit)
     local own = tonumber(string.sub(args[ADJUST_ARG_OWN], i, i)) or 0
     local mask = 0
-    if named ~= pend then
-      -- A later period began after the decision: its state is not ours to change.
+    if named ~= pend and (named - pend) * 2 >= span then
+      -- A later period began after the decision: its state is not ours to change. (A state named by an end
+      -- within half a period after the decision's is the decision's period under another BUDGET_TIME_ZONE,
+      -- which moved east: carried over, as decide reads it, and kept under its name.)
       used = -1
     elseif taken then
       -- This settlement was taken before: the spend as it stands, nothing changed, nothing reported.
@@ -72,7 +74,7 @@ local function adjust(keys, args)
         level = math.max(before, alert_level(committed, w.limit))
         mask = crossed(before, level)
       end
-      redis.call('HSET', keys[1], field, period_state(pend, used, level, reserved, w.limit, levels))
+      redis.call('HSET', keys[1], field, period_state(named, used, level, reserved, w.limit, levels))
       used = committed
     else
       used = used - reserved
