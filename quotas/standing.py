@@ -118,7 +118,9 @@ def _budget(state: WindowState, now: datetime) -> dict[str, Any]:
         "currency": w.currency,
         "amount": api_amount(from_micros(w.quota)),
         # As the script reports it: past the amount after an overshoot, never capped at it.
-        "spent": api_amount(from_micros(state.used if state.used else w.quota - remaining)),
+        # Committed spend, as the script reports it for a budget (a peek always asks Redis): 0 is 0, not "unknown",
+        # so units an allowance holds are never shown as spent.
+        "spent": api_amount(from_micros(state.used)),
         "remaining": api_amount(from_micros(remaining)),
         "resets_at": datetime.fromtimestamp(now.timestamp() + state.reset_us / 1e6, UTC)
         .replace(microsecond=0)

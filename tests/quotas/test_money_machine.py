@@ -115,12 +115,6 @@ KNOWN_FINDINGS: frozenset[str] = frozenset(
         #   settle_with_a_fault(k=0, fault="lost reply", more=5)  # 0.06, no alert expected
         #   settle_with_a_fault(k=0, fault="lost reply", more=5)  # 0.12: 80 % and 100 % missing
         "alert_after_a_lost_settlement_reply",
-        # The standing (the usage API, the watcher) shows a budget's spend as the script's committed spend,
-        # else as amount - remaining (quotas/standing.py, _budget: `state.used if state.used else ...`): with
-        # nothing committed yet and an allowance holding units, it shows the units held as spent. Minimal
-        # example: change_plan(slug="busy"); priced_requests(k=0, requests=[("below", None, 0)]): the request
-        # cost 0 and the allowance it took holds 0.03; the usage API shows 0.03 spent.
-        "standing_spent_while_units_are_held",
     }
 )
 
@@ -594,8 +588,7 @@ class MoneyMachine(RuleBasedStateMachine):
             if self.live:  # spend an allowance admitted is committed (and shown) when the allowance ends
                 model = self.model_spent(key)
                 assert shown.keys() == model.keys(), f"key {key.kid}: {budgets}"
-                held = not check("standing_spent_while_units_are_held")
-                assert all(shown[name] <= model[name] or held for name in model), f"{key.kid}: {budgets}, {model}"
+                assert all(shown[name] <= model[name] for name in model), f"{key.kid}: {budgets}, {model}"
             else:
                 assert shown == self.model_spent(key), f"key {key.kid}: {budgets} (model {self.model.windows(key)})"
             for window in self.model.windows(key):
