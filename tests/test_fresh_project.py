@@ -163,7 +163,7 @@ def pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> None:
     pytest.fail(f"{what} failed (exit {result.returncode}):\n{output}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built from a clean copy of this checkout as ``pip wheel --no-deps .`` builds it."""
     dist = shared(tmp_path_factory, "fresh-project", "dist")
@@ -194,13 +194,13 @@ def new_venv(tmp_path_factory: pytest.TempPathFactory, name: str, requirement: s
     return venv
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtualenv with the wheel and its dependencies installed from the registry."""
     return new_venv(tmp_path_factory, "venv", str(wheel))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def venv_adaptive(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtualenv with the wheel and its ``[adaptive]`` extra (celery, psutil), as the Operations page asks
     for the dashboard."""
@@ -294,10 +294,21 @@ def celery_lines() -> dict[str, str]:
     return {"worker": worker, "beat": beat}
 
 
+@pytest.fixture(scope="session")
+def pasted_project(venv: Path, tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Project:
+    """A new project with the Getting started page's settings pasted in, migrated: made once per worker (it names
+    the worker's redis-server), never used itself, only copied (``project``)."""
+    return new_project(venv, tmp_path_factory.mktemp("pasted-project"), redis_server)
+
+
 @pytest.fixture
-def project(venv: Path, tmp_path: Path, redis_server: RedisServer) -> Project:
-    """A new project with the Getting started page's settings pasted in, migrated."""
-    return new_project(venv, tmp_path, redis_server)
+def project(pasted_project: Project, tmp_path: Path) -> Project:
+    """A new project with the Getting started page's settings pasted in, migrated: a copy of the worker's
+    ``pasted_project`` (its files, its migrated SQLite database), which is what startproject, the pasted lines
+    and migrate leave, without a startproject and a migrate per test."""
+    site = tmp_path / "site"
+    shutil.copytree(pasted_project.path, site, symlinks=True)
+    return Project(pasted_project.venv, site)
 
 
 def new_project(venv: Path, tmp_path: Path, redis_server: RedisServer, *snippets: tuple[str, str]) -> Project:
