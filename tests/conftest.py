@@ -14,6 +14,7 @@ test that needs a missing service fails instead of being skipped.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import shutil
@@ -87,6 +88,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=elsewhere)
         items[:] = [item for item in items if item not in elsewhere]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: False (slow) first
+
+
+#: The garbage collector's thresholds once the tests are collected (CPython's default: 700, 10, 10). A worker holds
+#: Django, the product, every test module and thousands of collected items: with the defaults, the young
+#: collections run every 700 allocations and each full one walks all of that again. Measured on 2026-11-29
+#: (tests/dashboard's fast tests in one process, time in the collector read with gc.callbacks): 1.7 s of the
+#: process's 18.2 s of CPU with the defaults, 0.85 s of 16.9 s with these and the freeze below.
+GC_THRESHOLDS = (50_000, 50, 100)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything alive after collection (modules, settings, the collected items) is frozen out of the garbage
+    collector's walks, which it would survive anyway, and the collector runs less often; what a test allocates
+    is still collected (and ``gc.collect()`` in a test still collects it)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 #: What a test reports for the run's summary (``record_property(name, text)``): the budget property test's share

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -14,7 +15,7 @@ from config.run import PLAIN_HTTP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-#: Each test starts manage.py in a process of its own, with a deployment's environment.
+#: Each test starts manage.py (or the settings module) in a process of its own, with a deployment's environment.
 pytestmark = pytest.mark.slow
 
 #: What "Deployment settings" (docs/security.md) tells a deployment to set (besides its database and Redis).
@@ -56,34 +57,36 @@ def test_with_debug_off_https_is_the_default_and_only_hsts_waits_for_the_operato
 
 
 @pytest.mark.parametrize(
-    ("header", "proxy_says", "expected"),
+    ("header", "requests"),
     [
-        ("", "https", 301),  # no proxy configured: a client's own X-Forwarded-Proto is not believed
-        ("X-Forwarded-Proto", "http", 301),
-        ("X-Forwarded-Proto", "https", 200),
-        ("X-Forwarded-Ssl=on", "on", 200),
+        ("", [("https", 301)]),  # no proxy configured: a client's own X-Forwarded-Proto is not believed
+        ("X-Forwarded-Proto", [("http", 301), ("https", 200)]),
+        ("X-Forwarded-Ssl=on", [("on", 200)]),
     ],
+    ids=["no-proxy-header", "X-Forwarded-Proto", "X-Forwarded-Ssl=on"],
 )
-def test_plain_http_is_redirected_unless_the_configured_proxy_says_https(
-    tmp_path, redis_server, header, proxy_says, expected
-):
-    """GET /healthz with DEBUG off: 301 to https://, but 200 when SECURE_PROXY_SSL_HEADER's header says HTTPS."""
+def test_plain_http_is_redirected_unless_the_configured_proxy_says_https(tmp_path, redis_server, header, requests):
+    """GET /healthz with DEBUG off: 301 to https://, but 200 when SECURE_PROXY_SSL_HEADER's header says HTTPS.
+
+    One process per configured header (the setting is read at start-up), asking once for each value the proxy
+    may send."""
     name = (header or "X-Forwarded-Proto").partition("=")[0]
     meta = "HTTP_" + name.upper().replace("-", "_")
-    code = (
-        "from django.test import Client\n"
-        f"response = Client().get('/healthz', **{{{meta!r}: {proxy_says!r}}})\n"
-        "print(response.status_code, response.get('Location', ''))\n"
-    )
+    code = "from django.test import Client\n"
+    for proxy_says, _ in requests:
+        code += f"response = Client().get('/healthz', **{{{meta!r}: {proxy_says!r}}})\n"
+        code += "print(response.status_code, response.get('Location', ''))\n"
     variables = {"SECRET_KEY": PRODUCTION["SECRET_KEY"], "REDIS_URL": redis_server.url}
     if header:
         variables["SECURE_PROXY_SSL_HEADER"] = header
     result = manage(["shell", "-c", code], tmp_path, **variables)
     assert result.returncode == 0, result.stderr
-    status, _, location = result.stdout.strip().splitlines()[-1].partition(" ")
-    assert int(status) == expected
-    if expected == 301:
-        assert location == "https://testserver/healthz"
+    answers = result.stdout.strip().splitlines()[-len(requests) :]
+    for (proxy_says, expected), answer in zip(requests, answers, strict=True):
+        status, _, location = answer.partition(" ")
+        assert int(status) == expected, (proxy_says, answer)
+        if expected == 301:
+            assert location == "https://testserver/healthz", (proxy_says, answer)
 
 
 def test_a_malformed_proxy_header_refuses_to_start(tmp_path):
@@ -109,16 +112,36 @@ def test_the_memory_store_with_debug_off_is_a_start_up_error_unless_a_setting_al
     assert said_so.returncode == 0, said_so.stderr
 
 
+#: Prints ``CELERY_BROKER_URL`` as the project's settings module makes it under each environment given (a JSON
+#: list of variables to set), one line each: the module read afresh for each, as a process starting with those
+#: variables reads it, in one process.
+BROKER_OF_EACH = """
+import json, os, runpy, sys
+base = dict(os.environ)
+for variables in json.loads(sys.argv[1]):
+    os.environ.clear()
+    os.environ.update({**base, **variables})
+    print(runpy.run_module("config.settings")["CELERY_BROKER_URL"])
+"""
+
+
 def test_the_celery_broker_never_follows_redis_url_to_an_in_process_transport(tmp_path):
     """With REDIS_URL memory:// the demo's broker is still a Redis (kombu's memory:// would keep beat's tasks in
     beat's own process); any other REDIS_URL is the broker too, and CELERY_BROKER_URL wins."""
-    show = ["shell", "--no-imports", "-c", "from django.conf import settings; print(settings.CELERY_BROKER_URL)"]
     key = PRODUCTION["SECRET_KEY"]
-    on_memory = manage(show, tmp_path, SECRET_KEY=key, REDIS_URL="memory://", DEBUG="true")
-    assert on_memory.stdout.strip() == "redis://127.0.0.1:6379/0", on_memory.stderr
-    on_redis = manage(show, tmp_path, SECRET_KEY=key, REDIS_URL="redis://10.0.0.5:6379/2", DEBUG="true")
-    assert on_redis.stdout.strip() == "redis://10.0.0.5:6379/2", on_redis.stderr
-    chosen = manage(
-        show, tmp_path, SECRET_KEY=key, REDIS_URL="memory://", CELERY_BROKER_URL="amqp://mq//", DEBUG="true"
-    )
-    assert chosen.stdout.strip() == "amqp://mq//", chosen.stderr
+    cases = [
+        {"SECRET_KEY": key, "REDIS_URL": "memory://", "DEBUG": "true"},
+        {"SECRET_KEY": key, "REDIS_URL": "redis://10.0.0.5:6379/2", "DEBUG": "true"},
+        {"SECRET_KEY": key, "REDIS_URL": "memory://", "CELERY_BROKER_URL": "amqp://mq//", "DEBUG": "true"},
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update(RUN_DIR=str(tmp_path / "run"), SQLITE_PATH=str(tmp_path / "db.sqlite3"))
+    result = subprocess.run(
+        [sys.executable, "-c", BROKER_OF_EACH, json.dumps(cases)],
+        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    on_memory, on_redis, chosen = result.stdout.strip().splitlines()[-3:]
+    assert on_memory == "redis://127.0.0.1:6379/0"
+    assert on_redis == "redis://10.0.0.5:6379/2"
+    assert chosen == "amqp://mq//"

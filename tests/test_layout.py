@@ -4,6 +4,7 @@ its packages) import one another in a cycle, nothing imports bench/, modules sta
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,8 +32,15 @@ PRODUCT = (*MAY_IMPORT, "config", "demo")
 TOO_LONG_FOR_NOW: set[str] = set()
 
 
+@functools.cache
+def parse(source: str) -> ast.Module:
+    """``source``'s syntax tree, parsed once per process: the tests here walk the same files again and again
+    (each product module a dozen times), and parsing is most of their time. The trees are only read."""
+    return ast.parse(source)
+
+
 def imported_top_levels(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -145,7 +153,7 @@ def imports_of(source: str, known: set[str], package: str = "") -> Iterator[tupl
     """Every module of ``known`` that ``source`` imports, with the line: wherever the import statement is.
 
     ``package`` is the source's own package, against which its relative imports resolve."""
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -368,7 +376,7 @@ HANDS_OUT_REDIS = {"quotas.internal_api": {"default_engine", "get_runtime"}}
 
 def imported_names(source: str) -> Iterator[tuple[str, str, int]]:
     """(module, name, line) of every ``from module import name`` in ``source``, wherever it is."""
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield from ((node.module, alias.name, node.lineno) for alias in node.names)
 
@@ -478,7 +486,7 @@ def reads_of_a_transport_client(source: str) -> list[int]:
     """The lines of ``source`` that read ``<something>.transport.client`` (or a script's ``.client``) or name
     ``transport.client`` in a ``getattr``."""
     lines = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Attribute) and node.attr == "client":
             owner = node.value
             named = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")

@@ -12,6 +12,9 @@ Commands:
 * ``write STEPS``: :func:`usage.flush.write_rows` once per step of the JSON file ``STEPS``
   (``[{"observed_at": ISO, "rows": [{"client", "plan_key", "scope", "day", "generation", "counters"}]}]``);
   prints each step's count of rows written and the rows after it.
+
+Commands joined by ``+`` run one after the other in the one process, which prints the last one's JSON
+(``reset FIXTURE + flush``): a Django start-up (a second or two of CPU) less than a process each.
 """
 
 from __future__ import annotations
@@ -79,7 +82,20 @@ def write(steps_file: str) -> dict[str, Any]:
 
 COMMANDS = {"migrate": migrate, "reset": reset, "flush": flush, "write": write}
 
+
+def commands(argv: list[str]) -> list[list[str]]:
+    """``argv`` split at each ``+``: one ``[command, *args]`` per command."""
+    chain: list[list[str]] = [[]]
+    for word in argv:
+        if word == "+":
+            chain.append([])
+        else:
+            chain[-1].append(word)
+    return chain
+
+
 if __name__ == "__main__":
     django.setup()
-    command, *args = sys.argv[1:]
-    print(json.dumps(COMMANDS[command](*args)))
+    for command, *args in commands(sys.argv[1:]):
+        result = COMMANDS[command](*args)
+    print(json.dumps(result))

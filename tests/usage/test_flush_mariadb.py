@@ -53,12 +53,13 @@ def mariadb(redis_server) -> Iterator[MariaDB]:
         database.drop()
 
 
-def copy_plans(mariadb: MariaDB, redis_url: str, tmp_path: Path) -> None:
-    """Empty the MariaDB database, then copy this test's plans and subscriptions there with their ids, so the
-    flush finds them and fills its rows' foreign keys."""
+def copy_plans(tmp_path: Path) -> list[str]:
+    """The db_process command that empties the MariaDB database, then copies this test's plans and subscriptions
+    there with their ids, so the flush finds them and fills its rows' foreign keys; chained (``+``) before the
+    test's first command on MariaDB where it can be, to run in that command's process."""
     fixture = tmp_path / "plans.json"
     call_command("dumpdata", "quota_plans.plan", "quota_plans.subscription", output=str(fixture), verbosity=0)
-    mariadb.run(redis_url, "reset", str(fixture))
+    return ["reset", str(fixture)]
 
 
 def tag_of(raw_key: str) -> str:
@@ -89,9 +90,7 @@ def test_flushes_copy_real_usage_and_move_rows_forward(mariadb, api, free, pro, 
     small, big = issue_key(plan=free), issue_key(plan=pro)
     assert send(api, small, 7) == {200: 5, 429: 2}  # free: 5 a minute
     assert send(api, big, 3) == {200: 3}
-    copy_plans(mariadb, redis_server.url, tmp_path)
-
-    first = mariadb.run(redis_server.url, "flush")
+    first = mariadb.run(redis_server.url, *copy_plans(tmp_path), "+", "flush")
 
     assert (first["report"]["rows"], first["report"]["written"], first["report"]["skipped"]) == (2, 2, 0)
     assert totals(first["rows"]) == {(tag_of(small), ""): counts(5, 2), (tag_of(big), ""): counts(3)}
@@ -122,8 +121,7 @@ def test_redis_losing_its_data_adds_a_row_on_mariadb(mariadb, api, pro, redis_se
     own beside the first, so MariaDB holds 14 requests and the cost of all 14."""
     key = issue_key(plan=pro)
     assert send(api, key, 10, "/t/priced?est=0.01") == {200: 10}
-    copy_plans(mariadb, redis_server.url, tmp_path)
-    before = mariadb.run(redis_server.url, "flush")
+    before = mariadb.run(redis_server.url, *copy_plans(tmp_path), "+", "flush")
     redis_client.flushall()
     default_engine.reset()
     assert send(api, key, 4, "/t/priced?est=0.01") == {200: 4}
@@ -148,7 +146,7 @@ def test_concurrent_flushes_agree_on_mariadb(mariadb, api, pro, redis_server, tm
     sent: Counter = Counter()
     for key in keys:
         sent[tag_of(key)] += send(api, key, 3)[200]
-    copy_plans(mariadb, redis_server.url, tmp_path)
+    mariadb.run(redis_server.url, *copy_plans(tmp_path))
     flushers = [flush_script(process_env(redis_server.url, mariadb), rounds=10) for _ in range(3)]
     try:
         for _ in range(40):  # requests all the while the flushers run (a bounded loop)
@@ -218,12 +216,11 @@ def expected() -> list[tuple[int, dict[str, tuple[int, int, int, int]]]]:
 @pytest.mark.slow
 def test_write_rules_on_mariadb(mariadb, redis_server, tmp_path):
     """MariaDB's upsert follows the flush's rules step by step (the steps of STEPS)."""
-    mariadb.run(redis_server.url, "reset")
     steps = [{"observed_at": (T + timedelta(seconds=at)).isoformat(), "rows": step_rows(c)} for at, c, _, _ in STEPS]
     steps_file = tmp_path / "steps.json"
     steps_file.write_text(json.dumps(steps))
 
-    done = mariadb.run(redis_server.url, "write", str(steps_file))
+    done = mariadb.run(redis_server.url, "reset", "+", "write", str(steps_file))
 
     assert [seen(step) for step in done["steps"]] == expected()
 
