@@ -212,6 +212,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Quota platform API",
     "DESCRIPTION": "Demo API protected by QuotaThrottle, and the platform's own endpoints.",
     "VERSION": "0.1.0",
+    # Two choice sets share the field name "state" in the console's API (a key's, and a cap's spend): each its own
+    # enum, named here (drf-spectacular warns, drf_spectacular.W001, and names them by a hash otherwise).
+    "ENUM_NAME_OVERRIDES": {"KeyStateEnum": "plans.models.keys.KeyState", "SpendStateEnum": "console.spend.STATES"},
 }
 
 # Seconds between adaptive controller runs: QUOTAS['ADAPTIVE']['INTERVAL'] and the beat schedule below agree.
