@@ -109,13 +109,6 @@ KNOWN_FINDINGS: frozenset[str] = frozenset(
         #   set_thresholds(percents=(10,)); priced_requests(k=0, requests=[("equal", None, 0)]); watcher_visit()
         #   change_plan(slug="day-only"); priced_requests(k=0, requests=[("equal", None, 0)]); watcher_visit()
         "customer_threshold_per_limit",
-        # The alerts a settlement reaches are lost with its reply: Redis ran adjust.lua (the levels are stored
-        # with the budget's state) and the retry, taken already, answers "no threshold" (adjust.lua), so only
-        # what the decision reached by its estimate is reported, with the estimate's spend; what the actual cost
-        # reached beyond it is never sent. Minimal example (Redis; 0.12 of a 0.10 day):
-        #   settle_with_a_fault(k=0, fault="lost reply", more=5)  # 0.06, no alert expected
-        #   settle_with_a_fault(k=0, fault="lost reply", more=5)  # 0.12: 80 % and 100 % missing
-        "alert_after_a_lost_settlement_reply",
     }
 )
 

@@ -214,3 +214,19 @@ def test_spend_owed_at_exit_sends_its_alert_when_the_next_process_charges_it(met
     default_engine.runtime().tick()  # the next process
     assert spent(client, key) == Decimal("0.85")
     assert alerts == [(80, to_micros(Decimal("0.85")))]
+
+
+def test_the_alert_a_lost_settlement_reply_reached_is_sent_by_its_retry(metered, lost_replies, alerts):
+    """The settlement of a request estimated at 0.01 that cost 0.85 reaches the day's 80 %, and its reply is lost:
+    Redis stored the level, so only the retry can report it. The retry answers the thresholds the first run
+    reached: the 80 % alert is sent once, spent 0.85."""
+    client, key = APIClient(), issue_key(plan=metered)
+    lost_replies.arm(b"adjust")
+    assert client.get("/t/priced?actual=0.85", HTTP_X_API_KEY=key).status_code == 200
+    assert lost_replies.cuts == 1
+    assert alerts == []
+    default_engine.runtime().tick()  # the settlement is sent again
+    assert spent(client, key) == Decimal("0.85")
+    assert alerts == [(80, to_micros(Decimal("0.85")))]
+    default_engine.runtime().tick()
+    assert alerts == [(80, to_micros(Decimal("0.85")))]  # once

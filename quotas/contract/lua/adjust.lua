@@ -17,7 +17,8 @@
 -- A settlement is taken once: with a settlement id, keys[3] marks it taken (for
 -- SETTLEMENT_MEMORY seconds), and the same settlement sent again (its first
 -- reply lost to a timeout, then retried) changes nothing: it is answered with
--- each budget's spend as it stands and no threshold.
+-- each budget's spend as it stands and the thresholds the first run reported
+-- (kept in the mark), which the lost reply never delivered.
 --
 -- keys[1]  the client's bucket hash; keys[2] the bucket's usage key of the decision's day;
 -- keys[3]  the settlement's mark (with a settlement id only)
@@ -44,6 +45,8 @@ local function adjust(keys, args)
   local release = tonumber(args[ADJUST_ARG_RELEASE]) or 0
   local settlement = args[ADJUST_ARG_SETTLEMENT]
   local taken = settlement ~= '' and not redis.call('SET', keys[3], '1', 'NX', 'EX', args[ADJUST_ARG_MEMORY])
+  local reported = taken and (redis.call('GET', keys[3]) or '') or ''
+  local masks = {}
   local reply = {}
   for i = 1, #args - ADJUST_FIXED_ARGS do
     local w = parse_spec(args[ADJUST_FIXED_ARGS + i])
@@ -59,8 +62,10 @@ local function adjust(keys, args)
       -- which moved east: carried over, as decide reads it, and kept under its name.)
       used = -1
     elseif taken then
-      -- This settlement was taken before: the spend as it stands, nothing changed, nothing reported.
+      -- This settlement was taken before: the spend as it stands, nothing changed; the thresholds its first run
+      -- reported, again (the caller retries only a reply it never had).
       used = used - reserved
+      mask = tonumber(string.sub(reported, i, i)) or 0
     elseif used > 0 or delta > 0 or own > 0 then
       used = math.max(0, used + delta)
       reserved = math.max(0, math.min(used, reserved - release))
@@ -81,6 +86,10 @@ local function adjust(keys, args)
     end
     reply[#reply + 1] = used
     reply[#reply + 1] = mask
+    masks[#masks + 1] = mask
+  end
+  if settlement ~= '' and not taken then
+    redis.call('SET', keys[3], table.concat(masks), 'XX', 'KEEPTTL')
   end
   if usage ~= '' and delta ~= 0 and not taken then
     -- The usage field of the client, as decide.lua counted it: in the decision's day.
