@@ -12,11 +12,12 @@ class NotificationsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from quotas.settings.registry import register
-        from quotas.signals import budget_threshold_crossed
+        from quotas.signals import budget_threshold_crossed, spend_threshold_reached
 
-        from . import checks, receivers  # noqa: F401  (checks registers the system checks)
+        from . import checks, receivers, thresholds  # noqa: F401  (checks registers the system checks)
         from .conf import SECTION
 
         register(SECTION)  # QUOTAS['NOTIFICATIONS'] is checked with QUOTAS and listed in the settings reference
 
         budget_threshold_crossed.connect(receivers.budget_event, dispatch_uid="notifications-budget")
+        spend_threshold_reached.connect(thresholds.record_crossing, dispatch_uid="notifications-own-threshold")

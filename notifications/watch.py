@@ -45,7 +45,7 @@ def watch(now: datetime | None = None) -> WatchReport:
     the refusals."""
     now = now or timezone.now()
     report = WatchReport({})
-    found = [*_bans(now), *_expiring_keys(now), *_refusals(now), *_new(threshold_findings(now))]
+    found = [*_bans(now), *_expiring_keys(now), *_refusals(now), *_new(threshold_findings())]
     for event_type, subscription, key, data in found:
         if record_event(event_type, subscription, key, data, now) is not None:
             report.recorded[event_type] = report.recorded.get(event_type, 0) + 1

@@ -21,6 +21,7 @@ from quotas import internal_api
 from .models import (
     ACLEntry,
     ACLFeed,
+    AlertThresholds,
     APIKey,
     ClientBan,
     CostBudget,
@@ -54,7 +55,7 @@ def record_ban(*, client_tag: str, subscription_id: int | None, plan_id: int | N
 # bumps the version itself, only when a list in force changed.
 WATCHED = (
     Plan, Subscription, GroupPlan, APIKey, EndpointLimit, LimitOverride, CostBudget, PeriodQuota, ACLEntry, ACLFeed,
-    SpendCap,
+    SpendCap, AlertThresholds,
 )  # fmt: skip
 
 

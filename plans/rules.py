@@ -19,6 +19,7 @@ from quotas.rules.snapshot import PlanRules, RuleSet, Subscriber, ban_policy_spe
 from .models import (
     ACLEntry,
     ACLFeed,
+    AlertThresholds,
     APIKey,
     CostBudget,
     EndpointLimit,
@@ -65,9 +66,10 @@ def budget_rule(budget: CostBudget, cap: Decimal | None = None) -> LimitRule:
     ``cap`` (a customer's own :class:`~plans.models.SpendCap` of the period) lowers its amount; the window keeps
     the budget's id, hence its counter, so what the period has spent before the cap was set counts against it.
     """
-    amount, name, set_by = budget.amount, budget.name, ""
+    amount, name, set_by, lowered = budget.amount, budget.name, "", None
     if cap is not None and cap < amount:
         amount, name, set_by = cap, cap_name(budget.period), SET_BY_CUSTOMER
+        lowered = (budget.name, to_micros(budget.amount))
     return LimitRule(
         id=f"b{budget.pk}",
         name=name,
@@ -76,6 +78,7 @@ def budget_rule(budget: CostBudget, cap: Decimal | None = None) -> LimitRule:
         period=budget.period,
         currency=budget.currency,
         set_by=set_by,
+        lowered=lowered,
     )
 
 
@@ -285,7 +288,7 @@ def subscriber_of(
     key_limits: tuple[LimitRule, ...] = (),
 ) -> Subscriber:
     """The engine's view of a subscription: plan, overrides, own budgets (lowered by its caps), billing anchor,
-    and the key's own limits when it is reached by an API key."""
+    its own alert thresholds, and the key's own limits when it is reached by an API key."""
     overrides = tuple(
         sorted(
             (
@@ -296,6 +299,7 @@ def subscriber_of(
         )
     )
     budgets = _budgets(sub)
+    thresholds = AlertThresholds.objects.filter(subscription=sub).values_list("percents", flat=True).first()
     return Subscriber(
         id=sub.pk,
         plan_id=sub.plan_id,
@@ -306,4 +310,5 @@ def subscriber_of(
         key_id=key_id,
         key_expires_at=key_expires_at,
         key_limits=key_limits,
+        alerts=tuple(sorted(set(thresholds or ()))),
     )

@@ -13,6 +13,21 @@ from django.dispatch import Signal
 #: are plain counts), currency (str, money only).
 budget_threshold_crossed = Signal()
 
+#: Sent when the committed spend of a money limit (a budget, a customer's cap,
+#: a key's own cap) reaches one of the alert thresholds its subscription set
+#: for itself, by the settlement (or the allowance's end, or the owed charge)
+#: whose spend crossed it: in the order the spend reached them, with
+#: ``budget_threshold_crossed`` of the same settlement. Receivers record it
+#: once per limit, period and threshold (quotas sends it again if a refund took
+#: the spend back under it and a later request crossed it once more). Keyword
+#: arguments: client_tag, subscription_id, budget (the limit's name, or the
+#: budget a cap lowers), limit (the limit's id, as for
+#: ``budget_threshold_crossed``), period ("day", ...), threshold (1 to 100),
+#: period_end (aware datetime: the period's end as the store counts it),
+#: spent_micros, amount_micros (the amount the threshold is a percent of),
+#: currency.
+spend_threshold_reached = Signal()
+
 #: Sent when escalation bans a client (refused too often). Keyword arguments:
 #: client_tag (str), subscription_id (int | None), plan_id (int | None),
 #: until (aware datetime).

@@ -273,7 +273,12 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     )  # fmt: skip
     # Nothing to settle after a plain answer (most requests): no lease to end, no alert waiting for the settled
     # spend; a refusal is charged nothing. The front doors then skip settling (quotas.http.middleware.after_view).
-    to_settle = decision.allowed and (alerting or bool(decision.request_id))
+    # A subscription with alert thresholds of its own settles every admission: what its spend crossed is
+    # judged with the spend as settled (quotas.decide.settling).
+    subscriber = client.subscriber
+    to_settle = decision.allowed and (
+        alerting or bool(decision.request_id) or (subscriber is not None and subscriber.alerts != ())
+    )
     verdict = Verdict(
         client=client,
         plan_id=call.plan_id,

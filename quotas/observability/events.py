@@ -1,4 +1,5 @@
-"""Budget alerts and bans: turn what a decision reports into signals and log lines.
+"""Budget alerts, a subscription's own thresholds and bans: turn what a decision reports into signals and log
+lines.
 
 Their receivers record rows (``BudgetAlert``, a notification ``Event`` and its
 deliveries, a ban record) that must outlive the request: Redis has stored the
@@ -22,8 +23,8 @@ from django.dispatch import Signal
 
 from quotas.formats.periods import period_bounds
 from quotas.settings import quota_settings
-from quotas.signals import budget_threshold_crossed, client_banned
-from quotas.store.decision import Decision
+from quotas.signals import budget_threshold_crossed, client_banned, spend_threshold_reached
+from quotas.store.decision import Decision, Span
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,12 @@ _APART_WAIT = 2.0
 _UNITS = {"period_requests": "requests", "period_quota": "units"}
 
 
-def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, at: float) -> None:
-    """Send ``budget_threshold_crossed`` for every threshold a budget of client ``tag`` newly reached.
+def fire_budget_alerts(
+    tag: str, subscription_id: int | None, states: Iterable, at: float, spans: Iterable[Span] = ()
+) -> None:
+    """Send ``budget_threshold_crossed`` for every threshold a budget of client ``tag`` newly reached, and
+    ``spend_threshold_reached`` for every threshold of its subscription's own that the committed spend of
+    ``spans`` crossed, all in the order of their percents (a customer's 50 % before the platform's 100 %).
 
     The decision script reports each threshold once per budget and period
     (the level is stored with the budget's state), so this sends each signal
@@ -46,7 +51,7 @@ def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, 
     that lands after midnight files its alert under the period it belongs to.
     A receiver that raises is logged; it never turns the request into an error.
     """
-    crossings: list[dict[str, Any]] = []
+    crossings: list[tuple[int, Signal, dict[str, Any]]] = []
     for state in states:
         if not state.alert:
             continue
@@ -55,22 +60,52 @@ def fire_budget_alerts(tag: str, subscription_id: int | None, states: Iterable, 
         for bit, percent in THRESHOLDS:
             if state.alert & bit:
                 logger.info("quotas: %s reached %d%% of budget %r", tag, percent, window.policy)
-                crossings.append(
-                    {
+                crossings.append((percent, budget_threshold_crossed, {
+                    "client_tag": tag.strip("{}"),
+                    "subscription_id": subscription_id,
+                    "budget": window.policy,
+                    "threshold": percent,
+                    "period_start": datetime.fromtimestamp(bounds.start, UTC),
+                    "spent_micros": state.used,
+                    "amount_micros": window.quota,
+                    "limit": window.limit_id,
+                    "unit": _UNITS.get(window.algorithm, "money"),
+                    "currency": window.currency,
+                }))  # fmt: skip
+    if subscription_id is not None:
+        crossings += own_crossings(tag, subscription_id, spans)
+    if crossings:
+        crossings.sort(key=lambda crossing: crossing[0])  # stable: the platform's first at the same percent
+        _send(*((signal, kwargs) for _, signal, kwargs in crossings))
+
+
+def own_crossings(tag: str, subscription_id: int, spans: Iterable[Span]) -> list[tuple[int, Signal, dict[str, Any]]]:
+    """The subscription's own thresholds (each span's ``window.alerts``) that its committed spend crossed: from
+    below to at or above the percent, of the limit's amount, and for a customer's cap of the budget it lowers
+    too. (percent, signal, keyword arguments) each."""
+    found: list[tuple[int, Signal, dict[str, Any]]] = []
+    for window, before, after, end in spans:
+        if after <= before:
+            continue
+        targets = [(window.policy, window.quota)]
+        if window.lowered is not None:
+            targets.append((window.lowered[0], window.lowered[1]))
+        for name, amount in targets:
+            for percent in window.alerts:
+                if amount > 0 and before * 100 < amount * percent <= after * 100:
+                    found.append((percent, spend_threshold_reached, {
                         "client_tag": tag.strip("{}"),
                         "subscription_id": subscription_id,
-                        "budget": window.policy,
-                        "threshold": percent,
-                        "period_start": datetime.fromtimestamp(bounds.start, UTC),
-                        "spent_micros": state.used,
-                        "amount_micros": window.quota,
+                        "budget": name,
                         "limit": window.limit_id,
-                        "unit": _UNITS.get(window.algorithm, "money"),
+                        "period": window.period,
+                        "threshold": percent,
+                        "period_end": datetime.fromtimestamp(end, UTC),
+                        "spent_micros": after,
+                        "amount_micros": amount,
                         "currency": window.currency,
-                    }
-                )
-    if crossings:
-        _send(budget_threshold_crossed, *crossings)
+                    }))  # fmt: skip
+    return found
 
 
 def report_ban(tag: str, subscription_id: int | None, decision: Decision, plan: object) -> None:
@@ -83,21 +118,23 @@ def report_ban(tag: str, subscription_id: int | None, decision: Decision, plan: 
         getattr(plan, "slug", None),
     )
     _send(
-        client_banned,
-        {
-            "client_tag": tag.strip("{}"),
-            "subscription_id": subscription_id,
-            "plan_id": getattr(plan, "id", None),
-            "until": until,
-        },
+        (
+            client_banned,
+            {
+                "client_tag": tag.strip("{}"),
+                "subscription_id": subscription_id,
+                "plan_id": getattr(plan, "id", None),
+                "until": until,
+            },
+        )
     )
 
 
-def _send(signal: Signal, *sends: dict[str, Any]) -> None:
-    """Send ``signal`` with each of ``sends`` (its keyword arguments) to every receiver, apart from any
+def _send(*sends: tuple[Signal, dict[str, Any]]) -> None:
+    """Send each of ``sends`` (a signal and its keyword arguments), in order, to every receiver, apart from any
     transaction open here (see the module docstring)."""
     if not _in_transaction():
-        _send_now(signal, sends)
+        _send_now(sends)
         return
     # A thread (one for all of a call's alerts) costs a few hundred microseconds and a database connection:
     # alerts are rare (at most two per budget, client and period) and bans rarer, so it is never on a hot path.
@@ -105,7 +142,7 @@ def _send(signal: Signal, *sends: dict[str, Any]) -> None:
     # not for ever: a row the request's transaction has locked (a view that took its subscription FOR UPDATE)
     # holds the thread until that transaction ends, so past _APART_WAIT the request goes on and the thread
     # commits after it.
-    thread = threading.Thread(target=_send_apart, args=(signal, sends), name="quotas-signal")
+    thread = threading.Thread(target=_send_apart, args=(sends,), name="quotas-signal")
     thread.start()
     thread.join(_APART_WAIT)
 
@@ -132,18 +169,18 @@ def _in_transaction() -> bool:
     return False
 
 
-def _send_apart(signal: Signal, sends: tuple[dict[str, Any], ...]) -> None:
+def _send_apart(sends: tuple[tuple[Signal, dict[str, Any]], ...]) -> None:
     """:func:`_send_now` in a thread of its own: its connections (autocommit) commit each row, then close."""
     try:
-        _send_now(signal, sends)
+        _send_now(sends)
     finally:
         connections.close_all()  # this thread's connections only (back to the pool, where there is one)
 
 
-def _send_now(signal: Signal, sends: tuple[dict[str, Any], ...]) -> None:
-    """Send ``signal`` with each of ``sends`` to every receiver; one that raises is logged, and neither stops the
-    others nor fails the request (it has been charged, and the view is about to run or has run)."""
-    for kwargs in sends:
+def _send_now(sends: tuple[tuple[Signal, dict[str, Any]], ...]) -> None:
+    """Send each of ``sends`` to every receiver; one that raises is logged, and neither stops the others nor fails
+    the request (it has been charged, and the view is about to run or has run)."""
+    for signal, kwargs in sends:
         for receiver, result in signal.send_robust(sender=Decision, **kwargs):
             if isinstance(result, Exception):
                 logger.error(
@@ -155,4 +192,6 @@ def _send_now(signal: Signal, sends: tuple[dict[str, Any], ...]) -> None:
 
 
 def _name(signal: Signal) -> str:
-    return "client_banned" if signal is client_banned else "budget_threshold_crossed"
+    if signal is client_banned:
+        return "client_banned"
+    return "spend_threshold_reached" if signal is spend_threshold_reached else "budget_threshold_crossed"

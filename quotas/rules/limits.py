@@ -6,7 +6,7 @@ in headers. :mod:`quotas.rules.snapshot` holds them per plan.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -45,6 +45,13 @@ class Window:
     anchor_day: int = 1  # first day of a billing month
     currency: str = ""  # budgets only: quota and state are micro-units of this currency
     set_by: str = ""  # who set it, when not the plan: SET_BY_CUSTOMER (a spending cap), SET_BY_KEY (a key's own)
+    # Money windows of a subscription that set alert thresholds of its own: those percents, reported as its spend
+    # is committed (quotas.observability.own_alerts). Not part of a window's identity: the same counter, limited
+    # the same way.
+    alerts: tuple[int, ...] = field(default=(), compare=False)
+    # A customer's cap lowering a budget: the budget's (name, amount), which its thresholds are reported against
+    # too (what the owner pays for, beside what it allowed itself).
+    lowered: tuple[str, int] | None = field(default=None, compare=False)
     spec: bytes = field(init=False, compare=False)  # this window as decide.lua reads it (rolling windows)
     policy_sf: str = field(init=False, compare=False)  # the policy name as a structured-field string
     # Header text that never changes for a window, made once here rather than on every response
@@ -87,6 +94,11 @@ class Window:
         """Whether the window counts money (micro-units) rather than requests."""
         return self.algorithm == "budget"
 
+    def period_end(self, now: float) -> float:
+        """The end (epoch seconds) of the period holding ``now``, for a period window where no state of the store
+        says it."""
+        return float(period_bounds(self.period, now, quota_settings.BUDGET_TIME_ZONE, self.anchor_day).end)
+
     def spec_at(self, now: float) -> bytes:
         """The spec for a request at ``now``; periods carry their current boundaries."""
         if not self.period:
@@ -118,6 +130,10 @@ class LimitRule:
     anchor_day: int = 1
     currency: str = ""
     set_by: str = ""  # see Window.set_by: a refusal by a limit the customer set names it as theirs
+    # See Window.alerts and Window.lowered (money limits only). Left out of comparisons, so of the hash a
+    # subscriber's rules are looked up by on every request (Subscriber.rules_key names its thresholds itself).
+    alerts: tuple[int, ...] = field(default=(), compare=False)
+    lowered: tuple[str, int] | None = field(default=None, compare=False)
     price_micros: int = 0  # what a matching request costs, in micro-units
     countries: frozenset[str] = frozenset()  # only requests from these countries (ISO codes); empty: from anywhere
     windows: tuple[Window, ...] = field(default=(), compare=False)
@@ -152,6 +168,8 @@ class LimitRule:
                 anchor_day=self.anchor_day,
                 currency=self.currency,
                 set_by=self.set_by,
+                alerts=self.alerts,
+                lowered=self.lowered,
             )
 
     def matches(self, scope: str, path: str, method: str) -> bool:
@@ -185,8 +203,12 @@ class LimitRule:
             burst=self.burst, weight=self.weight, max_delay=self.max_delay,
             shadow=self.shadow, refund_on_error=self.refund_on_error, period=self.period,
             anchor_day=self.anchor_day, currency=self.currency, price_micros=self.price_micros,
-            countries=self.countries, set_by=self.set_by,
+            countries=self.countries, set_by=self.set_by, alerts=self.alerts, lowered=self.lowered,
         )  # fmt: skip
+
+    def with_alerts(self, percents: tuple[int, ...]) -> LimitRule:
+        """A copy whose windows report a subscription's own alert thresholds ``percents``."""
+        return replace(self, alerts=percents, windows=())  # windows=(): compiled again, with the percents
 
     def anchored(self, day: int) -> LimitRule:
         """A copy whose billing month starts on ``day`` (a subscription's anchor)."""

@@ -57,11 +57,14 @@ class Subscriber:
     key_expires_at: float | None = None
     #: That key's own limits (a lower rate, a spending cap its owners gave it), counted besides the plan's.
     key_limits: tuple[LimitRule, ...] = ()
+    #: The subscription's own alert thresholds (whole percents, sorted): every money limit of its requests
+    #: reports them as its spend is committed (quotas.observability.own_alerts).
+    alerts: tuple[int, ...] = ()
 
     @property
     def rules_key(self) -> tuple:
         """What makes this subscriber's limits differ from its plan's."""
-        return (self.overrides, self.budgets, self.anchor_day, self.key_limits)
+        return (self.overrides, self.budgets, self.anchor_day, self.key_limits, self.alerts)
 
 
 class RuleSet:
@@ -120,6 +123,8 @@ class RuleSet:
             out.append(rule)
         out.extend(subscriber.budgets)
         out.extend(subscriber.key_limits)
+        if subscriber.alerts:  # its money limits carry its thresholds (copies: a plan's budget is every subscriber's)
+            out = [r.with_alerts(subscriber.alerts) if r.algorithm == "budget" else r for r in out]
         if subscriber.anchor_day != 1:
             out = [r.anchored(subscriber.anchor_day) if r.period == "billing_month" else r for r in out]
         return tuple(out)

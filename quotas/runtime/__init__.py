@@ -125,20 +125,20 @@ class Runtime:
     def settle_allowances(self, everything: bool = False) -> None:
         """End the allowances that are over (all of them at exit), and send the budget alerts their spend, now
         committed, newly reached (an allowance's grant reports none: what it reserved was not spent yet)."""
-        for granted, states in self.guard.usage.settle_allowances(everything):
-            fire_budget_alerts(granted.tag, subscription_id(granted.tag), states, granted.now)
+        for granted, states, spans in self.guard.usage.settle_allowances(everything):
+            fire_budget_alerts(granted.tag, subscription_id(granted.tag), states, granted.now, spans)
 
     def charge_owed(self) -> None:
         """Charge Redis the budget spend this process admitted or settled while it was away, and send the
         alerts that spend newly reached (once per threshold and period, as after a request)."""
-        for tag, states, at in self.guard.settlement.charge_owed():
-            fire_budget_alerts(tag, subscription_id(tag), states, at)
+        for tag, states, at, spans in self.guard.settlement.charge_owed():
+            fire_budget_alerts(tag, subscription_id(tag), states, at, spans)
 
     def replay_owed(self) -> None:
         """Charge what processes that exited during an outage still owed (their spool files), and send the
         alerts that spend newly reached, as :meth:`charge_owed` does for this process's own."""
-        for tag, states, at in self.guard.settlement.replay_owed():
-            fire_budget_alerts(tag, subscription_id(tag), states, at)
+        for tag, states, at, spans in self.guard.settlement.replay_owed():
+            fire_budget_alerts(tag, subscription_id(tag), states, at, spans)
 
     def lift_ban(self, tag: str) -> bool:
         """End ``tag``'s ban now (and its refusal count); every process forgets it within a second.

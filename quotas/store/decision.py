@@ -94,6 +94,10 @@ class WindowState:
         self.quota = quota or window.quota  # none given: the window's own
 
 
+#: One money limit's committed spend moving, for its subscription's own alert thresholds (``Window.alerts``): the
+#: window, its spend before and after (micro-units), and the end of its period as the store counts it (epoch s).
+Span = tuple[Window, int, int, float]
+
 #: One window's numbers as a decision read them: the window, whether it admitted the request, its remaining (None:
 #: not read), its reset and retry (us; retry None: never fits) and the quota in force (see :meth:`Decision.readings`).
 Reading = tuple[Window, bool, int | None, int, int | None, int]
@@ -238,6 +242,18 @@ def scaled(window: Window, multiplier: float) -> int:
     if multiplier == 1.0 or not Algorithm(window.code).rolling:  # periods and budgets are never scaled
         return window.quota
     return max(1, math.floor(window.quota * multiplier))
+
+
+def committed_spans(windows: Sequence[Window], adjusted: Sequence[Any], added: int, at: float) -> list[Span]:
+    """The spans of the windows with a subscription's own thresholds whose committed spend an adjustment
+    (adjust.lua's reply, an ``AdjustedBudget`` each, in order) raised by ``added`` (micro-units), at ``at``."""
+    if added <= 0:
+        return []
+    return [
+        (w, b.used - added, b.used, w.period_end(at))
+        for w, b in zip(windows, adjusted, strict=True)
+        if w.alerts and not b.period_ended
+    ]
 
 
 def alerted_states(windows: Sequence[Window], adjusted: Sequence[Any]) -> list[WindowState]:

@@ -13,7 +13,7 @@ from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import StoreUnavailable
 from quotas.store.allowances import Allowance, Allowances
 from quotas.store.budget_day import day_of
-from quotas.store.decision import Decision, WindowState, alerted_states
+from quotas.store.decision import Decision, Span, WindowState, alerted_states, committed_spans
 from quotas.store.interface import Store
 from quotas.store.usage_batches import UsageBuffer
 
@@ -59,14 +59,15 @@ class InProcessUsage:
             self.usage_buffer.spool()
         return False
 
-    def settle_allowances(self, everything: bool = False) -> list[tuple[Decision, list[WindowState]]]:
+    def settle_allowances(self, everything: bool = False) -> list[tuple[Decision, list[WindowState], list[Span]]]:
         """Give back what the allowances that are over (or, with ``everything``, all of them) did not use, and
         release what they held in reserve in each budget (the poller's work; everything at shutdown). A failure
         is logged and counted: the client is then held under its limit until the windows move on, never over it.
 
-        Returns, per allowance whose settled spend newly reached a budget's alert threshold, its decision and
-        those budgets' states (an allowance's grant raises no level: its spend is committed here)."""
-        alerted: list[tuple[Decision, list[WindowState]]] = []
+        Returns, per allowance whose settled spend newly reached a budget's alert threshold (or moved a window
+        with a subscription's own thresholds), its decision, those budgets' states and those spans (an
+        allowance's grant raises no level: its spend is committed here)."""
+        alerted: list[tuple[Decision, list[WindowState], list[Span]]] = []
         if self.allowances is None:
             return alerted
         # What live allowances served so far goes into usage at every tick, not only when they end: usage
@@ -94,9 +95,13 @@ class InProcessUsage:
                         in_usage=False,
                         release=(allowance.size - 1) * granted.cost_micros,
                     )
-                    states = alerted_states([s.window for s, _ in budgets], adjusted)
-                    if states:
-                        alerted.append((granted, states))
+                    windows = [s.window for s, _ in budgets]
+                    states = alerted_states(windows, adjusted)
+                    # Its requests' spend, the one that took it included (committed at the grant, reported here:
+                    # a grant reports none of a subscription's own thresholds).
+                    spans = committed_spans(windows, adjusted, allowance.used * granted.cost_micros, granted.now)
+                    if states or spans:
+                        alerted.append((granted, states, spans))
             except StoreUnavailable:
                 metrics.observe_redis_error("allowance")
                 logger.warning("quotas: giving back an allowance of %s failed", granted.tag, exc_info=True)

@@ -20,7 +20,7 @@ from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.store.allowances import Allowances
 from quotas.store.budget_day import day_of
-from quotas.store.decision import Decision, WindowState, alerted_states
+from quotas.store.decision import Decision, Span, WindowState, alerted_states, committed_spans
 from quotas.store.fallback import LocalLimiter
 from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
@@ -61,11 +61,12 @@ class Settlement:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
 
-    def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState]:
+    def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState] | None:
         """Replace an admitted decision's estimated cost with the actual one, once.
 
-        Returns the budget states whose alert thresholds were newly reached. Each budget's state takes its
-        settled spend and the thresholds the request now reports (see adjust.lua).
+        Returns the budget states whose alert thresholds were newly reached, or None when Redis did not take the
+        settlement (it waits in the ledger of owed spend, whose charge reports what it reaches). Each budget's
+        state takes its settled spend and the thresholds the request now reports (see adjust.lua).
         """
         if decision.reconciled or not decision.allowed:
             return []
@@ -87,7 +88,8 @@ class Settlement:
             adjusted = self.store.adjust(decision, delta, specs, own=own, settlement=settlement)
         except StoreUnavailable:
             self._keep_for_later(decision, delta, budgets, settlement)
-            adjusted = []
+            decision.cost_micros = actual_micros
+            return None
         decision.cost_micros = actual_micros
         if delta > 0 and budgets and self.allowances is not None:
             # The client's allowances were sized by the estimate: past it, requests must be charged in Redis
@@ -95,7 +97,7 @@ class Settlement:
             # actual minus estimate). Their unused units go back with the poller's next visit.
             self.allowances.end_client(decision.tag)
         alerted = []
-        for (state, _), budget in zip(budgets, adjusted, strict=False):  # none when kept for later
+        for (state, _), budget in zip(budgets, adjusted, strict=False):
             if budget.period_ended:  # nothing was changed
                 continue
             state.used, state.alert = budget.used, budget.alert
@@ -134,12 +136,13 @@ class Settlement:
         budgets = [s.window for s in decision.states if s.window.is_budget and s.ok]
         self.owed.owe(decision.tag, budgets, [w.spec_at(decision.now) for w in budgets], decision.now, micros)
 
-    def charge_owed(self) -> list[tuple[str, list[WindowState], float]]:
+    def charge_owed(self) -> list[tuple[str, list[WindowState], float, list[Span]]]:
         """Charge Redis the budget spend it has not seen (the poller's work, once Redis answers).
 
-        Returns, per charge that newly reached a budget's alert threshold,
-        the client's tag, those budgets' states and the decision's time (for
-        :func:`~quotas.observability.events.fire_budget_alerts`). An entry whose
+        Returns, per charge that newly reached a budget's alert threshold (or
+        raised the spend of a window with a subscription's own thresholds),
+        the client's tag, those budgets' states, the decision's time and those
+        spans (for :func:`~quotas.observability.events.fire_budget_alerts`). An entry whose
         charge fails is kept for the next try, but for a script's refusal (the
         client's keys in a bad state), which is dropped and counted.
         """
@@ -165,8 +168,9 @@ class Settlement:
                 self.owed.keep(entries[i:])
                 break
             states = alerted_states(entry.windows, adjusted)
-            if states:
-                alerted.append((entry.tag, states, entry.now))
+            spans = committed_spans(entry.windows, adjusted, entry.micros, entry.now)
+            if states or spans:
+                alerted.append((entry.tag, states, entry.now, spans))
         return alerted
 
     def spool_owed(self) -> None:
@@ -185,7 +189,7 @@ class Settlement:
                 self.usage.count_locally(entry.tag, entry.usage, Counter.COST, entry.micros, day_of(entry.now))
             self.owed.drop(entry)
 
-    def replay_owed(self) -> list[tuple[str, list[WindowState], float]]:
+    def replay_owed(self) -> list[tuple[str, list[WindowState], float, list[Span]]]:
         """Charge what processes that exited with Redis away spooled (the poller's work once Redis answers):
         each entry once, by its settlement id. Returns, as :meth:`charge_owed` does, the charges that newly
         reached a budget's alert threshold."""
@@ -197,8 +201,9 @@ class Settlement:
                 settlement=entry.settlement,
             )  # fmt: skip
             states = alerted_states(entry.windows, adjusted) if entry.windows else []
-            if states:
-                alerted.append((entry.tag, states, entry.now))
+            spans = committed_spans(entry.windows, adjusted, entry.micros, entry.now) if entry.windows else []
+            if states or spans:
+                alerted.append((entry.tag, states, entry.now, spans))
 
         replay_owed(charge)
         return alerted

@@ -263,31 +263,61 @@ class Money:
             self.ceilings[w.counter] = (end, most)
         self.billed += charged
 
-    def threshold_events(self, now: float, per_limit: bool = True) -> list[tuple[str, int, int]]:
-        """The customer's thresholds the subscription's spend has reached and no look reported yet, as the
-        watcher finds them (notifications/thresholds.py): (name, percent, spent) of each budget and cap (a cap
-        is watched against the budget it lowers too), once per limit, period and percent (``per_limit``
-        False: once per name, as the watcher does today). A key's cap is not the subscription's: not watched."""
+    def crossed(self, key: Key, before: dict[str, int], now: float, first: int = 0) -> list[tuple[str, int, int]]:
+        """The customer's thresholds an admitted request with ``key`` crossed, its limits' counters having held
+        ``before`` (by counter): (name, percent, spent) of each money limit (a key's cap too) and of the budget a
+        cap lowers, whose spend went from below the percent to at or above it, once per limit, name, period and
+        percent, with the spend then (docs/notifications.md: recorded as the request is settled). ``first``: the
+        part committed first (the estimate of a request whose settlement Redis did not take), whose thresholds
+        report the spend with it alone; the rest report the spend once the rest was charged."""
+        found = []
+        for w in self.windows(key):
+            if w.unit != "money":
+                continue
+            spent, end = self.used(w, now), self.end_of(w.counter, w.period, now)
+            start = before.get(w.counter, 0)
+            middle = min(spent, start + first) if first else spent
+            for name, amount in self._targets(w):
+                for percent in self.thresholds:
+                    crossed = amount > 0 and start * 100 < amount * percent <= spent * 100
+                    if crossed and self._report(w, name, end, percent, now):
+                        found.append((name, percent, middle if amount * percent <= middle * 100 else spent))
+        return sorted(found)
+
+    def threshold_events(self, now: float) -> list[tuple[str, int, int]]:
+        """The customer's thresholds the subscription's spend has reached and nothing reported yet, as the
+        watcher finds them (notifications/thresholds.py: a threshold set, or a cap lowered, after the spend passed
+        it): (name, percent, spent) of each budget and cap (a cap is watched against the budget it lowers too),
+        once per limit, name, period and percent. A key's cap is not the subscription's: not watched."""
         found = []
         for w in self.windows(Key(raw="", kid=0, counters=0)):
             if w.unit != "money":
                 continue
             spent, end = self.used(w, now), self.end_of(w.counter, w.period, now)
-            half = (end - period_start(w.period, now, self.tz)) / 2
-            amounts = [(w.name, w.amount)]
-            budget = self.plan.budgets.get(w.period)
-            if budget is not None and budget[2] > w.amount:
-                amounts.append((budget[1], budget[2]))
-            for name, amount in amounts:
+            for name, amount in self._targets(w):
                 for percent in self.thresholds:
-                    limit = w.counter if per_limit else ""
-                    seen = any(
-                        r[:2] == (limit, name) and r[3] == percent and abs(r[2] - end) < half for r in self.reported
-                    )
-                    if amount > 0 and spent * 100 >= amount * percent and not seen:
-                        self.reported.add((limit, name, end, percent))
+                    if amount > 0 and spent * 100 >= amount * percent and self._report(w, name, end, percent, now):
                         found.append((name, percent, spent))
         return sorted(found)
+
+    def _targets(self, window: Window) -> list[tuple[str, int]]:
+        """What a customer's thresholds are percents of for ``window``: its amount, and for a cap lowering a budget
+        the budget's too."""
+        amounts = [(window.name, window.amount)]
+        budget = self.plan.budgets.get(window.period)
+        if window.counter.startswith("b") and budget is not None and budget[2] > window.amount:
+            amounts.append((budget[1], budget[2]))
+        return amounts
+
+    def _report(self, window: Window, name: str, end: float, percent: int, now: float) -> bool:
+        """Whether ``percent`` of ``window`` (as ``name``) in the period ending at ``end`` is still to be reported
+        (then it is, from now on): not under that end, nor one within half a period of it (BUDGET_TIME_ZONE
+        moved: the same period, carried over)."""
+        half = (end - period_start(window.period, now, self.tz)) / 2
+        if any(r[:2] == (window.counter, name) and r[3] == percent and abs(r[2] - end) < half for r in self.reported):
+            return False
+        self.reported.add((window.counter, name, end, percent))
+        return True
 
     def _keep(self, window: Window, now: float) -> dict[int, int]:
         """The levels ``window``'s counter keeps when its state is written limited by ``window``'s amount:

@@ -1,0 +1,116 @@
+"""A subscription's own alert thresholds are judged where the platform's 80 % and 100 % are (issue 56, item 5):
+as the request's spend is settled, once per limit, period and threshold, in the order the spend reached them,
+on every store."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from notifications.models import Event
+from notifications.watch import watch
+from plans.models import AlertThresholds, CostBudget, SpendCap, Subscription
+from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
+
+
+def metered(slug: str, day: str) -> object:
+    """A plan charging 0.01 a request on /t/priced, with a day budget of ``day``."""
+    plan = PlanFactory(slug=slug)
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    CostBudget.objects.create(plan=plan, period="day", amount=Decimal(day))
+    return plan
+
+
+@pytest.fixture
+def acme(db) -> tuple[Subscription, str]:
+    """Acme, on a plan of 0.10 a day, wants to hear of 50 % of its spending; its key."""
+    subscription = Subscription.objects.create(name="Acme", plan=metered("metered", "0.10"))
+    AlertThresholds.objects.create(subscription=subscription, percents=[50])
+    return subscription, issue_key(subscription)
+
+
+def get(client, key: str, **params: str) -> int:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return client.get(f"/t/priced?{query}", HTTP_X_API_KEY=key).status_code
+
+
+def events(subscription: Subscription) -> list[tuple]:
+    """The subscription's money events in the order they were recorded: (type, limit's name, threshold, spent)."""
+    rows = Event.objects.filter(subscription=subscription).order_by("created_at", "pk")
+    return [(e.type, e.data["budget"], e.data["threshold"], e.data.get("spent")) for e in rows]
+
+
+def test_a_customer_threshold_comes_before_the_platform_alerts_the_same_spend_reached(client, acme):
+    """One request costing the whole day (0.10, estimated 0.02) passes the customer's 50 % and the platform's 80 %
+    and 100 % at once: all three are recorded when it is settled, with the settled spend, 50 % first. The
+    watcher, looking after, finds nothing left to record."""
+    subscription, key = acme
+    assert get(client, key, est="0.02") == 200  # 0.02: 20 %
+    assert events(subscription) == []
+    assert get(client, key, est="0.02", actual="0.08") == 200  # 0.10: 100 %
+    assert events(subscription) == [
+        ("spend.threshold_reached", "day-budget", 50, "0.100000"),
+        ("budget.threshold_crossed", "day-budget", 80, "0.100000"),
+        ("budget.threshold_crossed", "day-budget", 100, "0.100000"),
+    ]
+    (own,) = Event.objects.filter(type="spend.threshold_reached")
+    assert own.data["amount"] == "0.100000"
+    assert own.data["currency"] == "USD"
+    assert own.data["period"] == "day"
+    assert watch().recorded == {}
+
+
+def test_a_threshold_is_reported_by_the_request_whose_settled_spend_reaches_it(client, acme):
+    """Estimated past 50 % but settled under it, a request reports nothing (its estimate was not spent); the one
+    whose actual cost takes the day to 50 % reports it, with that spend; nothing after reports it again."""
+    subscription, key = acme
+    assert get(client, key, est="0.06", actual="0.01") == 200  # 0.01 spent, though 0.06 was estimated
+    assert get(client, key, est="0.02", fail="1") == 500  # a 5xx: charged nothing
+    assert events(subscription) == []
+    assert get(client, key, est="0.01", actual="0.04") == 200  # 0.05: 50 %
+    assert get(client, key) == 200
+    assert events(subscription) == [("spend.threshold_reached", "day-budget", 50, "0.050000")]
+
+
+def test_a_plan_change_reports_the_new_budgets_thresholds(client, acme):
+    """50 % of the old plan's day budget is reported; the plan changes within the day to one whose day budget has
+    the same name (another budget, its own counter from 0): its 50 % is reported too, once reached."""
+    subscription, key = acme
+    assert get(client, key, est="0.05") == 200  # 50 % of the old plan's 0.10
+    bigger = metered("bigger", "0.20")
+    subscription.plan = bigger
+    subscription.save()
+    assert get(client, key, est="0.09") == 200  # 45 % of the new plan's 0.20
+    assert get(client, key, est="0.01") == 200  # 50 %
+    assert events(subscription) == [
+        ("spend.threshold_reached", "day-budget", 50, "0.050000"),
+        ("spend.threshold_reached", "day-budget", 50, "0.100000"),
+    ]
+    assert watch().recorded == {}
+
+
+def test_a_cap_reports_its_thresholds_and_those_of_the_budget_it_lowers(client, acme):
+    """A cap of 0.04 on the 0.10 budget: 50 % of the cap at 0.02, and 50 % of the budget only once the day has
+    spent 0.05, which the cap never lets it."""
+    subscription, key = acme
+    SpendCap.objects.create(subscription=subscription, period="day", amount=Decimal("0.04"))
+    for _ in range(4):
+        assert get(client, key) == 200
+    assert get(client, key) == 429
+    assert [e for e in events(subscription) if e[0] == "spend.threshold_reached"] == [
+        ("spend.threshold_reached", "day-cap", 50, "0.020000")
+    ]
+
+
+def test_a_threshold_set_after_the_spend_passed_it_is_found_by_the_watcher(client, acme):
+    """Thresholds set once the day has spent past them: no request crosses them, the watcher's look reports them
+    (once) with the spend it found."""
+    subscription, key = acme
+    assert get(client, key, est="0.03") == 200
+    AlertThresholds.objects.filter(subscription=subscription).update(percents=[20, 50])
+    assert watch().recorded == {"spend.threshold_reached": 1}
+    assert events(subscription) == [("spend.threshold_reached", "day-budget", 20, "0.030000")]
+    assert watch().recorded == {}
