@@ -32,7 +32,7 @@ from .models import (
     group_plan_id,
     parse_durations,
 )
-from .models.caps import budget_of, cap_name, plan_currency
+from .models.caps import FULL, budget_of, cap_name, plan_currency
 
 logger = logging.getLogger(__name__)
 
@@ -310,5 +310,6 @@ def subscriber_of(
         key_id=key_id,
         key_expires_at=key_expires_at,
         key_limits=key_limits,
-        alerts=tuple(sorted(set(thresholds or ()))),
+        # As validate_percents keeps them; a row written around it (a bad percent) costs its alerts, not the rules.
+        alerts=tuple(sorted({p for p in thresholds or () if type(p) is int and 1 <= p <= FULL})),
     )

@@ -88,14 +88,15 @@ class Settlement:
             adjusted = self.store.adjust(decision, delta, specs, own=own, settlement=settlement)
         except StoreUnavailable:
             self._keep_for_later(decision, delta, budgets, settlement)
-            decision.cost_micros = actual_micros
-            return None
+            adjusted = None
         decision.cost_micros = actual_micros
         if delta > 0 and budgets and self.allowances is not None:
             # The client's allowances were sized by the estimate: past it, requests must be charged in Redis
             # again, so a budget is never overspent by more than the documented bound (the in-flight requests'
             # actual minus estimate). Their unused units go back with the poller's next visit.
             self.allowances.end_client(decision.tag)
+        if adjusted is None:
+            return None
         alerted = []
         for (state, _), budget in zip(budgets, adjusted, strict=False):
             if budget.period_ended:  # nothing was changed

@@ -21,6 +21,9 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
   lowering a budget shares its counter but is a limit of its own, and so is each amount a cap is set to; a
   counter's state keeps, beside the level of the amount it was last limited by, those of three other amounts
   at most (the largest reached), so an amount forgotten reports its thresholds again.
+- A customer's own thresholds are reported by the request whose committed spend crosses them, of each money
+  limit (a key's cap too) and of the budget a cap lowers, once per limit, name, period and percent; one that no
+  spend crossed (set, or a cap lowered, after the spend passed it) by the watcher's next look.
 """
 
 from __future__ import annotations

@@ -28,7 +28,10 @@ admits it does not predict, and charges as the service admitted it. After every 
     more, as quotas/signals.py documents), with the spend then committed, and none missing; a period quota's in
     its unit without a currency. Once an example used allowances or met an outage, which alerts are sent is not
     predicted: each must still be sent once, have reached its threshold and report no more than the requests
-    admitted were charged. Customer thresholds: the watcher's events are the model's.
+    admitted were charged. Customer thresholds: the ``spend.threshold_reached`` events each request's settlement
+    records (those its committed spend crossed, per limit, name, period and percent) and those the watcher's look
+    records (thresholds reached that no spend crossed) are the model's; with allowances or after an outage, each
+    reached its percent and reports no more than was charged.
 
 A check the service is known to fail is named in :data:`KNOWN_FINDINGS` (with the minimal example Hypothesis
 printed), which turns that one check off (or to what the service does) until the product is fixed; nothing
