@@ -10,7 +10,9 @@ import pytest
 
 from notifications.models import Event
 from notifications.watch import watch
-from plans.models import AlertThresholds, CostBudget, SpendCap, Subscription
+from plans.models import AlertThresholds, APIKey, CostBudget, Plan, SpendCap, Subscription
+from quotas.engine import default_engine
+from quotas.internal_api import rules_changed
 from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.urls")]
@@ -114,3 +116,37 @@ def test_a_threshold_set_after_the_spend_passed_it_is_found_by_the_watcher(clien
     assert watch().recorded == {"spend.threshold_reached": 1}
     assert events(subscription) == [("spend.threshold_reached", "day-budget", 20, "0.030000")]
     assert watch().recorded == {}
+
+
+def test_a_keys_cap_reports_its_thresholds_named_by_the_key(client, acme):
+    """A key capped at 0.04 a day: 50 % of its cap at 0.02, named by the key, in the plan's currency."""
+    subscription, _ = acme
+    row, key = APIKey.issue(subscription)
+    row.cap_period, row.cap_amount = "day", Decimal("0.04")
+    row.save()
+    for _ in range(2):
+        assert get(client, key) == 200
+    (own,) = Event.objects.filter(type="spend.threshold_reached")
+    assert (own.data["budget"], own.data["spent"], own.data["amount"]) == ("key-day-cap", "0.020000", "0.040000")
+    assert own.data["key"] == {"id": row.counters_id}
+    assert own.data["currency"] == "USD"
+
+
+def test_an_allowance_reports_its_spend_when_it_ends_not_what_it_reserved(client, acme, set_quotas, quota_clock):
+    """A busy client's allowances take its next requests' estimates ahead (the clock stands still, so it is busy
+    from its second request): what they reserve crosses no threshold; the 50 % is reported once the spend
+    committed reaches it, with that spend, at the latest when the allowances end."""
+    set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=10.0, SHARE=1.0, MAX_REQUESTS=4)
+    subscription, key = acme
+    Plan.objects.filter(pk=subscription.plan_id).update(local_allowances=True)
+    rules_changed()
+    for _ in range(4):
+        assert get(client, key) == 200
+    assert default_engine.runtime().guard.allowances.held(f"{{s.{subscription.pk}}}")  # units taken ahead
+    assert events(subscription) == []  # at most 0.04 spent, whatever the allowances hold
+    for _ in range(2):
+        assert get(client, key) == 200
+    default_engine.runtime().settle_allowances(everything=True)
+    ((kind, name, percent, spent),) = events(subscription)
+    assert (kind, name, percent) == ("spend.threshold_reached", "day-budget", 50)
+    assert Decimal("0.05") <= Decimal(spent) <= Decimal("0.06")
