@@ -60,6 +60,8 @@ def record_crossing(*, client_tag: str, subscription_id: int | None, **sent: Any
         subscription, name=name, period=period, percent=percent, end=end, spent=from_micros(sent["spent_micros"]),
         amount=from_micros(sent["amount_micros"]), currency=sent["currency"],
     )  # fmt: skip
+    if sent.get("period_start") is not None:  # the engine's: a billing month's by its anchor day
+        data["period_start"] = sent["period_start"].isoformat()
     if limit.startswith("kc"):  # a key's own cap: named by the key (the first of its rolls)
         data["key"] = {"id": int(limit[2:])}
     record_quietly(SPEND_THRESHOLD, subscription, dedupe_key(client_tag, limit, name, end, percent), data,

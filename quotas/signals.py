@@ -23,7 +23,7 @@ budget_threshold_crossed = Signal()
 #: arguments: client_tag, subscription_id, budget (the limit's name, or the
 #: budget a cap lowers), limit (the limit's id, as for
 #: ``budget_threshold_crossed``), period ("day", ...), threshold (1 to 100),
-#: period_end (aware datetime: the period's end as the store counts it),
+#: period_start, period_end (aware datetimes: the period as the store counts it),
 #: spent_micros, amount_micros (the amount the threshold is a percent of),
 #: currency.
 spend_threshold_reached = Signal()

@@ -332,5 +332,6 @@ def _drf_limits_of(throttles: Sequence[QuotaThrottle], request: Request, view: A
 
 def _settled_after_view() -> bool:
     """Whether QuotaHeadersMiddleware will settle this request's verdict (asked only when it has something to
-    settle: budget alerts to send, which happens at most twice per budget and period, or concurrency leases)."""
+    settle: budget alerts to send, which happens at most twice per budget and period, concurrency leases, or the
+    spend of a subscription with alert thresholds of its own)."""
     return not SETTLING_MIDDLEWARE.isdisjoint(settings.MIDDLEWARE)

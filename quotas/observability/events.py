@@ -22,6 +22,7 @@ from django.db import connections, transaction
 from django.dispatch import Signal
 
 from quotas.formats.periods import period_bounds
+from quotas.rules.limits import Window
 from quotas.settings import quota_settings
 from quotas.signals import budget_threshold_crossed, client_banned, spend_threshold_reached
 from quotas.store.decision import Decision, Span
@@ -100,12 +101,18 @@ def own_crossings(tag: str, subscription_id: int, spans: Iterable[Span]) -> list
                         "limit": window.limit_id,
                         "period": window.period,
                         "threshold": percent,
+                        "period_start": datetime.fromtimestamp(_start(window, end), UTC),
                         "period_end": datetime.fromtimestamp(end, UTC),
                         "spent_micros": after,
                         "amount_micros": amount,
                         "currency": window.currency,
                     }))  # fmt: skip
     return found
+
+
+def _start(window: Window, end: float) -> float:
+    """The start of ``window``'s period that ends at ``end`` (a billing month's by its anchor day)."""
+    return float(period_bounds(window.period, end - 1, quota_settings.BUDGET_TIME_ZONE, window.anchor_day).start)
 
 
 def report_ban(tag: str, subscription_id: int | None, decision: Decision, plan: object) -> None:

@@ -150,3 +150,29 @@ def test_an_allowance_reports_its_spend_when_it_ends_not_what_it_reserved(client
     ((kind, name, percent, spent),) = events(subscription)
     assert (kind, name, percent) == ("spend.threshold_reached", "day-budget", 50)
     assert Decimal("0.05") <= Decimal(spent) <= Decimal("0.06")
+
+
+def test_without_the_settling_middleware_an_admission_reports_its_thresholds_at_once(client, acme, settings):
+    """QuotaThrottle without QuotaHeadersMiddleware (quotas.W002): nothing settles the request, so the thresholds
+    its spend crossed are reported when it is decided, with the spend it was charged."""
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith("QuotaHeadersMiddleware")]
+    subscription, key = acme
+    assert [get(client, key) for _ in range(5)] == [200] * 5
+    assert events(subscription) == [("spend.threshold_reached", "day-budget", 50, "0.050000")]
+
+
+def test_under_asgi_the_middleware_settles_a_request_of_a_subscription_with_thresholds(acme, settings):
+    """The async QuotaHeadersMiddleware settles (in a thread) every admitted request of a subscription with
+    thresholds of its own, though nothing else waits: the one that crosses 50 % reports it."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    settings.MIDDLEWARE = ["django.middleware.common.CommonMiddleware", "quotas.middleware.QuotaHeadersMiddleware"]
+    subscription, key = acme
+
+    async def scenario():
+        client = AsyncClient(raise_request_exception=False)
+        return [(await client.get("/t/priced", headers={"x-api-key": key})).status_code for _ in range(5)]
+
+    assert async_to_sync(scenario)() == [200] * 5
+    assert events(subscription) == [("spend.threshold_reached", "day-budget", 50, "0.050000")]
