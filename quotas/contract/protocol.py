@@ -385,7 +385,7 @@ def lua_constants() -> str:
     lines.append(f"local IS_PERIOD = {{{periodic}}}  -- specs carrying a calendar period's bounds")
     own = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.own_key)
     lines.append(f"local HAS_OWN_KEY = {{{own}}}  -- state in a key of its own, not a field of the bucket")
-    lines.append(f"local SPEC_FORMAT = '{SPEC_FORMAT}'")
+    lines += [f"local SPEC_FORMAT = '{SPEC_FORMAT}'", f"local SPEC_FIELD_AT = {_SPEC.size + 1}"]  # its field's byte 1
     for script, layout in _ARGV_LAYOUTS.items():
         lines += [f"local {script}_ARG_{a.name} = {int(a)}" for a in layout]
         lines.append(f"local {script}_FIXED_ARGS = {len(layout)}")

@@ -34,7 +34,7 @@ local CLIENT_EXPIRY, BUCKET_EXPIRY, REFUSALS, BAN = 1, 2, 3, 4
 
 -- A reply's head (slots REPLY_*): allowed (1 or 0), now, no flags, no ban wait.
 local function reply_head(allowed, now)
-  local head = {}
+  local head = {0, 0, 0, 0, 0}  -- REPLY_HEAD slots, made at once (not grown one slot at a time)
   head[REPLY_ALLOWED], head[REPLY_NOW_US], head[REPLY_FLAGS], head[REPLY_BAN_WAIT_US] = allowed, now, 0, 0
   head[REPLY_GRANTED] = 1
   return head
@@ -75,11 +75,15 @@ end
 
 -- Parse the fixed arguments that are numbers. -> now (us), the request's
 -- weight (nil: each window takes its own), cost (micro-units), multiplier
+-- (An empty slot is compared, not converted: tonumber('') costs as much as a number's.)
 local function parse_numbers(args)
-  local now = args[DECIDE_ARG_NOW]
+  local now, weight, cost, multiplier =
+    args[DECIDE_ARG_NOW], args[DECIDE_ARG_WEIGHT], args[DECIDE_ARG_COST], args[DECIDE_ARG_MULTIPLIER]
   if now == '' then now = server_now() else now = tonumber(now) end
-  local multiplier = tonumber(args[DECIDE_ARG_MULTIPLIER]) or 1
-  return now, tonumber(args[DECIDE_ARG_WEIGHT]), tonumber(args[DECIDE_ARG_COST]) or 0, multiplier
+  if weight == '' then weight = nil else weight = tonumber(weight) end
+  if cost == '0' or cost == '' then cost = 0 else cost = tonumber(cost) end
+  if multiplier == '' then multiplier = 1 else multiplier = tonumber(multiplier) or 1 end
+  return now, weight, cost, multiplier
 end
 
 -- Parse where the request is counted: fields "<client>|<plan>|<scope>|<counter>"
@@ -99,8 +103,9 @@ end
 local function read_state(bucket, args, prefix, ban_policy)
   local fields = {}
   for i = 1, #args - DECIDE_FIXED_ARGS do
-    local code, _, _, _, _, _, _, field = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
-    if not HAS_OWN_KEY[code] then fields[#fields + 1] = prefix .. field end
+    -- The code (the spec's first byte) and the field (its tail) only: cheaper than unpacking the spec.
+    local spec = args[DECIDE_FIXED_ARGS + i]
+    if not HAS_OWN_KEY[string.byte(spec)] then fields[#fields + 1] = prefix .. string.sub(spec, SPEC_FIELD_AT) end
   end
   local counters = #fields
   fields[counters + CLIENT_EXPIRY] = prefix .. '~'
@@ -334,7 +339,8 @@ local function check_request(keys, args, fields, values, now, weight, cost, mult
   local reply, writes = reply_head(1, now), {}
   local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
     check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply, 1, nil)
-  local wanted = tonumber(args[DECIDE_ARG_ALLOWANCE])
+  local wanted = args[DECIDE_ARG_ALLOWANCE]
+  wanted = wanted ~= '' and tonumber(wanted)
   if not allowed or not wanted or wanted < 2 or args[DECIDE_ARG_MODE] ~= '' then
     return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
   end
