@@ -61,7 +61,7 @@ CALLS = 600
 #: at once (the call itself: arguments, the function's entry; on 6.2 also the whole script's definitions),
 #: "no_reply" returns 1 instead of the reply (so "full" - "no_reply" is the reply's cost).
 CUTS: dict[str, str] = {
-    "noop": "  local now, weight, cost, multiplier = parse_numbers(args)\n",
+    "noop": "  local now, weight, cost, multiplier, mode, ban_policy = parse_arguments(args)\n",
     "parse": "  local fields, values, counters = read_state(",
     "read": "  local reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =\n"
     "    check_request(",

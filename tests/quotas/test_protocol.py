@@ -16,6 +16,7 @@ from quotas.contract.protocol import (
     AdjustArg,
     Algorithm,
     DecideArg,
+    DecideOption,
     HistoryTopArg,
     RefundArg,
     ReleaseArg,
@@ -62,11 +63,12 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
                        request_id="r", day=4, day_offset=-18000, allowance=(8, 0.1, 250_000), specs=[b"s"])  # fmt: skip
     named = {a: args[a - 1] for a in DecideArg}
     assert named == {
-        DecideArg.NOW: 1, DecideArg.WEIGHT: 2, DecideArg.COST: 3, DecideArg.USAGE: "u", DecideArg.MODE: "peek",
-        DecideArg.MULTIPLIER: "0.5", DecideArg.BAN_POLICY: "b", DecideArg.REQUEST_ID: "r",
-        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4, DecideArg.DAY_OFFSET: -18000, DecideArg.ALLOWANCE: 8,
-        DecideArg.ALLOWANCE_SHARE: 0.1, DecideArg.ALLOWANCE_END_US: 250_000,
+        DecideArg.COST: 3, DecideArg.USAGE: "u", DecideArg.OPTIONS: "1|2|peek|0.5|b", DecideArg.REQUEST_ID: "r",
+        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4, DecideArg.DAY_OFFSET: -18000,
+        DecideArg.ALLOWANCE: "8 0.1 250000",
     }  # fmt: skip
+    assert [o.name.lower() for o in DecideOption] == ["now", "weight", "mode", "multiplier", "ban_policy"]
+    assert decide_args("c|", cost=3)[DecideArg.OPTIONS - 1] == ""  # most routes: no options
     assert args[DECIDE_FIXED_ARGS:] == [b"s"]
     assert not re.search(r"\b(ARGV|args)\[\d", "".join(map(source, PARTS)))  # slots by name only (as written)
 

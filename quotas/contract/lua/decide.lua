@@ -73,17 +73,21 @@ local function check_window(code, limit, weight, window_or_start, cap_or_stop, d
   return ALGORITHMS[code](raw, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, now, reserve)
 end
 
--- Parse the fixed arguments that are numbers. -> now (us), the request's
--- weight (nil: each window takes its own), cost (micro-units), multiplier
+-- Parse the request's numbers and the route's options (DECIDE_ARG_OPTIONS:
+-- "" for most routes, else the parts of quotas.contract.protocol.DecideOption
+-- in its order). -> now (us), the request's weight (nil: each window takes
+-- its own), cost (micro-units), multiplier, mode, ban policy ("" for none).
 -- (An empty slot is compared, not converted: tonumber('') costs as much as a number's.)
-local function parse_numbers(args)
-  local now, weight, cost, multiplier =
-    args[DECIDE_ARG_NOW], args[DECIDE_ARG_WEIGHT], args[DECIDE_ARG_COST], args[DECIDE_ARG_MULTIPLIER]
+local function parse_arguments(args)
+  local cost, now, weight, mode, multiplier, ban_policy = args[DECIDE_ARG_COST], '', '', '', '', ''
+  if args[DECIDE_ARG_OPTIONS] ~= '' then
+    now, weight, mode, multiplier, ban_policy = string.match(args[DECIDE_ARG_OPTIONS], DECIDE_OPTIONS)
+  end
   if now == '' then now = server_now() else now = tonumber(now) end
   if weight == '' then weight = nil else weight = tonumber(weight) end
   if cost == '0' or cost == '' then cost = 0 else cost = tonumber(cost) end
   if multiplier == '' then multiplier = 1 else multiplier = tonumber(multiplier) or 1 end
-  return now, weight, cost, multiplier
+  return now, weight, cost, multiplier, mode, ban_policy
 end
 
 -- Parse where the request is counted: fields "<client>|<plan>|<scope>|<counter>"
@@ -287,8 +291,8 @@ end
 -- Commit a refusal: it consumes nothing, but budgets' 100 % alerts are kept,
 -- and a refusal for abuse (not for load shedding: the reply's flags are still
 -- 0) counts toward a ban.
-local function commit_refusal(keys, args, values, counters, now, alerts, reply)
-  local writes, ttl, policy = {}, 0, args[DECIDE_ARG_BAN_POLICY]
+local function commit_refusal(keys, args, values, counters, now, alerts, reply, policy)
+  local writes, ttl = {}, 0
   if alerts then ttl = add_alerts(writes, ttl, alerts) end
   if policy ~= '' and reply[REPLY_FLAGS] == 0 then
     ttl = note_ban_refusal(args[DECIDE_ARG_FIELD_PREFIX], policy, values[counters + REFUSALS], values[counters + BAN],
@@ -335,19 +339,23 @@ end
 -- Check every window at one request, then, for an allowance that fits, at
 -- `size` requests. -> check_windows' results (and `reply`, `writes`) of the
 -- check that stands: the allowance's when it fits, else the request's.
-local function check_request(keys, args, fields, values, now, weight, cost, multiplier)
+local function check_request(keys, args, fields, values, now, weight, cost, multiplier, mode)
   local reply, writes = reply_head(1, now), {}
   local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
     check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply, 1, nil)
-  local wanted = args[DECIDE_ARG_ALLOWANCE]
-  wanted = wanted ~= '' and tonumber(wanted)
-  if not allowed or not wanted or wanted < 2 or args[DECIDE_ARG_MODE] ~= '' then
+  local allowance = args[DECIDE_ARG_ALLOWANCE]  -- "<requests> <share> <end us>", or ""
+  if not allowed or allowance == '' or mode ~= '' then
     return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
   end
-  local size = allowance_size(args, reply, weight, cost, wanted, tonumber(args[DECIDE_ARG_ALLOWANCE_SHARE]))
+  local wanted, share, end_us = string.match(allowance, '^(%d+) (%S+) (%d+)$')
+  wanted = tonumber(wanted)
+  if wanted < 2 then
+    return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
+  end
+  local size = allowance_size(args, reply, weight, cost, wanted, tonumber(share))
   if size < 2 then return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts end
   local big_reply, big_writes = reply_head(1, now), {}
-  local log_at = now + tonumber(args[DECIDE_ARG_ALLOWANCE_END_US])
+  local log_at = now + tonumber(end_us)
   local fits, b_denied, b_would, b_unit, b_ttl, b_pending, b_alerts =
     check_windows(keys, args, fields, values, now, weight, cost, multiplier, big_writes, big_reply, size, log_at)
   if not fits then return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts end
@@ -358,8 +366,7 @@ end
 -- parse -> (ACL modes: count only) -> read -> the ban, then every window
 -- -> (peek: reply) -> commit -> count.
 local function decide(keys, args)
-  local now, weight, cost, multiplier = parse_numbers(args)
-  local mode, ban_policy = args[DECIDE_ARG_MODE], args[DECIDE_ARG_BAN_POLICY]
+  local now, weight, cost, multiplier, mode, ban_policy = parse_arguments(args)
   local usage, usage_at, usage_days = parse_usage(keys, args, now)
   if mode == 'acl-allow' then
     if usage then count_usage(usage_at, usage_days, usage, COUNTER.ALLOWED, 1, COUNTER.EXTRA_WEIGHT, (weight or 1) - 1, COUNTER.COST, cost) end
@@ -375,7 +382,7 @@ local function decide(keys, args)
     return banned
   end
   local reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
-    check_request(keys, args, fields, values, now, weight, cost, multiplier)
+    check_request(keys, args, fields, values, now, weight, cost, multiplier, mode)
   if not allowed then
     reply[REPLY_ALLOWED] = 0
     if multiplier < 1 and passes_at_full_capacity(keys, args, values, now, weight, cost) then
@@ -386,7 +393,7 @@ local function decide(keys, args)
   if allowed then
     commit_admission(keys, args, values, counters, now, writes, ttl, pending, alerts)
   else
-    commit_refusal(keys, args, values, counters, now, alerts, reply)
+    commit_refusal(keys, args, values, counters, now, alerts, reply, ban_policy)
   end
   if usage then count_decision(usage, usage_at, usage_days, reply, budget_denied, would_deny, unit_weight, cost) end
   return reply
