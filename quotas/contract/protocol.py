@@ -384,6 +384,7 @@ def lua_constants() -> str:
     own = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.own_key)
     lines.append(f"local HAS_OWN_KEY = {{{own}}}  -- state in a key of its own, not a field of the bucket")
     lines += [f"local SPEC_FORMAT = '{SPEC_FORMAT}'", f"local SPEC_FIELD_AT = {_SPEC.size + 1}"]  # its field's byte 1
+    lines.append(f"local SPEC_NUMBERS = '{_SPEC.format[:-1]}'  -- the spec up to its shadow byte: no field string")
     lines.append(f"local DECIDE_OPTIONS = '^{'|'.join(['([^|]*)'] * len(DecideOption))}$'  -- DecideOption's parts")
     for script, layout in _ARGV_LAYOUTS.items():
         lines += [f"local {script}_ARG_{a.name} = {int(a)}" for a in layout]

@@ -136,7 +136,7 @@ end
 -- unpacks the specs again rather than keep each window's weight.
 local function uncharge_periods(args, reply, request_weight, cost, times)
   for i = 1, #args - DECIDE_FIXED_ARGS do
-    local code, limit, _, _, own_weight = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    local code, limit, _, _, own_weight = struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
     if IS_PERIOD[code] and reply[base + WINDOW_REPLY_OK] == 1 then
       local weight = window_weight(code, own_weight, request_weight, cost) * times
@@ -167,7 +167,7 @@ local function check_windows(keys, args, fields, values, now, request_weight, co
   local counter, own_key = 0, 3  -- the last field read, the next own key
   for i = 1, #args - DECIDE_FIXED_ARGS do
     local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
-      struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+      struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     local weight, weighed = window_weight(code, own_weight, request_weight, cost)
     if weighed and weight > unit_weight then unit_weight = weight end
     -- An allowance's later requests: reserved in a budget, not yet spent (they raise no alert level).
@@ -216,7 +216,7 @@ local function passes_at_full_capacity(keys, args, values, now, request_weight, 
   local counter, own_key = 0, 3
   for i = 1, #args - DECIDE_FIXED_ARGS do
     local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
-      struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+      struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     local raw, key
     if HAS_OWN_KEY[code] then
       key, own_key = keys[own_key], own_key + 1
@@ -325,7 +325,7 @@ end
 local function allowance_size(args, reply, request_weight, cost, wanted, share)
   local size = wanted
   for i = 1, #args - DECIDE_FIXED_ARGS do
-    local code, _, _, _, own_weight, _, shadow = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    local code, _, _, _, own_weight, _, shadow = struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     if code == CONCURRENCY or shadow == 1 then return 1 end
     local units = window_weight(code, own_weight, request_weight, cost)
     if units > 0 then
