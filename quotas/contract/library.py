@@ -19,8 +19,8 @@ contract's constants (:func:`quotas.contract.protocol.lua_constants`) come first
 The parts name the contract's numbers (``DECIDE_ARG_NOW``, ``REPLY_HEAD``); both
 forms carry them as literals (:func:`part`), because a constant a function
 reads is an upvalue it captures, and Redis 6.2 defines every function of the
-EVAL form on every call: capturing the contract's ~90 constants cost 56k of the
-284k instructions a 1-limit decision took inside Redis 6.2 (1.5k of 138k on
+EVAL form on every call: capturing the contract's ~80 constants cost 61k of the
+284k instructions a 1-limit decision took inside Redis 6.2 (1.7k of 138k on
 Redis 7, where the library is defined once; bench section 14).
 """
 
@@ -87,7 +87,8 @@ def source(name: str) -> str:
 
 @cache
 def part(name: str) -> str:
-    """Part ``name`` as the library carries it: its text, each of the contract's named values as a literal."""
+    """Part ``name`` as the library carries it: its text, each of the contract's named values as a literal (a
+    name inside a string literal too: the parts quote none, and tests/quotas/test_library.py checks the result)."""
     text = source(name)
     literals = _literals()
     return re.sub(r"\b(?:COUNTER\.)?[A-Z][A-Z0-9_]*\b", lambda m: literals.get(m.group(0), m.group(0)), text)

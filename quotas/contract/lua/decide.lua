@@ -348,7 +348,7 @@ local function check_request(keys, args, fields, values, now, weight, cost, mult
   if not allowed or allowance == '' or mode ~= '' then
     return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
   end
-  local wanted, share, end_us = string.match(allowance, '^(%d+) (%S+) (%d+)$')
+  local wanted, share, end_us = string.match(allowance, '^(%S+) (%S+) (%S+)$')
   wanted = tonumber(wanted)
   if wanted < 2 then
     return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
