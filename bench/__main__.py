@@ -79,7 +79,7 @@ DEFAULT = Profile(
 #: What ``--only`` accepts: the key each section's results are stored under ("commands" includes the flood).
 SECTIONS = (
     "latency", "hot", "traffic", "redis_cost", "http", "traffic_http", "commands", "memory", "acl", "connections",
-    "concurrency", "count", "scale",
+    "concurrency", "count", "redis_count", "scale",
 )  # fmt: skip
 
 
@@ -159,6 +159,10 @@ def run_all(profile: Profile, redis_url: str, started: float, only: tuple[str, .
         step("13. CPU instructions per decision under cachegrind, QuotaThrottle and limits")
         results["count"] = count_section(profile)
 
+    if "redis_count" in only:
+        step("14. CPU instructions per decision inside redis-server under callgrind, ours and limits, by phase")
+        results["redis_count"] = redis_count_section()
+
     if "scale" in only:
         # Last: its own servers, and forked drivers that keep both cores busy.
         step("9. decisions per second one Redis process / a cluster of 1 and of 3 primaries sustains")
@@ -203,6 +207,18 @@ def _timed_sections(
         results["traffic_http"] = traffic_http.run(
             redis_url, profile.http_rounds, profile.http_seconds, profile.http_warmup
         )
+
+
+def redis_count_section() -> dict[str, Any]:
+    """Section 14's figures (printed as a table too), or why it was skipped."""
+    from . import count, redis_count
+
+    if count.valgrind_binary() is None:
+        step(f"   skipped: {count.VALGRIND_MISSING}")
+        return {"skipped": count.VALGRIND_MISSING}
+    result = redis_count.run()
+    print(redis_count.format_table(result), flush=True)
+    return result
 
 
 def count_section(profile: Profile) -> dict[str, Any]:

@@ -65,6 +65,24 @@ def _our_commands(runtime: Any, script: LuaScript, variant: str) -> list[tuple[o
     return out
 
 
+def commands_for(url: str, stack: ExitStack) -> tuple[dict[str, list[tuple[object, ...]]], bool]:
+    """Each variant's commands (one per client) for the Redis at ``url``, and whether it has functions (FCALL);
+    the engine built for it closes with ``stack``."""
+    runtime = runtime_on(url)
+    stack.callback(runtime.close)
+    # One real decision first: the script object learns whether this server has functions.
+    probe = runtime.guard.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
+    if not probe.allowed:
+        raise RuntimeError("the probe decision was refused")
+    script = runtime.store.transport.script("decide")
+    commands = {v: _our_commands(runtime, script, v) for v in OURS}
+    storage = RedisStorage(url)
+    with redis.Redis.from_url(url) as client:
+        client.script_load(storage.lua_acquire_sliding_window.script)
+    commands["limits_swc"] = [limits_call(storage, i)[1] for i in range(CLIENTS)]
+    return commands, bool(script.functions)
+
+
 def _measure(client: redis.Redis, commands: Sequence[tuple[object, ...]], decisions: int) -> tuple[float, float]:
     """(script us per call, Redis CPU us per decision) for ``decisions`` calls of ``commands`` in turn."""
     for command in commands:  # every client's state exists before timing
@@ -93,17 +111,7 @@ def _one_server(binary: str, base: Path, rounds: int, decisions: int) -> dict[st
         server.start()
         client = redis.Redis.from_url(server.url)
         stack.callback(client.close)
-        runtime = runtime_on(server.url)
-        stack.callback(runtime.close)
-        # One real decision first: the script object learns whether this server has functions.
-        probe = runtime.guard.decide(client_tag("user", "probe"), rules.ONE_LIMIT.windows)
-        if not probe.allowed:
-            raise RuntimeError("the probe decision was refused")
-        script = runtime.store.transport.script("decide")
-        commands = {v: _our_commands(runtime, script, v) for v in OURS}
-        storage = RedisStorage(server.url)
-        client.script_load(storage.lua_acquire_sliding_window.script)
-        commands["limits_swc"] = [limits_call(storage, i)[1] for i in range(CLIENTS)]
+        commands, _ = commands_for(server.url, stack)
         best: dict[str, list[float]] = {v: [float("inf"), float("inf")] for v in VARIANTS}
         for r in range(rounds):
             for variant in VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]:
@@ -112,7 +120,7 @@ def _one_server(binary: str, base: Path, rounds: int, decisions: int) -> dict[st
         version = client.info("server")["redis_version"]
         return {
             "redis_version": version,
-            "call": "FCALL" if script.functions else "EVALSHA",
+            "call": "EVALSHA" if commands["quota_1"][0][0] == "EVALSHA" else "FCALL",
             "variants": {v: {"script_us": round(s, 2), "cpu_us": round(c, 2)} for v, (s, c) in best.items()},
         }
 

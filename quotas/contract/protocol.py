@@ -193,23 +193,28 @@ class DecideArg(IntEnum):
 
     In three runs (:func:`decide_runs`), by how often they change: with the client and the request, with the
     moment or a busy client's allowance, and with the route, what the request's windows and options fix, specs
-    included. The store keeps the last two encoded.
+    included. The store keeps the last two encoded. A slot costs Redis ~750 instructions a call: what most routes
+    leave empty shares one, OPTIONS (bench section 14).
     """
 
     FIELD_PREFIX = 1  # the client's field prefix "<client>|"
     REQUEST_ID = 2  # names the request's concurrency leases, or ""
     DAY = 3  # the usage key's day in days since 1970 (the application's clock), or ""
     DAY_OFFSET = 4  # the UTC offset (s) of BUDGET_TIME_ZONE, where usage days begin, at the application's clock
-    ALLOWANCE = 5  # requests' worth of units to take at once for a busy client (an allowance), or "" for one
-    ALLOWANCE_SHARE = 6  # the most of any window's remaining units an allowance may take, e.g. 0.1
-    ALLOWANCE_END_US = 7  # how long (us) the allowance may be used: a sliding log records its units at the end
-    NOW = 8  # microseconds, or "" for the Redis server's clock
-    WEIGHT = 9  # the request's weight for every rate window, or "" for each window's own
-    COST = 10  # the estimated cost in micro-units (budget windows spend it)
-    USAGE = 11  # the usage field prefix "<plan>|<scope>", or "" not to count
-    MODE = 12  # "" decide, "peek", "acl-allow", "acl-deny"
-    MULTIPLIER = 13  # the plan's adaptive multiplier, "" for 1: it scales rolling rate windows, never periods
-    BAN_POLICY = 14  # "<refusals> <window us> <durations us,...>", or ""
+    ALLOWANCE = 5  # a busy client's allowance "<requests> <share> <end us>" (see decide_args), or "" for one
+    COST = 6  # the estimated cost in micro-units (budget windows spend it)
+    USAGE = 7  # the usage field prefix "<plan>|<scope>", or "" not to count
+    OPTIONS = 8  # "" (most routes), or the DecideOption values joined by "|"
+
+
+class DecideOption(IntEnum):
+    """The parts of decide.lua's OPTIONS slot, in their order (each "" for its default)."""
+
+    NOW = 1  # microseconds, or "" for the Redis server's clock
+    WEIGHT = 2  # the request's weight for every rate window, or "" for each window's own
+    MODE = 3  # "" decide, "peek", "acl-allow", "acl-deny"
+    MULTIPLIER = 4  # the plan's adaptive multiplier, "" for 1: it scales rolling rate windows, never periods
+    BAN_POLICY = 5  # "<refusals> <window us> <durations us,...>", or ""
 
 
 #: Slots before the first window spec in decide.lua's ARGV.
@@ -280,25 +285,14 @@ _ARGV_LAYOUTS: dict[str, type[IntEnum]] = {
 # One keyword per fixed ARGV slot of DecideArg: the builder mirrors the layout it owns, so it takes more
 # arguments than the limit, every one of them by keyword.
 def decide_args(  # noqa: PLR0913
-    field_prefix: str,
-    *,
-    now: object = "",
-    weight: object = "",
-    cost: int = 0,
-    usage: str = "",
-    mode: str = "",
-    multiplier: str = "",
-    ban_policy: str = "",
-    request_id: str = "",
-    day: object = "",
-    day_offset: int = 0,
-    allowance: tuple[int, float, int] | None = None,
-    specs: Sequence[bytes] = (),
-) -> list[object]:
+    field_prefix: str, *, now: object = "", weight: object = "", cost: int = 0, usage: str = "", mode: str = "",
+    multiplier: str = "", ban_policy: str = "", request_id: str = "", day: object = "", day_offset: int = 0,
+    allowance: tuple[int, float, int] | None = None, specs: Sequence[bytes] = (),
+) -> list[object]:  # fmt: skip
     """decide.lua's ARGV: the fixed slots in :class:`DecideArg` order, then the window specs.
 
-    ``allowance`` asks for an allowance: (requests wanted, the largest share of
-    any window's remaining units it may take, how long in us it may be used).
+    ``allowance`` asks for an allowance: (requests wanted, the largest share of any window's remaining units it
+    may take, how long in us it may be used: a sliding log records its units at the end).
     """
     client, moment, route = decide_runs(
         field_prefix, request_id, day, day_offset, allowance, now, weight, cost, usage, mode, multiplier, ban_policy,
@@ -315,13 +309,17 @@ def decide_runs(  # noqa: PLR0913, PLR0917
     specs: Sequence[bytes],
 ) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:  # fmt: skip
     """decide.lua's ARGV in its three runs: the slots that change with the client and the request (FIELD_PREFIX,
-    REQUEST_ID); those that change with the moment or a busy client's allowance (DAY to ALLOWANCE_END_US); and
-    those the route fixes, NOW to BAN_POLICY, then the window specs (``now`` is "" but in tests)."""
+    REQUEST_ID); those that change with the moment or a busy client's allowance (DAY to ALLOWANCE); and those the
+    route fixes, COST to OPTIONS, then the window specs (``now`` is "" but in tests)."""
+    options = (now, weight, mode, multiplier, ban_policy)  # in DecideOption order
     return (
         (field_prefix, request_id),
-        (day, day_offset, "", "", "") if allowance is None else (day, day_offset, *allowance),
-        (now, weight, cost, usage, mode, multiplier, ban_policy, *specs),
+        (day, day_offset, "" if allowance is None else f"{allowance[0]} {allowance[1]!r} {allowance[2]}"),
+        (cost, usage, "" if options == _NO_OPTIONS else "|".join(map(str, options)), *specs),
     )
+
+
+_NO_OPTIONS = ("", "", "", "", "")
 
 
 def refund_args(
@@ -385,7 +383,9 @@ def lua_constants() -> str:
     lines.append(f"local IS_PERIOD = {{{periodic}}}  -- specs carrying a calendar period's bounds")
     own = ", ".join(f"[{a.name}] = true" for a in Algorithm if a.own_key)
     lines.append(f"local HAS_OWN_KEY = {{{own}}}  -- state in a key of its own, not a field of the bucket")
-    lines.append(f"local SPEC_FORMAT = '{SPEC_FORMAT}'")
+    lines += [f"local SPEC_FORMAT = '{SPEC_FORMAT}'", f"local SPEC_FIELD_AT = {_SPEC.size + 1}"]  # its field's byte 1
+    lines.append(f"local SPEC_NUMBERS = '{_SPEC.format[:-1]}'  -- the spec up to its shadow byte: no field string")
+    lines.append(f"local DECIDE_OPTIONS = '^{'|'.join(['([^|]*)'] * len(DecideOption))}$'  -- DecideOption's parts")
     for script, layout in _ARGV_LAYOUTS.items():
         lines += [f"local {script}_ARG_{a.name} = {int(a)}" for a in layout]
         lines.append(f"local {script}_FIXED_ARGS = {len(layout)}")

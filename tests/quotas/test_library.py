@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 import redis
 from django.conf import settings
 from django.test import override_settings
 
-from quotas.contract.library import ENTRY_POINTS, function_name, library_name, library_source, script_source
+from quotas.contract.library import (
+    ENTRY_POINTS,
+    function_name,
+    library_name,
+    library_source,
+    part,
+    script_source,
+    source,
+)
+from quotas.contract.protocol import lua_constants
 from quotas.formats.rates import Rate, parse_rates
 from quotas.rules.limits import LimitRule
 from quotas.runtime import Runtime, build_runtime
@@ -142,3 +152,14 @@ def test_a_new_release_never_replaces_the_library_an_older_one_calls(redis_clien
     assert script.command(["k"], ["a"]) == ("FCALL", function_name("decide"), 1, "k", "a")
     script.functions = False
     assert script.command(["k"], ["a"]) == ("EVALSHA", script.sha, 1, "k", "a")
+
+
+def test_the_library_carries_the_contracts_numbers_as_literals():
+    """No function of either form captures a contract constant (an upvalue each, defined again on every EVALSHA):
+    the parts' names of them are replaced by their values, a negative one in parentheses (``x - NEVER``)."""
+    named = re.compile(r"\b(DECIDE_ARG_[A-Z_]+|REPLY_[A-Z_]+|WINDOW_REPLY_[A-Z_]+|COUNTER\.[A-Z_]+|NEVER)\b")
+    assert named.search(source("decide.lua"))
+    for form in (library_source(), *map(script_source, ENTRY_POINTS)):
+        body = form[form.index(lua_constants()) + len(lua_constants()) :]
+        assert not named.search(re.sub(r"--[^\n]*", "", body))
+    assert "(-1)" in part("decide.lua") or "(-1)" in part("sliding_window_counter.lua")

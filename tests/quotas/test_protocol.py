@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from quotas.contract.keys import window_field
-from quotas.contract.library import ENTRY_POINTS, library_source, script_source
+from quotas.contract.library import ENTRY_POINTS, PARTS, script_source, source
 from quotas.contract.protocol import (
     ALGORITHM_CODES,
     DECIDE_FIXED_ARGS,
@@ -16,6 +16,7 @@ from quotas.contract.protocol import (
     AdjustArg,
     Algorithm,
     DecideArg,
+    DecideOption,
     HistoryTopArg,
     RefundArg,
     ReleaseArg,
@@ -62,13 +63,14 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
                        request_id="r", day=4, day_offset=-18000, allowance=(8, 0.1, 250_000), specs=[b"s"])  # fmt: skip
     named = {a: args[a - 1] for a in DecideArg}
     assert named == {
-        DecideArg.NOW: 1, DecideArg.WEIGHT: 2, DecideArg.COST: 3, DecideArg.USAGE: "u", DecideArg.MODE: "peek",
-        DecideArg.MULTIPLIER: "0.5", DecideArg.BAN_POLICY: "b", DecideArg.REQUEST_ID: "r",
-        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4, DecideArg.DAY_OFFSET: -18000, DecideArg.ALLOWANCE: 8,
-        DecideArg.ALLOWANCE_SHARE: 0.1, DecideArg.ALLOWANCE_END_US: 250_000,
+        DecideArg.COST: 3, DecideArg.USAGE: "u", DecideArg.OPTIONS: "1|2|peek|0.5|b", DecideArg.REQUEST_ID: "r",
+        DecideArg.FIELD_PREFIX: "c|", DecideArg.DAY: 4, DecideArg.DAY_OFFSET: -18000,
+        DecideArg.ALLOWANCE: "8 0.1 250000",
     }  # fmt: skip
+    assert [o.name.lower() for o in DecideOption] == ["now", "weight", "mode", "multiplier", "ban_policy"]
+    assert decide_args("c|", cost=3)[DecideArg.OPTIONS - 1] == ""  # most routes: no options
     assert args[DECIDE_FIXED_ARGS:] == [b"s"]
-    assert not re.search(r"\b(ARGV|args)\[\d", library_source())  # slots by name only
+    assert not re.search(r"\b(ARGV|args)\[\d", "".join(map(source, PARTS)))  # slots by name only (as written)
 
 
 @pytest.mark.parametrize(
@@ -103,7 +105,7 @@ def test_lua_and_python_agree_on_each_scripts_argv(redis_client, script, layout,
     assert redis_client.eval(lua, 0) == [*(int(a) for a in layout), len(layout)]
     assert {a: args[a - 1] for a in layout} == named
     assert args[len(layout) :] == rest
-    body = script_source(script.lower())[len(lua_constants()) :]
+    body = "".join(map(source, ENTRY_POINTS[script.lower()]))  # as written: the library carries the numbers
     assert not re.search(r"\b(ARGV|args)\[\d", body)  # slots by name only
 
 
@@ -193,9 +195,9 @@ def test_lua_parse_spec_names_a_rolling_window_and_a_period_by_what_they_hold(re
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_every_script_starts_with_the_generated_constants_and_uses_no_bare_code(name):
-    source = script_source(name)
-    assert source.startswith(lua_constants())
-    body = source[len(lua_constants()) :]
+    script = script_source(name)
+    assert script.startswith(lua_constants())
+    body = "".join(map(source, ENTRY_POINTS[name]))  # as written: the library carries the numbers
     assert not re.search(r"\bcode\]?\s*(==|~=|<=|>=|<|>)\s*\d", body, re.IGNORECASE)  # algorithms by name only
     assert not re.search(r"ALGORITHMS\[\d\]", body)
 

@@ -34,7 +34,7 @@ local CLIENT_EXPIRY, BUCKET_EXPIRY, REFUSALS, BAN = 1, 2, 3, 4
 
 -- A reply's head (slots REPLY_*): allowed (1 or 0), now, no flags, no ban wait.
 local function reply_head(allowed, now)
-  local head = {}
+  local head = {0, 0, 0, 0, 0}  -- REPLY_HEAD slots, made at once (not grown one slot at a time)
   head[REPLY_ALLOWED], head[REPLY_NOW_US], head[REPLY_FLAGS], head[REPLY_BAN_WAIT_US] = allowed, now, 0, 0
   head[REPLY_GRANTED] = 1
   return head
@@ -73,13 +73,21 @@ local function check_window(code, limit, weight, window_or_start, cap_or_stop, d
   return ALGORITHMS[code](raw, limit, weight, window_or_start, cap_or_stop, delay_or_next_stop, now, reserve)
 end
 
--- Parse the fixed arguments that are numbers. -> now (us), the request's
--- weight (nil: each window takes its own), cost (micro-units), multiplier
-local function parse_numbers(args)
-  local now = args[DECIDE_ARG_NOW]
+-- Parse the request's numbers and the route's options (DECIDE_ARG_OPTIONS:
+-- "" for most routes, else the parts of quotas.contract.protocol.DecideOption
+-- in its order). -> now (us), the request's weight (nil: each window takes
+-- its own), cost (micro-units), multiplier, mode, ban policy ("" for none).
+-- (An empty slot is compared, not converted: tonumber('') costs as much as a number's.)
+local function parse_arguments(args)
+  local cost, now, weight, mode, multiplier, ban_policy = args[DECIDE_ARG_COST], '', '', '', '', ''
+  if args[DECIDE_ARG_OPTIONS] ~= '' then
+    now, weight, mode, multiplier, ban_policy = string.match(args[DECIDE_ARG_OPTIONS], DECIDE_OPTIONS)
+  end
   if now == '' then now = server_now() else now = tonumber(now) end
-  local multiplier = tonumber(args[DECIDE_ARG_MULTIPLIER]) or 1
-  return now, tonumber(args[DECIDE_ARG_WEIGHT]), tonumber(args[DECIDE_ARG_COST]) or 0, multiplier
+  if weight == '' then weight = nil else weight = tonumber(weight) end
+  if cost == '0' or cost == '' then cost = 0 else cost = tonumber(cost) end
+  if multiplier == '' then multiplier = 1 else multiplier = tonumber(multiplier) or 1 end
+  return now, weight, cost, multiplier, mode, ban_policy
 end
 
 -- Parse where the request is counted: fields "<client>|<plan>|<scope>|<counter>"
@@ -88,7 +96,8 @@ end
 local function parse_usage(keys, args, now)
   local usage = args[DECIDE_ARG_USAGE]
   if usage == '' then return nil end
-  local key, days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now, tonumber(args[DECIDE_ARG_DAY_OFFSET]))
+  -- The offset (always a number) is converted by usage_key's arithmetic: half of what tonumber() costs.
+  local key, days = usage_key(keys[2], tonumber(args[DECIDE_ARG_DAY]), now, args[DECIDE_ARG_DAY_OFFSET])
   return args[DECIDE_ARG_FIELD_PREFIX] .. usage, key, days
 end
 
@@ -99,8 +108,9 @@ end
 local function read_state(bucket, args, prefix, ban_policy)
   local fields = {}
   for i = 1, #args - DECIDE_FIXED_ARGS do
-    local code, _, _, _, _, _, _, field = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
-    if not HAS_OWN_KEY[code] then fields[#fields + 1] = prefix .. field end
+    -- The code (the spec's first byte) and the field (its tail) only: cheaper than unpacking the spec.
+    local spec = args[DECIDE_FIXED_ARGS + i]
+    if not HAS_OWN_KEY[string.byte(spec)] then fields[#fields + 1] = prefix .. string.sub(spec, SPEC_FIELD_AT) end
   end
   local counters = #fields
   fields[counters + CLIENT_EXPIRY] = prefix .. '~'
@@ -127,7 +137,7 @@ end
 -- unpacks the specs again rather than keep each window's weight.
 local function uncharge_periods(args, reply, request_weight, cost, times)
   for i = 1, #args - DECIDE_FIXED_ARGS do
-    local code, limit, _, _, own_weight = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    local code, limit, _, _, own_weight = struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     local base = REPLY_HEAD + (i - 1) * REPLY_PER_WINDOW
     if IS_PERIOD[code] and reply[base + WINDOW_REPLY_OK] == 1 then
       local weight = window_weight(code, own_weight, request_weight, cost) * times
@@ -158,7 +168,7 @@ local function check_windows(keys, args, fields, values, now, request_weight, co
   local counter, own_key = 0, 3  -- the last field read, the next own key
   for i = 1, #args - DECIDE_FIXED_ARGS do
     local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
-      struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+      struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     local weight, weighed = window_weight(code, own_weight, request_weight, cost)
     if weighed and weight > unit_weight then unit_weight = weight end
     -- An allowance's later requests: reserved in a budget, not yet spent (they raise no alert level).
@@ -207,7 +217,7 @@ local function passes_at_full_capacity(keys, args, values, now, request_weight, 
   local counter, own_key = 0, 3
   for i = 1, #args - DECIDE_FIXED_ARGS do
     local code, limit, window_or_start, cap_or_stop, own_weight, delay_or_next_stop, shadow =
-      struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+      struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     local raw, key
     if HAS_OWN_KEY[code] then
       key, own_key = keys[own_key], own_key + 1
@@ -282,8 +292,8 @@ end
 -- Commit a refusal: it consumes nothing, but budgets' 100 % alerts are kept,
 -- and a refusal for abuse (not for load shedding: the reply's flags are still
 -- 0) counts toward a ban.
-local function commit_refusal(keys, args, values, counters, now, alerts, reply)
-  local writes, ttl, policy = {}, 0, args[DECIDE_ARG_BAN_POLICY]
+local function commit_refusal(keys, args, values, counters, now, alerts, reply, policy)
+  local writes, ttl = {}, 0
   if alerts then ttl = add_alerts(writes, ttl, alerts) end
   if policy ~= '' and reply[REPLY_FLAGS] == 0 then
     ttl = note_ban_refusal(args[DECIDE_ARG_FIELD_PREFIX], policy, values[counters + REFUSALS], values[counters + BAN],
@@ -316,7 +326,7 @@ end
 local function allowance_size(args, reply, request_weight, cost, wanted, share)
   local size = wanted
   for i = 1, #args - DECIDE_FIXED_ARGS do
-    local code, _, _, _, own_weight, _, shadow = struct.unpack(SPEC_FORMAT, args[DECIDE_FIXED_ARGS + i])
+    local code, _, _, _, own_weight, _, shadow = struct.unpack(SPEC_NUMBERS, args[DECIDE_FIXED_ARGS + i])
     if code == CONCURRENCY or shadow == 1 then return 1 end
     local units = window_weight(code, own_weight, request_weight, cost)
     if units > 0 then
@@ -330,18 +340,23 @@ end
 -- Check every window at one request, then, for an allowance that fits, at
 -- `size` requests. -> check_windows' results (and `reply`, `writes`) of the
 -- check that stands: the allowance's when it fits, else the request's.
-local function check_request(keys, args, fields, values, now, weight, cost, multiplier)
+local function check_request(keys, args, fields, values, now, weight, cost, multiplier, mode)
   local reply, writes = reply_head(1, now), {}
   local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
     check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply, 1, nil)
-  local wanted = tonumber(args[DECIDE_ARG_ALLOWANCE])
-  if not allowed or not wanted or wanted < 2 or args[DECIDE_ARG_MODE] ~= '' then
+  local allowance = args[DECIDE_ARG_ALLOWANCE]  -- "<requests> <share> <end us>", or ""
+  if not allowed or allowance == '' or mode ~= '' then
     return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
   end
-  local size = allowance_size(args, reply, weight, cost, wanted, tonumber(args[DECIDE_ARG_ALLOWANCE_SHARE]))
+  local wanted, share, end_us = string.match(allowance, '^(%S+) (%S+) (%S+)$')
+  wanted = tonumber(wanted)
+  if wanted < 2 then
+    return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts
+  end
+  local size = allowance_size(args, reply, weight, cost, wanted, tonumber(share))
   if size < 2 then return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts end
   local big_reply, big_writes = reply_head(1, now), {}
-  local log_at = now + tonumber(args[DECIDE_ARG_ALLOWANCE_END_US])
+  local log_at = now + tonumber(end_us)
   local fits, b_denied, b_would, b_unit, b_ttl, b_pending, b_alerts =
     check_windows(keys, args, fields, values, now, weight, cost, multiplier, big_writes, big_reply, size, log_at)
   if not fits then return reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts end
@@ -352,8 +367,7 @@ end
 -- parse -> (ACL modes: count only) -> read -> the ban, then every window
 -- -> (peek: reply) -> commit -> count.
 local function decide(keys, args)
-  local now, weight, cost, multiplier = parse_numbers(args)
-  local mode, ban_policy = args[DECIDE_ARG_MODE], args[DECIDE_ARG_BAN_POLICY]
+  local now, weight, cost, multiplier, mode, ban_policy = parse_arguments(args)
   local usage, usage_at, usage_days = parse_usage(keys, args, now)
   if mode == 'acl-allow' then
     if usage then count_usage(usage_at, usage_days, usage, COUNTER.ALLOWED, 1, COUNTER.EXTRA_WEIGHT, (weight or 1) - 1, COUNTER.COST, cost) end
@@ -369,7 +383,7 @@ local function decide(keys, args)
     return banned
   end
   local reply, writes, allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
-    check_request(keys, args, fields, values, now, weight, cost, multiplier)
+    check_request(keys, args, fields, values, now, weight, cost, multiplier, mode)
   if not allowed then
     reply[REPLY_ALLOWED] = 0
     if multiplier < 1 and passes_at_full_capacity(keys, args, values, now, weight, cost) then
@@ -380,7 +394,7 @@ local function decide(keys, args)
   if allowed then
     commit_admission(keys, args, values, counters, now, writes, ttl, pending, alerts)
   else
-    commit_refusal(keys, args, values, counters, now, alerts, reply)
+    commit_refusal(keys, args, values, counters, now, alerts, reply, ban_policy)
   end
   if usage then count_decision(usage, usage_at, usage_days, reply, budget_denied, would_deny, unit_weight, cost) end
   return reply
