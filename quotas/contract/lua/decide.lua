@@ -112,7 +112,8 @@ end
 -- policy, the ban state (at CLIENT_EXPIRY ... BAN after the windows').
 -- -> the fields, their values, the number of windows' fields
 local function read_state(bucket, args, prefix, ban_policy)
-  local fields = {}
+  -- Sized by its constructor for a window's field and the two expiries (not grown, rehashing, slot by slot).
+  local fields = {nil, nil, nil}
   for i = 1, #args - DECIDE_FIXED_ARGS do
     -- The code (the spec's first byte) and the field (its tail) only: cheaper than unpacking the spec.
     local spec = args[DECIDE_FIXED_ARGS + i]
@@ -347,7 +348,7 @@ end
 -- `size` requests. -> check_windows' results (and `reply`, `writes`) of the
 -- check that stands: the allowance's when it fits, else the request's.
 local function check_request(keys, args, fields, values, now, weight, cost, multiplier, mode)
-  local reply, writes = reply_head(1, now, #args > DECIDE_FIXED_ARGS), {}
+  local reply, writes = reply_head(1, now, #args > DECIDE_FIXED_ARGS), {nil, nil}  -- a window's field and value
   local allowed, budget_denied, would_deny, unit_weight, ttl, pending, alerts =
     check_windows(keys, args, fields, values, now, weight, cost, multiplier, writes, reply, 1, nil)
   local allowance = args[DECIDE_ARG_ALLOWANCE]  -- "<requests> <share> <end us>", or ""
