@@ -662,7 +662,12 @@ def proxy(request, set_quotas) -> Iterator[ReplyLosingProxy | None]:
         yield None
         return
     proxy = ReplyLosingProxy(upstream=request.getfixturevalue("redis_server").port).start()
-    set_quotas(REDIS_URL=proxy.url)
+    # Every reply crosses the proxy's threads, in this process, on cores shared with other test runs: a reply
+    # late by SOCKET_TIMEOUT's 0.25 s (or a connection by CONNECT_TIMEOUT's 50 ms) sent a step the model says
+    # Redis decides to the failure mode instead, now and then (a decision admitted locally: its usage waits in
+    # the process, and billed usage read 30,000 against the model's 32,277, which no replay could repeat). The
+    # faults the rules mean are immediate: a lost reply or Redis away closes the connection, so nothing waits.
+    set_quotas(REDIS_URL=proxy.url, SOCKET_TIMEOUT=10.0, CONNECT_TIMEOUT=10.0)
     yield proxy
     proxy.stop()
 
