@@ -11,10 +11,11 @@ script reads ``TIME`` on the server, so every process and every host decide on o
 (``clock.injected``, e.g. :class:`ManualClock`) is also the decisions': the store sends its ``now()`` to the
 script, and the memory store's keyspace (its key expiry and ``TIME``) follows it.
 
-What paces real waiting keeps the real monotonic clock: socket and connection timeouts, an outbound request's
-deadline, the breaker's probe interval, and the poller's own pace (its tick, its backed-off retries of a database
-or a Redis that failed, the rules cache's reload backoff, the change mark's reads). Those wait on a server or a
-thread, and no test clock makes either answer sooner.
+The circuit breaker's probe interval reads it too: whether a decision tries Redis while the breaker is open is a
+decision's path, which a test should be able to replay. What paces real waiting keeps the real monotonic clock:
+socket and connection timeouts, an outbound request's deadline, and the poller's own pace (its tick, its
+backed-off retries of a database or a Redis that failed, the rules cache's reload backoff, the change mark's
+reads). Those wait on a server or a thread, and no test clock makes either answer sooner.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from quotas import metrics
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.settings import quota_settings
 
 logger = logging.getLogger(__name__)
@@ -23,8 +23,11 @@ logger = logging.getLogger(__name__)
 class CircuitBreaker:
     """Tracks whether Redis may be called (see the module docstring)."""
 
-    def __init__(self, probe_interval: float = 0.5) -> None:
+    def __init__(self, probe_interval: float = 0.5, clock: Clock = SYSTEM_CLOCK) -> None:
         self.probe_interval = probe_interval
+        # The engine's clock (time.monotonic itself in production): with an injected clock, whether a decision
+        # tries Redis while the breaker is open follows that clock, not how fast the machine ran the test.
+        self._monotonic = clock.monotonic
         self.opened_at: float | None = None  # monotonic time the breaker opened
         self._last_trial = 0.0
         self._lock = threading.Lock()
@@ -37,7 +40,7 @@ class CircuitBreaker:
         """Whether a call may go to Redis now (always when closed; a trial now and then when open)."""
         if self.opened_at is None:
             return True
-        now = time.monotonic()
+        now = self._monotonic()
         with self._lock:
             if now - self._last_trial >= self.probe_interval:
                 self._last_trial = now
@@ -47,7 +50,7 @@ class CircuitBreaker:
     def failure(self) -> None:
         """A call to Redis failed: open (or keep open) the breaker."""
         with self._lock:
-            now = time.monotonic()
+            now = self._monotonic()
             self._last_trial = now
             if self.opened_at is None:
                 self.opened_at = now
@@ -63,6 +66,6 @@ class CircuitBreaker:
         with self._lock:
             if self.opened_at is not None:
                 logger.warning("quotas: Redis is back after %.1f s; circuit breaker closed",
-                               time.monotonic() - self.opened_at)  # fmt: skip
+                               self._monotonic() - self.opened_at)  # fmt: skip
                 self.opened_at = None
                 metrics.set_engine_mode("normal")

@@ -69,7 +69,7 @@ class Guard:
         self.clock = clock
         self._monotonic = clock.monotonic  # bound once: time.monotonic itself in production
         self.deny_memory = DenyMemory(deny_memory_size, clock)
-        self.breaker = CircuitBreaker(probe_interval)
+        self.breaker = CircuitBreaker(probe_interval, clock)
         self.fallback = LocalLimiter(local_share, deny_memory_size, clock)
         self.usage_buffer = UsageBuffer(clock)
         self.owed = OwedSpend(deny_memory_size)

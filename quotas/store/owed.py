@@ -47,6 +47,9 @@ class Owed:
     micros: int
     settlement: str = ""  # a failed settlement's id: charged once, with its usage, never merged with another
     usage: str = ""  # the usage field prefix it is counted under with that settlement (else not counted here)
+    #: With a settlement: the thresholds its decision reached and did not report, per budget (adjust.lua's own
+    #: masks), which its charge reports: sent once, with the spend settled, whether Redis ran it or not.
+    own: tuple[int, ...] = ()
 
 
 class OwedSpend:
@@ -70,10 +73,12 @@ class OwedSpend:
         *,
         settlement: str = "",
         usage: str = "",
+        own: Sequence[int] = (),
     ) -> None:
         """Keep ``micros`` (may be negative: a cost below its estimate) owed to ``tag``'s budgets ``windows``,
         whose specs at the decision at ``now`` were ``specs``; with a ``settlement`` id, the failed settlement
-        itself, usage (``usage``) included, kept apart from every other."""
+        itself, usage (``usage``) included, kept apart from every other, with the thresholds its decision reached
+        and did not report (``own``, see :class:`Owed`)."""
         if not micros or not (windows or (settlement and usage)):
             return
         key = (tag, tuple(specs), settlement)
@@ -88,6 +93,7 @@ class OwedSpend:
                     micros=micros,
                     settlement=settlement,
                     usage=usage,
+                    own=tuple(own),
                 )
             else:
                 entry.micros += micros
@@ -113,6 +119,7 @@ class OwedSpend:
                 entry.micros,
                 settlement=entry.settlement,
                 usage=entry.usage,
+                own=entry.own,
             )
 
     @staticmethod

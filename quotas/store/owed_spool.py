@@ -54,6 +54,7 @@ def spool_owed(entries: Sequence[Owed]) -> Path | None:
             "micros": e.micros,
             "settlement": e.settlement or uuid.uuid4().hex,  # charged once, however often the file is replayed
             "usage": e.usage,
+            "own": list(e.own),
         }
         for e in entries
     ]
@@ -94,6 +95,7 @@ def replay_owed(charge: Callable[[Owed], object]) -> int:
                     micros=int(r["micros"]),
                     settlement=str(r["settlement"]),
                     usage=str(r["usage"]),
+                    own=tuple(int(m) for m in r.get("own", ())),  # older files: none
                 )
                 for r in rows
             ]

@@ -115,8 +115,21 @@ class Settlement:
         metrics.observe_redis_error("reconcile")
         logger.warning("quotas: reconciling the cost of %s failed; kept for the poller", decision.tag, exc_info=True)
         windows, specs = [s.window for s, _ in budgets], [spec for _, spec in budgets]
+        # The thresholds the decision reached go with the settlement, reported by its charge with the spend then
+        # settled: Redis may have run it (a lost reply), and its retry answers them again, so reporting them here
+        # too sent them twice; or it did not, and its first run reports those the settled spend still reaches.
+        own = [state.alert for state, _ in budgets]
+        for state, _ in budgets:
+            state.alert = 0
         self.owed.owe(
-            decision.tag, windows, specs, decision.now, delta, settlement=settlement, usage=decision.usage or ""
+            decision.tag,
+            windows,
+            specs,
+            decision.now,
+            delta,
+            settlement=settlement,
+            usage=decision.usage or "",
+            own=own,
         )
 
     def _reconcile_locally(self, decision: Decision, delta: int) -> None:
@@ -156,6 +169,7 @@ class Settlement:
                     entry.micros,
                     list(entry.specs),
                     in_usage=bool(entry.usage),
+                    own=entry.own,
                     settlement=entry.settlement,
                 )
             except ScriptFailed:
@@ -199,7 +213,7 @@ class Settlement:
         def charge(entry: Owed) -> None:
             adjusted = self.store.adjust(
                 self._owed(entry), entry.micros, list(entry.specs), in_usage=bool(entry.usage),
-                settlement=entry.settlement,
+                own=entry.own, settlement=entry.settlement,
             )  # fmt: skip
             states = alerted_states(entry.windows, adjusted) if entry.windows else []
             spans = committed_spans(entry.windows, adjusted, entry.micros, entry.now) if entry.windows else []

@@ -235,23 +235,6 @@ class Money:
                 most = before.get(w.counter, 0) + int(share * w.amount) + excess
                 self.ceilings[w.counter] = (end, max(self.ceiling(w, now), most))
 
-    def decision_alerts(self, key: Key, estimate: int, now: float) -> list[Alert]:
-        """The alerts a request estimated at ``estimate`` reaches by its decision alone (its estimate charged),
-        with the spend then, without changing anything: what is reported of a request whose settlement's reply
-        was lost (see KNOWN_FINDINGS in test_money_machine.py)."""
-        alerts = []
-        for w in self.windows(key):
-            used = self.used(w, now) + w.cost(estimate)
-            before = self.levels_of(w.counter, w.period, now).get(w.amount, 0)
-            level = level_of(used, w.amount)
-            start = period_start(w.period, now, self.tz)
-            alerts += [
-                Alert(w.name, threshold, start, used, w.amount)
-                for bit, threshold in enumerate(THRESHOLDS, start=1)
-                if before < bit <= level
-            ]
-        return alerts
-
     def charge(self, key: Key, estimate: int, charged: int, now: float, quotas: bool = True) -> None:
         """An admitted request with ``key`` charged ``charged``: its limits' counters and the billed usage. (With
         local allowances on, or Redis away, the machine calls this for what the service admitted: the model does

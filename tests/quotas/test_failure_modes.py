@@ -65,6 +65,23 @@ def test_breaker_spares_requests_the_failed_attempt(free, outage):
     assert not runtime.guard.breaker.allow()
 
 
+def test_the_breakers_probe_interval_follows_the_engines_clock(free, outage, quota_clock):
+    """Whether a decision tries Redis while the breaker is open follows the engine's clock (a test's, moved by the
+    test), not how fast the machine ran: on the real monotonic clock a loaded machine let a trial through in some
+    runs and not in others, and the money machine's Redis examples could not be replayed."""
+    client, key = APIClient(), issue_key(plan=free)
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    outage.begin()
+    client.get("/api/demo/ping", HTTP_X_API_KEY=key)
+    breaker = default_engine.runtime().guard.breaker
+    assert breaker.is_open
+    breaker.failure()  # a trial just failed
+    assert not breaker.allow()
+    quota_clock.advance(breaker.probe_interval)
+    assert breaker.allow()  # one trial
+    assert not breaker.allow()
+
+
 @pytest.mark.slow
 def test_decisions_return_to_redis_within_two_seconds_of_recovery(free, outage, redis_client):
     client, key = APIClient(), issue_key(plan=free)

@@ -230,3 +230,32 @@ def test_the_alert_a_lost_settlement_reply_reached_is_sent_by_its_retry(metered,
     assert alerts == [(80, to_micros(Decimal("0.85")))]
     default_engine.runtime().tick()
     assert alerts == [(80, to_micros(Decimal("0.85")))]  # once
+
+
+@pytest.mark.parametrize("fault", ["lost reply", "Redis error"])
+def test_the_alert_a_decision_reached_is_sent_once_when_its_settlement_fails(
+    metered, lost_replies, alerts, monkeypatch, fault
+):
+    """0.75 spent; a request estimated at 0.05 reaches the day's 80 % by its decision and costs 0.90 in all, and
+    its settlement fails: Redis runs it and the reply is lost, or Redis is away. The decision's 80 % goes with the
+    settlement Redis did not confirm, so it is sent once, by the poller's charge, with the spend settled (0.90).
+    (With a lost reply it was sent twice: by the failed settlement with the estimate's 0.80, and again by the
+    retry, which answers the thresholds the first run reported; the money machine's minimal example.)"""
+    client, key = APIClient(), issue_key(plan=metered)
+    assert client.get("/t/priced?actual=0.75", HTTP_X_API_KEY=key).status_code == 200
+    if fault == "lost reply":
+        lost_replies.arm(b"adjust")
+    else:
+        monkeypatch.setattr(urls, "DURING_VIEW", [lambda: setattr(lost_replies, "down", True)])
+    try:
+        assert client.get("/t/priced?est=0.05&actual=0.15&during=1", HTTP_X_API_KEY=key).status_code == 200
+    finally:
+        lost_replies.disarm()
+        lost_replies.down = False
+    runtime = default_engine.runtime()
+    runtime.tick()  # what the poller thread does every second: the settlement is charged (again)
+    runtime.tick()
+    assert not runtime.guard.owed
+    assert spent(client, key) == Decimal("0.90")
+    assert usage_totals(client_of(runtime))["c"] == to_micros(Decimal("0.90"))
+    assert alerts == [(80, to_micros(Decimal("0.90")))]
