@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotas.contract.protocol import US_PER_SECOND, Algorithm
+from quotas.contract.protocol import US_PER_SECOND, Algorithm, WindowSpec
 from quotas.rules.limits import Window
 
 
@@ -134,6 +134,20 @@ class Decision:
     def readings(self) -> list[Reading]:
         """Each window's numbers, in order (what the rate-limit headers show of them)."""
         return [(s.window, s.ok, s.remaining, s.reset_us, s.retry_us, s.quota) for s in self.states]
+
+    def budget_specs(self) -> list[tuple[WindowState, bytes]]:
+        """Each budget window's state, and its spec as a settlement sends it: naming the period this decision was
+        counted in (its end: the decision's time plus the budget's reset, as Redis answered them).
+
+        That period can end later than the one the spec sent names: the zone moved east (``BUDGET_TIME_ZONE``),
+        and the stored day of the old zone, which has not ended, took the request (period.lua). A settlement
+        sent with the host's bounds took that day for a later period's and dropped its difference."""
+        now_us = round(self.now * US_PER_SECOND)
+        return [
+            (state, spec_in_period(spec, now_us + state.reset_us))
+            for state, spec in zip(self.states, self.specs, strict=True)
+            if state.window.is_budget
+        ]
 
     def notes(self) -> tuple[int, bool, list[WindowState]]:
         """What the service does with this decision beyond admitting or refusing: the longest shaping delay (us),
@@ -264,3 +278,13 @@ def alerted_states(windows: Sequence[Window], adjusted: Sequence[Any]) -> list[W
         for w, b in zip(windows, adjusted, strict=True)
         if b.alert and not b.period_ended
     ]
+
+
+def spec_in_period(spec: bytes, end_us: int) -> bytes:
+    """A calendar period's ``spec`` moved to the period that ends at ``end_us`` (the same lengths); ``spec`` itself
+    when it names that period already (nearly always)."""
+    window = WindowSpec.unpack(spec)
+    if window.capacity == end_us:
+        return spec
+    span, next_span = window.capacity - window.window_us, window.max_delay_us - window.capacity
+    return window._replace(window_us=end_us - span, capacity=end_us, max_delay_us=end_us + next_span).pack()

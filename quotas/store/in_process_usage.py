@@ -80,7 +80,7 @@ class InProcessUsage:
             self._count_served(allowance)
             unused = max(allowance.unused, 0)
             rates = [s for s in granted.states if not s.window.is_budget]
-            budgets = [(s, spec) for s, spec in zip(granted.states, granted.specs, strict=True) if s.window.is_budget]
+            budgets = granted.budget_specs()
             log_at = self.allowances.logged_at(granted)
             try:
                 if rates and unused:

@@ -76,7 +76,7 @@ class Settlement:
             self._reconcile_locally(decision, delta)
             decision.cost_micros = actual_micros
             return []
-        budgets = [(s, spec) for s, spec in zip(decision.states, decision.specs, strict=True) if s.window.is_budget]
+        budgets = decision.budget_specs()
         if delta == 0 or (not budgets and not decision.usage):
             return []
         # This settlement's id: Redis takes it once, so a retry after a reply lost to a timeout charges nothing.

@@ -98,3 +98,25 @@ def test_a_late_charge_lands_in_its_own_period_even_before_redis_counted_it(runt
     [ended] = store.adjust(november, 40, [BUDGET.windows[0].spec_at(november.now)], in_usage=False)
     assert ended.period_ended
     assert spend(runtime, 0, at(1, 13, month=12))[1].used == 40
+
+
+DAY_BUDGET = LimitRule(id="d", name="day-budget", rates=(Rate(100, 86400),), algorithm="budget", period="day")
+
+
+def test_a_settlement_lands_in_the_period_its_decision_counted_in_after_the_zone_moved_east(runtime, set_quotas):
+    """10 spent in New York's 20 November (it ends at 05:00 UTC on the 21st); the zone moves to Tokyo, whose
+    20 November ends 14 hours earlier. The next request is counted in the stored New York day, which has not
+    ended, and is settled at 30 for its estimate of 10: the 20 more land in that same day (they used to be
+    dropped as a later period's, so the day held 20 where 40 were spent)."""
+    set_quotas(BUDGET_TIME_ZONE="America/New_York")
+    guard = default_engine.runtime().guard
+    assert guard.decide(TAG, DAY_BUDGET.windows, cost_micros=10, now=at(20, 12)).allowed
+    set_quotas(BUDGET_TIME_ZONE="Asia/Tokyo")
+    guard = default_engine.runtime().guard
+    decision = guard.decide(TAG, DAY_BUDGET.windows, cost_micros=10, now=at(20, 13))
+    assert decision.allowed
+    assert decision.states[0].used == 20
+    guard.settlement.reconcile(decision, 30)
+    assert decision.states[0].used == 40
+    after = guard.decide(TAG, DAY_BUDGET.windows, cost_micros=0, now=at(20, 14)).states[0]
+    assert after.used == 40
