@@ -38,9 +38,8 @@ run: $(RUN_STAMP)
 	$(PY) manage.py seed_demo
 	$(PY) -m config.run
 
-## The whole test suite (and PostgreSQL when DATABASE_URL is set), one pytest-xdist worker per core and one more, so
-## a core has work while a worker waits for a process or the clock (tests/conftest.py's pytest_xdist_auto_num_workers;
-## TEST_WORKERS=N asks for N workers, TEST_WORKERS=0 runs the suite in one process). Tests run on the memory store unless they ask for Redis (the redis marker); each worker
+## The whole test suite (and PostgreSQL when DATABASE_URL is set), one pytest-xdist worker per core (TEST_WORKERS=0
+## runs it in one process). Tests run on the memory store unless they ask for Redis (the redis marker); each worker
 ## then starts its own redis-server, Redis 6.2 and Cluster, and pytest-django gives it its own test database.
 ## The slow tests are handed out first, one at a time to the worker short of work (tests/conftest.py), so both
 ## workers end together; --dist loadgroup hands out tests one at a time (it no longer groups xdist_group marks under

@@ -67,27 +67,6 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` (`make test`, `make test-fast`): one worker more than the cores this process may run on.
-
-    A worker runs one test at a time, and many of the slow tests spend much of theirs waiting rather than
-    computing: for a real process to start (gunicorn, Celery, Chromium), a timeout to pass, a window of the
-    real clock to turn, PostgreSQL to truncate the tables after a transactional test. With a worker per core a
-    core then idles: on the 2-core machine of 2026-11-29 the whole run's process tree used 455 to 550 s of CPU
-    (measured at load averages of 4 to 8, which inflate it: the money machine's fixed examples took 18 s of CPU
-    at 5 and 25 s at 8), while the quiet morning's run took 6 min 31 s, which two busy cores give 780 s of.
-    The extra worker runs while another waits; it costs its own start (a collection, a test database, its Redis
-    servers). With three workers at a load average of 5 to 8 every test passed. PYTEST_XDIST_AUTO_NUM_WORKERS,
-    when set, wins (pytest-xdist reads it), and TEST_WORKERS=N in the Makefile asks for N."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # pytest-xdist's own hook reads it
-    try:
-        cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container's, a taskset's)
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return cores + 1
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses a Redis fixture is marked ``redis`` (see fresh_store); tests marked redis_only run on the
     single Redis servers only, not on the cluster or the memory store (see store_runtime). Slow tests run first,
