@@ -208,6 +208,10 @@ class MoneyMachine(RuleBasedStateMachine):
         # alerts were sent is then checked against what was spent, not predicted: see check_alerts_bounded).
         self.live = self.bounded = False
         self.own_seen: set[Any] = set()  # the customer threshold events checked (their ids)
+        # The most any limit of the model held at the end of a step: an allowance that ends after its period did
+        # reports that period's spend, which the model no longer holds now (seed 31: 90 % of a day, reported
+        # after the month's end, read as over the new day's 0).
+        self.peak = 0
 
     def teardown(self) -> None:
         # The watcher reads every subscription with thresholds: later examples' looks should not read this one.
@@ -298,8 +302,8 @@ class MoneyMachine(RuleBasedStateMachine):
             spent, amount = to_micros(Decimal(e.data["spent"])), to_micros(Decimal(e.data["amount"]))
             assert spent * 100 >= amount * e.data["threshold"], f"{step}: {e.data} below its threshold"
         if expected is None or self.bounded:
-            committed = [self.model.used(w, self.now) for k in self.model.keys for w in self.model.windows(k)]
-            assert all(spent <= max(committed, default=0) for _, _, spent in sent), f"{step}: {sent} over {committed}"
+            most = max(self.peak, self.committed_now())
+            assert all(spent <= most for _, _, spent in sent), f"{step}: {sent} over {most}"
             return
         if check("customer_threshold_per_limit"):
             assert sent == expected, f"{step}: the customer's threshold events {sent}, the model's {expected}"
@@ -590,8 +594,13 @@ class MoneyMachine(RuleBasedStateMachine):
         return {w.name: self.model.used(w, self.now) for w in self.model.windows(key) if w.unit != "money"}
 
     @invariant()
+    def committed_now(self) -> int:
+        """The most any limit of the model holds now."""
+        return max((self.model.used(w, self.now) for k in self.model.keys for w in self.model.windows(k)), default=0)
+
     def spend_is_the_models(self) -> None:
         """(a), (c), (d): every limit in force for every key holds what the model charged it, within bounds."""
+        self.peak = max(self.peak, self.committed_now())
         for key in self.usable():
             if not check("standing_after_a_plan_change"):
                 default_engine.runtime().rules.current()
@@ -759,6 +768,15 @@ FINDINGS = {
     # A request counted in the stored day of the old BUDGET_TIME_ZONE (New York's, ending 14 hours after Tokyo's
     # day) was settled with the new zone's bounds, and adjust.lua took that day for a later period's: the
     # difference above the estimate was dropped (the day held 0.02 where 0.030001 was spent). Found by seed 21.
+    # Not a product bug: an allowance ending after its day reports that day's 90 %, which the model's bound
+    # compared with the new day's spend (0). Found by seed 31.
+    "allowance_ending_after_its_period": [
+        ("first_thresholds", {"percents": (10, 90)}),
+        ("change_plan", {"slug": "busy"}),
+        ("priced_requests", {"k": 0, "requests": [("equal", 40000, 0), ("equal", 40000, 0), ("equal", None, 0)]}),
+        ("move_time", {"to": "month"}),
+        ("allowances_end", {}),
+    ],
     "settlement_in_the_decisions_period": [
         ("change_time_zone", {"tz": "America/New_York"}),
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
