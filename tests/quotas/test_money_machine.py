@@ -593,11 +593,11 @@ class MoneyMachine(RuleBasedStateMachine):
         """What the model says each period quota of ``key`` has counted this period."""
         return {w.name: self.model.used(w, self.now) for w in self.model.windows(key) if w.unit != "money"}
 
-    @invariant()
     def committed_now(self) -> int:
         """The most any limit of the model holds now."""
         return max((self.model.used(w, self.now) for k in self.model.keys for w in self.model.windows(k)), default=0)
 
+    @invariant()
     def spend_is_the_models(self) -> None:
         """(a), (c), (d): every limit in force for every key holds what the model charged it, within bounds."""
         self.peak = max(self.peak, self.committed_now())
