@@ -52,7 +52,11 @@ run: $(RUN_STAMP)
 ## (tests/notifications/test_worker_layout.py's slow receiver, a race under that load; it passes alone). At 4 min
 ## the two cores give 8 min of CPU: the money machine's two examples alone take about 95 s of it.
 ## After that pass, the final .ci/run of that morning on a fresh clone, nothing else running (load average about
-## 1): 3,186 tests in 6 min 31 s, none failed or skipped (still over the 4 min target).
+## 1): 3,186 tests in 6 min 31 s, none failed or skipped (still over the 4 min target). In the afternoon (the
+## packaging builds shared between workers, the money machine with its fault rules, load average about 2):
+## 3,245 tests in 5 min 27 s. Where the rest goes: about 460 s of CPU, 309 s of it the 147 slow tests (a fresh
+## project's virtualenvs 67 s, the money machine 38 s, the worker-kill tests 33 s; a Django process start costs
+## about 1.1 s of CPU); a third worker (-n 3) only made the suite flakier under load.
 ## The property tests run fewer examples here than in the nightly job, which sets QUOTAS_MONEY_MACHINE=nightly and
 ## QUOTAS_BUDGET_PROPERTIES=nightly (tests/quotas/test_money_machine.py, tests/quotas/test_budget_properties.py).
 TEST_WORKERS ?= auto
@@ -69,7 +73,8 @@ test: $(STAMP)
 ## machine on 2026-11-29 (SQLite; 2,607 tests of 2,763), over its 60 s target, from 2 min 50 s before the suite was
 ## made hermetic. With issue 55's pass, at a load average of 5 to 6 from other sessions: 2,627 tests in 4 min 7 s,
 ## 228 s of CPU, 60 s of which the money machine's two examples (marked slow since). Then, on a quiet machine:
-## 3,030 tests in 1 min 46 s (the 340 cheap scans of tests/test_money_format.py among them).
+## 3,030 tests in 1 min 46 s (the 340 cheap scans of tests/test_money_format.py among them); in the afternoon,
+## quiet: 3,083 tests in 1 min 15 s.
 test-fast: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
