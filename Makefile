@@ -9,6 +9,10 @@ STAMP := $(VENV)/.installed
 # The one test dependency with no wheel: promise (graphene-django's), pure Python, built by pip with Python alone.
 SDIST_OK := promise
 
+# The commands, not files: `bench`, `docs` and `tests`-like folders of the same name would otherwise make a
+# command "up to date" and do nothing (`make bench` printed "'bench' is up to date" on a fresh clone).
+.PHONY: install wheels run test test-fast matrix bench bench-count lint format settings-docs api-docs docs vendor clean
+
 $(RUN_STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
