@@ -51,7 +51,7 @@ run: $(RUN_STAMP)
 ## On the 2-core machine of 2026-11-29 (PostgreSQL, .ci/run on a fresh clone): 2,763 tests in 5 min 5 s in the
 ## morning; 2,783 in 8 min 24 s in the evening, at a load average of 1 to 2 with nothing else of ours running
 ## (target: 4 min; the tests' summed durations are about 870 s, so two workers need about 7 min at best).
-## Issue 55's pass (branch suite, measured with two other sessions' valgrind and Hypothesis runs on the machine, load
+## A pass at the suite's time (branch suite, measured with two other sessions' valgrind and Hypothesis runs on the machine, load
 ## average 4 to 6): 2,780 tests in 12 min 14 s, 11.5 min of CPU over the whole process tree (user+sys), one failure
 ## (tests/notifications/test_worker_layout.py's slow receiver, a race under that load; it passes alone). At 4 min
 ## the two cores give 8 min of CPU: the money machine's two examples alone take about 95 s of it.
@@ -75,7 +75,7 @@ test: $(STAMP)
 
 ## The edit-run loop: every test but the slow ones (real time, real processes, browsers), in parallel; 66 s on that
 ## machine on 2026-11-29 (SQLite; 2,607 tests of 2,763), over its 60 s target, from 2 min 50 s before the suite was
-## made hermetic. With issue 55's pass, at a load average of 5 to 6 from other sessions: 2,627 tests in 4 min 7 s,
+## made hermetic. With that pass, at a load average of 5 to 6 from other sessions: 2,627 tests in 4 min 7 s,
 ## 228 s of CPU, 60 s of which the money machine's two examples (marked slow since). Then, on a quiet machine:
 ## 3,030 tests in 1 min 46 s (the 340 cheap scans of tests/test_money_format.py among them); in the afternoon,
 ## quiet: 3,083 tests in 1 min 15 s.
