@@ -182,3 +182,15 @@ def test_each_form_defines_only_the_constants_its_code_reads():
     assert "COUNTER" not in library_source()
     assert "local IS_PERIOD = " in script_source("decide")
     assert "local HAS_OWN_KEY = " in script_source("decide")
+
+
+def test_no_function_captures_a_parts_own_named_value():
+    """A part's own ``local EPSILON = 1`` read by a function is an upvalue it captures on every EVALSHA (Redis
+    6.2): every use is written in as a literal, and only the definition keeps the name."""
+    own = {"EPSILON", "EXPIRY_HEADROOM", "SWEEP_ODDS", "SWEEP_FIELDS", "STRIKE_MEMORY", "GENERATION_FIELD", "BAN"}
+    assert all(re.search(rf"^local {name} = ", "".join(map(source, PARTS)), re.MULTILINE) for name in own)
+    for form in (library_source(), *map(script_source, ENTRY_POINTS)):
+        for name in own:
+            uses = [line for line in form.splitlines() if re.search(rf"\b{name}\b", line)]
+            assert all(line.startswith(f"local {name} = ") for line in uses), (name, uses)
+    assert "if over <= 1 and late <= 1 then" in part("gcra.lua")

@@ -30,7 +30,9 @@
 
 -- Where the fields read_state asks for after the counter-style windows' sit
 -- in the HMGET's reply (the last two only with a ban policy).
-local CLIENT_EXPIRY, REFUSALS, BAN = 1, 2, 3
+local CLIENT_EXPIRY = 1
+local REFUSALS = 2
+local BAN = 3
 
 -- A reply's head (slots REPLY_*, in DecideReply's order, which the client
 -- also reads by position): allowed (1 or 0), now, no flags, no ban wait, one
