@@ -506,6 +506,8 @@ def render(results: dict[str, Any]) -> str:
         )
     if "count" in results:
         sections.append(count_section(results["count"]))
+    if "redis_count" in results:
+        sections.append(_redis_count_section(results["redis_count"]))
     if "scale" in results:
         sections.append(
             "9. Decisions per second one Redis process, and a cluster of 1 and of 3 primaries, sustain "
@@ -514,6 +516,16 @@ def render(results: dict[str, Any]) -> str:
         )
     sections.append(_targets_table(results))
     return "\n\n".join(s for s in sections if s)
+
+
+def _redis_count_section(result: dict[str, Any]) -> str:
+    """Section 14: instructions inside redis-server per call, ours beside limits', and the phases."""
+    title = "14. CPU instructions per decision inside redis-server (callgrind), ours and limits, by phase"
+    if "skipped" in result:
+        return f"{title}\n  skipped: {result['skipped']}"
+    from .redis_count import format_table  # it imports the contract: only when the section ran
+
+    return f"{title}, {result['calls']} calls each\n{format_table(result)}"
 
 
 def _middle_sections(results: dict[str, Any]) -> list[str]:

@@ -15,7 +15,7 @@ One source, two thin wrappers (both built here and nowhere else):
   entry point uses.
 
 Each part defines ``local`` functions that the parts after it may use; the
-contract's constants (:func:`quotas.contract.protocol.lua_constants`) come first.
+contract's constants that the parts still read by name (:func:`header`) come first.
 The parts name the contract's numbers (``DECIDE_ARG_NOW``, ``REPLY_HEAD``); both
 forms carry them as literals (:func:`part`), because a constant a function
 reads is an upvalue it captures, and Redis 6.2 defines every function of the
@@ -76,7 +76,17 @@ def _literals() -> dict[str, str]:
     counters = re.search(r"^local COUNTER = \{(.*)\}", constants, re.MULTILINE)
     assert counters is not None, "lua_constants() defines COUNTER"
     literals |= {f"COUNTER.{k}": v for k, v in re.findall(r"(\w+) = ('[^']*')", counters.group(1))}
+    # The parts' own named values (``local EPSILON = 1`` at a part's top level) too: on Redis 6.2 each function
+    # reading one captured it on every call (9k of a 1-limit decision's 194k instructions, bench section 14).
+    for name in PARTS:
+        for constant, value in _OWN_CONSTANT.findall(source(name)):
+            assert constant not in literals, f"{constant} is named twice"
+            literals[constant] = f"({value})" if value.startswith("-") else value
     return literals
+
+
+#: A part's own named value at its top level: its definition stays (no code reads it once uses are literals).
+_OWN_CONSTANT = re.compile(r"^local ([A-Z][A-Z0-9_]*) = (-?\d+|'[^']*') *(?:--.*)?$", re.MULTILINE)
 
 
 @cache
@@ -87,17 +97,40 @@ def source(name: str) -> str:
 
 @cache
 def part(name: str) -> str:
-    """Part ``name`` as the library carries it: its text, each of the contract's named values as a literal (a
-    name inside a string literal too: the parts quote none, and tests/quotas/test_library.py checks the result)."""
-    text = source(name)
+    """Part ``name`` as the library carries it: its text, each of the contract's and the parts' own named values
+    as a literal (a name inside a string literal too: the parts quote none, and tests/quotas/test_library.py
+    checks the result)."""
     literals = _literals()
-    return re.sub(r"\b(?:COUNTER\.)?[A-Z][A-Z0-9_]*\b", lambda m: literals.get(m.group(0), m.group(0)), text)
+
+    def written_in(line: str) -> str:
+        if _OWN_CONSTANT.match(line):
+            return line  # a definition: its name stays
+        return re.sub(r"\b(?:COUNTER\.)?[A-Z][A-Z0-9_]*\b", lambda m: literals.get(m.group(0), m.group(0)), line)
+
+    return "\n".join(map(written_in, source(name).split("\n")))
+
+
+@cache
+def header(parts: tuple[str, ...]) -> str:
+    """The definitions of :func:`lua_constants` that ``parts`` (as :func:`part` makes them) still read by name:
+    the tables and the codes they are made of. The EVAL form runs its header on every call, and on Redis 6.2 the
+    62 others (the usage counters' table among them, read by no code once its names are literals) cost 7k of a
+    1-limit decision's 198k instructions (bench section 14)."""
+    needed = "\n".join(map(part, parts))
+    kept = []
+    for line in reversed(lua_constants().splitlines()):  # a later definition may read an earlier one's name
+        defined = re.match(r"local ([A-Z][A-Z0-9_]*) = ", line)
+        if defined is None or re.search(rf"\b{defined.group(1)}\b", needed):
+            kept.append(line)
+            needed += "\n" + line
+    return "\n".join(reversed(kept)) + "\n"
 
 
 @cache
 def script_source(entry: str) -> str:
     """The EVAL form of ``entry`` ("decide", "refund", ...): the parts it uses, then the call."""
-    return "\n".join([lua_constants(), *map(part, ENTRY_POINTS[entry]), f"return {entry}(KEYS, ARGV)\n"])
+    parts = ENTRY_POINTS[entry]
+    return "\n".join([header(parts), *map(part, parts), f"return {entry}(KEYS, ARGV)\n"])
 
 
 @cache
@@ -116,7 +149,7 @@ def function_name(entry: str) -> str:
 def library_source() -> str:
     """The function library form, for FUNCTION LOAD (Redis 7+)."""
     registrations = [f"redis.register_function('{function_name(e)}', {e})" for e in ENTRY_POINTS]
-    return "\n".join([f"#!lua name={library_name()}", lua_constants(), *map(part, PARTS), *registrations, ""])
+    return "\n".join([f"#!lua name={library_name()}", header(PARTS), *map(part, PARTS), *registrations, ""])
 
 
 class LibraryCaller(Protocol):

@@ -32,3 +32,26 @@ def test_phases_are_the_differences_between_consecutive_cuts():
     got = phases(counts, "q")
     assert list(got.values()) == [10, 10, 15, 25, 10, 20, 10, 100]
     assert sum(list(got.values())[:-1]) == got["total"]
+
+
+def test_the_report_prints_section_14_as_a_table():
+    """The run's JSON had section 14 while the printed report left it out."""
+    from bench.report import render
+
+    ins = {"limits_swc": 60_000, "quota_1": 120_000, "quota_5": 300_000}
+    for variant in ("quota_1", "quota_5"):
+        ins |= {f"{variant}/{cut}": 10_000 * (i + 1) for i, cut in enumerate(CUTS)}
+    server = {"redis_version": "7.0.15", "call": "FCALL", "instructions": ins}
+    results = {
+        "machine": {"cpu_count": 2, "python": "3", "redis_server": "7", "redis_py": "5", "hiredis": "3",
+                    "django": "5", "drf": "3"},
+        "run": {"mode": "quick", "rounds": 1, "requests_per_round": 1, "seconds": 1},
+        "timestamp": "now",
+        "redis_count": {"calls": 600, "servers": [server]},
+    }  # fmt: skip
+    text = render(results)
+    assert "14. CPU instructions per decision inside redis-server" in text
+    assert "quota_1               120.0k   2.00x limits_swc" in text
+    assert "phases of quota_5:" in text
+    assert "14." in render(results | {"redis_count": {"skipped": "no valgrind"}})
+    assert "no valgrind" in render(results | {"redis_count": {"skipped": "no valgrind"}})

@@ -11,17 +11,17 @@ local SWEEP_ODDS = 64        -- about one write in this many sweeps its bucket..
 local SWEEP_FIELDS = 256     -- ...if it has at most this many fields; larger ones less often
 
 -- Raise the client's and the bucket's expiry so that both outlive `need_s`.
--- `client_exp` and `bucket_exp` are their current values (from HMGET, or
--- false); `writes` is the HSET argument list to extend. Returns the bucket's
--- new expiry (epoch seconds) when the key's TTL must be raised after the HSET,
--- else nil.
-local function keep_until(cp, need_s, client_exp, bucket_exp, writes)
+-- `client_exp` is the client's current value (from HMGET, or false); the
+-- bucket's is read here, only when the client's must be raised; `writes` is
+-- the HSET argument list to extend. Returns the bucket's new expiry (epoch
+-- seconds) when the key's TTL must be raised after the HSET, else nil.
+local function keep_until(bucket, cp, need_s, client_exp, writes)
   -- (`client_exp + 0`: Lua's arithmetic converts the string, at half of what tonumber() costs.)
   if client_exp and need_s <= client_exp + 0 then return nil end
   local until_s = need_s + EXPIRY_HEADROOM
   writes[#writes + 1] = cp .. '~'
   writes[#writes + 1] = until_s
-  if until_s <= (tonumber(bucket_exp) or 0) then return nil end
+  if until_s <= (tonumber(redis.call('HGET', bucket, '~')) or 0) then return nil end
   -- The bucket outlives its longest-lived client by one more headroom.
   local bucket_until = until_s + EXPIRY_HEADROOM
   writes[#writes + 1] = '~'

@@ -30,7 +30,9 @@
 
 -- Where the fields read_state asks for after the counter-style windows' sit
 -- in the HMGET's reply (the last two only with a ban policy).
-local CLIENT_EXPIRY, BUCKET_EXPIRY, REFUSALS, BAN = 1, 2, 3, 4
+local CLIENT_EXPIRY = 1
+local REFUSALS = 2
+local BAN = 3
 
 -- A reply's head (slots REPLY_*, in DecideReply's order, which the client
 -- also reads by position): allowed (1 or 0), now, no flags, no ban wait, one
@@ -108,12 +110,15 @@ local function parse_usage(keys, args, now)
 end
 
 -- Read, with one HMGET: every counter-style window's field (in the order of
--- the specs), then the client's and the bucket's expiry and, with a ban
--- policy, the ban state (at CLIENT_EXPIRY ... BAN after the windows').
+-- the specs), then the client's expiry and, with a ban policy, the ban state
+-- (at CLIENT_EXPIRY ... BAN after the windows'). The bucket's own expiry is
+-- read by keep_until only when the client's must be raised (about once a
+-- minute a client): one field less on every other decision, 116.2k -> 113.1k
+-- instructions a 1-limit decision on Redis 7.0.
 -- -> the fields, their values, the number of windows' fields
 local function read_state(bucket, args, prefix, ban_policy)
-  -- Sized by its constructor for a window's field and the two expiries (not grown, rehashing, slot by slot).
-  local fields = {nil, nil, nil}
+  -- Sized by its constructor for a window's field and the client's expiry (not grown, rehashing, slot by slot).
+  local fields = {nil, nil}
   for i = 1, #args - DECIDE_FIXED_ARGS do
     -- The code (the spec's first byte) and the field (its tail) only: cheaper than unpacking the spec.
     local spec = args[DECIDE_FIXED_ARGS + i]
@@ -121,7 +126,6 @@ local function read_state(bucket, args, prefix, ban_policy)
   end
   local counters = #fields
   fields[counters + CLIENT_EXPIRY] = prefix .. '~'
-  fields[counters + BUCKET_EXPIRY] = '~'
   if ban_policy ~= '' then
     fields[counters + REFUSALS] = prefix .. '!dn'
     fields[counters + BAN] = prefix .. '!bn'
@@ -270,8 +274,8 @@ end
 -- with the bucket's expiry bookkeeping in the same HSET.
 local function write_bucket(keys, args, values, counters, writes, ttl, now)
   local bucket, prefix = keys[1], args[DECIDE_ARG_FIELD_PREFIX]
-  local bucket_until = keep_until(prefix, math.ceil((now + ttl) / 1000000), values[counters + CLIENT_EXPIRY],
-    values[counters + BUCKET_EXPIRY], writes)
+  local bucket_until =
+    keep_until(bucket, prefix, math.ceil((now + ttl) / 1000000), values[counters + CLIENT_EXPIRY], writes)
   redis.call('HSET', bucket, unpack(writes))
   if bucket_until then expire_bucket(bucket, bucket_until, now) end
   maybe_sweep(bucket, now)
