@@ -17,6 +17,7 @@ import logging
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ from quotas.exceptions import RulesUnavailable, StoreUnavailable
 from quotas.rules.known_keys import KnownKeys
 from quotas.rules.snapshot import RulesBackend, RuleSet, Subscriber
 from quotas.runtime.change_mark import ChangeMark
-from quotas.runtime.lru import LRU
+from quotas.runtime.usable_keys import UsableKeys
 from quotas.store.rules_version import RulesVersion
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,40 @@ UNKNOWN_KEYS_CACHE_SIZE = 4096
 MAX_RELOAD_BACKOFF = 30
 
 
-_MISS = object()
+_MISS = object()  # no entry in an LRU (where None is a value), or in a cache of the request path
+
+
+class LRU(OrderedDict):
+    """A small least-recently-used map, shared by a process's threads: the subscribers by key and by user, and
+    the unknown keys (here rather than a module of its own: one module less on every request's path).
+
+    Each OrderedDict operation is atomic under the GIL, but another thread may evict or clear a key between two
+    of them, so a vanished key reads as a miss rather than raising KeyError.
+    """
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def lookup(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key`` (now the most recent), or ``default``."""
+        value = self.get(key, _MISS)  # a miss (every new client) raises nothing: an exception costs more
+        if value is _MISS:
+            return default
+        try:  # noqa: SIM105  (contextlib.suppress is a context manager's two calls on every hit)
+            self.move_to_end(key)
+        except KeyError:  # evicted meanwhile: the value read is still this key's
+            pass
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        """Remember ``value``, evicting the least recently used entries beyond ``size``."""
+        self[key] = value
+        while len(self) > self.size:
+            try:
+                self.popitem(last=False)
+            except KeyError:  # emptied meanwhile (a reload cleared it)
+                break
 
 
 class RulesCache:
@@ -97,10 +131,8 @@ class RulesCache:
         # meanwhile bumps the rules version), so a new key works at once.
         self._unknown_keys = LRU(UNKNOWN_KEYS_CACHE_SIZE)
         # Every usable key's hash prefix, wanted once some address is blocked for failed authentications here
-        # (see may_know_key), and built off the request path, one build at a time in this process.
-        self._known_keys: KnownKeys | None = None
-        self._known_keys_wanted = False
-        self._known_keys_building = threading.Lock()
+        # (see may_know_key), and read off the request path (quotas.runtime.usable_keys).
+        self._usable = UsableKeys(backend, self._read_version)
 
     def current(self) -> RuleSet:
         """The snapshot to decide with (reloaded first if it is stale)."""
@@ -288,8 +320,8 @@ class RulesCache:
             return False
         if self._by_key.lookup(key_hash) is not None:
             return True
-        self._known_keys_wanted = True
-        known = self._known_keys
+        self._usable.wanted = True
+        known = self._usable.current
         if known is not None and key_hash in known:
             return True
         version = self._read_version()
@@ -304,31 +336,11 @@ class RulesCache:
     @property
     def known_keys(self) -> KnownKeys | None:
         """The usable keys' hashes as last read (None: not read in this process)."""
-        return self._known_keys
+        return self._usable.current
 
     def refresh_known_keys(self) -> None:
         """Read every usable key's hash again, on a thread of its own; at most one read at a time."""
-        if self.backend is None or not self._known_keys_building.acquire(blocking=False):
-            return
-        try:
-            threading.Thread(target=self._read_known_keys, name="quota-known-keys", daemon=True).start()
-        except BaseException:
-            self._known_keys_building.release()
-            raise
-
-    def _read_known_keys(self) -> None:
-        backend = self.backend
-        try:
-            if backend is None:
-                return
-            # The version first: a key issued after the hashes are read moves it, so the set reads as stale.
-            version = self._read_version()
-            self._known_keys = KnownKeys(version, backend.known_key_hashes())
-        except DatabaseError as exc:
-            logger.warning("quotas: the usable API keys could not be read (%s); keys are looked up one by one", exc)
-        finally:
-            connections.close_all()  # this thread's own connection: it serves no request that would close it
-            self._known_keys_building.release()
+        self._usable.refresh()
 
     def _query(self, lookup: Callable[..., Any], *args: Any) -> Any:
         """``lookup(*args)`` on the backend; :class:`RulesUnavailable` while the database fails.
@@ -359,8 +371,8 @@ class RulesCache:
         self.change_mark.retry()
         rules = self._rules
         version = self._read_version()
-        known = self._known_keys
-        if self._known_keys_wanted and (known is None or known.version != version):
+        known = self._usable.current
+        if self._usable.wanted and (known is None or known.version != version):
             self.refresh_known_keys()  # a key issued or revoked since: read them again before a request must ask
         if rules is not None and self.fresh is not None and version != rules.version:
             self.fresh = None
@@ -371,7 +383,7 @@ class RulesCache:
             # Redis is unreadable, so its version says nothing: the database's change mark says the rules changed.
             self.fresh = None
             self.on_reload()
-            if self._known_keys_wanted:
+            if self._usable.wanted:
                 self.refresh_known_keys()  # a key revoked or issued: the set read under the same "?" is not current
         if rules is not None and self._failures and time.monotonic() >= self._retry_at:
             try:
