@@ -269,18 +269,27 @@ BUDGET = LimitRule(id="b", name="b", rates=(Rate(100 * 5_000, 86400),), algorith
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("wins", "cost"),
-    [*((windows("100/min", a), 0) for a in ALGORITHMS), (BUDGET.windows, 5_000)],
+    [*((windows("100/day", a), 0) for a in ALGORITHMS), (BUDGET.windows, 5_000)],
     ids=[*ALGORITHMS, "budget"],
 )
 @pytest.mark.redis
 def test_eight_processes_racing_one_client_admit_at_most_the_limit(racing, redis_client, wins, cost):
-    """8 processes x 60 requests against 100 a minute (or a budget of 100 requests' price) with allowances on:
-    never more than 100 admitted, at least 95; usage counts exactly the requests admitted, once every process
-    has shut down gracefully."""
+    """8 processes x 60 requests against 100 a day (or a budget of 100 requests' price) with allowances on: never
+    more than 100 admitted; once every process has shut down gracefully (its allowances' unused units given
+    back), exactly the rest is admissible, and usage counts exactly the requests admitted.
+
+    A day's window, so that no race crosses a window's end or sees a bucket refill (a loaded machine can stretch
+    a race over seconds); the rest is counted after the race, not bounded during it, as how many requests a
+    process serves from an allowance before it ends depends on the scheduler (92 of 100 once, under load)."""
     admitted, from_allowances = _run_race(wins, attempts=60, cost=cost)
-    assert 95 <= len(admitted) <= 100
+    assert len(admitted) <= 100
     assert from_allowances > 0
     assert _usage_admitted(redis_client) == len(admitted)
+    guard = default_engine.runtime().guard
+    rest = 0
+    while guard.decide_call(DecideCall("{raced}", wins, cost_micros=cost, usage="1|-")).allowed and rest <= 100:
+        rest += 1
+    assert len(admitted) + rest == 100
 
 
 @pytest.mark.redis
