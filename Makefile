@@ -46,39 +46,29 @@ run: $(RUN_STAMP)
 ## runs it in one process). Tests run on the memory store unless they ask for Redis (the redis marker); each worker
 ## then starts its own redis-server, Redis 6.2 and Cluster, and pytest-django gives it its own test database.
 ## The slow tests are handed out first, one at a time to the worker short of work (tests/conftest.py), so both
-## workers end together; --dist loadgroup hands out tests one at a time (it no longer groups xdist_group marks under
-## pytest 9.2, pytest-xdist#1386: the fresh-project builds are shared between workers instead).
-## On the 2-core machine of 2026-11-29 (PostgreSQL, .ci/run on a fresh clone): 2,763 tests in 5 min 5 s in the
-## morning; 2,783 in 8 min 24 s in the evening, at a load average of 1 to 2 with nothing else of ours running
-## (target: 4 min; the tests' summed durations are about 870 s, so two workers need about 7 min at best).
-## A pass at the suite's time (branch suite, measured with two other sessions' valgrind and Hypothesis runs on the machine, load
-## average 4 to 6): 2,780 tests in 12 min 14 s, 11.5 min of CPU over the whole process tree (user+sys), one failure
-## (tests/notifications/test_worker_layout.py's slow receiver, a race under that load; it passes alone). At 4 min
-## the two cores give 8 min of CPU: the money machine's two examples alone take about 95 s of it.
-## After that pass, the final .ci/run of that morning on a fresh clone, nothing else running (load average about
-## 1): 3,186 tests in 6 min 31 s, none failed or skipped (still over the 4 min target). In the afternoon (the
-## packaging builds shared between workers, the money machine with its fault rules, load average about 2):
-## 3,245 tests in 5 min 27 s. Where the rest goes: about 460 s of CPU, 309 s of it the 147 slow tests (a fresh
-## project's virtualenvs 67 s, the money machine 38 s, the worker-kill tests 33 s; a Django process start costs
-## about 1.1 s of CPU); a third worker (-n 3) only made the suite flakier under load.
+## workers end together (--dist loadgroup: under pytest 9.2 it no longer groups xdist_group marks, pytest-xdist#1386;
+## the session's builds are shared between workers instead: tests/session_files.py). A third worker (-n 3) only
+## made the suite flakier under load. Target: 4 min on 2 cores.
+## Last measured (2026-11-29, PostgreSQL, 2 cores): quiet, 3,245 tests in 5 min 13 s to 5 min 27 s, about 460 s of
+## CPU over the process tree, 309 s of it the 147 slow tests: the fresh project's builds and processes 67 s, the
+## money machine 38 s (300 examples, the floor), the worker-kill tests 33 s, the MariaDB flush 18 s; a Django
+## process start costs about 1.1 s of CPU. The PostgreSQL server's CPU is not in those figures (up to 39 s a run).
+## Under other sessions' load it is far slower, and flakier: 16 min 14 s at a load average of 6 to 8, 24 min at 8
+## to 14; CPU seconds grow with the load on that virtual machine (the same 300 money-machine examples: 38 s of CPU
+## at 6 to 8, 57 s at 10 to 14), so compare runs by per-test figures taken at one load (--durations).
 ## The property tests run fewer examples here than in the nightly job, which sets QUOTAS_MONEY_MACHINE=nightly and
 ## QUOTAS_BUDGET_PROPERTIES=nightly (tests/quotas/test_money_machine.py, tests/quotas/test_budget_properties.py).
 TEST_WORKERS ?= auto
-## The tests write bytecode beside the sources (__pycache__, which git, the checkout copies of tests/checkout.py
-## and the sdist all leave out) even where the environment says not to (PYTHONDONTWRITEBYTECODE): pytest then
-## keeps the test modules it rewrote for assertions, and the project's processes the tests start (gunicorn,
-## Celery, manage.py, pytest itself) find the project compiled, instead of each compiling it again: collection
-## of the whole suite takes 4 s of CPU in place of 12 in a worker, a Django process starts in 1.3 s, not 1.9.
+## The tests write bytecode beside the sources (__pycache__, left out by git, tests/checkout.py and the sdist) even
+## where the environment says not to: the processes the tests start find the project compiled (a Django process
+## starts in 1.3 s of CPU, not 1.9; collection takes 4 s in a worker, not 12).
 TEST_ENV := PYTHONDONTWRITEBYTECODE=
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-## The edit-run loop: every test but the slow ones (real time, real processes, browsers), in parallel; 66 s on that
-## machine on 2026-11-29 (SQLite; 2,607 tests of 2,763), over its 60 s target, from 2 min 50 s before the suite was
-## made hermetic. With that pass, at a load average of 5 to 6 from other sessions: 2,627 tests in 4 min 7 s,
-## 228 s of CPU, 60 s of which the money machine's two examples (marked slow since). Then, on a quiet machine:
-## 3,030 tests in 1 min 46 s (the 340 cheap scans of tests/test_money_format.py among them); in the afternoon,
-## quiet: 3,083 tests in 1 min 15 s.
+## The edit-run loop: every test but the slow ones (real time, real processes, browsers), in parallel. Target 60 s;
+## measured quiet on 2026-11-29: 3,083 tests in 1 min 15 s; on PostgreSQL at a load average of 7 from other
+## sessions: 3,092 in 5 min 25 s, 171 s of CPU (the behaviour suite's budgets, the dashboard's views the largest).
 test-fast: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 

@@ -34,8 +34,9 @@ from tests.session_files import shared
 from tests.sqlite_template import SqliteTemplates
 from tests.store_client import client_of
 
-#: The fixtures projects get from the package (quota_reset, quota_clock), tested here as a project would use them.
-pytest_plugins = ["quotas.testing"]
+#: The fixtures projects get from the package (quota_reset, quota_clock), tested here as a project would use them;
+#: and the session's sdist and wheel (``dists``), which the packaging and the fresh-project tests share.
+pytest_plugins = ["quotas.testing", "tests.dists"]
 
 REQUIRE_SERVICES = os.environ.get("QUOTAS_REQUIRE_SERVICES") == "1"
 
@@ -94,8 +95,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: The session fixtures that build something once for every xdist worker (tests/session_files.py's built_once:
 #: a worker that needs it while another builds it waits, idle), in the order their first tests are handed out.
-#: The sdist (tests/test_packaging.py) needs nothing else; each virtualenv (tests/test_fresh_project.py) needs
-#: the wheel, which the first one builds: the second starts once the sdist is done, by when the wheel is too.
+#: The sdist and wheel (tests/dists.py) need nothing else; each virtualenv (tests/test_fresh_project.py) needs
+#: that wheel: the worker that builds it goes on to the first virtualenv, the other waits for it, then builds
+#: the second.
 SHARED_BUILDS = ("dists", "venv", "venv_adaptive")
 
 

@@ -1,6 +1,7 @@
 """What a new user does: install the wheel into a fresh virtualenv, start a project, paste Getting started's lines.
 
-The wheel is built from this checkout and installed with its dependencies
+The wheel, the one a release publishes (``python -m build`` from the sdist of
+a clean copy of this checkout: tests/dists.py), is installed with its dependencies
 from the package registry into a virtualenv of its own; ``django-admin
 startproject`` makes a project there, and the lines of the documentation's
 "Getting started" page are appended verbatim (read from docs/getting-started.md
@@ -34,7 +35,6 @@ from typing import Any
 import pytest
 
 from config.embedded_redis import RedisServer, free_port
-from tests.checkout import copy_checkout
 from tests.conftest import skip_or_fail
 from tests.doc_blocks import doc_block
 from tests.notifications import conftest as notification_fixtures
@@ -164,18 +164,10 @@ def pip_failed(what: str, result: subprocess.CompletedProcess[str]) -> None:
 
 
 @pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built from a clean copy of this checkout as ``pip wheel --no-deps .`` builds it."""
-    dist = shared(tmp_path_factory, "fresh-project", "dist")
-    with built_once(dist) as building:
-        if building:
-            source = copy_checkout(tmp_path_factory.mktemp("source"))
-            args = [sys.executable, "-m", "pip", "wheel", "--no-deps", ".", "-w", dist]
-            result = run(args, source, PIP_TIMEOUT, clean_env())
-            if result.returncode != 0:
-                pip_failed("pip wheel", result)
-    (built,) = dist.glob("django_quota_platform-*.whl")
-    return built
+def wheel(dists: tuple[Path, Path]) -> Path:
+    """The wheel a release publishes: built from the sdist of a clean copy of this checkout (tests/dists.py),
+    the session's one, which tests/test_packaging.py looks into."""
+    return dists[1]
 
 
 def new_venv(tmp_path_factory: pytest.TempPathFactory, name: str, requirement: str) -> Path:

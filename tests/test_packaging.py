@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
-import sys
 import tarfile
 import tomllib
 import zipfile
@@ -18,9 +16,6 @@ import pytest
 import rest_framework
 from packaging.requirements import Requirement
 from packaging.version import Version
-
-from tests.checkout import copy_checkout
-from tests.session_files import built_once, shared
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications", "console")
@@ -146,27 +141,6 @@ def app_files() -> set[str]:
         for p in (ROOT / app).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
-
-
-@pytest.fixture(scope="session")
-def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The sdist, and the wheel built from it, as ``python -m build`` makes them from a clean copy of this
-    checkout (a few seconds: its isolated build environment takes setuptools from the package registry).
-
-    Built once for the session, by the first xdist worker that asks (the others wait for it, see
-    :func:`built_once`): each worker building its own cost 4 to 5 s of CPU more for the same files."""
-    out = shared(tmp_path_factory, "packaging", "dist")
-    with built_once(out) as building:
-        if building:
-            source = copy_checkout(tmp_path_factory.mktemp("source"))
-            built = subprocess.run(
-                [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
-                capture_output=True, text=True, timeout=300, check=False,
-            )  # fmt: skip
-            assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    (sdist,) = out.glob("django_quota_platform-*.tar.gz")
-    (wheel,) = out.glob("django_quota_platform-*.whl")
-    return sdist, wheel
 
 
 @pytest.mark.slow  # builds the sdist and the wheel in real processes
