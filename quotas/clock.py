@@ -1,10 +1,10 @@
 """Where the engine reads the time: one :class:`Clock`, held by the runtime, read by every part.
 
-Every part that judges by time (allowances, the memory of refused clients, the local fallback, settlement, the
-usage kept in process, keys' and access-list entries' expiry, the history's and the refusal log's dates, the
-rules cache's retries) reads ``runtime.clock``, as DRF's throttle reads its ``timer`` and Envoy's ratelimit its
-injected ``TimeSource``: a test moves one clock and the whole engine sees the same moment, the production path
-(allowances, the refusal memory) included.
+Every part that judges by time (allowances, the memory of refused clients, the local fallback, settlement, the usage
+kept in process, keys' and access-list entries' expiry, the history's and the refusal log's dates, the rules cache's
+retries, the refill of the process's shaping budget, a shaped request's hold) reads ``runtime.clock``, as DRF's
+throttle reads its ``timer`` and Envoy's ratelimit its injected ``TimeSource``: a test moves one clock and the whole
+engine sees the same moment, the production path (allowances, the refusal memory) included.
 
 In production the clock is :data:`SYSTEM_CLOCK`, and the decision itself keeps Redis's own clock: the decision
 script reads ``TIME`` on the server, so every process and every host decide on one clock. An *injected* clock
@@ -28,14 +28,18 @@ from typing import Protocol
 
 class Clock(Protocol):
     """What the engine reads the time from. ``now()``: seconds since the epoch (wall time, for dates, periods and
-    expiries); ``monotonic()``: seconds that never go back (for lifetimes and rates). ``injected``: False for the
-    system's clock alone, whose decisions keep the Redis server's ``TIME``."""
+    expiries); ``monotonic()``: seconds that never go back (for lifetimes and rates); ``sleep(seconds)``: hold the
+    calling thread that long as this clock counts it (a shaped request waiting its turn: a test clock moves
+    instead). ``injected``: False for the system's clock alone, whose decisions keep the Redis server's
+    ``TIME``."""
 
     injected: bool
 
     def now(self) -> float: ...
 
     def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
@@ -45,6 +49,7 @@ class SystemClock:
     injected = False
     now = staticmethod(time.time)
     monotonic = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
 
     def __repr__(self) -> str:
         return "SystemClock()"
@@ -93,6 +98,10 @@ class ManualClock:
         self._start()
         with self._lock:
             self._move(seconds)
+
+    def sleep(self, seconds: float) -> None:
+        """What a thread's wait of ``seconds`` is on this clock: time moves that far, at once, for every reader."""
+        self.advance(seconds)
 
     def set(self, at: float) -> None:
         """Move time forward to ``at`` (seconds since the epoch); ``ValueError`` for a moment already past (the

@@ -3,8 +3,6 @@ shaping delay of an admitted one this process cannot hold."""
 
 from __future__ import annotations
 
-import time
-
 from quotas import problems
 from quotas.exceptions import ProblemException, QuotaExceeded, ReducedCapacity
 from quotas.rules.snapshot import RuleSet
@@ -40,5 +38,5 @@ def shaped(runtime: Runtime, decision: Decision, client_tag: str) -> QuotaExceed
         runtime.guard.settlement.withdraw(decision)
         retry = shaping.retry_after(decision.delay, wait)
         return QuotaExceeded(problems.shaping_unavailable(retry), wait=retry)
-    time.sleep(decision.delay)
+    runtime.clock.sleep(decision.delay)
     return None

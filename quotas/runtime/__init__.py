@@ -70,7 +70,7 @@ class Runtime:
         self.history = History(clock)
         self.refusals = RefusalLog(clock=clock)  # each client's last refusals, for operators
         self.key_use = KeyUse(clock)
-        self.shaping = shaping.ShapingBudget()  # the sleep this process may spend holding shaped requests
+        self.shaping = shaping.ShapingBudget(clock)  # the sleep this process may spend holding shaped requests
         self.poller = Poller(interval, self.tick)
         # Under PROMETHEUS_MULTIPROC_DIR a scrape folds only the ledger of the process serving it: every other
         # process folds its own on this thread, apart from the tick (whose Redis calls may stall, or which may be

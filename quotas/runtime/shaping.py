@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 
+from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.settings import quota_settings
 
 #: Clients holding shaping budget that one process keeps count of. Only clients holding some are kept (a
@@ -39,10 +39,12 @@ _NO_CLIENT = ""
 class ShapingBudget:
     """The seconds of shaping sleep this process may still start, shared fairly among clients (thread-safe).
 
-    Starts full; the settings are read at each :meth:`take` (never at import).
+    Starts full; the settings are read at each :meth:`take` (never at import). It refills by ``clock``'s
+    monotonic time (the runtime's), so a test that moves the engine's clock moves it too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._monotonic = clock.monotonic
         self._lock = threading.Lock()
         self._held: dict[str, float] = {}  # holder -> seconds of the budget it holds (drains as the budget refills)
         self._at: float | None = None
@@ -57,7 +59,7 @@ class ShapingBudget:
         capacity = float(quota_settings.SHAPING_DELAY_BUDGET)
         rate = float(quota_settings.SHAPING_DELAY_SHARE)
         fraction = float(quota_settings.SHAPING_CLIENT_SHARE)
-        now = time.monotonic() if now is None else now
+        now = self._monotonic() if now is None else now
         with self._lock:
             self._drain(max(0.0, now - self._at) * rate if self._at is not None else 0.0)
             self._at = now

@@ -121,6 +121,8 @@ def test_a_manual_clock_moves_forward_only_and_both_readings_together():
         clock.set(1_000.0)
     with pytest.raises(ValueError, match="forward"):
         clock.advance(-1)
+    clock.sleep(0.25)  # a shaped request's hold, on this clock: time moves, no thread waits
+    assert (clock.now(), clock.monotonic()) == (1_010.25, 1_010.25)
     assert clock.injected
     assert not SYSTEM_CLOCK.injected
 
@@ -132,6 +134,7 @@ def test_production_reads_the_system_clocks_directly():
 
     assert SYSTEM_CLOCK.now is time.time
     assert SYSTEM_CLOCK.monotonic is time.monotonic
+    assert SYSTEM_CLOCK.sleep is time.sleep
 
 
 def test_the_runtime_holds_the_clock_every_part_reads(quota_clock):
