@@ -44,9 +44,10 @@ hour or more), for the nightly job.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -54,7 +55,9 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.core.signals import setting_changed
+from django.core.signals import request_finished, setting_changed
+from django.db import close_old_connections
+from django.db.models.signals import post_delete, post_save
 from django.test import RequestFactory
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -74,8 +77,9 @@ from notifications.models import Event
 from notifications.watch import watch
 from plans.models import AlertThresholds, APIKey, CostBudget, PeriodQuota, Subscription
 from plans.models.keys import API_KEY_PREFIX
+from plans.receivers import WATCHED
 from quotas.api import identify, standing
-from quotas.engine import default_engine
+from quotas.engine import Engine, default_engine
 from quotas.formats.money import from_micros, to_micros
 from quotas.identity.clients import hash_api_key
 from quotas.internal_api import rules_changed
@@ -87,6 +91,7 @@ from quotas.testing import ManualClock
 from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
 from tests.lost_replies import ReplyLosingProxy
+from tests.quotas import money_urls
 from tests.quotas.money_model import PERIODS, Alert, Key, Money, Plan, first_january, period_end
 from tests.store_client import client_of
 from usage.flush import flush_usage
@@ -95,7 +100,12 @@ from usage.models import UsageRecord
 # A failure's shrinking may take minutes more than the run: it should end with its example rather than the
 # session's 120 s timeout.
 # slow: about a minute of CPU for both stores, more than `make test-fast` has for everything (it runs in `make test`).
-pytestmark = [pytest.mark.slow, pytest.mark.django_db, pytest.mark.urls("tests.urls"), pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db,
+    pytest.mark.urls("tests.quotas.money_urls"),
+    pytest.mark.timeout(900),
+]
 
 NIGHTLY = os.environ.get("QUOTAS_MONEY_MACHINE") == "nightly"
 #: Examples per store, and the most steps in one. A step that saves a row costs a rules reload (about 9 ms) and a
@@ -148,6 +158,8 @@ class World:
     alerts: list[dict[str, Any]]
     customers: list[tuple[Subscription, APIKey, str]]  # made ahead, each an example's: see new_customers
     proxy: ReplyLosingProxy | None  # between the engine and Redis (None on the memory store)
+    other: Engine  # another process's: /t/priced-elsewhere decides with it (money_urls.ElsewhereThrottle)
+    rules_moved: bool = False  # a row the rules are built from changed since the other process's poller looked
 
     def time_zone(self, tz: str) -> None:
         """BUDGET_TIME_ZONE set to ``tz``: in the test's own QUOTAS (set_quotas' copy, which the settings fixture
@@ -157,6 +169,15 @@ class World:
         django_settings.QUOTAS["BUDGET_TIME_ZONE"] = tz
         quotas = django_settings.QUOTAS
         setting_changed.send(sender=type(django_settings), setting="QUOTAS", value=quotas, enter=True)
+
+    def other_polls(self) -> None:
+        """The other process's poller visits (it does every second), having seen the rules version move if a
+        row the rules are built from changed: what the commit of that change does (``rules.invalidate()``, an
+        on_commit callback the test's transaction never runs) is done here first."""
+        if self.rules_moved:
+            default_engine.runtime().rules.invalidate()
+            self.rules_moved = False
+        self.other.runtime().tick()
 
     def customer(self) -> tuple[Subscription, APIKey, str]:
         """A new customer on the budgeted plan, its owner's, with its first key (and that key's raw value)."""
@@ -321,10 +342,71 @@ class MoneyMachine(RuleBasedStateMachine):
         checks: a step of several makes more of each example)."""
         key = self.key(k)
         for kind, est, fraction in requests:
-            self.priced_request(key, kind, est, fraction)
+            path, estimate, charged = self.request_of(kind, est, fraction)
+            self.exchange(key, f"GET {path}", estimate, charged, 500 if kind == "fail" else 200, self.get(key, path))
 
-    def request_of(self, kind: str, est: int | None, fraction: int) -> tuple[str, int, int]:
-        """The path of a priced request, its estimate and what it is charged admitted (see REQUEST)."""
+    @rule(k=st.integers(0, 3), requests=st.lists(REQUEST, min_size=1, max_size=2))
+    def elsewhere_requests(self, k: int, requests: list[tuple[str, int | None, int]]) -> None:
+        """A few requests with one key decided and settled by another process (an Engine of its own on the same
+        store and clock: its own rules snapshot, allowances and poller), first visited by its poller (which sees
+        the rules version the changes since its last visit moved). On the plan "busy" both processes hold
+        allowances for the same limits: spend and billed usage stay within the model's bound while they are
+        live, each process's excess adding to the others' (docs/concepts.md, "Overspend window"), and are exact
+        once both ended; each alert is still sent once."""
+        self.world.other_polls()
+        key = self.key(k)
+        for kind, est, fraction in requests:
+            path, estimate, charged = self.request_of(kind, est, fraction, view="/t/priced-elsewhere")
+            step = f"GET {path} (another process)"
+            self.exchange(key, step, estimate, charged, 500 if kind == "fail" else 200, self.get(key, path), 1)
+
+    @rule(k=st.integers(0, 3), request=REQUEST, cut=st.booleans())
+    def priced_stream(self, k: int, request: tuple[str, int | None, int], cut: bool) -> None:
+        """A priced streamed response, settled when its body ends (docs/concepts.md, "Streamed responses"): read
+        to its end, it is charged the cost its body reports at its end (nothing when the body fails midway: a
+        failed request); ``cut``, the client goes away after the first chunk (the server closes the response)
+        and it is charged what the body reported by then, in a ``finally`` (here what ``below`` or ``above``
+        says), else its estimate."""
+        kind, est, fraction = request
+        key = self.key(k)
+        path, estimate, charged = self.request_of(kind, est, fraction, view="/t/priced-stream", cut=cut)
+        step = f"GET {path}" + (", cut after its first chunk" if cut else ", read to its end")
+        self.exchange(key, step, estimate, charged, 200, self.stream(key, path, cut))
+
+    #: GraphQL documents of complexity 1, 3 and 8 (docs/graphql.md, "Complexity").
+    DOCUMENTS = {"{ __typename }": 1, "{ books { title } }": 3, "{ books { title author { name } } }": 8}
+
+    @precondition(lambda self: money_urls.GRAPHQL)
+    @rule(k=st.integers(0, 3), batch=st.lists(st.sampled_from(sorted(DOCUMENTS)), min_size=1, max_size=3))
+    def graphql_batch(self, k: int, batch: list[str]) -> None:
+        """A GraphQL batch on the priced scope (docs/graphql.md): decided once with the sum of its operations'
+        complexities as its weight, priced per unit of it (all of it admitted, or none); a batch over the
+        endpoint's cap spends 1 unit, and its price, and is answered 400; a period quota counts it as one
+        request."""
+        key = self.key(k)
+        weight = sum(self.DOCUMENTS[query] for query in batch)
+        over = weight > money_urls.GRAPHQL_CAP
+        estimate = self.model.plan.price * (1 if over else weight)
+        body = json.dumps([{"id": n, "query": query} for n, query in enumerate(batch)])
+
+        def send() -> tuple[int, set[str]]:
+            response = self.client.post(
+                "/t/graphql-batch", body, content_type="application/json", HTTP_X_API_KEY=key.raw
+            )
+            if response.status_code == 429:
+                return 429, set(response.json()["errors"][0]["extensions"]["violated_policies"])
+            if response.status_code == 200:  # each operation ran, in the batch's order
+                assert [item["id"] for item in response.json()] == list(range(len(batch))), response.content
+            return response.status_code, set()
+
+        self.exchange(key, f"POST a GraphQL batch of {weight}: {batch}", estimate, estimate, 400 if over else 200, send)
+
+    def request_of(
+        self, kind: str, est: int | None, fraction: int, view: str = "/t/priced", cut: bool = False
+    ) -> tuple[str, int, int]:
+        """The path of a priced request to ``view``, its estimate and what it is charged admitted (see REQUEST);
+        ``cut``: a stream closed after its first chunk, which reports ``below``'s or ``above``'s cost then (and
+        never reaches a failure, nor reports an ``equal``'s: its estimate stands)."""
         estimate = self.model.plan.price if est is None else est
         query = [] if est is None else [f"est={money(est)}"]
         actual = estimate
@@ -333,42 +415,86 @@ class MoneyMachine(RuleBasedStateMachine):
         elif kind == "above":
             actual = estimate + 1 + estimate * 2 * fraction // 100
         if kind in ("below", "above"):
-            query.append(f"actual={money(actual)}")
+            query.append(f"{'partial' if cut else 'actual'}={money(actual)}")
         if kind == "fail":
             query.append("fail=1")
-        charged = 0 if kind == "fail" else actual
-        return "/t/priced" + ("?" + "&".join(query) if query else ""), estimate, charged
+        charged = 0 if kind == "fail" and not cut else actual
+        return view + ("?" + "&".join(query) if query else ""), estimate, charged
 
-    def priced_request(self, key: Key, kind: str, est: int | None, fraction: int) -> None:
-        path, estimate, charged = self.request_of(kind, est, fraction)
+    def get(self, key: Key, path: str) -> Callable[[], tuple[int, set[str]]]:
+        """A GET of ``path`` with ``key``: its status, and the limits a 429 names."""
+
+        def send() -> tuple[int, set[str]]:
+            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+            refused = response.status_code == 429
+            return response.status_code, set(response.json().get("violated_policies", [])) if refused else set()
+
+        return send
+
+    def stream(self, key: Key, path: str, cut: bool) -> Callable[[], tuple[int, set[str]]]:
+        """A GET of the streamed ``path`` with ``key``, its body read to its end (the test client then closes the
+        response, as a server does), or ``cut`` after its first chunk (the response closed then)."""
+
+        def send() -> tuple[int, set[str]]:
+            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+            if response.status_code != 200:
+                return response.status_code, set(response.json().get("violated_policies", []))
+            chunks = iter(response.streaming_content)
+            assert next(chunks) == b"one "
+            if cut:
+                # The server closes the response of a client gone (Django's close(), which sends request_finished:
+                # as the test client does, without closing the test's database connection in its transaction).
+                request_finished.disconnect(close_old_connections)
+                try:
+                    response.close()
+                finally:
+                    request_finished.connect(close_old_connections)
+            else:
+                try:
+                    assert b"".join(chunks) == b"two"
+                except RuntimeError:  # the body failed midway: its headers (200) had gone out
+                    assert "fail=1" in path
+            return 200, set()
+
+        return send
+
+    def exchange(
+        self,
+        key: Key,
+        step: str,
+        estimate: int,
+        charged: int,
+        ok: int,
+        send: Callable[[], tuple[int, set[str]]],
+        process: int = 0,
+    ) -> None:
+        """One priced request with ``key`` estimated at ``estimate``, charged ``charged`` if admitted (answered
+        ``ok`` then): ``send()`` makes it, and says its status and the limits a 429 named. ``process``: the one
+        that decides it (0: the machine's, 1: another)."""
         self.days.add(datetime.strptime(day_of(self.now), "%Y%m%d").date())  # the usage hash it counts in
-        step = f"GET {path} with key {key.kid}"
+        step += f" with key {key.kid}"
         if self.model.plan.allowances:
             self.live = self.bounded = True
         if self.live:
             # An allowance may admit it when Redis would not (its units were taken ahead), or the units it holds
             # may refuse it: what was admitted is charged, and the spend's bound is checked after the step.
-            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
-            if response.status_code == 429:
-                policies = set(response.json().get("violated_policies", []))
+            status, policies = send()
+            if status == 429:
                 assert policies <= {w.name for w in self.model.windows(key)}, f"{step}: refused by {policies}"
             else:
-                assert response.status_code == (500 if kind == "fail" else 200), (step, response.content[:300])
-                self.model.charge(key, estimate, charged, self.now)
+                assert status == ok, f"{step}: {status}"
+                self.model.charge(key, estimate, charged, self.now, process=process)
             self.check_alerts_bounded(step)
             self.expect_own(None, step)
             return
         before = {w.counter: self.model.used(w, self.now) for w in self.model.windows(key)}
-        refused, expected = self.model.request(key, estimate, charged, self.now, failed=kind == "fail")
-        response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+        refused, expected = self.model.request(key, estimate, charged, self.now)
+        status, policies = send()
         if refused:
-            assert response.status_code == 429, f"{step}: {response.status_code}, the model refuses by {refused}"
-            policies = set(response.json().get("violated_policies", []))
+            assert status == 429, f"{step}: {status}, the model refuses by {refused}"
             assert policies == {w.name for w in refused}, f"{step}: refused by {policies}, the model by {refused}"
         else:
-            assert response.status_code == (500 if kind == "fail" else 200), (
-                f"{step}: {response.status_code} {response.content[:300]!r}, the model admits it"
-            )
+            assert status == ok, f"{step}: {status}, the model admits it"
         self.expect_alerts(expected, step)
         self.expect_own([] if refused or self.bounded else self.model.crossed(key, before, self.now), step)
 
@@ -443,12 +569,14 @@ class MoneyMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule()
     def allowances_end(self) -> None:
-        """Every allowance ends (as at exit, or at the poller's visit after HORIZON), and the poller visits: their
+        """Every allowance ends in both processes (as at exit, or at the poller's visit after HORIZON), and their
+        pollers visit: their
         unused units go back, the alerts their spend reached are sent, and the requests they admitted are
         written to the usage counters."""
-        runtime = default_engine.runtime()
-        runtime.settle_allowances(everything=True)
-        runtime.tick()
+        for runtime in (default_engine.runtime(), self.world.other.runtime()):
+            runtime.settle_allowances(everything=True)
+            runtime.tick()
+        self.model.allowances_ended()
         self.check_alerts_bounded("the allowances' end")
         self.expect_own(None, "the allowances' end")
         self.live = False
@@ -530,6 +658,20 @@ class MoneyMachine(RuleBasedStateMachine):
         if key not in self.usable():
             refused = self.client.get("/t/priced", HTTP_X_API_KEY=key.raw)
             assert refused.status_code in (401, 403), f"the rolled key {key.kid} after its overlap: {refused.content}"
+
+    @precondition(lambda self: len(self.usable()) > 1)  # the example keeps a key
+    @rule(k=st.integers(0, 3))
+    def revoke_key(self, k: int) -> None:
+        """A key revoked (console API): refused at once (its spend stays the subscription's: the invariants read
+        the budgets through the keys left), and never charged again; a revoked key cannot be rolled."""
+        key = self.key(k)
+        response = self.world.owner_api.post(self.url(f"keys/{key.kid}/revoke"))
+        assert response.status_code == 200, response.content
+        key.usable = False
+        refused = self.client.get("/t/priced", HTTP_X_API_KEY=key.raw)
+        assert refused.status_code in (401, 403), f"the revoked key {key.kid}: {refused.status_code}"
+        rolled = self.world.owner_api.post(self.url(f"keys/{key.kid}/roll"), {"overlap_seconds": 0}, format="json")
+        assert rolled.status_code == 400, f"the revoked key {key.kid} rolled: {rolled.content}"
 
     @precondition(lambda self: len(self.usable()) < 2)  # a third key costs every step its lookups, tests nothing new
     @rule()
@@ -674,9 +816,10 @@ def proxy(request, set_quotas) -> Iterator[ReplyLosingProxy | None]:
 
 
 @pytest.fixture
-def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
+def world(db, quota_clock, set_quotas, proxy, monkeypatch) -> Iterator[World]:
     """The plans, their owner signed in, local allowances on one plan and the self-service APIs unthrottled (the
-    machine reads them after every step); the alerts sent, recorded."""
+    machine reads them after every step); the alerts sent, recorded; another process's engine, on the same store
+    and clock, for /t/priced-elsewhere."""
     # A client is busy from its second request (the injected clock stands still between requests) and takes up
     # to 4 requests' units at once, as much as its limits have left; only the plan "busy" lets it.
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=10.0, SHARE=1.0, MAX_REQUESTS=4)
@@ -713,6 +856,15 @@ def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
         alerts.append(kwargs)
 
     budget_threshold_crossed.connect(receiver, weak=False)
+    other = Engine(clock=quota_clock)  # the process's settings: the same store and KEY_PREFIX, so the same counters
+    monkeypatch.setattr(money_urls.ElsewhereThrottle, "engine", other)
+
+    def rules_moved(sender: Any, **kwargs: Any) -> None:
+        WORLD[0].rules_moved = True
+
+    for model in WATCHED:
+        post_save.connect(rules_moved, sender=model, dispatch_uid=f"money-machine-{model.__name__}", weak=False)
+        post_delete.connect(rules_moved, sender=model, dispatch_uid=f"money-machine-{model.__name__}", weak=False)
     WORLD[:] = [
         World(
             plans=plans,
@@ -723,10 +875,15 @@ def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
             alerts=alerts,
             customers=[],
             proxy=proxy,
+            other=other,
         )
     ]
     yield WORLD[0]
     budget_threshold_crossed.disconnect(receiver)
+    for model in WATCHED:
+        post_save.disconnect(sender=model, dispatch_uid=f"money-machine-{model.__name__}")
+        post_delete.disconnect(sender=model, dispatch_uid=f"money-machine-{model.__name__}")
+    other.reset()
     WORLD.clear()
 
 
