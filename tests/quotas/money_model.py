@@ -13,6 +13,13 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
   refused request is charged nothing. Days and months are calendar periods where BUDGET_TIME_ZONE says
   (UTC by default); when it moves, a counter whose period ends within half a period of the new one's end is
   that period still (its spend and alert levels carry over, period.lua), any other is an ended period's.
+- A counter holds at most the amount in force at an admission plus that request's cost beyond its estimate;
+  while allowances are live in several processes, each process's largest such excess adds to the others'
+  (docs/concepts.md, "Overspend window").
+- A streamed response is a request settled when its body ends, or when it is closed first (its client gone):
+  charged what its body reported by then, else its estimate; one whose body fails midway, as a failed request. A
+  GraphQL batch is one request weighing the sum of its operations' complexities, its estimate the price per
+  unit times that weight (the machine maps both onto :meth:`Money.request`).
 - A plan's period quota counts the requests it admits, failed or not, in its own unit (its alerts report
   counts, not money).
 - A limit's 80 % and 100 % thresholds are each reported once per limit and period, when its committed spend

@@ -1,17 +1,27 @@
 """Money through the real service, step by step, against a reference model (a Hypothesis state machine).
 
 Each example is one customer (a new subscription, its first key) on a plan with a day and a month budget and a
-period quota of requests, whose steps are drawn from: priced requests (/t/priced) whose actual cost is equal to,
-below or above the estimate, or that fail (5xx); the customer's caps and a key's own cap set, changed and
-removed, and the customer's alert thresholds set, through the console API, and the watcher's look; a key rolled
-(console API, with an overlap or none) and a new key issued; a plan change to a plan with other budgets, none,
-or local allowances on ("busy"), and every allowance's end; BUDGET_TIME_ZONE moved (UTC, New York, Tokyo); the
-injected clock moved to just before or after a day's or a month's end; the poller's visit; a read of the usage
-API; and on Redis only (through tests/lost_replies.py's proxy): a settlement whose reply is lost, one that
-fails with Redis away, and a Redis outage with requests during it and its recovery. Everything goes through
-HTTP (APIClient on tests.urls) to the real store, on Redis and on the memory store. The model
-(tests/quotas/money_model.py) predicts every decision the store makes; what an allowance or the local fallback
-admits it does not predict, and charges as the service admitted it. After every step:
+period quota of requests (or, one in four, on the plan "busy"), whose steps are drawn from: priced requests
+(/t/priced) whose actual cost is equal to, below or above the estimate, or that fail (5xx); a priced streamed
+response (/t/priced-stream) read to its end (charged the cost its body reports at its end, nothing when the body
+fails midway) or cut after its first chunk, the client gone and the response closed (charged what the body
+reported by then, else its estimate: docs/concepts.md, "Streamed responses"); a priced GraphQL batch
+(graphene-django's, /t/graphql-batch: decided once, weighing the sum of its operations' complexities, priced
+per unit; over the endpoint's cap, 1 unit and a 400: docs/graphql.md); a burst of requests decided and settled
+by another process (an Engine of its own on the same store and clock, with its own allowances and poller: on
+the plan "busy" both processes hold allowances for the same limits); the customer's caps and a key's own cap
+set, changed and removed, and the customer's alert thresholds set, through the console API, and the watcher's
+look; a key rolled (console API, with an overlap or none), revoked (refused at once, cannot be rolled) and a new
+key issued; a plan change to a plan with other budgets, none, or local allowances on ("busy"), and every
+allowance's end in both processes; BUDGET_TIME_ZONE moved (UTC, New York, Tokyo); the injected clock moved to
+just before or after a day's or a month's end; the poller's visit; a read of the usage API; and on Redis only
+(through tests/lost_replies.py's proxy): a settlement whose reply is lost, one that fails with Redis away, and a
+Redis outage with requests during it and its recovery. Everything goes through HTTP (APIClient on
+tests/quotas/money_urls.py: tests.urls and the machine's views) to the real store, on Redis and on the memory
+store. The model (tests/quotas/money_model.py) predicts every decision the store makes; what an allowance or the
+local fallback admits it does not predict, and charges as the service admitted it. (The other process
+authenticates API keys as every view does, with the process's engine's rules: APIKeyAuthentication reads
+``default_engine``; its decisions, allowances, settlements and poller are its own.) After every step:
 
 (a) each limit in force for each key (budgets, caps, key caps, the period quota) has spent, as the store reports
     it through ``quotas.api.standing``, what the model charged it in its period (with an allowance live: at
@@ -21,8 +31,9 @@ admits it does not predict, and charges as the service admitted it. After every 
     allowance live: at most that);
 (c) a refused request is charged nothing (nor is a failed one, but by a period quota);
 (d) each counter holds at most the amount in force at an admission plus that request's cost beyond its estimate
-    (docs/concepts.md, "Overspend window"), or after an outage what it held plus LOCAL_SHARE of its amount plus
-    that excess (the local failure mode's bound);
+    (docs/concepts.md, "Overspend window"; with allowances live in both processes, each process's excess added),
+    or after an outage what it held plus LOCAL_SHARE of its amount plus that excess (the local failure mode's
+    bound);
 (e) alerts (``quotas.signals.budget_threshold_crossed``) are the model's: each sent at most once per limit,
     amount, period and threshold, only when the committed spend reached it (100 % also on a refusal at 80 % or
     more, as quotas/signals.py documents), with the spend then committed, and none missing; a period quota's in
@@ -38,8 +49,10 @@ printed), which turns that one check off (or to what the service does) until the
 else is relaxed.
 
 Profiles: `make test` runs :data:`EXAMPLES` examples of up to :data:`STEPS` steps per store (about a minute for
-both on two shared cores); ``QUOTAS_MONEY_MACHINE=nightly`` runs 3,000 examples of up to 40 steps per store (an
-hour or more), for the nightly job.
+both on two shared cores), and replays :data:`FINDINGS` and :data:`SCENARIOS`; ``QUOTAS_MONEY_MACHINE=nightly``
+runs 3,000 examples of up to 40 steps per store (an hour or more), for the nightly job;
+``QUOTAS_MONEY_MACHINE=300x10`` a draw of 300 examples of up to 10 steps per store, seeded by pytest's
+``--hypothesis-seed``.
 """
 
 from __future__ import annotations
