@@ -86,10 +86,14 @@ class Allowance:
 
     def __post_init__(self) -> None:
         granted = self.granted
+        # What each request sees is the grant's state less the units still ahead (served_states). A budget's used
+        # as decide.lua reports it is its committed spend, the later requests' reservation apart: added back here,
+        # or the grant's own request reported its alert with their units taken off once more (0.06 for 0.08).
+        reserved = (self.size - 1) * granted.cost_micros
         self._units = [
             (
-                s.window, s.remaining, s.reset_us, s.used, s.alert, s.quota,
-                granted.cost_micros if s.window.is_budget else granted.units(s.window),
+                s.window, s.remaining, s.reset_us, s.used + reserved if s.window.is_budget else s.used, s.alert,
+                s.quota, granted.cost_micros if s.window.is_budget else granted.units(s.window),
             )
             for s in granted.states
         ]  # fmt: skip

@@ -13,6 +13,13 @@ them (docs/concepts.md, plans/rules.py, quotas/signals.py):
   refused request is charged nothing. Days and months are calendar periods where BUDGET_TIME_ZONE says
   (UTC by default); when it moves, a counter whose period ends within half a period of the new one's end is
   that period still (its spend and alert levels carry over, period.lua), any other is an ended period's.
+- A counter holds at most the amount in force at an admission plus that request's cost beyond its estimate;
+  while allowances are live in several processes, each process's largest such excess adds to the others'
+  (docs/concepts.md, "Overspend window").
+- A streamed response is a request settled when its body ends, or when it is closed first (its client gone):
+  charged what its body reported by then, else its estimate; one whose body fails midway, as a failed request. A
+  GraphQL batch is one request weighing the sum of its operations' complexities, its estimate the price per
+  unit times that weight (the machine maps both onto :meth:`Money.request`).
 - A plan's period quota counts the requests it admits, failed or not, in its own unit (its alerts report
   counts, not money).
 - A limit's 80 % and 100 % thresholds are each reported once per limit and period, when its committed spend
@@ -136,6 +143,10 @@ class Money:
     #: counter -> the most its period may hold: the amount in force at an admission plus that request's actual
     #: cost beyond its estimate (docs/concepts.md, "Overspend window"; one request in flight at a time here).
     ceilings: dict[str, tuple[float, int]] = field(default_factory=dict)
+    #: (counter, process) -> the largest excess over its estimate of a request that process was charged while
+    #: allowances are live: each process's allowances may admit one beyond the budget (docs/concepts.md,
+    #: "Overspend window": across processes, the excess of each process's until its first upward reconciliation).
+    excess: dict[tuple[str, int], int] = field(default_factory=dict)
     billed: int = 0  # every admitted request's actual cost, over all periods
     tz: str = "UTC"  # BUDGET_TIME_ZONE
     #: The customer's own alert thresholds (percents), and those reported: (counter, name, period end, percent).
@@ -235,19 +246,31 @@ class Money:
                 most = before.get(w.counter, 0) + int(share * w.amount) + excess
                 self.ceilings[w.counter] = (end, max(self.ceiling(w, now), most))
 
-    def charge(self, key: Key, estimate: int, charged: int, now: float, quotas: bool = True) -> None:
+    def charge(
+        self, key: Key, estimate: int, charged: int, now: float, quotas: bool = True, process: int | None = None
+    ) -> None:
         """An admitted request with ``key`` charged ``charged``: its limits' counters and the billed usage. (With
         local allowances on, or Redis away, the machine calls this for what the service admitted: the model does
         not predict which requests an allowance or the local fallback admits.) ``quotas`` False: its period
-        quotas do not count it (one admitted during an outage is not charged back to them)."""
+        quotas do not count it (one admitted during an outage is not charged back to them). ``process``: the
+        process whose allowances may have admitted it (None: Redis decided it), whose excess adds to the others'
+        in the bound until the allowances end (:meth:`allowances_ended`)."""
         for w in self.windows(key):
             if w.unit != "money" and not quotas:
                 continue
             end = self.end_of(w.counter, w.period, now)
             self.counters[w.counter] = (end, self.used(w, now) + w.cost(charged))
-            most = max(self.ceiling(w, now), w.amount + max(0, w.cost(charged) - w.cost(estimate)))
+            over = max(0, w.cost(charged) - w.cost(estimate))
+            if process is not None:
+                mine = self.excess[w.counter, process] = max(self.excess.get((w.counter, process), 0), over)
+                over = mine + sum(x for (c, p), x in self.excess.items() if c == w.counter and p != process)
+            most = max(self.ceiling(w, now), w.amount + over)
             self.ceilings[w.counter] = (end, most)
         self.billed += charged
+
+    def allowances_ended(self) -> None:
+        """Every process's allowances ended: each budget is charged in Redis again, its excess one request's."""
+        self.excess.clear()
 
     def crossed(self, key: Key, before: dict[str, int], now: float, first: int = 0) -> list[tuple[str, int, int]]:
         """The customer's thresholds an admitted request with ``key`` crossed, its limits' counters having held

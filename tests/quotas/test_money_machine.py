@@ -1,17 +1,27 @@
 """Money through the real service, step by step, against a reference model (a Hypothesis state machine).
 
 Each example is one customer (a new subscription, its first key) on a plan with a day and a month budget and a
-period quota of requests, whose steps are drawn from: priced requests (/t/priced) whose actual cost is equal to,
-below or above the estimate, or that fail (5xx); the customer's caps and a key's own cap set, changed and
-removed, and the customer's alert thresholds set, through the console API, and the watcher's look; a key rolled
-(console API, with an overlap or none) and a new key issued; a plan change to a plan with other budgets, none,
-or local allowances on ("busy"), and every allowance's end; BUDGET_TIME_ZONE moved (UTC, New York, Tokyo); the
-injected clock moved to just before or after a day's or a month's end; the poller's visit; a read of the usage
-API; and on Redis only (through tests/lost_replies.py's proxy): a settlement whose reply is lost, one that
-fails with Redis away, and a Redis outage with requests during it and its recovery. Everything goes through
-HTTP (APIClient on tests.urls) to the real store, on Redis and on the memory store. The model
-(tests/quotas/money_model.py) predicts every decision the store makes; what an allowance or the local fallback
-admits it does not predict, and charges as the service admitted it. After every step:
+period quota of requests (or, one in four, on the plan "busy"), whose steps are drawn from: priced requests
+(/t/priced) whose actual cost is equal to, below or above the estimate, or that fail (5xx); a priced streamed
+response (/t/priced-stream) read to its end (charged the cost its body reports at its end, nothing when the body
+fails midway) or cut after its first chunk, the client gone and the response closed (charged what the body
+reported by then, else its estimate: docs/concepts.md, "Streamed responses"); a priced GraphQL batch
+(graphene-django's, /t/graphql-batch: decided once, weighing the sum of its operations' complexities, priced
+per unit; over the endpoint's cap, 1 unit and a 400: docs/graphql.md); a burst of requests decided and settled
+by another process (an Engine of its own on the same store and clock, with its own allowances and poller: on
+the plan "busy" both processes hold allowances for the same limits); the customer's caps and a key's own cap
+set, changed and removed, and the customer's alert thresholds set, through the console API, and the watcher's
+look; a key rolled (console API, with an overlap or none), revoked (refused at once, cannot be rolled) and a new
+key issued; a plan change to a plan with other budgets, none, or local allowances on ("busy"), and every
+allowance's end in both processes; BUDGET_TIME_ZONE moved (UTC, New York, Tokyo); the injected clock moved to
+just before or after a day's or a month's end; the poller's visit; a read of the usage API; and on Redis only
+(through tests/lost_replies.py's proxy): a settlement whose reply is lost, one that fails with Redis away, and a
+Redis outage with requests during it and its recovery. Everything goes through HTTP (APIClient on
+tests/quotas/money_urls.py: tests.urls and the machine's views) to the real store, on Redis and on the memory
+store. The model (tests/quotas/money_model.py) predicts every decision the store makes; what an allowance or the
+local fallback admits it does not predict, and charges as the service admitted it. (The other process
+authenticates API keys as every view does, with the process's engine's rules: APIKeyAuthentication reads
+``default_engine``; its decisions, allowances, settlements and poller are its own.) After every step:
 
 (a) each limit in force for each key (budgets, caps, key caps, the period quota) has spent, as the store reports
     it through ``quotas.api.standing``, what the model charged it in its period (with an allowance live: at
@@ -21,8 +31,9 @@ admits it does not predict, and charges as the service admitted it. After every 
     allowance live: at most that);
 (c) a refused request is charged nothing (nor is a failed one, but by a period quota);
 (d) each counter holds at most the amount in force at an admission plus that request's cost beyond its estimate
-    (docs/concepts.md, "Overspend window"), or after an outage what it held plus LOCAL_SHARE of its amount plus
-    that excess (the local failure mode's bound);
+    (docs/concepts.md, "Overspend window"; with allowances live in both processes, each process's excess added),
+    or after an outage what it held plus LOCAL_SHARE of its amount plus that excess (the local failure mode's
+    bound);
 (e) alerts (``quotas.signals.budget_threshold_crossed``) are the model's: each sent at most once per limit,
     amount, period and threshold, only when the committed spend reached it (100 % also on a refusal at 80 % or
     more, as quotas/signals.py documents), with the spend then committed, and none missing; a period quota's in
@@ -38,15 +49,18 @@ printed), which turns that one check off (or to what the service does) until the
 else is relaxed.
 
 Profiles: `make test` runs :data:`EXAMPLES` examples of up to :data:`STEPS` steps per store (about a minute for
-both on two shared cores); ``QUOTAS_MONEY_MACHINE=nightly`` runs 3,000 examples of up to 40 steps per store (an
-hour or more), for the nightly job.
+both on two shared cores), and replays :data:`FINDINGS` and :data:`SCENARIOS`; ``QUOTAS_MONEY_MACHINE=nightly``
+runs 3,000 examples of up to 40 steps per store (an hour or more), for the nightly job;
+``QUOTAS_MONEY_MACHINE=300x10`` a draw of 300 examples of up to 10 steps per store, seeded by pytest's
+``--hypothesis-seed``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -54,7 +68,9 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.core.signals import setting_changed
+from django.core.signals import request_finished, setting_changed
+from django.db import close_old_connections
+from django.db.models.signals import post_delete, post_save
 from django.test import RequestFactory
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -74,8 +90,9 @@ from notifications.models import Event
 from notifications.watch import watch
 from plans.models import AlertThresholds, APIKey, CostBudget, PeriodQuota, Subscription
 from plans.models.keys import API_KEY_PREFIX
+from plans.receivers import WATCHED
 from quotas.api import identify, standing
-from quotas.engine import default_engine
+from quotas.engine import Engine, default_engine
 from quotas.formats.money import from_micros, to_micros
 from quotas.identity.clients import hash_api_key
 from quotas.internal_api import rules_changed
@@ -87,6 +104,7 @@ from quotas.testing import ManualClock
 from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
 from tests.lost_replies import ReplyLosingProxy
+from tests.quotas import money_urls
 from tests.quotas.money_model import PERIODS, Alert, Key, Money, Plan, first_january, period_end
 from tests.store_client import client_of
 from usage.flush import flush_usage
@@ -95,9 +113,18 @@ from usage.models import UsageRecord
 # A failure's shrinking may take minutes more than the run: it should end with its example rather than the
 # session's 120 s timeout.
 # slow: about a minute of CPU for both stores, more than `make test-fast` has for everything (it runs in `make test`).
-pytestmark = [pytest.mark.slow, pytest.mark.django_db, pytest.mark.urls("tests.urls"), pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db,
+    pytest.mark.urls("tests.quotas.money_urls"),
+    pytest.mark.timeout(900),
+]
 
-NIGHTLY = os.environ.get("QUOTAS_MONEY_MACHINE") == "nightly"
+PROFILE = os.environ.get("QUOTAS_MONEY_MACHINE", "")
+NIGHTLY = PROFILE == "nightly"
+#: A seeded draw of its own: ``QUOTAS_MONEY_MACHINE=300x10`` runs 300 examples of up to 10 steps per store, drawn
+#: anew (with pytest's ``--hypothesis-seed=21``, the same again).
+DRAW = tuple(int(n) for n in PROFILE.split("x")) if PROFILE.count("x") == 1 else None
 #: Examples per store, and the most steps in one. A step that saves a row costs a rules reload (about 9 ms) and a
 #: lookup of each key after it (4 ms each) besides its HTTP call (15 ms); a request about 5 ms. So the customers
 #: are made ahead in bulk (one reload, not one per example), the billed usage is read from the usage hashes of
@@ -106,8 +133,11 @@ NIGHTLY = os.environ.get("QUOTAS_MONEY_MACHINE") == "nightly"
 #: examples of up to 8 steps per store, 49 s of CPU for both, 81 s of wall clock (0.16 s of CPU an example; it
 #: was 0.45 s at 12 steps with half the rules). With the Redis fault rules back (2026-11-29, load about 7): the
 #: whole module, both stores, 33 s of CPU and 49 s of wall clock. (A seeded draw of 300 examples of 10 steps, seed
-#: 21, found a product bug on both stores: FINDINGS' "settlement_in_the_decisions_period".)
-EXAMPLES, STEPS = (3_000, 40) if NIGHTLY else (150, 8)
+#: 21, found a product bug on both stores: FINDINGS' "settlement_in_the_decisions_period".) With streams, GraphQL
+#: batches, the other process and key revokes (2026-11-29, load 6 to 7, the old module measured alongside): 31 s of
+#: CPU and 56 s of wall clock for the whole module, where the old one took 38 s and 70 s (the new steps cost less
+#: than those they displace in 8: a threshold set or a key rolled, a rules reload each).
+EXAMPLES, STEPS = (3_000, 40) if NIGHTLY else DRAW or (150, 8)
 
 #: Checks the service fails today, each a finding of this machine waiting for the product's fix; a name listed
 #: here turns that one check off, or to what the service does today (see the report of each in its comment).
@@ -148,6 +178,8 @@ class World:
     alerts: list[dict[str, Any]]
     customers: list[tuple[Subscription, APIKey, str]]  # made ahead, each an example's: see new_customers
     proxy: ReplyLosingProxy | None  # between the engine and Redis (None on the memory store)
+    other: Engine  # another process's: /t/priced-elsewhere decides with it (money_urls.ElsewhereThrottle)
+    rules_moved: bool = False  # a row the rules are built from changed since the other process's poller looked
 
     def time_zone(self, tz: str) -> None:
         """BUDGET_TIME_ZONE set to ``tz``: in the test's own QUOTAS (set_quotas' copy, which the settings fixture
@@ -157,6 +189,17 @@ class World:
         django_settings.QUOTAS["BUDGET_TIME_ZONE"] = tz
         quotas = django_settings.QUOTAS
         setting_changed.send(sender=type(django_settings), setting="QUOTAS", value=quotas, enter=True)
+
+    def other_polls(self) -> None:
+        """The other process's poller visits (it does every second), having seen the rules version move if a
+        row the rules are built from changed: what the commit of that change does for other processes (the
+        version bumped by ``rules.invalidate()``, an on_commit callback the test's transaction never runs) is
+        done here first. (Not invalidate() itself: this process reloaded at the change already, and a reload
+        more on every such step cost more than the new rules' other checks.)"""
+        if self.rules_moved:
+            default_engine.runtime().rules.version_counter.bump()
+            self.rules_moved = False
+        self.other.runtime().tick()
 
     def customer(self) -> tuple[Subscription, APIKey, str]:
         """A new customer on the budgeted plan, its owner's, with its first key (and that key's raw value)."""
@@ -321,10 +364,84 @@ class MoneyMachine(RuleBasedStateMachine):
         checks: a step of several makes more of each example)."""
         key = self.key(k)
         for kind, est, fraction in requests:
-            self.priced_request(key, kind, est, fraction)
+            path, estimate, charged = self.request_of(kind, est, fraction)
+            self.exchange(key, f"GET {path}", estimate, charged, 500 if kind == "fail" else 200, self.get(key, path))
 
-    def request_of(self, kind: str, est: int | None, fraction: int) -> tuple[str, int, int]:
-        """The path of a priced request, its estimate and what it is charged admitted (see REQUEST)."""
+    #: One of a burst's requests: how its actual cost compares with the burst's estimate, and how far off it is.
+    BURST = st.tuples(st.sampled_from(["equal", "equal", "below", "above", "fail"]), st.integers(0, 100))
+
+    # Three at least, of one estimate: a process takes an allowance for a client's second request like it, and
+    # serves the third from it.
+    @rule(
+        k=st.integers(0, 3),
+        est=st.sampled_from(ESTIMATES),
+        requests=st.lists(BURST, min_size=3, max_size=4),
+        end=st.booleans(),
+    )
+    def elsewhere_requests(self, k: int, est: int | None, requests: list[tuple[str, int]], end: bool) -> None:
+        """A few requests with one key and one estimate decided and settled by another process (an Engine of its
+        own on the same store and clock: its own rules snapshot, allowances and poller), first visited by its
+        poller (which sees the rules version the changes since its last visit moved). On the plan "busy" both
+        processes hold allowances for the same limits: spend and billed usage stay within the model's bound
+        while they are live, each process's excess adding to the others' (docs/concepts.md, "Overspend
+        window"), and are exact once both ended; each alert is still sent once. ``end``: then every allowance
+        ends (allowances_end: in 8 steps, that rule rarely came after allowances in both processes)."""
+        self.world.other_polls()
+        key = self.key(k)
+        for kind, fraction in requests:
+            path, estimate, charged = self.request_of(kind, est, fraction, view="/t/priced-elsewhere")
+            step = f"GET {path} (another process)"
+            self.exchange(key, step, estimate, charged, 500 if kind == "fail" else 200, self.get(key, path), 1)
+        if end and self.live:
+            self.allowances_end()
+
+    @rule(k=st.integers(0, 3), request=REQUEST, cut=st.booleans())
+    def priced_stream(self, k: int, request: tuple[str, int | None, int], cut: bool) -> None:
+        """A priced streamed response, settled when its body ends (docs/concepts.md, "Streamed responses"): read
+        to its end, it is charged the cost its body reports at its end (nothing when the body fails midway: a
+        failed request); ``cut``, the client goes away after the first chunk (the server closes the response)
+        and it is charged what the body reported by then, in a ``finally`` (here what ``below`` or ``above``
+        says), else its estimate."""
+        kind, est, fraction = request
+        key = self.key(k)
+        path, estimate, charged = self.request_of(kind, est, fraction, view="/t/priced-stream", cut=cut)
+        step = f"GET {path}" + (", cut after its first chunk" if cut else ", read to its end")
+        self.exchange(key, step, estimate, charged, 200, self.stream(key, path, cut))
+
+    #: GraphQL documents of complexity 1, 3 and 8 (docs/graphql.md, "Complexity").
+    DOCUMENTS = {"{ __typename }": 1, "{ books { title } }": 3, "{ books { title author { name } } }": 8}
+
+    @precondition(lambda self: money_urls.GRAPHQL)
+    @rule(k=st.integers(0, 3), batch=st.lists(st.sampled_from(sorted(DOCUMENTS)), min_size=1, max_size=3))
+    def graphql_batch(self, k: int, batch: list[str]) -> None:
+        """A GraphQL batch on the priced scope (docs/graphql.md): decided once with the sum of its operations'
+        complexities as its weight, priced per unit of it (all of it admitted, or none); a batch over the
+        endpoint's cap spends 1 unit, and its price, and is answered 400; a period quota counts it as one
+        request."""
+        key = self.key(k)
+        weight = sum(self.DOCUMENTS[query] for query in batch)
+        over = weight > money_urls.GRAPHQL_CAP
+        estimate = self.model.plan.price * (1 if over else weight)
+        body = json.dumps([{"id": n, "query": query} for n, query in enumerate(batch)])
+
+        def send() -> tuple[int, set[str]]:
+            response = self.client.post(
+                "/t/graphql-batch", body, content_type="application/json", HTTP_X_API_KEY=key.raw
+            )
+            if response.status_code == 429:
+                return 429, set(response.json()["errors"][0]["extensions"]["violated_policies"])
+            if response.status_code == 200:  # each operation ran, in the batch's order
+                assert [item["id"] for item in response.json()] == list(range(len(batch))), response.content
+            return response.status_code, set()
+
+        self.exchange(key, f"POST a GraphQL batch of {weight}: {batch}", estimate, estimate, 400 if over else 200, send)
+
+    def request_of(
+        self, kind: str, est: int | None, fraction: int, view: str = "/t/priced", cut: bool = False
+    ) -> tuple[str, int, int]:
+        """The path of a priced request to ``view``, its estimate and what it is charged admitted (see REQUEST);
+        ``cut``: a stream closed after its first chunk, which reports ``below``'s or ``above``'s cost then (and
+        never reaches a failure, nor reports an ``equal``'s: its estimate stands)."""
         estimate = self.model.plan.price if est is None else est
         query = [] if est is None else [f"est={money(est)}"]
         actual = estimate
@@ -333,42 +450,86 @@ class MoneyMachine(RuleBasedStateMachine):
         elif kind == "above":
             actual = estimate + 1 + estimate * 2 * fraction // 100
         if kind in ("below", "above"):
-            query.append(f"actual={money(actual)}")
+            query.append(f"{'partial' if cut else 'actual'}={money(actual)}")
         if kind == "fail":
             query.append("fail=1")
-        charged = 0 if kind == "fail" else actual
-        return "/t/priced" + ("?" + "&".join(query) if query else ""), estimate, charged
+        charged = 0 if kind == "fail" and not cut else actual
+        return view + ("?" + "&".join(query) if query else ""), estimate, charged
 
-    def priced_request(self, key: Key, kind: str, est: int | None, fraction: int) -> None:
-        path, estimate, charged = self.request_of(kind, est, fraction)
+    def get(self, key: Key, path: str) -> Callable[[], tuple[int, set[str]]]:
+        """A GET of ``path`` with ``key``: its status, and the limits a 429 names."""
+
+        def send() -> tuple[int, set[str]]:
+            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+            refused = response.status_code == 429
+            return response.status_code, set(response.json().get("violated_policies", [])) if refused else set()
+
+        return send
+
+    def stream(self, key: Key, path: str, cut: bool) -> Callable[[], tuple[int, set[str]]]:
+        """A GET of the streamed ``path`` with ``key``, its body read to its end (the test client then closes the
+        response, as a server does), or ``cut`` after its first chunk (the response closed then)."""
+
+        def send() -> tuple[int, set[str]]:
+            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+            if response.status_code != 200:
+                return response.status_code, set(response.json().get("violated_policies", []))
+            chunks = iter(response.streaming_content)
+            assert next(chunks) == b"one "
+            if cut:
+                # The server closes the response of a client gone (Django's close(), which sends request_finished:
+                # as the test client does, without closing the test's database connection in its transaction).
+                request_finished.disconnect(close_old_connections)
+                try:
+                    response.close()
+                finally:
+                    request_finished.connect(close_old_connections)
+            else:
+                try:
+                    assert b"".join(chunks) == b"two"
+                except RuntimeError:  # the body failed midway: its headers (200) had gone out
+                    assert "fail=1" in path
+            return 200, set()
+
+        return send
+
+    def exchange(
+        self,
+        key: Key,
+        step: str,
+        estimate: int,
+        charged: int,
+        ok: int,
+        send: Callable[[], tuple[int, set[str]]],
+        process: int = 0,
+    ) -> None:
+        """One priced request with ``key`` estimated at ``estimate``, charged ``charged`` if admitted (answered
+        ``ok`` then): ``send()`` makes it, and says its status and the limits a 429 named. ``process``: the one
+        that decides it (0: the machine's, 1: another)."""
         self.days.add(datetime.strptime(day_of(self.now), "%Y%m%d").date())  # the usage hash it counts in
-        step = f"GET {path} with key {key.kid}"
+        step += f" with key {key.kid}"
         if self.model.plan.allowances:
             self.live = self.bounded = True
         if self.live:
             # An allowance may admit it when Redis would not (its units were taken ahead), or the units it holds
             # may refuse it: what was admitted is charged, and the spend's bound is checked after the step.
-            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
-            if response.status_code == 429:
-                policies = set(response.json().get("violated_policies", []))
+            status, policies = send()
+            if status == 429:
                 assert policies <= {w.name for w in self.model.windows(key)}, f"{step}: refused by {policies}"
             else:
-                assert response.status_code == (500 if kind == "fail" else 200), (step, response.content[:300])
-                self.model.charge(key, estimate, charged, self.now)
+                assert status == ok, f"{step}: {status}"
+                self.model.charge(key, estimate, charged, self.now, process=process)
             self.check_alerts_bounded(step)
             self.expect_own(None, step)
             return
         before = {w.counter: self.model.used(w, self.now) for w in self.model.windows(key)}
-        refused, expected = self.model.request(key, estimate, charged, self.now, failed=kind == "fail")
-        response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+        refused, expected = self.model.request(key, estimate, charged, self.now)
+        status, policies = send()
         if refused:
-            assert response.status_code == 429, f"{step}: {response.status_code}, the model refuses by {refused}"
-            policies = set(response.json().get("violated_policies", []))
+            assert status == 429, f"{step}: {status}, the model refuses by {refused}"
             assert policies == {w.name for w in refused}, f"{step}: refused by {policies}, the model by {refused}"
         else:
-            assert response.status_code == (500 if kind == "fail" else 200), (
-                f"{step}: {response.status_code} {response.content[:300]!r}, the model admits it"
-            )
+            assert status == ok, f"{step}: {status}, the model admits it"
         self.expect_alerts(expected, step)
         self.expect_own([] if refused or self.bounded else self.model.crossed(key, before, self.now), step)
 
@@ -443,12 +604,13 @@ class MoneyMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule()
     def allowances_end(self) -> None:
-        """Every allowance ends (as at exit, or at the poller's visit after HORIZON), and the poller visits: their
-        unused units go back, the alerts their spend reached are sent, and the requests they admitted are
-        written to the usage counters."""
-        runtime = default_engine.runtime()
-        runtime.settle_allowances(everything=True)
-        runtime.tick()
+        """Every allowance ends in both processes (as at exit, or at the poller's visit after HORIZON), and their
+        pollers visit: their unused units go back, the alerts their spend reached are sent, and the requests they
+        admitted are written to the usage counters."""
+        for runtime in (default_engine.runtime(), self.world.other.runtime()):
+            runtime.settle_allowances(everything=True)
+            runtime.tick()
+        self.model.allowances_ended()
         self.check_alerts_bounded("the allowances' end")
         self.expect_own(None, "the allowances' end")
         self.live = False
@@ -498,6 +660,16 @@ class MoneyMachine(RuleBasedStateMachine):
         if percents:
             self.set_thresholds(percents)
 
+    # One example in four starts on the plan "busy": allowances in two processes (elsewhere_requests) need the plan
+    # and a burst in each process, which a plan change drawn later rarely left room for in 8 steps (150 examples per
+    # store, the plan reached by a change only: no allowance of the other process was live at allowances_end).
+    # SCENARIOS' "allowances_in_two_processes" covers their end on every run.
+    @initialize(slug=st.sampled_from(["budgeted", "budgeted", "budgeted", "busy"]))
+    def first_plan(self, slug: str) -> None:
+        """The plan the example starts on."""
+        if slug != "budgeted":
+            self.change_plan(slug)
+
     @rule(percents=PERCENTS)
     def set_thresholds(self, percents: tuple[int, ...]) -> None:
         """The customer's own alert thresholds set (console API)."""
@@ -530,6 +702,22 @@ class MoneyMachine(RuleBasedStateMachine):
         if key not in self.usable():
             refused = self.client.get("/t/priced", HTTP_X_API_KEY=key.raw)
             assert refused.status_code in (401, 403), f"the rolled key {key.kid} after its overlap: {refused.content}"
+
+    @rule(k=st.integers(0, 3))
+    def revoke_key(self, k: int) -> None:
+        """A key revoked (console API): refused at once (its spend stays the subscription's: the invariants read
+        the budgets through the keys left), and never charged again; a revoked key cannot be rolled. The last
+        usable key revoked, a new one is issued (as its customer would)."""
+        key = self.key(k)
+        response = self.world.owner_api.post(self.url(f"keys/{key.kid}/revoke"))
+        assert response.status_code == 200, response.content
+        key.usable = False
+        refused = self.client.get("/t/priced", HTTP_X_API_KEY=key.raw)
+        assert refused.status_code in (401, 403), f"the revoked key {key.kid}: {refused.status_code}"
+        rolled = self.world.owner_api.post(self.url(f"keys/{key.kid}/roll"), {"overlap_seconds": 0}, format="json")
+        assert rolled.status_code == 400, f"the revoked key {key.kid} rolled: {rolled.content}"
+        if not self.usable():
+            self.new_key()
 
     @precondition(lambda self: len(self.usable()) < 2)  # a third key costs every step its lookups, tests nothing new
     @rule()
@@ -674,9 +862,10 @@ def proxy(request, set_quotas) -> Iterator[ReplyLosingProxy | None]:
 
 
 @pytest.fixture
-def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
+def world(db, quota_clock, set_quotas, proxy, monkeypatch) -> Iterator[World]:
     """The plans, their owner signed in, local allowances on one plan and the self-service APIs unthrottled (the
-    machine reads them after every step); the alerts sent, recorded."""
+    machine reads them after every step); the alerts sent, recorded; another process's engine, on the same store
+    and clock, for /t/priced-elsewhere."""
     # A client is busy from its second request (the injected clock stands still between requests) and takes up
     # to 4 requests' units at once, as much as its limits have left; only the plan "busy" lets it.
     set_quotas("ALLOWANCES", ENABLED=True, MIN_RATE=1, HORIZON=10.0, SHARE=1.0, MAX_REQUESTS=4)
@@ -713,6 +902,15 @@ def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
         alerts.append(kwargs)
 
     budget_threshold_crossed.connect(receiver, weak=False)
+    other = Engine(clock=quota_clock)  # the process's settings: the same store and KEY_PREFIX, so the same counters
+    monkeypatch.setattr(money_urls.ElsewhereThrottle, "engine", other)
+
+    def rules_moved(sender: Any, **kwargs: Any) -> None:
+        WORLD[0].rules_moved = True
+
+    for model in WATCHED:
+        post_save.connect(rules_moved, sender=model, dispatch_uid=f"money-machine-{model.__name__}", weak=False)
+        post_delete.connect(rules_moved, sender=model, dispatch_uid=f"money-machine-{model.__name__}", weak=False)
     WORLD[:] = [
         World(
             plans=plans,
@@ -723,10 +921,15 @@ def world(db, quota_clock, set_quotas, proxy) -> Iterator[World]:
             alerts=alerts,
             customers=[],
             proxy=proxy,
+            other=other,
         )
     ]
     yield WORLD[0]
     budget_threshold_crossed.disconnect(receiver)
+    for model in WATCHED:
+        post_save.disconnect(sender=model, dispatch_uid=f"money-machine-{model.__name__}")
+        post_delete.disconnect(sender=model, dispatch_uid=f"money-machine-{model.__name__}")
+    other.reset()
     WORLD.clear()
 
 
@@ -744,7 +947,7 @@ def test_money_follows_the_model(store: str, world: World) -> None:
             deadline=None,
             # `make test` draws the same examples every run, so a red CI is a change's, not a new draw's (a run
             # found a failure in one draw of several this morning); the nightly profile draws new ones each night.
-            derandomize=not NIGHTLY,
+            derandomize=not NIGHTLY and DRAW is None,
             # No "explain" phase: it traces every line the service runs, minutes on a failure, for little here.
             phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -777,6 +980,15 @@ FINDINGS = {
         ("move_time", {"to": "month"}),
         ("allowances_end", {}),
     ],
+    # An allowance's grant that crossed 80 % of a day reported its alert with the spend less the reservation's units
+    # once more: 0.06 of 0.10 where 0.08 was committed (decide.lua reports committed spend, the reservation apart;
+    # the allowance took its later requests' units off again). Found by a seeded draw (300x10, seed 31), through a
+    # GraphQL batch of 7 and a stream; any requests to 0.07 then one at the price show it.
+    "grant_alert_with_the_committed_spend": [
+        ("first_plan", {"slug": "busy"}),
+        ("priced_requests", {"k": 0, "requests": [("equal", 40000, 0), ("equal", 30000, 0)]}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+    ],
     "settlement_in_the_decisions_period": [
         ("change_time_zone", {"tz": "America/New_York"}),
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
@@ -786,14 +998,40 @@ FINDINGS = {
 }
 
 
-@pytest.mark.parametrize("finding", sorted(FINDINGS))
+#: Steps every run replays besides the draw, as the findings: what a draw of EXAMPLES examples of STEPS steps
+#: rarely reaches, and a rule's checks need (each named by what it covers).
+SCENARIOS = {
+    # Both processes hold allowances for the same budgets (each serves a client's third request like its second),
+    # each one's requests costing above their estimate, then every allowance ends: spend and billed usage exact
+    # again, the alerts their spend reached sent once. (150 examples per store reached allowances in the other
+    # process four times, and their end after them never.)
+    "allowances_in_two_processes": [
+        ("first_plan", {"slug": "busy"}),
+        ("first_thresholds", {"percents": (10, 90)}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0), ("equal", None, 0), ("below", None, 40)]}),
+        (
+            "elsewhere_requests",
+            {"k": 0, "est": None, "requests": [("equal", 0), ("equal", 0), ("below", 70)], "end": False},
+        ),
+        (
+            "elsewhere_requests",
+            {"k": 0, "est": None, "requests": [("equal", 0), ("equal", 0), ("above", 60)], "end": False},
+        ),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0), ("above", None, 30)]}),
+        ("allowances_end", {}),
+        ("elsewhere_requests", {"k": 0, "est": 40000, "requests": [("equal", 0)] * 3, "end": True}),
+    ],
+}
+
+
+@pytest.mark.parametrize("finding", sorted(FINDINGS) + sorted(SCENARIOS))
 @pytest.mark.parametrize("store", STORES)
 def test_the_machine_replays_its_findings(store: str, finding: str, world: World) -> None:
-    """Each finding's steps, with the invariants after each, as the machine runs them: the check that caught it
-    passes now."""
+    """Each finding's steps (and each scenario's), with the invariants after each, as the machine runs them: the
+    check that caught it passes now."""
     machine = MoneyMachine()
     try:
-        for step, arguments in FINDINGS[finding]:
+        for step, arguments in {**FINDINGS, **SCENARIOS}[finding]:
             getattr(machine, step)(**arguments)
             machine.spend_is_the_models()
             machine.billed_usage_is_the_actual_costs()
