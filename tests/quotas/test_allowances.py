@@ -13,7 +13,7 @@ import redis
 from rest_framework.test import APIClient
 
 from config.embedded_redis import RedisServer
-from quotas.engine import default_engine
+from quotas.engine import Engine, default_engine
 from quotas.formats.rates import Rate, parse_rates
 from quotas.http.headers import rate_limit_headers
 from quotas.rules.limits import LimitRule
@@ -220,8 +220,9 @@ def _race(wins, attempts, cost, seconds, barrier, results, actual=None):
     Each admission is reported as the span it certainly happened in: Redis's time for a decision Redis made;
     for one served from an allowance, the wall clock just before and just after the call (8 processes share
     2 cores, so a process can be preempted between its first reading and the serve)."""
-    default_engine.reset()  # this process's own runtime (the parent's connections and allowances stay the parent's)
-    runtime = default_engine.runtime()
+    # An engine of this process's own: the parent's runtime is left alone, not closed here (a lock one of the
+    # parent's threads held at the fork would never be released in this process).
+    runtime = Engine().runtime()
     store = runtime.guard
     barrier.wait()
     admitted, served, sent, until = [], 0, 0, time.time() + seconds
@@ -336,8 +337,7 @@ def test_no_second_of_a_sliding_log_admits_more_than_its_limit(racing, redis_cli
 
 
 def _killed(wins, pipe):
-    default_engine.reset()
-    store = default_engine.runtime().guard
+    store = Engine().runtime().guard  # this process's own (see _race)
     decisions = [store.decide_call(DecideCall("{raced}", wins, usage="1|-", allowance_ok=True)) for _ in range(6)]
     pipe.send((sum(d.allowed for d in decisions), max(d.granted for d in decisions)))
     os.kill(os.getpid(), signal.SIGKILL)
