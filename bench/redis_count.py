@@ -51,7 +51,7 @@ from quotas.contract.protocol import (
     refund_args,
     usage_add_args,
 )
-from quotas.store.budget_day import usage_day_of
+from quotas.store.money.budget_day import usage_day_of
 
 from .redis_cost import commands_for
 

@@ -37,13 +37,13 @@ from quotas.rules.snapshot import RuleSet, Subscriber
 from quotas.runtime.key_use import KEEP_SECONDS
 from quotas.standing import NEAR
 from quotas.store.back_office import BackOffice
-from quotas.store.budget_day import usage_day_of
 from quotas.store.controller_board import ControllerBoard
 from quotas.store.controller_board import host_key as controller_host_key
 from quotas.store.controller_board import hosts_key as controller_hosts_key
 from quotas.store.controller_board import lock_key as controller_lock_key
 from quotas.store.controller_board import state_key as controller_state_key
 from quotas.store.decision import scaled
+from quotas.store.money.budget_day import usage_day_of
 from quotas.store.usage_hash_format import (
     ANONYMOUS_CLIENT,
     MAX_TEXT,

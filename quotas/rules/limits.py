@@ -46,8 +46,8 @@ class Window:
     currency: str = ""  # budgets only: quota and state are micro-units of this currency
     set_by: str = ""  # who set it, when not the plan: SET_BY_CUSTOMER (a spending cap), SET_BY_KEY (a key's own)
     # Money windows of a subscription that set alert thresholds of its own: those percents, reported as its spend
-    # is committed (quotas.observability.own_alerts). Not part of a window's identity: the same counter, limited
-    # the same way.
+    # is committed (quotas.observability.events.own_crossings). Not part of a window's identity: the same counter,
+    # limited the same way.
     alerts: tuple[int, ...] = field(default=(), compare=False)
     # A customer's cap lowering a budget: the budget's (name, amount), which its thresholds are reported against
     # too (what the owner pays for, beside what it allowed itself).

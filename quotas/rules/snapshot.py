@@ -58,7 +58,7 @@ class Subscriber:
     #: That key's own limits (a lower rate, a spending cap its owners gave it), counted besides the plan's.
     key_limits: tuple[LimitRule, ...] = ()
     #: The subscription's own alert thresholds (whole percents, sorted): every money limit of its requests
-    #: reports them as its spend is committed (quotas.observability.own_alerts).
+    #: reports them as its spend is committed (quotas.observability.events.own_crossings).
     alerts: tuple[int, ...] = ()
 
     @property

@@ -16,7 +16,7 @@ largest remainder any of them last saw from Redis: with LOCAL_SHARE = 1 / N,
 no more than was left. A client no process decided in Redis this period gets
 LOCAL_SHARE of the whole quota. What is spent locally is counted in usage,
 and what budgets spent is charged to Redis once it answers
-(:mod:`quotas.store.owed`), so the period's later requests see it: the outage
+(:mod:`quotas.store.money.owed`), so the period's later requests see it: the outage
 overspends a budget by at most what the processes admitted during it.
 """
 

@@ -12,11 +12,11 @@ what a store must not know about:
 * the local fallback (:mod:`quotas.store.fallback`): this process's share of
   each limit, and usage counted in-process (:mod:`quotas.store.usage_batches`)
   until Redis is back, when the budget spend it admitted is charged to Redis
-  (:mod:`quotas.store.owed`).
+  (:mod:`quotas.store.money.owed`).
 
 By job: this module decides (allowances, the memory of refused clients, the
 breaker and the failure mode); the guard holds its other parts as objects:
-``guard.settlement`` (:mod:`quotas.store.settlement`) what follows the view
+``guard.settlement`` (:mod:`quotas.store.money.settlement`) what follows the view
 (refund, cost adjustment, lease release, a shaped request taken back, budget
 spend owed to Redis: best effort, a failure is logged and counted, never
 raised), and ``guard.usage`` (:mod:`quotas.store.in_process_usage`) the usage
@@ -40,9 +40,9 @@ from quotas.store.deny_memory import DenyMemory
 from quotas.store.fallback import LocalLimiter
 from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
-from quotas.store.owed import OwedSpend
+from quotas.store.money.owed import OwedSpend
+from quotas.store.money.settlement import Settlement
 from quotas.store.replies import banned_states
-from quotas.store.settlement import Settlement
 from quotas.store.usage_batches import UsageBuffer
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 class Guard:
     """A :class:`~quotas.store.interface.Store` behind a memory of refused clients, a circuit breaker and the
     local fallback. What it does after the view is its ``settlement``'s
-    (:class:`~quotas.store.settlement.Settlement`), and the usage it counts in this process its ``usage``'s
+    (:class:`~quotas.store.money.settlement.Settlement`), and the usage it counts in this process its ``usage``'s
     (:class:`~quotas.store.in_process_usage.InProcessUsage`)."""
 
     def __init__(

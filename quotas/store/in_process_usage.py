@@ -12,9 +12,9 @@ from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import StoreUnavailable
 from quotas.store.allowances import Allowance, Allowances
-from quotas.store.budget_day import day_of
 from quotas.store.decision import Decision, Span, WindowState, alerted_states, committed_spans
 from quotas.store.interface import Store
+from quotas.store.money.budget_day import day_of
 from quotas.store.usage_batches import UsageBuffer
 
 logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look

@@ -29,10 +29,10 @@ from quotas.formats.periods import UsageDay, usage_day_span
 from quotas.rules.limits import Window
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS, is_script_error
-from quotas.store.budget_day import usage_day_of
 from quotas.store.decision import DecideCall, Decision, WindowState
 from quotas.store.history_store import HistoryStore
 from quotas.store.key_use_set import KeyUseSet
+from quotas.store.money.budget_day import usage_day_of
 from quotas.store.primaries import Primaries
 from quotas.store.published_multipliers import PublishedMultipliers
 from quotas.store.redis_usage import UsageCounters

@@ -37,7 +37,7 @@ from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import usage_add_args
 from quotas.settings import quota_settings
 from quotas.store.backends.connect import STORE_ERRORS
-from quotas.store.budget_day import day_of
+from quotas.store.money.budget_day import day_of
 
 logger = logging.getLogger(__name__)
 

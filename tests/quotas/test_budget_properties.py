@@ -247,7 +247,7 @@ class Traffic:
         allowances after it. An upward reconciliation ends the client's allowances in its process, so after
         ``t0`` a process serves from them only the requests checked until its first such settlement. A
         settlement that met a Redis error reaches Redis only with its process's next poller visit (the ledger of
-        quotas.store.owed): until then it is in flight as far as Redis knows.
+        quotas.store.money.owed): until then it is in flight as far as Redis knows.
         """
         t0 = self.last_redis_step
         ended: dict[int, int] = {}  # process -> the step of its first upward reconciliation after t0

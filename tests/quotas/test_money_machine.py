@@ -98,7 +98,7 @@ from quotas.identity.clients import hash_api_key
 from quotas.internal_api import rules_changed
 from quotas.settings import quota_settings
 from quotas.signals import budget_threshold_crossed
-from quotas.store.budget_day import day_of
+from quotas.store.money.budget_day import day_of
 from quotas.store.usage_hash_format import usage_key
 from quotas.testing import ManualClock
 from tests import urls

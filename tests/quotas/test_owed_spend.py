@@ -1,7 +1,7 @@
 """Money that is never lost: budget spend Redis did not see when it was spent is charged to it once it answers.
 
 An actual cost whose settlement met a Redis outage, and what the local failure mode admitted during one, wait in
-the process (quotas/store/owed.py) until the poller's next visit finds Redis up. The test's redis-server is
+the process (quotas/store/money/owed.py) until the poller's next visit finds Redis up. The test's redis-server is
 stopped for real, its data saved first and loaded when it starts again, as a production Redis keeps it.
 """
 

@@ -86,7 +86,7 @@ def test_a_later_period_is_never_replaced_by_an_earlier_one(runtime):
 
 
 def test_a_late_charge_lands_in_its_own_period_even_before_redis_counted_it(runtime):
-    """Spend Redis did not see (the local fallback's, charged once Redis answers: quotas/store/owed.py) in a month
+    """Spend Redis did not see (the local fallback's, charged once Redis answers: quotas/store/money/owed.py) in a month
     whose state Redis has not started yet, the last month's being stored: it lands in its own month, and a charge
     for a month that has since ended leaves the later one alone."""
     assert spend(runtime, 90, at(30, 12))[0]

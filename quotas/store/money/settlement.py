@@ -7,7 +7,7 @@ decision this process could not honour (no room to shape it).
 An actual cost is never lost: when Redis fails at settlement, or the decision
 was the local fallback's, the difference goes into the usage counted in this
 process and into the ledger of budget spend Redis has not seen yet
-(:mod:`quotas.store.owed`), both written by the poller once Redis answers.
+(:mod:`quotas.store.money.owed`), both written by the poller once Redis answers.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from quotas import metrics
 from quotas.contract.protocol import UsageCounter as Counter
 from quotas.exceptions import ScriptFailed, StoreUnavailable
 from quotas.store.allowances import Allowances
-from quotas.store.budget_day import day_of
 from quotas.store.decision import Decision, Span, WindowState, alerted_states, committed_spans
 from quotas.store.fallback import LocalLimiter
 from quotas.store.in_process_usage import InProcessUsage
 from quotas.store.interface import Store
-from quotas.store.owed import Owed, OwedSpend
-from quotas.store.owed_spool import replay_owed, spool_owed
+from quotas.store.money.budget_day import day_of
+from quotas.store.money.owed import Owed, OwedSpend
+from quotas.store.money.owed_spool import replay_owed, spool_owed
 
 logger = logging.getLogger("quotas.store.guard")  # the guard's log, where operators already look
 
@@ -190,7 +190,7 @@ class Settlement:
 
     def spool_owed(self) -> None:
         """At exit, Redis still away: what the ledger still owes goes to a signed spool file, charged by the next
-        process whose poller finds Redis up (:mod:`quotas.store.owed_spool`). Without a usable spool directory
+        process whose poller finds Redis up (:mod:`quotas.store.money.owed_spool`). Without a usable spool directory
         the budget part is given up (counted in ``quota_owed_spend_dropped_micros_total``) and a failed
         settlement's usage joins the usage buffer's spool."""
         entries = self.owed.take()

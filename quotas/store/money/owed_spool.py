@@ -1,6 +1,6 @@
 """Budget spend owed at exit, spooled and charged back: what a process still owes Redis when it stops.
 
-A process that exits while Redis is away writes what its ledger still owes (:mod:`quotas.store.owed`) to a
+A process that exits while Redis is away writes what its ledger still owes (:mod:`quotas.store.money.owed`) to a
 signed file beside the usage spool (``*.owed`` in :func:`~quotas.store.usage_batches.spool_dir`), and the next
 process whose poller finds Redis up charges it, as a spooled usage batch is replayed. Every entry is charged as
 a settlement with an id (a failed settlement keeps its own; other spend is given one when spooled), so a file
@@ -28,7 +28,7 @@ from django.core import signing
 
 from quotas.exceptions import StoreUnavailable
 from quotas.rules.limits import Window
-from quotas.store.owed import Owed
+from quotas.store.money.owed import Owed
 from quotas.store.usage_batches import claim, spool_dir
 
 logger = logging.getLogger(__name__)
