@@ -995,6 +995,36 @@ FINDINGS = {
         ("change_time_zone", {"tz": "Asia/Tokyo"}),
         ("priced_requests", {"k": 0, "requests": [("above", None, 50)]}),
     ],
+    # The billing review's findings that a draw of make test's size does not reach when their fix is undone
+    # (docs/concepts.md, "What the machine catches"); each of these fails on both stores with its fix undone.
+    # A rolled key's successor started its own cap's counters from 0 (the key's counters named by its own id).
+    "key_roll_keeps_the_counters": [
+        ("set_key_cap", {"k": 0, "period": "day", "amount": 10000}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("roll_key", {"k": 0, "overlap": 0}),
+    ],
+    # A cap shared its budget's stored alert level: with the cap removed, the budget's own 80 % never came.
+    "alert_levels_per_limit": [
+        ("set_cap", {"period": "day", "amount": 30000}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)] * 3}),
+        ("set_cap", {"period": "day", "amount": None}),
+        ("priced_requests", {"k": 0, "requests": [("equal", 20000, 0)] * 3}),
+    ],
+    # Units an allowance reserved raised the alert level they never reached (80 % sent below 80 %).
+    "reservation_raises_no_alert": [
+        ("change_plan", {"slug": "busy"}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)] * 3}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)] * 3}),
+    ],
+    # A customer's threshold was reported again after BUDGET_TIME_ZONE moved west (the period named by its start
+    # in the new zone, while the spend carried over).
+    "threshold_once_after_a_move_west": [
+        ("first_thresholds", {"percents": (10, 90)}),
+        ("move_time", {"to": "day-1"}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("change_time_zone", {"tz": "America/New_York"}),
+        ("watcher_visit", {}),
+    ],
 }
 
 
