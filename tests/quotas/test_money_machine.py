@@ -68,6 +68,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.handlers.base import BaseHandler
 from django.core.signals import request_finished, setting_changed
 from django.db import close_old_connections
 from django.db.models.signals import post_delete, post_save
@@ -179,6 +180,7 @@ class World:
     customers: list[tuple[Subscription, APIKey, str]]  # made ahead, each an example's: see new_customers
     proxy: ReplyLosingProxy | None  # between the engine and Redis (None on the memory store)
     other: Engine  # another process's: /t/priced-elsewhere decides with it (money_urls.ElsewhereThrottle)
+    handler: BaseHandler  # Django's request handler, its middleware loaded: for a streamed response cut short
     rules_moved: bool = False  # a row the rules are built from changed since the other process's poller looked
 
     def time_zone(self, tz: str) -> None:
@@ -471,14 +473,20 @@ class MoneyMachine(RuleBasedStateMachine):
         response, as a server does), or ``cut`` after its first chunk (the response closed then)."""
 
         def send() -> tuple[int, set[str]]:
-            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+            if cut:
+                # Through the handler itself: the test client wraps a streamed body so that closing it closes the
+                # response, and that wrapper connects close_old_connections again before close() sends
+                # request_finished, which then closed the test's database connection (PostgreSQL).
+                response = self.world.handler.get_response(RequestFactory().get(path, HTTP_X_API_KEY=key.raw))
+            else:
+                response = self.client.get(path, HTTP_X_API_KEY=key.raw)
             if response.status_code != 200:
-                return response.status_code, set(response.json().get("violated_policies", []))
+                return response.status_code, set(json.loads(response.content).get("violated_policies", []))
             chunks = iter(response.streaming_content)
             assert next(chunks) == b"one "
             if cut:
-                # The server closes the response of a client gone (Django's close(), which sends request_finished:
-                # as the test client does, without closing the test's database connection in its transaction).
+                # The server closes the response of a client gone (close(), which sends request_finished), without
+                # closing the test's database connection in its transaction, as the test client does.
                 request_finished.disconnect(close_old_connections)
                 try:
                     response.close()
@@ -911,6 +919,8 @@ def world(db, quota_clock, set_quotas, proxy, monkeypatch) -> Iterator[World]:
     for model in WATCHED:
         post_save.connect(rules_moved, sender=model, dispatch_uid=f"money-machine-{model.__name__}", weak=False)
         post_delete.connect(rules_moved, sender=model, dispatch_uid=f"money-machine-{model.__name__}", weak=False)
+    handler = BaseHandler()
+    handler.load_middleware()
     WORLD[:] = [
         World(
             plans=plans,
@@ -922,6 +932,7 @@ def world(db, quota_clock, set_quotas, proxy, monkeypatch) -> Iterator[World]:
             customers=[],
             proxy=proxy,
             other=other,
+            handler=handler,
         )
     ]
     yield WORLD[0]
