@@ -91,6 +91,17 @@ local function period_state(pend, used, level, reserved, limit, levels)
   return state
 end
 
+-- How long (us) past its end a period's state must live: a reader may still take it for its period under
+-- another BUDGET_TIME_ZONE (moved west: parse_period_state carries a state ending up to half a period before
+-- the new end), and a zone moves an end by 26 hours at most (UTC-12 to UTC+14). Without it the state died a
+-- minute after the old zone's end (bucket.lua's headroom) and the period started afresh hours early.
+local ZONE_SHIFT = 26 * 3600 * 1000000
+local function carry_ttl(reset, span)
+  local carry = span / 2
+  if carry > ZONE_SHIFT then carry = ZONE_SHIFT end
+  return reset + carry
+end
+
 -- Periods and budgets are never scaled; a refusal still returns a value
 -- (the 100 % alert, stored once) for decide() to write. `reserve` is the part
 -- of `weight` an allowance takes for its later requests: reserved, not spent
@@ -104,7 +115,7 @@ local function period_algorithm(raw, limit, weight, start, stop, next_stop, now,
     local committed = new_used - new_reserved
     local new_level = math.max(level, alert_level(committed, limit))
     return true, limit - new_used, reset, 0, 0, period_state(pend, new_used, new_level, new_reserved, limit, levels),
-      reset, committed, crossed(level, new_level)
+      carry_ttl(reset, span), committed, crossed(level, new_level)
   end
   used = used - reserved  -- what a refusal reports, and judges its 100 % alert by: committed spend
   local retry = reset
@@ -114,7 +125,7 @@ local function period_algorithm(raw, limit, weight, start, stop, next_stop, now,
   -- is still reported when it is reached.
   if level < 2 and (alert_level(used, limit) >= 1 or limit <= 0) then
     return false, math.max(0, limit - used - reserved), reset, retry, 0,
-      period_state(pend, used + reserved, 2, reserved, limit, levels), reset, used, 2
+      period_state(pend, used + reserved, 2, reserved, limit, levels), carry_ttl(reset, span), used, 2
   end
   return false, math.max(0, limit - used - reserved), reset, retry, 0, nil, reset, used, 0
 end

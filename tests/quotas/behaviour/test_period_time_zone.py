@@ -15,6 +15,7 @@ from quotas.engine import default_engine
 from quotas.formats.rates import Rate
 from quotas.rules.limits import LimitRule
 from quotas.store.decision import Decision
+from quotas.testing import ManualClock, use_clock
 
 BUDGET = LimitRule(id="b", name="month-budget", rates=(Rate(100, 86400),), algorithm="budget", period="month")
 TAG = "{s.tz}"
@@ -25,7 +26,7 @@ def at(day: int, hour: int, month: int = 11) -> float:
     return datetime(2026, month, day, hour, tzinfo=UTC).timestamp()
 
 
-def spend(runtime, cost: int, now: float):
+def spend(runtime, cost: int, now: float | None):
     """Ask for ``cost`` micro-units of the month budget at ``now``; the budget's state after it. (A settings
     change rebuilds the engine on the same store: the current one decides.)"""
     decision = default_engine.runtime().guard.decide(TAG, BUDGET.windows, cost_micros=cost, now=now)
@@ -120,3 +121,45 @@ def test_a_settlement_lands_in_the_period_its_decision_counted_in_after_the_zone
     assert decision.states[0].used == 40
     after = guard.decide(TAG, DAY_BUDGET.windows, cost_micros=0, now=at(20, 14)).states[0]
     assert after.used == 40
+
+
+QUOTA = LimitRule(id="q", name="day-quota", rates=(Rate(6, 86400),), algorithm="period_requests", period="day")
+
+
+def another_client_decides() -> None:
+    """A request of another client of the same bucket (KEY_BUCKETS=1) at a whole second: the script then sweeps
+    the bucket of its clients' fields past their expiry (bucket.lua's maybe_sweep, one write in 64 microseconds),
+    as a busy bucket's writes do every few seconds in production."""
+    assert default_engine.runtime().guard.decide("{s.other}", QUOTA.windows).allowed
+
+
+def test_a_carried_months_spend_outlives_the_old_zones_end(runtime, set_quotas):
+    """90 spent in the UTC November, then the zone moves to New York, whose November ends 5 hours after UTC's: at
+    04:59:59 UTC on 1 December (still November in New York) the 90 are there, on the engine's clock (the memory
+    store's keys expire by it) after another client's write swept the bucket. The state used to live only until
+    the UTC month's end (and a minute): the bucket's key expired, or a sweep removed its fields, and the month
+    started afresh five hours early (0.01 spent read as 0 by the money machine)."""
+    set_quotas(KEY_BUCKETS=1)
+    with use_clock(ManualClock(at(20, 12))) as clock:
+        assert spend(runtime, 90, None)[0]
+        set_quotas(BUDGET_TIME_ZONE="America/New_York")
+        clock.set(at(1, 5, month=12) - 1)
+        another_client_decides()
+        allowed, state = spend(runtime, 20, None)
+        assert not allowed
+        assert state.used == 90
+
+
+def test_a_carried_days_requests_outlive_the_old_zones_end(runtime, set_quotas):
+    """2 of 6 requests in Tokyo's 20 November (it ends at 15:00 UTC), then the zone moves to UTC, 9 hours west: at
+    23:59:59 UTC the 2 still count (the next request leaves 3, not 5)."""
+    set_quotas(KEY_BUCKETS=1, BUDGET_TIME_ZONE="Asia/Tokyo")
+    with use_clock(ManualClock(at(20, 12))) as clock:
+        guard = default_engine.runtime().guard
+        assert all(guard.decide(TAG, QUOTA.windows).allowed for _ in range(2))
+        set_quotas(BUDGET_TIME_ZONE="UTC")
+        clock.set(at(21, 0) - 1)
+        another_client_decides()
+        decision = default_engine.runtime().guard.decide(TAG, QUOTA.windows)
+        assert decision.allowed
+        assert decision.states[0].remaining == 3
