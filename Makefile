@@ -49,10 +49,12 @@ run: $(RUN_STAMP)
 ## workers end together (--dist loadgroup: under pytest 9.2 it no longer groups xdist_group marks, pytest-xdist#1386;
 ## the session's builds are shared between workers instead: tests/session_files.py). A third worker (-n 3) only
 ## made the suite flakier under load. Target: 4 min on 2 cores.
-## Last measured (2026-11-29, PostgreSQL, 2 cores): quiet, 3,245 tests in 5 min 13 s to 5 min 27 s, about 460 s of
-## CPU over the process tree, 309 s of it the 147 slow tests: the fresh project's builds and processes 67 s, the
-## money machine 38 s (300 examples, the floor), the worker-kill tests 33 s, the MariaDB flush 18 s; a Django
-## process start costs about 1.1 s of CPU. The PostgreSQL server's CPU is not in those figures (up to 39 s a run).
+## Last measured (2026-11-29, PostgreSQL, 2 cores, a fresh clone's .ci/run, load average 2 to 3): 3,273 tests
+## in 4 min 26 s (5 min 13 s to 5 min 27 s earlier that day; since then the test clients no longer make WhiteNoise
+## scan every static file, tests/conftest.py, and the fresh project installs the session's wheel). The slow tests
+## are most of the rest: the fresh project's builds and processes, the money machine (300 examples, the floor), the
+## worker-kill tests, the MariaDB flush; a Django process start costs about 1.1 s of CPU. The PostgreSQL server's
+## CPU is not in those figures (up to 39 s a run).
 ## Under other sessions' load it is far slower, and flakier: 16 min 14 s at a load average of 6 to 8, 24 min at 8
 ## to 14; CPU seconds grow with the load on that virtual machine (the same 300 money-machine examples: 38 s of CPU
 ## at 6 to 8, 57 s at 10 to 14), so compare runs by per-test figures taken at one load (--durations).
@@ -67,8 +69,9 @@ test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 ## The edit-run loop: every test but the slow ones (real time, real processes, browsers), in parallel. Target 60 s;
-## measured quiet on 2026-11-29: 3,083 tests in 1 min 15 s; on PostgreSQL at a load average of 7 from other
-## sessions: 3,092 in 5 min 25 s, 171 s of CPU (the behaviour suite's budgets, the dashboard's views the largest).
+## measured quiet on 2026-11-29 (a fresh clone, SQLite): 3,098 tests in 55 s (1 min 15 s earlier that day, before the
+## WhiteNoise change above); on PostgreSQL at a load average of 7 from other sessions: 3,092 in 5 min 25 s, 171 s of
+## CPU.
 test-fast: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
