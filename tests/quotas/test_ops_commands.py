@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from io import StringIO
 
 import pytest
@@ -112,8 +113,18 @@ def test_an_ipv6_client_is_named_by_its_network(free):
     assert status(report["client"]) == report  # the tag as a list shows it
 
 
-def test_a_banned_client_shows_its_ban_and_last_refusals(free, runtime):
-    """After a flood the client is banned: until when, and the refusals that led there."""
+def a_moment_600_s_from_which_reads_more_than_600(after: float) -> float:
+    """A moment after ``after`` from which a 600 s ban, stamped in whole microseconds, ends more than 600 s later
+    in floating point (so that "seconds left" is computed where rounding could show 601)."""
+    at = math.floor(after) + 10.0
+    while (int(at * 1_000_000) + 600_000_000) / 1_000_000 - at <= 600:
+        at += 0.0000137
+    return at
+
+
+def test_a_banned_client_shows_its_ban_and_last_refusals(free, runtime, quota_clock):
+    """After a flood the client is banned: until when (600 s left, never 601), and the refusals that led there."""
+    quota_clock.set(a_moment_600_s_from_which_reads_more_than_600(quota_clock.now()))
     free.ban_threshold, free.ban_window, free.ban_durations = 2, 60, "600"
     free.save()
     runtime.rules.invalidate()
@@ -121,7 +132,7 @@ def test_a_banned_client_shows_its_ban_and_last_refusals(free, runtime):
     runtime.refusals.write(runtime.store.refusals)  # the poller's job, about once a second
     report = status(ADDRESS)
     assert report["ban"]["strikes"] == 1
-    assert 590 < report["ban"]["seconds_left"] <= 600
+    assert report["ban"]["seconds_left"] == 600  # the clock stands still
     assert report["ban"]["until"].endswith("+00:00")
     assert report["refusals"]
     assert report["refusals"][0]["reason"] in {"rate", "banned"}
