@@ -291,11 +291,8 @@ class RedisStore:
             now = self.decision_time(keys.bucket) if ban is not None else 0.0
         except STORE_ERRORS as exc:
             raise _failure(f"reading the ban of {tag}", exc) from exc
-        if ban is None or ban.until <= now:
-            return None
-        # To the microsecond, the precision a ban is stored in: two epoch floats 600 s apart can differ by
-        # 600.0000002, which a reader rounding up shows as 601 s left of a 600 s ban.
-        return replace(ban, seconds_left=round(ban.until - now, 6))
+        # Seconds left to the microsecond a ban is stored in: epoch floats 600 s apart can differ by 600.0000002.
+        return replace(ban, seconds_left=round(ban.until - now, 6)) if ban is not None and ban.until > now else None
 
     def clear(self, tag: str, windows: Sequence[Window] | None = None, keep: Sequence[Window] = ()) -> int:
         """Delete client ``tag``'s limit state; returns how many fields and keys went.
