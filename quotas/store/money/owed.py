@@ -22,7 +22,8 @@ settlement, budgets and usage together, which Redis takes at most once
 The ledger is bounded (``size`` entries): past that the oldest entry is
 dropped and counted in ``quota_owed_spend_dropped_micros_total``, as is an
 entry the script refuses (a client's keys in a bad state). A process that
-exits while Redis is still away tries once and counts what it could not charge.
+exits while Redis is still away spools what it still owes
+(:mod:`quotas.store.money.owed_spool`): the next process charges it, once.
 """
 
 from __future__ import annotations
