@@ -11,9 +11,9 @@ to the decision service (``quotas.decide.check(engine, facts)``)::
 
 :data:`default_engine` is the process's engine (the platform's apps, the admin and the management commands use
 it too). It builds its runtime on first use and rebuilds it when ``QUOTAS`` or ``REST_FRAMEWORK`` changes; a
-forked child starts its own background threads on first use. Two engines in one process are independent: each
-has its own runtime, store connections, caches and clock (give them different ``KEY_PREFIX`` values if they
-share a Redis and must not share counters).
+forked child (a gunicorn worker of a preloading master) builds a runtime of its own on first use. Two engines
+in one process are independent: each has its own runtime, store connections, caches and clock (give them
+different ``KEY_PREFIX`` values if they share a Redis and must not share counters).
 """
 
 from __future__ import annotations
@@ -87,8 +87,12 @@ class Engine:
         self.reset()
 
     def _forked(self) -> None:
-        self.ready = None  # the parent's threads did not come along: runtime() starts this process's own
-        self._lock = threading.Lock()  # one a parent's thread held when it forked would never be released here
+        # A child builds a runtime of its own on first use. Its parent's is the parent's: the units its allowances
+        # reserved in Redis (served here too, a limit of 20 admitted 29 between them), its owed spend, and locks
+        # its threads may have held at the fork, never released in this process. It is dropped, not closed:
+        # closing would settle what the parent settles (Runtime.at_exit does nothing here either).
+        self.ready = self._runtime = None
+        self._lock = threading.Lock()
 
 
 #: Every engine of the process, for the fork hook and a settings change (a registry, held weakly).

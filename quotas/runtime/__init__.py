@@ -12,6 +12,7 @@ settings change.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Sequence
 
@@ -81,7 +82,10 @@ class Runtime:
         self._board: ControllerBoard | None = None
         self._board_lock = threading.Lock()
         rules.on_reload = self._rules_changed
-        atexit.register(self._at_exit)
+        #: The process this runtime belongs to: a forked child inherits the object (and its atexit entry) with
+        #: its parent's allowances and owed spend, which are the parent's to settle (see at_exit).
+        self.pid = os.getpid()
+        atexit.register(self.at_exit)
 
     def forget(self) -> None:
         """Drop what this process remembers from Redis (refused clients, blocks): the rules or a ban changed."""
@@ -160,9 +164,14 @@ class Runtime:
         self.rules.invalidate()  # every process drops its remembered refusals, bans and allowances
         return deleted
 
-    def _at_exit(self) -> None:
-        # A graceful shutdown settles everything: unused allowances go back, usage counted here is written
-        # (or spooled for another process to replay when Redis is away).
+    def at_exit(self) -> None:
+        """A graceful shutdown's work (atexit runs it): unused allowances go back, usage counted here is written
+        (or spooled for another process to replay when Redis is away), owed budget spend is charged or spooled.
+        Nothing in a process forked from the one that built the runtime: what it holds is its parent's, which
+        settles it once itself (a child giving back its parent's unused units too would let the limit admit
+        more than it allows)."""
+        if os.getpid() != self.pid:
+            return
         self.settle_allowances(everything=True)
         # Budget spend Redis has not seen: one try; what still fails is spooled for the next process to charge.
         self.charge_owed()
@@ -182,8 +191,8 @@ class Runtime:
         """Stop background work, count what is buffered, and drop connections."""
         self.poller.stop()
         self.folding.stop()
-        self._at_exit()
-        atexit.unregister(self._at_exit)
+        self.at_exit()
+        atexit.unregister(self.at_exit)
         self.store.close()
         self.back_office.close()
 

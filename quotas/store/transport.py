@@ -120,15 +120,13 @@ class _HeldConnection:
 # One thread-local per pool, so that every entry point on a client (decide, refund,
 # adjust, release) shares the thread's one held connection.
 _held_by_pool: weakref.WeakKeyDictionary[Any, threading.local] = weakref.WeakKeyDictionary()
-_held_lock = threading.Lock()
 
 
 def _held_slot(pool: Any) -> threading.local:
-    with _held_lock:
-        slot = _held_by_pool.get(pool)
-        if slot is None:
-            slot = _held_by_pool[pool] = threading.local()
-        return slot
+    # setdefault (one dict operation) rather than a lock: two threads get the same slot, and no lock is left
+    # held in a child forked while a parent's thread made one.
+    slot = _held_by_pool.get(pool)
+    return slot if slot is not None else _held_by_pool.setdefault(pool, threading.local())
 
 
 class LuaScript:

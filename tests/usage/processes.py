@@ -154,7 +154,7 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
         for client, key in keys.items():
             for path in paths:
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
-    # A worker process settles its allowances and flushes its in-process usage at exit (Runtime._at_exit);
+    # A worker process settles its allowances and flushes its in-process usage at exit (Runtime.at_exit);
     # multiprocessing children skip atexit. This process's poller stops first: a flush of its own under way when
     # the process exits would be cut short (the flush below found its batches taken and returned).
     runtime = default_engine.runtime()
