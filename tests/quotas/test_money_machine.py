@@ -1176,6 +1176,36 @@ FINDINGS = {
         ("change_time_zone", {"tz": "America/New_York"}),
         ("watcher_visit", {"ahead": 0}),
     ],
+    # Two keys' caps reaching a threshold made one budget.threshold_crossed event (named by the cap's name, not
+    # the key), with currency "" (f). Caught by the Redis draw (a key cap of 0, its refusal's 100 %); not memory's.
+    "key_cap_events_name_the_key": [
+        ("set_key_cap", {"k": 0, "period": "day", "amount": 10000}),
+        ("new_key", {}),
+        ("set_key_cap", {"k": 1, "period": "day", "amount": 10000}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("priced_requests", {"k": 1, "requests": [("equal", None, 0)]}),
+    ],
+    # The watcher named the period by its host's clock: a look with the host past midnight and the ledger not
+    # filed the old day's 10 % under the new day (e: an event the model does not record), and the new day's own
+    # 10 % was then never recorded.
+    "watcher_names_the_ledgers_period": [
+        ("first_thresholds", {"percents": (10, 90)}),
+        ("move_time", {"to": "day-1"}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("watcher_visit", {"ahead": 5}),
+        ("move_time", {"to": 60}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+    ],
+    # A request a later throttle class (the tenant's) refused was charged its price: 0.01 in the budget and the
+    # billed usage for a 429 (the memory store's draw caught it; not Redis's).
+    "refused_by_a_later_class": [
+        ("tenant_requests", {"k": 0, "neighbour": 6, "requests": [("equal", None, 0)]}),
+    ],
+    # Budget spend owed when the process exited with Redis away was dropped: the day budget held the estimate,
+    # 0.01, where 0.02 was spent (Redis only: the memory store is never away).
+    "owed_spend_survives_an_exit": [
+        ("settle_with_a_fault", {"k": 0, "fault": "Redis error, then the process exits", "more": 1}),
+    ],
     # The month's state lived until a minute after the UTC month's end, so once BUDGET_TIME_ZONE moved to New York
     # its last five hours read 0 spent where 0.01 was (period.lua's TTL; seen on the memory store, whose keys expire
     # by the injected clock; a sweep of the bucket does it on Redis).
@@ -1213,11 +1243,17 @@ SCENARIOS = {
 }
 
 
+#: Findings whose steps are the fault rules' (through the proxy): Redis only.
+REDIS_ONLY = {"owed_spend_survives_an_exit"}
+
+
 @pytest.mark.parametrize("finding", sorted(FINDINGS) + sorted(SCENARIOS))
 @pytest.mark.parametrize("store", STORES)
 def test_the_machine_replays_its_findings(store: str, finding: str, world: World) -> None:
     """Each finding's steps (and each scenario's), with the invariants after each, as the machine runs them: the
     check that caught it passes now."""
+    if store == "memory" and finding in REDIS_ONLY:
+        pytest.skip("its steps need Redis away, and the memory store never is")
     machine = MoneyMachine()
     try:
         for step, arguments in {**FINDINGS, **SCENARIOS}[finding]:
