@@ -6,22 +6,25 @@ period quota of requests (or, one in four, on the plan "busy"), whose steps are 
 response (/t/priced-stream) read to its end (charged the cost its body reports at its end, nothing when the body
 fails midway) or cut after its first chunk, the client gone and the response closed (charged what the body
 reported by then, else its estimate: docs/concepts.md, "Streamed responses"); a priced GraphQL batch
-(graphene-django's, /t/graphql-batch: decided once, weighing the sum of its operations' complexities, priced
-per unit; over the endpoint's cap, 1 unit and a 400: docs/graphql.md); a burst of requests decided and settled
-by another process (an Engine of its own on the same store and clock, with its own allowances and poller: on
-the plan "busy" both processes hold allowances for the same limits); the customer's caps and a key's own cap
+(graphene-django's, /t/graphql-batch: decided once, weighing the sum of its operations' complexities, priced per
+unit; over the endpoint's cap, 1 unit and a 400: docs/graphql.md); a burst of requests decided and settled by
+another process (an Engine of its own on the same store and clock, with its own allowances and poller: on the
+plan "busy" both processes hold allowances for the same limits); requests to a view with a second throttle class
+counting per tenant (/t/priced-tenant), the tenant shared with another customer whose requests may spend its
+period quota, so that the second class refuses what the first admitted; the customer's caps and a key's own cap
 set, changed and removed, and the customer's alert thresholds set, through the console API, and the watcher's
-look; a key rolled (console API, with an overlap or none), revoked (refused at once, cannot be rolled) and a new
-key issued; a plan change to a plan with other budgets, none, or local allowances on ("busy"), and every
-allowance's end in both processes; BUDGET_TIME_ZONE moved (UTC, New York, Tokyo); the injected clock moved to
-just before or after a day's or a month's end; the poller's visit; a read of the usage API; and on Redis only
-(through tests/lost_replies.py's proxy): a settlement whose reply is lost, one that fails with Redis away, and a
-Redis outage with requests during it and its recovery. Everything goes through HTTP (APIClient on
-tests/quotas/money_urls.py: tests.urls and the machine's views) to the real store, on Redis and on the memory
-store. The model (tests/quotas/money_model.py) predicts every decision the store makes; what an allowance or the
-local fallback admits it does not predict, and charges as the service admitted it. (The other process
-authenticates API keys as every view does, with the process's engine's rules: APIKeyAuthentication reads
-``default_engine``; its decisions, allowances, settlements and poller are its own.) After every step:
+look (its host's clock on the decisions' or 5 s ahead of it); a key rolled (console API, with an overlap or
+none), revoked (refused at once, cannot be rolled) and a new key issued; a plan change to a plan with other
+budgets, none, or local allowances on ("busy"), and every allowance's end in both processes; BUDGET_TIME_ZONE
+moved (UTC, New York, Tokyo); the injected clock moved to just before or after a day's or a month's end; the
+poller's visit; a read of the usage API; and on Redis only (through tests/lost_replies.py's proxy): a settlement
+whose reply is lost, one that fails with Redis away (and then the process exits before Redis is back: the next
+process charges what it spooled), and a Redis outage with requests during it and its recovery. Everything goes
+through HTTP (APIClient on tests/quotas/money_urls.py: tests.urls and the machine's views) to the real store, on
+Redis and on the memory store. The model (tests/quotas/money_model.py) predicts every decision the store makes;
+what an allowance or the local fallback admits it does not predict, and charges as the service admitted it. (The
+other process authenticates API keys as every view does, with the process's engine's rules: APIKeyAuthentication
+reads ``default_engine``; its decisions, allowances, settlements and poller are its own.) After every step:
 
 (a) each limit in force for each key (budgets, caps, key caps, the period quota) has spent, as the store reports
     it through ``quotas.api.standing``, what the model charged it in its period (with an allowance live: at
@@ -43,6 +46,9 @@ authenticates API keys as every view does, with the process's engine's rules: AP
     records (those its committed spend crossed, per limit, name, period and percent) and those the watcher's look
     records (thresholds reached that no spend crossed) are the model's; with allowances or after an outage, each
     reached its percent and reports no more than was charged.
+(f) each alert of the customer is a ``budget.threshold_crossed`` event of its own (notifications/receivers.py):
+    one per client, limit, period and threshold (two keys' caps are two events, each naming its key), with the
+    first alert's spend and amount, a money limit's in the plans' currency, a period quota's in its unit.
 
 A check the service is known to fail is named in :data:`KNOWN_FINDINGS` (with the minimal example Hypothesis
 printed), which turns that one check off (or to what the service does) until the product is fixed; nothing
