@@ -146,8 +146,9 @@ DRAW = tuple(int(n) for n in PROFILE.split("x")) if PROFILE.count("x") == 1 else
 #: than those they displace in 8: a threshold set or a key rolled, a rules reload each).
 #: With the tenant's throttle class, the exit with Redis away, the watcher's host ahead and the events check (f)
 #: (2026-11-29, load 4 to 10, main's module run alongside, twice): the draw of both stores 43.9 s and 38.2 s of
-#: wall clock where main's took 62.9 s and 45.0 s; the events check reads only after a step that sent an alert
-#: (read after every step, it added 18 s on the memory store).
+#: wall clock where main's took 62.9 s and 45.0 s, and 34.9 s of CPU where main's took 41.0 s (its draw differs);
+#: on PostgreSQL at load 6.5 to 8.8, 100 s of wall clock where main's took 82 s. The events check reads only after
+#: a step that sent an alert (read after every step, it added 18 s on the memory store).
 EXAMPLES, STEPS = (3_000, 40) if NIGHTLY else DRAW or (150, 8)
 
 #: Checks the service fails today, each a finding of this machine waiting for the product's fix; a name listed
