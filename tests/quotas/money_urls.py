@@ -1,5 +1,6 @@
 """The money machine's URLs (test_money_machine.py): tests.urls, plus a priced stream, the priced view decided
-by another process's engine, and a priced GraphQL batch endpoint (where graphene-django is installed)."""
+by another process's engine, the priced view with a second throttle class counting per tenant, and a priced
+GraphQL batch endpoint (where graphene-django is installed)."""
 
 from __future__ import annotations
 
@@ -54,9 +55,26 @@ class PricedElsewhereView(PricedView):
     throttle_classes = [ElsewhereThrottle]
 
 
+class TenantThrottle(QuotaThrottle):
+    """Counts the plan's limits per tenant (the X-Tenant header): a decision of its own after QuotaThrottle's,
+    which spends the tenant's rate windows and period quotas only (a request is priced once: the first
+    decision's price and budgets)."""
+
+    def get_cache_key(self, request, view):
+        return f"tenant:{request.headers.get('X-Tenant', '')}"
+
+
+class PricedTenantView(PricedView):
+    """PricedView with two throttle classes: the subscriber's limits, then the tenant's (which may refuse what
+    the first admitted: that request is charged nothing)."""
+
+    throttle_classes = [QuotaThrottle, TenantThrottle]
+
+
 urlpatterns = [
     path("t/priced-stream", PricedStreamView.as_view()),
     path("t/priced-elsewhere", PricedElsewhereView.as_view()),
+    path("t/priced-tenant", PricedTenantView.as_view()),
 ]
 
 if GRAPHQL:

@@ -6,22 +6,25 @@ period quota of requests (or, one in four, on the plan "busy"), whose steps are 
 response (/t/priced-stream) read to its end (charged the cost its body reports at its end, nothing when the body
 fails midway) or cut after its first chunk, the client gone and the response closed (charged what the body
 reported by then, else its estimate: docs/concepts.md, "Streamed responses"); a priced GraphQL batch
-(graphene-django's, /t/graphql-batch: decided once, weighing the sum of its operations' complexities, priced
-per unit; over the endpoint's cap, 1 unit and a 400: docs/graphql.md); a burst of requests decided and settled
-by another process (an Engine of its own on the same store and clock, with its own allowances and poller: on
-the plan "busy" both processes hold allowances for the same limits); the customer's caps and a key's own cap
+(graphene-django's, /t/graphql-batch: decided once, weighing the sum of its operations' complexities, priced per
+unit; over the endpoint's cap, 1 unit and a 400: docs/graphql.md); a burst of requests decided and settled by
+another process (an Engine of its own on the same store and clock, with its own allowances and poller: on the
+plan "busy" both processes hold allowances for the same limits); requests to a view with a second throttle class
+counting per tenant (/t/priced-tenant), the tenant shared with another customer whose requests may spend its
+period quota, so that the second class refuses what the first admitted; the customer's caps and a key's own cap
 set, changed and removed, and the customer's alert thresholds set, through the console API, and the watcher's
-look; a key rolled (console API, with an overlap or none), revoked (refused at once, cannot be rolled) and a new
-key issued; a plan change to a plan with other budgets, none, or local allowances on ("busy"), and every
-allowance's end in both processes; BUDGET_TIME_ZONE moved (UTC, New York, Tokyo); the injected clock moved to
-just before or after a day's or a month's end; the poller's visit; a read of the usage API; and on Redis only
-(through tests/lost_replies.py's proxy): a settlement whose reply is lost, one that fails with Redis away, and a
-Redis outage with requests during it and its recovery. Everything goes through HTTP (APIClient on
-tests/quotas/money_urls.py: tests.urls and the machine's views) to the real store, on Redis and on the memory
-store. The model (tests/quotas/money_model.py) predicts every decision the store makes; what an allowance or the
-local fallback admits it does not predict, and charges as the service admitted it. (The other process
-authenticates API keys as every view does, with the process's engine's rules: APIKeyAuthentication reads
-``default_engine``; its decisions, allowances, settlements and poller are its own.) After every step:
+look (its host's clock on the decisions' or 5 s ahead of it); a key rolled (console API, with an overlap or
+none), revoked (refused at once, cannot be rolled) and a new key issued; a plan change to a plan with other
+budgets, none, or local allowances on ("busy"), and every allowance's end in both processes; BUDGET_TIME_ZONE
+moved (UTC, New York, Tokyo); the injected clock moved to just before or after a day's or a month's end; the
+poller's visit; a read of the usage API; and on Redis only (through tests/lost_replies.py's proxy): a settlement
+whose reply is lost, one that fails with Redis away (and then the process exits before Redis is back: the next
+process charges what it spooled), and a Redis outage with requests during it and its recovery. Everything goes
+through HTTP (APIClient on tests/quotas/money_urls.py: tests.urls and the machine's views) to the real store, on
+Redis and on the memory store. The model (tests/quotas/money_model.py) predicts every decision the store makes;
+what an allowance or the local fallback admits it does not predict, and charges as the service admitted it. (The
+other process authenticates API keys as every view does, with the process's engine's rules: APIKeyAuthentication
+reads ``default_engine``; its decisions, allowances, settlements and poller are its own.) After every step:
 
 (a) each limit in force for each key (budgets, caps, key caps, the period quota) has spent, as the store reports
     it through ``quotas.api.standing``, what the model charged it in its period (with an allowance live: at
@@ -43,6 +46,9 @@ authenticates API keys as every view does, with the process's engine's rules: AP
     records (those its committed spend crossed, per limit, name, period and percent) and those the watcher's look
     records (thresholds reached that no spend crossed) are the model's; with allowances or after an outage, each
     reached its percent and reports no more than was charged.
+(f) each alert of the customer is a ``budget.threshold_crossed`` event of its own (notifications/receivers.py):
+    one per client, limit, period and threshold (two keys' caps are two events, each naming its key), with the
+    first alert's spend and amount, a money limit's in the plans' currency, a period quota's in its unit.
 
 A check the service is known to fail is named in :data:`KNOWN_FINDINGS` (with the minimal example Hypothesis
 printed), which turns that one check off (or to what the service does) until the product is fixed; nothing
@@ -86,7 +92,7 @@ from hypothesis.stateful import (
 from rest_framework.test import APIClient
 
 from console.models import Membership, Role
-from notifications.events import SPEND_THRESHOLD
+from notifications.events import BUDGET_THRESHOLD, SPEND_THRESHOLD
 from notifications.models import Event
 from notifications.watch import watch
 from plans.models import AlertThresholds, APIKey, CostBudget, PeriodQuota, Subscription
@@ -106,7 +112,7 @@ from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
 from tests.lost_replies import ReplyLosingProxy
 from tests.quotas import money_urls
-from tests.quotas.money_model import PERIODS, Alert, Key, Money, Plan, first_january, period_end
+from tests.quotas.money_model import PERIODS, Alert, Key, Money, Plan, first_january, level_of, period_end
 from tests.store_client import client_of
 from usage.flush import flush_usage
 from usage.models import UsageRecord
@@ -138,11 +144,32 @@ DRAW = tuple(int(n) for n in PROFILE.split("x")) if PROFILE.count("x") == 1 else
 #: batches, the other process and key revokes (2026-11-29, load 6 to 7, the old module measured alongside): 31 s of
 #: CPU and 56 s of wall clock for the whole module, where the old one took 38 s and 70 s (the new steps cost less
 #: than those they displace in 8: a threshold set or a key rolled, a rules reload each).
+#: With the tenant's throttle class, the exit with Redis away, the watcher's host ahead and the events check (f)
+#: (2026-11-29, load 4 to 10, main's module run alongside, twice): the draw of both stores 43.9 s and 38.2 s of
+#: wall clock where main's took 62.9 s and 45.0 s, and 34.9 s of CPU where main's took 41.0 s (its draw differs);
+#: on PostgreSQL at load 6.5 to 8.8, 100 s of wall clock where main's took 82 s. The events check reads only after
+#: a step that sent an alert (read after every step, it added 18 s on the memory store).
 EXAMPLES, STEPS = (3_000, 40) if NIGHTLY else DRAW or (150, 8)
 
 #: Checks the service fails today, each a finding of this machine waiting for the product's fix; a name listed
 #: here turns that one check off, or to what the service does today (see the report of each in its comment).
-KNOWN_FINDINGS: frozenset[str] = frozenset()
+KNOWN_FINDINGS: frozenset[str] = frozenset(
+    {
+        # A request a later throttle class refuses is withdrawn (its first decision's units given back), but a
+        # period quota's alert level that admission raised stays: the 80 % it reached was never sent (withdrawn),
+        # and the real 80 % that follows is not sent either (refund.lua keeps the level). Both stores, minimal:
+        # 4 requests of the 6-request quota, the tenant spent by its neighbour (6), a request the tenant refuses,
+        # then a request: "alerts missing: [('requests-per-day', 80, ..., 5, 6)] (sent [])". Turned to what the
+        # service does: the withdrawn admission's level stays in the model.
+        "withdrawal_takes_back_its_quota_level",
+        # ... and after BUDGET_TIME_ZONE moved east, a period quota's state still stored under the old zone's
+        # later end gives no unit back (refund.lua compares the stored end with the new zone's, without
+        # period.lua's carry-over): a refused request counted. Memory store, minimal: a request, Tokyo, two
+        # requests, the tenant spent, a request the tenant refuses: "requests-per-day has 1 left, the model
+        # counted 3 of 6". Turned to what the service does: the unit stays in the model.
+        "withdrawal_in_a_carried_period",
+    }
+)
 
 #: The plans an example moves between: (price, {period: budget amount}, local allowances), in micro-units.
 PLANS = {
@@ -182,6 +209,7 @@ class World:
     other: Engine  # another process's: /t/priced-elsewhere decides with it (money_urls.ElsewhereThrottle)
     handler: BaseHandler  # Django's request handler, its middleware loaded: for a streamed response cut short
     rules_moved: bool = False  # a row the rules are built from changed since the other process's poller looked
+    currency: str = ""  # the plans' (each budget's): every money event's
 
     def time_zone(self, tz: str) -> None:
         """BUDGET_TIME_ZONE set to ``tz``: in the test's own QUOTAS (set_quotas' copy, which the settings fixture
@@ -245,7 +273,9 @@ class MoneyMachine(RuleBasedStateMachine):
         self.model = Money(plan=world.plans["budgeted"], keys=[Key(raw=raw, kid=row.pk, counters=row.pk)])
         self.client = world.client
         self.tag = f"s.{self.sub.pk}"
-        self.seen = len(world.alerts)
+        self.seen = self.first_alert = self.events_read = len(world.alerts)
+        # Another customer on the plan "budgeted", sharing this one's tenant (tenant_requests): taken when first used.
+        self.neighbour: tuple[Subscription, APIKey, str] | None = None
         self.sent_once: set[tuple[str, int, float, int]] = set()
         self.days: set[date] = set()  # the usage days of its requests
         # Local allowances: "live" from a request on a plan that has them until they all ended (the spend and the
@@ -438,6 +468,79 @@ class MoneyMachine(RuleBasedStateMachine):
 
         self.exchange(key, f"POST a GraphQL batch of {weight}: {batch}", estimate, estimate, 400 if over else 200, send)
 
+    @rule(
+        k=st.integers(0, 3),
+        neighbour=st.sampled_from([0, 3, 6]),
+        requests=st.lists(REQUEST, min_size=1, max_size=2),
+    )
+    def tenant_requests(self, k: int, neighbour: int, requests: list[tuple[str, int | None, int]]) -> None:
+        """Requests to a view with two throttle classes (tests/quotas/money_urls.py: QuotaThrottle, then a class
+        counting the plan's limits per tenant), the tenant shared with another customer on the plan "budgeted"
+        (the neighbour), who first sends ``neighbour`` requests at the price. Once the tenant's period quota is
+        spent, the tenant class refuses what the customer's own limits admit: (c) that request is charged nothing,
+        in its budgets, period quota or billed usage (its first decision is withdrawn), and sends no alert."""
+        if self.neighbour is None:
+            self.neighbour = self.world.customer()
+        tenant = f"t{self.sub.pk}"
+        for _ in range(neighbour):
+            response = self.client.get("/t/priced-tenant", HTTP_X_API_KEY=self.neighbour[2], HTTP_X_TENANT=tenant)
+            if response.status_code == 200:  # its own limits and the tenant's admitted it: the tenant counted it
+                self.tenant_counts(self.world.plans["budgeted"])
+        key = self.key(k)
+        for kind, est, fraction in requests:
+            path, estimate, charged = self.request_of(kind, est, fraction, view="/t/priced-tenant")
+            step = f"GET {path} with key {key.kid}, tenant {tenant}"
+            send = self.get(key, path, tenant=tenant)
+            full = self.tenant_full()
+            if self.live or not full or self.model.refusing(key, estimate, self.now):
+                # The tenant admits it, or the customer's own limits refuse it first (the tenant's class never
+                # runs), or an allowance decides (exchange then checks a 429 names limits in force).
+                status = self.exchange(key, step, estimate, charged, 500 if kind == "fail" else 200, send)
+                if status != 429:
+                    self.tenant_counts(self.model.plan)
+                continue
+            self.days.add(datetime.strptime(day_of(self.now), "%Y%m%d").date())  # billed there, were it charged
+            status, policies = send()
+            assert status == 429, f"{step}: {status}, the tenant's {full} spent"
+            assert policies == full, f"{step}: refused by {policies}, the tenant's {full} spent"
+            self.withdrawn_as_the_service_does(key)
+            self.expect_alerts([], step)
+            self.expect_own([], step)
+
+    def withdrawn_as_the_service_does(self, key: Key) -> None:
+        """A request withdrawn by the tenant's refusal, in the model, as the service does while KNOWN_FINDINGS
+        lists its findings: its admission's period quota level stays, and its unit too where the quota's state is
+        named by another zone's end than the period's now (kept: not the decision's period, as refund.lua
+        reads it)."""
+        for w in self.model.windows(key):
+            if w.unit == "money":
+                continue
+            now = self.now
+            admitted = self.model.used(w, now) + 1  # what its admission counted
+            stored = self.model.counters.get(w.counter, (0.0, 0))[0]
+            live = self.model.live(stored, w.period, now) or period_end(w.period, now, self.model.tz)
+            if not check("withdrawal_in_a_carried_period") and live != period_end(w.period, now, self.model.tz):
+                self.model.counters[w.counter] = (live, admitted)
+            if not check("withdrawal_takes_back_its_quota_level"):
+                self.model._keep(w, now)  # the admission wrote the state
+                self.model._raise(w, level_of(admitted, w.amount), admitted, now)  # its alerts never sent
+
+    def tenant_full(self) -> set[str]:
+        """The period quotas of the customer's plan the tenant has spent (counted as the neighbour's and this
+        customer's requests to /t/priced-tenant were admitted)."""
+        return {
+            name
+            for pk, name, period, units in self.model.plan.quotas
+            if self.model.spent(f"tenant:q{pk}", period, self.now) + 1 > units
+        }
+
+    def tenant_counts(self, plan: Plan) -> None:
+        """A request to /t/priced-tenant admitted on ``plan``: the tenant's period quotas count it."""
+        for pk, _, period, _ in plan.quotas:
+            counter = f"tenant:q{pk}"
+            end = self.model.end_of(counter, period, self.now)
+            self.model.counters[counter] = (end, self.model.spent(counter, period, self.now) + 1)
+
     def request_of(
         self, kind: str, est: int | None, fraction: int, view: str = "/t/priced", cut: bool = False
     ) -> tuple[str, int, int]:
@@ -458,11 +561,12 @@ class MoneyMachine(RuleBasedStateMachine):
         charged = 0 if kind == "fail" and not cut else actual
         return view + ("?" + "&".join(query) if query else ""), estimate, charged
 
-    def get(self, key: Key, path: str) -> Callable[[], tuple[int, set[str]]]:
-        """A GET of ``path`` with ``key``: its status, and the limits a 429 names."""
+    def get(self, key: Key, path: str, tenant: str = "") -> Callable[[], tuple[int, set[str]]]:
+        """A GET of ``path`` with ``key`` (for ``tenant``, if one): its status, and the limits a 429 names."""
 
         def send() -> tuple[int, set[str]]:
-            response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+            headers = {"HTTP_X_TENANT": tenant} if tenant else {}
+            response = self.client.get(path, HTTP_X_API_KEY=key.raw, **headers)
             refused = response.status_code == 429
             return response.status_code, set(response.json().get("violated_policies", [])) if refused else set()
 
@@ -510,10 +614,10 @@ class MoneyMachine(RuleBasedStateMachine):
         ok: int,
         send: Callable[[], tuple[int, set[str]]],
         process: int = 0,
-    ) -> None:
+    ) -> int:
         """One priced request with ``key`` estimated at ``estimate``, charged ``charged`` if admitted (answered
         ``ok`` then): ``send()`` makes it, and says its status and the limits a 429 named. ``process``: the one
-        that decides it (0: the machine's, 1: another)."""
+        that decides it (0: the machine's, 1: another). Returns its status."""
         self.days.add(datetime.strptime(day_of(self.now), "%Y%m%d").date())  # the usage hash it counts in
         step += f" with key {key.kid}"
         if self.model.plan.allowances:
@@ -529,7 +633,7 @@ class MoneyMachine(RuleBasedStateMachine):
                 self.model.charge(key, estimate, charged, self.now, process=process)
             self.check_alerts_bounded(step)
             self.expect_own(None, step)
-            return
+            return status
         before = {w.counter: self.model.used(w, self.now) for w in self.model.windows(key)}
         refused, expected = self.model.request(key, estimate, charged, self.now)
         status, policies = send()
@@ -540,13 +644,21 @@ class MoneyMachine(RuleBasedStateMachine):
             assert status == ok, f"{step}: {status}, the model admits it"
         self.expect_alerts(expected, step)
         self.expect_own([] if refused or self.bounded else self.model.crossed(key, before, self.now), step)
+        return status
 
     @precondition(lambda self: self.world.proxy is not None and not self.live and not self.model.plan.allowances)
-    @rule(k=st.integers(0, 3), fault=st.sampled_from(["lost reply", "Redis error"]), more=st.sampled_from([0, 1, 5]))
+    @rule(
+        k=st.integers(0, 3),
+        fault=st.sampled_from(["lost reply", "Redis error", "Redis error, then the process exits"]),
+        more=st.sampled_from([0, 1, 5]),
+    )
     def settle_with_a_fault(self, k: int, fault: str, more: int) -> None:
         """A request costing ``more`` times its estimate more than it, whose settlement Redis ran but whose reply
         was lost (the retry must change nothing), or failed (Redis away while the view ran: owed in the process,
-        charged at the poller's visit once Redis is back); then the poller visits. Redis only."""
+        charged at the poller's visit once Redis is back); then the poller visits. "then the process exits": the
+        process exits before Redis is back (its engine closed: what it owes is spooled) and the next process (the
+        engine's new runtime, on the same spool directory) charges it at its poller's first visit, so the budgets
+        and billed usage hold the actual cost (a) (b). Redis only."""
         proxy = self.world.proxy
         assert proxy is not None
         key = self.key(k)
@@ -563,13 +675,16 @@ class MoneyMachine(RuleBasedStateMachine):
         self.days.add(datetime.strptime(day_of(self.now), "%Y%m%d").date())
         try:
             response = self.client.get(path, HTTP_X_API_KEY=key.raw)
+            if fault.endswith("exits"):
+                default_engine.reset()  # the process exits (a graceful shutdown), Redis still away
         finally:
             urls.DURING_VIEW.clear()
             proxy.disarm()
             proxy.down = False
         step = f"GET {path} with key {key.kid}, {fault} at its settlement"
         assert response.status_code == (429 if refused else 200), (step, response.content[:300])
-        default_engine.runtime().tick()  # what the poller does every second: an owed settlement is charged
+        # What the poller does every second (the next process's, after an exit): an owed settlement is charged.
+        default_engine.runtime().tick()
         # The thresholds its decision reached go with the settlement Redis did not confirm: its charge by the
         # poller (a retry that changes nothing after a lost reply) reports them once, with the spend settled.
         self.expect_alerts(expected, step)
@@ -686,11 +801,13 @@ class MoneyMachine(RuleBasedStateMachine):
         self.model.thresholds = list(percents)
 
     @precondition(lambda self: not self.live and self.model.thresholds)
-    @rule()
-    def watcher_visit(self) -> None:
+    @rule(ahead=st.sampled_from([0, 0, 5]))
+    def watcher_visit(self, ahead: int) -> None:
         """The watcher's look (about once a minute): an event per customer threshold reached that no spend crossed
-        (set, or a cap lowered, after the spend passed it)."""
-        watch(datetime.fromtimestamp(self.now, UTC))
+        (set, or a cap lowered, after the spend passed it). Its host's clock is ``ahead`` seconds ahead of the
+        decisions' (Redis's, here the injected clock): a look in the last seconds of a period sees the period the
+        ledger counts, whatever the host says (after move_time's "day-1", the host is past midnight)."""
+        watch(datetime.fromtimestamp(self.now + ahead, UTC))
         self.expect_own(None if self.bounded else self.model.threshold_events(self.now), "the watcher's look")
 
     # Keys ------------------------------------------------------------------------------------------------------
@@ -829,6 +946,39 @@ class MoneyMachine(RuleBasedStateMachine):
                 )
 
     @invariant()
+    def events_are_the_alerts(self) -> None:
+        """(f): each alert of this customer (its keys', and its tenant's) is a ``budget.threshold_crossed`` event
+        of its own, one per client, limit, period and threshold (two keys' caps are two events, each naming its
+        key), as the first alert of it said: a money limit's spend and amount in the plans' currency, a period
+        quota's count in its unit, with no money. (Read when an alert was sent since the last look: an event is
+        recorded only by an alert's receiver, and the read cost every step 12 ms, as much as a request.)"""
+        if len(self.world.alerts) == self.events_read:
+            return
+        self.events_read = len(self.world.alerts)
+        first: dict[tuple[str, str, datetime, int], dict[str, Any]] = {}
+        for a in self.world.alerts[self.first_alert :]:
+            if a["subscription_id"] == self.sub.pk:
+                first.setdefault((a["client_tag"], a["limit"], a["period_start"], a["threshold"]), a)
+        expected = []
+        for a in first.values():
+            kid = int(a["limit"][2:]) if a["limit"].startswith("kc") else None
+            if a["unit"] == "money":
+                amounts = (from_micros(a["spent_micros"]), from_micros(a["amount_micros"]), self.world.currency)
+            else:
+                amounts = (Decimal(a["spent_micros"]), Decimal(a["amount_micros"]), a["unit"])
+            expected.append((a["budget"], a["threshold"], a["period_start"].isoformat(), kid, *amounts))
+        recorded = []
+        for data in Event.objects.filter(subscription=self.sub, type=BUDGET_THRESHOLD).values_list("data", flat=True):
+            data = json.loads(data) if isinstance(data, str) else data
+            kid = data["key"]["id"] if "key" in data else None
+            if "currency" in data:
+                amounts = (Decimal(data["spent"]), Decimal(data["amount"]), data["currency"])
+            else:
+                amounts = (Decimal(data["used"]), Decimal(data["limit"]), data["unit"])
+            recorded.append((data["budget"], data["threshold"], data["period_start"], kid, *amounts))
+        assert sorted(recorded) == sorted(expected), f"budget.threshold_crossed events {recorded}, alerts {expected}"
+
+    @invariant()
     def billed_usage_is_the_actual_costs(self) -> None:
         """(b): the usage counters' cost is every admitted request's actual cost: each usage day's counters in the
         store, or its flushed rows once its hash expired. (The days are those the model billed in: a scan of
@@ -933,6 +1083,7 @@ def world(db, quota_clock, set_quotas, proxy, monkeypatch) -> Iterator[World]:
             proxy=proxy,
             other=other,
             handler=handler,
+            currency=CostBudget.objects.filter(plan__slug="budgeted").values_list("currency", flat=True)[0],
         )
     ]
     yield WORLD[0]
@@ -977,7 +1128,7 @@ FINDINGS = {
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
         ("change_plan", {"slug": "day-only"}),
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
-        ("watcher_visit", {}),
+        ("watcher_visit", {"ahead": 0}),
     ],
     # A request counted in the stored day of the old BUDGET_TIME_ZONE (New York's, ending 14 hours after Tokyo's
     # day) was settled with the new zone's bounds, and adjust.lua took that day for a later period's: the
@@ -1034,7 +1185,49 @@ FINDINGS = {
         ("move_time", {"to": "day-1"}),
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
         ("change_time_zone", {"tz": "America/New_York"}),
-        ("watcher_visit", {}),
+        ("watcher_visit", {"ahead": 0}),
+    ],
+    # Two keys' caps reaching a threshold made one budget.threshold_crossed event (named by the cap's name, not
+    # the key), with currency "" (f). Caught by the Redis draw (a key cap of 0, its refusal's 100 %); not memory's.
+    "key_cap_events_name_the_key": [
+        ("set_key_cap", {"k": 0, "period": "day", "amount": 10000}),
+        ("new_key", {}),
+        ("set_key_cap", {"k": 1, "period": "day", "amount": 10000}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("priced_requests", {"k": 1, "requests": [("equal", None, 0)]}),
+    ],
+    # The watcher named the period by its host's clock: a look with the host past midnight and the ledger not
+    # filed the old day's 10 % under the new day (e: an event the model does not record), and the new day's own
+    # 10 % was then never recorded.
+    "watcher_names_the_ledgers_period": [
+        ("first_thresholds", {"percents": (10, 90)}),
+        ("move_time", {"to": "day-1"}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("watcher_visit", {"ahead": 5}),
+        ("move_time", {"to": 60}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+    ],
+    # A request a later throttle class (the tenant's) refused was charged its price: 0.01 in the budget and the
+    # billed usage for a 429 (the memory store's draw caught it; not Redis's).
+    "refused_by_a_later_class": [
+        ("tenant_requests", {"k": 0, "neighbour": 6, "requests": [("equal", None, 0)]}),
+    ],
+    # KNOWN_FINDINGS' two (the service's behaviour is modelled while they are listed: these then pass).
+    "withdrawal_takes_back_its_quota_level": [
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)] * 3}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("tenant_requests", {"k": 0, "neighbour": 6, "requests": [("equal", None, 0)]}),
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+    ],
+    "withdrawal_in_a_carried_period": [
+        ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
+        ("change_time_zone", {"tz": "Asia/Tokyo"}),
+        ("tenant_requests", {"k": 0, "neighbour": 6, "requests": [("equal", None, 0)]}),
+    ],
+    # Budget spend owed when the process exited with Redis away was dropped: the day budget held the estimate,
+    # 0.01, where 0.02 was spent (Redis only: the memory store is never away).
+    "owed_spend_survives_an_exit": [
+        ("settle_with_a_fault", {"k": 0, "fault": "Redis error, then the process exits", "more": 1}),
     ],
     # The month's state lived until a minute after the UTC month's end, so once BUDGET_TIME_ZONE moved to New York
     # its last five hours read 0 spent where 0.01 was (period.lua's TTL; seen on the memory store, whose keys expire
@@ -1073,16 +1266,23 @@ SCENARIOS = {
 }
 
 
+#: Findings whose steps are the fault rules' (through the proxy): Redis only.
+REDIS_ONLY = {"owed_spend_survives_an_exit"}
+
+
 @pytest.mark.parametrize("finding", sorted(FINDINGS) + sorted(SCENARIOS))
 @pytest.mark.parametrize("store", STORES)
 def test_the_machine_replays_its_findings(store: str, finding: str, world: World) -> None:
     """Each finding's steps (and each scenario's), with the invariants after each, as the machine runs them: the
     check that caught it passes now."""
+    if store == "memory" and finding in REDIS_ONLY:
+        pytest.skip("its steps need Redis away, and the memory store never is")
     machine = MoneyMachine()
     try:
         for step, arguments in {**FINDINGS, **SCENARIOS}[finding]:
             getattr(machine, step)(**arguments)
             machine.spend_is_the_models()
+            machine.events_are_the_alerts()
             machine.billed_usage_is_the_actual_costs()
     finally:
         machine.teardown()
