@@ -1,9 +1,10 @@
 """Settings of the end-to-end test's Celery worker, beat and gunicorn: the project's, with a fast controller.
 
 Runs every half second and time constants of a second or two (half of what they were: the test took 5 s less,
-and its waits have deadlines of 30 s), so that a burst of load and the recovery after it fit in a test. CPU is the only signal, and these processes report none of their own (``REPORT_INTERVAL`` 0): the
-test publishes every host's samples itself, through the reporters' path, so what the machine's other jobs do
-to its CPU never reaches the controller.
+and its waits have deadlines of 30 s), so that a burst of load and the recovery after it fit in a test. CPU is
+the only signal, and these processes report none of their own (``REPORT_INTERVAL`` 0): the test publishes every
+host's samples itself, through the reporters' path, so what the machine's other jobs do to its CPU never reaches
+the controller.
 """
 
 from config.settings import *  # noqa: F403
