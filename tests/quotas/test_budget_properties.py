@@ -404,7 +404,11 @@ def test_budgets_hold_their_bound_count_actual_costs_and_alert_once(cluster, cli
     totals: Counter[str] = Counter()
 
     # Function-scoped fixtures are shared by the examples on purpose (the processes); each example starts clean.
-    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    # `make test` draws the same examples every run (as tests/quotas/test_money_machine.py does): the busy
+    # requests of a new draw of 150 ranged from 496 (a red run, 2026-11-29) to 1,080 around BUSY_ADMITTED; the
+    # nightly profile draws new ones each night.
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=not NIGHTLY,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(amount=st.sampled_from(AMOUNTS), traffic=st.lists(bursts, min_size=1, max_size=6))
     # The review's case: requests one at a time, each costing four times its price, from allowances.
     @example(amount=AMOUNTS[0], traffic=[(0, 0, [("above", 100, 0, False)] * 12, False)])
