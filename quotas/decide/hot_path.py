@@ -202,11 +202,7 @@ def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  #
         cost = matched.price_micros
     # The usage counters a decision is counted under: "<plan>|<scope>".
     metered = facts.metered and facts.priced
-    if metered:
-        part = engine.scope_parts.get(scope) or _scope_part(engine, scope)
-        usage = f"{plan_id}|{part}" if plan_id is not None else f"-|{part}"
-    else:
-        usage = ""
+    usage = (engine.usage_fields.get((plan_id, scope)) or _usage_field(engine, plan_id, scope)) if metered else ""
     call = Call(engine, facts, runtime, rules, client, plan_id, windows, cost, usage, started, leases)
     if rules.acl.rules:
         entry = _match_acl(call)
@@ -229,10 +225,11 @@ def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  #
     return call
 
 
-def _scope_part(engine: Engine, scope: str) -> str:
-    # Kept on the engine (Engine.scope_parts) rather than encoded on every request.
-    part = engine.scope_parts[scope] = encode_part(scope) if scope else "-"
-    return part
+def _usage_field(engine: Engine, plan_id: int | None, scope: str) -> str:
+    # Kept on the engine (Engine.usage_fields) rather than encoded and formatted on every request.
+    part = encode_part(scope) if scope else "-"
+    usage = engine.usage_fields[plan_id, scope] = f"{plan_id}|{part}" if plan_id is not None else f"-|{part}"
+    return usage
 
 
 def _fallback_windows(
