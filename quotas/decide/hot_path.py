@@ -95,6 +95,19 @@ class Call(DecideCall):
         self.store_seconds = 0.0  # the store call's time (OpenTelemetry's span and histogram)
 
 
+class Concluded(Verdict):
+    """The verdict on the decision made for ``call`` (:func:`_conclude`), its other fields the call's."""
+
+    __slots__ = ()
+
+    def __init__(self, call: Call, decision: Decision, to_settle: bool) -> None:
+        # Verdict's __init__ called as a function, by keyword: a class call by keyword makes a dict of them first.
+        Verdict.__init__(
+            self, client=call.client, plan_id=call.plan_id, decision=decision, request=call.facts.request,
+            to_settle=to_settle, engine=call.engine,
+        )  # fmt: skip
+
+
 def check(engine: Engine, facts: Facts) -> Verdict:
     """The verdict ``engine`` gives one request (see the module docstring); a refusal is returned, never raised."""
     started = time.perf_counter()
@@ -172,9 +185,13 @@ def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  #
         if client.subscriber is not None:
             runtime.key_use.touch(client.subscriber.key_id, http, client_ip)  # see quotas/runtime/key_use.py
     path, method, scope = http.path, http.method or "GET", facts.scope
-    plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
-    # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price.
-    matched = rules.for_request(plan_id, client.subscriber, scope, path, method)
+    subscriber = client.subscriber
+    plan_id = subscriber.plan_id if subscriber is not None else rules.default_plan_id
+    # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price (read from
+    # its routes without a call where the path changes nothing: see RuleSet.routes).
+    matched = rules.routes.get((plan_id, subscriber.rules_key if subscriber else None, scope, method))
+    if matched is None:
+        matched = rules.for_request(plan_id, subscriber, scope, path, method)
     if matched.by_country:  # a limit kept to some countries matched: the client's country decides
         matched = matched.in_country(request_country(http))
     windows: Sequence[Window]
@@ -276,14 +293,7 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     to_settle = decision.allowed and (
         alerting or bool(decision.request_id) or (subscriber is not None and subscriber.alerts != ())
     )
-    verdict = Verdict(
-        client=client,
-        plan_id=call.plan_id,
-        decision=decision,
-        request=facts.request,
-        to_settle=to_settle,
-        engine=call.engine,
-    )
+    verdict = Concluded(call, decision, to_settle)
     if not decision.allowed:
         send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
         verdict.refusal = refusal(call.rules, decision, call.plan_id)
