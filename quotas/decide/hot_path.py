@@ -45,12 +45,17 @@ from quotas.store.decision import DecideCall, Decision
 logger = logging.getLogger("quotas.service")  # the service's log, where operators already look
 
 
-class Call(DecideCall):
-    """One request's store call, resolved from its facts against the compiled rules: what the store is asked
-    (it is a :class:`~quotas.store.decision.DecideCall`) with what the service needs around it, so a request
-    keeps this one shape from the rules to the reply."""
+class Call(Verdict, DecideCall):
+    """One request's store call, resolved from its facts against the compiled rules, and the verdict it becomes:
+    what the store is asked (it is a :class:`~quotas.store.decision.DecideCall`) with what the service needs
+    around it, and then what the adapter is told (it is the :class:`~quotas.decide.shapes.Verdict`, whose
+    ``decision``, ``to_settle`` and ``refusal`` :func:`_conclude` sets). A request keeps this one shape from the
+    rules to the reply: one object where a call and a verdict were two (a class call costs about 2,000
+    instructions, docs/benchmark-history.md)."""
 
-    __slots__ = ("client", "engine", "facts", "plan", "plan_id", "rules", "runtime", "started", "store_seconds")
+    __slots__ = ("facts", "plan", "rules", "runtime", "started", "store_seconds")
+    client: Client
+    engine: Engine
 
     def __init__(  # noqa: PLR0913, PLR0917
         self,
@@ -70,6 +75,8 @@ class Call(DecideCall):
         # Concurrency leases (``leases``: a window is a concurrency limit) are named by the request, so settling
         # can end them.
         request_id = uuid.uuid4().hex if leases else ""
+        # Both __init__s called as functions, by keyword (a class call by keyword makes a dict of them first).
+        Verdict.__init__(self, client=client, plan_id=plan_id, request=facts.request, engine=engine)
         DecideCall.__init__(
             self,
             tag=client.tag,
@@ -84,28 +91,12 @@ class Call(DecideCall):
             # An allowance charges each request the limits' price; a view's own estimate varies per request.
             allowance_ok=facts.cost_micros is None and (plan is None or plan.local_allowances),
         )
-        self.engine = engine
         self.facts = facts
         self.runtime = runtime
         self.rules = rules
-        self.client = client
-        self.plan_id = plan_id
         self.plan = plan
         self.started = started
         self.store_seconds = 0.0  # the store call's time (OpenTelemetry's span and histogram)
-
-
-class Concluded(Verdict):
-    """The verdict on the decision made for ``call`` (:func:`_conclude`), its other fields the call's."""
-
-    __slots__ = ()
-
-    def __init__(self, call: Call, decision: Decision, to_settle: bool) -> None:
-        # Verdict's __init__ called as a function, by keyword: a class call by keyword makes a dict of them first.
-        Verdict.__init__(
-            self, client=call.client, plan_id=call.plan_id, decision=decision, request=call.facts.request,
-            to_settle=to_settle, engine=call.engine,
-        )  # fmt: skip
 
 
 def check(engine: Engine, facts: Facts) -> Verdict:
@@ -115,8 +106,8 @@ def check(engine: Engine, facts: Facts) -> Verdict:
         return Verdict(request=facts.request)
     try:
         call = _prepare(engine, facts, started)
-        if isinstance(call, Verdict):
-            return call
+        if not isinstance(call, Call):
+            return call  # decided without the store
         sent = time.perf_counter()
         try:
             decision = call.runtime.guard.decide_call(call)
@@ -141,7 +132,7 @@ async def check_async(engine: Engine, facts: Facts) -> Verdict:
         call = await sync_to_async(_prepare)(engine, facts, time.perf_counter())
     except ProblemException as exc:
         return Verdict(refusal=exc, request=facts.request)
-    if isinstance(call, Verdict):
+    if not isinstance(call, Call):
         return call
     sent = time.perf_counter()
     try:
@@ -293,13 +284,13 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     to_settle = decision.allowed and (
         alerting or bool(decision.request_id) or (subscriber is not None and subscriber.alerts != ())
     )
-    verdict = Concluded(call, decision, to_settle)
+    call.decision, call.to_settle = decision, to_settle  # the call is now its verdict
     if not decision.allowed:
-        send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
-        verdict.refusal = refusal(call.rules, decision, call.plan_id)
+        send_alerts(call)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
+        call.refusal = refusal(call.rules, decision, call.plan_id)
     elif delay_us > 0:
-        verdict.refusal = shaped(runtime, decision, client.tag)
-    return verdict
+        call.refusal = shaped(runtime, decision, client.tag)
+    return call
 
 
 def _fail(call: Call) -> Decision | Verdict:
