@@ -51,8 +51,9 @@ class Engine:
         #: As many entries as the code has views; emptied with the runtime when a setting changes.
         self.throttle_partners: dict[tuple[Any, ...], Any] = {}
         self.drf_limits: dict[tuple[Any, ...], Any] = {}
-        #: A view scope -> its part of the usage field: as many as the code has scopes (views name them).
-        self.scope_parts: dict[str, str] = {}
+        #: (plan id, view scope) -> the usage field decisions are counted under: as many as the plans times the
+        #: scopes the code has (views name them).
+        self.usage_fields: dict[tuple[int | None, str], str] = {}
         _ENGINES.add(self)
 
     def runtime(self) -> Runtime:

@@ -45,12 +45,17 @@ from quotas.store.decision import DecideCall, Decision
 logger = logging.getLogger("quotas.service")  # the service's log, where operators already look
 
 
-class Call(DecideCall):
-    """One request's store call, resolved from its facts against the compiled rules: what the store is asked
-    (it is a :class:`~quotas.store.decision.DecideCall`) with what the service needs around it, so a request
-    keeps this one shape from the rules to the reply."""
+class Call(Verdict, DecideCall):
+    """One request's store call, resolved from its facts against the compiled rules, and the verdict it becomes:
+    what the store is asked (it is a :class:`~quotas.store.decision.DecideCall`) with what the service needs
+    around it, and then what the adapter is told (it is the :class:`~quotas.decide.shapes.Verdict`, whose
+    ``decision``, ``to_settle`` and ``refusal`` :func:`_conclude` sets). A request keeps this one shape from the
+    rules to the reply: one object where a call and a verdict were two (a class call costs about 2,000
+    instructions, docs/benchmark-history.md)."""
 
-    __slots__ = ("client", "engine", "facts", "plan", "plan_id", "rules", "runtime", "started", "store_seconds")
+    __slots__ = ("facts", "plan", "rules", "runtime", "started", "store_seconds")
+    client: Client
+    engine: Engine
 
     def __init__(  # noqa: PLR0913, PLR0917
         self,
@@ -70,6 +75,8 @@ class Call(DecideCall):
         # Concurrency leases (``leases``: a window is a concurrency limit) are named by the request, so settling
         # can end them.
         request_id = uuid.uuid4().hex if leases else ""
+        # Both __init__s called as functions, by keyword (a class call by keyword makes a dict of them first).
+        Verdict.__init__(self, client=client, plan_id=plan_id, request=facts.request, engine=engine)
         DecideCall.__init__(
             self,
             tag=client.tag,
@@ -84,12 +91,9 @@ class Call(DecideCall):
             # An allowance charges each request the limits' price; a view's own estimate varies per request.
             allowance_ok=facts.cost_micros is None and (plan is None or plan.local_allowances),
         )
-        self.engine = engine
         self.facts = facts
         self.runtime = runtime
         self.rules = rules
-        self.client = client
-        self.plan_id = plan_id
         self.plan = plan
         self.started = started
         self.store_seconds = 0.0  # the store call's time (OpenTelemetry's span and histogram)
@@ -102,8 +106,8 @@ def check(engine: Engine, facts: Facts) -> Verdict:
         return Verdict(request=facts.request)
     try:
         call = _prepare(engine, facts, started)
-        if isinstance(call, Verdict):
-            return call
+        if not isinstance(call, Call):
+            return call  # decided without the store
         sent = time.perf_counter()
         try:
             decision = call.runtime.guard.decide_call(call)
@@ -128,7 +132,7 @@ async def check_async(engine: Engine, facts: Facts) -> Verdict:
         call = await sync_to_async(_prepare)(engine, facts, time.perf_counter())
     except ProblemException as exc:
         return Verdict(refusal=exc, request=facts.request)
-    if isinstance(call, Verdict):
+    if not isinstance(call, Call):
         return call
     sent = time.perf_counter()
     try:
@@ -172,9 +176,13 @@ def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  #
         if client.subscriber is not None:
             runtime.key_use.touch(client.subscriber.key_id, http, client_ip)  # see quotas/runtime/key_use.py
     path, method, scope = http.path, http.method or "GET", facts.scope
-    plan_id = client.subscriber.plan_id if client.subscriber is not None else rules.default_plan_id
-    # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price.
-    matched = rules.for_request(plan_id, client.subscriber, scope, path, method)
+    subscriber = client.subscriber
+    plan_id = subscriber.plan_id if subscriber is not None else rules.default_plan_id
+    # One lookup in the snapshot's index: the plan's windows for this kind of request, and its price (read from
+    # its routes without a call where the path changes nothing: see RuleSet.routes).
+    matched = rules.routes.get((plan_id, subscriber.rules_key if subscriber else None, scope, method))
+    if matched is None:
+        matched = rules.for_request(plan_id, subscriber, scope, path, method)
     if matched.by_country:  # a limit kept to some countries matched: the client's country decides
         matched = matched.in_country(request_country(http))
     windows: Sequence[Window]
@@ -202,11 +210,7 @@ def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  #
         cost = matched.price_micros
     # The usage counters a decision is counted under: "<plan>|<scope>".
     metered = facts.metered and facts.priced
-    if metered:
-        part = engine.scope_parts.get(scope) or _scope_part(engine, scope)
-        usage = f"{plan_id}|{part}" if plan_id is not None else f"-|{part}"
-    else:
-        usage = ""
+    usage = (engine.usage_fields.get((plan_id, scope)) or _usage_field(engine, plan_id, scope)) if metered else ""
     call = Call(engine, facts, runtime, rules, client, plan_id, windows, cost, usage, started, leases)
     if rules.acl.rules:
         entry = _match_acl(call)
@@ -229,10 +233,11 @@ def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  #
     return call
 
 
-def _scope_part(engine: Engine, scope: str) -> str:
-    # Kept on the engine (Engine.scope_parts) rather than encoded on every request.
-    part = engine.scope_parts[scope] = encode_part(scope) if scope else "-"
-    return part
+def _usage_field(engine: Engine, plan_id: int | None, scope: str) -> str:
+    # Kept on the engine (Engine.usage_fields) rather than encoded and formatted on every request.
+    part = encode_part(scope) if scope else "-"
+    usage = engine.usage_fields[plan_id, scope] = f"{plan_id}|{part}" if plan_id is not None else f"-|{part}"
+    return usage
 
 
 def _fallback_windows(
@@ -279,20 +284,13 @@ def _conclude(call: Call, decision: Decision | Verdict) -> Verdict:
     to_settle = decision.allowed and (
         alerting or bool(decision.request_id) or (subscriber is not None and subscriber.alerts != ())
     )
-    verdict = Verdict(
-        client=client,
-        plan_id=call.plan_id,
-        decision=decision,
-        request=facts.request,
-        to_settle=to_settle,
-        engine=call.engine,
-    )
+    call.decision, call.to_settle = decision, to_settle  # the call is now its verdict
     if not decision.allowed:
-        send_alerts(verdict)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
-        verdict.refusal = refusal(call.rules, decision, call.plan_id)
+        send_alerts(call)  # charged nothing: nothing to settle (an admission's alerts wait for settle())
+        call.refusal = refusal(call.rules, decision, call.plan_id)
     elif delay_us > 0:
-        verdict.refusal = shaped(runtime, decision, client.tag)
-    return verdict
+        call.refusal = shaped(runtime, decision, client.tag)
+    return call
 
 
 def _fail(call: Call) -> Decision | Verdict:

@@ -67,6 +67,10 @@ class Subscriber:
         return (self.overrides, self.budgets, self.anchor_day, self.key_limits, self.alerts)
 
 
+#: The methods whose requests :attr:`RuleSet.routes` keeps answers for.
+_USUAL_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class RuleSet:
     """An immutable snapshot of all plans; cheap to query per request."""
 
@@ -85,6 +89,11 @@ class RuleSet:
         self._limits_cache: dict[tuple, tuple[LimitRule, ...]] = {}
         self._upgrade_cache: dict[tuple[int, str, int], PlanRules | None] = {}
         self._index_cache: dict[tuple, _PlanIndex] = {}
+        #: :meth:`for_request`'s answers by (plan id, the subscriber's rules_key or None, scope, method), for plans
+        #: whose limits name no path (the path then changes nothing): the hot path reads it without a call (two calls
+        #: and a module less a decision, docs/benchmark-history.md). Only the usual methods: a made-up one adds no
+        #: entry.
+        self.routes: dict[tuple, RequestRules] = {}
 
     @property
     def empty(self) -> bool:
@@ -134,11 +143,15 @@ class RuleSet:
     ) -> RequestRules:
         """What a request with that scope, path and method needs of the plan (as it applies to ``subscriber``):
         its matching windows and its list price, worked out once per snapshot and then looked up."""
-        cache_key = (plan_id, subscriber.rules_key if subscriber else None)
+        rules_key = subscriber.rules_key if subscriber else None
+        cache_key = (plan_id, rules_key)
         index = self._index_cache.get(cache_key)
         if index is None:
             index = self._index_cache[cache_key] = _PlanIndex(self.limits_for(plan_id, subscriber))
-        return index.lookup(scope, path, method)
+        found = index.lookup(scope, path, method)
+        if not index.prefixes and method in _USUAL_METHODS:
+            self.routes[plan_id, rules_key, scope, method] = found
+        return found
 
     def upgrade_for(self, plan_id: int | None, window: Window) -> PlanRules | None:
         """The cheapest higher plan whose matching limit is larger for ``window``.

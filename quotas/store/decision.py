@@ -15,8 +15,10 @@ from quotas.contract.protocol import US_PER_SECOND, Algorithm, WindowSpec
 from quotas.rules.limits import Window
 
 
-# Not frozen, as the service's Facts: a frozen dataclass's __init__ sets each field through a call.
-@dataclass(slots=True)
+# Not frozen, as the service's Facts: a frozen dataclass's __init__ sets each field through a call. Without slots: the
+# service's call (quotas.decide.hot_path.Call) is a DecideCall and its Verdict at once, and two classes with slots of
+# their own cannot both be its bases.
+@dataclass
 class DecideCall:
     """What one decision is asked: client ``tag``'s ``windows``, and how (see :meth:`quotas.store.guard.Guard.decide`).
 
