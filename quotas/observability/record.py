@@ -59,14 +59,7 @@ def record_decision(  # noqa: PLR0913
         outcome, reason = ("shadow_denied" if shadow_denied else "allowed"), "none"
     else:
         outcome, reason = labels(decision)
-    # _note(), written out: a call less on every decision.
-    seconds = time.perf_counter() - started
-    if history is None:
-        _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
-    else:
-        _append((plan, scope, outcome, reason, seconds, client_tag, history.now(), history.serial))
-    if len(_entries) >= FOLD_AT:
-        LEDGER.fold()
+    _note(plan, scope, outcome, reason, started, client_tag, history)
     if quota_settings.OPENTELEMETRY:
         otel.record(
             plan, scope, outcome, reason, windows=len(decision.states), started=started, store_seconds=store_seconds
