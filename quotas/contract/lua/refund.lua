@@ -6,9 +6,22 @@
 -- args: the slots of quotas.contract.protocol.RefundArg (REFUND_ARG_*): the decision's
 -- time (us), its weight override or '', the client's field prefix "<client>|",
 -- how many requests' units to give back ('' for one: an allowance gives back
--- its unused part) and when a sliding log recorded them ('' for the decision's
--- time: an allowance records them at its end); then args[REFUND_FIXED_ARGS + i],
--- the spec of window i.
+-- its unused part), when a sliding log recorded them ('' for the decision's
+-- time: an allowance records them at its end) and the alert thresholds the
+-- decision reached and has not reported (one digit, a mask, per window: '' for
+-- none); then args[REFUND_FIXED_ARGS + i], the spec of window i.
+-- A period quota's state is read as decide read it (parse_period_state with its
+-- carry-over: a state under another BUDGET_TIME_ZONE's end is still the
+-- decision's period), and a decision's level it raised is taken back with its
+-- units: the request's thresholds were never reported (a refund or a
+-- withdrawal takes them back), so the stored level returns to what it was
+-- before it, and the request that reaches them again reports them. Only that
+-- request's own level is lowered: one already reported (mask 0) stands, since
+-- its alert went out and is sent once per period; and so does a level another
+-- request raised further since (its alert is sent, and it reported only what
+-- lay above ours). Spend committed by others since that still reaches the
+-- threshold reports it at the next request's decision (crossed from the level
+-- before): late, but never lost nor sent twice.
 -- Concurrency leases (9) are not refunds' business: release.lua ends them.
 -- Budgets (BUDGET) are not refunded here: their estimate is released by adjust.lua.
 local function refund(keys, args)
@@ -17,6 +30,7 @@ local function refund(keys, args)
   local cp = args[REFUND_ARG_FIELD_PREFIX]
   local times = tonumber(args[REFUND_ARG_TIMES]) or 1
   local log_at = tonumber(args[REFUND_ARG_LOG_AT]) or dnow
+  local own_masks = args[REFUND_ARG_OWN]
   local next_key = 3
   for i = 1, #args - REFUND_FIXED_ARGS do
     local w = parse_spec(args[REFUND_FIXED_ARGS + i])
@@ -50,11 +64,13 @@ local function refund(keys, args)
           value = idx .. ':' .. fmt(p) .. ':' .. fmt(c)
         end
       elseif raw and (code == PERIOD_QUOTA or code == PERIOD_REQUESTS) then
-        local pend = period_of(w.start, w.stop, w.next_stop, dnow)
-        local stored, used, level, reserved, levels = parse_period_state(raw, pend, nil, w.limit)
-        -- Only the decision's own period gives units back: a later one's are not this request's.
-        if used > 0 and stored == pend then
-          value = period_state(pend, math.max(0, used - weight), level, reserved, w.limit, levels)
+        local pend, span = period_of(w.start, w.stop, w.next_stop, dnow)
+        local named, used, level, reserved, levels = parse_period_state(raw, pend, span, w.limit)
+        -- Only the decision's own period gives units back: a later one's are not this request's (levels.lua).
+        if used > 0 and not later_period(named, pend, span) then
+          local before, raised_to = raised_by(tonumber(string.sub(own_masks, i, i)) or 0, level)
+          if level <= raised_to then level = before end
+          value = period_state(named, math.max(0, used - weight), level, reserved, w.limit, levels)
         end
       elseif raw and (code == TOKEN_BUCKET or code == LEAKY_BUCKET) then
         -- A TAT in the past simply means a full bucket, so no clamping is needed.
