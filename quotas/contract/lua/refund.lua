@@ -12,16 +12,17 @@
 -- none); then args[REFUND_FIXED_ARGS + i], the spec of window i.
 -- A period quota's state is read as decide read it (parse_period_state with its
 -- carry-over: a state under another BUDGET_TIME_ZONE's end is still the
--- decision's period), and a decision's level it raised is taken back with its
--- units: the request's thresholds were never reported (a refund or a
--- withdrawal takes them back), so the stored level returns to what it was
--- before it, and the request that reaches them again reports them. Only that
--- request's own level is lowered: one already reported (mask 0) stands, since
--- its alert went out and is sent once per period; and so does a level another
--- request raised further since (its alert is sent, and it reported only what
--- lay above ours). Spend committed by others since that still reaches the
--- threshold reports it at the next request's decision (crossed from the level
--- before): late, but never lost nor sent twice.
+-- decision's period). The alert level the decision raised goes back with its
+-- units, as if the admission never happened: levels follow committed spend, and
+-- its thresholds were never reported (the caller drops them), so the level
+-- returns to what it was before it and the request that really reaches them
+-- reports them. Only an unreported level is lowered: a decision whose alert
+-- went out has mask 0 (each threshold is sent once per limit and period, so the
+-- level stands). A level another request raised further since also stands: it
+-- reported the thresholds above ours, which lowering would send again (ours then
+-- goes unsent: a race of two requests in flight at a threshold). Spend
+-- others committed since that still reaches our threshold reports it at the
+-- next request's decision (crossed from the level before): late, never twice.
 -- Concurrency leases (9) are not refunds' business: release.lua ends them.
 -- Budgets (BUDGET) are not refunded here: their estimate is released by adjust.lua.
 local function refund(keys, args)
