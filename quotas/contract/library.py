@@ -48,6 +48,7 @@ PARTS = (
     "usage.lua",
     "bucket.lua",
     "decide.lua",
+    "levels.lua",
     "refund.lua",
     "adjust.lua",
     "release.lua",
@@ -58,8 +59,8 @@ PARTS = (
 #: Each entry point (a ``local function <name>(keys, args)`` of the part named after it) and the parts it uses.
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "decide": PARTS[: PARTS.index("decide.lua") + 1],
-    "refund": ("common.lua", "period.lua", "refund.lua"),
-    "adjust": ("common.lua", "period.lua", "usage.lua", "adjust.lua"),
+    "refund": ("common.lua", "period.lua", "levels.lua", "refund.lua"),
+    "adjust": ("common.lua", "period.lua", "usage.lua", "levels.lua", "adjust.lua"),
     "release": ("release.lua",),
     "usage_add": ("usage.lua", "usage_add.lua"),
     "history_top": ("history_top.lua",),

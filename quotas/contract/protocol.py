@@ -229,6 +229,7 @@ class RefundArg(IntEnum):
     FIELD_PREFIX = 3  # the client's field prefix "<client>|"
     TIMES = 4  # how many requests' units to give back (an allowance's unused part), "" for one
     LOG_AT = 5  # when (us) a sliding log recorded the units (an allowance's end), "" for NOW
+    OWN = 6  # the thresholds the decision reached and has not reported, one digit (a mask) per window, or ""
 
 
 class AdjustArg(IntEnum):
@@ -323,17 +324,14 @@ _NO_OPTIONS = ("", "", "", "", "")
 
 
 def refund_args(
-    field_prefix: str,
-    *,
-    now_us: int,
-    weight: int | None,
-    specs: Sequence[bytes],
-    times: int = 1,
-    log_at_us: int | None = None,
-) -> list[object]:
-    """refund.lua's ARGV: the fixed slots in :class:`RefundArg` order, then the specs of the windows to refund."""
+    field_prefix: str, *, now_us: int, weight: int | None, specs: Sequence[bytes], times: int = 1,
+    log_at_us: int | None = None, own: Sequence[int] = (),
+) -> list[object]:  # fmt: skip
+    """refund.lua's ARGV: the fixed slots in :class:`RefundArg` order, then the specs of the windows to refund.
+    ``own``: per spec, the alert mask the decision reached and has not reported (a period quota takes it back)."""
     log_at = "" if log_at_us is None else log_at_us
-    return [now_us, "" if weight is None else weight, field_prefix, times, log_at, *specs]
+    own_masks = "".join(str(mask) for mask in own)
+    return [now_us, "" if weight is None else weight, field_prefix, times, log_at, own_masks, *specs]
 
 
 def adjust_args(  # noqa: PLR0913  (one keyword per fixed ARGV slot, as decide_args)

@@ -64,9 +64,15 @@ class Store(Protocol):
         ...
 
     def refund(
-        self, decision: Decision, states: Sequence[WindowState], times: int = 1, log_at_us: int | None = None
+        self,
+        decision: Decision,
+        states: Sequence[WindowState],
+        times: int = 1,
+        log_at_us: int | None = None,
+        own: Sequence[int] = (),
     ) -> None:
-        """Give back what ``decision`` consumed in ``states``' windows."""
+        """Give back what ``decision`` consumed in ``states``' windows (``own``: per state, the alert thresholds
+        it reached and has not reported, which a period quota takes back with the units)."""
         ...
 
     def adjust(

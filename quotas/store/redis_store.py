@@ -207,19 +207,16 @@ class RedisStore:
         )  # fmt: skip
 
     def refund(
-        self, decision: Decision, states: Sequence[WindowState], times: int = 1, log_at_us: int | None = None
-    ) -> None:
+        self, decision: Decision, states: Sequence[WindowState], times: int = 1, log_at_us: int | None = None,
+        own: Sequence[int] = (),
+    ) -> None:  # fmt: skip
         """Give back what ``decision`` consumed in ``states``' windows (``times`` requests' worth: an allowance's
-        unused part, whose sliding-log units were recorded at ``log_at_us``)."""
+        unused part, whose sliding-log units were recorded at ``log_at_us``; ``own``: see :func:`refund_args`)."""
         keys = self.keys_of(decision.tag)
-        args = refund_args(
-            keys.field_prefix,
-            now_us=int(decision.now * US_PER_SECOND),
-            weight=decision.weight,
-            specs=[s.window.spec_at(decision.now) for s in states],
-            times=times,
-            log_at_us=log_at_us,
-        )
+        specs = [s.window.spec_at(decision.now) for s in states]
+        now_us = int(decision.now * US_PER_SECOND)
+        args = refund_args(keys.field_prefix, now_us=now_us, weight=decision.weight, specs=specs, times=times,
+                           log_at_us=log_at_us, own=own)  # fmt: skip
         try:
             self.transport.call("refund", self.script_keys(keys, [s.window for s in states]), args)
         except STORE_ERRORS as exc:

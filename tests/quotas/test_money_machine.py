@@ -112,7 +112,7 @@ from tests import urls
 from tests.factories import EndpointLimitFactory, PlanFactory, UserFactory
 from tests.lost_replies import ReplyLosingProxy
 from tests.quotas import money_urls
-from tests.quotas.money_model import PERIODS, Alert, Key, Money, Plan, first_january, level_of, period_end
+from tests.quotas.money_model import PERIODS, Alert, Key, Money, Plan, first_january, period_end
 from tests.store_client import client_of
 from usage.flush import flush_usage
 from usage.models import UsageRecord
@@ -153,23 +153,7 @@ EXAMPLES, STEPS = (3_000, 40) if NIGHTLY else DRAW or (150, 8)
 
 #: Checks the service fails today, each a finding of this machine waiting for the product's fix; a name listed
 #: here turns that one check off, or to what the service does today (see the report of each in its comment).
-KNOWN_FINDINGS: frozenset[str] = frozenset(
-    {
-        # A request a later throttle class refuses is withdrawn (its first decision's units given back), but a
-        # period quota's alert level that admission raised stays: the 80 % it reached was never sent (withdrawn),
-        # and the real 80 % that follows is not sent either (refund.lua keeps the level). Both stores, minimal:
-        # 4 requests of the 6-request quota, the tenant spent by its neighbour (6), a request the tenant refuses,
-        # then a request: "alerts missing: [('requests-per-day', 80, ..., 5, 6)] (sent [])". Turned to what the
-        # service does: the withdrawn admission's level stays in the model.
-        "withdrawal_takes_back_its_quota_level",
-        # ... and after BUDGET_TIME_ZONE moved east, a period quota's state still stored under the old zone's
-        # later end gives no unit back (refund.lua compares the stored end with the new zone's, without
-        # period.lua's carry-over): a refused request counted. Memory store, minimal: a request, Tokyo, two
-        # requests, the tenant spent, a request the tenant refuses: "requests-per-day has 1 left, the model
-        # counted 3 of 6". Turned to what the service does: the unit stays in the model.
-        "withdrawal_in_a_carried_period",
-    }
-)
+KNOWN_FINDINGS: frozenset[str] = frozenset()
 
 #: The plans an example moves between: (price, {period: budget amount}, local allowances), in micro-units.
 PLANS = {
@@ -503,27 +487,8 @@ class MoneyMachine(RuleBasedStateMachine):
             status, policies = send()
             assert status == 429, f"{step}: {status}, the tenant's {full} spent"
             assert policies == full, f"{step}: refused by {policies}, the tenant's {full} spent"
-            self.withdrawn_as_the_service_does(key)
             self.expect_alerts([], step)
             self.expect_own([], step)
-
-    def withdrawn_as_the_service_does(self, key: Key) -> None:
-        """A request withdrawn by the tenant's refusal, in the model, as the service does while KNOWN_FINDINGS
-        lists its findings: its admission's period quota level stays, and its unit too where the quota's state is
-        named by another zone's end than the period's now (kept: not the decision's period, as refund.lua
-        reads it)."""
-        for w in self.model.windows(key):
-            if w.unit == "money":
-                continue
-            now = self.now
-            admitted = self.model.used(w, now) + 1  # what its admission counted
-            stored = self.model.counters.get(w.counter, (0.0, 0))[0]
-            live = self.model.live(stored, w.period, now) or period_end(w.period, now, self.model.tz)
-            if not check("withdrawal_in_a_carried_period") and live != period_end(w.period, now, self.model.tz):
-                self.model.counters[w.counter] = (live, admitted)
-            if not check("withdrawal_takes_back_its_quota_level"):
-                self.model._keep(w, now)  # the admission wrote the state
-                self.model._raise(w, level_of(admitted, w.amount), admitted, now)  # its alerts never sent
 
     def tenant_full(self) -> set[str]:
         """The period quotas of the customer's plan the tenant has spent (counted as the neighbour's and this
@@ -1212,13 +1177,16 @@ FINDINGS = {
     "refused_by_a_later_class": [
         ("tenant_requests", {"k": 0, "neighbour": 6, "requests": [("equal", None, 0)]}),
     ],
-    # KNOWN_FINDINGS' two (the service's behaviour is modelled while they are listed: these then pass).
+    # A request a later throttle class refused was withdrawn, but the period quota's alert level its admission
+    # raised stayed: its 80 % was never sent (withdrawn), nor was the real 80 % that followed (both stores).
     "withdrawal_takes_back_its_quota_level": [
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)] * 3}),
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
         ("tenant_requests", {"k": 0, "neighbour": 6, "requests": [("equal", None, 0)]}),
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
     ],
+    # After BUDGET_TIME_ZONE moved east, a period quota's state still named by the old zone's later end gave no
+    # unit back on withdrawal (refund.lua read it without decide's carry-over): a refused request counted.
     "withdrawal_in_a_carried_period": [
         ("priced_requests", {"k": 0, "requests": [("equal", None, 0)]}),
         ("change_time_zone", {"tz": "Asia/Tokyo"}),

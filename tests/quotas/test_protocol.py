@@ -78,10 +78,10 @@ def test_lua_and_python_agree_on_decide_argv_and_reply_layout(redis_client):
     [
         ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=None, specs=[b"s1", b"s2"]),
          {RefundArg.NOW: 7, RefundArg.WEIGHT: "", RefundArg.FIELD_PREFIX: "c|", RefundArg.TIMES: 1,
-          RefundArg.LOG_AT: ""}, [b"s1", b"s2"]),
-        ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=3, specs=[], times=4, log_at_us=9),
+          RefundArg.LOG_AT: "", RefundArg.OWN: ""}, [b"s1", b"s2"]),
+        ("REFUND", RefundArg, refund_args("c|", now_us=7, weight=3, specs=[b"q"], times=4, log_at_us=9, own=[1]),
          {RefundArg.NOW: 7, RefundArg.WEIGHT: 3, RefundArg.FIELD_PREFIX: "c|", RefundArg.TIMES: 4,
-          RefundArg.LOG_AT: 9}, []),
+          RefundArg.LOG_AT: 9, RefundArg.OWN: "1"}, [b"q"]),
         ("ADJUST", AdjustArg, adjust_args("c|", now_us=7, delta=-5, usage="1|s", specs=[b"b"], day=19000),
          {AdjustArg.NOW: 7, AdjustArg.DELTA: -5, AdjustArg.USAGE: "1|s", AdjustArg.FIELD_PREFIX: "c|",
           AdjustArg.DAY: 19000, AdjustArg.OWN: "", AdjustArg.SETTLEMENT: "", AdjustArg.MEMORY: SETTLEMENT_MEMORY,

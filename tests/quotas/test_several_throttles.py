@@ -5,22 +5,26 @@ cost), and where no plan covers the client each class's own rate applies, all in
 
 A class that counts clients otherwise (its own ``get_cache_key``: per tenant) decides on its own, but the
 request is still priced once: only the first decision charges the price and the budgets and counts the request
-in usage; every decision is settled and every concurrency lease it took is released.
+in usage; every decision is settled and every concurrency lease it took is released. A request a later class
+refuses is withdrawn from the earlier decisions: charged nothing, and a period quota's unit and the alert level
+its admission raised are given back (also in a period carried over from another BUDGET_TIME_ZONE).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.urls import include, path
 from rest_framework.test import APIClient
 
-from plans.models import CostBudget
+from plans.models import CostBudget, PeriodQuota
 from quotas.engine import default_engine
 from quotas.formats.money import to_micros
+from quotas.signals import budget_threshold_crossed
 from quotas.throttling import QuotaThrottle
-from tests.factories import EndpointLimitFactory, PlanFactory, issue_key
+from tests.factories import EndpointLimitFactory, PlanFactory, SubscriptionFactory, issue_key
 from tests.urls import PricedView
 from tests.usage_counters import usage_totals
 
@@ -141,3 +145,71 @@ def test_a_request_a_later_class_refuses_is_charged_nothing(per_tenant, redis_cl
     assert totals["dr"] == 2
     spent = api.get("/api/v1/usage/current", HTTP_X_API_KEY=second).json()["budgets"][0]["spent"]
     assert Decimal(spent) == 0
+
+
+STORES = [pytest.param("memory"), pytest.param("redis", marks=pytest.mark.redis)]
+
+
+@pytest.fixture
+def six_a_day(db):
+    """A plan of 6 requests a day (a period quota on the priced scope) at 0.01 each; two of its subscribers'
+    keys (the customer's, its neighbour's: both of one tenant, the tenant class counting the plan's limits for
+    it), and the customer's alerts sent, as (limit, threshold, spent)."""
+    plan = PlanFactory(slug="six-a-day")
+    EndpointLimitFactory(plan=plan, name="priced", scope="priced", rates="1000/min", price=Decimal("0.01"))
+    PeriodQuota.objects.create(plan=plan, name="requests-per-day", scope="priced", period="day", units=6)
+    customer = SubscriptionFactory(plan=plan)
+    sent: list[tuple[str, int, int]] = []
+
+    def receiver(sender, client_tag, budget, threshold, spent_micros, **kwargs):
+        if client_tag == f"s.{customer.pk}":
+            sent.append((budget, threshold, spent_micros))
+
+    budget_threshold_crossed.connect(receiver, weak=False, dispatch_uid="test-several-throttles-alerts")
+    yield issue_key(customer), issue_key(plan=plan), sent
+    budget_threshold_crossed.disconnect(dispatch_uid="test-several-throttles-alerts")
+
+
+def spend_the_tenant(api: APIClient, neighbour: str, tenant: str) -> None:
+    """The neighbour's 6 requests for ``tenant``: the tenant's 6 a day spent (so is the neighbour's own)."""
+    assert [api.get("/tenant/", HTTP_X_API_KEY=neighbour, HTTP_X_TENANT=tenant).status_code for _ in range(6)] == [
+        200
+    ] * 6
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_withdrawn_request_takes_back_the_quota_alert_level_it_raised(six_a_day, store):
+    """4 of the customer's 6 requests spent; a fifth, admitted by its own quota (80 %) and refused by the spent
+    tenant's, sends no alert and is withdrawn with its level: the next request, the real fifth, sends the 80 %
+    with 5 of 6 spent (it was never sent when the withdrawn admission's level stayed)."""
+    customer, neighbour, sent = six_a_day
+    api = APIClient()
+    assert [api.get("/tenant/", HTTP_X_API_KEY=customer, HTTP_X_TENANT="own").status_code for _ in range(4)] == [
+        200
+    ] * 4
+    spend_the_tenant(api, neighbour, "shared")
+    assert api.get("/tenant/", HTTP_X_API_KEY=customer, HTTP_X_TENANT="shared").status_code == 429
+    assert sent == []
+    assert api.get("/tenant/", HTTP_X_API_KEY=customer, HTTP_X_TENANT="own").status_code == 200
+    assert sent == [("requests-per-day", 80, 5)]
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_withdrawn_request_gives_its_unit_back_in_a_period_carried_from_another_zone(
+    six_a_day, store, set_quotas, quota_clock
+):
+    """At noon UTC one of the customer's requests is counted in the UTC day; BUDGET_TIME_ZONE moves to Tokyo,
+    whose day ends 9 hours earlier (the stored day, named by UTC's later end, is the same one and carries over).
+    A request refused by the spent tenant's quota after the customer's own admitted it gives its unit back: 5
+    more are admitted, then the sixth is refused (4 were, the refused request counted)."""
+    at = datetime.fromtimestamp(quota_clock.now(), UTC) + timedelta(days=2)
+    quota_clock.set(datetime(at.year, at.month, at.day, 12, tzinfo=UTC).timestamp())
+    set_quotas(BUDGET_TIME_ZONE="UTC")
+    customer, neighbour, _ = six_a_day
+    api = APIClient()
+    assert api.get("/tenant/", HTTP_X_API_KEY=customer, HTTP_X_TENANT="own").status_code == 200
+    set_quotas(BUDGET_TIME_ZONE="Asia/Tokyo")
+    spend_the_tenant(api, neighbour, "shared")
+    assert api.get("/tenant/", HTTP_X_API_KEY=customer, HTTP_X_TENANT="shared").status_code == 429
+    codes = [api.get("/tenant/", HTTP_X_API_KEY=customer, HTTP_X_TENANT="own").status_code for _ in range(6)]
+    assert codes == [200] * 5 + [429]

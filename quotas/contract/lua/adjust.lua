@@ -29,14 +29,6 @@
 -- how long its mark lasts (s); then args[ADJUST_FIXED_ARGS + i], budget window i's
 -- spec, as sent with the decision.
 
--- The level before a request whose own alert mask is `own` raised it (to 2 with bit 2, else to 1), and
--- that level. -> before, raised_to (0, 0 for a request that raised nothing)
-local function raised_by(own, level)
-  if own >= 2 then return (own % 2 == 1) and 0 or 1, 2 end
-  if own == 1 then return 0, 1 end
-  return level, level
-end
-
 local function adjust(keys, args)
   local dnow = tonumber(args[ADJUST_ARG_NOW])
   local delta = tonumber(args[ADJUST_ARG_DELTA])
@@ -56,10 +48,8 @@ local function adjust(keys, args)
     local named, used, level, reserved, levels = parse_period_state(raw, pend, span, w.limit)
     local own = tonumber(string.sub(args[ADJUST_ARG_OWN], i, i)) or 0
     local mask = 0
-    if named ~= pend and (named - pend) * 2 >= span then
-      -- A later period began after the decision: its state is not ours to change. (A state named by an end
-      -- within half a period after the decision's is the decision's period under another BUDGET_TIME_ZONE,
-      -- which moved east: carried over, as decide reads it, and kept under its name.)
+    if later_period(named, pend, span) then
+      -- A later period began after the decision: its state is not ours to change (levels.lua).
       used = -1
     elseif taken then
       -- This settlement was taken before: the spend as it stands, nothing changed; the thresholds its first run

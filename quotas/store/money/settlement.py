@@ -55,11 +55,20 @@ class Settlement:
             return
         # A request from an allowance: its sliding-log units were recorded at the allowance's end.
         log_at = self.allowances.logged_at(decision) if decision.allowance and self.allowances else None
+        # A period quota's thresholds the request reached and has not reported go back with its units (the
+        # stored level too: refund.lua), so it never reports them: the request that reaches them again does.
+        # Budgets' are adjust.lua's, at the release of the estimate (reconcile).
+        quotas = [bool(s.window.period) and not s.window.is_budget for s in states]
+        own = [s.alert if quota else 0 for s, quota in zip(states, quotas, strict=True)]
         try:
-            self.store.refund(decision, states, log_at_us=log_at)
+            self.store.refund(decision, states, log_at_us=log_at, own=own)
         except StoreUnavailable:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
+            return
+        for state, quota in zip(states, quotas, strict=True):
+            if quota:
+                state.alert = 0
 
     def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState] | None:
         """Replace an admitted decision's estimated cost with the actual one, once.
