@@ -1,8 +1,8 @@
 """The poller: one daemon thread per process doing the runtime's background work every interval.
 
-Threads do not survive ``fork()``: a gunicorn worker inherits the runtime
-but not its thread, so :meth:`Poller.ensure` starts one in each process
-the first time that process uses the runtime.
+Threads do not survive ``fork()``, and a forked child builds a runtime of its
+own (:class:`quotas.engine.Engine`): :meth:`Poller.ensure` starts the thread
+in the process that uses the runtime, the first time it does.
 """
 
 from __future__ import annotations

@@ -293,13 +293,15 @@ def test_the_middleware_settles_whenever_settling_has_something_to_do(monkeypatc
 
 def test_the_runtime_read_without_a_call_follows_the_process():
     """``Engine.ready`` is the runtime ``engine.runtime()`` gave this process; None after ``engine.reset()`` and in
-    a forked child until the child asks ``engine.runtime()``, which starts the child's poller."""
+    a forked child until the child asks ``engine.runtime()``, which builds the child's own (tests/quotas/test_fork.py:
+    the parent's holds the parent's allowances) and starts its poller."""
     runtime = default_engine.runtime()
     assert default_engine.ready is runtime
     pid = os.fork()
     if pid == 0:  # the child: reports through its exit code, and leaves without the parent's atexit handlers
         fresh = default_engine.ready is None
-        seen_to = default_engine.runtime() is default_engine.ready is runtime and runtime.poller.pid == os.getpid()
+        own = default_engine.runtime()
+        seen_to = own is default_engine.ready and own is not runtime and own.poller.pid == os.getpid()
         os._exit(0 if fresh and seen_to else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
