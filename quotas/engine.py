@@ -45,6 +45,7 @@ class Engine:
         #: engine.runtime()``: a call less on every decision.
         self.ready: Runtime | None = None
         self._runtime: Runtime | None = None
+        self._inherited: Runtime | None = None  # in a forked child: the parent's runtime, to start from (_forked)
         self._lock = threading.Lock()
         #: The DRF throttle's per-view memos (quotas.drf.throttling): (throttle class, the view's throttle_classes)
         #: -> the classes one decision serves; (those classes, throttle_scope, authenticated) -> DRF's limits.
@@ -64,6 +65,9 @@ class Engine:
         with self._lock:
             if self._runtime is None:
                 self._runtime = build_runtime(self.clock, self.settings)
+                if self._inherited is not None:
+                    self._runtime.carry_over(self._inherited)
+                    self._inherited = None
             runtime = self._runtime
             runtime.poller.ensure()
             runtime.folding.ensure()
@@ -73,7 +77,7 @@ class Engine:
     def reset(self) -> None:
         """Close the runtime and forget the caches (a setting changed); the next use builds them again."""
         with self._lock:
-            self.ready = None
+            self.ready = self._inherited = None
             old, self._runtime = self._runtime, None
             self.throttle_partners.clear()
             self.drf_limits.clear()
@@ -90,8 +94,11 @@ class Engine:
     def _forked(self) -> None:
         # A child builds a runtime of its own on first use. Its parent's is the parent's: the units its allowances
         # reserved in Redis (served here too, a limit of 20 admitted 29 between them), its owed spend, and locks
-        # its threads may have held at the fork, never released in this process. It is dropped, not closed:
-        # closing would settle what the parent settles (Runtime.at_exit does nothing here either).
+        # its threads may have held at the fork, never released in this process. It is left, not closed: closing
+        # would settle what the parent settles (Runtime.at_exit does nothing here either); the child's runtime
+        # starts from its rules and lookups (Runtime.carry_over), as a warmed-up parent's child did before.
+        if self._runtime is not None:
+            self._inherited = self._runtime
         self.ready = self._runtime = None
         self._lock = threading.Lock()
 

@@ -87,6 +87,12 @@ class Runtime:
         self.pid = os.getpid()
         atexit.register(self.at_exit)
 
+    def carry_over(self, parent: Runtime) -> None:
+        """In a forked child, before its first use: decide from where ``parent`` (the runtime the child inherited,
+        whose allowances, owed spend and locks stay its parent's) had got to: its rules, lookups and multipliers."""
+        self.rules.carry_over(parent.rules)
+        self.multipliers.by_plan = dict(parent.multipliers.by_plan)
+
     def forget(self) -> None:
         """Drop what this process remembers from Redis (refused clients, blocks): the rules or a ban changed."""
         self.guard.forget()

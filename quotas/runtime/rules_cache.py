@@ -45,11 +45,9 @@ _MISS = object()  # no entry in an LRU (where None is a value), or in a cache of
 
 class LRU(OrderedDict):
     """A small least-recently-used map, shared by a process's threads: the subscribers by key and by user, and
-    the unknown keys (here rather than a module of its own: one module less on every request's path).
-
-    Each OrderedDict operation is atomic under the GIL, but another thread may evict or clear a key between two
-    of them, so a vanished key reads as a miss rather than raising KeyError.
-    """
+    the unknown keys (here rather than a module of its own: one module less on every request's path). Each
+    OrderedDict operation is atomic under the GIL, but another thread may evict or clear a key between two of
+    them, so a vanished key reads as a miss rather than raising KeyError."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
@@ -225,6 +223,16 @@ class RulesCache:
                 metrics.set_rules_stale(False)
         self.on_reload()
         return rules
+
+    def carry_over(self, parent: RulesCache) -> None:
+        """In a forked child, before its first use: start from ``parent``'s snapshot and lookups (its parent's
+        cache, left with the parent's runtime), so that a child of a warmed-up process decides without a query."""
+        self._rules, self.fresh, self._loaded_at = parent._rules, parent.fresh, parent._loaded_at
+        self.generation = parent.generation
+        self._by_key.update(parent._by_key)
+        self._by_user.update(parent._by_user)
+        self._unknown_keys.update(parent._unknown_keys)
+        self.user_clients.update(parent.user_clients)
 
     def mark_stale(self) -> None:
         """Reload this process's snapshot on its next use."""
