@@ -49,9 +49,9 @@ run: $(RUN_STAMP)
 ## workers end together (--dist loadgroup: under pytest 9.2 it no longer groups xdist_group marks, pytest-xdist#1386;
 ## the session's builds are shared between workers instead: tests/session_files.py). A third worker (-n 3) only
 ## made the suite flakier under load. Target: 4 min on 2 cores.
-## Last measured (2026-11-29, PostgreSQL, 2 cores, a fresh clone's .ci/run, load average 2 to 3): 3,273 tests
-## in 4 min 26 s (5 min 13 s to 5 min 27 s earlier that day; since then the test clients no longer make WhiteNoise
-## scan every static file, tests/conftest.py, and the fresh project installs the session's wheel). The slow tests
+## Last measured (2026-11-29 evening, PostgreSQL, 2 cores, a fresh clone's .ci/run, quiet): 3,294 tests in 5 min
+## 11 s to 5 min 20 s, over the target (3,273 in 4 min 14 s to 4 min 39 s that afternoon, before the money machine's
+## new rules and replays); with two busy loops on both cores, 3,294 in 9 min 16 s. The slow tests
 ## are most of the rest: the fresh project's builds and processes, the money machine (300 examples, the floor), the
 ## worker-kill tests, the MariaDB flush; a Django process start costs about 1.1 s of CPU. The PostgreSQL server's
 ## CPU is not in those figures (up to 39 s a run).
@@ -69,7 +69,7 @@ test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 ## The edit-run loop: every test but the slow ones (real time, real processes, browsers), in parallel. Target 60 s;
-## measured quiet on 2026-11-29 (a fresh clone, SQLite): 3,098 tests in 55 s (1 min 15 s earlier that day, before the
+## measured quiet on 2026-11-29 (SQLite): 3,108 tests in 64 s (3,098 in 55 s that afternoon; 1 min 15 s before the
 ## WhiteNoise change above); on PostgreSQL at a load average of 7 from other sessions: 3,092 in 5 min 25 s, 171 s of
 ## CPU.
 test-fast: $(STAMP)

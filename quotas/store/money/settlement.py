@@ -58,16 +58,15 @@ class Settlement:
         # A period quota's thresholds the request reached and has not reported go back with its units (the
         # stored level too: refund.lua), so it never reports them: the request that reaches them again does.
         # Budgets' are adjust.lua's, at the release of the estimate (reconcile).
-        quotas = [bool(s.window.period) and not s.window.is_budget for s in states]
-        own = [s.alert if quota else 0 for s, quota in zip(states, quotas, strict=True)]
+        own = [s.alert if s.window.period and not s.window.is_budget else 0 for s in states]
         try:
             self.store.refund(decision, states, log_at_us=log_at, own=own)
         except StoreUnavailable:
             metrics.observe_redis_error("refund")
             logger.warning("quotas: refund for %s failed", decision.tag, exc_info=True)
             return
-        for state, quota in zip(states, quotas, strict=True):
-            if quota:
+        for state, mask in zip(states, own, strict=True):
+            if mask:
                 state.alert = 0
 
     def reconcile(self, decision: Decision, actual_micros: int) -> list[WindowState] | None:
