@@ -13,6 +13,7 @@ import pytest
 from django.core import signing
 
 from quotas.engine import default_engine
+from quotas.store.money.budget_day import day_of
 from quotas.store.usage_batches import STALE_CLAIM_SECONDS, Batch, UsageBuffer, replay_spool, spool_batches, spool_dir
 from tests.usage_counters import usage_totals
 
@@ -130,3 +131,16 @@ def test_engine_exit_spools_into_the_private_directory(redis_server, redis_clien
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert replay_spool(redis_client) == 1
     assert usage_totals(redis_client)["a"] == 2
+
+
+def test_usage_of_a_day_past_its_retention_leaves_no_key_that_never_expires(redis_client, base, quota_clock):
+    """A batch counted on a day whose usage hash is past its retention (USAGE_TTL_DAYS after the day: a buffer
+    held through a long outage, an old spool file replayed) is written to a hash whose expiry is already past,
+    which deletes it; the batch's mark ("~w:<writer>") written after that made the hash again with no expiry at
+    all, one key per bucket that lived forever."""
+    long_ago = day_of(quota_clock.now() - 10 * 86_400)
+    buffer = UsageBuffer(quota_clock)
+    buffer.add(base[0], "s.1|1|-|a", 3, day=long_ago)
+    assert buffer.flush(redis_client)
+    assert redis_client.exists(f"{base[0]}:{long_ago}") == 0
+    assert not buffer

@@ -12,7 +12,8 @@
 --           batches in order and never sends batch n + 1 to any hash before
 --           batch n is in every hash.
 -- then field, amount pairs from args[USAGE_ADD_FIXED_ARGS + 1]
--- Returns 1 when the batch was added, 0 when this hash already had it.
+-- Returns 1 when the batch was added (or its day is past retention: nothing to add it to), 0 when this
+-- hash already had it.
 local function usage_add(keys, args)
   local days = tonumber(args[USAGE_ADD_ARG_DAY])
   local mark = '~w:' .. args[USAGE_ADD_ARG_WRITER]
@@ -25,6 +26,9 @@ local function usage_add(keys, args)
     if amount ~= 0 and redis.call('HINCRBY', keys[1], args[i], amount) == amount then fresh = fresh + 1 end
   end
   if fresh > 0 then usage_created(keys[1], days, fresh) end
+  -- A day past its retention: usage_created's PEXPIREAT, already past, deleted the hash, and its counts with it
+  -- (as the hash's own expiry would have). The mark would make the hash again with no expiry: a key for ever.
+  if redis.call('EXISTS', keys[1]) == 0 then return 1 end
   redis.call('HSET', keys[1], mark, seq)
   return 1
 end
