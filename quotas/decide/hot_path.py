@@ -221,7 +221,7 @@ def _prepare(engine: Engine, facts: Facts, started: float) -> Call | Verdict:  #
     allowances = runtime.guard.allowances
     if allowance_ok and allowances is not None and windows and not rules.acl.rules:
         # The client's allowance asked before the call is built (else the guard asks it): a request it serves
-        # builds no Call: 3,300 to 3,700 instructions less a busy request (docs/benchmark-history.md).
+        # builds no Call: 4,900 to 5,800 instructions less a busy request (docs/benchmark-history.md).
         served, wanted = allowances.ask(client.tag, windows, weight, cost, usage, multiplier)
         if served is not None:
             return _served(engine, facts, runtime, client, plan_id, plan, served, started)
