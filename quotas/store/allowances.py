@@ -151,10 +151,19 @@ class Allowances:
 
     def key(self, call: DecideCall) -> tuple:
         """What makes two requests of one client interchangeable: the same windows, weight, cost and usage."""
-        windows = call.windows
+        return self._key(call.tag, call.windows, call.weight, call.cost_micros, call.usage, call.multiplier)
+
+    def _key(  # noqa: PLR0917  (the fields of a call that make its key)
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None,
+        cost_micros: int,
+        usage: str | None,
+        multiplier: float,
+    ) -> tuple:
         if type(windows) is not tuple:  # made for this request (a list): its windows' fields, as they are
-            return (call.tag, tuple(map(_WINDOW_KEY, windows)), call.weight, call.cost_micros, call.usage,
-                    call.multiplier)  # fmt: skip
+            return (tag, tuple(map(_WINDOW_KEY, windows)), weight, cost_micros, usage, multiplier)
         # A tuple a rules snapshot holds for a route: its windows' fields as one string, kept by the tuple's id (the
         # tuple held with it, so no other object has that id meanwhile). A string keeps its hash, where the tuple of
         # fields was made and hashed again on every request.
@@ -163,24 +172,42 @@ class Allowances:
             if len(self._windows_parts) >= _MAX_ROUTES:
                 self._windows_parts.clear()
             kept = self._windows_parts[id(windows)] = (windows, repr(tuple(map(_WINDOW_KEY, windows))))
-        return (call.tag, kept[1], call.weight, call.cost_micros, call.usage, call.multiplier)
+        return (tag, kept[1], weight, cost_micros, usage, multiplier)
 
-    def take(self, call: DecideCall) -> Decision | None:  # noqa: C901  # one call for the guard (see below)
+    def take(self, call: DecideCall) -> Decision | None:
         """An admission from this client's allowance for requests like ``call``, if one has units left. Else None,
-        the request noted, and ``call.allowance`` set when the client is busy here (its rate at least
-        ``min_rate``) and such requests may be served from an allowance (:func:`eligible`): how many requests'
-        units its decision should ask for, the share of a window they may take, and how long in us they may be
-        used.
+        the request noted, and ``call.allowance`` set when the client is busy here (see :meth:`ask`)."""
+        served, wanted = self.ask(call.tag, call.windows, call.weight, call.cost_micros, call.usage, call.multiplier)
+        if wanted is not None:
+            call.allowance = wanted
+        return served
+
+    def ask(  # noqa: C901, PLR0917  # one call for the service (see below); a call's fields
+        self,
+        tag: str,
+        windows: Sequence[Window],
+        weight: int | None,
+        cost_micros: int,
+        usage: str | None,
+        multiplier: float,
+    ) -> tuple[Decision | None, tuple[int, float, int] | None]:
+        """For a request of client ``tag`` with these windows and options: an admission from its allowance, if one
+        has units left; else (None, the allowance to ask for), the request noted. The allowance to ask for is
+        None unless the client is busy here (its rate at least ``min_rate``) and such requests may be served from
+        an allowance (:func:`eligible`): how many requests' units its decision should ask for, the share of a
+        window they may take, and how long in us they may be used (``DecideCall.allowance``).
+
+        Asked with the call's fields, not a call: the service asks before it builds the call, so a request an
+        allowance serves builds none (docs/benchmark-history.md).
 
         The client's rate counts the requests its allowances serve too. Counting only those that reach Redis
         measured the rate of misses: allowances settled near sqrt(rate x horizon) requests (31 at 4,000 requests
         a second) instead of rate x horizon, capped at MAX_REQUESTS (50).
         """
-        # One call for the guard, where serving, noting the request and sizing the next grant were three, and
+        # One call, where serving, noting the request and sizing the next grant were three, and
         # _note's common cases (a request within the client's current span, a client not seen before) written
         # out: calls less on every decision.
         now = self._monotonic()
-        tag = call.tag
         served = None
         if tag in self._held:  # a client holding none (most of those that ask Redis) is passed by without its key
             # Its last allowance, if this request is like the one that took it: the same windows tuple (held in
@@ -188,12 +215,12 @@ class Allowances:
             # looked up on every busy request. One replaced or ended serves nothing (ends_at), and the key decides.
             last = self._last.get(tag)
             if (
-                last is not None and last[0] is call.windows and last[1] == call.weight
-                and last[2] == call.cost_micros and last[3] == call.usage and last[4] == call.multiplier
+                last is not None and last[0] is windows and last[1] == weight
+                and last[2] == cost_micros and last[3] == usage and last[4] == multiplier
             ):  # fmt: skip
                 served = last[5].serve(now)
             if served is None:
-                allowance = self._by_key.get(self.key(call))
+                allowance = self._by_key.get(self._key(tag, windows, weight, cost_micros, usage, multiplier))
                 if allowance is not None:
                     served = allowance.serve(now)
         seen = self._seen.get(tag)
@@ -204,7 +231,7 @@ class Allowances:
         else:
             seen = self._note(tag, now)
         if served is not None:
-            return served
+            return served, None
         # Requests a second: over the last span, or over this one so far (a burst shows at once). Conditional
         # expressions rather than max(): see states_now.
         span = now - seen[0]
@@ -213,9 +240,9 @@ class Allowances:
             rate = seen[2]
         if rate >= self.min_rate:
             wanted = min(self.max_requests, math.ceil(rate * self.horizon))
-            if wanted > 1 and eligible(call.windows):
-                call.allowance = (wanted, self.share, self.end_us)
-        return None
+            if wanted > 1 and eligible(windows):
+                return None, (wanted, self.share, self.end_us)
+        return None, None
 
     def _note(self, tag: str, now: float) -> list[float]:
         """Count one request of ``tag`` at ``now``; returns its meter (see ``_seen``)."""

@@ -31,10 +31,12 @@ class DecideCall:
     ``now`` (seconds since the epoch) asks at another moment than the engine's clock's: a one-off question,
     answered by the store alone (no allowance, nothing remembered). A test moves the engine's clock instead
     (:mod:`quotas.clock`), which keeps allowances and the refusal memory on.
-    ``allowance_ok``: the service found nothing against admitting such
-    requests from an allowance (see :mod:`quotas.store.allowances`);
-    ``allowance``, set by the guard for a busy client: (requests wanted, the
-    share of a window they may take, how long in us they may be used).
+    ``allowance_ok``: the guard may admit the request from the client's
+    allowance (see :mod:`quotas.store.allowances`): nothing stands against it
+    and the allowance was not asked yet (the service asks it itself before it
+    builds its call, and then gives ``allowance`` and False here);
+    ``allowance``, set for a busy client (by the guard, or the service): (requests
+    wanted, the share of a window they may take, how long in us they may be used).
     """
 
     tag: str
