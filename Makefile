@@ -42,25 +42,29 @@ run: $(RUN_STAMP)
 	$(PY) manage.py seed_demo
 	$(PY) -m config.run
 
-## The whole test suite (and PostgreSQL when DATABASE_URL is set), one pytest-xdist worker per core (TEST_WORKERS=0
-## runs it in one process). Tests run on the memory store unless they ask for Redis (the redis marker); each worker
-## then starts its own redis-server, Redis 6.2 and Cluster, and pytest-django gives it its own test database.
-## The slow tests are handed out first, one at a time to the worker short of work (tests/conftest.py), so both
-## workers end together (--dist loadgroup: under pytest 9.2 it no longer groups xdist_group marks, pytest-xdist#1386;
-## the session's builds are shared between workers instead: tests/session_files.py). A third worker (-n 3) only
-## made the suite flakier under load. Target: 4 min on 2 cores.
-## Last measured (2026-11-29 evening, PostgreSQL, 2 cores, a fresh clone's .ci/run, quiet): 3,294 tests in 5 min
-## 11 s to 5 min 20 s, over the target (3,273 in 4 min 14 s to 4 min 39 s that afternoon, before the money machine's
-## new rules and replays); with two busy loops on both cores, 3,294 in 9 min 16 s. The slow tests
-## are most of the rest: the fresh project's builds and processes, the money machine (300 examples, the floor), the
-## worker-kill tests, the MariaDB flush; a Django process start costs about 1.1 s of CPU. The PostgreSQL server's
-## CPU is not in those figures (up to 39 s a run).
-## Under other sessions' load it is far slower, and flakier: 16 min 14 s at a load average of 6 to 8, 24 min at 8
-## to 14; CPU seconds grow with the load on that virtual machine (the same 300 money-machine examples: 38 s of CPU
-## at 6 to 8, 57 s at 10 to 14), so compare runs by per-test figures taken at one load (--durations).
+## The whole test suite (and PostgreSQL when DATABASE_URL is set), in three pytest-xdist workers on 2 cores
+## (TEST_WORKERS=0 runs it in one process). Tests run on the memory store unless they ask for Redis (the redis
+## marker); each worker then starts its own redis-server, Redis 6.2 and Cluster, and pytest-django gives it its own
+## test database. The slow tests are handed out first, one at a time to the worker short of work
+## (tests/conftest.py), so the workers end together (--dist loadgroup: under pytest 9.2 it no longer groups
+## xdist_group marks, pytest-xdist#1386; the session's builds are shared between workers instead:
+## tests/session_files.py). Why three workers on two cores: the slow tests mostly wait (for the processes,
+## servers and browsers they start), and with two workers the suite kept the cores 60 % busy (121 % of 200 % CPU,
+## `time -v`, quiet, 2026-11-29). Measured one after the other that night, quiet, PostgreSQL, 3,297 tests:
+## -n 2 5 min 19 s, -n 3 3 min 58 s, -n 4 4 min 31 s (the money machine and the builds then fight for the CPU).
+## Target: 4 min on 2 cores. With two busy loops on both cores and another session's benchmarks beside it, -n 3
+## passed every test in 12 min 57 s (-n 2, two busy loops alone: 9 min 16 s). The slow tests are most of the
+## time: the fresh project's builds and processes, the money machine (300 examples, the floor), the worker-kill
+## tests, the MariaDB flush; a Django process start costs about 1.1 s of CPU. The PostgreSQL server's CPU is not
+## in those figures (up to 39 s a run).
+## Under other sessions' load it is far slower, and flakier: 16 min 14 s at a load average of 6 to 8 (-n 2), 24 min
+## at 8 to 14; CPU seconds grow with the load on that virtual machine (the same 300 money-machine examples: 38 s of
+## CPU at 6 to 8, 57 s at 10 to 14), so compare runs by per-test figures taken at one load (--durations).
 ## The property tests run fewer examples here than in the nightly job, which sets QUOTAS_MONEY_MACHINE=nightly and
 ## QUOTAS_BUDGET_PROPERTIES=nightly (tests/quotas/test_money_machine.py, tests/quotas/test_budget_properties.py).
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= 3
+## The fast tests keep the CPU busy: one worker per core (a third only adds its start-up).
+FAST_TEST_WORKERS ?= auto
 ## The tests write bytecode beside the sources (__pycache__, left out by git, tests/checkout.py and the sdist) even
 ## where the environment says not to: the processes the tests start find the project compiled (a Django process
 ## starts in 1.3 s of CPU, not 1.9; collection takes 4 s in a worker, not 12).
@@ -73,7 +77,7 @@ test: $(STAMP)
 ## WhiteNoise change above); on PostgreSQL at a load average of 7 from other sessions: 3,092 in 5 min 25 s, 171 s of
 ## CPU.
 test-fast: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest -n $(FAST_TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 ## The library's fast tests (tests/quotas, neither slow nor PostgreSQL) on the oldest and the newest versions the
 ## package allows, one nox session per cell (noxfile.py). nox looks for python3.11 and python3.13 on PATH: pyenv's
