@@ -47,11 +47,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
 from collections.abc import Iterable
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
+from quotas.fork_safe import ForkSafeLock
 from quotas.metrics_fold import BatchChild, BatchHistogram, Folding
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class BoundedLabel:
         self.name = name
         self.limit = limit
         self.seen: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()  # a parent's thread may hold it at a fork
         self._overflow = label_overflow.labels(name)
 
     def __call__(self, value: object) -> str:

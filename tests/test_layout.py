@@ -90,7 +90,8 @@ def test_modules_stay_small(app):
 #: layer below, never above: at the top of the file, inside a function (a deferred import) or for type checking
 #: alike. A unit belongs to the layer naming it; any other is a front door.
 QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # Settings, errors and signals; the clock every part reads the time from; the metrics registry; the formats
+    # Settings, errors and signals; the clock every part reads the time from; the locks a forked child makes
+    # anew; the metrics registry; the formats
     # every layer reads (rates, money, periods, allow and deny lists); what the engine and its store share (the
     # Python/Lua protocol, the key layout, the Lua library, a REDIS_URL's parsing); the SSRF guard of requests to
     # URLs operators enter.
@@ -100,6 +101,7 @@ QUOTAS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "quotas.exceptions",
             "quotas.signals",
             "quotas.clock",
+            "quotas.fork_safe",
             "quotas.settings",
             "quotas.metrics",
             "quotas.metrics_fold",

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from quotas import metrics
+from quotas.fork_safe import ForkSafeLock
 from quotas.identity.addresses import IPAddress, client_ip
 from quotas.settings import quota_settings
 
@@ -84,7 +84,7 @@ def open_database(path: str | os.PathLike[str] | None) -> CountryDatabase:
     return CountryDatabase(shown, reader=reader, lookup=lookup)
 
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _opened: CountryDatabase | None = None
 
 

@@ -1,5 +1,5 @@
 """A process forked from one that has decided (gunicorn with ``--preload``, multiprocessing): the child decides
-with a runtime of its own, never with what its parent holds (real Redis)."""
+with a runtime of its own, never with what its parent holds (real Redis), and takes the process-wide locks anew."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import threading
 
 import pytest
 
+from quotas import metrics
 from quotas.engine import default_engine
 from quotas.formats.rates import parse_rates
+from quotas.identity import countries
 from quotas.rules.limits import LimitRule
+from quotas.store.backends.memory import client as memory_client
 from quotas.store.decision import DecideCall
 
 LIMIT = 20
@@ -47,6 +50,9 @@ def _in_child(target, *args):
     process.start()
     answer = parent.recv() if parent.poll(30) else None
     process.join(timeout=10)
+    if process.is_alive():  # a child stuck on a lock: not left behind
+        process.kill()
+        process.join()
     assert process.exitcode == 0
     return answer
 
@@ -99,6 +105,52 @@ def test_a_child_forked_while_a_parents_thread_holds_a_lock_still_decides(busy, 
     held.wait(5)
     try:
         assert _in_child(_admitted_in_child) is not None
+    finally:
+        release.set()
+        thread.join()
+
+
+def _label_in_child(pipe):
+    pipe.send(metrics.plan_label("forked-plan"))
+
+
+def _country_database_in_child(pipe):
+    pipe.send(countries.database().reason)
+
+
+def _memory_keyspace_in_child(pipe):
+    pipe.send(len(memory_client.keyspace("memory://forked-child").data))
+
+
+@pytest.mark.parametrize(
+    ("lock", "use", "answer"),
+    [
+        (lambda: metrics.plan_label._lock, _label_in_child, "forked-plan"),
+        (lambda: countries._lock, _country_database_in_child, "unreadable"),
+        (lambda: memory_client._registry_lock, _memory_keyspace_in_child, 0),
+    ],
+    ids=["a-metrics-label", "the-country-database", "the-memory-stores-registry"],
+)
+def test_a_child_forked_while_a_parents_thread_holds_a_process_wide_lock_still_takes_it(
+    lock, use, answer, set_quotas, tmp_path
+):
+    """The locks that outlive a request (a metrics label's first values, the country database's opening, the
+    memory store's registry of keyspaces) are taken anew by a child forked while a parent's thread held them."""
+    unopened = tmp_path / "countries.mmdb"  # a path this process never opened: the child must open it
+    unopened.write_bytes(b"not a database")
+    set_quotas(GEOIP_COUNTRY_DB=str(unopened))
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock():  # the product's own lock, held as one of its threads would
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(5)
+    try:
+        assert _in_child(use) == answer
     finally:
         release.set()
         thread.join()

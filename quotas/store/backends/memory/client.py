@@ -3,7 +3,6 @@ transport the store calls the Lua library through; one keyspace per ``memory://`
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,11 +14,12 @@ from redis.exceptions import ResponseError
 from redis.lock import Lock
 
 from quotas.contract.library import ENTRY_POINTS, script_source
+from quotas.fork_safe import ForkSafeLock
 from quotas.store.backends.memory.keyspace import Keyspace
 from quotas.store.backends.memory.lua import ENCODER, LuaLibrary
 
 _keyspaces: dict[str, tuple[Keyspace, LuaLibrary]] = {}
-_registry_lock = threading.Lock()
+_registry_lock = ForkSafeLock()
 
 
 def _name(url: str) -> str:
