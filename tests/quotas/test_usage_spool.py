@@ -133,7 +133,8 @@ def test_engine_exit_spools_into_the_private_directory(redis_server, redis_clien
     assert usage_totals(redis_client)["a"] == 2
 
 
-def test_usage_of_a_day_past_its_retention_leaves_no_key_that_never_expires(redis_client, base, quota_clock):
+@pytest.mark.parametrize("store", [pytest.param("memory"), pytest.param("redis", marks=pytest.mark.redis)])
+def test_usage_of_a_day_past_its_retention_leaves_no_key_that_never_expires(store, redis_client, base, quota_clock):
     """A batch counted on a day whose usage hash is past its retention (USAGE_TTL_DAYS after the day: a buffer
     held through a long outage, an old spool file replayed) is written to a hash whose expiry is already past,
     which deletes it; the batch's mark ("~w:<writer>") written after that made the hash again with no expiry at
