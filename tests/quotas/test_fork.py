@@ -117,7 +117,8 @@ def _label_in_child(pipe):
 
 
 def _country_database_in_child(pipe):
-    pipe.send(countries.database().reason)
+    # Not a database (or geoip2 not installed, the extra): opened, under the lock, and found unusable.
+    pipe.send(countries.database().reader is None)
 
 
 def _memory_keyspace_in_child(pipe):
@@ -128,7 +129,7 @@ def _memory_keyspace_in_child(pipe):
     ("lock", "use", "answer"),
     [
         (lambda: metrics.plan_label._lock, _label_in_child, True),
-        (lambda: countries._lock, _country_database_in_child, "unreadable"),
+        (lambda: countries._lock, _country_database_in_child, True),
         (lambda: memory_client._registry_lock, _memory_keyspace_in_child, 0),
     ],
     ids=["a-metrics-label", "the-country-database", "the-memory-stores-registry"],
