@@ -3,8 +3,10 @@ with a runtime of its own, never with what its parent holds (real Redis), and ta
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -57,6 +59,26 @@ def _in_child(target, *args):
     return answer
 
 
+@contextlib.contextmanager
+def held_by_a_thread(lock) -> Iterator[None]:
+    """``lock`` (the product's own) held by another thread of this process, as one of its threads would."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(5)
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join()
+
+
 def _with_an_allowance() -> int:
     admitted = 0
     while True:
@@ -91,23 +113,9 @@ def test_a_child_forked_while_a_parents_thread_holds_a_lock_still_decides(busy, 
     """A lock of the runtime a parent's thread held at the fork is never released in the child: the child must
     not need it."""
     _with_an_allowance()
-    runtime = default_engine.runtime()
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        # The parent's poller ending allowances, say, at the moment of the fork.
-        with runtime.guard.allowances._lock:  # the product's own lock, held as its poller would
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    held.wait(5)
-    try:
+    # The parent's poller ending allowances, say, at the moment of the fork.
+    with held_by_a_thread(default_engine.runtime().guard.allowances._lock):
         assert _in_child(_admitted_in_child) is not None
-    finally:
-        release.set()
-        thread.join()
 
 
 def _label_in_child(pipe):
@@ -142,18 +150,5 @@ def test_a_child_forked_while_a_parents_thread_holds_a_process_wide_lock_still_t
     unopened = tmp_path / "countries.mmdb"  # a path this process never opened: the child must open it
     unopened.write_bytes(b"not a database")
     set_quotas(GEOIP_COUNTRY_DB=str(unopened))
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with lock():  # the product's own lock, held as one of its threads would
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    held.wait(5)
-    try:
+    with held_by_a_thread(lock()):
         assert _in_child(use) == answer
-    finally:
-        release.set()
-        thread.join()
