@@ -271,7 +271,10 @@ def _served(  # noqa: PLR0917
         refusals=runtime.refusals, shadow_denied=False,
     )  # fmt: skip
     subscriber = client.subscriber
-    return Verdict(
+    # __init__ called by keyword as a function: a class call packs keywords in a dict (docs/benchmark-history.md).
+    verdict = Verdict.__new__(Verdict)
+    Verdict.__init__(
+        verdict,
         client=client,
         plan_id=plan_id,
         decision=decision,
@@ -279,6 +282,7 @@ def _served(  # noqa: PLR0917
         to_settle=subscriber is not None and subscriber.alerts != (),
         engine=engine,
     )
+    return verdict
 
 
 def _usage_field(engine: Engine, plan_id: int | None, scope: str) -> str:
