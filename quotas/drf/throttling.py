@@ -15,7 +15,7 @@ the view).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -139,18 +139,12 @@ class QuotaThrottle(BaseThrottle):
             # limit scoped "search" applies to a view with throttle_scope = "search").
             scope=getattr(view, "quota_scope", None) or getattr(view, "throttle_scope", None) or "",
             fallback=fallback,
+            weight=weight,
+            cost_micros=cost,
+            scope_limits_only=self.scope_limits_only,
+            metered=self.metered,
+            priced=not verdicts,  # only decisions are left there, and the first one priced the request
         )
-        if weight is not None or cost is not None or verdicts or self.scope_limits_only or not self.metered:
-            # Facts' defaults hold on most requests, so they are left out above: each keyword of a class call costs
-            # about 440 instructions (docs/benchmark-history.md).
-            facts = replace(
-                facts,
-                weight=weight,
-                cost_micros=cost,
-                scope_limits_only=self.scope_limits_only,
-                metered=self.metered,
-                priced=not verdicts,  # only decisions are left there, and the first one priced the request
-            )
         verdict = self._checked(facts, request, view) if partners.counts_otherwise else check(engine, facts)
         if verdict.decision is not None:
             verdicts.append(verdict)
