@@ -2,7 +2,7 @@
 console's full rate, no longer holds the web workers. A real gunicorn with 2 workers (as the review ran it)
 serves the project; the owner POSTs a test event to one of its endpoints every second, each at a silent loopback
 receiver (it accepts connections and never answers: each request used to wait TIMEOUT, 5 s); meanwhile another
-customer's ``/healthz`` is asked every 0.2 s. Every ``/healthz`` answers 200 within a second (the review saw
+customer's ``/healthz`` is asked every 0.2 s. Every ``/healthz`` answers 200 within PROMPT (the review saw
 4.8 s) and every test answers 202 at once: the request only queues it, the notifier's dispatcher sends it.
 
 The bounds are functional, generous against the 5 s a worker was held: not a benchmark.
@@ -35,8 +35,10 @@ WORKERS = 2
 #: worker 5 s before the fix, so from the second one on both workers were held: six show it for four seconds of
 #: probes (ten took 4 s more of the test's time and showed nothing more).
 TESTS = 6
-#: Seconds ``/healthz`` and a test event may take, at most: generous, against the 5 s a held worker took.
-PROMPT = 1.0
+#: Seconds ``/healthz`` and a test event may take, at most: half the 5 s a held worker took, so a held worker
+#: still fails the test. 1.0 s was too tight for CI's three test workers on two cores: one /healthz among 26
+#: took 1.03 s there, a CPU-starved machine rather than a held worker.
+PROMPT = 2.5
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
