@@ -143,17 +143,28 @@ def flush_script(env: dict[str, str], rounds: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.PIPE)
 
 
-def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, results) -> None:
-    """One sender process: ``rounds`` times every key on every path; puts {(client, status): count}."""
+#: Seconds a sender waits after each round of requests (see send_requests).
+SENDER_PAUSE = 0.05
+
+
+def send_requests(keys: dict[str, str], paths: list[str], least: int, stop, barrier, results) -> None:
+    """One sender process: every key on every path, round after round, at least ``least`` rounds and then until
+    ``stop`` (an Event) is set; puts (rounds, {(client, status): count}). Sending until told keeps requests in
+    flight for as long as the kills and flushes they must overlap last, however fast the machine; a pause of
+    :data:`SENDER_PAUSE` after each round leaves the cores to the worker and the flushes (four senders flat out
+    took both cores, so the flushes they overlap took longer and the senders sent for longer)."""
     # The parent warmed the rules and API keys up, so the throttle needs no database here: a forked
     # child must not use the parent's database connections.
     api = APIClient(raise_request_exception=False)
     seen: Counter = Counter()
     barrier.wait(timeout=30)
-    for _ in range(rounds):
+    rounds = 0
+    while rounds < least or not stop.is_set():
         for client, key in keys.items():
             for path in paths:
                 seen[client, api.get(path, HTTP_X_API_KEY=key).status_code] += 1
+        rounds += 1
+        stop.wait(SENDER_PAUSE)
     # A worker process settles its allowances and flushes its in-process usage at exit (Runtime.at_exit);
     # multiprocessing children skip atexit. This process's poller stops first: a flush of its own under way when
     # the process exits would be cut short (the flush below found its batches taken and returned).
@@ -161,4 +172,4 @@ def send_requests(keys: dict[str, str], paths: list[str], rounds: int, barrier, 
     runtime.poller.stop()
     runtime.settle_allowances(everything=True)
     assert runtime.guard.usage.flush_usage(), "the sender's last usage did not reach Redis"
-    results.put(dict(seen))
+    results.put((rounds, dict(seen)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import Counter
+from typing import Any
 
 import pytest
 from celery import Celery
@@ -25,7 +26,10 @@ from .conftest import assert_refusals_counted
 from .processes import CeleryWorker, WorkerDatabase, flush_script, process_env, send_requests
 
 SENDERS = 4
-ROUNDS = 250  # per sender: 250 rounds x 4 clients x 2 paths = 2,000 requests; 8,000 in all
+#: Rounds each sender sends at least (4 clients x 2 paths each), before and after its stop is set.
+LEAST = 20
+#: Flushes run to their end while the senders are still sending, after the kills.
+FLUSHES_WHILE_SENDING = 2
 PATHS = ["/api/demo/ping", "/api/demo/search?q=x"]
 BATCH_DELAY = "0.3"  # seconds slept inside each flush transaction: the kill lands mid-flush
 
@@ -38,7 +42,8 @@ def tag_of(raw_key: str) -> str:
 @pytest.mark.timeout(300)
 @pytest.mark.django_db(transaction=True)
 def test_worker_killed_mid_flush_loses_and_double_counts_nothing(redis_server, redis_client, tmp_path):
-    """4 processes send 8,000 requests while a real worker flushes; it is SIGKILLed twice mid-flush.
+    """4 processes send requests while a real worker flushes; it is SIGKILLed twice mid-flush, then flushes
+    FLUSHES_WHILE_SENDING times to the end, the requests still coming; then the senders stop.
 
     After a final flush, every client's database totals equal exactly what
     its requests got: allowed = its 200s, denied = its 429s. After each kill,
@@ -59,8 +64,9 @@ def test_worker_killed_mid_flush_loses_and_double_counts_nothing(redis_server, r
     producer = Celery("usage-test", broker=env["CELERY_BROKER_URL"], set_as_current=False)
     log = tmp_path / "worker.log"
     ctx = multiprocessing.get_context("fork")
-    barrier, results = ctx.Barrier(SENDERS + 1), ctx.Queue()
-    senders = [ctx.Process(target=send_requests, args=(keys, PATHS, ROUNDS, barrier, results)) for _ in range(SENDERS)]
+    barrier, stop, results = ctx.Barrier(SENDERS + 1), ctx.Event(), ctx.Queue()
+    senders = [ctx.Process(target=send_requests, args=(keys, PATHS, LEAST, stop, barrier, results))
+               for _ in range(SENDERS)]  # fmt: skip
     worker = CeleryWorker(env, log)
     kills = 0
     try:
@@ -72,17 +78,13 @@ def test_worker_killed_mid_flush_loses_and_double_counts_nothing(redis_server, r
         for _ in range(2):
             worker = kill_mid_flush(worker, producer, database, redis_client)
             kills += 1
-        # Flush again and again while the senders are still at it.
-        flushes = 0
-        while any(p.is_alive() for p in senders) and flushes < 50:
+        # Flush again, to the end, while the senders are still at it (they send until told to stop).
+        for flushes in range(1, FLUSHES_WHILE_SENDING + 1):
             producer.send_task("usage.flush")
-            flushes += 1
             worker.wait_for(lambda text, n=flushes: text.count("usage flush finished") >= n, 30, "a flush")
-        for p in senders:
-            p.join(timeout=120)
-            assert p.exitcode == 0
-        for _ in senders:
-            sent.update(results.get(timeout=10))
+        assert all(p.is_alive() for p in senders), "a sender ended before it was told to"
+        stop.set()
+        rounds = collect(senders, results, sent, len(keys) * len(PATHS))
         producer.send_task("usage.flush")  # the one after the last request
         worker.wait_for(lambda text: text.count("usage flush finished") > flushes, 60, "the final flush")
     finally:
@@ -92,9 +94,25 @@ def test_worker_killed_mid_flush_loses_and_double_counts_nothing(redis_server, r
                 p.kill()
         producer.close()
     assert kills == 2
-    assert sum(sent.values()) == SENDERS * ROUNDS * len(keys) * len(PATHS) + len(keys)
+    assert sum(sent.values()) == rounds * len(keys) * len(PATHS) + len(keys)
     assert set(status for _, status in sent) <= {200, 429}
     assert_totals_are_what_clients_got(database.totals(), keys, sent)
+
+
+def collect(senders: list, results: Any, sent: Counter, per_round: int) -> int:
+    """Wait for ``senders`` to end and add what each got to ``sent``; returns the rounds they sent in all. Each
+    sender's round got ``per_round`` answers (every key on every path)."""
+    for p in senders:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    rounds = 0
+    for _ in senders:
+        own_rounds, got = results.get(timeout=10)
+        assert own_rounds >= LEAST
+        assert sum(got.values()) == own_rounds * per_round
+        rounds += own_rounds
+        sent.update(got)
+    return rounds
 
 
 def subscribed_clients() -> dict[str, str]:
@@ -151,7 +169,7 @@ def assert_not_over(flushed: dict[str, Counter], live: dict[str, Counter]) -> No
 @pytest.mark.timeout(300)
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_flushes_agree(redis_server, redis_client, tmp_path):
-    """Three processes flush over and over, at the same time, while 4 processes send 8,000 requests.
+    """Three processes flush over and over, at the same time, while 4 processes send requests until they end.
 
     No flush fails (no deadlock, no duplicate row, no lock timeout), and one
     last flush leaves exactly what the requests got.
@@ -169,22 +187,21 @@ def test_concurrent_flushes_agree(redis_server, redis_client, tmp_path):
     connections.close_all()
     env = process_env(redis_server.url, database)
     ctx = multiprocessing.get_context("fork")
-    barrier, results = ctx.Barrier(SENDERS + 1), ctx.Queue()
-    senders = [ctx.Process(target=send_requests, args=(keys, PATHS, ROUNDS, barrier, results)) for _ in range(SENDERS)]
+    barrier, stop, results = ctx.Barrier(SENDERS + 1), ctx.Event(), ctx.Queue()
+    senders = [ctx.Process(target=send_requests, args=(keys, PATHS, LEAST, stop, barrier, results))
+               for _ in range(SENDERS)]  # fmt: skip
     flushers = []
     try:
         for p in senders:
             p.start()
         barrier.wait(timeout=30)
-        flushers = [flush_script(env, rounds=20) for _ in range(3)]
-        for p in senders:
-            p.join(timeout=120)
-            assert p.exitcode == 0
-        for _ in senders:
-            sent.update(results.get(timeout=10))
+        flushers = [flush_script(env, rounds=10) for _ in range(3)]
         for f in flushers:
             _, err = f.communicate(timeout=120)
             assert f.returncode == 0, err.decode()
+        assert all(p.is_alive() for p in senders), "a sender ended before the flushers"
+        stop.set()
+        collect(senders, results, sent, len(keys) * len(PATHS))
         last = flush_script(env, rounds=1)
         _, err = last.communicate(timeout=60)
         assert last.returncode == 0, err.decode()
