@@ -72,6 +72,7 @@ def test_own_is_minus_the_baseline_and_the_ratio_is_to_the_matching_limits_row()
     assert rows["limits_busy"]["script_calls_per_decision"] == 1.0
 
 
+@pytest.mark.slow  # starts the bench program: six processes, each setting Django up
 def test_the_workload_program_runs_each_workload_twice(redis_server):
     """Without valgrind, the program forks a W and a W + N run per workload; every request is answered 200 and
     the W + N run counts the script calls of its last N requests: one per decision for QuotaThrottle and one
@@ -92,6 +93,7 @@ def test_the_workload_program_runs_each_workload_twice(redis_server):
     assert len({line["pid"] for line in lines}) == 6  # each run a process of its own, as cachegrind counts them
 
 
+@pytest.mark.slow  # starts the trace program, which sets Django up
 def test_the_trace_counts_the_product_code_of_one_cold_decision(redis_server):
     """The trace program counts one new user's decision from QuotaThrottle.allow_request on: product modules only
     (the throttle and the store among them, no Django or redis-py file), each function once, at least one call
