@@ -91,13 +91,16 @@ class ReplyDecision(StatesOnRead):
         call: DecideCall
         call, specs, raw, memo = reply
         allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
-        # Decision's __init__ called as a function: with keywords, no dict made (a class call makes one).
+        # Decision's __init__ called as a function: with keywords, no dict made (a class call makes one). At most
+        # 14 keywords: with 15, Python 3.11 compiles the call to CALL_FUNCTION_EX, a dict of them and a call from C
+        # (6,500 instructions more, docs/benchmark-history.md); memo is set after it.
         Decision.__init__(
             self, allowed=allowed == 1, states=NOT_MADE, now=now_us / US_PER_SECOND, weight=call.weight,
             tag=call.tag, cost_micros=call.cost_micros, usage=call.usage, specs=specs, multiplier=call.multiplier,
             reduced_only=flags == _REDUCED_ONLY, ban_started=flags == _BAN_STARTED, ban_wait_us=ban_wait_us,
-            request_id=call.request_id, granted=granted, memo=memo,
+            request_id=call.request_id, granted=granted,
         )  # fmt: skip
+        self.memo = memo
         self._raw = raw
         self._windows = call.windows
 
