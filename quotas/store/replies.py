@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotas.contract.protocol import US_PER_SECOND
-from quotas.contract.reply_layout import NEVER, REPLY_HEAD, REPLY_HEAD_FIELDS, REPLY_PER_WINDOW, DecideFlag
+from quotas.contract.reply_layout import (
+    NEVER,
+    REPLY_HEAD,
+    REPLY_HEAD_FIELDS,
+    REPLY_PER_WINDOW,
+    WINDOW_REPLY_FIELDS,
+    DecideFlag,
+)
 from quotas.rules.limits import Window
 from quotas.store.decision import DecideCall, Decision, Reading, WindowState, scaled
 
@@ -80,9 +87,9 @@ class ReplyDecision(StatesOnRead):
     _raw: Sequence[int]
     _windows: Sequence[Window]
 
-    # The reply's slots are read where they are, in the order of DecideReply's head and WindowReply's fields, rather
-    # than through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking fails loudly if the
-    # layout ever changes.
+    # The reply's slots are read where they are, in the order of DecideReply's head and WindowReply's fields (_SLOTS),
+    # rather than through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking the head fails
+    # loudly if its layout ever changes.
     def __init__(self, *reply: Any, **fields: Any) -> None:
         if fields:  # a copy (dataclasses.replace): its states given
             Decision.__init__(self, **fields)
@@ -91,13 +98,16 @@ class ReplyDecision(StatesOnRead):
         call: DecideCall
         call, specs, raw, memo = reply
         allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
-        # Decision's __init__ called as a function: with keywords, no dict made (a class call makes one).
+        # Decision's __init__ called as a function: with keywords, no dict made (a class call makes one). At most
+        # 14 keywords: with 15, Python 3.11 compiles the call to CALL_FUNCTION_EX, a dict of them and a call from C
+        # (6,500 instructions more, docs/benchmark-history.md); memo is set after it.
         Decision.__init__(
             self, allowed=allowed == 1, states=NOT_MADE, now=now_us / US_PER_SECOND, weight=call.weight,
             tag=call.tag, cost_micros=call.cost_micros, usage=call.usage, specs=specs, multiplier=call.multiplier,
             reduced_only=flags == _REDUCED_ONLY, ban_started=flags == _BAN_STARTED, ban_wait_us=ban_wait_us,
-            request_id=call.request_id, granted=granted, memo=memo,
+            request_id=call.request_id, granted=granted,
         )  # fmt: skip
+        self.memo = memo
         self._raw = raw
         self._windows = call.windows
 
@@ -132,10 +142,21 @@ class ReplyDecision(StatesOnRead):
         readings: list[Reading] = []
         start = REPLY_HEAD
         for window in self._windows:
-            ok, remaining, reset_us, retry_us, _delay_us, _used, _alert = raw[start : start + REPLY_PER_WINDOW]
-            start += REPLY_PER_WINDOW
+            # Each slot read at its place (see _SLOTS): a slice a window and its unpacking cost about 750 instructions
+            # more a window (docs/benchmark-history.md).
+            retry_us = raw[start + 3]
             quota = window.quota if multiplier == 1.0 else scaled(window, multiplier)
-            readings.append((window, ok == 1, remaining, reset_us, None if retry_us == NEVER else retry_us, quota))
+            readings.append(
+                (
+                    window,
+                    raw[start] == 1,
+                    raw[start + 1],
+                    raw[start + 2],
+                    None if retry_us == NEVER else retry_us,
+                    quota,
+                )
+            )
+            start += REPLY_PER_WINDOW
         return readings
 
     def notes(self) -> tuple[int, bool, list[WindowState]]:
@@ -146,14 +167,14 @@ class ReplyDecision(StatesOnRead):
         delay_us, alerting, shadow_refused = 0, False, False
         start = REPLY_HEAD
         for window in self._windows:
-            ok, _remaining, _reset_us, _retry_us, delay, _used, alert = raw[start : start + REPLY_PER_WINDOW]
-            start += REPLY_PER_WINDOW
+            delay = raw[start + 4]  # each slot read at its place (see _SLOTS and readings)
             if delay > delay_us:  # noqa: PLR1730  (max() is a call; this is a compare)
                 delay_us = delay
-            if alert:
+            if raw[start + 6]:
                 alerting = True
-            if ok != 1 and window.shadow:
+            if raw[start] != 1 and window.shadow:
                 shadow_refused = True
+            start += REPLY_PER_WINDOW
         return delay_us, alerting, self.would_deny() if shadow_refused else []
 
 
@@ -161,6 +182,11 @@ class ReplyDecision(StatesOnRead):
 _BANNED, _BAN_STARTED, _REDUCED_ONLY = int(DecideFlag.BANNED), int(DecideFlag.BAN_STARTED), int(DecideFlag.REDUCED_ONLY)
 #: Where the head's flags are in the reply.
 _FLAGS = REPLY_HEAD_FIELDS.index("flags")
+#: A window's slots in the order ReplyDecision.readings and notes read them at (their offsets from the window's first):
+#: checked here, so that a change of decide.lua's reply layout fails at import rather than reads another slot.
+_SLOTS = ["ok", "remaining", "reset_us", "retry_us", "delay_us", "used", "alert"]
+if _SLOTS != WINDOW_REPLY_FIELDS:
+    raise ImportError(f"decide.lua's window slots are {WINDOW_REPLY_FIELDS}; quotas.store.replies reads {_SLOTS}")
 
 
 def banned_states(windows: Sequence[Window], wait_us: int, multiplier: float) -> list[WindowState]:
