@@ -8,6 +8,7 @@ import pytest
 
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
+from quotas.store.decision import DecideCall
 from tests.store_client import client_of
 
 T0 = 1_700_000_040.0  # aligned to a minute and to 10 seconds
@@ -144,6 +145,21 @@ def test_client_hash_ttl_is_never_shortened(runtime):
     runtime.guard.decide("{c}", second, now=T0)
     (key,) = list(client_of(runtime).scan_iter(match="*"))
     assert client_of(runtime).pttl(key) > 3_600_000
+
+
+def test_a_sliding_logs_ttl_is_never_shortened_below_an_allowances_units(runtime):
+    """An allowance's units are recorded at its end (now + 0.25 s here): a request admitted just after it, whose
+    unit is recorded now, must not shorten the log's TTL to its own second, or the log vanishes while the
+    allowance's units still count and a second admits more than the limit (the eight-process race saw 32 of 30
+    when the window then stayed full: nothing later lengthened it again)."""
+    windows = rule("sliding_window_log", "30/s").windows
+    grant = DecideCall("{c}", windows, now=T0, allowance_ok=True)
+    grant.allowance = (5, 1.0, 250_000)  # 5 requests' units, usable for 0.25 s
+    assert runtime.guard.store.decide(grant).granted == 5
+    assert runtime.guard.decide("{c}", windows, now=T0 + 0.01).allowed
+    (key,) = list(client_of(runtime).scan_iter(match="*"))
+    # The allowance's units leave the window at T0 + 1.25: 1.24 s after the second request.
+    assert client_of(runtime).pttl(key) > 1_200
 
 
 def test_leaky_bucket_policing_refuses_excess(runtime):
