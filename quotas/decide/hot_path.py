@@ -79,7 +79,7 @@ class Call(Verdict, DecideCall):
         request_id = uuid.uuid4().hex if leases else ""
         # Every field of Verdict and DecideCall set here, in one frame, rather than by their two __init__s (about 1,500
         # instructions a cold decision, docs/benchmark-history.md); those not given at their defaults, which
-        # tests/quotas/test_hot_path.py checks.
+        # tests/quotas/test_call_fields.py checks.
         self.client = client
         self.plan_id = plan_id
         self.decision = self.refusal = None
