@@ -350,8 +350,8 @@ class RulesCache:
         """Read every usable key's hash again, on a thread of its own; at most one read at a time."""
         self._usable.refresh()
 
-    def _query(self, lookup: Callable[..., Any], *args: Any) -> Any:
-        """``lookup(*args)`` on the backend; :class:`RulesUnavailable` while the database fails.
+    def _query(self, lookup: Callable[[Any], Any], arg: Any) -> Any:
+        """``lookup(arg)`` on the backend; :class:`RulesUnavailable` while the database fails.
 
         A failure starts the same backoff as a failed reload, so the requests
         after it answer at once instead of each waiting for the database.
@@ -359,7 +359,7 @@ class RulesCache:
         if self._failures and time.monotonic() < self._retry_at:
             raise self._unavailable()
         try:
-            return lookup(*args)
+            return lookup(arg)  # not lookup(*args): a call from C (CALL_FUNCTION_EX) on every new user
         except DatabaseError as exc:
             self._load_failed(exc)
             raise self._unavailable() from exc

@@ -67,7 +67,10 @@ def decision_of(call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: 
     if size != REPLY_HEAD + REPLY_PER_WINDOW * len(windows) and size != REPLY_HEAD:
         raise ValueError(f"decide.lua replied {size} values for {len(windows)} windows")
     if raw[_FLAGS] != _BANNED:  # every window's slots follow the head
-        return ReplyDecision(call, specs, raw, memo)
+        # Made in two steps: a class call would pack its arguments and call __init__ from C (docs/benchmark-history.md).
+        decision = ReplyDecision.__new__(ReplyDecision)
+        decision.read(call, specs, raw, memo)
+        return decision
     # A banned client's limits are not read: no window in the reply.
     _allowed, now_us, _flags, ban_wait_us, granted = raw[:REPLY_HEAD]
     return Decision(
@@ -79,24 +82,23 @@ def decision_of(call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: 
 
 
 class ReplyDecision(StatesOnRead):
-    """The decision in decide.lua's reply to a call (``ReplyDecision(call, specs, raw, memo)``, see
-    :func:`decision_of`): Decision's fields from the reply's head and the call, its states made from the
-    reply's slots when first read. By keyword, Decision's fields (what :func:`dataclasses.replace` passes)."""
+    """The decision in decide.lua's reply to a call (made by :func:`decision_of`, then :meth:`read`): Decision's
+    fields from the reply's head and the call, its states made from the reply's slots when first read. Built by
+    keyword, a copy (what :func:`dataclasses.replace` makes), its states given."""
 
     __slots__ = ("_raw", "_windows")
     _raw: Sequence[int]
     _windows: Sequence[Window]
 
+    def __init__(self, **fields: Any) -> None:
+        Decision.__init__(self, **fields)
+        self._raw, self._windows = (), ()
+
     # The reply's slots are read where they are, in the order of DecideReply's head and WindowReply's fields (_SLOTS),
     # rather than through DecideReply.decode's objects (figures in docs/benchmark-history.md). Unpacking the head fails
     # loudly if its layout ever changes.
-    def __init__(self, *reply: Any, **fields: Any) -> None:
-        if fields:  # a copy (dataclasses.replace): its states given
-            Decision.__init__(self, **fields)
-            self._raw, self._windows = (), ()
-            return
-        call: DecideCall
-        call, specs, raw, memo = reply
+    def read(self, call: DecideCall, specs: list[bytes], raw: Sequence[int], memo: dict[str, Any] | None) -> None:
+        """Decision's fields from decide.lua's reply ``raw`` to ``call`` (see :func:`decision_of`)."""
         allowed, now_us, flags, ban_wait_us, granted = raw[:REPLY_HEAD]
         # Decision's __init__ called as a function: with keywords, no dict made (a class call makes one). At most
         # 14 keywords: with 15, Python 3.11 compiles the call to CALL_FUNCTION_EX, a dict of them and a call from C
