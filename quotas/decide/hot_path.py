@@ -77,27 +77,21 @@ class Call(Verdict, DecideCall):
         # Concurrency leases (``leases``: a window is a concurrency limit) are named by the request, so settling
         # can end them.
         request_id = uuid.uuid4().hex if leases else ""
-        # Every field of Verdict and DecideCall set here, in one frame, rather than by their two __init__s (about 1,500
-        # instructions a cold decision, docs/benchmark-history.md); those not given at their defaults, which
-        # tests/quotas/test_call_fields.py checks.
-        self.client = client
-        self.plan_id = plan_id
-        self.decision = self.refusal = None
-        self.request = facts.request
-        self.to_settle = True
-        self.engine = engine
-        self.tag = client.tag
-        self.windows = windows
-        self.weight = facts.weight
-        self.now = None
-        self.cost_micros = cost
-        self.usage = usage
-        self.peek = False
-        self.multiplier = multiplier
-        self.ban_policy = plan.ban_policy if plan is not None and facts.metered else ""
-        self.request_id = request_id
-        self.allowance_ok = allowance_ok
-        self.allowance = allowance
+        # Both __init__s called as functions, by keyword (a class call by keyword makes a dict of them first).
+        Verdict.__init__(self, client=client, plan_id=plan_id, request=facts.request, engine=engine)
+        DecideCall.__init__(
+            self,
+            tag=client.tag,
+            windows=windows,
+            weight=facts.weight,
+            cost_micros=cost,
+            usage=usage,
+            multiplier=multiplier,
+            ban_policy=plan.ban_policy if plan is not None and facts.metered else "",
+            request_id=request_id,
+            allowance_ok=allowance_ok,
+            allowance=allowance,
+        )
         self.facts = facts
         self.runtime = runtime
         self.rules = rules
