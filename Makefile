@@ -53,6 +53,8 @@ run: $(RUN_STAMP)
 ## `time -v`, quiet, 2026-11-29). Measured one after the other that night, quiet, PostgreSQL, 3,297 tests:
 ## -n 2 5 min 19 s, -n 3 3 min 58 s, -n 4 4 min 31 s (the money machine and the builds then fight for the CPU);
 ## a fresh clone's .ci/run at -n 3, quiet: 3,302 tests in 4 min 10 s, 4 min 11 s and 4 min 32 s (over the target).
+## On 2026-11-30 the same machine ran about 55 % slower per CPU second (make test-fast at that day's first commit:
+## 96.5 s, against 62 s the day before): a fresh clone's make test took 6 min 37 s, warm 6 min 24 s, quiet.
 ## Target: 4 min on 2 cores. With two busy loops on both cores and another session's benchmarks beside it, -n 3
 ## passed every test in 12 min 57 s (-n 2, two busy loops alone: 9 min 16 s). The slow tests are most of the
 ## time: the fresh project's builds and processes, the money machine (300 examples, the floor), the worker-kill
