@@ -53,6 +53,13 @@ local function ttl_ms(us)
   return ms
 end
 
+local function lengthen_ttl(key, us)
+  -- The key's TTL made to outlive `us` microseconds, never shortened: a member recorded earlier (a lease, an
+  -- allowance's units recorded at its end) may need the key longer.
+  local ms = ttl_ms(us)
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+
 -- Counter-style algorithms keep their state as one field of the client's hash:
 --   ALGORITHMS[code](raw, limit, weight, a, b, c, now)
 --   -> ok, remaining, reset, retry, delay, value, ttl[, used, alert]

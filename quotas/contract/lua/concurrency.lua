@@ -16,5 +16,5 @@ end
 
 local function lease_commit(key, lease, now, request_id)
   redis.call('ZADD', key, now + lease, request_id)
-  if redis.call('PTTL', key) < ttl_ms(lease) then redis.call('PEXPIRE', key, ttl_ms(lease)) end
+  lengthen_ttl(key, lease)
 end

@@ -39,8 +39,7 @@ local function log_commit(key, window, weight, at, count, now)
     -- Members must be unique; after a refund a suffix may be taken, so skip ahead.
     repeat n = n + 1 until redis.call('ZADD', key, 'NX', at, stamp .. '-' .. n) == 1
   end
-  -- Only ever lengthened: an allowance's units, recorded at its end, outlive a unit recorded now, and the log
-  -- must keep them until they leave the window (else it vanishes early, and a second admits more than limit).
-  local ms = ttl_ms(window + at - now)
-  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+  -- Never shortened: an allowance's units, recorded at its end, outlive a unit recorded now (else the log
+  -- vanishes while they count, and a second admits more than the limit).
+  lengthen_ttl(key, window + at - now)
 end
