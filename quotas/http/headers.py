@@ -32,7 +32,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from quotas.settings import quota_settings
 
@@ -40,9 +40,25 @@ if TYPE_CHECKING:
     from quotas.store.decision import Decision, Reading
 
 
-def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901, PLR0912  # one pass: every rule in sight
-    """The headers for ``decision`` (none when no window is shown): name -> value, the rules of the module
-    docstring, here alone.
+class HeaderSink(Protocol):
+    """Where headers are set: a response's ``headers`` (Django's ``ResponseHeaders``), or a dict."""
+
+    def __setitem__(self, name: str, value: str, /) -> None: ...
+
+
+def rate_limit_headers(decision: Decision) -> dict[str, str]:
+    """The headers for ``decision`` (none when no window is shown): name -> value, as
+    :func:`add_rate_limit_headers` sets them."""
+    headers: dict[str, str] = {}
+    add_rate_limit_headers(decision, headers)
+    return headers
+
+
+def add_rate_limit_headers(decision: Decision, headers: HeaderSink) -> None:  # noqa: C901, PLR0912
+    """Set the headers for ``decision`` in ``headers`` (a response's, or a dict), in their order; none when no
+    window is shown: the rules of the module docstring, here alone, in one pass. Set in the response's own
+    headers rather than in a dict the caller then copies: about 3,700 instructions less a busy request (a
+    cachegrind loop, docs/benchmark-history.md).
 
     The texts that depend only on the windows and the weight (the policy, each item's start and weight
     parameter) are worked out once for the decisions that share them (:attr:`Decision.memo`: those of one
@@ -53,7 +69,7 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901, PLR
     if decision.allowed is False and refused_by_budget_alone(decision):
         # Its headers would describe rate windows that admitted it, with room left: a client would retry at
         # once. A budget counts money and has no item; Retry-After (its reset) and the body describe it.
-        return {}
+        return
     readings = decision.readings()
     memo = decision.memo
     texts: _Texts | None = memo.get("headers") if memo is not None else None
@@ -63,7 +79,7 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901, PLR
             memo["headers"] = texts
     policy, shown = texts
     if not shown:
-        return {}
+        return
     items: list[str] = []
     denied: Reading | None = None  # the rate window that refused with the longest wait (the first of them)
     denied_wait = 0.0
@@ -90,7 +106,7 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901, PLR
         share = remaining / (quota if quota > 1 else 1)
         if top is None or share < top_share or (share == top_share and reset_us > top_reset):
             top, top_share, top_reset = reading, share, reset_us
-    headers = {"RateLimit-Policy": policy}
+    headers["RateLimit-Policy"] = policy
     if items:
         headers["RateLimit"] = ", ".join(items)
     legacy = denied if denied is not None else top
@@ -100,7 +116,6 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:  # noqa: C901, PLR
         headers["X-RateLimit-Limit"] = str(quota)
         headers["X-RateLimit-Remaining"] = str(remaining if remaining is not None and remaining > 0 else 0)
         headers["X-RateLimit-Reset"] = str(math.ceil(decision.now + reset_us / 1e6))
-    return headers
 
 
 #: The texts of the headers of the decisions with the same windows and weight (see _texts): the RateLimit-Policy

@@ -27,7 +27,7 @@ from quotas.exceptions import ProblemException
 from quotas.http import responses
 from quotas.http.context import HANDLING, STATE_KEY, take_verdicts, verdicts_of
 from quotas.http.cost import COST_ATTRIBUTE
-from quotas.http.headers import rate_limit_headers
+from quotas.http.headers import add_rate_limit_headers
 from quotas.http.hybrid import HybridMiddleware
 from quotas.http.settlement import SERVER_ERROR, needs_settling, settle_at_end, settle_verdicts
 
@@ -101,9 +101,7 @@ def after_view(
             headline = verdict  # the last that refused
     decision = headline.decision
     if decision is not None:
-        headers = response.headers
-        for name, value in rate_limit_headers(decision).items():
-            headers[name] = value
+        add_rate_limit_headers(decision, response.headers)
     return response
 
 
@@ -129,7 +127,7 @@ def _has_to_settle(request: HttpRequest, response: HttpResponse, decided: Sequen
     state = request.META.get(STATE_KEY)
     if state is not None and state.cost is not None:
         return True
-    if COST_ATTRIBUTE in getattr(decided[0].request, "__dict__", {}) or COST_ATTRIBUTE in request.__dict__:
+    if COST_ATTRIBUTE in getattr(decided[0].request, "__dict__", ()) or COST_ATTRIBUTE in request.__dict__:
         return True
     if len(decided) > 1 and decided[-1].refusal is not None:
         return True  # a later verdict refused what the earlier admitted: they are withdrawn (settle_verdicts)
