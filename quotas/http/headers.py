@@ -57,8 +57,8 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
 def add_rate_limit_headers(decision: Decision, headers: HeaderSink) -> None:  # noqa: C901, PLR0912
     """Set the headers for ``decision`` in ``headers`` (a response's, or a dict), in their order; none when no
     window is shown: the rules of the module docstring, here alone, in one pass. Set in the response's own
-    headers rather than in a dict the caller then copies: about 3,700 instructions less a busy request (a
-    cachegrind loop, docs/benchmark-history.md).
+    headers rather than in a dict the caller then copies: 2,200 to 2,900 instructions less a busy request
+    (bench-count, docs/benchmark-history.md).
 
     The texts that depend only on the windows and the weight (the policy, each item's start and weight
     parameter) are worked out once for the decisions that share them (:attr:`Decision.memo`: those of one
