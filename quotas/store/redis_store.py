@@ -159,14 +159,14 @@ class RedisStore:
         args.resp = None if route_resp is None or moment_resp is None else client_resp + moment_resp + route_resp
         usage_key = f"{keys.usage_base}:{day.stamp}"
         script_keys = Encoded((keys.bucket, usage_key))
-        if own:  # one key a window, of this client's own
-            script_keys += [keys.own_base + field for field in own]
-            script_keys.resp = bulk((len(script_keys), *script_keys))
-        else:  # the bucket's keys of the day (its hash and its usage), the same for every client in the bucket
-            resp = self._buckets.get(usage_key)
-            if resp is None:
-                resp = _keep(self._buckets, usage_key, b"$1\r\n2\r\n" + bulk_pair(keys.bucket, usage_key))
-            script_keys.resp = resp
+        resp = self._buckets.get(usage_key)  # the bucket's keys of the day (hash, usage), as every client in it sends
+        if resp is None:
+            resp = _keep(self._buckets, usage_key, _TWO_KEYS + bulk_pair(keys.bucket, usage_key))
+        script_keys.resp = resp
+        if own:  # and one key a window, of this client's own (a cold decision, 5 limits: 3,500 instructions less)
+            own_keys = [keys.own_base + field for field in own]
+            script_keys += own_keys
+            script_keys.resp = bulk((len(script_keys),)) + resp[len(_TWO_KEYS) :] + bulk(own_keys)
         return script_keys, args, specs
 
     def decode(self, call: DecideCall, specs: list[bytes], raw: Sequence[int]) -> Decision:
@@ -369,6 +369,7 @@ def glob_escape(text: str) -> str:
 
 #: Routes (or moments) a store keeps encoded at most: past it the table starts afresh rather than grow.
 _KEPT = 1024
+_TWO_KEYS = b"$1\r\n2\r\n"  # a call's count of keys, 2, in Redis's protocol
 
 
 def _keep(table: dict[Any, Any], items: Any, value: Any) -> Any:
