@@ -62,7 +62,7 @@ def encode_part(value: str | bytes) -> str:
 def client_tag(kind: str, value: str | bytes) -> str:
     """A client's identity as the engine names it: ``{<kind>.<encoded value>}``."""
     if type(value) is str and value.isdigit() and value.isascii() and len(value) <= _MAX_KEPT:
-        return "{" + kind + "." + value + "}"  # encode_part's first case (most users), without its call
+        return f"{{{kind}.{value}}}"  # encode_part's first case (most users), without its call
     return "{" + kind + "." + encode_part(value) + "}"
 
 

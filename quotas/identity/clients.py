@@ -105,7 +105,7 @@ def identify(request: HttpRequest, user: Any, rules: RulesCache, auth: Any = Non
             # request looks up nothing else (bench-count, busy client, 1 limit: 688,247 -> 685,357 a request).
             return known
         generation = rules.generation
-        client = user_client(str(pk), rules.subscriber_for_user(pk))
+        client = user_client(pk, rules.subscriber_for_user(pk))  # of_user makes its str
         if generation == rules.generation:  # not across a reload: what was read before it may be stale
             if len(kept) >= USER_CLIENTS_MAX:
                 kept.clear()  # a flood of new users: started afresh, rather than ordered and evicted
