@@ -131,7 +131,7 @@ def api_key_of(request: HttpRequest) -> str | None:
     return raw
 
 
-def user_client(pk: str, subscriber: Subscriber | None = None) -> Client:
+def user_client(pk: object, subscriber: Subscriber | None = None) -> Client:
     """The client of the signed-in user with primary key ``pk``, whose rules backend gave ``subscriber``.
 
     A user with a subscription is that subscription (``s.<id>``), sharing its counters with its API keys. Any
