@@ -55,6 +55,9 @@ run: $(RUN_STAMP)
 ## a fresh clone's .ci/run at -n 3, quiet: 3,302 tests in 4 min 10 s, 4 min 11 s and 4 min 32 s (over the target).
 ## On 2026-11-30 the same machine ran about 55 % slower per CPU second (make test-fast at that day's first commit:
 ## 96.5 s, against 62 s the day before): a fresh clone's make test took 6 min 37 s, warm 6 min 24 s, quiet.
+## That night (02:00 to 04:00 UTC) slower still (a bare loop of 20 million additions: 2.8 to 3.2 s): make test-fast
+## 105 to 111 s quiet; a fresh clone's make test (CI) 7 min 4 s quiet, and 11 min 40 s with two busy loops
+## holding both cores (every test passed).
 ## Target: 4 min on 2 cores. With two busy loops on both cores and another session's benchmarks beside it, -n 3
 ## passed every test in 12 min 57 s (-n 2, two busy loops alone: 9 min 16 s). The slow tests are most of the
 ## time: the fresh project's builds and processes, the money machine (300 examples, the floor), the worker-kill
