@@ -369,7 +369,7 @@ def glob_escape(text: str) -> str:
 
 #: Routes (or moments) a store keeps encoded at most: past it the table starts afresh rather than grow.
 _KEPT = 1024
-_TWO_KEYS = b"$1\r\n2\r\n"  # a call's count of keys, 2, in Redis's protocol
+_TWO_KEYS = bulk((2,))  # a call's count of keys, 2, as the command writes it
 
 
 def _keep(table: dict[Any, Any], items: Any, value: Any) -> Any:
