@@ -35,9 +35,6 @@ OLDEST_REDIS = (6, 2)
 #: (``adaptive.E002``, ``quota_plans.W001``).
 PRODUCT_APPS = ("quotas", "plans", "usage", "adaptive", "dashboard", "notifications", "console")
 
-#: This machine's clock, compared with Redis's TIME (a seam: a test sets it off to see the warning).
-clock: Callable[[], float] = time.time
-
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -71,7 +68,7 @@ def examine() -> list[Finding]:
     if redis.status == ERROR or runtime is None:
         found += [Finding(name, ERROR, "not checked: Redis is unreachable") for name in ("library", "clock")]
     else:
-        found += [check_library(nodes, versions), check_clock(nodes)]
+        found += [check_library(nodes, versions), check_clock(nodes, runtime.clock.now)]
     found += [check_rules(runtime), check_failure_mode()]
     return found + check_django()
 
@@ -130,8 +127,9 @@ def check_library(nodes: list[Primary], versions: dict[str, tuple[int, ...]]) ->
     return Finding("library", OK, f"{how}: loaded" + (f" on all {len(nodes)} primaries" if len(nodes) > 1 else ""))
 
 
-def check_clock(nodes: list[Primary]) -> Finding:
-    """Redis's TIME against this machine's clock, on every primary; a warning past :data:`MAX_SKEW`.
+def check_clock(nodes: list[Primary], clock: Callable[[], float]) -> Finding:
+    """Redis's TIME against ``clock`` (the engine's: this machine's in production), on every primary; a warning
+    past :data:`MAX_SKEW`.
 
     Windows, bans and retry times run on Redis's clock; calendar periods' bounds, the day of usage counters and
     API keys' expiry on this machine's: the two must agree.
@@ -150,7 +148,7 @@ def check_clock(nodes: list[Primary]) -> Finding:
     if abs(skew) > MAX_SKEW:
         return Finding(
             "clock", WARNING, f"Redis's clock{_on(name)} is {abs(skew):.1f} s {way} this machine's (TIME vs "
-            "time.time()): calendar periods and usage days would start at different moments; sync both with NTP"
+            "its clock): calendar periods and usage days would start at different moments; sync both with NTP"
         )  # fmt: skip
     return Finding("clock", OK, f"Redis's clock is within {abs(skew) * 1000:.0f} ms of this machine's (TIME)")
 
