@@ -126,3 +126,23 @@ def test_migrating_from_drf_adds_the_api_key_authentication_with_plans():
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ]
+
+
+def test_the_architecture_page_names_every_module_and_package_of_the_engine():
+    """docs/architecture.md keeps up with the tree: each package of ``quotas`` by its folder, each module by its
+    file name (a management command by the command's name)."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    package = ROOT / "quotas"
+    unnamed = [
+        str(path.relative_to(ROOT))
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "__init__.py"
+        and path.name not in page
+        and not (path.parent.name == "commands" and f"`{path.stem}`" in page)
+    ]
+    unnamed += [
+        str(folder.relative_to(ROOT))
+        for folder in sorted(package.rglob("*"))
+        if folder.is_dir() and folder.name != "__pycache__" and f"{folder.name}/" not in page
+    ]
+    assert not unnamed, f"not named in docs/architecture.md: {unnamed}"
