@@ -76,10 +76,10 @@ class RedisStore:
         self.usage = UsageCounters(client, prefix)
         self.server = Server(client, prefix, buckets)
         self.primaries = Primaries(client)
-        # decide.lua's ARGV runs kept in Redis's protocol, by their items (see encode): per route, with the fields
-        # of its windows that have keys of their own; per moment; and each bucket's keys of the day: finding them
-        # costs a tenth of encoding them on every call.
-        self._routes: dict[tuple[object, ...], tuple[bytes | None, tuple[str, ...]]] = {}
+        # decide.lua's ARGV runs kept in Redis's protocol, by their items (see encode): per route, with its windows'
+        # fields that have keys of their own and the call's count of keys; per moment; and each bucket's keys of the
+        # day: finding them costs a tenth of encoding them on every call.
+        self._routes: dict[tuple[object, ...], tuple[bytes | None, tuple[str, ...], bytes]] = {}
         self._moments: dict[tuple[object, ...], bytes | None] = {}
         self._buckets: dict[str, bytes] = {}  # by the usage key, which names the bucket and the day
         # Decision.memo of the store's decisions, by their windows (the tuple a rules snapshot keeps for a route,
@@ -145,12 +145,12 @@ class RedisStore:
             call.ban_policy,
             specs,
         )
-        # Kept by their items (equal items encode alike), so a route's windows with keys of their own are kept too:
-        # its specs name each window's algorithm and field.
+        # Kept by their items (equal items encode alike), whose specs name each window's algorithm and field.
         kept = self._routes.get(route)
         if kept is None:
-            kept = _keep(self._routes, route, (_encoded(route), tuple(w.state_field for w in windows if w.has_own_key)))
-        route_resp, own = kept
+            own = tuple(w.state_field for w in windows if w.has_own_key)
+            kept = _keep(self._routes, route, (_encoded(route), own, bulk((2 + len(own),))))
+        route_resp, own, count = kept
         moment_resp = self._moments.get(moment)
         if moment_resp is None:
             moment_resp = _keep(self._moments, moment, _encoded(moment))
@@ -166,7 +166,7 @@ class RedisStore:
         if own:  # and one key a window, of this client's own (a cold decision, 5 limits: 3,500 instructions less)
             own_keys = [keys.own_base + field for field in own]
             script_keys += own_keys
-            script_keys.resp = bulk((len(script_keys),)) + resp[len(_TWO_KEYS) :] + bulk(own_keys)
+            script_keys.resp = count + resp[len(_TWO_KEYS) :] + bulk(own_keys)
         return script_keys, args, specs
 
     def decode(self, call: DecideCall, specs: list[bytes], raw: Sequence[int]) -> Decision:
