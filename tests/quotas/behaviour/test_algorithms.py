@@ -9,6 +9,7 @@ import pytest
 from quotas.formats.rates import parse_rates
 from quotas.rules.limits import LimitRule
 from quotas.store.decision import DecideCall
+from quotas.store.replies import noted_windows
 from tests.store_client import client_of
 
 T0 = 1_700_000_040.0  # aligned to a minute and to 10 seconds
@@ -256,3 +257,21 @@ def test_changing_algorithm_uses_a_fresh_key(runtime):
     """Keys name the algorithm, so switching one never meets a value of the wrong type."""
     runtime.guard.decide("{c}", rule("sliding_window_log", "5/min").windows, now=T0)
     assert runtime.guard.decide("{c}", rule("fixed_window", "5/min").windows, now=T0).allowed
+
+
+@pytest.mark.parametrize("algorithm", [*ALL, "period_quota"])
+def test_only_the_windows_a_decision_notes_reply_a_delay_or_an_alert(runtime, algorithm):
+    """A decision's notes read the delay and alert slots of :func:`noted_windows` alone: every other window's reply
+    holds 0 there, admitted or refused, on every store (a leaky bucket that shapes and a period are noted)."""
+    plain = rule(algorithm, "3/10s" if algorithm in ALL else "3/day", id="p", name="plain",
+                 period="" if algorithm in ALL else "day").windows  # fmt: skip
+    noted = rule("leaky_bucket", "10/s", id="s", name="shaped", burst=1, max_delay=5.0).windows
+    windows = (*plain, *noted)
+    assert noted_windows(windows) == ((len(windows) - 1,) if algorithm in ALL else (0, len(windows) - 1))
+    decisions = [runtime.guard.decide("{n}", windows, now=T0) for _ in range(5)]
+    assert not decisions[-1].allowed  # refusals too
+    assert any(d.states[-1].delay_us for d in decisions)  # the shaped window does reply a delay
+    for decision in decisions:
+        for index, state in enumerate(decision.states):
+            if index not in noted_windows(windows):
+                assert (state.delay_us, state.alert) == (0, 0), (index, state)
