@@ -24,7 +24,9 @@ from __future__ import annotations
 import math
 import threading
 from bisect import bisect_left
+from collections import Counter as TallyCounter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from itertools import accumulate
 
 from prometheus_client import Counter, Gauge
@@ -63,18 +65,15 @@ class BatchChild:
         self.buckets = buckets
         self.total = total
 
-    def observe_all(self, amounts: Iterable[float]) -> None:
+    def observe_all(self, amounts: Sequence[float]) -> None:
         """``Histogram.observe(amount)`` for each of ``amounts``: each bucket and the sum added to once."""
-        bounds = self.bounds
-        per_bucket = [0] * len(bounds)
-        total = 0.0
-        for amount in amounts:
-            total += amount
-            per_bucket[bisect_left(bounds, amount)] += 1  # the first bound >= amount, as observe() finds it
-        self.total.inc(total)
-        for bucket, n in zip(self.buckets, per_bucket, strict=True):
-            if n:
-                bucket.inc(n)
+        # Each amount's bucket is the first bound >= it, as observe() finds it; counted in C (sum, map, Counter):
+        # a Python loop here was about 15 bytecodes per amount.
+        per_bucket = TallyCounter(map(partial(bisect_left, self.bounds), amounts))
+        self.total.inc(sum(amounts, 0.0))
+        buckets = self.buckets
+        for at, n in per_bucket.items():
+            buckets[at].inc(n)
 
 
 class BatchHistogram:
