@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import math
 import threading
-from bisect import bisect_left
-from collections import Counter as TallyCounter
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
 from itertools import accumulate
 
 from prometheus_client import Counter, Gauge
@@ -67,13 +65,16 @@ class BatchChild:
 
     def observe_all(self, amounts: Sequence[float]) -> None:
         """``Histogram.observe(amount)`` for each of ``amounts``: each bucket and the sum added to once."""
-        # Each amount's bucket is the first bound >= it, as observe() finds it; counted in C (sum, map, Counter):
-        # a Python loop here was about 15 bytecodes per amount.
-        per_bucket = TallyCounter(map(partial(bisect_left, self.bounds), amounts))
-        self.total.inc(sum(amounts, 0.0))
-        buckets = self.buckets
-        for at, n in per_bucket.items():
-            buckets[at].inc(n)
+        # Each amount's bucket is the first bound >= it, as observe() finds it: the amounts sorted in C (float
+        # compares), each bucket's share is one bisect, about 400 instructions less per amount than one each.
+        ordered = sorted(amounts)
+        self.total.inc(sum(amounts, 0.0))  # in the order observed, as observe() adds them
+        below = 0
+        for bucket, bound in zip(self.buckets, self.bounds, strict=True):
+            upto = bisect_right(ordered, bound, below)
+            if upto > below:
+                bucket.inc(upto - below)
+                below = upto
 
 
 class BatchHistogram:
