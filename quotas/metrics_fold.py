@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import threading
-from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 
@@ -63,18 +63,18 @@ class BatchChild:
         self.buckets = buckets
         self.total = total
 
-    def observe_all(self, amounts: Iterable[float]) -> None:
+    def observe_all(self, amounts: Sequence[float]) -> None:
         """``Histogram.observe(amount)`` for each of ``amounts``: each bucket and the sum added to once."""
-        bounds = self.bounds
-        per_bucket = [0] * len(bounds)
-        total = 0.0
-        for amount in amounts:
-            total += amount
-            per_bucket[bisect_left(bounds, amount)] += 1  # the first bound >= amount, as observe() finds it
-        self.total.inc(total)
-        for bucket, n in zip(self.buckets, per_bucket, strict=True):
-            if n:
-                bucket.inc(n)
+        # Each amount's bucket is the first bound >= it, as observe() finds it: the amounts sorted in C (float
+        # compares), each bucket's share is one bisect, about 400 instructions less per amount than one each.
+        ordered = sorted(amounts)
+        self.total.inc(sum(amounts, 0.0))  # in the order observed, as observe() adds them
+        below = 0
+        for bucket, bound in zip(self.buckets, self.bounds, strict=True):
+            upto = bisect_right(ordered, bound, below)
+            if upto > below:
+                bucket.inc(upto - below)
+                below = upto
 
 
 class BatchHistogram:

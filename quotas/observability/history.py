@@ -23,12 +23,12 @@ second twice (history is for operators' eyes, not billing).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 from quotas.clock import SYSTEM_CLOCK, Clock
 from quotas.contract.protocol import UsageCounter as Counter
-from quotas.observability.ledger import LEDGER, Entry
+from quotas.observability.ledger import LEDGER, Run
 
 # The keys, what they keep and how they are read belong to the store; the apps read the format here.
 from quotas.store.history_store import (
@@ -77,18 +77,18 @@ class History:
 
     def note(self, plan: str | None, scope: str, outcome: str, reason: str, client_tag: str, *, at: float) -> None:
         """Count one decision (``outcome``/``reason`` as :func:`record.labels` names them) at ``at`` (epoch s)."""
-        self.add([(plan, scope, outcome, reason, 0.0, client_tag, at, self.serial)])
+        self.add({(plan, scope, outcome, reason, client_tag, at // 60, self.serial): 1})
 
-    def add(self, entries: Iterable[Entry]) -> None:
-        """Count decisions as the ledger (quotas/observability/ledger.py) holds them, off the request path."""
-        # Alike decisions first (a busy client's fill a minute): then each key's work is done once per key.
-        alike: dict[tuple[str | None, str | None, str, str, str, int], int] = {}
-        for plan, scope, outcome, reason, _, client_tag, at, _ in entries:
-            key = (plan, scope, outcome, reason, client_tag, int(at // 60))
-            alike[key] = alike.get(key, 0) + 1
+    def add(self, runs: Mapping[Run, int]) -> None:
+        """Count decisions as the ledger (quotas/observability/ledger.py) folds them, off the request path: each
+        run of alike decisions (the same labels, client and minute) that names this history, as many as it maps to."""
         with self._lock:
             counts, tops, clients = self._counts, self._top, self._clients
-            for (plan, scope, outcome, reason, client_tag, minute), n in alike.items():
+            mine = self.serial
+            for (plan, scope, outcome, reason, client_tag, at_minute, serial), n in runs.items():
+                if serial != mine:  # another history's, or none's (the ledger hands each history every run)
+                    continue
+                minute = int(at_minute)
                 for counter in COUNTERS_OF.get((outcome, reason), ()):
                     field = (minute, f"{plan or '-'}|{scope or '-'}|{counter}")
                     counts[field] = counts.get(field, 0) + n

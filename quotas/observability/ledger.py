@@ -23,8 +23,9 @@ entries later, grouped, in one pass:
   thread may be dead or off: the ledger never grows without end).
 
 Every decision is counted once, with the values it was recorded with (its
-duration, the minute it was noted in), in the order it was recorded; a child
-process starts with an empty ledger (its parent counts what it recorded).
+duration, the minute it was noted in), each label set's durations in the order
+they were recorded; a child process starts with an empty ledger (its parent
+counts what it recorded).
 """
 
 from __future__ import annotations
@@ -34,16 +35,24 @@ import itertools
 import os
 import threading
 import weakref
-from collections.abc import Iterable
+from collections import Counter as TallyCounter
+from collections.abc import Mapping
+from operator import itemgetter
 from typing import Protocol
 
 from quotas import metrics, metrics_fold
 
-#: One decision: its metrics labels (plan, scope, outcome, reason), its duration in seconds, its client's tag,
-#: when it was made (epoch seconds) and the serial number of the history it is noted in (0: none, and no time).
+#: One decision: its metrics labels (plan, scope, outcome, reason), its client's tag, the minute it was made in
+#: (epoch seconds // 60, a float), the serial number of the history it is noted in (0: none, and minute 0.0), and
+#: last its duration in seconds: all but the duration are its :data:`Run`, which a busy client's entries share.
 #: Only strings, numbers and None, the history named by a number: the garbage collector stops tracking such a
 #: tuple at its first pass, so a second's entries waiting for their fold add nothing to its later passes.
-Entry = tuple[str | None, str | None, str, str, float, str, float, int]
+Entry = tuple[str | None, str | None, str, str, str, float, int, float]
+#: An entry less its duration: the decisions a history counts alike (the same counters, minute and client).
+Run = tuple[str | None, str | None, str, str, str, float, int]
+_run = itemgetter(slice(0, 7))
+_labels = itemgetter(slice(0, 4))
+_seconds = itemgetter(7)
 #: Entries waiting beyond this are folded by the request that appends the next: the poller folds about once a
 #: second (a few hundred to a few thousand entries at full load), so this is reached only when it does not run.
 FOLD_AT = 10_000
@@ -58,8 +67,8 @@ METRICS_DELAY = 0.5
 class Notes(Protocol):
     """What the ledger needs of a history (:class:`~quotas.observability.history.History`)."""
 
-    def add(self, entries: Iterable[Entry]) -> None:
-        """Count ``entries`` (each naming this history)."""
+    def add(self, runs: Mapping[Run, int]) -> None:
+        """Count the decisions of each run that names this history, as many as it maps to."""
 
 
 class Ledger:
@@ -89,28 +98,22 @@ class Ledger:
             # Two steps, each atomic under the GIL; requests only append, beyond the first n.
             batch = entries[:n]
             del entries[:n]
+            # Counted in C, without a Python step per entry (a busy client's differ by their duration only):
+            # each run's decisions, then each label set's durations (one run of entries when there is one label
+            # set, as often): about 4,000 instructions less per busy client's decision than a Python step each.
+            runs = TallyCounter(map(_run, batch))
             durations: dict[tuple[str | None, str | None, str, str], list[float]] = {}
-            noted: dict[int, list[Entry]] = {}  # each history's entries, by its serial
-            for entry in batch:
-                plan, scope, outcome, reason, seconds, _, _, history = entry
-                labels = (plan, scope, outcome, reason)
+            for labels, alike in itertools.groupby(batch, _labels):
+                seconds = list(map(_seconds, alike))
                 same = durations.get(labels)
                 if same is None:
-                    durations[labels] = [seconds]
+                    durations[labels] = seconds
                 else:
-                    same.append(seconds)
-                if history:
-                    own = noted.get(history)
-                    if own is None:
-                        noted[history] = [entry]
-                    else:
-                        own.append(entry)
-            for (plan, scope, outcome, reason), seconds_list in durations.items():
-                metrics.observe_decision(plan, scope, outcome, reason, *seconds_list)
-            for serial, own in noted.items():
-                target = self._histories.get(serial)
-                if target is not None:
-                    target.add(own)
+                    same += seconds
+            for (plan, scope, outcome, reason), seconds in durations.items():
+                metrics.observe_decision(plan, scope, outcome, reason, *seconds)
+            for history in list(self._histories.values()):  # one a runtime: each counts the runs naming it
+                history.add(runs)
 
     def forked(self) -> None:
         """In a child process just forked: the entries are the parent's, which counts them itself, and the

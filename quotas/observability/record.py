@@ -110,9 +110,11 @@ def _note(  # noqa: PLR0917  (one ledger entry's fields)
     """One decision into this process's ledger: the metrics and the history count it later
     (quotas/observability/ledger.py), so this is one append, no lock, on the request's path."""
     seconds = time.perf_counter() - started
+    # The minute, not the time: a busy client's entries then differ by their duration only, and the fold counts
+    # each run of them once (a float floor: int() is left to the fold, once per run).
     if history is None:
-        _append((plan, scope, outcome, reason, seconds, client_tag, 0.0, 0))
+        _append((plan, scope, outcome, reason, client_tag, 0.0, 0, seconds))
     else:
-        _append((plan, scope, outcome, reason, seconds, client_tag, history.now(), history.serial))
+        _append((plan, scope, outcome, reason, client_tag, history.now() // 60, history.serial, seconds))
     if len(_entries) >= FOLD_AT:  # nothing folded for a long while (the poller is off or dead)
         LEDGER.fold()
