@@ -26,6 +26,14 @@ def pool_stats() -> dict[str, int]:
     return connection.pool.get_stats()
 
 
+def exhausted_now(stats: dict[str, int]) -> bool:
+    return (
+        stats.get("pool_size") == stats["pool_max"]
+        and stats["pool_available"] == 0
+        and stats.get("requests_waiting", 0) >= 1
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_exhausted_pool_raises_the_db_signal_and_cuts(redis_client) -> None:
     """Threads holding every pooled connection (and more waiting) push the pool signal to 1.0, and the
@@ -44,9 +52,10 @@ def test_exhausted_pool_raises_the_db_signal_and_cuts(redis_client) -> None:
     for thread in threads:
         thread.start()
     try:
-        exhausted = wait_until(
-            lambda: pool_stats()["pool_available"] == 0 and pool_stats().get("requests_waiting", 0) >= 1, 10
-        )
+        # Exhausted: the pool grown to its maximum (it opens connections in the background, one at a time), every
+        # one of them taken, and a thread waiting. A waiter alone is not enough: while the pool grows, its first
+        # connections taken and a waiter are 0.4 of it (a run on 2026-11-30).
+        exhausted = wait_until(lambda: exhausted_now(pool_stats()), 10)
         assert exhausted, pool_stats()
         during = db_pool_saturation()
         sample = host_sample(CpuMeter())
