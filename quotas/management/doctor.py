@@ -147,8 +147,8 @@ def check_clock(nodes: list[Primary], clock: Callable[[], float]) -> Finding:
     way = "ahead of" if skew > 0 else "behind"
     if abs(skew) > MAX_SKEW:
         return Finding(
-            "clock", WARNING, f"Redis's clock{_on(name)} is {abs(skew):.1f} s {way} this machine's (TIME vs "
-            "its clock): calendar periods and usage days would start at different moments; sync both with NTP"
+            "clock", WARNING, f"Redis's clock{_on(name)} is {abs(skew):.1f} s {way} this machine's (TIME against "
+            "the engine's clock): calendar periods and usage days would start at different moments; sync both with NTP"
         )  # fmt: skip
     return Finding("clock", OK, f"Redis's clock is within {abs(skew) * 1000:.0f} ms of this machine's (TIME)")
 
